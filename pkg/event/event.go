@@ -1,0 +1,157 @@
+package event
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// SchemaVersion is the version this build writes and the only one it reads.
+const SchemaVersion = 1
+
+// MaxValueBytes bounds a record value; a real event is well under 1 KiB.
+const MaxValueBytes = 4096
+
+// Topic defaults.
+const (
+	TopicDefault    = "read-receipts"
+	DLTTopicDefault = "read-receipts-dlt"
+)
+
+// Dead-letter headers, set on every record sent to the dead-letter topic.
+const (
+	HeaderReason          = "dlt-reason"
+	HeaderSourceTopic     = "dlt-source-topic"
+	HeaderSourcePartition = "dlt-source-partition"
+	HeaderSourceOffset    = "dlt-source-offset"
+	HeaderAttempt         = "dlt-attempt"
+)
+
+// ErrUndecodable marks a record that can never be decoded or is invalid:
+// retrying it cannot help, so it goes to the dead-letter topic.
+var ErrUndecodable = errors.New("undecodable record")
+
+// Encode builds the record for a state: key "user:channel", protobuf value.
+func Encode(s receipt.State) (*kgo.Record, error) {
+	v, err := proto.Marshal(ToProto(s))
+	if err != nil {
+		return nil, fmt.Errorf("marshalling event %s: %w", s.Key.KafkaKey(), err)
+	}
+	return &kgo.Record{Key: []byte(s.Key.KafkaKey()), Value: v}, nil
+}
+
+// Decode parses and validates a record. Every failure wraps ErrUndecodable
+// and says why.
+func Decode(r *kgo.Record) (receipt.State, error) {
+	if len(r.Value) > MaxValueBytes {
+		return receipt.State{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
+	}
+	var ev receiptsv1.ReceiptEvent
+	if err := proto.Unmarshal(r.Value, &ev); err != nil {
+		return receipt.State{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
+	}
+	if ev.GetSchemaVersion() != SchemaVersion {
+		return receipt.State{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, ev.GetSchemaVersion())
+	}
+	s := FromProto(&ev)
+	if err := s.Validate(); err != nil {
+		return receipt.State{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if string(r.Key) != s.Key.KafkaKey() {
+		return receipt.State{}, fmt.Errorf("%w: record key %q does not match event key %q", ErrUndecodable, r.Key, s.Key.KafkaKey())
+	}
+	return s, nil
+}
+
+// ToProto converts a state to the wire event.
+func ToProto(s receipt.State) *receiptsv1.ReceiptEvent {
+	ev := &receiptsv1.ReceiptEvent{
+		SchemaVersion:    SchemaVersion,
+		UserId:           s.Key.User,
+		ChannelId:        s.Key.Channel,
+		DeviceId:         s.DeviceID,
+		AcceptedAtUnixMs: s.UpdatedAtUnixMs,
+	}
+	if !s.Read.Position.IsZero() {
+		ev.Read = CursorToProto(s.Read)
+	}
+	if !s.Delivered.Position.IsZero() {
+		ev.Delivered = CursorToProto(s.Delivered)
+	}
+	return ev
+}
+
+// FromProto converts a wire event to a state, without validating it.
+func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
+	return receipt.State{
+		Key:             receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()},
+		Read:            CursorFromProto(ev.GetRead()),
+		Delivered:       CursorFromProto(ev.GetDelivered()),
+		DeviceID:        ev.GetDeviceId(),
+		UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs(),
+	}
+}
+
+// CursorToProto converts a cursor to its API form.
+func CursorToProto(c receipt.Cursor) *receiptsv1.Cursor {
+	return &receiptsv1.Cursor{
+		Position:  &receiptsv1.Position{Epoch: c.Position.Epoch, Seq: c.Position.Seq},
+		MessageId: c.MessageID,
+	}
+}
+
+// CursorFromProto converts an API cursor; nil is the zero cursor.
+func CursorFromProto(c *receiptsv1.Cursor) receipt.Cursor {
+	return receipt.Cursor{
+		Position:  receipt.Position{Epoch: c.GetPosition().GetEpoch(), Seq: c.GetPosition().GetSeq()},
+		MessageID: c.GetMessageId(),
+	}
+}
+
+// StateToProto converts a state to the API's ChannelState.
+func StateToProto(s receipt.State) *receiptsv1.ChannelState {
+	return &receiptsv1.ChannelState{
+		ChannelId:       s.Key.Channel,
+		Read:            CursorToProto(s.Read),
+		Delivered:       CursorToProto(s.Delivered),
+		DeviceId:        s.DeviceID,
+		UpdatedAtUnixMs: s.UpdatedAtUnixMs,
+	}
+}
+
+// DeadLetter builds the dead-letter copy of a source record: same key and
+// value, plus headers naming the reason, source and attempt.
+func DeadLetter(src *kgo.Record, dltTopic, reason string, attempt int) *kgo.Record {
+	const maxReason = 1024
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	return &kgo.Record{
+		Topic: dltTopic,
+		Key:   src.Key,
+		Value: src.Value,
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderReason, Value: []byte(reason)},
+			{Key: HeaderSourceTopic, Value: []byte(src.Topic)},
+			{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(src.Partition), 10))},
+			{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
+			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(attempt))},
+		},
+	}
+}
+
+// Header returns the value of the named header, or "".
+func Header(r *kgo.Record, name string) string {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,254 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	sqlfiles "github.com/readstate/receipts/sql"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// Defaults.
+const (
+	URLDefault      = "postgres://postgres@127.0.0.1:5432/receipts?sslmode=disable"
+	MaxConnsDefault = 8
+)
+
+// Config configures a Store.
+type Config struct {
+	// URL is the Postgres connection string. Defaults to URLDefault.
+	URL string
+	// Schema, when set, is the only entry of search_path, so every table
+	// lives in it (tests use a schema each). Defaults to the server's path.
+	Schema string
+	// MaxConns bounds the pool. Defaults to MaxConnsDefault.
+	MaxConns int32
+}
+
+// Store is a Postgres connection pool with the receipts queries.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects lazily: it does not fail when Postgres is down, so a service
+// can start and report not-ready until the database answers.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.URL == "" {
+		cfg.URL = URLDefault
+	}
+	pc, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("parsing postgres url: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	} else if !strings.Contains(cfg.URL, "pool_max_conns") {
+		pc.MaxConns = MaxConnsDefault
+	}
+	if cfg.Schema != "" {
+		pc.ConnConfig.RuntimeParams["search_path"] = cfg.Schema
+	}
+	if _, ok := pc.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pc.ConnConfig.RuntimeParams["application_name"] = "receipts"
+	}
+	pc.ConnConfig.ConnectTimeout = 5 * time.Second
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("creating postgres pool: %w", err)
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Pool exposes the pool for tests and tools.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Close closes the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Ping checks that Postgres answers.
+func (s *Store) Ping(ctx context.Context) error { return classify(s.pool.Ping(ctx)) }
+
+// Migrate applies the embedded migrations not yet applied, in order, in one
+// transaction under an advisory lock, so concurrent starts are safe.
+func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
+	names, err := fs.Glob(sqlfiles.Migrations, "migrations/*.up.sql")
+	if err != nil {
+		return nil, fmt.Errorf("listing migrations: %w", err)
+	}
+	slices.Sort(names)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7461636)`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		for _, name := range names {
+			version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
+			var done bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&done); err != nil {
+				return err
+			}
+			if done {
+				continue
+			}
+			body, err := fs.ReadFile(sqlfiles.Migrations, name)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(body)); err != nil {
+				return fmt.Errorf("applying %s: %w", version, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version); err != nil {
+				return err
+			}
+			applied = append(applied, version)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("migrating: %w", classify(err))
+	}
+	return applied, nil
+}
+
+// upsertSQL writes a whole batch in one statement. Each cursor is a
+// max-register: it takes the incoming (epoch, seq, message id) only when the
+// incoming tuple is greater, so the id never pairs with the wrong seq. The
+// WHERE skips rows where nothing advances, which avoids a dead tuple per
+// duplicate. Rows must be unique per key (ON CONFLICT cannot touch a row
+// twice in one statement): callers dedupe first.
+const upsertSQL = `
+INSERT INTO read_receipts AS t (user_id, channel_id, read_epoch, read_seq, read_message_id,
+    delivered_epoch, delivered_seq, delivered_message_id, device_id, updated_at)
+SELECT u, c, re, rs, rm, de, ds, dm, dev, to_timestamp(ts / 1000.0)
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[],
+            $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::bigint[])
+     AS x(u, c, re, rs, rm, de, ds, dm, dev, ts)
+ON CONFLICT (user_id, channel_id) DO UPDATE SET
+    read_epoch      = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_epoch ELSE t.read_epoch END,
+    read_seq        = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_seq ELSE t.read_seq END,
+    read_message_id = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_message_id ELSE t.read_message_id END,
+    delivered_epoch      = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_epoch ELSE t.delivered_epoch END,
+    delivered_seq        = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_seq ELSE t.delivered_seq END,
+    delivered_message_id = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_message_id ELSE t.delivered_message_id END,
+    device_id  = excluded.device_id,
+    updated_at = GREATEST(t.updated_at, excluded.updated_at)
+WHERE (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
+   OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq)`
+
+// Upsert merges states into read_receipts in one statement inside one
+// transaction; it returns how many rows changed (inserted or advanced).
+// States must be unique per key; they are written in key order.
+func (s *Store) Upsert(ctx context.Context, states []receipt.State) (int64, error) {
+	if len(states) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = UpsertTx(ctx, tx, states)
+		return err
+	})
+	return n, classify(err)
+}
+
+// UpsertTx is Upsert inside a caller's transaction.
+func UpsertTx(ctx context.Context, tx pgx.Tx, states []receipt.State) (int64, error) {
+	sorted := slices.Clone(states)
+	slices.SortFunc(sorted, func(a, b receipt.State) int {
+		switch {
+		case a.Key.Less(b.Key):
+			return -1
+		case b.Key.Less(a.Key):
+			return 1
+		}
+		return 0
+	})
+	n := len(sorted)
+	var (
+		users, channels, readMsgs, delivMsgs, devices = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		readEpochs, readSeqs, delivEpochs, delivSeqs, times = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	)
+	now := time.Now().UnixMilli()
+	for i, st := range sorted {
+		users[i], channels[i] = st.Key.User, st.Key.Channel
+		readEpochs[i], readSeqs[i], readMsgs[i] = st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID
+		delivEpochs[i], delivSeqs[i], delivMsgs[i] = st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID
+		devices[i] = st.DeviceID
+		times[i] = st.UpdatedAtUnixMs
+		if times[i] <= 0 {
+			times[i] = now
+		}
+	}
+	tag, err := tx.Exec(ctx, upsertSQL, users, channels, readEpochs, readSeqs, readMsgs,
+		delivEpochs, delivSeqs, delivMsgs, devices, times)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const selectColumns = `user_id, channel_id, read_epoch, read_seq, read_message_id,
+    delivered_epoch, delivered_seq, delivered_message_id, device_id,
+    (extract(epoch from updated_at) * 1000)::bigint`
+
+func scanState(row pgx.Row) (receipt.State, error) {
+	var s receipt.State
+	err := row.Scan(&s.Key.User, &s.Key.Channel,
+		&s.Read.Position.Epoch, &s.Read.Position.Seq, &s.Read.MessageID,
+		&s.Delivered.Position.Epoch, &s.Delivered.Position.Seq, &s.Delivered.MessageID,
+		&s.DeviceID, &s.UpdatedAtUnixMs)
+	return s, err
+}
+
+// MaxChannelsPerRead bounds how many rows one user read returns.
+const MaxChannelsPerRead = 10000
+
+// Get returns a user's states, for all channels or the listed ones, in
+// channel order.
+func (s *Store) Get(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
+	var rows pgx.Rows
+	var err error
+	if len(channels) == 0 {
+		rows, err = s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts WHERE user_id = $1 ORDER BY channel_id LIMIT $2`, user, MaxChannelsPerRead)
+	} else {
+		rows, err = s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts WHERE user_id = $1 AND channel_id = ANY($2) ORDER BY channel_id`, user, channels)
+	}
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (receipt.State, error) { return scanState(r) })
+	if err != nil {
+		return nil, classify(err)
+	}
+	return out, nil
+}
+
+// Page returns up to limit states with keys strictly after the given key, in
+// key order: the drift sweep's bounded walk. An empty after starts at the
+// beginning.
+func (s *Store) Page(ctx context.Context, after receipt.Key, limit int) ([]receipt.State, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts
+		WHERE (user_id, channel_id) > ($1, $2) ORDER BY user_id, channel_id LIMIT $3`, after.User, after.Channel, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (receipt.State, error) { return scanState(r) })
+	return out, classify(err)
+}
+
+// Count returns the number of rows in read_receipts.
+func (s *Store) Count(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM read_receipts`).Scan(&n)
+	return n, classify(err)
+}

@@ -1,0 +1,75 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+func st(user, ch string, rs, ds int64, msg string) receipt.State {
+	return receipt.State{
+		Key:       receipt.Key{User: user, Channel: ch},
+		Read:      receipt.Cursor{Position: receipt.Position{Seq: rs}, MessageID: msg},
+		Delivered: receipt.Cursor{Position: receipt.Position{Seq: max(ds, rs)}, MessageID: msg},
+		DeviceID:  "dev", UpdatedAtUnixMs: 1000,
+	}
+}
+
+func TestUpsertIsMaxRegister(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+
+	n, err := s.Upsert(ctx, []receipt.State{st("u1", "c1", 10, 0, "m10"), st("u1", "c2", 0, 5, "")})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
+
+	// Older read, newer delivered: read stays, delivered advances, and each
+	// message id stays with its own seq.
+	older := st("u1", "c1", 7, 0, "m7")
+	older.Delivered = receipt.Cursor{Position: receipt.Position{Seq: 12}, MessageID: "m12"}
+	n, err = s.Upsert(ctx, []receipt.State{older})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+
+	// A duplicate changes nothing (no dead tuple).
+	n, err = s.Upsert(ctx, []receipt.State{older})
+	require.NoError(t, err)
+	require.EqualValues(t, 0, n)
+
+	got, err := s.Get(ctx, "u1", nil)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Equal(t, int64(10), got[0].Read.Position.Seq)
+	require.Equal(t, "m10", got[0].Read.MessageID)
+	require.Equal(t, int64(12), got[0].Delivered.Position.Seq)
+	require.Equal(t, "m12", got[0].Delivered.MessageID)
+
+	// A higher epoch wins over a higher seq.
+	e := st("u1", "c1", 3, 0, "m3")
+	e.Read.Position.Epoch = 1
+	_, err = s.Upsert(ctx, []receipt.State{e})
+	require.NoError(t, err)
+	got, err = s.Get(ctx, "u1", []string{"c1"})
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 3}, got[0].Read.Position)
+}
+
+func TestRejectedDataIsClassified(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	bad := st("u1", "c1", -5, 0, "")
+	_, err := s.Upsert(ctx, []receipt.State{bad})
+	require.ErrorIs(t, err, pgstore.ErrRejected)
+	require.False(t, pgstore.IsRetryable(err))
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr) || err != nil)
+}

@@ -1,0 +1,84 @@
+package receipt
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxIDLength bounds every id (user, channel, message, device) in bytes.
+const MaxIDLength = 128
+
+// FieldError names the field that failed validation, in the request's own
+// spelling (for example "receipts[3].user_id").
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// ValidateID checks a required id: 1..MaxIDLength bytes of valid UTF-8,
+// printable, no whitespace and no ':' (the separator of the Kafka key
+// "user:channel" and of the stored Redis value).
+func ValidateID(field, id string) error {
+	if id == "" {
+		return &FieldError{Field: field, Reason: "is required"}
+	}
+	return ValidateOptionalID(field, id)
+}
+
+// ValidateOptionalID is ValidateID for an id that may be empty.
+func ValidateOptionalID(field, id string) error {
+	if len(id) > MaxIDLength {
+		return &FieldError{Field: field, Reason: fmt.Sprintf("is %d bytes long; the limit is %d", len(id), MaxIDLength)}
+	}
+	if !utf8.ValidString(id) {
+		return &FieldError{Field: field, Reason: "is not valid UTF-8"}
+	}
+	for i, r := range id {
+		switch {
+		case r == ':':
+			return &FieldError{Field: field, Reason: fmt.Sprintf("contains ':' at byte %d", i)}
+		case unicode.IsSpace(r):
+			return &FieldError{Field: field, Reason: fmt.Sprintf("contains whitespace at byte %d", i)}
+		case !unicode.IsPrint(r):
+			return &FieldError{Field: field, Reason: fmt.Sprintf("contains a control or non-printable character at byte %d", i)}
+		}
+	}
+	return nil
+}
+
+// ValidateSeq checks a channel sequence: > 0 (int64 bounds the top).
+func ValidateSeq(field string, seq int64) error {
+	if seq <= 0 {
+		return &FieldError{Field: field, Reason: fmt.Sprintf("must be > 0, got %d", seq)}
+	}
+	return nil
+}
+
+// Validate checks a whole state as it travels between stores: both ids
+// valid, optional ids valid, positions non-negative, at least one set.
+func (s State) Validate() error {
+	if err := ValidateID("user_id", s.Key.User); err != nil {
+		return err
+	}
+	if err := ValidateID("channel_id", s.Key.Channel); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		c    Cursor
+	}{{"read", s.Read}, {"delivered", s.Delivered}} {
+		if c.c.Position.Epoch < 0 || c.c.Position.Seq < 0 {
+			return &FieldError{Field: c.name, Reason: "has a negative position"}
+		}
+		if err := ValidateOptionalID(c.name+".message_id", c.c.MessageID); err != nil {
+			return err
+		}
+	}
+	if s.Read.Position.IsZero() && s.Delivered.Position.IsZero() {
+		return &FieldError{Field: "read", Reason: "neither read nor delivered carries a position"}
+	}
+	return ValidateOptionalID("device_id", s.DeviceID)
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Regenerates the protobuf stubs with locally built, version-pinned plugins
+# (tools/go.mod). googleapis' http annotations come from the Go module cache
+# into a git-ignored third_party/ folder: nothing fetched is committed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gg=$(go mod download -modfile=tools/go.mod -json github.com/grpc-ecosystem/grpc-gateway@v1.16.0 | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+mkdir -p third_party/google/api
+for f in annotations.proto http.proto; do
+  install -m 0644 "$gg/third_party/googleapis/google/api/$f" third_party/google/api/$f
+done
+go tool -modfile=tools/go.mod buf generate

@@ -1,0 +1,420 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// binDir holds the binaries built once by TestMain.
+var binDir string
+
+func TestMain(m *testing.M) {
+	if testing.Short() {
+		fmt.Println("e2e: skipped in -short mode")
+		os.Exit(0)
+	}
+	dir, err := os.MkdirTemp("", "receipts-e2e-bin-")
+	if err != nil {
+		panic(err)
+	}
+	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/devbroker", "./cmd/kafkagate", "./cmd/persister", "./cmd/dlt-reconciler")
+	cmd.Dir = ".."
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: building binaries:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// proc is one running binary whose output goes to a log file.
+type proc struct {
+	name string
+	args []string
+	env  []string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *proc) start(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	fmt.Fprintf(f, "\n=== start %s %s at %s\n", p.name, strings.Join(p.args, " "), time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(filepath.Join(binDir, p.name), p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	p.cmd = cmd
+	p.done = make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+}
+
+// kill9 kills the process at once, as a crash would.
+func (p *proc) kill9() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop asks the process to drain and exit (SIGTERM), killing it after 20s.
+func (p *proc) stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		p.kill9()
+	}
+}
+
+func (p *proc) running() bool {
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *proc) tail(n int) string {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// stack is the whole pipeline of one test: a dev broker, the three services,
+// a Postgres schema and a Redis prefix of its own.
+type stack struct {
+	t        testing.TB
+	dir      string
+	schema   *pgtest.Schema
+	store    *pgstore.Store
+	rdb      *redis.Client
+	rstore   *redisstore.Store
+	prefix   string
+	topic    string
+	dltTopic string
+	group    string
+
+	brokerAddr string
+	apiAddr    string
+	admin      map[string]string
+
+	broker, gate, persister, reconciler *proc
+	kcl                                 *kgo.Client
+}
+
+// stackOptions tune a stack.
+type stackOptions struct {
+	// spool enables the gateway's local spool (directory in the test dir).
+	spool bool
+	// extraGateArgs are appended to kafkagate's arguments.
+	extraGateArgs []string
+}
+
+func newStack(t testing.TB, opts stackOptions) *stack {
+	t.Helper()
+	s := &stack{t: t, dir: t.TempDir(), admin: map[string]string{}}
+	s.schema = pgtest.NewSchema(t)
+	s.store = s.schema.Store
+	s.rdb = redistest.Client(t)
+	s.prefix = redistest.Prefix(t, s.rdb)
+	s.rstore = redisstore.New(s.rdb, redisstore.Config{Prefix: s.prefix})
+	sfx := kafkatest.Suffix()
+	s.topic, s.dltTopic, s.group = "read-receipts-"+sfx, "read-receipts-dlt-"+sfx, "persister-"+sfx
+
+	brokerPort := freePort(t)
+	s.brokerAddr = "127.0.0.1:" + strconv.Itoa(brokerPort)
+	s.apiAddr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	for _, n := range []string{"kafkagate", "persister", "dlt-reconciler"} {
+		s.admin[n] = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	}
+	log := func(n string) string { return filepath.Join(s.dir, n+".log") }
+	s.broker = &proc{name: "devbroker", log: log("devbroker"), args: []string{
+		"--listen-port", strconv.Itoa(brokerPort), "--data-dir", filepath.Join(s.dir, "kafka"),
+		"--topic", s.topic, "--partitions", "8", "--dlt-topic", s.dltTopic, "--dlt-partitions", "2"}}
+	common := []string{"--brokers", s.brokerAddr, "--topic", s.topic, "--dlt-topic", s.dltTopic,
+		"--pg-url", s.schema.URL, "--redis-url", redistest.URL(), "--redis-prefix", s.prefix, "--log-format", "json"}
+	gateArgs := append(append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"]}, common...), opts.extraGateArgs...)
+	if opts.spool {
+		gateArgs = append(gateArgs, "--spool-dir", filepath.Join(s.dir, "spool"))
+	}
+	s.gate = &proc{name: "kafkagate", log: log("kafkagate"), args: gateArgs}
+	s.persister = &proc{name: "persister", log: log("persister"), args: append([]string{
+		"--admin-addr", s.admin["persister"], "--group", s.group}, common...)}
+	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append([]string{
+		"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx}, common...)}
+	t.Cleanup(func() {
+		for _, p := range []*proc{s.gate, s.persister, s.reconciler, s.broker} {
+			p.stop()
+		}
+		if t.Failed() {
+			for _, p := range []*proc{s.broker, s.gate, s.persister, s.reconciler} {
+				t.Logf("--- %s log tail:\n%s", p.name, p.tail(40))
+			}
+		}
+	})
+
+	s.broker.start(t)
+	s.waitBroker()
+	kcl, err := kgo.NewClient(kafkatest.FastClientOpts([]string{s.brokerAddr})...)
+	require.NoError(t, err)
+	t.Cleanup(kcl.Close)
+	s.kcl = kcl
+	for _, p := range []*proc{s.persister, s.gate, s.reconciler} {
+		p.start(t)
+	}
+	for _, p := range []*proc{s.persister, s.gate, s.reconciler} {
+		s.waitReady(p)
+	}
+	return s
+}
+
+func (s *stack) waitBroker() {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", s.brokerAddr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		if !s.broker.running() {
+			s.t.Fatalf("devbroker exited:\n%s", s.broker.tail(30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatalf("devbroker not listening on %s:\n%s", s.brokerAddr, s.broker.tail(30))
+}
+
+// waitReady polls the service's /readyz until it answers 200.
+func (s *stack) waitReady(p *proc) {
+	s.t.Helper()
+	addr := s.admin[p.name]
+	deadline := time.Now().Add(60 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			b := make([]byte, 512)
+			n, _ := resp.Body.Read(b)
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+			last = string(b[:n])
+		} else {
+			last = err.Error()
+		}
+		if !p.running() {
+			s.t.Fatalf("%s exited:\n%s", p.name, p.tail(40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("%s not ready after 60s (%s):\n%s", p.name, last, p.tail(40))
+}
+
+// lag returns how far the persister group's committed offsets are behind
+// the end of the topic, over all partitions (uncommitted partitions count
+// from 0, so a group that has not started is not "caught up").
+func (s *stack) lag(ctx context.Context) (int64, error) {
+	adm := kadm.NewClient(s.kcl)
+	committed, err := adm.FetchOffsets(ctx, s.group)
+	if err != nil {
+		return 0, err
+	}
+	ends, err := adm.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return 0, err
+	}
+	if ends.Error() != nil {
+		return 0, ends.Error()
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) {
+		at := int64(0)
+		if c, ok := committed.Lookup(s.topic, o.Partition); ok && c.Err == nil {
+			at = c.At
+		}
+		if o.Offset > at {
+			total += o.Offset - at
+		}
+	})
+	return total, nil
+}
+
+// model is what callers were told: the greatest acknowledged cursors per key.
+type model struct {
+	mu    sync.Mutex
+	acked map[receipt.Key]receipt.State
+	n     int
+}
+
+func newModel() *model { return &model{acked: map[receipt.Key]receipt.State{}} }
+
+func (m *model) ack(st receipt.State) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n++
+	cur := m.acked[st.Key]
+	cur.Key = st.Key
+	merged, _ := receipt.Merge(cur, st)
+	m.acked[st.Key] = merged
+}
+
+func (m *model) snapshot() map[receipt.Key]receipt.State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[receipt.Key]receipt.State, len(m.acked))
+	for k, v := range m.acked {
+		out[k] = v
+	}
+	return out
+}
+
+// verdict is the invariant check of one quiet system.
+type verdict struct {
+	keys, lost, diverged int
+	firstProblem         string
+}
+
+// check compares Postgres and Redis with the model for every key.
+func (s *stack) check(ctx context.Context, acked map[receipt.Key]receipt.State) (verdict, error) {
+	v := verdict{keys: len(acked)}
+	byUser := map[string][]receipt.Key{}
+	for k := range acked {
+		byUser[k.User] = append(byUser[k.User], k)
+	}
+	for user, keys := range byUser {
+		pgRows, err := s.store.Get(ctx, user, nil)
+		if err != nil {
+			return v, err
+		}
+		pg := map[string]receipt.State{}
+		for _, r := range pgRows {
+			pg[r.Key.Channel] = r
+		}
+		chans := make([]string, len(keys))
+		for i, k := range keys {
+			chans[i] = k.Channel
+		}
+		rRows, _, err := s.rstore.Get(ctx, user, chans)
+		if err != nil {
+			return v, err
+		}
+		rd := map[string]receipt.State{}
+		for _, r := range rRows {
+			rd[r.Key.Channel] = r
+		}
+		for _, k := range keys {
+			want := acked[k]
+			p, r := pg[k.Channel], rd[k.Channel]
+			switch {
+			case !p.Covers(want) || !r.Covers(want):
+				v.lost++
+				if v.firstProblem == "" {
+					v.firstProblem = fmt.Sprintf("%s: acked %+v/%+v, postgres %+v/%+v, redis %+v/%+v", k.KafkaKey(),
+						want.Read.Position, want.Delivered.Position, p.Read.Position, p.Delivered.Position, r.Read.Position, r.Delivered.Position)
+				}
+			case !p.SameCursors(r):
+				v.diverged++
+				if v.firstProblem == "" {
+					v.firstProblem = fmt.Sprintf("%s: postgres %+v/%+v != redis %+v/%+v", k.KafkaKey(),
+						p.Read.Position, p.Delivered.Position, r.Read.Position, r.Delivered.Position)
+				}
+			}
+		}
+	}
+	return v, nil
+}
+
+// waitConverged waits until the persister has no lag and every key holds at
+// least its acknowledged value in both stores, with both stores agreeing.
+// It returns the time it took and the last verdict.
+func (s *stack) waitConverged(ctx context.Context, acked map[receipt.Key]receipt.State, within time.Duration) (time.Duration, verdict) {
+	s.t.Helper()
+	start := time.Now()
+	deadline := start.Add(within)
+	var v verdict
+	var err error
+	for {
+		var lag int64
+		lag, err = s.lag(ctx)
+		if err == nil && lag == 0 {
+			v, err = s.check(ctx, acked)
+			if err == nil && v.lost == 0 && v.diverged == 0 {
+				return time.Since(start), v
+			}
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil && v.firstProblem == "" {
+		v.firstProblem = err.Error()
+	}
+	return time.Since(start), v
+}
+
+// readLines returns the lines of a file (for log assertions).
+func readLines(path string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		out = append(out, sc.Text())
+	}
+	return out
+}

@@ -48,12 +48,12 @@ type scenario struct {
 
 // result is one row of the table.
 type result struct {
-	name               string
-	acked              int
-	lost, regressed    int
-	converge           time.Duration
-	deadLetters        int64
-	spooled, callErrs  int64
+	name              string
+	acked             int
+	lost, regressed   int
+	converge          time.Duration
+	deadLetters       int64
+	spooled, callErrs int64
 }
 
 func TestFaults(t *testing.T) {

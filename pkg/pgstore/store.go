@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	sqlfiles "github.com/readstate/receipts/sql"
 	"github.com/readstate/receipts/pkg/receipt"
+	sqlfiles "github.com/readstate/receipts/sql"
 )
 
 // Defaults.
@@ -175,7 +175,7 @@ func UpsertTx(ctx context.Context, tx pgx.Tx, states []receipt.State) (int64, er
 	})
 	n := len(sorted)
 	var (
-		users, channels, readMsgs, delivMsgs, devices = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		users, channels, readMsgs, delivMsgs, devices       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		readEpochs, readSeqs, delivEpochs, delivSeqs, times = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	)
 	now := time.Now().UnixMilli()

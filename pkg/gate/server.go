@@ -1,0 +1,165 @@
+package gate
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"connectrpc.com/vanguard"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+)
+
+// rpcPathPrefix starts every gRPC, gRPC-Web and Connect path of the service;
+// anything else that reaches the transcoder is REST.
+const rpcPathPrefix = "/" + receiptsv1connect.ReceiptServiceName + "/"
+
+// Handler serves the API: the ReceiptService as gRPC, gRPC-Web, Connect and
+// REST (HTTP/JSON), gRPC health, and gRPC reflection (v1 and v1alpha).
+// Serve it over HTTP/1.1 and unencrypted HTTP/2 (gRPC needs the latter),
+// as Server does.
+func (g *Gate) Handler() http.Handler { return g.handler }
+
+func (g *Gate) buildHandler() (http.Handler, error) {
+	path, svc := receiptsv1connect.NewReceiptServiceHandler(g,
+		connect.WithReadMaxBytes(int(g.cfg.MaxBodyBytes)),
+		connect.WithInterceptors(g.m.interceptor()),
+	)
+	tc, err := vanguard.NewTranscoder([]*vanguard.Service{
+		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(g.cfg.MaxBodyBytes))),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building transcoder: %w", err)
+	}
+	reflector := grpcreflect.NewStaticReflector(receiptsv1connect.ReceiptServiceName, grpchealth.HealthV1ServiceName)
+	mux := http.NewServeMux()
+	mux.Handle(grpchealth.NewHandler(healthChecker{g}))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle("/", g.limitREST(tc))
+	return mux, nil
+}
+
+// limitREST bounds REST request bodies. RPC protocols are bounded by
+// connect.WithReadMaxBytes (ResourceExhausted); a REST body over
+// MaxBodyBytes gets HTTP 413 with a JSON google.rpc.Status body (code 8,
+// RESOURCE_EXHAUSTED) like every other REST error, before any decoding. The
+// body is read here in full (vanguard buffers REST bodies anyway), so a
+// chunked body without Content-Length gets the same answer.
+func (g *Gate) limitREST(next http.Handler) http.Handler {
+	limit := g.cfg.MaxBodyBytes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, rpcPathPrefix) || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tooLarge := func() {
+			writeRESTError(w, http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted,
+				fmt.Sprintf("request body is larger than the limit of %d bytes", limit))
+		}
+		if r.ContentLength > limit {
+			tooLarge()
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+		if err != nil {
+			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				tooLarge()
+				return
+			}
+			writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "reading request body: "+err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// writeRESTError writes an error the way vanguard does for REST: a JSON
+// google.rpc.Status.
+func writeRESTError(w http.ResponseWriter, status int, code connect.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{int(code), msg})
+}
+
+// healthChecker answers gRPC health checks for the process and the
+// ReceiptService from Ready.
+type healthChecker struct{ g *Gate }
+
+func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	switch req.Service {
+	case "", receiptsv1connect.ReceiptServiceName:
+	default:
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+	}
+	if err := h.g.Ready(ctx); err != nil {
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+}
+
+// Server returns an http.Server for the API on cfg.Addr: HTTP/1.1 and
+// unencrypted HTTP/2 with prior knowledge (h2c, what gRPC clients speak
+// without TLS; TLS is terminated in front of the gate), with the configured
+// timeouts.
+func (g *Gate) Server() *http.Server {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Server{
+		Addr:              g.cfg.Addr,
+		Handler:           g.handler,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
+		ReadTimeout:       g.cfg.ReadTimeout,
+		WriteTimeout:      g.cfg.WriteTimeout,
+		IdleTimeout:       g.cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
+	}
+}
+
+// Serve serves the API on ln until ctx ends, then drains in-flight calls
+// for up to ShutdownTimeout. It returns nil after a clean drain.
+func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
+	srv := g.Server()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving api: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("draining api server: %w", err)
+	}
+	return nil
+}
+
+// ListenAndServe listens on cfg.Addr and serves until ctx ends. A bad
+// address fails at once.
+func (g *Gate) ListenAndServe(ctx context.Context) error {
+	ln, err := net.Listen("tcp", g.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", g.cfg.Addr, err)
+	}
+	return g.Serve(ctx, ln)
+}

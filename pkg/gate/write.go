@@ -1,0 +1,160 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// durableWriter makes a call's records durable, all or nothing from the
+// caller's view, and says where. kafkaWriter is the one implementation
+// today; a spool-backed writer (pkg/spool) can wrap it and answer SPOOLED
+// when Kafka fails or is slow.
+type durableWriter interface {
+	Write(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error)
+}
+
+// kafkaWriter produces records with acks=all and waits for every ack.
+type kafkaWriter struct {
+	cl      *kgo.Client
+	timeout time.Duration
+}
+
+// Write produces all records first and then waits for all acks together,
+// so a batch costs one round of broker requests, not one per record. It
+// gives up at the timeout: records then still in flight may land later,
+// which is harmless (consumers max-merge) but the call is not acknowledged.
+func (w *kafkaWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed int
+		first  error
+	)
+	wg.Add(len(recs))
+	for _, r := range recs {
+		// The promise runs even when Produce gives up on ctx, so wg always
+		// completes; kgo bounds it with RecordDeliveryTimeout.
+		w.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed++
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+			wg.Done()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, fmt.Errorf("waiting for acks of %d records: %w", len(recs), ctx.Err())
+	}
+	if first != nil {
+		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, fmt.Errorf("producing %d records (%d failed): %w", len(recs), failed, first)
+	}
+	return receiptsv1.Durability_KAFKA, nil
+}
+
+// write runs the write path for validated marks: Redis max-merge, then the
+// durable write, then one result per mark.
+func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
+	now := time.Now().UnixMilli()
+	states := make([]receipt.State, len(marks))
+	recs := make([]*kgo.Record, len(marks))
+	for i, m := range marks {
+		states[i] = m.state(now)
+		rec, err := event.Encode(states[i])
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		rec.Topic = g.cfg.Topic
+		recs[i] = rec
+	}
+
+	merged := g.mergeRedis(ctx, states)
+
+	// Every mark is produced, including those Redis found to be no-ops:
+	// Redis may hold a value whose own produce failed (the caller got
+	// Unavailable and is retrying now), and only this produce makes it
+	// durable.
+	start := time.Now()
+	dur, err := g.durable.Write(ctx, recs)
+	g.m.produce.Observe(time.Since(start).Seconds())
+	if err != nil {
+		g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(recs)))
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, cerr
+		}
+		g.log.Warn("making marks durable", zap.Int("num_records", len(recs)), zap.String("topic", g.cfg.Topic), zap.Error(err))
+		return nil, connect.NewError(connect.CodeUnavailable,
+			fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", len(recs), err))
+	}
+	outcome := outcomeKafka
+	if dur == receiptsv1.Durability_SPOOLED {
+		outcome = outcomeSpooled
+	}
+	g.m.events.WithLabelValues(outcome).Add(float64(len(recs)))
+
+	results := make([]*receiptsv1.ReceiptResult, len(marks))
+	for i := range marks {
+		res := &receiptsv1.ReceiptResult{Durability: dur}
+		if merged[i].Err == nil {
+			res.State = event.StateToProto(merged[i].State)
+			res.Advanced = merged[i].Advanced
+		} else {
+			// The merged state is unknown; advanced stays false.
+			res.RealtimeDegraded = true
+		}
+		results[i] = res
+	}
+	return results, nil
+}
+
+// mergeRedis max-merges the states in one pipeline under RedisTimeout. It
+// always returns one result per state; failures are per result.
+func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	merged, err := g.redis.Merge(rctx, states)
+	if len(merged) != len(states) {
+		// Merge gave up before running the pipeline (e.g. reloading scripts).
+		if err == nil {
+			err = redisstore.ErrUnavailable
+		}
+		merged = make([]redisstore.MergeResult, len(states))
+		for i := range merged {
+			merged[i].Err = err
+		}
+	}
+	failed := 0
+	for i := range merged {
+		if merged[i].Err != nil {
+			failed++
+			if err == nil {
+				err = merged[i].Err
+			}
+		}
+	}
+	if failed > 0 {
+		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
+		g.warnRedis(redisOpMerge, err)
+	}
+	return merged
+}

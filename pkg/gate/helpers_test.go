@@ -1,0 +1,228 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// testBundle is one test's gate, served on 127.0.0.1:0, and its backends.
+type testBundle struct {
+	gate   *Gate
+	url    string
+	rdb    *redis.Client
+	prefix string
+	store  *redisstore.Store // a second view on the test prefix, for asserts
+	broker *kafkatest.Broker
+	schema *pgtest.Schema
+	reg    *prometheus.Registry
+	h1     *http.Client // HTTP/1.1
+	h2c    *http.Client // unencrypted HTTP/2, for gRPC
+}
+
+type setupOpts struct {
+	config func(*Config)
+	// redis replaces the test Redis client (e.g. one on a closed port).
+	redis redis.UniversalClient
+}
+
+func setup(t *testing.T, o setupOpts) *testBundle {
+	t.Helper()
+	rdb := redistest.Client(t)
+	tb := &testBundle{
+		rdb:    rdb,
+		prefix: redistest.Prefix(t, rdb),
+		broker: kafkatest.New(t),
+		schema: pgtest.NewSchema(t),
+		reg:    prometheus.NewRegistry(),
+	}
+	tb.store = redisstore.New(rdb, redisstore.Config{Prefix: tb.prefix})
+	var gateRedis redis.UniversalClient = rdb
+	if o.redis != nil {
+		gateRedis = o.redis
+	}
+	cfg := Config{
+		Kafka:       kafkaconf.Config{Brokers: tb.broker.Seeds, Fast: true},
+		KafkaOpts:   kafkatest.FastClientOpts(tb.broker.Seeds),
+		Topic:       tb.broker.Topic,
+		Redis:       gateRedis,
+		RedisPrefix: tb.prefix,
+		Postgres:    tb.schema.Store,
+		Logger:      zaptest.NewLogger(t),
+		Registerer:  tb.reg,
+	}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	g, err := New(cfg)
+	require.NoError(t, err)
+	tb.gate = g
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	tb.url = "http://" + ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-served)
+		g.Close()
+	})
+
+	tb.h1 = &http.Client{Timeout: 30 * time.Second}
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	tb.h2c = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Protocols: &h2}}
+	t.Cleanup(tb.h1.CloseIdleConnections)
+	t.Cleanup(tb.h2c.CloseIdleConnections)
+	return tb
+}
+
+// client is a ReceiptService client on the gate's port over h2c.
+func (tb *testBundle) client(opts ...connect.ClientOption) receiptsv1connect.ReceiptServiceClient {
+	return receiptsv1connect.NewReceiptServiceClient(tb.h2c, tb.url, opts...)
+}
+
+// do sends a REST request and returns the status and body.
+func (tb *testBundle) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, tb.url+path, r)
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := tb.h1.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, b
+}
+
+// doProto sends a REST request, requires 200 and decodes the answer.
+func (tb *testBundle) doProto(t *testing.T, method, path, body string, out proto.Message) {
+	t.Helper()
+	status, b := tb.do(t, method, path, body)
+	require.Equal(t, http.StatusOK, status, "body: %s", b)
+	require.NoError(t, protojson.Unmarshal(b, out), "body: %s", b)
+}
+
+// restError is the JSON google.rpc.Status of a REST error.
+type restError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+func parseRESTError(t *testing.T, b []byte) restError {
+	t.Helper()
+	var e restError
+	require.NoError(t, json.Unmarshal(b, &e), "body: %s", b)
+	return e
+}
+
+// consume reads n records from the start of the test topic, decoded.
+func (tb *testBundle) consume(t *testing.T, n int) ([]*kgo.Record, []receipt.State) {
+	t.Helper()
+	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var recs []*kgo.Record
+	var states []receipt.State
+	for len(recs) < n {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "waiting for %d records, have %d", n, len(recs))
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("fetching %s/%d: %v", topic, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			st, err := event.Decode(r)
+			require.NoError(t, err)
+			recs = append(recs, r)
+			states = append(states, st)
+		})
+	}
+	require.Len(t, recs, n)
+	return recs, states
+}
+
+// highWatermarks sums the topic's high watermarks: 0 means nothing was ever
+// produced.
+func (tb *testBundle) highWatermarks(t *testing.T) int64 {
+	t.Helper()
+	var sum int64
+	for p := int32(0); p < kafkatest.Partitions; p++ {
+		pi := tb.broker.Cluster.PartitionInfo(tb.broker.Topic, p)
+		require.NotNil(t, pi)
+		sum += pi.HighWatermark
+	}
+	return sum
+}
+
+// redisKeys lists the keys under the test prefix.
+func (tb *testBundle) redisKeys(t *testing.T) []string {
+	t.Helper()
+	keys, err := tb.rdb.Keys(context.Background(), tb.prefix+"*").Result()
+	require.NoError(t, err)
+	return keys
+}
+
+// closedAddr is a local address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// pos is a position at epoch 0.
+func pos(seq int64) receipt.Position { return receipt.Position{Seq: seq} }
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
+
+// histogramCount reads a histogram's sample count.
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, h.Write(&m))
+	return m.GetHistogram().GetSampleCount()
+}

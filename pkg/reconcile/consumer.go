@@ -1,0 +1,419 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/sethvargo/go-retry"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// Consumer defaults.
+const (
+	// GroupDefault is the reconciler's consumer group.
+	GroupDefault = "receipts-dlt-reconciler"
+	// MaxPollRecordsDefault bounds one poll. Records are handled one by one
+	// with rebalances blocked until the poll is done, so a small poll keeps
+	// a rebalance waiting for at most a few records' retries.
+	MaxPollRecordsDefault = 20
+	// RetryMaxDurationDefault bounds the retries of one record before it is
+	// parked.
+	RetryMaxDurationDefault = 30 * time.Second
+	// AttemptTimeoutDefault bounds one repair attempt.
+	AttemptTimeoutDefault = 5 * time.Second
+	// commitTimeout bounds an offset commit, also at shutdown.
+	commitTimeout = 10 * time.Second
+)
+
+// Kinds of parked records, the values of the parked_total "kind" label and
+// the prefix of the parked reason.
+const (
+	// KindUndecodable: the record can never be decoded or is invalid
+	// (garbage bytes, invalid ids, unknown schema version).
+	KindUndecodable = "undecodable"
+	// KindRejected: Postgres refused the data itself.
+	KindRejected = "rejected"
+	// KindUnavailable: the repair still failed when the retry bound ran out.
+	KindUnavailable = "unavailable"
+)
+
+// ConsumerConfig configures a Consumer.
+type ConsumerConfig struct {
+	// Postgres is the durable store; also where records are parked.
+	// Required.
+	Postgres *pgstore.Store
+	// Redis is the real-time view, read before and merged after each
+	// repair. Required (it may be down: then only Postgres is repaired).
+	Redis *redisstore.Store
+	// Kafka is the connection config.
+	Kafka kafkaconf.Config
+	// DLTTopic is the dead-letter topic. Defaults to event.DLTTopicDefault.
+	DLTTopic string
+	// Group is the consumer group. Defaults to GroupDefault.
+	Group string
+	// MaxPollRecords bounds one poll. Defaults to MaxPollRecordsDefault.
+	MaxPollRecords int
+	// Retry is the backoff for retryable repair failures. Retry.MaxDuration
+	// defaults to RetryMaxDurationDefault and cannot be unbounded here: a
+	// record that cannot be repaired in that time is parked, so one bad key
+	// never holds up the dead-letter topic for long. Parking itself retries
+	// without a bound (with Retry's base and cap): there is nowhere else to
+	// put the record, the offset stays uncommitted and Kafka keeps it, and
+	// Ready reports the stall.
+	Retry backoff.Config
+	// AttemptTimeout bounds one repair or park attempt. Defaults to
+	// AttemptTimeoutDefault.
+	AttemptTimeout time.Duration
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Registerer receives the metrics. Defaults to a private registry.
+	Registerer prometheus.Registerer
+	// KafkaOpts are extra client options, appended last (tests use them to
+	// shorten timers).
+	KafkaOpts []kgo.Opt
+}
+
+func (c *ConsumerConfig) withDefaults() error {
+	var errs []error
+	if c.Postgres == nil {
+		errs = append(errs, errors.New("Postgres is required"))
+	}
+	if c.Redis == nil {
+		errs = append(errs, errors.New("Redis is required"))
+	}
+	if c.DLTTopic == "" {
+		c.DLTTopic = event.DLTTopicDefault
+	}
+	if c.Group == "" {
+		c.Group = GroupDefault
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = MaxPollRecordsDefault
+	}
+	if c.MaxPollRecords < 0 {
+		errs = append(errs, fmt.Errorf("MaxPollRecords must be > 0, got %d", c.MaxPollRecords))
+	}
+	if c.Retry.MaxDuration == 0 {
+		c.Retry.MaxDuration = RetryMaxDurationDefault
+	}
+	if c.Retry.MaxDuration < 0 {
+		errs = append(errs, fmt.Errorf("Retry.MaxDuration must be > 0 (retries are bounded), got %s", c.Retry.MaxDuration))
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = AttemptTimeoutDefault
+	}
+	if c.AttemptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("AttemptTimeout must be > 0, got %s", c.AttemptTimeout))
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return errors.Join(errs...)
+}
+
+type consumerMetrics struct {
+	reconciled    prometheus.Counter
+	parked        *prometheus.CounterVec
+	retries       *prometheus.CounterVec
+	redisDegraded prometheus.Counter
+	commitErrors  prometheus.Counter
+	parkStalled   prometheus.Gauge
+}
+
+func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
+	f := promauto.With(reg)
+	m := &consumerMetrics{
+		reconciled: f.NewCounter(prometheus.CounterOpts{
+			Name: "receipts_reconciler_reconciled_total",
+			Help: "Dead letters repaired: merged with Redis and upserted into Postgres.",
+		}),
+		parked: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "receipts_reconciler_parked_total",
+			Help: "Dead letters parked for an operator, by kind (undecodable, rejected, unavailable).",
+		}, []string{"kind"}),
+		retries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "receipts_reconciler_retries_total",
+			Help: "Retried attempts, by operation (repair, park).",
+		}, []string{"op"}),
+		redisDegraded: f.NewCounter(prometheus.CounterOpts{
+			Name: "receipts_reconciler_redis_degraded_total",
+			Help: "Repairs that could not read or write Redis (left to the drift sweep).",
+		}),
+		commitErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: "receipts_reconciler_commit_errors_total",
+			Help: "Failed dead-letter offset commits (the records are consumed again; repairs are idempotent).",
+		}),
+		parkStalled: f.NewGauge(prometheus.GaugeOpts{
+			Name: "receipts_reconciler_park_stalled",
+			Help: "1 while a record waits to be parked because Postgres refuses the park.",
+		}),
+	}
+	for _, k := range []string{KindUndecodable, KindRejected, KindUnavailable} {
+		m.parked.WithLabelValues(k)
+	}
+	for _, op := range []string{"repair", "park"} {
+		m.retries.WithLabelValues(op)
+	}
+	return m
+}
+
+// Consumer reads the dead-letter topic and repairs or parks each record.
+type Consumer struct {
+	cfg     ConsumerConfig
+	cl      *kgo.Client
+	log     *zap.Logger
+	m       *consumerMetrics
+	rep     *repairer
+	running atomic.Bool
+	// stall holds why parking is stuck (nil when it is not), for Ready.
+	stall     atomic.Pointer[error]
+	runOnce   sync.Once
+	closeOnce sync.Once
+}
+
+// NewConsumer validates the config and creates the Kafka client (which
+// connects lazily: a broker that is down does not fail start-up).
+func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, fmt.Errorf("configuring dlt consumer: %w", err)
+	}
+	log := cfg.Logger.Named("reconciler.dlt")
+	opts := append(cfg.Kafka.Opts(log, cfg.Registerer, "receipts_reconciler_kafka"),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.DLTTopic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+	)
+	opts = append(opts, cfg.KafkaOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	c := &Consumer{cfg: cfg, cl: cl, log: log, m: newConsumerMetrics(cfg.Registerer)}
+	c.rep = &repairer{pg: cfg.Postgres, rs: cfg.Redis, log: log, onRedisDegraded: c.m.redisDegraded.Inc}
+	return c, nil
+}
+
+// Run consumes until ctx ends. It returns nil on shutdown; a record being
+// handled at that moment is left uncommitted and consumed again later.
+func (c *Consumer) Run(ctx context.Context) error {
+	started := false
+	c.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("dlt consumer already ran")
+	}
+	c.running.Store(true)
+	defer c.running.Store(false)
+	c.log.Info("consuming dead letters", zap.String("topic", c.cfg.DLTTopic), zap.String("group", c.cfg.Group))
+	for ctx.Err() == nil {
+		fetches := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.log.Warn("fetching dead letters", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+			}
+		})
+		err := c.handleBatch(ctx, fetches.Records())
+		c.cl.AllowRebalance()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handleBatch repairs or parks each record in order and commits the ones
+// done. It stops at shutdown, committing what was finished.
+func (c *Consumer) handleBatch(ctx context.Context, recs []*kgo.Record) error {
+	done := make([]*kgo.Record, 0, len(recs))
+	var err error
+	for _, r := range recs {
+		if err = c.handle(ctx, r); err != nil {
+			break
+		}
+		done = append(done, r)
+	}
+	if len(done) > 0 {
+		// Detached: a record finished just before shutdown still commits.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+		if cerr := c.cl.CommitRecords(cctx, done...); cerr != nil {
+			c.m.commitErrors.Inc()
+			c.log.Warn("committing dead-letter offsets; they will be consumed again", zap.Int("num_records", len(done)), zap.Error(cerr))
+		}
+		cancel()
+	}
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// handle repairs one record, or parks it. It returns an error only when ctx
+// ended first; then the record is not committed.
+func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
+	st, err := event.Decode(r)
+	if err != nil {
+		return c.park(ctx, r, KindUndecodable, err, 1)
+	}
+	attempts := 0
+	err = retry.Do(ctx, c.cfg.Retry.New(), func(ctx context.Context) error {
+		attempts++
+		if attempts > 1 {
+			c.m.retries.WithLabelValues("repair").Inc()
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		defer cancel()
+		_, err := c.rep.repair(actx, st)
+		if err != nil && ctx.Err() == nil && pgstore.IsRetryable(err) {
+			c.log.Debug("repair failed; retrying", zap.String("key", st.Key.KafkaKey()), zap.Int("attempt", attempts), zap.Error(err))
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	if err == nil {
+		c.m.reconciled.Inc()
+		c.log.Debug("reconciled dead letter", zap.String("key", st.Key.KafkaKey()), zap.Int32("dlt_partition", r.Partition), zap.Int64("dlt_offset", r.Offset))
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	kind := KindUnavailable
+	if pgstore.IsRejected(err) {
+		kind = KindRejected
+	}
+	return c.park(ctx, r, kind, err, attempts)
+}
+
+// park stores the record in parked_dead_letters, retrying until it is
+// stored or ctx ends: the offset must not be committed before.
+func (c *Consumer) park(ctx context.Context, r *kgo.Record, kind string, cause error, attempts int) error {
+	rec := ParkedFromRecord(r, kind, cause, attempts)
+	b := backoff.Config{Base: c.cfg.Retry.Base, Cap: c.cfg.Retry.Cap, JitterPercent: c.cfg.Retry.JitterPercent}.New()
+	var id int64
+	tries := 0
+	err := retry.Do(ctx, b, func(ctx context.Context) error {
+		tries++
+		if tries > 1 {
+			c.m.retries.WithLabelValues("park").Inc()
+		}
+		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
+		defer cancel()
+		var err error
+		id, err = c.cfg.Postgres.Park(actx, rec)
+		if err != nil && ctx.Err() == nil {
+			// Every failure is retried, even a rejected park (a bug): the
+			// stall is visible in Ready, the gauge and the log, whereas
+			// skipping would lose the record.
+			c.setStall(err)
+			c.log.Warn("parking dead letter failed; retrying", zap.Int("try", tries), zap.Error(err))
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+	c.setStall(nil)
+	if err != nil {
+		return err
+	}
+	c.m.parked.WithLabelValues(kind).Inc()
+	c.log.Warn("parked dead letter",
+		zap.Int64("id", id), zap.String("kind", kind), zap.String("reason", rec.Reason),
+		zap.String("source_topic", rec.SourceTopic), zap.Int32("source_partition", rec.SourcePartition),
+		zap.Int64("source_offset", rec.SourceOffset), zap.Int32("dlt_partition", r.Partition),
+		zap.Int64("dlt_offset", r.Offset), zap.Int("attempts", attempts), zap.ByteString("key", r.Key))
+	return nil
+}
+
+func (c *Consumer) setStall(err error) {
+	if err == nil {
+		c.stall.Store(nil)
+		c.m.parkStalled.Set(0)
+		return
+	}
+	c.stall.Store(&err)
+	c.m.parkStalled.Set(1)
+}
+
+// ParkedFromRecord builds the parked row for a dead letter: the reason is
+// "<kind>: <cause>" followed by the reason the record was dead-lettered for,
+// and the source coordinates come from the dead-letter headers (-1 when
+// missing or malformed).
+func ParkedFromRecord(r *kgo.Record, kind string, cause error, attempts int) pgstore.ParkedRecord {
+	reason := kind + ": " + cause.Error()
+	if dl := event.Header(r, event.HeaderReason); dl != "" {
+		reason += " (dead-lettered for: " + dl + ")"
+	}
+	return pgstore.ParkedRecord{
+		Reason:          pgText(reason),
+		SourceTopic:     pgText(event.Header(r, event.HeaderSourceTopic)),
+		SourcePartition: int32(headerInt(r, event.HeaderSourcePartition, 32)),
+		SourceOffset:    headerInt(r, event.HeaderSourceOffset, 64),
+		Attempts:        attempts,
+		Key:             r.Key,
+		Value:           r.Value,
+	}
+}
+
+func headerInt(r *kgo.Record, name string, bits int) int64 {
+	n, err := strconv.ParseInt(event.Header(r, name), 10, bits)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
+}
+
+// pgText makes a string storable in a text column: valid UTF-8 without NUL
+// bytes (headers and error texts may carry the garbage that got the record
+// dead-lettered).
+func pgText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// Ready reports nil when the consumer runs and Postgres, Redis and Kafka
+// answer; otherwise every problem found.
+func (c *Consumer) Ready(ctx context.Context) error {
+	var errs []error
+	if !c.running.Load() {
+		errs = append(errs, errors.New("dlt consumer not running"))
+	}
+	if p := c.stall.Load(); p != nil {
+		errs = append(errs, fmt.Errorf("parking stalled: %w", *p))
+	}
+	if err := c.cfg.Postgres.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("pinging postgres: %w", err))
+	}
+	if err := c.cfg.Redis.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("pinging redis: %w", err))
+	}
+	if err := c.cl.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("pinging kafka: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Close leaves the group and closes the Kafka client. Call it after Run
+// returned.
+func (c *Consumer) Close() {
+	c.closeOnce.Do(func() { c.cl.CloseAllowingRebalance() })
+}

@@ -1,0 +1,173 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// ReplayMode chooses how a parked record is replayed.
+type ReplayMode string
+
+// Replay modes.
+const (
+	// ReplayAuto repairs decodable records directly and re-produces the
+	// others to the main topic (a newer build may decode them).
+	ReplayAuto ReplayMode = "auto"
+	// ReplayRepair only repairs directly; undecodable records fail and stay
+	// parked.
+	ReplayRepair ReplayMode = "repair"
+	// ReplayProduce re-produces every record to the main topic, for the
+	// persister to take again.
+	ReplayProduce ReplayMode = "produce"
+)
+
+// ReplayOutcome says what a replay did.
+type ReplayOutcome string
+
+// Replay outcomes.
+const (
+	Repaired ReplayOutcome = "repaired"
+	Produced ReplayOutcome = "produced"
+)
+
+// HeaderReplayedFrom is set on a re-produced record: the parked id.
+const HeaderReplayedFrom = "dlt-replayed-from"
+
+var (
+	// ErrAlreadyReplayed means the record was replayed before.
+	ErrAlreadyReplayed = errors.New("already replayed")
+	// ErrNoProducer means a replay had to produce but has no Kafka client.
+	ErrNoProducer = errors.New("replaying to the topic needs a Kafka producer")
+)
+
+// ReplayConfig configures a Replayer.
+type ReplayConfig struct {
+	// Postgres holds the parked records and receives repairs. Required.
+	Postgres *pgstore.Store
+	// Redis is read before and merged after a repair. Optional: nil
+	// repairs Postgres only (the drift sweep brings Redis along).
+	Redis *redisstore.Store
+	// Producer re-produces records. Optional unless a record must be
+	// produced.
+	Producer *kgo.Client
+	// Topic is the main topic. Defaults to event.TopicDefault.
+	Topic string
+	// Mode defaults to ReplayAuto.
+	Mode ReplayMode
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+}
+
+// Replayer re-applies parked records for an operator.
+type Replayer struct {
+	cfg ReplayConfig
+	rep *repairer
+}
+
+// NewReplayer validates the config.
+func NewReplayer(cfg ReplayConfig) (*Replayer, error) {
+	if cfg.Postgres == nil {
+		return nil, errors.New("configuring replay: Postgres is required")
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = event.TopicDefault
+	}
+	switch cfg.Mode {
+	case "":
+		cfg.Mode = ReplayAuto
+	case ReplayAuto, ReplayRepair, ReplayProduce:
+	default:
+		return nil, fmt.Errorf("configuring replay: unknown mode %q (auto, repair or produce)", cfg.Mode)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	return &Replayer{cfg: cfg, rep: &repairer{pg: cfg.Postgres, rs: cfg.Redis, log: cfg.Logger.Named("reconciler.replay")}}, nil
+}
+
+// Replay applies one parked record and marks it replayed. A pending record
+// is required: a replayed one returns ErrAlreadyReplayed.
+func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (ReplayOutcome, error) {
+	if rec.ReplayedAt != nil {
+		return "", fmt.Errorf("replaying parked record %d: %w at %s", rec.ID, ErrAlreadyReplayed, rec.ReplayedAt.Format("2006-01-02T15:04:05Z07:00"))
+	}
+	st, decErr := event.Decode(&kgo.Record{Key: rec.Key, Value: rec.Value})
+	var outcome ReplayOutcome
+	switch {
+	case r.cfg.Mode == ReplayProduce || (r.cfg.Mode == ReplayAuto && decErr != nil):
+		if r.cfg.Producer == nil {
+			return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, ErrNoProducer)
+		}
+		out := &kgo.Record{Topic: r.cfg.Topic, Key: rec.Key, Value: rec.Value,
+			Headers: []kgo.RecordHeader{{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(rec.ID, 10))}}}
+		if err := r.cfg.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
+			return "", fmt.Errorf("producing parked record %d to %s: %w", rec.ID, r.cfg.Topic, err)
+		}
+		outcome = Produced
+	case decErr != nil:
+		return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, decErr)
+	default:
+		if _, err := r.rep.repair(ctx, st); err != nil {
+			return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, err)
+		}
+		outcome = Repaired
+	}
+	marked, err := r.cfg.Postgres.MarkReplayed(ctx, rec.ID)
+	if err != nil {
+		return outcome, err
+	}
+	if !marked {
+		// Someone replayed it meanwhile; applying it twice is harmless.
+		return outcome, fmt.Errorf("marking parked record %d replayed: %w", rec.ID, ErrAlreadyReplayed)
+	}
+	return outcome, nil
+}
+
+// ReplayID reads one parked record and replays it.
+func (r *Replayer) ReplayID(ctx context.Context, id int64) (ReplayOutcome, error) {
+	rec, err := r.cfg.Postgres.GetParked(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return r.Replay(ctx, rec)
+}
+
+// ReplayAll replays every pending parked record in id order, calling each
+// (when not nil) after every record. A failed record stays parked and the
+// walk goes on; only a failure to list stops it.
+func (r *Replayer) ReplayAll(ctx context.Context, each func(pgstore.ParkedRecord, ReplayOutcome, error)) (replayed, failed int, err error) {
+	var after int64
+	for {
+		page, err := r.cfg.Postgres.ListParked(ctx, pgstore.ParkedQuery{AfterID: after, Limit: 100})
+		if err != nil {
+			return replayed, failed, err
+		}
+		if len(page) == 0 {
+			return replayed, failed, nil
+		}
+		for _, rec := range page {
+			if ctx.Err() != nil {
+				return replayed, failed, ctx.Err()
+			}
+			out, err := r.Replay(ctx, rec)
+			if err != nil {
+				failed++
+			} else {
+				replayed++
+			}
+			if each != nil {
+				each(rec, out, err)
+			}
+			after = rec.ID
+		}
+	}
+}

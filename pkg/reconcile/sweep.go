@@ -1,0 +1,652 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// Sweep defaults.
+const (
+	// SweepIntervalDefault is the pause between the end of one sweep and
+	// the start of the next.
+	SweepIntervalDefault = time.Minute
+	// SweepPageSizeDefault is the number of Postgres rows per page.
+	SweepPageSizeDefault = 500
+	// SweepPagesPerSecondDefault limits pages (Postgres pages and Redis SCAN
+	// pages together) per second, so a sweep never competes with the
+	// write path for long.
+	SweepPagesPerSecondDefault = 20.0
+	// SweepScanCountDefault is the COUNT hint of one Redis SCAN page.
+	SweepScanCountDefault = 100
+	// SweepConcurrencyDefault bounds parallel per-user lookups in a page.
+	SweepConcurrencyDefault = 8
+	// SweepGraceDefault: a key whose Redis value moved more recently than
+	// this is in flight (written to Redis, not yet persisted), not drift.
+	SweepGraceDefault = 30 * time.Second
+	// pgGetChunk bounds the channels of one Postgres lookup.
+	pgGetChunk = 1000
+)
+
+// Directions of drift: the values of the "direction" label and the fields
+// of Counts.
+const (
+	// DirRedisAhead: Redis holds a greater cursor; Postgres is upserted.
+	DirRedisAhead = "redis_ahead"
+	// DirPostgresAhead: Postgres holds a greater cursor; Redis is merged.
+	DirPostgresAhead = "postgres_ahead"
+	// DirRedisMissing: Postgres has the key, Redis has no field for it;
+	// Redis is merged.
+	DirRedisMissing = "redis_missing"
+	// DirPostgresMissing: Redis has the key, Postgres has no row; Postgres
+	// is upserted.
+	DirPostgresMissing = "postgres_missing"
+)
+
+// Counts holds one number per direction of drift.
+type Counts struct {
+	RedisAhead      int
+	PostgresAhead   int
+	RedisMissing    int
+	PostgresMissing int
+}
+
+func (c *Counts) add(dir string, n int) {
+	switch dir {
+	case DirRedisAhead:
+		c.RedisAhead += n
+	case DirPostgresAhead:
+		c.PostgresAhead += n
+	case DirRedisMissing:
+		c.RedisMissing += n
+	case DirPostgresMissing:
+		c.PostgresMissing += n
+	}
+}
+
+func (c *Counts) merge(o Counts) {
+	c.RedisAhead += o.RedisAhead
+	c.PostgresAhead += o.PostgresAhead
+	c.RedisMissing += o.RedisMissing
+	c.PostgresMissing += o.PostgresMissing
+}
+
+// Total is the sum over all directions.
+func (c Counts) Total() int {
+	return c.RedisAhead + c.PostgresAhead + c.RedisMissing + c.PostgresMissing
+}
+
+// Report is the outcome of one full sweep.
+type Report struct {
+	Started  time.Time
+	Duration time.Duration
+	// PostgresRows is the number of rows walked in Postgres.
+	PostgresRows int
+	// RedisUsers and RedisFields count the hashes and fields walked.
+	RedisUsers  int
+	RedisFields int
+	// Pages counts Postgres pages and Redis SCAN pages.
+	Pages int
+	// Found counts disagreements by direction; Repaired the ones whose
+	// repair was written.
+	Found    Counts
+	Repaired Counts
+	// InFlight counts keys where Redis was ahead but moved within the grace
+	// period: the write path is still persisting them, so they were left.
+	InFlight int
+	// Invalid counts Redis fields that fail validation; they are never
+	// copied into Postgres.
+	Invalid int
+	// Failed counts repairs that could not be written.
+	Failed int
+}
+
+// SweepConfig configures a Sweeper.
+type SweepConfig struct {
+	// Postgres is the durable store. Required.
+	Postgres *pgstore.Store
+	// Redis is the real-time view. Required.
+	Redis *redisstore.Store
+	// Interval is the pause between sweeps of Run. Defaults to
+	// SweepIntervalDefault.
+	Interval time.Duration
+	// PageSize is the number of Postgres rows per page. Defaults to
+	// SweepPageSizeDefault.
+	PageSize int
+	// PagesPerSecond limits the page rate. Defaults to
+	// SweepPagesPerSecondDefault.
+	PagesPerSecond float64
+	// ScanCount is the COUNT hint of a Redis SCAN page. Defaults to
+	// SweepScanCountDefault.
+	ScanCount int64
+	// Concurrency bounds parallel per-user lookups. Defaults to
+	// SweepConcurrencyDefault.
+	Concurrency int
+	// Grace leaves keys alone whose Redis value moved within it (in-flight
+	// writes). Defaults to SweepGraceDefault; negative disables it.
+	Grace time.Duration
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Registerer receives the metrics. Defaults to a private registry.
+	Registerer prometheus.Registerer
+}
+
+func (c *SweepConfig) withDefaults() error {
+	var errs []error
+	if c.Postgres == nil {
+		errs = append(errs, errors.New("Postgres is required"))
+	}
+	if c.Redis == nil {
+		errs = append(errs, errors.New("Redis is required"))
+	}
+	if c.Interval == 0 {
+		c.Interval = SweepIntervalDefault
+	}
+	if c.PageSize == 0 {
+		c.PageSize = SweepPageSizeDefault
+	}
+	if c.PagesPerSecond == 0 {
+		c.PagesPerSecond = SweepPagesPerSecondDefault
+	}
+	if c.ScanCount == 0 {
+		c.ScanCount = SweepScanCountDefault
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = SweepConcurrencyDefault
+	}
+	if c.Grace == 0 {
+		c.Grace = SweepGraceDefault
+	}
+	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.Concurrency < 0 {
+		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount and Concurrency must be > 0"))
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return errors.Join(errs...)
+}
+
+type sweepMetrics struct {
+	found, repaired *prometheus.CounterVec
+	sweeps          *prometheus.CounterVec
+	duration        prometheus.Histogram
+	inFlight        prometheus.Counter
+	parkedPending   prometheus.Gauge
+}
+
+func newSweepMetrics(reg prometheus.Registerer) *sweepMetrics {
+	f := promauto.With(reg)
+	m := &sweepMetrics{
+		found: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "receipts_reconciler_drift_found_total",
+			Help: "Keys where Redis and Postgres disagreed, by direction.",
+		}, []string{"direction"}),
+		repaired: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "receipts_reconciler_drift_repaired_total",
+			Help: "Disagreements repaired by a max-merge, by direction.",
+		}, []string{"direction"}),
+		sweeps: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "receipts_reconciler_sweeps_total",
+			Help: "Completed drift sweeps, by result (ok, error).",
+		}, []string{"result"}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    "receipts_reconciler_sweep_duration_seconds",
+			Help:    "Duration of one full drift sweep.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
+		}),
+		inFlight: f.NewCounter(prometheus.CounterOpts{
+			Name: "receipts_reconciler_drift_in_flight_total",
+			Help: "Keys left alone because their Redis value moved within the grace period.",
+		}),
+		parkedPending: f.NewGauge(prometheus.GaugeOpts{
+			Name: "receipts_reconciler_parked_pending",
+			Help: "Parked dead letters not yet replayed (updated after each sweep).",
+		}),
+	}
+	for _, d := range []string{DirRedisAhead, DirPostgresAhead, DirRedisMissing, DirPostgresMissing} {
+		m.found.WithLabelValues(d)
+		m.repaired.WithLabelValues(d)
+	}
+	m.sweeps.WithLabelValues("ok")
+	m.sweeps.WithLabelValues("error")
+	return m
+}
+
+// Sweeper compares Redis and Postgres and repairs both ways.
+type Sweeper struct {
+	cfg     SweepConfig
+	log     *zap.Logger
+	m       *sweepMetrics
+	mu      sync.Mutex // one sweep at a time
+	running atomic.Bool
+	now     func() time.Time
+}
+
+// NewSweeper validates the config.
+func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, fmt.Errorf("configuring drift sweep: %w", err)
+	}
+	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("reconciler.drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now}, nil
+}
+
+// Run sweeps at start and then Interval after each sweep ends, until ctx
+// ends. A failed sweep is logged and counted; the next one starts on time.
+func (s *Sweeper) Run(ctx context.Context) error {
+	s.running.Store(true)
+	defer s.running.Store(false)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		rep, err := s.SweepOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		fields := []zap.Field{zap.Duration("duration", rep.Duration), zap.Int("postgres_rows", rep.PostgresRows),
+			zap.Int("redis_users", rep.RedisUsers), zap.Int("found", rep.Found.Total()), zap.Int("repaired", rep.Repaired.Total()),
+			zap.Int("in_flight", rep.InFlight), zap.Int("failed", rep.Failed)}
+		switch {
+		case err != nil:
+			s.log.Warn("drift sweep failed", append(fields, zap.Error(err))...)
+		case rep.Found.Total() > 0 || rep.Failed > 0 || rep.Invalid > 0:
+			s.log.Info("drift sweep repaired disagreements", append(fields,
+				zap.Int("redis_ahead", rep.Found.RedisAhead), zap.Int("postgres_ahead", rep.Found.PostgresAhead),
+				zap.Int("redis_missing", rep.Found.RedisMissing), zap.Int("postgres_missing", rep.Found.PostgresMissing),
+				zap.Int("invalid", rep.Invalid))...)
+		default:
+			s.log.Debug("drift sweep found no disagreement", fields...)
+		}
+		if n, err := s.cfg.Postgres.CountParked(ctx); err == nil {
+			s.m.parkedPending.Set(float64(n))
+		}
+		t.Reset(s.cfg.Interval)
+	}
+}
+
+// SweepOnce runs one full, synchronous pass: Postgres in key order against
+// Redis, then Redis users against Postgres. It stops at the first store
+// failure and returns the report so far with the error.
+func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep := Report{Started: s.now()}
+	lim := newLimiter(s.cfg.PagesPerSecond)
+	err := s.sweepPostgres(ctx, lim, &rep)
+	if err == nil {
+		err = s.sweepRedis(ctx, lim, &rep)
+	}
+	rep.Duration = time.Since(rep.Started)
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	s.m.sweeps.WithLabelValues(result).Inc()
+	s.m.duration.Observe(rep.Duration.Seconds())
+	return rep, err
+}
+
+// pageResult is the work found in one page (or one user).
+type pageResult struct {
+	found           Counts
+	inFlight        int
+	invalid         int
+	toPG, toRedis   []receipt.State
+	dirPG, dirRedis []string // direction of each repair, for counting
+}
+
+func (p *pageResult) merge(o pageResult) {
+	p.found.merge(o.found)
+	p.inFlight += o.inFlight
+	p.invalid += o.invalid
+	p.toPG = append(p.toPG, o.toPG...)
+	p.dirPG = append(p.dirPG, o.dirPG...)
+	p.toRedis = append(p.toRedis, o.toRedis...)
+	p.dirRedis = append(p.dirRedis, o.dirRedis...)
+}
+
+// compare classifies one key seen in both stores (or missing in one) and
+// queues its repairs. Every repair carries the merge of both sides, so a
+// write can only move a store forward.
+func (s *Sweeper) compare(pr *pageResult, pg, rd *receipt.State) {
+	switch {
+	case rd == nil:
+		pr.found.add(DirRedisMissing, 1)
+		pr.toRedis, pr.dirRedis = append(pr.toRedis, *pg), append(pr.dirRedis, DirRedisMissing)
+	case pg == nil:
+		if s.inFlight(*rd) {
+			pr.inFlight++
+			return
+		}
+		pr.found.add(DirPostgresMissing, 1)
+		pr.toPG, pr.dirPG = append(pr.toPG, *rd), append(pr.dirPG, DirPostgresMissing)
+	default:
+		merged, _ := receipt.Merge(*pg, *rd)
+		redisAhead := !merged.SameCursors(*pg)
+		pgAhead := !merged.SameCursors(*rd)
+		if redisAhead && s.inFlight(*rd) {
+			pr.inFlight++
+			redisAhead = false
+		}
+		if redisAhead {
+			pr.found.add(DirRedisAhead, 1)
+			pr.toPG, pr.dirPG = append(pr.toPG, merged), append(pr.dirPG, DirRedisAhead)
+		}
+		if pgAhead {
+			pr.found.add(DirPostgresAhead, 1)
+			pr.toRedis, pr.dirRedis = append(pr.toRedis, merged), append(pr.dirRedis, DirPostgresAhead)
+		}
+	}
+}
+
+func (s *Sweeper) inFlight(rd receipt.State) bool {
+	if s.cfg.Grace < 0 || rd.UpdatedAtUnixMs <= 0 {
+		return false
+	}
+	return s.now().Sub(time.UnixMilli(rd.UpdatedAtUnixMs)) < s.cfg.Grace
+}
+
+// sweepPostgres walks Postgres in key order; each page's users are read
+// from Redis in parallel (one HMGET of the page's channels per user).
+func (s *Sweeper) sweepPostgres(ctx context.Context, lim *limiter, rep *Report) error {
+	var after receipt.Key
+	for {
+		if err := lim.wait(ctx); err != nil {
+			return err
+		}
+		page, err := s.cfg.Postgres.Page(ctx, after, s.cfg.PageSize)
+		if err != nil {
+			return fmt.Errorf("reading postgres page after %q: %w", after.KafkaKey(), err)
+		}
+		rep.Pages++
+		if len(page) == 0 {
+			return nil
+		}
+		rep.PostgresRows += len(page)
+		after = page[len(page)-1].Key
+
+		byUser := map[string][]receipt.State{}
+		var users []string
+		for _, st := range page {
+			if _, ok := byUser[st.Key.User]; !ok {
+				users = append(users, st.Key.User)
+			}
+			byUser[st.Key.User] = append(byUser[st.Key.User], st)
+		}
+		pr, err := s.forUsers(ctx, users, func(ctx context.Context, user string) (pageResult, error) {
+			rows := byUser[user]
+			channels := make([]string, len(rows))
+			for i, st := range rows {
+				channels[i] = st.Key.Channel
+			}
+			rd, _, err := s.cfg.Redis.Get(ctx, user, channels)
+			if err != nil {
+				return pageResult{}, fmt.Errorf("reading redis hash of %s: %w", user, err)
+			}
+			inRedis := make(map[string]*receipt.State, len(rd))
+			for i := range rd {
+				inRedis[rd[i].Key.Channel] = &rd[i]
+			}
+			var pr pageResult
+			for i := range rows {
+				s.compare(&pr, &rows[i], inRedis[rows[i].Key.Channel])
+			}
+			return pr, nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := s.apply(ctx, pr, rep); err != nil {
+			return err
+		}
+		if len(page) < s.cfg.PageSize {
+			return nil
+		}
+	}
+}
+
+// sweepRedis walks Redis users with bounded SCAN pages; each user's fields
+// are looked up in Postgres.
+func (s *Sweeper) sweepRedis(ctx context.Context, lim *limiter, rep *Report) error {
+	var cursor uint64
+	for {
+		if err := lim.wait(ctx); err != nil {
+			return err
+		}
+		users, next, err := s.cfg.Redis.ScanUsers(ctx, cursor, s.cfg.ScanCount)
+		if err != nil {
+			return fmt.Errorf("scanning redis users: %w", err)
+		}
+		rep.Pages++
+		// SCAN may return a key more than once.
+		slices.Sort(users)
+		users = slices.Compact(users)
+		rep.RedisUsers += len(users)
+		var fields atomic.Int64
+		pr, err := s.forUsers(ctx, users, func(ctx context.Context, user string) (pageResult, error) {
+			var pr pageResult
+			if receipt.ValidateID("user_id", user) != nil {
+				pr.invalid++
+				return pr, nil
+			}
+			rd, _, err := s.cfg.Redis.Get(ctx, user, nil)
+			if err != nil {
+				return pr, fmt.Errorf("reading redis hash of %s: %w", user, err)
+			}
+			fields.Add(int64(len(rd)))
+			valid := rd[:0]
+			for _, st := range rd {
+				if st.Validate() != nil {
+					pr.invalid++
+					continue
+				}
+				valid = append(valid, st)
+			}
+			inPG := map[string]*receipt.State{}
+			for start := 0; start < len(valid); start += pgGetChunk {
+				chunk := valid[start:min(start+pgGetChunk, len(valid))]
+				channels := make([]string, len(chunk))
+				for i, st := range chunk {
+					channels[i] = st.Key.Channel
+				}
+				rows, err := s.cfg.Postgres.Get(ctx, user, channels)
+				if err != nil {
+					return pr, fmt.Errorf("reading postgres rows of %s: %w", user, err)
+				}
+				for i := range rows {
+					inPG[rows[i].Key.Channel] = &rows[i]
+				}
+			}
+			for i := range valid {
+				s.compare(&pr, inPG[valid[i].Key.Channel], &valid[i])
+			}
+			return pr, nil
+		})
+		if err != nil {
+			return err
+		}
+		rep.RedisFields += int(fields.Load())
+		if err := s.apply(ctx, pr, rep); err != nil {
+			return err
+		}
+		cursor = next
+		if cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// forUsers runs fn for each user with bounded concurrency and merges the
+// results; the first error wins.
+func (s *Sweeper) forUsers(ctx context.Context, users []string, fn func(context.Context, string) (pageResult, error)) (pageResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		out      pageResult
+		firstErr error
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, s.cfg.Concurrency)
+	)
+	for _, u := range users {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			pr, err := fn(ctx, u)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				return
+			}
+			out.merge(pr)
+		}()
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// apply writes a page's repairs: one Postgres upsert and one Redis
+// pipeline, both max-merges.
+func (s *Sweeper) apply(ctx context.Context, pr pageResult, rep *Report) error {
+	rep.Found.merge(pr.found)
+	rep.InFlight += pr.inFlight
+	rep.Invalid += pr.invalid
+	s.m.inFlight.Add(float64(pr.inFlight))
+	for _, d := range []string{DirRedisAhead, DirPostgresAhead, DirRedisMissing, DirPostgresMissing} {
+		if n := countDir(pr.found, d); n > 0 {
+			s.m.found.WithLabelValues(d).Add(float64(n))
+		}
+	}
+	if len(pr.toPG) > 0 {
+		if err := s.upsert(ctx, pr.toPG); err != nil {
+			if !pgstore.IsRejected(err) {
+				rep.Failed += len(pr.toPG)
+				return fmt.Errorf("repairing %d postgres rows: %w", len(pr.toPG), err)
+			}
+			// A rejected batch: write row by row so one bad row costs only itself.
+			for i, st := range pr.toPG {
+				if err := s.upsert(ctx, []receipt.State{st}); err != nil {
+					rep.Failed++
+					s.log.Warn("repairing postgres row", zap.String("key", st.Key.KafkaKey()), zap.Error(err))
+					if !pgstore.IsRejected(err) {
+						return fmt.Errorf("repairing postgres row %s: %w", st.Key.KafkaKey(), err)
+					}
+					continue
+				}
+				s.repaired(rep, pr.dirPG[i])
+			}
+		} else {
+			for _, d := range pr.dirPG {
+				s.repaired(rep, d)
+			}
+		}
+	}
+	if len(pr.toRedis) > 0 {
+		res, err := s.cfg.Redis.Merge(ctx, pr.toRedis)
+		if err != nil && res == nil {
+			rep.Failed += len(pr.toRedis)
+			return fmt.Errorf("repairing %d redis fields: %w", len(pr.toRedis), err)
+		}
+		for i, r := range res {
+			if r.Err != nil {
+				rep.Failed++
+				s.log.Warn("repairing redis field", zap.String("key", pr.toRedis[i].Key.KafkaKey()), zap.Error(r.Err))
+				continue
+			}
+			s.repaired(rep, pr.dirRedis[i])
+		}
+		if err != nil {
+			return fmt.Errorf("repairing %d redis fields: %w", len(pr.toRedis), err)
+		}
+	}
+	return nil
+}
+
+func (s *Sweeper) upsert(ctx context.Context, states []receipt.State) error {
+	_, err := s.cfg.Postgres.Upsert(ctx, states)
+	return err
+}
+
+func (s *Sweeper) repaired(rep *Report, dir string) {
+	rep.Repaired.add(dir, 1)
+	s.m.repaired.WithLabelValues(dir).Inc()
+}
+
+func countDir(c Counts, dir string) int {
+	switch dir {
+	case DirRedisAhead:
+		return c.RedisAhead
+	case DirPostgresAhead:
+		return c.PostgresAhead
+	case DirRedisMissing:
+		return c.RedisMissing
+	case DirPostgresMissing:
+		return c.PostgresMissing
+	}
+	return 0
+}
+
+// Ready reports nil while Run runs and both stores answer.
+func (s *Sweeper) Ready(ctx context.Context) error {
+	var errs []error
+	if !s.running.Load() {
+		errs = append(errs, errors.New("drift sweep not running"))
+	}
+	if err := s.cfg.Postgres.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("pinging postgres: %w", err))
+	}
+	if err := s.cfg.Redis.Ping(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("pinging redis: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// limiter spaces calls at least 1/rate apart.
+type limiter struct {
+	every time.Duration
+	next  time.Time
+}
+
+func newLimiter(perSecond float64) *limiter {
+	return &limiter{every: time.Duration(float64(time.Second) / perSecond)}
+}
+
+func (l *limiter) wait(ctx context.Context) error {
+	now := time.Now()
+	if d := l.next.Sub(now); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		now = l.next
+	}
+	l.next = now.Add(l.every)
+	return ctx.Err()
+}

@@ -1,0 +1,31 @@
+// Package spool is a local, append-only, fsynced and byte-bounded queue of
+// opaque (key, value) records with in-order replay. kafkagate appends the
+// events Kafka did not acknowledge in time, answers the caller once Append
+// returns (the records are then on disk), and a replayer drains the spool to
+// Kafka in order when the broker is back, also after a crash.
+//
+// Layout: Dir holds numbered segment files (an 8-byte magic header, then
+// frames [length u32][crc32c u32][key length u32][key][value], little
+// endian; the CRC covers the length and the payload), a two-slot checkpoint
+// file with the position of the oldest record not yet acknowledged by a
+// reader, and a LOCK file that keeps a second process out.
+//
+// Guarantees:
+//   - Append returns only after its frames are written and fsynced;
+//     concurrent calls share one write and one fsync (group commit).
+//   - The segment files never hold more than Config.MaxBytes (plus at most
+//     one 8-byte header): an Append that does not fit fails whole with
+//     ErrFull and nothing is written, so the gateway answers "retry" rather
+//     than dropping anything.
+//   - Records come out in the order their Append calls returned; a reader
+//     sees a batch again until it commits it (at-least-once: a crash between
+//     sending and committing replays the batch).
+//   - Open truncates a torn or corrupt tail at the last whole frame whose CRC
+//     matches and reports the discarded bytes in Recovery. A crash can only
+//     tear bytes that were never fsynced, so nothing acknowledged is lost.
+//     Damage inside an older segment (a media error, not a crash) cuts that
+//     segment at the damage; later segments are kept.
+//
+// The package knows nothing about receipts and imports only the standard
+// library; callers log Recovery and export Stats as metrics.
+package spool

@@ -1,0 +1,172 @@
+package spool
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+)
+
+// On-disk format. Changing any of these needs a new segmentMagic.
+const (
+	segmentMagic      = "spool\x00v1"
+	headerSize        = int64(len(segmentMagic))
+	frameHeaderSize   = 8 // length u32, crc32c u32
+	payloadHeaderSize = 4 // key length u32
+
+	// FrameOverhead is what a record costs on disk beyond its key and value.
+	FrameOverhead = frameHeaderSize + payloadHeaderSize
+
+	// maxRecordBytesLimit caps Config.MaxRecordBytes. The reader enforces it
+	// rather than the configured bound, so records written under a larger
+	// setting stay readable after the setting is lowered.
+	maxRecordBytesLimit = 64 << 20
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Record is one opaque entry. The spool never interprets Key or Value.
+type Record struct {
+	Key   []byte
+	Value []byte
+}
+
+func recordBytes(r Record) int { return len(r.Key) + len(r.Value) }
+
+// appendFrame appends r's frame to dst.
+func appendFrame(dst []byte, r Record) []byte {
+	start := len(dst)
+	n := payloadHeaderSize + len(r.Key) + len(r.Value)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
+	dst = binary.LittleEndian.AppendUint32(dst, 0) // CRC, filled below
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Key)))
+	dst = append(dst, r.Key...)
+	dst = append(dst, r.Value...)
+	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:start+4], dst[start+frameHeaderSize:]))
+	return dst
+}
+
+// frameCRC covers the length too, so a damaged length cannot make a shorter
+// or longer slice of bytes pass as a frame.
+func frameCRC(length, payload []byte) uint32 {
+	return crc32.Update(crc32.Update(0, castagnoli, length), castagnoli, payload)
+}
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrCorrupt)
+}
+
+// frameReader decodes the frames of one segment between off and end.
+type frameReader struct {
+	br  *bufio.Reader
+	off int64 // start of the next frame
+	end int64 // how far the segment may be read (its durable size)
+	hdr [frameHeaderSize]byte
+	// scratch, when non-nil, is reused for every payload: records returned
+	// by next are then valid only until the following call (recovery scans).
+	scratch []byte
+}
+
+func newFrameReader(br *bufio.Reader, r io.ReaderAt, off, end int64) *frameReader {
+	sr := io.NewSectionReader(r, off, end-off)
+	if br == nil {
+		br = bufio.NewReaderSize(sr, 64<<10)
+	} else {
+		br.Reset(sr)
+	}
+	return &frameReader{br: br, off: off, end: end}
+}
+
+// next decodes the frame at fr.off and advances past it. It returns io.EOF
+// exactly at end, an error wrapping ErrCorrupt when the bytes there are not
+// one whole frame with a matching CRC (fr.off then stays at its start), and
+// any other error as an I/O failure.
+func (fr *frameReader) next() (Record, error) {
+	remain := fr.end - fr.off
+	if remain == 0 {
+		return Record{}, io.EOF
+	}
+	if remain < frameHeaderSize {
+		return Record{}, corruptf("%d bytes at offset %d, shorter than a frame header", remain, fr.off)
+	}
+	if _, err := io.ReadFull(fr.br, fr.hdr[:]); err != nil {
+		return Record{}, readError(err, fr.off)
+	}
+	n := int64(binary.LittleEndian.Uint32(fr.hdr[0:4]))
+	if n < payloadHeaderSize || n > payloadHeaderSize+maxRecordBytesLimit {
+		return Record{}, corruptf("frame length %d at offset %d out of range", n, fr.off)
+	}
+	if n > remain-frameHeaderSize {
+		return Record{}, corruptf("frame of %d bytes at offset %d runs past the end (%d)", n, fr.off, fr.end)
+	}
+	var p []byte
+	if fr.scratch != nil {
+		if int64(cap(fr.scratch)) < n {
+			fr.scratch = make([]byte, n)
+		}
+		p = fr.scratch[:n]
+	} else {
+		p = make([]byte, n)
+	}
+	if _, err := io.ReadFull(fr.br, p); err != nil {
+		return Record{}, readError(err, fr.off)
+	}
+	if got, want := frameCRC(fr.hdr[0:4], p), binary.LittleEndian.Uint32(fr.hdr[4:8]); got != want {
+		return Record{}, corruptf("frame at offset %d: crc %08x, want %08x", fr.off, got, want)
+	}
+	kl := int64(binary.LittleEndian.Uint32(p[0:4]))
+	if kl > n-payloadHeaderSize {
+		return Record{}, corruptf("frame at offset %d: key length %d exceeds payload %d", fr.off, kl, n)
+	}
+	fr.off += frameHeaderSize + n
+	k := payloadHeaderSize + kl
+	// Cap the key so appending to it can never overwrite the value.
+	return Record{Key: p[payloadHeaderSize:k:k], Value: p[k:]}, nil
+}
+
+// readError maps a short read inside [off, end) to ErrCorrupt: the file is
+// shorter than the size we were told, which is a torn file, not a failing
+// disk.
+func readError(err error, off int64) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return corruptf("short read at offset %d", off)
+	}
+	return fmt.Errorf("reading frame at offset %d: %w", off, err)
+}
+
+// scanSegment checks the header of the segment in r (size bytes) and visits
+// every whole, CRC-valid frame in order with its offset. It returns where the
+// valid frames end: 0 when the header itself is bad, so the whole file is
+// damage. A returned error wraps ErrCorrupt when scanning stopped at damage
+// (validEnd < size), and is an I/O failure otherwise. Records passed to fn are
+// valid only during the call.
+func scanSegment(r io.ReaderAt, size int64, fn func(off int64, rec Record)) (validEnd int64, err error) {
+	if size < headerSize {
+		return 0, corruptf("segment of %d bytes has no whole header", size)
+	}
+	var hdr [headerSize]byte
+	if _, err := r.ReadAt(hdr[:], 0); err != nil {
+		return 0, readError(err, 0)
+	}
+	if !bytes.Equal(hdr[:], []byte(segmentMagic)) {
+		return 0, corruptf("segment header %q is not %q", hdr[:], segmentMagic)
+	}
+	fr := newFrameReader(nil, r, headerSize, size)
+	fr.scratch = make([]byte, 0, 4<<10)
+	for {
+		off := fr.off
+		rec, err := fr.next()
+		if errors.Is(err, io.EOF) {
+			return fr.off, nil
+		}
+		if err != nil {
+			return fr.off, err
+		}
+		if fn != nil {
+			fn(off, rec)
+		}
+	}
+}

@@ -59,7 +59,8 @@ func validateKind(field string, k receiptsv1.Kind) error {
 	case receiptsv1.Kind_READ, receiptsv1.Kind_DELIVERED:
 		return nil
 	case receiptsv1.Kind_KIND_UNSPECIFIED:
-		return &receipt.FieldError{Field: field, Reason: "is required (READ or DELIVERED)"}
+		// The JSON codec decodes an unknown name as unset, hence "unknown".
+		return &receipt.FieldError{Field: field, Reason: "is missing or unknown; use READ or DELIVERED"}
 	}
 	return &receipt.FieldError{Field: field, Reason: fmt.Sprintf("must be READ or DELIVERED, got %d", int32(k))}
 }

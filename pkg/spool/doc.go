@@ -13,10 +13,11 @@
 // Guarantees:
 //   - Append returns only after its frames are written and fsynced;
 //     concurrent calls share one write and one fsync (group commit).
-//   - The segment files never hold more than Config.MaxBytes (plus at most
-//     one 8-byte header): an Append that does not fit fails whole with
-//     ErrFull and nothing is written, so the gateway answers "retry" rather
-//     than dropping anything.
+//   - The segment files stay within Config.MaxBytes: an Append that does
+//     not fit fails whole with ErrFull and nothing of it is written, so the
+//     gateway answers "retry" rather than dropping anything. (Only groups
+//     that each start a segment while racing to the bound can pass it, by an
+//     8-byte header each.)
 //   - Records come out in the order their Append calls returned; a reader
 //     sees a batch again until it commits it (at-least-once: a crash between
 //     sending and committing replays the batch).

@@ -47,9 +47,9 @@ type Config struct {
 	// per directory (enforced with a lock file).
 	Dir string
 	// MaxBytes bounds the bytes of all segment files (frames and segment
-	// headers; the 8 KiB checkpoint file is not counted). An Append that
-	// would exceed it fails with ErrFull. Defaults to MaxBytesDefault
-	// (256 MiB).
+	// headers; the 8 KiB checkpoint file is not counted). An Append fails
+	// with ErrFull unless its frames and one segment header fit beside what
+	// is stored and queued. Defaults to MaxBytesDefault (256 MiB).
 	MaxBytes int64
 	// SegmentBytes is the size at which a new segment file is started, so
 	// drained space is returned to the file system a segment at a time.
@@ -407,7 +407,9 @@ func (s *Spool) Append(records ...Record) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	if used := s.used + s.reserved; used+int64(size) > s.cfg.MaxBytes {
+	// Room for one segment header too, in case this group starts a segment:
+	// with one group rolling at a time the files never exceed MaxBytes.
+	if used := s.used + s.reserved; used+int64(size)+headerSize > s.cfg.MaxBytes {
 		s.mu.Unlock()
 		return fmt.Errorf("spooling %d records (%d bytes) with %d of %d bytes in use: %w", len(records), size, used, s.cfg.MaxBytes, ErrFull)
 	}

@@ -1,0 +1,159 @@
+package persister
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/pgstore"
+)
+
+// Defaults.
+const (
+	// GroupDefault is the consumer group every persister replica joins.
+	GroupDefault = "receipts-persister"
+	// ClientIDDefault names the Kafka client in broker logs and metrics.
+	ClientIDDefault = "receipts-persister"
+	// MaxPollRecordsDefault bounds one batch: large enough to amortise a
+	// transaction, small enough to finish well inside a rebalance timeout.
+	MaxPollRecordsDefault = 500
+	// LingerDefault is zero: a batch is whatever one poll returns, so the
+	// latency to Postgres stays at one round trip when traffic is light.
+	LingerDefault = time.Duration(0)
+	// DrainTimeoutDefault bounds how long shutdown waits for the batch in
+	// hand (and for leaving the group).
+	DrainTimeoutDefault = 10 * time.Second
+	// DLTDeliveryTimeoutDefault bounds one attempt to produce dead letters;
+	// kgo's idempotent producer otherwise retries forever while the broker
+	// is away, and readiness would never say so.
+	DLTDeliveryTimeoutDefault = 30 * time.Second
+	// MetricsNamespace prefixes every metric of the persister.
+	MetricsNamespace = "receipts_persister"
+)
+
+// Config configures a Persister. The zero value of each field means its
+// default.
+type Config struct {
+	// Kafka is the connection. ClientID defaults to ClientIDDefault.
+	Kafka kafkaconf.Config
+	// KafkaOpts are appended to the client options (tests pass
+	// kafkatest.FastClientOpts here).
+	KafkaOpts []kgo.Opt
+	// Topic is consumed. Defaults to event.TopicDefault.
+	Topic string
+	// DLTTopic receives undecodable and rejected records. Defaults to
+	// event.DLTTopicDefault.
+	DLTTopic string
+	// Group is the consumer group. Defaults to GroupDefault.
+	Group string
+
+	// Postgres opens the store when Store is nil (URL defaults to
+	// pgstore.URLDefault; Schema lets a test point the persister at its
+	// own schema). The persister then owns the store and closes it.
+	Postgres pgstore.Config
+	// Store, when set, is used instead of opening one; the caller keeps
+	// ownership.
+	Store *pgstore.Store
+
+	// MaxPollRecords bounds the records in one batch. Defaults to
+	// MaxPollRecordsDefault.
+	MaxPollRecords int
+	// Linger, when positive, keeps polling for up to this long after the
+	// first records arrive to coalesce a fuller batch (fewer, larger
+	// transactions at the cost of latency). Defaults to LingerDefault (0).
+	Linger time.Duration
+	// DrainTimeout bounds the shutdown: finishing the batch in hand, its
+	// commit, and leaving the group. Defaults to DrainTimeoutDefault.
+	DrainTimeout time.Duration
+	// DLTDeliveryTimeout bounds one attempt to produce to the dead-letter
+	// topic before it is retried. Defaults to DLTDeliveryTimeoutDefault.
+	DLTDeliveryTimeout time.Duration
+	// Retry is the backoff between attempts while Postgres or the
+	// dead-letter topic is unavailable (pkg/backoff defaults: 100ms base,
+	// 10s cap, 20% jitter). Its MaxDuration must stay 0: retrying without
+	// end is a deliberate choice, because Kafka keeps the backlog and giving
+	// up could only drop data or dead-letter good records. Readiness and the
+	// retries metric make a long outage visible instead.
+	Retry backoff.Config
+
+	// Logger defaults to a no-op logger.
+	Logger *zap.Logger
+	// Registerer receives the persister's and the Kafka client's metrics.
+	// Defaults to a private registry (never the global one).
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns a copy with every zero field filled.
+func (c Config) withDefaults() Config {
+	if c.Kafka.ClientID == "" {
+		c.Kafka.ClientID = ClientIDDefault
+	}
+	if c.Topic == "" {
+		c.Topic = event.TopicDefault
+	}
+	if c.DLTTopic == "" {
+		c.DLTTopic = event.DLTTopicDefault
+	}
+	if c.Group == "" {
+		c.Group = GroupDefault
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = MaxPollRecordsDefault
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DrainTimeoutDefault
+	}
+	if c.DLTDeliveryTimeout == 0 {
+		c.DLTDeliveryTimeout = DLTDeliveryTimeoutDefault
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
+}
+
+// validate reports every bad field at once.
+func (c Config) validate() error {
+	var errs []error
+	if c.MaxPollRecords < 1 {
+		errs = append(errs, fmt.Errorf("MaxPollRecords must be > 0, got %d", c.MaxPollRecords))
+	}
+	if c.Linger < 0 {
+		errs = append(errs, fmt.Errorf("Linger must be >= 0, got %s", c.Linger))
+	}
+	if c.DrainTimeout < 0 {
+		errs = append(errs, fmt.Errorf("DrainTimeout must be > 0, got %s", c.DrainTimeout))
+	}
+	if c.DLTDeliveryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("DLTDeliveryTimeout must be > 0, got %s", c.DLTDeliveryTimeout))
+	}
+	if c.Topic == c.DLTTopic {
+		errs = append(errs, fmt.Errorf("DLTTopic must differ from Topic %q", c.Topic))
+	}
+	if c.Retry.MaxDuration != 0 {
+		errs = append(errs, fmt.Errorf("Retry.MaxDuration must be 0 (retry while the outage lasts; Kafka keeps the backlog), got %s", c.Retry.MaxDuration))
+	}
+	if c.Retry.Base < 0 || c.Retry.Cap < 0 {
+		errs = append(errs, fmt.Errorf("Retry.Base and Retry.Cap must be >= 0, got %s and %s", c.Retry.Base, c.Retry.Cap))
+	}
+	if c.Retry.Base > 0 && c.Retry.Cap > 0 && c.Retry.Base > c.Retry.Cap {
+		errs = append(errs, fmt.Errorf("Retry.Base %s exceeds Retry.Cap %s", c.Retry.Base, c.Retry.Cap))
+	}
+	if c.Store == nil && c.Postgres.MaxConns < 0 {
+		errs = append(errs, fmt.Errorf("Postgres.MaxConns must be >= 0, got %d", c.Postgres.MaxConns))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid persister config: %w", errors.Join(errs...))
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+// Package persister moves receipt events from Kafka into Postgres, the
+// durable truth. It is one member of a consumer group on the topic
+// read-receipts and loops:
+//
+//  1. poll up to MaxPollRecords records (optionally lingering to coalesce
+//     more), with rebalances blocked until the batch is settled;
+//  2. decode each record; an undecodable or invalid one goes to the
+//     dead-letter topic at once (ProduceSync, acked) with headers naming
+//     the reason, the source topic/partition/offset and the attempt;
+//  3. keep the greatest value per key (batch.Dedupe with receipt.Merge);
+//  4. upsert the rows in one statement inside one transaction
+//     (pgstore.Upsert, a max-merge, so replays are harmless);
+//  5. commit the polled offsets, and only then allow a rebalance.
+//
+// Errors are sorted by kind. A row Postgres rejects (pgstore.ErrRejected)
+// is isolated by bisecting the batch (batch.Bisect); its source records go
+// to the dead-letter topic and the rest is written. An outage
+// (pgstore.ErrUnavailable) is retried with capped exponential backoff and
+// jitter for as long as it lasts, by design: Kafka holds the backlog, so
+// waiting is always right and nothing good is ever dead-lettered because of
+// an outage. Meanwhile fetching is paused and Ready reports the outage, so
+// /readyz answers 503. A failed dead-letter produce is retried the same way,
+// because an offset is committed only when each of its records is either in
+// Postgres or acked on the dead-letter topic.
+//
+// On shutdown the batch in hand is finished on a context detached from the
+// cancelled one but bounded by DrainTimeout, committed, and the group is
+// left. A batch that cannot finish in time is abandoned uncommitted: the
+// next owner of its partitions replays it.
+package persister

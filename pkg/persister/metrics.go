@@ -1,0 +1,102 @@
+package persister
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Batch triggers: why a batch was cut.
+const (
+	triggerCount    = "count"    // MaxPollRecords reached
+	triggerLinger   = "linger"   // the poll (plus linger, if any) returned less
+	triggerRevoke   = "revoke"   // a rebalance is waiting: cut the linger short
+	triggerShutdown = "shutdown" // the context ended with records in hand
+)
+
+// Dead-letter kinds.
+const (
+	kindUndecodable = "undecodable"
+	kindRejected    = "rejected"
+)
+
+// Retried operations.
+const (
+	opUpsert     = "upsert"
+	opDeadLetter = "dead_letter"
+)
+
+type metrics struct {
+	consumed     prometheus.Counter
+	batches      *prometheus.CounterVec
+	batchSize    prometheus.Histogram
+	rowsWritten  prometheus.Counter
+	dedupeIn     prometheus.Counter
+	dedupeOut    prometheus.Counter
+	deadLetters  *prometheus.CounterVec
+	upsertTime   prometheus.Histogram
+	retries      *prometheus.CounterVec
+	commitErrors prometheus.Counter
+	ready        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
+	m := &metrics{
+		consumed: f.NewCounter(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_records_consumed_total",
+			Help: "Records polled from the topic.",
+		}),
+		batches: f.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_batches_total",
+			Help: "Batches processed, by what cut them: count (MaxPollRecords reached), linger (the poll or linger returned less), revoke (a rebalance was waiting), shutdown.",
+		}, []string{"trigger"}),
+		batchSize: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricsNamespace + "_batch_records",
+			Help:    "Records per batch.",
+			Buckets: []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000},
+		}),
+		rowsWritten: f.NewCounter(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_rows_written_total",
+			Help: "Deduplicated rows committed to Postgres (a row that advanced nothing still counts).",
+		}),
+		dedupeIn: f.NewCounter(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_dedupe_records_in_total",
+			Help: "Decoded records given to the in-batch dedupe; rate(rows_out)/rate(records_in) is the dedupe ratio.",
+		}),
+		dedupeOut: f.NewCounter(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_dedupe_rows_out_total",
+			Help: "Rows left after the in-batch dedupe (one per key per batch).",
+		}),
+		deadLetters: f.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_dead_letters_total",
+			Help: "Records acked on the dead-letter topic, by kind: undecodable (or invalid) or rejected (by Postgres).",
+		}, []string{"kind"}),
+		upsertTime: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricsNamespace + "_upsert_duration_seconds",
+			Help:    "Time of one upsert transaction, failed attempts included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		retries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_retries_total",
+			Help: "Attempts that failed and will be retried after a backoff, by operation (upsert, dead_letter).",
+		}, []string{"op"}),
+		commitErrors: f.NewCounter(prometheus.CounterOpts{
+			Name: MetricsNamespace + "_commit_errors_total",
+			Help: "Offset commits that failed; the offsets are committed with the next batch or on revoke, and replays are harmless.",
+		}),
+		ready: f.NewGauge(prometheus.GaugeOpts{
+			Name: MetricsNamespace + "_ready",
+			Help: "1 while the persister runs with Postgres and the dead-letter topic usable, else 0.",
+		}),
+	}
+	for _, t := range []string{triggerCount, triggerLinger, triggerRevoke, triggerShutdown} {
+		m.batches.WithLabelValues(t)
+	}
+	for _, k := range []string{kindUndecodable, kindRejected} {
+		m.deadLetters.WithLabelValues(k)
+	}
+	for _, o := range []string{opUpsert, opDeadLetter} {
+		m.retries.WithLabelValues(o)
+	}
+	return m
+}

@@ -1,0 +1,333 @@
+package persister_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/persister"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+func TestNewValidatesEveryField(t *testing.T) {
+	t.Parallel()
+	_, err := persister.New(persister.Config{
+		MaxPollRecords: -1,
+		Linger:         -time.Second,
+		Topic:          "same",
+		DLTTopic:       "same",
+		Retry:          backoff.Config{MaxDuration: time.Minute},
+	})
+	require.Error(t, err)
+	for _, want := range []string{"MaxPollRecords", "Linger", "DLTTopic must differ", "Retry.MaxDuration must be 0"} {
+		require.Contains(t, err.Error(), want)
+	}
+}
+
+// Many keys, each with duplicates and out-of-order seqs spread over many
+// batches: Postgres ends with the max per key, field-wise, and the group's
+// offsets reach the end.
+func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := rand.New(rand.NewPCG(7, 11))
+	want := map[receipt.Key]receipt.State{}
+	var recs []*kgo.Record
+	for u := range 20 {
+		for c := range 10 {
+			user, ch := fmt.Sprintf("u%d", u), fmt.Sprintf("c%d", c)
+			n := 5 + r.IntN(10)
+			for range n {
+				read := int64(1 + r.IntN(50))
+				deliv := read
+				if r.IntN(3) == 0 {
+					read, deliv = 0, read+int64(r.IntN(5)) // delivered only, maybe ahead of any read
+				}
+				s := state(user, ch, read, deliv)
+				if r.IntN(4) == 0 {
+					s.Read.Position.Epoch = 1 // a mark-unread epoch wins over any seq
+				}
+				copies := 1 + r.IntN(3) // duplicates
+				for range copies {
+					recs = append(recs, encode(t, s))
+				}
+				if cur, ok := want[s.Key]; ok {
+					want[s.Key], _ = receipt.Merge(cur, s)
+				} else {
+					want[s.Key] = s
+				}
+			}
+		}
+	}
+	r.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
+	b.produce(b.cl, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.MaxPollRecords = 100
+	run := b.start(cfg)
+	b.requireCommittedToEnd()
+
+	got := b.rows()
+	require.Len(t, got, len(want))
+	for k, w := range want {
+		g := got[k]
+		require.Equal(t, w.Read.Position, g.Read.Position, "read of %v", k)
+		require.Equal(t, w.Read.MessageID, g.Read.MessageID, "read message of %v", k)
+		require.Equal(t, w.Delivered.Position, g.Delivered.Position, "delivered of %v", k)
+		require.Equal(t, w.Delivered.MessageID, g.Delivered.MessageID, "delivered message of %v", k)
+	}
+	require.NoError(t, run.p.Ready(context.Background()))
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_ready"))
+	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"))
+	in, out := metric(t, reg, "receipts_persister_dedupe_records_in_total"), metric(t, reg, "receipts_persister_dedupe_rows_out_total")
+	require.Equal(t, float64(len(recs)), in)
+	require.Less(t, out, in, "duplicates in a batch collapse")
+	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total"))
+	require.Positive(t, metric(t, reg, "receipts_persister_batches_total", "trigger", "count"), "a full backlog cuts batches at MaxPollRecords")
+	require.Positive(t, metric(t, reg, "receipts_persister_upsert_duration_seconds"))
+	require.Zero(t, b.dltEnd())
+	require.NoError(t, run.stop(t))
+}
+
+// Garbage bytes, a valid event with an invalid id and an unknown schema
+// version, interleaved with good records on one partition: the poison goes
+// to the DLT with its headers, the good records are written, and the
+// partition's offset reaches the end.
+func TestPoisonRecordsGoToDLTWithoutStalling(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+
+	garbage := &kgo.Record{Key: []byte("p1:c1"), Value: []byte{0xff, 0xff, 0xff, 0xff}}
+	badID := encode(t, state("bad user", "c1", 3, 3))
+	ev := event.ToProto(state("p1", "c1", 9, 9))
+	ev.SchemaVersion = 99
+	v, err := proto.Marshal(ev)
+	require.NoError(t, err)
+	future := &kgo.Record{Key: []byte("p1:c1"), Value: v}
+
+	seq := []*kgo.Record{
+		encode(t, state("p1", "c1", 1, 1)), garbage,
+		encode(t, state("p1", "c2", 2, 2)), badID,
+		encode(t, state("p1", "c1", 4, 4)), future,
+		encode(t, state("p2", "c1", 5, 5)),
+	}
+	for _, r := range seq {
+		r.Partition = 0
+	}
+	b.produce(manual, seq...)
+	poison := map[int64]string{garbage.Offset: "unmarshalling protobuf", badID.Offset: "invalid event: user_id", future.Offset: "unknown schema version 99"}
+
+	reg := prometheus.NewRegistry()
+	b.start(b.config(reg))
+	b.requireCommittedToEnd()
+
+	rows := b.rows()
+	require.Len(t, rows, 3)
+	require.Equal(t, int64(4), rows[receipt.Key{User: "p1", Channel: "c1"}].Read.Position.Seq, "the unknown-version seq 9 is not applied")
+	require.Equal(t, int64(2), rows[receipt.Key{User: "p1", Channel: "c2"}].Read.Position.Seq)
+	require.Equal(t, int64(5), rows[receipt.Key{User: "p2", Channel: "c1"}].Read.Position.Seq)
+
+	dead := b.readDLT(3)
+	bySrc := map[int64]*kgo.Record{}
+	for _, d := range dead {
+		require.Equal(t, b.broker.Topic, event.Header(d, event.HeaderSourceTopic))
+		require.Equal(t, "0", event.Header(d, event.HeaderSourcePartition))
+		require.Equal(t, "1", event.Header(d, event.HeaderAttempt))
+		off, err := strconv.ParseInt(event.Header(d, event.HeaderSourceOffset), 10, 64)
+		require.NoError(t, err)
+		bySrc[off] = d
+	}
+	for _, src := range []*kgo.Record{garbage, badID, future} {
+		d := bySrc[src.Offset]
+		require.NotNil(t, d, "no dead letter for offset %d", src.Offset)
+		require.Equal(t, src.Key, d.Key)
+		require.Equal(t, src.Value, d.Value)
+		reason := event.Header(d, event.HeaderReason)
+		require.True(t, strings.HasPrefix(reason, "undecodable record: "), reason)
+		require.Contains(t, reason, poison[src.Offset])
+	}
+	require.Equal(t, 3.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "undecodable"))
+	require.Zero(t, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
+}
+
+// A row that passes event validation but violates a constraint is
+// bisected out: its records go to the DLT with the rejection, the rest of
+// the batch is written.
+func TestRejectedRowIsBisectedToDLT(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Test-only constraint: Postgres refuses one device id.
+	b.exec(`ALTER TABLE read_receipts ADD CONSTRAINT test_reject_device CHECK (device_id <> 'reject-me')`)
+
+	var recs []*kgo.Record
+	for i := range 60 {
+		recs = append(recs, encode(t, state(fmt.Sprintf("g%d", i), "c", int64(i+1), int64(i+1))))
+	}
+	bad := state("bad", "c", 10, 10)
+	bad.DeviceID = "reject-me"
+	bad2 := state("bad", "c", 12, 12)
+	bad2.DeviceID = "reject-me"
+	badRecs := []*kgo.Record{encode(t, bad), encode(t, bad2)}
+	// Put the bad key among the good ones so it shares their batch.
+	recs = append(recs[:30], append(badRecs, recs[30:]...)...)
+	b.produce(b.cl, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.Linger = 300 * time.Millisecond // coalesce the whole backlog into few batches
+	b.start(cfg)
+	b.requireCommittedToEnd()
+
+	rows := b.rows()
+	require.Len(t, rows, 60)
+	_, ok := rows[receipt.Key{User: "bad", Channel: "c"}]
+	require.False(t, ok)
+
+	dead := b.readDLT(2)
+	offsets := map[string]bool{}
+	for _, d := range dead {
+		require.Equal(t, "bad:c", string(d.Key))
+		reason := event.Header(d, event.HeaderReason)
+		require.Contains(t, reason, "rejected by postgres")
+		require.Contains(t, reason, "23514")
+		offsets[event.Header(d, event.HeaderSourceOffset)+"@"+event.Header(d, event.HeaderSourcePartition)] = true
+	}
+	for _, r := range badRecs {
+		require.True(t, offsets[fmt.Sprintf("%d@%d", r.Offset, r.Partition)], "record %d@%d not dead-lettered", r.Offset, r.Partition)
+	}
+	require.Equal(t, 2.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
+	require.Equal(t, 60.0, metric(t, reg, "receipts_persister_rows_written_total"))
+	var batches float64
+	for _, tr := range []string{"count", "linger", "revoke", "shutdown"} {
+		batches += metric(t, reg, "receipts_persister_batches_total", "trigger", tr)
+	}
+	require.GreaterOrEqual(t, metric(t, reg, "receipts_persister_upsert_duration_seconds"), batches+2,
+		"the batch holding the bad row was split, not written row by row elsewhere")
+}
+
+// An outage (the table is gone) is retried: readiness fails with the
+// reason, nothing is committed or dead-lettered, and once the table is
+// back everything is written without help.
+func TestOutageIsRetriedUntilPostgresIsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(`ALTER TABLE read_receipts RENAME TO read_receipts_down`)
+
+	var recs []*kgo.Record
+	for i := range 100 {
+		recs = append(recs, encode(t, state(fmt.Sprintf("o%d", i), "c", 5, 5)))
+	}
+	b.produce(b.cl, recs...)
+
+	reg := prometheus.NewRegistry()
+	run := b.start(b.config(reg))
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		return metric(t, reg, "receipts_persister_retries_total", "op", "upsert") >= 5
+	}, waitFor, 10*time.Millisecond)
+	err := run.p.Ready(ctx)
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "postgres unavailable: "), err.Error())
+	require.Contains(t, err.Error(), "42P01")
+	require.Zero(t, metric(t, reg, "receipts_persister_ready"))
+	require.Empty(t, b.committed(), "nothing is committed before the rows are")
+	require.Zero(t, b.dltEnd(), "an outage never dead-letters")
+
+	b.exec(`ALTER TABLE read_receipts_down RENAME TO read_receipts`)
+	b.requireCommittedToEnd()
+	require.Len(t, b.rows(), 100)
+	require.NoError(t, run.p.Ready(ctx))
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_ready"))
+	require.Zero(t, b.dltEnd())
+	require.Zero(t, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
+}
+
+// A persister stopped while it cannot write commits nothing; a second
+// member of the group then writes everything.
+func TestOffsetsWaitForTheDatabaseAcrossRestart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(`ALTER TABLE read_receipts RENAME TO read_receipts_down`)
+
+	var recs []*kgo.Record
+	for i := range 200 {
+		recs = append(recs, encode(t, state(fmt.Sprintf("k%d", i), "c", int64(i+1), int64(i+1))))
+	}
+	b.produce(b.cl, recs...)
+
+	reg1 := prometheus.NewRegistry()
+	cfg1 := b.config(reg1)
+	cfg1.MaxPollRecords = 20
+	cfg1.DrainTimeout = 300 * time.Millisecond
+	first := b.start(cfg1)
+	require.Eventually(t, func() bool {
+		return metric(t, reg1, "receipts_persister_retries_total", "op", "upsert") >= 2
+	}, waitFor, 10*time.Millisecond)
+	require.NoError(t, first.stop(t), "an abandoned drain is not an error")
+	require.Empty(t, b.committed())
+	require.Equal(t, 20.0, metric(t, reg1, "receipts_persister_records_consumed_total"), "fetching stayed on the one batch in hand")
+
+	b.exec(`ALTER TABLE read_receipts_down RENAME TO read_receipts`)
+	require.Empty(t, b.rows())
+	b.start(b.config(prometheus.NewRegistry()))
+	b.requireCommittedToEnd()
+	got := b.rows()
+	require.Len(t, got, 200)
+	for i := range 200 {
+		require.Equal(t, int64(i+1), got[receipt.Key{User: fmt.Sprintf("k%d", i), Channel: "c"}].Read.Position.Seq)
+	}
+	require.Zero(t, b.dltEnd())
+}
+
+// Shutdown finishes the batch in hand on a detached context: the database
+// comes back during the drain, and the batch is written and committed.
+func TestShutdownDrainsTheBatchInHand(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(`ALTER TABLE read_receipts RENAME TO read_receipts_down`)
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, encode(t, state(fmt.Sprintf("d%d", i), "c", 3, 3)))
+	}
+	// One partition, so the first poll holds all ten.
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, r := range recs {
+		r.Partition = 1
+	}
+	b.produce(manual, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.DrainTimeout = 15 * time.Second
+	run := b.start(cfg)
+	require.Eventually(t, func() bool {
+		return metric(t, reg, "receipts_persister_retries_total", "op", "upsert") >= 2
+	}, waitFor, 10*time.Millisecond)
+	consumed := metric(t, reg, "receipts_persister_records_consumed_total")
+	require.Positive(t, consumed)
+
+	run.cancel()
+	require.Eventually(t, func() bool {
+		// Still retrying after the cancel: the drain goes on.
+		return metric(t, reg, "receipts_persister_retries_total", "op", "upsert") >= 4
+	}, waitFor, 10*time.Millisecond)
+	b.exec(`ALTER TABLE read_receipts_down RENAME TO read_receipts`)
+	require.NoError(t, run.stop(t))
+	require.Len(t, b.rows(), int(consumed))
+	require.Equal(t, map[int32]int64{1: int64(consumed)}, b.committed())
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_batches_total", "trigger", "linger")+
+		metric(t, reg, "receipts_persister_batches_total", "trigger", "count"))
+}

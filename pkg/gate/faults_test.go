@@ -1,0 +1,140 @@
+package gate
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+func TestRedisDownStillDurable(t *testing.T) {
+	t.Parallel()
+	down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = down.Close() })
+	tb := setup(t, setupOpts{redis: down})
+	ctx := context.Background()
+
+	var resp receiptsv1.MarkReceiptsResponse
+	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", batch(
+		`{"user_id": "gina", "channel_id": "c1", "kind": "READ", "seq": 4}`,
+		`{"user_id": "gina", "channel_id": "c2", "kind": "DELIVERED", "seq": 2}`,
+	), &resp)
+	require.Len(t, resp.GetResults(), 2)
+	for _, r := range resp.GetResults() {
+		require.True(t, r.GetRealtimeDegraded())
+		require.Equal(t, receiptsv1.Durability_KAFKA, r.GetDurability())
+		require.Nil(t, r.GetState(), "no real-time state to report")
+	}
+	_, states := tb.consume(t, 2)
+	require.ElementsMatch(t, []string{"gina:c1", "gina:c2"}, []string{states[0].Key.KafkaKey(), states[1].Key.KafkaKey()})
+	require.Equal(t, 2.0, counterValue(t, tb.gate.m.redisDegraded.WithLabelValues(redisOpMerge)))
+
+	// Reads fall back to Postgres alone.
+	_, err := tb.schema.Store.Upsert(ctx, []receipt.State{
+		{Key: receipt.Key{User: "gina", Channel: "c1"}, Read: receipt.Cursor{Position: pos(4)}, Delivered: receipt.Cursor{Position: pos(4)}, UpdatedAtUnixMs: 1},
+	})
+	require.NoError(t, err)
+	var rs receiptsv1.GetReadStateResponse
+	tb.doProto(t, http.MethodGet, "/v1/users/gina/read-state?channel_id=c1", "", &rs)
+	require.Len(t, rs.GetChannels(), 1)
+	require.Equal(t, int64(4), rs.GetChannels()[0].GetRead().GetPosition().GetSeq())
+	require.Equal(t, 1.0, counterValue(t, tb.gate.m.readFallbacks.WithLabelValues("redis_error")))
+
+	err = tb.gate.Ready(ctx)
+	require.ErrorContains(t, err, "redis:")
+	require.NotContains(t, err.Error(), "kafka:")
+}
+
+func TestKafkaFailingAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: func(c *Config) { c.ProduceTimeout = time.Second }})
+	ctx := context.Background()
+
+	// Every produce to the topic fails with a retriable error: kgo retries
+	// until the delivery timeout.
+	fault := tb.broker.Cluster.Fault(kfake.Fault{
+		Keys:  []kmsg.Key{kmsg.Produce},
+		Topic: tb.broker.Topic,
+		Err:   kerr.NotLeaderForPartition,
+		Count: -1,
+	})
+	start := time.Now()
+	status, body := tb.do(t, http.MethodPost, "/v1/users/hank/channels/c1/read", `{"seq": 3}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
+	e := parseRESTError(t, body)
+	require.Equal(t, int(connect.CodeUnavailable), e.Code)
+	require.Contains(t, e.Message, "making 1 marks durable")
+	require.Less(t, time.Since(start), 5*time.Second, "bounded by ProduceTimeout")
+	require.Equal(t, 1.0, counterValue(t, tb.gate.m.events.WithLabelValues(outcomeUnavailable)))
+	require.Equal(t, 1.0, counterValue(t, tb.gate.m.requests.WithLabelValues("MarkRead", "unavailable")))
+
+	_, err := tb.client(connect.WithGRPC()).MarkDelivered(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "hank", ChannelId: "c1", Seq: 4}))
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	require.Zero(t, tb.highWatermarks(t))
+
+	// Once Kafka acks again, so does the gate.
+	fault.Remove()
+	var mr receiptsv1.MarkResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/hank/channels/c1/read", `{"seq": 5}`, &mr)
+	require.Equal(t, receiptsv1.Durability_KAFKA, mr.GetResult().GetDurability())
+	_, states := tb.consume(t, 1)
+	require.Equal(t, pos(5), states[0].Read.Position)
+}
+
+func TestKafkaHoldingAcksAnswersUnavailableWithinBound(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: func(c *Config) { c.ProduceTimeout = time.Second }})
+	c := tb.broker.Cluster
+
+	// Hold every produce request until the test ends: the broker never
+	// answers, which kgo's delivery timeout alone does not bound.
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
+
+	start := time.Now()
+	status, body := tb.do(t, http.MethodPost, "/v1/receipts:mark", batch(
+		`{"user_id": "ivy", "channel_id": "c1", "kind": "READ", "seq": 1}`,
+		`{"user_id": "ivy", "channel_id": "c2", "kind": "READ", "seq": 1}`,
+	))
+	elapsed := time.Since(start)
+	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
+	require.Contains(t, parseRESTError(t, body).Message, "waiting for acks of 2 records")
+	require.GreaterOrEqual(t, elapsed, time.Second)
+	require.Less(t, elapsed, 4*time.Second)
+	require.Equal(t, 2.0, counterValue(t, tb.gate.m.events.WithLabelValues(outcomeUnavailable)))
+	require.Equal(t, uint64(1), histogramCount(t, tb.gate.m.produce))
+	once.Do(func() { close(release) })
+}
+
+func TestPostgresDownWithIncompleteRedisIsUnavailable(t *testing.T) {
+	t.Parallel()
+	pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://postgres@" + closedAddr(t) + "/receipts?sslmode=disable&connect_timeout=1"})
+	require.NoError(t, err)
+	t.Cleanup(pg.Close)
+	tb := setup(t, setupOpts{config: func(c *Config) { c.Postgres = pg }})
+
+	status, body := tb.do(t, http.MethodGet, "/v1/users/jack/read-state", "")
+	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
+	e := parseRESTError(t, body)
+	require.Equal(t, int(connect.CodeUnavailable), e.Code)
+	require.True(t, strings.HasPrefix(e.Message, "reading durable state (real-time view incomplete)"), e.Message)
+}

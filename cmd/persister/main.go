@@ -1,0 +1,234 @@
+// Command persister is one member of the consumer group that writes the
+// topic read-receipts to Postgres (see pkg/persister). It serves /metrics,
+// /healthz, /readyz and pprof on the admin address, applies the embedded
+// migrations at start-up (unless --migrate=false), and drains on SIGINT or
+// SIGTERM: the batch in hand is finished, committed, and the group left.
+//
+//	persister [flags]          run
+//	persister migrate [flags]  apply the migrations and exit (the Helm hook)
+//
+// Every flag can also be set from the environment: --pg-url from
+// RECEIPTS_PG_URL, and so on (the flag wins).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sethvargo/go-retry"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/admin"
+	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/logging"
+	"github.com/readstate/receipts/pkg/persister"
+	"github.com/readstate/receipts/pkg/pgstore"
+)
+
+// AdminAddrDefault is the persister's admin port on the dev stack.
+const AdminAddrDefault = "127.0.0.1:9101"
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "persister:", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	brokers            flagenv.List
+	clientID           string
+	topic              string
+	dltTopic           string
+	group              string
+	pgURL              string
+	pgMaxConns         int
+	maxPollRecords     int
+	linger             time.Duration
+	drainTimeout       time.Duration
+	dltDeliveryTimeout time.Duration
+	retryBase          time.Duration
+	retryCap           time.Duration
+	adminAddr          string
+	migrate            bool
+	logFormat          string
+	logLevel           string
+}
+
+func run(args []string, stderr io.Writer) error {
+	migrateOnly := len(args) > 0 && args[0] == "migrate"
+	if migrateOnly {
+		args = args[1:]
+	}
+	cfg := config{brokers: flagenv.List{kafkaconf.BrokersDefault}}
+	fs := newFlagSet(&cfg, migrateOnly, stderr)
+	if err := flagenv.Parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := logging.New("persister", cfg.logFormat, cfg.logLevel)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: cfg.pgURL, MaxConns: int32(cfg.pgMaxConns)})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if migrateOnly {
+		return migrate(ctx, store, log)
+	}
+	return serve(ctx, cfg, store, log)
+}
+
+func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
+	name := "persister"
+	if migrateOnly {
+		name = "persister migrate"
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&cfg.pgURL, "pg-url", pgstore.URLDefault, "Postgres connection URL")
+	fs.StringVar(&cfg.logFormat, "log-format", "console", "log format: console or json")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if !migrateOnly {
+		fs.Var(&cfg.brokers, "brokers", "Kafka seed brokers, a comma-separated `host:port` list")
+		fs.StringVar(&cfg.clientID, "client-id", persister.ClientIDDefault, "Kafka client id")
+		fs.StringVar(&cfg.topic, "topic", event.TopicDefault, "topic to consume")
+		fs.StringVar(&cfg.dltTopic, "dlt-topic", event.DLTTopicDefault, "dead-letter topic for undecodable and rejected records")
+		fs.StringVar(&cfg.group, "group", persister.GroupDefault, "consumer group")
+		fs.IntVar(&cfg.pgMaxConns, "pg-max-conns", pgstore.MaxConnsDefault, "Postgres pool size")
+		fs.IntVar(&cfg.maxPollRecords, "max-poll-records", persister.MaxPollRecordsDefault, "most records in one batch (one transaction)")
+		fs.DurationVar(&cfg.linger, "linger", persister.LingerDefault, "keep polling this long after the first records to coalesce a fuller batch; 0 = one poll per batch")
+		fs.DurationVar(&cfg.drainTimeout, "drain-timeout", persister.DrainTimeoutDefault, "on shutdown, how long to finish and commit the batch in hand and leave the group")
+		fs.DurationVar(&cfg.dltDeliveryTimeout, "dlt-delivery-timeout", persister.DLTDeliveryTimeoutDefault, "bound of one attempt to produce dead letters before retrying")
+		fs.DurationVar(&cfg.retryBase, "retry-base", 100*time.Millisecond, "first backoff while Postgres or the dead-letter topic is unavailable")
+		fs.DurationVar(&cfg.retryCap, "retry-cap", 10*time.Second, "longest backoff while Postgres or the dead-letter topic is unavailable (retries never give up)")
+		fs.StringVar(&cfg.adminAddr, "admin-addr", AdminAddrDefault, "admin listen address (/metrics /healthz /readyz pprof)")
+		fs.BoolVar(&cfg.migrate, "migrate", true, "apply the embedded migrations at start-up")
+	}
+	fs.Usage = func() { usage(fs, migrateOnly) }
+	return fs
+}
+
+// usage lists every flag with its environment variable and its default,
+// zero defaults included (flag.PrintDefaults leaves those out).
+func usage(fs *flag.FlagSet, migrateOnly bool) {
+	w := fs.Output()
+	if migrateOnly {
+		fmt.Fprintf(w, "Usage: persister migrate [flags]\n\nApplies the embedded Postgres migrations and exits.\n\nFlags:\n")
+	} else {
+		fmt.Fprintf(w, "Usage: persister [flags]\n       persister migrate [flags]\n\n"+
+			"Consumes the receipts topic and writes the greatest value per key to Postgres,\n"+
+			"committing offsets only after the database commit.\n\nFlags:\n")
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, use := flag.UnquoteUsage(f)
+		if typ != "" {
+			typ = " " + typ
+		}
+		fmt.Fprintf(w, "  --%s%s\n", f.Name, typ)
+		fmt.Fprintf(w, "        %s (default %q)\n", strings.ReplaceAll(use, "\n", "\n        "), f.DefValue)
+	})
+}
+
+// migrate applies the migrations, waiting for Postgres while it cannot be
+// reached (a pod may start before its database).
+func migrate(ctx context.Context, store *pgstore.Store, log *zap.Logger) error {
+	err := retry.Do(ctx, backoff.Config{Base: 500 * time.Millisecond, Cap: 10 * time.Second}.New(), func(ctx context.Context) error {
+		applied, err := store.Migrate(ctx)
+		if err == nil {
+			log.Info("migrations applied", zap.Strings("applied", applied))
+			return nil
+		}
+		if !unreachable(err) {
+			return err
+		}
+		log.Warn("waiting for postgres to migrate", zap.Error(err))
+		return retry.RetryableError(err)
+	})
+	if err != nil {
+		return fmt.Errorf("migrating: %w", err)
+	}
+	return nil
+}
+
+// unreachable reports whether a migration failed because Postgres could not
+// run it at all (no answer, shutting down, out of resources), as opposed to
+// answering with an error that retrying would only repeat.
+func unreachable(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "08", "53", "57", "40":
+		return true
+	}
+	return false
+}
+
+func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logger) error {
+	reg := admin.NewRegistry()
+	var p atomic.Pointer[persister.Persister]
+	ready := func(ctx context.Context) error {
+		if pp := p.Load(); pp != nil {
+			return pp.Ready(ctx)
+		}
+		return errors.New("starting")
+	}
+	if err := admin.Serve(ctx, admin.Config{Addr: cfg.adminAddr, Gatherer: reg, Ready: ready, Logger: log}); err != nil {
+		return fmt.Errorf("serving admin on %s: %w", cfg.adminAddr, err)
+	}
+	log.Info("admin serving", zap.String("addr", cfg.adminAddr))
+	if cfg.migrate {
+		if err := migrate(ctx, store, log); err != nil {
+			return err
+		}
+	}
+	per, err := persister.New(persister.Config{
+		Kafka:              kafkaconf.Config{Brokers: cfg.brokers, ClientID: cfg.clientID},
+		Topic:              cfg.topic,
+		DLTTopic:           cfg.dltTopic,
+		Group:              cfg.group,
+		Store:              store,
+		MaxPollRecords:     cfg.maxPollRecords,
+		Linger:             cfg.linger,
+		DrainTimeout:       cfg.drainTimeout,
+		DLTDeliveryTimeout: cfg.dltDeliveryTimeout,
+		Retry:              backoff.Config{Base: cfg.retryBase, Cap: cfg.retryCap},
+		Logger:             log,
+		Registerer:         reg,
+	})
+	if err != nil {
+		return err
+	}
+	defer per.Close()
+	p.Store(per)
+	return per.Run(ctx)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/flagenv"
+		"github.com/readstate/receipts/pkg/pgtest"
+)
+
+func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
+	for _, migrateOnly := range []bool{false, true} {
+		var out bytes.Buffer
+		args := []string{"--help"}
+		if migrateOnly {
+			args = []string{"migrate", "--help"}
+		}
+		require.NoError(t, run(args, &out))
+		help := out.String()
+		fs := newFlagSet(&config{}, migrateOnly, &bytes.Buffer{})
+		n := 0
+		fs.VisitAll(func(f *flag.Flag) {
+			n++
+			require.Contains(t, help, "--"+f.Name)
+			require.Contains(t, help, "(env "+flagenv.EnvName(f.Name)+")")
+		})
+		require.Equal(t, n, strings.Count(help, "(default "), help)
+		if !migrateOnly {
+			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"0s"`, `"true"`, `"read-receipts-dlt"`} {
+				require.Contains(t, help, "(default "+want+")")
+			}
+		}
+	}
+}
+
+func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
+	ctx := context.Background()
+	pgtest.NewSchema(t) // makes sure the test database exists
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	sfx := make([]byte, 5)
+	_, _ = rand.Read(sfx)
+	schema := "t_cmd_" + hex.EncodeToString(sfx)
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+
+	u, err := url.Parse(pgtest.URL())
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	t.Setenv(flagenv.EnvName("pg-url"), u.String())
+	require.NoError(t, run([]string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
+
+	var n int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
+		WHERE table_schema = $1 AND table_name IN ('read_receipts', 'parked_dead_letters', 'schema_migrations')`, schema).Scan(&n))
+	require.Equal(t, 3, n)
+	// Twice is fine.
+	require.NoError(t, run([]string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
+}
+
+func TestUnexpectedArgumentsFail(t *testing.T) {
+	require.ErrorContains(t, run([]string{"serve-please"}, &bytes.Buffer{}), "unexpected arguments")
+}

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/flagenv"
-		"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/pgtest"
 )
 
 func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {

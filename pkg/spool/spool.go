@@ -53,8 +53,9 @@ type Config struct {
 	MaxBytes int64
 	// SegmentBytes is the size at which a new segment file is started, so
 	// drained space is returned to the file system a segment at a time.
-	// A single Append larger than this gets a segment of its own. Defaults
-	// to SegmentBytesDefault (16 MiB).
+	// A single Append larger than this gets a segment of its own. Keep it
+	// well below MaxBytes: a partly drained segment frees nothing until it
+	// is read to its end. Defaults to SegmentBytesDefault (16 MiB).
 	SegmentBytes int64
 	// MaxRecordBytes bounds len(Key)+len(Value) of one record; larger ones
 	// fail with ErrTooLarge. At most 64 MiB. Defaults to

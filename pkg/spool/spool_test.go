@@ -536,3 +536,25 @@ func TestOpenKeepsSegmentsAfterADamagedOne(t *testing.T) {
 	want := append(recs(0, 13), recs(20, 40)...)
 	reopenDamaged(t, dir, want, 7*recSize)
 }
+
+// With the checkpoint unreadable, replay starts at the oldest segment still
+// on disk: records may be sent twice, none is skipped.
+func TestLostCheckpointReplaysFromOldestSegment(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := spool.Config{Dir: dir, SegmentBytes: headerSize + 10*recSize, ReadBatchRecords: 15}
+	s, err := spool.Open(cfg)
+	require.NoError(t, err)
+	for _, r := range recs(0, 30) { // one call is one group, never split across segments
+		require.NoError(t, s.Append(r))
+	}
+	_, commit, err := s.Next(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, commit()) // removes the first segment, stops 5 records into the second
+	require.NoError(t, s.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "checkpoint"), []byte("garbage"), 0o600))
+
+	s = open(t, cfg)
+	require.True(t, s.Recovery().CheckpointLost)
+	require.Equal(t, recs(10, 30), drainAll(t, s))
+}

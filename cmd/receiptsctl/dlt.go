@@ -1,0 +1,359 @@
+package main
+
+// The dead-letter and drift commands:
+//
+//	receiptsctl dlt list   [--limit N] [--all] [--after ID] [--full]
+//	receiptsctl dlt replay (--id N | --all) [--mode auto|repair|produce]
+//	receiptsctl sweep      (also: receiptsctl dlt sweep)
+//
+// All identifiers here start with "dlt" so this file never collides with
+// the rest of package main.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/reconcile"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+const (
+	dltRedisURLDefault  = "redis://127.0.0.1:6379/0"
+	dltListLimitDefault = 50
+	// dltReasonWidth truncates reasons in the table unless --full.
+	dltReasonWidth = 72
+)
+
+const dltUsage = `Usage:
+  receiptsctl dlt list   [--limit N] [--all] [--after ID] [--full]   list parked dead letters
+  receiptsctl dlt replay (--id N | --all) [--mode auto|repair|produce] replay parked dead letters
+  receiptsctl sweep      [flags]                                        run one drift sweep and print the report
+
+Run "receiptsctl dlt <command> -h" for a command's flags.
+`
+
+// runDLT runs "dlt <list|replay|sweep> ..." and "sweep ...". args may start
+// with the command word ("dlt" or "sweep") or directly with the
+// subcommand.
+func runDLT(ctx context.Context, args []string) error {
+	return dltRun(ctx, args, os.Stdout, os.Stderr)
+}
+
+func dltRun(ctx context.Context, args []string, out, errOut io.Writer) error {
+	if len(args) > 0 && args[0] == "dlt" {
+		args = args[1:]
+	}
+	if len(args) == 0 {
+		fmt.Fprint(errOut, dltUsage)
+		return errors.New("dlt: no subcommand given (list, replay or sweep)")
+	}
+	switch args[0] {
+	case "list":
+		return dltList(ctx, args[1:], out)
+	case "replay":
+		return dltReplay(ctx, args[1:], out)
+	case "sweep":
+		return dltSweep(ctx, args[1:], out)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(out, dltUsage)
+		return nil
+	}
+	fmt.Fprint(errOut, dltUsage)
+	return fmt.Errorf("dlt: unknown subcommand %q", args[0])
+}
+
+// dltFlagSet returns a flag set whose -h prints the command's flags.
+func dltFlagSet(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("receiptsctl "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: receiptsctl %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// dltStores are the flags and clients shared by the commands.
+type dltStores struct {
+	pgURL, redisURL, redisPrefix string
+	pg                           *pgstore.Store
+	rdb                          *redis.Client
+	rs                           *redisstore.Store
+}
+
+func (s *dltStores) pgFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.pgURL, "pg-url", pgstore.URLDefault, "Postgres URL")
+}
+
+func (s *dltStores) redisFlags(fs *flag.FlagSet) {
+	fs.StringVar(&s.redisURL, "redis-url", dltRedisURLDefault, "Redis URL")
+	fs.StringVar(&s.redisPrefix, "redis-prefix", redisstore.PrefixDefault, "Redis key prefix")
+}
+
+func (s *dltStores) openPG(ctx context.Context) error {
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: s.pgURL, MaxConns: 4})
+	if err != nil {
+		return err
+	}
+	s.pg = pg
+	return nil
+}
+
+func (s *dltStores) openRedis() error {
+	opt, err := redis.ParseURL(s.redisURL)
+	if err != nil {
+		return fmt.Errorf("parsing redis url: %w", err)
+	}
+	s.rdb = redis.NewClient(opt)
+	s.rs = redisstore.New(s.rdb, redisstore.Config{Prefix: s.redisPrefix})
+	return nil
+}
+
+func (s *dltStores) close() {
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.pg != nil {
+		s.pg.Close()
+	}
+}
+
+func dltList(ctx context.Context, args []string, out io.Writer) error {
+	fs := dltFlagSet("dlt list", "dlt list [--limit N] [--all] [--after ID] [--full] [flags]")
+	var st dltStores
+	st.pgFlags(fs)
+	limit := fs.Int("limit", dltListLimitDefault, "list at most N records")
+	all := fs.Bool("all", false, "also list records already replayed")
+	after := fs.Int64("after", 0, "list records with an id greater than this (paging)")
+	full := fs.Bool("full", false, "print whole reasons instead of truncating them")
+	if err := flagenv.Parse(fs, args); err != nil {
+		return err
+	}
+	if *limit <= 0 {
+		return fmt.Errorf("--limit must be > 0, got %d", *limit)
+	}
+	if err := st.openPG(ctx); err != nil {
+		return err
+	}
+	defer st.close()
+
+	recs, err := st.pg.ListParked(ctx, pgstore.ParkedQuery{AfterID: *after, Limit: *limit, IncludeReplayed: *all})
+	if err != nil {
+		return err
+	}
+	pending, err := st.pg.CountParked(ctx)
+	if err != nil {
+		return err
+	}
+	dltPrintTable(out, recs, *all, *full)
+	fmt.Fprintf(out, "\n%d listed; %d pending in total", len(recs), pending)
+	if len(recs) == *limit {
+		fmt.Fprintf(out, "; more may follow: --after %d", recs[len(recs)-1].ID)
+	}
+	fmt.Fprintln(out)
+	return nil
+}
+
+func dltPrintTable(out io.Writer, recs []pgstore.ParkedRecord, withReplayed, full bool) {
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	header := "ID\tPARKED AT\tATTEMPTS\tSOURCE\tKEY\tREASON"
+	if withReplayed {
+		header = "ID\tPARKED AT\tREPLAYED AT\tATTEMPTS\tSOURCE\tKEY\tREASON"
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range recs {
+		reason := r.Reason
+		if !full && len(reason) > dltReasonWidth {
+			reason = reason[:dltReasonWidth-3] + "..."
+		}
+		reason = strings.Map(func(c rune) rune {
+			if c == '\t' || c == '\n' || c == '\r' {
+				return ' '
+			}
+			return c
+		}, reason)
+		fmt.Fprintf(tw, "%d\t%s\t", r.ID, r.ParkedAt.UTC().Format(time.RFC3339))
+		if withReplayed {
+			replayed := "-"
+			if r.ReplayedAt != nil {
+				replayed = r.ReplayedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t", replayed)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Attempts, dltSource(r), dltKey(r.Key), reason)
+	}
+	_ = tw.Flush()
+}
+
+// dltSource shows where a record came from: topic/partition@offset.
+func dltSource(r pgstore.ParkedRecord) string {
+	if r.SourceTopic == "" && r.SourcePartition < 0 && r.SourceOffset < 0 {
+		return "-"
+	}
+	topic := r.SourceTopic
+	if topic == "" {
+		topic = "?"
+	}
+	return fmt.Sprintf("%s/%d@%d", topic, r.SourcePartition, r.SourceOffset)
+}
+
+// dltKey prints a key as is when it is plain text, quoted otherwise.
+func dltKey(k []byte) string {
+	if k == nil {
+		return "-"
+	}
+	s := string(k)
+	for _, c := range s {
+		if c == unicode.ReplacementChar || !unicode.IsPrint(c) || unicode.IsSpace(c) {
+			return strconv.Quote(s)
+		}
+	}
+	if s == "" {
+		return `""`
+	}
+	return s
+}
+
+func dltReplay(ctx context.Context, args []string, out io.Writer) error {
+	fs := dltFlagSet("dlt replay", "dlt replay (--id N | --all) [--mode auto|repair|produce] [flags]")
+	var st dltStores
+	st.pgFlags(fs)
+	st.redisFlags(fs)
+	id := fs.Int64("id", 0, "replay the parked record with this id")
+	all := fs.Bool("all", false, "replay every pending parked record")
+	mode := fs.String("mode", string(reconcile.ReplayAuto),
+		"auto: repair decodable records directly, re-produce the others to --topic; repair: only repair; produce: re-produce all to --topic")
+	brokers := flagenv.List{kafkaconf.BrokersDefault}
+	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated (to re-produce)")
+	topic := fs.String("topic", event.TopicDefault, "main topic to re-produce to")
+	noRedis := fs.Bool("no-redis", false, "repair Postgres only (the drift sweep brings Redis along later)")
+	if err := flagenv.Parse(fs, args); err != nil {
+		return err
+	}
+	if (*id > 0) == *all {
+		return errors.New("give exactly one of --id N or --all")
+	}
+	if err := st.openPG(ctx); err != nil {
+		return err
+	}
+	defer st.close()
+	cfg := reconcile.ReplayConfig{Postgres: st.pg, Topic: *topic, Mode: reconcile.ReplayMode(*mode)}
+	if !*noRedis {
+		if err := st.openRedis(); err != nil {
+			return err
+		}
+		cfg.Redis = st.rs
+	}
+	if cfg.Mode != reconcile.ReplayRepair {
+		// A bounded delivery timeout: kgo's idempotent producer otherwise
+		// retries forever while the broker is down.
+		opts := append(kafkaconf.Config{Brokers: brokers, ClientID: "receiptsctl"}.Opts(nil, nil, ""),
+			kgo.RecordDeliveryTimeout(30*time.Second))
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return fmt.Errorf("creating kafka client: %w", err)
+		}
+		defer cl.Close()
+		cfg.Producer = cl
+	}
+	rp, err := reconcile.NewReplayer(cfg)
+	if err != nil {
+		return err
+	}
+
+	if !*all {
+		outcome, err := rp.ReplayID(ctx, *id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%d\t%s\n", *id, outcome)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKEY\tOUTCOME")
+	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o reconcile.ReplayOutcome, err error) {
+		res := string(o)
+		if err != nil {
+			res = "failed: " + err.Error()
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\n", r.ID, dltKey(r.Key), res)
+	})
+	_ = tw.Flush()
+	fmt.Fprintf(out, "\n%d replayed, %d failed (still parked)\n", replayed, failed)
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d parked record(s) could not be replayed", failed)
+	}
+	return nil
+}
+
+func dltSweep(ctx context.Context, args []string, out io.Writer) error {
+	fs := dltFlagSet("sweep", "sweep [flags]")
+	var st dltStores
+	st.pgFlags(fs)
+	st.redisFlags(fs)
+	pageSize := fs.Int("page-size", reconcile.SweepPageSizeDefault, "Postgres rows per page")
+	rate := fs.Float64("pages-per-second", reconcile.SweepPagesPerSecondDefault, "page rate limit")
+	scanCount := fs.Int64("scan-count", reconcile.SweepScanCountDefault, "COUNT hint of one Redis SCAN page")
+	grace := fs.Duration("grace", reconcile.SweepGraceDefault, "keys whose Redis value moved more recently are in flight, not drift (negative: none)")
+	if err := flagenv.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := st.openPG(ctx); err != nil {
+		return err
+	}
+	defer st.close()
+	if err := st.openRedis(); err != nil {
+		return err
+	}
+	sw, err := reconcile.NewSweeper(reconcile.SweepConfig{
+		Postgres: st.pg, Redis: st.rs, PageSize: *pageSize, PagesPerSecond: *rate, ScanCount: *scanCount, Grace: *grace,
+	})
+	if err != nil {
+		return err
+	}
+	rep, err := sw.SweepOnce(ctx)
+	dltPrintReport(out, rep)
+	if err != nil {
+		return fmt.Errorf("sweep stopped early: %w", err)
+	}
+	return nil
+}
+
+func dltPrintReport(out io.Writer, r reconcile.Report) {
+	fmt.Fprintf(out, "sweep took %s: %d Postgres rows, %d Redis users (%d fields), %d pages\n",
+		r.Duration.Round(time.Millisecond), r.PostgresRows, r.RedisUsers, r.RedisFields, r.Pages)
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DIRECTION\tFOUND\tREPAIRED\t")
+	for _, row := range []struct {
+		name         string
+		found, fixed int
+	}{
+		{reconcile.DirRedisAhead + " (→ postgres)", r.Found.RedisAhead, r.Repaired.RedisAhead},
+		{reconcile.DirPostgresAhead + " (→ redis)", r.Found.PostgresAhead, r.Repaired.PostgresAhead},
+		{reconcile.DirRedisMissing + " (→ redis)", r.Found.RedisMissing, r.Repaired.RedisMissing},
+		{reconcile.DirPostgresMissing + " (→ postgres)", r.Found.PostgresMissing, r.Repaired.PostgresMissing},
+		{"total", r.Found.Total(), r.Repaired.Total()},
+	} {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", row.name, row.found, row.fixed)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(out, "in flight (left alone): %d, invalid Redis fields: %d, failed repairs: %d\n", r.InFlight, r.Invalid, r.Failed)
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
+	t.Parallel()
+	for _, migrateOnly := range []bool{false, true} {
+		var out bytes.Buffer
+		args := []string{"--help"}
+		if migrateOnly {
+			args = []string{"migrate", "--help"}
+		}
+		require.NoError(t, run(context.Background(), args, &out))
+		help := out.String()
+		fs := newFlagSet(&config{}, migrateOnly, io.Discard)
+		n := 0
+		fs.VisitAll(func(f *flag.Flag) {
+			n++
+			require.Contains(t, help, "--"+f.Name)
+			require.Contains(t, help, "(env "+flagenv.EnvName(f.Name)+")")
+		})
+		require.Equal(t, n, strings.Count(help, "(default "), help)
+		if !migrateOnly {
+			for _, want := range []string{`"127.0.0.1:8080"`, `"127.0.0.1:9100"`, `"127.0.0.1:9092"`, `"read-receipts"`,
+				`"receipts:"`, `"redis://127.0.0.1:6379/0"`, `"5s"`, `"500ms"`, `"500"`, `"1048576"`, `"true"`} {
+				require.Contains(t, help, "(default "+want+")")
+			}
+		}
+	}
+}
+
+func TestRunServesMarksAndDrains(t *testing.T) {
+	t.Parallel()
+	broker := kafkatest.New(t)
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	schema := pgtest.NewSchema(t)
+	listen, adminAddr := freeAddr(t), freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{
+			"--listen", listen, "--admin-addr", adminAddr,
+			"--brokers", strings.Join(broker.Seeds, ","), "--topic", broker.Topic,
+			"--redis-prefix", prefix, "--pg-url", schema.URL, "--log-level", "warn",
+		}, io.Discard)
+	}()
+
+	hc := &http.Client{Timeout: 10 * time.Second}
+	require.Eventually(t, func() bool {
+		resp, err := hc.Get("http://" + adminAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 20*time.Second, 50*time.Millisecond, "admin /readyz never became ready")
+
+	resp, err := hc.Post("http://"+listen+"/v1/users/u1/channels/c1/read", "application/json", strings.NewReader(`{"seq": 4}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.Contains(t, string(body), `"durability":"KAFKA"`)
+
+	resp, err = hc.Get("http://" + listen + "/v1/users/u1/read-state")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "body: %s", body)
+	require.Contains(t, string(body), `"seq":"4"`)
+
+	resp, err = hc.Get("http://" + adminAddr + "/metrics")
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Contains(t, string(body), `receipts_kafkagate_requests_total{code="ok",rpc="MarkRead"} 1`)
+	require.Contains(t, string(body), `receipts_kafkagate_kafka_produce_bytes_total`)
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("kafkagate did not stop after cancellation")
+	}
+}
+
+func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pgtest.NewSchema(t) // makes sure the test database exists
+	conn, err := pgx.Connect(ctx, pgtest.URL())
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	schema := "t_gatecmd_" + kafkatest.Suffix()
+	_, err = conn.Exec(ctx, "CREATE SCHEMA "+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") })
+
+	u, err := url.Parse(pgtest.URL())
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	require.NoError(t, run(ctx, []string{"migrate", "--pg-url", u.String(), "--log-level", "warn"}, io.Discard))
+
+	var table *string
+	require.NoError(t, conn.QueryRow(ctx, "SELECT to_regclass($1)::text", schema+".read_receipts").Scan(&table))
+	require.NotNil(t, table, "read_receipts was not created in %s", schema)
+}
+
+// freeAddr returns a local address free at the time of the call.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}

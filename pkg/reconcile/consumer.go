@@ -38,6 +38,8 @@ const (
 	AttemptTimeoutDefault = 5 * time.Second
 	// commitTimeout bounds an offset commit, also at shutdown.
 	commitTimeout = 10 * time.Second
+	// leaveTimeout bounds leaving the group at shutdown.
+	leaveTimeout = 5 * time.Second
 )
 
 // Kinds of parked records, the values of the parked_total "kind" label and
@@ -413,7 +415,16 @@ func (c *Consumer) Ready(ctx context.Context) error {
 }
 
 // Close leaves the group and closes the Kafka client. Call it after Run
-// returned.
+// returned. Leaving is bounded so a broker that is down cannot hold up
+// shutdown; the group then expires the member by its session timeout.
 func (c *Consumer) Close() {
-	c.closeOnce.Do(func() { c.cl.CloseAllowingRebalance() })
+	c.closeOnce.Do(func() {
+		c.cl.AllowRebalance()
+		ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+		defer cancel()
+		if err := c.cl.LeaveGroupContext(ctx); err != nil {
+			c.log.Warn("leaving consumer group", zap.Error(err))
+		}
+		c.cl.Close()
+	})
 }

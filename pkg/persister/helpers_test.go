@@ -74,9 +74,18 @@ type running struct {
 // start runs a persister; cleanup stops and closes it.
 func (b *bundle) start(cfg persister.Config) *running {
 	b.t.Helper()
+	return b.startWith(cfg, nil)
+}
+
+// startWith is start with a hook run between New and Run.
+func (b *bundle) startWith(cfg persister.Config, beforeRun func(*persister.Persister)) *running {
+	b.t.Helper()
 	reg, _ := cfg.Registerer.(*prometheus.Registry)
 	p, err := persister.New(cfg)
 	require.NoError(b.t, err)
+	if beforeRun != nil {
+		beforeRun(p)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{p: p, reg: reg, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()

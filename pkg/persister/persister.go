@@ -35,6 +35,8 @@ type Persister struct {
 
 	started   atomic.Bool
 	closeOnce sync.Once
+	// onLinger, set only by tests, runs when a linger starts.
+	onLinger func()
 
 	mu      sync.Mutex
 	running bool
@@ -207,6 +209,9 @@ func (p *Persister) poll(ctx context.Context) ([]*kgo.Record, string, error) {
 	var revoked atomic.Bool
 	if p.cfg.Linger > 0 && len(recs) < limit && ctx.Err() == nil {
 		lctx, cancel := context.WithTimeout(ctx, p.cfg.Linger)
+		if p.onLinger != nil {
+			p.onLinger()
+		}
 		go func() {
 			select {
 			case <-p.blocked:

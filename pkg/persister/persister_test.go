@@ -11,7 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/readstate/receipts/pkg/backoff"
@@ -330,4 +333,88 @@ func TestShutdownDrainsTheBatchInHand(t *testing.T) {
 	require.Equal(t, map[int32]int64{1: int64(consumed)}, b.committed())
 	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_batches_total", "trigger", "linger")+
 		metric(t, reg, "receipts_persister_batches_total", "trigger", "count"))
+}
+
+// A dead-letter produce that fails is retried, and nothing is committed
+// until the dead letter is acked: the poison record is never skipped.
+func TestFailedDeadLetterProduceIsRetriedBeforeCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fault := b.broker.Cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: b.broker.DLTTopic, Err: kerr.InvalidRecord, Count: -1,
+	})
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	good := encode(t, state("f1", "c", 7, 7))
+	garbage := &kgo.Record{Key: []byte("f1:c"), Value: []byte("not protobuf \xff\xff")}
+	good.Partition, garbage.Partition = 2, 2
+	b.produce(manual, garbage, good)
+
+	reg := prometheus.NewRegistry()
+	run := b.start(b.config(reg))
+	require.Eventually(t, func() bool {
+		return metric(t, reg, "receipts_persister_retries_total", "op", "dead_letter") >= 3
+	}, waitFor, 10*time.Millisecond)
+	err := run.p.Ready(context.Background())
+	require.ErrorContains(t, err, "dead-letter topic unavailable")
+	require.Zero(t, metric(t, reg, "receipts_persister_ready"))
+	require.Empty(t, b.committed())
+
+	fault.Remove()
+	b.requireCommittedToEnd()
+	require.EqualValues(t, 1, b.dltEnd())
+	d := b.readDLT(1)[0]
+	require.Equal(t, strconv.FormatInt(garbage.Offset, 10), event.Header(d, event.HeaderSourceOffset))
+	require.Len(t, b.rows(), 1)
+	require.NoError(t, run.p.Ready(context.Background()))
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "undecodable"))
+}
+
+// A member joining while another lingers over a batch makes the lingering
+// one cut its batch short (trigger revoke) instead of holding up the
+// rebalance until the linger ends; the group then shares the work.
+func TestRebalanceCutsTheLingerShort(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// One partition, one produce batch: the first poll holds everything,
+	// so nothing is left for a second linger after the rebalance.
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for i := range 40 {
+		r := encode(t, state(fmt.Sprintf("r%d", i), "c", 2, 2))
+		r.Partition = 0
+		recs = append(recs, r)
+	}
+	b.produce(manual, recs...)
+
+	regA := prometheus.NewRegistry()
+	cfgA := b.config(regA)
+	cfgA.Linger = time.Minute // far longer than the test may take
+	lingering := make(chan struct{}, 1)
+	b.startWith(cfgA, func(p *persister.Persister) {
+		p.SetOnLinger(func() {
+			select {
+			case lingering <- struct{}{}:
+			default:
+			}
+		})
+	})
+	select {
+	case <-lingering:
+	case <-time.After(waitFor):
+		t.Fatal("the first member never lingered")
+	}
+
+	start := time.Now()
+	b.start(b.config(prometheus.NewRegistry()))
+	require.Eventually(t, func() bool {
+		return metric(t, regA, "receipts_persister_batches_total", "trigger", "revoke") >= 1
+	}, waitFor, 10*time.Millisecond)
+	require.Less(t, time.Since(start), time.Minute/2)
+	require.Zero(t, metric(t, regA, "receipts_persister_batches_total", "trigger", "linger"), "the linger never ran out")
+	require.Eventually(t, func() bool { return metric(t, regA, "receipts_persister_rows_written_total") > 0 },
+		waitFor, 10*time.Millisecond, "the cut batch is written")
+	// The cut batch is settled, B then writes what moved to it (A, keeping
+	// partitions, may be lingering again over anything left).
+	b.requireCommittedToEnd()
+	require.Len(t, b.rows(), 40)
 }

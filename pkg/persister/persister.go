@@ -357,14 +357,17 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		// Fresh records each attempt: kgo owns a record until its promise
 		// runs, and only the failed ones are sent again.
 		recs := make([]*kgo.Record, len(pending))
+		index := make(map[*kgo.Record]int, len(pending))
 		for i, dl := range pending {
 			recs[i] = event.DeadLetter(dl.src, p.cfg.DLTTopic, dl.reason, attempt(dl.src))
+			index[recs[i]] = i
 		}
+		// Results come in completion order, not input order.
 		results := p.cl.ProduceSync(ctx, recs...)
 		var failed []deadLetter
-		for i, r := range results {
+		for _, r := range results {
 			if r.Err != nil {
-				failed = append(failed, pending[i])
+				failed = append(failed, pending[index[r.Record]])
 			}
 		}
 		p.m.deadLetters.WithLabelValues(kind).Add(float64(len(pending) - len(failed)))

@@ -147,12 +147,17 @@ func TestGRPCAndConnectOnSamePort(t *testing.T) {
 		require.Equal(t, receiptsv1.Durability_KAFKA, mr.Msg.GetResult().GetDurability(), name)
 	}
 
+	// Connect unary JSON as curl sends it, without Connect-Protocol-Version.
+	var mr receiptsv1.MarkResponse
+	tb.doProto(t, http.MethodPost, "/receipts.v1.ReceiptService/MarkRead", `{"user_id": "dave", "channel_id": "c8", "seq": 2}`, &mr)
+	require.Equal(t, int64(2), mr.GetResult().GetState().GetRead().GetPosition().GetSeq())
+
 	rs, err := grpcClient.GetReadState(ctx, connect.NewRequest(&receiptsv1.GetReadStateRequest{UserId: "dave", ChannelId: []string{"c2"}}))
 	require.NoError(t, err)
 	require.Len(t, rs.Msg.GetChannels(), 1)
 	require.Equal(t, int64(6), rs.Msg.GetChannels()[0].GetDelivered().GetPosition().GetSeq())
 
-	tb.consume(t, 4)
+	tb.consume(t, 5)
 
 	// Reflection lists the service on the same port.
 	rc := grpcreflect.NewClient(tb.h2c, tb.url)

@@ -50,7 +50,8 @@ func (g *Gate) buildHandler() (http.Handler, error) {
 	return mux, nil
 }
 
-// limitREST bounds REST request bodies. RPC protocols are bounded by
+// limitREST bounds REST request bodies (and lets Connect unary calls without
+// their protocol header through, see markConnectUnary). RPC protocols are bounded by
 // connect.WithReadMaxBytes (ResourceExhausted); a REST body over
 // MaxBodyBytes gets HTTP 413 with a JSON google.rpc.Status body (code 8,
 // RESOURCE_EXHAUSTED) like every other REST error, before any decoding. The
@@ -59,7 +60,12 @@ func (g *Gate) buildHandler() (http.Handler, error) {
 func (g *Gate) limitREST(next http.Handler) http.Handler {
 	limit := g.cfg.MaxBodyBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, rpcPathPrefix) || r.Body == nil || r.Body == http.NoBody {
+		if strings.HasPrefix(r.URL.Path, rpcPathPrefix) {
+			markConnectUnary(r)
+			next.ServeHTTP(w, r)
+			return
+		}
+		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -84,6 +90,20 @@ func (g *Gate) limitREST(next http.Handler) http.Handler {
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// markConnectUnary adds the Connect-Protocol-Version header to a Connect
+// unary POST that lacks it (curl -H 'Content-Type: application/json' -d …
+// /receipts.v1.ReceiptService/MarkRead). connect-go accepts such calls, but
+// vanguard would classify them as REST and answer 404.
+func markConnectUnary(r *http.Request) {
+	ct := r.Header.Get("Content-Type")
+	if r.Method != http.MethodPost || r.Header.Get("Connect-Protocol-Version") != "" ||
+		!strings.HasPrefix(ct, "application/") ||
+		strings.HasPrefix(ct, "application/grpc") || strings.HasPrefix(ct, "application/connect+") {
+		return
+	}
+	r.Header.Set("Connect-Protocol-Version", "1")
 }
 
 // writeRESTError writes an error the way vanguard does for REST: a JSON

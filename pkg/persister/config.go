@@ -69,8 +69,9 @@ type Config struct {
 	// first records arrive to coalesce a fuller batch (fewer, larger
 	// transactions at the cost of latency). Defaults to LingerDefault (0).
 	Linger time.Duration
-	// DrainTimeout bounds the shutdown: finishing the batch in hand, its
-	// commit, and leaving the group. Defaults to DrainTimeoutDefault.
+	// DrainTimeout bounds each step of the shutdown: finishing and
+	// committing the batch in hand (counted from the cancellation), then
+	// leaving the group. Defaults to DrainTimeoutDefault.
 	DrainTimeout time.Duration
 	// DLTDeliveryTimeout bounds one attempt to produce to the dead-letter
 	// topic before it is retried. Defaults to DLTDeliveryTimeoutDefault.

@@ -23,6 +23,14 @@
 // because an offset is committed only when each of its records is either in
 // Postgres or acked on the dead-letter topic.
 //
+// Rebalances wait for the batch in hand (kgo's BlockRebalanceOnPoll), so a
+// commit never lands on a partition this member no longer owns, and the
+// revoke callback only has to commit offsets a failed commit left behind.
+// A linger is cut short when a rebalance is waiting. During a long outage a
+// waiting rebalance times out and the group drops this member; that loses
+// nothing: its batch is uncommitted, the new owner replays it, and the late
+// commit of this member fails harmlessly.
+//
 // On shutdown the batch in hand is finished on a context detached from the
 // cancelled one but bounded by DrainTimeout, committed, and the group is
 // left. A batch that cannot finish in time is abandoned uncommitted: the

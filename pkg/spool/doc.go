@@ -18,9 +18,10 @@
 //     gateway answers "retry" rather than dropping anything. (Only groups
 //     that each start a segment while racing to the bound can pass it, by an
 //     8-byte header each.)
-//   - Records come out in the order their Append calls returned; a reader
-//     sees a batch again until it commits it (at-least-once: a crash between
-//     sending and committing replays the batch).
+//   - Records come out in append order (an Append that returned before
+//     another began comes out first; one call's records stay together), and
+//     a reader sees a batch again until it commits it (at-least-once: a crash
+//     between sending and committing replays the batch).
 //   - Open truncates a torn or corrupt tail at the last whole frame whose CRC
 //     matches and reports the discarded bytes in Recovery. A crash can only
 //     tear bytes that were never fsynced, so nothing acknowledged is lost.

@@ -15,7 +15,8 @@ import (
 // Config.ReadBatchRecords records and about Config.ReadBatchBytes bytes.
 // Records stay in the spool until commit is called (after they are safely
 // sent); until then every Next returns the same batch again, so a failed send
-// is simply retried. Records appended meanwhile come after it.
+// is simply retried. Records appended meanwhile come after it. The returned
+// records are the caller's to keep.
 //
 // One reader at a time: commit fails with ErrStaleCommit if another commit
 // moved the position since this batch was read, and returns nil if this batch

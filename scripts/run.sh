@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# `make run`: builds the binaries, makes sure Postgres and Redis are up,
+# starts the dev broker and the three services, drives a short demo load and
+# shows the pipeline working; then keeps the stack running until Ctrl-C,
+# which stops everything this script started.
+#
+# Usage: scripts/run.sh [--demo-only] [--no-demo]
+#   --demo-only (or RUN_DEMO_ONLY=1)  exit after the demo (CI smoke test)
+#   --no-demo   (or RUN_NO_DEMO=1)    start the stack and wait, no demo load
+# Environment (defaults in brackets):
+#   RUN_API_PORT [8080]  RUN_BROKER_PORT [9092]  RUN_ADMIN_PORTS ["9100 9101 9102"]
+#   RECEIPTS_PG_URL [postgres://postgres@127.0.0.1:5432/receipts?sslmode=disable]
+#   RECEIPTS_REDIS_URL [redis://127.0.0.1:6379/0]
+#   DEMO_DURATION [10s]  DEMO_RATE [3000]  DEMO_USERS [1000]  DEMO_CHANNELS [50]
+#   READY_TIMEOUT [60] seconds to wait for each service's /readyz
+# Logs: .run/<service>.log. Kafka data: .devdata/kafka (delete it to start afresh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+demo_only=${RUN_DEMO_ONLY:-0}
+no_demo=${RUN_NO_DEMO:-0}
+for arg in "$@"; do
+  case $arg in
+    --demo-only) demo_only=1 ;;
+    --no-demo) no_demo=1 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+api_port=${RUN_API_PORT:-8080}
+broker_port=${RUN_BROKER_PORT:-9092}
+read -r gate_admin persister_admin reconciler_admin <<<"${RUN_ADMIN_PORTS:-9100 9101 9102}"
+pg_url=${RECEIPTS_PG_URL:-postgres://postgres@127.0.0.1:5432/receipts?sslmode=disable}
+redis_url=${RECEIPTS_REDIS_URL:-redis://127.0.0.1:6379/0}
+ready_timeout=${READY_TIMEOUT:-60}
+api=http://127.0.0.1:$api_port
+brokers=127.0.0.1:$broker_port
+run_dir=.run
+data_dir=.devdata/kafka
+
+bold() { if [ -t 1 ]; then printf '\033[1m%s\033[0m\n' "$*"; else printf '%s\n' "$*"; fi; }
+step() { bold "==> $*"; }
+die() { echo "run.sh: $*" >&2; exit 1; }
+tcp_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+# 1. Ports: refuse to start next to another stack.
+busy=()
+for p in "$api_port" "$broker_port" "$gate_admin" "$persister_admin" "$reconciler_admin"; do
+  if tcp_open 127.0.0.1 "$p"; then
+    who=""
+    if command -v ss >/dev/null; then
+      who=$(ss -ltnpH "sport = :$p" 2>/dev/null | grep -o 'users:(([^)]*' | head -n 1 | sed 's/users:((//')
+    fi
+    busy+=("127.0.0.1:$p${who:+ (held by $who)}")
+  fi
+done
+if [ ${#busy[@]} -gt 0 ]; then
+  echo "run.sh: ports already in use — is another stack running (make run in another shell, an e2e test)?" >&2
+  printf '  - %s\n' "${busy[@]}" >&2
+  echo "Stop it, or pick other ports: RUN_API_PORT, RUN_BROKER_PORT, RUN_ADMIN_PORTS=\"a b c\"." >&2
+  exit 1
+fi
+
+# 2. Build.
+step "building bin/"
+go build -o bin/ ./cmd/...
+
+# 3. Postgres and Redis.
+step "checking Postgres and Redis (scripts/services.sh)"
+scripts/services.sh
+
+mkdir -p "$run_dir" "$data_dir"
+setsid=""
+command -v setsid >/dev/null && setsid=setsid
+pids=()
+names=()
+
+stop_all() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ ${#pids[@]} -gt 0 ]; then
+    step "stopping ${names[*]}"
+    # Reverse start order: services first, the broker last (it snapshots).
+    local i
+    for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+      kill -TERM "${pids[i]}" 2>/dev/null || true
+      local deadline=$((SECONDS + 15))
+      while kill -0 "${pids[i]}" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+      if kill -0 "${pids[i]}" 2>/dev/null; then
+        echo "run.sh: ${names[i]} did not stop within 15 s; killing it" >&2
+        kill -KILL "${pids[i]}" 2>/dev/null || true
+      fi
+      wait "${pids[i]}" 2>/dev/null || true
+    done
+  fi
+  exit "$rc"
+}
+trap stop_all EXIT
+trap 'exit 130' INT TERM
+
+# start NAME ARGS...: runs bin/NAME in the background, logging to .run/NAME.log.
+# setsid puts it in its own session, so a Ctrl-C in the terminal reaches only
+# this script, which then stops the services in order (the broker last).
+start() {
+  local name=$1; shift
+  $setsid bin/"$name" "$@" >"$run_dir/$name.log" 2>&1 &
+  pids+=($!)
+  names+=("$name")
+}
+
+log_tail() {
+  echo "---- last lines of $run_dir/$1.log ----" >&2
+  tail -n 40 "$run_dir/$1.log" >&2 || true
+}
+
+# wait_until NAME SECONDS CMD...: polls CMD until it succeeds; fails with the
+# log tail when NAME's process exits or the deadline passes.
+wait_until() {
+  local name=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs)) i pid=""
+  for i in "${!names[@]}"; do [ "${names[i]}" = "$name" ] && pid=${pids[i]}; done
+  until "$@"; do
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      log_tail "$name"
+      die "$name exited during start-up"
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log_tail "$name"
+      die "$name not ready within $secs s"
+    fi
+    sleep 0.2
+  done
+}
+
+ready() { curl -fs -o /dev/null --max-time 2 "http://127.0.0.1:$1/readyz"; }
+
+# 4. Broker.
+step "starting devbroker on $brokers (data in $data_dir)"
+start devbroker --listen-port "$broker_port" --data-dir "$data_dir"
+wait_until devbroker 30 tcp_open 127.0.0.1 "$broker_port"
+
+# 5. Schema, then the services.
+step "applying migrations (persister migrate)"
+bin/persister migrate --pg-url "$pg_url"
+
+common=(--brokers "$brokers" --pg-url "$pg_url")
+step "starting kafkagate ($api), persister, dlt-reconciler"
+start kafkagate --listen "127.0.0.1:$api_port" --admin-addr "127.0.0.1:$gate_admin" "${common[@]}" --redis-url "$redis_url"
+start persister --admin-addr "127.0.0.1:$persister_admin" "${common[@]}"
+start dlt-reconciler --admin-addr "127.0.0.1:$reconciler_admin" "${common[@]}" --redis-url "$redis_url"
+wait_until kafkagate "$ready_timeout" ready "$gate_admin"
+wait_until persister "$ready_timeout" ready "$persister_admin"
+wait_until dlt-reconciler "$ready_timeout" ready "$reconciler_admin"
+echo "all ready: API $api, admin (/metrics /readyz) on 127.0.0.1:$gate_admin, :$persister_admin, :$reconciler_admin; logs in $run_dir/"
+
+# 6. Demo.
+if [ "$no_demo" != 1 ]; then
+  # A fresh user prefix per run, so the demo's marks advance cursors even
+  # when Postgres and Redis still hold an earlier run's state.
+  prefix="demo$(date +%s)-u"
+  step "demo load: ${DEMO_DURATION:-10s} at ${DEMO_RATE:-3000} events/s, ${DEMO_USERS:-1000} users x ${DEMO_CHANNELS:-50} channels, zipf 1.1, 20% duplicates, 10% out of order"
+  bin/receiptsctl load --target "$api" --duration "${DEMO_DURATION:-10s}" --rate "${DEMO_RATE:-3000}" \
+    --users "${DEMO_USERS:-1000}" --channels "${DEMO_CHANNELS:-50}" --user-prefix "$prefix" \
+    --zipf 1.1 --dup 0.2 --reorder 0.1 --batch 50 --concurrency 8 --seed "$(date +%s)" \
+    --pg-url "$pg_url" --wait-lag --brokers "$brokers" --strict
+
+  step "what the pipeline holds now"
+  rows=$(psql "$pg_url" -qtAc "SELECT count(*) FROM read_receipts" 2>/dev/null || echo "?")
+  demo_rows=$(psql "$pg_url" -qtAc "SELECT count(*) FROM read_receipts WHERE user_id LIKE '${prefix}%'" 2>/dev/null || echo "?")
+  echo "rows in Postgres read_receipts: $rows (this demo's keys: $demo_rows)"
+  lag=$(bin/receiptsctl lag --brokers "$brokers")
+  echo "${lag%%$'\n'*}"
+  echo
+  echo "\$ curl -s $api/v1/users/${prefix}0/read-state"
+  body=$(curl -sS --max-time 5 "$api/v1/users/${prefix}0/read-state")
+  echo "${body:0:700}"
+  echo
+  echo "\$ bin/receiptsctl inspect --user ${prefix}0   # Redis vs Postgres"
+  inspect=$(bin/receiptsctl inspect --user "${prefix}0" --pg-url "$pg_url" --redis-url "$redis_url")
+  sed -n '1,12p' <<<"$inspect"
+fi
+
+if [ "$demo_only" = 1 ]; then
+  step "demo done (RUN_DEMO_ONLY): stopping"
+  exit 0
+fi
+
+cat <<EOF
+
+The stack is running. Try:
+  curl -s -X POST $api/v1/receipts:mark -H 'Content-Type: application/json' \\
+    -d '{"receipts":[{"user_id":"alice","channel_id":"general","kind":"READ","seq":42,"message_id":"m42"}]}'
+  curl -s $api/v1/users/alice/read-state
+  bin/receiptsctl load --target $api --rate 20000 --duration 30s --zipf 1.1 --pg-url '$pg_url' --wait-lag
+  bin/receiptsctl lag --brokers $brokers
+  tail -f $run_dir/*.log
+Ctrl-C stops everything.
+EOF
+
+# 7. Wait for Ctrl-C, or for a service to die.
+while true; do
+  for i in "${!pids[@]}"; do
+    if ! kill -0 "${pids[i]}" 2>/dev/null; then
+      log_tail "${names[i]}"
+      die "${names[i]} exited unexpectedly"
+    fi
+  done
+  sleep 1
+done

@@ -407,10 +407,8 @@ func (r *runner) send(ctx context.Context, b batch, model map[receipt.Key]receip
 	}
 	if resp.StatusCode != http.StatusOK {
 		kind := "http " + strconv.Itoa(resp.StatusCode)
-		// Connect and vanguard write {"code": "...", "message": "..."}.
-		var ce struct{ Code, Message string }
-		if json.Unmarshal(raw, &ce) == nil && ce.Code != "" {
-			kind += " " + ce.Code
+		if code := errorCode(raw); code != "" {
+			kind += " " + code
 		}
 		r.fail(len(b), kind, truncate(string(raw), 200))
 		return
@@ -458,6 +456,29 @@ func (r *runner) fail(events int, kind, msg string) {
 	if _, ok := r.errorSamples[kind]; !ok {
 		r.errorSamples[kind] = msg
 	}
+}
+
+// grpcCodes names the gRPC status codes, as Connect spells them.
+var grpcCodes = []string{"ok", "canceled", "unknown", "invalid_argument", "deadline_exceeded", "not_found",
+	"already_exists", "permission_denied", "resource_exhausted", "failed_precondition", "aborted",
+	"out_of_range", "unimplemented", "internal", "unavailable", "data_loss", "unauthenticated"}
+
+// errorCode reads the code of an error body: Connect writes {"code":
+// "unavailable"}, REST transcoding writes google.rpc.Status {"code": 14}.
+func errorCode(body []byte) string {
+	var e struct{ Code json.RawMessage }
+	if json.Unmarshal(body, &e) != nil || len(e.Code) == 0 {
+		return ""
+	}
+	var name string
+	if json.Unmarshal(e.Code, &name) == nil {
+		return name
+	}
+	var n int
+	if json.Unmarshal(e.Code, &n) == nil && n >= 0 && n < len(grpcCodes) {
+		return grpcCodes[n]
+	}
+	return ""
 }
 
 func truncate(s string, n int) string {

@@ -273,3 +273,15 @@ func TestRunStopsOnCancel(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second)
 	require.Positive(t, res.AckedEvents)
 }
+
+func TestRunNamesRESTErrorCodes(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"code":3,"message":"receipts[0].user_id: contains ':'","details":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 10, Batch: 5})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Errors["http 400 invalid_argument"], "%v", res.Errors)
+}

@@ -30,27 +30,60 @@ type kafkaWriter struct {
 	timeout time.Duration
 }
 
+// retryBackoff spaces re-produces of failed records within one call.
+const retryBackoff = 50 * time.Millisecond
+
 // Write produces all records first and then waits for all acks together,
-// so a batch costs one round of broker requests, not one per record. It
-// gives up at the timeout: records then still in flight may land later,
-// which is harmless (consumers max-merge) but the call is not acknowledged.
+// so a batch costs one round of broker requests, not one per record.
+// Records that fail are produced again until the timeout: kgo fails every
+// record buffered behind one that failed in the same partition (to keep
+// ordering gapless), so right after an outage a fresh record can fail for
+// an older one's sake, and a second try succeeds. At the timeout the call
+// gives up; records then still in flight may land later, which is harmless
+// (consumers max-merge), but the call is not acknowledged.
 func (w *kafkaWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
+	pending := recs
+	for attempt := 1; ; attempt++ {
+		failed, err := w.produce(ctx, pending)
+		if err == nil {
+			return receiptsv1.Durability_KAFKA, nil
+		}
+		if ctx.Err() != nil {
+			return receiptsv1.Durability_DURABILITY_UNSPECIFIED,
+				fmt.Errorf("producing %d records (attempt %d, %d not acked): %w", len(recs), attempt, len(failed), err)
+		}
+		pending = failed
+		select {
+		case <-time.After(retryBackoff):
+		case <-ctx.Done():
+			return receiptsv1.Durability_DURABILITY_UNSPECIFIED,
+				fmt.Errorf("producing %d records (attempt %d, %d not acked): %w", len(recs), attempt, len(failed), err)
+		}
+	}
+}
+
+// produce sends one round and returns the records not acked (copies, ready
+// to be produced again) with the first error, or nil when all were acked.
+func (w *kafkaWriter) produce(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
-		failed int
+		failed []*kgo.Record
 		first  error
 	)
 	wg.Add(len(recs))
 	for _, r := range recs {
+		// kgo writes partition, offset and producer fields into a record:
+		// each round sends fresh copies.
+		rec := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
 		// The promise runs even when Produce gives up on ctx, so wg always
 		// completes; kgo bounds it with RecordDeliveryTimeout.
-		w.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		w.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
 				mu.Lock()
-				failed++
+				failed = append(failed, r)
 				if first == nil {
 					first = err
 				}
@@ -64,12 +97,9 @@ func (w *kafkaWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, fmt.Errorf("waiting for acks of %d records: %w", len(recs), ctx.Err())
+		return recs, fmt.Errorf("waiting for acks: %w", ctx.Err())
 	}
-	if first != nil {
-		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, fmt.Errorf("producing %d records (%d failed): %w", len(recs), failed, first)
-	}
-	return receiptsv1.Durability_KAFKA, nil
+	return failed, first
 }
 
 // write runs the write path for validated marks: Redis max-merge, then the

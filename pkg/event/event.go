@@ -116,13 +116,19 @@ func CursorFromProto(c *receiptsv1.Cursor) receipt.Cursor {
 
 // StateToProto converts a state to the API's ChannelState.
 func StateToProto(s receipt.State) *receiptsv1.ChannelState {
-	return &receiptsv1.ChannelState{
+	cs := &receiptsv1.ChannelState{
 		ChannelId:       s.Key.Channel,
-		Read:            CursorToProto(s.Read),
-		Delivered:       CursorToProto(s.Delivered),
 		DeviceId:        s.DeviceID,
 		UpdatedAtUnixMs: s.UpdatedAtUnixMs,
 	}
+	// An unset cursor is left out rather than shown as position {}.
+	if !s.Read.Position.IsZero() {
+		cs.Read = CursorToProto(s.Read)
+	}
+	if !s.Delivered.Position.IsZero() {
+		cs.Delivered = CursorToProto(s.Delivered)
+	}
+	return cs
 }
 
 // DeadLetter builds the dead-letter copy of a source record: same key and

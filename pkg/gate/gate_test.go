@@ -116,8 +116,13 @@ func TestSingleMarkRoutesAndReadState(t *testing.T) {
 	require.Equal(t, "c2", rs.GetChannels()[1].GetChannelId())
 	require.Equal(t, int64(3), rs.GetChannels()[1].GetRead().GetPosition().GetSeq())
 
+	// Kafka orders records within a partition only: compare as a multiset.
 	_, states := tb.consume(t, 3)
-	require.Equal(t, "carol:c1", states[0].Key.KafkaKey())
+	keys := map[string]int{}
+	for _, st := range states {
+		keys[st.Key.KafkaKey()]++
+	}
+	require.Equal(t, map[string]int{"carol:c1": 2, "carol:c2": 1}, keys)
 }
 
 func TestGRPCAndConnectOnSamePort(t *testing.T) {

@@ -32,9 +32,9 @@ func classify(err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code[:2] {
 		case "22", "23":
-			return fmt.Errorf("%w: %s (SQLSTATE %s)", ErrRejected, pgErr.Message, pgErr.Code)
+			return fmt.Errorf("%w: %w", ErrRejected, err)
 		}
-		return fmt.Errorf("%w: %s (SQLSTATE %s)", ErrUnavailable, pgErr.Message, pgErr.Code)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }

@@ -73,3 +73,14 @@ func TestRejectedDataIsClassified(t *testing.T) {
 	var pgErr *pgconn.PgError
 	require.True(t, errors.As(err, &pgErr) || err != nil)
 }
+
+func TestClassifyKeepsThePgError(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewSchema(t).Store
+	_, err := s.Pool().Exec(context.Background(), `SELECT * FROM no_such_table`)
+	require.Error(t, err)
+	_, err = s.Upsert(context.Background(), []receipt.State{st("u", "c", -1, 0, "")})
+	var pgErr *pgconn.PgError
+	require.True(t, errors.As(err, &pgErr), "the *pgconn.PgError stays in the chain")
+	require.Equal(t, "23514", pgErr.Code)
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Measures the local stack and, in the same run, the raw bounds it is
+# compared with (BENCHMARKS.md): Redis (redis-benchmark), Postgres COPY and
+# the persister's write path (go test -bench), then the whole pipeline
+# driven by `receiptsctl load`. Raw outputs go to .run/bench/<time>/.
+#
+# Usage: scripts/bench.sh            (starts its own stack with scripts/run.sh --no-demo)
+# Environment: BENCH_DURATION [30s], BENCH_USERS [100000], BENCH_CHANNELS [50]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+duration=${BENCH_DURATION:-30s}
+users=${BENCH_USERS:-100000}
+channels=${BENCH_CHANNELS:-50}
+pg_url=${RECEIPTS_PG_URL:-postgres://postgres@127.0.0.1:5432/receipts?sslmode=disable}
+out=.run/bench/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+log() { echo "bench: $*" >&2; }
+
+{
+  echo "date: $(date -u +%FT%TZ)"
+  echo "nproc: $(nproc)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs)"
+  echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "kernel: $(uname -r)"
+  echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
+  echo "go: $(go version | cut -d' ' -f3-)"
+  echo "postgres: $(psql "$pg_url" -qtAc 'SHOW server_version') (shared_buffers $(psql "$pg_url" -qtAc 'SHOW shared_buffers'), synchronous_commit $(psql "$pg_url" -qtAc 'SHOW synchronous_commit'), fsync $(psql "$pg_url" -qtAc 'SHOW fsync'))"
+  echo "redis: $(redis-cli info server | awk -F: '/redis_version/ {print $2}' | tr -d '\r') (appendonly $(redis-cli config get appendonly | tail -n 1))"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$out/machine.txt"
+
+scripts/services.sh
+go build -o bin/ ./cmd/...
+
+# 1. Redis: plain HSET and SET, pipelined (-P 100), 50 connections; db 15 is
+#    flushed afterwards so nothing is left behind.
+log "redis-benchmark"
+redis-benchmark -h 127.0.0.1 -p 6379 --dbnum 15 -P 100 -n 2000000 -r 100000 -q -t set,hset | tr '\r' '\n' | grep -E '^[A-Z]+: [0-9.]+ requests per second' | tee "$out/redis.txt"
+redis-cli -n 15 flushdb >/dev/null
+
+# 2. Postgres: COPY baseline and the persister's write path (500-row batches).
+log "go test -bench (pkg/persister)"
+go test -run '^$' -bench 'BenchmarkCopyBaseline|BenchmarkWritePath' -benchtime 200x -count 3 ./pkg/persister/ | tee "$out/pg.txt"
+
+# 3. The pipeline: start a stack (no demo), then the load scenarios.
+log "starting the stack"
+RUN_NO_DEMO=1 scripts/run.sh >"$out/stack.log" 2>&1 &
+stack=$!
+trap 'kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
+for _ in $(seq 120); do grep -q 'The stack is running' "$out/stack.log" && break; sleep 0.5; done
+grep -q 'The stack is running' "$out/stack.log" || { cat "$out/stack.log"; exit 1; }
+
+# cpu_snapshot prints "pid comm ticks" for the processes whose CPU we
+# account: the services, the broker, Postgres backends and Redis.
+cpu_snapshot() {
+  local d comm
+  for d in /proc/[0-9]*; do
+    comm=$(cat "$d/comm" 2>/dev/null) || continue
+    case $comm in
+      kafkagate|persister|dlt-reconciler|devbroker|postgres|redis-server)
+        awk -v p="${d#/proc/}" -v c="$comm" '{print p, c, $14 + $15}' "$d/stat" 2>/dev/null || true ;;
+    esac
+  done
+}
+
+# cpu_delta BEFORE AFTER SECONDS: cores used per process name over the interval.
+cpu_delta() {
+  awk -v hz="$(getconf CLK_TCK)" -v secs="$3" '
+    NR == FNR { before[$1] = $3; next }
+    { used[$2] += $3 - before[$1] }
+    END { for (c in used) printf "%s %.2f cores\n", c, used[c] / hz / secs }' "$1" "$2" | sort
+}
+
+scenario() {
+  local name=$1; shift
+  log "scenario $name: $*"
+  echo "receiptsctl load $*" >"$out/$name.cmd"
+  cpu_snapshot >"$out/$name.cpu.before"
+  local t0=$SECONDS
+  /usr/bin/time -f 'receiptsctl %U user %S sys seconds' -o "$out/$name.loadcpu" \
+    bin/receiptsctl load --user-prefix "b$(date +%s)$name-u" --pg-url "$pg_url" --wait-lag --json --quiet "$@" \
+    >"$out/$name.json" 2>"$out/$name.txt"
+  cpu_snapshot >"$out/$name.cpu.after"
+  cpu_delta "$out/$name.cpu.before" "$out/$name.cpu.after" "$((SECONDS - t0))" >"$out/$name.cpu"
+  cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu"
+}
+
+common=(--users "$users" --channels "$channels" --zipf 1.1 --dup 0.2 --reorder 0.1)
+scenario max-batch100 --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+scenario rate10k-batch100 --duration "$duration" --rate 10000 --batch 100 --concurrency 16 "${common[@]}"
+scenario max-single --duration "$duration" --rate 0 --batch 1 --concurrency 32 "${common[@]}"
+
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
+log "results in $out"

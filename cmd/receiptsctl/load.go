@@ -39,6 +39,7 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.IntVar(&cfg.Batch, "batch", loadgen.BatchDefault, "events per request")
 	fs.IntVar(&cfg.Concurrency, "concurrency", loadgen.ConcurrencyDefault, "requests in flight")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed (same seed, same event stream)")
+	fs.BoolVar(&cfg.Gzip, "gzip", false, "ask for gzip-compressed responses (costs gateway CPU; off by default)")
 	fs.DurationVar(&cfg.RequestTimeout, "request-timeout", loadgen.RequestTimeoutDefault, "timeout of one request")
 	pgURL := fs.String("pg-url", "", "Postgres URL; when set, measure end-to-end lag (ack -> row in Postgres) on sampled events")
 	lagEvery := fs.Int("lag-sample-every", loadgen.SampleEveryDefault, "sample one acked event in this many for the e2e lag")

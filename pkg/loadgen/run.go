@@ -161,6 +161,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = cfg.Concurrency
 		tr.MaxConnsPerHost = cfg.Concurrency
+		tr.DisableCompression = !cfg.Gzip
 		r.client = &http.Client{Transport: tr}
 		defer tr.CloseIdleConnections()
 	}

@@ -285,3 +285,21 @@ func TestRunNamesRESTErrorCodes(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, res.Errors["http 400 invalid_argument"], "%v", res.Errors)
 }
+
+func TestRunAsksForGzipOnlyWhenTold(t *testing.T) {
+	t.Parallel()
+	var gz atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept-Encoding") != "" {
+			gz.Add(1)
+		}
+		_, _ = w.Write([]byte(`{"results":[{}]}`))
+	}))
+	t.Cleanup(srv.Close)
+	_, err := loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 3, Batch: 1, Concurrency: 1})
+	require.NoError(t, err)
+	require.Zero(t, gz.Load())
+	_, err = loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 3, Batch: 1, Concurrency: 1, Gzip: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, gz.Load())
+}

@@ -79,16 +79,19 @@ scenario() {
   cpu_snapshot >"$out/$name.cpu.before"
   local t0=$SECONDS
   /usr/bin/time -f 'receiptsctl %U user %S sys seconds' -o "$out/$name.loadcpu" \
-    bin/receiptsctl load --user-prefix "b$(date +%s)$name-u" --pg-url "$pg_url" --wait-lag --json --quiet "$@" \
+    bin/receiptsctl load --user-prefix "b$(date +%s)$name-u" --wait-lag --json --quiet "$@" \
     >"$out/$name.json" 2>"$out/$name.txt"
   cpu_snapshot >"$out/$name.cpu.after"
   cpu_delta "$out/$name.cpu.before" "$out/$name.cpu.after" "$((SECONDS - t0))" >"$out/$name.cpu"
   cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu"
 }
 
+# The e2e lag measurement polls Postgres (up to 32 sampled keys every 20 ms),
+# which costs some CPU: the pure throughput scenarios run without it.
 common=(--users "$users" --channels "$channels" --zipf 1.1 --dup 0.2 --reorder 0.1)
 scenario max-batch100 --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
-scenario rate10k-batch100 --duration "$duration" --rate 10000 --batch 100 --concurrency 16 "${common[@]}"
+scenario max-batch100-lag --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
+scenario rate10k-batch100-lag --duration "$duration" --rate 10000 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
 scenario max-single --duration "$duration" --rate 0 --batch 1 --concurrency 32 "${common[@]}"
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"

@@ -13,7 +13,9 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/spool"
 )
 
 // Defaults. Each Config field names its default.
@@ -37,8 +39,24 @@ const (
 	IdleTimeoutDefault       = 2 * time.Minute
 	ShutdownTimeoutDefault   = 10 * time.Second
 
+	// SpoolMaxBytesDefault bounds the spool's files: at ~100 bytes a mark,
+	// about two million marks, minutes of full load.
+	SpoolMaxBytesDefault = spool.MaxBytesDefault
+	// SpoolAfterDefault is how long a call waits for Kafka's acks before it
+	// spools instead: long enough for a leader election, short enough that
+	// callers do not time out.
+	SpoolAfterDefault = 2 * time.Second
+	// RetryAfterDefault is the Retry-After hint of an Unavailable write.
+	RetryAfterDefault = 2 * time.Second
+
 	// minProduceTimeout is kgo's floor for RecordDeliveryTimeout.
 	minProduceTimeout = time.Second
+	// spoolMaxRecordBytes is the largest record the gate ever spools: a
+	// key of two ids and a colon, and a value consumers still decode.
+	spoolMaxRecordBytes = 2*receipt.MaxIDLength + 1 + event.MaxValueBytes
+	// spoolMinBytes is the smallest spool that holds one such record (a
+	// segment header of 8 bytes, one frame).
+	spoolMinBytes = 8 + spool.FrameOverhead + spoolMaxRecordBytes
 	// metricsNamespace prefixes the gate's own metrics; kprom's client
 	// metrics get kafkaNamespace so the two sets never collide.
 	metricsNamespace = "receipts_kafkagate"
@@ -60,14 +78,33 @@ type Config struct {
 	KafkaOpts []kgo.Opt
 	// Topic receives every mark. Defaults to TopicDefault.
 	Topic string
-	// ProduceTimeout bounds the wait for the acks of one call; it is also
-	// the records' kgo.RecordDeliveryTimeout, so kgo's idempotent producer
-	// stops retrying a dead broker. At least 1s (kgo's floor). Defaults to
+	// ProduceTimeout bounds the wait for the acks of one call when there is
+	// no spool, and of one replayed spool batch; it is also the records'
+	// kgo.RecordDeliveryTimeout, so kgo's idempotent producer stops
+	// retrying a dead broker. At least 1s (kgo's floor). Defaults to
 	// ProduceTimeoutDefault.
 	ProduceTimeout time.Duration
 	// ProduceLinger is kgo.ProducerLinger. Negative means no linger.
 	// Defaults to ProduceLingerDefault.
 	ProduceLinger time.Duration
+
+	// SpoolDir enables the local spool: a call whose records Kafka does not
+	// ack within SpoolAfter is appended and fsynced there and answers
+	// SPOOLED, and a replayer sends the spool to Kafka in order (also what
+	// a previous process left). One gate per directory. Empty disables
+	// the spool: a Kafka failure then answers Unavailable.
+	SpoolDir string
+	// SpoolMaxBytes bounds the spool's files; a call that does not fit
+	// answers Unavailable with Retry-After. At least about 4.4 KiB (one
+	// record). Defaults to SpoolMaxBytesDefault (256 MiB).
+	SpoolMaxBytes int64
+	// SpoolAfter bounds a call's wait for Kafka's acks before it spools.
+	// Used only with SpoolDir. Defaults to SpoolAfterDefault.
+	SpoolAfter time.Duration
+	// RetryAfter is sent as the Retry-After header (whole seconds, at least
+	// 1) with every Unavailable answer of the write path. Defaults to
+	// RetryAfterDefault.
+	RetryAfter time.Duration
 
 	// Redis is the real-time view's client. Required.
 	Redis redis.UniversalClient
@@ -128,6 +165,11 @@ func (c Config) withDefaults() Config {
 	}
 	def(&c.ProduceTimeout, ProduceTimeoutDefault)
 	def(&c.ProduceLinger, ProduceLingerDefault)
+	if c.SpoolMaxBytes == 0 {
+		c.SpoolMaxBytes = SpoolMaxBytesDefault
+	}
+	def(&c.SpoolAfter, SpoolAfterDefault)
+	def(&c.RetryAfter, RetryAfterDefault)
 	if c.RedisPrefix == "" {
 		c.RedisPrefix = redisstore.PrefixDefault
 	}
@@ -179,6 +221,7 @@ func (c Config) validate() error {
 		name string
 		v    time.Duration
 	}{
+		{"SpoolAfter", c.SpoolAfter}, {"RetryAfter", c.RetryAfter},
 		{"RedisTimeout", c.RedisTimeout}, {"PostgresTimeout", c.PostgresTimeout},
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout}, {"ReadTimeout", c.ReadTimeout},
 		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
@@ -187,8 +230,11 @@ func (c Config) validate() error {
 			bad("%s: must be positive, got %s", d.name, d.v)
 		}
 	}
-	if c.WriteTimeout > 0 && c.WriteTimeout <= c.RedisTimeout+c.ProduceTimeout {
-		bad("WriteTimeout: %s leaves no room for a call (RedisTimeout %s + ProduceTimeout %s)", c.WriteTimeout, c.RedisTimeout, c.ProduceTimeout)
+	if c.SpoolDir != "" && c.SpoolMaxBytes < spoolMinBytes {
+		bad("SpoolMaxBytes: %d cannot hold one record (minimum %d)", c.SpoolMaxBytes, spoolMinBytes)
+	}
+	if c.WriteTimeout > 0 && c.WriteTimeout <= c.RedisTimeout+c.callBound() {
+		bad("WriteTimeout: %s leaves no room for a call (RedisTimeout %s + produce bound %s)", c.WriteTimeout, c.RedisTimeout, c.callBound())
 	}
 	if c.MaxBatchItems < 1 {
 		bad("MaxBatchItems: must be >= 1, got %d", c.MaxBatchItems)
@@ -202,6 +248,15 @@ func (c Config) validate() error {
 		bad("MaxBodyBytes: must be within [1KiB, 64MiB], got %d", c.MaxBodyBytes)
 	}
 	return errors.Join(errs...)
+}
+
+// callBound is the longest a call waits for Kafka: SpoolAfter with a spool
+// (the spool's fsync follows), ProduceTimeout without.
+func (c Config) callBound() time.Duration {
+	if c.SpoolDir != "" {
+		return min(c.SpoolAfter, c.ProduceTimeout)
+	}
+	return c.ProduceTimeout
 }
 
 // validTopic applies Kafka's topic name rule.

@@ -53,9 +53,8 @@ func TestRedisDownStillDurable(t *testing.T) {
 	require.Equal(t, int64(4), rs.GetChannels()[0].GetRead().GetPosition().GetSeq())
 	require.Equal(t, 1.0, counterValue(t, tb.gate.m.readFallbacks.WithLabelValues("redis_error")))
 
-	err = tb.gate.Ready(ctx)
-	require.ErrorContains(t, err, "redis:")
-	require.NotContains(t, err.Error(), "kafka:")
+	// Redis down degrades answers; the gate still takes durable writes.
+	require.NoError(t, tb.gate.Ready(ctx))
 }
 
 func TestKafkaFailingAnswersUnavailable(t *testing.T) {

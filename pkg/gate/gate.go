@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/spool"
 )
 
 // Gate is the kafkagate service: the ReceiptService handler, its Kafka
@@ -31,28 +33,42 @@ type Gate struct {
 	durable durableWriter
 	m       *metrics
 	handler http.Handler
+	// retryAfter is the Retry-After value of Unavailable writes.
+	retryAfter string
+
+	// With a spool (SpoolDir): the writer wrapping Kafka, and the replayer.
+	spooler   *spoolWriter
+	replay    *replayer
+	closeOnce sync.Once
 
 	// lastRedisWarn rate-limits the "Redis degraded" log line to one a
 	// second: during an outage every call would log it.
 	lastRedisWarn atomic.Int64
+	// lastDurableWarn does the same for "making marks durable": a full
+	// spool refuses calls fast, and each would log.
+	lastDurableWarn atomic.Int64
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
 
 // New fills defaults, validates cfg (all problems at once), and builds the
-// producer client and HTTP handler. It does not contact Kafka or Redis: the
-// gate starts while they are down and reports not-ready until they answer.
+// producer client and HTTP handler. It does not wait for Kafka or Redis: the
+// gate starts while they are down and reports not-ready until it can take
+// durable writes. With a spool it opens the spool (logging what recovery
+// found) and starts the replayer, which sends records a previous process
+// left there as soon as Kafka answers.
 func New(cfg Config) (*Gate, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring gate: %w", err)
 	}
 	g := &Gate{
-		cfg:   cfg,
-		log:   cfg.Logger.Named("gate"),
-		redis: redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix}),
-		pg:    cfg.Postgres,
-		m:     newMetrics(cfg.Registerer),
+		cfg:        cfg,
+		log:        cfg.Logger.Named("gate"),
+		redis:      redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix}),
+		pg:         cfg.Postgres,
+		m:          newMetrics(cfg.Registerer),
+		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
 	kc := cfg.Kafka
 	if kc.ClientID == "" {
@@ -69,27 +85,102 @@ func New(cfg Config) (*Gate, error) {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	g.kcl = kcl
-	g.durable = &kafkaWriter{cl: kcl, timeout: cfg.ProduceTimeout}
+	kw := &kafkaWriter{cl: kcl, timeout: cfg.ProduceTimeout}
+	g.durable = kw
 	if g.handler, err = g.buildHandler(); err != nil {
 		kcl.Close()
 		return nil, err
 	}
+	if cfg.SpoolDir != "" {
+		if err := g.openSpool(kw); err != nil {
+			kcl.Close()
+			return nil, err
+		}
+	}
 	return g, nil
 }
 
-// Close stops the producer. Call it after the server has drained: every
-// answered call has its acks, so nothing acknowledged is lost. The Redis
-// client and Postgres store belong to the caller.
-func (g *Gate) Close() { g.kcl.Close() }
+// openSpool opens the spool, logs its recovery, registers its metrics, puts
+// the spooling writer in front of Kafka and starts the replayer.
+func (g *Gate) openSpool(kw *kafkaWriter) error {
+	cfg := g.cfg
+	sp, err := spool.Open(spool.Config{
+		Dir:      cfg.SpoolDir,
+		MaxBytes: cfg.SpoolMaxBytes,
+		// Segments of 1/16 of the bound give drained space back in steps.
+		SegmentBytes:   min(spool.SegmentBytesDefault, max(cfg.SpoolMaxBytes/16, 4<<10)),
+		MaxRecordBytes: spoolMaxRecordBytes,
+	})
+	if err != nil {
+		return fmt.Errorf("opening spool in %s: %w", cfg.SpoolDir, err)
+	}
+	rec := sp.Recovery()
+	fields := []zap.Field{
+		zap.String("dir", cfg.SpoolDir), zap.Int64("pending_records", rec.Records), zap.Int("segments", rec.Segments),
+		zap.Int64("discarded_bytes", rec.DiscardedBytes), zap.Int("damaged_segments", rec.DamagedSegments),
+		zap.Bool("checkpoint_lost", rec.CheckpointLost),
+	}
+	if rec.DiscardedBytes > 0 || rec.CheckpointLost {
+		// Discarded bytes are appends that never returned (a crash):
+		// nothing acknowledged. A lost checkpoint replays records twice.
+		g.log.Warn("spool opened; recovered from a crash", fields...)
+	} else {
+		g.log.Info("spool opened", fields...)
+	}
+	g.m.addSpool(cfg.Registerer, sp)
+	g.spooler = &spoolWriter{kafka: kw, sp: sp, after: cfg.callBound(), m: g.m, log: g.log.Named("spool")}
+	g.durable = g.spooler
+	g.replay = &replayer{
+		sp:        sp,
+		kafka:     kw,
+		topic:     cfg.Topic,
+		delivered: g.spooler.delivered,
+		m:         g.m,
+		log:       g.log.Named("replay"),
+	}
+	g.replay.start()
+	return nil
+}
 
-// Ready reports whether the gate can do its work: Redis answers a ping and
-// Kafka answers a metadata request for the topic. The error names what is
-// down (both, when both are).
+// Close stops the replayer, closes the spool and stops the producer. Call
+// it after the server has drained: every answered call has its acks or its
+// fsync, so nothing acknowledged is lost; spooled records not yet replayed
+// stay in the spool for the next start. The Redis client and Postgres store
+// belong to the caller. Calls after the first do nothing.
+func (g *Gate) Close() {
+	g.closeOnce.Do(func() {
+		if g.replay != nil {
+			g.replay.stop()
+			if err := g.spooler.sp.Close(); err != nil {
+				g.log.Warn("closing spool", zap.Error(err))
+			}
+		}
+		g.kcl.Close()
+	})
+}
+
+// Ready reports whether the gate can accept durable writes: Kafka answers a
+// metadata request for the topic, or the spool has room. Redis being down
+// does not make the gate unready: marks are still made durable and answers
+// say the real-time view is degraded. The error names what is down.
 func (g *Gate) Ready(ctx context.Context) error {
+	var serr error
+	if g.spooler != nil {
+		if serr = g.spooler.hasRoom(); serr == nil {
+			return nil
+		}
+		serr = fmt.Errorf("spool: %w", serr)
+	}
 	var (
 		wg         sync.WaitGroup
 		rerr, kerr error
 	)
+	wg.Go(func() {
+		if err := g.kafkaReady(ctx); err != nil {
+			kerr = fmt.Errorf("kafka: %w", err)
+		}
+	})
+	// Only to name it too when the gate is not ready anyway.
 	wg.Go(func() {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		defer cancel()
@@ -97,13 +188,14 @@ func (g *Gate) Ready(ctx context.Context) error {
 			rerr = fmt.Errorf("redis: %w", err)
 		}
 	})
-	wg.Go(func() {
-		if err := g.kafkaReady(ctx); err != nil {
-			kerr = fmt.Errorf("kafka: %w", err)
-		}
-	})
 	wg.Wait()
-	return errors.Join(rerr, kerr)
+	if kerr == nil {
+		return nil
+	}
+	if serr == nil {
+		serr = errors.New("spool: not configured")
+	}
+	return errors.Join(kerr, serr, rerr)
 }
 
 // kafkaReady asks a broker for the topic's metadata: it proves a broker
@@ -170,12 +262,17 @@ func (g *Gate) GetReadState(ctx context.Context, req *connect.Request[receiptsv1
 // warnRedis logs a Redis failure at most once a second; the
 // redis_degraded_total metric counts every one.
 func (g *Gate) warnRedis(op string, err error) {
-	now := time.Now().UnixNano()
-	last := g.lastRedisWarn.Load()
-	if now-last < int64(time.Second) || !g.lastRedisWarn.CompareAndSwap(last, now) {
-		return
+	if everySecond(&g.lastRedisWarn) {
+		g.log.Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
 	}
-	g.log.Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
+}
+
+// everySecond reports whether a second has passed since it last returned
+// true for last.
+func everySecond(last *atomic.Int64) bool {
+	now := time.Now().UnixNano()
+	l := last.Load()
+	return now-l >= int64(time.Second) && last.CompareAndSwap(l, now)
 }
 
 // contextError maps the caller's own cancellation or deadline to its code,

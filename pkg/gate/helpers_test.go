@@ -33,6 +33,7 @@ import (
 
 // testBundle is one test's gate, served on 127.0.0.1:0, and its backends.
 type testBundle struct {
+	cfg    Config // what gate was built with
 	gate   *Gate
 	url    string
 	rdb    *redis.Client
@@ -79,21 +80,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.config != nil {
 		o.config(&cfg)
 	}
-	g, err := New(cfg)
-	require.NoError(t, err)
-	tb.gate = g
-
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	tb.url = "http://" + ln.Addr().String()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-served)
-		g.Close()
-	})
+	tb.cfg = cfg
+	tb.gate, tb.url = startGate(t, cfg)
 
 	tb.h1 = &http.Client{Timeout: 30 * time.Second}
 	var h2 http.Protocols
@@ -104,6 +92,25 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	return tb
 }
 
+// startGate builds a gate and serves it on 127.0.0.1:0 until the test ends
+// (then drains and closes it).
+func startGate(t *testing.T, cfg Config) (*Gate, string) {
+	t.Helper()
+	g, err := New(cfg)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-served)
+		g.Close()
+	})
+	return g, "http://" + ln.Addr().String()
+}
+
 // client is a ReceiptService client on the gate's port over h2c.
 func (tb *testBundle) client(opts ...connect.ClientOption) receiptsv1connect.ReceiptServiceClient {
 	return receiptsv1connect.NewReceiptServiceClient(tb.h2c, tb.url, opts...)
@@ -111,6 +118,14 @@ func (tb *testBundle) client(opts ...connect.ClientOption) receiptsv1connect.Rec
 
 // do sends a REST request and returns the status and body.
 func (tb *testBundle) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	resp, b := tb.doResp(t, method, path, body)
+	return resp.StatusCode, b
+}
+
+// doResp sends a REST request and returns the response (body read) and
+// the body.
+func (tb *testBundle) doResp(t *testing.T, method, path, body string) (*http.Response, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
@@ -126,7 +141,7 @@ func (tb *testBundle) do(t *testing.T, method, path, body string) (int, []byte) 
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, b
+	return resp, b
 }
 
 // doProto sends a REST request, requires 200 and decodes the answer.
@@ -153,14 +168,24 @@ func parseRESTError(t *testing.T, b []byte) restError {
 // consume reads n records from the start of the test topic, decoded.
 func (tb *testBundle) consume(t *testing.T, n int) ([]*kgo.Record, []receipt.State) {
 	t.Helper()
+	recs, states := tb.consumeUntil(t, func(recs []*kgo.Record, _ []receipt.State) bool { return len(recs) >= n })
+	require.Len(t, recs, n)
+	return recs, states
+}
+
+// consumeUntil reads the test topic from the start, decoded, until done
+// says so (it sees everything read so far) or 15s pass. Records of one key
+// come in their partition's order.
+func (tb *testBundle) consumeUntil(t *testing.T, done func([]*kgo.Record, []receipt.State) bool) ([]*kgo.Record, []receipt.State) {
+	t.Helper()
 	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	var recs []*kgo.Record
 	var states []receipt.State
-	for len(recs) < n {
+	for !done(recs, states) {
 		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "waiting for %d records, have %d", n, len(recs))
+		require.NoError(t, ctx.Err(), "waiting for records, have %d", len(recs))
 		fs.EachError(func(topic string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("fetching %s/%d: %v", topic, p, err)
@@ -173,7 +198,6 @@ func (tb *testBundle) consume(t *testing.T, n int) ([]*kgo.Record, []receipt.Sta
 			states = append(states, st)
 		})
 	}
-	require.Len(t, recs, n)
 	return recs, states
 }
 
@@ -217,6 +241,26 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	var m dto.Metric
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
+}
+
+// gathered reads a gauge or counter without labels from a registry.
+func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		require.Len(t, mf.GetMetric(), 1, name)
+		m := mf.GetMetric()[0]
+		if m.GetGauge() != nil {
+			return m.GetGauge().GetValue()
+		}
+		return m.GetCounter().GetValue()
+	}
+	t.Fatalf("metric %s not registered", name)
+	return 0
 }
 
 // histogramCount reads a histogram's sample count.

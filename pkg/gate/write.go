@@ -17,9 +17,9 @@ import (
 )
 
 // durableWriter makes a call's records durable, all or nothing from the
-// caller's view, and says where. kafkaWriter is the one implementation
-// today; a spool-backed writer (pkg/spool) can wrap it and answer SPOOLED
-// when Kafka fails or is slow.
+// caller's view, and says where. kafkaWriter answers KAFKA or fails;
+// spoolWriter (with a SpoolDir) wraps it and answers SPOOLED when Kafka
+// fails or is slow.
 type durableWriter interface {
 	Write(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error)
 }
@@ -118,6 +118,13 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		recs[i] = rec
 	}
 
+	// A call bound for a full spool is refused before Redis sees it.
+	if g.spooler != nil {
+		if err := g.spooler.refuse(recs); err != nil {
+			return nil, g.unavailable(len(recs), err)
+		}
+	}
+
 	merged := g.mergeRedis(ctx, states)
 
 	// Every mark is produced, including those Redis found to be no-ops:
@@ -128,13 +135,11 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 	dur, err := g.durable.Write(ctx, recs)
 	g.m.produce.Observe(time.Since(start).Seconds())
 	if err != nil {
-		g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(recs)))
 		if cerr := contextError(ctx, err); cerr != nil {
+			g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(recs)))
 			return nil, cerr
 		}
-		g.log.Warn("making marks durable", zap.Int("num_records", len(recs)), zap.String("topic", g.cfg.Topic), zap.Error(err))
-		return nil, connect.NewError(connect.CodeUnavailable,
-			fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", len(recs), err))
+		return nil, g.unavailable(len(recs), err)
 	}
 	outcome := outcomeKafka
 	if dur == receiptsv1.Durability_SPOOLED {
@@ -155,6 +160,23 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		results[i] = res
 	}
 	return results, nil
+}
+
+// unavailable is the answer when a call's marks could not be made durable:
+// Unavailable (HTTP 503) with a Retry-After hint, which connect sends as a
+// header (trailer for gRPC) and vanguard as a REST header. Nothing was
+// acknowledged; Redis may already hold the marks (the write path merges it
+// first), which is harmless: the caller retries, and if it does not, the
+// drift sweep makes Postgres agree with Redis.
+func (g *Gate) unavailable(n int, err error) error {
+	g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(n))
+	if everySecond(&g.lastDurableWarn) {
+		g.log.Warn("making marks durable; answering unavailable", zap.Int("num_records", n), zap.String("topic", g.cfg.Topic), zap.Error(err))
+	}
+	cerr := connect.NewError(connect.CodeUnavailable,
+		fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err))
+	cerr.Meta().Set("Retry-After", g.retryAfter)
+	return cerr
 }
 
 // mergeRedis max-merges the states in one pipeline under RedisTimeout. It

@@ -1,0 +1,158 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/spool"
+)
+
+const (
+	// spoolReserve is kept from a caller's own deadline for the spool's
+	// append, so a caller with a short deadline still gets SPOOLED rather
+	// than DeadlineExceeded.
+	spoolReserve = 250 * time.Millisecond
+	// spoolSegmentHeader is the spool's per-file header (see pkg/spool's
+	// doc.go); an append may start a file, so the fit check counts one.
+	spoolSegmentHeader = 8
+)
+
+// spoolWriter makes a call's records durable in Kafka or, when Kafka does
+// not ack them within the bound, in the local spool (fsynced; the replayer
+// sends them on). A call is acknowledged only if Kafka acked every record
+// or the spool fsynced every record.
+//
+// The circuit: once a call had to spool because Kafka failed, later calls
+// spool at once, without waiting out the bound each, until the replayer
+// has delivered a batch to Kafka again. Calls then try Kafka first again
+// while the replayer drains the backlog; every store max-merges, so a mark
+// that reaches Kafka before an older spooled one of the same key is
+// harmless.
+type spoolWriter struct {
+	kafka *kafkaWriter
+	sp    *spool.Spool
+	// after bounds a call's wait for Kafka: min(SpoolAfter, ProduceTimeout).
+	after time.Duration
+	m     *metrics
+	log   *zap.Logger
+	open  atomic.Bool
+}
+
+// Write tries Kafka (unless the circuit is open), then the spool.
+//
+// Records of a call that gave up on Kafka may still be in kgo's buffer or
+// in flight and land in Kafka later; they are spooled too, so they are
+// durable either way and at worst written twice (consumers max-merge).
+func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
+	var (
+		kafkaErr error
+		trip     bool
+	)
+	if !w.open.Load() {
+		bound := w.after
+		shortened := false
+		if dl, ok := ctx.Deadline(); ok {
+			if rem := time.Until(dl) - spoolReserve; rem < bound {
+				bound, shortened = rem, true
+			}
+		}
+		if bound > 0 {
+			kctx, cancel := context.WithTimeout(ctx, bound)
+			dur, err := w.kafka.Write(kctx, recs)
+			cancel()
+			if err == nil {
+				return dur, nil
+			}
+			if ctx.Err() != nil {
+				// The caller is gone: nothing is acknowledged, so nothing
+				// needs the spool.
+				return receiptsv1.Durability_DURABILITY_UNSPECIFIED, err
+			}
+			kafkaErr = err
+			// A wait the caller's deadline cut short says nothing about
+			// Kafka; an error before the bound does.
+			trip = !shortened || !errors.Is(err, context.DeadlineExceeded)
+		}
+	}
+	err := w.append(recs)
+	// A full spool trips the circuit too (later calls are refused before
+	// touching Redis), but only when it holds records whose replay will
+	// close it again.
+	full := errors.Is(err, spool.ErrFull)
+	if trip && (err == nil || full && w.sp.Stats().Records > 0) && !w.open.Swap(true) {
+		w.m.spoolCircuitOpen.Set(1)
+		w.log.Warn("kafka did not ack in time; spooling every call until a replay succeeds",
+			zap.Duration("bound", w.after), zap.Error(kafkaErr))
+	}
+	if err != nil {
+		if !full && w.open.CompareAndSwap(true, false) {
+			// The spool itself fails (not full): try Kafka first again
+			// rather than refusing every call.
+			w.m.spoolCircuitOpen.Set(0)
+		}
+		if kafkaErr != nil {
+			err = fmt.Errorf("%w; then %w", kafkaErr, err)
+		}
+		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, err
+	}
+	return receiptsv1.Durability_SPOOLED, nil
+}
+
+// append writes all records in one Append: one group, one fsync.
+func (w *spoolWriter) append(recs []*kgo.Record) error {
+	srecs := make([]spool.Record, len(recs))
+	for i, r := range recs {
+		srecs[i] = spool.Record{Key: r.Key, Value: r.Value}
+	}
+	err := w.sp.Append(srecs...)
+	if errors.Is(err, spool.ErrFull) {
+		w.m.spoolFull.Inc()
+	}
+	return err
+}
+
+// refuse fails fast, before Redis is touched, a call that is bound for the
+// spool (circuit open) and cannot fit in it. Append still decides; this
+// only spares Redis a value that is about to be refused.
+func (w *spoolWriter) refuse(recs []*kgo.Record) error {
+	if !w.open.Load() {
+		return nil
+	}
+	size := int64(spoolSegmentHeader)
+	for _, r := range recs {
+		size += int64(spool.FrameOverhead + len(r.Key) + len(r.Value))
+	}
+	st := w.sp.Stats()
+	if st.Bytes+size <= st.MaxBytes {
+		return nil
+	}
+	w.m.spoolFull.Inc()
+	return fmt.Errorf("spooling %d records (%d bytes) with %d of %d bytes in use: %w", len(recs), size, st.Bytes, st.MaxBytes, spool.ErrFull)
+}
+
+// delivered closes the circuit: Kafka acked a replayed batch.
+func (w *spoolWriter) delivered() {
+	if w.open.CompareAndSwap(true, false) {
+		w.m.spoolCircuitOpen.Set(0)
+		w.log.Info("kafka acks replayed records again; calls produce to kafka first")
+	}
+}
+
+// hasRoom reports whether the spool can take a typical call: free bytes of
+// at least 64 KiB (a full 500-mark batch is about 50 KiB), or half of a
+// smaller spool.
+func (w *spoolWriter) hasRoom() error {
+	st := w.sp.Stats()
+	need := min(64<<10, st.MaxBytes/2)
+	if free := st.MaxBytes - st.Bytes; free < need {
+		return fmt.Errorf("%d of %d bytes in use (%d records): %w", st.Bytes, st.MaxBytes, st.Records, spool.ErrFull)
+	}
+	return nil
+}

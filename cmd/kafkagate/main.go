@@ -4,7 +4,15 @@
 // /readyz and pprof. It applies the embedded Postgres migrations at start-up
 // (unless --migrate=false) in the background, so a Postgres outage never
 // stops marks from being accepted, and drains in-flight calls on SIGINT or
-// SIGTERM before closing the producer.
+// SIGTERM before stopping the spool replayer and closing the producer.
+//
+// Marks Kafka does not ack within --spool-after are appended to a local,
+// fsynced spool in --spool-dir (answered with durability SPOOLED) and
+// replayed to Kafka in order once it acks again, also after a crash or a
+// restart. The dev default, .devdata/spool, is relative to the working
+// directory (git-ignored at the repository root); in a container point it at
+// a persistent volume, one per replica. --spool-dir "" disables the spool:
+// Kafka failures then answer 503.
 //
 //	kafkagate [flags]          run
 //	kafkagate migrate [flags]  apply the migrations and exit
@@ -45,6 +53,9 @@ const (
 	AdminAddrDefault = "127.0.0.1:9100"
 	RedisURLDefault  = "redis://127.0.0.1:6379/0"
 	ClientIDDefault  = "kafkagate"
+	// SpoolDirDefault is the dev stack's spool, under the git-ignored
+	// .devdata of the repository when run from its root.
+	SpoolDirDefault = ".devdata/spool"
 )
 
 func main() {
@@ -65,6 +76,10 @@ type config struct {
 	topic           string
 	produceTimeout  time.Duration
 	produceLinger   time.Duration
+	spoolDir        string
+	spoolMaxBytes   int64
+	spoolAfter      time.Duration
+	retryAfter      time.Duration
 	redisURL        string
 	redisPrefix     string
 	redisTimeout    time.Duration
@@ -134,8 +149,12 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 		fs.Var(&cfg.brokers, "brokers", "Kafka seed brokers, a comma-separated `host:port` list")
 		fs.StringVar(&cfg.clientID, "client-id", ClientIDDefault, "Kafka client id")
 		fs.StringVar(&cfg.topic, "topic", gate.TopicDefault, "topic receiving every mark, keyed user:channel")
-		fs.DurationVar(&cfg.produceTimeout, "produce-timeout", gate.ProduceTimeoutDefault, "bound on waiting for the acks of one call (>= 1s); past it the call answers Unavailable")
+		fs.DurationVar(&cfg.produceTimeout, "produce-timeout", gate.ProduceTimeoutDefault, "bound on waiting for the acks of one call without a spool (past it the call answers Unavailable) and of one replayed spool batch (>= 1s)")
 		fs.DurationVar(&cfg.produceLinger, "produce-linger", gate.ProduceLingerDefault, "producer linger; every call waits for its acks, so keep it short (negative: none)")
+		fs.StringVar(&cfg.spoolDir, "spool-dir", SpoolDirDefault, "directory of the local spool for marks Kafka does not ack in time (one gate per directory; a persistent volume in production); empty disables it and Kafka failures answer 503")
+		fs.Int64Var(&cfg.spoolMaxBytes, "spool-max-bytes", gate.SpoolMaxBytesDefault, "bound on the spool's files; a call that does not fit answers 503 with Retry-After")
+		fs.DurationVar(&cfg.spoolAfter, "spool-after", gate.SpoolAfterDefault, "bound on waiting for Kafka's acks before spooling a call (with --spool-dir)")
+		fs.DurationVar(&cfg.retryAfter, "retry-after", gate.RetryAfterDefault, "Retry-After hint (whole seconds) sent with Unavailable answers of writes")
 		fs.StringVar(&cfg.redisURL, "redis-url", RedisURLDefault, "Redis URL of the real-time view")
 		fs.StringVar(&cfg.redisPrefix, "redis-prefix", redisstore.PrefixDefault, "prefix of every Redis key")
 		fs.DurationVar(&cfg.redisTimeout, "redis-timeout", gate.RedisTimeoutDefault, "bound on each Redis call; past it the answer is realtime_degraded")
@@ -164,7 +183,8 @@ func usage(fs *flag.FlagSet, migrateOnly bool) {
 	} else {
 		fmt.Fprintf(w, "Usage: kafkagate [flags]\n       kafkagate migrate [flags]\n\n"+
 			"Serves the receipts API (gRPC, gRPC-Web, Connect, HTTP/JSON) on one port: marks are\n"+
-			"max-merged into Redis and produced to Kafka with acks=all before the answer.\n\nFlags:\n")
+			"max-merged into Redis and produced to Kafka with acks=all before the answer, or\n"+
+			"spooled to a local fsynced spool when Kafka does not ack in time.\n\nFlags:\n")
 	}
 	fs.VisitAll(func(f *flag.Flag) {
 		typ, use := flag.UnquoteUsage(f)
@@ -200,6 +220,10 @@ func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logge
 		Topic:             cfg.topic,
 		ProduceTimeout:    cfg.produceTimeout,
 		ProduceLinger:     cfg.produceLinger,
+		SpoolDir:          cfg.spoolDir,
+		SpoolMaxBytes:     cfg.spoolMaxBytes,
+		SpoolAfter:        cfg.spoolAfter,
+		RetryAfter:        cfg.retryAfter,
 		Redis:             rdb,
 		RedisPrefix:       cfg.redisPrefix,
 		RedisTimeout:      cfg.redisTimeout,
@@ -236,7 +260,7 @@ func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logge
 		}()
 	}
 	log.Info("api serving", zap.String("addr", cfg.listen), zap.Strings("brokers", cfg.brokers),
-		zap.String("topic", cfg.topic), zap.String("redis_prefix", cfg.redisPrefix))
+		zap.String("topic", cfg.topic), zap.String("redis_prefix", cfg.redisPrefix), zap.String("spool_dir", cfg.spoolDir))
 	err = g.ListenAndServe(ctx)
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause

@@ -41,7 +41,8 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 		require.Equal(t, n, strings.Count(help, "(default "), help)
 		if !migrateOnly {
 			for _, want := range []string{`"127.0.0.1:8080"`, `"127.0.0.1:9100"`, `"127.0.0.1:9092"`, `"read-receipts"`,
-				`"receipts:"`, `"redis://127.0.0.1:6379/0"`, `"5s"`, `"500ms"`, `"500"`, `"1048576"`, `"true"`} {
+				`"receipts:"`, `"redis://127.0.0.1:6379/0"`, `"5s"`, `"500ms"`, `"500"`, `"1048576"`, `"true"`,
+				`".devdata/spool"`, `"268435456"`, `"2s"`} {
 				require.Contains(t, help, "(default "+want+")")
 			}
 		}
@@ -64,6 +65,7 @@ func TestRunServesMarksAndDrains(t *testing.T) {
 			"--listen", listen, "--admin-addr", adminAddr,
 			"--brokers", strings.Join(broker.Seeds, ","), "--topic", broker.Topic,
 			"--redis-prefix", prefix, "--pg-url", schema.URL, "--log-level", "warn",
+			"--spool-dir", t.TempDir(),
 		}, io.Discard)
 	}()
 
@@ -97,6 +99,8 @@ func TestRunServesMarksAndDrains(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Contains(t, string(body), `receipts_kafkagate_requests_total{code="ok",rpc="MarkRead"} 1`)
 	require.Contains(t, string(body), `receipts_kafkagate_kafka_produce_bytes_total`)
+	require.Contains(t, string(body), "receipts_kafkagate_spool_records 0")
+	require.Contains(t, string(body), "receipts_kafkagate_spool_max_bytes 2.68435456e+08")
 
 	cancel()
 	select {

@@ -71,8 +71,9 @@ func TestKafkaFailingAnswersUnavailable(t *testing.T) {
 		Count: -1,
 	})
 	start := time.Now()
-	status, body := tb.do(t, http.MethodPost, "/v1/users/hank/channels/c1/read", `{"seq": 3}`)
-	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
+	resp, body := tb.doResp(t, http.MethodPost, "/v1/users/hank/channels/c1/read", `{"seq": 3}`)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body: %s", body)
+	require.Equal(t, "2", resp.Header.Get("Retry-After"))
 	e := parseRESTError(t, body)
 	require.Equal(t, int(connect.CodeUnavailable), e.Code)
 	require.Contains(t, e.Message, "making 1 marks durable")

@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"outcome"}),
 		produce: f.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metricsNamespace, Name: "produce_duration_seconds",
-			Help:    "Time from producing a call's records to having all their acks (or giving up).",
+			Help:    "Time to make a call's records durable (Kafka's acks, or the spool's fsync after the bound), or to give up.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 		redisDegraded: f.NewCounterVec(prometheus.CounterOpts{

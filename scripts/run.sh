@@ -13,7 +13,8 @@
 #   RECEIPTS_REDIS_URL [redis://127.0.0.1:6379/0]
 #   DEMO_DURATION [10s]  DEMO_RATE [3000]  DEMO_USERS [1000]  DEMO_CHANNELS [50]
 #   READY_TIMEOUT [60] seconds to wait for each service's /readyz
-# Logs: .run/<service>.log. Kafka data: .devdata/kafka (delete it to start afresh).
+# Logs: .run/<service>.log. Kafka data: .devdata/kafka, the gateway's spool:
+# .devdata/spool (delete .devdata to start afresh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -146,7 +147,8 @@ bin/persister migrate --pg-url "$pg_url"
 
 common=(--brokers "$brokers" --pg-url "$pg_url")
 step "starting kafkagate ($api), persister, dlt-reconciler"
-start kafkagate --listen "127.0.0.1:$api_port" --admin-addr "127.0.0.1:$gate_admin" "${common[@]}" --redis-url "$redis_url"
+start kafkagate --listen "127.0.0.1:$api_port" --admin-addr "127.0.0.1:$gate_admin" "${common[@]}" --redis-url "$redis_url" \
+  --spool-dir .devdata/spool
 start persister --admin-addr "127.0.0.1:$persister_admin" "${common[@]}"
 start dlt-reconciler --admin-addr "127.0.0.1:$reconciler_admin" "${common[@]}" --redis-url "$redis_url"
 wait_until kafkagate "$ready_timeout" ready "$gate_admin"

@@ -65,6 +65,10 @@ faults-short: services ## the CI subset of the fault-injection suite
 bench: services ## benchmarks (BENCH=regexp, BENCHTIME=1s)
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchtime $(BENCHTIME) -benchmem -count=1 $(PKGS)
 
+.PHONY: bench-stack
+bench-stack: ## measure the whole pipeline and, in the same run, Redis and Postgres COPY bounds (scripts/bench.sh; see BENCHMARKS.md)
+	scripts/bench.sh
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (10s) each
 	@for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd pkg e2e 2>/dev/null); do \

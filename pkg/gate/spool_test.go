@@ -395,3 +395,22 @@ func TestSpoolConfig(t *testing.T) {
 	require.ErrorContains(t, err, "SpoolMaxBytes: 1000 cannot hold one record")
 	require.ErrorContains(t, err, "SpoolAfter: must be positive")
 }
+
+func TestCallerDeadlineShorterThanBoundStillSpools(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, withSpool(t, SpoolAfterDefault, func(c *Config) { c.ProduceTimeout = ProduceTimeoutDefault }))
+	failProduce(t, tb)
+
+	// The caller gives the call 1.5s, less than the 2s bound: the gate
+	// waits for Kafka only as long as leaves time to spool.
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	mr, err := tb.client(connect.WithGRPC()).MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "ned", ChannelId: "c1", Seq: 1}))
+	require.NoError(t, err)
+	require.Equal(t, receiptsv1.Durability_SPOOLED, mr.Msg.GetResult().GetDurability())
+	require.Less(t, time.Since(start), 1500*time.Millisecond)
+	require.Equal(t, 1.0, gathered(t, tb.reg, "receipts_kafkagate_spool_records"))
+	// A wait cut short by the caller says nothing about Kafka.
+	require.Equal(t, 0.0, gathered(t, tb.reg, "receipts_kafkagate_spool_circuit_open"))
+}

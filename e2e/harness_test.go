@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"bufio"
-	"flag"
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -188,16 +188,21 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	gateArgs := append(append(append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic},
 		common[:2]...), common[4:]...), redisArgs...)
 	gateArgs = append(gateArgs, opts.extraGateArgs...)
+	spoolDir := ""
 	if opts.spool {
-		gateArgs = append(gateArgs, "--spool-dir", filepath.Join(s.dir, "spool"))
+		spoolDir = filepath.Join(s.dir, "spool")
 	}
+	// Always explicit: the binary's dev default is relative to the working
+	// directory. An empty directory disables the spool.
+	gateArgs = append(gateArgs, "--spool-dir", spoolDir)
 	s.gate = &proc{name: "kafkagate", log: log("kafkagate"), args: gateArgs}
 	s.persister = &proc{name: "persister", log: log("persister"), args: append([]string{
-		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic}, common...)}
+		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic, "--session-timeout", "6s"}, common...)}
 	// The sweep runs every 2s here (1m by default) so that repairs after a
 	// Redis loss show up within a test's patience.
 	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append(append([]string{
-		"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--sweep-interval", "2s"}, common...), redisArgs...)}
+		"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--sweep-interval", "2s", "--sweep-grace", "3s",
+		"--session-timeout", "6s"}, common...), redisArgs...)}
 	t.Cleanup(func() {
 		for _, p := range []*proc{s.gate, s.persister, s.reconciler, s.broker} {
 			p.stop()

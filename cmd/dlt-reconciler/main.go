@@ -51,6 +51,7 @@ func main() {
 type config struct {
 	adminAddr      string
 	brokers        flagenv.List
+	sessionTimeout time.Duration
 	clientID       string
 	kafkaFast      bool
 	topic          string
@@ -80,6 +81,7 @@ func parseFlags(name string, args []string) (*config, error) {
 	fs.StringVar(&c.adminAddr, "admin-addr", AdminAddrDefault, "admin listen address (/metrics, /healthz, /readyz, pprof)")
 	fs.Var(&c.brokers, "brokers", "Kafka seed brokers, comma-separated")
 	fs.StringVar(&c.clientID, "client-id", ClientIDDefault, "Kafka client id")
+	fs.DurationVar(&c.sessionTimeout, "session-timeout", kafkaconf.SessionTimeoutDefault, "consumer-group session timeout: how long a crashed member holds its partitions")
 	fs.BoolVar(&c.kafkaFast, "kafka-fast", false, "short Kafka metadata and retry timers (dev stack, tests)")
 	fs.StringVar(&c.topic, "topic", event.TopicDefault, "main topic (accepted for symmetry with the other services; the reconciler reads only the dead-letter topic)")
 	fs.StringVar(&c.dltTopic, "dlt-topic", event.DLTTopicDefault, "dead-letter topic to consume")
@@ -160,7 +162,7 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger, pg *pgstore.Store)
 	cons, err := reconcile.NewConsumer(reconcile.ConsumerConfig{
 		Postgres:       pg,
 		Redis:          rs,
-		Kafka:          kafkaconf.Config{Brokers: cfg.brokers, ClientID: cfg.clientID, Fast: cfg.kafkaFast},
+		Kafka:          kafkaconf.Config{Brokers: cfg.brokers, ClientID: cfg.clientID, SessionTimeout: cfg.sessionTimeout, Fast: cfg.kafkaFast},
 		DLTTopic:       cfg.dltTopic,
 		Group:          cfg.group,
 		MaxPollRecords: cfg.maxPoll,

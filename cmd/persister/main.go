@@ -50,6 +50,7 @@ func main() {
 
 type config struct {
 	brokers            flagenv.List
+	sessionTimeout     time.Duration
 	clientID           string
 	topic              string
 	dltTopic           string
@@ -116,6 +117,7 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 	if !migrateOnly {
 		fs.Var(&cfg.brokers, "brokers", "Kafka seed brokers, a comma-separated `host:port` list")
 		fs.StringVar(&cfg.clientID, "client-id", persister.ClientIDDefault, "Kafka client id")
+		fs.DurationVar(&cfg.sessionTimeout, "session-timeout", kafkaconf.SessionTimeoutDefault, "consumer-group session timeout: how long a crashed member holds its partitions")
 		fs.StringVar(&cfg.topic, "topic", event.TopicDefault, "topic to consume")
 		fs.StringVar(&cfg.dltTopic, "dlt-topic", event.DLTTopicDefault, "dead-letter topic for undecodable and rejected records")
 		fs.StringVar(&cfg.group, "group", persister.GroupDefault, "consumer group")
@@ -212,7 +214,7 @@ func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logge
 		}
 	}
 	per, err := persister.New(persister.Config{
-		Kafka:              kafkaconf.Config{Brokers: cfg.brokers, ClientID: cfg.clientID},
+		Kafka:              kafkaconf.Config{Brokers: cfg.brokers, ClientID: cfg.clientID, SessionTimeout: cfg.sessionTimeout},
 		Topic:              cfg.topic,
 		DLTTopic:           cfg.dltTopic,
 		Group:              cfg.group,

@@ -26,7 +26,17 @@ type Config struct {
 	// Fast shortens metadata refresh and retry backoff, for tests and the
 	// dev stack where brokers restart often.
 	Fast bool
+	// SessionTimeout is how long a consumer-group member may go silent
+	// before the group gives its partitions to others: after a crash
+	// (kill -9) nothing is consumed from them for this long. Heartbeats
+	// are sent every SessionTimeout/10. Zero keeps kgo's default (45s).
+	SessionTimeout time.Duration
 }
+
+// SessionTimeoutDefault is the consumer services' session timeout: short
+// enough that a crashed member's partitions move within seconds, long
+// enough to ride out a GC pause or a slow broker.
+const SessionTimeoutDefault = 10 * time.Second
 
 // Opts returns the base options: seeds, client id, acks=all (the idempotent
 // producer's default, stated here so it is never weakened), logging and
@@ -48,6 +58,10 @@ func (c Config) Opts(logger *zap.Logger, reg prometheus.Registerer, namespace st
 	}
 	if reg != nil {
 		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(namespace, kprom.Registerer(reg))))
+	}
+	if c.SessionTimeout > 0 {
+		opts = append(opts, kgo.SessionTimeout(c.SessionTimeout),
+			kgo.HeartbeatInterval(max(c.SessionTimeout/10, 100*time.Millisecond)))
 	}
 	if c.Fast {
 		opts = append(opts,

@@ -29,8 +29,10 @@ const (
 	// pages together) per second, so a sweep never competes with the
 	// write path for long.
 	SweepPagesPerSecondDefault = 20.0
-	// SweepScanCountDefault is the COUNT hint of one Redis SCAN page.
-	SweepScanCountDefault = 100
+	// SweepScanCountDefault is the COUNT hint of one Redis SCAN page: SCAN
+	// walks every key of a shared Redis, not only ours, so pages must be
+	// large enough that the walk of a big keyspace takes seconds, not minutes.
+	SweepScanCountDefault = 1000
 	// SweepConcurrencyDefault bounds parallel per-user lookups in a page.
 	SweepConcurrencyDefault = 8
 	// SweepGraceDefault: a key whose Redis value moved more recently than

@@ -60,7 +60,7 @@ func TestSweepRepairsBothWays(t *testing.T) {
 	}
 
 	sw, err := reconcile.NewSweeper(reconcile.SweepConfig{
-		Postgres: bd.pg, Redis: bd.rs, PageSize: 7, ScanCount: 3, PagesPerSecond: 1000, Registerer: bd.reg,
+		Postgres: bd.pg, Redis: bd.rs, PageSize: 7, ScanCount: 50, PagesPerSecond: 1000, Registerer: bd.reg,
 	})
 	require.NoError(t, err)
 	rep, err := sw.SweepOnce(ctx)

@@ -1,6 +1,7 @@
 // Package redistest gives each test a Redis client and its own key prefix,
 // whose keys are deleted when the test ends. TEST_REDIS_URL selects the
-// server (default redis://127.0.0.1:6379/0). Only _test.go files import it.
+// server (default redis://127.0.0.1:6379/1: logical database 1, so
+// tests never walk the dev stack's keys in database 0). Only _test.go files import it.
 package redistest
 
 import (
@@ -15,7 +16,7 @@ import (
 )
 
 // URLDefault is the server when TEST_REDIS_URL is unset.
-const URLDefault = "redis://127.0.0.1:6379/0"
+const URLDefault = "redis://127.0.0.1:6379/1"
 
 // URL returns the test Redis URL.
 func URL() string {

@@ -72,17 +72,35 @@ cpu_delta() {
     END { for (c in used) printf "%s %.2f cores\n", c, used[c] / hz / secs }' "$1" "$2" | sort
 }
 
+# persister_counters prints the persister's totals that explain its batching.
+persister_counters() {
+  curl -s 127.0.0.1:9101/metrics | awk '
+    /^receipts_persister_records_consumed_total / {c = $2}
+    /^receipts_persister_rows_written_total / {w = $2}
+    /^receipts_persister_batch_records_count / {b = $2}
+    /^receipts_persister_upsert_duration_seconds_sum / {us = $2}
+    /^receipts_persister_upsert_duration_seconds_count / {uc = $2}
+    END {print c + 0, w + 0, b + 0, us + 0, uc + 0}'
+}
+
 scenario() {
   local name=$1; shift
   log "scenario $name: $*"
-  echo "receiptsctl load $*" >"$out/$name.cmd"
+  local prefix="b$(date +%s)$name-u"
+  echo "bin/receiptsctl load --user-prefix $prefix --wait-lag --json --quiet $*" >"$out/$name.cmd"
+  local pb pa
+  pb=$(persister_counters)
   cpu_snapshot >"$out/$name.cpu.before"
   local t0=$SECONDS
   /usr/bin/time -f 'receiptsctl %U user %S sys seconds' -o "$out/$name.loadcpu" \
-    bin/receiptsctl load --user-prefix "b$(date +%s)$name-u" --wait-lag --json --quiet "$@" \
+    bin/receiptsctl load --user-prefix "$prefix" --wait-lag --json --quiet "$@" \
     >"$out/$name.json" 2>"$out/$name.txt"
   cpu_snapshot >"$out/$name.cpu.after"
   cpu_delta "$out/$name.cpu.before" "$out/$name.cpu.after" "$((SECONDS - t0))" >"$out/$name.cpu"
+  pa=$(persister_counters)
+  echo "$pb $pa" | awk '{c = $6 - $1; w = $7 - $2; b = $8 - $3; us = $9 - $4; uc = $10 - $5
+    printf "persister: %d records consumed, %d rows written (%.2f rows/record after dedupe), %d batches (%.0f records/batch), upsert %.1f ms avg\n",
+      c, w, (c ? w / c : 0), b, (b ? c / b : 0), (uc ? us / uc * 1000 : 0)}' >>"$out/$name.cpu"
   cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu"
 }
 

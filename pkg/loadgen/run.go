@@ -287,7 +287,8 @@ func (r *runner) generate(ctx context.Context, start time.Time, out chan<- batch
 	}
 }
 
-// report calls cfg.Progress every interval until stop closes, then once more.
+// report calls cfg.Progress every interval until stop closes, then once
+// more unless the last call was just now.
 func (r *runner) report(start time.Time, stop <-chan struct{}) {
 	if r.cfg.Progress == nil {
 		<-stop
@@ -297,8 +298,15 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 	defer tick.Stop()
 	prevSnap := r.lat.Snapshot()
 	prevAcked, prevTime := int64(0), start
-	emit := func() {
+	emitted := false
+	emit := func(final bool) {
 		now := time.Now()
+		// A final line right after a regular one would show a rate over a
+		// sliver of time: skip it.
+		if final && emitted && now.Sub(prevTime) < r.cfg.ProgressInterval/10 {
+			return
+		}
+		emitted = true
 		snap := r.lat.Snapshot()
 		acked := r.acked.Load()
 		p := Progress{
@@ -320,10 +328,10 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
-			emit()
+			emit(true)
 			return
 		case <-tick.C:
-			emit()
+			emit(false)
 		}
 	}
 }

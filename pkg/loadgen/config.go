@@ -83,7 +83,7 @@ type Config struct {
 	// gateway CPU into flate and distorts the measurement.
 	Gzip bool
 	// Progress, when set, is called every ProgressInterval while the run
-	// lasts, and once more at the end (unless the last call was just now).
+	// lasts, and once more at the end (unless nothing changed since the last call).
 	Progress func(Progress)
 	// ProgressInterval defaults to ProgressIntervalDefault.
 	ProgressInterval time.Duration

@@ -288,7 +288,7 @@ func (r *runner) generate(ctx context.Context, start time.Time, out chan<- batch
 }
 
 // report calls cfg.Progress every interval until stop closes, then once
-// more unless the last call was just now.
+// more unless nothing changed since the last call.
 func (r *runner) report(start time.Time, stop <-chan struct{}) {
 	if r.cfg.Progress == nil {
 		<-stop
@@ -298,12 +298,13 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 	defer tick.Stop()
 	prevSnap := r.lat.Snapshot()
 	prevAcked, prevTime := int64(0), start
+	var prevSent, prevErrs int64
 	emitted := false
 	emit := func(final bool) {
 		now := time.Now()
-		// A final line right after a regular one would show a rate over a
-		// sliver of time: skip it.
-		if final && emitted && now.Sub(prevTime) < r.cfg.ProgressInterval/10 {
+		// A final line that repeats the last one would only show a rate of
+		// 0 over a sliver of time: skip it.
+		if final && emitted && r.sent.Load() == prevSent && r.acked.Load() == prevAcked && r.errCount.Load() == prevErrs {
 			return
 		}
 		emitted = true
@@ -323,6 +324,7 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 			p.LagPending = r.lag.pendingCount()
 		}
 		prevSnap, prevAcked, prevTime = snap, acked, now
+		prevSent, prevErrs = p.Sent, p.Errors
 		r.cfg.Progress(p)
 	}
 	for {

@@ -93,7 +93,8 @@ func WaitLagZero(ctx context.Context, adm *kadm.Client, group, topic string, int
 	var lastErr error
 	for {
 		l, err := ConsumerLag(ctx, adm, group, topic)
-		if err == nil {
+		switch {
+		case err == nil:
 			last, lastErr = l, nil
 			if onPoll != nil {
 				onPoll(l)
@@ -101,13 +102,18 @@ func WaitLagZero(ctx context.Context, adm *kadm.Client, group, topic string, int
 			if l.Total == 0 {
 				return l, nil
 			}
-		} else {
+		case ctx.Err() == nil:
+			// A call cut short by the deadline says nothing new: keep the
+			// last reading (or error) for the report below.
 			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
-			if lastErr != nil {
+			switch {
+			case lastErr != nil:
 				return last, fmt.Errorf("waiting for lag 0: %w (last error: %w)", ctx.Err(), lastErr)
+			case last.Partitions == nil:
+				return last, fmt.Errorf("waiting for lag 0: no reading before %w", ctx.Err())
 			}
 			return last, fmt.Errorf("waiting for lag 0 (still %d): %w", last.Total, ctx.Err())
 		case <-time.After(interval):

@@ -95,7 +95,7 @@ lint: ## go vet, gofmt, and staticcheck when installed
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed: skipped"; fi
 
 .PHONY: ci
-ci: verify test ## what .ci/run runs: verify, then every test
+ci: verify lint test faults-short ## what .ci/run runs: verify, lint, every test (make test), then the short fault suite
 
 .PHONY: clean
 clean: ## remove binaries and run logs (keeps .devdata/, the dev broker's data)

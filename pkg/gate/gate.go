@@ -262,6 +262,12 @@ func (g *Gate) GetReadState(ctx context.Context, req *connect.Request[receiptsv1
 // warnRedis logs a Redis failure at most once a second; the
 // redis_degraded_total metric counts every one.
 func (g *Gate) warnRedis(op string, err error) {
+	if !redisstore.IsRetryable(err) {
+		// Redis answered and refused the command: a bug or a foreign
+		// value under our prefix, not an outage.
+		g.log.Error("redis refuses the command; answering from the durable path", zap.String("op", op), zap.Error(err))
+		return
+	}
 	if everySecond(&g.lastRedisWarn) {
 		g.log.Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
 	}

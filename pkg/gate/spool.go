@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/spool"
 )
 
@@ -76,6 +77,12 @@ func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1
 				return receiptsv1.Durability_DURABILITY_UNSPECIFIED, err
 			}
 			kafkaErr = err
+			if !kafkaconf.IsRetryable(err) {
+				// Not an outage (authorization, a refused record): the
+				// spool still keeps the marks durable, but waiting will
+				// not fix it, so say so loudly.
+				w.log.Error("kafka refuses the records for good; spooling them until an operator fixes it", zap.Error(err))
+			}
 			// A wait the caller's deadline cut short says nothing about
 			// Kafka; an error before the bound does.
 			trip = !shortened || !errors.Is(err, context.DeadlineExceeded)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -380,9 +381,8 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 	return nil
 }
 
-func isProduceRetryable(err error) bool {
-	return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled)
-}
+// isProduceRetryable: Kafka errors are sorted in kafkaconf, in one place.
+func isProduceRetryable(err error) bool { return kafkaconf.IsRetryable(err) }
 
 // attempt is the dead-letter attempt of a record: one more than the
 // record's own, when an operator replayed it from the dead-letter topic.

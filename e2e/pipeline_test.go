@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // TestPipelineConverges runs the binaries, sends a randomized workload with
@@ -25,4 +27,42 @@ func TestPipelineConverges(t *testing.T) {
 	require.Zero(t, v.lost, "lost acknowledged writes: %s", v.firstProblem)
 	require.Zero(t, v.diverged, "redis and postgres disagree: %s", v.firstProblem)
 	t.Logf("%d events acknowledged over %d keys; converged %s after the load stopped", m.n, v.keys, took.Round(time.Millisecond))
+
+	// The checker itself must be able to fail: move one key backwards in
+	// Postgres behind the max-merge's back and delete another from Redis.
+	ctx := context.Background()
+	var victim, gone receipt.Key
+	for k, st := range acked {
+		if st.Read.Position.Seq > 1 && victim == (receipt.Key{}) {
+			victim = k
+		} else if k != victim && gone == (receipt.Key{}) {
+			gone = k
+		}
+	}
+	_, err := s.store.Pool().Exec(ctx, `UPDATE read_receipts SET read_seq = 1 WHERE user_id = $1 AND channel_id = $2`, victim.User, victim.Channel)
+	require.NoError(t, err)
+	require.NoError(t, s.rdb.HDel(ctx, s.rstore.UserKey(gone.User), gone.Channel).Err())
+	v, err = s.check(ctx, acked)
+	require.NoError(t, err)
+	require.Equal(t, 2, v.lost, "the checker must see a regressed Postgres row and a missing Redis field: %s", v.firstProblem)
+}
+
+// TestSamplerCountsRegressions proves the fault suite's regression counter
+// counts: a store answering lower than before is one regression, a store
+// answering the same or higher is none.
+func TestSamplerCountsRegressions(t *testing.T) {
+	t.Parallel()
+	smp := &sampler{}
+	k := receipt.Key{User: "u", Channel: "c"}
+	at := func(seq int64) []receipt.State {
+		c := receipt.Cursor{Position: receipt.Position{Seq: seq}}
+		return []receipt.State{{Key: k, Read: c, Delivered: c}}
+	}
+	seen := map[receipt.Key]receipt.State{}
+	smp.observe(seen, at(5))
+	smp.observe(seen, at(5))
+	smp.observe(seen, at(9))
+	require.Zero(t, smp.regressed.Load())
+	smp.observe(seen, at(7))
+	require.EqualValues(t, 1, smp.regressed.Load())
 }

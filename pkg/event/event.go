@@ -106,12 +106,15 @@ func CursorToProto(c receipt.Cursor) *receiptsv1.Cursor {
 	}
 }
 
-// CursorFromProto converts an API cursor; nil is the zero cursor.
+// CursorFromProto converts an API cursor; nil is the zero cursor. A message
+// id without a position names nothing and is dropped, so that a cursor
+// means the same after any number of encode/decode round trips.
 func CursorFromProto(c *receiptsv1.Cursor) receipt.Cursor {
-	return receipt.Cursor{
-		Position:  receipt.Position{Epoch: c.GetPosition().GetEpoch(), Seq: c.GetPosition().GetSeq()},
-		MessageID: c.GetMessageId(),
+	out := receipt.Cursor{Position: receipt.Position{Epoch: c.GetPosition().GetEpoch(), Seq: c.GetPosition().GetSeq()}}
+	if !out.Position.IsZero() {
+		out.MessageID = c.GetMessageId()
 	}
+	return out
 }
 
 // StateToProto converts a state to the API's ChannelState.

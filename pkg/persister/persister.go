@@ -373,7 +373,12 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		}
 		p.m.deadLetters.WithLabelValues(kind).Add(float64(len(pending) - len(failed)))
 		pending = failed
-		return results.FirstErr()
+		err := results.FirstErr()
+		if err != nil && isProduceRetryable(err) && !kafkaconf.IsRetryable(err) {
+			p.log.Error("kafka refuses dead letters for good; the partition waits for an operator",
+				zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("num_records", len(pending)), zap.Error(err))
+		}
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("producing %d dead letters to %s: %w", len(pending), p.cfg.DLTTopic, err)
@@ -381,8 +386,15 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 	return nil
 }
 
-// isProduceRetryable: Kafka errors are sorted in kafkaconf, in one place.
-func isProduceRetryable(err error) bool { return kafkaconf.IsRetryable(err) }
+// isProduceRetryable keeps retrying a dead letter whatever Kafka answers,
+// even an error kafkaconf.IsRetryable calls permanent: the record has
+// nowhere else to go, and its offset must not be committed until it is in
+// Postgres or on the dead-letter topic. The partition stalls with /readyz
+// false and the error logged (loudly when permanent) until an operator
+// acts; only our own shutdown stops it.
+func isProduceRetryable(err error) bool {
+	return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled)
+}
 
 // attempt is the dead-letter attempt of a record: one more than the
 // record's own, when an operator replayed it from the dead-letter topic.

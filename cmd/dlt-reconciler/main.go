@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/admin"
@@ -208,18 +207,15 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger, pg *pgstore.Store)
 	}
 
 	if cfg.migrate {
-		// Nothing works without Postgres, so wait for it as long as it takes.
-		err := retry.Do(ctx, backoff.Config{Cap: 5 * time.Second}.New(), func(ctx context.Context) error {
-			applied, err := pg.Migrate(ctx)
-			if err != nil {
-				log.Warn("migrating postgres; retrying", zap.Error(err))
-				return retry.RetryableError(err)
-			}
-			if len(applied) > 0 {
-				log.Info("migrations applied", zap.Strings("versions", applied))
-			}
-			return nil
+		// Nothing works without Postgres, so wait for it as long as it is
+		// unreachable; an error it answers with (bad migration, missing
+		// database) stops the service instead of looping.
+		applied, err := pg.MigrateWhenReachable(ctx, func(err error) {
+			log.Warn("waiting for postgres to migrate", zap.Error(err))
 		})
+		if len(applied) > 0 {
+			log.Info("migrations applied", zap.Strings("versions", applied))
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil

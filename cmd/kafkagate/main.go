@@ -29,17 +29,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
-	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/admin"
-	"github.com/readstate/receipts/pkg/backoff"
 	"github.com/readstate/receipts/pkg/flagenv"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kafkaconf"
@@ -186,14 +182,7 @@ func usage(fs *flag.FlagSet, migrateOnly bool) {
 			"max-merged into Redis and produced to Kafka with acks=all before the answer, or\n"+
 			"spooled to a local fsynced spool when Kafka does not ack in time.\n\nFlags:\n")
 	}
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, use := flag.UnquoteUsage(f)
-		if typ != "" {
-			typ = " " + typ
-		}
-		fmt.Fprintf(w, "  --%s%s\n", f.Name, typ)
-		fmt.Fprintf(w, "        %s (default %q)\n", strings.ReplaceAll(use, "\n", "\n        "), f.DefValue)
-	})
+	flagenv.PrintDefaults(fs)
 }
 
 func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logger) error {
@@ -274,38 +263,12 @@ func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logge
 // migrate applies the migrations, waiting for Postgres while it cannot be
 // reached (a pod may start before its database).
 func migrate(ctx context.Context, store *pgstore.Store, log *zap.Logger) error {
-	err := retry.Do(ctx, backoff.Config{Base: 500 * time.Millisecond, Cap: 10 * time.Second}.New(), func(ctx context.Context) error {
-		applied, err := store.Migrate(ctx)
-		if err == nil {
-			log.Info("migrations applied", zap.Strings("applied", applied))
-			return nil
-		}
-		if !unreachable(err) {
-			return err
-		}
+	applied, err := store.MigrateWhenReachable(ctx, func(err error) {
 		log.Warn("waiting for postgres to migrate", zap.Error(err))
-		return retry.RetryableError(err)
 	})
 	if err != nil {
 		return fmt.Errorf("migrating: %w", err)
 	}
+	log.Info("migrations applied", zap.Strings("applied", applied))
 	return nil
-}
-
-// unreachable reports whether a migration failed because Postgres could not
-// run it at all (no answer, shutting down, out of resources), as opposed to
-// answering with an error that retrying would only repeat.
-func unreachable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
-	}
-	switch pgErr.Code[:2] {
-	case "08", "53", "57", "40":
-		return true
-	}
-	return false
 }

@@ -19,13 +19,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/sethvargo/go-retry"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/admin"
@@ -146,53 +143,20 @@ func usage(fs *flag.FlagSet, migrateOnly bool) {
 			"Consumes the receipts topic and writes the greatest value per key to Postgres,\n"+
 			"committing offsets only after the database commit.\n\nFlags:\n")
 	}
-	fs.VisitAll(func(f *flag.Flag) {
-		typ, use := flag.UnquoteUsage(f)
-		if typ != "" {
-			typ = " " + typ
-		}
-		fmt.Fprintf(w, "  --%s%s\n", f.Name, typ)
-		fmt.Fprintf(w, "        %s (default %q)\n", strings.ReplaceAll(use, "\n", "\n        "), f.DefValue)
-	})
+	flagenv.PrintDefaults(fs)
 }
 
 // migrate applies the migrations, waiting for Postgres while it cannot be
 // reached (a pod may start before its database).
 func migrate(ctx context.Context, store *pgstore.Store, log *zap.Logger) error {
-	err := retry.Do(ctx, backoff.Config{Base: 500 * time.Millisecond, Cap: 10 * time.Second}.New(), func(ctx context.Context) error {
-		applied, err := store.Migrate(ctx)
-		if err == nil {
-			log.Info("migrations applied", zap.Strings("applied", applied))
-			return nil
-		}
-		if !unreachable(err) {
-			return err
-		}
+	applied, err := store.MigrateWhenReachable(ctx, func(err error) {
 		log.Warn("waiting for postgres to migrate", zap.Error(err))
-		return retry.RetryableError(err)
 	})
 	if err != nil {
 		return fmt.Errorf("migrating: %w", err)
 	}
+	log.Info("migrations applied", zap.Strings("applied", applied))
 	return nil
-}
-
-// unreachable reports whether a migration failed because Postgres could not
-// run it at all (no answer, shutting down, out of resources), as opposed to
-// answering with an error that retrying would only repeat.
-func unreachable(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		return true
-	}
-	switch pgErr.Code[:2] {
-	case "08", "53", "57", "40":
-		return true
-	}
-	return false
 }
 
 func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logger) error {

@@ -59,3 +59,17 @@ func (l *List) Set(s string) error {
 	}
 	return nil
 }
+
+// PrintDefaults lists every flag with its environment variable and its
+// default, zero defaults included (flag.PrintDefaults leaves those out).
+func PrintDefaults(fs *flag.FlagSet) {
+	w := fs.Output()
+	fs.VisitAll(func(f *flag.Flag) {
+		typ, use := flag.UnquoteUsage(f)
+		if typ != "" {
+			typ = " " + typ
+		}
+		fmt.Fprintf(w, "  --%s%s\n", f.Name, typ)
+		fmt.Fprintf(w, "        %s (default %q)\n", strings.ReplaceAll(use, "\n", "\n        "), f.DefValue)
+	})
+}

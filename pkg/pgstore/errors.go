@@ -47,3 +47,23 @@ func IsRejected(err error) bool { return errors.Is(err, ErrRejected) }
 func IsRetryable(err error) bool {
 	return err != nil && !errors.Is(err, ErrRejected) && !errors.Is(err, context.Canceled)
 }
+
+// IsUnreachable reports whether an operation failed because Postgres could
+// not run it at all (no answer, connection lost, shutting down, out of
+// resources, serialization or deadlock), as opposed to Postgres answering
+// with an error that trying again would only repeat (a missing database,
+// bad credentials, a broken migration).
+func IsUnreachable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "08", "53", "57", "40":
+		return true
+	}
+	return false
+}

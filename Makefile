@@ -95,7 +95,7 @@ lint: ## go vet, gofmt, and staticcheck when installed
 	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed: skipped"; fi
 
 .PHONY: ci
-ci: verify lint test faults-short ## what .ci/run runs: verify, lint, every test (make test), then the short fault suite
+ci: verify lint test test-race faults-short ## what .ci/run runs: verify, lint, every test (make test), the race detector, the short fault suite
 
 .PHONY: clean
 clean: ## remove binaries and run logs (keeps .devdata/, the dev broker's data)

@@ -34,6 +34,11 @@ const (
 	// kgo's idempotent producer otherwise retries forever while the broker
 	// is away, and readiness would never say so.
 	DLTDeliveryTimeoutDefault = 30 * time.Second
+	// WritersDefault is how many shards of a batch are written at once,
+	// each in its own transaction on its own connection. On two cores two
+	// to four connections roughly double one (design LIMITS PG-U1/PG-U2);
+	// two keeps a connection of an 8-connection pool free for the rest.
+	WritersDefault = 2
 	// MetricsNamespace prefixes every metric of the persister.
 	MetricsNamespace = "receipts_persister"
 )
@@ -69,6 +74,13 @@ type Config struct {
 	// first records arrive to coalesce a fuller batch (fewer, larger
 	// transactions at the cost of latency). Defaults to LingerDefault (0).
 	Linger time.Duration
+	// Writers is how many shards each batch's rows are split into (by a
+	// hash of user_id) and written concurrently, each shard in its own
+	// transaction on its own pool connection. 1 writes a batch in one
+	// transaction. The pool must have at least Writers connections (one
+	// more keeps a connection for readiness pings). Defaults to
+	// WritersDefault.
+	Writers int
 	// DrainTimeout bounds each step of the shutdown: finishing and
 	// committing the batch in hand (counted from the cancellation), then
 	// leaving the group. Defaults to DrainTimeoutDefault.
@@ -108,6 +120,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxPollRecords == 0 {
 		c.MaxPollRecords = MaxPollRecordsDefault
 	}
+	if c.Writers == 0 {
+		c.Writers = WritersDefault
+	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DrainTimeoutDefault
 	}
@@ -128,6 +143,12 @@ func (c Config) validate() error {
 	var errs []error
 	if c.MaxPollRecords < 1 {
 		errs = append(errs, fmt.Errorf("MaxPollRecords must be > 0, got %d", c.MaxPollRecords))
+	}
+	if c.Writers < 1 {
+		errs = append(errs, fmt.Errorf("Writers must be > 0, got %d", c.Writers))
+	}
+	if c.Store == nil && c.Postgres.MaxConns > 0 && int(c.Postgres.MaxConns) < c.Writers {
+		errs = append(errs, fmt.Errorf("Postgres.MaxConns %d must be >= Writers %d (one connection per writer)", c.Postgres.MaxConns, c.Writers))
 	}
 	if c.Linger < 0 {
 		errs = append(errs, fmt.Errorf("Linger must be >= 0, got %s", c.Linger))

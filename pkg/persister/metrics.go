@@ -34,6 +34,7 @@ type metrics struct {
 	dedupeOut    prometheus.Counter
 	deadLetters  *prometheus.CounterVec
 	upsertTime   prometheus.Histogram
+	writeTime    prometheus.Histogram
 	retries      *prometheus.CounterVec
 	commitErrors prometheus.Counter
 	ready        prometheus.Gauge
@@ -73,7 +74,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"kind"}),
 		upsertTime: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    MetricsNamespace + "_upsert_duration_seconds",
-			Help:    "Time of one upsert transaction, failed attempts included.",
+			Help:    "Time of one upsert transaction, of one shard of a batch (or of a part of it while a rejected row is bisected out), failed attempts included.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}),
+		writeTime: f.NewHistogram(prometheus.HistogramOpts{
+			Name:    MetricsNamespace + "_write_duration_seconds",
+			Help:    "Time to settle a batch's rows in Postgres: every shard written concurrently, retries and bisection included. sum(upsert_duration)/sum(write_duration) is the writers' overlap.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		retries: f.NewCounterVec(prometheus.CounterOpts{

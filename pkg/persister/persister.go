@@ -39,17 +39,27 @@ type Persister struct {
 	// onLinger, set only by tests, runs when a linger starts.
 	onLinger func()
 
+	// shardLogs name the shard in the logs of its retry loop.
+	shardLogs []*zap.Logger
+
 	mu      sync.Mutex
 	running bool
-	// outage holds, per operation (opUpsert, opDeadLetter), the error of an
-	// ongoing retry loop; while it is non-empty fetching is paused and
-	// Ready fails.
-	outage map[string]error
+	// outage holds, per operation (opUpsert, opDeadLetter), the retry
+	// loops in progress and the last error of one; while it is non-empty
+	// fetching is paused and Ready fails. Loops are counted because the
+	// shards of a batch retry concurrently: the outage ends only when the
+	// last of them recovers.
+	outage map[string]*outage
 	// settled holds, per partition, the last record that is in Postgres or
 	// acked on the dead-letter topic but whose offset is not yet committed
 	// (a commit failed). It is committed with the next batch or on revoke,
 	// and dropped when the partition is lost.
 	settled map[topicPartition]*kgo.Record
+}
+
+type outage struct {
+	err   error
+	loops int
 }
 
 type topicPartition struct {
@@ -71,8 +81,11 @@ func New(cfg Config) (*Persister, error) {
 		m:       newMetrics(cfg.Registerer),
 		store:   cfg.Store,
 		blocked: make(chan struct{}, 1),
-		outage:  map[string]error{},
+		outage:  map[string]*outage{},
 		settled: map[topicPartition]*kgo.Record{},
+	}
+	for i := range cfg.Writers {
+		p.shardLogs = append(p.shardLogs, p.log.With(zap.Int("shard", i)))
 	}
 	if p.store == nil {
 		st, err := pgstore.Open(context.Background(), cfg.Postgres)
@@ -80,6 +93,14 @@ func New(cfg Config) (*Persister, error) {
 			return nil, fmt.Errorf("opening postgres: %w", err)
 		}
 		p.store, p.ownStore = st, true
+	}
+	// A writer waiting for a connection held by another would serialise
+	// the shards, or stall them behind a slow one.
+	if conns := int(p.store.Pool().Config().MaxConns); conns < cfg.Writers {
+		if p.ownStore {
+			p.store.Close()
+		}
+		return nil, fmt.Errorf("invalid persister config: the Postgres pool has %d connections, fewer than Writers %d", conns, cfg.Writers)
 	}
 	opts := append(cfg.Kafka.Opts(p.log, cfg.Registerer, MetricsNamespace+"_kafka"),
 		kgo.ConsumerGroup(cfg.Group),
@@ -127,7 +148,7 @@ func (p *Persister) Run(ctx context.Context) error {
 
 	p.log.Info("persister running", zap.String("topic", p.cfg.Topic), zap.String("group", p.cfg.Group),
 		zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("max_poll_records", p.cfg.MaxPollRecords),
-		zap.Duration("linger", p.cfg.Linger))
+		zap.Duration("linger", p.cfg.Linger), zap.Int("writers", p.cfg.Writers))
 	var runErr error
 	for ctx.Err() == nil {
 		recs, trigger, err := p.poll(ctx)
@@ -165,7 +186,7 @@ func (p *Persister) Run(ctx context.Context) error {
 // error being retried ("postgres unavailable: ...").
 func (p *Persister) Ready(ctx context.Context) error {
 	p.mu.Lock()
-	running, pgErr, dltErr := p.running, p.outage[opUpsert], p.outage[opDeadLetter]
+	running, pgErr, dltErr := p.running, p.outage[opUpsert].lastErr(), p.outage[opDeadLetter].lastErr()
 	p.mu.Unlock()
 	switch {
 	case !running:
@@ -293,19 +314,18 @@ func (p *Persister) flush(ctx context.Context, recs []*kgo.Record, trigger strin
 	rows := batch.Dedupe(states, stateKey, mergeStates)
 	p.m.dedupeIn.Add(float64(len(states)))
 	p.m.dedupeOut.Add(float64(len(rows)))
-	res, err := batch.Bisect(rows, func(part []receipt.State) error { return p.upsert(ctx, part) }, pgstore.IsRejected)
+	written, failed, err := p.write(ctx, rows)
 	if err != nil {
 		return fmt.Errorf("writing batch of %d rows: %w", len(rows), err)
 	}
-	p.m.rowsWritten.Add(float64(len(res.Written)))
-	if len(res.Failed) > 0 {
+	if len(failed) > 0 {
 		var rejected []deadLetter
-		for _, f := range res.Failed {
+		for _, f := range failed {
 			// The row merged every record of its key, so all of them go:
 			// the reconciler merges them again.
-			for _, r := range sources[rows[f.Index].Key] {
-				p.log.Warn("dead-lettering a record Postgres rejects", recordFields(r, f.Err)...)
-				rejected = append(rejected, deadLetter{src: r, reason: f.Err.Error()})
+			for _, r := range sources[f.key] {
+				p.log.Warn("dead-lettering a record Postgres rejects", recordFields(r, f.err)...)
+				rejected = append(rejected, deadLetter{src: r, reason: f.err.Error()})
 			}
 		}
 		if err := p.produceDead(ctx, rejected, kindRejected); err != nil {
@@ -313,11 +333,106 @@ func (p *Persister) flush(ctx context.Context, recs []*kgo.Record, trigger strin
 		}
 	}
 
+	// Every shard is in Postgres (or its rejected rows acked on the
+	// dead-letter topic): only now may the offsets move.
 	p.commit(ctx, recs)
 	p.log.Debug("batch settled", zap.String("trigger", trigger), zap.Int("num_records", len(recs)),
-		zap.Int("num_rows", len(res.Written)), zap.Int("num_undecodable", len(undecodable)),
-		zap.Int("num_rejected_rows", len(res.Failed)), zap.Duration("duration", time.Since(start)))
+		zap.Int("num_rows", written), zap.Int("num_undecodable", len(undecodable)),
+		zap.Int("num_rejected_rows", len(failed)), zap.Duration("duration", time.Since(start)))
 	return nil
+}
+
+// rejectedRow is a row Postgres refused even alone in its transaction.
+type rejectedRow struct {
+	key receipt.Key
+	err error
+}
+
+// write puts the deduped rows of a batch in Postgres. They are split into
+// Writers shards by a hash of user_id and the shards are written
+// concurrently, each by batch.Bisect in its own transactions on its own
+// connection: a rejected row is isolated within its shard, and an outage
+// is retried by each shard on its own, so a shard already committed is
+// never written again. It returns when every shard is settled, with the
+// count of rows written and the rows rejected; an error means ctx ended
+// first, and the batch must not be committed.
+func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, []rejectedRow, error) {
+	if len(rows) == 0 {
+		return 0, nil, nil
+	}
+	start := time.Now()
+	defer func() { p.m.writeTime.Observe(time.Since(start).Seconds()) }()
+	shards := shardByUser(rows, p.cfg.Writers)
+	results := make([]batch.Result[receipt.State], len(shards))
+	errs := make([]error, len(shards))
+	writeShard := func(i int) {
+		res, err := batch.Bisect(shards[i], func(part []receipt.State) error { return p.upsert(ctx, i, part) }, pgstore.IsRejected)
+		// Counted as each shard commits: a shard stays written even when
+		// another one's is abandoned.
+		p.m.rowsWritten.Add(float64(len(res.Written)))
+		results[i], errs[i] = res, err
+	}
+	var nonEmpty []int
+	for i, sh := range shards {
+		if len(sh) > 0 {
+			nonEmpty = append(nonEmpty, i)
+		}
+	}
+	if len(nonEmpty) == 1 {
+		// One shard (Writers 1, or a small batch): no goroutine.
+		writeShard(nonEmpty[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, i := range nonEmpty {
+			wg.Go(func() { writeShard(i) })
+		}
+		wg.Wait()
+	}
+
+	var written int
+	var rejected []rejectedRow
+	for i, res := range results {
+		if errs[i] != nil {
+			// Only the end of ctx stops a shard, so every failed shard
+			// failed the same way: the first says it.
+			return 0, nil, fmt.Errorf("writing shard %d of %d rows: %w", i, len(shards[i]), errs[i])
+		}
+		written += len(res.Written)
+		for _, f := range res.Failed {
+			rejected = append(rejected, rejectedRow{key: shards[i][f.Index].Key, err: f.Err})
+		}
+	}
+	return written, rejected, nil
+}
+
+// shardByUser splits rows into n shards by shardOf(user_id): all the rows
+// of a user, hence each key, land in one shard, so shards share no rows
+// and their transactions never wait on each other's row locks (nor
+// deadlock). Rows keep their order within a shard; shards may be empty.
+func shardByUser(rows []receipt.State, n int) [][]receipt.State {
+	if n <= 1 {
+		return [][]receipt.State{rows}
+	}
+	shards := make([][]receipt.State, n)
+	for i := range shards {
+		shards[i] = make([]receipt.State, 0, len(rows)/n+len(rows)/(4*n)+1)
+	}
+	for _, r := range rows {
+		i := shardOf(r.Key.User, n)
+		shards[i] = append(shards[i], r)
+	}
+	return shards
+}
+
+// shardOf is the FNV-1a hash of user, modulo n: stable across processes,
+// so a user's shard never depends on which replica or run writes it.
+func shardOf(user string, n int) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(user); i++ {
+		h ^= uint32(user[i])
+		h *= 16777619
+	}
+	return int(h % uint32(n))
 }
 
 func stateKey(s receipt.State) receipt.Key { return s.Key }
@@ -329,11 +444,11 @@ func mergeStates(kept, next receipt.State) receipt.State {
 	return m
 }
 
-// upsert writes rows in one transaction, retrying for as long as Postgres
-// is unavailable. It returns nil, a rejection (for Bisect to split), or
-// the end of ctx.
-func (p *Persister) upsert(ctx context.Context, rows []receipt.State) error {
-	return p.retry(ctx, opUpsert, pgstore.IsRetryable, func(ctx context.Context) error {
+// upsert writes rows (of one shard) in one transaction, retrying for as
+// long as Postgres is unavailable. It returns nil, a rejection (for Bisect
+// to split), or the end of ctx.
+func (p *Persister) upsert(ctx context.Context, shard int, rows []receipt.State) error {
+	return p.retry(ctx, p.shardLogs[shard], opUpsert, pgstore.IsRetryable, func(ctx context.Context) error {
 		start := time.Now()
 		_, err := p.store.Upsert(ctx, rows)
 		p.m.upsertTime.Observe(time.Since(start).Seconds())
@@ -354,7 +469,7 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		return nil
 	}
 	pending := dls
-	err := p.retry(ctx, opDeadLetter, isProduceRetryable, func(ctx context.Context) error {
+	err := p.retry(ctx, p.log, opDeadLetter, isProduceRetryable, func(ctx context.Context) error {
 		// Fresh records each attempt: kgo owns a record until its promise
 		// runs, and only the failed ones are sent again.
 		recs := make([]*kgo.Record, len(pending))
@@ -406,11 +521,11 @@ func attempt(src *kgo.Record) int {
 	return n + 1
 }
 
-// retry runs f until it succeeds or fails with an error transient rejects.
-// While f fails with a transient error, the op is in outage: fetching is
-// paused and Ready reports the error. It never gives up on its own (see
-// Config.Retry); only the end of ctx stops it.
-func (p *Persister) retry(ctx context.Context, op string, transient func(error) bool, f func(context.Context) error) error {
+// retry runs f until it succeeds or fails with an error transient rejects,
+// logging to log. While f fails with a transient error, the op is in
+// outage: fetching is paused and Ready reports the error. It never gives
+// up on its own (see Config.Retry); only the end of ctx stops it.
+func (p *Persister) retry(ctx context.Context, log *zap.Logger, op string, transient func(error) bool, f func(context.Context) error) error {
 	var attempts int
 	var since time.Time
 	err := retry.Do(ctx, p.cfg.Retry.New(), func(ctx context.Context) error {
@@ -422,21 +537,25 @@ func (p *Persister) retry(ctx context.Context, op string, transient func(error) 
 		p.m.retries.WithLabelValues(op).Inc()
 		if attempts == 1 {
 			since = time.Now()
-			p.log.Warn("retrying until it recovers; fetching is paused", zap.String("op", op), zap.Error(err))
+			log.Warn("retrying until it recovers; fetching is paused", zap.String("op", op), zap.Error(err))
 		} else {
-			p.log.Debug("still failing", zap.String("op", op), zap.Int("attempts", attempts), zap.Error(err))
+			log.Debug("still failing", zap.String("op", op), zap.Int("attempts", attempts), zap.Error(err))
 		}
-		p.enterOutage(op, err)
+		p.enterOutage(op, err, attempts == 1)
 		return retry.RetryableError(err)
 	})
-	if attempts > 0 && (err == nil || !transient(err)) {
+	// A loop stopped by the end of ctx leaves the outage in place: the
+	// persister is stopping, and Ready keeps failing until Run returns.
+	if attempts > 0 && ctx.Err() == nil {
 		p.leaveOutage(op)
-		p.log.Info("recovered", zap.String("op", op), zap.Int("attempts", attempts), zap.Duration("outage", time.Since(since)))
+		log.Info("recovered", zap.String("op", op), zap.Int("attempts", attempts), zap.Duration("outage", time.Since(since)))
 	}
 	return err
 }
 
-func (p *Persister) enterOutage(op string, err error) {
+// enterOutage records err for op; first is true on the first failure of
+// a retry loop, which then counts until its leaveOutage.
+func (p *Persister) enterOutage(op string, err error, first bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.outage) == 0 {
@@ -444,14 +563,28 @@ func (p *Persister) enterOutage(op string, err error) {
 		// settled; pausing stops buffering more behind it.
 		p.cl.PauseFetchTopics(p.cfg.Topic)
 	}
-	p.outage[op] = err
+	o := p.outage[op]
+	if o == nil {
+		o = &outage{}
+		p.outage[op] = o
+	}
+	o.err = err
+	if first {
+		o.loops++
+	}
 	p.m.ready.Set(0)
 }
 
+// leaveOutage ends one retry loop of op; the op's outage ends with its
+// last loop.
 func (p *Persister) leaveOutage(op string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, ok := p.outage[op]; !ok {
+	o := p.outage[op]
+	if o == nil {
+		return
+	}
+	if o.loops--; o.loops > 0 {
 		return
 	}
 	delete(p.outage, op)
@@ -549,6 +682,14 @@ func (p *Persister) onBlocked(context.Context, *kgo.Client) {
 	case p.blocked <- struct{}{}:
 	default:
 	}
+}
+
+// lastErr is the outage's last error, or nil when there is none.
+func (o *outage) lastErr() error {
+	if o == nil {
+		return nil
+	}
+	return o.err
 }
 
 func recordFields(r *kgo.Record, err error) []zap.Field {

@@ -54,6 +54,7 @@ type config struct {
 	group              string
 	pgURL              string
 	pgMaxConns         int
+	writers            int
 	maxPollRecords     int
 	linger             time.Duration
 	drainTimeout       time.Duration
@@ -90,7 +91,7 @@ func run(args []string, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	store, err := pgstore.Open(ctx, pgstore.Config{URL: cfg.pgURL, MaxConns: int32(cfg.pgMaxConns)})
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: cfg.pgURL, MaxConns: int32(poolSize(cfg.pgMaxConns, cfg.writers))})
 	if err != nil {
 		return err
 	}
@@ -99,6 +100,16 @@ func run(args []string, stderr io.Writer) error {
 		return migrate(ctx, store, log)
 	}
 	return serve(ctx, cfg, store, log)
+}
+
+// poolSize is the Postgres pool size: the flag when set, else enough for
+// every writer plus one connection for readiness pings (at least the
+// store's default; the migrate subcommand has no writers).
+func poolSize(flagValue, writers int) int {
+	if flagValue > 0 {
+		return flagValue
+	}
+	return max(pgstore.MaxConnsDefault, writers+1)
 }
 
 func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
@@ -118,7 +129,8 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 		fs.StringVar(&cfg.topic, "topic", event.TopicDefault, "topic to consume")
 		fs.StringVar(&cfg.dltTopic, "dlt-topic", event.DLTTopicDefault, "dead-letter topic for undecodable and rejected records")
 		fs.StringVar(&cfg.group, "group", persister.GroupDefault, "consumer group")
-		fs.IntVar(&cfg.pgMaxConns, "pg-max-conns", pgstore.MaxConnsDefault, "Postgres pool size")
+		fs.IntVar(&cfg.pgMaxConns, "pg-max-conns", 0, fmt.Sprintf("Postgres pool size, at least --writers; 0 = --writers + 1 (a connection left for readiness pings), and at least %d", pgstore.MaxConnsDefault))
+		fs.IntVar(&cfg.writers, "writers", persister.WritersDefault, "shards of a batch written concurrently, each in its own transaction on its own connection (split by user id); 1 = one transaction per batch")
 		fs.IntVar(&cfg.maxPollRecords, "max-poll-records", persister.MaxPollRecordsDefault, "most records in one batch (one transaction)")
 		fs.DurationVar(&cfg.linger, "linger", persister.LingerDefault, "keep polling this long after the first records to coalesce a fuller batch; 0 = one poll per batch")
 		fs.DurationVar(&cfg.drainTimeout, "drain-timeout", persister.DrainTimeoutDefault, "on shutdown, how long to finish and commit the batch in hand and leave the group")
@@ -184,6 +196,7 @@ func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logge
 		Group:              cfg.group,
 		Store:              store,
 		MaxPollRecords:     cfg.maxPollRecords,
+		Writers:            cfg.writers,
 		Linger:             cfg.linger,
 		DrainTimeout:       cfg.drainTimeout,
 		DLTDeliveryTimeout: cfg.dltDeliveryTimeout,

@@ -35,7 +35,7 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 		})
 		require.Equal(t, n, strings.Count(help, "(default "), help)
 		if !migrateOnly {
-			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"0s"`, `"true"`, `"read-receipts-dlt"`} {
+			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"0s"`, `"true"`, `"read-receipts-dlt"`, `"2"`} {
 				require.Contains(t, help, "(default "+want+")")
 			}
 		}
@@ -73,4 +73,25 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 
 func TestUnexpectedArgumentsFail(t *testing.T) {
 	require.ErrorContains(t, run([]string{"serve-please"}, &bytes.Buffer{}), "unexpected arguments")
+}
+
+func TestPoolSizeCoversTheWriters(t *testing.T) {
+	require.Equal(t, 8, poolSize(0, 2), "the store's default covers the default writers")
+	require.Equal(t, 17, poolSize(0, 16), "one per writer plus one for readiness")
+	require.Equal(t, 3, poolSize(3, 16), "an explicit size wins (and persister.New checks it)")
+}
+
+// An explicit pool smaller than the writers is refused at start-up, from
+// flags or from the environment.
+func TestPoolSmallerThanWritersFails(t *testing.T) {
+	pgtest.NewSchema(t) // makes sure the test database exists
+	t.Setenv(flagenv.EnvName("pg-url"), pgtest.URL())
+	base := []string{"--admin-addr", "127.0.0.1:0", "--migrate=false", "--log-level", "warn"}
+	err := run(append(base, "--pg-max-conns", "1", "--writers", "2"), &bytes.Buffer{})
+	require.ErrorContains(t, err, "the Postgres pool has 1 connections, fewer than Writers 2")
+
+	t.Setenv(flagenv.EnvName("writers"), "3")
+	t.Setenv(flagenv.EnvName("pg-max-conns"), "2")
+	err = run(base, &bytes.Buffer{})
+	require.ErrorContains(t, err, "fewer than Writers 3")
 }

@@ -243,6 +243,21 @@ func (b *bundle) rows() map[receipt.Key]receipt.State {
 	}
 }
 
+// requireRows checks that the table holds exactly want's keys, each with
+// want's cursors.
+func (b *bundle) requireRows(want map[receipt.Key]receipt.State) {
+	b.t.Helper()
+	got := b.rows()
+	require.Len(b.t, got, len(want))
+	for k, w := range want {
+		g := got[k]
+		require.Equal(b.t, w.Read.Position, g.Read.Position, "read of %v", k)
+		require.Equal(b.t, w.Read.MessageID, g.Read.MessageID, "read message of %v", k)
+		require.Equal(b.t, w.Delivered.Position, g.Delivered.Position, "delivered of %v", k)
+		require.Equal(b.t, w.Delivered.MessageID, g.Delivered.MessageID, "delivered message of %v", k)
+	}
+}
+
 func (b *bundle) exec(sql string) {
 	b.t.Helper()
 	_, err := b.schema.Store.Pool().Exec(context.Background(), sql)

@@ -75,18 +75,7 @@ func New(cfg Config) (*Persister, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Persister{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("persister"),
-		m:       newMetrics(cfg.Registerer),
-		store:   cfg.Store,
-		blocked: make(chan struct{}, 1),
-		outage:  map[string]*outage{},
-		settled: map[topicPartition]*kgo.Record{},
-	}
-	for i := range cfg.Writers {
-		p.shardLogs = append(p.shardLogs, p.log.With(zap.Int("shard", i)))
-	}
+	p := newPersister(cfg)
 	if p.store == nil {
 		st, err := pgstore.Open(context.Background(), cfg.Postgres)
 		if err != nil {
@@ -126,6 +115,24 @@ func New(cfg Config) (*Persister, error) {
 	}
 	p.cl = cl
 	return p, nil
+}
+
+// newPersister builds a Persister on a filled, valid cfg, without its
+// Kafka client, and with the store of cfg (nil when it is to be opened).
+func newPersister(cfg Config) *Persister {
+	p := &Persister{
+		cfg:     cfg,
+		log:     cfg.Logger.Named("persister"),
+		m:       newMetrics(cfg.Registerer),
+		store:   cfg.Store,
+		blocked: make(chan struct{}, 1),
+		outage:  map[string]*outage{},
+		settled: map[topicPartition]*kgo.Record{},
+	}
+	for i := range cfg.Writers {
+		p.shardLogs = append(p.shardLogs, p.log.With(zap.Int("shard", i)))
+	}
+	return p
 }
 
 // Run consumes until ctx ends, then drains: the batch in hand is finished

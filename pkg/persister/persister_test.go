@@ -20,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/backoff"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/persister"
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -27,15 +28,30 @@ func TestNewValidatesEveryField(t *testing.T) {
 	t.Parallel()
 	_, err := persister.New(persister.Config{
 		MaxPollRecords: -1,
+		Writers:        -1,
 		Linger:         -time.Second,
 		Topic:          "same",
 		DLTTopic:       "same",
 		Retry:          backoff.Config{MaxDuration: time.Minute},
 	})
 	require.Error(t, err)
-	for _, want := range []string{"MaxPollRecords", "Linger", "DLTTopic must differ", "Retry.MaxDuration must be 0"} {
+	for _, want := range []string{"MaxPollRecords", "Writers must be > 0", "Linger", "DLTTopic must differ", "Retry.MaxDuration must be 0"} {
 		require.Contains(t, err.Error(), want)
 	}
+
+	_, err = persister.New(persister.Config{Writers: 5, Postgres: pgstore.Config{MaxConns: 4}})
+	require.ErrorContains(t, err, "Postgres.MaxConns 4 must be >= Writers 5")
+}
+
+// A given store whose pool cannot hold a connection per writer is refused.
+func TestNewRefusesAPoolSmallerThanWriters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.config(prometheus.NewRegistry())
+	cfg.Store = b.schema.Store // pgtest pools have 4 connections
+	cfg.Writers = 5
+	_, err := persister.New(cfg)
+	require.ErrorContains(t, err, "the Postgres pool has 4 connections, fewer than Writers 5")
 }
 
 // Many keys, each with duplicates and out-of-order seqs spread over many
@@ -44,11 +60,69 @@ func TestNewValidatesEveryField(t *testing.T) {
 func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	recs, want := maxPerKeyWorkload(t, 20, 10)
+	b.produce(b.cl, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.MaxPollRecords = 100
+	run := b.start(cfg)
+	b.requireCommittedToEnd()
+
+	b.requireRows(want)
+	require.NoError(t, run.p.Ready(context.Background()))
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_ready"))
+	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"))
+	in, out := metric(t, reg, "receipts_persister_dedupe_records_in_total"), metric(t, reg, "receipts_persister_dedupe_rows_out_total")
+	require.Equal(t, float64(len(recs)), in)
+	require.Less(t, out, in, "duplicates in a batch collapse")
+	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total"))
+	require.Positive(t, metric(t, reg, "receipts_persister_batches_total", "trigger", "count"), "a full backlog cuts batches at MaxPollRecords")
+	require.Positive(t, metric(t, reg, "receipts_persister_upsert_duration_seconds"))
+	require.Zero(t, b.dltEnd())
+	require.NoError(t, run.stop(t))
+}
+
+// The same kind of workload written by four writers: every batch is split
+// into shards written concurrently, and the end state is the same: the
+// max per key, offsets at the end, nothing dead-lettered.
+func TestFourWritersWriteMaxPerKeyAndCommitToEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	recs, want := maxPerKeyWorkload(t, 60, 8)
+	b.produce(b.cl, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.MaxPollRecords = 200
+	cfg.Writers = 4
+	run := b.start(cfg)
+	b.requireCommittedToEnd()
+
+	b.requireRows(want)
+	require.NoError(t, run.p.Ready(context.Background()))
+	out := metric(t, reg, "receipts_persister_dedupe_rows_out_total")
+	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_dedupe_records_in_total"))
+	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total"), "each row written once, by one shard")
+	writes, upserts := metric(t, reg, "receipts_persister_write_duration_seconds"), metric(t, reg, "receipts_persister_upsert_duration_seconds")
+	require.Positive(t, writes)
+	require.Greater(t, upserts, writes, "batches were split into shard transactions")
+	require.LessOrEqual(t, upserts, 4*writes, "at most one transaction per shard without rejections or outages")
+	require.Zero(t, metric(t, reg, "receipts_persister_retries_total", "op", "upsert"))
+	require.Zero(t, b.dltEnd())
+	require.NoError(t, run.stop(t))
+}
+
+// maxPerKeyWorkload returns records for users × channels keys, each key
+// with duplicates, out-of-order seqs, delivered-only and mark-unread
+// epochs, shuffled; and the max per key they must leave in Postgres.
+func maxPerKeyWorkload(t *testing.T, users, channels int) ([]*kgo.Record, map[receipt.Key]receipt.State) {
+	t.Helper()
 	r := rand.New(rand.NewPCG(7, 11))
 	want := map[receipt.Key]receipt.State{}
 	var recs []*kgo.Record
-	for u := range 20 {
-		for c := range 10 {
+	for u := range users {
+		for c := range channels {
 			user, ch := fmt.Sprintf("u%d", u), fmt.Sprintf("c%d", c)
 			n := 5 + r.IntN(10)
 			for range n {
@@ -74,34 +148,7 @@ func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
 		}
 	}
 	r.Shuffle(len(recs), func(i, j int) { recs[i], recs[j] = recs[j], recs[i] })
-	b.produce(b.cl, recs...)
-
-	reg := prometheus.NewRegistry()
-	cfg := b.config(reg)
-	cfg.MaxPollRecords = 100
-	run := b.start(cfg)
-	b.requireCommittedToEnd()
-
-	got := b.rows()
-	require.Len(t, got, len(want))
-	for k, w := range want {
-		g := got[k]
-		require.Equal(t, w.Read.Position, g.Read.Position, "read of %v", k)
-		require.Equal(t, w.Read.MessageID, g.Read.MessageID, "read message of %v", k)
-		require.Equal(t, w.Delivered.Position, g.Delivered.Position, "delivered of %v", k)
-		require.Equal(t, w.Delivered.MessageID, g.Delivered.MessageID, "delivered message of %v", k)
-	}
-	require.NoError(t, run.p.Ready(context.Background()))
-	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_ready"))
-	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"))
-	in, out := metric(t, reg, "receipts_persister_dedupe_records_in_total"), metric(t, reg, "receipts_persister_dedupe_rows_out_total")
-	require.Equal(t, float64(len(recs)), in)
-	require.Less(t, out, in, "duplicates in a batch collapse")
-	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total"))
-	require.Positive(t, metric(t, reg, "receipts_persister_batches_total", "trigger", "count"), "a full backlog cuts batches at MaxPollRecords")
-	require.Positive(t, metric(t, reg, "receipts_persister_upsert_duration_seconds"))
-	require.Zero(t, b.dltEnd())
-	require.NoError(t, run.stop(t))
+	return recs, want
 }
 
 // Garbage bytes, a valid event with an invalid id and an unknown schema
@@ -417,4 +464,169 @@ func TestRebalanceCutsTheLingerShort(t *testing.T) {
 	// partitions, may be lingering again over anything left).
 	b.requireCommittedToEnd()
 	require.Len(t, b.rows(), 40)
+}
+
+// usersOverShards returns perShard users for each of n shards, named
+// prefix0, prefix1, ...
+func usersOverShards(n, perShard int, prefix string) [][]string {
+	out := make([][]string, n)
+	for i := 0; ; i++ {
+		full := true
+		for _, us := range out {
+			full = full && len(us) >= perShard
+		}
+		if full {
+			return out
+		}
+		u := fmt.Sprintf("%s%d", prefix, i)
+		if s := persister.ShardOf(u, n); len(out[s]) < perShard {
+			out[s] = append(out[s], u)
+		}
+	}
+}
+
+// With four writers, a row Postgres rejects is dead-lettered, and every
+// other row, in its shard and in every other shard, is written.
+func TestRejectedRowInOneShardIsDeadLetteredAndEveryShardWritten(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(`ALTER TABLE read_receipts ADD CONSTRAINT test_reject_device CHECK (device_id <> 'reject-me')`)
+	const writers = 4
+	badShard := persister.ShardOf("bad", writers)
+
+	var recs []*kgo.Record
+	want := map[receipt.Key]int64{}
+	for s, users := range usersOverShards(writers, 6, "s") {
+		for i, u := range users {
+			for c := range 3 {
+				st := state(u, fmt.Sprintf("c%d", c), int64(10*s+i+1), int64(10*s+i+1))
+				recs = append(recs, encode(t, st))
+				want[st.Key] = st.Read.Position.Seq
+			}
+		}
+	}
+	bad, bad2 := state("bad", "c", 10, 10), state("bad", "c", 12, 12)
+	bad.DeviceID, bad2.DeviceID = "reject-me", "reject-me"
+	badRecs := []*kgo.Record{encode(t, bad), encode(t, bad2)}
+	recs = append(recs[:40], append(badRecs, recs[40:]...)...)
+	// One partition, one produce: one batch holds every shard.
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, r := range recs {
+		r.Partition = 0
+	}
+	b.produce(manual, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.Writers = writers
+	cfg.Linger = 300 * time.Millisecond
+	b.start(cfg)
+	b.requireCommittedToEnd()
+
+	rows := b.rows()
+	require.Len(t, rows, len(want), "every good row of every shard")
+	for k, seq := range want {
+		require.Equal(t, seq, rows[k].Read.Position.Seq, "read of %v", k)
+	}
+	dead := b.readDLT(2)
+	for _, d := range dead {
+		require.Equal(t, "bad:c", string(d.Key))
+		require.Contains(t, event.Header(d, event.HeaderReason), "23514")
+	}
+	require.Equal(t, 2.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
+	require.Equal(t, float64(len(want)), metric(t, reg, "receipts_persister_rows_written_total"))
+	require.Zero(t, metric(t, reg, "receipts_persister_retries_total", "op", "upsert"))
+	t.Logf("bad row in shard %d; %v transactions for %v batch writes", badShard,
+		metric(t, reg, "receipts_persister_upsert_duration_seconds"), metric(t, reg, "receipts_persister_write_duration_seconds"))
+}
+
+// An outage that hits two shards of a four-shard batch: the other shards
+// commit, the two retry on their own (readiness fails, fetching pauses,
+// nothing is committed or dead-lettered) until both recover, the first to
+// recover does not end the outage, and no committed shard is written twice.
+func TestOutageInSomeShardsRetriesOnlyThoseAndResumes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const writers = 4
+	// Test-only: a BEFORE INSERT trigger (it fires for every row an
+	// upsert proposes) logs each write of a row, and fails with a
+	// serialization failure (40001, retryable) for the users in "down".
+	b.exec(`CREATE TABLE down (user_id text PRIMARY KEY)`)
+	b.exec(`CREATE TABLE write_log (user_id text NOT NULL, channel_id text NOT NULL)`)
+	b.exec(`CREATE FUNCTION ` + b.schema.Name + `.test_outage() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF EXISTS (SELECT 1 FROM down WHERE user_id = NEW.user_id) THEN
+				RAISE EXCEPTION 'test outage for %', NEW.user_id USING ERRCODE = '40001';
+			END IF;
+			INSERT INTO write_log VALUES (NEW.user_id, NEW.channel_id);
+			RETURN NEW;
+		END $$`)
+	b.exec(`CREATE TRIGGER test_outage BEFORE INSERT ON read_receipts FOR EACH ROW EXECUTE FUNCTION ` + b.schema.Name + `.test_outage()`)
+
+	shardUsers := usersOverShards(writers, 5, "o")
+	downA, downB := shardUsers[1][0], shardUsers[3][0]
+	b.exec(fmt.Sprintf(`INSERT INTO down VALUES ('%s'), ('%s')`, downA, downB))
+	var recs []*kgo.Record
+	for _, users := range shardUsers {
+		for _, u := range users {
+			for c := range 2 {
+				r := encode(t, state(u, fmt.Sprintf("c%d", c), 4, 4))
+				r.Partition = 0
+				recs = append(recs, r)
+			}
+		}
+	}
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	b.produce(manual, recs...)
+
+	reg := prometheus.NewRegistry()
+	cfg := b.config(reg)
+	cfg.Writers = writers
+	cfg.Linger = 300 * time.Millisecond // the whole backlog in one batch
+	run := b.start(cfg)
+	ctx := context.Background()
+
+	// Shards 0 and 2 commit while 1 and 3 retry.
+	rowsOf := func(shards ...int) int {
+		n := 0
+		for _, s := range shards {
+			n += 2 * len(shardUsers[s])
+		}
+		return n
+	}
+	require.Eventually(t, func() bool {
+		return len(b.rows()) == rowsOf(0, 2) && metric(t, reg, "receipts_persister_retries_total", "op", "upsert") >= 6
+	}, waitFor, 10*time.Millisecond)
+	err := run.p.Ready(ctx)
+	require.ErrorContains(t, err, "postgres unavailable: ")
+	require.ErrorContains(t, err, "40001")
+	require.Zero(t, metric(t, reg, "receipts_persister_ready"))
+	require.Empty(t, b.committed(), "nothing is committed before every shard is")
+	require.Zero(t, b.dltEnd(), "an outage never dead-letters")
+	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"), "one batch")
+
+	// Shard 1 recovers; shard 3 is still out, and so is the persister.
+	b.exec(fmt.Sprintf(`DELETE FROM down WHERE user_id = '%s'`, downA))
+	require.Eventually(t, func() bool { return len(b.rows()) == rowsOf(0, 1, 2) }, waitFor, 10*time.Millisecond)
+	retried := metric(t, reg, "receipts_persister_retries_total", "op", "upsert")
+	for metric(t, reg, "receipts_persister_retries_total", "op", "upsert") < retried+3 {
+		require.ErrorContains(t, run.p.Ready(ctx), "40001", "shard 3 is still retrying")
+		require.Zero(t, metric(t, reg, "receipts_persister_ready"))
+	}
+	require.Empty(t, b.committed())
+
+	b.exec(fmt.Sprintf(`DELETE FROM down WHERE user_id = '%s'`, downB))
+	b.requireCommittedToEnd()
+	require.Len(t, b.rows(), len(recs))
+	require.NoError(t, run.p.Ready(ctx))
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_ready"))
+	require.Zero(t, b.dltEnd())
+	require.Zero(t, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
+	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_rows_written_total"), "each row written once")
+
+	var keys, writes int
+	require.NoError(t, b.schema.Store.Pool().QueryRow(ctx,
+		`SELECT count(DISTINCT (user_id, channel_id)), count(*) FROM write_log`).Scan(&keys, &writes))
+	require.Equal(t, len(recs), keys)
+	require.Equal(t, len(recs), writes, "no committed shard was written again")
 }

@@ -131,7 +131,7 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 		fs.StringVar(&cfg.group, "group", persister.GroupDefault, "consumer group")
 		fs.IntVar(&cfg.pgMaxConns, "pg-max-conns", 0, fmt.Sprintf("Postgres pool size, at least --writers; 0 = --writers + 1 (a connection left for readiness pings), and at least %d", pgstore.MaxConnsDefault))
 		fs.IntVar(&cfg.writers, "writers", persister.WritersDefault, "shards of a batch written concurrently, each in its own transaction on its own connection (split by user id); 1 = one transaction per batch")
-		fs.IntVar(&cfg.maxPollRecords, "max-poll-records", persister.MaxPollRecordsDefault, "most records in one batch (one transaction)")
+		fs.IntVar(&cfg.maxPollRecords, "max-poll-records", persister.MaxPollRecordsDefault, "most records in one batch (one transaction per writer)")
 		fs.DurationVar(&cfg.linger, "linger", persister.LingerDefault, "keep polling this long after the first records to coalesce a fuller batch; 0 = one poll per batch")
 		fs.DurationVar(&cfg.drainTimeout, "drain-timeout", persister.DrainTimeoutDefault, "on shutdown, how long to finish and commit the batch in hand and leave the group")
 		fs.DurationVar(&cfg.dltDeliveryTimeout, "dlt-delivery-timeout", persister.DLTDeliveryTimeoutDefault, "bound of one attempt to produce dead letters before retrying")

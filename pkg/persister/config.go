@@ -36,8 +36,8 @@ const (
 	DLTDeliveryTimeoutDefault = 30 * time.Second
 	// WritersDefault is how many shards of a batch are written at once,
 	// each in its own transaction on its own connection. On two cores two
-	// to four connections roughly double one (design LIMITS PG-U1/PG-U2);
-	// two keeps a connection of an 8-connection pool free for the rest.
+	// writers write about a quarter more than one and four no more than
+	// two: the extra transactions only queue for CPU (BENCHMARKS.md).
 	WritersDefault = 2
 	// MetricsNamespace prefixes every metric of the persister.
 	MetricsNamespace = "receipts_persister"

@@ -57,6 +57,7 @@ type config struct {
 	writers            int
 	maxPollRecords     int
 	linger             time.Duration
+	lagInterval        time.Duration
 	drainTimeout       time.Duration
 	dltDeliveryTimeout time.Duration
 	retryBase          time.Duration
@@ -134,6 +135,7 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 		fs.IntVar(&cfg.maxPollRecords, "max-poll-records", persister.MaxPollRecordsDefault, "most records in one batch (one transaction per writer)")
 		fs.DurationVar(&cfg.linger, "linger", persister.LingerDefault, "keep polling this long after the first records to coalesce a fuller batch; 0 = one poll per batch")
 		fs.DurationVar(&cfg.drainTimeout, "drain-timeout", persister.DrainTimeoutDefault, "on shutdown, how long to finish and commit the batch in hand and leave the group")
+		fs.DurationVar(&cfg.lagInterval, "lag-interval", persister.LagIntervalDefault, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
 		fs.DurationVar(&cfg.dltDeliveryTimeout, "dlt-delivery-timeout", persister.DLTDeliveryTimeoutDefault, "bound of one attempt to produce dead letters before retrying")
 		fs.DurationVar(&cfg.retryBase, "retry-base", 100*time.Millisecond, "first backoff while Postgres or the dead-letter topic is unavailable")
 		fs.DurationVar(&cfg.retryCap, "retry-cap", 10*time.Second, "longest backoff while Postgres or the dead-letter topic is unavailable (retries never give up)")
@@ -199,6 +201,7 @@ func serve(ctx context.Context, cfg config, store *pgstore.Store, log *zap.Logge
 		Writers:            cfg.writers,
 		Linger:             cfg.linger,
 		DrainTimeout:       cfg.drainTimeout,
+		LagInterval:        cfg.lagInterval,
 		DLTDeliveryTimeout: cfg.dltDeliveryTimeout,
 		Retry:              backoff.Config{Base: cfg.retryBase, Cap: cfg.retryCap},
 		Logger:             log,

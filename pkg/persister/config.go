@@ -98,6 +98,10 @@ type Config struct {
 
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
+	// LagInterval is how often the consumer group's lag is read from the
+	// brokers and exported as receipts_persister_consumer_lag_records.
+	// Defaults to LagIntervalDefault; negative disables it.
+	LagInterval time.Duration
 	// Registerer receives the persister's and the Kafka client's metrics.
 	// Defaults to a private registry (never the global one).
 	Registerer prometheus.Registerer
@@ -128,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DLTDeliveryTimeout == 0 {
 		c.DLTDeliveryTimeout = DLTDeliveryTimeoutDefault
+	}
+	if c.LagInterval == 0 {
+		c.LagInterval = LagIntervalDefault
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -29,6 +30,7 @@ type Persister struct {
 	store    *pgstore.Store
 	ownStore bool
 	cl       *kgo.Client
+	lagExp   *lagExporter // nil when LagInterval < 0
 
 	// blocked receives a signal when a rebalance waits on the batch in hand
 	// (OnPartitionsCallbackBlocked): the linger is then cut short.
@@ -114,6 +116,9 @@ func New(cfg Config) (*Persister, error) {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	p.cl = cl
+	if cfg.LagInterval > 0 {
+		p.lagExp = newLagExporter(kadm.NewClient(cl), cfg.Group, cfg.Topic, cfg.Registerer, p.log)
+	}
 	return p, nil
 }
 
@@ -152,6 +157,12 @@ func (p *Persister) Run(ctx context.Context) error {
 	defer cancelProc()
 	stopDrainTimer := context.AfterFunc(ctx, func() { time.AfterFunc(p.cfg.DrainTimeout, cancelProc) })
 	defer stopDrainTimer()
+
+	if p.lagExp != nil {
+		lagCtx, stopLag := context.WithCancel(ctx)
+		defer stopLag()
+		go p.lagExp.run(lagCtx, p.cfg.LagInterval)
+	}
 
 	p.log.Info("persister running", zap.String("topic", p.cfg.Topic), zap.String("group", p.cfg.Group),
 		zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("max_poll_records", p.cfg.MaxPollRecords),

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -273,32 +274,10 @@ func (s *stack) waitReady(p *proc) {
 }
 
 // lag returns how far the persister group's committed offsets are behind
-// the end of the topic, over all partitions (uncommitted partitions count
-// from 0, so a group that has not started is not "caught up").
+// the end of the topic, over all partitions.
 func (s *stack) lag(ctx context.Context) (int64, error) {
-	adm := kadm.NewClient(s.kcl)
-	committed, err := adm.FetchOffsets(ctx, s.group)
-	if err != nil {
-		return 0, err
-	}
-	ends, err := adm.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return 0, err
-	}
-	if ends.Error() != nil {
-		return 0, ends.Error()
-	}
-	var total int64
-	ends.Each(func(o kadm.ListedOffset) {
-		at := int64(0)
-		if c, ok := committed.Lookup(s.topic, o.Partition); ok && c.Err == nil {
-			at = c.At
-		}
-		if o.Offset > at {
-			total += o.Offset - at
-		}
-	})
-	return total, nil
+	l, err := grouplag.ConsumerLag(ctx, kadm.NewClient(s.kcl), s.group, s.topic)
+	return l.Total, err
 }
 
 // model is what callers were told: the greatest acknowledged cursors per key.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/loadgen"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -94,7 +95,7 @@ func runLoad(ctx context.Context, args []string) error {
 		defer cl.Close()
 		adm = kadm.NewClient(cl)
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = loadgen.ConsumerLag(pctx, adm, *group, *topic)
+		_, err = grouplag.ConsumerLag(pctx, adm, *group, *topic)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("reading consumer lag before the load (is the broker up at %v?): %w", brokers, err)
@@ -110,14 +111,14 @@ func runLoad(ctx context.Context, args []string) error {
 	}
 	fmt.Fprint(text, res.Summary())
 
-	var lag *loadgen.TopicLag
+	var lag *grouplag.TopicLag
 	var waited time.Duration
 	waitFailed := false
 	if adm != nil && ctx.Err() == nil {
 		wctx, cancel := context.WithTimeout(ctx, *waitLagTimeout)
 		start := time.Now()
 		lastPrint := time.Time{}
-		l, err := loadgen.WaitLagZero(wctx, adm, *group, *topic, 100*time.Millisecond, func(l loadgen.TopicLag) {
+		l, err := grouplag.WaitLagZero(wctx, adm, *group, *topic, 100*time.Millisecond, func(l grouplag.TopicLag) {
 			if !*quiet && l.Total > 0 && time.Since(lastPrint) >= time.Second {
 				lastPrint = time.Now()
 				fmt.Fprintf(os.Stderr, "waiting for group %s: lag %d\n", *group, l.Total)
@@ -216,17 +217,17 @@ func runLag(ctx context.Context, args []string) error {
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	var l loadgen.TopicLag
+	var l grouplag.TopicLag
 	if *wait > 0 {
 		wctx, cancel := context.WithTimeout(ctx, *wait)
-		l, err = loadgen.WaitLagZero(wctx, adm, *group, *topic, 200*time.Millisecond, nil)
+		l, err = grouplag.WaitLagZero(wctx, adm, *group, *topic, 200*time.Millisecond, nil)
 		cancel()
 		if err != nil && l.Partitions == nil {
 			return err
 		}
 	} else {
 		qctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		l, err = loadgen.ConsumerLag(qctx, adm, *group, *topic)
+		l, err = grouplag.ConsumerLag(qctx, adm, *group, *topic)
 		cancel()
 		if err != nil {
 			return err

@@ -10,7 +10,5 @@
 // must cover that model for every key (the "no lost acknowledged write"
 // invariant of docs/ARCHITECTURE).
 //
-// ConsumerLag and WaitLagZero read a consumer group's lag on a topic with
-// kadm (committed offsets against end offsets), which is how the load tool
-// and the demo wait for the persister to catch up.
+// The load tool waits for the persister to catch up with pkg/grouplag.
 package loadgen

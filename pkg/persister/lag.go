@@ -9,17 +9,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/grouplag"
 )
 
 // LagIntervalDefault is how often the group's lag is exported.
 const LagIntervalDefault = 10 * time.Second
 
-// lagExporter publishes the consumer group's lag: per partition, how many
-// records the group's committed offset is behind the end of the log. It is
-// the figure SREs alert on, and brokers without __consumer_offsets (kfake)
-// give external lag exporters nothing to read, so the persister reports it
-// itself. Every replica reports the whole group's lag: aggregate with max,
-// not sum.
+// lagExporter publishes the consumer group's lag per partition: the figure
+// SREs alert on. Every replica reports the whole group's lag: aggregate
+// with max, not sum.
 type lagExporter struct {
 	adm   *kadm.Client
 	group string
@@ -60,40 +59,19 @@ func (l *lagExporter) run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// refresh reads committed and end offsets once. A partition without a
-// commit counts from the start of its log, so a group that has not begun
-// shows its whole backlog.
+// refresh reads the group's lag once (grouplag counts a partition without
+// a commit from the start of its log, so a group that has not begun shows
+// its whole backlog).
 func (l *lagExporter) refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	committed, err := l.adm.FetchOffsets(ctx, l.group)
+	lag, err := grouplag.ConsumerLag(ctx, l.adm, l.group, l.topic)
 	if err != nil {
 		return err
 	}
-	ends, err := l.adm.ListEndOffsets(ctx, l.topic)
-	if err != nil {
-		return err
+	for _, p := range lag.Partitions {
+		l.lag.WithLabelValues(strconv.Itoa(int(p.Partition))).Set(float64(p.Lag))
 	}
-	starts, err := l.adm.ListStartOffsets(ctx, l.topic)
-	if err != nil {
-		return err
-	}
-	var total int64
-	ends.Each(func(end kadm.ListedOffset) {
-		if end.Err != nil {
-			return
-		}
-		from := int64(0)
-		if s, ok := starts.Lookup(l.topic, end.Partition); ok && s.Err == nil {
-			from = s.Offset
-		}
-		if c, ok := committed.Lookup(l.topic, end.Partition); ok && c.Err == nil && c.At >= 0 {
-			from = max(from, c.At)
-		}
-		lag := max(end.Offset-from, 0)
-		total += lag
-		l.lag.WithLabelValues(strconv.Itoa(int(end.Partition))).Set(float64(lag))
-	})
-	l.total.Set(float64(total))
+	l.total.Set(float64(lag.Total))
 	return nil
 }

@@ -1,4 +1,4 @@
-package loadgen_test
+package grouplag_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkatest"
-	"github.com/readstate/receipts/pkg/loadgen"
 )
 
 func TestConsumerLag(t *testing.T) {
@@ -26,7 +26,7 @@ func TestConsumerLag(t *testing.T) {
 	}
 
 	// A group that never committed lags by everything.
-	l, err := loadgen.ConsumerLag(ctx, adm, b.Group, b.Topic)
+	l, err := grouplag.ConsumerLag(ctx, adm, b.Group, b.Topic)
 	require.NoError(t, err)
 	require.EqualValues(t, 10, l.Total)
 	require.Len(t, l.Partitions, kafkatest.Partitions)
@@ -47,16 +47,16 @@ func TestConsumerLag(t *testing.T) {
 	partial := kadm.Offsets{}
 	partial.AddOffset(b.Topic, 0, 2, -1)
 	commit(partial)
-	l, err = loadgen.ConsumerLag(ctx, adm, b.Group, b.Topic)
+	l, err = grouplag.ConsumerLag(ctx, adm, b.Group, b.Topic)
 	require.NoError(t, err)
 	require.EqualValues(t, 8, l.Total)
 	require.EqualValues(t, 2, l.Partitions[0].Committed)
 
-	done := make(chan loadgen.TopicLag, 1)
+	done := make(chan grouplag.TopicLag, 1)
 	go func() {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		l, err := loadgen.WaitLagZero(wctx, adm, b.Group, b.Topic, 10*time.Millisecond, nil)
+		l, err := grouplag.WaitLagZero(wctx, adm, b.Group, b.Topic, 10*time.Millisecond, nil)
 		if err == nil {
 			done <- l
 		}
@@ -68,12 +68,12 @@ func TestConsumerLag(t *testing.T) {
 	require.Zero(t, l.Total)
 
 	// An unknown topic is an error, not lag 0.
-	_, err = loadgen.ConsumerLag(ctx, adm, b.Group, "no-such-topic")
+	_, err = grouplag.ConsumerLag(ctx, adm, b.Group, "no-such-topic")
 	require.Error(t, err)
 
 	// A deadline reports the remaining lag.
 	tctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	_, err = loadgen.WaitLagZero(tctx, adm, "other-group", b.Topic, 10*time.Millisecond, nil)
+	_, err = grouplag.WaitLagZero(tctx, adm, "other-group", b.Topic, 10*time.Millisecond, nil)
 	require.ErrorContains(t, err, "still 10")
 }

@@ -80,8 +80,7 @@ type config struct {
 	retentionInterval time.Duration
 	brokerConfigs     keyValues
 	kfakeLogLevel     string
-	logFormat         string
-	logLevel          string
+	log               logging.Flags
 }
 
 func run(args []string) error {
@@ -100,18 +99,14 @@ func run(args []string) error {
 		"how often to apply retention (kfake does not restart its own retention ticker after loading a data dir)")
 	fs.Var(cfg.brokerConfigs, "broker-config", "broker config key=value (repeatable or comma-separated)")
 	fs.StringVar(&cfg.kfakeLogLevel, "kfake-log-level", "none", "kfake's own log level: none, error, warn, info, debug")
-	fs.StringVar(&cfg.logFormat, "log-format", "console", "log format: console or json")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level")
+	cfg.log.Register(fs)
 	if err := flagenv.Parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log, err := logging.New("devbroker", cfg.logFormat, cfg.logLevel)
+	log, err := cfg.log.New("devbroker")
 	if err != nil {
 		return err
 	}

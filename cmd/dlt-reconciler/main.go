@@ -70,8 +70,7 @@ type config struct {
 	sweepScanCount int64
 	sweepGrace     time.Duration
 	migrate        bool
-	logFormat      string
-	logLevel       string
+	log            logging.Flags
 }
 
 func parseFlags(name string, args []string) (*config, error) {
@@ -99,13 +98,9 @@ func parseFlags(name string, args []string) (*config, error) {
 	fs.Int64Var(&c.sweepScanCount, "sweep-scan-count", reconcile.SweepScanCountDefault, "COUNT hint of one Redis SCAN page")
 	fs.DurationVar(&c.sweepGrace, "sweep-grace", reconcile.SweepGraceDefault, "keys whose Redis value moved more recently are in flight, not drift (negative: none)")
 	fs.BoolVar(&c.migrate, "migrate", true, "apply the embedded migrations at start-up")
-	fs.StringVar(&c.logFormat, "log-format", "console", "log format: console or json")
-	fs.StringVar(&c.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	c.log.Register(fs)
 	if err := flagenv.Parse(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	return c, nil
 }
@@ -122,7 +117,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New("dlt-reconciler", cfg.logFormat, cfg.logLevel)
+	log, err := cfg.log.New("dlt-reconciler")
 	if err != nil {
 		return err
 	}

@@ -91,8 +91,7 @@ type config struct {
 	idleTimeout     time.Duration
 	shutdownTimeout time.Duration
 	migrate         bool
-	logFormat       string
-	logLevel        string
+	log             logging.Flags
 }
 
 // run parses args and runs until ctx ends (main's signal context).
@@ -109,10 +108,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log, err := logging.New("kafkagate", cfg.logFormat, cfg.logLevel)
+	log, err := cfg.log.New("kafkagate")
 	if err != nil {
 		return err
 	}
@@ -137,8 +133,7 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.pgURL, "pg-url", pgstore.URLDefault, "Postgres connection URL (read fallback and migrations)")
-	fs.StringVar(&cfg.logFormat, "log-format", "console", "log format: console or json")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cfg.log.Register(fs)
 	if !migrateOnly {
 		fs.StringVar(&cfg.listen, "listen", gate.AddrDefault, "API listen address: gRPC, gRPC-Web, Connect and HTTP/JSON on one port (HTTP/1.1 and h2c)")
 		fs.StringVar(&cfg.adminAddr, "admin-addr", AdminAddrDefault, "admin listen address (/metrics /healthz /readyz pprof)")

@@ -64,8 +64,7 @@ type config struct {
 	retryCap           time.Duration
 	adminAddr          string
 	migrate            bool
-	logFormat          string
-	logLevel           string
+	log                logging.Flags
 }
 
 func run(args []string, stderr io.Writer) error {
@@ -81,10 +80,7 @@ func run(args []string, stderr io.Writer) error {
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log, err := logging.New("persister", cfg.logFormat, cfg.logLevel)
+	log, err := cfg.log.New("persister")
 	if err != nil {
 		return err
 	}
@@ -121,8 +117,7 @@ func newFlagSet(cfg *config, migrateOnly bool, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&cfg.pgURL, "pg-url", pgstore.URLDefault, "Postgres connection URL")
-	fs.StringVar(&cfg.logFormat, "log-format", "console", "log format: console or json")
-	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cfg.log.Register(fs)
 	if !migrateOnly {
 		fs.Var(&cfg.brokers, "brokers", "Kafka seed brokers, a comma-separated `host:port` list")
 		fs.StringVar(&cfg.clientID, "client-id", persister.ClientIDDefault, "Kafka client id")

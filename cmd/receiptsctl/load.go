@@ -58,9 +58,6 @@ func runLoad(ctx context.Context, args []string) error {
 	if err := flagenv.Parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	if *readShare < 0 || *readShare > 1 {
 		return fmt.Errorf("--read-share must be within [0, 1], got %v", *readShare)
 	}

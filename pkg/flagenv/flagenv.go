@@ -16,7 +16,7 @@ func EnvName(flagName string) string {
 }
 
 // Parse parses args into fs, filling flags not given on the command line
-// from their environment variables. Usage lists each flag with its variable
+// from their environment variables, and rejects positional arguments. Usage lists each flag with its variable
 // and default.
 func Parse(fs *flag.FlagSet, args []string) error {
 	fs.VisitAll(func(f *flag.Flag) {
@@ -24,6 +24,11 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	})
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	// Every command of the project takes flags only: a stray word is most
+	// likely a flag without its dashes, so say so rather than ignore it.
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

@@ -3,6 +3,7 @@
 package logging
 
 import (
+	"flag"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -34,3 +35,18 @@ func New(name, format, level string) (*zap.Logger, error) {
 	}
 	return l.Named(name), nil
 }
+
+// Flags are the --log-format and --log-level flags every binary has.
+type Flags struct {
+	Format string
+	Level  string
+}
+
+// Register adds the flags to fs with their defaults (console, info).
+func (f *Flags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&f.Format, "log-format", "console", "log format: console or json")
+	fs.StringVar(&f.Level, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// New builds the logger the flags describe.
+func (f Flags) New(name string) (*zap.Logger, error) { return New(name, f.Format, f.Level) }

@@ -184,11 +184,10 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	s.broker = &proc{name: "devbroker", log: log("devbroker"), args: []string{
 		"--listen-port", strconv.Itoa(brokerPort), "--data-dir", filepath.Join(s.dir, "kafka"),
 		"--topic", s.topic, "--partitions", "8", "--dlt-topic", s.dltTopic, "--dlt-partitions", "2"}}
-	common := []string{"--brokers", s.brokerAddr, "--dlt-topic", s.dltTopic, "--pg-url", s.schema.URL, "--log-format", "json"}
+	common := []string{"--brokers", s.brokerAddr, "--pg-url", s.schema.URL, "--log-format", "json"}
 	redisArgs := []string{"--redis-url", redistest.URL(), "--redis-prefix", s.prefix}
-	gateArgs := append(append(append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic},
-		common[:2]...), common[4:]...), redisArgs...)
-	gateArgs = append(gateArgs, opts.extraGateArgs...)
+	gateArgs := append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic}, common...)
+	gateArgs = append(append(gateArgs, redisArgs...), opts.extraGateArgs...)
 	spoolDir := ""
 	if opts.spool {
 		spoolDir = filepath.Join(s.dir, "spool")
@@ -198,11 +197,11 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	gateArgs = append(gateArgs, "--spool-dir", spoolDir)
 	s.gate = &proc{name: "kafkagate", log: log("kafkagate"), args: gateArgs}
 	s.persister = &proc{name: "persister", log: log("persister"), args: append([]string{
-		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic, "--session-timeout", "6s"}, common...)}
+		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic, "--dlt-topic", s.dltTopic, "--session-timeout", "6s"}, common...)}
 	// The sweep runs every 2s here (1m by default) so that repairs after a
 	// Redis loss show up within a test's patience.
 	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append(append([]string{
-		"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--sweep-interval", "2s", "--sweep-grace", "3s",
+		"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--dlt-topic", s.dltTopic, "--sweep-interval", "2s", "--sweep-grace", "3s",
 		"--session-timeout", "6s"}, common...), redisArgs...)}
 	t.Cleanup(func() {
 		for _, p := range []*proc{s.gate, s.persister, s.reconciler, s.broker} {

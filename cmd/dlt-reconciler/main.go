@@ -53,7 +53,6 @@ type config struct {
 	sessionTimeout time.Duration
 	clientID       string
 	kafkaFast      bool
-	topic          string
 	dltTopic       string
 	group          string
 	pgURL          string
@@ -81,7 +80,6 @@ func parseFlags(name string, args []string) (*config, error) {
 	fs.StringVar(&c.clientID, "client-id", ClientIDDefault, "Kafka client id")
 	fs.DurationVar(&c.sessionTimeout, "session-timeout", kafkaconf.SessionTimeoutDefault, "consumer-group session timeout: how long a crashed member holds its partitions")
 	fs.BoolVar(&c.kafkaFast, "kafka-fast", false, "short Kafka metadata and retry timers (dev stack, tests)")
-	fs.StringVar(&c.topic, "topic", event.TopicDefault, "main topic (accepted for symmetry with the other services; the reconciler reads only the dead-letter topic)")
 	fs.StringVar(&c.dltTopic, "dlt-topic", event.DLTTopicDefault, "dead-letter topic to consume")
 	fs.StringVar(&c.group, "group", reconcile.GroupDefault, "consumer group")
 	fs.StringVar(&c.pgURL, "pg-url", pgstore.URLDefault, "Postgres URL")

@@ -12,8 +12,8 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
-// batch builds a MarkReceipts JSON body from receipt objects.
-func batch(items ...string) string { return `{"receipts": [` + strings.Join(items, ",") + `]}` }
+// markBody builds a MarkReceipts JSON body from receipt objects.
+func markBody(items ...string) string { return `{"receipts": [` + strings.Join(items, ",") + `]}` }
 
 // item builds one receipt object with a raw JSON user id.
 func item(userJSON string, seq int) string {
@@ -37,31 +37,31 @@ func TestBadInputWritesNothing(t *testing.T) {
 		code                     connect.Code
 		msg                      string // the message contains it
 	}{
-		{"missing user_id", "POST", "/v1/receipts:mark", batch(ok, `{"channel_id": "c", "kind": "READ", "seq": 1}`),
+		{"missing user_id", "POST", "/v1/receipts:mark", markBody(ok, `{"channel_id": "c", "kind": "READ", "seq": 1}`),
 			400, connect.CodeInvalidArgument, "receipts[1].user_id: is required"},
-		{"over-long id", "POST", "/v1/receipts:mark", batch(item(`"`+long+`"`, 1)),
+		{"over-long id", "POST", "/v1/receipts:mark", markBody(item(`"`+long+`"`, 1)),
 			400, connect.CodeInvalidArgument, "receipts[0].user_id: is 129 bytes long; the limit is 128"},
-		{"control character", "POST", "/v1/receipts:mark", batch(ok, ok, `{"user_id": "u", "channel_id": "a\u0007b", "kind": "READ", "seq": 1}`),
+		{"control character", "POST", "/v1/receipts:mark", markBody(ok, ok, `{"user_id": "u", "channel_id": "a\u0007b", "kind": "READ", "seq": 1}`),
 			400, connect.CodeInvalidArgument, "receipts[2].channel_id: contains a control or non-printable character at byte 1"},
-		{"colon in id", "POST", "/v1/receipts:mark", batch(ok, ok, ok, item(`"us:er"`, 1)),
+		{"colon in id", "POST", "/v1/receipts:mark", markBody(ok, ok, ok, item(`"us:er"`, 1)),
 			400, connect.CodeInvalidArgument, "receipts[3].user_id: contains ':' at byte 2"},
-		{"colon in message id", "POST", "/v1/receipts:mark", batch(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "m:1"}`),
+		{"colon in message id", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "m:1"}`),
 			400, connect.CodeInvalidArgument, "receipts[0].message_id: contains ':' at byte 1"},
-		{"seq 0", "POST", "/v1/receipts:mark", batch(item(`"u"`, 0)),
+		{"seq 0", "POST", "/v1/receipts:mark", markBody(item(`"u"`, 0)),
 			400, connect.CodeInvalidArgument, "receipts[0].seq: must be > 0, got 0"},
-		{"negative seq", "POST", "/v1/receipts:mark", batch(item(`"u"`, -5)),
+		{"negative seq", "POST", "/v1/receipts:mark", markBody(item(`"u"`, -5)),
 			400, connect.CodeInvalidArgument, "receipts[0].seq: must be > 0, got -5"},
-		{"missing kind", "POST", "/v1/receipts:mark", batch(`{"user_id": "u", "channel_id": "c", "seq": 1}`),
+		{"missing kind", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "seq": 1}`),
 			400, connect.CodeInvalidArgument, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
-		{"unknown kind number", "POST", "/v1/receipts:mark", batch(`{"user_id": "u", "channel_id": "c", "kind": 7, "seq": 1}`),
+		{"unknown kind number", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": 7, "seq": 1}`),
 			400, connect.CodeInvalidArgument, "receipts[0].kind: must be READ or DELIVERED, got 7"},
 		// The JSON codec discards unknown names (forward compatibility), so
 		// an unknown kind name arrives as unset.
-		{"unknown kind name", "POST", "/v1/receipts:mark", batch(`{"user_id": "u", "channel_id": "c", "kind": "SEEN", "seq": 1}`),
+		{"unknown kind name", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "SEEN", "seq": 1}`),
 			400, connect.CodeInvalidArgument, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
 		{"empty batch", "POST", "/v1/receipts:mark", `{"receipts": []}`,
 			400, connect.CodeInvalidArgument, "receipts: must not be empty"},
-		{"too many items", "POST", "/v1/receipts:mark", batch(many...),
+		{"too many items", "POST", "/v1/receipts:mark", markBody(many...),
 			400, connect.CodeInvalidArgument, "receipts: has 501 items; the limit is 500"},
 		{"malformed JSON", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u",`,
 			400, connect.CodeInvalidArgument, "unexpected EOF"},

@@ -28,7 +28,7 @@ func TestRedisDownStillDurable(t *testing.T) {
 	ctx := context.Background()
 
 	var resp receiptsv1.MarkReceiptsResponse
-	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", batch(
+	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", markBody(
 		`{"user_id": "gina", "channel_id": "c1", "kind": "READ", "seq": 4}`,
 		`{"user_id": "gina", "channel_id": "c2", "kind": "DELIVERED", "seq": 2}`,
 	), &resp)
@@ -113,7 +113,7 @@ func TestKafkaHoldingAcksAnswersUnavailableWithinBound(t *testing.T) {
 	})
 
 	start := time.Now()
-	status, body := tb.do(t, http.MethodPost, "/v1/receipts:mark", batch(
+	status, body := tb.do(t, http.MethodPost, "/v1/receipts:mark", markBody(
 		`{"user_id": "ivy", "channel_id": "c1", "kind": "READ", "seq": 1}`,
 		`{"user_id": "ivy", "channel_id": "c2", "kind": "READ", "seq": 1}`,
 	))

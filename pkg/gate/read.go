@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -25,7 +26,8 @@ import (
 // durable state is then max-merged into the hash, which marks it complete; a
 // newer value written meanwhile wins the merge, so the hydrate cannot undo it.
 func (g *Gate) read(ctx context.Context, user string, channels []string) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
-	channels = dedupe(channels)
+	// Repeated channel ids are answered once.
+	channels = batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept })
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	cached, complete, rerr := g.redis.Get(rctx, user, channels)
@@ -112,20 +114,4 @@ func readResponse(user string, states []receipt.State) *connect.Response[receipt
 		chs[i] = event.StateToProto(s)
 	}
 	return connect.NewResponse(&receiptsv1.GetReadStateResponse{UserId: user, Channels: chs})
-}
-
-// dedupe drops repeated channel ids, keeping the first of each.
-func dedupe(ids []string) []string {
-	if len(ids) < 2 {
-		return ids
-	}
-	seen := make(map[string]struct{}, len(ids))
-	out := ids[:0:0]
-	for _, id := range ids {
-		if _, ok := seen[id]; !ok {
-			seen[id] = struct{}{}
-			out = append(out, id)
-		}
-	}
-	return out
 }

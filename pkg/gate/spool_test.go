@@ -130,7 +130,7 @@ func TestKafkaDownSpoolsAndReplaysInOrder(t *testing.T) {
 			// The first call waits out the bound, then spools.
 			start := time.Now()
 			var resp receiptsv1.MarkReceiptsResponse
-			tb.doProto(t, http.MethodPost, "/v1/receipts:mark", batch(
+			tb.doProto(t, http.MethodPost, "/v1/receipts:mark", markBody(
 				`{"user_id": "kim", "channel_id": "c1", "kind": "READ", "seq": 1}`,
 				`{"user_id": "kim", "channel_id": "c2", "kind": "READ", "seq": 1}`,
 			), &resp)
@@ -196,7 +196,7 @@ func marks(prefix string, n int) string {
 	for i := range items {
 		items[i] = fmt.Sprintf(`{"user_id": "%s%d", "channel_id": "c", "kind": "READ", "seq": %d}`, prefix, i, i+1)
 	}
-	return batch(items...)
+	return markBody(items...)
 }
 
 func TestSpoolFullAnswersUnavailableWithRetryAfter(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -292,7 +293,8 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rep := Report{Started: s.now()}
-	lim := newLimiter(s.cfg.PagesPerSecond)
+	// A burst of 1 spaces pages evenly, 1/PagesPerSecond apart.
+	lim := rate.NewLimiter(rate.Limit(s.cfg.PagesPerSecond), 1)
 	err := s.sweepPostgres(ctx, lim, &rep)
 	if err == nil {
 		err = s.sweepRedis(ctx, lim, &rep)
@@ -369,10 +371,10 @@ func (s *Sweeper) inFlight(rd receipt.State) bool {
 
 // sweepPostgres walks Postgres in key order; each page's users are read
 // from Redis in parallel (one HMGET of the page's channels per user).
-func (s *Sweeper) sweepPostgres(ctx context.Context, lim *limiter, rep *Report) error {
+func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	var after receipt.Key
 	for {
-		if err := lim.wait(ctx); err != nil {
+		if err := lim.Wait(ctx); err != nil {
 			return err
 		}
 		page, err := s.cfg.Postgres.Page(ctx, after, s.cfg.PageSize)
@@ -428,10 +430,10 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *limiter, rep *Report) 
 
 // sweepRedis walks Redis users with bounded SCAN pages; each user's fields
 // are looked up in Postgres.
-func (s *Sweeper) sweepRedis(ctx context.Context, lim *limiter, rep *Report) error {
+func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	var cursor uint64
 	for {
-		if err := lim.wait(ctx); err != nil {
+		if err := lim.Wait(ctx); err != nil {
 			return err
 		}
 		users, next, err := s.cfg.Redis.ScanUsers(ctx, cursor, s.cfg.ScanCount)
@@ -625,30 +627,4 @@ func (s *Sweeper) Ready(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("pinging redis: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// limiter spaces calls at least 1/rate apart.
-type limiter struct {
-	every time.Duration
-	next  time.Time
-}
-
-func newLimiter(perSecond float64) *limiter {
-	return &limiter{every: time.Duration(float64(time.Second) / perSecond)}
-}
-
-func (l *limiter) wait(ctx context.Context) error {
-	now := time.Now()
-	if d := l.next.Sub(now); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		now = l.next
-	}
-	l.next = now.Add(l.every)
-	return ctx.Err()
 }

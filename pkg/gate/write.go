@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -35,7 +37,8 @@ const retryBackoff = 50 * time.Millisecond
 
 // Write produces all records first and then waits for all acks together,
 // so a batch costs one round of broker requests, not one per record.
-// Records that fail are produced again until the timeout: kgo fails every
+// Records that fail with a retryable error (kafkaconf.IsRetryable) are
+// produced again until the timeout: kgo fails every
 // record buffered behind one that failed in the same partition (to keep
 // ordering gapless), so right after an outage a fresh record can fail for
 // an older one's sake, and a second try succeeds. At the timeout the call
@@ -45,23 +48,28 @@ func (w *kafkaWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	pending := recs
-	for attempt := 1; ; attempt++ {
+	attempts := 0
+	var last error // go-retry reports only ctx.Err() when the deadline ends it
+	err := retry.Do(ctx, retry.NewConstant(retryBackoff), func(ctx context.Context) error {
+		attempts++
 		failed, err := w.produce(ctx, pending)
 		if err == nil {
-			return receiptsv1.Durability_KAFKA, nil
+			return nil
 		}
-		if ctx.Err() != nil {
-			return receiptsv1.Durability_DURABILITY_UNSPECIFIED,
-				fmt.Errorf("producing %d records (attempt %d, %d not acked): %w", len(recs), attempt, len(failed), err)
+		pending, last = failed, err
+		if !kafkaconf.IsRetryable(err) {
+			return err
 		}
-		pending = failed
-		select {
-		case <-time.After(retryBackoff):
-		case <-ctx.Done():
-			return receiptsv1.Durability_DURABILITY_UNSPECIFIED,
-				fmt.Errorf("producing %d records (attempt %d, %d not acked): %w", len(recs), attempt, len(failed), err)
+		return retry.RetryableError(err)
+	})
+	if err != nil {
+		if last != nil {
+			err = last
 		}
+		return receiptsv1.Durability_DURABILITY_UNSPECIFIED,
+			fmt.Errorf("producing %d records (attempt %d, %d not acked): %w", len(recs), attempts, len(pending), err)
 	}
+	return receiptsv1.Durability_KAFKA, nil
 }
 
 // produce sends one round and returns the records not acked (copies, ready

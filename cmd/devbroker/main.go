@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strconv"
@@ -22,8 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap"
 
-	"github.com/readstate/receipts/pkg/flagenv"
-	"github.com/readstate/receipts/pkg/logging"
+	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/lifecycle"
 )
 
 // Defaults.
@@ -38,12 +39,7 @@ const (
 	RetentionIntervalDefault = time.Minute
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "devbroker:", err)
-		os.Exit(1)
-	}
-}
+func main() { cli.Main("devbroker", run) }
 
 // keyValues is a repeatable key=value flag.
 type keyValues map[string]string
@@ -80,12 +76,13 @@ type config struct {
 	retentionInterval time.Duration
 	brokerConfigs     keyValues
 	kfakeLogLevel     string
-	log               logging.Flags
+	log               cli.LogFlags
 }
 
-func run(args []string) error {
+func run(ctx context.Context, args []string, stderr io.Writer) error {
 	cfg := config{brokerConfigs: keyValues{}}
 	fs := flag.NewFlagSet("devbroker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.IntVar(&cfg.port, "listen-port", ListenPortDefault, "port to listen on (always 127.0.0.1)")
 	fs.StringVar(&cfg.dataDir, "data-dir", DataDirDefault, "directory the broker persists to; empty keeps everything in memory")
 	fs.BoolVar(&cfg.syncWrites, "sync-writes", false, "fsync every produce (survives an OS crash; about 4x slower)")
@@ -99,11 +96,8 @@ func run(args []string) error {
 		"how often to apply retention (kfake does not restart its own retention ticker after loading a data dir)")
 	fs.Var(cfg.brokerConfigs, "broker-config", "broker config key=value (repeatable or comma-separated)")
 	fs.StringVar(&cfg.kfakeLogLevel, "kfake-log-level", "none", "kfake's own log level: none, error, warn, info, debug")
-	cfg.log.Register(fs)
-	if err := flagenv.Parse(fs, args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
+	cfg.log.RegisterFlags(fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	log, err := cfg.log.New("devbroker")
@@ -112,9 +106,10 @@ func run(args []string) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return serve(ctx, cfg, log)
+	// The one runner every binary uses; the broker has no admin port.
+	r := lifecycle.New(lifecycle.Config{Logger: log})
+	r.Add("broker", lifecycle.Func(func(ctx context.Context) error { return serve(ctx, cfg, log) }, nil))
+	return r.Run(ctx)
 }
 
 func kfakeLevel(s string) (kfake.LogLevel, error) {

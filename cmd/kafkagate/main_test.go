@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -29,14 +29,16 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 		if migrateOnly {
 			args = []string{"migrate", "--help"}
 		}
-		require.NoError(t, run(context.Background(), args, &out))
+		require.ErrorIs(t, run(context.Background(), args, &out), flag.ErrHelp)
 		help := out.String()
-		fs := newFlagSet(&config{}, migrateOnly, io.Discard)
+		c := newConfig()
+		c.svc.MigrateOnly = migrateOnly
+		fs := c.svc.FlagSet(io.Discard, c.registerFlags)
 		n := 0
 		fs.VisitAll(func(f *flag.Flag) {
 			n++
 			require.Contains(t, help, "--"+f.Name)
-			require.Contains(t, help, "(env "+flagenv.EnvName(f.Name)+")")
+			require.Contains(t, help, "(env "+cli.EnvName(f.Name)+")")
 		})
 		require.Equal(t, n, strings.Count(help, "(default "), help)
 		if !migrateOnly {

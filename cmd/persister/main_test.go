@@ -13,7 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgtest"
 )
 
@@ -24,14 +25,16 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 		if migrateOnly {
 			args = []string{"migrate", "--help"}
 		}
-		require.NoError(t, run(args, &out))
+		require.ErrorIs(t, run(context.Background(), args, &out), flag.ErrHelp)
 		help := out.String()
-		fs := newFlagSet(&config{}, migrateOnly, &bytes.Buffer{})
+		c := newConfig()
+		c.svc.MigrateOnly = migrateOnly
+		fs := c.svc.FlagSet(&bytes.Buffer{}, c.registerFlags)
 		n := 0
 		fs.VisitAll(func(f *flag.Flag) {
 			n++
 			require.Contains(t, help, "--"+f.Name)
-			require.Contains(t, help, "(env "+flagenv.EnvName(f.Name)+")")
+			require.Contains(t, help, "(env "+cli.EnvName(f.Name)+")")
 		})
 		require.Equal(t, n, strings.Count(help, "(default "), help)
 		if !migrateOnly {
@@ -60,38 +63,38 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	t.Setenv(flagenv.EnvName("pg-url"), u.String())
-	require.NoError(t, run([]string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
+	t.Setenv(cli.EnvName("pg-url"), u.String())
+	require.NoError(t, run(context.Background(), []string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
 
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
 		WHERE table_schema = $1 AND table_name IN ('read_receipts', 'parked_dead_letters', 'schema_migrations')`, schema).Scan(&n))
 	require.Equal(t, 3, n)
 	// Twice is fine.
-	require.NoError(t, run([]string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
+	require.NoError(t, run(context.Background(), []string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
 }
 
 func TestUnexpectedArgumentsFail(t *testing.T) {
-	require.ErrorContains(t, run([]string{"serve-please"}, &bytes.Buffer{}), "unexpected arguments")
+	require.ErrorContains(t, run(context.Background(), []string{"serve-please"}, &bytes.Buffer{}), "unexpected arguments")
 }
 
 func TestPoolSizeCoversTheWriters(t *testing.T) {
-	require.Equal(t, 8, poolSize(0, 2), "the store's default covers the default writers")
-	require.Equal(t, 17, poolSize(0, 16), "one per writer plus one for readiness")
-	require.Equal(t, 3, poolSize(3, 16), "an explicit size wins (and persister.New checks it)")
+	require.Equal(t, int32(8), persister.PoolSize(0, 2), "the store's default covers the default writers")
+	require.Equal(t, int32(17), persister.PoolSize(0, 16), "one per writer plus one for readiness")
+	require.Equal(t, int32(3), persister.PoolSize(3, 16), "an explicit size wins (and persister.New checks it)")
 }
 
 // An explicit pool smaller than the writers is refused at start-up, from
 // flags or from the environment.
 func TestPoolSmallerThanWritersFails(t *testing.T) {
 	pgtest.NewSchema(t) // makes sure the test database exists
-	t.Setenv(flagenv.EnvName("pg-url"), pgtest.URL())
+	t.Setenv(cli.EnvName("pg-url"), pgtest.URL())
 	base := []string{"--admin-addr", "127.0.0.1:0", "--migrate=false", "--log-level", "warn"}
-	err := run(append(base, "--pg-max-conns", "1", "--writers", "2"), &bytes.Buffer{})
+	err := run(context.Background(), append(base, "--pg-max-conns", "1", "--writers", "2"), &bytes.Buffer{})
 	require.ErrorContains(t, err, "the Postgres pool has 1 connections, fewer than Writers 2")
 
-	t.Setenv(flagenv.EnvName("writers"), "3")
-	t.Setenv(flagenv.EnvName("pg-max-conns"), "2")
-	err = run(base, &bytes.Buffer{})
+	t.Setenv(cli.EnvName("writers"), "3")
+	t.Setenv(cli.EnvName("pg-max-conns"), "2")
+	err = run(context.Background(), base, &bytes.Buffer{})
 	require.ErrorContains(t, err, "fewer than Writers 3")
 }

@@ -25,16 +25,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/cmd/receiptsctl/internal/replay"
+	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/flagenv"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
-	"github.com/readstate/receipts/pkg/reconcile"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 const (
-	dltRedisURLDefault  = "redis://127.0.0.1:6379/0"
 	dltListLimitDefault = 50
 	// dltReasonWidth truncates reasons in the table unless --full.
 	dltReasonWidth = 72
@@ -90,23 +90,22 @@ func dltFlagSet(name, synopsis string) *flag.FlagSet {
 
 // dltStores are the flags and clients shared by the commands.
 type dltStores struct {
-	pgURL, redisURL, redisPrefix string
-	pg                           *pgstore.Store
-	rdb                          *redis.Client
-	rs                           *redisstore.Store
+	pgConf    pgstore.Config
+	redisConf redisstore.ClientConfig
+	pg        *pgstore.Store
+	rdb       redis.UniversalClient
+	rs        *redisstore.Store
 }
 
 func (s *dltStores) pgFlags(fs *flag.FlagSet) {
-	fs.StringVar(&s.pgURL, "pg-url", pgstore.URLDefault, "Postgres URL")
+	s.pgConf.MaxConns = 4
+	s.pgConf.RegisterFlags(fs)
 }
 
-func (s *dltStores) redisFlags(fs *flag.FlagSet) {
-	fs.StringVar(&s.redisURL, "redis-url", dltRedisURLDefault, "Redis URL")
-	fs.StringVar(&s.redisPrefix, "redis-prefix", redisstore.PrefixDefault, "Redis key prefix")
-}
+func (s *dltStores) redisFlags(fs *flag.FlagSet) { s.redisConf.RegisterFlags(fs) }
 
 func (s *dltStores) openPG(ctx context.Context) error {
-	pg, err := pgstore.Open(ctx, pgstore.Config{URL: s.pgURL, MaxConns: 4})
+	pg, err := pgstore.Open(ctx, s.pgConf)
 	if err != nil {
 		return err
 	}
@@ -115,12 +114,12 @@ func (s *dltStores) openPG(ctx context.Context) error {
 }
 
 func (s *dltStores) openRedis() error {
-	opt, err := redis.ParseURL(s.redisURL)
+	rdb, err := s.redisConf.NewClient()
 	if err != nil {
-		return fmt.Errorf("parsing redis url: %w", err)
+		return err
 	}
-	s.rdb = redis.NewClient(opt)
-	s.rs = redisstore.New(s.rdb, redisstore.Config{Prefix: s.redisPrefix})
+	s.rdb = rdb
+	s.rs = redisstore.New(s.rdb, s.redisConf.StoreConfig())
 	return nil
 }
 
@@ -141,7 +140,7 @@ func dltList(ctx context.Context, args []string, out io.Writer) error {
 	all := fs.Bool("all", false, "also list records already replayed")
 	after := fs.Int64("after", 0, "list records with an id greater than this (paging)")
 	full := fs.Bool("full", false, "print whole reasons instead of truncating them")
-	if err := flagenv.Parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *limit <= 0 {
@@ -236,13 +235,13 @@ func dltReplay(ctx context.Context, args []string, out io.Writer) error {
 	st.redisFlags(fs)
 	id := fs.Int64("id", 0, "replay the parked record with this id")
 	all := fs.Bool("all", false, "replay every pending parked record")
-	mode := fs.String("mode", string(reconcile.ReplayAuto),
+	mode := fs.String("mode", string(replay.Auto),
 		"auto: repair decodable records directly, re-produce the others to --topic; repair: only repair; produce: re-produce all to --topic")
-	brokers := flagenv.List{kafkaconf.BrokersDefault}
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated (to re-produce)")
+	kafka := kafkaconf.Config{ClientID: "receiptsctl"}
+	kafka.RegisterFlags(fs)
 	topic := fs.String("topic", event.TopicDefault, "main topic to re-produce to")
 	noRedis := fs.Bool("no-redis", false, "repair Postgres only (the drift sweep brings Redis along later)")
-	if err := flagenv.Parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if (*id > 0) == *all {
@@ -252,17 +251,17 @@ func dltReplay(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer st.close()
-	cfg := reconcile.ReplayConfig{Postgres: st.pg, Topic: *topic, Mode: reconcile.ReplayMode(*mode)}
+	cfg := replay.Config{Postgres: st.pg, Topic: *topic, Mode: replay.Mode(*mode)}
 	if !*noRedis {
 		if err := st.openRedis(); err != nil {
 			return err
 		}
 		cfg.Redis = st.rs
 	}
-	if cfg.Mode != reconcile.ReplayRepair {
+	if cfg.Mode != replay.Repair {
 		// A bounded delivery timeout: kgo's idempotent producer otherwise
 		// retries forever while the broker is down.
-		opts := append(kafkaconf.Config{Brokers: brokers, ClientID: "receiptsctl"}.Opts(nil, nil, ""),
+		opts := append(kafka.Opts(nil, nil, ""),
 			kgo.RecordDeliveryTimeout(30*time.Second))
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -271,7 +270,7 @@ func dltReplay(ctx context.Context, args []string, out io.Writer) error {
 		defer cl.Close()
 		cfg.Producer = cl
 	}
-	rp, err := reconcile.NewReplayer(cfg)
+	rp, err := replay.NewReplayer(cfg)
 	if err != nil {
 		return err
 	}
@@ -286,7 +285,7 @@ func dltReplay(ctx context.Context, args []string, out io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKEY\tOUTCOME")
-	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o reconcile.ReplayOutcome, err error) {
+	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o replay.Outcome, err error) {
 		res := string(o)
 		if err != nil {
 			res = "failed: " + err.Error()
@@ -309,11 +308,9 @@ func dltSweep(ctx context.Context, args []string, out io.Writer) error {
 	var st dltStores
 	st.pgFlags(fs)
 	st.redisFlags(fs)
-	pageSize := fs.Int("page-size", reconcile.SweepPageSizeDefault, "Postgres rows per page")
-	rate := fs.Float64("pages-per-second", reconcile.SweepPagesPerSecondDefault, "page rate limit")
-	scanCount := fs.Int64("scan-count", reconcile.SweepScanCountDefault, "COUNT hint of one Redis SCAN page")
-	grace := fs.Duration("grace", reconcile.SweepGraceDefault, "keys whose Redis value moved more recently are in flight, not drift (negative: none)")
-	if err := flagenv.Parse(fs, args); err != nil {
+	var sc drift.Config
+	sc.RegisterFlagsWithPrefix("", fs)
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := st.openPG(ctx); err != nil {
@@ -323,9 +320,8 @@ func dltSweep(ctx context.Context, args []string, out io.Writer) error {
 	if err := st.openRedis(); err != nil {
 		return err
 	}
-	sw, err := reconcile.NewSweeper(reconcile.SweepConfig{
-		Postgres: st.pg, Redis: st.rs, PageSize: *pageSize, PagesPerSecond: *rate, ScanCount: *scanCount, Grace: *grace,
-	})
+	sc.Postgres, sc.Redis = st.pg, st.rs
+	sw, err := drift.New(sc)
 	if err != nil {
 		return err
 	}
@@ -337,7 +333,7 @@ func dltSweep(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-func dltPrintReport(out io.Writer, r reconcile.Report) {
+func dltPrintReport(out io.Writer, r drift.Report) {
 	fmt.Fprintf(out, "sweep took %s: %d Postgres rows, %d Redis users (%d fields), %d pages\n",
 		r.Duration.Round(time.Millisecond), r.PostgresRows, r.RedisUsers, r.RedisFields, r.Pages)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
@@ -346,10 +342,10 @@ func dltPrintReport(out io.Writer, r reconcile.Report) {
 		name         string
 		found, fixed int
 	}{
-		{reconcile.DirRedisAhead + " (→ postgres)", r.Found.RedisAhead, r.Repaired.RedisAhead},
-		{reconcile.DirPostgresAhead + " (→ redis)", r.Found.PostgresAhead, r.Repaired.PostgresAhead},
-		{reconcile.DirRedisMissing + " (→ redis)", r.Found.RedisMissing, r.Repaired.RedisMissing},
-		{reconcile.DirPostgresMissing + " (→ postgres)", r.Found.PostgresMissing, r.Repaired.PostgresMissing},
+		{drift.DirRedisAhead + " (→ postgres)", r.Found.RedisAhead, r.Repaired.RedisAhead},
+		{drift.DirPostgresAhead + " (→ redis)", r.Found.PostgresAhead, r.Repaired.PostgresAhead},
+		{drift.DirRedisMissing + " (→ redis)", r.Found.RedisMissing, r.Repaired.RedisMissing},
+		{drift.DirPostgresMissing + " (→ postgres)", r.Found.PostgresMissing, r.Repaired.PostgresMissing},
 		{"total", r.Found.Total(), r.Repaired.Total()},
 	} {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t\n", row.name, row.found, row.fixed)

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/flagenv"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/loadgen"
@@ -48,14 +48,14 @@ func runLoad(ctx context.Context, args []string) error {
 	lagTimeout := fs.Duration("lag-timeout", loadgen.LagTimeoutDefault, "give up on a lag sample this long after its ack")
 	waitLag := fs.Bool("wait-lag", false, "after the load, wait until the persister group's consumer lag is 0")
 	waitLagTimeout := fs.Duration("wait-lag-timeout", 2*time.Minute, "how long --wait-lag waits")
-	var brokers flagenv.List = []string{kafkaconf.BrokersDefault}
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated (for --wait-lag)")
+	kafka := kafkaconf.Config{ClientID: "receiptsctl"}
+	kafka.RegisterFlags(fs)
 	group := fs.String("group", PersisterGroupDefault, "persister consumer group (for --wait-lag)")
 	topic := fs.String("topic", event.TopicDefault, "receipts topic (for --wait-lag)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON on stdout (the text summary goes to stderr)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	strict := fs.Bool("strict", false, "exit 3 when any request failed, no event was acked, a lag sample timed out or --wait-lag timed out")
-	if err := flagenv.Parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if *readShare < 0 || *readShare > 1 {
@@ -85,7 +85,7 @@ func runLoad(ctx context.Context, args []string) error {
 	// Connect to Kafka before the load, so a wrong --brokers fails fast.
 	var adm *kadm.Client
 	if *waitLag {
-		cl, err := kgo.NewClient(kafkaconf.Config{Brokers: brokers, ClientID: "receiptsctl"}.Opts(nil, nil, "")...)
+		cl, err := kgo.NewClient(kafka.Opts(nil, nil, "")...)
 		if err != nil {
 			return fmt.Errorf("creating kafka client: %w", err)
 		}
@@ -95,7 +95,7 @@ func runLoad(ctx context.Context, args []string) error {
 		_, err = grouplag.ConsumerLag(pctx, adm, *group, *topic)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("reading consumer lag before the load (is the broker up at %v?): %w", brokers, err)
+			return fmt.Errorf("reading consumer lag before the load (is the broker up at %v?): %w", kafka.Brokers, err)
 		}
 	}
 
@@ -198,16 +198,16 @@ func orNone(n int64) string {
 
 func runLag(ctx context.Context, args []string) error {
 	fs := newFlagSet("lag", "lag [--brokers B] [--group G] [--topic T] [flags]")
-	var brokers flagenv.List = []string{kafkaconf.BrokersDefault}
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated")
+	kafka := kafkaconf.Config{ClientID: "receiptsctl"}
+	kafka.RegisterFlags(fs)
 	group := fs.String("group", PersisterGroupDefault, "consumer group")
 	topic := fs.String("topic", event.TopicDefault, "topic")
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Duration("wait-zero", 0, "wait up to this long for the lag to reach 0 (exit 3 if it does not)")
-	if err := flagenv.Parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	cl, err := kgo.NewClient(kafkaconf.Config{Brokers: brokers, ClientID: "receiptsctl"}.Opts(nil, nil, "")...)
+	cl, err := kgo.NewClient(kafka.Opts(nil, nil, "")...)
 	if err != nil {
 		return fmt.Errorf("creating kafka client: %w", err)
 	}

@@ -18,19 +18,15 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
-
-// RedisURLDefault is the dev Redis.
-const RedisURLDefault = "redis://127.0.0.1:6379/0"
 
 const usage = `receiptsctl: operator CLI for the receipts pipeline
 
@@ -93,6 +89,17 @@ func dispatch(ctx context.Context, args []string) error {
 	return &exitError{code: 2, msg: fmt.Sprintf("unknown command %q", args[0])}
 }
 
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // newFlagSet returns a flag set whose -h prints the command's flags.
 func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("receiptsctl "+name, flag.ContinueOnError)
@@ -106,13 +113,17 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 func runInspect(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlagSet("inspect", "inspect --user U [--channel C1,C2] [flags]")
 	user := fs.String("user", "", "user id (required)")
-	var channels flagenv.List
-	fs.Var(&channels, "channel", "channel ids, comma-separated (default: all of the user's channels)")
-	pgURL := fs.String("pg-url", pgstore.URLDefault, "Postgres URL")
-	redisURL := fs.String("redis-url", RedisURLDefault, "Redis URL")
-	prefix := fs.String("redis-prefix", redisstore.PrefixDefault, "Redis key prefix")
+	var channels []string
+	fs.Func("channel", "channel ids, comma-separated (default: all of the user's channels)", func(v string) error {
+		channels = splitList(v)
+		return nil
+	})
+	pgConf := pgstore.Config{MaxConns: 2}
+	pgConf.RegisterFlags(fs)
+	var redisConf redisstore.ClientConfig
+	redisConf.RegisterFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := flagenv.Parse(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if err := receipt.ValidateID("--user", *user); err != nil {
@@ -124,14 +135,13 @@ func runInspect(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 
-	opt, err := redis.ParseURL(*redisURL)
+	rdb, err := redisConf.NewClient()
 	if err != nil {
-		return fmt.Errorf("parsing redis url: %w", err)
+		return err
 	}
-	rdb := redis.NewClient(opt)
-	defer rdb.Close()
-	rs := redisstore.New(rdb, redisstore.Config{Prefix: *prefix})
-	pg, err := pgstore.Open(ctx, pgstore.Config{URL: *pgURL, MaxConns: 2})
+	defer func() { _ = rdb.Close() }()
+	rs := redisstore.New(rdb, redisConf.StoreConfig())
+	pg, err := pgstore.Open(ctx, pgConf)
 	if err != nil {
 		return err
 	}

@@ -1,12 +1,12 @@
-// Package admin serves a binary's admin port: /metrics from the injected
-// Prometheus registry, /healthz (the process is alive), /readyz (the
-// service's own readiness check, with the reason when not ready) and pprof.
+// Package admin is a binary's admin port handler: /metrics from the
+// injected Prometheus registry, /healthz (the process is alive), /readyz
+// (the readiness check, with the reason when not ready) and pprof. The
+// lifecycle runner serves it.
 package admin
 
 import (
 	"context"
-	"errors"
-	"net"
+	"flag"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -19,7 +19,8 @@ import (
 
 // Config configures the admin server.
 type Config struct {
-	// Addr is the listen address, e.g. 127.0.0.1:9100.
+	// Addr is the listen address, e.g. 127.0.0.1:9100 (":0" style for any
+	// free port).
 	Addr string
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
@@ -61,25 +62,7 @@ func Handler(cfg Config) http.Handler {
 	return mux
 }
 
-// Serve listens on cfg.Addr and serves until ctx ends. It returns once the
-// listener is bound (so a bad address fails start-up) and shuts down in the
-// background.
-func Serve(ctx context.Context, cfg Config) error {
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: Handler(cfg), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) && cfg.Logger != nil {
-			cfg.Logger.Error("admin server stopped", zap.Error(err))
-		}
-	}()
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return nil
+// RegisterFlags registers --admin-addr with Addr as its default.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "admin-addr", c.Addr, "admin listen address (/metrics /healthz /readyz /debug/pprof)")
 }

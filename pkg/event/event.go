@@ -3,7 +3,6 @@ package event
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -22,15 +21,6 @@ const MaxValueBytes = 4096
 const (
 	TopicDefault    = "read-receipts"
 	DLTTopicDefault = "read-receipts-dlt"
-)
-
-// Dead-letter headers, set on every record sent to the dead-letter topic.
-const (
-	HeaderReason          = "dlt-reason"
-	HeaderSourceTopic     = "dlt-source-topic"
-	HeaderSourcePartition = "dlt-source-partition"
-	HeaderSourceOffset    = "dlt-source-offset"
-	HeaderAttempt         = "dlt-attempt"
 )
 
 // ErrUndecodable marks a record that can never be decoded or is invalid:
@@ -132,35 +122,4 @@ func StateToProto(s receipt.State) *receiptsv1.ChannelState {
 		cs.Delivered = CursorToProto(s.Delivered)
 	}
 	return cs
-}
-
-// DeadLetter builds the dead-letter copy of a source record: same key and
-// value, plus headers naming the reason, source and attempt.
-func DeadLetter(src *kgo.Record, dltTopic, reason string, attempt int) *kgo.Record {
-	const maxReason = 1024
-	if len(reason) > maxReason {
-		reason = reason[:maxReason]
-	}
-	return &kgo.Record{
-		Topic: dltTopic,
-		Key:   src.Key,
-		Value: src.Value,
-		Headers: []kgo.RecordHeader{
-			{Key: HeaderReason, Value: []byte(reason)},
-			{Key: HeaderSourceTopic, Value: []byte(src.Topic)},
-			{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(src.Partition), 10))},
-			{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
-			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(attempt))},
-		},
-	}
-}
-
-// Header returns the value of the named header, or "".
-func Header(r *kgo.Record, name string) string {
-	for _, h := range r.Headers {
-		if h.Key == name {
-			return string(h.Value)
-		}
-	}
-	return ""
 }

@@ -1,6 +1,7 @@
 package event_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,17 +65,28 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-func TestDeadLetterHeaders(t *testing.T) {
+func TestDeadLetterEnvelopeRoundTrip(t *testing.T) {
 	t.Parallel()
 	src := &kgo.Record{Topic: "read-receipts", Partition: 7, Offset: 1234, Key: []byte("k"), Value: []byte("v")}
-	dl := event.DeadLetter(src, "read-receipts-dlt", "bad", 1)
+	dl := event.DeadLetter(src, "read-receipts-dlt", "bad")
 	require.Equal(t, "read-receipts-dlt", dl.Topic)
-	require.Equal(t, "bad", event.Header(dl, event.HeaderReason))
-	require.Equal(t, "read-receipts", event.Header(dl, event.HeaderSourceTopic))
-	require.Equal(t, "7", event.Header(dl, event.HeaderSourcePartition))
-	require.Equal(t, "1234", event.Header(dl, event.HeaderSourceOffset))
-	require.Equal(t, "1", event.Header(dl, event.HeaderAttempt))
 	require.Equal(t, src.Value, dl.Value)
+	require.Equal(t, event.Envelope{Reason: "bad", SourceTopic: "read-receipts", SourcePartition: 7,
+		SourceOffset: 1234, Attempt: 1, ReplayedFrom: -1}, event.ParseDeadLetter(dl))
+
+	// A dead letter an operator replayed and that failed again counts one
+	// more attempt; the reason is bounded.
+	replayed := event.Replayed("read-receipts", 42, dl.Key, dl.Value)
+	replayed.Headers = append(replayed.Headers, dl.Headers...)
+	require.Equal(t, int64(42), event.ParseDeadLetter(replayed).ReplayedFrom)
+	again := event.DeadLetter(replayed, "read-receipts-dlt", strings.Repeat("x", 5000))
+	env := event.ParseDeadLetter(again)
+	require.Equal(t, 2, env.Attempt)
+	require.Len(t, env.Reason, 1024)
+
+	// Missing or malformed headers read as absent, never as offset 0.
+	bare := event.ParseDeadLetter(&kgo.Record{Headers: []kgo.RecordHeader{{Key: event.HeaderSourceOffset, Value: []byte("-3")}}})
+	require.Equal(t, event.Envelope{SourcePartition: -1, SourceOffset: -1, ReplayedFrom: -1}, bare)
 }
 
 // FuzzDecode: no input may panic the decoder, and whatever it accepts must

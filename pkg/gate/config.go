@@ -1,7 +1,9 @@
 package gate
 
 import (
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -11,22 +13,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/spool"
 )
 
 // Defaults. Each Config field names its default.
 const (
-	AddrDefault  = "127.0.0.1:8080"
-	TopicDefault = event.TopicDefault
-	// ProduceTimeoutDefault bounds the wait for all acks of one call.
-	ProduceTimeoutDefault = 5 * time.Second
-	// ProduceLingerDefault is short: every call waits for its acks, so a
-	// linger is added to every answer; concurrent calls still share batches.
-	ProduceLingerDefault   = 2 * time.Millisecond
+	AddrDefault            = "127.0.0.1:8080"
 	RedisTimeoutDefault    = 500 * time.Millisecond
 	PostgresTimeoutDefault = 2 * time.Second
 	MaxBatchItemsDefault   = 500
@@ -39,29 +34,34 @@ const (
 	IdleTimeoutDefault       = 2 * time.Minute
 	ShutdownTimeoutDefault   = 10 * time.Second
 
-	// SpoolMaxBytesDefault bounds the spool's files: at ~100 bytes a mark,
-	// about two million marks, minutes of full load.
-	SpoolMaxBytesDefault = spool.MaxBytesDefault
-	// SpoolAfterDefault is how long a call waits for Kafka's acks before it
-	// spools instead: long enough for a leader election, short enough that
-	// callers do not time out.
-	SpoolAfterDefault = 2 * time.Second
 	// RetryAfterDefault is the Retry-After hint of an Unavailable write.
 	RetryAfterDefault = 2 * time.Second
 
-	// minProduceTimeout is kgo's floor for RecordDeliveryTimeout.
-	minProduceTimeout = time.Second
-	// spoolMaxRecordBytes is the largest record the gate ever spools: a
-	// key of two ids and a colon, and a value consumers still decode.
-	spoolMaxRecordBytes = 2*receipt.MaxIDLength + 1 + event.MaxValueBytes
-	// spoolMinBytes is the smallest spool that holds one such record (a
-	// segment header of 8 bytes, one frame).
-	spoolMinBytes = 8 + spool.FrameOverhead + spoolMaxRecordBytes
-	// metricsNamespace prefixes the gate's own metrics; kprom's client
-	// metrics get kafkaNamespace so the two sets never collide.
-	metricsNamespace = "receipts_kafkagate"
-	kafkaNamespace   = "receipts_kafkagate_kafka"
+	// MaxRecordBytes is the largest record the gate ever produces: a key
+	// of two ids and a colon, and a value consumers still decode. The
+	// producer's spool is configured with it.
+	MaxRecordBytes = 2*receipt.MaxIDLength + 1 + event.MaxValueBytes
+	// MetricsSubsystem names the gate's metrics (receipts_kafkagate_…); the
+	// producer it is given should use the same.
+	MetricsSubsystem = "kafkagate"
+	metricsNamespace = "receipts"
 )
+
+// Producer makes a call's records durable before the gate answers;
+// *producer.Producer is the one kafkagate uses.
+type Producer interface {
+	// Write makes recs durable, all or nothing, and says where.
+	Write(ctx context.Context, recs []*kgo.Record) (producer.Durability, error)
+	// Refuse fails fast a call that cannot be made durable, before the
+	// gate touches Redis; nil when Write may succeed.
+	Refuse(recs []*kgo.Record) error
+	// Ready returns nil when Write can succeed.
+	Ready(ctx context.Context) error
+	// Topic is the topic the records go to.
+	Topic() string
+	// CallBound is the longest Write waits for Kafka.
+	CallBound() time.Duration
+}
 
 // Config configures a Gate. The zero value of every field but Redis and
 // Postgres is replaced by its default.
@@ -70,37 +70,10 @@ type Config struct {
 	// AddrDefault.
 	Addr string
 
-	// Kafka is the broker connection (seeds, client id). Brokers default to
-	// kafkaconf.BrokersDefault.
-	Kafka kafkaconf.Config
-	// KafkaOpts are extra kgo options appended after the gate's own (tests
-	// use them to shorten metadata refreshes).
-	KafkaOpts []kgo.Opt
-	// Topic receives every mark. Defaults to TopicDefault.
-	Topic string
-	// ProduceTimeout bounds the wait for the acks of one call when there is
-	// no spool, and of one replayed spool batch; it is also the records'
-	// kgo.RecordDeliveryTimeout, so kgo's idempotent producer stops
-	// retrying a dead broker. At least 1s (kgo's floor). Defaults to
-	// ProduceTimeoutDefault.
-	ProduceTimeout time.Duration
-	// ProduceLinger is kgo.ProducerLinger. Negative means no linger.
-	// Defaults to ProduceLingerDefault.
-	ProduceLinger time.Duration
-
-	// SpoolDir enables the local spool: a call whose records Kafka does not
-	// ack within SpoolAfter is appended and fsynced there and answers
-	// SPOOLED, and a replayer sends the spool to Kafka in order (also what
-	// a previous process left). One gate per directory. Empty disables
-	// the spool: a Kafka failure then answers Unavailable.
-	SpoolDir string
-	// SpoolMaxBytes bounds the spool's files; a call that does not fit
-	// answers Unavailable with Retry-After. At least about 4.4 KiB (one
-	// record). Defaults to SpoolMaxBytesDefault (256 MiB).
-	SpoolMaxBytes int64
-	// SpoolAfter bounds a call's wait for Kafka's acks before it spools.
-	// Used only with SpoolDir. Defaults to SpoolAfterDefault.
-	SpoolAfter time.Duration
+	// Producer makes each call's records durable (Kafka, or its spool).
+	// Required; the caller runs and closes it (a *producer.Producer's
+	// replayer is a lifecycle component of its own).
+	Producer Producer
 	// RetryAfter is sent as the Retry-After header (whole seconds, at least
 	// 1) with every Unavailable answer of the write path. Defaults to
 	// RetryAfterDefault.
@@ -150,6 +123,27 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// RegisterFlags registers the gate's flags, with the config's values (or
+// the defaults, for zero fields) as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := c.withDefaults()
+	c.Addr, c.RetryAfter, c.RedisTimeout, c.PostgresTimeout = d.Addr, d.RetryAfter, d.RedisTimeout, d.PostgresTimeout
+	c.MaxBatchItems, c.MaxReadChannels, c.MaxBodyBytes = d.MaxBatchItems, d.MaxReadChannels, d.MaxBodyBytes
+	c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.ShutdownTimeout = d.ReadHeaderTimeout, d.ReadTimeout, d.WriteTimeout, d.IdleTimeout, d.ShutdownTimeout
+	fs.StringVar(&c.Addr, "listen", c.Addr, "API listen address: gRPC, gRPC-Web, Connect and HTTP/JSON on one port (HTTP/1.1 and h2c)")
+	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After hint (whole seconds) sent with Unavailable answers of writes")
+	fs.DurationVar(&c.RedisTimeout, "redis-timeout", c.RedisTimeout, "bound on each Redis call; past it the answer is realtime_degraded")
+	fs.DurationVar(&c.PostgresTimeout, "pg-timeout", c.PostgresTimeout, "bound on each Postgres read")
+	fs.IntVar(&c.MaxBatchItems, "max-batch-items", c.MaxBatchItems, "most receipts in one MarkReceipts call")
+	fs.IntVar(&c.MaxReadChannels, "max-read-channels", c.MaxReadChannels, "most channel ids in one GetReadState call")
+	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body (REST: 413) or message (RPC: ResourceExhausted)")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "HTTP server: bound on reading request headers")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "HTTP server: bound on reading a whole request")
+	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "HTTP server: bound on a whole call; must exceed redis-timeout + the produce bound")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "HTTP server: keep-alive idle bound")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
+}
+
 // withDefaults returns a copy with every zero field set to its default.
 func (c Config) withDefaults() Config {
 	def := func(d *time.Duration, v time.Duration) {
@@ -160,15 +154,6 @@ func (c Config) withDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = AddrDefault
 	}
-	if c.Topic == "" {
-		c.Topic = TopicDefault
-	}
-	def(&c.ProduceTimeout, ProduceTimeoutDefault)
-	def(&c.ProduceLinger, ProduceLingerDefault)
-	if c.SpoolMaxBytes == 0 {
-		c.SpoolMaxBytes = SpoolMaxBytesDefault
-	}
-	def(&c.SpoolAfter, SpoolAfterDefault)
 	def(&c.RetryAfter, RetryAfterDefault)
 	if c.RedisPrefix == "" {
 		c.RedisPrefix = redisstore.PrefixDefault
@@ -208,20 +193,14 @@ func (c Config) validate() error {
 	if c.Postgres == nil {
 		bad("Postgres: a store is required")
 	}
-	if !validTopic(c.Topic) {
-		bad("Topic: %q is not a Kafka topic name (1..249 of [a-zA-Z0-9._-])", c.Topic)
-	}
-	if c.ProduceTimeout < minProduceTimeout {
-		bad("ProduceTimeout: %s is below kgo's minimum record delivery timeout of %s", c.ProduceTimeout, minProduceTimeout)
-	}
-	if c.ProduceLinger > time.Minute {
-		bad("ProduceLinger: %s is above kgo's maximum of 1m", c.ProduceLinger)
+	if c.Producer == nil {
+		bad("Producer: a producer is required")
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{
-		{"SpoolAfter", c.SpoolAfter}, {"RetryAfter", c.RetryAfter},
+		{"RetryAfter", c.RetryAfter},
 		{"RedisTimeout", c.RedisTimeout}, {"PostgresTimeout", c.PostgresTimeout},
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout}, {"ReadTimeout", c.ReadTimeout},
 		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
@@ -230,11 +209,8 @@ func (c Config) validate() error {
 			bad("%s: must be positive, got %s", d.name, d.v)
 		}
 	}
-	if c.SpoolDir != "" && c.SpoolMaxBytes < spoolMinBytes {
-		bad("SpoolMaxBytes: %d cannot hold one record (minimum %d)", c.SpoolMaxBytes, spoolMinBytes)
-	}
-	if c.WriteTimeout > 0 && c.WriteTimeout <= c.RedisTimeout+c.callBound() {
-		bad("WriteTimeout: %s leaves no room for a call (RedisTimeout %s + produce bound %s)", c.WriteTimeout, c.RedisTimeout, c.callBound())
+	if c.Producer != nil && c.WriteTimeout > 0 && c.WriteTimeout <= c.RedisTimeout+c.Producer.CallBound() {
+		bad("WriteTimeout: %s leaves no room for a call (RedisTimeout %s + produce bound %s)", c.WriteTimeout, c.RedisTimeout, c.Producer.CallBound())
 	}
 	if c.MaxBatchItems < 1 {
 		bad("MaxBatchItems: must be >= 1, got %d", c.MaxBatchItems)
@@ -248,26 +224,4 @@ func (c Config) validate() error {
 		bad("MaxBodyBytes: must be within [1KiB, 64MiB], got %d", c.MaxBodyBytes)
 	}
 	return errors.Join(errs...)
-}
-
-// callBound is the longest a call waits for Kafka: SpoolAfter with a spool
-// (the spool's fsync follows), ProduceTimeout without.
-func (c Config) callBound() time.Duration {
-	if c.SpoolDir != "" {
-		return min(c.SpoolAfter, c.ProduceTimeout)
-	}
-	return c.ProduceTimeout
-}
-
-// validTopic applies Kafka's topic name rule.
-func validTopic(t string) bool {
-	if t == "" || len(t) > 249 || t == "." || t == ".." {
-		return false
-	}
-	for _, r := range t {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }

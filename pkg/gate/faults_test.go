@@ -59,7 +59,7 @@ func TestRedisDownStillDurable(t *testing.T) {
 
 func TestKafkaFailingAnswersUnavailable(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, setupOpts{config: func(c *Config) { c.ProduceTimeout = time.Second }})
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Durable.ProduceTimeout = time.Second }})
 	ctx := context.Background()
 
 	// Every produce to the topic fails with a retriable error: kgo retries
@@ -98,7 +98,7 @@ func TestKafkaFailingAnswersUnavailable(t *testing.T) {
 
 func TestKafkaHoldingAcksAnswersUnavailableWithinBound(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, setupOpts{config: func(c *Config) { c.ProduceTimeout = time.Second }})
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Durable.ProduceTimeout = time.Second }})
 	c := tb.broker.Cluster
 
 	// Hold every produce request until the test ends: the broker never
@@ -132,7 +132,7 @@ func TestPostgresDownWithIncompleteRedisIsUnavailable(t *testing.T) {
 	pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://postgres@" + closedAddr(t) + "/receipts?sslmode=disable&connect_timeout=1"})
 	require.NoError(t, err)
 	t.Cleanup(pg.Close)
-	tb := setup(t, setupOpts{config: func(c *Config) { c.Postgres = pg }})
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Postgres = pg }})
 
 	status, body := tb.do(t, http.MethodGet, "/v1/users/jack/read-state", "")
 	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -20,23 +21,28 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// recordingWriter is a durableWriter that keeps the last call's records and
-// acks them as KAFKA, with no broker.
+// recordingWriter is a Producer that keeps the last call's records and
+// acks them as Kafka, with no broker.
 type recordingWriter struct {
 	calls int
 	recs  []*kgo.Record
 }
 
-func (w *recordingWriter) Write(_ context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
+func (w *recordingWriter) Write(_ context.Context, recs []*kgo.Record) (producer.Durability, error) {
 	w.calls++
 	w.recs = recs
-	return receiptsv1.Durability_KAFKA, nil
+	return producer.Kafka, nil
 }
+
+func (*recordingWriter) Refuse([]*kgo.Record) error  { return nil }
+func (*recordingWriter) Ready(context.Context) error { return nil }
+func (*recordingWriter) Topic() string               { return event.TopicDefault }
+func (*recordingWriter) CallBound() time.Duration    { return time.Second }
 
 var errNoRedis = errors.New("no redis in the fuzz test")
 
@@ -62,15 +68,9 @@ func fuzzGate(t testing.TB) (*Gate, *recordingWriter) {
 	pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"})
 	require.NoError(t, err)
 	t.Cleanup(pg.Close)
-	g, err := New(Config{
-		Kafka:    kafkaconf.Config{Brokers: []string{"127.0.0.1:1"}},
-		Redis:    rdb,
-		Postgres: pg,
-	})
-	require.NoError(t, err)
-	t.Cleanup(g.Close)
 	w := &recordingWriter{}
-	g.durable = w
+	g, err := New(Config{Producer: w, Redis: rdb, Postgres: pg})
+	require.NoError(t, err)
 	return g, w
 }
 

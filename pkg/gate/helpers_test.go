@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,14 +27,23 @@ import (
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
+// testConfig is what a test's gate and its producer are built with.
+type testConfig struct {
+	Config
+	// Durable is the producer's config.
+	Durable producer.Config
+}
+
 // testBundle is one test's gate, served on 127.0.0.1:0, and its backends.
 type testBundle struct {
-	cfg    Config // what gate was built with
+	cfg    testConfig // what the gate and its producer were built with
+	stop   func()     // stops the gate, then its producer (idempotent)
 	gate   *Gate
 	url    string
 	rdb    *redis.Client
@@ -47,7 +57,7 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	config func(*Config)
+	config func(*testConfig)
 	// redis replaces the test Redis client (e.g. one on a closed port).
 	redis redis.UniversalClient
 }
@@ -67,21 +77,30 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.redis != nil {
 		gateRedis = o.redis
 	}
-	cfg := Config{
-		Kafka:       kafkaconf.Config{Brokers: tb.broker.Seeds, Fast: true},
-		KafkaOpts:   kafkatest.FastClientOpts(tb.broker.Seeds),
-		Topic:       tb.broker.Topic,
-		Redis:       gateRedis,
-		RedisPrefix: tb.prefix,
-		Postgres:    tb.schema.Store,
-		Logger:      zaptest.NewLogger(t),
-		Registerer:  tb.reg,
+	log := zaptest.NewLogger(t)
+	cfg := testConfig{
+		Config: Config{
+			Redis:       gateRedis,
+			RedisPrefix: tb.prefix,
+			Postgres:    tb.schema.Store,
+			Logger:      log,
+			Registerer:  tb.reg,
+		},
+		Durable: producer.Config{
+			Kafka:            kafkaconf.Config{Brokers: tb.broker.Seeds},
+			KafkaOpts:        kafkatest.FastClientOpts(tb.broker.Seeds),
+			Topic:            tb.broker.Topic,
+			MaxRecordBytes:   MaxRecordBytes,
+			MetricsSubsystem: MetricsSubsystem,
+			Logger:           log,
+			Registerer:       tb.reg,
+		},
 	}
 	if o.config != nil {
 		o.config(&cfg)
 	}
 	tb.cfg = cfg
-	tb.gate, tb.url = startGate(t, cfg)
+	tb.gate, tb.url, tb.stop = startGate(t, cfg)
 
 	tb.h1 = &http.Client{Timeout: 30 * time.Second}
 	var h2 http.Protocols
@@ -92,23 +111,39 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	return tb
 }
 
-// startGate builds a gate and serves it on 127.0.0.1:0 until the test ends
-// (then drains and closes it).
-func startGate(t *testing.T, cfg Config) (*Gate, string) {
+// startGate builds a producer and a gate and serves the gate on
+// 127.0.0.1:0 until stop or the end of the test, as kafkagate's runner
+// does: the producer's replayer runs beside the gate, and the gate drains
+// before the producer stops and closes.
+func startGate(t *testing.T, cfg testConfig) (g *Gate, url string, stop func()) {
 	t.Helper()
-	g, err := New(cfg)
+	prod, err := producer.New(cfg.Durable)
+	require.NoError(t, err)
+	gc := cfg.Config
+	gc.Producer = prod
+	g, err = New(gc)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	prodCtx, stopProd := context.WithCancel(context.Background())
+	replayed := make(chan error, 1)
+	go func() { replayed <- prod.Run(prodCtx) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-served)
-		g.Close()
-	})
-	return g, "http://" + ln.Addr().String()
+	require.Eventually(t, g.serving.Load, 5*time.Second, time.Millisecond)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-served)
+			stopProd()
+			require.NoError(t, <-replayed)
+			prod.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return g, "http://" + ln.Addr().String(), stop
 }
 
 // client is a ReceiptService client on the gate's port over h2c.

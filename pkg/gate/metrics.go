@@ -7,8 +7,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
-
-	"github.com/readstate/receipts/pkg/spool"
 )
 
 // Event outcomes (label values of events_total).
@@ -31,73 +29,33 @@ type metrics struct {
 	produce       prometheus.Histogram
 	redisDegraded *prometheus.CounterVec
 	readFallbacks *prometheus.CounterVec
-
-	// Spool metrics; registered (and non-nil) only with a spool.
-	spoolFull         prometheus.Counter
-	spoolReplayed     prometheus.Counter
-	spoolReplayErrors prometheus.Counter
-	spoolCircuitOpen  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	return &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "requests_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "requests_total",
 			Help: "API calls by rpc and result code (ok or the Connect/gRPC code name).",
 		}, []string{"rpc", "code"}),
 		events: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "events_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "events_total",
 			Help: "Validated marks by where they became durable (kafka, spooled) or unavailable.",
 		}, []string{"outcome"}),
 		produce: f.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Name: "produce_duration_seconds",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "produce_duration_seconds",
 			Help:    "Time to make a call's records durable (Kafka's acks, or the spool's fsync after the bound), or to give up.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 		redisDegraded: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "redis_degraded_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_degraded_total",
 			Help: "Redis failures that degraded the real-time view, by operation (merge counts marks).",
 		}, []string{"op"}),
 		readFallbacks: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Name: "read_fallbacks_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "read_fallbacks_total",
 			Help: "Reads answered with Postgres, by reason (incomplete: hash not hydrated; redis_error).",
 		}, []string{"reason"}),
 	}
-}
-
-// addSpool registers the spool's metrics; the size gauges read Stats at
-// scrape time.
-func (m *metrics) addSpool(reg prometheus.Registerer, sp *spool.Spool) {
-	f := promauto.With(reg)
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "spool_bytes",
-		Help: "Bytes of the spool's files (what --spool-max-bytes bounds).",
-	}, func() float64 { return float64(sp.Stats().Bytes) })
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "spool_max_bytes",
-		Help: "The spool's bound in bytes.",
-	}, func() float64 { return float64(sp.Stats().MaxBytes) })
-	f.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "spool_records",
-		Help: "Spooled records not yet replayed to Kafka.",
-	}, func() float64 { return float64(sp.Stats().Records) })
-	m.spoolFull = f.NewCounter(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "spool_full_total",
-		Help: "Calls refused (Unavailable) because their records did not fit in the spool.",
-	})
-	m.spoolReplayed = f.NewCounter(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "spool_replayed_total",
-		Help: "Spooled records acked by Kafka and committed by the replayer.",
-	})
-	m.spoolReplayErrors = f.NewCounter(prometheus.CounterOpts{
-		Namespace: metricsNamespace, Name: "spool_replay_errors_total",
-		Help: "Failed attempts of the replayer (producing a batch, reading or committing the spool).",
-	})
-	m.spoolCircuitOpen = f.NewGauge(prometheus.GaugeOpts{
-		Namespace: metricsNamespace, Name: "spool_circuit_open",
-		Help: "1 while calls spool without trying Kafka (after a Kafka failure, until a replay succeeds).",
-	})
 }
 
 // interceptor counts every call that reaches the handler, by rpc and code.

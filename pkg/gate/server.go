@@ -158,6 +158,8 @@ func (g *Gate) Server() *http.Server {
 // for up to ShutdownTimeout. It returns nil after a clean drain.
 func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
 	srv := g.Server()
+	g.serving.Store(true)
+	defer g.serving.Store(false)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -174,9 +176,9 @@ func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// ListenAndServe listens on cfg.Addr and serves until ctx ends. A bad
-// address fails at once.
-func (g *Gate) ListenAndServe(ctx context.Context) error {
+// Run listens on cfg.Addr and serves until ctx ends, then drains (the
+// lifecycle contract). A bad address fails at once.
+func (g *Gate) Run(ctx context.Context) error {
 	ln, err := net.Listen("tcp", g.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", g.cfg.Addr, err)

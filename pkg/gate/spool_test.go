@@ -25,16 +25,17 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // withSpool enables a spool in a fresh directory with the given bound.
-func withSpool(t *testing.T, after time.Duration, more ...func(*Config)) setupOpts {
+func withSpool(t *testing.T, after time.Duration, more ...func(*testConfig)) setupOpts {
 	dir := t.TempDir()
-	return setupOpts{config: func(c *Config) {
-		c.SpoolDir = dir
-		c.SpoolAfter = after
-		c.ProduceTimeout = time.Second
+	return setupOpts{config: func(c *testConfig) {
+		c.Durable.SpoolDir = dir
+		c.Durable.SpoolAfter = after
+		c.Durable.ProduceTimeout = time.Second
 		for _, f := range more {
 			f(c)
 		}
@@ -119,11 +120,11 @@ func TestKafkaDownSpoolsAndReplaysInOrder(t *testing.T) {
 		{"produce fails", 500 * time.Millisecond, failProduce, time.Second, true},
 		// The default bounds, and Kafka back while the replayer's first
 		// try is still waiting.
-		{"produce held", SpoolAfterDefault, holdProduce, ProduceTimeoutDefault, false},
+		{"produce held", producer.SpoolAfterDefault, holdProduce, producer.ProduceTimeoutDefault, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			tb := setup(t, withSpool(t, c.after, func(cfg *Config) { cfg.ProduceTimeout = c.produceTimeout }))
+			tb := setup(t, withSpool(t, c.after, func(cfg *testConfig) { cfg.Durable.ProduceTimeout = c.produceTimeout }))
 			ctx := context.Background()
 			undo := c.inject(t, tb)
 
@@ -203,7 +204,7 @@ func TestSpoolFullAnswersUnavailableWithRetryAfter(t *testing.T) {
 	t.Parallel()
 	// The smallest spool: one record of the largest size, about 4.4 KiB;
 	// 120 small marks (~50 bytes each on disk) never fit.
-	tb := setup(t, withSpool(t, 300*time.Millisecond, func(c *Config) { c.SpoolMaxBytes = spoolMinBytes }))
+	tb := setup(t, withSpool(t, 300*time.Millisecond, func(c *testConfig) { c.Durable.SpoolMaxBytes = producer.MinSpoolBytes(MaxRecordBytes) }))
 	ctx := context.Background()
 	undo := failProduce(t, tb)
 	usersIn := func(prefix string) int {
@@ -296,8 +297,8 @@ func TestRestartReplaysPendingSpool(t *testing.T) {
 	}
 	// Stop the gate with the records pending, then tear the spool's tail
 	// as a crash inside an append would (bytes never acknowledged).
-	tb.gate.Close()
-	segs, err := filepath.Glob(filepath.Join(tb.cfg.SpoolDir, "*.seg"))
+	tb.stop()
+	segs, err := filepath.Glob(filepath.Join(tb.cfg.Durable.SpoolDir, "*.seg"))
 	require.NoError(t, err)
 	require.NotEmpty(t, segs)
 	f, err := os.OpenFile(segs[len(segs)-1], os.O_WRONLY|os.O_APPEND, 0)
@@ -310,9 +311,9 @@ func TestRestartReplaysPendingSpool(t *testing.T) {
 	// A new gate on the same directory replays them at start.
 	core, logs := observer.New(zap.InfoLevel)
 	cfg := tb.cfg
-	cfg.Logger = zap.New(core)
+	cfg.Durable.Logger = zap.New(core)
 	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
+	cfg.Registerer, cfg.Durable.Registerer = reg, reg
 	startGate(t, cfg)
 
 	opened := logs.FilterMessageSnippet("spool opened").All()
@@ -336,10 +337,10 @@ func TestReadinessAndDegradedWhenKafkaAndRedisAreDown(t *testing.T) {
 	t.Parallel()
 	down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
 	t.Cleanup(func() { _ = down.Close() })
-	noKafka := func(c *Config) {
+	noKafka := func(c *testConfig) {
 		addr := closedAddr(t)
-		c.Kafka = kafkaconf.Config{Brokers: []string{addr}, Fast: true}
-		c.KafkaOpts = []kgo.Opt{kgo.SeedBrokers(addr), kgo.MetadataMinAge(50 * time.Millisecond)}
+		c.Durable.Kafka = kafkaconf.Config{Brokers: []string{addr}}
+		c.Durable.KafkaOpts = []kgo.Opt{kgo.SeedBrokers(addr), kgo.MetadataMinAge(50 * time.Millisecond)}
 	}
 	ready := func(g *Gate) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -358,9 +359,9 @@ func TestReadinessAndDegradedWhenKafkaAndRedisAreDown(t *testing.T) {
 
 	t.Run("spool", func(t *testing.T) {
 		t.Parallel()
-		tb := setup(t, withSpool(t, 300*time.Millisecond, noKafka, func(c *Config) {
+		tb := setup(t, withSpool(t, 300*time.Millisecond, noKafka, func(c *testConfig) {
 			c.Redis = down
-			c.SpoolMaxBytes = 16 << 10
+			c.Durable.SpoolMaxBytes = 16 << 10
 		}))
 		require.NoError(t, ready(tb.gate), "the spool can take writes")
 
@@ -383,22 +384,9 @@ func TestReadinessAndDegradedWhenKafkaAndRedisAreDown(t *testing.T) {
 	})
 }
 
-func TestSpoolConfig(t *testing.T) {
-	t.Parallel()
-	c := Config{SpoolDir: "x"}.withDefaults()
-	require.Equal(t, 2*time.Second, c.SpoolAfter)
-	require.Equal(t, int64(256<<20), c.SpoolMaxBytes)
-	require.Equal(t, 2*time.Second, c.callBound())
-	require.Equal(t, 5*time.Second, Config{}.withDefaults().callBound(), "no spool: ProduceTimeout")
-
-	_, err := New(Config{SpoolDir: "x", SpoolMaxBytes: 1000, SpoolAfter: -time.Second})
-	require.ErrorContains(t, err, "SpoolMaxBytes: 1000 cannot hold one record")
-	require.ErrorContains(t, err, "SpoolAfter: must be positive")
-}
-
 func TestCallerDeadlineShorterThanBoundStillSpools(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, withSpool(t, SpoolAfterDefault, func(c *Config) { c.ProduceTimeout = ProduceTimeoutDefault }))
+	tb := setup(t, withSpool(t, producer.SpoolAfterDefault, func(c *testConfig) { c.Durable.ProduceTimeout = producer.ProduceTimeoutDefault }))
 	failProduce(t, tb)
 
 	// The caller gives the call 1.5s, less than the 2s bound: the gate

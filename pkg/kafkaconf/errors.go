@@ -6,30 +6,42 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/readstate/receipts/pkg/errclass"
 )
 
-// IsRetryable is the one place where Kafka errors are sorted: true when
-// trying again later can succeed (the broker is down, slow, electing a
-// leader, or our own deadline ran out), false when it cannot (the client is
-// closed, the caller gave up, or the broker refuses the record or our
-// credentials for good). Callers spool or retry the first kind and surface
-// the second.
-func IsRetryable(err error) bool {
+// Classify is the one place where Kafka errors are sorted:
+//   - Unavailable when trying again later can succeed: the broker is down,
+//     slow or electing a leader, kgo gave up on a record's delivery or
+//     buffer, or our own deadline ran out;
+//   - Rejected when the broker refuses this record for good (too large,
+//     invalid);
+//   - Permanent when it refuses us for good (authorization, SASL,
+//     an unsupported request);
+//   - Canceled when the client is closed or the caller gave up.
+//
+// An error that is none of these is a connection or protocol failure,
+// which kgo's own IsRetryableBrokerErr and an unknown failure both treat as
+// transient: at worst a record is retried until an operator looks, never
+// dropped.
+func Classify(err error) errclass.Class {
 	switch {
 	case err == nil:
-		return false
+		return errclass.None
 	case errors.Is(err, kgo.ErrClientClosed), errors.Is(err, context.Canceled):
-		return false
+		return errclass.Canceled
 	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, kgo.ErrMaxBuffered), errors.Is(err, context.DeadlineExceeded):
-		return true
+		return errclass.Unavailable
 	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		return ke.Retriable
+	ke, ok := errors.AsType[*kerr.Error](err)
+	switch {
+	case !ok, ke.Retriable:
+		return errclass.Unavailable
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.InvalidRecord),
+		errors.Is(err, kerr.RecordListTooLarge),
+		errors.Is(err, kerr.InvalidRequiredAcks):
+		return errclass.Rejected
 	}
-	// Anything else is a connection or protocol failure, which kgo's own
-	// IsRetryableBrokerErr and an unknown failure both treat as transient:
-	// at worst a record is retried until an operator looks, never dropped.
-	return true
+	return errclass.Permanent
 }

@@ -10,24 +10,26 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 )
 
-func TestIsRetryable(t *testing.T) {
+func TestClassify(t *testing.T) {
 	t.Parallel()
-	retryable := []error{
-		kgo.ErrRecordTimeout, kgo.ErrRecordRetries, kgo.ErrMaxBuffered, context.DeadlineExceeded,
-		kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.UnknownTopicOrPartition,
-		io.ErrUnexpectedEOF, fmt.Errorf("producing: %w", kerr.LeaderNotAvailable),
+	want := map[errclass.Class][]error{
+		errclass.None: {nil},
+		errclass.Unavailable: {
+			kgo.ErrRecordTimeout, kgo.ErrRecordRetries, kgo.ErrMaxBuffered, context.DeadlineExceeded,
+			kerr.NotLeaderForPartition, kerr.RequestTimedOut, kerr.UnknownTopicOrPartition,
+			io.ErrUnexpectedEOF, fmt.Errorf("producing: %w", kerr.LeaderNotAvailable),
+		},
+		errclass.Rejected:  {kerr.MessageTooLarge, kerr.InvalidRecord, fmt.Errorf("producing: %w", kerr.RecordListTooLarge)},
+		errclass.Permanent: {kerr.TopicAuthorizationFailed, fmt.Errorf("producing: %w", kerr.SaslAuthenticationFailed)},
+		errclass.Canceled:  {kgo.ErrClientClosed, context.Canceled},
 	}
-	for _, err := range retryable {
-		require.True(t, kafkaconf.IsRetryable(err), "%v", err)
-	}
-	fatal := []error{
-		nil, kgo.ErrClientClosed, context.Canceled, kerr.MessageTooLarge, kerr.TopicAuthorizationFailed,
-		kerr.InvalidRecord, fmt.Errorf("producing: %w", kerr.SaslAuthenticationFailed),
-	}
-	for _, err := range fatal {
-		require.False(t, kafkaconf.IsRetryable(err), "%v", err)
+	for class, errs := range want {
+		for _, err := range errs {
+			require.Equal(t, class, kafkaconf.Classify(err), "%v", err)
+		}
 	}
 }

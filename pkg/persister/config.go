@@ -2,6 +2,7 @@ package persister
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -39,8 +40,12 @@ const (
 	// writers write about a quarter more than one and four no more than
 	// two: the extra transactions only queue for CPU (BENCHMARKS.md).
 	WritersDefault = 2
-	// MetricsNamespace prefixes every metric of the persister.
-	MetricsNamespace = "receipts_persister"
+	// RetryBaseDefault and RetryCapDefault bound the outage backoff.
+	RetryBaseDefault = 100 * time.Millisecond
+	RetryCapDefault  = 10 * time.Second
+	// MetricsSubsystem names the persister's metrics (receipts_persister_…).
+	MetricsSubsystem = "persister"
+	metricsNamespace = "receipts"
 )
 
 // Config configures a Persister. The zero value of each field means its
@@ -105,6 +110,42 @@ type Config struct {
 	// Registerer receives the persister's and the Kafka client's metrics.
 	// Defaults to a private registry (never the global one).
 	Registerer prometheus.Registerer
+}
+
+// RegisterFlags registers the persister's own flags (Kafka and Postgres
+// register theirs), with the config's values (or the defaults, for zero
+// fields) as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := c.withDefaults()
+	c.Topic, c.DLTTopic, c.Group, c.MaxPollRecords, c.Writers = d.Topic, d.DLTTopic, d.Group, d.MaxPollRecords, d.Writers
+	c.DrainTimeout, c.DLTDeliveryTimeout, c.LagInterval = d.DrainTimeout, d.DLTDeliveryTimeout, d.LagInterval
+	if c.Retry.Base == 0 {
+		c.Retry.Base = RetryBaseDefault
+	}
+	if c.Retry.Cap == 0 {
+		c.Retry.Cap = RetryCapDefault
+	}
+	fs.StringVar(&c.Topic, "topic", c.Topic, "topic to consume")
+	fs.StringVar(&c.DLTTopic, "dlt-topic", c.DLTTopic, "dead-letter topic for undecodable and rejected records")
+	fs.StringVar(&c.Group, "group", c.Group, "consumer group")
+	fs.IntVar(&c.Writers, "writers", c.Writers, "shards of a batch written concurrently, each in its own transaction on its own connection (split by user id); 1 = one transaction per batch")
+	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "most records in one batch (one transaction per writer)")
+	fs.DurationVar(&c.Linger, "linger", c.Linger, "keep polling this long after the first records to coalesce a fuller batch; 0 = one poll per batch")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on shutdown, how long to finish and commit the batch in hand and leave the group")
+	fs.DurationVar(&c.LagInterval, "lag-interval", c.LagInterval, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
+	fs.DurationVar(&c.DLTDeliveryTimeout, "dlt-delivery-timeout", c.DLTDeliveryTimeout, "bound of one attempt to produce dead letters before retrying")
+	fs.DurationVar(&c.Retry.Base, "retry-base", c.Retry.Base, "first backoff while Postgres or the dead-letter topic is unavailable")
+	fs.DurationVar(&c.Retry.Cap, "retry-cap", c.Retry.Cap, "longest backoff while Postgres or the dead-letter topic is unavailable (retries never give up)")
+}
+
+// PoolSize is the Postgres pool the persister needs: maxConns when set,
+// else enough for every writer plus one connection for readiness pings (at
+// least the store's default).
+func PoolSize(maxConns int32, writers int) int32 {
+	if maxConns > 0 {
+		return maxConns
+	}
+	return int32(max(pgstore.MaxConnsDefault, writers+1))
 }
 
 // withDefaults returns a copy with every zero field filled.

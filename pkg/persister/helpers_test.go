@@ -69,6 +69,9 @@ type running struct {
 	done   chan error
 	err    error
 	closed bool
+
+	stopLag context.CancelFunc
+	lagDone chan error
 }
 
 // start runs a persister; cleanup stops and closes it.
@@ -87,8 +90,16 @@ func (b *bundle) startWith(cfg persister.Config, beforeRun func(*persister.Persi
 		beforeRun(p)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{p: p, reg: reg, cancel: cancel, done: make(chan error, 1)}
+	r := &running{p: p, reg: reg, cancel: cancel, done: make(chan error, 1), lagDone: make(chan error, 1)}
 	go func() { r.done <- p.Run(ctx) }()
+	// The lag exporter runs beside Run, as the binary's runner does.
+	lagCtx, stopLag := context.WithCancel(context.Background())
+	r.stopLag = stopLag
+	if lag := p.LagExporter(); lag != nil {
+		go func() { r.lagDone <- lag.Run(lagCtx) }()
+	} else {
+		r.lagDone <- nil
+	}
 	b.t.Cleanup(func() { r.stop(b.t) })
 	return r
 }
@@ -106,6 +117,8 @@ func (r *running) stop(t *testing.T) error {
 	case <-time.After(waitFor):
 		t.Fatal("Run did not return after cancel")
 	}
+	r.stopLag()
+	require.NoError(t, <-r.lagDone)
 	r.p.Close()
 	return r.err
 }

@@ -37,6 +37,7 @@ type metrics struct {
 	writeTime    prometheus.Histogram
 	retries      *prometheus.CounterVec
 	commitErrors prometheus.Counter
+	commits      prometheus.Counter
 	ready        prometheus.Gauge
 }
 
@@ -44,54 +45,58 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
 		consumed: f.NewCounter(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_records_consumed_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "records_consumed_total",
 			Help: "Records polled from the topic.",
 		}),
 		batches: f.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_batches_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "batches_total",
 			Help: "Batches processed, by what cut them: count (MaxPollRecords reached), linger (the poll or linger returned less), revoke (a rebalance was waiting), shutdown.",
 		}, []string{"trigger"}),
 		batchSize: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    MetricsNamespace + "_batch_records",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "batch_records",
 			Help:    "Records per batch.",
 			Buckets: []float64{1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000},
 		}),
 		rowsWritten: f.NewCounter(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_rows_written_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "rows_written_total",
 			Help: "Deduplicated rows committed to Postgres (a row that advanced nothing still counts).",
 		}),
 		dedupeIn: f.NewCounter(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_dedupe_records_in_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dedupe_records_in_total",
 			Help: "Decoded records given to the in-batch dedupe; rate(rows_out)/rate(records_in) is the dedupe ratio.",
 		}),
 		dedupeOut: f.NewCounter(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_dedupe_rows_out_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dedupe_rows_out_total",
 			Help: "Rows left after the in-batch dedupe (one per key per batch).",
 		}),
 		deadLetters: f.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_dead_letters_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dead_letters_total",
 			Help: "Records acked on the dead-letter topic, by kind: undecodable (or invalid) or rejected (by Postgres).",
 		}, []string{"kind"}),
 		upsertTime: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    MetricsNamespace + "_upsert_duration_seconds",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "upsert_duration_seconds",
 			Help:    "Time of one upsert transaction, of one shard of a batch (or of a part of it while a rejected row is bisected out), failed attempts included.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		writeTime: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    MetricsNamespace + "_write_duration_seconds",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "write_duration_seconds",
 			Help:    "Time to settle a batch's rows in Postgres: every shard written concurrently, retries and bisection included. sum(upsert_duration)/sum(write_duration) is the writers' overlap.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}),
 		retries: f.NewCounterVec(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_retries_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "retries_total",
 			Help: "Attempts that failed and will be retried after a backoff, by operation (upsert, dead_letter).",
 		}, []string{"op"}),
 		commitErrors: f.NewCounter(prometheus.CounterOpts{
-			Name: MetricsNamespace + "_commit_errors_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "commit_errors_total",
 			Help: "Offset commits that failed; the offsets are committed with the next batch or on revoke, and replays are harmless.",
 		}),
+		commits: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "commits_total",
+			Help: "Offset commits that succeeded (after a batch, or on revoke): a persister that consumes but stops committing shows here.",
+		}),
 		ready: f.NewGauge(prometheus.GaugeOpts{
-			Name: MetricsNamespace + "_ready",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "ready",
 			Help: "1 while the persister runs with Postgres and the dead-letter topic usable, else 0.",
 		}),
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/batch"
+	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -30,7 +30,7 @@ type Persister struct {
 	store    *pgstore.Store
 	ownStore bool
 	cl       *kgo.Client
-	lagExp   *lagExporter // nil when LagInterval < 0
+	lag      *LagExporter // nil when LagInterval < 0
 
 	// blocked receives a signal when a rebalance waits on the batch in hand
 	// (OnPartitionsCallbackBlocked): the linger is then cut short.
@@ -93,7 +93,7 @@ func New(cfg Config) (*Persister, error) {
 		}
 		return nil, fmt.Errorf("invalid persister config: the Postgres pool has %d connections, fewer than Writers %d", conns, cfg.Writers)
 	}
-	opts := append(cfg.Kafka.Opts(p.log, cfg.Registerer, MetricsNamespace+"_kafka"),
+	opts := append(cfg.Kafka.Opts(p.log, cfg.Registerer, MetricsSubsystem+"_kafka"),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -117,7 +117,7 @@ func New(cfg Config) (*Persister, error) {
 	}
 	p.cl = cl
 	if cfg.LagInterval > 0 {
-		p.lagExp = newLagExporter(kadm.NewClient(cl), cfg.Group, cfg.Topic, cfg.Registerer, p.log)
+		p.lag = newLagExporter(kadm.NewClient(cl), cfg.Group, cfg.Topic, cfg.LagInterval, cfg.Registerer, p.log)
 	}
 	return p, nil
 }
@@ -158,12 +158,6 @@ func (p *Persister) Run(ctx context.Context) error {
 	stopDrainTimer := context.AfterFunc(ctx, func() { time.AfterFunc(p.cfg.DrainTimeout, cancelProc) })
 	defer stopDrainTimer()
 
-	if p.lagExp != nil {
-		lagCtx, stopLag := context.WithCancel(ctx)
-		defer stopLag()
-		go p.lagExp.run(lagCtx, p.cfg.LagInterval)
-	}
-
 	p.log.Info("persister running", zap.String("topic", p.cfg.Topic), zap.String("group", p.cfg.Group),
 		zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("max_poll_records", p.cfg.MaxPollRecords),
 		zap.Duration("linger", p.cfg.Linger), zap.Int("writers", p.cfg.Writers))
@@ -198,6 +192,11 @@ func (p *Persister) Run(ctx context.Context) error {
 	p.log.Info("persister stopped")
 	return runErr
 }
+
+// LagExporter is the component exporting the consumer group's lag, to run
+// beside the persister (it uses the persister's client, so it must stop
+// before Close); nil when Config.LagInterval is negative.
+func (p *Persister) LagExporter() *LagExporter { return p.lag }
 
 // Ready returns nil when the persister runs and can write: no outage in
 // progress and Postgres answers a ping. During an outage it returns the
@@ -384,7 +383,7 @@ func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, []rej
 	results := make([]batch.Result[receipt.State], len(shards))
 	errs := make([]error, len(shards))
 	writeShard := func(i int) {
-		res, err := batch.Bisect(shards[i], func(part []receipt.State) error { return p.upsert(ctx, i, part) }, pgstore.IsRejected)
+		res, err := batch.Bisect(shards[i], func(part []receipt.State) error { return p.upsert(ctx, i, part) }, isRejected)
 		// Counted as each shard commits: a shard stays written even when
 		// another one's is abandoned.
 		p.m.rowsWritten.Add(float64(len(res.Written)))
@@ -466,10 +465,13 @@ func mergeStates(kept, next receipt.State) receipt.State {
 // long as Postgres is unavailable. It returns nil, a rejection (for Bisect
 // to split), or the end of ctx.
 func (p *Persister) upsert(ctx context.Context, shard int, rows []receipt.State) error {
-	return p.retry(ctx, p.shardLogs[shard], opUpsert, pgstore.IsRetryable, func(ctx context.Context) error {
+	return p.retry(ctx, p.shardLogs[shard], opUpsert, isUpsertRetryable, func(ctx context.Context) error {
 		start := time.Now()
 		_, err := p.store.Upsert(ctx, rows)
 		p.m.upsertTime.Observe(time.Since(start).Seconds())
+		if pgstore.Classify(err) == errclass.Permanent {
+			p.shardLogs[shard].Error("postgres refuses the write for good; the partition waits for an operator", zap.Error(err))
+		}
 		return err
 	})
 }
@@ -493,7 +495,7 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		recs := make([]*kgo.Record, len(pending))
 		index := make(map[*kgo.Record]int, len(pending))
 		for i, dl := range pending {
-			recs[i] = event.DeadLetter(dl.src, p.cfg.DLTTopic, dl.reason, attempt(dl.src))
+			recs[i] = event.DeadLetter(dl.src, p.cfg.DLTTopic, dl.reason)
 			index[recs[i]] = i
 		}
 		// Results come in completion order, not input order.
@@ -507,7 +509,7 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		p.m.deadLetters.WithLabelValues(kind).Add(float64(len(pending) - len(failed)))
 		pending = failed
 		err := results.FirstErr()
-		if err != nil && isProduceRetryable(err) && !kafkaconf.IsRetryable(err) {
+		if class := kafkaconf.Classify(err); class == errclass.Rejected || class == errclass.Permanent {
 			p.log.Error("kafka refuses dead letters for good; the partition waits for an operator",
 				zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("num_records", len(pending)), zap.Error(err))
 		}
@@ -519,25 +521,26 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 	return nil
 }
 
-// isProduceRetryable keeps retrying a dead letter whatever Kafka answers,
-// even an error kafkaconf.IsRetryable calls permanent: the record has
-// nowhere else to go, and its offset must not be committed until it is in
-// Postgres or on the dead-letter topic. The partition stalls with /readyz
-// false and the error logged (loudly when permanent) until an operator
-// acts; only our own shutdown stops it.
-func isProduceRetryable(err error) bool {
-	return !errors.Is(err, kgo.ErrClientClosed) && !errors.Is(err, context.Canceled)
+// isRejected tells Bisect which rows to isolate: those Postgres refuses.
+func isRejected(err error) bool { return pgstore.Classify(err) == errclass.Rejected }
+
+// isUpsertRetryable keeps retrying a write while Postgres is unavailable,
+// and also when it refuses the operation for good (a missing table, bad
+// credentials): dead-lettering good rows could only lose them, so the
+// partition waits, with /readyz false and the error logged, until an
+// operator acts.
+func isUpsertRetryable(err error) bool {
+	class := pgstore.Classify(err)
+	return class == errclass.Unavailable || class == errclass.Permanent
 }
 
-// attempt is the dead-letter attempt of a record: one more than the
-// record's own, when an operator replayed it from the dead-letter topic.
-func attempt(src *kgo.Record) int {
-	n, err := strconv.Atoi(event.Header(src, event.HeaderAttempt))
-	if err != nil || n < 0 {
-		return 1
-	}
-	return n + 1
-}
+// isProduceRetryable keeps retrying a dead letter whatever Kafka answers,
+// even an error kafkaconf.Classify calls rejected or permanent: the record
+// has nowhere else to go, and its offset must not be committed until it is
+// in Postgres or on the dead-letter topic. The partition stalls with
+// /readyz false and the error logged (loudly when permanent) until an
+// operator acts; only our own shutdown stops it.
+func isProduceRetryable(err error) bool { return kafkaconf.Classify(err) != errclass.Canceled }
 
 // retry runs f until it succeeds or fails with an error transient rejects,
 // logging to log. While f fails with a transient error, the op is in
@@ -647,6 +650,7 @@ func (p *Persister) commit(ctx context.Context, recs []*kgo.Record) {
 		p.log.Warn("committing offsets; they will be committed with the next batch or on revoke", zap.Error(err))
 		return
 	}
+	p.m.commits.Inc()
 	p.mu.Lock()
 	for _, r := range toCommit {
 		tp := topicPartition{r.Topic, r.Partition}
@@ -668,7 +672,9 @@ func (p *Persister) onRevoked(ctx context.Context, cl *kgo.Client, revoked map[s
 	if err := cl.CommitRecords(ctx, recs...); err != nil {
 		p.m.commitErrors.Inc()
 		p.log.Warn("committing offsets on revoke; the next owner replays from the last commit", zap.Error(err))
+		return
 	}
+	p.m.commits.Inc()
 }
 
 // onLost drops what is settled on lost partitions: the group has moved on,

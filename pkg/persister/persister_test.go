@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,19 +192,19 @@ func TestPoisonRecordsGoToDLTWithoutStalling(t *testing.T) {
 	dead := b.readDLT(3)
 	bySrc := map[int64]*kgo.Record{}
 	for _, d := range dead {
-		require.Equal(t, b.broker.Topic, event.Header(d, event.HeaderSourceTopic))
-		require.Equal(t, "0", event.Header(d, event.HeaderSourcePartition))
-		require.Equal(t, "1", event.Header(d, event.HeaderAttempt))
-		off, err := strconv.ParseInt(event.Header(d, event.HeaderSourceOffset), 10, 64)
-		require.NoError(t, err)
-		bySrc[off] = d
+		env := event.ParseDeadLetter(d)
+		require.Equal(t, b.broker.Topic, env.SourceTopic)
+		require.Equal(t, int32(0), env.SourcePartition)
+		require.Equal(t, 1, env.Attempt)
+		require.GreaterOrEqual(t, env.SourceOffset, int64(0))
+		bySrc[env.SourceOffset] = d
 	}
 	for _, src := range []*kgo.Record{garbage, badID, future} {
 		d := bySrc[src.Offset]
 		require.NotNil(t, d, "no dead letter for offset %d", src.Offset)
 		require.Equal(t, src.Key, d.Key)
 		require.Equal(t, src.Value, d.Value)
-		reason := event.Header(d, event.HeaderReason)
+		reason := event.ParseDeadLetter(d).Reason
 		require.True(t, strings.HasPrefix(reason, "undecodable record: "), reason)
 		require.Contains(t, reason, poison[src.Offset])
 	}
@@ -250,10 +249,11 @@ func TestRejectedRowIsBisectedToDLT(t *testing.T) {
 	offsets := map[string]bool{}
 	for _, d := range dead {
 		require.Equal(t, "bad:c", string(d.Key))
-		reason := event.Header(d, event.HeaderReason)
+		reason := event.ParseDeadLetter(d).Reason
 		require.Contains(t, reason, "rejected by postgres")
 		require.Contains(t, reason, "23514")
-		offsets[event.Header(d, event.HeaderSourceOffset)+"@"+event.Header(d, event.HeaderSourcePartition)] = true
+		env := event.ParseDeadLetter(d)
+		offsets[fmt.Sprintf("%d@%d", env.SourceOffset, env.SourcePartition)] = true
 	}
 	for _, r := range badRecs {
 		require.True(t, offsets[fmt.Sprintf("%d@%d", r.Offset, r.Partition)], "record %d@%d not dead-lettered", r.Offset, r.Partition)
@@ -410,7 +410,7 @@ func TestFailedDeadLetterProduceIsRetriedBeforeCommit(t *testing.T) {
 	b.requireCommittedToEnd()
 	require.EqualValues(t, 1, b.dltEnd())
 	d := b.readDLT(1)[0]
-	require.Equal(t, strconv.FormatInt(garbage.Offset, 10), event.Header(d, event.HeaderSourceOffset))
+	require.Equal(t, garbage.Offset, event.ParseDeadLetter(d).SourceOffset)
 	require.Len(t, b.rows(), 1)
 	require.NoError(t, run.p.Ready(context.Background()))
 	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "undecodable"))
@@ -531,7 +531,7 @@ func TestRejectedRowInOneShardIsDeadLetteredAndEveryShardWritten(t *testing.T) {
 	dead := b.readDLT(2)
 	for _, d := range dead {
 		require.Equal(t, "bad:c", string(d.Key))
-		require.Contains(t, event.Header(d, event.HeaderReason), "23514")
+		require.Contains(t, event.ParseDeadLetter(d).Reason, "23514")
 	}
 	require.Equal(t, 2.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
 	require.Equal(t, float64(len(want)), metric(t, reg, "receipts_persister_rows_written_total"))

@@ -105,7 +105,7 @@ func TestRejectedRowIsBisectedWithinItsShard(t *testing.T) {
 		}
 		return nil
 	}
-	alone, err := batch.Bisect(shards[badShard], rejectBad, pgstore.IsRejected)
+	alone, err := batch.Bisect(shards[badShard], rejectBad, isRejected)
 	require.NoError(t, err)
 	wantWrites += alone.Writes
 

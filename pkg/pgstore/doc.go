@@ -1,6 +1,7 @@
 // Package pgstore is the durable truth in Postgres (pgx/v5): migrations, the
 // one-statement batch upsert guarded by the (epoch, seq) tuple compare, reads
-// for the gateway's fallback, and the translation of Postgres errors into
-// the two kinds the pipeline routes on: ErrRejected (bad data, dead-letter
-// it) and ErrUnavailable (outage, retry it).
+// for the gateway's fallback, parked dead letters, and Classify, the one
+// place where Postgres errors are sorted into the classes the pipeline
+// routes on (rejected: dead-letter it; unavailable: retry it; permanent:
+// an operator must act).
 package pgstore

@@ -6,64 +6,75 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/readstate/receipts/pkg/errclass"
 )
 
+// Every error the store returns wraps one of these, chosen by Classify.
 var (
 	// ErrRejected means Postgres refused the data itself (SQLSTATE class 22
 	// "data exception" or 23 "integrity constraint violation"): retrying the
 	// same rows cannot succeed, so they belong on the dead-letter topic.
 	ErrRejected = errors.New("rejected by postgres")
-	// ErrUnavailable means Postgres could not be used: connection failures
-	// (class 08), shutdown (57P01..57P03), serialization failure or deadlock
-	// (class 40), resources (class 53), a closed pool, a timeout. Retrying
-	// later can succeed.
+	// ErrUnavailable means Postgres could not be used now: no answer or a
+	// lost connection (class 08, network errors, timeouts, a closed pool),
+	// shutting down or crashed (57), out of resources (53, 58), a
+	// serialization failure or deadlock (40), a lock not available (55).
 	ErrUnavailable = errors.New("postgres unavailable")
+	// ErrPermanent means Postgres answered with an error that repeating
+	// will not fix and that is not the data's fault: a missing database or
+	// table, bad credentials, a broken migration (classes 28, 3D, 42, XX,
+	// and every other answered SQLSTATE).
+	ErrPermanent = errors.New("postgres refuses the operation")
 )
 
-// classify wraps err with ErrRejected or ErrUnavailable. It is the one place
-// where Postgres errors are sorted. Anything that is not a data error counts
-// as unavailable: an unknown failure must never send good rows to the
-// dead-letter topic; at worst it is retried until an operator looks.
-func classify(err error) error {
-	if err == nil || errors.Is(err, ErrRejected) || errors.Is(err, ErrUnavailable) || errors.Is(err, context.Canceled) {
-		return err
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code[:2] {
-		case "22", "23":
-			return fmt.Errorf("%w: %w", ErrRejected, err)
-		}
-		return fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
-}
-
-// IsRejected reports whether err means the data was refused.
-func IsRejected(err error) bool { return errors.Is(err, ErrRejected) }
-
-// IsRetryable reports whether retrying later can help: everything but
-// rejected data and a cancelled context.
-func IsRetryable(err error) bool {
-	return err != nil && !errors.Is(err, ErrRejected) && !errors.Is(err, context.Canceled)
-}
-
-// IsUnreachable reports whether an operation failed because Postgres could
-// not run it at all (no answer, connection lost, shutting down, out of
-// resources, serialization or deadlock), as opposed to Postgres answering
-// with an error that trying again would only repeat (a missing database,
-// bad credentials, a broken migration).
-func IsUnreachable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
+// Classify is the one place where Postgres errors are sorted. It reads the
+// class a store error was wrapped with, or sorts a raw pgx error by its
+// SQLSTATE. An error without a SQLSTATE is Unavailable: an unknown failure
+// must never send good rows to the dead-letter topic; at worst it is
+// retried until an operator looks.
+func Classify(err error) errclass.Class {
+	switch {
+	case err == nil:
+		return errclass.None
+	case errors.Is(err, context.Canceled):
+		return errclass.Canceled
+	case errors.Is(err, ErrRejected):
+		return errclass.Rejected
+	case errors.Is(err, ErrPermanent):
+		return errclass.Permanent
+	case errors.Is(err, ErrUnavailable):
+		return errclass.Unavailable
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return true
+		return errclass.Unavailable
 	}
 	switch pgErr.Code[:2] {
-	case "08", "53", "57", "40":
-		return true
+	case "22", "23":
+		return errclass.Rejected
+	case "08", "40", "53", "55", "57", "58":
+		return errclass.Unavailable
 	}
-	return false
+	return errclass.Permanent
+}
+
+// classify wraps err with the sentinel of its class, so callers can also
+// match it with errors.Is.
+func classify(err error) error {
+	var sentinel error
+	switch Classify(err) {
+	case errclass.Rejected:
+		sentinel = ErrRejected
+	case errclass.Unavailable:
+		sentinel = ErrUnavailable
+	case errclass.Permanent:
+		sentinel = ErrPermanent
+	default:
+		return err
+	}
+	if errors.Is(err, sentinel) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", sentinel, err)
 }

@@ -2,9 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,35 @@ type Config struct {
 	Schema string
 	// MaxConns bounds the pool. Defaults to MaxConnsDefault.
 	MaxConns int32
+}
+
+// RegisterFlags registers --pg-url and --pg-max-conns with the config's
+// values as defaults (URL falls back to URLDefault).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	if c.URL == "" {
+		c.URL = URLDefault
+	}
+	fs.StringVar(&c.URL, "pg-url", c.URL, "Postgres connection URL (TLS with sslmode=require/verify-full and sslrootcert=…)")
+	fs.Var(int32Value{&c.MaxConns}, "pg-max-conns", "Postgres pool size (0: the binary's default)")
+}
+
+// int32Value is a flag.Value for an int32.
+type int32Value struct{ p *int32 }
+
+func (v int32Value) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(int64(*v.p), 10)
+}
+
+func (v int32Value) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return err
+	}
+	*v.p = int32(n)
+	return nil
 }
 
 // Store is a Postgres connection pool with the receipts queries.

@@ -1,8 +1,13 @@
-package reconcile
+// Package drift is the dlt-reconciler's drift sweep: it walks Postgres and
+// Redis in bounded, rate-limited pages, counts disagreements by direction
+// and repairs them both ways. Every write it makes is a max-merge, so a
+// repair can never move a key backwards.
+package drift
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"slices"
 	"sync"
@@ -14,31 +19,35 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
+	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// Sweep defaults.
+// Defaults.
 const (
-	// SweepIntervalDefault is the pause between the end of one sweep and
+	// IntervalDefault is the pause between the end of one sweep and
 	// the start of the next.
-	SweepIntervalDefault = time.Minute
-	// SweepPageSizeDefault is the number of Postgres rows per page.
-	SweepPageSizeDefault = 500
-	// SweepPagesPerSecondDefault limits pages (Postgres pages and Redis SCAN
+	IntervalDefault = time.Minute
+	// PageSizeDefault is the number of Postgres rows per page.
+	PageSizeDefault = 500
+	// PagesPerSecondDefault limits pages (Postgres pages and Redis SCAN
 	// pages together) per second, so a sweep never competes with the
 	// write path for long.
-	SweepPagesPerSecondDefault = 20.0
-	// SweepScanCountDefault is the COUNT hint of one Redis SCAN page: SCAN
+	PagesPerSecondDefault = 20.0
+	// ScanCountDefault is the COUNT hint of one Redis SCAN page: SCAN
 	// walks every key of a shared Redis, not only ours, so pages must be
 	// large enough that the walk of a big keyspace takes seconds, not minutes.
-	SweepScanCountDefault = 1000
-	// SweepConcurrencyDefault bounds parallel per-user lookups in a page.
-	SweepConcurrencyDefault = 8
-	// SweepGraceDefault: a key whose Redis value moved more recently than
+	ScanCountDefault = 1000
+	// ConcurrencyDefault bounds parallel per-user lookups in a page.
+	ConcurrencyDefault = 8
+	// GraceDefault: a key whose Redis value moved more recently than
 	// this is in flight (written to Redis, not yet persisted), not drift.
-	SweepGraceDefault = 30 * time.Second
+	GraceDefault = 30 * time.Second
+	// MetricsSubsystem names the sweep's metrics (receipts_reconciler_…).
+	MetricsSubsystem = "reconciler"
+	metricsNamespace = "receipts"
 	// pgGetChunk bounds the channels of one Postgres lookup.
 	pgGetChunk = 1000
 )
@@ -116,29 +125,29 @@ type Report struct {
 	Failed int
 }
 
-// SweepConfig configures a Sweeper.
-type SweepConfig struct {
+// Config configures a Sweeper.
+type Config struct {
 	// Postgres is the durable store. Required.
 	Postgres *pgstore.Store
 	// Redis is the real-time view. Required.
 	Redis *redisstore.Store
 	// Interval is the pause between sweeps of Run. Defaults to
-	// SweepIntervalDefault.
+	// IntervalDefault.
 	Interval time.Duration
 	// PageSize is the number of Postgres rows per page. Defaults to
-	// SweepPageSizeDefault.
+	// PageSizeDefault.
 	PageSize int
 	// PagesPerSecond limits the page rate. Defaults to
-	// SweepPagesPerSecondDefault.
+	// PagesPerSecondDefault.
 	PagesPerSecond float64
 	// ScanCount is the COUNT hint of a Redis SCAN page. Defaults to
-	// SweepScanCountDefault.
+	// ScanCountDefault.
 	ScanCount int64
 	// Concurrency bounds parallel per-user lookups. Defaults to
-	// SweepConcurrencyDefault.
+	// ConcurrencyDefault.
 	Concurrency int
 	// Grace leaves keys alone whose Redis value moved within it (in-flight
-	// writes). Defaults to SweepGraceDefault; negative disables it.
+	// writes). Defaults to GraceDefault; negative disables it.
 	Grace time.Duration
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
@@ -146,7 +155,30 @@ type SweepConfig struct {
 	Registerer prometheus.Registerer
 }
 
-func (c *SweepConfig) withDefaults() error {
+// RegisterFlagsWithPrefix registers the sweep's page flags as
+// <prefix>page-size, <prefix>pages-per-second, <prefix>scan-count and
+// <prefix>grace, with the defaults for zero fields. Interval is the
+// caller's, since only a running service sweeps repeatedly.
+func (c *Config) RegisterFlagsWithPrefix(prefix string, fs *flag.FlagSet) {
+	if c.PageSize == 0 {
+		c.PageSize = PageSizeDefault
+	}
+	if c.PagesPerSecond == 0 {
+		c.PagesPerSecond = PagesPerSecondDefault
+	}
+	if c.ScanCount == 0 {
+		c.ScanCount = ScanCountDefault
+	}
+	if c.Grace == 0 {
+		c.Grace = GraceDefault
+	}
+	fs.IntVar(&c.PageSize, prefix+"page-size", c.PageSize, "Postgres rows per sweep page")
+	fs.Float64Var(&c.PagesPerSecond, prefix+"pages-per-second", c.PagesPerSecond, "sweep page rate limit (Postgres pages and Redis SCAN pages together)")
+	fs.Int64Var(&c.ScanCount, prefix+"scan-count", c.ScanCount, "COUNT hint of one Redis SCAN page")
+	fs.DurationVar(&c.Grace, prefix+"grace", c.Grace, "keys whose Redis value moved more recently are in flight, not drift (negative: none)")
+}
+
+func (c *Config) withDefaults() error {
 	var errs []error
 	if c.Postgres == nil {
 		errs = append(errs, errors.New("Postgres is required"))
@@ -155,22 +187,22 @@ func (c *SweepConfig) withDefaults() error {
 		errs = append(errs, errors.New("Redis is required"))
 	}
 	if c.Interval == 0 {
-		c.Interval = SweepIntervalDefault
+		c.Interval = IntervalDefault
 	}
 	if c.PageSize == 0 {
-		c.PageSize = SweepPageSizeDefault
+		c.PageSize = PageSizeDefault
 	}
 	if c.PagesPerSecond == 0 {
-		c.PagesPerSecond = SweepPagesPerSecondDefault
+		c.PagesPerSecond = PagesPerSecondDefault
 	}
 	if c.ScanCount == 0 {
-		c.ScanCount = SweepScanCountDefault
+		c.ScanCount = ScanCountDefault
 	}
 	if c.Concurrency == 0 {
-		c.Concurrency = SweepConcurrencyDefault
+		c.Concurrency = ConcurrencyDefault
 	}
 	if c.Grace == 0 {
-		c.Grace = SweepGraceDefault
+		c.Grace = GraceDefault
 	}
 	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount and Concurrency must be > 0"))
@@ -196,28 +228,28 @@ func newSweepMetrics(reg prometheus.Registerer) *sweepMetrics {
 	f := promauto.With(reg)
 	m := &sweepMetrics{
 		found: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "receipts_reconciler_drift_found_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "drift_found_total",
 			Help: "Keys where Redis and Postgres disagreed, by direction.",
 		}, []string{"direction"}),
 		repaired: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "receipts_reconciler_drift_repaired_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "drift_repaired_total",
 			Help: "Disagreements repaired by a max-merge, by direction.",
 		}, []string{"direction"}),
 		sweeps: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "receipts_reconciler_sweeps_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "sweeps_total",
 			Help: "Completed drift sweeps, by result (ok, error).",
 		}, []string{"result"}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    "receipts_reconciler_sweep_duration_seconds",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "sweep_duration_seconds",
 			Help:    "Duration of one full drift sweep.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10),
 		}),
 		inFlight: f.NewCounter(prometheus.CounterOpts{
-			Name: "receipts_reconciler_drift_in_flight_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "drift_in_flight_total",
 			Help: "Keys left alone because their Redis value moved within the grace period.",
 		}),
 		parkedPending: f.NewGauge(prometheus.GaugeOpts{
-			Name: "receipts_reconciler_parked_pending",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "parked_pending",
 			Help: "Parked dead letters not yet replayed (updated after each sweep).",
 		}),
 	}
@@ -232,7 +264,7 @@ func newSweepMetrics(reg prometheus.Registerer) *sweepMetrics {
 
 // Sweeper compares Redis and Postgres and repairs both ways.
 type Sweeper struct {
-	cfg     SweepConfig
+	cfg     Config
 	log     *zap.Logger
 	m       *sweepMetrics
 	mu      sync.Mutex // one sweep at a time
@@ -241,11 +273,11 @@ type Sweeper struct {
 }
 
 // NewSweeper validates the config.
-func NewSweeper(cfg SweepConfig) (*Sweeper, error) {
+func New(cfg Config) (*Sweeper, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, fmt.Errorf("configuring drift sweep: %w", err)
 	}
-	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("reconciler.drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now}, nil
+	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now}, nil
 }
 
 // Run sweeps at start and then Interval after each sweep ends, until ctx
@@ -547,7 +579,7 @@ func (s *Sweeper) apply(ctx context.Context, pr pageResult, rep *Report) error {
 	}
 	if len(pr.toPG) > 0 {
 		if err := s.upsert(ctx, pr.toPG); err != nil {
-			if !pgstore.IsRejected(err) {
+			if pgstore.Classify(err) != errclass.Rejected {
 				rep.Failed += len(pr.toPG)
 				return fmt.Errorf("repairing %d postgres rows: %w", len(pr.toPG), err)
 			}
@@ -556,7 +588,7 @@ func (s *Sweeper) apply(ctx context.Context, pr pageResult, rep *Report) error {
 				if err := s.upsert(ctx, []receipt.State{st}); err != nil {
 					rep.Failed++
 					s.log.Warn("repairing postgres row", zap.String("key", st.Key.KafkaKey()), zap.Error(err))
-					if !pgstore.IsRejected(err) {
+					if pgstore.Classify(err) != errclass.Rejected {
 						return fmt.Errorf("repairing postgres row %s: %w", st.Key.KafkaKey(), err)
 					}
 					continue

@@ -1,4 +1,4 @@
-package reconcile_test
+package deadletter_test
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/reconcile"
 )
 
 const waitFor = 30 * time.Second
@@ -58,7 +58,7 @@ func TestConsumerMergesRedisValueIntoPostgres(t *testing.T) {
 	require.Equal(t, int64(20), rd.Read.Position.Seq, "Redis converges to what Postgres holds")
 
 	require.Eventually(t, func() bool { return committed(t, b, group, b.DLTTopic) == 2 }, waitFor, 20*time.Millisecond)
-	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", reconcile.KindUndecodable))
+	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", deadletter.KindUndecodable))
 	require.Eventually(t, func() bool { return c.Ready(ctx) == nil }, waitFor, 20*time.Millisecond)
 }
 
@@ -85,7 +85,7 @@ func TestConsumerParksUndecodableRecords(t *testing.T) {
 
 	startConsumer(t, bd, b, group, nil)
 	require.Eventually(t, func() bool {
-		return metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", reconcile.KindUndecodable) == 4
+		return metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", deadletter.KindUndecodable) == 4
 	}, waitFor, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return committed(t, b, group, b.DLTTopic) == 4 }, waitFor, 20*time.Millisecond)
 
@@ -140,7 +140,7 @@ func TestConsumerParksAfterBoundedOutage(t *testing.T) {
 	r := encode(t, state("u1", "c1", 5, true))
 	produce(t, b, dltRecord(b, r.Key, r.Value, 1, 9, "rejected by postgres: check"))
 
-	c := startConsumer(t, bd, b, group, func(cfg *reconcile.ConsumerConfig) {
+	c := startConsumer(t, bd, b, group, func(cfg *deadletter.Config) {
 		cfg.Postgres = viaProxy
 		cfg.Retry = backoff.Config{Base: 20 * time.Millisecond, Cap: 100 * time.Millisecond, MaxDuration: 500 * time.Millisecond}
 		cfg.AttemptTimeout = time.Second
@@ -157,7 +157,7 @@ func TestConsumerParksAfterBoundedOutage(t *testing.T) {
 
 	px.setCut(false)
 	require.Eventually(t, func() bool {
-		return metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", reconcile.KindUnavailable) == 1
+		return metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", deadletter.KindUnavailable) == 1
 	}, waitFor, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return committed(t, b, group, b.DLTTopic) == 1 }, waitFor, 20*time.Millisecond)
 	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_park_stalled"))

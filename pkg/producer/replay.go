@@ -1,4 +1,4 @@
-package gate
+package producer
 
 import (
 	"context"
@@ -32,28 +32,11 @@ type replayer struct {
 	delivered func() // Kafka acked a batch: close the circuit
 	m         *metrics
 	log       *zap.Logger
-
-	cancel context.CancelFunc
-	done   chan struct{}
 }
 
-// start runs the replayer until stop.
-func (r *replayer) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	r.done = make(chan struct{})
-	go r.run(ctx)
-}
-
-// stop ends the replayer and waits for it. A batch being sent is abandoned
+// run replays until ctx ends. A batch being sent then is abandoned
 // uncommitted: it stays in the spool for the next start.
-func (r *replayer) stop() {
-	r.cancel()
-	<-r.done
-}
-
 func (r *replayer) run(ctx context.Context) {
-	defer close(r.done)
 	var (
 		sent     int64 // since the spool was last empty
 		lastWarn time.Time

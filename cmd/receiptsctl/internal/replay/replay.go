@@ -1,10 +1,12 @@
-package reconcile
+// Package replay re-applies parked dead letters for receiptsctl's dlt
+// replay: it repairs decodable ones directly (pkg/repair) and re-produces
+// the others to the main topic, for a newer build to take.
+package replay
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -12,35 +14,33 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/repair"
 )
 
-// ReplayMode chooses how a parked record is replayed.
-type ReplayMode string
+// Mode chooses how a parked record is replayed.
+type Mode string
 
 // Replay modes.
 const (
-	// ReplayAuto repairs decodable records directly and re-produces the
+	// Auto repairs decodable records directly and re-produces the
 	// others to the main topic (a newer build may decode them).
-	ReplayAuto ReplayMode = "auto"
-	// ReplayRepair only repairs directly; undecodable records fail and stay
+	Auto Mode = "auto"
+	// Repair only repairs directly; undecodable records fail and stay
 	// parked.
-	ReplayRepair ReplayMode = "repair"
-	// ReplayProduce re-produces every record to the main topic, for the
+	Repair Mode = "repair"
+	// Produce re-produces every record to the main topic, for the
 	// persister to take again.
-	ReplayProduce ReplayMode = "produce"
+	Produce Mode = "produce"
 )
 
-// ReplayOutcome says what a replay did.
-type ReplayOutcome string
+// Outcome says what a replay did.
+type Outcome string
 
 // Replay outcomes.
 const (
-	Repaired ReplayOutcome = "repaired"
-	Produced ReplayOutcome = "produced"
+	Repaired Outcome = "repaired"
+	Produced Outcome = "produced"
 )
-
-// HeaderReplayedFrom is set on a re-produced record: the parked id.
-const HeaderReplayedFrom = "dlt-replayed-from"
 
 var (
 	// ErrAlreadyReplayed means the record was replayed before.
@@ -49,8 +49,8 @@ var (
 	ErrNoProducer = errors.New("replaying to the topic needs a Kafka producer")
 )
 
-// ReplayConfig configures a Replayer.
-type ReplayConfig struct {
+// Config configures a Replayer.
+type Config struct {
 	// Postgres holds the parked records and receives repairs. Required.
 	Postgres *pgstore.Store
 	// Redis is read before and merged after a repair. Optional: nil
@@ -61,20 +61,20 @@ type ReplayConfig struct {
 	Producer *kgo.Client
 	// Topic is the main topic. Defaults to event.TopicDefault.
 	Topic string
-	// Mode defaults to ReplayAuto.
-	Mode ReplayMode
+	// Mode defaults to Auto.
+	Mode Mode
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 }
 
 // Replayer re-applies parked records for an operator.
 type Replayer struct {
-	cfg ReplayConfig
-	rep *repairer
+	cfg Config
+	rep *repair.Repairer
 }
 
 // NewReplayer validates the config.
-func NewReplayer(cfg ReplayConfig) (*Replayer, error) {
+func NewReplayer(cfg Config) (*Replayer, error) {
 	if cfg.Postgres == nil {
 		return nil, errors.New("configuring replay: Postgres is required")
 	}
@@ -83,32 +83,31 @@ func NewReplayer(cfg ReplayConfig) (*Replayer, error) {
 	}
 	switch cfg.Mode {
 	case "":
-		cfg.Mode = ReplayAuto
-	case ReplayAuto, ReplayRepair, ReplayProduce:
+		cfg.Mode = Auto
+	case Auto, Repair, Produce:
 	default:
 		return nil, fmt.Errorf("configuring replay: unknown mode %q (auto, repair or produce)", cfg.Mode)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Replayer{cfg: cfg, rep: &repairer{pg: cfg.Postgres, rs: cfg.Redis, log: cfg.Logger.Named("reconciler.replay")}}, nil
+	return &Replayer{cfg: cfg, rep: &repair.Repairer{Postgres: cfg.Postgres, Redis: cfg.Redis, Logger: cfg.Logger.Named("replay")}}, nil
 }
 
 // Replay applies one parked record and marks it replayed. A pending record
 // is required: a replayed one returns ErrAlreadyReplayed.
-func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (ReplayOutcome, error) {
+func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Outcome, error) {
 	if rec.ReplayedAt != nil {
 		return "", fmt.Errorf("replaying parked record %d: %w at %s", rec.ID, ErrAlreadyReplayed, rec.ReplayedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
 	st, decErr := event.Decode(&kgo.Record{Key: rec.Key, Value: rec.Value})
-	var outcome ReplayOutcome
+	var outcome Outcome
 	switch {
-	case r.cfg.Mode == ReplayProduce || (r.cfg.Mode == ReplayAuto && decErr != nil):
+	case r.cfg.Mode == Produce || (r.cfg.Mode == Auto && decErr != nil):
 		if r.cfg.Producer == nil {
 			return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, ErrNoProducer)
 		}
-		out := &kgo.Record{Topic: r.cfg.Topic, Key: rec.Key, Value: rec.Value,
-			Headers: []kgo.RecordHeader{{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(rec.ID, 10))}}}
+		out := event.Replayed(r.cfg.Topic, rec.ID, rec.Key, rec.Value)
 		if err := r.cfg.Producer.ProduceSync(ctx, out).FirstErr(); err != nil {
 			return "", fmt.Errorf("producing parked record %d to %s: %w", rec.ID, r.cfg.Topic, err)
 		}
@@ -116,7 +115,7 @@ func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Replay
 	case decErr != nil:
 		return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, decErr)
 	default:
-		if _, err := r.rep.repair(ctx, st); err != nil {
+		if _, err := r.rep.Repair(ctx, st); err != nil {
 			return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, err)
 		}
 		outcome = Repaired
@@ -133,7 +132,7 @@ func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Replay
 }
 
 // ReplayID reads one parked record and replays it.
-func (r *Replayer) ReplayID(ctx context.Context, id int64) (ReplayOutcome, error) {
+func (r *Replayer) ReplayID(ctx context.Context, id int64) (Outcome, error) {
 	rec, err := r.cfg.Postgres.GetParked(ctx, id)
 	if err != nil {
 		return "", err
@@ -144,7 +143,7 @@ func (r *Replayer) ReplayID(ctx context.Context, id int64) (ReplayOutcome, error
 // ReplayAll replays every pending parked record in id order, calling each
 // (when not nil) after every record. A failed record stays parked and the
 // walk goes on; only a failure to list stops it.
-func (r *Replayer) ReplayAll(ctx context.Context, each func(pgstore.ParkedRecord, ReplayOutcome, error)) (replayed, failed int, err error) {
+func (r *Replayer) ReplayAll(ctx context.Context, each func(pgstore.ParkedRecord, Outcome, error)) (replayed, failed int, err error) {
 	var after int64
 	for {
 		page, err := r.cfg.Postgres.ListParked(ctx, pgstore.ParkedQuery{AfterID: after, Limit: 100})

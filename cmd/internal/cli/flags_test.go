@@ -1,23 +1,27 @@
-package flagenv_test
+package cli_test
 
 import (
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/flagenv"
+	"github.com/readstate/receipts/cmd/internal/cli"
 )
 
-func newSet() (*flag.FlagSet, *string, *time.Duration, *flagenv.List) {
+func newSet() (*flag.FlagSet, *string, *time.Duration, *[]string) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	url := fs.String("pg-url", "default-url", "postgres")
 	d := fs.Duration("drain-timeout", time.Second, "drain")
-	brokers := &flagenv.List{"127.0.0.1:9092"}
-	fs.Var(brokers, "brokers", "seeds")
+	brokers := &[]string{"127.0.0.1:9092"}
+	fs.Func("brokers", "seeds", func(v string) error {
+		*brokers = strings.Split(strings.ReplaceAll(v, " ", ""), ",")
+		return nil
+	})
 	return fs, url, d, brokers
 }
 
@@ -26,22 +30,22 @@ func TestEnvFillsFlagsAndFlagsWin(t *testing.T) {
 	t.Setenv("RECEIPTS_DRAIN_TIMEOUT", "5s")
 	t.Setenv("RECEIPTS_BROKERS", "a:1, b:2")
 	fs, url, d, brokers := newSet()
-	require.NoError(t, flagenv.Parse(fs, []string{"--drain-timeout", "7s"}))
+	require.NoError(t, cli.Parse(fs, []string{"--drain-timeout", "7s"}))
 	require.Equal(t, "from-env", *url)
 	require.Equal(t, 7*time.Second, *d, "the command line wins over the environment")
-	require.Equal(t, flagenv.List{"a:1", "b:2"}, *brokers)
-	require.Equal(t, "RECEIPTS_DRAIN_TIMEOUT", flagenv.EnvName("drain-timeout"))
+	require.Equal(t, []string{"a:1", "b:2"}, *brokers)
+	require.Equal(t, "RECEIPTS_DRAIN_TIMEOUT", cli.EnvName("drain-timeout"))
 }
 
 func TestBadInputIsNamed(t *testing.T) {
 	t.Setenv("RECEIPTS_DRAIN_TIMEOUT", "soon")
 	fs, _, _, _ := newSet()
-	err := flagenv.Parse(fs, nil)
+	err := cli.Parse(fs, nil)
 	require.ErrorContains(t, err, "RECEIPTS_DRAIN_TIMEOUT")
 
 	fs, _, _, _ = newSet()
-	require.ErrorContains(t, flagenv.Parse(fs, []string{"stray"}), `unexpected arguments ["stray"]`)
+	require.ErrorContains(t, cli.Parse(fs, []string{"stray"}), `unexpected arguments ["stray"]`)
 
 	fs, _, _, _ = newSet()
-	require.ErrorIs(t, flagenv.Parse(fs, []string{"--help"}), flag.ErrHelp)
+	require.ErrorIs(t, cli.Parse(fs, []string{"--help"}), flag.ErrHelp)
 }

@@ -1,10 +1,17 @@
-package reconcile
+// Package deadletter is the dlt-reconciler's dead-letter consumer: it reads
+// the dead-letter topic in a consumer group and, for each decodable record,
+// repairs both stores by the max rule (pkg/repair), retrying with jittered
+// exponential backoff for a bounded time. What still fails, and every record
+// that can never be repaired (undecodable, invalid, unknown schema), is
+// parked in Postgres (parked_dead_letters) for an operator. The offset of a
+// dead letter is committed only after it was repaired or parked.
+package deadletter
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,13 +24,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/repair"
 )
 
-// Consumer defaults.
+// Defaults.
 const (
 	// GroupDefault is the reconciler's consumer group.
 	GroupDefault = "receipts-dlt-reconciler"
@@ -36,6 +45,10 @@ const (
 	RetryMaxDurationDefault = 30 * time.Second
 	// AttemptTimeoutDefault bounds one repair attempt.
 	AttemptTimeoutDefault = 5 * time.Second
+	// MetricsSubsystem names the consumer's metrics
+	// (receipts_reconciler_…), shared with the drift sweep's.
+	MetricsSubsystem = "reconciler"
+	metricsNamespace = "receipts"
 	// commitTimeout bounds an offset commit, also at shutdown.
 	commitTimeout = 10 * time.Second
 	// leaveTimeout bounds leaving the group at shutdown.
@@ -54,8 +67,8 @@ const (
 	KindUnavailable = "unavailable"
 )
 
-// ConsumerConfig configures a Consumer.
-type ConsumerConfig struct {
+// Config configures a Consumer.
+type Config struct {
 	// Postgres is the durable store; also where records are parked.
 	// Required.
 	Postgres *pgstore.Store
@@ -90,7 +103,32 @@ type ConsumerConfig struct {
 	KafkaOpts []kgo.Opt
 }
 
-func (c *ConsumerConfig) withDefaults() error {
+// RegisterFlags registers the consumer's flags (Kafka, Postgres and Redis
+// register theirs), with the defaults for zero fields.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	if c.DLTTopic == "" {
+		c.DLTTopic = event.DLTTopicDefault
+	}
+	if c.Group == "" {
+		c.Group = GroupDefault
+	}
+	if c.MaxPollRecords == 0 {
+		c.MaxPollRecords = MaxPollRecordsDefault
+	}
+	if c.Retry.MaxDuration == 0 {
+		c.Retry.MaxDuration = RetryMaxDurationDefault
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = AttemptTimeoutDefault
+	}
+	fs.StringVar(&c.DLTTopic, "dlt-topic", c.DLTTopic, "dead-letter topic to consume")
+	fs.StringVar(&c.Group, "group", c.Group, "consumer group")
+	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "dead letters per poll")
+	fs.DurationVar(&c.Retry.MaxDuration, "retry-max-duration", c.Retry.MaxDuration, "how long one dead letter is retried before it is parked")
+	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", c.AttemptTimeout, "bound of one repair attempt")
+}
+
+func (c *Config) withDefaults() error {
 	var errs []error
 	if c.Postgres == nil {
 		errs = append(errs, errors.New("Postgres is required"))
@@ -144,27 +182,27 @@ func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
 	f := promauto.With(reg)
 	m := &consumerMetrics{
 		reconciled: f.NewCounter(prometheus.CounterOpts{
-			Name: "receipts_reconciler_reconciled_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "reconciled_total",
 			Help: "Dead letters repaired: merged with Redis and upserted into Postgres.",
 		}),
 		parked: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "receipts_reconciler_parked_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "parked_total",
 			Help: "Dead letters parked for an operator, by kind (undecodable, rejected, unavailable).",
 		}, []string{"kind"}),
 		retries: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "receipts_reconciler_retries_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "retries_total",
 			Help: "Retried attempts, by operation (repair, park).",
 		}, []string{"op"}),
 		redisDegraded: f.NewCounter(prometheus.CounterOpts{
-			Name: "receipts_reconciler_redis_degraded_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_degraded_total",
 			Help: "Repairs that could not read or write Redis (left to the drift sweep).",
 		}),
 		commitErrors: f.NewCounter(prometheus.CounterOpts{
-			Name: "receipts_reconciler_commit_errors_total",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "commit_errors_total",
 			Help: "Failed dead-letter offset commits (the records are consumed again; repairs are idempotent).",
 		}),
 		parkStalled: f.NewGauge(prometheus.GaugeOpts{
-			Name: "receipts_reconciler_park_stalled",
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "park_stalled",
 			Help: "1 while a record waits to be parked because Postgres refuses the park.",
 		}),
 	}
@@ -179,11 +217,11 @@ func newConsumerMetrics(reg prometheus.Registerer) *consumerMetrics {
 
 // Consumer reads the dead-letter topic and repairs or parks each record.
 type Consumer struct {
-	cfg     ConsumerConfig
+	cfg     Config
 	cl      *kgo.Client
 	log     *zap.Logger
 	m       *consumerMetrics
-	rep     *repairer
+	rep     *repair.Repairer
 	running atomic.Bool
 	// stall holds why parking is stuck (nil when it is not), for Ready.
 	stall     atomic.Pointer[error]
@@ -193,12 +231,12 @@ type Consumer struct {
 
 // NewConsumer validates the config and creates the Kafka client (which
 // connects lazily: a broker that is down does not fail start-up).
-func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+func NewConsumer(cfg Config) (*Consumer, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, fmt.Errorf("configuring dlt consumer: %w", err)
 	}
-	log := cfg.Logger.Named("reconciler.dlt")
-	opts := append(cfg.Kafka.Opts(log, cfg.Registerer, "receipts_reconciler_kafka"),
+	log := cfg.Logger.Named("deadletter")
+	opts := append(cfg.Kafka.Opts(log, cfg.Registerer, MetricsSubsystem+"_kafka"),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.DLTTopic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -211,7 +249,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	c := &Consumer{cfg: cfg, cl: cl, log: log, m: newConsumerMetrics(cfg.Registerer)}
-	c.rep = &repairer{pg: cfg.Postgres, rs: cfg.Redis, log: log, onRedisDegraded: c.m.redisDegraded.Inc}
+	c.rep = &repair.Repairer{Postgres: cfg.Postgres, Redis: cfg.Redis, Logger: log, OnRedisDegraded: c.m.redisDegraded.Inc}
 	return c, nil
 }
 
@@ -286,8 +324,8 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()
-		_, err := c.rep.repair(actx, st)
-		if err != nil && ctx.Err() == nil && pgstore.IsRetryable(err) {
+		_, err := c.rep.Repair(actx, st)
+		if class := pgstore.Classify(err); ctx.Err() == nil && (class == errclass.Unavailable || class == errclass.Permanent) {
 			c.log.Debug("repair failed; retrying", zap.String("key", st.Key.KafkaKey()), zap.Int("attempt", attempts), zap.Error(err))
 			return retry.RetryableError(err)
 		}
@@ -302,7 +340,7 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 		return ctx.Err()
 	}
 	kind := KindUnavailable
-	if pgstore.IsRejected(err) {
+	if pgstore.Classify(err) == errclass.Rejected {
 		kind = KindRejected
 	}
 	return c.park(ctx, r, kind, err, attempts)
@@ -359,30 +397,23 @@ func (c *Consumer) setStall(err error) {
 
 // ParkedFromRecord builds the parked row for a dead letter: the reason is
 // "<kind>: <cause>" followed by the reason the record was dead-lettered for,
-// and the source coordinates come from the dead-letter headers (-1 when
+// and the source coordinates come from its dead-letter envelope (-1 when
 // missing or malformed).
 func ParkedFromRecord(r *kgo.Record, kind string, cause error, attempts int) pgstore.ParkedRecord {
+	env := event.ParseDeadLetter(r)
 	reason := kind + ": " + cause.Error()
-	if dl := event.Header(r, event.HeaderReason); dl != "" {
-		reason += " (dead-lettered for: " + dl + ")"
+	if env.Reason != "" {
+		reason += " (dead-lettered for: " + env.Reason + ")"
 	}
 	return pgstore.ParkedRecord{
 		Reason:          pgText(reason),
-		SourceTopic:     pgText(event.Header(r, event.HeaderSourceTopic)),
-		SourcePartition: int32(headerInt(r, event.HeaderSourcePartition, 32)),
-		SourceOffset:    headerInt(r, event.HeaderSourceOffset, 64),
+		SourceTopic:     pgText(env.SourceTopic),
+		SourcePartition: env.SourcePartition,
+		SourceOffset:    env.SourceOffset,
 		Attempts:        attempts,
 		Key:             r.Key,
 		Value:           r.Value,
 	}
-}
-
-func headerInt(r *kgo.Record, name string, bits int) int64 {
-	n, err := strconv.ParseInt(event.Header(r, name), 10, bits)
-	if err != nil || n < 0 {
-		return -1
-	}
-	return n
 }
 
 // pgText makes a string storable in a text column: valid UTF-8 without NUL

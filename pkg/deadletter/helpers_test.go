@@ -1,4 +1,4 @@
-package reconcile_test
+package deadletter_test
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/reconcile"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
@@ -60,7 +60,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // on partition 0 of the dead-letter topic.
 func dltRecord(b *kafkatest.Broker, key, value []byte, srcPartition int32, srcOffset int64, reason string) *kgo.Record {
 	src := &kgo.Record{Topic: b.Topic, Partition: srcPartition, Offset: srcOffset, Key: key, Value: value}
-	r := event.DeadLetter(src, b.DLTTopic, reason, 1)
+	r := event.DeadLetter(src, b.DLTTopic, reason)
 	r.Partition = 0
 	return r
 }
@@ -79,9 +79,9 @@ func produce(t *testing.T, b *kafkatest.Broker, recs ...*kgo.Record) {
 }
 
 // startConsumer runs a consumer until the test ends.
-func startConsumer(t *testing.T, bd *bundle, b *kafkatest.Broker, group string, mod func(*reconcile.ConsumerConfig)) *reconcile.Consumer {
+func startConsumer(t *testing.T, bd *bundle, b *kafkatest.Broker, group string, mod func(*deadletter.Config)) *deadletter.Consumer {
 	t.Helper()
-	cfg := reconcile.ConsumerConfig{
+	cfg := deadletter.Config{
 		Postgres:   bd.pg,
 		Redis:      bd.rs,
 		Kafka:      kafkaconf.Config{Brokers: b.Seeds},
@@ -93,7 +93,7 @@ func startConsumer(t *testing.T, bd *bundle, b *kafkatest.Broker, group string, 
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := reconcile.NewConsumer(cfg)
+	c, err := deadletter.NewConsumer(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

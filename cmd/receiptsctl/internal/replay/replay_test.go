@@ -1,4 +1,4 @@
-package reconcile_test
+package replay_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/cmd/receiptsctl/internal/replay"
+	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/reconcile"
 )
 
 func TestReplayParkedRecords(t *testing.T) {
@@ -27,29 +28,29 @@ func TestReplayParkedRecords(t *testing.T) {
 	goodDL := dltRecord(b, good.Key, good.Value, 1, 9, "rejected by postgres")
 	goodDL.Partition, goodDL.Offset = 0, 0
 	garbage := dltRecord(b, []byte("u2:c1"), []byte("\x01\x02 from a future build"), 2, 10, "undecodable record")
-	goodID, err := bd.pg.Park(ctx, reconcile.ParkedFromRecord(goodDL, reconcile.KindUnavailable, pgstore.ErrUnavailable, 7))
+	goodID, err := bd.pg.Park(ctx, deadletter.ParkedFromRecord(goodDL, deadletter.KindUnavailable, pgstore.ErrUnavailable, 7))
 	require.NoError(t, err)
 	// Parking the same record again (a lost commit) keeps one row.
-	again, err := bd.pg.Park(ctx, reconcile.ParkedFromRecord(goodDL, reconcile.KindUnavailable, pgstore.ErrUnavailable, 7))
+	again, err := bd.pg.Park(ctx, deadletter.ParkedFromRecord(goodDL, deadletter.KindUnavailable, pgstore.ErrUnavailable, 7))
 	require.NoError(t, err)
 	require.Equal(t, goodID, again)
-	garbageID, err := bd.pg.Park(ctx, reconcile.ParkedFromRecord(garbage, reconcile.KindUndecodable, event.ErrUndecodable, 1))
+	garbageID, err := bd.pg.Park(ctx, deadletter.ParkedFromRecord(garbage, deadletter.KindUndecodable, event.ErrUndecodable, 1))
 	require.NoError(t, err)
 	// Redis is ahead of the parked record: the repair takes the greater.
 	_, err = bd.rs.Merge(ctx, []receipt.State{state("u1", "c1", 6, true)})
 	require.NoError(t, err)
 
 	// Repair-only mode repairs the good one and refuses the garbage.
-	rp, err := reconcile.NewReplayer(reconcile.ReplayConfig{Postgres: bd.pg, Redis: bd.rs, Mode: reconcile.ReplayRepair})
+	rp, err := replay.NewReplayer(replay.Config{Postgres: bd.pg, Redis: bd.rs, Mode: replay.Repair})
 	require.NoError(t, err)
 	out, err := rp.ReplayID(ctx, goodID)
 	require.NoError(t, err)
-	require.Equal(t, reconcile.Repaired, out)
+	require.Equal(t, replay.Repaired, out)
 	p, ok := pgState(t, bd.pg, k)
 	require.True(t, ok)
 	require.Equal(t, int64(6), p.Read.Position.Seq)
 	_, err = rp.ReplayID(ctx, goodID)
-	require.ErrorIs(t, err, reconcile.ErrAlreadyReplayed)
+	require.ErrorIs(t, err, replay.ErrAlreadyReplayed)
 	_, err = rp.ReplayID(ctx, garbageID)
 	require.ErrorIs(t, err, event.ErrUndecodable)
 	_, err = rp.ReplayID(ctx, 999999)
@@ -57,12 +58,12 @@ func TestReplayParkedRecords(t *testing.T) {
 
 	// Auto mode re-produces what this build cannot decode to the main topic.
 	producer := b.Client(t)
-	rp, err = reconcile.NewReplayer(reconcile.ReplayConfig{Postgres: bd.pg, Redis: bd.rs, Producer: producer, Topic: b.Topic})
+	rp, err = replay.NewReplayer(replay.Config{Postgres: bd.pg, Redis: bd.rs, Producer: producer, Topic: b.Topic})
 	require.NoError(t, err)
 	var seen []int64
-	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o reconcile.ReplayOutcome, err error) {
+	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o replay.Outcome, err error) {
 		require.NoError(t, err)
-		require.Equal(t, reconcile.Produced, o)
+		require.Equal(t, replay.Produced, o)
 		seen = append(seen, r.ID)
 	})
 	require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestReplayParkedRecords(t *testing.T) {
 	require.Equal(t, []int64{garbageID}, seen)
 
 	cons := b.Client(t, kgo.ConsumeTopics(b.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	pctx, cancel := context.WithTimeout(ctx, waitFor)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var got []*kgo.Record
 	for len(got) == 0 && pctx.Err() == nil {
@@ -80,7 +81,7 @@ func TestReplayParkedRecords(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, garbage.Key, got[0].Key)
 	require.Equal(t, garbage.Value, got[0].Value)
-	require.Equal(t, itoa(garbageID), event.Header(got[0], reconcile.HeaderReplayedFrom))
+	require.Equal(t, garbageID, event.ParseDeadLetter(got[0]).ReplayedFrom)
 
 	pending, err := bd.pg.CountParked(ctx)
 	require.NoError(t, err)

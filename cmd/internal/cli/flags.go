@@ -1,7 +1,11 @@
-// Package flagenv lets every flag of a binary also be set from a RECEIPTS_*
-// environment variable (flag "pg-url" ← RECEIPTS_PG_URL), with the flag
-// winning when both are given, and shows the variable in --help.
-package flagenv
+// Package cli is the command kit every binary of cmd/ is built with: flags
+// that can also be set from a RECEIPTS_* environment variable (flag
+// "pg-url" ← RECEIPTS_PG_URL; the flag wins), usage text that shows each
+// variable and default, the logger, the version, and the service binaries'
+// shared shape (a migrate subcommand, the lifecycle runner). Connection
+// configs register their own flags (kafkaconf.Config.RegisterFlags and the
+// like); only commands import this package.
+package cli
 
 import (
 	"flag"
@@ -45,22 +49,6 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	})
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid environment: %s", strings.Join(errs, "; "))
-	}
-	return nil
-}
-
-// List is a comma-separated string list flag value.
-type List []string
-
-func (l *List) String() string { return strings.Join(*l, ",") }
-
-// Set replaces the list with the comma-separated values.
-func (l *List) Set(s string) error {
-	*l = nil
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			*l = append(*l, p)
-		}
 	}
 	return nil
 }

@@ -1,6 +1,4 @@
-// Package logging builds the zap logger every binary uses: JSON for
-// machines or console for people, at a level chosen by flag.
-package logging
+package cli
 
 import (
 	"flag"
@@ -10,9 +8,9 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// New returns a logger named after the binary. format is "json" or
+// NewLogger returns a logger named after the binary. format is "json" or
 // "console"; level is debug, info, warn or error.
-func New(name, format, level string) (*zap.Logger, error) {
+func NewLogger(name, format, level string) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("parsing log level: %w", err)
@@ -36,17 +34,17 @@ func New(name, format, level string) (*zap.Logger, error) {
 	return l.Named(name), nil
 }
 
-// Flags are the --log-format and --log-level flags every binary has.
-type Flags struct {
+// LogFlags are the --log-format and --log-level flags every binary has.
+type LogFlags struct {
 	Format string
 	Level  string
 }
 
-// Register adds the flags to fs with their defaults (console, info).
-func (f *Flags) Register(fs *flag.FlagSet) {
+// RegisterFlags adds the flags to fs with their defaults (console, info).
+func (f *LogFlags) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&f.Format, "log-format", "console", "log format: console or json")
 	fs.StringVar(&f.Level, "log-level", "info", "log level: debug, info, warn or error")
 }
 
 // New builds the logger the flags describe.
-func (f Flags) New(name string) (*zap.Logger, error) { return New(name, f.Format, f.Level) }
+func (f LogFlags) New(name string) (*zap.Logger, error) { return NewLogger(name, f.Format, f.Level) }

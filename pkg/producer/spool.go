@@ -1,4 +1,4 @@
-package gate
+package producer
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/spool"
 )
@@ -20,9 +20,6 @@ const (
 	// append, so a caller with a short deadline still gets SPOOLED rather
 	// than DeadlineExceeded.
 	spoolReserve = 250 * time.Millisecond
-	// spoolSegmentHeader is the spool's per-file header (see pkg/spool's
-	// doc.go); an append may start a file, so the fit check counts one.
-	spoolSegmentHeader = 8
 )
 
 // spoolWriter makes a call's records durable in Kafka or, when Kafka does
@@ -51,7 +48,7 @@ type spoolWriter struct {
 // Records of a call that gave up on Kafka may still be in kgo's buffer or
 // in flight and land in Kafka later; they are spooled too, so they are
 // durable either way and at worst written twice (consumers max-merge).
-func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
+func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (Durability, error) {
 	var (
 		kafkaErr error
 		trip     bool
@@ -74,10 +71,10 @@ func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1
 			if ctx.Err() != nil {
 				// The caller is gone: nothing is acknowledged, so nothing
 				// needs the spool.
-				return receiptsv1.Durability_DURABILITY_UNSPECIFIED, err
+				return Unacknowledged, err
 			}
 			kafkaErr = err
-			if !kafkaconf.IsRetryable(err) {
+			if kafkaconf.Classify(err) != errclass.Unavailable {
 				// Not an outage (authorization, a refused record): the
 				// spool still keeps the marks durable, but waiting will
 				// not fix it, so say so loudly.
@@ -107,9 +104,9 @@ func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (receiptsv1
 		if kafkaErr != nil {
 			err = fmt.Errorf("%w; then %w", kafkaErr, err)
 		}
-		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, err
+		return Unacknowledged, err
 	}
-	return receiptsv1.Durability_SPOOLED, nil
+	return Spooled, nil
 }
 
 // append writes all records in one Append: one group, one fsync.

@@ -1,4 +1,4 @@
-package reconcile_test
+package drift_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/reconcile"
 )
 
 func TestSweepRepairsBothWays(t *testing.T) {
@@ -59,14 +59,14 @@ func TestSweepRepairsBothWays(t *testing.T) {
 		floor[s.Key], _ = receipt.Merge(floor[s.Key], s)
 	}
 
-	sw, err := reconcile.NewSweeper(reconcile.SweepConfig{
+	sw, err := drift.New(drift.Config{
 		Postgres: bd.pg, Redis: bd.rs, PageSize: 7, ScanCount: 50, PagesPerSecond: 1000, Registerer: bd.reg,
 	})
 	require.NoError(t, err)
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 
-	want := reconcile.Counts{RedisAhead: 2, PostgresAhead: 2, RedisMissing: 1, PostgresMissing: 2}
+	want := drift.Counts{RedisAhead: 2, PostgresAhead: 2, RedisMissing: 1, PostgresMissing: 2}
 	require.Equal(t, want, rep.Found, "%+v", rep)
 	require.Equal(t, want, rep.Repaired)
 	require.Equal(t, len(pgSeed), rep.PostgresRows)
@@ -74,8 +74,8 @@ func TestSweepRepairsBothWays(t *testing.T) {
 	require.Zero(t, rep.Failed)
 	require.Zero(t, rep.InFlight)
 	require.Greater(t, rep.Pages, 6, "both walks are paged")
-	for dir, n := range map[string]int{reconcile.DirRedisAhead: 2, reconcile.DirPostgresAhead: 2,
-		reconcile.DirRedisMissing: 1, reconcile.DirPostgresMissing: 2} {
+	for dir, n := range map[string]int{drift.DirRedisAhead: 2, drift.DirPostgresAhead: 2,
+		drift.DirRedisMissing: 1, drift.DirPostgresMissing: 2} {
 		require.Equal(t, float64(n), metric(t, bd.reg, "receipts_reconciler_drift_found_total", "direction", dir), dir)
 		require.Equal(t, float64(n), metric(t, bd.reg, "receipts_reconciler_drift_repaired_total", "direction", dir), dir)
 	}
@@ -116,7 +116,7 @@ func TestSweepLeavesInFlightWritesAlone(t *testing.T) {
 	_, err = bd.rs.Merge(ctx, []receipt.State{fresh, brandNew})
 	require.NoError(t, err)
 
-	sw, err := reconcile.NewSweeper(reconcile.SweepConfig{Postgres: bd.pg, Redis: bd.rs, Grace: time.Hour})
+	sw, err := drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, Grace: time.Hour})
 	require.NoError(t, err)
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
@@ -126,11 +126,11 @@ func TestSweepLeavesInFlightWritesAlone(t *testing.T) {
 	require.Equal(t, int64(5), p.Read.Position.Seq)
 
 	// Without a grace period the same keys are drift and get repaired.
-	sw, err = reconcile.NewSweeper(reconcile.SweepConfig{Postgres: bd.pg, Redis: bd.rs, Grace: -1})
+	sw, err = drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, Grace: -1})
 	require.NoError(t, err)
 	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)
-	require.Equal(t, reconcile.Counts{RedisAhead: 1, PostgresMissing: 1}, rep.Found)
+	require.Equal(t, drift.Counts{RedisAhead: 1, PostgresMissing: 1}, rep.Found)
 	p, _ = pgState(t, bd.pg, receipt.Key{User: "u1", Channel: "c1"})
 	require.Equal(t, int64(9), p.Read.Position.Seq)
 }

@@ -1,0 +1,100 @@
+package event
+
+import (
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Dead-letter headers, set on every record sent to the dead-letter topic,
+// and the header of a parked record an operator re-produced to the topic.
+const (
+	HeaderReason          = "dlt-reason"
+	HeaderSourceTopic     = "dlt-source-topic"
+	HeaderSourcePartition = "dlt-source-partition"
+	HeaderSourceOffset    = "dlt-source-offset"
+	HeaderAttempt         = "dlt-attempt"
+	HeaderReplayedFrom    = "dlt-replayed-from"
+)
+
+// maxReasonBytes bounds the reason header.
+const maxReasonBytes = 1024
+
+// Envelope is what a dead letter's headers say about it. Every consumer of
+// dead letters reads them through ParseDeadLetter, never header by header.
+type Envelope struct {
+	// Reason is why the record was dead-lettered ("" when absent).
+	Reason string
+	// SourceTopic, SourcePartition and SourceOffset locate the original
+	// record; the numbers are -1 when absent or malformed.
+	SourceTopic     string
+	SourcePartition int32
+	SourceOffset    int64
+	// Attempt counts how often the record was dead-lettered: 1 the first
+	// time, one more each time an operator replayed it and it came back;
+	// 0 when absent.
+	Attempt int
+	// ReplayedFrom is the parked record an operator re-produced this one
+	// from, or -1.
+	ReplayedFrom int64
+}
+
+// DeadLetter builds the dead-letter copy of a source record: same key and
+// value, plus headers naming the reason, the source and the attempt (one
+// more than the source's own, when an operator replayed it).
+func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
+	if len(reason) > maxReasonBytes {
+		reason = reason[:maxReasonBytes]
+	}
+	attempt := max(ParseDeadLetter(src).Attempt, 0) + 1
+	return &kgo.Record{
+		Topic: dltTopic,
+		Key:   src.Key,
+		Value: src.Value,
+		Headers: []kgo.RecordHeader{
+			{Key: HeaderReason, Value: []byte(reason)},
+			{Key: HeaderSourceTopic, Value: []byte(src.Topic)},
+			{Key: HeaderSourcePartition, Value: []byte(strconv.FormatInt(int64(src.Partition), 10))},
+			{Key: HeaderSourceOffset, Value: []byte(strconv.FormatInt(src.Offset, 10))},
+			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(attempt))},
+		},
+	}
+}
+
+// Replayed builds the record an operator re-produces to topic from a parked
+// dead letter: its key and value, and the parked id.
+func Replayed(topic string, parkedID int64, key, value []byte) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: key, Value: value,
+		Headers: []kgo.RecordHeader{{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(parkedID, 10))}}}
+}
+
+// ParseDeadLetter reads a record's dead-letter headers.
+func ParseDeadLetter(r *kgo.Record) Envelope {
+	return Envelope{
+		Reason:          header(r, HeaderReason),
+		SourceTopic:     header(r, HeaderSourceTopic),
+		SourcePartition: int32(headerInt(r, HeaderSourcePartition, 32, -1)),
+		SourceOffset:    headerInt(r, HeaderSourceOffset, 64, -1),
+		Attempt:         int(headerInt(r, HeaderAttempt, 32, 0)),
+		ReplayedFrom:    headerInt(r, HeaderReplayedFrom, 64, -1),
+	}
+}
+
+// header returns the value of the named header, or "".
+func header(r *kgo.Record, name string) string {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// headerInt parses a non-negative number header, or returns missing.
+func headerInt(r *kgo.Record, name string, bits int, missing int64) int64 {
+	n, err := strconv.ParseInt(header(r, name), 10, bits)
+	if err != nil || n < 0 {
+		return missing
+	}
+	return n
+}

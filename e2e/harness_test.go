@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -391,19 +390,4 @@ func (s *stack) waitConverged(ctx context.Context, acked map[receipt.Key]receipt
 		v.firstProblem = err.Error()
 	}
 	return time.Since(start), v
-}
-
-// readLines returns the lines of a file (for log assertions).
-func readLines(path string) []string {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		out = append(out, sc.Text())
-	}
-	return out
 }

@@ -272,7 +272,7 @@ type Sweeper struct {
 	now     func() time.Time
 }
 
-// NewSweeper validates the config.
+// New validates the config.
 func New(cfg Config) (*Sweeper, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, fmt.Errorf("configuring drift sweep: %w", err)

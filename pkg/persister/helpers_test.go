@@ -100,7 +100,7 @@ func (b *bundle) startWith(cfg persister.Config, beforeRun func(*persister.Persi
 	} else {
 		r.lagDone <- nil
 	}
-	b.t.Cleanup(func() { r.stop(b.t) })
+	b.t.Cleanup(func() { _ = r.stop(b.t) })
 	return r
 }
 

@@ -151,7 +151,8 @@ func TestCheckpointFallsBackToOtherSlot(t *testing.T) {
 	path := filepath.Join(dir, checkpointName)
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	b[(2%2)*checkpointSlot+15] ^= 1 // the second write went to slot 0
+	const secondWriteSlot = 0 // write n goes to slot n%2
+	b[secondWriteSlot*checkpointSlot+15] ^= 1
 	require.NoError(t, os.WriteFile(path, b, 0o600))
 	c, p, ok, lost, err = openCheckpoint(dir)
 	require.NoError(t, err)

@@ -149,7 +149,8 @@ type memLayout struct {
 
 func memLayouts() []memLayout {
 	return []memLayout{
-		{"current", func(rdb *redis.Client, prefix string) *Store { return New(rdb, Config{Prefix: prefix}) }},
+		{"v1", func(rdb *redis.Client, prefix string) *Store { return newV1Store(rdb, prefix) }},
+		{"compact", func(rdb *redis.Client, prefix string) *Store { return New(rdb, Config{Prefix: prefix}) }},
 	}
 }
 

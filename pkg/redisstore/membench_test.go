@@ -307,6 +307,7 @@ func TestMemoryPerState(t *testing.T) {
 	}
 	shapes := []memShape{
 		{name: "10ch", users: total / 10, channelsPerUser: 10, msgID: loadgenMsgID},
+		{name: "200ch", users: max(1, total/200), channelsPerUser: 200, msgID: loadgenMsgID},
 		{name: "1000ch", users: max(1, total/1000), channelsPerUser: 1000, msgID: loadgenMsgID},
 		{name: "10ch-uuid", users: total / 10, channelsPerUser: 10, msgID: uuidMsgID},
 	}

@@ -13,22 +13,20 @@ import (
 // The stored value of one (user, channel), the hash field being the channel
 // id. Two layouts are read; only the compact one is written.
 //
-// Compact (written since the v1 layout's successor; no version tag: it never
-// contains ':', which every v1 value starts with), fields separated by one
-// space:
+// Compact: fields separated by one space,
 //
-//		READ SP READ_MSG SP DEVICE SP UPDATED_MS [SP DELIVERED SP DELIVERED_MSG]
+//	READ SP READ_MSG SP DEVICE SP UPDATED_MS [SP DELIVERED SP DELIVERED_MSG]
 //
-//	  - READ, DELIVERED are positions: [EPOCH "."] SEQ, EPOCH omitted when 0;
-//	  - every number (EPOCH, SEQ, UPDATED_MS) is base 62 with the digits
-//	    0-9A-Za-z (ASCII order) and no leading zeros, so that numbers compare
-//	    exactly as strings (longer is greater, then byte by byte), int64
-//	    included, without Lua's doubles;
-//	  - the delivered pair is omitted when it equals the read cursor
-//	    (position and message id), the common case since reading implies
-//	    delivery;
-//	  - ids are stored as they are, possibly empty; they never contain a space
-//	    (receipt.ValidateID rejects whitespace; Merge and Hydrate refuse them).
+// where READ and DELIVERED are positions, [EPOCH "."] SEQ with EPOCH omitted
+// when 0; every number (EPOCH, SEQ, UPDATED_MS) is base 62 with the digits
+// 0-9A-Za-z (ASCII order) and no leading zeros, so that numbers compare
+// exactly as strings (longer is greater, then byte by byte), int64 included,
+// without Lua's doubles; the delivered pair is omitted when it equals the
+// read cursor (position and message id), the common case since reading
+// implies delivery; ids are stored as they are, possibly empty, and never
+// contain a space (receipt.ValidateID rejects whitespace; Merge and Hydrate
+// refuse them). It needs no version tag: it never contains ':', and every v1
+// value starts with "v1:".
 //
 // For example "2ZI m9876 d1 VbmAx6e" is read = delivered = seq 9876 with
 // message id "m9876", device d1, updated at 1,795,416,092,504 ms, and
@@ -36,10 +34,9 @@ import (
 // seq 18. The empty value is never stored; Merge's script answers it for "no
 // state".
 //
-// v1 (the previous version, still read and merged, rewritten in the compact
-// layout the next time its cursors advance):
-//
-//	"v1:re:rs:rm:de:ds:dm:dev:ts", numbers in decimal.
+// v1, the previous layout, still read and merged, and rewritten compactly
+// the next time its cursors advance: "v1:re:rs:rm:de:ds:dm:dev:ts", numbers
+// in decimal.
 const digits62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // appendB62 appends n ≥ 0 in base 62.

@@ -9,8 +9,13 @@ package redisstore
 // TestMemoryPerState flushes the logical database it measures in
 // (RECEIPTS_MEMBENCH_URL, default redis://127.0.0.1:6379/14) before and
 // after each scenario, so it refuses database 0 (the dev stack's) and the
-// tests' database; the benchmark uses the tests' database with a per-run
-// key prefix like every other test here.
+// tests' database, and a non-empty database unless RECEIPTS_MEMBENCH_FLUSH=1.
+// RECEIPTS_MEMBENCH_STATES (default 1,000,000 per shape) and
+// RECEIPTS_MEMBENCH_SHAPES (comma-separated: 10ch,200ch,1000ch,10ch-uuid;
+// default all) narrow it. Each shape is loaded once per layout (v1, the
+// previous one, then compact). The benchmark uses the tests' database with a
+// per-run key prefix like every other test here. Results: BENCHMARKS.md,
+// "Redis memory per state".
 
 import (
 	"context"

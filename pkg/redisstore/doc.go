@@ -3,4 +3,12 @@
 // user's keys share a Redis Cluster slot, a configurable key prefix, and Lua
 // scripts, loaded once and run by SHA, that merge with the max rule so a
 // write or a repopulate can never move a cursor backwards.
+//
+// A field's value is the compact layout of codec.go (base-62 numbers,
+// defaults and a delivered cursor equal to the read one omitted: about 23
+// bytes for a typical state); values of the previous "v1:…" layout are
+// still read and merged, and rewritten compactly when they next advance.
+// A user's hash stays in Redis' compact listpack encoding only while it has
+// at most hash-max-listpack-entries channels and every value is at most
+// hash-max-listpack-value bytes: see BENCHMARKS.md, "Redis memory per state".
 package redisstore

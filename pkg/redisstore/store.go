@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -37,6 +36,25 @@ type Config struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
+	layout *layout
+}
+
+// layout is how Merge writes a state: the script and its per-state ARGV.
+// Production writes the compact layout; the tests also plug in the previous
+// version's, to write v1 values and to compare the two.
+type layout struct {
+	merge *redis.Script
+	args  func(receipt.State) ([]any, error)
+}
+
+var compactLayout = &layout{merge: mergeScript, args: compactArgs}
+
+func compactArgs(st receipt.State) ([]any, error) {
+	v, err := encodeValue(st)
+	if err != nil {
+		return nil, err
+	}
+	return []any{st.Key.Channel, v}, nil
 }
 
 // New wraps a go-redis client (single node or cluster).
@@ -44,7 +62,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = PrefixDefault
 	}
-	return &Store{rdb: rdb, prefix: cfg.Prefix}
+	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout}
 }
 
 // Client returns the underlying client.
@@ -69,7 +87,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range []*redis.Script{mergeScript, hydrateScript} {
+	for _, sc := range []*redis.Script{s.layout.merge, hydrateScript} {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
 		}
@@ -85,13 +103,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-func args(st receipt.State) []any {
-	return []any{st.Key.Channel,
-		st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
-		st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
-		st.DeviceID, st.UpdatedAtUnixMs}
-}
-
 // MergeResult is the outcome of one merge.
 type MergeResult struct {
 	State    receipt.State
@@ -101,15 +112,25 @@ type MergeResult struct {
 
 // Merge max-merges states in one pipeline (one round trip for a batch) and
 // returns, per state, the merged value and whether it advanced anything.
-// err is set when the pipeline as a whole failed.
+// err is set when the pipeline as a whole failed. A state the layout cannot
+// hold (a negative number, an id with a space: receipt.State.Validate and
+// ValidateID reject both) fails alone, without reaching Redis.
 func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResult, error) {
 	out := make([]MergeResult, len(states))
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(states))
 	for i, st := range states {
-		cmds[i] = mergeScript.EvalSha(ctx, pipe, []string{s.UserKey(st.Key.User)}, args(st)...)
+		argv, err := s.layout.args(st)
+		if err != nil {
+			out[i].State.Key, out[i].Err = st.Key, err
+			continue
+		}
+		cmds[i] = s.layout.merge.EvalSha(ctx, pipe, []string{s.UserKey(st.Key.User)}, argv...)
 	}
-	_, err := pipe.Exec(ctx)
+	var err error
+	if pipe.Len() > 0 {
+		_, err = pipe.Exec(ctx)
+	}
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// Redis lost its script cache (restart, SCRIPT FLUSH): load, redo.
 		if lerr := s.Load(ctx); lerr != nil {
@@ -118,6 +139,9 @@ func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResul
 		return s.Merge(ctx, states)
 	}
 	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
 		out[i].State.Key = states[i].Key
 		res, cerr := cmd.Slice()
 		if cerr != nil {
@@ -126,7 +150,7 @@ func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResul
 		}
 		changed, _ := res[0].(int64)
 		val, _ := res[1].(string)
-		st, perr := parseValue(states[i].Key, val)
+		st, perr := decodeValue(states[i].Key, val)
 		if perr != nil {
 			out[i].Err = perr
 			continue
@@ -154,7 +178,7 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) (states
 			if field == loadedField {
 				continue
 			}
-			st, err := parseValue(receipt.Key{User: user, Channel: field}, val)
+			st, err := decodeValue(receipt.Key{User: user, Channel: field}, val)
 			if err != nil {
 				return nil, false, err
 			}
@@ -172,7 +196,7 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) (states
 		if !ok {
 			continue
 		}
-		st, err := parseValue(receipt.Key{User: user, Channel: channels[i]}, str)
+		st, err := decodeValue(receipt.Key{User: user, Channel: channels[i]}, str)
 		if err != nil {
 			return nil, false, err
 		}
@@ -183,14 +207,21 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) (states
 
 // Hydrate max-merges a user's durable states into the hash and marks it
 // complete. Concurrent writes are safe: every value goes through the merge.
+// A state the layout cannot hold fails the call before anything is written
+// (the hash is not marked complete).
 func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State) error {
 	key := s.UserKey(user)
+	argvAll := make([]any, 0, 2*len(states))
+	for _, st := range states {
+		argv, err := compactArgs(st)
+		if err != nil {
+			return fmt.Errorf("hydrating %s: %w", user, err)
+		}
+		argvAll = append(argvAll, argv...)
+	}
 	for start := 0; ; start += hydrateChunk {
 		end := min(start+hydrateChunk, len(states))
-		argv := make([]any, 0, (end-start)*9)
-		for _, st := range states[start:end] {
-			argv = append(argv, args(st)...)
-		}
+		argv := argvAll[2*start : 2*end]
 		// Only the last chunk sets the marker; earlier chunks merge only.
 		sc := hydrateScript
 		if end < len(states) {
@@ -204,14 +235,6 @@ func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State
 		}
 	}
 }
-
-// mergeManyScript is hydrateScript without the completeness marker.
-var mergeManyScript = redis.NewScript(luaCommon + `
-for i = 1, #ARGV, 9 do
-  merge(KEYS[1], ARGV[i], {re=ARGV[i+1], rs=ARGV[i+2], rm=ARGV[i+3], de=ARGV[i+4], ds=ARGV[i+5], dm=ARGV[i+6], dev=ARGV[i+7], ts=ARGV[i+8]})
-end
-return 1
-`)
 
 // ScanUsers returns one bounded page of user ids (SCAN over the prefix) and
 // the cursor for the next page (0 when done): the drift sweep's walk.
@@ -227,27 +250,4 @@ func (s *Store) ScanUsers(ctx context.Context, cursor uint64, count int64) ([]st
 		}
 	}
 	return users, next, nil
-}
-
-// parseValue decodes "v1:re:rs:rm:de:ds:dm:dev:ts".
-func parseValue(k receipt.Key, v string) (receipt.State, error) {
-	p := strings.Split(v, ":")
-	if len(p) != 9 || p[0] != "v1" {
-		return receipt.State{}, fmt.Errorf("decoding redis value for %s: unexpected %q", k.KafkaKey(), v)
-	}
-	nums := make([]int64, 0, 5)
-	for _, i := range []int{1, 2, 4, 5, 8} {
-		n, err := strconv.ParseInt(p[i], 10, 64)
-		if err != nil {
-			return receipt.State{}, fmt.Errorf("decoding redis value for %s: %w", k.KafkaKey(), err)
-		}
-		nums = append(nums, n)
-	}
-	return receipt.State{
-		Key:             k,
-		Read:            receipt.Cursor{Position: receipt.Position{Epoch: nums[0], Seq: nums[1]}, MessageID: p[3]},
-		Delivered:       receipt.Cursor{Position: receipt.Position{Epoch: nums[2], Seq: nums[3]}, MessageID: p[6]},
-		DeviceID:        p[7],
-		UpdatedAtUnixMs: nums[4],
-	}, nil
 }

@@ -19,8 +19,8 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // ValidateID checks a required id: 1..MaxIDLength bytes of valid UTF-8,
-// printable, no whitespace and no ':' (the separator of the Kafka key
-// "user:channel" and of the stored Redis value).
+// printable, no whitespace (the separator of the stored Redis value) and no
+// ':' (the separator of the Kafka key "user:channel").
 func ValidateID(field, id string) error {
 	if id == "" {
 		return &FieldError{Field: field, Reason: "is required"}

@@ -9,19 +9,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/readstate/receipts/pkg/spool"
 )
 
 const crashChildEnv = "SPOOL_CRASH_CHILD_DIR"
 
-// TestMain lets the crash test run this binary as the appending child.
+// TestMain lets the crash test run this binary as the appending child, and
+// otherwise checks that every goroutine a test starts is joined by its end.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(crashChildEnv); dir != "" {
 		crashChild(dir)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // crashChild appends from several goroutines until killed, printing every

@@ -20,7 +20,6 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/kafkaconf"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -43,7 +42,7 @@ type config struct {
 }
 
 func newConfig() *config {
-	return &config{
+	c := &config{
 		svc: cli.Service{
 			Name: "dlt-reconciler",
 			About: "Repairs dead letters into Postgres and Redis by the max rule (parking what cannot\n" +
@@ -52,12 +51,13 @@ func newConfig() *config {
 		},
 		dlt: deadletter.Config{Kafka: kafkaconf.Config{ClientID: ClientIDDefault}},
 	}
+	c.svc.Redis = &c.redis
+	return c
 }
 
 func (c *config) registerFlags(fs *flag.FlagSet) {
 	c.dlt.Kafka.RegisterFlags(fs)
 	c.dlt.Kafka.RegisterGroupFlags(fs)
-	c.redis.RegisterFlags(fs)
 	c.dlt.RegisterFlags(fs)
 	fs.BoolVar(&c.sweepOn, "sweep", true, "run the drift sweep")
 	c.sweep.Interval = drift.IntervalDefault
@@ -67,54 +67,31 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	c := newConfig()
-	if err := c.svc.Parse(args, stderr, c.registerFlags); err != nil {
+	b, done, err := c.svc.Boot(ctx, args, stderr, c.registerFlags)
+	if done {
 		return err
 	}
-	log, err := c.svc.Logger()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	pg, err := pgstore.Open(ctx, c.svc.Postgres)
-	if err != nil {
-		return err
-	}
-	defer pg.Close()
-	if c.svc.MigrateOnly {
-		return cli.RunMigrations(ctx, pg, log)
-	}
+	defer b.Close()
+	rs := redisstore.New(b.Redis, c.redis.StoreConfig())
 
-	rdb, err := c.redis.NewClient()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = rdb.Close() }()
-	rs := redisstore.New(rdb, c.redis.StoreConfig())
-	reg := admin.NewRegistry()
-
-	c.dlt.Postgres, c.dlt.Redis, c.dlt.Logger, c.dlt.Registerer = pg, rs, log, reg
+	c.dlt.Postgres, c.dlt.Redis, c.dlt.Logger, c.dlt.Registerer = b.Postgres, rs, b.Log, b.Registry
 	cons, err := deadletter.NewConsumer(c.dlt)
 	if err != nil {
 		return err
 	}
 	defer cons.Close()
 
-	r := c.svc.Runner(log, reg)
-	if c.svc.Migrate {
-		// Nothing works without Postgres: wait for it as long as it is
-		// unreachable; an error it answers with stops the service.
-		r.Wait("postgres migrations", func(ctx context.Context) error { return cli.RunMigrations(ctx, pg, log) })
-	}
+	r := c.svc.Runner(b)
 	r.Wait("redis scripts", func(ctx context.Context) error {
 		if err := rs.Load(ctx); err != nil {
 			// Not fatal: a merge loads the scripts again on NOSCRIPT.
-			log.Warn("loading redis scripts; continuing degraded", zap.Error(err))
+			b.Log.Warn("loading redis scripts; continuing degraded", zap.Error(err))
 		}
 		return nil
 	})
 	r.Add("dead-letter consumer", cons)
 	if c.sweepOn {
-		c.sweep.Postgres, c.sweep.Redis, c.sweep.Logger, c.sweep.Registerer = pg, rs, log, reg
+		c.sweep.Postgres, c.sweep.Redis, c.sweep.Logger, c.sweep.Registerer = b.Postgres, rs, b.Log, b.Registry
 		sw, err := drift.New(c.sweep)
 		if err != nil {
 			return err

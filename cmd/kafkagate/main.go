@@ -31,8 +31,6 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kafkaconf"
-	"github.com/readstate/receipts/pkg/lifecycle"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -57,13 +55,16 @@ type config struct {
 }
 
 func newConfig() *config {
-	return &config{
+	c := &config{
 		svc: cli.Service{
 			Name: "kafkagate",
 			About: "Serves the receipts API (gRPC, gRPC-Web, Connect, HTTP/JSON) on one port: marks are\n" +
 				"max-merged into Redis and produced to Kafka with acks=all before the answer, or\n" +
 				"spooled to a local fsynced spool when Kafka does not ack in time.",
 			Admin: admin.Config{Addr: AdminAddrDefault},
+			// Postgres only serves the read fallback: the gate accepts marks
+			// while it waits. A migration that fails for good stops it.
+			MigrateInBackground: true,
 		},
 		prod: producer.Config{
 			Kafka:    kafkaconf.Config{ClientID: ClientIDDefault},
@@ -71,44 +72,27 @@ func newConfig() *config {
 			SpoolDir: SpoolDirDefault,
 		},
 	}
+	c.svc.Redis = &c.redis
+	return c
 }
 
 func (c *config) registerFlags(fs *flag.FlagSet) {
 	c.prod.Kafka.RegisterFlags(fs)
 	c.prod.RegisterFlags(fs)
-	c.redis.RegisterFlags(fs)
 	c.gate.RegisterFlags(fs)
 }
 
 // run parses args and runs until ctx ends (main's signal context).
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	c := newConfig()
-	if err := c.svc.Parse(args, stderr, c.registerFlags); err != nil {
+	b, done, err := c.svc.Boot(ctx, args, stderr, c.registerFlags)
+	if done {
 		return err
 	}
-	log, err := c.svc.Logger()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	store, err := pgstore.Open(ctx, c.svc.Postgres)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if c.svc.MigrateOnly {
-		return cli.RunMigrations(ctx, store, log)
-	}
-
-	rdb, err := c.redis.NewClient()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = rdb.Close() }()
-	reg := admin.NewRegistry()
+	defer b.Close()
 
 	c.prod.MaxRecordBytes, c.prod.MetricsSubsystem = gate.MaxRecordBytes, gate.MetricsSubsystem
-	c.prod.Logger, c.prod.Registerer = log, reg
+	c.prod.Logger, c.prod.Registerer = b.Log, b.Registry
 	prod, err := producer.New(c.prod)
 	if err != nil {
 		return err
@@ -116,19 +100,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Closed after the runner stopped the API (drained) and the replayer.
 	defer prod.Close()
 
-	c.gate.Producer, c.gate.Redis, c.gate.RedisPrefix, c.gate.Postgres = prod, rdb, c.redis.Prefix, store
-	c.gate.Logger, c.gate.Registerer = log, reg
+	c.gate.Producer, c.gate.Redis, c.gate.RedisPrefix, c.gate.Postgres = prod, b.Redis, c.redis.Prefix, b.Postgres
+	c.gate.Logger, c.gate.Registerer = b.Log, b.Registry
 	g, err := gate.New(c.gate)
 	if err != nil {
 		return err
 	}
-
-	r := c.svc.Runner(log, reg)
-	if c.svc.Migrate {
-		// Postgres only serves the read fallback: the gate accepts marks
-		// while it waits. A migration that fails for good stops the process.
-		r.Add("migrations", lifecycle.Once(func(ctx context.Context) error { return cli.RunMigrations(ctx, store, log) }))
-	}
+	r := c.svc.Runner(b)
 	r.Add("producer", prod)
 	r.Add("api", g)
 	return r.Run(ctx)

@@ -56,37 +56,20 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	c := newConfig()
-	if err := c.svc.Parse(args, stderr, c.registerFlags); err != nil {
+	c.svc.PoolSize = func(maxConns int32) int32 { return persister.PoolSize(maxConns, max(c.per.Writers, 1)) }
+	b, done, err := c.svc.Boot(ctx, args, stderr, c.registerFlags)
+	if done {
 		return err
 	}
-	log, err := c.svc.Logger()
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	pc := c.svc.Postgres
-	pc.MaxConns = persister.PoolSize(pc.MaxConns, max(c.per.Writers, 1))
-	store, err := pgstore.Open(ctx, pc)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if c.svc.MigrateOnly {
-		return cli.RunMigrations(ctx, store, log)
-	}
-
-	reg := admin.NewRegistry()
-	c.per.Store, c.per.Logger, c.per.Registerer = store, log, reg
+	defer b.Close()
+	c.per.Store, c.per.Logger, c.per.Registerer = b.Postgres, b.Log, b.Registry
 	per, err := persister.New(c.per)
 	if err != nil {
 		return err
 	}
 	defer per.Close()
 
-	r := c.svc.Runner(log, reg)
-	if c.svc.Migrate {
-		r.Wait("postgres migrations", func(ctx context.Context) error { return cli.RunMigrations(ctx, store, log) })
-	}
+	r := c.svc.Runner(b)
 	r.Add("persister", per)
 	if lag := per.LagExporter(); lag != nil {
 		// Added last so it stops first: it uses the persister's client.

@@ -78,16 +78,6 @@ func dltRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return fmt.Errorf("dlt: unknown subcommand %q", args[0])
 }
 
-// dltFlagSet returns a flag set whose -h prints the command's flags.
-func dltFlagSet(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("receiptsctl "+name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: receiptsctl %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
 // dltStores are the flags and clients shared by the commands.
 type dltStores struct {
 	pgConf    pgstore.Config
@@ -133,7 +123,7 @@ func (s *dltStores) close() {
 }
 
 func dltList(ctx context.Context, args []string, out io.Writer) error {
-	fs := dltFlagSet("dlt list", "dlt list [--limit N] [--all] [--after ID] [--full] [flags]")
+	fs := newFlagSet("dlt list", "dlt list [--limit N] [--all] [--after ID] [--full] [flags]")
 	var st dltStores
 	st.pgFlags(fs)
 	limit := fs.Int("limit", dltListLimitDefault, "list at most N records")
@@ -229,7 +219,7 @@ func dltKey(k []byte) string {
 }
 
 func dltReplay(ctx context.Context, args []string, out io.Writer) error {
-	fs := dltFlagSet("dlt replay", "dlt replay (--id N | --all) [--mode auto|repair|produce] [flags]")
+	fs := newFlagSet("dlt replay", "dlt replay (--id N | --all) [--mode auto|repair|produce] [flags]")
 	var st dltStores
 	st.pgFlags(fs)
 	st.redisFlags(fs)
@@ -304,7 +294,7 @@ func dltReplay(ctx context.Context, args []string, out io.Writer) error {
 }
 
 func dltSweep(ctx context.Context, args []string, out io.Writer) error {
-	fs := dltFlagSet("sweep", "sweep [flags]")
+	fs := newFlagSet("sweep", "sweep [flags]")
 	var st dltStores
 	st.pgFlags(fs)
 	st.redisFlags(fs)

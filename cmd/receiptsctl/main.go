@@ -105,7 +105,7 @@ func newFlagSet(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet("receiptsctl "+name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: receiptsctl %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		cli.PrintDefaults(fs)
 	}
 	return fs
 }

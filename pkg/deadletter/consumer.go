@@ -8,6 +8,7 @@
 package deadletter
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -27,6 +28,7 @@ import (
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/repair"
@@ -106,21 +108,7 @@ type Config struct {
 // RegisterFlags registers the consumer's flags (Kafka, Postgres and Redis
 // register theirs), with the defaults for zero fields.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	if c.DLTTopic == "" {
-		c.DLTTopic = event.DLTTopicDefault
-	}
-	if c.Group == "" {
-		c.Group = GroupDefault
-	}
-	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = MaxPollRecordsDefault
-	}
-	if c.Retry.MaxDuration == 0 {
-		c.Retry.MaxDuration = RetryMaxDurationDefault
-	}
-	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = AttemptTimeoutDefault
-	}
+	c.fill()
 	fs.StringVar(&c.DLTTopic, "dlt-topic", c.DLTTopic, "dead-letter topic to consume")
 	fs.StringVar(&c.Group, "group", c.Group, "consumer group")
 	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "dead letters per poll")
@@ -128,7 +116,18 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", c.AttemptTimeout, "bound of one repair attempt")
 }
 
-func (c *Config) withDefaults() error {
+// fill sets every zero field to its default.
+func (c *Config) fill() {
+	c.DLTTopic = cmp.Or(c.DLTTopic, event.DLTTopicDefault)
+	c.Group = cmp.Or(c.Group, GroupDefault)
+	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
+	c.Retry.MaxDuration = cmp.Or(c.Retry.MaxDuration, RetryMaxDurationDefault)
+	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, AttemptTimeoutDefault)
+	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
+}
+
+// validate reports every bad field at once.
+func (c *Config) validate() error {
 	var errs []error
 	if c.Postgres == nil {
 		errs = append(errs, errors.New("Postgres is required"))
@@ -136,35 +135,14 @@ func (c *Config) withDefaults() error {
 	if c.Redis == nil {
 		errs = append(errs, errors.New("Redis is required"))
 	}
-	if c.DLTTopic == "" {
-		c.DLTTopic = event.DLTTopicDefault
-	}
-	if c.Group == "" {
-		c.Group = GroupDefault
-	}
-	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = MaxPollRecordsDefault
-	}
 	if c.MaxPollRecords < 0 {
 		errs = append(errs, fmt.Errorf("MaxPollRecords must be > 0, got %d", c.MaxPollRecords))
-	}
-	if c.Retry.MaxDuration == 0 {
-		c.Retry.MaxDuration = RetryMaxDurationDefault
 	}
 	if c.Retry.MaxDuration < 0 {
 		errs = append(errs, fmt.Errorf("Retry.MaxDuration must be > 0 (retries are bounded), got %s", c.Retry.MaxDuration))
 	}
-	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = AttemptTimeoutDefault
-	}
 	if c.AttemptTimeout < 0 {
 		errs = append(errs, fmt.Errorf("AttemptTimeout must be > 0, got %s", c.AttemptTimeout))
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
 	}
 	return errors.Join(errs...)
 }
@@ -232,7 +210,8 @@ type Consumer struct {
 // NewConsumer validates the config and creates the Kafka client (which
 // connects lazily: a broker that is down does not fail start-up).
 func NewConsumer(cfg Config) (*Consumer, error) {
-	if err := cfg.withDefaults(); err != nil {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring dlt consumer: %w", err)
 	}
 	log := cfg.Logger.Named("deadletter")

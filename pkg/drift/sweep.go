@@ -5,6 +5,7 @@
 package drift
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/readstate/receipts/pkg/errclass"
+	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -160,58 +162,33 @@ type Config struct {
 // <prefix>grace, with the defaults for zero fields. Interval is the
 // caller's, since only a running service sweeps repeatedly.
 func (c *Config) RegisterFlagsWithPrefix(prefix string, fs *flag.FlagSet) {
-	if c.PageSize == 0 {
-		c.PageSize = PageSizeDefault
-	}
-	if c.PagesPerSecond == 0 {
-		c.PagesPerSecond = PagesPerSecondDefault
-	}
-	if c.ScanCount == 0 {
-		c.ScanCount = ScanCountDefault
-	}
-	if c.Grace == 0 {
-		c.Grace = GraceDefault
-	}
+	c.fill()
 	fs.IntVar(&c.PageSize, prefix+"page-size", c.PageSize, "Postgres rows per sweep page")
 	fs.Float64Var(&c.PagesPerSecond, prefix+"pages-per-second", c.PagesPerSecond, "sweep page rate limit (Postgres pages and Redis SCAN pages together)")
 	fs.Int64Var(&c.ScanCount, prefix+"scan-count", c.ScanCount, "COUNT hint of one Redis SCAN page")
 	fs.DurationVar(&c.Grace, prefix+"grace", c.Grace, "keys whose Redis value moved more recently are in flight, not drift (negative: none)")
 }
 
-func (c *Config) withDefaults() error {
+// fill sets every zero field to its default.
+func (c *Config) fill() {
+	c.PageSize = cmp.Or(c.PageSize, PageSizeDefault)
+	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
+	c.Interval = cmp.Or(c.Interval, IntervalDefault)
+	c.PagesPerSecond = cmp.Or(c.PagesPerSecond, PagesPerSecondDefault)
+	c.ScanCount = cmp.Or(c.ScanCount, ScanCountDefault)
+	c.Grace = cmp.Or(c.Grace, GraceDefault)
+	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
+}
+
+// validate reports every bad field at once.
+func (c *Config) validate() error {
 	var errs []error
-	if c.Postgres == nil {
-		errs = append(errs, errors.New("Postgres is required"))
-	}
-	if c.Redis == nil {
-		errs = append(errs, errors.New("Redis is required"))
-	}
-	if c.Interval == 0 {
-		c.Interval = IntervalDefault
-	}
-	if c.PageSize == 0 {
-		c.PageSize = PageSizeDefault
-	}
-	if c.PagesPerSecond == 0 {
-		c.PagesPerSecond = PagesPerSecondDefault
-	}
-	if c.ScanCount == 0 {
-		c.ScanCount = ScanCountDefault
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = ConcurrencyDefault
-	}
-	if c.Grace == 0 {
-		c.Grace = GraceDefault
+	if c.Postgres == nil || c.Redis == nil {
+		// The sweep compares the two stores: it needs both.
+		errs = append(errs, errors.New("Postgres and Redis are both required"))
 	}
 	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount and Concurrency must be > 0"))
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
 	}
 	return errors.Join(errs...)
 }
@@ -274,7 +251,8 @@ type Sweeper struct {
 
 // New validates the config.
 func New(cfg Config) (*Sweeper, error) {
-	if err := cfg.withDefaults(); err != nil {
+	cfg.fill()
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring drift sweep: %w", err)
 	}
 	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now}, nil

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -146,40 +148,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 
 // withDefaults returns a copy with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	if c.Addr == "" {
-		c.Addr = AddrDefault
-	}
-	def(&c.RetryAfter, RetryAfterDefault)
-	if c.RedisPrefix == "" {
-		c.RedisPrefix = redisstore.PrefixDefault
-	}
-	def(&c.RedisTimeout, RedisTimeoutDefault)
-	def(&c.PostgresTimeout, PostgresTimeoutDefault)
-	if c.MaxBatchItems == 0 {
-		c.MaxBatchItems = MaxBatchItemsDefault
-	}
-	if c.MaxReadChannels == 0 {
-		c.MaxReadChannels = MaxReadChannelsDefault
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = MaxBodyBytesDefault
-	}
-	def(&c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
-	def(&c.ReadTimeout, ReadTimeoutDefault)
-	def(&c.WriteTimeout, WriteTimeoutDefault)
-	def(&c.IdleTimeout, IdleTimeoutDefault)
-	def(&c.ShutdownTimeout, ShutdownTimeoutDefault)
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
+	c.Addr = cmp.Or(c.Addr, AddrDefault)
+	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
+	c.RedisPrefix = cmp.Or(c.RedisPrefix, redisstore.PrefixDefault)
+	c.RedisTimeout = cmp.Or(c.RedisTimeout, RedisTimeoutDefault)
+	c.PostgresTimeout = cmp.Or(c.PostgresTimeout, PostgresTimeoutDefault)
+	c.MaxBatchItems = cmp.Or(c.MaxBatchItems, MaxBatchItemsDefault)
+	c.MaxReadChannels = cmp.Or(c.MaxReadChannels, MaxReadChannelsDefault)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
+	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
+	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
 

@@ -6,7 +6,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sethvargo/go-retry"
+	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/backoff"
 )
@@ -76,4 +78,15 @@ func WhileUnavailable(ctx context.Context, op func(context.Context) error, unava
 		}
 		return retry.RetryableError(err)
 	})
+}
+
+// DefaultTelemetry fills a component config's logger (a no-op one) and
+// metrics registerer (a private registry, never the global one) when unset.
+func DefaultTelemetry(log **zap.Logger, reg *prometheus.Registerer) {
+	if *log == nil {
+		*log = zap.NewNop()
+	}
+	if *reg == nil {
+		*reg = prometheus.NewRegistry()
+	}
 }

@@ -1,6 +1,7 @@
 package persister
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/backoff"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
 
@@ -150,39 +152,16 @@ func PoolSize(maxConns int32, writers int) int32 {
 
 // withDefaults returns a copy with every zero field filled.
 func (c Config) withDefaults() Config {
-	if c.Kafka.ClientID == "" {
-		c.Kafka.ClientID = ClientIDDefault
-	}
-	if c.Topic == "" {
-		c.Topic = event.TopicDefault
-	}
-	if c.DLTTopic == "" {
-		c.DLTTopic = event.DLTTopicDefault
-	}
-	if c.Group == "" {
-		c.Group = GroupDefault
-	}
-	if c.MaxPollRecords == 0 {
-		c.MaxPollRecords = MaxPollRecordsDefault
-	}
-	if c.Writers == 0 {
-		c.Writers = WritersDefault
-	}
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = DrainTimeoutDefault
-	}
-	if c.DLTDeliveryTimeout == 0 {
-		c.DLTDeliveryTimeout = DLTDeliveryTimeoutDefault
-	}
-	if c.LagInterval == 0 {
-		c.LagInterval = LagIntervalDefault
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
+	c.Kafka.ClientID = cmp.Or(c.Kafka.ClientID, ClientIDDefault)
+	c.Topic = cmp.Or(c.Topic, event.TopicDefault)
+	c.DLTTopic = cmp.Or(c.DLTTopic, event.DLTTopicDefault)
+	c.Group = cmp.Or(c.Group, GroupDefault)
+	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
+	c.Writers = cmp.Or(c.Writers, WritersDefault)
+	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
+	c.DLTDeliveryTimeout = cmp.Or(c.DLTDeliveryTimeout, DLTDeliveryTimeoutDefault)
+	c.LagInterval = cmp.Or(c.LagInterval, LagIntervalDefault)
+	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
 

@@ -6,6 +6,7 @@
 package producer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/spool"
 )
 
@@ -129,27 +131,12 @@ func MinSpoolBytes(maxRecordBytes int) int64 {
 }
 
 func (c Config) withDefaults() Config {
-	if c.ProduceTimeout == 0 {
-		c.ProduceTimeout = ProduceTimeoutDefault
-	}
-	if c.ProduceLinger == 0 {
-		c.ProduceLinger = ProduceLingerDefault
-	}
-	if c.SpoolMaxBytes == 0 {
-		c.SpoolMaxBytes = SpoolMaxBytesDefault
-	}
-	if c.SpoolAfter == 0 {
-		c.SpoolAfter = SpoolAfterDefault
-	}
-	if c.MetricsSubsystem == "" {
-		c.MetricsSubsystem = MetricsSubsystemDefault
-	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Registerer == nil {
-		c.Registerer = prometheus.NewRegistry()
-	}
+	c.ProduceTimeout = cmp.Or(c.ProduceTimeout, ProduceTimeoutDefault)
+	c.ProduceLinger = cmp.Or(c.ProduceLinger, ProduceLingerDefault)
+	c.SpoolMaxBytes = cmp.Or(c.SpoolMaxBytes, SpoolMaxBytesDefault)
+	c.SpoolAfter = cmp.Or(c.SpoolAfter, SpoolAfterDefault)
+	c.MetricsSubsystem = cmp.Or(c.MetricsSubsystem, MetricsSubsystemDefault)
+	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
 

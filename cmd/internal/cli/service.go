@@ -12,12 +12,14 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/admin"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Version is the build's version, set with
@@ -69,12 +71,76 @@ type Service struct {
 	Postgres pgstore.Config
 	// Admin is the admin port; Admin.Addr is its flag's default.
 	Admin admin.Config
+	// Redis, when set, is the service's Redis connection: its flags are
+	// registered and Boot opens the client.
+	Redis *redisstore.ClientConfig
 	// Log are the log flags.
 	Log LogFlags
 	// Migrate is --migrate: apply the migrations at start-up.
 	Migrate bool
 	// MigrateOnly is true for the migrate subcommand.
 	MigrateOnly bool
+	// MigrateInBackground runs the start-up migrations beside the
+	// components instead of before them (kafkagate: Postgres only serves
+	// its read fallback, so marks are accepted meanwhile).
+	MigrateInBackground bool
+	// PoolSize, when set, turns the --pg-max-conns value into the pool the
+	// service opens (the persister needs one connection per writer).
+	PoolSize func(maxConns int32) int32
+}
+
+// Boot is what every service starts with: its logger, its Postgres store
+// and its metrics registry.
+type Boot struct {
+	Log      *zap.Logger
+	Postgres *pgstore.Store
+	Registry *prometheus.Registry
+	// Redis is the client of Service.Redis (nil without it).
+	Redis redis.UniversalClient
+}
+
+// Close closes the clients and flushes the logger.
+func (b *Boot) Close() {
+	if b.Redis != nil {
+		_ = b.Redis.Close()
+	}
+	b.Postgres.Close()
+	_ = b.Log.Sync()
+}
+
+// Boot parses the command line (the service's own flags added by
+// register), builds the logger and opens Postgres (lazily: it may be down).
+// For the migrate subcommand it then applies the migrations and returns
+// done; otherwise the caller builds its components, adds them to
+// s.Runner(b) and closes b after the runner returned.
+func (s *Service) Boot(ctx context.Context, args []string, stderr io.Writer, register func(fs *flag.FlagSet)) (b *Boot, done bool, err error) {
+	if err := s.Parse(args, stderr, register); err != nil {
+		return nil, true, err
+	}
+	log, err := s.Logger()
+	if err != nil {
+		return nil, true, err
+	}
+	pc := s.Postgres
+	if s.PoolSize != nil {
+		pc.MaxConns = s.PoolSize(pc.MaxConns)
+	}
+	store, err := pgstore.Open(ctx, pc)
+	if err != nil {
+		return nil, true, err
+	}
+	b = &Boot{Log: log, Postgres: store, Registry: admin.NewRegistry()}
+	if s.MigrateOnly {
+		defer b.Close()
+		return nil, true, RunMigrations(ctx, store, log)
+	}
+	if s.Redis != nil {
+		if b.Redis, err = s.Redis.NewClient(); err != nil {
+			b.Close()
+			return nil, true, err
+		}
+	}
+	return b, false, nil
 }
 
 // Parse parses args (the migrate word included) into s, and, unless it is
@@ -111,6 +177,9 @@ func (s *Service) FlagSet(out io.Writer, register func(fs *flag.FlagSet)) *flag.
 	if !s.MigrateOnly {
 		s.Admin.RegisterFlags(fs)
 		fs.BoolVar(&s.Migrate, "migrate", true, "apply the embedded migrations at start-up")
+		if s.Redis != nil {
+			s.Redis.RegisterFlags(fs)
+		}
 		if register != nil {
 			register(fs)
 		}
@@ -150,11 +219,20 @@ func RunMigrations(ctx context.Context, store *pgstore.Store, log *zap.Logger) e
 	return nil
 }
 
-// Runner returns the lifecycle runner of the service, its admin port
-// serving reg.
-func (s *Service) Runner(log *zap.Logger, reg prometheus.Gatherer) *lifecycle.Runner {
+// Runner returns the lifecycle runner of the service: its admin port serves
+// the boot's registry, and with --migrate the migrations come first (or run
+// beside the components, with MigrateInBackground).
+func (s *Service) Runner(b *Boot) *lifecycle.Runner {
 	ac := s.Admin
-	ac.Gatherer = reg
-	ac.Logger = log
-	return lifecycle.New(lifecycle.Config{Admin: ac, Logger: log})
+	ac.Gatherer, ac.Logger = b.Registry, b.Log
+	r := lifecycle.New(lifecycle.Config{Admin: ac, Logger: b.Log})
+	if s.Migrate {
+		migrate := func(ctx context.Context) error { return RunMigrations(ctx, b.Postgres, b.Log) }
+		if s.MigrateInBackground {
+			r.Add("migrations", lifecycle.Once(migrate))
+		} else {
+			r.Wait("postgres migrations", migrate)
+		}
+	}
+	return r
 }

@@ -28,6 +28,9 @@ func TestPipelineConverges(t *testing.T) {
 	require.Zero(t, v.diverged, "redis and postgres disagree: %s", v.firstProblem)
 	t.Logf("%d events acknowledged over %d keys; converged %s after the load stopped", m.n, v.keys, took.Round(time.Millisecond))
 
+	// Every service's metrics, after real traffic, follow the convention.
+	s.scrapeMetrics(t)
+
 	// The checker itself must be able to fail: move one key backwards in
 	// Postgres behind the max-merge's back and delete another from Redis.
 	ctx := context.Background()

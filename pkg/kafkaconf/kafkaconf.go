@@ -81,7 +81,7 @@ func (c Config) Opts(logger *zap.Logger, reg prometheus.Registerer, subsystem st
 		opts = append(opts, kgo.WithLogger(kzap.New(logger.Named("kgo"), kzap.AtomicLevel(zap.NewAtomicLevelAt(zapcore.WarnLevel)))))
 	}
 	if reg != nil {
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(MetricsNamespace, kprom.Subsystem(subsystem), kprom.Registerer(reg))))
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(MetricsNamespace, kprom.Subsystem(subsystem), kprom.Registerer(gaugeSuffixFixer{reg}))))
 	}
 	if c.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(c.SessionTimeout),

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -147,7 +147,8 @@ func BenchmarkWritePath(b *testing.B) {
 			checkpoint(b, s)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				rows := batch.Dedupe(work[i], stateKey, mergeStates)
+				rows := work[i]
+				slices.SortFunc(rows, receipt.CompareStates)
 				n, rejected, err := p.write(ctx, rows)
 				if err != nil {
 					b.Fatal(err)

@@ -24,12 +24,27 @@ const (
 	GroupDefault = "receipts-persister"
 	// ClientIDDefault names the Kafka client in broker logs and metrics.
 	ClientIDDefault = "receipts-persister"
-	// MaxPollRecordsDefault bounds one batch: large enough to amortise a
-	// transaction, small enough to finish well inside a rebalance timeout.
+	// MaxPollRecordsDefault bounds one poll.
 	MaxPollRecordsDefault = 500
-	// LingerDefault is zero: a batch is whatever one poll returns, so the
-	// latency to Postgres stays at one round trip when traffic is light.
-	LingerDefault = time.Duration(0)
+	// StatementRowsDefault bounds one upsert statement: the ADR's batch of
+	// 500 stays the unit of a statement, large enough to amortise a round
+	// trip, small enough that Writers statements spread a window's rows.
+	StatementRowsDefault = 500
+	// BatchRecordsDefault bounds a window: the records deduplicated
+	// together before one write. Wide, because a hot key marked many
+	// times costs one row per window (on the Zipf-skewed benchmark set,
+	// windows of 50,000 write about 0.23 rows per event where 500-record
+	// windows wrote 0.39), and small enough (a few MB) to settle well
+	// inside a rebalance timeout.
+	BatchRecordsDefault = 50000
+	// LingerDefault is how long a window waits for more records after its
+	// first before it is handed to the writer (when the writer is busy it
+	// keeps growing meanwhile): the floor of the latency to Postgres when
+	// traffic is light.
+	LingerDefault = 20 * time.Millisecond
+	// WrittenCacheKeysDefault bounds the keys whose written cursors are
+	// remembered to skip stale rows (about 100 bytes each).
+	WrittenCacheKeysDefault = 1 << 20
 	// DrainTimeoutDefault bounds how long shutdown waits for the batch in
 	// hand (and for leaving the group).
 	DrainTimeoutDefault = 10 * time.Second
@@ -37,10 +52,9 @@ const (
 	// kgo's idempotent producer otherwise retries forever while the broker
 	// is away, and readiness would never say so.
 	DLTDeliveryTimeoutDefault = 30 * time.Second
-	// WritersDefault is how many shards of a batch are written at once,
-	// each in its own transaction on its own connection. On two cores two
-	// writers write about a quarter more than one and four no more than
-	// two: the extra transactions only queue for CPU (BENCHMARKS.md).
+	// WritersDefault is how many statements of a window are written at
+	// once, each on its own connection: on two cores two keep Postgres
+	// busy while one statement waits on the WAL flush of another.
 	WritersDefault = 2
 	// RetryBaseDefault and RetryCapDefault bound the outage backoff.
 	RetryBaseDefault = 100 * time.Millisecond
@@ -74,20 +88,32 @@ type Config struct {
 	// ownership.
 	Store *pgstore.Store
 
-	// MaxPollRecords bounds the records in one batch. Defaults to
-	// MaxPollRecordsDefault.
+	// MaxPollRecords bounds one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
-	// Linger, when positive, keeps polling for up to this long after the
-	// first records arrive to coalesce a fuller batch (fewer, larger
-	// transactions at the cost of latency). Defaults to LingerDefault (0).
+	// BatchRecords bounds a window: the records of many polls decoded and
+	// deduplicated together (the greatest value per key) before they are
+	// written, and whose offsets are committed together after the write.
+	// Defaults to BatchRecordsDefault.
+	BatchRecords int
+	// StatementRows bounds the rows of one upsert statement (one implicit
+	// transaction). Defaults to StatementRowsDefault.
+	StatementRows int
+	// Linger is how long a window waits for more records after its first
+	// before it is handed to the writer; while the writer is busy with the
+	// previous window it keeps growing (up to BatchRecords). Negative
+	// hands a window over as soon as the writer is free. Defaults to
+	// LingerDefault.
 	Linger time.Duration
-	// Writers is how many shards each batch's rows are split into (by a
-	// hash of user_id) and written concurrently, each shard in its own
-	// transaction on its own pool connection. 1 writes a batch in one
-	// transaction. The pool must have at least Writers connections (one
-	// more keeps a connection for readiness pings). Defaults to
-	// WritersDefault.
+	// Writers is how many statements of a window are written concurrently,
+	// each on its own pool connection; statements hold disjoint, sorted key
+	// ranges. The pool must have at least Writers connections (one more
+	// keeps a connection for readiness pings). Defaults to WritersDefault.
 	Writers int
+	// WrittenCacheKeys bounds the keys whose written cursors are
+	// remembered so that a row that cannot advance Postgres is not sent
+	// (stale and duplicate events cost no write). Negative disables it.
+	// Defaults to WrittenCacheKeysDefault.
+	WrittenCacheKeys int
 	// DrainTimeout bounds each step of the shutdown: finishing and
 	// committing the batch in hand (counted from the cancellation), then
 	// leaving the group. Defaults to DrainTimeoutDefault.
@@ -121,6 +147,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
 	c.Topic, c.DLTTopic, c.Group, c.MaxPollRecords, c.Writers = d.Topic, d.DLTTopic, d.Group, d.MaxPollRecords, d.Writers
 	c.DrainTimeout, c.DLTDeliveryTimeout, c.LagInterval = d.DrainTimeout, d.DLTDeliveryTimeout, d.LagInterval
+	c.BatchRecords, c.StatementRows, c.Linger, c.WrittenCacheKeys = d.BatchRecords, d.StatementRows, d.Linger, d.WrittenCacheKeys
 	if c.Retry.Base == 0 {
 		c.Retry.Base = RetryBaseDefault
 	}
@@ -130,9 +157,12 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic to consume")
 	fs.StringVar(&c.DLTTopic, "dlt-topic", c.DLTTopic, "dead-letter topic for undecodable and rejected records")
 	fs.StringVar(&c.Group, "group", c.Group, "consumer group")
-	fs.IntVar(&c.Writers, "writers", c.Writers, "shards of a batch written concurrently, each in its own transaction on its own connection (split by user id); 1 = one transaction per batch")
-	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "most records in one batch (one transaction per writer)")
-	fs.DurationVar(&c.Linger, "linger", c.Linger, "keep polling this long after the first records to coalesce a fuller batch; 0 = one poll per batch")
+	fs.IntVar(&c.Writers, "writers", c.Writers, "statements of a window written concurrently, each on its own connection")
+	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "most records in one poll")
+	fs.IntVar(&c.BatchRecords, "batch-records", c.BatchRecords, "most records in one window (deduplicated together; offsets committed together after the write)")
+	fs.IntVar(&c.StatementRows, "statement-rows", c.StatementRows, "most rows in one upsert statement")
+	fs.DurationVar(&c.Linger, "linger", c.Linger, "how long a window waits for more records before it is written (it keeps growing while the writer is busy); negative: none")
+	fs.IntVar(&c.WrittenCacheKeys, "written-cache-keys", c.WrittenCacheKeys, "keys whose written cursors are remembered to skip stale rows; negative disables")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on shutdown, how long to finish and commit the batch in hand and leave the group")
 	fs.DurationVar(&c.LagInterval, "lag-interval", c.LagInterval, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
 	fs.DurationVar(&c.DLTDeliveryTimeout, "dlt-delivery-timeout", c.DLTDeliveryTimeout, "bound of one attempt to produce dead letters before retrying")
@@ -157,6 +187,10 @@ func (c Config) withDefaults() Config {
 	c.DLTTopic = cmp.Or(c.DLTTopic, event.DLTTopicDefault)
 	c.Group = cmp.Or(c.Group, GroupDefault)
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
+	c.BatchRecords = cmp.Or(c.BatchRecords, BatchRecordsDefault)
+	c.StatementRows = cmp.Or(c.StatementRows, StatementRowsDefault)
+	c.WrittenCacheKeys = cmp.Or(c.WrittenCacheKeys, WrittenCacheKeysDefault)
+	c.Linger = cmp.Or(c.Linger, LingerDefault)
 	c.Writers = cmp.Or(c.Writers, WritersDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.DLTDeliveryTimeout = cmp.Or(c.DLTDeliveryTimeout, DLTDeliveryTimeoutDefault)
@@ -177,8 +211,11 @@ func (c Config) validate() error {
 	if c.Store == nil && c.Postgres.MaxConns > 0 && int(c.Postgres.MaxConns) < c.Writers {
 		errs = append(errs, fmt.Errorf("Postgres.MaxConns %d must be >= Writers %d (one connection per writer)", c.Postgres.MaxConns, c.Writers))
 	}
-	if c.Linger < 0 {
-		errs = append(errs, fmt.Errorf("Linger must be >= 0, got %s", c.Linger))
+	if c.BatchRecords < 1 {
+		errs = append(errs, fmt.Errorf("BatchRecords must be > 0, got %d", c.BatchRecords))
+	}
+	if c.StatementRows < 1 {
+		errs = append(errs, fmt.Errorf("StatementRows must be > 0, got %d", c.StatementRows))
 	}
 	if c.DrainTimeout < 0 {
 		errs = append(errs, fmt.Errorf("DrainTimeout must be > 0, got %s", c.DrainTimeout))

@@ -7,8 +7,8 @@ import (
 
 // Batch triggers: why a batch was cut.
 const (
-	triggerCount    = "count"    // MaxPollRecords reached
-	triggerLinger   = "linger"   // the poll (plus linger, if any) returned less
+	triggerCount    = "count"    // BatchRecords reached
+	triggerLinger   = "linger"   // the linger ran out and the writer was free
 	triggerRevoke   = "revoke"   // a rebalance is waiting: cut the linger short
 	triggerShutdown = "shutdown" // the context ended with records in hand
 )
@@ -39,6 +39,8 @@ type metrics struct {
 	commitErrors prometheus.Counter
 	commits      prometheus.Counter
 	ready        prometheus.Gauge
+	staleSkipped prometheus.Counter
+	dedupeRatio  prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -94,6 +96,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		commits: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "commits_total",
 			Help: "Offset commits that succeeded (after a batch, or on revoke): a persister that consumes but stops committing shows here.",
+		}),
+		staleSkipped: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "stale_rows_skipped_total",
+			Help: "Deduplicated rows not written because Postgres is known to hold at least their cursors (stale or duplicate events).",
+		}),
+		dedupeRatio: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dedupe_ratio",
+			Help: "Share of the last window's decoded records that cost no row (folded into another record of their key, or stale): the ADR's dedup ratio.",
 		}),
 		ready: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "ready",

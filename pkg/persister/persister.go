@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,31 +32,46 @@ type Persister struct {
 	ownStore bool
 	cl       *kgo.Client
 	lag      *LagExporter // nil when LagInterval < 0
+	// written lets a row that cannot advance Postgres skip its write.
+	written *written
 
-	// blocked receives a signal when a rebalance waits on the batch in hand
-	// (OnPartitionsCallbackBlocked): the linger is then cut short.
+	// blocked receives a signal when a rebalance waits on us
+	// (OnPartitionsCallbackBlocked): the window in hand is cut, every
+	// window is settled, and only then is the rebalance allowed.
 	blocked chan struct{}
+	// cancelPoll, under mu, cuts the poll in progress short when a
+	// rebalance waits on us: a poll waiting for records that do not come
+	// would otherwise hold the rebalance until it times out.
+	cancelPoll context.CancelFunc
+	// windows hands a full (or lingered) window from the poller to the
+	// writer; unbuffered, so the poller knows when the writer is free and
+	// keeps widening its window until then.
+	windows chan handoff
+	// inflight counts windows handed to the writer and not yet settled.
+	inflight sync.WaitGroup
+	// commitReq wakes the committer: settled offsets are waiting.
+	commitReq chan struct{}
 
 	started   atomic.Bool
 	closeOnce sync.Once
 	// onLinger, set only by tests, runs when a linger starts.
 	onLinger func()
 
-	// shardLogs name the shard in the logs of its retry loop.
-	shardLogs []*zap.Logger
+	// stmtLogs name the statement slot in the logs of its retry loop.
+	stmtLogs []*zap.Logger
 
 	mu      sync.Mutex
 	running bool
 	// outage holds, per operation (opUpsert, opDeadLetter), the retry
 	// loops in progress and the last error of one; while it is non-empty
 	// fetching is paused and Ready fails. Loops are counted because the
-	// shards of a batch retry concurrently: the outage ends only when the
-	// last of them recovers.
+	// statements of a window retry concurrently: the outage ends only when
+	// the last of them recovers.
 	outage map[string]*outage
 	// settled holds, per partition, the last record that is in Postgres or
-	// acked on the dead-letter topic but whose offset is not yet committed
-	// (a commit failed). It is committed with the next batch or on revoke,
-	// and dropped when the partition is lost.
+	// acked on the dead-letter topic but whose offset is not yet committed.
+	// The committer commits it; on revoke it is committed at once, and it
+	// is dropped when the partition is lost.
 	settled map[topicPartition]*kgo.Record
 }
 
@@ -67,6 +83,12 @@ type outage struct {
 type topicPartition struct {
 	topic     string
 	partition int32
+}
+
+// handoff is a window and what cut it.
+type handoff struct {
+	w       *window
+	trigger string
 }
 
 // New validates cfg, fills its defaults, opens the store (lazily: Postgres
@@ -86,7 +108,7 @@ func New(cfg Config) (*Persister, error) {
 		p.store, p.ownStore = st, true
 	}
 	// A writer waiting for a connection held by another would serialise
-	// the shards, or stall them behind a slow one.
+	// the statements, or stall them behind a slow one.
 	if conns := int(p.store.Pool().Config().MaxConns); conns < cfg.Writers {
 		if p.ownStore {
 			p.store.Close()
@@ -97,9 +119,9 @@ func New(cfg Config) (*Persister, error) {
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// Offsets are committed by hand, after the Postgres commit, and
-		// rebalances wait until the batch in hand is settled, so a commit
-		// never lands on a partition this member no longer owns.
+		// Offsets are committed by hand, after the Postgres writes, and
+		// rebalances wait until every window in hand is settled, so a
+		// commit never lands on a partition this member no longer owns.
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(p.onRevoked),
@@ -126,24 +148,35 @@ func New(cfg Config) (*Persister, error) {
 // Kafka client, and with the store of cfg (nil when it is to be opened).
 func newPersister(cfg Config) *Persister {
 	p := &Persister{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("persister"),
-		m:       newMetrics(cfg.Registerer),
-		store:   cfg.Store,
-		blocked: make(chan struct{}, 1),
-		outage:  map[string]*outage{},
-		settled: map[topicPartition]*kgo.Record{},
+		cfg:       cfg,
+		log:       cfg.Logger.Named("persister"),
+		m:         newMetrics(cfg.Registerer),
+		store:     cfg.Store,
+		written:   newWritten(cfg.WrittenCacheKeys),
+		blocked:   make(chan struct{}, 1),
+		windows:   make(chan handoff),
+		commitReq: make(chan struct{}, 1),
+		outage:    map[string]*outage{},
+		settled:   map[topicPartition]*kgo.Record{},
 	}
 	for i := range cfg.Writers {
-		p.shardLogs = append(p.shardLogs, p.log.With(zap.Int("shard", i)))
+		p.stmtLogs = append(p.stmtLogs, p.log.With(zap.Int("writer", i)))
 	}
 	return p
 }
 
-// Run consumes until ctx ends, then drains: the batch in hand is finished
-// on a context detached from ctx and bounded by DrainTimeout, committed,
-// and the group is left. It returns nil after a shutdown by ctx, or the
-// error that stopped it (the client was closed). Run may be called once.
+// Run consumes until ctx ends, then drains: the windows in hand are
+// finished on a context detached from ctx and bounded by DrainTimeout,
+// committed, and the group is left. It returns nil after a shutdown by ctx,
+// or the error that stopped it (the client was closed). Run may be called
+// once.
+//
+// Three stages overlap: the poller (this goroutine) polls, decodes and
+// deduplicates into a window; the writer writes the previous window's
+// rows to Postgres; the committer commits the offsets of windows already
+// written. While the writer is busy, the poller widens its window, so under
+// load a key marked many times costs one row per window, and windows grow
+// to BatchRecords.
 func (p *Persister) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("persister: Run called twice")
@@ -152,33 +185,33 @@ func (p *Persister) Run(ctx context.Context) error {
 	defer p.setRunning(false)
 
 	// procCtx outlives ctx by DrainTimeout, so a SIGTERM never throws away
-	// a batch that is one statement away from being written.
+	// a window that is one statement away from being written.
 	procCtx, cancelProc := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelProc()
 	stopDrainTimer := context.AfterFunc(ctx, func() { time.AfterFunc(p.cfg.DrainTimeout, cancelProc) })
 	defer stopDrainTimer()
 
 	p.log.Info("persister running", zap.String("topic", p.cfg.Topic), zap.String("group", p.cfg.Group),
-		zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("max_poll_records", p.cfg.MaxPollRecords),
-		zap.Duration("linger", p.cfg.Linger), zap.Int("writers", p.cfg.Writers))
-	var runErr error
-	for ctx.Err() == nil {
-		recs, trigger, err := p.poll(ctx)
-		if err != nil {
-			runErr = err
-			break
-		}
-		if len(recs) > 0 {
-			if err := p.flush(procCtx, recs, trigger); err != nil {
-				// Only the end of procCtx stops a flush: nothing of this
-				// batch is committed, so its partitions' next owner
-				// replays it, and the max-merge makes that harmless.
-				p.log.Warn("abandoning the batch in hand uncommitted", zap.Int("num_records", len(recs)), zap.Error(err))
-				break
-			}
-		}
-		p.cl.AllowRebalance()
-	}
+		zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("batch_records", p.cfg.BatchRecords),
+		zap.Int("statement_rows", p.cfg.StatementRows), zap.Duration("linger", p.cfg.Linger), zap.Int("writers", p.cfg.Writers))
+
+	var stages sync.WaitGroup
+	writerDone := make(chan struct{})
+	stages.Go(func() {
+		defer close(writerDone)
+		p.writeLoop(procCtx)
+	})
+	commitCtx, stopCommitter := context.WithCancel(procCtx)
+	stages.Go(func() { p.commitLoop(commitCtx) })
+
+	runErr := p.pollLoop(ctx, procCtx)
+	close(p.windows)
+	<-writerDone
+	stopCommitter()
+	stages.Wait()
+	// Whatever the committer had not committed yet goes now, before the
+	// group is left.
+	p.commitSettled(procCtx)
 	p.cl.AllowRebalance()
 
 	// Leave now rather than let the session time out, so the partitions
@@ -191,6 +224,128 @@ func (p *Persister) Run(ctx context.Context) error {
 	}
 	p.log.Info("persister stopped")
 	return runErr
+}
+
+// pollLoop fills windows and hands them to the writer until ctx ends or
+// the client is closed; a window in hand at the end is handed over too
+// (the writer finishes it on procCtx).
+func (p *Persister) pollLoop(ctx, procCtx context.Context) error {
+	for {
+		w, trigger, err := p.fill(ctx)
+		if w.len() > 0 {
+			// Blocks while the writer is busy: the window is full, or it
+			// must be settled now (a rebalance or the shutdown waits).
+			p.inflight.Add(1)
+			select {
+			case p.windows <- handoff{w: w, trigger: trigger}:
+			case <-procCtx.Done():
+				p.inflight.Done()
+				p.log.Warn("abandoning a window uncommitted: the drain timed out", zap.Int("num_records", w.len()))
+				return err
+			}
+		}
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		if trigger == triggerRevoke {
+			// Every window handed over is written (or the drain ends):
+			// the revoke callback commits what the committer has not.
+			p.waitSettled(procCtx)
+			// A signal that arrives meanwhile costs at most one more
+			// (harmless) barrier: never drain it, or a new rebalance
+			// could be missed.
+			p.cl.AllowRebalance()
+		}
+	}
+}
+
+// waitSettled waits until the writer has settled every window handed to
+// it, or ctx ends.
+func (p *Persister) waitSettled(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { p.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// fill polls into a new window until it must be handed over, and says why:
+// it is full (count); the linger since its first records ran out and the
+// writer is free (linger); a rebalance waits on us (revoke); or ctx ended
+// (shutdown). While the writer is busy, a lingered window keeps growing.
+// An error means the client is closed.
+func (p *Persister) fill(ctx context.Context) (*window, string, error) {
+	w := newWindow(min(p.cfg.BatchRecords, 4096))
+	select {
+	case <-p.blocked:
+		// A rebalance came while the last window was handed over.
+		return w, triggerRevoke, nil
+	default:
+	}
+	stop := ctx
+	ctx, cancelFill := context.WithCancel(ctx)
+	defer cancelFill()
+	p.mu.Lock()
+	p.cancelPoll = cancelFill
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.cancelPoll = nil
+		p.mu.Unlock()
+	}()
+	var lingerEnd time.Time
+	for {
+		if stop.Err() != nil {
+			return w, triggerShutdown, nil
+		}
+		pollCtx, cancel := ctx, context.CancelFunc(func() {})
+		if w.len() > 0 {
+			// Wait for more records only until the linger ends; past it,
+			// briefly, so the hand-off is retried soon.
+			wait := max(time.Until(lingerEnd), time.Millisecond)
+			pollCtx, cancel = context.WithTimeout(ctx, wait)
+		}
+		recs, err := p.pollOnce(pollCtx, min(p.cfg.MaxPollRecords, p.cfg.BatchRecords-w.len()))
+		cancel()
+		if err != nil {
+			return w, "", err
+		}
+		if len(recs) > 0 {
+			if w.len() == 0 {
+				lingerEnd = time.Now().Add(p.cfg.Linger)
+				if p.onLinger != nil && p.cfg.Linger > 0 {
+					p.onLinger()
+				}
+			}
+			p.m.consumed.Add(float64(len(recs)))
+			w.add(recs)
+		}
+		select {
+		case <-p.blocked:
+			return w, triggerRevoke, nil
+		default:
+		}
+		switch {
+		case w.len() >= p.cfg.BatchRecords:
+			return w, triggerCount, nil
+		case w.len() > 0 && !time.Now().Before(lingerEnd):
+			// Hand over at once if the writer is free; otherwise widen.
+			p.inflight.Add(1)
+			select {
+			case p.windows <- handoff{w: w, trigger: triggerLinger}:
+				return newWindow(0), "", nil
+			default:
+				p.inflight.Done()
+			}
+		}
+	}
+}
+
+// pollOnce polls up to limit records, waiting at most until ctx ends.
+func (p *Persister) pollOnce(ctx context.Context, limit int) ([]*kgo.Record, error) {
+	fs := p.cl.PollRecords(ctx, limit)
+	return p.take(fs)
 }
 
 // LagExporter is the component exporting the consumer group's lag, to run
@@ -230,56 +385,6 @@ func (p *Persister) Close() {
 	})
 }
 
-// poll returns the next batch and what cut it: one PollRecords, then, with
-// a linger, more polls until the batch is full, the linger ends, a
-// rebalance waits on us, or ctx ends. An error means the client is closed.
-func (p *Persister) poll(ctx context.Context) ([]*kgo.Record, string, error) {
-	limit := p.cfg.MaxPollRecords
-	// A signal left over from the previous batch has been served by its
-	// AllowRebalance.
-	select {
-	case <-p.blocked:
-	default:
-	}
-	recs, err := p.take(p.cl.PollRecords(ctx, limit))
-	if err != nil || len(recs) == 0 {
-		return recs, "", err
-	}
-	var revoked atomic.Bool
-	if p.cfg.Linger > 0 && len(recs) < limit && ctx.Err() == nil {
-		lctx, cancel := context.WithTimeout(ctx, p.cfg.Linger)
-		if p.onLinger != nil {
-			p.onLinger()
-		}
-		go func() {
-			select {
-			case <-p.blocked:
-				revoked.Store(true)
-				cancel()
-			case <-lctx.Done():
-			}
-		}()
-		for len(recs) < limit && lctx.Err() == nil {
-			more, err := p.take(p.cl.PollRecords(lctx, limit-len(recs)))
-			recs = append(recs, more...)
-			if err != nil {
-				cancel()
-				return recs, "", err
-			}
-		}
-		cancel()
-	}
-	switch {
-	case len(recs) >= limit:
-		return recs, triggerCount, nil
-	case revoked.Load():
-		return recs, triggerRevoke, nil
-	case ctx.Err() != nil:
-		return recs, triggerShutdown, nil
-	}
-	return recs, triggerLinger, nil
-}
-
 // take returns the records of fetches, logging partition errors (kgo
 // retries them itself); it fails only when the client is closed.
 func (p *Persister) take(fs kgo.Fetches) ([]*kgo.Record, error) {
@@ -296,181 +401,164 @@ func (p *Persister) take(fs kgo.Fetches) ([]*kgo.Record, error) {
 	return fs.Records(), closed
 }
 
-// flush settles one batch: every record ends in Postgres or acked on the
-// dead-letter topic, then the offsets are committed. It returns an error
-// only when ctx ends first; then nothing of the batch is committed.
-func (p *Persister) flush(ctx context.Context, recs []*kgo.Record, trigger string) error {
+// writeLoop settles the windows the poller hands over, one at a time, in
+// order. After ctx ends (the drain timed out) it only receives, so the
+// poller never blocks on a writer that gave up.
+func (p *Persister) writeLoop(ctx context.Context) {
+	for h := range p.windows {
+		if ctx.Err() == nil {
+			if err := p.settle(ctx, h.w, h.trigger); err != nil {
+				// Only the end of ctx stops a settle: nothing of this
+				// window is committed, so its partitions' next owner
+				// replays it, and the max-merge makes that harmless.
+				p.log.Warn("abandoning the window in hand uncommitted", zap.Int("num_records", h.w.len()), zap.Error(err))
+			}
+		}
+		p.inflight.Done()
+	}
+}
+
+// settle writes one window: every record ends in Postgres or acked on the
+// dead-letter topic, then its offsets are handed to the committer. It
+// returns an error only when ctx ends first; then nothing of the window is
+// committed.
+func (p *Persister) settle(ctx context.Context, w *window, trigger string) error {
 	start := time.Now()
 	p.m.batches.WithLabelValues(trigger).Inc()
-	p.m.batchSize.Observe(float64(len(recs)))
-	p.m.consumed.Add(float64(len(recs)))
+	p.m.batchSize.Observe(float64(w.len()))
 
-	states := make([]receipt.State, 0, len(recs))
-	sources := make(map[receipt.Key][]*kgo.Record, len(recs))
-	var undecodable []deadLetter
-	for _, r := range recs {
-		s, err := event.Decode(r)
-		if err != nil {
-			p.log.Warn("dead-lettering an undecodable record", recordFields(r, err)...)
-			undecodable = append(undecodable, deadLetter{src: r, reason: err.Error()})
-			continue
-		}
-		// Merging into the zero state applies the rules of the merge to a
-		// lone record too (reading implies delivery), so what Postgres
-		// ends with does not depend on how records fell into batches.
-		s, _ = receipt.Merge(receipt.State{}, s)
-		states = append(states, s)
-		sources[s.Key] = append(sources[s.Key], r)
-	}
 	// Dead letters go out before the rows are written so that a poison
 	// record never waits on a Postgres outage.
-	if err := p.produceDead(ctx, undecodable, kindUndecodable); err != nil {
+	for _, dl := range w.undecodable {
+		p.log.Warn("dead-lettering an undecodable record", recordFields(dl.src, errors.New(dl.reason))...)
+	}
+	if err := p.produceDead(ctx, w.undecodable, kindUndecodable); err != nil {
 		return err
 	}
 
-	rows := batch.Dedupe(states, stateKey, mergeStates)
-	p.m.dedupeIn.Add(float64(len(states)))
+	rows := make([]receipt.State, 0, len(w.rows))
+	for _, r := range w.rows {
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, receipt.CompareStates)
+	decoded := w.len() - len(w.undecodable)
+	p.m.dedupeIn.Add(float64(decoded))
 	p.m.dedupeOut.Add(float64(len(rows)))
-	written, failed, err := p.write(ctx, rows)
+	fresh := p.written.filter(rows)
+	p.m.staleSkipped.Add(float64(len(rows) - len(fresh)))
+	if decoded > 0 {
+		p.m.dedupeRatio.Set(1 - float64(len(fresh))/float64(decoded))
+	}
+
+	written, failed, err := p.write(ctx, fresh)
 	if err != nil {
-		return fmt.Errorf("writing batch of %d rows: %w", len(rows), err)
+		return fmt.Errorf("writing window of %d rows: %w", len(fresh), err)
 	}
 	if len(failed) > 0 {
-		var rejected []deadLetter
-		for _, f := range failed {
-			// The row merged every record of its key, so all of them go:
-			// the reconciler merges them again.
-			for _, r := range sources[f.key] {
-				p.log.Warn("dead-lettering a record Postgres rejects", recordFields(r, f.err)...)
-				rejected = append(rejected, deadLetter{src: r, reason: f.err.Error()})
-			}
+		// A rejected row merged every record of its key, so all of them go:
+		// the reconciler merges them again.
+		rejected := w.sourcesOf(failed)
+		for _, dl := range rejected {
+			p.log.Warn("dead-lettering a record Postgres rejects", recordFields(dl.src, errors.New(dl.reason))...)
 		}
 		if err := p.produceDead(ctx, rejected, kindRejected); err != nil {
 			return err
 		}
 	}
 
-	// Every shard is in Postgres (or its rejected rows acked on the
-	// dead-letter topic): only now may the offsets move.
-	p.commit(ctx, recs)
-	p.log.Debug("batch settled", zap.String("trigger", trigger), zap.Int("num_records", len(recs)),
-		zap.Int("num_rows", written), zap.Int("num_undecodable", len(undecodable)),
+	// Every row is in Postgres (or its records acked on the dead-letter
+	// topic): only now may the offsets move.
+	p.settleOffsets(w.offsets())
+	p.log.Debug("window settled", zap.String("trigger", trigger), zap.Int("num_records", w.len()),
+		zap.Int("num_rows", len(rows)), zap.Int("num_written", written), zap.Int("num_undecodable", len(w.undecodable)),
 		zap.Int("num_rejected_rows", len(failed)), zap.Duration("duration", time.Since(start)))
 	return nil
 }
 
-// rejectedRow is a row Postgres refused even alone in its transaction.
-type rejectedRow struct {
-	key receipt.Key
-	err error
-}
-
-// write puts the deduped rows of a batch in Postgres. They are split into
-// Writers shards by a hash of user_id and the shards are written
-// concurrently, each by batch.Bisect in its own transactions on its own
-// connection: a rejected row is isolated within its shard, and an outage
-// is retried by each shard on its own, so a shard already committed is
-// never written again. It returns when every shard is settled, with the
-// count of rows written and the rows rejected; an error means ctx ended
-// first, and the batch must not be committed.
-func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, []rejectedRow, error) {
+// write puts the sorted, deduplicated rows of a window in Postgres, in
+// statements of StatementRows contiguous rows each (one implicit
+// transaction per statement), Writers statements at a time. Statements
+// hold disjoint key ranges, so they never wait on each other's row locks
+// (nor deadlock). A rejected row is isolated within its statement by
+// batch.Bisect; an outage is retried by each statement on its own, so one
+// already committed is never written again. It returns when every
+// statement is settled, with the count of rows written and the rejected
+// keys; an error means ctx ended first, and the window must not be
+// committed.
+func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, map[receipt.Key]error, error) {
 	if len(rows) == 0 {
 		return 0, nil, nil
 	}
 	start := time.Now()
 	defer func() { p.m.writeTime.Observe(time.Since(start).Seconds()) }()
-	shards := shardByUser(rows, p.cfg.Writers)
-	results := make([]batch.Result[receipt.State], len(shards))
-	errs := make([]error, len(shards))
-	writeShard := func(i int) {
-		res, err := batch.Bisect(shards[i], func(part []receipt.State) error { return p.upsert(ctx, i, part) }, isRejected)
-		// Counted as each shard commits: a shard stays written even when
-		// another one's is abandoned.
-		p.m.rowsWritten.Add(float64(len(res.Written)))
-		results[i], errs[i] = res, err
-	}
-	var nonEmpty []int
-	for i, sh := range shards {
-		if len(sh) > 0 {
-			nonEmpty = append(nonEmpty, i)
+	stmts := chunk(rows, p.cfg.StatementRows)
+	results := make([]batch.Result[receipt.State], len(stmts))
+	errs := make([]error, len(stmts))
+	var next atomic.Int64
+	work := func(slot int) {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(stmts) || ctx.Err() != nil {
+				return
+			}
+			res, err := batch.Bisect(stmts[i], func(part []receipt.State) error { return p.upsert(ctx, slot, part) }, isRejected)
+			// Counted as each statement commits: a statement stays written
+			// even when another one's is abandoned.
+			p.m.rowsWritten.Add(float64(len(res.Written)))
+			p.written.remember(res.Written)
+			results[i], errs[i] = res, err
 		}
 	}
-	if len(nonEmpty) == 1 {
-		// One shard (Writers 1, or a small batch): no goroutine.
-		writeShard(nonEmpty[0])
+	if workers := min(p.cfg.Writers, len(stmts)); workers == 1 {
+		work(0)
 	} else {
 		var wg sync.WaitGroup
-		for _, i := range nonEmpty {
-			wg.Go(func() { writeShard(i) })
+		for slot := range workers {
+			wg.Go(func() { work(slot) })
 		}
 		wg.Wait()
 	}
+	if err := ctx.Err(); err != nil {
+		return 0, nil, err
+	}
 
 	var written int
-	var rejected []rejectedRow
+	var rejected map[receipt.Key]error
 	for i, res := range results {
 		if errs[i] != nil {
-			// Only the end of ctx stops a shard, so every failed shard
-			// failed the same way: the first says it.
-			return 0, nil, fmt.Errorf("writing shard %d of %d rows: %w", i, len(shards[i]), errs[i])
+			// Only the end of ctx stops a statement.
+			return 0, nil, fmt.Errorf("writing statement %d of %d rows: %w", i, len(stmts[i]), errs[i])
 		}
 		written += len(res.Written)
 		for _, f := range res.Failed {
-			rejected = append(rejected, rejectedRow{key: shards[i][f.Index].Key, err: f.Err})
+			if rejected == nil {
+				rejected = map[receipt.Key]error{}
+			}
+			rejected[stmts[i][f.Index].Key] = f.Err
 		}
 	}
 	return written, rejected, nil
 }
 
-// shardByUser splits rows into n shards by shardOf(user_id): all the rows
-// of a user, hence each key, land in one shard, so shards share no rows
-// and their transactions never wait on each other's row locks (nor
-// deadlock). Rows keep their order within a shard; shards may be empty.
-func shardByUser(rows []receipt.State, n int) [][]receipt.State {
-	if n <= 1 {
-		return [][]receipt.State{rows}
+// chunk splits rows into consecutive slices of at most n.
+func chunk(rows []receipt.State, n int) [][]receipt.State {
+	out := make([][]receipt.State, 0, (len(rows)+n-1)/n)
+	for start := 0; start < len(rows); start += n {
+		out = append(out, rows[start:min(start+n, len(rows)):min(start+n, len(rows))])
 	}
-	shards := make([][]receipt.State, n)
-	for i := range shards {
-		shards[i] = make([]receipt.State, 0, len(rows)/n+len(rows)/(4*n)+1)
-	}
-	for _, r := range rows {
-		i := shardOf(r.Key.User, n)
-		shards[i] = append(shards[i], r)
-	}
-	return shards
+	return out
 }
 
-// shardOf is the FNV-1a hash of user, modulo n: stable across processes,
-// so a user's shard never depends on which replica or run writes it.
-func shardOf(user string, n int) int {
-	h := uint32(2166136261)
-	for i := 0; i < len(user); i++ {
-		h ^= uint32(user[i])
-		h *= 16777619
-	}
-	return int(h % uint32(n))
-}
-
-func stateKey(s receipt.State) receipt.Key { return s.Key }
-
-// mergeStates keeps the greatest of each cursor (receipt.Merge is
-// field-wise, so read and delivered each keep their own max).
-func mergeStates(kept, next receipt.State) receipt.State {
-	m, _ := receipt.Merge(kept, next)
-	return m
-}
-
-// upsert writes rows (of one shard) in one transaction, retrying for as
+// upsert writes rows (one statement's) as one statement, retrying for as
 // long as Postgres is unavailable. It returns nil, a rejection (for Bisect
 // to split), or the end of ctx.
-func (p *Persister) upsert(ctx context.Context, shard int, rows []receipt.State) error {
-	return p.retry(ctx, p.shardLogs[shard], opUpsert, isUpsertRetryable, func(ctx context.Context) error {
+func (p *Persister) upsert(ctx context.Context, slot int, rows []receipt.State) error {
+	return p.retry(ctx, p.stmtLogs[slot], opUpsert, isUpsertRetryable, func(ctx context.Context) error {
 		start := time.Now()
 		_, err := p.store.Upsert(ctx, rows)
 		p.m.upsertTime.Observe(time.Since(start).Seconds())
 		if pgstore.Classify(err) == errclass.Permanent {
-			p.shardLogs[shard].Error("postgres refuses the write for good; the partition waits for an operator", zap.Error(err))
+			p.stmtLogs[slot].Error("postgres refuses the write for good; the partition waits for an operator", zap.Error(err))
 		}
 		return err
 	})
@@ -628,10 +716,8 @@ func (p *Persister) setRunning(running bool) {
 	}
 }
 
-// commit commits the batch's offsets (and any settled earlier but left
-// uncommitted). A failed commit is not retried here: the offsets stay in
-// settled for the next commit or the revoke, and a replay is harmless.
-func (p *Persister) commit(ctx context.Context, recs []*kgo.Record) {
+// settleOffsets records a written window's offsets for the committer.
+func (p *Persister) settleOffsets(recs []*kgo.Record) {
 	p.mu.Lock()
 	for _, r := range recs {
 		tp := topicPartition{r.Topic, r.Partition}
@@ -639,15 +725,42 @@ func (p *Persister) commit(ctx context.Context, recs []*kgo.Record) {
 			p.settled[tp] = r
 		}
 	}
+	p.mu.Unlock()
+	select {
+	case p.commitReq <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop commits settled offsets as they come, off the write path, so
+// the next window's statements start at once.
+func (p *Persister) commitLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.commitReq:
+			p.commitSettled(ctx)
+		}
+	}
+}
+
+// commitSettled commits every settled offset. A failed commit is not
+// retried here: the offsets stay settled for the next commit or the
+// revoke, and a replay is harmless.
+func (p *Persister) commitSettled(ctx context.Context) {
+	p.mu.Lock()
 	toCommit := make([]*kgo.Record, 0, len(p.settled))
 	for _, r := range p.settled {
 		toCommit = append(toCommit, r)
 	}
 	p.mu.Unlock()
-
+	if len(toCommit) == 0 {
+		return
+	}
 	if err := p.cl.CommitRecords(ctx, toCommit...); err != nil {
 		p.m.commitErrors.Inc()
-		p.log.Warn("committing offsets; they will be committed with the next batch or on revoke", zap.Error(err))
+		p.log.Warn("committing offsets; they will be committed with the next window or on revoke", zap.Error(err))
 		return
 	}
 	p.m.commits.Inc()
@@ -706,6 +819,11 @@ func (p *Persister) onBlocked(context.Context, *kgo.Client) {
 	case p.blocked <- struct{}{}:
 	default:
 	}
+	p.mu.Lock()
+	if p.cancelPoll != nil {
+		p.cancelPoll()
+	}
+	p.mu.Unlock()
 }
 
 // lastErr is the outage's last error, or nil when there is none.

@@ -27,14 +27,15 @@ func TestNewValidatesEveryField(t *testing.T) {
 	t.Parallel()
 	_, err := persister.New(persister.Config{
 		MaxPollRecords: -1,
+		BatchRecords:   -1,
+		StatementRows:  -1,
 		Writers:        -1,
-		Linger:         -time.Second,
 		Topic:          "same",
 		DLTTopic:       "same",
 		Retry:          backoff.Config{MaxDuration: time.Minute},
 	})
 	require.Error(t, err)
-	for _, want := range []string{"MaxPollRecords", "Writers must be > 0", "Linger", "DLTTopic must differ", "Retry.MaxDuration must be 0"} {
+	for _, want := range []string{"MaxPollRecords", "BatchRecords", "StatementRows", "Writers must be > 0", "DLTTopic must differ", "Retry.MaxDuration must be 0"} {
 		require.Contains(t, err.Error(), want)
 	}
 
@@ -54,7 +55,7 @@ func TestNewRefusesAPoolSmallerThanWriters(t *testing.T) {
 }
 
 // Many keys, each with duplicates and out-of-order seqs spread over many
-// batches: Postgres ends with the max per key, field-wise, and the group's
+// windows: Postgres ends with the max per key, field-wise, and the group's
 // offsets reach the end.
 func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
 	t.Parallel()
@@ -64,7 +65,8 @@ func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	cfg := b.config(reg)
-	cfg.MaxPollRecords = 100
+	cfg.MaxPollRecords = 50
+	cfg.BatchRecords = 100
 	run := b.start(cfg)
 	b.requireCommittedToEnd()
 
@@ -74,16 +76,18 @@ func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
 	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"))
 	in, out := metric(t, reg, "receipts_persister_dedupe_records_in_total"), metric(t, reg, "receipts_persister_dedupe_rows_out_total")
 	require.Equal(t, float64(len(recs)), in)
-	require.Less(t, out, in, "duplicates in a batch collapse")
-	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total"))
-	require.Positive(t, metric(t, reg, "receipts_persister_batches_total", "trigger", "count"), "a full backlog cuts batches at MaxPollRecords")
+	require.Less(t, out, in, "duplicates in a window collapse")
+	stale := metric(t, reg, "receipts_persister_stale_rows_skipped_total")
+	require.Positive(t, stale, "rows behind what was written before cost no write")
+	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total")+stale)
+	require.Positive(t, metric(t, reg, "receipts_persister_batches_total", "trigger", "count"), "a full backlog cuts windows at BatchRecords")
 	require.Positive(t, metric(t, reg, "receipts_persister_upsert_duration_seconds"))
 	require.Zero(t, b.dltEnd())
 	require.NoError(t, run.stop(t))
 }
 
-// The same kind of workload written by four writers: every batch is split
-// into shards written concurrently, and the end state is the same: the
+// The same kind of workload written by four writers: every window is split
+// into statements written concurrently, and the end state is the same: the
 // max per key, offsets at the end, nothing dead-lettered.
 func TestFourWritersWriteMaxPerKeyAndCommitToEnd(t *testing.T) {
 	t.Parallel()
@@ -93,7 +97,8 @@ func TestFourWritersWriteMaxPerKeyAndCommitToEnd(t *testing.T) {
 
 	reg := prometheus.NewRegistry()
 	cfg := b.config(reg)
-	cfg.MaxPollRecords = 200
+	cfg.BatchRecords = 200
+	cfg.StatementRows = 40
 	cfg.Writers = 4
 	run := b.start(cfg)
 	b.requireCommittedToEnd()
@@ -102,11 +107,13 @@ func TestFourWritersWriteMaxPerKeyAndCommitToEnd(t *testing.T) {
 	require.NoError(t, run.p.Ready(context.Background()))
 	out := metric(t, reg, "receipts_persister_dedupe_rows_out_total")
 	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_dedupe_records_in_total"))
-	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total"), "each row written once, by one shard")
+	written := metric(t, reg, "receipts_persister_rows_written_total")
+	require.Equal(t, out, written+metric(t, reg, "receipts_persister_stale_rows_skipped_total"), "each row written once, by one statement")
 	writes, upserts := metric(t, reg, "receipts_persister_write_duration_seconds"), metric(t, reg, "receipts_persister_upsert_duration_seconds")
 	require.Positive(t, writes)
-	require.Greater(t, upserts, writes, "batches were split into shard transactions")
-	require.LessOrEqual(t, upserts, 4*writes, "at most one transaction per shard without rejections or outages")
+	require.Greater(t, upserts, writes, "windows were split into statements")
+	require.GreaterOrEqual(t, 40*upserts, written, "no statement holds more than StatementRows")
+	require.LessOrEqual(t, upserts, writes+written/40, "one statement per StatementRows rows without rejections or outages")
 	require.Zero(t, metric(t, reg, "receipts_persister_retries_total", "op", "upsert"))
 	require.Zero(t, b.dltEnd())
 	require.NoError(t, run.stop(t))
@@ -321,6 +328,7 @@ func TestOffsetsWaitForTheDatabaseAcrossRestart(t *testing.T) {
 	reg1 := prometheus.NewRegistry()
 	cfg1 := b.config(reg1)
 	cfg1.MaxPollRecords = 20
+	cfg1.BatchRecords = 20
 	cfg1.DrainTimeout = 300 * time.Millisecond
 	first := b.start(cfg1)
 	require.Eventually(t, func() bool {
@@ -328,7 +336,8 @@ func TestOffsetsWaitForTheDatabaseAcrossRestart(t *testing.T) {
 	}, waitFor, 10*time.Millisecond)
 	require.NoError(t, first.stop(t), "an abandoned drain is not an error")
 	require.Empty(t, b.committed())
-	require.Equal(t, 20.0, metric(t, reg1, "receipts_persister_records_consumed_total"), "fetching stayed on the one batch in hand")
+	require.LessOrEqual(t, metric(t, reg1, "receipts_persister_records_consumed_total"), 40.0,
+		"fetching stayed on the window being written and the one filled behind it")
 
 	b.exec(`ALTER TABLE read_receipts_down RENAME TO read_receipts`)
 	require.Empty(t, b.rows())
@@ -468,35 +477,27 @@ func TestRebalanceCutsTheLingerShort(t *testing.T) {
 
 // usersOverShards returns perShard users for each of n shards, named
 // prefix0, prefix1, ...
-func usersOverShards(n, perShard int, prefix string) [][]string {
+func usersOverStatements(n, perStatement int, prefix string) [][]string {
+	// Zero-padded names sort in creation order, so with StatementRows =
+	// perStatement × channels statement i holds exactly users[i].
 	out := make([][]string, n)
-	for i := 0; ; i++ {
-		full := true
-		for _, us := range out {
-			full = full && len(us) >= perShard
-		}
-		if full {
-			return out
-		}
-		u := fmt.Sprintf("%s%d", prefix, i)
-		if s := persister.ShardOf(u, n); len(out[s]) < perShard {
-			out[s] = append(out[s], u)
-		}
+	for i := range n * perStatement {
+		out[i/perStatement] = append(out[i/perStatement], fmt.Sprintf("%s%03d", prefix, i))
 	}
+	return out
 }
 
 // With four writers, a row Postgres rejects is dead-lettered, and every
-// other row, in its shard and in every other shard, is written.
-func TestRejectedRowInOneShardIsDeadLetteredAndEveryShardWritten(t *testing.T) {
+// other row, in its statement and in every other statement, is written.
+func TestRejectedRowInOneStatementIsDeadLetteredAndEveryStatementWritten(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.exec(`ALTER TABLE read_receipts ADD CONSTRAINT test_reject_device CHECK (device_id <> 'reject-me')`)
 	const writers = 4
-	badShard := persister.ShardOf("bad", writers)
 
 	var recs []*kgo.Record
 	want := map[receipt.Key]int64{}
-	for s, users := range usersOverShards(writers, 6, "s") {
+	for s, users := range usersOverStatements(writers, 6, "s") {
 		for i, u := range users {
 			for c := range 3 {
 				st := state(u, fmt.Sprintf("c%d", c), int64(10*s+i+1), int64(10*s+i+1))
@@ -509,7 +510,8 @@ func TestRejectedRowInOneShardIsDeadLetteredAndEveryShardWritten(t *testing.T) {
 	bad.DeviceID, bad2.DeviceID = "reject-me", "reject-me"
 	badRecs := []*kgo.Record{encode(t, bad), encode(t, bad2)}
 	recs = append(recs[:40], append(badRecs, recs[40:]...)...)
-	// One partition, one produce: one batch holds every shard.
+	// One partition, one produce: one window holds every statement ("bad"
+	// sorts first: it is in the first).
 	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for _, r := range recs {
 		r.Partition = 0
@@ -519,12 +521,13 @@ func TestRejectedRowInOneShardIsDeadLetteredAndEveryShardWritten(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := b.config(reg)
 	cfg.Writers = writers
+	cfg.StatementRows = 6 * 3
 	cfg.Linger = 300 * time.Millisecond
 	b.start(cfg)
 	b.requireCommittedToEnd()
 
 	rows := b.rows()
-	require.Len(t, rows, len(want), "every good row of every shard")
+	require.Len(t, rows, len(want), "every good row of every statement")
 	for k, seq := range want {
 		require.Equal(t, seq, rows[k].Read.Position.Seq, "read of %v", k)
 	}
@@ -536,15 +539,16 @@ func TestRejectedRowInOneShardIsDeadLetteredAndEveryShardWritten(t *testing.T) {
 	require.Equal(t, 2.0, metric(t, reg, "receipts_persister_dead_letters_total", "kind", "rejected"))
 	require.Equal(t, float64(len(want)), metric(t, reg, "receipts_persister_rows_written_total"))
 	require.Zero(t, metric(t, reg, "receipts_persister_retries_total", "op", "upsert"))
-	t.Logf("bad row in shard %d; %v transactions for %v batch writes", badShard,
+	t.Logf("%v statements for %v window writes",
 		metric(t, reg, "receipts_persister_upsert_duration_seconds"), metric(t, reg, "receipts_persister_write_duration_seconds"))
 }
 
-// An outage that hits two shards of a four-shard batch: the other shards
-// commit, the two retry on their own (readiness fails, fetching pauses,
-// nothing is committed or dead-lettered) until both recover, the first to
-// recover does not end the outage, and no committed shard is written twice.
-func TestOutageInSomeShardsRetriesOnlyThoseAndResumes(t *testing.T) {
+// An outage that hits two statements of a four-statement window: the
+// other statements commit, the two retry on their own (readiness fails,
+// fetching pauses, nothing is committed or dead-lettered) until both
+// recover, the first to recover does not end the outage, and no committed
+// statement is written twice.
+func TestOutageInSomeStatementsRetriesOnlyThoseAndResumes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	const writers = 4
@@ -563,7 +567,7 @@ func TestOutageInSomeShardsRetriesOnlyThoseAndResumes(t *testing.T) {
 		END $$`)
 	b.exec(`CREATE TRIGGER test_outage BEFORE INSERT ON read_receipts FOR EACH ROW EXECUTE FUNCTION ` + b.schema.Name + `.test_outage()`)
 
-	shardUsers := usersOverShards(writers, 5, "o")
+	shardUsers := usersOverStatements(writers, 5, "o")
 	downA, downB := shardUsers[1][0], shardUsers[3][0]
 	b.exec(fmt.Sprintf(`INSERT INTO down VALUES ('%s'), ('%s')`, downA, downB))
 	var recs []*kgo.Record
@@ -582,7 +586,8 @@ func TestOutageInSomeShardsRetriesOnlyThoseAndResumes(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := b.config(reg)
 	cfg.Writers = writers
-	cfg.Linger = 300 * time.Millisecond // the whole backlog in one batch
+	cfg.StatementRows = 5 * 2
+	cfg.Linger = 300 * time.Millisecond // the whole backlog in one window
 	run := b.start(cfg)
 	ctx := context.Background()
 
@@ -603,7 +608,7 @@ func TestOutageInSomeShardsRetriesOnlyThoseAndResumes(t *testing.T) {
 	require.Zero(t, metric(t, reg, "receipts_persister_ready"))
 	require.Empty(t, b.committed(), "nothing is committed before every shard is")
 	require.Zero(t, b.dltEnd(), "an outage never dead-letters")
-	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"), "one batch")
+	require.Equal(t, float64(len(recs)), metric(t, reg, "receipts_persister_records_consumed_total"), "one window")
 
 	// Shard 1 recovers; shard 3 is still out, and so is the persister.
 	b.exec(fmt.Sprintf(`DELETE FROM down WHERE user_id = '%s'`, downA))
@@ -628,5 +633,5 @@ func TestOutageInSomeShardsRetriesOnlyThoseAndResumes(t *testing.T) {
 	require.NoError(t, b.schema.Store.Pool().QueryRow(ctx,
 		`SELECT count(DISTINCT (user_id, channel_id)), count(*) FROM write_log`).Scan(&keys, &writes))
 	require.Equal(t, len(recs), keys)
-	require.Equal(t, len(recs), writes, "no committed shard was written again")
+	require.Equal(t, len(recs), writes, "no committed statement was written again")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -37,66 +38,52 @@ func histogramCount(t *testing.T, h interface{ Write(*dto.Metric) error }) uint6
 	return m.GetHistogram().GetSampleCount()
 }
 
-func TestShardByUserKeepsAUserInOneShard(t *testing.T) {
-	t.Parallel()
-	var rows []receipt.State
-	for u := range 4000 {
-		for c := range 3 {
-			rows = append(rows, writeState(fmt.Sprintf("user-%d", u), fmt.Sprintf("c%d", c), 1))
-		}
+func sortedStates(n int, prefix string) []receipt.State {
+	rows := make([]receipt.State, 0, n)
+	for u := range n {
+		rows = append(rows, writeState(fmt.Sprintf("%s%05d", prefix, u), "c", int64(u+1)))
 	}
-	require.Equal(t, [][]receipt.State{rows}, shardByUser(rows, 1), "one writer: the batch as it is")
-
-	for _, n := range []int{2, 3, 4, 8} {
-		shards := shardByUser(rows, n)
-		require.Len(t, shards, n)
-		seen := map[receipt.Key]bool{}
-		userShard := map[string]int{}
-		for i, sh := range shards {
-			// A fair hash: 12000 rows of 4000 users spread evenly.
-			require.InDelta(t, len(rows)/n, len(sh), float64(len(rows)/n)/5, "shard %d of %d", i, n)
-			for _, r := range sh {
-				require.False(t, seen[r.Key], "%v in two shards", r.Key)
-				seen[r.Key] = true
-				if s, ok := userShard[r.Key.User]; ok {
-					require.Equal(t, s, i, "user %s split over shards", r.Key.User)
-				}
-				userShard[r.Key.User] = i
-				require.Equal(t, i, shardOf(r.Key.User, n))
-			}
-		}
-		require.Len(t, seen, len(rows), "every row in a shard")
-	}
+	slices.SortFunc(rows, receipt.CompareStates)
+	return rows
 }
 
-// A rejected row is bisected out of its own shard only: every other shard
-// is written in one transaction, and the failing shard costs exactly what
+func TestChunkSplitsSortedRowsIntoDisjointStatements(t *testing.T) {
+	t.Parallel()
+	rows := sortedStates(1234, "u")
+	stmts := chunk(rows, 500)
+	require.Len(t, stmts, 3)
+	require.Len(t, stmts[0], 500)
+	require.Len(t, stmts[2], 234)
+	var again []receipt.State
+	for i, st := range stmts {
+		again = append(again, st...)
+		if i > 0 {
+			require.Negative(t, stmts[i-1][len(stmts[i-1])-1].Key.Compare(st[0].Key), "statements hold disjoint, ordered key ranges")
+		}
+		require.Equal(t, len(st), cap(st), "a statement cannot append into the next")
+	}
+	require.Equal(t, rows, again)
+	require.Empty(t, chunk(nil, 500))
+}
+
+// A rejected row is bisected out of its own statement only: every other
+// statement is written once, and the failing one costs exactly what
 // bisecting it alone costs.
-func TestRejectedRowIsBisectedWithinItsShard(t *testing.T) {
+func TestRejectedRowIsBisectedWithinItsStatement(t *testing.T) {
 	t.Parallel()
 	s := pgtest.NewSchema(t)
 	ctx := context.Background()
 	_, err := s.Store.Pool().Exec(ctx, `ALTER TABLE read_receipts ADD CONSTRAINT test_reject_device CHECK (device_id <> 'reject-me')`)
 	require.NoError(t, err)
 
-	const writers = 4
-	var rows []receipt.State
-	for u := range 200 {
-		rows = append(rows, writeState(fmt.Sprintf("g%d", u), "c", int64(u+1)))
-	}
-	bad := writeState("bad", "c", 5)
-	bad.DeviceID = "reject-me"
-	rows = append(rows[:77], append([]receipt.State{bad}, rows[77:]...)...)
+	rows := sortedStates(200, "g")
+	rows[77].DeviceID = "reject-me"
+	bad := rows[77]
 
-	shards := shardByUser(rows, writers)
-	badShard := shardOf("bad", writers)
-	wantWrites := 0
-	for i, sh := range shards {
-		require.NotEmpty(t, sh, "shard %d", i)
-		if i != badShard {
-			wantWrites++
-		}
-	}
+	p := newWriter(s.Store, 4)
+	p.cfg.StatementRows = 50
+	stmts := chunk(rows, 50)
+	require.Len(t, stmts, 4)
 	rejectBad := func(part []receipt.State) error {
 		for _, r := range part {
 			if r.DeviceID == "reject-me" {
@@ -105,42 +92,74 @@ func TestRejectedRowIsBisectedWithinItsShard(t *testing.T) {
 		}
 		return nil
 	}
-	alone, err := batch.Bisect(shards[badShard], rejectBad, isRejected)
+	alone, err := batch.Bisect(stmts[1], rejectBad, isRejected)
 	require.NoError(t, err)
-	wantWrites += alone.Writes
+	wantWrites := 3 + alone.Writes
 
-	p := newWriter(s.Store, writers)
 	written, rejected, err := p.write(ctx, rows)
 	require.NoError(t, err)
-	require.Equal(t, 200, written)
+	require.Equal(t, 199, written)
 	require.Len(t, rejected, 1)
-	require.Equal(t, bad.Key, rejected[0].key)
-	require.True(t, errors.Is(rejected[0].err, pgstore.ErrRejected), rejected[0].err)
-	require.EqualValues(t, wantWrites, histogramCount(t, p.m.upsertTime), "transactions")
+	require.True(t, errors.Is(rejected[bad.Key], pgstore.ErrRejected), rejected[bad.Key])
+	require.EqualValues(t, wantWrites, histogramCount(t, p.m.upsertTime), "statements")
 	require.EqualValues(t, 1, histogramCount(t, p.m.writeTime))
 
 	n, err := s.Store.Count(ctx)
 	require.NoError(t, err)
-	require.EqualValues(t, 200, n)
+	require.EqualValues(t, 199, n)
 }
 
-// One writer is the old path: the batch in one transaction.
-func TestOneWriterWritesTheBatchInOneTransaction(t *testing.T) {
+// A window's rows go out in statements of StatementRows; one writer or
+// four write the same rows.
+func TestStatementsOfAWindow(t *testing.T) {
 	t.Parallel()
 	s := pgtest.NewSchema(t)
-	var rows []receipt.State
-	for u := range 50 {
-		rows = append(rows, writeState(fmt.Sprintf("w%d", u), "c", 3))
-	}
+	rows := sortedStates(50, "w")
 	p := newWriter(s.Store, 1)
 	written, rejected, err := p.write(context.Background(), rows)
 	require.NoError(t, err)
 	require.Equal(t, 50, written)
 	require.Empty(t, rejected)
-	require.EqualValues(t, 1, histogramCount(t, p.m.upsertTime))
+	require.EqualValues(t, 1, histogramCount(t, p.m.upsertTime), "one statement for 50 rows")
 
 	p4 := newWriter(s.Store, 4)
-	_, _, err = p4.write(context.Background(), rows)
+	p4.cfg.StatementRows = 10
+	more := sortedStates(50, "x")
+	_, _, err = p4.write(context.Background(), more)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, histogramCount(t, p4.m.upsertTime), "four writers: one transaction per shard")
+	require.EqualValues(t, 5, histogramCount(t, p4.m.upsertTime), "five statements of ten")
+	n, err := s.Store.Count(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 100, n)
+}
+
+// The written cache lets only rows that can advance Postgres through, and
+// remembers only what was written.
+func TestWrittenSkipsRowsThatCannotAdvance(t *testing.T) {
+	t.Parallel()
+	w := newWritten(100)
+	k := receipt.Key{User: "u", Channel: "c"}
+	at := func(read, delivered int64) receipt.State {
+		return receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: read}}, Delivered: receipt.Cursor{Position: receipt.Position{Seq: delivered}}}
+	}
+	require.Len(t, w.filter([]receipt.State{at(5, 5)}), 1, "nothing known: write it")
+	w.remember([]receipt.State{at(5, 7)})
+	require.Empty(t, w.filter([]receipt.State{at(5, 5)}), "not ahead on either cursor")
+	require.Empty(t, w.filter([]receipt.State{at(3, 7)}))
+	require.Len(t, w.filter([]receipt.State{at(6, 6)}), 1, "read ahead")
+	require.Len(t, w.filter([]receipt.State{at(4, 8)}), 1, "delivered ahead")
+	epoch := at(1, 1)
+	epoch.Read.Position.Epoch = 1
+	require.Len(t, w.filter([]receipt.State{epoch}), 1, "a new epoch is ahead")
+	w.remember([]receipt.State{at(2, 2)})
+	require.Empty(t, w.filter([]receipt.State{at(5, 7)}), "remembering a lower value keeps the max")
+
+	// Bounded: past capacity a tenth more than the excess is forgotten.
+	for i := range 150 {
+		w.remember([]receipt.State{{Key: receipt.Key{User: fmt.Sprint(i), Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}}})
+	}
+	require.LessOrEqual(t, w.len(), 100)
+	off := newWritten(-1)
+	off.remember([]receipt.State{at(9, 9)})
+	require.Len(t, off.filter([]receipt.State{at(1, 1)}), 1, "disabled: everything is written")
 }

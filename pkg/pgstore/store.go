@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/readstate/receipts/pkg/receipt"
@@ -176,34 +177,38 @@ ON CONFLICT (user_id, channel_id) DO UPDATE SET
 WHERE (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
    OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq)`
 
-// Upsert merges states into read_receipts in one statement inside one
-// transaction; it returns how many rows changed (inserted or advanced).
-// States must be unique per key; they are written in key order.
+// Upsert merges states into read_receipts in one statement, which is its
+// own transaction (no BEGIN/COMMIT round trips); it returns how many rows
+// changed (inserted or advanced). States must be unique per key; they are
+// written in key order.
 func (s *Store) Upsert(ctx context.Context, states []receipt.State) (int64, error) {
 	if len(states) == 0 {
 		return 0, nil
 	}
-	var n int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		n, err = UpsertTx(ctx, tx, states)
-		return err
-	})
+	n, err := upsert(ctx, s.pool, states)
 	return n, classify(err)
 }
 
 // UpsertTx is Upsert inside a caller's transaction.
 func UpsertTx(ctx context.Context, tx pgx.Tx, states []receipt.State) (int64, error) {
-	sorted := slices.Clone(states)
-	slices.SortFunc(sorted, func(a, b receipt.State) int {
-		switch {
-		case a.Key.Less(b.Key):
-			return -1
-		case b.Key.Less(a.Key):
-			return 1
-		}
-		return 0
-	})
+	n, err := upsert(ctx, tx, states)
+	return n, classify(err)
+}
+
+// execer is a pool, a connection or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func upsert(ctx context.Context, db execer, states []receipt.State) (int64, error) {
+	sorted := states
+	if !slices.IsSortedFunc(states, receipt.CompareStates) {
+		// Rows in key order lock and insert in index order: fewer page
+		// splits, and concurrent statements never wait on each other in a
+		// cycle.
+		sorted = slices.Clone(states)
+		slices.SortFunc(sorted, receipt.CompareStates)
+	}
 	n := len(sorted)
 	var (
 		users, channels, readMsgs, delivMsgs, devices       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -220,10 +225,10 @@ func UpsertTx(ctx context.Context, tx pgx.Tx, states []receipt.State) (int64, er
 			times[i] = now
 		}
 	}
-	tag, err := tx.Exec(ctx, upsertSQL, users, channels, readEpochs, readSeqs, readMsgs,
+	tag, err := db.Exec(ctx, upsertSQL, users, channels, readEpochs, readSeqs, readMsgs,
 		delivEpochs, delivSeqs, delivMsgs, devices, times)
 	if err != nil {
-		return 0, classify(err)
+		return 0, err
 	}
 	return tag.RowsAffected(), nil
 }

@@ -21,6 +21,18 @@ func ParseKafkaKey(s string) (Key, bool) {
 	return Key{User: user, Channel: channel}, true
 }
 
+// Compare orders keys by user then channel: -1, 0 or +1 as k is before,
+// equal to or after o.
+func (k Key) Compare(o Key) int {
+	if c := strings.Compare(k.User, o.User); c != 0 {
+		return c
+	}
+	return strings.Compare(k.Channel, o.Channel)
+}
+
+// CompareStates orders states by key (for slices.SortFunc).
+func CompareStates(a, b State) int { return a.Key.Compare(b.Key) }
+
 // Less orders keys by user then channel, the order rows are written in
 // (key order inserts about twice as fast as random order in Postgres).
 func (k Key) Less(o Key) bool {

@@ -1,0 +1,85 @@
+package persister
+
+import (
+	"sync"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// written remembers, for recently written keys, the cursors Postgres is
+// known to hold at least: a row whose incoming cursors are not ahead of
+// them cannot change Postgres, so it is not sent at all (a stale or
+// duplicate event costs no write; even a max-merge upsert that changes
+// nothing locks its row, which dirties the page and writes WAL).
+//
+// It is safe because a stored cursor only moves forward: Postgres holds at
+// least what was written (the repair paths and other replicas only raise
+// it further), so "incoming ≤ remembered" implies "incoming ≤ stored".
+// Only rows whose write committed are remembered. It is bounded: past
+// capacity, an arbitrary tenth of it is forgotten (a forgotten key only
+// costs a write that may turn out to be a no-op).
+type written struct {
+	mu       sync.Mutex
+	capacity int
+	m        map[receipt.Key]cursors
+}
+
+type cursors struct{ read, delivered receipt.Position }
+
+func newWritten(capacity int) *written {
+	return &written{capacity: capacity, m: make(map[receipt.Key]cursors, min(capacity, 1<<16))}
+}
+
+// filter returns the rows that may advance Postgres, keeping their order.
+func (w *written) filter(rows []receipt.State) []receipt.State {
+	if w.capacity <= 0 {
+		return rows
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := rows[:0:0]
+	for _, r := range rows {
+		c, ok := w.m[r.Key]
+		if ok && r.Read.Position.Compare(c.read) <= 0 && r.Delivered.Position.Compare(c.delivered) <= 0 {
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// remember records rows whose write committed.
+func (w *written) remember(rows []receipt.State) {
+	if w.capacity <= 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, r := range rows {
+		c := w.m[r.Key]
+		if r.Read.Position.Compare(c.read) > 0 {
+			c.read = r.Read.Position
+		}
+		if r.Delivered.Position.Compare(c.delivered) > 0 {
+			c.delivered = r.Delivered.Position
+		}
+		w.m[r.Key] = c
+	}
+	if len(w.m) > w.capacity {
+		drop := len(w.m) - w.capacity + w.capacity/10
+		for k := range w.m {
+			if drop == 0 {
+				break
+			}
+			delete(w.m, k)
+			drop--
+		}
+	}
+}
+
+// forget drops every key of the users (an erased user's rows are gone).
+func (w *written) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m)
+}

@@ -97,7 +97,7 @@ func (h *harness) baselines(ctx context.Context, round int, bin, dir string) (*B
 				if err != nil {
 					return nil, err
 				}
-				h.logf("  baseline COPY into %s, %d conn: %.0f rows/s", table, conns, r.RowsPerSec)
+				h.logf("  baseline COPY into %s, %s: %.0f rows/s", table, plural(conns, "conn"), r.RowsPerSec)
 				res.Copy = append(res.Copy, r)
 			}
 		}

@@ -66,6 +66,20 @@ func metric(d *DrainResult, name string) (float64, bool) {
 	return v, ok
 }
 
+// sessionShare is the share of the sessions' samples whose state/wait key
+// matches.
+func sessionShare(match func(string) bool) func(*DrainResult, *Baselines, *DrainResult) (float64, bool) {
+	return func(d *DrainResult, _ *Baselines, _ *DrainResult) (float64, bool) {
+		var sum float64
+		for k, v := range d.Activity {
+			if match(k) {
+				sum += v
+			}
+		}
+		return sum, len(d.Activity) > 0
+	}
+}
+
 func drainFigures(naiveCmd string) []figure {
 	always := func(f func(d *DrainResult) float64) func(*DrainResult, *Baselines, *DrainResult) (float64, bool) {
 		return func(d *DrainResult, _ *Baselines, _ *DrainResult) (float64, bool) { return f(d), true }
@@ -97,6 +111,12 @@ func drainFigures(naiveCmd string) []figure {
 		{"persister's share of the drain spent writing batches", "pct", "receipts_persister_write_duration_seconds_sum ÷ drain", func(d *DrainResult, _ *Baselines, _ *DrainResult) (float64, bool) {
 			return d.WriteShare, d.WriteShare > 0
 		}},
+		{"persister's Postgres sessions: executing (share of samples)", "pct", "pg_stat_activity every poll: state active, no wait event", sessionShare(func(k string) bool { return k == "active" })},
+		{"… waiting on WAL (flush, write, insert locks)", "pct", "active / IO:WAL* or LWLock:WAL*", sessionShare(func(k string) bool {
+			return strings.HasPrefix(k, "active / IO:WAL") || strings.HasPrefix(k, "active / LWLock:WAL")
+		})},
+		{"… idle in transaction (a client round trip inside a transaction)", "pct", "state idle in transaction", sessionShare(func(k string) bool { return strings.HasPrefix(k, "idle in transaction") })},
+		{"… idle (no transaction: the persister is not writing)", "pct", "state idle", sessionShare(func(k string) bool { return k == "idle" || strings.HasPrefix(k, "idle / ") })},
 		{"records per batch", "f0", "records_consumed_total ÷ batches_total", func(d *DrainResult, _ *Baselines, _ *DrainResult) (float64, bool) {
 			c, ok1 := metric(d, "receipts_persister_records_consumed_total")
 			n, ok2 := metric(d, "receipts_persister_batches_total")
@@ -117,6 +137,12 @@ func drainFigures(naiveCmd string) []figure {
 			}
 			return d.EventsPerSec / ref.EventsPerSec, true
 		}},
+		{"last offset commit, s after exec", "f2", "kadm FetchOffsets of the group", func(d *DrainResult, _ *Baselines, _ *DrainResult) (float64, bool) {
+			return d.OffsetsDoneSeconds, d.OffsetsDoneSeconds > 0
+		}},
+		{"harness overhead: its process + its Postgres session, cores", "f3", "polls every --poll-interval", always(func(d *DrainResult) float64 {
+			return (d.CPU.Harness + d.CPU.PostgresBreakdown[pgHarness]) / d.CPU.WallSeconds
+		})},
 		{"loading: produce records/s (not timed in the drain)", "int", "franz-go producer, defaults + 5 ms linger", always(func(d *DrainResult) float64 { return d.Produce.RecordsPerSec })},
 	}
 }
@@ -178,7 +204,7 @@ func Summarize(res *Result) Summary {
 			if table == PlainTable {
 				what = PlainTable + " (one table, PK only)"
 			}
-			baseline(fmt.Sprintf("COPY of the final rows, random order, into %s, %d conn: rows/s", what, conns), "int",
+			baseline(fmt.Sprintf("COPY of the final rows, random order, into %s, %s: rows/s", what, plural(conns, "conn")), "int",
 				fmt.Sprintf("TRUNCATE; CHECKPOINT; COPY %s (10 columns) FROM STDIN (binary) ×%d", table, conns),
 				func(b *Baselines) (float64, bool) { return copyRate(b, table, conns) })
 		}
@@ -326,4 +352,11 @@ func orDash(s string) string {
 		return "—"
 	}
 	return s
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }

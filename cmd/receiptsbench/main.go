@@ -39,12 +39,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return errors.New("a subcommand is required: persister")
 	}
 	cfg := drainbench.DefaultConfig()
-	fs := newFlagSet(&cfg, stderr)
+	var report string
+	fs := newFlagSet(&cfg, &report, stderr)
 	if err := flagenv.Parse(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	if report != "" {
+		res, err := drainbench.Rerender(report)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(stdout, drainbench.Markdown(res))
+		return nil
 	}
 	cfg.CommandLine = "receiptsbench " + shellJoin(args)
 	cfg.Log = stderr
@@ -57,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-func newFlagSet(cfg *drainbench.Config, out io.Writer) *flag.FlagSet {
+func newFlagSet(cfg *drainbench.Config, report *string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("receiptsbench persister", flag.ContinueOnError)
 	fs.SetOutput(out)
 	d := &cfg.Data
@@ -84,6 +93,7 @@ func newFlagSet(cfg *drainbench.Config, out io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.NaiveConns, "naive-conns", cfg.NaiveConns, "connections of the naive baseline")
 	fs.IntVar(&cfg.PprofSeconds, "pprof-seconds", cfg.PprofSeconds, "if > 0, one more (unmeasured) drain of variant A with a CPU profile of this many seconds")
 	fs.StringVar(&cfg.OutDir, "out-dir", cfg.OutDir, "directory receiving persister-<UTC time>/")
+	fs.StringVar(report, "report", "", "measure nothing: re-render the summary of an earlier run's directory (its result.json) with this build's definitions")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: receiptsbench persister [flags]\n\n"+
 			"Drains a generated backlog with the persister binary from a cold start and\n"+

@@ -13,7 +13,8 @@ import (
 
 func TestFlags(t *testing.T) {
 	cfg := drainbench.DefaultConfig()
-	fs := newFlagSet(&cfg, io.Discard)
+	var report string
+	fs := newFlagSet(&cfg, &report, io.Discard)
 	t.Setenv("RECEIPTS_EVENTS", "5000")
 	require.NoError(t, flagenv.Parse(fs, []string{"--runs", "5", "--seed", "9",
 		"--persister-args", "--writers 1", "--persister-args", "--writers 4", "--persister-bin", "/tmp/a"}))

@@ -83,11 +83,10 @@ type CPUResult struct {
 	// Persister is the persister process' whole life up to the end.
 	Persister float64 `json:"persister"`
 	Broker    float64 `json:"devbroker"`
-	// Postgres is what the drain cost Postgres: the persister's sessions,
-	// the background processes (checkpointer, WAL writer, …), the
-	// postmaster and the sessions that ended during the drain; PostgresAll
-	// adds the harness' own polling session and other databases' sessions
-	// (other users of a shared machine). PostgresBreakdown splits it.
+	// Postgres is what the drain cost Postgres (pgDrainCategories: the
+	// persister's sessions, the background processes, the postmaster);
+	// PostgresAll is every postgres process, the harness' own session and
+	// other users' sessions included. PostgresBreakdown splits it.
 	Postgres          float64            `json:"postgres"`
 	PostgresAll       float64            `json:"postgres_all"`
 	PostgresBreakdown map[string]float64 `json:"postgres_breakdown"`
@@ -517,19 +516,35 @@ func (h *harness) cpu(before, after cpuSnapshot, persister ProcStat, backends ma
 		}
 		r.PostgresBreakdown[cat] += sec(ticks)
 	}
+	r.derive(events)
+	return r
+}
+
+// pgDrainCategories are the Postgres processes whose CPU is the drain's:
+// the persister's sessions (which live through the whole drain), the
+// background processes (checkpointer, WAL writer, …) and the postmaster.
+// The others are in PostgresAll only: the harness' session, other
+// databases' sessions, and sessions that ended during the drain or
+// started after it (on a shared server, mostly other users' short
+// sessions; an autovacuum worker that ends is among them too).
+var pgDrainCategories = map[string]bool{pgPersister: true, pgBackground: true, pgPostmaster: true}
+
+// derive computes the totals and the per-event and per-second figures from
+// the measured seconds (also for results read back from result.json).
+func (r *CPUResult) derive(events float64) {
+	r.Postgres, r.PostgresAll = 0, 0
 	for cat, s := range r.PostgresBreakdown {
 		r.PostgresAll += s
-		if cat != pgHarness && cat != pgOtherClient {
+		if pgDrainCategories[cat] {
 			r.Postgres += s
 		}
 	}
 	us := func(s float64) float64 { return s / events * 1e6 }
 	r.PersisterUsPerEvent, r.PostgresUsPerEvent = us(r.Persister), us(r.Postgres)
 	r.BrokerUsPerEvent, r.MachineUsPerEvent = us(r.Broker), us(r.Machine)
-	if wall > 0 {
-		r.BusyCores, r.PersisterCores, r.PostgresCores = r.Machine/wall, r.Persister/wall, r.Postgres/wall
+	if r.WallSeconds > 0 {
+		r.BusyCores, r.PersisterCores, r.PostgresCores = r.Machine/r.WallSeconds, r.Persister/r.WallSeconds, r.Postgres/r.WallSeconds
 	}
-	return r
 }
 
 // fetchProfile saves a CPU profile of seconds from the persister's pprof.

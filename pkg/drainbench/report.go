@@ -99,7 +99,7 @@ func drainFigures(naiveCmd string) []figure {
 		{"HOT updates (n_tup_hot_upd ÷ n_tup_upd)", "f3", "pg_stat_user_tables", always(func(d *DrainResult) float64 { return d.HOTRatio })},
 		{"WAL bytes per event", "f0", "pg_current_wal_lsn() before and after", always(func(d *DrainResult) float64 { return d.WALBytesPerEvent })},
 		{"CPU µs per event: persister", "f1", "/proc/<pid>/stat", always(func(d *DrainResult) float64 { return d.CPU.PersisterUsPerEvent })},
-		{"CPU µs per event: Postgres (drain's processes)", "f1", "/proc/<pid>/stat of every postgres process", always(func(d *DrainResult) float64 { return d.CPU.PostgresUsPerEvent })},
+		{"CPU µs per event: Postgres (persister's sessions, background processes, postmaster)", "f1", "/proc/<pid>/stat of the postgres processes, by pg_stat_activity", always(func(d *DrainResult) float64 { return d.CPU.PostgresUsPerEvent })},
 		{"CPU µs per event: devbroker", "f1", "/proc/<pid>/stat", always(func(d *DrainResult) float64 { return d.CPU.BrokerUsPerEvent })},
 		{"CPU µs per event: persister + Postgres + devbroker", "f1", "", always(func(d *DrainResult) float64 {
 			return d.CPU.PersisterUsPerEvent + d.CPU.PostgresUsPerEvent + d.CPU.BrokerUsPerEvent

@@ -2,6 +2,8 @@ package drainbench
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -80,4 +82,33 @@ func TestSummarizeRatiosPerRound(t *testing.T) {
 	md := Markdown(res)
 	require.Contains(t, md, "| drain: events/s")
 	require.Contains(t, md, "**100** (100 / 30 / 110)")
+}
+
+// TestRerender: a stored result is re-derived with this build's rules
+// (only the drain's Postgres processes count), and its summary rewritten.
+func TestRerender(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	res := &Result{
+		Dir:      dir,
+		Dataset:  DatasetStats{Events: 1_000_000},
+		Variants: []Variant{{Name: "A", Bin: "p"}},
+		Drains: []*DrainResult{{Round: 1, Variant: "A", EventsPerSec: 50_000, Seconds: 20, CPU: CPUResult{
+			WallSeconds: 20, Persister: 10, Machine: 30, Postgres: 99,
+			PostgresBreakdown: map[string]float64{pgPersister: 11, pgBackground: 0.5, pgPostmaster: 0.5, pgEnded: 4, pgOtherClient: 7, pgHarness: 1},
+		}}},
+	}
+	require.NoError(t, writeResult(res, dir))
+	got, err := Rerender(dir)
+	require.NoError(t, err)
+	c := got.Drains[0].CPU
+	require.InDelta(t, 12.0, c.Postgres, 1e-9, "the persister's sessions, background and postmaster only")
+	require.InDelta(t, 24.0, c.PostgresAll, 1e-9)
+	require.InDelta(t, 12.0, c.PostgresUsPerEvent, 1e-9)
+	require.InDelta(t, 10.0, c.PersisterUsPerEvent, 1e-9)
+	require.InDelta(t, 1.5, c.BusyCores, 1e-9)
+	require.NotEmpty(t, got.Summary.Variants)
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(md), "**50,000**")
 }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 )
@@ -311,6 +312,28 @@ func (h *harness) rounds(ctx context.Context, res *Result, variants []Variant, d
 		}
 	}
 	return nil
+}
+
+// Rerender reads a run's result.json, recomputes its derived figures and
+// summary with this build's definitions, and rewrites result.json and
+// summary.md; the measured figures are left as they were.
+func Rerender(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("reading %s/result.json: %w", dir, err)
+	}
+	events := float64(res.Dataset.Events)
+	for _, d := range append(slices.Clone(res.Drains), res.ProfileDrain) {
+		if d != nil {
+			d.CPU.derive(events)
+		}
+	}
+	res.Summary = Summarize(&res)
+	return &res, writeResult(&res, dir)
 }
 
 func writeResult(res *Result, dir string) error {

@@ -79,6 +79,8 @@ type DrainResult struct {
 
 // CPUResult is the CPU used over a drain, from /proc, in seconds.
 type CPUResult struct {
+	// WallSeconds is the interval between the two CPU snapshots (the
+	// drain, plus the last poll).
 	WallSeconds float64 `json:"wall_seconds"`
 	// Persister is the persister process' whole life up to the end.
 	Persister float64 `json:"persister"`
@@ -323,8 +325,9 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 		}
 		activitySamples++
 		if complete {
-			// Measured at once, before anything else runs.
-			end = time.Now()
+			// The table was complete when the poll's snapshot was taken,
+			// at its start; the CPU is read at once, before anything else.
+			end = now
 			persisterStat, err = ReadProcStat(per.pid())
 			if err != nil {
 				return nil, err
@@ -350,7 +353,7 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	}
 	res.WALBytes = int64(lsn1 - lsn0)
 	res.WALBytesPerEvent = float64(res.WALBytes) / events
-	res.CPU = h.cpu(before, after, persisterStat, backends, myPID, end.Sub(t0).Seconds(), events)
+	res.CPU = h.cpu(before, after, persisterStat, backends, myPID, after.at.Sub(before.at).Seconds(), events)
 	res.ActivitySamples = activitySamples
 	res.Activity = map[string]float64{}
 	var sessionSamples int

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"time"
 
@@ -425,7 +424,9 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 // pollPostgres is one poll, one round trip: a sample of the persister's
 // sessions' states, and the sentinels still short of their final seq (one
 // statement probing each key's partition by primary key), or, once none
-// is, the whole-table count and sum. It returns the sentinels left and
+// is, the whole-table count and sum of read_seq: every row only moves
+// forward, to at most its final seq, so the sum equals the final rows' sum
+// exactly when every row is final. It returns the sentinels left and
 // whether the table is final.
 func (h *harness) pollPostgres(ctx context.Context, c *pgx.Conn, sents []sentinel, wantRows, wantSum int64, counts map[string]int) ([]sentinel, bool, error) {
 	b := &pgx.Batch{}
@@ -598,14 +599,4 @@ func scrape(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
-}
-
-// sortedKeys returns m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

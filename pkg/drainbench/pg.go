@@ -239,15 +239,6 @@ func readAll(ctx context.Context, c *pgx.Conn, table string) ([]receipt.State, e
 	})
 }
 
-// countAndSum is the cheap whole-table check: rows and the sum of read
-// seqs. Every row only moves forward, to at most its final seq, so the sum
-// equals the final rows' sum exactly when every row is final (in read_seq).
-func countAndSum(ctx context.Context, c *pgx.Conn) (int64, int64, error) {
-	var n, sum int64
-	err := c.QueryRow(ctx, `SELECT count(*), coalesce(sum(read_seq), 0)::bigint FROM read_receipts`).Scan(&n, &sum)
-	return n, sum, err
-}
-
 // receiptColumns are read_receipts' columns, in COPY order.
 var receiptColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
 	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at"}

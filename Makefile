@@ -69,6 +69,11 @@ bench: services ## benchmarks (BENCH=regexp, BENCHTIME=1s)
 bench-stack: ## measure the whole pipeline and, in the same run, Redis and Postgres COPY bounds (scripts/bench.sh; see BENCHMARKS.md)
 	scripts/bench.sh
 
+.PHONY: bench-persister
+bench-persister: services ## drain 1M zipf events with bin/persister from a cold start, beside same-run COPY and naive baselines (BENCH_PERSISTER_FLAGS="--runs 3 --persister-args '--writers 4'"; see BENCHMARKS.md)
+	$(GO) build -o bin/ ./cmd/devbroker ./cmd/persister ./cmd/receiptsbench
+	bin/receiptsbench persister $(BENCH_PERSISTER_FLAGS)
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (10s) each
 	@for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd pkg e2e 2>/dev/null); do \

@@ -1,0 +1,251 @@
+package drainbench
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// AppName is the harness' application_name in pg_stat_activity.
+const AppName = "receiptsbench"
+
+// pgServer is the Postgres server and the database the bench owns.
+type pgServer struct {
+	adminURL string // any database of the server, for CREATE/DROP DATABASE
+	db       string
+	benchURL string
+}
+
+// newPGServer derives the bench database's URL from a server URL (its
+// database is only used for the admin connection). The database name must
+// contain "bench": it is dropped with everything in it.
+func newPGServer(serverURL, db string) (*pgServer, error) {
+	if !strings.Contains(db, "bench") {
+		return nil, fmt.Errorf("refusing to use database %q: the bench drops it, so its name must contain \"bench\"", db)
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return nil, fmt.Errorf("--pg-url must be a postgres:// URL, got %q", serverURL)
+	}
+	b := *u
+	b.Path = "/" + db
+	return &pgServer{adminURL: serverURL, db: db, benchURL: b.String()}, nil
+}
+
+// connect opens one connection to the bench database, named AppName.
+func (s *pgServer) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(s.benchURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = AppName
+	cfg.ConnectTimeout = 5 * time.Second
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", s.db, err)
+	}
+	return c, nil
+}
+
+// adminConnect opens a connection to the server URL's own database.
+func (s *pgServer) adminConnect(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(s.adminURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = AppName
+	cfg.ConnectTimeout = 5 * time.Second
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
+// recreate drops the bench database (closing any session in it) and
+// creates it empty.
+func (s *pgServer) recreate(ctx context.Context) error {
+	c, err := s.adminConnect(ctx)
+	if err != nil {
+		return fmt.Errorf("connecting to postgres: %w", err)
+	}
+	defer c.Close(ctx)
+	id := pgx.Identifier{s.db}.Sanitize()
+	if _, err := c.Exec(ctx, `DROP DATABASE IF EXISTS `+id+` WITH (FORCE)`); err != nil {
+		return fmt.Errorf("dropping %s: %w", s.db, err)
+	}
+	if _, err := c.Exec(ctx, `CREATE DATABASE `+id); err != nil {
+		return fmt.Errorf("creating %s: %w", s.db, err)
+	}
+	return nil
+}
+
+// ServerInfo is what the report says about Postgres.
+type ServerInfo struct {
+	Version  string            `json:"version"`
+	Settings map[string]string `json:"settings"`
+}
+
+var reportedSettings = []string{"shared_buffers", "max_wal_size", "checkpoint_timeout", "synchronous_commit",
+	"fsync", "full_page_writes", "wal_compression", "autovacuum", "stats_fetch_consistency", "shared_preload_libraries", "work_mem"}
+
+func serverInfo(ctx context.Context, c *pgx.Conn) (ServerInfo, error) {
+	info := ServerInfo{Settings: map[string]string{}}
+	if err := c.QueryRow(ctx, `SHOW server_version`).Scan(&info.Version); err != nil {
+		return info, err
+	}
+	rows, err := c.Query(ctx, `SELECT name, setting || coalesce(' ' || unit, '') FROM pg_settings WHERE name = ANY($1)`, reportedSettings)
+	if err != nil {
+		return info, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return info, err
+		}
+		info.Settings[k] = v
+	}
+	return info, rows.Err()
+}
+
+// ParseLSN parses a pg_lsn ("16/B374D848") into a byte position.
+func ParseLSN(s string) (uint64, error) {
+	hi, lo, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, fmt.Errorf("parsing LSN %q: no '/'", s)
+	}
+	h, err := strconv.ParseUint(hi, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parsing LSN %q: %w", s, err)
+	}
+	l, err := strconv.ParseUint(lo, 16, 32)
+	if err != nil {
+		return 0, fmt.Errorf("parsing LSN %q: %w", s, err)
+	}
+	return h<<32 | l, nil
+}
+
+func walLSN(ctx context.Context, c *pgx.Conn) (uint64, error) {
+	var s string
+	if err := c.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
+		return 0, err
+	}
+	return ParseLSN(s)
+}
+
+// walStats is pg_stat_wal (the whole server).
+type walStats struct {
+	Records, FPI, Bytes int64
+}
+
+func readWALStats(ctx context.Context, c *pgx.Conn) (walStats, error) {
+	var w walStats
+	var bytes float64 // numeric
+	err := c.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::float8 FROM pg_stat_wal`).Scan(&w.Records, &w.FPI, &bytes)
+	w.Bytes = int64(bytes)
+	return w, err
+}
+
+// TableStats are the cumulative row counters of a table and its
+// partitions (pg_stat_user_tables).
+type TableStats struct {
+	Inserted   int64 `json:"n_tup_ins"`
+	Updated    int64 `json:"n_tup_upd"`
+	HOTUpdated int64 `json:"n_tup_hot_upd"`
+	Deleted    int64 `json:"n_tup_del"`
+	LiveTuples int64 `json:"n_live_tup"`
+	DeadTuples int64 `json:"n_dead_tup"`
+}
+
+// tableStats sums the counters of table and its partitions, on a fresh
+// snapshot. Counters only include what backends have flushed: call it
+// once the writers' sessions have ended (their exit flushes them).
+func tableStats(ctx context.Context, c *pgx.Conn, table string) (TableStats, error) {
+	var s TableStats
+	if _, err := c.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
+		return s, err
+	}
+	err := c.QueryRow(ctx, `
+SELECT coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0),
+       coalesce(sum(n_tup_del), 0), coalesce(sum(n_live_tup), 0), coalesce(sum(n_dead_tup), 0)
+FROM pg_stat_user_tables
+WHERE relid = $1::regclass
+   OR relid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = $1::regclass)`, table).
+		Scan(&s.Inserted, &s.Updated, &s.HOTUpdated, &s.Deleted, &s.LiveTuples, &s.DeadTuples)
+	return s, err
+}
+
+// Sub is s − o.
+func (s TableStats) Sub(o TableStats) TableStats {
+	return TableStats{Inserted: s.Inserted - o.Inserted, Updated: s.Updated - o.Updated, HOTUpdated: s.HOTUpdated - o.HOTUpdated,
+		Deleted: s.Deleted - o.Deleted, LiveTuples: s.LiveTuples, DeadTuples: s.DeadTuples}
+}
+
+// waitSessionsGone waits until no session other than c's is connected to
+// the bench database: a backend's statistics are flushed when it exits.
+func waitSessionsGone(ctx context.Context, c *pgx.Conn, timeout time.Duration) error {
+	return poll(ctx, 20*time.Millisecond, timeout, "waiting for the writers' sessions to end", func() (bool, error) {
+		var n int
+		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
+		return n == 0, err
+	})
+}
+
+// backend is one row of pg_stat_activity.
+type backend struct {
+	db, backendType, app string
+}
+
+func activity(ctx context.Context, c *pgx.Conn) (map[int]backend, error) {
+	rows, err := c.Query(ctx, `SELECT pid, coalesce(datname, ''), coalesce(backend_type, ''), coalesce(application_name, '') FROM pg_stat_activity`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[int]backend{}
+	for rows.Next() {
+		var pid int
+		var b backend
+		if err := rows.Scan(&pid, &b.db, &b.backendType, &b.app); err != nil {
+			return nil, err
+		}
+		out[pid] = b
+	}
+	return out, rows.Err()
+}
+
+const selectRows = `SELECT user_id, channel_id, read_epoch, read_seq, read_message_id,
+    delivered_epoch, delivered_seq, delivered_message_id, device_id,
+    (extract(epoch from updated_at) * 1000)::bigint
+FROM `
+
+// readAll returns every row of table.
+func readAll(ctx context.Context, c *pgx.Conn, table string) ([]receipt.State, error) {
+	rows, err := c.Query(ctx, selectRows+pgx.Identifier{table}.Sanitize())
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (receipt.State, error) {
+		var s receipt.State
+		err := r.Scan(&s.Key.User, &s.Key.Channel,
+			&s.Read.Position.Epoch, &s.Read.Position.Seq, &s.Read.MessageID,
+			&s.Delivered.Position.Epoch, &s.Delivered.Position.Seq, &s.Delivered.MessageID,
+			&s.DeviceID, &s.UpdatedAtUnixMs)
+		return s, err
+	})
+}
+
+// receiptColumns are read_receipts' columns, in COPY order.
+var receiptColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
+	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at"}
+
+func copyRow(st receipt.State) []any {
+	return []any{st.Key.User, st.Key.Channel,
+		st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
+		st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
+		st.DeviceID, time.UnixMilli(st.UpdatedAtUnixMs)}
+}

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/drainbench"
-	"github.com/readstate/receipts/pkg/flagenv"
 )
 
 func main() {
@@ -41,7 +41,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg := drainbench.DefaultConfig()
 	var report string
 	fs := newFlagSet(&cfg, &report, stderr)
-	if err := flagenv.Parse(fs, args[1:]); err != nil {
+	if err := cli.Parse(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
@@ -98,7 +98,7 @@ func newFlagSet(cfg *drainbench.Config, report *string, out io.Writer) *flag.Fla
 		fmt.Fprintf(out, "Usage: receiptsbench persister [flags]\n\n"+
 			"Drains a generated backlog with the persister binary from a cold start and\n"+
 			"measures it beside same-run COPY and naive-upsert baselines (BENCHMARKS.md).\n\nFlags:\n")
-		flagenv.PrintDefaults(fs)
+		cli.PrintDefaults(fs)
 	}
 	return fs
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/drainbench"
-	"github.com/readstate/receipts/pkg/flagenv"
 )
 
 func TestFlags(t *testing.T) {
@@ -16,7 +16,7 @@ func TestFlags(t *testing.T) {
 	var report string
 	fs := newFlagSet(&cfg, &report, io.Discard)
 	t.Setenv("RECEIPTS_EVENTS", "5000")
-	require.NoError(t, flagenv.Parse(fs, []string{"--runs", "5", "--seed", "9",
+	require.NoError(t, cli.Parse(fs, []string{"--runs", "5", "--seed", "9",
 		"--persister-args", "--writers 1", "--persister-args", "--writers 4", "--persister-bin", "/tmp/a"}))
 	require.Equal(t, 5, cfg.Runs)
 	require.Equal(t, uint64(9), cfg.Data.Seed)

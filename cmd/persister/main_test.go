@@ -38,7 +38,7 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 		})
 		require.Equal(t, n, strings.Count(help, "(default "), help)
 		if !migrateOnly {
-			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"0s"`, `"true"`, `"read-receipts-dlt"`, `"2"`} {
+			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"20ms"`, `"50000"`, `"true"`, `"read-receipts-dlt"`, `"2"`} {
 				require.Contains(t, help, "(default "+want+")")
 			}
 		}

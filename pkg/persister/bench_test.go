@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -184,4 +185,82 @@ func BenchmarkCopyBaseline(b *testing.B) {
 		}
 		reportRowsPerSecond(b)
 	})
+}
+
+// BenchmarkWindowWriteVsCopy is issue 7's "write path alone" figure: the
+// rows of one window (windowBench fresh random keys) written by the
+// persister's write path (sorted, statements of StatementRows, Writers at
+// a time) beside a raw binary COPY of the same rows in their random order
+// into the same, freshly truncated table, with one and with two
+// connections, in the same iteration. It reports rows/s of each and
+// write ÷ COPY (same iteration, then averaged).
+func BenchmarkWindowWriteVsCopy(b *testing.B) {
+	for _, stmt := range []int{500, 2000, 5000, 10000} {
+		b.Run(fmt.Sprintf("statement=%d", stmt), func(b *testing.B) { benchWindowWrite(b, stmt) })
+	}
+}
+
+func benchWindowWrite(b *testing.B, statementRows int) {
+	const windowBench = 50_000
+	r := rand.New(rand.NewPCG(42, 3))
+	s := pgtest.NewSchema(b)
+	ctx := context.Background()
+	reset := func() {
+		b.Helper()
+		_, err := s.Store.Pool().Exec(ctx, `TRUNCATE read_receipts`)
+		require.NoError(b, err)
+		checkpoint(b, s)
+	}
+	var writeSecs, copy1Secs, copy2Secs float64
+	var ratio1, ratio2 float64
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		rows := make([]receipt.State, windowBench)
+		for j := range rows {
+			rows[j] = benchState(randomKey(r), benchSeqLow+r.Int64N(benchSeqHigh-benchSeqLow))
+		}
+
+		reset()
+		start := time.Now()
+		_, err := copyRows(ctx, s, rows)
+		require.NoError(b, err)
+		c1 := time.Since(start).Seconds()
+
+		reset()
+		start = time.Now()
+		var wg sync.WaitGroup
+		for half := range 2 {
+			part := rows[half*windowBench/2 : (half+1)*windowBench/2]
+			wg.Go(func() {
+				_, err := copyRows(ctx, s, part)
+				require.NoError(b, err)
+			})
+		}
+		wg.Wait()
+		c2 := time.Since(start).Seconds()
+
+		reset()
+		p := newWriter(s.Store, WritersDefault)
+		p.cfg.StatementRows = statementRows
+		window := slices.Clone(rows)
+		b.StartTimer()
+		start = time.Now()
+		slices.SortFunc(window, receipt.CompareStates)
+		n, rejected, err := p.write(ctx, window)
+		w := time.Since(start).Seconds()
+		b.StopTimer()
+		require.NoError(b, err)
+		require.Equal(b, windowBench, n)
+		require.Empty(b, rejected)
+
+		writeSecs, copy1Secs, copy2Secs = writeSecs+w, copy1Secs+c1, copy2Secs+c2
+		ratio1, ratio2 = ratio1+c1/w, ratio2+c2/w
+	}
+	n := float64(b.N)
+	b.ReportMetric(windowBench*n/writeSecs, "write-rows/s")
+	b.ReportMetric(windowBench*n/copy1Secs, "copy1-rows/s")
+	b.ReportMetric(windowBench*n/copy2Secs, "copy2-rows/s")
+	b.ReportMetric(ratio1/n, "write/copy1")
+	b.ReportMetric(ratio2/n, "write/copy2")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,13 @@ const (
 	// keeps growing meanwhile): the floor of the latency to Postgres when
 	// traffic is light.
 	LingerDefault = 20 * time.Millisecond
+	// FetchMaxBytesDefault and FetchMaxPartitionBytesDefault bound one
+	// fetch response: kgo decodes a whole response before the first poll
+	// returns, so its defaults (50 MB, 1 MB per partition: 32 MB over 32
+	// partitions of backlog) delay a cold start by seconds, while smaller
+	// fetches, pipelined, keep the same throughput.
+	FetchMaxBytesDefault          = 4 << 20
+	FetchMaxPartitionBytesDefault = 256 << 10
 	// WrittenCacheKeysDefault bounds the keys whose written cursors are
 	// remembered to skip stale rows (about 100 bytes each).
 	WrittenCacheKeysDefault = 1 << 20
@@ -109,6 +117,10 @@ type Config struct {
 	// ranges. The pool must have at least Writers connections (one more
 	// keeps a connection for readiness pings). Defaults to WritersDefault.
 	Writers int
+	// FetchMaxBytes and FetchMaxPartitionBytes bound one fetch response
+	// (kgo.FetchMaxBytes, kgo.FetchMaxPartitionBytes). Default to
+	// FetchMaxBytesDefault and FetchMaxPartitionBytesDefault.
+	FetchMaxBytes, FetchMaxPartitionBytes int
 	// WrittenCacheKeys bounds the keys whose written cursors are
 	// remembered so that a row that cannot advance Postgres is not sent
 	// (stale and duplicate events cost no write). Negative disables it.
@@ -148,6 +160,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Topic, c.DLTTopic, c.Group, c.MaxPollRecords, c.Writers = d.Topic, d.DLTTopic, d.Group, d.MaxPollRecords, d.Writers
 	c.DrainTimeout, c.DLTDeliveryTimeout, c.LagInterval = d.DrainTimeout, d.DLTDeliveryTimeout, d.LagInterval
 	c.BatchRecords, c.StatementRows, c.Linger, c.WrittenCacheKeys = d.BatchRecords, d.StatementRows, d.Linger, d.WrittenCacheKeys
+	c.FetchMaxBytes, c.FetchMaxPartitionBytes = d.FetchMaxBytes, d.FetchMaxPartitionBytes
 	if c.Retry.Base == 0 {
 		c.Retry.Base = RetryBaseDefault
 	}
@@ -162,6 +175,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BatchRecords, "batch-records", c.BatchRecords, "most records in one window (deduplicated together; offsets committed together after the write)")
 	fs.IntVar(&c.StatementRows, "statement-rows", c.StatementRows, "most rows in one upsert statement")
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "how long a window waits for more records before it is written (it keeps growing while the writer is busy); negative: none")
+	fs.IntVar(&c.FetchMaxBytes, "fetch-max-bytes", c.FetchMaxBytes, "bound of one fetch response in bytes")
+	fs.IntVar(&c.FetchMaxPartitionBytes, "fetch-max-partition-bytes", c.FetchMaxPartitionBytes, "bound of one partition in a fetch response in bytes")
 	fs.IntVar(&c.WrittenCacheKeys, "written-cache-keys", c.WrittenCacheKeys, "keys whose written cursors are remembered to skip stale rows; negative disables")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on shutdown, how long to finish and commit the batch in hand and leave the group")
 	fs.DurationVar(&c.LagInterval, "lag-interval", c.LagInterval, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
@@ -190,6 +205,8 @@ func (c Config) withDefaults() Config {
 	c.BatchRecords = cmp.Or(c.BatchRecords, BatchRecordsDefault)
 	c.StatementRows = cmp.Or(c.StatementRows, StatementRowsDefault)
 	c.WrittenCacheKeys = cmp.Or(c.WrittenCacheKeys, WrittenCacheKeysDefault)
+	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, FetchMaxBytesDefault)
+	c.FetchMaxPartitionBytes = cmp.Or(c.FetchMaxPartitionBytes, FetchMaxPartitionBytesDefault)
 	c.Linger = cmp.Or(c.Linger, LingerDefault)
 	c.Writers = cmp.Or(c.Writers, WritersDefault)
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
@@ -213,6 +230,9 @@ func (c Config) validate() error {
 	}
 	if c.BatchRecords < 1 {
 		errs = append(errs, fmt.Errorf("BatchRecords must be > 0, got %d", c.BatchRecords))
+	}
+	if c.FetchMaxBytes < 1 || c.FetchMaxBytes > math.MaxInt32 || c.FetchMaxPartitionBytes < 1 || c.FetchMaxPartitionBytes > c.FetchMaxBytes {
+		errs = append(errs, fmt.Errorf("FetchMaxBytes (%d) and FetchMaxPartitionBytes (%d) must be within [1, 2^31) with the partition's at most the whole", c.FetchMaxBytes, c.FetchMaxPartitionBytes))
 	}
 	if c.StatementRows < 1 {
 		errs = append(errs, fmt.Errorf("StatementRows must be > 0, got %d", c.StatementRows))

@@ -128,6 +128,8 @@ func New(cfg Config) (*Persister, error) {
 		kgo.OnPartitionsLost(p.onLost),
 		kgo.OnPartitionsCallbackBlocked(p.onBlocked),
 		kgo.RecordDeliveryTimeout(cfg.DLTDeliveryTimeout),
+		kgo.FetchMaxBytes(int32(cfg.FetchMaxBytes)),
+		kgo.FetchMaxPartitionBytes(int32(cfg.FetchMaxPartitionBytes)),
 	)
 	opts = append(opts, cfg.KafkaOpts...)
 	cl, err := kgo.NewClient(opts...)
@@ -549,13 +551,21 @@ func chunk(rows []receipt.State, n int) [][]receipt.State {
 	return out
 }
 
+// stagedMinRows is the statement size from which UpsertBulk (COPY of the
+// new rows in key order) beats the parameter arrays (BENCHMARKS.md).
+var stagedMinRows = 1000
+
 // upsert writes rows (one statement's) as one statement, retrying for as
 // long as Postgres is unavailable. It returns nil, a rejection (for Bisect
 // to split), or the end of ctx.
 func (p *Persister) upsert(ctx context.Context, slot int, rows []receipt.State) error {
 	return p.retry(ctx, p.stmtLogs[slot], opUpsert, isUpsertRetryable, func(ctx context.Context) error {
 		start := time.Now()
-		_, err := p.store.Upsert(ctx, rows)
+		upsert := p.store.Upsert
+		if len(rows) >= stagedMinRows {
+			upsert = p.store.UpsertBulk
+		}
+		_, err := upsert(ctx, rows)
 		p.m.upsertTime.Observe(time.Since(start).Seconds())
 		if pgstore.Classify(err) == errclass.Permanent {
 			p.stmtLogs[slot].Error("postgres refuses the write for good; the partition waits for an operator", zap.Error(err))

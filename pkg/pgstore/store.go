@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -158,13 +159,13 @@ func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
 // WHERE skips rows where nothing advances, which avoids a dead tuple per
 // duplicate. Rows must be unique per key (ON CONFLICT cannot touch a row
 // twice in one statement): callers dedupe first.
-const upsertSQL = `
-INSERT INTO read_receipts AS t (user_id, channel_id, read_epoch, read_seq, read_message_id,
-    delivered_epoch, delivered_seq, delivered_message_id, device_id, updated_at)
-SELECT u, c, re, rs, rm, de, ds, dm, dev, to_timestamp(ts / 1000.0)
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[],
-            $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::bigint[])
-     AS x(u, c, re, rs, rm, de, ds, dm, dev, ts)
+// mergeSetSQL is the conflict clause of every upsert. Each cursor is a
+// max-register: it takes the incoming (epoch, seq, message id) only when
+// the incoming tuple is greater, so the id never pairs with the wrong seq.
+// The WHERE skips rows where nothing advances, which avoids a dead tuple
+// per duplicate. Rows must be unique per key (ON CONFLICT cannot touch a
+// row twice in one statement): callers dedupe first.
+const mergeSetSQL = `
 ON CONFLICT (user_id, channel_id) DO UPDATE SET
     read_epoch      = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_epoch ELSE t.read_epoch END,
     read_seq        = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_seq ELSE t.read_seq END,
@@ -176,6 +177,111 @@ ON CONFLICT (user_id, channel_id) DO UPDATE SET
     updated_at = GREATEST(t.updated_at, excluded.updated_at)
 WHERE (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
    OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq)`
+
+// upsertSQL writes a batch in one statement from parameter arrays: the
+// path for small batches (one round trip, no transaction of its own).
+const upsertSQL = `
+INSERT INTO read_receipts AS t (user_id, channel_id, read_epoch, read_seq, read_message_id,
+    delivered_epoch, delivered_seq, delivered_message_id, device_id, updated_at)
+SELECT u, c, re, rs, rm, de, ds, dm, dev, to_timestamp(ts / 1000.0)
+FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[],
+            $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::bigint[])
+     AS x(u, c, re, rs, rm, de, ds, dm, dev, ts)` + mergeSetSQL
+
+// existingSQL returns which of the given keys have a row.
+const existingSQL = `
+SELECT t.user_id, t.channel_id FROM read_receipts t
+JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`
+
+// copyColumns are read_receipts' columns as UpsertBulk COPYs them.
+var copyColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
+	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at"}
+
+// UpsertBulk merges states into read_receipts like Upsert, for batches of
+// thousands of rows, in one transaction: it asks which keys already have a
+// row, COPYs the new rows in key order (COPY inserts many rows per page
+// and WAL record; in key order each lands next to the last, which is why
+// it beats a COPY of the same rows in random order), and merges the
+// existing ones with Upsert's statement. A row inserted by someone else
+// between the question and the COPY fails the COPY with a unique
+// violation; the batch is then merged by Upsert's statement alone.
+func (s *Store) UpsertBulk(ctx context.Context, states []receipt.State) (int64, error) {
+	if len(states) == 0 {
+		return 0, nil
+	}
+	sorted := states
+	if !slices.IsSortedFunc(states, receipt.CompareStates) {
+		sorted = slices.Clone(states)
+		slices.SortFunc(sorted, receipt.CompareStates)
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		n, err = upsertBulk(ctx, tx, sorted)
+		return err
+	})
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
+		return s.Upsert(ctx, sorted)
+	}
+	return n, classify(err)
+}
+
+func upsertBulk(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (int64, error) {
+	users, channels := make([]string, len(sorted)), make([]string, len(sorted))
+	for i, st := range sorted {
+		users[i], channels[i] = st.Key.User, st.Key.Channel
+	}
+	rows, err := tx.Query(ctx, existingSQL, users, channels)
+	if err != nil {
+		return 0, err
+	}
+	existing := make(map[receipt.Key]struct{})
+	var k receipt.Key
+	_, err = pgx.ForEachRow(rows, []any{&k.User, &k.Channel}, func() error {
+		existing[k] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	fresh := make([]receipt.State, 0, len(sorted)-len(existing))
+	old := make([]receipt.State, 0, len(existing))
+	for _, st := range sorted {
+		if _, ok := existing[st.Key]; ok {
+			old = append(old, st)
+		} else {
+			fresh = append(fresh, st)
+		}
+	}
+	var n int64
+	if len(fresh) > 0 {
+		now := time.Now()
+		copied, err := tx.CopyFrom(ctx, pgx.Identifier{"read_receipts"}, copyColumns,
+			pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
+				st := fresh[i]
+				at := now
+				if st.UpdatedAtUnixMs > 0 {
+					at = time.UnixMilli(st.UpdatedAtUnixMs)
+				}
+				return []any{st.Key.User, st.Key.Channel,
+					st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
+					st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
+					st.DeviceID, at}, nil
+			}))
+		if err != nil {
+			return 0, err
+		}
+		n += copied
+	}
+	if len(old) > 0 {
+		m, err := upsert(ctx, tx, old)
+		if err != nil {
+			return 0, err
+		}
+		n += m
+	}
+	return n, nil
+}
 
 // Upsert merges states into read_receipts in one statement, which is its
 // own transaction (no BEGIN/COMMIT round trips); it returns how many rows

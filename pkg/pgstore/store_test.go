@@ -114,3 +114,41 @@ func TestClassifyKeepsThePgError(t *testing.T) {
 	require.True(t, errors.As(err, &pgErr), "the *pgconn.PgError stays in the chain")
 	require.Equal(t, "23514", pgErr.Code)
 }
+
+// UpsertBulk is the same max-register as Upsert: new rows are COPYed in,
+// existing ones advance only where the incoming cursor is greater, and the
+// count says how many rows changed.
+func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	_, err := s.Upsert(ctx, []receipt.State{st("b", "c1", 10, 10, "m10"), st("b", "c2", 10, 10, "m10")})
+	require.NoError(t, err)
+
+	batch := []receipt.State{
+		st("b", "c1", 12, 12, "m12"), // existing, advances
+		st("b", "c2", 7, 7, "m7"),    // existing, stale
+		st("a", "c1", 3, 5, "m3"),    // new (and out of key order)
+		st("z", "c9", 1, 1, "m1"),    // new
+	}
+	n, err := s.UpsertBulk(ctx, batch)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n, "two inserts and one advance; the stale row changes nothing")
+	got := map[receipt.Key]receipt.State{}
+	for _, u := range []string{"a", "b", "z"} {
+		rows, err := s.Get(ctx, u, nil)
+		require.NoError(t, err)
+		for _, r := range rows {
+			got[r.Key] = r
+		}
+	}
+	require.Len(t, got, 4)
+	require.Equal(t, int64(12), got[receipt.Key{User: "b", Channel: "c1"}].Read.Position.Seq)
+	require.Equal(t, "m12", got[receipt.Key{User: "b", Channel: "c1"}].Read.MessageID)
+	require.Equal(t, int64(10), got[receipt.Key{User: "b", Channel: "c2"}].Read.Position.Seq)
+	require.Equal(t, int64(5), got[receipt.Key{User: "a", Channel: "c1"}].Delivered.Position.Seq)
+
+	// Rejected data is classified as from Upsert.
+	_, err = s.UpsertBulk(ctx, []receipt.State{st("n", "c", -1, 0, "")})
+	require.ErrorIs(t, err, pgstore.ErrRejected)
+}

@@ -47,7 +47,7 @@ ensure_go_tools() {
     return
   fi
   log "building helm, kubeconform, chartcheck, openapi2schema (tools/k8s; a few minutes the first time)"
-  (cd "$ROOT/tools/k8s" && CGO_ENABLED=0 "$GO" build -o "$BIN/" \
+  (cd "$ROOT/tools/k8s" && "$GO" build -o "$BIN/" \
     helm.sh/helm/v4/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform ./chartcheck ./openapi2schema)
   echo "$s" > "$BIN/.k8s-tools.stamp"
 }

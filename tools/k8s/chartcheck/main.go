@@ -6,6 +6,7 @@
 //	chartcheck dashboard D                              Grafana JSON: schemaVersion, ${datasource} everywhere, unique ids, no overlapping panels, every query non-empty
 //	chartcheck values-doc -values V -readme README      every leaf key of V appears in README as `key`
 //	chartcheck manifests FILE                           rendered chart: restricted security contexts, probes, resources, grace periods, no credentials outside Secrets
+//	chartcheck pods FILE                                print one Pod per workload of a rendered chart (for Pod Security admission)
 //
 // It exits 1 listing every problem found.
 package main
@@ -41,6 +42,11 @@ func main() {
 		problems, err = checkDashboard(args[0])
 	case "values-doc":
 		problems, err = valuesDocCmd(args)
+	case "pods":
+		if len(args) != 1 {
+			usage()
+		}
+		err = podsCmd(args[0])
 	case "manifests":
 		if len(args) != 1 {
 			usage()
@@ -62,7 +68,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: chartcheck metric-names|rules|dashboard|values-doc|manifests ... (see the package doc)")
+	fmt.Fprintln(os.Stderr, "usage: chartcheck metric-names|rules|dashboard|values-doc|manifests|pods ... (see the package doc)")
 	os.Exit(2)
 }
 

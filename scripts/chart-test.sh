@@ -44,6 +44,7 @@ expect_fail() {
 step "tools"
 ensure_go_tools
 ensure_promtool
+ensure_jq
 ensure_schemas
 HELM=$BIN/helm
 CHECK=$BIN/chartcheck

@@ -73,6 +73,18 @@ deb_binary() {
   rm -rf "$dir"
 }
 
+# ensure_jq: jq from Debian when missing (root only; it starts no service).
+ensure_jq() {
+  command -v jq >/dev/null 2>&1 && return
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing jq (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null 2>&1 ||
+      { DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
+  else
+    echo "jq is missing: apt-get install -y jq" >&2; exit 1
+  fi
+}
+
 ensure_promtool() {
   if command -v promtool >/dev/null 2>&1; then PROMTOOL=$(command -v promtool); return; fi
   deb_binary prometheus usr/bin/promtool promtool

@@ -85,14 +85,21 @@ ensure_jq() {
   fi
 }
 
+# ensure_promtool and ensure_etcd take Debian's build (the same version on
+# every machine of this kind) even when another one is on the PATH; only
+# where apt-get is missing do they fall back to the PATH.
 ensure_promtool() {
-  if command -v promtool >/dev/null 2>&1; then PROMTOOL=$(command -v promtool); return; fi
+  if [ ! -x "$BIN/promtool" ] && ! command -v apt-get >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+    PROMTOOL=$(command -v promtool); return
+  fi
   deb_binary prometheus usr/bin/promtool promtool
   PROMTOOL=$BIN/promtool
 }
 
 ensure_etcd() {
-  if command -v etcd >/dev/null 2>&1; then ETCD=$(command -v etcd); return; fi
+  if [ ! -x "$BIN/etcd" ] && ! command -v apt-get >/dev/null 2>&1 && command -v etcd >/dev/null 2>&1; then
+    ETCD=$(command -v etcd); return
+  fi
   deb_binary etcd-server usr/bin/etcd etcd
   ETCD=$BIN/etcd
 }

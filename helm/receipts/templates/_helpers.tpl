@@ -1,0 +1,312 @@
+{{/* Names ---------------------------------------------------------------- */}}
+
+{{- define "receipts.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release's full name; components append "-kafkagate" etc., so it is
+kept to 40 characters (component names and pod suffixes stay within 63). */}}
+{{- define "receipts.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "receipts.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "receipts.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "receipts.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels: call with (dict "ctx" $ "component" "kafkagate"). */}}
+{{- define "receipts.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "receipts.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- if .component }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+{{- end -}}
+
+{{- define "receipts.labels" -}}
+helm.sh/chart: {{ include "receipts.chart" .ctx }}
+{{ include "receipts.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: receipts
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "receipts.image" -}}
+{{- $img := .Values.image -}}
+{{- if $img.digest -}}
+{{- printf "%s@%s" $img.repository $img.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $img.repository (default .Chart.AppVersion $img.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Secrets ------------------------------------------------------------- */}}
+
+{{/* The Secret the chart creates for credentials given as values. */}}
+{{- define "receipts.secretName" -}}
+{{- printf "%s-credentials" (include "receipts.fullname" .) -}}
+{{- end -}}
+
+{{- define "receipts.needsChartSecret" -}}
+{{- if or (not .Values.postgres.existingSecret) (not .Values.redis.existingSecret) (and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* secretKeyRef for Postgres / Redis / SASL: (dict "ctx" $ "which" "postgres"). */}}
+{{- define "receipts.secretRef" -}}
+{{- $v := .ctx.Values -}}
+{{- if eq .which "postgres" -}}
+name: {{ default (include "receipts.secretName" .ctx) $v.postgres.existingSecret }}
+key: {{ ternary $v.postgres.urlKey "postgres-url" (ne $v.postgres.existingSecret "") }}
+{{- else if eq .which "redis" -}}
+name: {{ default (include "receipts.secretName" .ctx) $v.redis.existingSecret }}
+key: {{ ternary $v.redis.urlKey "redis-url" (ne $v.redis.existingSecret "") }}
+{{- else if eq .which "sasl" -}}
+name: {{ default (include "receipts.secretName" .ctx) $v.kafka.sasl.existingSecret }}
+key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sasl.existingSecret "") }}
+{{- end -}}
+{{- end -}}
+
+{{/* Checks that fail the render with a reason -------------------------- */}}
+
+{{- define "receipts.validate" -}}
+{{- $v := .Values -}}
+{{- if not $v.kafka.brokers -}}
+{{- fail "kafka.brokers: set the Kafka seed brokers (host:port list)" -}}
+{{- end -}}
+{{- if and (not $v.postgres.url) (not $v.postgres.existingSecret) -}}
+{{- fail "postgres: set postgres.url or postgres.existingSecret" -}}
+{{- end -}}
+{{- if and (not $v.redis.url) (not $v.redis.existingSecret) -}}
+{{- fail "redis: set redis.url or redis.existingSecret" -}}
+{{- end -}}
+{{- if and (ne $v.redis.mode "single") (not $v.redis.addrs) -}}
+{{- fail (printf "redis.addrs: redis.mode %s needs the cluster seeds or sentinel addresses" $v.redis.mode) -}}
+{{- end -}}
+{{- if and (eq $v.redis.mode "sentinel") (not $v.redis.sentinelMaster) -}}
+{{- fail "redis.sentinelMaster: redis.mode sentinel needs the master's name" -}}
+{{- end -}}
+{{- if and $v.kafka.sasl.mechanism (not $v.kafka.sasl.username) -}}
+{{- fail "kafka.sasl.username: a SASL mechanism needs a username" -}}
+{{- end -}}
+{{- if and $v.kafka.sasl.mechanism (not $v.kafka.sasl.password) (not $v.kafka.sasl.existingSecret) -}}
+{{- fail "kafka.sasl: set kafka.sasl.password or kafka.sasl.existingSecret" -}}
+{{- end -}}
+{{- if and $v.kafka.tls.existingSecret (not $v.kafka.tls.enabled) -}}
+{{- fail "kafka.tls.existingSecret is set but kafka.tls.enabled is false" -}}
+{{- end -}}
+{{- if and $v.kafkagate.tls.clientAuth (not $v.kafkagate.tls.existingSecret) -}}
+{{- fail "kafkagate.tls.clientAuth needs kafkagate.tls.existingSecret (the server certificate and the client CA)" -}}
+{{- end -}}
+{{- $parts := int $v.kafka.topicPartitions -}}
+{{- $p := $v.persister -}}
+{{- if $p.autoscaling.enabled -}}
+{{- if gt (int $p.autoscaling.maxReplicas) $parts -}}
+{{- fail (printf "persister.autoscaling.maxReplicas (%d) exceeds kafka.topicPartitions (%d): consumers beyond the partition count sit idle" (int $p.autoscaling.maxReplicas) $parts) -}}
+{{- end -}}
+{{- if gt (int $p.autoscaling.minReplicas) (int $p.autoscaling.maxReplicas) -}}
+{{- fail "persister.autoscaling.minReplicas exceeds maxReplicas" -}}
+{{- end -}}
+{{- else if gt (int $p.replicas) $parts -}}
+{{- fail (printf "persister.replicas (%d) exceeds kafka.topicPartitions (%d): consumers beyond the partition count sit idle" (int $p.replicas) $parts) -}}
+{{- end -}}
+{{- if and $v.kafkagate.autoscaling.enabled (gt (int $v.kafkagate.autoscaling.minReplicas) (int $v.kafkagate.autoscaling.maxReplicas)) -}}
+{{- fail "kafkagate.autoscaling.minReplicas exceeds maxReplicas" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Pod pieces ---------------------------------------------------------- */}}
+
+{{- define "receipts.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+fsGroupChangePolicy: OnRootMismatch
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "receipts.containerSecurityContext" -}}
+runAsNonRoot: true
+readOnlyRootFilesystem: true
+allowPrivilegeEscalation: false
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Environment shared by every binary: logging, Kafka (with TLS/SASL),
+Postgres. Call with $. */}}
+{{- define "receipts.env.common" -}}
+{{- $v := .Values -}}
+- name: RECEIPTS_LOG_FORMAT
+  value: {{ $v.log.format | quote }}
+- name: RECEIPTS_LOG_LEVEL
+  value: {{ $v.log.level | quote }}
+- name: RECEIPTS_BROKERS
+  value: {{ join "," $v.kafka.brokers | quote }}
+- name: RECEIPTS_PG_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "receipts.secretRef" (dict "ctx" . "which" "postgres") | nindent 6 }}
+{{- if $v.kafka.tls.enabled }}
+- name: RECEIPTS_KAFKA_TLS
+  value: "true"
+{{- if $v.kafka.tls.existingSecret }}
+{{- if $v.kafka.tls.caKey }}
+- name: RECEIPTS_KAFKA_TLS_CA_FILE
+  value: /etc/receipts/kafka-tls/{{ $v.kafka.tls.caKey }}
+{{- end }}
+{{- if and $v.kafka.tls.certKey $v.kafka.tls.keyKey }}
+- name: RECEIPTS_KAFKA_TLS_CERT_FILE
+  value: /etc/receipts/kafka-tls/{{ $v.kafka.tls.certKey }}
+- name: RECEIPTS_KAFKA_TLS_KEY_FILE
+  value: /etc/receipts/kafka-tls/{{ $v.kafka.tls.keyKey }}
+{{- end }}
+{{- end }}
+{{- if $v.kafka.tls.serverName }}
+- name: RECEIPTS_KAFKA_TLS_SERVER_NAME
+  value: {{ $v.kafka.tls.serverName | quote }}
+{{- end }}
+{{- end }}
+{{- if $v.kafka.sasl.mechanism }}
+- name: RECEIPTS_KAFKA_SASL_MECHANISM
+  value: {{ $v.kafka.sasl.mechanism | quote }}
+- name: RECEIPTS_KAFKA_SASL_USERNAME
+  value: {{ $v.kafka.sasl.username | quote }}
+- name: RECEIPTS_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      {{- include "receipts.secretRef" (dict "ctx" . "which" "sasl") | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+{{/* Environment of the long-running services (not the hook Jobs). */}}
+{{- define "receipts.env.service" -}}
+- name: RECEIPTS_ADMIN_ADDR
+  value: "0.0.0.0:9090"
+- name: RECEIPTS_MIGRATE
+  value: "false"
+- name: RECEIPTS_CLIENT_ID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- end -}}
+
+{{- define "receipts.env.redis" -}}
+{{- $r := .Values.redis -}}
+- name: RECEIPTS_REDIS_MODE
+  value: {{ $r.mode | quote }}
+- name: RECEIPTS_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      {{- include "receipts.secretRef" (dict "ctx" . "which" "redis") | nindent 6 }}
+{{- if $r.addrs }}
+- name: RECEIPTS_REDIS_ADDRS
+  value: {{ join "," $r.addrs | quote }}
+{{- end }}
+{{- if eq $r.mode "sentinel" }}
+- name: RECEIPTS_REDIS_SENTINEL_MASTER
+  value: {{ $r.sentinelMaster | quote }}
+{{- end }}
+- name: RECEIPTS_REDIS_PREFIX
+  value: {{ $r.prefix | quote }}
+{{- end -}}
+
+{{/* Volumes and mounts every pod has: a writable /tmp, Kafka TLS material. */}}
+{{- define "receipts.volumes.common" -}}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.existingSecret }}
+- name: kafka-tls
+  secret:
+    secretName: {{ .Values.kafka.tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{- define "receipts.mounts.common" -}}
+- name: tmp
+  mountPath: /tmp
+{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.existingSecret }}
+- name: kafka-tls
+  mountPath: /etc/receipts/kafka-tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* Probes on the admin port: (dict "startupSeconds" 60). */}}
+{{- define "receipts.probes" -}}
+startupProbe:
+  httpGet:
+    path: /healthz
+    port: admin
+  periodSeconds: 2
+  failureThreshold: 30
+livenessProbe:
+  httpGet:
+    path: /healthz
+    port: admin
+  periodSeconds: 10
+  timeoutSeconds: 3
+  failureThreshold: 3
+readinessProbe:
+  httpGet:
+    path: /readyz
+    port: admin
+  periodSeconds: 5
+  timeoutSeconds: 3
+  failureThreshold: 2
+{{- end -}}
+
+{{/* Pod annotations that roll the pods when chart-made credentials change. */}}
+{{- define "receipts.checksums" -}}
+checksum/credentials: {{ include (print .Template.BasePath "/secret.yaml") . | sha256sum }}
+{{- end -}}
+
+{{/* Scheduling fields of a component's values. */}}
+{{- define "receipts.scheduling" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The chart's tests (make chart-test; part of make test). Offline, installs
+# what it needs into .cache/ (scripts/lib/k8s-tools.sh), about 20 s once
+# cached:
+#
+#   1. helm lint --strict with the default, production and variant values;
+#   2. helm template of each, validated by kubeconform -strict against schemas
+#      generated offline from the Kubernetes OpenAPI spec (and minimal
+#      Prometheus Operator CRDs), and by chartcheck's policy checks
+#      (restricted security contexts, probes, grace periods, credentials only
+#      in Secrets);
+#   3. every bad values file in helm/receipts/tests/bad-values/ makes helm
+#      template (and, for schema errors, helm lint) fail with the expected
+#      message;
+#   4. promtool check rules and promtool test rules;
+#   5. chartcheck: every alert tested firing and not, with a runbook section in
+#      docs/operations.md; the dashboard JSON; every value documented in the
+#      chart README; files/metric-names.txt equal to the names the rules and
+#      the dashboard query;
+#   6. the checkers themselves fail on planted faults (a strict-schema
+#      violation, an insecure container, overlapping panels, a metrics dump
+#      missing a name), so a green run means something.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+# shellcheck source=scripts/lib/k8s-tools.sh
+source scripts/lib/k8s-tools.sh
+
+CHART=helm/receipts
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+start=$SECONDS
+passed=0
+failed=0
+step() { log "$* ($((SECONDS - start)) s)"; }
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $*" >&2; }
+# expect_fail DESCRIPTION COMMAND...: the command must fail.
+expect_fail() {
+  local what=$1; shift
+  if "$@" >"$TMP/out" 2>&1; then bad "$what: succeeded, expected a failure"; else ok; fi
+}
+
+step "tools"
+ensure_go_tools
+ensure_promtool
+ensure_jq
+ensure_schemas
+HELM=$BIN/helm
+CHECK=$BIN/chartcheck
+
+VALUES_SETS=(default "$CHART/ci/production-values.yaml" "$CHART/ci/variants-values.yaml")
+values_args() { [ "$1" = default ] && return 0; echo "-f $1"; }
+
+step "helm lint --strict"
+for v in "${VALUES_SETS[@]}"; do
+  # shellcheck disable=SC2046
+  if "$HELM" lint --strict "$CHART" $(values_args "$v") >"$TMP/lint" 2>&1; then ok; else cat "$TMP/lint" >&2; bad "helm lint --strict ($v)"; fi
+done
+
+step "helm template | kubeconform -strict, policy checks"
+for v in "${VALUES_SETS[@]}"; do
+  out=$TMP/rendered-$(basename "$v" .yaml).yaml
+  # shellcheck disable=SC2046
+  if ! "$HELM" template receipts "$CHART" --namespace receipts $(values_args "$v") >"$out" 2>"$TMP/err"; then
+    cat "$TMP/err" >&2; bad "helm template ($v)"; continue
+  fi
+  if kubeconform_strict "$out" >"$TMP/kc" 2>&1; then ok; else cat "$TMP/kc" >&2; bad "kubeconform ($v)"; fi
+  grep -q 'Skipped: 0' "$TMP/kc" || { cat "$TMP/kc" >&2; bad "kubeconform skipped resources ($v)"; }
+  if "$CHECK" manifests "$out"; then ok; else bad "policy checks ($v)"; fi
+done
+RENDERED=$TMP/rendered-default.yaml
+PROD=$TMP/rendered-production-values.yaml
+# The production values turn every optional object on: make sure they are there.
+for kind in StatefulSet HorizontalPodAutoscaler NetworkPolicy PodDisruptionBudget ServiceMonitor PrometheusRule ConfigMap Job ServiceAccount; do
+  if grep -q "^kind: $kind$" "$PROD"; then ok; else bad "production render has no $kind"; fi
+done
+# The PrometheusRule carries the rule file's groups, runbook links included.
+if grep -q 'runbook_url: https://github.com/readstate/receipts/blob/main/docs/operations.md#receiptsconsumerlaggrowing' "$PROD"; then ok; else bad "PrometheusRule lost its runbook links"; fi
+
+step "bad values files must fail"
+for f in "$CHART"/tests/bad-values/*.yaml; do
+  want=$(sed -n 's/^# expect: //p' "$f")
+  [ -n "$want" ] || { bad "$f: no '# expect: <message>' line"; continue; }
+  if "$HELM" template receipts "$CHART" -f "$f" >/dev/null 2>"$TMP/err"; then
+    bad "$f: helm template accepted it"
+  elif grep -qF -- "$want" "$TMP/err"; then ok
+  else bad "$f: helm template failed without '$want':"; cat "$TMP/err" >&2
+  fi
+  if grep -q '^# lint: fail' "$f"; then
+    if "$HELM" lint --strict "$CHART" -f "$f" >"$TMP/lint" 2>&1; then bad "$f: helm lint --strict accepted it"
+    elif grep -qF -- "$want" "$TMP/lint"; then ok
+    else bad "$f: helm lint failed without '$want'"; cat "$TMP/lint" >&2
+    fi
+  fi
+done
+
+step "promtool check rules, test rules"
+RULES=$CHART/files/prometheus-rules.yaml
+RULE_TESTS=("$CHART"/tests/rules-test.yaml "$CHART"/tests/rules-slo-test.yaml)
+if "$PROMTOOL" check rules "$RULES" >"$TMP/pt" 2>&1; then ok; else cat "$TMP/pt" >&2; bad "promtool check rules"; fi
+if "$PROMTOOL" test rules "${RULE_TESTS[@]}" >"$TMP/pt" 2>&1; then ok; else cat "$TMP/pt" >&2; bad "promtool test rules"; fi
+
+step "alerts ↔ tests ↔ runbook, dashboard, values documented, metric names"
+DASH=$CHART/files/dashboards/receipts.json
+if "$CHECK" rules -rules "$RULES" -tests "$(IFS=,; echo "${RULE_TESTS[*]}")" -runbook docs/operations.md; then ok; else bad "alerts: tests or runbook sections missing"; fi
+if jq -e '.panels | length > 0' "$DASH" >/dev/null; then ok; else bad "$DASH is not valid JSON with panels"; fi
+if "$CHECK" dashboard "$DASH"; then ok; else bad "dashboard checks"; fi
+if "$CHECK" values-doc -values "$CHART/values.yaml" -readme "$CHART/README.md"; then ok; else bad "values missing from $CHART/README.md"; fi
+"$CHECK" metric-names -rules "$RULES" -dashboard "$DASH" >"$TMP/names"
+if diff -u "$CHART/files/metric-names.txt" "$TMP/names" >"$TMP/diff"; then ok
+else cat "$TMP/diff" >&2; bad "$CHART/files/metric-names.txt differs from the names the rules and dashboard use (left: the file; right: the queries)"; fi
+
+step "the checkers catch planted faults"
+# A field kubeconform's strict schemas do not know, and a string for an integer.
+sed 's/^  revisionHistoryLimit: 5$/  revisionHistoryLimit: "5"\n  replicaz: 2/' "$RENDERED" >"$TMP/planted.yaml"
+grep -q replicaz "$TMP/planted.yaml" || bad "planting a fault in the render failed"
+expect_fail "kubeconform on an unknown field" kubeconform_strict "$TMP/planted.yaml"
+# An insecure container and a literal database URL.
+sed '0,/readOnlyRootFilesystem: true/s//readOnlyRootFilesystem: false/' "$RENDERED" >"$TMP/insecure.yaml"
+expect_fail "policy check on a writable root filesystem" "$CHECK" manifests "$TMP/insecure.yaml"
+awk '/name: RECEIPTS_PG_URL/ && !done {print; print "              value: postgres://u:p@db/x"; getline; getline; getline; getline; done=1; next} {print}' "$RENDERED" >"$TMP/literal.yaml"
+expect_fail "policy check on a literal RECEIPTS_PG_URL" "$CHECK" manifests "$TMP/literal.yaml"
+# Two dashboard panels at the same place.
+jq '.panels[2].gridPos = .panels[1].gridPos' "$DASH" >"$TMP/dash.json"
+expect_fail "dashboard check on overlapping panels" "$CHECK" dashboard "$TMP/dash.json"
+# A test file without the not-firing cases.
+grep -v 'exp_alerts: \[\]' "$CHART/tests/rules-test.yaml" >"$TMP/rules-test.yaml"
+expect_fail "rules check without not-firing cases" "$CHECK" rules -rules "$RULES" -tests "$TMP/rules-test.yaml" -runbook docs/operations.md
+# scripts/check-metric-names.sh: a dump with every name passes, one without
+# a name fails naming it.
+awk '{print "# TYPE " $1 " counter"; print $1 "{pod=\"x\"} 1"}' "$CHART/files/metric-names.txt" >"$TMP/full.prom"
+if scripts/check-metric-names.sh "$TMP/full.prom" >"$TMP/cmn" 2>&1; then ok; else cat "$TMP/cmn" >&2; bad "check-metric-names.sh rejects a complete dump"; fi
+missing=$(sed -n 3p "$CHART/files/metric-names.txt")
+grep -v "^$missing[{ ]" "$TMP/full.prom" | grep -v "^# TYPE $missing " >"$TMP/partial.prom"
+if scripts/check-metric-names.sh "$TMP/partial.prom" >"$TMP/cmn" 2>&1; then bad "check-metric-names.sh accepts a dump without $missing"
+elif grep -qx "  $missing" "$TMP/cmn"; then ok
+else cat "$TMP/cmn" >&2; bad "check-metric-names.sh did not name $missing"; fi
+
+echo "chart-test: took $((SECONDS - start)) s"
+echo "chart-test: $passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -19,11 +19,11 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
-# VERSION is stamped into every binary's main.version (their --version).
+# VERSION is stamped into every binary's cli.Version (their --version).
 ARG VERSION=dev
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags "-X main.version=${VERSION}" -o /out/ ./cmd/...
+    go build -trimpath -ldflags "-X github.com/readstate/receipts/cmd/internal/cli.Version=${VERSION}" -o /out/ ./cmd/...
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev

@@ -122,10 +122,10 @@ image: ## build the container image IMAGE:VERSION with docker build (says so and
 	else \
 	  echo "make image: no container builder available here (docker info fails): image not built."; \
 	  echo "make image: build it where Docker or BuildKit runs: docker build -t $(IMAGE):$(VERSION) --build-arg VERSION=$(VERSION) ."; \
-	  echo "make image: checking the build stage's command locally instead (CGO_ENABLED=0 -trimpath, main.version=$(VERSION)) into .cache/image/"; \
+	  echo "make image: checking the build stage's command locally instead (CGO_ENABLED=0 -trimpath, cli.Version=$(VERSION)) into .cache/image/"; \
 	  rm -rf .cache/image && mkdir -p .cache/image/src && \
 	  tar --exclude-from=.dockerignore --exclude=./.git -cf - . | tar -xf - -C .cache/image/src && \
-	  (cd .cache/image/src && CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o ../bin/ ./cmd/...) && \
+	  (cd .cache/image/src && CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) build -trimpath -ldflags "-X github.com/readstate/receipts/cmd/internal/cli.Version=$(VERSION)" -o ../bin/ ./cmd/...) && \
 	  ls -l .cache/image/bin/ && \
 	  for b in .cache/image/bin/*; do $(GO) version -m $$b | grep -q 'CGO_ENABLED=0' || { echo "$$b is not static" >&2; exit 1; }; done && \
 	  echo "make image: the build stage works; the image itself was not built (exit 0)."; \

@@ -57,7 +57,7 @@ func startBroker(ctx context.Context, bin, dataDir, logPath, topic string, parti
 		return len(td[topic].Partitions) == partitions, nil
 	})
 	if err != nil {
-		b.stop()
+		_ = b.stop() // the wait error is the one to report
 		return nil, err
 	}
 	return b, nil

@@ -139,7 +139,14 @@ type Receipt struct {
 	// Optional id of the message at seq, stored beside the cursor.
 	MessageId string `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// Optional id of the device that made the mark.
-	DeviceId      string `protobuf:"bytes,6,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	DeviceId string `protobuf:"bytes,6,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The cursor epoch the client last saw (every read answer shows it). A
+	// mark of an older epoch changes nothing (advanced false); without it the
+	// mark applies at the current epoch.
+	Epoch *int64 `protobuf:"varint,7,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
+	// A private read moves the user's own counts and badge but not the public
+	// read cursor others see (read-by, ticks, live updates). READ only.
+	Private       bool `protobuf:"varint,8,opt,name=private,proto3" json:"private,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +221,20 @@ func (x *Receipt) GetDeviceId() string {
 		return x.DeviceId
 	}
 	return ""
+}
+
+func (x *Receipt) GetEpoch() int64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *Receipt) GetPrivate() bool {
+	if x != nil {
+		return x.Private
+	}
+	return false
 }
 
 type MarkReceiptsRequest struct {
@@ -379,12 +400,16 @@ func (x *ReceiptResult) GetRealtimeDegraded() bool {
 }
 
 type MarkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	ChannelId     string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	Seq           int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	MessageId     string                 `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	DeviceId      string                 `protobuf:"bytes,5,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq       int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string                 `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	DeviceId  string                 `protobuf:"bytes,5,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// See Receipt.epoch.
+	Epoch *int64 `protobuf:"varint,6,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
+	// See Receipt.private (MarkRead only).
+	Private       bool `protobuf:"varint,7,opt,name=private,proto3" json:"private,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -452,6 +477,20 @@ func (x *MarkRequest) GetDeviceId() string {
 		return x.DeviceId
 	}
 	return ""
+}
+
+func (x *MarkRequest) GetEpoch() int64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *MarkRequest) GetPrivate() bool {
+	if x != nil {
+		return x.Private
+	}
+	return false
 }
 
 type MarkResponse struct {
@@ -719,8 +758,11 @@ type ChannelState struct {
 	DeviceId  string                 `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// Wall-clock time of the last change, in Unix milliseconds.
 	UpdatedAtUnixMs int64 `protobuf:"varint,5,opt,name=updated_at_unix_ms,json=updatedAtUnixMs,proto3" json:"updated_at_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The user's private read cursor (absent when it is not ahead of read):
+	// it counts for the user's own unread counts only.
+	PrivateRead   *Cursor `protobuf:"bytes,6,opt,name=private_read,json=privateRead,proto3" json:"private_read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelState) Reset() {
@@ -788,6 +830,1223 @@ func (x *ChannelState) GetUpdatedAtUnixMs() int64 {
 	return 0
 }
 
+func (x *ChannelState) GetPrivateRead() *Cursor {
+	if x != nil {
+		return x.PrivateRead
+	}
+	return nil
+}
+
+type MessageNotice struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The message's channel sequence (dense per channel); > 0.
+	Seq       int64  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	SenderId  string `protobuf:"bytes,4,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	// Mentioned users (at most 1,000); non-members are dropped.
+	Mentions      []string `protobuf:"bytes,5,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageNotice) Reset() {
+	*x = MessageNotice{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageNotice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageNotice) ProtoMessage() {}
+
+func (x *MessageNotice) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageNotice.ProtoReflect.Descriptor instead.
+func (*MessageNotice) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MessageNotice) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *MessageNotice) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MessageNotice) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageNotice) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
+func (x *MessageNotice) GetMentions() []string {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+type NotifyMessageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId     string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	SenderId      string                 `protobuf:"bytes,4,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	Mentions      []string               `protobuf:"bytes,5,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyMessageRequest) Reset() {
+	*x = NotifyMessageRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyMessageRequest) ProtoMessage() {}
+
+func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyMessageRequest.ProtoReflect.Descriptor instead.
+func (*NotifyMessageRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *NotifyMessageRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *NotifyMessageRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *NotifyMessageRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *NotifyMessageRequest) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
+func (x *NotifyMessageRequest) GetMentions() []string {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+type NotifyMessageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *NoticeResult          `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyMessageResponse) Reset() {
+	*x = NotifyMessageResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyMessageResponse) ProtoMessage() {}
+
+func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyMessageResponse.ProtoReflect.Descriptor instead.
+func (*NotifyMessageResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *NotifyMessageResponse) GetResult() *NoticeResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+type NotifyMessagesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Notices       []*MessageNotice       `protobuf:"bytes,1,rep,name=notices,proto3" json:"notices,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyMessagesRequest) Reset() {
+	*x = NotifyMessagesRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyMessagesRequest) ProtoMessage() {}
+
+func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyMessagesRequest.ProtoReflect.Descriptor instead.
+func (*NotifyMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NotifyMessagesRequest) GetNotices() []*MessageNotice {
+	if x != nil {
+		return x.Notices
+	}
+	return nil
+}
+
+type NotifyMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*NoticeResult        `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyMessagesResponse) Reset() {
+	*x = NotifyMessagesResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyMessagesResponse) ProtoMessage() {}
+
+func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyMessagesResponse.ProtoReflect.Descriptor instead.
+func (*NotifyMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *NotifyMessagesResponse) GetResults() []*NoticeResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// NoticeResult is the outcome of one message notice.
+type NoticeResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel head after the notice.
+	Head *Cursor `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	// False when the head was already at or past seq.
+	Advanced         bool       `protobuf:"varint,2,opt,name=advanced,proto3" json:"advanced,omitempty"`
+	Durability       Durability `protobuf:"varint,3,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	RealtimeDegraded bool       `protobuf:"varint,4,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
+	// Mentions recorded, and those dropped because the user is not a member.
+	Mentioned       []string `protobuf:"bytes,5,rep,name=mentioned,proto3" json:"mentioned,omitempty"`
+	MentionsDropped []string `protobuf:"bytes,6,rep,name=mentions_dropped,json=mentionsDropped,proto3" json:"mentions_dropped,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *NoticeResult) Reset() {
+	*x = NoticeResult{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NoticeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NoticeResult) ProtoMessage() {}
+
+func (x *NoticeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NoticeResult.ProtoReflect.Descriptor instead.
+func (*NoticeResult) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *NoticeResult) GetHead() *Cursor {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *NoticeResult) GetAdvanced() bool {
+	if x != nil {
+		return x.Advanced
+	}
+	return false
+}
+
+func (x *NoticeResult) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *NoticeResult) GetRealtimeDegraded() bool {
+	if x != nil {
+		return x.RealtimeDegraded
+	}
+	return false
+}
+
+func (x *NoticeResult) GetMentioned() []string {
+	if x != nil {
+		return x.Mentioned
+	}
+	return nil
+}
+
+func (x *NoticeResult) GetMentionsDropped() []string {
+	if x != nil {
+		return x.MentionsDropped
+	}
+	return nil
+}
+
+type JoinChannelRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	UserId    string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The join point: the user has read up to here. Default: the head.
+	Seq           *int64 `protobuf:"varint,3,opt,name=seq,proto3,oneof" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JoinChannelRequest) Reset() {
+	*x = JoinChannelRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JoinChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JoinChannelRequest) ProtoMessage() {}
+
+func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JoinChannelRequest.ProtoReflect.Descriptor instead.
+func (*JoinChannelRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *JoinChannelRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *JoinChannelRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *JoinChannelRequest) GetSeq() int64 {
+	if x != nil && x.Seq != nil {
+		return *x.Seq
+	}
+	return 0
+}
+
+type LeaveChannelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaveChannelRequest) Reset() {
+	*x = LeaveChannelRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaveChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaveChannelRequest) ProtoMessage() {}
+
+func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaveChannelRequest.ProtoReflect.Descriptor instead.
+func (*LeaveChannelRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *LeaveChannelRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *LeaveChannelRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+type MembershipResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Membership *Membership            `protobuf:"bytes,1,opt,name=membership,proto3" json:"membership,omitempty"`
+	// False when a newer membership change was already registered.
+	Changed          bool       `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
+	Durability       Durability `protobuf:"varint,3,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	RealtimeDegraded bool       `protobuf:"varint,4,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MembershipResponse) Reset() {
+	*x = MembershipResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembershipResponse) ProtoMessage() {}
+
+func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
+func (*MembershipResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MembershipResponse) GetMembership() *Membership {
+	if x != nil {
+		return x.Membership
+	}
+	return nil
+}
+
+func (x *MembershipResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *MembershipResponse) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *MembershipResponse) GetRealtimeDegraded() bool {
+	if x != nil {
+		return x.RealtimeDegraded
+	}
+	return false
+}
+
+// Membership is a versioned register: the change with the greater version
+// (channel seq at which it happened, then time) wins, so a late or replayed
+// event never undoes a newer one.
+type Membership struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Member        bool                   `protobuf:"varint,3,opt,name=member,proto3" json:"member,omitempty"`
+	VersionSeq    int64                  `protobuf:"varint,4,opt,name=version_seq,json=versionSeq,proto3" json:"version_seq,omitempty"`
+	VersionUnixMs int64                  `protobuf:"varint,5,opt,name=version_unix_ms,json=versionUnixMs,proto3" json:"version_unix_ms,omitempty"`
+	// The join point of the last join.
+	JoinSeq       int64 `protobuf:"varint,6,opt,name=join_seq,json=joinSeq,proto3" json:"join_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Membership) Reset() {
+	*x = Membership{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Membership) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Membership) ProtoMessage() {}
+
+func (x *Membership) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Membership.ProtoReflect.Descriptor instead.
+func (*Membership) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Membership) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *Membership) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Membership) GetMember() bool {
+	if x != nil {
+		return x.Member
+	}
+	return false
+}
+
+func (x *Membership) GetVersionSeq() int64 {
+	if x != nil {
+		return x.VersionSeq
+	}
+	return 0
+}
+
+func (x *Membership) GetVersionUnixMs() int64 {
+	if x != nil {
+		return x.VersionUnixMs
+	}
+	return 0
+}
+
+func (x *Membership) GetJoinSeq() int64 {
+	if x != nil {
+		return x.JoinSeq
+	}
+	return 0
+}
+
+type GetChannelRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Members per page (default 100, at most 1,000).
+	PageSize      int32  `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChannelRequest) Reset() {
+	*x = GetChannelRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChannelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChannelRequest) ProtoMessage() {}
+
+func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
+func (*GetChannelRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetChannelRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *GetChannelRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetChannelRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type GetChannelResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The channel head (absent before the first notice).
+	Head          *Cursor  `protobuf:"bytes,2,opt,name=head,proto3" json:"head,omitempty"`
+	MemberCount   int64    `protobuf:"varint,3,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	Members       []string `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	NextPageToken string   `protobuf:"bytes,5,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetChannelResponse) Reset() {
+	*x = GetChannelResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetChannelResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetChannelResponse) ProtoMessage() {}
+
+func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
+func (*GetChannelResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GetChannelResponse) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *GetChannelResponse) GetHead() *Cursor {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *GetChannelResponse) GetMemberCount() int64 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *GetChannelResponse) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GetChannelResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+type GetUnreadRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Limit the answer to these channels (at most 1,000).
+	ChannelId     []string `protobuf:"bytes,2,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetUnreadRequest) Reset() {
+	*x = GetUnreadRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUnreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUnreadRequest) ProtoMessage() {}
+
+func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUnreadRequest.ProtoReflect.Descriptor instead.
+func (*GetUnreadRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetUnreadRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetUnreadRequest) GetChannelId() []string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return nil
+}
+
+type GetUnreadResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Channels []*ChannelUnread       `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// Badge totals over the channels answered.
+	UnreadTotal        int64 `protobuf:"varint,3,opt,name=unread_total,json=unreadTotal,proto3" json:"unread_total,omitempty"`
+	ChannelsWithUnread int64 `protobuf:"varint,4,opt,name=channels_with_unread,json=channelsWithUnread,proto3" json:"channels_with_unread,omitempty"`
+	MentionTotal       int64 `protobuf:"varint,5,opt,name=mention_total,json=mentionTotal,proto3" json:"mention_total,omitempty"`
+	// True when any channel's mention count is capped.
+	MentionsCapped bool `protobuf:"varint,6,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetUnreadResponse) Reset() {
+	*x = GetUnreadResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetUnreadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetUnreadResponse) ProtoMessage() {}
+
+func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetUnreadResponse.ProtoReflect.Descriptor instead.
+func (*GetUnreadResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetUnreadResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetUnreadResponse) GetChannels() []*ChannelUnread {
+	if x != nil {
+		return x.Channels
+	}
+	return nil
+}
+
+func (x *GetUnreadResponse) GetUnreadTotal() int64 {
+	if x != nil {
+		return x.UnreadTotal
+	}
+	return 0
+}
+
+func (x *GetUnreadResponse) GetChannelsWithUnread() int64 {
+	if x != nil {
+		return x.ChannelsWithUnread
+	}
+	return 0
+}
+
+func (x *GetUnreadResponse) GetMentionTotal() int64 {
+	if x != nil {
+		return x.MentionTotal
+	}
+	return 0
+}
+
+func (x *GetUnreadResponse) GetMentionsCapped() bool {
+	if x != nil {
+		return x.MentionsCapped
+	}
+	return false
+}
+
+// ChannelUnread is a user's counts in one channel, with the positions they
+// derive from: unread_count = head.seq - read.seq (never below 0).
+type ChannelUnread struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Head      *Position              `protobuf:"bytes,2,opt,name=head,proto3" json:"head,omitempty"`
+	// The read position the counts use: the greater of the public and the
+	// private read cursor.
+	Read *Position `protobuf:"bytes,3,opt,name=read,proto3" json:"read,omitempty"`
+	// The public read cursor (what others see).
+	PublicRead   *Position `protobuf:"bytes,4,opt,name=public_read,json=publicRead,proto3" json:"public_read,omitempty"`
+	UnreadCount  int64     `protobuf:"varint,5,opt,name=unread_count,json=unreadCount,proto3" json:"unread_count,omitempty"`
+	MentionCount int64     `protobuf:"varint,6,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	// True when there are more mentions than the cap (shown as "100+").
+	MentionsCapped bool `protobuf:"varint,7,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
+	// The first unread seq, when unread_count > 0.
+	FirstUnreadSeq int64 `protobuf:"varint,8,opt,name=first_unread_seq,json=firstUnreadSeq,proto3" json:"first_unread_seq,omitempty"`
+	Member         bool  `protobuf:"varint,9,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ChannelUnread) Reset() {
+	*x = ChannelUnread{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelUnread) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelUnread) ProtoMessage() {}
+
+func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelUnread.ProtoReflect.Descriptor instead.
+func (*ChannelUnread) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ChannelUnread) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ChannelUnread) GetHead() *Position {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ChannelUnread) GetRead() *Position {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *ChannelUnread) GetPublicRead() *Position {
+	if x != nil {
+		return x.PublicRead
+	}
+	return nil
+}
+
+func (x *ChannelUnread) GetUnreadCount() int64 {
+	if x != nil {
+		return x.UnreadCount
+	}
+	return 0
+}
+
+func (x *ChannelUnread) GetMentionCount() int64 {
+	if x != nil {
+		return x.MentionCount
+	}
+	return 0
+}
+
+func (x *ChannelUnread) GetMentionsCapped() bool {
+	if x != nil {
+		return x.MentionsCapped
+	}
+	return false
+}
+
+func (x *ChannelUnread) GetFirstUnreadSeq() int64 {
+	if x != nil {
+		return x.FirstUnreadSeq
+	}
+	return 0
+}
+
+func (x *ChannelUnread) GetMember() bool {
+	if x != nil {
+		return x.Member
+	}
+	return false
+}
+
+type MarkUnreadRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The first unread seq: the read cursor becomes seq - 1; > 0.
+	Seq           int64  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	DeviceId      string `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkUnreadRequest) Reset() {
+	*x = MarkUnreadRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkUnreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkUnreadRequest) ProtoMessage() {}
+
+func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkUnreadRequest.ProtoReflect.Descriptor instead.
+func (*MarkUnreadRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *MarkUnreadRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MarkUnreadRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *MarkUnreadRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MarkUnreadRequest) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+type ReadAllRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     []string               `protobuf:"bytes,2,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	DeviceId      string                 `protobuf:"bytes,3,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAllRequest) Reset() {
+	*x = ReadAllRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAllRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAllRequest) ProtoMessage() {}
+
+func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
+func (*ReadAllRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadAllRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ReadAllRequest) GetChannelId() []string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return nil
+}
+
+func (x *ReadAllRequest) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+type ReadAllResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per channel read, in channel order.
+	Results       []*ReceiptResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadAllResponse) Reset() {
+	*x = ReadAllResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadAllResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadAllResponse) ProtoMessage() {}
+
+func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
+func (*ReadAllResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReadAllResponse) GetResults() []*ReceiptResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 // ReceiptEvent is the value of a record on the topic read-receipts, keyed
 // "user_id:channel_id". Consumers merge it field-wise with max, so any
 // number of duplicates in any order converge to the same row.
@@ -803,13 +2062,19 @@ type ReceiptEvent struct {
 	DeviceId  string  `protobuf:"bytes,6,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// When kafkagate accepted the mark, in Unix milliseconds.
 	AcceptedAtUnixMs int64 `protobuf:"varint,7,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The private read cursor (schema version 2).
+	PrivateRead *Cursor `protobuf:"bytes,8,opt,name=private_read,json=privateRead,proto3" json:"private_read,omitempty"`
+	// Message seqs mentioning the user in the channel, to add (version 2).
+	MentionSeqs []int64 `protobuf:"varint,9,rep,packed,name=mention_seqs,json=mentionSeqs,proto3" json:"mention_seqs,omitempty"`
+	// The membership register of (user, channel) (version 2).
+	Membership    *Membership `protobuf:"bytes,10,opt,name=membership,proto3" json:"membership,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceiptEvent) Reset() {
 	*x = ReceiptEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +2086,7 @@ func (x *ReceiptEvent) String() string {
 func (*ReceiptEvent) ProtoMessage() {}
 
 func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +2099,7 @@ func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptEvent.ProtoReflect.Descriptor instead.
 func (*ReceiptEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{11}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReceiptEvent) GetSchemaVersion() uint32 {
@@ -886,11 +2151,103 @@ func (x *ReceiptEvent) GetAcceptedAtUnixMs() int64 {
 	return 0
 }
 
+func (x *ReceiptEvent) GetPrivateRead() *Cursor {
+	if x != nil {
+		return x.PrivateRead
+	}
+	return nil
+}
+
+func (x *ReceiptEvent) GetMentionSeqs() []int64 {
+	if x != nil {
+		return x.MentionSeqs
+	}
+	return nil
+}
+
+func (x *ReceiptEvent) GetMembership() *Membership {
+	if x != nil {
+		return x.Membership
+	}
+	return nil
+}
+
+// ChannelEvent is the value of a record on read-receipts keyed by the bare
+// channel id (no ':'): channel-wide state, merged by max (version 2).
+type ChannelEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	ChannelId     string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The channel head: a max-register over (epoch 0, seq).
+	Head             *Cursor `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
+	AcceptedAtUnixMs int64   `protobuf:"varint,4,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ChannelEvent) Reset() {
+	*x = ChannelEvent{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelEvent) ProtoMessage() {}
+
+func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
+func (*ChannelEvent) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ChannelEvent) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *ChannelEvent) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ChannelEvent) GetHead() *Cursor {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ChannelEvent) GetAcceptedAtUnixMs() int64 {
+	if x != nil {
+		return x.AcceptedAtUnixMs
+	}
+	return 0
+}
+
 var File_receipts_v1_receipts_proto protoreflect.FileDescriptor
 
 const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
-	"\x1areceipts/v1/receipts.proto\x12\vreceipts.v1\x1a\x1cgoogle/api/annotations.proto\"\xb6\x01\n" +
+	"\x1areceipts/v1/receipts.proto\x12\vreceipts.v1\x1a\x1cgoogle/api/annotations.proto\"\xf5\x01\n" +
 	"\aReceipt\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -899,7 +2256,10 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x05 \x01(\tR\tmessageId\x12\x1b\n" +
-	"\tdevice_id\x18\x06 \x01(\tR\bdeviceId\"G\n" +
+	"\tdevice_id\x18\x06 \x01(\tR\bdeviceId\x12\x19\n" +
+	"\x05epoch\x18\a \x01(\x03H\x00R\x05epoch\x88\x01\x01\x12\x18\n" +
+	"\aprivate\x18\b \x01(\bR\aprivateB\b\n" +
+	"\x06_epoch\"G\n" +
 	"\x13MarkReceiptsRequest\x120\n" +
 	"\breceipts\x18\x01 \x03(\v2\x14.receipts.v1.ReceiptR\breceipts\"L\n" +
 	"\x14MarkReceiptsResponse\x124\n" +
@@ -910,7 +2270,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
-	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\"\x93\x01\n" +
+	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\"\xd2\x01\n" +
 	"\vMarkRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -918,7 +2278,10 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1d\n" +
 	"\n" +
 	"message_id\x18\x04 \x01(\tR\tmessageId\x12\x1b\n" +
-	"\tdevice_id\x18\x05 \x01(\tR\bdeviceId\"B\n" +
+	"\tdevice_id\x18\x05 \x01(\tR\bdeviceId\x12\x19\n" +
+	"\x05epoch\x18\x06 \x01(\x03H\x00R\x05epoch\x88\x01\x01\x12\x18\n" +
+	"\aprivate\x18\a \x01(\bR\aprivateB\b\n" +
+	"\x06_epoch\"B\n" +
 	"\fMarkResponse\x122\n" +
 	"\x06result\x18\x01 \x01(\v2\x1a.receipts.v1.ReceiptResultR\x06result\"M\n" +
 	"\x13GetReadStateRequest\x12\x17\n" +
@@ -934,14 +2297,124 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x06Cursor\x121\n" +
 	"\bposition\x18\x01 \x01(\v2\x15.receipts.v1.PositionR\bposition\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"\xd3\x01\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"\x8b\x02\n" +
 	"\fChannelState\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12'\n" +
 	"\x04read\x18\x02 \x01(\v2\x13.receipts.v1.CursorR\x04read\x121\n" +
 	"\tdelivered\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\tdelivered\x12\x1b\n" +
 	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\x12+\n" +
-	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\"\x95\x02\n" +
+	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\x126\n" +
+	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\x98\x01\n" +
+	"\rMessageNotice\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1b\n" +
+	"\tsender_id\x18\x04 \x01(\tR\bsenderId\x12\x1a\n" +
+	"\bmentions\x18\x05 \x03(\tR\bmentions\"\x9f\x01\n" +
+	"\x14NotifyMessageRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1b\n" +
+	"\tsender_id\x18\x04 \x01(\tR\bsenderId\x12\x1a\n" +
+	"\bmentions\x18\x05 \x03(\tR\bmentions\"J\n" +
+	"\x15NotifyMessageResponse\x121\n" +
+	"\x06result\x18\x01 \x01(\v2\x19.receipts.v1.NoticeResultR\x06result\"M\n" +
+	"\x15NotifyMessagesRequest\x124\n" +
+	"\anotices\x18\x01 \x03(\v2\x1a.receipts.v1.MessageNoticeR\anotices\"M\n" +
+	"\x16NotifyMessagesResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.receipts.v1.NoticeResultR\aresults\"\x82\x02\n" +
+	"\fNoticeResult\x12'\n" +
+	"\x04head\x18\x01 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12\x1a\n" +
+	"\badvanced\x18\x02 \x01(\bR\badvanced\x127\n" +
+	"\n" +
+	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\x12+\n" +
+	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\x12\x1c\n" +
+	"\tmentioned\x18\x05 \x03(\tR\tmentioned\x12)\n" +
+	"\x10mentions_dropped\x18\x06 \x03(\tR\x0fmentionsDropped\"k\n" +
+	"\x12JoinChannelRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x15\n" +
+	"\x03seq\x18\x03 \x01(\x03H\x00R\x03seq\x88\x01\x01B\x06\n" +
+	"\x04_seq\"M\n" +
+	"\x13LeaveChannelRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\"\xcd\x01\n" +
+	"\x12MembershipResponse\x127\n" +
+	"\n" +
+	"membership\x18\x01 \x01(\v2\x17.receipts.v1.MembershipR\n" +
+	"membership\x12\x18\n" +
+	"\achanged\x18\x02 \x01(\bR\achanged\x127\n" +
+	"\n" +
+	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\x12+\n" +
+	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\"\xc0\x01\n" +
+	"\n" +
+	"Membership\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x16\n" +
+	"\x06member\x18\x03 \x01(\bR\x06member\x12\x1f\n" +
+	"\vversion_seq\x18\x04 \x01(\x03R\n" +
+	"versionSeq\x12&\n" +
+	"\x0fversion_unix_ms\x18\x05 \x01(\x03R\rversionUnixMs\x12\x19\n" +
+	"\bjoin_seq\x18\x06 \x01(\x03R\ajoinSeq\"n\n" +
+	"\x11GetChannelRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xc1\x01\n" +
+	"\x12GetChannelResponse\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12'\n" +
+	"\x04head\x18\x02 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12!\n" +
+	"\fmember_count\x18\x03 \x01(\x03R\vmemberCount\x12\x18\n" +
+	"\amembers\x18\x04 \x03(\tR\amembers\x12&\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"J\n" +
+	"\x10GetUnreadRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x03(\tR\tchannelId\"\x87\x02\n" +
+	"\x11GetUnreadResponse\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x126\n" +
+	"\bchannels\x18\x02 \x03(\v2\x1a.receipts.v1.ChannelUnreadR\bchannels\x12!\n" +
+	"\funread_total\x18\x03 \x01(\x03R\vunreadTotal\x120\n" +
+	"\x14channels_with_unread\x18\x04 \x01(\x03R\x12channelsWithUnread\x12#\n" +
+	"\rmention_total\x18\x05 \x01(\x03R\fmentionTotal\x12'\n" +
+	"\x0fmentions_capped\x18\x06 \x01(\bR\x0ementionsCapped\"\xef\x02\n" +
+	"\rChannelUnread\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12)\n" +
+	"\x04head\x18\x02 \x01(\v2\x15.receipts.v1.PositionR\x04head\x12)\n" +
+	"\x04read\x18\x03 \x01(\v2\x15.receipts.v1.PositionR\x04read\x126\n" +
+	"\vpublic_read\x18\x04 \x01(\v2\x15.receipts.v1.PositionR\n" +
+	"publicRead\x12!\n" +
+	"\funread_count\x18\x05 \x01(\x03R\vunreadCount\x12#\n" +
+	"\rmention_count\x18\x06 \x01(\x03R\fmentionCount\x12'\n" +
+	"\x0fmentions_capped\x18\a \x01(\bR\x0ementionsCapped\x12(\n" +
+	"\x10first_unread_seq\x18\b \x01(\x03R\x0efirstUnreadSeq\x12\x16\n" +
+	"\x06member\x18\t \x01(\bR\x06member\"z\n" +
+	"\x11MarkUnreadRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\"e\n" +
+	"\x0eReadAllRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
+	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
+	"\x0fReadAllResponse\x124\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xa9\x03\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -950,7 +2423,19 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x04read\x18\x04 \x01(\v2\x13.receipts.v1.CursorR\x04read\x121\n" +
 	"\tdelivered\x18\x05 \x01(\v2\x13.receipts.v1.CursorR\tdelivered\x12\x1b\n" +
 	"\tdevice_id\x18\x06 \x01(\tR\bdeviceId\x12-\n" +
-	"\x13accepted_at_unix_ms\x18\a \x01(\x03R\x10acceptedAtUnixMs*5\n" +
+	"\x13accepted_at_unix_ms\x18\a \x01(\x03R\x10acceptedAtUnixMs\x126\n" +
+	"\fprivate_read\x18\b \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\x12!\n" +
+	"\fmention_seqs\x18\t \x03(\x03R\vmentionSeqs\x127\n" +
+	"\n" +
+	"membership\x18\n" +
+	" \x01(\v2\x17.receipts.v1.MembershipR\n" +
+	"membership\"\xac\x01\n" +
+	"\fChannelEvent\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12'\n" +
+	"\x04head\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12-\n" +
+	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs*5\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04READ\x10\x01\x12\r\n" +
@@ -959,12 +2444,22 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\x83\x04\n" +
+	"\aSPOOLED\x10\x022\xf1\v\n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
 	"\rMarkDelivered\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v1/users/{user_id}/channels/{channel_id}/delivered\x12{\n" +
-	"\fGetReadState\x12 .receipts.v1.GetReadStateRequest\x1a!.receipts.v1.GetReadStateResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/users/{user_id}/read-stateB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
+	"\fGetReadState\x12 .receipts.v1.GetReadStateRequest\x1a!.receipts.v1.GetReadStateResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/users/{user_id}/read-state\x12\x85\x01\n" +
+	"\rNotifyMessage\x12!.receipts.v1.NotifyMessageRequest\x1a\".receipts.v1.NotifyMessageResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/channels/{channel_id}/messages\x12y\n" +
+	"\x0eNotifyMessages\x12\".receipts.v1.NotifyMessagesRequest\x1a#.receipts.v1.NotifyMessagesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/messages:notify\x12\x87\x01\n" +
+	"\vJoinChannel\x12\x1f.receipts.v1.JoinChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"6\x82\xd3\xe4\x93\x020:\x01*\x1a+/v1/channels/{channel_id}/members/{user_id}\x12\x86\x01\n" +
+	"\fLeaveChannel\x12 .receipts.v1.LeaveChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"3\x82\xd3\xe4\x93\x02-*+/v1/channels/{channel_id}/members/{user_id}\x12p\n" +
+	"\n" +
+	"GetChannel\x12\x1e.receipts.v1.GetChannelRequest\x1a\x1f.receipts.v1.GetChannelResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/channels/{channel_id}\x12n\n" +
+	"\tGetUnread\x12\x1d.receipts.v1.GetUnreadRequest\x1a\x1e.receipts.v1.GetUnreadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/users/{user_id}/unread\x12\x84\x01\n" +
+	"\n" +
+	"MarkUnread\x12\x1e.receipts.v1.MarkUnreadRequest\x1a\x19.receipts.v1.MarkResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/v1/users/{user_id}/channels/{channel_id}/unread\x12m\n" +
+	"\aReadAll\x12\x1b.receipts.v1.ReadAllRequest\x1a\x1c.receipts.v1.ReadAllResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/users/{user_id}/read-allB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
 var (
 	file_receipts_v1_receipts_proto_rawDescOnce sync.Once
@@ -979,22 +2474,41 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_receipts_v1_receipts_proto_goTypes = []any{
-	(Kind)(0),                    // 0: receipts.v1.Kind
-	(Durability)(0),              // 1: receipts.v1.Durability
-	(*Receipt)(nil),              // 2: receipts.v1.Receipt
-	(*MarkReceiptsRequest)(nil),  // 3: receipts.v1.MarkReceiptsRequest
-	(*MarkReceiptsResponse)(nil), // 4: receipts.v1.MarkReceiptsResponse
-	(*ReceiptResult)(nil),        // 5: receipts.v1.ReceiptResult
-	(*MarkRequest)(nil),          // 6: receipts.v1.MarkRequest
-	(*MarkResponse)(nil),         // 7: receipts.v1.MarkResponse
-	(*GetReadStateRequest)(nil),  // 8: receipts.v1.GetReadStateRequest
-	(*GetReadStateResponse)(nil), // 9: receipts.v1.GetReadStateResponse
-	(*Position)(nil),             // 10: receipts.v1.Position
-	(*Cursor)(nil),               // 11: receipts.v1.Cursor
-	(*ChannelState)(nil),         // 12: receipts.v1.ChannelState
-	(*ReceiptEvent)(nil),         // 13: receipts.v1.ReceiptEvent
+	(Kind)(0),                      // 0: receipts.v1.Kind
+	(Durability)(0),                // 1: receipts.v1.Durability
+	(*Receipt)(nil),                // 2: receipts.v1.Receipt
+	(*MarkReceiptsRequest)(nil),    // 3: receipts.v1.MarkReceiptsRequest
+	(*MarkReceiptsResponse)(nil),   // 4: receipts.v1.MarkReceiptsResponse
+	(*ReceiptResult)(nil),          // 5: receipts.v1.ReceiptResult
+	(*MarkRequest)(nil),            // 6: receipts.v1.MarkRequest
+	(*MarkResponse)(nil),           // 7: receipts.v1.MarkResponse
+	(*GetReadStateRequest)(nil),    // 8: receipts.v1.GetReadStateRequest
+	(*GetReadStateResponse)(nil),   // 9: receipts.v1.GetReadStateResponse
+	(*Position)(nil),               // 10: receipts.v1.Position
+	(*Cursor)(nil),                 // 11: receipts.v1.Cursor
+	(*ChannelState)(nil),           // 12: receipts.v1.ChannelState
+	(*MessageNotice)(nil),          // 13: receipts.v1.MessageNotice
+	(*NotifyMessageRequest)(nil),   // 14: receipts.v1.NotifyMessageRequest
+	(*NotifyMessageResponse)(nil),  // 15: receipts.v1.NotifyMessageResponse
+	(*NotifyMessagesRequest)(nil),  // 16: receipts.v1.NotifyMessagesRequest
+	(*NotifyMessagesResponse)(nil), // 17: receipts.v1.NotifyMessagesResponse
+	(*NoticeResult)(nil),           // 18: receipts.v1.NoticeResult
+	(*JoinChannelRequest)(nil),     // 19: receipts.v1.JoinChannelRequest
+	(*LeaveChannelRequest)(nil),    // 20: receipts.v1.LeaveChannelRequest
+	(*MembershipResponse)(nil),     // 21: receipts.v1.MembershipResponse
+	(*Membership)(nil),             // 22: receipts.v1.Membership
+	(*GetChannelRequest)(nil),      // 23: receipts.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),     // 24: receipts.v1.GetChannelResponse
+	(*GetUnreadRequest)(nil),       // 25: receipts.v1.GetUnreadRequest
+	(*GetUnreadResponse)(nil),      // 26: receipts.v1.GetUnreadResponse
+	(*ChannelUnread)(nil),          // 27: receipts.v1.ChannelUnread
+	(*MarkUnreadRequest)(nil),      // 28: receipts.v1.MarkUnreadRequest
+	(*ReadAllRequest)(nil),         // 29: receipts.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),        // 30: receipts.v1.ReadAllResponse
+	(*ReceiptEvent)(nil),           // 31: receipts.v1.ReceiptEvent
+	(*ChannelEvent)(nil),           // 32: receipts.v1.ChannelEvent
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -1007,21 +2521,54 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	10, // 7: receipts.v1.Cursor.position:type_name -> receipts.v1.Position
 	11, // 8: receipts.v1.ChannelState.read:type_name -> receipts.v1.Cursor
 	11, // 9: receipts.v1.ChannelState.delivered:type_name -> receipts.v1.Cursor
-	11, // 10: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
-	11, // 11: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
-	3,  // 12: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 13: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 14: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 15: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	4,  // 16: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 17: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 18: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 19: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	11, // 10: receipts.v1.ChannelState.private_read:type_name -> receipts.v1.Cursor
+	18, // 11: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
+	13, // 12: receipts.v1.NotifyMessagesRequest.notices:type_name -> receipts.v1.MessageNotice
+	18, // 13: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
+	11, // 14: receipts.v1.NoticeResult.head:type_name -> receipts.v1.Cursor
+	1,  // 15: receipts.v1.NoticeResult.durability:type_name -> receipts.v1.Durability
+	22, // 16: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
+	1,  // 17: receipts.v1.MembershipResponse.durability:type_name -> receipts.v1.Durability
+	11, // 18: receipts.v1.GetChannelResponse.head:type_name -> receipts.v1.Cursor
+	27, // 19: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
+	10, // 20: receipts.v1.ChannelUnread.head:type_name -> receipts.v1.Position
+	10, // 21: receipts.v1.ChannelUnread.read:type_name -> receipts.v1.Position
+	10, // 22: receipts.v1.ChannelUnread.public_read:type_name -> receipts.v1.Position
+	5,  // 23: receipts.v1.ReadAllResponse.results:type_name -> receipts.v1.ReceiptResult
+	11, // 24: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
+	11, // 25: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
+	11, // 26: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
+	22, // 27: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
+	11, // 28: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	3,  // 29: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 30: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 31: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 32: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	14, // 33: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	16, // 34: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	19, // 35: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	20, // 36: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	23, // 37: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	25, // 38: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	28, // 39: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	29, // 40: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	4,  // 41: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 42: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 43: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 44: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	15, // 45: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	17, // 46: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	21, // 47: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	21, // 48: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	24, // 49: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	26, // 50: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 51: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	30, // 52: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	41, // [41:53] is the sub-list for method output_type
+	29, // [29:41] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -1029,13 +2576,16 @@ func file_receipts_v1_receipts_proto_init() {
 	if File_receipts_v1_receipts_proto != nil {
 		return
 	}
+	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,29 @@ const (
 	// ReceiptServiceGetReadStateProcedure is the fully-qualified name of the ReceiptService's
 	// GetReadState RPC.
 	ReceiptServiceGetReadStateProcedure = "/receipts.v1.ReceiptService/GetReadState"
+	// ReceiptServiceNotifyMessageProcedure is the fully-qualified name of the ReceiptService's
+	// NotifyMessage RPC.
+	ReceiptServiceNotifyMessageProcedure = "/receipts.v1.ReceiptService/NotifyMessage"
+	// ReceiptServiceNotifyMessagesProcedure is the fully-qualified name of the ReceiptService's
+	// NotifyMessages RPC.
+	ReceiptServiceNotifyMessagesProcedure = "/receipts.v1.ReceiptService/NotifyMessages"
+	// ReceiptServiceJoinChannelProcedure is the fully-qualified name of the ReceiptService's
+	// JoinChannel RPC.
+	ReceiptServiceJoinChannelProcedure = "/receipts.v1.ReceiptService/JoinChannel"
+	// ReceiptServiceLeaveChannelProcedure is the fully-qualified name of the ReceiptService's
+	// LeaveChannel RPC.
+	ReceiptServiceLeaveChannelProcedure = "/receipts.v1.ReceiptService/LeaveChannel"
+	// ReceiptServiceGetChannelProcedure is the fully-qualified name of the ReceiptService's GetChannel
+	// RPC.
+	ReceiptServiceGetChannelProcedure = "/receipts.v1.ReceiptService/GetChannel"
+	// ReceiptServiceGetUnreadProcedure is the fully-qualified name of the ReceiptService's GetUnread
+	// RPC.
+	ReceiptServiceGetUnreadProcedure = "/receipts.v1.ReceiptService/GetUnread"
+	// ReceiptServiceMarkUnreadProcedure is the fully-qualified name of the ReceiptService's MarkUnread
+	// RPC.
+	ReceiptServiceMarkUnreadProcedure = "/receipts.v1.ReceiptService/MarkUnread"
+	// ReceiptServiceReadAllProcedure is the fully-qualified name of the ReceiptService's ReadAll RPC.
+	ReceiptServiceReadAllProcedure = "/receipts.v1.ReceiptService/ReadAll"
 )
 
 // ReceiptServiceClient is a client for the receipts.v1.ReceiptService service.
@@ -62,6 +85,32 @@ type ReceiptServiceClient interface {
 	MarkDelivered(context.Context, *connect.Request[v1.MarkRequest]) (*connect.Response[v1.MarkResponse], error)
 	// GetReadState returns a user's cursors, for all channels or the listed ones.
 	GetReadState(context.Context, *connect.Request[v1.GetReadStateRequest]) (*connect.Response[v1.GetReadStateResponse], error)
+	// NotifyMessage tells that a message was posted: it raises the channel
+	// head to seq, the sender's read cursor to seq (sending implies having
+	// read) and adds seq to each mentioned member's mentions (mentions of
+	// non-members are dropped and listed in the answer).
+	NotifyMessage(context.Context, *connect.Request[v1.NotifyMessageRequest]) (*connect.Response[v1.NotifyMessageResponse], error)
+	// NotifyMessages is NotifyMessage for up to 500 notices, validated all or
+	// nothing, with one result per notice in order.
+	NotifyMessages(context.Context, *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error)
+	// JoinChannel registers user_id as a member of channel_id from the join
+	// point seq (default: the current head, so history is not unread).
+	JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
+	// LeaveChannel ends the membership: the channel no longer counts for the
+	// user; a later join starts at the head then.
+	LeaveChannel(context.Context, *connect.Request[v1.LeaveChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
+	// GetChannel returns a channel's head, member count and members (paged).
+	GetChannel(context.Context, *connect.Request[v1.GetChannelRequest]) (*connect.Response[v1.GetChannelResponse], error)
+	// GetUnread returns a user's unread and mention counts per channel (the
+	// listed ones, or every channel the user is a member of or has a cursor
+	// in) and the badge totals, each count with the positions it derives from.
+	GetUnread(context.Context, *connect.Request[v1.GetUnreadRequest]) (*connect.Response[v1.GetUnreadResponse], error)
+	// MarkUnread moves the user's read cursor back to seq - 1 at the next
+	// epoch, so a stale read of the old epoch arriving later is ignored.
+	MarkUnread(context.Context, *connect.Request[v1.MarkUnreadRequest]) (*connect.Response[v1.MarkResponse], error)
+	// ReadAll reads each listed channel (default: every channel the user is a
+	// member of or has a cursor in) up to its current head, in one call.
+	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
 }
 
 // NewReceiptServiceClient constructs a client for the receipts.v1.ReceiptService service. By
@@ -99,15 +148,71 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(receiptServiceMethods.ByName("GetReadState")),
 			connect.WithClientOptions(opts...),
 		),
+		notifyMessage: connect.NewClient[v1.NotifyMessageRequest, v1.NotifyMessageResponse](
+			httpClient,
+			baseURL+ReceiptServiceNotifyMessageProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("NotifyMessage")),
+			connect.WithClientOptions(opts...),
+		),
+		notifyMessages: connect.NewClient[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse](
+			httpClient,
+			baseURL+ReceiptServiceNotifyMessagesProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("NotifyMessages")),
+			connect.WithClientOptions(opts...),
+		),
+		joinChannel: connect.NewClient[v1.JoinChannelRequest, v1.MembershipResponse](
+			httpClient,
+			baseURL+ReceiptServiceJoinChannelProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("JoinChannel")),
+			connect.WithClientOptions(opts...),
+		),
+		leaveChannel: connect.NewClient[v1.LeaveChannelRequest, v1.MembershipResponse](
+			httpClient,
+			baseURL+ReceiptServiceLeaveChannelProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("LeaveChannel")),
+			connect.WithClientOptions(opts...),
+		),
+		getChannel: connect.NewClient[v1.GetChannelRequest, v1.GetChannelResponse](
+			httpClient,
+			baseURL+ReceiptServiceGetChannelProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetChannel")),
+			connect.WithClientOptions(opts...),
+		),
+		getUnread: connect.NewClient[v1.GetUnreadRequest, v1.GetUnreadResponse](
+			httpClient,
+			baseURL+ReceiptServiceGetUnreadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetUnread")),
+			connect.WithClientOptions(opts...),
+		),
+		markUnread: connect.NewClient[v1.MarkUnreadRequest, v1.MarkResponse](
+			httpClient,
+			baseURL+ReceiptServiceMarkUnreadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("MarkUnread")),
+			connect.WithClientOptions(opts...),
+		),
+		readAll: connect.NewClient[v1.ReadAllRequest, v1.ReadAllResponse](
+			httpClient,
+			baseURL+ReceiptServiceReadAllProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("ReadAll")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // receiptServiceClient implements ReceiptServiceClient.
 type receiptServiceClient struct {
-	markReceipts  *connect.Client[v1.MarkReceiptsRequest, v1.MarkReceiptsResponse]
-	markRead      *connect.Client[v1.MarkRequest, v1.MarkResponse]
-	markDelivered *connect.Client[v1.MarkRequest, v1.MarkResponse]
-	getReadState  *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
+	markReceipts   *connect.Client[v1.MarkReceiptsRequest, v1.MarkReceiptsResponse]
+	markRead       *connect.Client[v1.MarkRequest, v1.MarkResponse]
+	markDelivered  *connect.Client[v1.MarkRequest, v1.MarkResponse]
+	getReadState   *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
+	notifyMessage  *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
+	notifyMessages *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
+	joinChannel    *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
+	leaveChannel   *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
+	getChannel     *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
+	getUnread      *connect.Client[v1.GetUnreadRequest, v1.GetUnreadResponse]
+	markUnread     *connect.Client[v1.MarkUnreadRequest, v1.MarkResponse]
+	readAll        *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
 }
 
 // MarkReceipts calls receipts.v1.ReceiptService.MarkReceipts.
@@ -130,6 +235,46 @@ func (c *receiptServiceClient) GetReadState(ctx context.Context, req *connect.Re
 	return c.getReadState.CallUnary(ctx, req)
 }
 
+// NotifyMessage calls receipts.v1.ReceiptService.NotifyMessage.
+func (c *receiptServiceClient) NotifyMessage(ctx context.Context, req *connect.Request[v1.NotifyMessageRequest]) (*connect.Response[v1.NotifyMessageResponse], error) {
+	return c.notifyMessage.CallUnary(ctx, req)
+}
+
+// NotifyMessages calls receipts.v1.ReceiptService.NotifyMessages.
+func (c *receiptServiceClient) NotifyMessages(ctx context.Context, req *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error) {
+	return c.notifyMessages.CallUnary(ctx, req)
+}
+
+// JoinChannel calls receipts.v1.ReceiptService.JoinChannel.
+func (c *receiptServiceClient) JoinChannel(ctx context.Context, req *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error) {
+	return c.joinChannel.CallUnary(ctx, req)
+}
+
+// LeaveChannel calls receipts.v1.ReceiptService.LeaveChannel.
+func (c *receiptServiceClient) LeaveChannel(ctx context.Context, req *connect.Request[v1.LeaveChannelRequest]) (*connect.Response[v1.MembershipResponse], error) {
+	return c.leaveChannel.CallUnary(ctx, req)
+}
+
+// GetChannel calls receipts.v1.ReceiptService.GetChannel.
+func (c *receiptServiceClient) GetChannel(ctx context.Context, req *connect.Request[v1.GetChannelRequest]) (*connect.Response[v1.GetChannelResponse], error) {
+	return c.getChannel.CallUnary(ctx, req)
+}
+
+// GetUnread calls receipts.v1.ReceiptService.GetUnread.
+func (c *receiptServiceClient) GetUnread(ctx context.Context, req *connect.Request[v1.GetUnreadRequest]) (*connect.Response[v1.GetUnreadResponse], error) {
+	return c.getUnread.CallUnary(ctx, req)
+}
+
+// MarkUnread calls receipts.v1.ReceiptService.MarkUnread.
+func (c *receiptServiceClient) MarkUnread(ctx context.Context, req *connect.Request[v1.MarkUnreadRequest]) (*connect.Response[v1.MarkResponse], error) {
+	return c.markUnread.CallUnary(ctx, req)
+}
+
+// ReadAll calls receipts.v1.ReceiptService.ReadAll.
+func (c *receiptServiceClient) ReadAll(ctx context.Context, req *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error) {
+	return c.readAll.CallUnary(ctx, req)
+}
+
 // ReceiptServiceHandler is an implementation of the receipts.v1.ReceiptService service.
 type ReceiptServiceHandler interface {
 	// MarkReceipts records a batch of marks. Validation is all-or-nothing: one
@@ -143,6 +288,32 @@ type ReceiptServiceHandler interface {
 	MarkDelivered(context.Context, *connect.Request[v1.MarkRequest]) (*connect.Response[v1.MarkResponse], error)
 	// GetReadState returns a user's cursors, for all channels or the listed ones.
 	GetReadState(context.Context, *connect.Request[v1.GetReadStateRequest]) (*connect.Response[v1.GetReadStateResponse], error)
+	// NotifyMessage tells that a message was posted: it raises the channel
+	// head to seq, the sender's read cursor to seq (sending implies having
+	// read) and adds seq to each mentioned member's mentions (mentions of
+	// non-members are dropped and listed in the answer).
+	NotifyMessage(context.Context, *connect.Request[v1.NotifyMessageRequest]) (*connect.Response[v1.NotifyMessageResponse], error)
+	// NotifyMessages is NotifyMessage for up to 500 notices, validated all or
+	// nothing, with one result per notice in order.
+	NotifyMessages(context.Context, *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error)
+	// JoinChannel registers user_id as a member of channel_id from the join
+	// point seq (default: the current head, so history is not unread).
+	JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
+	// LeaveChannel ends the membership: the channel no longer counts for the
+	// user; a later join starts at the head then.
+	LeaveChannel(context.Context, *connect.Request[v1.LeaveChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
+	// GetChannel returns a channel's head, member count and members (paged).
+	GetChannel(context.Context, *connect.Request[v1.GetChannelRequest]) (*connect.Response[v1.GetChannelResponse], error)
+	// GetUnread returns a user's unread and mention counts per channel (the
+	// listed ones, or every channel the user is a member of or has a cursor
+	// in) and the badge totals, each count with the positions it derives from.
+	GetUnread(context.Context, *connect.Request[v1.GetUnreadRequest]) (*connect.Response[v1.GetUnreadResponse], error)
+	// MarkUnread moves the user's read cursor back to seq - 1 at the next
+	// epoch, so a stale read of the old epoch arriving later is ignored.
+	MarkUnread(context.Context, *connect.Request[v1.MarkUnreadRequest]) (*connect.Response[v1.MarkResponse], error)
+	// ReadAll reads each listed channel (default: every channel the user is a
+	// member of or has a cursor in) up to its current head, in one call.
+	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
 }
 
 // NewReceiptServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -176,6 +347,54 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		connect.WithSchema(receiptServiceMethods.ByName("GetReadState")),
 		connect.WithHandlerOptions(opts...),
 	)
+	receiptServiceNotifyMessageHandler := connect.NewUnaryHandler(
+		ReceiptServiceNotifyMessageProcedure,
+		svc.NotifyMessage,
+		connect.WithSchema(receiptServiceMethods.ByName("NotifyMessage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceNotifyMessagesHandler := connect.NewUnaryHandler(
+		ReceiptServiceNotifyMessagesProcedure,
+		svc.NotifyMessages,
+		connect.WithSchema(receiptServiceMethods.ByName("NotifyMessages")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceJoinChannelHandler := connect.NewUnaryHandler(
+		ReceiptServiceJoinChannelProcedure,
+		svc.JoinChannel,
+		connect.WithSchema(receiptServiceMethods.ByName("JoinChannel")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceLeaveChannelHandler := connect.NewUnaryHandler(
+		ReceiptServiceLeaveChannelProcedure,
+		svc.LeaveChannel,
+		connect.WithSchema(receiptServiceMethods.ByName("LeaveChannel")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceGetChannelHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetChannelProcedure,
+		svc.GetChannel,
+		connect.WithSchema(receiptServiceMethods.ByName("GetChannel")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceGetUnreadHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetUnreadProcedure,
+		svc.GetUnread,
+		connect.WithSchema(receiptServiceMethods.ByName("GetUnread")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceMarkUnreadHandler := connect.NewUnaryHandler(
+		ReceiptServiceMarkUnreadProcedure,
+		svc.MarkUnread,
+		connect.WithSchema(receiptServiceMethods.ByName("MarkUnread")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceReadAllHandler := connect.NewUnaryHandler(
+		ReceiptServiceReadAllProcedure,
+		svc.ReadAll,
+		connect.WithSchema(receiptServiceMethods.ByName("ReadAll")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/receipts.v1.ReceiptService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReceiptServiceMarkReceiptsProcedure:
@@ -186,6 +405,22 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceMarkDeliveredHandler.ServeHTTP(w, r)
 		case ReceiptServiceGetReadStateProcedure:
 			receiptServiceGetReadStateHandler.ServeHTTP(w, r)
+		case ReceiptServiceNotifyMessageProcedure:
+			receiptServiceNotifyMessageHandler.ServeHTTP(w, r)
+		case ReceiptServiceNotifyMessagesProcedure:
+			receiptServiceNotifyMessagesHandler.ServeHTTP(w, r)
+		case ReceiptServiceJoinChannelProcedure:
+			receiptServiceJoinChannelHandler.ServeHTTP(w, r)
+		case ReceiptServiceLeaveChannelProcedure:
+			receiptServiceLeaveChannelHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetChannelProcedure:
+			receiptServiceGetChannelHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetUnreadProcedure:
+			receiptServiceGetUnreadHandler.ServeHTTP(w, r)
+		case ReceiptServiceMarkUnreadProcedure:
+			receiptServiceMarkUnreadHandler.ServeHTTP(w, r)
+		case ReceiptServiceReadAllProcedure:
+			receiptServiceReadAllHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -209,4 +444,36 @@ func (UnimplementedReceiptServiceHandler) MarkDelivered(context.Context, *connec
 
 func (UnimplementedReceiptServiceHandler) GetReadState(context.Context, *connect.Request[v1.GetReadStateRequest]) (*connect.Response[v1.GetReadStateResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetReadState is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) NotifyMessage(context.Context, *connect.Request[v1.NotifyMessageRequest]) (*connect.Response[v1.NotifyMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.NotifyMessage is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) NotifyMessages(context.Context, *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.NotifyMessages is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.JoinChannel is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) LeaveChannel(context.Context, *connect.Request[v1.LeaveChannelRequest]) (*connect.Response[v1.MembershipResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.LeaveChannel is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetChannel(context.Context, *connect.Request[v1.GetChannelRequest]) (*connect.Response[v1.GetChannelResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetChannel is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetUnread(context.Context, *connect.Request[v1.GetUnreadRequest]) (*connect.Response[v1.GetUnreadResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetUnread is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) MarkUnread(context.Context, *connect.Request[v1.MarkUnreadRequest]) (*connect.Response[v1.MarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.MarkUnread is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.ReadAll is not implemented"))
 }

@@ -90,6 +90,7 @@ func newFlagSet(cfg *drainbench.Config, report *string, out io.Writer) *flag.Fla
 	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "bound of one drain")
 	fs.BoolVar(&cfg.Copy, "copy", cfg.Copy, "measure the COPY baselines")
 	fs.IntVar(&cfg.NaiveEvents, "naive-events", cfg.NaiveEvents, "events of the naive one-upsert-per-event baseline; 0 skips it")
+	fs.IntVar(&cfg.PrefillRows, "prefill-rows", cfg.PrefillRows, "rows of other keys in read_receipts before each drain (the cost of a large table: compare --prefill-rows 100000 with 10000000)")
 	fs.IntVar(&cfg.NaiveConns, "naive-conns", cfg.NaiveConns, "connections of the naive baseline")
 	fs.IntVar(&cfg.PprofSeconds, "pprof-seconds", cfg.PprofSeconds, "if > 0, one more (unmeasured) drain of variant A with a CPU profile of this many seconds")
 	fs.StringVar(&cfg.OutDir, "out-dir", cfg.OutDir, "directory receiving persister-<UTC time>/")

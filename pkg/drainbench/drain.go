@@ -7,12 +7,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // DrainResult is one cold-start drain of the whole data set by one
@@ -183,6 +186,10 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 		v.Bin, "migrate", "--pg-url", h.pg.benchURL); err != nil {
 		return nil, err
 	}
+	prefillSum, err := h.prefill(ctx, h.cfg.PrefillRows)
+	if err != nil {
+		return nil, fmt.Errorf("prefilling %d rows: %w", h.cfg.PrefillRows, err)
+	}
 	dataDir, err := os.MkdirTemp("", "drainbench-kafka-")
 	if err != nil {
 		return nil, err
@@ -249,7 +256,7 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	t0 := per.started
 
 	// Poll until Postgres holds every final row.
-	wantRows, wantSum := int64(len(h.finals)), h.stats.SumReadSeq
+	wantRows, wantSum := int64(len(h.finals)+h.cfg.PrefillRows), h.stats.SumReadSeq+prefillSum
 	ends := prod.EndOffsets
 	var (
 		firstCommit, offsetsDone time.Time
@@ -414,6 +421,7 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	if err != nil {
 		return nil, fmt.Errorf("reading the table back: %w", err)
 	}
+	rows = slices.DeleteFunc(rows, func(r receipt.State) bool { return strings.HasPrefix(r.Key.User, prefillUser) })
 	res.Verify = Verify(h.finals, rows)
 	if err := br.stop(); err != nil {
 		h.logf("  %s: stopping devbroker: %v", v.Name, err)
@@ -599,4 +607,43 @@ func scrape(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
+}
+
+// prefillUser starts the user id of every prefilled row; the data set's
+// users never do.
+const prefillUser = "prefill-"
+
+// prefill COPYs n rows of keys the data set never uses into the freshly
+// migrated read_receipts (in key order, 100,000 a transaction), then
+// vacuums and analyses it, and returns the sum of their read seqs (the
+// drain's completion check counts the whole table).
+func (h *harness) prefill(ctx context.Context, n int) (int64, error) {
+	if n == 0 {
+		return 0, nil
+	}
+	conn, err := h.pg.connect(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	h.logf("  prefilling read_receipts with %d rows", n)
+	const chunk = 100_000
+	const seq = 7
+	for start := 0; start < n; start += chunk {
+		end := min(start+chunk, n)
+		rows := make([]receipt.State, 0, end-start)
+		for i := start; i < end; i++ {
+			c := receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: "m7"}
+			rows = append(rows, receipt.State{Key: receipt.Key{User: fmt.Sprintf("%s%09d", prefillUser, i/20), Channel: fmt.Sprintf("c%02d", i%20)},
+				Read: c, Delivered: c, DeviceID: "d", UpdatedAtUnixMs: 1_700_000_000_000})
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"read_receipts"}, receiptColumns,
+			pgx.CopyFromSlice(len(rows), func(j int) ([]any, error) { return copyRow(rows[j]), nil })); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := conn.Exec(ctx, `VACUUM ANALYZE read_receipts`); err != nil {
+		return 0, err
+	}
+	return int64(n) * seq, nil
 }

@@ -80,6 +80,11 @@ type Config struct {
 	Copy        bool
 	NaiveEvents int
 	NaiveConns  int
+	// PrefillRows > 0 fills read_receipts with that many rows of other
+	// keys (prefillUser%d) before each drain: the cost of a large table
+	// (issue 7's "cost growth": a drain into a 10M-row table against one
+	// into a 100k-row table).
+	PrefillRows int
 	// PprofSeconds > 0 adds one unmeasured drain by variant A during which
 	// a CPU profile of that many seconds is taken from the persister.
 	PprofSeconds int
@@ -114,6 +119,9 @@ func DefaultConfig() Config {
 
 func (c Config) validate() error {
 	errs := []error{c.Data.Validate()}
+	if c.PrefillRows < 0 {
+		errs = append(errs, fmt.Errorf("prefill rows must be >= 0, got %d", c.PrefillRows))
+	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("partitions must be > 0, got %d", c.Partitions))
 	}
@@ -178,6 +186,7 @@ type ConfigReport struct {
 	NaiveEvents  int        `json:"naive_events"`
 	NaiveConns   int        `json:"naive_conns"`
 	Copy         bool       `json:"copy"`
+	PrefillRows  int        `json:"prefill_rows"`
 }
 
 // MachineInfo describes where the run ran.
@@ -239,7 +248,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := &Result{
 		Started: started, Dir: dir, CommandLine: cfg.CommandLine, Variants: variants,
 		Config: ConfigReport{Data: cfg.Data, Partitions: cfg.Partitions, Runs: cfg.Runs, PGDatabase: cfg.PGDatabase,
-			PollInterval: cfg.PollInterval.String(), NaiveEvents: cfg.NaiveEvents, NaiveConns: cfg.NaiveConns, Copy: cfg.Copy},
+			PollInterval: cfg.PollInterval.String(), NaiveEvents: cfg.NaiveEvents, NaiveConns: cfg.NaiveConns, Copy: cfg.Copy, PrefillRows: cfg.PrefillRows},
 	}
 	res.Machine = h.machine(ctx)
 	h.logf("results in %s", dir)

@@ -65,11 +65,11 @@ func dltRun(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	switch args[0] {
 	case "list":
-		return dltList(ctx, args[1:], out)
+		return dltList(ctx, args[1:], out, errOut)
 	case "replay":
-		return dltReplay(ctx, args[1:], out)
+		return dltReplay(ctx, args[1:], out, errOut)
 	case "sweep":
-		return dltSweep(ctx, args[1:], out)
+		return dltSweep(ctx, args[1:], out, errOut)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(out, dltUsage)
 		return nil
@@ -122,8 +122,9 @@ func (s *dltStores) close() {
 	}
 }
 
-func dltList(ctx context.Context, args []string, out io.Writer) error {
+func dltList(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("dlt list", "dlt list [--limit N] [--all] [--after ID] [--full] [flags]")
+	fs.SetOutput(errOut)
 	var st dltStores
 	st.pgFlags(fs)
 	limit := fs.Int("limit", dltListLimitDefault, "list at most N records")
@@ -218,8 +219,9 @@ func dltKey(k []byte) string {
 	return s
 }
 
-func dltReplay(ctx context.Context, args []string, out io.Writer) error {
+func dltReplay(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("dlt replay", "dlt replay (--id N | --all) [--mode auto|repair|produce] [flags]")
+	fs.SetOutput(errOut)
 	var st dltStores
 	st.pgFlags(fs)
 	st.redisFlags(fs)
@@ -293,8 +295,9 @@ func dltReplay(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-func dltSweep(ctx context.Context, args []string, out io.Writer) error {
+func dltSweep(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("sweep", "sweep [flags]")
+	fs.SetOutput(errOut)
 	var st dltStores
 	st.pgFlags(fs)
 	st.redisFlags(fs)

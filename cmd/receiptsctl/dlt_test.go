@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -174,6 +175,20 @@ func TestDLTCommandWordsAndUsage(t *testing.T) {
 	out.Reset()
 	require.NoError(t, dltRun(context.Background(), []string{"dlt", "help"}, &out, &errOut))
 	require.Contains(t, out.String(), "receiptsctl sweep")
+
+	// A command's usage and flag errors go to errOut, not to the process's
+	// stderr.
+	for _, cmd := range [][]string{{"dlt", "list"}, {"dlt", "replay"}, {"sweep"}} {
+		out.Reset()
+		errOut.Reset()
+		require.ErrorIs(t, dltRun(context.Background(), append(cmd, "-h"), &out, &errOut), flag.ErrHelp)
+		require.Contains(t, errOut.String(), "Usage: receiptsctl "+strings.Join(cmd, " "), cmd)
+		require.Contains(t, errOut.String(), "-pg-url", cmd)
+		require.Empty(t, out.String())
+	}
+	errOut.Reset()
+	require.Error(t, dltRun(context.Background(), []string{"dlt", "list", "--limit", "many"}, &out, &errOut))
+	require.Contains(t, errOut.String(), `invalid value "many" for flag -limit`)
 }
 
 func TestDLTReplayRepairsProducesAndRefusesTwice(t *testing.T) {

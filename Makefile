@@ -46,8 +46,9 @@ test-short: services ## unit and integration tests only (skips the end-to-end bi
 	$(GO) test -count=1 -short -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS)
 
 .PHONY: test-race
-test-race: services ## the tests with the race detector (slower; end-to-end skipped)
+test-race: services ## the tests with the race detector (-short), then the end-to-end pipeline with binaries built with -race
 	$(GO) test -race -count=1 -short -timeout 30m $(TEST_FLAGS) $(PKGS)
+	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -timeout 30m -run '^(TestPipeline|TestSampler|TestRace)' $(TEST_FLAGS) ./e2e/...
 
 .PHONY: e2e
 e2e: services ## end-to-end tests only: the binaries against Postgres, Redis and devbroker

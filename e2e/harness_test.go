@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +34,17 @@ import (
 // binDir holds the binaries built once by TestMain.
 var binDir string
 
+// raceEnv, set to 1, builds the binaries with the race detector (make
+// test-race); a test whose binary reports a race then fails.
+const raceEnv = "RECEIPTS_E2E_RACE"
+
+// raceExitCode is the status a binary built with -race exits with when it
+// reported a race and would otherwise have exited 0 (GORACE's exitcode).
+const raceExitCode = 66
+
+// raceWarning starts each report of the race detector.
+const raceWarning = "WARNING: DATA RACE"
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -43,7 +55,13 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	cmd := exec.Command("go", "build", "-o", dir+"/", "./cmd/devbroker", "./cmd/kafkagate", "./cmd/persister", "./cmd/dlt-reconciler")
+	build := []string{"build", "-o", dir + "/"}
+	if v := os.Getenv(raceEnv); v != "" && v != "0" {
+		build = append(build, "-race")
+		fmt.Println("e2e: binaries built with -race")
+	}
+	build = append(build, "./cmd/devbroker", "./cmd/kafkagate", "./cmd/persister", "./cmd/dlt-reconciler")
+	cmd := exec.Command("go", build...)
 	cmd.Dir = ".."
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -67,11 +85,15 @@ func freePort(t testing.TB) int {
 // proc is one running binary whose output goes to a log file.
 type proc struct {
 	name string
+	// path is the executable; empty means name in binDir.
+	path string
 	args []string
 	env  []string
 	log  string
 	cmd  *exec.Cmd
 	done chan struct{}
+	// raced is set when a run of the binary exited with raceExitCode.
+	raced atomic.Bool
 }
 
 func (p *proc) start(t testing.TB) {
@@ -79,14 +101,53 @@ func (p *proc) start(t testing.TB) {
 	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	fmt.Fprintf(f, "\n=== start %s %s at %s\n", p.name, strings.Join(p.args, " "), time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(filepath.Join(binDir, p.name), p.args...)
+	path := p.path
+	if path == "" {
+		path = filepath.Join(binDir, p.name)
+	}
+	cmd := exec.Command(path, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	require.NoError(t, cmd.Start())
 	p.cmd = cmd
 	p.done = make(chan struct{})
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	done := p.done
+	go func() {
+		if err := cmd.Wait(); cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == raceExitCode {
+			p.raced.Store(true)
+			fmt.Fprintf(f, "\n=== %s exited with status %d: %v\n", p.name, raceExitCode, err)
+		}
+		f.Close()
+		close(done)
+	}()
+}
+
+// raceReport returns what the race detector said about any run of the
+// binary (its first report, or its exit status), or "" when it said
+// nothing.
+func (p *proc) raceReport() string {
+	b, _ := os.ReadFile(p.log)
+	// The detector writes the warning on a line of its own; the command
+	// line the log starts with does not count.
+	if i := strings.Index(string(b), "\n"+raceWarning+"\n"); i >= 0 {
+		lines := strings.SplitN(string(b[i+1:]), "\n", 61)
+		return strings.Join(lines[:min(len(lines), 60)], "\n")
+	}
+	if p.raced.Load() {
+		return fmt.Sprintf("exit status %d (the race detector found a race)", raceExitCode)
+	}
+	return ""
+}
+
+// failOnRace fails t when a binary of the test reported a data race.
+func failOnRace(t testing.TB, procs ...*proc) {
+	t.Helper()
+	for _, p := range procs {
+		if r := p.raceReport(); r != "" {
+			t.Errorf("%s: data race:\n%s", p.name, r)
+		}
+	}
 }
 
 // kill9 kills the process at once, as a crash would.
@@ -206,6 +267,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		for _, p := range []*proc{s.gate, s.persister, s.reconciler, s.broker} {
 			p.stop()
 		}
+		failOnRace(t, s.broker, s.gate, s.persister, s.reconciler)
 		if t.Failed() {
 			for _, p := range []*proc{s.broker, s.gate, s.persister, s.reconciler} {
 				t.Logf("--- %s log tail:\n%s", p.name, p.tail(40))

@@ -33,6 +33,10 @@ func TestPipelineConverges(t *testing.T) {
 
 	// The checker itself must be able to fail: move one key backwards in
 	// Postgres behind the max-merge's back and delete another from Redis.
+	// The reconciler stops first: its drift sweep (every 2s here) repairs
+	// exactly these two faults, and could do so between the plant and the
+	// check.
+	s.reconciler.stop()
 	ctx := context.Background()
 	var victim, gone receipt.Key
 	for k, st := range acked {

@@ -148,6 +148,7 @@ func TestRunRepairsSurvivesAFailedSweepAndStops(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return sweeps(t, bd.reg, "error") >= 2 }, waitFor, 5*time.Millisecond,
 		"failed sweeps are counted, and the one after a failure runs")
+	require.ErrorContains(t, sw.Ready(ctx), "last drift sweep failed", "a sweep that keeps failing shows in readiness")
 
 	// Drift planted during the outage is repaired once the schema is back.
 	second := state("u2", "c1", 7, true)
@@ -162,6 +163,7 @@ func TestRunRepairsSurvivesAFailedSweepAndStops(t *testing.T) {
 	}, waitFor, 5*time.Millisecond, "a sweep after the failures repairs again")
 	require.Eventually(t, func() bool { return sweeps(t, bd.reg, "ok") > okBefore }, waitFor, 5*time.Millisecond,
 		"sweeps succeed again")
+	require.Eventually(t, func() bool { return sw.Ready(ctx) == nil }, waitFor, 5*time.Millisecond, "ready again after a good sweep")
 
 	require.NoError(t, stop(), "Run returns nil when its context ends")
 	require.ErrorContains(t, sw.Ready(ctx), "drift sweep not running")

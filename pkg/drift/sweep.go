@@ -246,6 +246,9 @@ type Sweeper struct {
 	m       *sweepMetrics
 	mu      sync.Mutex // one sweep at a time
 	running atomic.Bool
+	// lastErr is why the last sweep failed (nil after a good one): a sweep
+	// that fails every time shows in readiness, not only in a counter.
+	lastErr atomic.Pointer[error]
 	now     func() time.Time
 }
 
@@ -278,6 +281,11 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		fields := []zap.Field{zap.Duration("duration", rep.Duration), zap.Int("postgres_rows", rep.PostgresRows),
 			zap.Int("redis_users", rep.RedisUsers), zap.Int("found", rep.Found.Total()), zap.Int("repaired", rep.Repaired.Total()),
 			zap.Int("in_flight", rep.InFlight), zap.Int("failed", rep.Failed)}
+		if err != nil {
+			s.lastErr.Store(&err)
+		} else {
+			s.lastErr.Store(nil)
+		}
 		switch {
 		case err != nil:
 			s.log.Warn("drift sweep failed", append(fields, zap.Error(err))...)
@@ -629,6 +637,9 @@ func (s *Sweeper) Ready(ctx context.Context) error {
 	var errs []error
 	if !s.running.Load() {
 		errs = append(errs, errors.New("drift sweep not running"))
+	}
+	if last := s.lastErr.Load(); last != nil {
+		errs = append(errs, fmt.Errorf("last drift sweep failed: %w", *last))
 	}
 	if err := s.cfg.Postgres.Ping(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("pinging postgres: %w", err))

@@ -230,3 +230,24 @@ func TestLostSettledOffsetsAreNeverCommittedLater(t *testing.T) {
 	b.requireRows(want)
 	require.NoError(t, run.stop(t))
 }
+
+// On a quiet topic a failed commit is retried on its own: no later batch
+// is needed for the offsets to reach the end (the lag would show forever).
+func TestFailedCommitIsRetriedOnAQuietTopic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	fault := b.broker.Cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: b.broker.Group, Err: kerr.UnknownServerError, Count: 2,
+	})
+	manual := b.broker.Client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	want := map[receipt.Key]receipt.State{}
+	b.produceTo(manual, 1, want, state("q1", "c", 4, 4), state("q2", "c", 5, 5))
+
+	reg := prometheus.NewRegistry()
+	b.start(b.config(reg))
+	b.requireCommittedToEnd()
+	b.requireRows(want)
+	require.GreaterOrEqual(t, fault.Hits(), 2)
+	require.GreaterOrEqual(t, metric(t, reg, "receipts_persister_commit_errors_total"), 1.0, "the failures were counted")
+	require.Equal(t, map[int32]int64{1: 2}, b.committed())
+}

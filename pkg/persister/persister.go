@@ -213,7 +213,7 @@ func (p *Persister) Run(ctx context.Context) error {
 	stages.Wait()
 	// Whatever the committer had not committed yet goes now, before the
 	// group is left.
-	p.commitSettled(procCtx)
+	_ = p.commitSettled(procCtx) // a failure here is committed on revoke, or replayed
 	p.cl.AllowRebalance()
 
 	// Leave now rather than let the session time out, so the partitions
@@ -743,22 +743,32 @@ func (p *Persister) settleOffsets(recs []*kgo.Record) {
 }
 
 // commitLoop commits settled offsets as they come, off the write path, so
-// the next window's statements start at once.
+// the next window's statements start at once. A failed commit is retried
+// after commitRetry even when no new window comes (a quiet topic would
+// otherwise keep showing lag).
 func (p *Persister) commitLoop(ctx context.Context) {
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.commitReq:
-			p.commitSettled(ctx)
+		case <-retry:
+		}
+		retry = nil
+		if !p.commitSettled(ctx) && ctx.Err() == nil {
+			retry = time.After(commitRetry)
 		}
 	}
 }
 
-// commitSettled commits every settled offset. A failed commit is not
-// retried here: the offsets stay settled for the next commit or the
-// revoke, and a replay is harmless.
-func (p *Persister) commitSettled(ctx context.Context) {
+// commitRetry spaces the retries of a failed offset commit.
+const commitRetry = time.Second
+
+// commitSettled commits every settled offset and says whether it did (or
+// had nothing to do). A failed commit leaves the offsets settled for the
+// next commit or the revoke; a replay is harmless.
+func (p *Persister) commitSettled(ctx context.Context) bool {
 	p.mu.Lock()
 	toCommit := make([]*kgo.Record, 0, len(p.settled))
 	for _, r := range p.settled {
@@ -766,12 +776,12 @@ func (p *Persister) commitSettled(ctx context.Context) {
 	}
 	p.mu.Unlock()
 	if len(toCommit) == 0 {
-		return
+		return true
 	}
 	if err := p.cl.CommitRecords(ctx, toCommit...); err != nil {
 		p.m.commitErrors.Inc()
-		p.log.Warn("committing offsets; they will be committed with the next window or on revoke", zap.Error(err))
-		return
+		p.log.Warn("committing offsets; retrying, and they go with the next window or on revoke", zap.Error(err))
+		return false
 	}
 	p.m.commits.Inc()
 	p.mu.Lock()
@@ -782,6 +792,7 @@ func (p *Persister) commitSettled(ctx context.Context) {
 		}
 	}
 	p.mu.Unlock()
+	return true
 }
 
 // onRevoked commits what is settled on the revoked partitions before they

@@ -8,6 +8,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -19,9 +20,17 @@ func EnvName(flagName string) string {
 	return "RECEIPTS_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(flagName))
 }
 
+// Validator is a flag value that checks more than itself (a combination of
+// flags, files they name): Parse calls Validate once every flag and
+// variable is set. kafkaconf.Config.RegisterFlags registers one.
+type Validator interface {
+	Validate() error
+}
+
 // Parse parses args into fs, filling flags not given on the command line
-// from their environment variables, and rejects positional arguments. Usage lists each flag with its variable
-// and default.
+// from their environment variables, rejects positional arguments, and runs
+// the Validate method of every flag value that has one. Usage lists each
+// flag with its variable and default.
 func Parse(fs *flag.FlagSet, args []string) error {
 	fs.VisitAll(func(f *flag.Flag) {
 		f.Usage = fmt.Sprintf("%s (env %s)", f.Usage, EnvName(f.Name))
@@ -50,7 +59,15 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid environment: %s", strings.Join(errs, "; "))
 	}
-	return nil
+	var invalid []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if v, ok := f.Value.(Validator); ok {
+			if err := v.Validate(); err != nil {
+				invalid = append(invalid, err)
+			}
+		}
+	})
+	return errors.Join(invalid...)
 }
 
 // PrintDefaults lists every flag with its environment variable and its

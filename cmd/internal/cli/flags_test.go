@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/kafkaconf"
 )
 
 func newSet() (*flag.FlagSet, *string, *time.Duration, *[]string) {
@@ -48,4 +49,32 @@ func TestBadInputIsNamed(t *testing.T) {
 
 	fs, _, _, _ = newSet()
 	require.ErrorIs(t, cli.Parse(fs, []string{"--help"}), flag.ErrHelp)
+}
+
+// A flag value with a Validate method (kafkaconf's mechanism flag) is
+// checked once every flag and variable is set: a bad combination that comes
+// half from the environment is caught, and the error names the flags.
+func TestValidatorsRunAfterTheEnvironment(t *testing.T) {
+	t.Setenv("RECEIPTS_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+	t.Setenv("RECEIPTS_KAFKA_SASL_PASSWORD", "from-a-secret")
+	var kc kafkaconf.Config
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	kc.RegisterFlags(fs)
+	err := cli.Parse(fs, nil)
+	require.ErrorContains(t, err, "--kafka-sasl-mechanism SCRAM-SHA-512 needs --kafka-sasl-username")
+	require.NotContains(t, err.Error(), "from-a-secret")
+
+	kc = kafkaconf.Config{}
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	kc.RegisterFlags(fs)
+	require.NoError(t, cli.Parse(fs, []string{"--kafka-sasl-username", "receipts"}))
+	require.Equal(t, kafkaconf.SASLConfig{Mechanism: "SCRAM-SHA-512", Username: "receipts", Password: "from-a-secret"}, kc.SASL)
+
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	cli.PrintDefaults(fs)
+	require.Contains(t, usage.String(), "RECEIPTS_KAFKA_SASL_PASSWORD")
+	require.NotContains(t, usage.String(), "from-a-secret", "-h never prints the password")
 }

@@ -74,7 +74,9 @@ func NewIn(t testing.TB, dir string) *PKI {
 		Subject:     pkix.Name{CommonName: "localhost"},
 		DNSNames:    []string{"localhost"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.IPv6loopback},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		// Servers that also dial their peers (a Redis Cluster bus) present
+		// it as a client certificate too.
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}, caKey)
 	p.ClientCert, p.ClientCertFile, p.ClientKeyFile = p.leaf(t, "client", &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "receipts"},

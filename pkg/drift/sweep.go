@@ -446,17 +446,17 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Rep
 	}
 }
 
-// sweepRedis walks Redis users with bounded SCAN pages; each user's fields
-// are looked up in Postgres.
+// sweepRedis walks Redis users with bounded SCAN pages (in Redis Cluster,
+// every master in turn); each user's fields are looked up in Postgres.
 func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report) error {
-	var cursor uint64
+	var cursor redisstore.ScanCursor
 	for {
 		if err := lim.Wait(ctx); err != nil {
 			return err
 		}
 		users, next, err := s.cfg.Redis.ScanUsers(ctx, cursor, s.cfg.ScanCount)
 		if err != nil {
-			return fmt.Errorf("scanning redis users: %w", err)
+			return fmt.Errorf("scanning redis users (%s): %w", cursor, err)
 		}
 		rep.Pages++
 		// SCAN may return a key more than once.
@@ -511,7 +511,7 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 			return err
 		}
 		cursor = next
-		if cursor == 0 {
+		if cursor.Done() {
 			return nil
 		}
 	}

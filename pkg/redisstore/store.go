@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -236,12 +239,78 @@ func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State
 	}
 }
 
-// ScanUsers returns one bounded page of user ids (SCAN over the prefix) and
-// the cursor for the next page (0 when done): the drift sweep's walk.
-func (s *Store) ScanUsers(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error) {
-	keys, next, err := s.rdb.Scan(ctx, cursor, s.prefix+"u:{*}", count).Result()
+// ScanCursor is a position in a walk over the users held in Redis (the
+// drift sweep's). The zero value starts a walk; Done reports its end. On a
+// single server (or a sentinel's master) it is the SCAN cursor. In Redis
+// Cluster a SCAN cursor belongs to one node, so the walk visits every
+// master in turn, in bounded pages: the cursor names the masters (their
+// addresses, fixed when the walk starts), the one being scanned and its
+// SCAN cursor.
+type ScanCursor struct {
+	masters []string
+	node    int
+	cursor  uint64
+	done    bool
+	// scanned is the master the page that returned this cursor came from.
+	scanned string
+}
+
+// Done reports whether the walk is over.
+func (c ScanCursor) Done() bool { return c.done }
+
+// Node is the address of the master the next page scans ("" outside
+// cluster mode, or before the first page).
+func (c ScanCursor) Node() string {
+	if c.node < len(c.masters) {
+		return c.masters[c.node]
+	}
+	return ""
+}
+
+// Scanned is the address of the master the page that returned this cursor
+// was read from ("" outside cluster mode).
+func (c ScanCursor) Scanned() string { return c.scanned }
+
+func (c ScanCursor) String() string {
+	switch {
+	case c.done:
+		return "done"
+	case c.masters == nil:
+		return strconv.FormatUint(c.cursor, 10)
+	}
+	return fmt.Sprintf("master %d/%d %s, cursor %d", c.node+1, len(c.masters), c.Node(), c.cursor)
+}
+
+// ScanUsers returns one bounded page of user ids (SCAN over the prefix, of
+// about count keys) and the cursor of the next page. A walk sees every user
+// whose hash exists from its start to its end at least once (possibly more
+// than once); in cluster mode it ends with an error if a master it has not
+// finished is no longer a master (a failover or resharding mid-walk: the
+// next walk starts over).
+func (s *Store) ScanUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	if cur.done {
+		return nil, cur, nil
+	}
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		if cur.masters == nil {
+			masters, err := clusterMasters(ctx, cc)
+			if err != nil {
+				return nil, cur, err
+			}
+			cur.masters = masters
+		}
+		if len(cur.masters) == 0 {
+			return nil, ScanCursor{done: true}, nil
+		}
+		var err error
+		if node, err = clusterMaster(ctx, cc, cur.Node()); err != nil {
+			return nil, cur, err
+		}
+	}
+	keys, next, err := node.Scan(ctx, cur.cursor, s.prefix+"u:{*}", count).Result()
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, cur, fmt.Errorf("%w: scanning %s: %w", ErrUnavailable, cur, err)
 	}
 	users := make([]string, 0, len(keys))
 	for _, k := range keys {
@@ -249,5 +318,49 @@ func (s *Store) ScanUsers(ctx context.Context, cursor uint64, count int64) ([]st
 			users = append(users, u)
 		}
 	}
-	return users, next, nil
+	cur.scanned = cur.Node()
+	cur.cursor = next
+	if next == 0 {
+		cur.node++
+		cur.done = cur.node >= len(cur.masters)
+	}
+	return users, cur, nil
+}
+
+// clusterMasters lists the masters' addresses, sorted.
+func clusterMasters(ctx context.Context, cc *redis.ClusterClient) ([]string, error) {
+	var mu sync.Mutex
+	masters := []string{}
+	err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		masters = append(masters, c.Options().Addr)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing redis cluster masters: %w", ErrUnavailable, err)
+	}
+	slices.Sort(masters)
+	return slices.Compact(masters), nil
+}
+
+// clusterMaster is the client of the master at addr.
+func clusterMaster(ctx context.Context, cc *redis.ClusterClient, addr string) (*redis.Client, error) {
+	var mu sync.Mutex
+	var found *redis.Client
+	err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		if c.Options().Addr == addr {
+			mu.Lock()
+			found = c
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: listing redis cluster masters: %w", ErrUnavailable, err)
+	}
+	if found == nil {
+		return nil, fmt.Errorf("%w: redis cluster node %s is no longer a master (failover or resharding during the walk; the next one starts over)", ErrUnavailable, addr)
+	}
+	return found, nil
 }

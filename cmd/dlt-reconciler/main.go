@@ -62,6 +62,11 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.sweepOn, "sweep", true, "run the drift sweep")
 	c.sweep.Interval = drift.IntervalDefault
 	fs.DurationVar(&c.sweep.Interval, "sweep-interval", c.sweep.Interval, "pause between drift sweeps")
+	c.sweep.LeaderElection, c.sweep.LeaderCheckInterval = drift.LeaderPostgres, drift.LeaderCheckIntervalDefault
+	fs.StringVar(&c.sweep.LeaderElection, "sweep-leader-election", c.sweep.LeaderElection,
+		"one drift sweep per cluster: postgres (the replica holding a Postgres advisory lock sweeps, the others stand by) or none (every replica sweeps)")
+	fs.DurationVar(&c.sweep.LeaderCheckInterval, "sweep-leader-check-interval", c.sweep.LeaderCheckInterval,
+		"how often the sweep's leader checks its lock session and a standby tries to take over")
 	c.sweep.RegisterFlagsWithPrefix("sweep-", fs)
 }
 

@@ -319,3 +319,17 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, ln.Close())
 	return addr
 }
+
+// One sweep per cluster by default; "lease" is refused with the reason
+// before anything starts.
+func TestSweepLeaderElectionFlag(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	require.ErrorIs(t, run(context.Background(), []string{"--help"}, &out), flag.ErrHelp)
+	require.Contains(t, out.String(), "--sweep-leader-election")
+	require.Contains(t, out.String(), `(env RECEIPTS_SWEEP_LEADER_ELECTION) (default "postgres")`)
+
+	err := run(context.Background(), []string{"--sweep-leader-election", "lease", "--migrate=false",
+		"--admin-addr", "127.0.0.1:0", "--brokers", "127.0.0.1:1"}, &out)
+	require.ErrorContains(t, err, `leader election "lease" (a Kubernetes Lease) is not implemented: use "postgres"`)
+}

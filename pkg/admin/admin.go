@@ -25,7 +25,10 @@ type Config struct {
 	// Gatherer serves /metrics.
 	Gatherer prometheus.Gatherer
 	// Ready returns nil when the service can do its work, or why not.
-	Ready  func(context.Context) error
+	Ready func(context.Context) error
+	// Status, when set, adds lines after "ready" (what the components are
+	// doing, e.g. a standby drift sweep).
+	Status func() []string
 	Logger *zap.Logger
 }
 
@@ -53,6 +56,11 @@ func Handler(cfg Config) http.Handler {
 			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
+		if cfg.Status != nil {
+			for _, line := range cfg.Status() {
+				_, _ = w.Write([]byte(line + "\n"))
+			}
+		}
 	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

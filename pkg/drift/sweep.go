@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,12 +48,33 @@ const (
 	// GraceDefault: a key whose Redis value moved more recently than
 	// this is in flight (written to Redis, not yet persisted), not drift.
 	GraceDefault = 30 * time.Second
+	// LeaderCheckIntervalDefault is how often the leader checks that its
+	// lock's session is alive, and a standby tries to take the lock.
+	LeaderCheckIntervalDefault = 2 * time.Second
+	// LockName names the Postgres advisory lock of the sweep's leader.
+	LockName = "receipts.drift_sweep"
 	// MetricsSubsystem names the sweep's metrics (receipts_reconciler_…).
 	MetricsSubsystem = "reconciler"
 	metricsNamespace = "receipts"
 	// pgGetChunk bounds the channels of one Postgres lookup.
 	pgGetChunk = 1000
 )
+
+// Leader election modes (Config.LeaderElection, --sweep-leader-election).
+const (
+	// LeaderNone: every replica sweeps (harmless: repairs are max-merges,
+	// but the work and the load are multiplied).
+	LeaderNone = "none"
+	// LeaderPostgres: the replica holding a Postgres session-level
+	// advisory lock sweeps; the others stand by and take over when its
+	// session ends.
+	LeaderPostgres = "postgres"
+	// LeaderLease would be a Kubernetes Lease; it is not implemented.
+	LeaderLease = "lease"
+)
+
+// LeaderElections are the modes New accepts.
+var LeaderElections = []string{LeaderPostgres, LeaderNone}
 
 // Directions of drift: the values of the "direction" label and the fields
 // of Counts.
@@ -151,6 +173,14 @@ type Config struct {
 	// Grace leaves keys alone whose Redis value moved within it (in-flight
 	// writes). Defaults to GraceDefault; negative disables it.
 	Grace time.Duration
+	// LeaderElection makes Run sweep only on the replica that leads:
+	// LeaderPostgres (an advisory lock on a dedicated connection) or
+	// LeaderNone (the default here: every Run sweeps).
+	LeaderElection string
+	// LeaderCheckInterval is how often the leader checks its lock's
+	// session (a lost session stops its sweep) and a standby tries to take
+	// the lock. Defaults to LeaderCheckIntervalDefault.
+	LeaderCheckInterval time.Duration
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Registerer receives the metrics. Defaults to a private registry.
@@ -177,6 +207,8 @@ func (c *Config) fill() {
 	c.PagesPerSecond = cmp.Or(c.PagesPerSecond, PagesPerSecondDefault)
 	c.ScanCount = cmp.Or(c.ScanCount, ScanCountDefault)
 	c.Grace = cmp.Or(c.Grace, GraceDefault)
+	c.LeaderElection = cmp.Or(c.LeaderElection, LeaderNone)
+	c.LeaderCheckInterval = cmp.Or(c.LeaderCheckInterval, LeaderCheckIntervalDefault)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 }
 
@@ -187,8 +219,15 @@ func (c *Config) validate() error {
 		// The sweep compares the two stores: it needs both.
 		errs = append(errs, errors.New("Postgres and Redis are both required"))
 	}
-	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount and Concurrency must be > 0"))
+	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.Concurrency < 0 || c.LeaderCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount, Concurrency and LeaderCheckInterval must be > 0"))
+	}
+	switch c.LeaderElection {
+	case LeaderPostgres, LeaderNone:
+	case LeaderLease:
+		errs = append(errs, errors.New(`leader election "lease" (a Kubernetes Lease) is not implemented: use "postgres" (a Postgres advisory lock, no RBAC needed) or "none"`))
+	default:
+		errs = append(errs, fmt.Errorf("leader election %q: want one of %s", c.LeaderElection, strings.Join(LeaderElections, ", ")))
 	}
 	return errors.Join(errs...)
 }
@@ -199,6 +238,7 @@ type sweepMetrics struct {
 	duration        prometheus.Histogram
 	inFlight        prometheus.Counter
 	parkedPending   prometheus.Gauge
+	leader          prometheus.Gauge
 }
 
 func newSweepMetrics(reg prometheus.Registerer) *sweepMetrics {
@@ -229,6 +269,10 @@ func newSweepMetrics(reg prometheus.Registerer) *sweepMetrics {
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "parked_pending",
 			Help: "Parked dead letters not yet replayed (updated after each sweep).",
 		}),
+		leader: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "sweep_leader",
+			Help: "1 while this replica runs the drift sweep (it leads, or leader election is off), 0 while it stands by.",
+		}),
 	}
 	for _, d := range []string{DirRedisAhead, DirPostgresAhead, DirRedisMissing, DirPostgresMissing} {
 		m.found.WithLabelValues(d)
@@ -249,7 +293,27 @@ type Sweeper struct {
 	// lastErr is why the last sweep failed (nil after a good one): a sweep
 	// that fails every time shows in readiness, not only in a counter.
 	lastErr atomic.Pointer[error]
-	now     func() time.Time
+	// role is what Run does: roleLeader (sweeping), roleStandby, or "".
+	role atomic.Value
+	// guard is set while leading: the lock check before each page.
+	guard atomic.Pointer[pageGuard]
+	now   func() time.Time
+}
+
+const (
+	roleLeader  = "leader"
+	roleStandby = "standby"
+)
+
+// pageGuard checks, before each page, that this replica may still sweep.
+type pageGuard struct{ check func(context.Context) error }
+
+// checkGuard runs the page guard, if any.
+func (s *Sweeper) checkGuard(ctx context.Context) error {
+	if g := s.guard.Load(); g != nil {
+		return g.check(ctx)
+	}
+	return nil
 }
 
 // New validates the config.
@@ -263,20 +327,138 @@ func New(cfg Config) (*Sweeper, error) {
 
 // Run sweeps at start and then Interval after each sweep ends, until ctx
 // ends. A failed sweep is logged and counted; the next one starts on time.
+// With leader election it sweeps only while it holds the leader's lock:
+// it stands by (ready, receipts_reconciler_sweep_leader 0) while another
+// replica holds it, tries to take it every LeaderCheckInterval, and stops
+// sweeping at once when its own lock's session is lost.
 func (s *Sweeper) Run(ctx context.Context) error {
 	s.running.Store(true)
 	defer s.running.Store(false)
+	defer s.setRole("")
+	if s.cfg.LeaderElection != LeaderPostgres {
+		s.setRole(roleLeader)
+		s.sweepLoop(ctx)
+		return nil
+	}
+	wait := s.cfg.LeaderCheckInterval
+	for ctx.Err() == nil {
+		lock, ok, err := s.cfg.Postgres.TryAdvisoryLock(ctx, LockName)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil:
+			if s.setRole(roleStandby) {
+				s.log.Warn("drift sweep standing by: cannot try the leader lock", zap.Error(err))
+			}
+		case !ok:
+			if s.setRole(roleStandby) {
+				s.log.Info("drift sweep standing by: another replica leads")
+			}
+		default:
+			s.setRole(roleLeader)
+			s.log.Info("drift sweep leader: this replica sweeps", zap.Uint32("lock_pid", lock.PID()))
+			s.lead(ctx, lock)
+			// The session was lost (or ctx ended). Let a standby, which
+			// tries every interval, take over first: this replica's link
+			// to Postgres is the suspect one. Nobody else there, it takes
+			// the lock back after this pause.
+			wait = 2 * s.cfg.LeaderCheckInterval
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = s.cfg.LeaderCheckInterval
+	}
+	return nil
+}
+
+// lead sweeps while lock's session lives and ctx lasts, then releases it.
+// The session is checked every LeaderCheckInterval and before every page,
+// so a leader whose session was lost (and whose lock another replica may
+// hold already) stops within one page.
+func (s *Sweeper) lead(ctx context.Context, lock *pgstore.AdvisoryLock) {
+	leadCtx, cancel := context.WithCancel(ctx)
+	s.guard.Store(&pageGuard{check: func(ctx context.Context) error {
+		if err := lock.Check(ctx); err != nil {
+			if leadCtx.Err() == nil {
+				s.log.Warn("drift sweep leader lock lost; stopping the sweep", zap.Error(err))
+				s.setRole(roleStandby)
+				cancel()
+			}
+			return err
+		}
+		return nil
+	}})
+	defer s.guard.Store(nil)
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		t := time.NewTicker(s.cfg.LeaderCheckInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-leadCtx.Done():
+				return
+			case <-t.C:
+			}
+			cctx, ccancel := context.WithTimeout(leadCtx, s.cfg.LeaderCheckInterval)
+			err := s.checkGuard(cctx)
+			ccancel()
+			if err != nil {
+				return
+			}
+		}
+	})
+	s.sweepLoop(leadCtx)
+	cancel()
+	watch.Wait()
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LeaderCheckInterval)
+	lock.Release(rctx)
+	rcancel()
+}
+
+// setRole records the role and the leader gauge; it reports whether the
+// role changed.
+func (s *Sweeper) setRole(role string) bool {
+	if role == roleLeader {
+		s.m.leader.Set(1)
+	} else {
+		s.m.leader.Set(0)
+		// A standby does not sweep: a failure of its last leadership says
+		// nothing about it now.
+		s.lastErr.Store(nil)
+	}
+	old, _ := s.role.Swap(role).(string)
+	return old != role
+}
+
+// Status says whether this replica leads the sweep or stands by (the
+// admin port's /readyz shows it).
+func (s *Sweeper) Status() string {
+	switch r, _ := s.role.Load().(string); r {
+	case roleLeader:
+		if s.cfg.LeaderElection == LeaderPostgres {
+			return "leader (holds the Postgres advisory lock)"
+		}
+		return "sweeping (no leader election)"
+	case roleStandby:
+		return "standby (another replica leads)"
+	}
+	return ""
+}
+
+// sweepLoop is Run's loop of sweeps, until ctx ends.
+func (s *Sweeper) sweepLoop(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-t.C:
 		}
 		rep, err := s.SweepOnce(ctx)
 		if ctx.Err() != nil {
-			return nil
+			return
 		}
 		fields := []zap.Field{zap.Duration("duration", rep.Duration), zap.Int("postgres_rows", rep.PostgresRows),
 			zap.Int("redis_users", rep.RedisUsers), zap.Int("found", rep.Found.Total()), zap.Int("repaired", rep.Repaired.Total()),
@@ -318,6 +500,10 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 		err = s.sweepRedis(ctx, lim, &rep)
 	}
 	rep.Duration = time.Since(rep.Started)
+	if ctx.Err() != nil {
+		// Stopped (shutdown, leadership lost): neither a failure nor a sweep.
+		return rep, err
+	}
 	result := "ok"
 	if err != nil {
 		result = "error"
@@ -395,6 +581,9 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Rep
 		if err := lim.Wait(ctx); err != nil {
 			return err
 		}
+		if err := s.checkGuard(ctx); err != nil {
+			return err
+		}
 		page, err := s.cfg.Postgres.Page(ctx, after, s.cfg.PageSize)
 		if err != nil {
 			return fmt.Errorf("reading postgres page after %q: %w", after.KafkaKey(), err)
@@ -452,6 +641,9 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 	var cursor redisstore.ScanCursor
 	for {
 		if err := lim.Wait(ctx); err != nil {
+			return err
+		}
+		if err := s.checkGuard(ctx); err != nil {
 			return err
 		}
 		users, next, err := s.cfg.Redis.ScanUsers(ctx, cursor, s.cfg.ScanCount)

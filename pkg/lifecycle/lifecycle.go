@@ -36,6 +36,12 @@ type Component interface {
 	Ready(ctx context.Context) error
 }
 
+// Describer is a component that says what it is doing beyond ready or not
+// (e.g. "standby"); /readyz prints it after "ready".
+type Describer interface {
+	Status() string
+}
+
 // Defaults.
 const (
 	// StopTimeoutDefault bounds the whole ordered stop.
@@ -124,6 +130,20 @@ func (r *Runner) Ready(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Status lists "name: status" for every component that describes itself
+// (Describer) with a non-empty status, in the order added.
+func (r *Runner) Status() []string {
+	var out []string
+	for _, m := range r.members {
+		if d, ok := m.c.(Describer); ok {
+			if st := d.Status(); st != "" {
+				out = append(out, m.name+": "+st)
+			}
+		}
+	}
+	return out
 }
 
 // AdminAddr is the admin port's bound address ("" before Run binds it):
@@ -229,7 +249,7 @@ func (r *Runner) serveAdmin() (func(), error) {
 		return func() {}, nil
 	}
 	ac := r.cfg.Admin
-	ac.Ready = r.Ready
+	ac.Ready, ac.Status = r.Ready, r.Status
 	ln, err := net.Listen("tcp", ac.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on admin address %s: %w", ac.Addr, err)

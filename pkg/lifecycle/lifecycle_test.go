@@ -261,3 +261,35 @@ func TestOnceAndFunc(t *testing.T) {
 	f := lifecycle.Func(func(ctx context.Context) error { <-ctx.Done(); return nil }, nil)
 	require.EqualError(t, f.Ready(ctx), "not running")
 }
+
+// describing is a component that says what it is doing.
+type describing struct{ status string }
+
+func (describing) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (describing) Ready(context.Context) error   { return nil }
+func (d describing) Status() string              { return d.status }
+
+// /readyz says "ready", then what the components that describe themselves
+// are doing (a standby drift sweep is ready, and says it stands by).
+func TestReadyzShowsStatuses(t *testing.T) {
+	r := lifecycle.New(lifecycle.Config{Admin: admin.Config{Addr: "127.0.0.1:0", Gatherer: prometheus.NewRegistry()}})
+	r.Add("drift sweep", describing{status: "standby (another replica leads)"})
+	r.Add("quiet", describing{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); require.NoError(t, <-done) }()
+	require.Eventually(t, func() bool {
+		if r.AdminAddr() == "" {
+			return false
+		}
+		resp, err := http.Get("http://" + r.AdminAddr() + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && string(body) == "ready\ndrift sweep: standby (another replica leads)\n"
+	}, 5*time.Second, 10*time.Millisecond)
+	require.Equal(t, []string{"drift sweep: standby (another replica leads)"}, r.Status())
+}

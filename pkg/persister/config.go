@@ -141,6 +141,11 @@ type Config struct {
 	// retries metric make a long outage visible instead.
 	Retry backoff.Config
 
+	// MaxWriteRate caps the rows written to Postgres per second by this
+	// replica (the ADR's backpressure): each statement waits for its rows'
+	// share first, and Kafka holds the rest. 0 (the default) is no cap.
+	MaxWriteRate float64
+
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// LagInterval is how often the consumer group's lag is read from the
@@ -180,6 +185,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.WrittenCacheKeys, "written-cache-keys", c.WrittenCacheKeys, "keys whose written cursors are remembered to skip stale rows; negative disables")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on shutdown, how long to finish and commit the batch in hand and leave the group")
 	fs.DurationVar(&c.LagInterval, "lag-interval", c.LagInterval, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
+	fs.Float64Var(&c.MaxWriteRate, "max-write-rate", c.MaxWriteRate, "most rows written to Postgres per second by this replica (backpressure: Kafka keeps the backlog); 0: no cap")
 	fs.DurationVar(&c.DLTDeliveryTimeout, "dlt-delivery-timeout", c.DLTDeliveryTimeout, "bound of one attempt to produce dead letters before retrying")
 	fs.DurationVar(&c.Retry.Base, "retry-base", c.Retry.Base, "first backoff while Postgres or the dead-letter topic is unavailable")
 	fs.DurationVar(&c.Retry.Cap, "retry-cap", c.Retry.Cap, "longest backoff while Postgres or the dead-letter topic is unavailable (retries never give up)")
@@ -242,6 +248,9 @@ func (c Config) validate() error {
 	}
 	if c.DLTDeliveryTimeout < 0 {
 		errs = append(errs, fmt.Errorf("DLTDeliveryTimeout must be > 0, got %s", c.DLTDeliveryTimeout))
+	}
+	if c.MaxWriteRate < 0 || math.IsNaN(c.MaxWriteRate) || math.IsInf(c.MaxWriteRate, 0) {
+		errs = append(errs, fmt.Errorf("MaxWriteRate must be a rate >= 0 (0: no cap), got %v", c.MaxWriteRate))
 	}
 	if c.Topic == c.DLTTopic {
 		errs = append(errs, fmt.Errorf("DLTTopic must differ from Topic %q", c.Topic))

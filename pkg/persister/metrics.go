@@ -41,6 +41,7 @@ type metrics struct {
 	ready        prometheus.Gauge
 	staleSkipped prometheus.Counter
 	dedupeRatio  prometheus.Gauge
+	throttled    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -108,6 +109,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		ready: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "ready",
 			Help: "1 while the persister runs with Postgres and the dead-letter topic usable, else 0.",
+		}),
+		throttled: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "write_throttle_seconds_total",
+			Help: "Time statements waited for the --max-write-rate cap (rate() near the writers' count: the cap limits throughput).",
 		}),
 	}
 	for _, t := range []string{triggerCount, triggerLinger, triggerRevoke, triggerShutdown} {

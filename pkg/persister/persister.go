@@ -34,6 +34,8 @@ type Persister struct {
 	lag      *LagExporter // nil when LagInterval < 0
 	// written lets a row that cannot advance Postgres skip its write.
 	written *written
+	// wcap paces the rows written (nil: no MaxWriteRate).
+	wcap *writeCap
 
 	// blocked receives a signal when a rebalance waits on us
 	// (OnPartitionsCallbackBlocked): the window in hand is cut, every
@@ -164,6 +166,7 @@ func newPersister(cfg Config) *Persister {
 	for i := range cfg.Writers {
 		p.stmtLogs = append(p.stmtLogs, p.log.With(zap.Int("writer", i)))
 	}
+	p.wcap = newWriteCap(cfg.MaxWriteRate, cfg.StatementRows, p.m.throttled)
 	return p
 }
 
@@ -557,8 +560,12 @@ var stagedMinRows = 1000
 
 // upsert writes rows (one statement's) as one statement, retrying for as
 // long as Postgres is unavailable. It returns nil, a rejection (for Bisect
-// to split), or the end of ctx.
+// to split), or the end of ctx. With MaxWriteRate it first waits for the
+// rows' share of the cap (retries of the statement do not pay again).
 func (p *Persister) upsert(ctx context.Context, slot int, rows []receipt.State) error {
+	if err := p.wcap.wait(ctx, len(rows)); err != nil {
+		return fmt.Errorf("waiting for --max-write-rate: %w", err)
+	}
 	return p.retry(ctx, p.stmtLogs[slot], opUpsert, isUpsertRetryable, func(ctx context.Context) error {
 		start := time.Now()
 		upsert := p.store.Upsert

@@ -82,6 +82,7 @@ func TestWritesMaxPerKeyAndCommitsToEnd(t *testing.T) {
 	require.Equal(t, out, metric(t, reg, "receipts_persister_rows_written_total")+stale)
 	require.Positive(t, metric(t, reg, "receipts_persister_batches_total", "trigger", "count"), "a full backlog cuts windows at BatchRecords")
 	require.Positive(t, metric(t, reg, "receipts_persister_upsert_duration_seconds"))
+	require.Zero(t, metric(t, reg, "receipts_persister_write_throttle_seconds_total"), "no --max-write-rate: no statement waits")
 	require.Zero(t, b.dltEnd())
 	require.NoError(t, run.stop(t))
 }

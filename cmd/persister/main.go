@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	r := c.svc.Runner(b)
 	r.Add("persister", per)
 	if lag := per.LagExporter(); lag != nil {
-		// Added last so it stops first: it uses the persister's client.
+		// Added last so it stops first: Close closes its client.
 		r.Add("lag exporter", lag)
 	}
 	return r.Run(ctx)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -143,7 +142,13 @@ func New(cfg Config) (*Persister, error) {
 	}
 	p.cl = cl
 	if cfg.LagInterval > 0 {
-		p.lag = newLagExporter(kadm.NewClient(cl), cfg.Group, cfg.Topic, cfg.LagInterval, cfg.Registerer, p.log)
+		// Its own client (no metrics: the consumer's are the ones to watch).
+		lagCl, err := kgo.NewClient(append(cfg.Kafka.Opts(p.log, nil, ""), cfg.KafkaOpts...)...)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("creating kafka client for the lag exporter: %w", err)
+		}
+		p.lag = newLagExporter(lagCl, cfg.Group, cfg.Topic, cfg.LagInterval, cfg.Registerer, p.log)
 	}
 	return p, nil
 }
@@ -354,8 +359,8 @@ func (p *Persister) pollOnce(ctx context.Context, limit int) ([]*kgo.Record, err
 }
 
 // LagExporter is the component exporting the consumer group's lag, to run
-// beside the persister (it uses the persister's client, so it must stop
-// before Close); nil when Config.LagInterval is negative.
+// beside the persister (Close closes its client, so it must stop before
+// Close); nil when Config.LagInterval is negative.
 func (p *Persister) LagExporter() *LagExporter { return p.lag }
 
 // Ready returns nil when the persister runs and can write: no outage in
@@ -383,6 +388,9 @@ func (p *Persister) Ready(ctx context.Context) error {
 // store. Call it after Run has returned.
 func (p *Persister) Close() {
 	p.closeOnce.Do(func() {
+		if p.lag != nil {
+			p.lag.cl.Close()
+		}
 		p.cl.CloseAllowingRebalance()
 		if p.ownStore {
 			p.store.Close()

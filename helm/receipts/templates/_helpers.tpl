@@ -158,20 +158,27 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* Environment shared by every binary: logging, Kafka (with TLS/SASL),
-Postgres. Call with $. */}}
+{{/* Environment shared by every service binary and the migration Job:
+logging, Kafka (with TLS/SASL), Postgres. Call with $. */}}
 {{- define "receipts.env.common" -}}
 {{- $v := .Values -}}
 - name: RECEIPTS_LOG_FORMAT
   value: {{ $v.log.format | quote }}
 - name: RECEIPTS_LOG_LEVEL
   value: {{ $v.log.level | quote }}
-- name: RECEIPTS_BROKERS
-  value: {{ join "," $v.kafka.brokers | quote }}
 - name: RECEIPTS_PG_URL
   valueFrom:
     secretKeyRef:
       {{- include "receipts.secretRef" (dict "ctx" . "which" "postgres") | nindent 6 }}
+{{ include "receipts.env.kafka" . }}
+{{- end -}}
+
+{{/* The Kafka connection alone (brokers, TLS, SASL): the topic Job needs
+nothing else. Call with $. */}}
+{{- define "receipts.env.kafka" -}}
+{{- $v := .Values -}}
+- name: RECEIPTS_BROKERS
+  value: {{ join "," $v.kafka.brokers | quote }}
 {{- if $v.kafka.tls.enabled }}
 - name: RECEIPTS_KAFKA_TLS
   value: "true"
@@ -234,6 +241,28 @@ Postgres. Call with $. */}}
 {{- end }}
 - name: RECEIPTS_REDIS_PREFIX
   value: {{ $r.prefix | quote }}
+{{- if $r.tls.existingSecret }}
+- name: RECEIPTS_REDIS_TLS_CA_FILE
+  value: /etc/receipts/redis-tls/{{ $r.tls.caKey }}
+{{- end }}
+{{- end -}}
+
+{{/* The Redis CA (redis.tls.existingSecret), for the pods that use Redis. */}}
+{{- define "receipts.volumes.redis" -}}
+{{- if .Values.redis.tls.existingSecret }}
+- name: redis-tls
+  secret:
+    secretName: {{ .Values.redis.tls.existingSecret }}
+    defaultMode: 0440
+{{- end }}
+{{- end -}}
+
+{{- define "receipts.mounts.redis" -}}
+{{- if .Values.redis.tls.existingSecret }}
+- name: redis-tls
+  mountPath: /etc/receipts/redis-tls
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{/* Volumes and mounts every pod has: a writable /tmp, Kafka TLS material. */}}

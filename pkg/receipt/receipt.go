@@ -84,53 +84,118 @@ func MaxCursor(a, b Cursor) Cursor {
 	return a
 }
 
+// EpochCurrent, as the epoch of an incoming mark's read or private read
+// cursor, asks the real-time store to resolve it to the stored read epoch
+// (see redisstore); it never reaches Kafka or Postgres, and Merge treats
+// it as lower than every stored epoch.
+const EpochCurrent int64 = -1
+
 // State is everything stored for one key.
 type State struct {
-	Key       Key
-	Read      Cursor
-	Delivered Cursor
+	Key  Key
+	Read Cursor
+	// PrivateRead is the user's own read position, which others never see:
+	// the user's counts use the greater of Read and PrivateRead. It is kept
+	// only while it is ahead of Read (Merge drops it otherwise), and the
+	// stores keep its position only, not its message id.
+	PrivateRead Cursor
+	Delivered   Cursor
 	// DeviceID is the device of the latest mark that advanced a cursor.
 	DeviceID string
 	// UpdatedAtUnixMs is when a cursor last advanced.
 	UpdatedAtUnixMs int64
 }
 
+// EffectiveRead is the position the user's own counts derive from: the
+// greater of the public and the private read cursor.
+func (s State) EffectiveRead() Position {
+	return MaxCursor(s.Read, s.PrivateRead).Position
+}
+
+// ReadEpoch is the current read epoch: the greater of both read cursors'.
+// A mark without an epoch applies at it; mark-unread moves to the next.
+func (s State) ReadEpoch() int64 { return max(s.Read.Position.Epoch, s.PrivateRead.Position.Epoch) }
+
+// Canonical drops a private read cursor that is not ahead of the public
+// one (it changes nothing then), so that equal states compare equal
+// whatever the order their cursors arrived in.
+func (s State) Canonical() State {
+	if s.PrivateRead.Position.Compare(s.Read.Position) <= 0 {
+		s.PrivateRead = Cursor{}
+	}
+	return s
+}
+
+// raiseDelivered applies "reading implies delivery" by seq: a read at seq
+// N shows that every message up to N was delivered, whatever its epoch (a
+// mark-unread bumps the read epoch and moves the read seq back; delivered
+// never moves back). Delivered keeps its own epoch — there is no
+// mark-undelivered, so it stays 0 — and takes the read's seq and message
+// id when they are ahead.
+func raiseDelivered(delivered, read Cursor) Cursor {
+	if read.Position.Seq > delivered.Position.Seq {
+		return Cursor{Position: Position{Epoch: delivered.Position.Epoch, Seq: read.Position.Seq}, MessageID: read.MessageID}
+	}
+	return delivered
+}
+
 // Merge applies the max-register rule field-wise: each cursor becomes the
-// greater of the two, and the device and time follow whichever side moved a
-// cursor forward. Merge is idempotent, commutative and associative on the
-// cursors, which is what makes duplicates, reordering and replays harmless.
-// It returns the merged state and whether incoming advanced anything.
+// greater of the two (ordered by (epoch, seq)), delivered is raised to the
+// seq of every read seen (reading implies delivery, by seq: see
+// raiseDelivered), a private read not ahead of the public one is dropped,
+// and the device and time follow whichever side moved a cursor forward.
+// Merge is idempotent, commutative and associative on the cursors (given
+// that delivered epochs agree, as they do: they are always 0), which is
+// what makes duplicates, reordering and replays harmless. It returns the
+// merged state and whether any cursor moved.
 func Merge(stored, incoming State) (State, bool) {
+	stored = stored.Canonical()
 	out := stored
 	out.Key = incoming.Key
 	if stored.Key != (Key{}) {
 		out.Key = stored.Key
 	}
-	readUp := incoming.Read.Position.Compare(stored.Read.Position) > 0
-	delivUp := incoming.Delivered.Position.Compare(stored.Delivered.Position) > 0
-	if readUp {
-		out.Read = incoming.Read
-	}
-	if delivUp {
-		out.Delivered = incoming.Delivered
-	}
-	// Reading implies delivery.
-	out.Delivered = MaxCursor(out.Delivered, out.Read)
-	if readUp || delivUp {
+	out.Read = MaxCursor(stored.Read, incoming.Read)
+	out.PrivateRead = MaxCursor(stored.PrivateRead, incoming.PrivateRead)
+	out.Delivered = MaxCursor(stored.Delivered, incoming.Delivered)
+	// A read that did not win (a stale one) still proved delivery. The
+	// private read does not: delivered is shown to others.
+	out.Delivered = raiseDelivered(out.Delivered, incoming.Read)
+	out.Delivered = raiseDelivered(out.Delivered, stored.Read)
+	out = out.Canonical()
+	moved := !out.SameCursors(stored)
+	if moved {
 		out.DeviceID = incoming.DeviceID
 		out.UpdatedAtUnixMs = max(stored.UpdatedAtUnixMs, incoming.UpdatedAtUnixMs)
 	}
-	return out, readUp || delivUp
+	return out, moved
+}
+
+// MarkUnread is the incoming state of a mark-unread from seq (the first
+// unread message) on a stored state: the read cursor moves to seq-1 at the
+// next epoch, so any read of the current epoch that arrives later loses,
+// while a read at the new epoch advances it again. The private read cursor
+// moves with it (it is then not ahead of the public one, so it is
+// dropped). Delivered does not move.
+func MarkUnread(stored State, seq int64) State {
+	return State{
+		Key:  stored.Key,
+		Read: Cursor{Position: Position{Epoch: stored.ReadEpoch() + 1, Seq: seq - 1}},
+	}
 }
 
 // Covers reports whether s holds at least the cursors of o: the check behind
 // the "no lost acknowledged write" invariant.
 func (s State) Covers(o State) bool {
 	return s.Read.Position.Compare(o.Read.Position) >= 0 &&
-		s.Delivered.Position.Compare(o.Delivered.Position) >= 0
+		s.Delivered.Position.Compare(o.Delivered.Position) >= 0 &&
+		s.EffectiveRead().Compare(o.EffectiveRead()) >= 0
 }
 
-// SameCursors reports whether both states hold the same positions.
+// SameCursors reports whether both states hold the same positions (the
+// private read compared in canonical form).
 func (s State) SameCursors(o State) bool {
-	return s.Read.Position == o.Read.Position && s.Delivered.Position == o.Delivered.Position
+	a, b := s.Canonical(), o.Canonical()
+	return a.Read.Position == b.Read.Position && a.Delivered.Position == b.Delivered.Position &&
+		a.PrivateRead.Position == b.PrivateRead.Position
 }

@@ -46,6 +46,84 @@ func TestMergeReadImpliesDelivered(t *testing.T) {
 	require.Equal(t, cur(0, 9, "m9"), got.Delivered)
 }
 
+// Reading implies delivery by seq, not by (epoch, seq): a read at a bumped
+// epoch and a lower seq never drags delivered back, delivered keeps its
+// epoch, and even a stale read (one that loses to the current epoch) still
+// proves delivery up to its seq.
+func TestReadImpliesDeliveryBySeq(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u", Channel: "c"}
+	st := receipt.State{Key: k, Read: cur(0, 10, "m10"), Delivered: cur(0, 10, "m10")}
+	st, moved := receipt.Merge(st, receipt.MarkUnread(st, 5))
+	require.True(t, moved)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, st.Read.Position)
+	require.Equal(t, cur(0, 10, "m10"), st.Delivered, "delivered never moves back")
+
+	// A read of the new epoch past delivered raises delivered's seq only.
+	st, _ = receipt.Merge(st, receipt.State{Key: k, Read: cur(1, 12, "m12")})
+	require.Equal(t, cur(1, 12, "m12"), st.Read)
+	require.Equal(t, cur(0, 12, "m12"), st.Delivered)
+
+	// A stale read (epoch 0) ahead of delivered: the read cursor stays, the
+	// delivery it proves counts.
+	st, moved = receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 15, "m15")})
+	require.True(t, moved)
+	require.Equal(t, cur(1, 12, "m12"), st.Read)
+	require.Equal(t, cur(0, 15, "m15"), st.Delivered)
+
+	// A private read proves nothing to others: delivered does not move.
+	st, moved = receipt.Merge(st, receipt.State{Key: k, PrivateRead: cur(1, 20, "m20")})
+	require.True(t, moved)
+	require.Equal(t, cur(0, 15, "m15"), st.Delivered)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 20}, st.EffectiveRead())
+}
+
+// The mark-unread epoch race: after a mark-unread, a stale ack of the old
+// epoch arriving late is ignored, while a new read at the new epoch
+// advances.
+func TestMarkUnreadEpochRace(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u", Channel: "c"}
+	st, _ := receipt.Merge(receipt.State{}, receipt.State{Key: k, Read: cur(0, 50, "m50"), PrivateRead: cur(0, 60, ""), Delivered: cur(0, 50, "m50")})
+	require.Equal(t, int64(0), st.ReadEpoch())
+	unread := receipt.MarkUnread(st, 40)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 39}, unread.Read.Position)
+	st, moved := receipt.Merge(st, unread)
+	require.True(t, moved)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 39}, st.EffectiveRead(), "the private read moves back too")
+	require.True(t, st.PrivateRead.Position.IsZero(), "a private read not ahead of the public one is dropped")
+
+	st2, _ := receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 55, "m55")})
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 39}, st2.Read.Position, "a stale ack of the old epoch is ignored")
+	require.Equal(t, int64(55), st2.Delivered.Position.Seq)
+
+	st3, moved := receipt.Merge(st2, receipt.State{Key: k, Read: cur(1, 45, "m45")})
+	require.True(t, moved)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 45}, st3.Read.Position, "a read at the new epoch advances")
+
+	require.Equal(t, receipt.Position{Epoch: 2, Seq: 0}, receipt.MarkUnread(st3, 1).Read.Position)
+}
+
+// Private vs public: a private read moves the user's effective read (what
+// counts use) but not the public cursor; the greater of both counts.
+func TestPrivateRead(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u", Channel: "c"}
+	st, _ := receipt.Merge(receipt.State{}, receipt.State{Key: k, Read: cur(0, 10, "m10")})
+	st, moved := receipt.Merge(st, receipt.State{Key: k, PrivateRead: cur(0, 30, "")})
+	require.True(t, moved)
+	require.Equal(t, receipt.Position{Seq: 10}, st.Read.Position, "the public cursor does not move")
+	require.Equal(t, receipt.Position{Seq: 30}, st.EffectiveRead())
+	require.Equal(t, int64(10), st.Delivered.Position.Seq)
+
+	st, _ = receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 40, "m40")})
+	require.True(t, st.PrivateRead.Position.IsZero(), "a public read past the private one drops it")
+	require.Equal(t, receipt.Position{Seq: 40}, st.EffectiveRead())
+
+	_, moved = receipt.Merge(st, receipt.State{Key: k, PrivateRead: cur(0, 35, "")})
+	require.False(t, moved, "a private read behind the public one changes nothing")
+}
+
 // The max-register laws, checked on random states: merging in any order, with
 // any duplicates, gives the same cursors.
 func TestMergeIsOrderInsensitive(t *testing.T) {
@@ -55,7 +133,11 @@ func TestMergeIsOrderInsensitive(t *testing.T) {
 	for trial := 0; trial < 500; trial++ {
 		events := make([]receipt.State, 1+rng.IntN(12))
 		for i := range events {
-			events[i] = receipt.State{Key: k, Read: cur(rng.Int64N(2), rng.Int64N(20), "r"), Delivered: cur(rng.Int64N(2), rng.Int64N(20), "d")}
+			// Delivered epochs are always 0: there is no mark-undelivered.
+			events[i] = receipt.State{Key: k, Read: cur(rng.Int64N(3), rng.Int64N(20), "r"), Delivered: cur(0, rng.Int64N(20), "d")}
+			if rng.IntN(3) == 0 {
+				events[i].PrivateRead = cur(rng.Int64N(3), rng.Int64N(20), "")
+			}
 		}
 		fold := func(order []int) receipt.State {
 			var s receipt.State
@@ -70,8 +152,8 @@ func TestMergeIsOrderInsensitive(t *testing.T) {
 		a, b := fold(order), fold(dup)
 		require.True(t, a.SameCursors(b), "trial %d: %+v vs %+v", trial, a, b)
 		for _, e := range events {
-			require.True(t, a.Read.Position.Compare(e.Read.Position) >= 0)
-			require.True(t, a.Delivered.Position.Compare(e.Delivered.Position) >= 0)
+			require.True(t, a.Covers(e), "trial %d: %+v does not cover %+v", trial, a, e)
+			require.GreaterOrEqual(t, a.Delivered.Position.Seq, e.Read.Position.Seq, "reading implies delivery")
 		}
 	}
 }

@@ -58,7 +58,9 @@ func ValidateSeq(field string, seq int64) error {
 }
 
 // Validate checks a whole state as it travels between stores: both ids
-// valid, optional ids valid, positions non-negative, at least one set.
+// valid, optional ids valid, positions non-negative (so EpochCurrent, which
+// only the gateway's Redis merge resolves, never travels), at least one
+// set.
 func (s State) Validate() error {
 	if err := ValidateID("user_id", s.Key.User); err != nil {
 		return err
@@ -69,7 +71,7 @@ func (s State) Validate() error {
 	for _, c := range []struct {
 		name string
 		c    Cursor
-	}{{"read", s.Read}, {"delivered", s.Delivered}} {
+	}{{"read", s.Read}, {"private_read", s.PrivateRead}, {"delivered", s.Delivered}} {
 		if c.c.Position.Epoch < 0 || c.c.Position.Seq < 0 {
 			return &FieldError{Field: c.name, Reason: "has a negative position"}
 		}
@@ -77,8 +79,11 @@ func (s State) Validate() error {
 			return err
 		}
 	}
-	if s.Read.Position.IsZero() && s.Delivered.Position.IsZero() {
-		return &FieldError{Field: "read", Reason: "neither read nor delivered carries a position"}
+	if s.Read.Position.IsZero() && s.Delivered.Position.IsZero() && s.PrivateRead.Position.IsZero() {
+		return &FieldError{Field: "read", Reason: "neither read, private read nor delivered carries a position"}
+	}
+	if s.UpdatedAtUnixMs < 0 {
+		return &FieldError{Field: "updated_at", Reason: "is negative"}
 	}
 	return ValidateOptionalID("device_id", s.DeviceID)
 }

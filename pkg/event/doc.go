@@ -1,5 +1,7 @@
-// Package event converts between receipt states and Kafka records on the
-// topic read-receipts: the versioned protobuf value, the "user:channel" key,
-// and the dead-letter header names shared by the persister and the
-// reconciler.
+// Package event converts between the domain's values and Kafka records on
+// the topic read-receipts: user events (key "user:channel": cursors,
+// mentions, membership) and channel events (key "channel", no ':': the
+// head), both versioned protobuf from the API's contract, told apart by
+// the key's shape (Decoded is the sum of both); and the dead-letter header
+// names shared by the persister and the reconciler.
 package event

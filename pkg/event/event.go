@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -8,13 +9,22 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// SchemaVersion is the version this build writes and the only one it reads.
-const SchemaVersion = 1
+// SchemaVersion is the version this build writes. It reads MinSchemaVersion
+// to SchemaVersion: a version-1 event is a plain cursor event; version 2
+// adds the private read cursor, mentions, membership and the channel event.
+// Roll out consumers (persister, dlt-reconciler) before the gateway, so
+// that nothing that only reads version 1 sees a version-2 event.
+const (
+	SchemaVersion    = 2
+	MinSchemaVersion = 1
+)
 
-// MaxValueBytes bounds a record value; a real event is well under 1 KiB.
+// MaxValueBytes bounds a record value; a real event is well under 1 KiB
+// (mentions are bounded by channel.MaxMentionSeqs).
 const MaxValueBytes = 4096
 
 // Topic defaults.
@@ -27,65 +37,239 @@ const (
 // retrying it cannot help, so it goes to the dead-letter topic.
 var ErrUndecodable = errors.New("undecodable record")
 
-// Encode builds the record for a state: key "user:channel", protobuf value.
-func Encode(s receipt.State) (*kgo.Record, error) {
-	v, err := proto.Marshal(ToProto(s))
-	if err != nil {
-		return nil, fmt.Errorf("marshalling event %s: %w", s.Key.KafkaKey(), err)
-	}
-	return &kgo.Record{Key: []byte(s.Key.KafkaKey()), Value: v}, nil
+// Decoded is one record of the topic, of either kind: a user event (key
+// "user:channel": any of cursors, mentions and a membership register) or a
+// channel event (key "channel", no ':': the head). Exactly one of Key and
+// Channel is set.
+type Decoded struct {
+	// Key is the user event's key.
+	Key receipt.Key
+	// Receipt holds the user event's cursors, nil when it carries none.
+	Receipt *receipt.State
+	// Mentions are message seqs mentioning the user, to add.
+	Mentions []int64
+	// Membership is the user's register in the channel, nil when absent.
+	Membership *channel.Membership
+	// Channel is the channel event's head, nil for a user event.
+	Channel *channel.Head
 }
 
-// Decode parses and validates a record. Every failure wraps ErrUndecodable
-// and says why.
+// RecordKey is the record key of what d carries.
+func (d Decoded) RecordKey() string {
+	if d.Channel != nil {
+		return d.Channel.Channel
+	}
+	return d.Key.KafkaKey()
+}
+
+// Encode builds the record for a state: key "user:channel", protobuf value.
+func Encode(s receipt.State) (*kgo.Record, error) {
+	return EncodeDecoded(Decoded{Key: s.Key, Receipt: &s})
+}
+
+// EncodeHead builds the channel event of a head: key = the channel id.
+func EncodeHead(h channel.Head) (*kgo.Record, error) {
+	return EncodeDecoded(Decoded{Channel: &h})
+}
+
+// EncodeMembership builds the user event of a membership register, with
+// the cursors of st when st is not nil (a join raises the private read).
+func EncodeMembership(m channel.Membership, st *receipt.State) (*kgo.Record, error) {
+	return EncodeDecoded(Decoded{Key: m.Key, Membership: &m, Receipt: st})
+}
+
+// EncodeMentions builds the user event adding mention seqs.
+func EncodeMentions(k receipt.Key, seqs []int64) (*kgo.Record, error) {
+	return EncodeDecoded(Decoded{Key: k, Mentions: seqs})
+}
+
+// EncodeDecoded builds the record of any event: a channel event when
+// d.Channel is set, else a user event keyed d.Key (or d.Receipt's key).
+func EncodeDecoded(d Decoded) (*kgo.Record, error) {
+	var (
+		msg proto.Message
+		key string
+	)
+	if d.Channel != nil {
+		h := d.Channel
+		key = h.Channel
+		msg = &receiptsv1.ChannelEvent{
+			SchemaVersion:    SchemaVersion,
+			ChannelId:        h.Channel,
+			Head:             CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: h.Seq}, MessageID: h.MessageID}),
+			AcceptedAtUnixMs: h.UpdatedAtUnixMs,
+		}
+	} else {
+		ev := UserEventToProto(d)
+		key = receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()}.KafkaKey()
+		msg = ev
+	}
+	v, err := proto.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling event %s: %w", key, err)
+	}
+	return &kgo.Record{Key: []byte(key), Value: v}, nil
+}
+
+// Decode parses and validates a record carrying cursors (any user event
+// of version 1, or of version 2 with at least one cursor). Every failure
+// wraps ErrUndecodable and says why. DecodeRecord reads every kind.
 func Decode(r *kgo.Record) (receipt.State, error) {
+	d, err := DecodeRecord(r)
+	if err != nil {
+		return receipt.State{}, err
+	}
+	if d.Receipt == nil {
+		return receipt.State{}, fmt.Errorf("%w: record %q carries no cursor", ErrUndecodable, r.Key)
+	}
+	return *d.Receipt, nil
+}
+
+// DecodeRecord parses and validates a record of either kind, told apart
+// by the key's shape: a key without ':' is a channel event. Every failure
+// wraps ErrUndecodable and says why.
+func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if len(r.Value) > MaxValueBytes {
-		return receipt.State{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
+		return Decoded{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
+	}
+	if !bytes.ContainsRune(r.Key, ':') {
+		return decodeChannel(r)
 	}
 	var ev receiptsv1.ReceiptEvent
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
-		return receipt.State{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
+		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
-	if ev.GetSchemaVersion() != SchemaVersion {
-		return receipt.State{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, ev.GetSchemaVersion())
+	v := ev.GetSchemaVersion()
+	if v < MinSchemaVersion || v > SchemaVersion {
+		return Decoded{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, v)
 	}
-	s := FromProto(&ev)
-	if err := s.Validate(); err != nil {
-		return receipt.State{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	d := UserEventFromProto(&ev)
+	if v == 1 && (d.Receipt == nil || d.Mentions != nil || d.Membership != nil || !d.Receipt.PrivateRead.Position.IsZero()) {
+		return Decoded{}, fmt.Errorf("%w: a version-1 event carries cursors only", ErrUndecodable)
 	}
-	if string(r.Key) != s.Key.KafkaKey() {
-		return receipt.State{}, fmt.Errorf("%w: record key %q does not match event key %q", ErrUndecodable, r.Key, s.Key.KafkaKey())
+	if err := receipt.ValidateID("user_id", d.Key.User); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
-	return s, nil
+	if err := receipt.ValidateID("channel_id", d.Key.Channel); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if d.Receipt == nil && d.Mentions == nil && d.Membership == nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: it carries no cursor, mention or membership", ErrUndecodable)
+	}
+	if d.Receipt != nil {
+		if err := d.Receipt.Validate(); err != nil {
+			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+		}
+	} else if err := receipt.ValidateOptionalID("device_id", ev.GetDeviceId()); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if err := channel.ValidateMentionSeqs(d.Mentions); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if d.Membership != nil {
+		if err := d.Membership.Validate(); err != nil {
+			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+		}
+	}
+	if string(r.Key) != d.Key.KafkaKey() {
+		return Decoded{}, fmt.Errorf("%w: record key %q does not match event key %q", ErrUndecodable, r.Key, d.Key.KafkaKey())
+	}
+	return d, nil
+}
+
+func decodeChannel(r *kgo.Record) (Decoded, error) {
+	var ev receiptsv1.ChannelEvent
+	if err := proto.Unmarshal(r.Value, &ev); err != nil {
+		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
+	}
+	if v := ev.GetSchemaVersion(); v != SchemaVersion {
+		return Decoded{}, fmt.Errorf("%w: unknown channel event schema version %d", ErrUndecodable, v)
+	}
+	if ev.GetHead().GetPosition().GetEpoch() != 0 {
+		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)
+	}
+	h := channel.Head{
+		Channel:         ev.GetChannelId(),
+		Seq:             ev.GetHead().GetPosition().GetSeq(),
+		MessageID:       ev.GetHead().GetMessageId(),
+		UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs(),
+	}
+	if err := h.Validate(); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if string(r.Key) != h.Channel {
+		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, h.Channel)
+	}
+	return Decoded{Channel: &h}, nil
 }
 
 // ToProto converts a state to the wire event.
 func ToProto(s receipt.State) *receiptsv1.ReceiptEvent {
+	return UserEventToProto(Decoded{Key: s.Key, Receipt: &s})
+}
+
+// UserEventToProto converts a user event to the wire event.
+func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
+	key := d.Key
+	if d.Receipt != nil && key == (receipt.Key{}) {
+		key = d.Receipt.Key
+	}
 	ev := &receiptsv1.ReceiptEvent{
-		SchemaVersion:    SchemaVersion,
-		UserId:           s.Key.User,
-		ChannelId:        s.Key.Channel,
-		DeviceId:         s.DeviceID,
-		AcceptedAtUnixMs: s.UpdatedAtUnixMs,
+		SchemaVersion: SchemaVersion,
+		UserId:        key.User,
+		ChannelId:     key.Channel,
+		MentionSeqs:   d.Mentions,
 	}
-	if !s.Read.Position.IsZero() {
-		ev.Read = CursorToProto(s.Read)
+	if s := d.Receipt; s != nil {
+		ev.DeviceId, ev.AcceptedAtUnixMs = s.DeviceID, s.UpdatedAtUnixMs
+		if !s.Read.Position.IsZero() {
+			ev.Read = CursorToProto(s.Read)
+		}
+		if !s.Delivered.Position.IsZero() {
+			ev.Delivered = CursorToProto(s.Delivered)
+		}
+		if !s.PrivateRead.Position.IsZero() {
+			ev.PrivateRead = CursorToProto(s.PrivateRead)
+		}
 	}
-	if !s.Delivered.Position.IsZero() {
-		ev.Delivered = CursorToProto(s.Delivered)
+	if m := d.Membership; m != nil {
+		ev.Membership = &receiptsv1.Membership{ChannelId: key.Channel, UserId: key.User, Member: m.Member,
+			VersionSeq: m.VersionSeq, VersionUnixMs: m.VersionUnixMs, JoinSeq: m.JoinSeq}
 	}
 	return ev
 }
 
-// FromProto converts a wire event to a state, without validating it.
+// FromProto converts a wire event's cursors to a state, without
+// validating it.
 func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
 	return receipt.State{
 		Key:             receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()},
 		Read:            CursorFromProto(ev.GetRead()),
+		PrivateRead:     CursorFromProto(ev.GetPrivateRead()),
 		Delivered:       CursorFromProto(ev.GetDelivered()),
 		DeviceID:        ev.GetDeviceId(),
 		UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs(),
 	}
+}
+
+// UserEventFromProto converts a wire event, without validating it:
+// Receipt is set when a cursor carries a position, Membership when the
+// event has one (its ids are the event's: the register's own copies are
+// redundant and ignored).
+func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
+	st := FromProto(ev)
+	d := Decoded{Key: st.Key}
+	if !st.Read.Position.IsZero() || !st.Delivered.Position.IsZero() || !st.PrivateRead.Position.IsZero() {
+		d.Receipt = &st
+	}
+	if len(ev.GetMentionSeqs()) > 0 {
+		d.Mentions = ev.GetMentionSeqs()
+	}
+	if m := ev.GetMembership(); m != nil {
+		d.Membership = &channel.Membership{Key: st.Key, Member: m.GetMember(), VersionSeq: m.GetVersionSeq(),
+			VersionUnixMs: m.GetVersionUnixMs(), JoinSeq: m.GetJoinSeq()}
+	}
+	return d
 }
 
 // CursorToProto converts a cursor to its API form.
@@ -117,6 +301,9 @@ func StateToProto(s receipt.State) *receiptsv1.ChannelState {
 	// An unset cursor is left out rather than shown as position {}.
 	if !s.Read.Position.IsZero() {
 		cs.Read = CursorToProto(s.Read)
+	}
+	if p := s.Canonical().PrivateRead; !p.Position.IsZero() {
+		cs.PrivateRead = CursorToProto(p)
 	}
 	if !s.Delivered.Position.IsZero() {
 		cs.Delivered = CursorToProto(s.Delivered)

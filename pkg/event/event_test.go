@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -26,6 +27,45 @@ func TestRoundTrip(t *testing.T) {
 	got, err := event.Decode(rec)
 	require.NoError(t, err)
 	require.Equal(t, sample(), got)
+}
+
+// Every kind round-trips, a version-1 cursor event (as the previous build
+// wrote it) is still read, and the key's shape tells the kinds apart.
+func TestKindsRoundTrip(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u1", Channel: "c1"}
+	priv := sample()
+	priv.PrivateRead = receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 50}}
+	m := channel.Join(k, 40, 1700000000000, 40)
+	join := receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 40}}}
+	cases := map[string]event.Decoded{
+		"cursors and private read": {Key: k, Receipt: &priv},
+		"head":                     {Channel: &channel.Head{Channel: "c1", Seq: 77, MessageID: "m77", UpdatedAtUnixMs: 5}},
+		"membership and join read": {Key: k, Membership: &m, Receipt: &join},
+		"leave":                    {Key: k, Membership: &channel.Membership{Key: k, VersionSeq: 41, VersionUnixMs: 9}},
+		"mentions":                 {Key: k, Mentions: []int64{77, 78}},
+	}
+	for name, d := range cases {
+		rec, err := event.EncodeDecoded(d)
+		require.NoError(t, err, name)
+		require.Equal(t, d.RecordKey(), string(rec.Key), name)
+		got, err := event.DecodeRecord(rec)
+		require.NoError(t, err, name)
+		require.Equal(t, d, got, name)
+	}
+	head, err := event.EncodeHead(channel.Head{Channel: "c1", Seq: 3})
+	require.NoError(t, err)
+	require.Equal(t, "c1", string(head.Key), "a channel event is keyed by the bare channel id")
+	_, err = event.Decode(head)
+	require.ErrorIs(t, err, event.ErrUndecodable, "Decode reads cursor events only")
+
+	v1 := event.ToProto(sample())
+	v1.SchemaVersion = 1
+	b, err := proto.Marshal(v1)
+	require.NoError(t, err)
+	got, err := event.Decode(&kgo.Record{Key: []byte("u1:c1"), Value: b})
+	require.NoError(t, err)
+	require.Equal(t, sample(), got, "a version-1 event is a plain cursor event")
 }
 
 func TestDecodeRejects(t *testing.T) {
@@ -50,17 +90,50 @@ func TestDecodeRejects(t *testing.T) {
 		b, _ := proto.Marshal(ev)
 		return b
 	}
+	v2 := func(f func(*receiptsv1.ReceiptEvent)) []byte {
+		ev := event.ToProto(sample())
+		f(ev)
+		b, _ := proto.Marshal(ev)
+		return b
+	}
+	ch := func(f func(*receiptsv1.ChannelEvent)) []byte {
+		ev := &receiptsv1.ChannelEvent{SchemaVersion: 2, ChannelId: "c1", Head: &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 5}}}
+		f(ev)
+		b, _ := proto.Marshal(ev)
+		return b
+	}
 	cases := map[string]*kgo.Record{
-		"garbage":         {Key: good.Key, Value: []byte{0xff, 0xff, 0xff, 0x01}},
-		"unknown version": {Key: good.Key, Value: withVersion(7)},
-		"no version":      {Key: good.Key, Value: withVersion(0)},
-		"invalid id":      {Key: []byte("bad:id:c1"), Value: badID()},
-		"key mismatch":    {Key: []byte("u2:c1"), Value: good.Value},
-		"no position":     {Key: good.Key, Value: noPosition()},
-		"too big":         {Key: good.Key, Value: make([]byte, event.MaxValueBytes+1)},
+		"v1 with mentions": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.SchemaVersion = 1; ev.MentionSeqs = []int64{3} })},
+		"v1 with private": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) {
+			ev.SchemaVersion = 1
+			ev.PrivateRead = &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 3}}
+		})},
+		"negative private": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) {
+			ev.PrivateRead = &receiptsv1.Cursor{Position: &receiptsv1.Position{Epoch: -1, Seq: 3}}
+		})},
+		"mention seq 0":     {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.MentionSeqs = []int64{4, 0} })},
+		"too many mentions": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.MentionSeqs = make([]int64, 200) })},
+		"membership without version": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) {
+			ev.Read, ev.Delivered = nil, nil
+			ev.Membership = &receiptsv1.Membership{Member: true}
+		})},
+		"nothing carried":      {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.Read, ev.Delivered = nil, nil })},
+		"head seq 0":           {Key: []byte("c1"), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.Head = nil })},
+		"head with epoch":      {Key: []byte("c1"), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.Head.Position.Epoch = 1 })},
+		"head key mismatch":    {Key: []byte("c2"), Value: ch(func(*receiptsv1.ChannelEvent) {})},
+		"head v1":              {Key: []byte("c1"), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = 1 })},
+		"head empty key":       {Key: []byte(""), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "" })},
+		"user event, bare key": {Key: []byte("u1c1"), Value: good.Value},
+		"garbage":              {Key: good.Key, Value: []byte{0xff, 0xff, 0xff, 0x01}},
+		"unknown version":      {Key: good.Key, Value: withVersion(7)},
+		"no version":           {Key: good.Key, Value: withVersion(0)},
+		"invalid id":           {Key: []byte("bad:id:c1"), Value: badID()},
+		"key mismatch":         {Key: []byte("u2:c1"), Value: good.Value},
+		"no position":          {Key: good.Key, Value: noPosition()},
+		"too big":              {Key: good.Key, Value: make([]byte, event.MaxValueBytes+1)},
 	}
 	for name, rec := range cases {
-		_, err := event.Decode(rec)
+		_, err := event.DecodeRecord(rec)
 		require.ErrorIs(t, err, event.ErrUndecodable, name)
 	}
 }
@@ -90,26 +163,47 @@ func TestDeadLetterEnvelopeRoundTrip(t *testing.T) {
 }
 
 // FuzzDecode: no input may panic the decoder, and whatever it accepts must
-// be a valid state that re-encodes to an equivalent record.
+// be valid and re-encode to an equivalent record, of either kind.
 func FuzzDecode(f *testing.F) {
 	good, _ := event.Encode(sample())
 	f.Add(good.Key, good.Value)
+	k := receipt.Key{User: "u", Channel: "c"}
+	m := channel.Join(k, 4, 5, 4)
+	for _, d := range []event.Decoded{
+		{Channel: &channel.Head{Channel: "c", Seq: 9, MessageID: "m9"}},
+		{Key: k, Membership: &m, Receipt: &receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 4}}}},
+		{Key: k, Mentions: []int64{1, 1 << 62}},
+	} {
+		r, _ := event.EncodeDecoded(d)
+		f.Add(r.Key, r.Value)
+	}
 	f.Add([]byte("u:c"), []byte{})
 	f.Add([]byte("u:c"), []byte{0x08, 0x01})
 	ev := &receiptsv1.ReceiptEvent{SchemaVersion: 2, UserId: "u", ChannelId: "c"}
 	b, _ := proto.Marshal(ev)
 	f.Add([]byte("u:c"), b)
 	f.Fuzz(func(t *testing.T, key, value []byte) {
-		st, err := event.Decode(&kgo.Record{Key: key, Value: value})
+		d, err := event.DecodeRecord(&kgo.Record{Key: key, Value: value})
 		if err != nil {
 			require.ErrorIs(t, err, event.ErrUndecodable)
 			return
 		}
-		require.NoError(t, st.Validate())
-		re, err := event.Encode(st)
+		require.Equal(t, string(key), d.RecordKey())
+		if d.Receipt != nil {
+			require.NoError(t, d.Receipt.Validate())
+		}
+		if d.Channel != nil {
+			require.NoError(t, d.Channel.Validate())
+		}
+		re, err := event.EncodeDecoded(d)
 		require.NoError(t, err)
-		again, err := event.Decode(re)
+		again, err := event.DecodeRecord(re)
 		require.NoError(t, err)
-		require.Equal(t, st, again)
+		require.Equal(t, d, again)
+		if d.Receipt != nil {
+			st, err := event.Decode(re)
+			require.NoError(t, err)
+			require.Equal(t, *d.Receipt, st)
+		}
 	})
 }

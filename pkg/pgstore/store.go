@@ -153,16 +153,14 @@ func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
 	return applied, nil
 }
 
-// upsertSQL writes a whole batch in one statement. Each cursor is a
-// max-register: it takes the incoming (epoch, seq, message id) only when the
-// incoming tuple is greater, so the id never pairs with the wrong seq. The
-// WHERE skips rows where nothing advances, which avoids a dead tuple per
-// duplicate. Rows must be unique per key (ON CONFLICT cannot touch a row
-// twice in one statement): callers dedupe first.
 // mergeSetSQL is the conflict clause of every upsert. Each cursor is a
 // max-register: it takes the incoming (epoch, seq, message id) only when
 // the incoming tuple is greater, so the id never pairs with the wrong seq.
-// The WHERE skips rows where nothing advances, which avoids a dead tuple
+// Delivered needs no "reading implies delivery" here: every row written
+// already satisfies it (receipt.Merge), and the max of two such rows does
+// too. The private read keeps its greatest position (readers drop it when
+// it is not ahead of the read cursor, so a private read behind the stored
+// read alone writes nothing). The WHERE skips rows where nothing advances, which avoids a dead tuple
 // per duplicate. Rows must be unique per key (ON CONFLICT cannot touch a
 // row twice in one statement): callers dedupe first.
 const mergeSetSQL = `
@@ -170,23 +168,29 @@ ON CONFLICT (user_id, channel_id) DO UPDATE SET
     read_epoch      = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_epoch ELSE t.read_epoch END,
     read_seq        = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_seq ELSE t.read_seq END,
     read_message_id = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_message_id ELSE t.read_message_id END,
+    private_read_epoch = CASE WHEN (excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq) THEN excluded.private_read_epoch ELSE t.private_read_epoch END,
+    private_read_seq   = CASE WHEN (excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq) THEN excluded.private_read_seq ELSE t.private_read_seq END,
     delivered_epoch      = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_epoch ELSE t.delivered_epoch END,
     delivered_seq        = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_seq ELSE t.delivered_seq END,
     delivered_message_id = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_message_id ELSE t.delivered_message_id END,
     device_id  = excluded.device_id,
     updated_at = GREATEST(t.updated_at, excluded.updated_at)
 WHERE (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
+   OR ((excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq)
+       AND (excluded.private_read_epoch, excluded.private_read_seq) > (t.read_epoch, t.read_seq))
    OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq)`
 
 // upsertSQL writes a batch in one statement from parameter arrays: the
 // path for small batches (one round trip, no transaction of its own).
 const upsertSQL = `
 INSERT INTO read_receipts AS t (user_id, channel_id, read_epoch, read_seq, read_message_id,
-    delivered_epoch, delivered_seq, delivered_message_id, device_id, updated_at)
-SELECT u, c, re, rs, rm, de, ds, dm, dev, to_timestamp(ts / 1000.0)
+    delivered_epoch, delivered_seq, delivered_message_id, device_id, updated_at,
+    private_read_epoch, private_read_seq)
+SELECT u, c, re, rs, rm, de, ds, dm, dev, to_timestamp(ts / 1000.0), pe, ps
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[],
-            $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::bigint[])
-     AS x(u, c, re, rs, rm, de, ds, dm, dev, ts)` + mergeSetSQL
+            $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::bigint[],
+            $11::bigint[], $12::bigint[])
+     AS x(u, c, re, rs, rm, de, ds, dm, dev, ts, pe, ps)` + mergeSetSQL
 
 // existingSQL returns which of the given keys have a row.
 const existingSQL = `
@@ -195,7 +199,8 @@ JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_
 
 // copyColumns are read_receipts' columns as UpsertBulk COPYs them.
 var copyColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
-	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at"}
+	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at",
+	"private_read_epoch", "private_read_seq"}
 
 // UpsertBulk merges states into read_receipts like Upsert, for batches of
 // thousands of rows, in one transaction: it asks which keys already have a
@@ -266,7 +271,7 @@ func upsertBulk(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (int64, 
 				return []any{st.Key.User, st.Key.Channel,
 					st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
 					st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
-					st.DeviceID, at}, nil
+					st.DeviceID, at, st.PrivateRead.Position.Epoch, st.PrivateRead.Position.Seq}, nil
 			}))
 		if err != nil {
 			return 0, err
@@ -319,12 +324,14 @@ func upsert(ctx context.Context, db execer, states []receipt.State) (int64, erro
 	var (
 		users, channels, readMsgs, delivMsgs, devices       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		readEpochs, readSeqs, delivEpochs, delivSeqs, times = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		privEpochs, privSeqs                                = make([]int64, n), make([]int64, n)
 	)
 	now := time.Now().UnixMilli()
 	for i, st := range sorted {
 		users[i], channels[i] = st.Key.User, st.Key.Channel
 		readEpochs[i], readSeqs[i], readMsgs[i] = st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID
 		delivEpochs[i], delivSeqs[i], delivMsgs[i] = st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID
+		privEpochs[i], privSeqs[i] = st.PrivateRead.Position.Epoch, st.PrivateRead.Position.Seq
 		devices[i] = st.DeviceID
 		times[i] = st.UpdatedAtUnixMs
 		if times[i] <= 0 {
@@ -332,7 +339,7 @@ func upsert(ctx context.Context, db execer, states []receipt.State) (int64, erro
 		}
 	}
 	tag, err := db.Exec(ctx, upsertSQL, users, channels, readEpochs, readSeqs, readMsgs,
-		delivEpochs, delivSeqs, delivMsgs, devices, times)
+		delivEpochs, delivSeqs, delivMsgs, devices, times, privEpochs, privSeqs)
 	if err != nil {
 		return 0, err
 	}
@@ -341,15 +348,17 @@ func upsert(ctx context.Context, db execer, states []receipt.State) (int64, erro
 
 const selectColumns = `user_id, channel_id, read_epoch, read_seq, read_message_id,
     delivered_epoch, delivered_seq, delivered_message_id, device_id,
-    (extract(epoch from updated_at) * 1000)::bigint`
+    (extract(epoch from updated_at) * 1000)::bigint, private_read_epoch, private_read_seq`
 
 func scanState(row pgx.Row) (receipt.State, error) {
 	var s receipt.State
 	err := row.Scan(&s.Key.User, &s.Key.Channel,
 		&s.Read.Position.Epoch, &s.Read.Position.Seq, &s.Read.MessageID,
 		&s.Delivered.Position.Epoch, &s.Delivered.Position.Seq, &s.Delivered.MessageID,
-		&s.DeviceID, &s.UpdatedAtUnixMs)
-	return s, err
+		&s.DeviceID, &s.UpdatedAtUnixMs, &s.PrivateRead.Position.Epoch, &s.PrivateRead.Position.Seq)
+	// The column keeps the greatest private position merged; the state
+	// holds it only while it is ahead of the read cursor.
+	return s.Canonical(), err
 }
 
 // MaxChannelsPerRead bounds how many rows one user read returns.

@@ -125,15 +125,19 @@ func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
 	_, err := s.Upsert(ctx, []receipt.State{st("b", "c1", 10, 10, "m10"), st("b", "c2", 10, 10, "m10")})
 	require.NoError(t, err)
 
+	priv := func(s receipt.State, e, seq int64) receipt.State {
+		s.PrivateRead = receipt.Cursor{Position: receipt.Position{Epoch: e, Seq: seq}}
+		return s
+	}
 	batch := []receipt.State{
-		st("b", "c1", 12, 12, "m12"), // existing, advances
-		st("b", "c2", 7, 7, "m7"),    // existing, stale
-		st("a", "c1", 3, 5, "m3"),    // new (and out of key order)
-		st("z", "c9", 1, 1, "m1"),    // new
+		st("b", "c1", 12, 12, "m12"),          // existing, advances
+		priv(st("b", "c2", 7, 7, "m7"), 0, 8), // existing: stale read, private read ahead of the stored read
+		st("a", "c1", 3, 5, "m3"),             // new (and out of key order)
+		priv(st("z", "c9", 1, 1, "m1"), 1, 0), // new, private read at the next epoch
 	}
 	n, err := s.UpsertBulk(ctx, batch)
 	require.NoError(t, err)
-	require.EqualValues(t, 3, n, "two inserts and one advance; the stale row changes nothing")
+	require.EqualValues(t, 3, n, "two inserts and one advance; a private read behind the stored read changes nothing")
 	got := map[receipt.Key]receipt.State{}
 	for _, u := range []string{"a", "b", "z"} {
 		rows, err := s.Get(ctx, u, nil)
@@ -147,6 +151,8 @@ func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
 	require.Equal(t, "m12", got[receipt.Key{User: "b", Channel: "c1"}].Read.MessageID)
 	require.Equal(t, int64(10), got[receipt.Key{User: "b", Channel: "c2"}].Read.Position.Seq)
 	require.Equal(t, int64(5), got[receipt.Key{User: "a", Channel: "c1"}].Delivered.Position.Seq)
+	require.Equal(t, receipt.Position{Seq: 10}, got[receipt.Key{User: "b", Channel: "c2"}].EffectiveRead(), "a private read behind the stored read is dropped")
+	require.Equal(t, receipt.Position{Epoch: 1}, got[receipt.Key{User: "z", Channel: "c9"}].EffectiveRead(), "COPY carries the private read")
 
 	// Rejected data is classified as from Upsert.
 	_, err = s.UpsertBulk(ctx, []receipt.State{st("n", "c", -1, 0, "")})

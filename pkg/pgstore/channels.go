@@ -1,0 +1,275 @@
+package pgstore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The tables of migration 0004: channel heads (a max-register), channel
+// members (a versioned register) and mentions (a set kept to each key's
+// newest cap+1). Each write is one statement per call from parameter
+// arrays, with the rows in key order, and merges by the rule of
+// pkg/channel, so duplicates, reordering and replays are harmless; callers
+// dedupe per key first (ON CONFLICT cannot touch a row twice in one
+// statement).
+
+const upsertHeadsSQL = `
+INSERT INTO channel_heads AS t (channel_id, head_seq, head_message_id, updated_at)
+SELECT c, s, m, to_timestamp(ts / 1000.0)
+FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS x(c, s, m, ts)
+ON CONFLICT (channel_id) DO UPDATE SET
+    head_seq = excluded.head_seq, head_message_id = excluded.head_message_id,
+    updated_at = GREATEST(t.updated_at, excluded.updated_at)
+WHERE excluded.head_seq > t.head_seq`
+
+// UpsertHeads max-merges heads into channel_heads in one statement and
+// returns how many rows changed. Heads must be unique per channel.
+func (s *Store) UpsertHeads(ctx context.Context, heads []channel.Head) (int64, error) {
+	if len(heads) == 0 {
+		return 0, nil
+	}
+	sorted := slices.Clone(heads)
+	slices.SortFunc(sorted, func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) })
+	n := len(sorted)
+	chs, seqs, msgs, times := make([]string, n), make([]int64, n), make([]string, n), make([]int64, n)
+	now := time.Now().UnixMilli()
+	for i, h := range sorted {
+		chs[i], seqs[i], msgs[i], times[i] = h.Channel, h.Seq, h.MessageID, h.UpdatedAtUnixMs
+		if times[i] <= 0 {
+			times[i] = now
+		}
+	}
+	tag, err := s.pool.Exec(ctx, upsertHeadsSQL, chs, seqs, msgs, times)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const upsertMembersSQL = `
+INSERT INTO channel_members AS t (channel_id, user_id, member, version_seq, version_ms, join_seq)
+SELECT c, u, m, vs, vm, js
+FROM unnest($1::text[], $2::text[], $3::boolean[], $4::bigint[], $5::bigint[], $6::bigint[]) AS x(c, u, m, vs, vm, js)
+ON CONFLICT (channel_id, user_id) DO UPDATE SET
+    member = excluded.member, version_seq = excluded.version_seq,
+    version_ms = excluded.version_ms, join_seq = excluded.join_seq
+WHERE (excluded.version_seq, excluded.version_ms, excluded.member, excluded.join_seq)
+    > (t.version_seq, t.version_ms, t.member, t.join_seq)`
+
+// CompareMembers orders registers by key (channel, then user): the order
+// of channel_members' primary key, in which rows are written and paged.
+func CompareMembers(a, b channel.Membership) int {
+	if c := strings.Compare(a.Key.Channel, b.Key.Channel); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Key.User, b.Key.User)
+}
+
+// UpsertMembers merges membership registers into channel_members in one
+// statement (the greater register wins, channel.Membership.Compare: the
+// tuple order of the guard is the same, false < true) and returns how many
+// rows changed. Registers must be unique per key.
+func (s *Store) UpsertMembers(ctx context.Context, regs []channel.Membership) (int64, error) {
+	if len(regs) == 0 {
+		return 0, nil
+	}
+	sorted := slices.Clone(regs)
+	slices.SortFunc(sorted, CompareMembers)
+	n := len(sorted)
+	chs, users, members := make([]string, n), make([]string, n), make([]bool, n)
+	vs, vm, js := make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, m := range sorted {
+		chs[i], users[i], members[i] = m.Key.Channel, m.Key.User, m.Member
+		vs[i], vm[i], js[i] = m.VersionSeq, m.VersionUnixMs, m.JoinSeq
+	}
+	tag, err := s.pool.Exec(ctx, upsertMembersSQL, chs, users, members, vs, vm, js)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const insertMentionsSQL = `
+INSERT INTO mentions (user_id, channel_id, seq)
+SELECT u, c, s FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(u, c, s)
+ORDER BY u, c, s
+ON CONFLICT DO NOTHING`
+
+// InsertMentions adds mention seqs (a set union: an existing seq is left
+// alone) in one statement and returns how many rows were new.
+func (s *Store) InsertMentions(ctx context.Context, ms []channel.Mentions) (int64, error) {
+	var users, chs []string
+	var seqs []int64
+	for _, m := range ms {
+		for _, q := range m.Seqs {
+			users, chs, seqs = append(users, m.Key.User), append(chs, m.Key.Channel), append(seqs, q)
+		}
+	}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, insertMentionsSQL, users, chs, seqs)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// trimMentionsSQL deletes, for each listed key, the seqs below its
+// (cap+1)-th newest: what is left is the newest cap+1 (a backward walk of
+// the primary key per key).
+const trimMentionsSQL = `
+DELETE FROM mentions m USING unnest($1::text[], $2::text[]) AS k(u, c)
+WHERE m.user_id = k.u AND m.channel_id = k.c
+  AND m.seq < (SELECT x.seq FROM mentions x WHERE x.user_id = k.u AND x.channel_id = k.c
+               ORDER BY x.seq DESC OFFSET $3 LIMIT 1)`
+
+// TrimMentions deletes, in one statement, the mentions of the listed keys
+// that are no longer among their key's newest cap+1 (the retention of
+// channel.Mentions), and returns how many rows went. Readers take the
+// newest cap+1 themselves, so a trim that lags changes no count.
+func (s *Store) TrimMentions(ctx context.Context, keys []receipt.Key, mentionCap int) (int64, error) {
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	sorted := slices.Clone(keys)
+	slices.SortFunc(sorted, receipt.Key.Compare)
+	users, chs := make([]string, len(sorted)), make([]string, len(sorted))
+	for i, k := range sorted {
+		users[i], chs[i] = k.User, k.Channel
+	}
+	tag, err := s.pool.Exec(ctx, trimMentionsSQL, users, chs, mentionCap)
+	if err != nil {
+		return 0, classify(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const headColumns = `channel_id, head_seq, head_message_id, (extract(epoch from updated_at) * 1000)::bigint`
+
+func scanHead(row pgx.CollectableRow) (channel.Head, error) {
+	var h channel.Head
+	err := row.Scan(&h.Channel, &h.Seq, &h.MessageID, &h.UpdatedAtUnixMs)
+	return h, err
+}
+
+// Heads returns the heads of the listed channels that have one, in
+// channel order.
+func (s *Store) Heads(ctx context.Context, channels []string) ([]channel.Head, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+headColumns+` FROM channel_heads WHERE channel_id = ANY($1) ORDER BY channel_id`, channels)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, scanHead)
+	return out, classify(err)
+}
+
+// HeadsPage returns up to limit heads of channels after the given one, in
+// channel order: the drift sweep's walk ("" starts at the beginning).
+func (s *Store) HeadsPage(ctx context.Context, after string, limit int) ([]channel.Head, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+headColumns+` FROM channel_heads WHERE channel_id > $1 ORDER BY channel_id LIMIT $2`, after, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, scanHead)
+	return out, classify(err)
+}
+
+const memberColumns = `channel_id, user_id, member, version_seq, version_ms, join_seq`
+
+func scanMember(row pgx.CollectableRow) (channel.Membership, error) {
+	var m channel.Membership
+	err := row.Scan(&m.Key.Channel, &m.Key.User, &m.Member, &m.VersionSeq, &m.VersionUnixMs, &m.JoinSeq)
+	return m, err
+}
+
+func (s *Store) members(ctx context.Context, sql string, args ...any) ([]channel.Membership, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, scanMember)
+	return out, classify(err)
+}
+
+// Memberships returns a user's registers (left channels included), for
+// all channels (at most MaxChannelsPerRead) or the listed ones, in channel
+// order.
+func (s *Store) Memberships(ctx context.Context, user string, channels []string) ([]channel.Membership, error) {
+	if len(channels) == 0 {
+		return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members WHERE user_id = $1 ORDER BY channel_id LIMIT $2`, user, MaxChannelsPerRead)
+	}
+	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members WHERE user_id = $1 AND channel_id = ANY($2) ORDER BY channel_id`, user, channels)
+}
+
+// ChannelMembers returns up to limit registers of a channel with user ids
+// after afterUser, in user order; membersOnly leaves out those who left.
+func (s *Store) ChannelMembers(ctx context.Context, ch, afterUser string, limit int, membersOnly bool) ([]channel.Membership, error) {
+	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members
+		WHERE channel_id = $1 AND user_id > $2 AND (member OR NOT $4) ORDER BY user_id LIMIT $3`, ch, afterUser, limit, membersOnly)
+}
+
+// MemberCount returns how many users are members of a channel now.
+func (s *Store) MemberCount(ctx context.Context, ch string) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM channel_members WHERE channel_id = $1 AND member`, ch).Scan(&n)
+	return n, classify(err)
+}
+
+// MembersPage returns up to limit registers with keys after the given one
+// in (channel, user) order: the drift sweep's walk.
+func (s *Store) MembersPage(ctx context.Context, after receipt.Key, limit int) ([]channel.Membership, error) {
+	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members
+		WHERE (channel_id, user_id) > ($1, $2) ORDER BY channel_id, user_id LIMIT $3`, after.Channel, after.User, limit)
+}
+
+func collectMentions(rows pgx.Rows) ([]channel.Mentions, error) {
+	var out []channel.Mentions
+	var k receipt.Key
+	var seq int64
+	_, err := pgx.ForEachRow(rows, []any{&k.User, &k.Channel, &seq}, func() error {
+		if n := len(out); n == 0 || out[n-1].Key != k {
+			out = append(out, channel.Mentions{Key: k})
+		}
+		out[len(out)-1].Seqs = append(out[len(out)-1].Seqs, seq)
+		return nil
+	})
+	return out, classify(err)
+}
+
+// Mentions returns a user's mentions per channel, each key's newest
+// cap+1 seqs ascending (what the real-time store keeps), for all channels
+// or the listed ones, in channel order.
+func (s *Store) Mentions(ctx context.Context, user string, channels []string, mentionCap int) ([]channel.Mentions, error) {
+	rows, err := s.pool.Query(ctx, `SELECT user_id, channel_id, seq FROM (
+		SELECT user_id, channel_id, seq, row_number() OVER (PARTITION BY channel_id ORDER BY seq DESC) AS rn
+		FROM mentions WHERE user_id = $1 AND (coalesce(cardinality($2::text[]), 0) = 0 OR channel_id = ANY($2))) r
+		WHERE rn <= $3 + 1 ORDER BY channel_id, seq`, user, channels, mentionCap)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collectMentions(rows)
+}
+
+// MentionsPage returns the mentions of up to limit keys after the given
+// one, in key order, each key's newest cap+1 seqs ascending: the drift
+// sweep's walk.
+func (s *Store) MentionsPage(ctx context.Context, after receipt.Key, limit, mentionCap int) ([]channel.Mentions, error) {
+	rows, err := s.pool.Query(ctx, `SELECT k.user_id, k.channel_id, s.seq FROM (
+		SELECT DISTINCT user_id, channel_id FROM mentions WHERE (user_id, channel_id) > ($1, $2)
+		ORDER BY user_id, channel_id LIMIT $3) k
+		CROSS JOIN LATERAL (SELECT seq FROM mentions m WHERE m.user_id = k.user_id AND m.channel_id = k.channel_id
+			ORDER BY seq DESC LIMIT $4 + 1) s
+		ORDER BY 1, 2, 3`, after.User, after.Channel, limit, mentionCap)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collectMentions(rows)
+}

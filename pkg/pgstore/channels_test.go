@@ -1,0 +1,191 @@
+package pgstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+func pos(e, s int64) receipt.Cursor {
+	c := receipt.Cursor{Position: receipt.Position{Epoch: e, Seq: s}}
+	if s > 0 {
+		c.MessageID = "m" + strconv.FormatInt(e, 10) + "." + strconv.FormatInt(s, 10)
+	}
+	return c
+}
+
+// The SQL merges agree with the Go rules (receipt.Merge, channel.MergeHead,
+// channel.MergeMembership, channel.MergeMentions): random events, one
+// statement each in random order with duplicates, end with the state the
+// Go fold computes.
+func TestSQLMergesMatchTheRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	rng := rand.New(rand.NewPCG(5, 6))
+	const capN = 4
+	for trial := range 40 {
+		ch := "c" + strconv.Itoa(trial)
+		k := receipt.Key{User: "u" + strconv.Itoa(trial%7), Channel: ch}
+		n := 1 + rng.IntN(8)
+		states := make([]receipt.State, n)
+		heads := make([]channel.Head, n)
+		regs := make([]channel.Membership, n)
+		mentions := make([][]int64, n)
+		for i := range n {
+			states[i] = receipt.State{Key: k, Read: pos(rng.Int64N(3), rng.Int64N(20)), Delivered: pos(0, rng.Int64N(20)), DeviceID: "d", UpdatedAtUnixMs: 1000}
+			if rng.IntN(2) == 0 {
+				states[i].PrivateRead = receipt.Cursor{Position: receipt.Position{Epoch: rng.Int64N(3), Seq: rng.Int64N(25)}}
+			}
+			states[i], _ = receipt.Merge(receipt.State{}, states[i]) // as the persister writes a row
+			if states[i].Validate() != nil {
+				states[i].Delivered = pos(0, 1)
+			}
+			heads[i] = channel.Head{Channel: ch, Seq: 1 + rng.Int64N(30), UpdatedAtUnixMs: 1000}
+			heads[i].MessageID = "h" + strconv.FormatInt(heads[i].Seq, 10)
+			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
+			for range rng.IntN(4) {
+				mentions[i] = append(mentions[i], 1+rng.Int64N(12))
+			}
+		}
+		order := rng.Perm(n)
+		order = append(order, order[:rng.IntN(n+1)]...)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+
+		var wantSt receipt.State
+		var wantHead channel.Head
+		var wantReg channel.Membership
+		var wantMn []int64
+		for _, i := range order {
+			wantSt, _ = receipt.Merge(wantSt, states[i])
+			wantHead, _ = channel.MergeHead(wantHead, heads[i])
+			wantReg, _ = channel.MergeMembership(wantReg, regs[i])
+			wantMn = channel.MergeMentions(wantMn, mentions[i], capN)
+
+			_, err := s.Upsert(ctx, []receipt.State{states[i]})
+			require.NoError(t, err)
+			_, err = s.UpsertHeads(ctx, []channel.Head{heads[i]})
+			require.NoError(t, err)
+			_, err = s.UpsertMembers(ctx, []channel.Membership{regs[i]})
+			require.NoError(t, err)
+			_, err = s.InsertMentions(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}})
+			require.NoError(t, err)
+			if rng.IntN(3) == 0 { // trims at random moments change no answer
+				_, err = s.TrimMentions(ctx, []receipt.Key{k}, capN)
+				require.NoError(t, err)
+			}
+		}
+		got, err := s.Get(ctx, k.User, []string{ch})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.True(t, got[0].SameCursors(wantSt), "trial %d: %+v vs %+v", trial, got[0], wantSt)
+		require.Equal(t, wantSt.Read, got[0].Read)
+		require.Equal(t, wantSt.EffectiveRead(), got[0].EffectiveRead())
+
+		h, err := s.Heads(ctx, []string{ch, "nope"})
+		require.NoError(t, err)
+		require.Equal(t, []channel.Head{wantHead}, h, "trial %d", trial)
+
+		m, err := s.Memberships(ctx, k.User, []string{ch})
+		require.NoError(t, err)
+		require.Equal(t, []channel.Membership{wantReg}, m, "trial %d", trial)
+
+		mn, err := s.Mentions(ctx, k.User, []string{ch}, capN)
+		require.NoError(t, err)
+		if wantMn == nil {
+			require.Empty(t, mn)
+			continue
+		}
+		require.Equal(t, []channel.Mentions{{Key: k, Seqs: wantMn}}, mn, "trial %d", trial)
+		_, err = s.TrimMentions(ctx, []receipt.Key{k}, capN)
+		require.NoError(t, err)
+		var left int
+		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM mentions WHERE user_id = $1 AND channel_id = $2`, k.User, k.Channel).Scan(&left))
+		require.Equal(t, len(wantMn), left, "the trim keeps exactly the newest cap+1")
+	}
+}
+
+func TestChannelReadsAndPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	var regs []channel.Membership
+	for i := range 5 {
+		regs = append(regs, channel.Join(receipt.Key{User: "u" + strconv.Itoa(i), Channel: "g"}, 1, 1, 1))
+	}
+	regs = append(regs, channel.Leave(receipt.Key{User: "u9", Channel: "g"}, 2, 2), channel.Join(receipt.Key{User: "u0", Channel: "h"}, 1, 1, 0))
+	n, err := s.UpsertMembers(ctx, regs)
+	require.NoError(t, err)
+	require.EqualValues(t, 7, n)
+	n, err = s.UpsertMembers(ctx, regs)
+	require.NoError(t, err)
+	require.Zero(t, n, "a replay changes nothing")
+
+	count, err := s.MemberCount(ctx, "g")
+	require.NoError(t, err)
+	require.EqualValues(t, 5, count)
+	page, err := s.ChannelMembers(ctx, "g", "u1", 2, true)
+	require.NoError(t, err)
+	require.Equal(t, regs[2:4], page)
+	all, err := s.ChannelMembers(ctx, "g", "", 100, false)
+	require.NoError(t, err)
+	require.Len(t, all, 6)
+	mine, err := s.Memberships(ctx, "u0", nil)
+	require.NoError(t, err)
+	require.Len(t, mine, 2)
+
+	var walked []channel.Membership
+	var after receipt.Key
+	for {
+		p, err := s.MembersPage(ctx, after, 3)
+		require.NoError(t, err)
+		if len(p) == 0 {
+			break
+		}
+		walked = append(walked, p...)
+		after = p[len(p)-1].Key
+	}
+	want := slices.Clone(regs)
+	slices.SortFunc(want, pgstore.CompareMembers)
+	require.Equal(t, want, walked)
+
+	_, err = s.UpsertHeads(ctx, []channel.Head{{Channel: "a", Seq: 1}, {Channel: "b", Seq: 2}, {Channel: "c", Seq: 3}})
+	require.NoError(t, err)
+	hp, err := s.HeadsPage(ctx, "a", 10)
+	require.NoError(t, err)
+	require.Len(t, hp, 2)
+	require.Equal(t, "b", hp[0].Channel)
+
+	_, err = s.InsertMentions(ctx, []channel.Mentions{
+		{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{1, 2, 3, 4, 5}},
+		{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}},
+		{Key: receipt.Key{User: "u2", Channel: "a"}, Seqs: []int64{7}},
+	})
+	require.NoError(t, err)
+	mp, err := s.MentionsPage(ctx, receipt.Key{User: "u1", Channel: "a"}, 10, 2)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}}, {Key: receipt.Key{User: "u2", Channel: "a"}, Seqs: []int64{7}}}, mp)
+	mp, err = s.MentionsPage(ctx, receipt.Key{}, 1, 2)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{3, 4, 5}}}, mp, "newest cap+1")
+	mine2, err := s.Mentions(ctx, "u1", nil, 2)
+	require.NoError(t, err)
+	require.Len(t, mine2, 2)
+
+	// A bounded CHECK rejects bad rows (the persister dead-letters them).
+	_, err = s.UpsertHeads(ctx, []channel.Head{{Channel: "x", Seq: 0}})
+	require.ErrorIs(t, err, pgstore.ErrRejected)
+	_, err = s.InsertMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "x"}, Seqs: []int64{-1}}})
+	require.ErrorIs(t, err, pgstore.ErrRejected)
+	_, err = s.UpsertMembers(ctx, []channel.Membership{{Key: receipt.Key{User: "u", Channel: "x"}, VersionSeq: -1}})
+	require.ErrorIs(t, err, pgstore.ErrRejected)
+}

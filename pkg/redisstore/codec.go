@@ -15,7 +15,7 @@ import (
 //
 // Compact: fields separated by one space,
 //
-//	READ SP READ_MSG SP DEVICE SP UPDATED_MS [SP DELIVERED SP DELIVERED_MSG]
+//	READ SP READ_MSG SP DEVICE SP UPDATED_MS [SP DELIVERED SP DELIVERED_MSG] [SP PRIVATE_READ]
 //
 // where READ and DELIVERED are positions, [EPOCH "."] SEQ with EPOCH omitted
 // when 0; every number (EPOCH, SEQ, UPDATED_MS) is base 62 with the digits
@@ -23,7 +23,10 @@ import (
 // exactly as strings (longer is greater, then byte by byte), int64 included,
 // without Lua's doubles; the delivered pair is omitted when it equals the
 // read cursor (position and message id), the common case since reading
-// implies delivery; ids are stored as they are, possibly empty, and never
+// implies delivery; PRIVATE_READ is a position, without message id, present
+// only while the private read is ahead of the read cursor (4 or 6 fields
+// without it, as the previous build wrote them; 5 or 7 with it); ids are
+// stored as they are, possibly empty, and never
 // contain a space (receipt.ValidateID rejects whitespace; Merge and Hydrate
 // refuse them). It needs no version tag: it never contains ':', and every v1
 // value starts with "v1:".
@@ -104,33 +107,72 @@ func parsePos(s string) (receipt.Position, error) {
 }
 
 // encodeValue is the compact value of what merging st into an empty field
-// stores: the delivered cursor raised to the read one, a cursor without a
-// position dropped with its id, and "" (nothing to store) when neither
-// cursor has a position. It refuses what the layout cannot hold: negative
-// numbers and ids with a space.
+// stores (receipt.Merge into the zero state: delivered raised to the read
+// seq, a private read not ahead of the read dropped, a cursor without a
+// position dropped with its id), and "" (nothing to store) when no cursor
+// has a position. The private read is stored without its message id. It
+// refuses what the layout cannot hold: negative numbers (EpochCurrent
+// included: see encodeMark) and ids with a space.
 func encodeValue(st receipt.State) (string, error) {
-	for _, n := range []int64{st.Read.Position.Epoch, st.Read.Position.Seq, st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.UpdatedAtUnixMs} {
+	if err := storable(st, false); err != nil {
+		return "", err
+	}
+	merged, moved := receipt.Merge(receipt.State{Key: st.Key}, st)
+	if !moved {
+		return "", nil
+	}
+	merged.PrivateRead.MessageID = ""
+	return string(appendValue(nil, merged)), nil
+}
+
+// encodeMark is the value of an incoming mark as the merge script reads
+// it, as it is: the read and private read epochs may be
+// receipt.EpochCurrent, written "-", which the script resolves to the
+// stored read epoch.
+func encodeMark(st receipt.State) (string, error) {
+	if err := storable(st, true); err != nil {
+		return "", err
+	}
+	if st.Read.Position.IsZero() && st.Delivered.Position.IsZero() && st.PrivateRead.Position.IsZero() {
+		return "", nil
+	}
+	return string(appendValue(nil, st)), nil
+}
+
+// storable refuses what the layout cannot hold; marks may carry
+// EpochCurrent in their read and private read epochs.
+func storable(st receipt.State, mark bool) error {
+	minEpoch := int64(0)
+	if mark {
+		minEpoch = receipt.EpochCurrent
+	}
+	for _, n := range []int64{st.Read.Position.Seq, st.PrivateRead.Position.Seq, st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.UpdatedAtUnixMs} {
 		if n < 0 {
-			return "", fmt.Errorf("storing %s in redis: negative position or time in %+v", st.Key.KafkaKey(), st)
+			return fmt.Errorf("storing %s in redis: negative position or time in %+v", st.Key.KafkaKey(), st)
 		}
+	}
+	if st.Read.Position.Epoch < minEpoch || st.PrivateRead.Position.Epoch < minEpoch {
+		return fmt.Errorf("storing %s in redis: negative epoch in %+v", st.Key.KafkaKey(), st)
 	}
 	for _, id := range []string{st.Read.MessageID, st.Delivered.MessageID, st.DeviceID} {
 		if strings.IndexByte(id, ' ') >= 0 {
-			return "", fmt.Errorf("storing %s in redis: id %q contains a space", st.Key.KafkaKey(), id)
+			return fmt.Errorf("storing %s in redis: id %q contains a space", st.Key.KafkaKey(), id)
 		}
 	}
-	if st.Read.Position.IsZero() {
-		st.Read = receipt.Cursor{}
+	return nil
+}
+
+func appendMarkPos(b []byte, p receipt.Position) []byte {
+	if p.Epoch == receipt.EpochCurrent {
+		b = append(b, '-', '.')
+		return appendB62(b, p.Seq)
 	}
-	if st.Delivered.Position.IsZero() {
-		st.Delivered = receipt.Cursor{}
-	}
-	st.Delivered = receipt.MaxCursor(st.Delivered, st.Read)
-	if st.Delivered.Position.IsZero() {
-		return "", nil
-	}
-	b := make([]byte, 0, 24+len(st.Read.MessageID)+len(st.DeviceID))
-	b = appendPos(b, st.Read.Position)
+	return appendPos(b, p)
+}
+
+// appendValue appends the compact layout of st as it is.
+func appendValue(b []byte, st receipt.State) []byte {
+	b = appendMarkPos(b, st.Read.Position)
 	b = append(b, ' ')
 	b = append(b, st.Read.MessageID...)
 	b = append(b, ' ')
@@ -143,7 +185,11 @@ func encodeValue(st receipt.State) (string, error) {
 		b = append(b, ' ')
 		b = append(b, st.Delivered.MessageID...)
 	}
-	return string(b), nil
+	if !st.PrivateRead.Position.IsZero() {
+		b = append(b, ' ')
+		b = appendMarkPos(b, st.PrivateRead.Position)
+	}
+	return b
 }
 
 // decodeValue decodes a stored value of either layout ("" is no state).
@@ -154,7 +200,7 @@ func decodeValue(k receipt.Key, v string) (receipt.State, error) {
 	case strings.HasPrefix(v, "v1:"):
 		return decodeV1(k, v)
 	}
-	var f [6]string
+	var f [7]string
 	n := 0 // fields seen
 	for rest := v; ; n++ {
 		i := strings.IndexByte(rest, ' ')
@@ -173,8 +219,8 @@ func decodeValue(k receipt.Key, v string) (receipt.State, error) {
 	bad := func(err error) (receipt.State, error) {
 		return receipt.State{}, fmt.Errorf("decoding redis value for %s: unexpected %q: %w", k.KafkaKey(), v, err)
 	}
-	if n != 4 && n != 6 {
-		return bad(fmt.Errorf("%d fields, want 4 or 6", n))
+	if n < 4 || n > 7 {
+		return bad(fmt.Errorf("%d fields, want 4 to 7", n))
 	}
 	st := receipt.State{Key: k, DeviceID: f[2]}
 	var err error
@@ -186,11 +232,16 @@ func decodeValue(k receipt.Key, v string) (receipt.State, error) {
 		return bad(err)
 	}
 	st.Delivered = st.Read
-	if n == 6 {
+	if n >= 6 {
 		if st.Delivered.Position, err = parsePos(f[4]); err != nil {
 			return bad(err)
 		}
 		st.Delivered.MessageID = f[5]
+	}
+	if n == 5 || n == 7 {
+		if st.PrivateRead.Position, err = parsePos(f[n-1]); err != nil {
+			return bad(err)
+		}
 	}
 	return st, nil
 }

@@ -66,9 +66,16 @@ func TestEncodeValueLayout(t *testing.T) {
 		// a read position without an id is dropped with it
 		{receipt.State{Key: k, Read: cur(0, 0, "x"), Delivered: cur(0, 18, "m18")}, "0   0 I m18"},
 		// epochs; same position, different ids: both kept
-		{receipt.State{Key: k, Read: cur(1, 16, "a"), Delivered: cur(2, 3, "b"), DeviceID: "d"}, "1.G a d 0 2.3 b"},
+		// (a delivered epoch, which only legacy values hold, is kept; the
+		// read raises its seq)
+		{receipt.State{Key: k, Read: cur(1, 16, "a"), Delivered: cur(2, 3, "b"), DeviceID: "d"}, "1.G a d 0 2.G a"},
+		// the private read: a position without id, while ahead of read
+		{receipt.State{Key: k, Read: cur(0, 10, "m10"), PrivateRead: cur(0, 12, "x")}, "A m10  0 C"},
+		{receipt.State{Key: k, Read: cur(1, 4, "m4"), Delivered: cur(0, 10, "m10"), PrivateRead: cur(1, 6, "")}, "1.4 m4  0 A m10 1.6"},
+		{receipt.State{Key: k, Read: cur(0, 10, "m10"), PrivateRead: cur(0, 5, "")}, "A m10  0"},
+		{receipt.State{Key: k, PrivateRead: cur(0, 5, "")}, "0   0 5"},
 		{receipt.State{Key: k, Read: cur(1, 16, "a"), Delivered: cur(1, 16, "b")}, "1.G a  0 1.G b"},
-		{receipt.State{Key: k, Read: cur(math.MaxInt64, math.MaxInt64, "")}, "AzL8n0Y58m7.AzL8n0Y58m7   0"},
+		{receipt.State{Key: k, Read: cur(math.MaxInt64, math.MaxInt64, "")}, "AzL8n0Y58m7.AzL8n0Y58m7   0 AzL8n0Y58m7 "},
 		// nothing to store
 		{receipt.State{Key: k, Read: cur(0, 0, "x"), DeviceID: "d"}, ""},
 	}
@@ -81,11 +88,8 @@ func TestEncodeValueLayout(t *testing.T) {
 		}
 		back, err := decodeValue(k, got)
 		require.NoError(t, err)
-		want := c.st
-		if want.Read.Position.IsZero() {
-			want.Read = receipt.Cursor{}
-		}
-		want.Delivered = receipt.MaxCursor(want.Delivered, want.Read)
+		want, _ := receipt.Merge(receipt.State{Key: k}, c.st)
+		want.PrivateRead.MessageID = ""
 		require.Equal(t, want, back)
 	}
 	for _, bad := range []receipt.State{
@@ -98,7 +102,7 @@ func TestEncodeValueLayout(t *testing.T) {
 		_, err := encodeValue(bad)
 		require.Error(t, err, "%+v", bad)
 	}
-	for _, bad := range []string{"x", "1 a b", "1 a b c d", "1 a b c d e f", "1 a b zzzzzzzzzzzz", "1.1.1 a b 0", "v1:1:2", "-1 a b 0"} {
+	for _, bad := range []string{"x", "1 a b", "1 a b c d e f g h", "1 a b zzzzzzzzzzzz", "1.1.1 a b 0", "v1:1:2", "-1 a b 0", "1 a b 0 -", "1 a b 0 2 m -"} {
 		_, err := decodeValue(k, bad)
 		require.Error(t, err, "%q", bad)
 	}
@@ -201,10 +205,18 @@ func randState(rng *rand.Rand, k receipt.Key, base int64, anyID bool) receipt.St
 		}
 		return receipt.Cursor{Position: p, MessageID: id}
 	}
-	st := receipt.State{Key: k, Read: c(), Delivered: c(), DeviceID: "d" + strconv.Itoa(rng.IntN(3)),
+	deliv := c()
+	deliv.Position.Epoch = 0 // there is no mark-undelivered
+	if deliv.Position.Seq%5 != 0 && deliv.Position.Seq != 0 {
+		deliv.MessageID = "m0." + strconv.FormatInt(deliv.Position.Seq, 10)
+	}
+	st := receipt.State{Key: k, Read: c(), Delivered: deliv, DeviceID: "d" + strconv.Itoa(rng.IntN(3)),
 		UpdatedAtUnixMs: []int64{0, 61, 62, 3843, 3844, 1795416092504, 1795416092504 + rng.Int64N(1000)}[rng.IntN(7)]}
 	if rng.IntN(8) == 0 {
 		st.DeviceID = ""
+	}
+	if rng.IntN(3) == 0 { // the stores keep a private read's position only
+		st.PrivateRead = receipt.Cursor{Position: receipt.Position{Epoch: rng.Int64N(3), Seq: base + rng.Int64N(30)}}
 	}
 	return st
 }
@@ -233,13 +245,22 @@ func TestMergeMatchesModel(t *testing.T) {
 		// whole batch with duplicates.
 		first := []string{"compact", "v1"}[trial%2]
 		model := receipt.State{Key: key}
+		if first == "v1" {
+			// The previous build wrote epoch 0 only (no mark-unread),
+			// and no private read.
+			events[0].Read.Position.Epoch = 0
+			events[0].PrivateRead = receipt.Cursor{}
+			if events[0].Read.MessageID != "" {
+				events[0].Read.MessageID = "m0." + strconv.FormatInt(events[0].Read.Position.Seq, 10)
+			}
+		}
 		for i, e := range events {
 			w := s
 			if i == 0 {
 				w = store(first)
 			}
 			want, adv := receipt.Merge(model, e)
-			if want.Read.Position.IsZero() && want.Delivered.Position.IsZero() {
+			if want.Read.Position.IsZero() && want.Delivered.Position.IsZero() && want.PrivateRead.Position.IsZero() {
 				// nothing stored yet: Get and Merge answer the zero state
 				want = receipt.State{Key: key}
 			}
@@ -248,7 +269,7 @@ func TestMergeMatchesModel(t *testing.T) {
 			require.Equal(t, want, res.State, "trial %d step %d (%s): %+v into %+v", trial, i, first, e, model)
 			model = want
 		}
-		if !model.Delivered.Position.IsZero() {
+		if !model.Delivered.Position.IsZero() || !model.PrivateRead.Position.IsZero() {
 			got, _, err := s.Get(ctx, key.User, []string{"c"})
 			require.NoError(t, err)
 			require.Equal(t, []receipt.State{model}, got, "trial %d", trial)
@@ -269,7 +290,11 @@ func TestMergeMatchesModel(t *testing.T) {
 				batch[i].Key = k2
 			}
 			// one pipeline for all but the first, which goes in first, alone
-			mergeOne(t, store(first), batch[0])
+			w := s
+			if order[0] == 0 { // only events[0] is of the previous build's shape
+				w = store(first)
+			}
+			mergeOne(t, w, batch[0])
 			res, err := s.Merge(ctx, batch[1:])
 			require.NoError(t, err)
 			for _, r := range res {
@@ -277,13 +302,13 @@ func TestMergeMatchesModel(t *testing.T) {
 			}
 			got, _, err := s.Get(ctx, key.User, []string{k2.Channel})
 			require.NoError(t, err)
-			if model.Delivered.Position.IsZero() {
+			if model.Delivered.Position.IsZero() && model.PrivateRead.Position.IsZero() {
 				require.Empty(t, got)
 				continue
 			}
 			require.Len(t, got, 1)
+			require.True(t, model.SameCursors(got[0]), "trial %d order %v: %+v vs %+v", trial, order, model, got[0])
 			require.Equal(t, model.Read, got[0].Read, "trial %d order %v", trial, order)
-			require.Equal(t, model.Delivered, got[0].Delivered, "trial %d order %v", trial, order)
 		}
 	}
 }
@@ -345,8 +370,9 @@ func TestV1ValuesStillMerge(t *testing.T) {
 			receipt.State{Key: k("c"), Read: cur(2, 1<<53+2, "n"), Delivered: cur(2, 1<<53+2, "n"), DeviceID: "d", UpdatedAtUnixMs: 3},
 		},
 		{
+			// a read at a new epoch never drags delivered back (by seq)
 			receipt.State{Key: k("d"), Read: cur(1, 1, "m1"), DeviceID: "d1", UpdatedAtUnixMs: 4},
-			receipt.State{Key: k("d"), Read: cur(1, 1, "m1"), Delivered: cur(1, 1, "m1"), DeviceID: "d1", UpdatedAtUnixMs: 5},
+			receipt.State{Key: k("d"), Read: cur(1, 1, "m1"), Delivered: cur(0, 4, "m4"), DeviceID: "d1", UpdatedAtUnixMs: 5},
 		},
 	}
 	for _, st := range steps {

@@ -64,67 +64,121 @@ local function parse(v)
     t[#t+1] = string.sub(v, i, j - 1)
     i = j + 1
   end
-  if #t ~= 4 and #t ~= 6 then return nil end
+  if #t < 4 or #t > 7 then return nil end
   local s = {rm=t[2], dev=t[3], ts=t[4]}
   s.re, s.rs = pos(t[1])
-  if t[5] then s.de, s.ds = pos(t[5]) s.dm = t[6] else s.de, s.ds, s.dm = s.re, s.rs, s.rm end
+  if #t >= 6 then s.de, s.ds = pos(t[5]) s.dm = t[6] else s.de, s.ds, s.dm = s.re, s.rs, s.rm end
+  if #t == 5 then s.pe, s.ps = pos(t[5]) elseif #t == 7 then s.pe, s.ps = pos(t[7]) end
   return s
 end
+local function encpos(e, q)
+  if e ~= "0" then return e .. "." .. q end
+  return q
+end
 local function enc(s)
-  local v = s.rs
-  if s.re ~= "0" then v = s.re .. "." .. v end
-  v = v .. " " .. s.rm .. " " .. s.dev .. " " .. s.ts
+  local v = encpos(s.re, s.rs) .. " " .. s.rm .. " " .. s.dev .. " " .. s.ts
   if s.de ~= s.re or s.ds ~= s.rs or s.dm ~= s.rm then
-    local d = s.ds
-    if s.de ~= "0" then d = s.de .. "." .. d end
-    v = v .. " " .. d .. " " .. s.dm
+    v = v .. " " .. encpos(s.de, s.ds) .. " " .. s.dm
   end
+  if s.pe then v = v .. " " .. encpos(s.pe, s.ps) end
   return v
 end
-local function merge(key, field, inc)
+-- epoch is the current read epoch of a parsed state: the greater of both
+-- read cursors' ("0" for none).
+local function epoch(s)
+  if s.pe and cmp(s.pe, s.re) > 0 then return s.pe end
+  return s.re
+end
+-- merge applies receipt.Merge to the field: each cursor the greater,
+-- delivered raised to the seq of the incoming and the stored read (reading
+-- implies delivery, by seq, delivered keeping its epoch), a private read
+-- not ahead of the read dropped. An incoming epoch "-" (receipt.EpochCurrent)
+-- is resolved to the stored read epoch first; with strict, an incoming
+-- read or private read of an explicit epoch older than it is refused whole
+-- (stale). Returns {changed, value, resolved epoch, stale}.
+local function merge(key, field, inc, strict)
   local cur = redis.call('HGET', key, field)
-  if inc == "" then return {0, cur or ""} end
-  if cur == inc then return {0, cur} end
-  local s = cur and parse(cur)
-  if not s then
-    redis.call('HSET', key, field, inc)
-    return {1, inc}
+  if inc == "" then return {0, cur or "", "0", 0} end
+  if cur == inc then
+    local s = parse(cur)
+    return {0, cur, s and epoch(s) or "0", 0}
   end
+  local s = cur and parse(cur)
+  if not s then s = {re="0", rs="0", rm="", de="0", ds="0", dm="", dev="", ts="0"} end
+  if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe, s.ps = nil, nil end
   local n = parse(inc)
-  local readUp = cmppos(n.re, n.rs, s.re, s.rs) > 0
-  local delUp = cmppos(n.de, n.ds, s.de, s.ds) > 0
-  if not (readUp or delUp) then return {0, cur} end
-  if readUp then s.re, s.rs, s.rm = n.re, n.rs, n.rm end
-  if delUp then s.de, s.ds, s.dm = n.de, n.ds, n.dm end
-  -- reading implies delivery
-  if cmppos(s.re, s.rs, s.de, s.ds) > 0 then s.de, s.ds, s.dm = s.re, s.rs, s.rm end
+  local e = epoch(s)
+  local hasRead = n.re ~= "0" or n.rs ~= "0"
+  if n.re == "-" then n.re = e elseif strict == "1" and hasRead and cmp(n.re, e) < 0 then return {0, cur or "", e, 1} end
+  if n.pe == "-" then n.pe = e elseif strict == "1" and n.pe and cmp(n.pe, e) < 0 then return {0, cur or "", e, 1} end
+  if n.de == "-" then n.de, n.ds, n.dm = "0", "0", "" end
+  local o = {re=s.re, rs=s.rs, rm=s.rm, de=s.de, ds=s.ds, pe=s.pe, ps=s.ps}
+  if cmppos(n.re, n.rs, s.re, s.rs) > 0 then s.re, s.rs, s.rm = n.re, n.rs, n.rm end
+  if n.pe and (not s.pe or cmppos(n.pe, n.ps, s.pe, s.ps) > 0) then s.pe, s.ps = n.pe, n.ps end
+  if cmppos(n.de, n.ds, s.de, s.ds) > 0 then s.de, s.ds, s.dm = n.de, n.ds, n.dm end
+  if cmp(n.rs, s.ds) > 0 then s.ds, s.dm = n.rs, n.rm end
+  if cmp(o.rs, s.ds) > 0 then s.ds, s.dm = o.rs, o.rm end
+  if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe, s.ps = nil, nil end
+  local moved = s.re ~= o.re or s.rs ~= o.rs or s.de ~= o.de or s.ds ~= o.ds or s.pe ~= o.pe or s.ps ~= o.ps
+  if not moved then return {0, cur or "", e, 0} end
   s.dev = n.dev
   if cmp(n.ts, s.ts) > 0 then s.ts = n.ts end
   local v = enc(s)
   redis.call('HSET', key, field, v)
-  return {1, v}
+  return {1, v, e, 0}
+end
+-- inc62 adds one to a base-62 numeral.
+local function inc62(d)
+  local i = #d
+  local out = ""
+  while i > 0 do
+    local k = string.find(D, string.sub(d, i, i), 1, true)
+    if k < 62 then return string.sub(d, 1, i - 1) .. string.sub(D, k + 1, k + 1) .. out end
+    out = "0" .. out
+    i = i - 1
+  end
+  return "1" .. out
 end
 `
 
 // mergeScript merges one channel's state into a user's hash.
-// KEYS[1] = user hash; ARGV = channel, encoded value (encodeValue).
-// Returns {changed (0/1), merged value in either layout ("" = no state)}.
+// KEYS[1] = user hash; ARGV = channel, encoded value (encodeValue or
+// encodeMark), strict ("1": refuse a stale explicit epoch).
+// Returns {changed (0/1), merged value in either layout ("" = no state),
+// the stored read epoch the incoming "-" epochs resolved to, stale (0/1)}.
 var mergeScript = redis.NewScript(luaCommon + `
-return merge(KEYS[1], ARGV[1], ARGV[2])
+return merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
 `)
 
 // hydrateScript merges many channels of one user at once and then marks the
 // hash complete (field ":loaded", which no channel id can equal), so later
 // reads trust the hash alone. KEYS[1] = user hash; ARGV = channel, value
-// pairs, as for mergeScript.
+// pairs, as for mergeScript (never strict).
 var hydrateScript = redis.NewScript(luaCommon + `
-for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1]) end
+for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0") end
 redis.call('HSET', KEYS[1], ':loaded', '1')
 return 1
 `)
 
 // mergeManyScript is hydrateScript without the completeness marker.
 var mergeManyScript = redis.NewScript(luaCommon + `
-for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1]) end
+for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0") end
 return 1
+`)
+
+// markUnreadScript moves a user's read cursor in a channel back to seq-1
+// at the next epoch (receipt.MarkUnread): KEYS[1] = user hash; ARGV =
+// channel, seq-1 (base 62), device, time (base 62). Returns mergeScript's
+// answer, its epoch being the new one.
+var markUnreadScript = redis.NewScript(luaCommon + `
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+local e = "0"
+if cur then local s = parse(cur) if s then
+  if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe = nil end
+  e = epoch(s)
+end end
+local ne = inc62(e)
+local r = merge(KEYS[1], ARGV[1], ne .. "." .. ARGV[2] .. "  " .. ARGV[3] .. " " .. ARGV[4] .. " 0 ", "0")
+r[3] = ne
+return r
 `)

@@ -57,7 +57,7 @@ func compactArgs(st receipt.State) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{st.Key.Channel, v}, nil
+	return []any{st.Key.Channel, v, "0"}, nil
 }
 
 // New wraps a go-redis client (single node or cluster).
@@ -90,7 +90,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range []*redis.Script{s.layout.merge, hydrateScript} {
+	for _, sc := range append([]*redis.Script{s.layout.merge, hydrateScript, mergeManyScript, markUnreadScript}, channelScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
 		}
@@ -108,22 +108,125 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // MergeResult is the outcome of one merge.
 type MergeResult struct {
-	State    receipt.State
+	// State is the key's state after the merge.
+	State receipt.State
+	// Advanced is true when a cursor moved.
 	Advanced bool
-	Err      error
+	// Resolved is the incoming state with every receipt.EpochCurrent
+	// resolved to the stored read epoch (MergeMarks, MarkUnread): what the
+	// caller produces to Kafka, so that every consumer merges plain
+	// max-registers.
+	Resolved receipt.State
+	// Stale is true when MergeMarks refused a mark whose explicit epoch is
+	// older than the stored read epoch: nothing changed, and the mark must
+	// not be produced (the contract says it changes nothing).
+	Stale bool
+	Err   error
 }
 
 // Merge max-merges states in one pipeline (one round trip for a batch) and
 // returns, per state, the merged value and whether it advanced anything.
 // err is set when the pipeline as a whole failed. A state the layout cannot
 // hold (a negative number, an id with a space: receipt.State.Validate and
-// ValidateID reject both) fails alone, without reaching Redis.
+// ValidateID reject both) fails alone, without reaching Redis. This is the
+// plain max rule of every repair path; the gateway's marks go through
+// MergeMarks.
 func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResult, error) {
+	out, err := s.mergeWith(ctx, states, s.layout.args)
+	for i := range out {
+		out[i].Resolved = states[i]
+	}
+	return out, err
+}
+
+// MergeMarks merges the gateway's marks like Merge, with two differences:
+// a read or private read epoch of receipt.EpochCurrent is resolved to the
+// stored read epoch (the greater of both read cursors'; 0 for a new key),
+// and a mark whose explicit read or private read epoch is older than it
+// is refused whole (Stale; nothing changes). Resolved is the mark with its
+// epochs resolved: produce that. Delivered has no epoch to resolve (it is
+// always 0).
+func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
+	out, err := s.mergeWith(ctx, marks, func(st receipt.State) ([]any, error) {
+		v, err := encodeMark(st)
+		if err != nil {
+			return nil, err
+		}
+		return []any{st.Key.Channel, v, "1"}, nil
+	})
+	for i := range out {
+		if out[i].Err == nil {
+			out[i].Resolved = resolve(marks[i], out[i].Resolved.Read.Position.Epoch)
+		}
+	}
+	return out, err
+}
+
+// resolve replaces EpochCurrent in st's read cursors by epoch.
+func resolve(st receipt.State, epoch int64) receipt.State {
+	if st.Read.Position.Epoch == receipt.EpochCurrent {
+		st.Read.Position.Epoch = epoch
+	}
+	if st.PrivateRead.Position.Epoch == receipt.EpochCurrent {
+		st.PrivateRead.Position.Epoch = epoch
+	}
+	return st
+}
+
+// MarkUnread moves the read cursor of k back to seq-1 at the next epoch
+// (receipt.MarkUnread, resolved against the stored state in one script):
+// Resolved is the incoming state to produce (read (e+1, seq-1)), State the
+// state after. seq must be > 0.
+func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq int64, deviceID string, nowMs int64) (MergeResult, error) {
+	if seq <= 0 || nowMs < 0 || strings.IndexByte(deviceID, ' ') >= 0 {
+		return MergeResult{}, fmt.Errorf("marking %s unread: seq %d, time %d or device %q not storable", k.KafkaKey(), seq, nowMs, deviceID)
+	}
+	res, err := s.runUser(ctx, markUnreadScript, k.User, k.Channel, string(appendB62(nil, seq-1)), deviceID, string(appendB62(nil, nowMs)))
+	if err != nil {
+		return MergeResult{}, fmt.Errorf("%w: marking %s unread: %w", ErrUnavailable, k.KafkaKey(), err)
+	}
+	out, err := mergeResult(k, res)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	out.Resolved = receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: out.Resolved.Read.Position.Epoch, Seq: seq - 1}},
+		DeviceID: deviceID, UpdatedAtUnixMs: nowMs}
+	return out, nil
+}
+
+// runUser runs a script on a user's hash, loading it on NOSCRIPT.
+func (s *Store) runUser(ctx context.Context, sc *redis.Script, user string, argv ...any) ([]any, error) {
+	return sc.Run(ctx, s.rdb, []string{s.UserKey(user)}, argv...).Slice()
+}
+
+// mergeResult reads a merge script's answer: {changed, value, epoch,
+// stale} (the v1 test layout answers the first two only). The resolved
+// epoch is carried in Resolved.Read.Position.Epoch for the caller.
+func mergeResult(k receipt.Key, res []any) (MergeResult, error) {
+	changed, _ := res[0].(int64)
+	val, _ := res[1].(string)
+	st, err := decodeValue(k, val)
+	if err != nil {
+		return MergeResult{}, err
+	}
+	out := MergeResult{State: st, Advanced: changed == 1}
+	if len(res) >= 4 {
+		e, _ := res[2].(string)
+		if out.Resolved.Read.Position.Epoch, err = parseB62(e); err != nil {
+			return MergeResult{}, fmt.Errorf("decoding the resolved epoch of %s: %q: %w", k.KafkaKey(), e, err)
+		}
+		stale, _ := res[3].(int64)
+		out.Stale = stale == 1
+	}
+	return out, nil
+}
+
+func (s *Store) mergeWith(ctx context.Context, states []receipt.State, args func(receipt.State) ([]any, error)) ([]MergeResult, error) {
 	out := make([]MergeResult, len(states))
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(states))
 	for i, st := range states {
-		argv, err := s.layout.args(st)
+		argv, err := args(st)
 		if err != nil {
 			out[i].State.Key, out[i].Err = st.Key, err
 			continue
@@ -139,7 +242,7 @@ func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResul
 		if lerr := s.Load(ctx); lerr != nil {
 			return nil, lerr
 		}
-		return s.Merge(ctx, states)
+		return s.mergeWith(ctx, states, args)
 	}
 	for i, cmd := range cmds {
 		if cmd == nil {
@@ -151,14 +254,12 @@ func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResul
 			out[i].Err = fmt.Errorf("%w: merging %s: %w", ErrUnavailable, states[i].Key.KafkaKey(), cerr)
 			continue
 		}
-		changed, _ := res[0].(int64)
-		val, _ := res[1].(string)
-		st, perr := decodeValue(states[i].Key, val)
+		r, perr := mergeResult(states[i].Key, res)
 		if perr != nil {
 			out[i].Err = perr
 			continue
 		}
-		out[i].State, out[i].Advanced = st, changed == 1
+		out[i] = r
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return out, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -216,11 +317,11 @@ func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State
 	key := s.UserKey(user)
 	argvAll := make([]any, 0, 2*len(states))
 	for _, st := range states {
-		argv, err := compactArgs(st)
+		v, err := encodeValue(st)
 		if err != nil {
 			return fmt.Errorf("hydrating %s: %w", user, err)
 		}
-		argvAll = append(argvAll, argv...)
+		argvAll = append(argvAll, st.Key.Channel, v)
 	}
 	for start := 0; ; start += hydrateChunk {
 		end := min(start+hydrateChunk, len(states))

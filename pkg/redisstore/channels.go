@@ -1,0 +1,804 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The channel state beside the user hashes (issue 8). Every key carries a
+// hash tag, {user} or {channel}, so Redis Cluster keeps what one script
+// touches in one slot:
+//
+//	c:{channel}          hash: "h" → the head, "SEQ MSG UPDATED_MS"
+//	                     (numbers base 62; "0  0" = known to have none)
+//	um:{user}            hash: channel → the membership register
+//	                     "M VERSION_SEQ VERSION_MS JOIN_SEQ" (M 1 or 0,
+//	                     numbers base 62); ":loaded" once hydrated (with
+//	                     the user's mentions)
+//	cm:{channel}         hash: user → the same register; ":n" → the
+//	                     joined-member count, kept by the script on every
+//	                     member/non-member transition (in the same key as
+//	                     the registers it counts, so it can never be lost
+//	                     or evicted apart from them); ":loaded" once
+//	                     hydrated
+//	mn:{user}:<channel>  sorted set of mention seqs, all with score 0 and
+//	                     the seq as an 11-digit zero-padded base-62 member,
+//	                     so that lexical order is numeric order for every
+//	                     int64 (a score is a double: exact only to 2^53);
+//	                     kept to the newest cap+1 (channel.Mentions)
+//
+// The membership register lives twice, per user and per channel: two
+// slots in a cluster, so two scripts, both max-merges; a failure of one is
+// repaired by the drift sweep. Field names starting with ':' are markers
+// no id can equal (ids never contain ':').
+
+const (
+	headField  = "h"
+	countField = ":n"
+	// noHead is the head stored for a channel known to have none.
+	noHead = "0  0"
+	// seqWidth is the width of a padded base-62 mention member.
+	seqWidth = 11
+	// memberChunk bounds the registers of one hydrate script call.
+	memberChunk = 256
+	// unreadChunk bounds the channels of one unread script call.
+	unreadChunk = 1000
+)
+
+// ChannelKey is a channel's hash (head).
+func (s *Store) ChannelKey(ch string) string { return s.prefix + "c:{" + ch + "}" }
+
+// UserMembersKey is a user's membership hash.
+func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + user + "}" }
+
+// ChannelMembersKey is a channel's membership hash.
+func (s *Store) ChannelMembersKey(ch string) string { return s.prefix + "cm:{" + ch + "}" }
+
+// MentionsKey is the mention set of a user in a channel.
+func (s *Store) MentionsKey(k receipt.Key) string {
+	return s.prefix + "mn:{" + k.User + "}:" + k.Channel
+}
+
+const luaRegister = `
+local function reg(v)
+  local t = {}
+  for p in string.gmatch(v, "[^ ]+") do t[#t+1] = p end
+  return t
+end
+-- channel.Membership.Compare: version seq, version ms, join after leave,
+-- join point.
+local function cmpreg(a, b)
+  local c = cmp(a[2], b[2]) if c ~= 0 then return c end
+  c = cmp(a[3], b[3]) if c ~= 0 then return c end
+  if a[1] ~= b[1] then if a[1] == "1" then return 1 else return -1 end end
+  return cmp(a[4], b[4])
+end
+local function mergereg(key, field, inc)
+  local cur = redis.call('HGET', key, field)
+  if cur and cmpreg(reg(inc), reg(cur)) <= 0 then return {0, cur, cur} end
+  redis.call('HSET', key, field, inc)
+  return {1, inc, cur or ""}
+end
+local function mergecm(key, field, inc)
+  local r = mergereg(key, field, inc)
+  if r[1] == 1 then
+    local was, now = string.sub(r[3], 1, 1) == "1", string.sub(r[2], 1, 1) == "1"
+    if was ~= now then
+      local d = -1
+      if now then d = 1 end
+      redis.call('HINCRBY', key, ':n', d)
+    end
+  end
+  return r
+end
+`
+
+// headScript raises a channel's head. KEYS[1] = channel hash; ARGV = seq,
+// message id, time (numbers base 62). Returns {changed, head value}.
+var headScript = redis.NewScript(luaCommon + `
+local cur = redis.call('HGET', KEYS[1], 'h')
+local ts = ARGV[3]
+if cur then
+  local j = string.find(cur, " ", 1, true)
+  if cmp(ARGV[1], string.sub(cur, 1, j - 1)) <= 0 then return {0, cur} end
+  local k = string.find(cur, " ", j + 1, true)
+  local cts = string.sub(cur, k + 1)
+  if cmp(cts, ts) > 0 then ts = cts end
+end
+local v = ARGV[1] .. " " .. ARGV[2] .. " " .. ts
+redis.call('HSET', KEYS[1], 'h', v)
+return {1, v}
+`)
+
+// userMemberScript merges registers into a user's membership hash.
+// KEYS[1] = um hash; ARGV = mark ("1": set ":loaded" after), then channel,
+// register pairs. Returns, per pair, {changed, register}.
+var userMemberScript = redis.NewScript(luaCommon + luaRegister + `
+local out = {}
+for i = 2, #ARGV, 2 do
+  local r = mergereg(KEYS[1], ARGV[i], ARGV[i+1])
+  out[#out+1] = r[1] out[#out+1] = r[2]
+end
+if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
+return out
+`)
+
+// channelMemberScript merges registers into a channel's membership hash,
+// keeping the member count. KEYS[1] = cm hash; ARGV as userMemberScript,
+// user ids for channels. Returns, per pair, {changed, register}, then
+// the member count.
+var channelMemberScript = redis.NewScript(luaCommon + luaRegister + `
+local out = {}
+for i = 2, #ARGV, 2 do
+  local r = mergecm(KEYS[1], ARGV[i], ARGV[i+1])
+  out[#out+1] = r[1] out[#out+1] = r[2]
+end
+if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
+out[#out+1] = tonumber(redis.call('HGET', KEYS[1], ':n') or "0")
+return out
+`)
+
+// mentionScript adds seqs to a mention set and keeps its newest cap+1.
+// KEYS[1] = the set; ARGV = cap+1, then padded seqs. Returns the size.
+var mentionScript = redis.NewScript(`
+for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 0, ARGV[i]) end
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
+return redis.call('ZCARD', KEYS[1])
+`)
+
+// unreadScript reads, for each listed channel of one user, the cursor
+// value, the membership register and the count of mentions above the
+// effective read seq (the greater of the read and the private read). All
+// its keys are in the user's slot. KEYS = user hash, um hash, then the
+// mention set of each channel; ARGV = the channels. Returns {cursors
+// complete, memberships complete, then per channel: value or nil,
+// register or nil, mention count}.
+var unreadScript = redis.NewScript(luaCommon + `
+local out = {redis.call('HEXISTS', KEYS[1], ':loaded'), redis.call('HEXISTS', KEYS[2], ':loaded')}
+for i = 1, #ARGV do
+  local cur = redis.call('HGET', KEYS[1], ARGV[i])
+  local reg = redis.call('HGET', KEYS[2], ARGV[i])
+  local rs = "0"
+  if cur then
+    local s = parse(cur)
+    if s then
+      rs = s.rs
+      if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) > 0 then rs = s.ps end
+    end
+  end
+  out[#out+1] = cur
+  out[#out+1] = reg
+  out[#out+1] = redis.call('ZLEXCOUNT', KEYS[i+2], '(' .. string.rep('0', 11 - #rs) .. rs, '+')
+end
+return out
+`)
+
+var channelScripts = []*redis.Script{headScript, userMemberScript, channelMemberScript, mentionScript, unreadScript}
+
+func padSeq(seq int64) string {
+	b := appendB62(nil, seq)
+	return strings.Repeat("0", seqWidth-len(b)) + string(b)
+}
+
+func parsePadded(s string) (int64, error) {
+	t := strings.TrimLeft(s, "0")
+	if t == "" {
+		t = "0"
+	}
+	return parseB62(t)
+}
+
+func encodeHead(h channel.Head) (string, error) {
+	if h.Seq < 0 || h.UpdatedAtUnixMs < 0 || strings.IndexByte(h.MessageID, ' ') >= 0 {
+		return "", fmt.Errorf("storing the head of %s in redis: not storable: %+v", h.Channel, h)
+	}
+	return string(appendB62(nil, h.Seq)) + " " + h.MessageID + " " + string(appendB62(nil, h.UpdatedAtUnixMs)), nil
+}
+
+func decodeHead(ch, v string) (channel.Head, error) {
+	f := strings.Split(v, " ")
+	bad := func() (channel.Head, error) {
+		return channel.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ch, v)
+	}
+	if len(f) != 3 {
+		return bad()
+	}
+	seq, err1 := parseB62(f[0])
+	ts, err2 := parseB62(f[2])
+	if err1 != nil || err2 != nil {
+		return bad()
+	}
+	return channel.Head{Channel: ch, Seq: seq, MessageID: f[1], UpdatedAtUnixMs: ts}, nil
+}
+
+func encodeRegister(m channel.Membership) (string, error) {
+	if m.VersionSeq < 0 || m.VersionUnixMs < 0 || m.JoinSeq < 0 {
+		return "", fmt.Errorf("storing the membership of %s in redis: negative number in %+v", m.Key.KafkaKey(), m)
+	}
+	b := []byte{'0', ' '}
+	if m.Member {
+		b[0] = '1'
+	}
+	b = appendB62(b, m.VersionSeq)
+	b = append(b, ' ')
+	b = appendB62(b, m.VersionUnixMs)
+	b = append(b, ' ')
+	return string(appendB62(b, m.JoinSeq)), nil
+}
+
+func decodeRegister(k receipt.Key, v string) (channel.Membership, error) {
+	f := strings.Split(v, " ")
+	bad := func() (channel.Membership, error) {
+		return channel.Membership{}, fmt.Errorf("decoding the redis membership of %s: unexpected %q", k.KafkaKey(), v)
+	}
+	if len(f) != 4 || (f[0] != "0" && f[0] != "1") {
+		return bad()
+	}
+	m := channel.Membership{Key: k, Member: f[0] == "1"}
+	var err error
+	for i, p := range []*int64{&m.VersionSeq, &m.VersionUnixMs, &m.JoinSeq} {
+		if *p, err = parseB62(f[i+1]); err != nil {
+			return bad()
+		}
+	}
+	return m, nil
+}
+
+// exec runs a pipeline, loading the scripts and running it again when
+// Redis lost its script cache.
+func (s *Store) exec(ctx context.Context, build func(redis.Pipeliner)) ([]redis.Cmder, error) {
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		build(pipe)
+		if pipe.Len() == 0 {
+			return nil, nil
+		}
+		cmds, err := pipe.Exec(ctx)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+			if lerr := s.Load(ctx); lerr != nil {
+				return nil, lerr
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return cmds, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return cmds, nil
+	}
+}
+
+// HeadResult is the outcome of one head raise.
+type HeadResult struct {
+	// Head is the channel's head after the raise.
+	Head channel.Head
+	// Advanced is true when the raise moved the head.
+	Advanced bool
+	Err      error
+}
+
+// RaiseHeads max-merges heads into their channels' hashes in one pipeline
+// and returns the head after each.
+func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadResult, error) {
+	out := make([]HeadResult, len(heads))
+	cmds := make([]*redis.Cmd, len(heads))
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, h := range heads {
+			v, err := encodeHead(h)
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			f := strings.SplitN(v, " ", 3)
+			cmds[i] = headScript.EvalSha(ctx, pipe, []string{s.ChannelKey(h.Channel)}, f[0], f[1], f[2])
+		}
+	})
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		res, cerr := cmd.Slice()
+		if cerr != nil {
+			out[i].Err = fmt.Errorf("%w: raising the head of %s: %w", ErrUnavailable, heads[i].Channel, cerr)
+			continue
+		}
+		changed, _ := res[0].(int64)
+		v, _ := res[1].(string)
+		out[i].Head, out[i].Err = decodeHead(heads[i].Channel, v)
+		out[i].Advanced = changed == 1
+	}
+	return out, err
+}
+
+// Heads returns the heads Redis knows of the listed channels: a channel
+// known to have no head maps to a Head with Seq 0; a channel Redis knows
+// nothing about is absent (read Postgres, then HydrateHeads).
+func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
+	cmds := make([]*redis.StringCmd, len(channels))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, ch := range channels {
+			cmds[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]channel.Head, len(channels))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		h, err := decodeHead(channels[i], v)
+		if err != nil {
+			return nil, err
+		}
+		out[channels[i]] = h
+	}
+	return out, nil
+}
+
+// HydrateHeads max-merges durable heads, and records the channels of none
+// (known to have no head yet) so that later reads need not ask Postgres
+// again; a real head always beats that record.
+func (s *Store) HydrateHeads(ctx context.Context, heads []channel.Head, none []string) error {
+	all := append([]channel.Head(nil), heads...)
+	for _, ch := range none {
+		all = append(all, channel.Head{Channel: ch})
+	}
+	res, err := s.RaiseHeads(ctx, all)
+	if err != nil {
+		return fmt.Errorf("hydrating heads: %w", err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("hydrating heads: %w", r.Err)
+		}
+	}
+	return nil
+}
+
+// MembershipResult is the outcome of one register merge.
+type MembershipResult struct {
+	// Membership is the user's register after the merge (the user's hash).
+	Membership channel.Membership
+	// Changed is true when the merge replaced the register.
+	Changed bool
+	// MemberCount is the channel's joined-member count after the merge,
+	// as its hash holds it (exact once the hash is hydrated).
+	MemberCount int64
+	Err         error
+}
+
+// MergeMemberships merges registers into both membership hashes (the
+// user's and the channel's, which keeps the member count) in one pipeline.
+func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership) ([]MembershipResult, error) {
+	out := make([]MembershipResult, len(regs))
+	um := make([]*redis.Cmd, len(regs))
+	cm := make([]*redis.Cmd, len(regs))
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, m := range regs {
+			v, err := encodeRegister(m)
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			um[i] = userMemberScript.EvalSha(ctx, pipe, []string{s.UserMembersKey(m.Key.User)}, "0", m.Key.Channel, v)
+			cm[i] = channelMemberScript.EvalSha(ctx, pipe, []string{s.ChannelMembersKey(m.Key.Channel)}, "0", m.Key.User, v)
+		}
+	})
+	for i := range regs {
+		if um[i] == nil {
+			continue
+		}
+		res, uerr := um[i].Slice()
+		cres, cerr := cm[i].Slice()
+		if uerr != nil || cerr != nil {
+			out[i].Err = fmt.Errorf("%w: merging the membership of %s: %w", ErrUnavailable, regs[i].Key.KafkaKey(), errors.Join(uerr, cerr))
+			continue
+		}
+		changed, _ := res[0].(int64)
+		v, _ := res[1].(string)
+		out[i].Membership, out[i].Err = decodeRegister(regs[i].Key, v)
+		out[i].Changed = changed == 1
+		out[i].MemberCount, _ = cres[len(cres)-1].(int64)
+	}
+	return out, err
+}
+
+// Memberships returns a user's registers in the listed channels (all when
+// empty) and whether the hash is complete (hydrated, mentions included).
+func (s *Store) Memberships(ctx context.Context, user string, channels []string) ([]channel.Membership, bool, error) {
+	return s.registers(ctx, s.UserMembersKey(user), channels, func(field string) receipt.Key {
+		return receipt.Key{User: user, Channel: field}
+	})
+}
+
+// ChannelMembers returns a channel's registers of the listed users (all
+// when empty: bounded by the channel's size), whether the hash is
+// complete, and the member count it holds.
+func (s *Store) ChannelMembers(ctx context.Context, ch string, users []string) ([]channel.Membership, bool, error) {
+	return s.registers(ctx, s.ChannelMembersKey(ch), users, func(field string) receipt.Key {
+		return receipt.Key{User: field, Channel: ch}
+	})
+}
+
+// MemberCount returns a channel's joined-member count and whether its
+// membership hash is complete (otherwise the count covers only the
+// registers merged since it was lost: hydrate first).
+func (s *Store) MemberCount(ctx context.Context, ch string) (int64, bool, error) {
+	vals, err := s.rdb.HMGet(ctx, s.ChannelMembersKey(ch), countField, loadedField).Result()
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var n int64
+	if v, ok := vals[0].(string); ok {
+		n, _ = strconv.ParseInt(v, 10, 64)
+	}
+	return n, vals[1] != nil, nil
+}
+
+func (s *Store) registers(ctx context.Context, key string, fields []string, keyOf func(string) receipt.Key) ([]channel.Membership, bool, error) {
+	var out []channel.Membership
+	if len(fields) == 0 {
+		m, err := s.rdb.HGetAll(ctx, key).Result()
+		if err != nil {
+			return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		_, complete := m[loadedField]
+		for f, v := range m {
+			if strings.HasPrefix(f, ":") {
+				continue
+			}
+			r, err := decodeRegister(keyOf(f), v)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, r)
+		}
+		return out, complete, nil
+	}
+	vals, err := s.rdb.HMGet(ctx, key, append([]string{loadedField}, fields...)...).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	for i, v := range vals[1:] {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		r, err := decodeRegister(keyOf(fields[i]), str)
+		if err != nil {
+			return nil, false, err
+		}
+		out = append(out, r)
+	}
+	return out, vals[0] != nil, nil
+}
+
+// AddMentions adds mention seqs to their sets, each kept to its newest
+// cap+1, in one pipeline. The caller adds mentions of members only.
+func (s *Store) AddMentions(ctx context.Context, ms []channel.Mentions, mentionCap int) error {
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for _, m := range ms {
+			if len(m.Seqs) == 0 {
+				continue
+			}
+			argv := make([]any, 0, 1+len(m.Seqs))
+			argv = append(argv, mentionCap+1)
+			for _, q := range m.Seqs {
+				argv = append(argv, padSeq(q))
+			}
+			mentionScript.EvalSha(ctx, pipe, []string{s.MentionsKey(m.Key)}, argv...)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("adding mentions: %w", err)
+	}
+	return nil
+}
+
+// MentionSeqs returns the kept seqs of each key, ascending.
+func (s *Store) MentionSeqs(ctx context.Context, keys []receipt.Key) ([][]int64, error) {
+	cmds := make([]*redis.StringSliceCmd, len(keys))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, k := range keys {
+			cmds[i] = pipe.ZRange(ctx, s.MentionsKey(k), 0, -1)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make([][]int64, len(keys))
+	for i, cmd := range cmds {
+		members, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		for _, m := range members {
+			q, err := parsePadded(m)
+			if err != nil {
+				return nil, fmt.Errorf("decoding the mentions of %s: %q: %w", keys[i].KafkaKey(), m, err)
+			}
+			out[i] = append(out[i], q)
+		}
+	}
+	return out, nil
+}
+
+// HydrateMemberships merges a user's durable registers and mentions (each
+// key's newest cap+1) and then marks the user's membership hash complete,
+// so that reads trust it and the user's mention sets alone. Every write
+// is a merge: a newer value written meanwhile wins.
+func (s *Store) HydrateMemberships(ctx context.Context, user string, regs []channel.Membership, mentions []channel.Mentions, mentionCap int) error {
+	for start := 0; start < len(regs); start += memberChunk {
+		if err := s.mergeRegisters(ctx, userMemberScript, s.UserMembersKey(user), regs[start:min(start+memberChunk, len(regs))], false,
+			func(m channel.Membership) string { return m.Key.Channel }); err != nil {
+			return fmt.Errorf("hydrating the memberships of %s: %w", user, err)
+		}
+	}
+	if err := s.AddMentions(ctx, mentions, mentionCap); err != nil {
+		return fmt.Errorf("hydrating the mentions of %s: %w", user, err)
+	}
+	if err := s.rdb.HSet(ctx, s.UserMembersKey(user), loadedField, "1").Err(); err != nil {
+		return fmt.Errorf("%w: marking the memberships of %s complete: %w", ErrUnavailable, user, err)
+	}
+	return nil
+}
+
+// HydrateChannelMembers merges a page of a channel's durable registers
+// (the member count follows), and with last marks the hash complete: call
+// it for every page of the channel, the last one with last.
+func (s *Store) HydrateChannelMembers(ctx context.Context, ch string, regs []channel.Membership, last bool) error {
+	for start := 0; ; start += memberChunk {
+		end := min(start+memberChunk, len(regs))
+		if err := s.mergeRegisters(ctx, channelMemberScript, s.ChannelMembersKey(ch), regs[start:end], last && end == len(regs),
+			func(m channel.Membership) string { return m.Key.User }); err != nil {
+			return fmt.Errorf("hydrating the members of %s: %w", ch, err)
+		}
+		if end == len(regs) {
+			return nil
+		}
+	}
+}
+
+func (s *Store) mergeRegisters(ctx context.Context, sc *redis.Script, key string, regs []channel.Membership, mark bool, field func(channel.Membership) string) error {
+	flag := "0"
+	if mark {
+		flag = "1"
+	}
+	argv := []any{flag}
+	for _, m := range regs {
+		v, err := encodeRegister(m)
+		if err != nil {
+			return err
+		}
+		argv = append(argv, field(m), v)
+	}
+	if len(argv) == 1 && !mark {
+		return nil
+	}
+	if err := sc.Run(ctx, s.rdb, []string{key}, argv...).Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// ChannelView is what Redis holds for one user in one channel, and the
+// counts it gives.
+type ChannelView struct {
+	Channel string
+	// State is the user's cursors (HasState false: none in Redis).
+	State    receipt.State
+	HasState bool
+	// Membership is the user's register (HasMembership false: none).
+	Membership    channel.Membership
+	HasMembership bool
+	// Head is the channel's head; HeadKnown false means Redis knows
+	// nothing of it (read Postgres and HydrateHeads). A known channel
+	// without messages has a head of seq 0.
+	Head      channel.Head
+	HeadKnown bool
+	// Mentions counts the kept mention seqs above the effective read seq;
+	// MentionsCapped is true when they are more than the cap.
+	Mentions       int64
+	MentionsCapped bool
+	// Unread and FirstUnread are channel.Unread of the head and the state.
+	Unread, FirstUnread int64
+}
+
+// UnreadView is one user's counts across channels, as Redis holds them.
+type UnreadView struct {
+	User     string
+	Channels []ChannelView
+	// CursorsComplete: the user's cursor hash is hydrated, so a channel
+	// without a state has none. MembershipsComplete: the same for the
+	// registers and the mention sets. When either is false, hydrate from
+	// Postgres (Hydrate, HydrateMemberships) and read again.
+	CursorsComplete, MembershipsComplete bool
+	// MissingHeads lists the channels whose head Redis does not know.
+	MissingHeads []string
+}
+
+// Unread reads one user's unread state across channels in a bounded
+// number of pipelined round trips: one for listed channels (a script on
+// the user's slot reads the cursors, registers and mention counts of up
+// to 1,000 channels per call, and the heads go in the same pipeline), two
+// for the default set, which is every channel the user has a cursor or a
+// register in, less the channels the user left. Counts use the cap to
+// tell "more than cap" (capped).
+func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
+	view := UnreadView{User: user}
+	defaultSet := len(channels) == 0
+	if defaultSet {
+		var ucmd, mcmd *redis.StringSliceCmd
+		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			ucmd = pipe.HKeys(ctx, s.UserKey(user))
+			mcmd = pipe.HKeys(ctx, s.UserMembersKey(user))
+		}); err != nil {
+			return view, err
+		}
+		seen := map[string]bool{}
+		for _, f := range append(ucmd.Val(), mcmd.Val()...) {
+			if !strings.HasPrefix(f, ":") && !seen[f] {
+				seen[f] = true
+				channels = append(channels, f)
+			}
+		}
+		if len(channels) == 0 {
+			// Nothing in Redis: the markers alone say whether that is
+			// the truth.
+			_, uok := slicesContains(ucmd.Val(), loadedField)
+			_, mok := slicesContains(mcmd.Val(), loadedField)
+			view.CursorsComplete, view.MembershipsComplete = uok, mok
+			return view, nil
+		}
+	}
+	var scripts []*redis.Cmd
+	heads := make([]*redis.StringCmd, len(channels))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for start := 0; start < len(channels); start += unreadChunk {
+			part := channels[start:min(start+unreadChunk, len(channels))]
+			keys := make([]string, 0, 2+len(part))
+			keys = append(keys, s.UserKey(user), s.UserMembersKey(user))
+			argv := make([]any, len(part))
+			for i, ch := range part {
+				keys = append(keys, s.MentionsKey(receipt.Key{User: user, Channel: ch}))
+				argv[i] = ch
+			}
+			scripts = append(scripts, unreadScript.EvalSha(ctx, pipe, keys, argv...))
+		}
+		for i, ch := range channels {
+			heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+		}
+	}); err != nil {
+		return view, err
+	}
+	view.CursorsComplete, view.MembershipsComplete = true, true
+	for c, cmd := range scripts {
+		res, err := cmd.Slice()
+		if err != nil {
+			return view, fmt.Errorf("%w: reading the unread state of %s: %w", ErrUnavailable, user, err)
+		}
+		u, _ := res[0].(int64)
+		m, _ := res[1].(int64)
+		view.CursorsComplete = view.CursorsComplete && u == 1
+		view.MembershipsComplete = view.MembershipsComplete && m == 1
+		for j := 0; 2+3*j < len(res); j++ {
+			i := c*unreadChunk + j
+			cv := ChannelView{Channel: channels[i]}
+			k := receipt.Key{User: user, Channel: channels[i]}
+			if v, ok := res[2+3*j].(string); ok {
+				if cv.State, err = decodeValue(k, v); err != nil {
+					return view, err
+				}
+				cv.HasState = true
+			} else {
+				cv.State = receipt.State{Key: k}
+			}
+			if v, ok := res[3+3*j].(string); ok {
+				if cv.Membership, err = decodeRegister(k, v); err != nil {
+					return view, err
+				}
+				cv.HasMembership = true
+			}
+			cv.Mentions, _ = res[4+3*j].(int64)
+			cv.MentionsCapped = cv.Mentions > int64(mentionCap)
+			hv, herr := heads[i].Result()
+			switch {
+			case errors.Is(herr, redis.Nil):
+				view.MissingHeads = append(view.MissingHeads, channels[i])
+			case herr != nil:
+				return view, fmt.Errorf("%w: %w", ErrUnavailable, herr)
+			default:
+				if cv.Head, err = decodeHead(channels[i], hv); err != nil {
+					return view, err
+				}
+				cv.HeadKnown = true
+			}
+			cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
+			if defaultSet && cv.HasMembership && !cv.Membership.Member {
+				continue // left: the channel no longer counts
+			}
+			view.Channels = append(view.Channels, cv)
+		}
+	}
+	return view, nil
+}
+
+func slicesContains(s []string, v string) (int, bool) {
+	for i, x := range s {
+		if x == v {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+// scanTagged returns one SCAN page of the ids in keys "<prefix><kind>{id}…"
+// and the next cursor (0 when done).
+func (s *Store) scanTagged(ctx context.Context, kind string, cursor uint64, count int64) ([]string, []string, uint64, error) {
+	keys, next, err := s.rdb.Scan(ctx, cursor, s.prefix+kind+"{*", count).Result()
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	ids := make([]string, 0, len(keys))
+	rests := make([]string, 0, len(keys))
+	for _, k := range keys {
+		rest, ok := strings.CutPrefix(k, s.prefix+kind+"{")
+		if !ok {
+			continue
+		}
+		id, tail, ok := strings.Cut(rest, "}")
+		if !ok || id == "" {
+			continue
+		}
+		ids, rests = append(ids, id), append(rests, tail)
+	}
+	return ids, rests, next, nil
+}
+
+// ScanChannels returns one SCAN page of the channels with a hash (head)
+// and the next cursor (0 when done).
+func (s *Store) ScanChannels(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "c:", cursor, count)
+	return onlyWhole(ids, rests), next, err
+}
+
+// ScanMembershipUsers returns one SCAN page of the users with a membership
+// hash and the next cursor.
+func (s *Store) ScanMembershipUsers(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "um:", cursor, count)
+	return onlyWhole(ids, rests), next, err
+}
+
+// ScanMentionKeys returns one SCAN page of the (user, channel) keys with a
+// mention set and the next cursor.
+func (s *Store) ScanMentionKeys(ctx context.Context, cursor uint64, count int64) ([]receipt.Key, uint64, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "mn:", cursor, count)
+	out := make([]receipt.Key, 0, len(ids))
+	for i, id := range ids {
+		if ch, ok := strings.CutPrefix(rests[i], ":"); ok && ch != "" {
+			out = append(out, receipt.Key{User: id, Channel: ch})
+		}
+	}
+	return out, next, err
+}
+
+func onlyWhole(ids, rests []string) []string {
+	out := ids[:0]
+	for i, id := range ids {
+		if rests[i] == "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}

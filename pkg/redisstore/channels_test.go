@@ -1,0 +1,314 @@
+package redisstore
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+func mergeMark(t *testing.T, s *Store, st receipt.State) MergeResult {
+	t.Helper()
+	res, err := s.MergeMarks(context.Background(), []receipt.State{st})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	return res[0]
+}
+
+// The mark-unread epoch race through Redis: marks without an epoch apply
+// at the current one and say which (Resolved, what Kafka gets); a mark of
+// an explicit older epoch is stale and changes nothing; a stale ack
+// arriving as an event (plain Merge) loses to the new epoch; a read at the
+// new epoch advances.
+func TestMarksAndMarkUnread(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	k := receipt.Key{User: "mu", Channel: "c"}
+	read := func(epoch, seq int64) receipt.State {
+		c := cur(epoch, seq, "m"+strconv.FormatInt(seq, 10))
+		return receipt.State{Key: k, Read: c, Delivered: receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: c.MessageID}, DeviceID: "d", UpdatedAtUnixMs: 7}
+	}
+	r := mergeMark(t, s, read(receipt.EpochCurrent, 10))
+	require.True(t, r.Advanced)
+	require.Equal(t, read(0, 10), r.Resolved, "a new key's epoch is 0")
+
+	u, err := s.MarkUnread(ctx, k, 6, "d2", 8)
+	require.NoError(t, err)
+	require.True(t, u.Advanced)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 5}, u.Resolved.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 5}, u.State.Read.Position)
+	require.Equal(t, int64(10), u.State.Delivered.Position.Seq, "delivered never moves back")
+	want, _ := receipt.Merge(r.State, u.Resolved)
+	require.Equal(t, want, u.State, "the script and receipt.Merge agree")
+
+	// The client that last saw epoch 0 acks seq 9: stale, nothing changes.
+	r = mergeMark(t, s, read(0, 9))
+	require.True(t, r.Stale)
+	require.False(t, r.Advanced)
+	require.Equal(t, u.State, r.State)
+	// The same ack arriving as a resolved event (a replay): it loses.
+	res, err := s.Merge(ctx, []receipt.State{read(0, 9)})
+	require.NoError(t, err)
+	require.False(t, res[0].Advanced)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 5}, res[0].State.Read.Position)
+
+	// Without an epoch, or with the current one, a read advances.
+	r = mergeMark(t, s, read(receipt.EpochCurrent, 7))
+	require.True(t, r.Advanced)
+	require.False(t, r.Stale)
+	require.Equal(t, read(1, 7), r.Resolved)
+	r = mergeMark(t, s, read(1, 8))
+	require.True(t, r.Advanced)
+
+	// A private mark: the effective read moves, the public one does not.
+	r = mergeMark(t, s, receipt.State{Key: k, PrivateRead: cur(receipt.EpochCurrent, 12, ""), DeviceID: "d", UpdatedAtUnixMs: 9})
+	require.True(t, r.Advanced)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 8}, r.State.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 12}, r.State.EffectiveRead())
+	require.Equal(t, int64(1), r.Resolved.PrivateRead.Position.Epoch)
+	require.Equal(t, int64(10), r.State.Delivered.Position.Seq)
+
+	// Mark-unread resets the private read too, and goes to epoch 2.
+	u, err = s.MarkUnread(ctx, k, 3, "d", 10)
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Epoch: 2, Seq: 2}, u.State.EffectiveRead())
+	got, _, err := s.Get(ctx, k.User, []string{k.Channel})
+	require.NoError(t, err)
+	require.Equal(t, []receipt.State{u.State}, got)
+
+	// Epochs compare exactly beyond 2^53 and across base-62 carries.
+	k2 := receipt.Key{User: "mu", Channel: "big"}
+	_, err = s.Merge(ctx, []receipt.State{{Key: k2, Read: cur(61, 5, "m5")}})
+	require.NoError(t, err)
+	u, err = s.MarkUnread(ctx, k2, 5, "d", 1)
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Epoch: 62, Seq: 4}, u.State.Read.Position)
+	_, err = s.Merge(ctx, []receipt.State{{Key: k2, Read: cur(math.MaxInt64-1, 1, "")}})
+	require.NoError(t, err)
+	u, err = s.MarkUnread(ctx, k2, 1, "d", 1)
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Epoch: math.MaxInt64, Seq: 0}, u.State.Read.Position)
+}
+
+// Heads, membership registers and mention sets in Lua agree with the Go
+// rules: random events in random orders with duplicates end where the Go
+// fold does.
+func TestChannelScriptsMatchTheRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	rng := rand.New(rand.NewPCG(9, 10))
+	const capN = 3
+	bases := []int64{0, 60, 1<<53 - 5, math.MaxInt64 - 40}
+	for trial := range 60 {
+		base := bases[trial%len(bases)]
+		ch := "c" + strconv.Itoa(trial)
+		k := receipt.Key{User: "u" + strconv.Itoa(trial%5), Channel: ch}
+		n := 1 + rng.IntN(8)
+		heads := make([]channel.Head, n)
+		regs := make([]channel.Membership, n)
+		mentions := make([][]int64, n)
+		for i := range n {
+			q := base + 1 + rng.Int64N(30)
+			heads[i] = channel.Head{Channel: ch, Seq: q, MessageID: "m" + strconv.FormatInt(q, 10), UpdatedAtUnixMs: rng.Int64N(5)}
+			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: base + rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
+			for range rng.IntN(4) {
+				mentions[i] = append(mentions[i], base+1+rng.Int64N(12))
+			}
+		}
+		order := rng.Perm(n)
+		order = append(order, order[:rng.IntN(n+1)]...)
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		var wantHead channel.Head
+		var wantReg channel.Membership
+		var wantMn []int64
+		for _, i := range order {
+			var adv, changed bool
+			wantHead, adv = channel.MergeHead(wantHead, heads[i])
+			wantReg, changed = channel.MergeMembership(wantReg, regs[i])
+			wantMn = channel.MergeMentions(wantMn, mentions[i], capN)
+
+			hr, err := s.RaiseHeads(ctx, []channel.Head{heads[i]})
+			require.NoError(t, err)
+			require.NoError(t, hr[0].Err)
+			require.Equal(t, adv, hr[0].Advanced)
+			require.Equal(t, wantHead, hr[0].Head, "trial %d", trial)
+			mr, err := s.MergeMemberships(ctx, []channel.Membership{regs[i]})
+			require.NoError(t, err)
+			require.NoError(t, mr[0].Err)
+			require.Equal(t, changed, mr[0].Changed)
+			require.Equal(t, wantReg, mr[0].Membership, "trial %d", trial)
+			wantCount := int64(0)
+			if wantReg.Member {
+				wantCount = 1
+			}
+			require.Equal(t, wantCount, mr[0].MemberCount, "the count follows the transitions")
+			require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}}, capN))
+		}
+		got, err := s.MentionSeqs(ctx, []receipt.Key{k})
+		require.NoError(t, err)
+		require.Equal(t, wantMn, got[0], "trial %d", trial)
+		cm, _, err := s.ChannelMembers(ctx, ch, nil)
+		require.NoError(t, err)
+		require.Equal(t, []channel.Membership{wantReg}, cm)
+	}
+}
+
+// countingHook counts the round trips (commands and pipelines) to Redis.
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// One user's unread state across 1,000 channels takes one round trip for
+// listed channels and two for the default set; the counts are the domain's.
+func TestUnreadBulkRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	const user, capN, nch = "reader", 2, 1000
+	var states []receipt.State
+	var heads []channel.Head
+	var regs []channel.Membership
+	var mentions []channel.Mentions
+	var listed []string
+	for i := range nch {
+		ch := "ch" + strconv.Itoa(i)
+		listed = append(listed, ch)
+		k := receipt.Key{User: user, Channel: ch}
+		heads = append(heads, channel.Head{Channel: ch, Seq: int64(10 + i%7)})
+		if i%3 != 0 {
+			states = append(states, receipt.State{Key: k, Read: cur(0, int64(i%5), "m"), DeviceID: "d", UpdatedAtUnixMs: 1})
+		}
+		if i%4 == 0 {
+			states = append(states, receipt.State{Key: k, PrivateRead: cur(0, 6, "")})
+		}
+		regs = append(regs, channel.Membership{Key: k, Member: i%10 != 9, VersionSeq: 1, VersionUnixMs: 1})
+		mentions = append(mentions, channel.Mentions{Key: k, Seqs: []int64{2, 5, 7, 9}})
+	}
+	_, err := s.Merge(ctx, states)
+	require.NoError(t, err)
+	_, err = s.RaiseHeads(ctx, heads[:nch-1]) // the last head is unknown to Redis
+	require.NoError(t, err)
+	_, err = s.MergeMemberships(ctx, regs)
+	require.NoError(t, err)
+	require.NoError(t, s.AddMentions(ctx, mentions, capN))
+
+	hook := &countingHook{}
+	counted := New(s.rdb.(*redis.Client).WithTimeout(0), Config{Prefix: s.prefix})
+	counted.rdb.(*redis.Client).AddHook(hook)
+	view, err := counted.Unread(ctx, user, listed, capN)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, hook.n.Load(), "listed channels: one round trip")
+	require.Len(t, view.Channels, nch)
+	require.False(t, view.CursorsComplete)
+	require.False(t, view.MembershipsComplete)
+	require.Equal(t, []string{"ch999"}, view.MissingHeads)
+
+	model := map[string]receipt.State{}
+	for _, st := range states {
+		model[st.Key.Channel], _ = receipt.Merge(model[st.Key.Channel], st)
+	}
+	for i, cv := range view.Channels {
+		ch := listed[i]
+		require.Equal(t, ch, cv.Channel)
+		st := model[ch]
+		require.Equal(t, st.EffectiveRead(), cv.State.EffectiveRead(), ch)
+		if !cv.HeadKnown {
+			continue
+		}
+		wantUnread, wantFirst := channel.Unread(int64(10+i%7), st)
+		require.Equal(t, wantUnread, cv.Unread, ch)
+		require.Equal(t, wantFirst, cv.FirstUnread, ch)
+		n, capped := channel.MentionCount(channel.Retain([]int64{2, 5, 7, 9}, capN), st.EffectiveRead().Seq, capN)
+		require.Equal(t, n, cv.Mentions, ch)
+		require.Equal(t, capped, cv.MentionsCapped, ch)
+		require.Equal(t, i%10 != 9, cv.Membership.Member)
+	}
+
+	hook.n.Store(0)
+	view, err = counted.Unread(ctx, user, nil, capN)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, hook.n.Load(), "the default set: two round trips")
+	require.Len(t, view.Channels, nch-nch/10, "left channels do not count")
+
+	// Hydrated: complete, and a channel known to have no head has seq 0.
+	require.NoError(t, s.Hydrate(ctx, user, nil))
+	require.NoError(t, s.HydrateMemberships(ctx, user, nil, nil, capN))
+	require.NoError(t, s.HydrateHeads(ctx, nil, []string{"ch999"}))
+	view, err = s.Unread(ctx, user, []string{"ch999", "nowhere"}, capN)
+	require.NoError(t, err)
+	require.True(t, view.CursorsComplete)
+	require.True(t, view.MembershipsComplete)
+	require.Equal(t, []string{"nowhere"}, view.MissingHeads)
+	require.True(t, view.Channels[0].HeadKnown)
+	require.Zero(t, view.Channels[0].Head.Seq)
+	require.Zero(t, view.Channels[0].Unread)
+}
+
+// The member count is kept on transitions and rebuilt by a hydrate after
+// the channel's hash is lost; scans find every kind of key.
+func TestMemberCountHydrateAndScans(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	var regs []channel.Membership
+	for i := range 600 {
+		regs = append(regs, channel.Join(receipt.Key{User: "m" + strconv.Itoa(i), Channel: "big"}, 1, 1, 1))
+	}
+	_, err := s.MergeMemberships(ctx, regs)
+	require.NoError(t, err)
+	_, err = s.MergeMemberships(ctx, []channel.Membership{channel.Leave(receipt.Key{User: "m0", Channel: "big"}, 2, 2)})
+	require.NoError(t, err)
+	n, complete, err := s.MemberCount(ctx, "big")
+	require.NoError(t, err)
+	require.EqualValues(t, 599, n)
+	require.False(t, complete)
+
+	require.NoError(t, s.rdb.Del(ctx, s.ChannelMembersKey("big")).Err())
+	_, err = s.MergeMemberships(ctx, []channel.Membership{channel.Join(receipt.Key{User: "late", Channel: "big"}, 3, 3, 3)})
+	require.NoError(t, err)
+	regs[0] = channel.Leave(receipt.Key{User: "m0", Channel: "big"}, 2, 2)
+	require.NoError(t, s.HydrateChannelMembers(ctx, "big", regs[:300], false))
+	require.NoError(t, s.HydrateChannelMembers(ctx, "big", regs[300:], true))
+	n, complete, err = s.MemberCount(ctx, "big")
+	require.NoError(t, err)
+	require.EqualValues(t, 600, n, "599 hydrated members and the late joiner")
+	require.True(t, complete)
+
+	require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "m1", Channel: "big"}, Seqs: []int64{4}}}, 5))
+	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: 9}})
+	require.NoError(t, err)
+	chs, _, err := s.ScanChannels(ctx, 0, 10000)
+	require.NoError(t, err)
+	require.Equal(t, []string{"big"}, chs)
+	var users []string
+	for cursor := uint64(0); ; {
+		u, next, err := s.ScanMembershipUsers(ctx, cursor, 1000)
+		require.NoError(t, err)
+		users = append(users, u...)
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	slices.Sort(users)
+	require.Len(t, slices.Compact(users), 601)
+	keys, _, err := s.ScanMentionKeys(ctx, 0, 10000)
+	require.NoError(t, err)
+	require.Equal(t, []receipt.Key{{User: "m1", Channel: "big"}}, keys)
+}

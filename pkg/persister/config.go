@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/lifecycle"
@@ -121,6 +122,11 @@ type Config struct {
 	// (kgo.FetchMaxBytes, kgo.FetchMaxPartitionBytes). Default to
 	// FetchMaxBytesDefault and FetchMaxPartitionBytesDefault.
 	FetchMaxBytes, FetchMaxPartitionBytes int
+	// MentionCap is the mention cap: each (user, channel) keeps its newest
+	// MentionCap+1 mention seqs (channel.Mentions), in the window and in
+	// Postgres (the retention deletes the rest). It must equal the
+	// gateway's. Defaults to channel.MentionCapDefault.
+	MentionCap int
 	// WrittenCacheKeys bounds the keys whose written cursors are
 	// remembered so that a row that cannot advance Postgres is not sent
 	// (stale and duplicate events cost no write). Negative disables it.
@@ -166,6 +172,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.DrainTimeout, c.DLTDeliveryTimeout, c.LagInterval = d.DrainTimeout, d.DLTDeliveryTimeout, d.LagInterval
 	c.BatchRecords, c.StatementRows, c.Linger, c.WrittenCacheKeys = d.BatchRecords, d.StatementRows, d.Linger, d.WrittenCacheKeys
 	c.FetchMaxBytes, c.FetchMaxPartitionBytes = d.FetchMaxBytes, d.FetchMaxPartitionBytes
+	c.MentionCap = d.MentionCap
 	if c.Retry.Base == 0 {
 		c.Retry.Base = RetryBaseDefault
 	}
@@ -182,6 +189,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Linger, "linger", c.Linger, "how long a window waits for more records before it is written (it keeps growing while the writer is busy); negative: none")
 	fs.IntVar(&c.FetchMaxBytes, "fetch-max-bytes", c.FetchMaxBytes, "bound of one fetch response in bytes")
 	fs.IntVar(&c.FetchMaxPartitionBytes, "fetch-max-partition-bytes", c.FetchMaxPartitionBytes, "bound of one partition in a fetch response in bytes")
+	fs.IntVar(&c.MentionCap, "mention-cap", c.MentionCap, "mentions counted per (user, channel) before \"cap+\"; each keeps its newest cap+1 mention seqs (must equal the gateway's)")
 	fs.IntVar(&c.WrittenCacheKeys, "written-cache-keys", c.WrittenCacheKeys, "keys whose written cursors are remembered to skip stale rows; negative disables")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on shutdown, how long to finish and commit the batch in hand and leave the group")
 	fs.DurationVar(&c.LagInterval, "lag-interval", c.LagInterval, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
@@ -211,6 +219,7 @@ func (c Config) withDefaults() Config {
 	c.BatchRecords = cmp.Or(c.BatchRecords, BatchRecordsDefault)
 	c.StatementRows = cmp.Or(c.StatementRows, StatementRowsDefault)
 	c.WrittenCacheKeys = cmp.Or(c.WrittenCacheKeys, WrittenCacheKeysDefault)
+	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
 	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, FetchMaxBytesDefault)
 	c.FetchMaxPartitionBytes = cmp.Or(c.FetchMaxPartitionBytes, FetchMaxPartitionBytesDefault)
 	c.Linger = cmp.Or(c.Linger, LingerDefault)
@@ -239,6 +248,9 @@ func (c Config) validate() error {
 	}
 	if c.FetchMaxBytes < 1 || c.FetchMaxBytes > math.MaxInt32 || c.FetchMaxPartitionBytes < 1 || c.FetchMaxPartitionBytes > c.FetchMaxBytes {
 		errs = append(errs, fmt.Errorf("FetchMaxBytes (%d) and FetchMaxPartitionBytes (%d) must be within [1, 2^31) with the partition's at most the whole", c.FetchMaxBytes, c.FetchMaxPartitionBytes))
+	}
+	if c.MentionCap < 1 {
+		errs = append(errs, fmt.Errorf("MentionCap must be > 0, got %d", c.MentionCap))
 	}
 	if c.StatementRows < 1 {
 		errs = append(errs, fmt.Errorf("StatementRows must be > 0, got %d", c.StatementRows))

@@ -4,16 +4,27 @@
 //
 //  1. poll up to MaxPollRecords records (optionally lingering to coalesce
 //     more), with rebalances blocked until the batch is settled;
-//  2. decode each record; an undecodable or invalid one goes to the
-//     dead-letter topic at once (ProduceSync, acked) with headers naming
-//     the reason, the source topic/partition/offset and the attempt;
-//  3. keep the greatest value per key (batch.Dedupe with receipt.Merge);
+//  2. decode each record (event.DecodeRecord: user events carry cursors,
+//     mentions and membership registers, channel events the head); an
+//     undecodable or invalid one goes to the dead-letter topic at once
+//     (ProduceSync, acked) with headers naming the reason, the source
+//     topic/partition/offset and the attempt;
+//  3. keep, per table key, the merge of the window's values (window.go:
+//     cursors receipt.Merge, heads channel.MergeHead, membership
+//     channel.MergeMembership, mentions the union kept to the newest
+//     MentionCap+1);
 //  4. split the rows into Writers shards by a hash of user_id and upsert
 //     the shards concurrently, each in one statement inside its own
 //     transaction on its own connection (pgstore.Upsert, a max-merge, so
 //     replays are harmless);
-//  5. once every shard is settled, commit the polled offsets, and only
-//     then allow a rebalance.
+//  5. once every table's statements are settled (and the mention
+//     retention of the window's keys has run), commit the polled offsets,
+//     and only then allow a rebalance.
+//
+// A row that a table rejects sends the records of its key that fed that
+// table to the dead-letter topic (a record that also fed another table is
+// still written there; the reconciler's repair merges it again, which is
+// harmless).
 //
 // Per-shard transactions deliberately relax the design's "one transaction
 // per batch" (ARCHITECTURE.md) for throughput: on two cores two to four

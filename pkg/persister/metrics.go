@@ -40,6 +40,8 @@ type metrics struct {
 	commits      prometheus.Counter
 	ready        prometheus.Gauge
 	staleSkipped prometheus.Counter
+	// mentionsTrimmed counts mention rows deleted by the retention.
+	mentionsTrimmed prometheus.Counter
 	dedupeRatio  prometheus.Gauge
 	throttled    prometheus.Counter
 }
@@ -101,6 +103,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		staleSkipped: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "stale_rows_skipped_total",
 			Help: "Deduplicated rows not written because Postgres is known to hold at least their cursors (stale or duplicate events).",
+		}),
+		mentionsTrimmed: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "mentions_trimmed_total",
+			Help: "Mention rows deleted because they are no longer among their key's newest cap+1.",
 		}),
 		dedupeRatio: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dedupe_ratio",

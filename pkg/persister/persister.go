@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/batch"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
@@ -286,7 +286,7 @@ func (p *Persister) waitSettled(ctx context.Context) {
 // (shutdown). While the writer is busy, a lingered window keeps growing.
 // An error means the client is closed.
 func (p *Persister) fill(ctx context.Context) (*window, string, error) {
-	w := newWindow(min(p.cfg.BatchRecords, 4096))
+	w := newWindow(min(p.cfg.BatchRecords, 4096), p.cfg.MentionCap)
 	select {
 	case <-p.blocked:
 		// A rebalance came while the last window was handed over.
@@ -344,7 +344,7 @@ func (p *Persister) fill(ctx context.Context) (*window, string, error) {
 			p.inflight.Add(1)
 			select {
 			case p.windows <- handoff{w: w, trigger: triggerLinger}:
-				return newWindow(0), "", nil
+				return newWindow(0, p.cfg.MentionCap), "", nil
 			default:
 				p.inflight.Done()
 			}
@@ -449,27 +449,34 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 		return err
 	}
 
-	rows := make([]receipt.State, 0, len(w.rows))
-	for _, r := range w.rows {
-		rows = append(rows, r)
-	}
-	slices.SortFunc(rows, receipt.CompareStates)
+	rows, heads, members, mentions := w.sortedRows()
 	decoded := w.len() - len(w.undecodable)
+	total := w.rowCount()
 	p.m.dedupeIn.Add(float64(decoded))
-	p.m.dedupeOut.Add(float64(len(rows)))
+	p.m.dedupeOut.Add(float64(total))
 	fresh := p.written.filter(rows)
-	p.m.staleSkipped.Add(float64(len(rows) - len(fresh)))
+	skipped := len(rows) - len(fresh)
+	p.m.staleSkipped.Add(float64(skipped))
 	if decoded > 0 {
-		p.m.dedupeRatio.Set(1 - float64(len(fresh))/float64(decoded))
+		p.m.dedupeRatio.Set(1 - float64(total-skipped)/float64(decoded))
 	}
 
-	written, failed, err := p.write(ctx, fresh)
+	// Every table's statements, Writers at a time; then the mention
+	// retention of the keys the window touched.
+	jobs := cursorJobs(p, fresh)
+	jobs = append(jobs, tableJobs(p, tableHeads, heads, func(h channel.Head) string { return h.Channel }, p.store.UpsertHeads)...)
+	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
+	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
+	written, failed, err := p.runJobs(ctx, jobs)
 	if err != nil {
-		return fmt.Errorf("writing window of %d rows: %w", len(fresh), err)
+		return fmt.Errorf("writing window of %d rows: %w", total-skipped, err)
+	}
+	if err := p.trimMentions(ctx, mentions); err != nil {
+		return fmt.Errorf("trimming the mentions of a window: %w", err)
 	}
 	if len(failed) > 0 {
-		// A rejected row merged every record of its key, so all of them go:
-		// the reconciler merges them again.
+		// A rejected row merged every record of its key into that table,
+		// so all of them go: the reconciler merges them again.
 		rejected := w.sourcesOf(failed)
 		for _, dl := range rejected {
 			p.log.Warn("dead-lettering a record Postgres rejects", recordFields(dl.src, errors.New(dl.reason))...)
@@ -483,46 +490,113 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 	// topic): only now may the offsets move.
 	p.settleOffsets(w.offsets())
 	p.log.Debug("window settled", zap.String("trigger", trigger), zap.Int("num_records", w.len()),
-		zap.Int("num_rows", len(rows)), zap.Int("num_written", written), zap.Int("num_undecodable", len(w.undecodable)),
+		zap.Int("num_rows", total), zap.Int("num_written", written), zap.Int("num_undecodable", len(w.undecodable)),
 		zap.Int("num_rejected_rows", len(failed)), zap.Duration("duration", time.Since(start)))
 	return nil
 }
 
-// write puts the sorted, deduplicated rows of a window in Postgres, in
-// statements of StatementRows contiguous rows each (one implicit
-// transaction per statement), Writers statements at a time. Statements
-// hold disjoint key ranges, so they never wait on each other's row locks
-// (nor deadlock). A rejected row is isolated within its statement by
-// batch.Bisect; an outage is retried by each statement on its own, so one
-// already committed is never written again. It returns when every
-// statement is settled, with the count of rows written and the rejected
-// keys; an error means ctx ended first, and the window must not be
-// committed.
-func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, map[receipt.Key]error, error) {
-	if len(rows) == 0 {
-		return 0, nil, nil
-	}
-	start := time.Now()
-	defer func() { p.m.writeTime.Observe(time.Since(start).Seconds()) }()
-	stmts := chunk(rows, p.cfg.StatementRows)
-	results := make([]batch.Result[receipt.State], len(stmts))
-	errs := make([]error, len(stmts))
-	var next atomic.Int64
-	work := func(slot int) {
-		for {
-			i := int(next.Add(1)) - 1
-			if i >= len(stmts) || ctx.Err() != nil {
-				return
+// job is one statement of a window: it writes its rows (bisecting a
+// rejected one out), retrying while Postgres is unavailable, and returns
+// how many rows it wrote and the rejected ones; an error means ctx ended.
+type job func(ctx context.Context, slot int) (int, map[rejection]error, error)
+
+// cursorJobs are the statements of a window's cursor rows: StatementRows
+// each, with UpsertBulk (COPY) from stagedMinRows; each remembers what it
+// wrote in the written cache.
+func cursorJobs(p *Persister, rows []receipt.State) []job {
+	var out []job
+	for _, part := range chunk(rows, p.cfg.StatementRows) {
+		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
+			upsert := p.store.Upsert
+			if len(part) >= stagedMinRows {
+				upsert = p.store.UpsertBulk
 			}
-			res, err := batch.Bisect(stmts[i], func(part []receipt.State) error { return p.upsert(ctx, slot, part) }, isRejected)
+			res, err := batch.Bisect(part, func(sub []receipt.State) error {
+				return p.statement(ctx, slot, len(sub), func(ctx context.Context) error { _, err := upsert(ctx, sub); return err })
+			}, isRejected)
 			// Counted as each statement commits: a statement stays written
 			// even when another one's is abandoned.
 			p.m.rowsWritten.Add(float64(len(res.Written)))
 			p.written.remember(res.Written)
-			results[i], errs[i] = res, err
+			return len(res.Written), rejections(tableCursors, part, res.Failed, func(s receipt.State) string { return s.Key.KafkaKey() }), err
+		})
+	}
+	return out
+}
+
+// tableJobs are the statements of one of the channel tables.
+func tableJobs[T any](p *Persister, t table, rows []T, key func(T) string, write func(context.Context, []T) (int64, error)) []job {
+	var out []job
+	for _, part := range chunk(rows, p.cfg.StatementRows) {
+		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
+			res, err := batch.Bisect(part, func(sub []T) error {
+				return p.statement(ctx, slot, len(sub), func(ctx context.Context) error { _, err := write(ctx, sub); return err })
+			}, isRejected)
+			p.m.rowsWritten.Add(float64(len(res.Written)))
+			return len(res.Written), rejections(t, part, res.Failed, key), err
+		})
+	}
+	return out
+}
+
+func rejections[T any](t table, part []T, failed []batch.Failure, key func(T) string) map[rejection]error {
+	if len(failed) == 0 {
+		return nil
+	}
+	out := make(map[rejection]error, len(failed))
+	for _, f := range failed {
+		out[rejection{t, key(part[f.Index])}] = f.Err
+	}
+	return out
+}
+
+// write puts the sorted, deduplicated cursor rows of a window in
+// Postgres (see runJobs) and returns the count written and the rejected
+// keys: the cursor table alone, as settle writes it beside the others.
+func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, map[receipt.Key]error, error) {
+	written, failed, err := p.runJobs(ctx, cursorJobs(p, rows))
+	if err != nil {
+		return 0, nil, err
+	}
+	var out map[receipt.Key]error
+	for r, e := range failed {
+		if out == nil {
+			out = map[receipt.Key]error{}
+		}
+		k, _ := receipt.ParseKafkaKey(r.key)
+		out[k] = e
+	}
+	return written, out, nil
+}
+
+// runJobs runs a window's statements (one implicit transaction each),
+// Writers at a time. Statements hold disjoint key ranges of their table,
+// so they never wait on each other's row locks (nor deadlock). A rejected
+// row is isolated within its statement by batch.Bisect; an outage is
+// retried by each statement on its own, so one already committed is never
+// written again. It returns when every statement is settled, with the
+// count of rows written and the rejected rows; an error means ctx ended
+// first, and the window must not be committed.
+func (p *Persister) runJobs(ctx context.Context, jobs []job) (int, map[rejection]error, error) {
+	if len(jobs) == 0 {
+		return 0, nil, nil
+	}
+	start := time.Now()
+	defer func() { p.m.writeTime.Observe(time.Since(start).Seconds()) }()
+	written := make([]int, len(jobs))
+	failed := make([]map[rejection]error, len(jobs))
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	work := func(slot int) {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(jobs) || ctx.Err() != nil {
+				return
+			}
+			written[i], failed[i], errs[i] = jobs[i](ctx, slot)
 		}
 	}
-	if workers := min(p.cfg.Writers, len(stmts)); workers == 1 {
+	if workers := min(p.cfg.Writers, len(jobs)); workers == 1 {
 		work(0)
 	} else {
 		var wg sync.WaitGroup
@@ -534,28 +608,59 @@ func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, map[r
 	if err := ctx.Err(); err != nil {
 		return 0, nil, err
 	}
-
-	var written int
-	var rejected map[receipt.Key]error
-	for i, res := range results {
+	var total int
+	var rejected map[rejection]error
+	for i := range jobs {
 		if errs[i] != nil {
 			// Only the end of ctx stops a statement.
-			return 0, nil, fmt.Errorf("writing statement %d of %d rows: %w", i, len(stmts[i]), errs[i])
+			return 0, nil, fmt.Errorf("writing statement %d: %w", i, errs[i])
 		}
-		written += len(res.Written)
-		for _, f := range res.Failed {
+		total += written[i]
+		for r, e := range failed[i] {
 			if rejected == nil {
-				rejected = map[receipt.Key]error{}
+				rejected = map[rejection]error{}
 			}
-			rejected[stmts[i][f.Index].Key] = f.Err
+			rejected[r] = e
 		}
 	}
-	return written, rejected, nil
+	return total, rejected, nil
+}
+
+// trimMentions deletes, for the keys a window added mentions to, the
+// mentions no longer among their key's newest MentionCap+1, in statements
+// of StatementRows keys. Readers take the newest cap+1 themselves, so
+// this only bounds the table: a rejection (which the statement cannot
+// meet) is logged and left to the next window of the key.
+func (p *Persister) trimMentions(ctx context.Context, mentions []channel.Mentions) error {
+	keys := make([]receipt.Key, len(mentions))
+	for i, m := range mentions {
+		keys[i] = m.Key
+	}
+	var jobs []job
+	for _, part := range chunk(keys, p.cfg.StatementRows) {
+		jobs = append(jobs, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
+			var n int64
+			// A trim writes no rows: it pays nothing to the write cap.
+			err := p.statement(ctx, slot, 0, func(ctx context.Context) error {
+				var err error
+				n, err = p.store.TrimMentions(ctx, part, p.cfg.MentionCap)
+				return err
+			})
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("trimming mentions", zap.Int("num_keys", len(part)), zap.Error(err))
+				err = nil
+			}
+			p.m.mentionsTrimmed.Add(float64(n))
+			return 0, nil, err
+		})
+	}
+	_, _, err := p.runJobs(ctx, jobs)
+	return err
 }
 
 // chunk splits rows into consecutive slices of at most n.
-func chunk(rows []receipt.State, n int) [][]receipt.State {
-	out := make([][]receipt.State, 0, (len(rows)+n-1)/n)
+func chunk[T any](rows []T, n int) [][]T {
+	out := make([][]T, 0, (len(rows)+n-1)/n)
 	for start := 0; start < len(rows); start += n {
 		out = append(out, rows[start:min(start+n, len(rows)):min(start+n, len(rows))])
 	}
@@ -566,21 +671,17 @@ func chunk(rows []receipt.State, n int) [][]receipt.State {
 // new rows in key order) beats the parameter arrays (BENCHMARKS.md).
 var stagedMinRows = 1000
 
-// upsert writes rows (one statement's) as one statement, retrying for as
-// long as Postgres is unavailable. It returns nil, a rejection (for Bisect
-// to split), or the end of ctx. With MaxWriteRate it first waits for the
+// statement runs one statement writing rows rows, retrying for as long
+// as Postgres is unavailable. It returns nil, a rejection (for Bisect to
+// split), or the end of ctx. With MaxWriteRate it first waits for the
 // rows' share of the cap (retries of the statement do not pay again).
-func (p *Persister) upsert(ctx context.Context, slot int, rows []receipt.State) error {
-	if err := p.wcap.wait(ctx, len(rows)); err != nil {
+func (p *Persister) statement(ctx context.Context, slot, rows int, f func(context.Context) error) error {
+	if err := p.wcap.wait(ctx, rows); err != nil {
 		return fmt.Errorf("waiting for --max-write-rate: %w", err)
 	}
 	return p.retry(ctx, p.stmtLogs[slot], opUpsert, isUpsertRetryable, func(ctx context.Context) error {
 		start := time.Now()
-		upsert := p.store.Upsert
-		if len(rows) >= stagedMinRows {
-			upsert = p.store.UpsertBulk
-		}
-		_, err := upsert(ctx, rows)
+		err := f(ctx)
 		p.m.upsertTime.Observe(time.Since(start).Seconds())
 		if pgstore.Classify(err) == errclass.Permanent {
 			p.stmtLogs[slot].Error("postgres refuses the write for good; the partition waits for an operator", zap.Error(err))

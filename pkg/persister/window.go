@@ -1,36 +1,79 @@
 package persister
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
+// table names one kind of row a window writes; a record contributes to a
+// set of them (a join, for instance, to members and cursors).
+type table uint8
+
+const (
+	tableCursors table = 1 << iota
+	tableHeads
+	tableMembers
+	tableMentions
+)
+
+func (t table) String() string {
+	switch t {
+	case tableCursors:
+		return "read_receipts"
+	case tableHeads:
+		return "channel_heads"
+	case tableMembers:
+		return "channel_members"
+	case tableMentions:
+		return "mentions"
+	}
+	return "unknown"
+}
+
 // window is the unit of one write: the records of many polls, decoded and
-// deduplicated to the greatest value per key as they arrive, so that a key
-// marked many times in the window costs one row. Its offsets are committed
-// only after all of its rows are written.
+// deduplicated per table key as they arrive (cursors and heads keep their
+// max, membership the greater register, mentions the union kept to the
+// newest cap+1), so that a key changed many times in the window costs one
+// row per table. Its offsets are committed only after every table's rows
+// are written.
 type window struct {
-	// recs are the window's records in poll order; keys[i] is the key of
-	// recs[i] (the zero key for an undecodable one).
-	recs []*kgo.Record
-	keys []receipt.Key
-	// rows holds the greatest state per key; order lists the keys in the
-	// order they first appeared.
-	rows        map[receipt.Key]receipt.State
+	mentionCap int
+	// recs are the window's records in poll order; keys[i] is the record
+	// key of recs[i] ("" for an undecodable one) and tables[i] the tables
+	// it contributes to.
+	recs   []*kgo.Record
+	keys   []string
+	tables []table
+
+	rows     map[receipt.Key]receipt.State
+	heads    map[string]channel.Head
+	members  map[receipt.Key]channel.Membership
+	mentions map[receipt.Key][]int64
+
 	undecodable []deadLetter
 	// last holds, per partition, the window's last record: what is
 	// committed once the window is written.
 	last map[topicPartition]*kgo.Record
 }
 
-func newWindow(capacity int) *window {
+func newWindow(capacity, mentionCap int) *window {
 	return &window{
-		recs: make([]*kgo.Record, 0, capacity),
-		keys: make([]receipt.Key, 0, capacity),
-		rows: make(map[receipt.Key]receipt.State, capacity/4),
-		last: map[topicPartition]*kgo.Record{},
+		mentionCap: mentionCap,
+		recs:       make([]*kgo.Record, 0, capacity),
+		keys:       make([]string, 0, capacity),
+		tables:     make([]table, 0, capacity),
+		rows:       make(map[receipt.Key]receipt.State, capacity/4),
+		heads:      map[string]channel.Head{},
+		members:    map[receipt.Key]channel.Membership{},
+		mentions:   map[receipt.Key][]int64{},
+		last:       map[topicPartition]*kgo.Record{},
 	}
 }
 
@@ -43,35 +86,101 @@ func (w *window) add(recs []*kgo.Record) {
 		if cur := w.last[tp]; cur == nil || cur.Offset < r.Offset {
 			w.last[tp] = r
 		}
-		s, err := event.Decode(r)
+		d, err := event.DecodeRecord(r)
+		w.recs = append(w.recs, r)
 		if err != nil {
-			w.recs = append(w.recs, r)
-			w.keys = append(w.keys, receipt.Key{})
+			w.keys = append(w.keys, "")
+			w.tables = append(w.tables, 0)
 			w.undecodable = append(w.undecodable, deadLetter{src: r, reason: err.Error()})
 			continue
 		}
-		w.recs = append(w.recs, r)
-		w.keys = append(w.keys, s.Key)
-		// Merging into the stored (or the zero) state applies the rules of
-		// the merge to a lone record too (reading implies delivery), so
-		// what Postgres ends with does not depend on how records fell into
-		// windows.
-		kept := w.rows[s.Key]
-		merged, _ := receipt.Merge(kept, s)
-		w.rows[s.Key] = merged
+		w.keys = append(w.keys, d.RecordKey())
+		var t table
+		if s := d.Receipt; s != nil {
+			// Merging into the stored (or the zero) state applies the rules
+			// of the merge to a lone record too (reading implies delivery),
+			// so what Postgres ends with does not depend on how records
+			// fell into windows.
+			w.rows[s.Key], _ = receipt.Merge(w.rows[s.Key], *s)
+			t |= tableCursors
+		}
+		if h := d.Channel; h != nil {
+			w.heads[h.Channel], _ = channel.MergeHead(w.heads[h.Channel], *h)
+			t |= tableHeads
+		}
+		if m := d.Membership; m != nil {
+			w.members[m.Key], _ = channel.MergeMembership(w.members[m.Key], *m)
+			t |= tableMembers
+		}
+		if len(d.Mentions) > 0 {
+			w.mentions[d.Key] = channel.MergeMentions(w.mentions[d.Key], d.Mentions, w.mentionCap)
+			t |= tableMentions
+		}
+		w.tables = append(w.tables, t)
 	}
 }
 
 // len is the number of records in the window.
 func (w *window) len() int { return len(w.recs) }
 
-// sourcesOf returns the records of the given keys, in window order: all
-// of a rejected row's records go to the dead-letter topic.
-func (w *window) sourcesOf(keys map[receipt.Key]error) []deadLetter {
+// rowCount is the number of deduplicated rows of every table.
+func (w *window) rowCount() int {
+	n := len(w.rows) + len(w.heads) + len(w.members)
+	for _, s := range w.mentions {
+		n += len(s)
+	}
+	return n
+}
+
+// sortedRows returns each table's rows in key order.
+func (w *window) sortedRows() ([]receipt.State, []channel.Head, []channel.Membership, []channel.Mentions) {
+	rows := make([]receipt.State, 0, len(w.rows))
+	for _, r := range w.rows {
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, receipt.CompareStates)
+	heads := make([]channel.Head, 0, len(w.heads))
+	for _, h := range w.heads {
+		heads = append(heads, h)
+	}
+	slices.SortFunc(heads, func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) })
+	members := make([]channel.Membership, 0, len(w.members))
+	for _, m := range w.members {
+		members = append(members, m)
+	}
+	slices.SortFunc(members, pgstore.CompareMembers)
+	mentions := make([]channel.Mentions, 0, len(w.mentions))
+	for k, s := range w.mentions {
+		mentions = append(mentions, channel.Mentions{Key: k, Seqs: s})
+	}
+	slices.SortFunc(mentions, func(a, b channel.Mentions) int { return a.Key.Compare(b.Key) })
+	return rows, heads, members, mentions
+}
+
+// rejection is a row a table refused, by record key.
+type rejection struct {
+	table table
+	key   string
+}
+
+// sourcesOf returns the records behind the rejected rows, in window
+// order: every record of a rejected row's key that contributed to that
+// table goes to the dead-letter topic (a record is sent once, even when
+// several of its tables refused it).
+func (w *window) sourcesOf(rejected map[rejection]error) []deadLetter {
 	var out []deadLetter
 	for i, k := range w.keys {
-		if err, ok := keys[k]; ok && k != (receipt.Key{}) {
-			out = append(out, deadLetter{src: w.recs[i], reason: err.Error()})
+		if k == "" {
+			continue
+		}
+		for t := tableCursors; t <= tableMentions; t <<= 1 {
+			if w.tables[i]&t == 0 {
+				continue
+			}
+			if err, ok := rejected[rejection{t, k}]; ok {
+				out = append(out, deadLetter{src: w.recs[i], reason: t.String() + ": " + err.Error()})
+				break
+			}
 		}
 	}
 	return out

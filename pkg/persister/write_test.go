@@ -63,7 +63,7 @@ func TestChunkSplitsSortedRowsIntoDisjointStatements(t *testing.T) {
 		require.Equal(t, len(st), cap(st), "a statement cannot append into the next")
 	}
 	require.Equal(t, rows, again)
-	require.Empty(t, chunk(nil, 500))
+	require.Empty(t, chunk[receipt.State](nil, 500))
 }
 
 // A rejected row is bisected out of its own statement only: every other
@@ -153,6 +153,13 @@ func TestWrittenSkipsRowsThatCannotAdvance(t *testing.T) {
 	require.Len(t, w.filter([]receipt.State{epoch}), 1, "a new epoch is ahead")
 	w.remember([]receipt.State{at(2, 2)})
 	require.Empty(t, w.filter([]receipt.State{at(5, 7)}), "remembering a lower value keeps the max")
+	priv := at(5, 7)
+	priv.PrivateRead = receipt.Cursor{Position: receipt.Position{Seq: 9}}
+	require.Len(t, w.filter([]receipt.State{priv}), 1, "a private read ahead can still advance a row")
+	w.remember([]receipt.State{priv})
+	require.Empty(t, w.filter([]receipt.State{priv}))
+	priv.PrivateRead.Position = receipt.Position{Epoch: 1}
+	require.Len(t, w.filter([]receipt.State{priv}), 1, "a private read at a new epoch is ahead")
 
 	// Bounded: past capacity a tenth more than the excess is forgotten.
 	for i := range 150 {

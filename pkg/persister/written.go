@@ -24,7 +24,11 @@ type written struct {
 	m        map[receipt.Key]cursors
 }
 
-type cursors struct{ read, delivered receipt.Position }
+// cursors holds the greatest positions written per cursor. The private
+// read is compared as written: Postgres keeps its greatest position, or a
+// read cursor past it (which makes any private read up to it a no-op), so
+// "incoming ≤ remembered" still implies "incoming changes nothing".
+type cursors struct{ read, private, delivered receipt.Position }
 
 func newWritten(capacity int) *written {
 	return &written{capacity: capacity, m: make(map[receipt.Key]cursors, min(capacity, 1<<16))}
@@ -40,7 +44,8 @@ func (w *written) filter(rows []receipt.State) []receipt.State {
 	out := rows[:0:0]
 	for _, r := range rows {
 		c, ok := w.m[r.Key]
-		if ok && r.Read.Position.Compare(c.read) <= 0 && r.Delivered.Position.Compare(c.delivered) <= 0 {
+		if ok && r.Read.Position.Compare(c.read) <= 0 && r.Delivered.Position.Compare(c.delivered) <= 0 &&
+			r.PrivateRead.Position.Compare(c.private) <= 0 {
 			continue
 		}
 		out = append(out, r)
@@ -59,6 +64,9 @@ func (w *written) remember(rows []receipt.State) {
 		c := w.m[r.Key]
 		if r.Read.Position.Compare(c.read) > 0 {
 			c.read = r.Read.Position
+		}
+		if r.PrivateRead.Position.Compare(c.private) > 0 {
+			c.private = r.PrivateRead.Position
 		}
 		if r.Delivered.Position.Compare(c.delivered) > 0 {
 			c.delivered = r.Delivered.Position

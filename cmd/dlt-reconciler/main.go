@@ -97,6 +97,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	r.Add("dead-letter consumer", cons)
 	if c.sweepOn {
 		c.sweep.Postgres, c.sweep.Redis, c.sweep.Logger, c.sweep.Registerer = b.Postgres, rs, b.Log, b.Registry
+		c.sweep.MentionCap = c.dlt.MentionCap
 		sw, err := drift.New(c.sweep)
 		if err != nil {
 			return err

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/backoff"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
@@ -85,6 +86,9 @@ type Config struct {
 	Group string
 	// MaxPollRecords bounds one poll. Defaults to MaxPollRecordsDefault.
 	MaxPollRecords int
+	// MentionCap is the mention cap (each key keeps its newest cap+1).
+	// Defaults to channel.MentionCapDefault.
+	MentionCap int
 	// Retry is the backoff for retryable repair failures. Retry.MaxDuration
 	// defaults to RetryMaxDurationDefault and cannot be unbounded here: a
 	// record that cannot be repaired in that time is parked, so one bad key
@@ -114,6 +118,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "dead letters per poll")
 	fs.DurationVar(&c.Retry.MaxDuration, "retry-max-duration", c.Retry.MaxDuration, "how long one dead letter is retried before it is parked")
 	fs.DurationVar(&c.AttemptTimeout, "attempt-timeout", c.AttemptTimeout, "bound of one repair attempt")
+	fs.IntVar(&c.MentionCap, "mention-cap", c.MentionCap, "mentions counted per (user, channel) before \"cap+\"; each keeps its newest cap+1 (must equal the gateway's and the persister's)")
 }
 
 // fill sets every zero field to its default.
@@ -123,6 +128,7 @@ func (c *Config) fill() {
 	c.MaxPollRecords = cmp.Or(c.MaxPollRecords, MaxPollRecordsDefault)
 	c.Retry.MaxDuration = cmp.Or(c.Retry.MaxDuration, RetryMaxDurationDefault)
 	c.AttemptTimeout = cmp.Or(c.AttemptTimeout, AttemptTimeoutDefault)
+	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 }
 
@@ -228,7 +234,7 @@ func NewConsumer(cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	c := &Consumer{cfg: cfg, cl: cl, log: log, m: newConsumerMetrics(cfg.Registerer)}
-	c.rep = &repair.Repairer{Postgres: cfg.Postgres, Redis: cfg.Redis, Logger: log, OnRedisDegraded: c.m.redisDegraded.Inc}
+	c.rep = &repair.Repairer{Postgres: cfg.Postgres, Redis: cfg.Redis, Logger: log, OnRedisDegraded: c.m.redisDegraded.Inc, MentionCap: cfg.MentionCap}
 	return c, nil
 }
 
@@ -291,10 +297,11 @@ func (c *Consumer) handleBatch(ctx context.Context, recs []*kgo.Record) error {
 // handle repairs one record, or parks it. It returns an error only when ctx
 // ended first; then the record is not committed.
 func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
-	st, err := event.Decode(r)
+	d, err := event.DecodeRecord(r)
 	if err != nil {
 		return c.park(ctx, r, KindUndecodable, err, 1)
 	}
+	key := d.RecordKey()
 	attempts := 0
 	err = retry.Do(ctx, c.cfg.Retry.New(), func(ctx context.Context) error {
 		attempts++
@@ -303,16 +310,16 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 		}
 		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()
-		_, err := c.rep.Repair(actx, st)
+		err := c.rep.RepairDecoded(actx, d)
 		if class := pgstore.Classify(err); ctx.Err() == nil && (class == errclass.Unavailable || class == errclass.Permanent) {
-			c.log.Debug("repair failed; retrying", zap.String("key", st.Key.KafkaKey()), zap.Int("attempt", attempts), zap.Error(err))
+			c.log.Debug("repair failed; retrying", zap.String("key", key), zap.Int("attempt", attempts), zap.Error(err))
 			return retry.RetryableError(err)
 		}
 		return err
 	})
 	if err == nil {
 		c.m.reconciled.Inc()
-		c.log.Debug("reconciled dead letter", zap.String("key", st.Key.KafkaKey()), zap.Int32("dlt_partition", r.Partition), zap.Int64("dlt_offset", r.Offset))
+		c.log.Debug("reconciled dead letter", zap.String("key", key), zap.Int32("dlt_partition", r.Partition), zap.Int64("dlt_offset", r.Offset))
 		return nil
 	}
 	if ctx.Err() != nil {

@@ -136,9 +136,12 @@ type Report struct {
 	// Pages counts Postgres pages and Redis SCAN pages.
 	Pages int
 	// Found counts disagreements by direction; Repaired the ones whose
-	// repair was written.
+	// repair was written. Both cover every kind of state.
 	Found    Counts
 	Repaired Counts
+	// ByKind splits Found by kind of state (KindCursors, KindHeads,
+	// KindMembers, KindMentions).
+	ByKind map[string]*Counts
 	// InFlight counts keys where Redis was ahead but moved within the grace
 	// period: the write path is still persisting them, so they were left.
 	InFlight int
@@ -181,6 +184,9 @@ type Config struct {
 	// session (a lost session stops its sweep) and a standby tries to take
 	// the lock. Defaults to LeaderCheckIntervalDefault.
 	LeaderCheckInterval time.Duration
+	// MentionCap is the mention cap (each key keeps its newest cap+1).
+	// Defaults to channel.MentionCapDefault.
+	MentionCap int
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Registerer receives the metrics. Defaults to a private registry.
@@ -487,7 +493,8 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 }
 
 // SweepOnce runs one full, synchronous pass: Postgres in key order against
-// Redis, then Redis users against Postgres. It stops at the first store
+// Redis, then Redis users against Postgres, for the cursors; then the same
+// two ways for heads, membership registers and mentions (channels.go). It stops at the first store
 // failure and returns the report so far with the error.
 func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	s.mu.Lock()
@@ -498,6 +505,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	err := s.sweepPostgres(ctx, lim, &rep)
 	if err == nil {
 		err = s.sweepRedis(ctx, lim, &rep)
+	}
+	if err == nil {
+		err = s.sweepChannels(ctx, lim, &rep)
 	}
 	rep.Duration = time.Since(rep.Started)
 	if ctx.Err() != nil {
@@ -747,6 +757,7 @@ func (s *Sweeper) forUsers(ctx context.Context, users []string, fn func(context.
 // pipeline, both max-merges.
 func (s *Sweeper) apply(ctx context.Context, pr pageResult, rep *Report) error {
 	rep.Found.merge(pr.found)
+	rep.byKind(KindCursors).merge(pr.found)
 	rep.InFlight += pr.inFlight
 	rep.Invalid += pr.invalid
 	s.m.inFlight.Add(float64(pr.inFlight))

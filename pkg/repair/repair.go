@@ -1,4 +1,6 @@
-// Package repair applies one state to both stores by the max rule: it
+// Package repair applies one state to both stores by its merge rule
+// (RepairDecoded: cursors, heads, membership registers, mentions). For
+// cursors it
 // merges the key's Redis value (the real-time truth) into the state, upserts
 // Postgres with the result and max-merges what Postgres then holds back into
 // Redis, so both converge. The dead-letter consumer wraps it in bounded
@@ -28,6 +30,9 @@ type Repairer struct {
 	// OnRedisDegraded, when set, is called when Redis could not be read or
 	// written; the drift sweep repairs Redis later.
 	OnRedisDegraded func()
+	// MentionCap is the mention cap (each key keeps its newest cap+1).
+	// Defaults to channel.MentionCapDefault.
+	MentionCap int
 }
 
 // Repair merges st with the key's Redis value, upserts Postgres with the

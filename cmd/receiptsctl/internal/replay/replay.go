@@ -100,7 +100,7 @@ func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Outcom
 	if rec.ReplayedAt != nil {
 		return "", fmt.Errorf("replaying parked record %d: %w at %s", rec.ID, ErrAlreadyReplayed, rec.ReplayedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
-	st, decErr := event.Decode(&kgo.Record{Key: rec.Key, Value: rec.Value})
+	d, decErr := event.DecodeRecord(&kgo.Record{Key: rec.Key, Value: rec.Value})
 	var outcome Outcome
 	switch {
 	case r.cfg.Mode == Produce || (r.cfg.Mode == Auto && decErr != nil):
@@ -115,7 +115,7 @@ func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Outcom
 	case decErr != nil:
 		return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, decErr)
 	default:
-		if _, err := r.rep.Repair(ctx, st); err != nil {
+		if err := r.rep.RepairDecoded(ctx, d); err != nil {
 			return "", fmt.Errorf("replaying parked record %d: %w", rec.ID, err)
 		}
 		outcome = Repaired

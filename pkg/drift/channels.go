@@ -241,8 +241,8 @@ func (s *Sweeper) compareHeads(ctx context.Context, rep *Report, pg []channel.He
 		if h, ok := rd[ch]; ok {
 			r = &h
 		}
-		if redisChannels != nil && r == nil {
-			continue // gone since the scan
+		if redisChannels != nil && (r == nil || byCh[ch] != nil) {
+			continue // gone since the scan, or in both stores: the Postgres walk compared it
 		}
 		s.compareHead(w, byCh[ch], r)
 	}

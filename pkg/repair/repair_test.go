@@ -1,0 +1,78 @@
+package repair_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/repair"
+)
+
+// Every kind of event is applied to both stores by its rule: the record,
+// Redis' value and Postgres' row all merge, and both stores end equal.
+func TestRepairDecodedEveryKind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pg := pgtest.NewSchema(t).Store
+	rdb := redistest.Client(t)
+	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, rs.Load(ctx))
+	r := &repair.Repairer{Postgres: pg, Redis: rs, MentionCap: 2}
+	k := receipt.Key{User: "u", Channel: "c"}
+
+	// Heads: Redis ahead of the record, Postgres behind both.
+	_, err := rs.RaiseHeads(ctx, []channel.Head{{Channel: "c", Seq: 9, MessageID: "m9"}})
+	require.NoError(t, err)
+	_, err = pg.UpsertHeads(ctx, []channel.Head{{Channel: "c", Seq: 2}})
+	require.NoError(t, err)
+	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Channel: &channel.Head{Channel: "c", Seq: 5}}))
+	ph, err := pg.Heads(ctx, []string{"c"})
+	require.NoError(t, err)
+	rh, err := rs.Heads(ctx, []string{"c"})
+	require.NoError(t, err)
+	require.Equal(t, int64(9), ph[0].Seq)
+	require.Equal(t, "m9", ph[0].MessageID)
+	require.Equal(t, int64(9), rh["c"].Seq)
+
+	// Membership: Postgres ahead (a leave), the record an older join.
+	leave := channel.Leave(k, 7, 700)
+	_, err = pg.UpsertMembers(ctx, []channel.Membership{leave})
+	require.NoError(t, err)
+	join := channel.Join(k, 3, 300, 3)
+	priv := receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 3}}}
+	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Membership: &join, Receipt: &priv}))
+	pm, err := pg.Memberships(ctx, "u", nil)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Membership{leave}, pm)
+	um, _, err := rs.Memberships(ctx, "u", nil)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Membership{leave}, um)
+	cm, _, err := rs.ChannelMembers(ctx, "c", nil)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Membership{leave}, cm)
+	ps, err := pg.Get(ctx, "u", nil)
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Seq: 3}, ps[0].EffectiveRead(), "the cursors of the same record are repaired too")
+
+	// Mentions: a union kept to the newest cap+1 in both.
+	require.NoError(t, rs.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{8}}}, 2))
+	_, err = pg.InsertMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{1, 6}}})
+	require.NoError(t, err)
+	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Mentions: []int64{4}}))
+	pmn, err := pg.Mentions(ctx, "u", nil, 2)
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 6, 8}, pmn[0].Seqs)
+	rmn, err := rs.MentionSeqs(ctx, []receipt.Key{k})
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 6, 8}, rmn[0])
+	var rows int
+	require.NoError(t, pg.Pool().QueryRow(ctx, `SELECT count(*) FROM mentions`).Scan(&rows))
+	require.Equal(t, 3, rows, "trimmed to the newest cap+1")
+}

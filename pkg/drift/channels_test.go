@@ -33,7 +33,9 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	ctx := context.Background()
 	bd := setup(t)
 	now := time.Now().UnixMilli()
-	h := func(ch string, seq, ts int64) channel.Head { return channel.Head{Channel: ch, Seq: seq, MessageID: "m" + itoa(seq), UpdatedAtUnixMs: ts} }
+	h := func(ch string, seq, ts int64) channel.Head {
+		return channel.Head{Channel: ch, Seq: seq, MessageID: "m" + itoa(seq), UpdatedAtUnixMs: ts}
+	}
 	_, err := bd.pg.UpsertHeads(ctx, []channel.Head{h("pg-ahead", 10, 1000), h("rd-ahead", 3, 1000), h("rd-missing", 7, 1000), h("same", 4, 1000), h("in-flight", 2, 1000)})
 	require.NoError(t, err)
 	_, err = bd.rs.RaiseHeads(ctx, []channel.Head{h("pg-ahead", 5, 1000), h("rd-ahead", 12, 1000), h("pg-missing", 6, 1000), h("same", 4, 1000), h("in-flight", 9, now)})

@@ -42,8 +42,8 @@ type metrics struct {
 	staleSkipped prometheus.Counter
 	// mentionsTrimmed counts mention rows deleted by the retention.
 	mentionsTrimmed prometheus.Counter
-	dedupeRatio  prometheus.Gauge
-	throttled    prometheus.Counter
+	dedupeRatio     prometheus.Gauge
+	throttled       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

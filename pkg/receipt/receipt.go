@@ -84,8 +84,8 @@ func MaxCursor(a, b Cursor) Cursor {
 	return a
 }
 
-// EpochCurrent, as the epoch of an incoming mark's read or private read
-// cursor, asks the real-time store to resolve it to the stored read epoch
+// EpochCurrent is the epoch of an incoming mark's read or private read
+// cursor that asks the real-time store to resolve it to the stored read epoch
 // (see redisstore); it never reaches Kafka or Postgres, and Merge treats
 // it as lower than every stored epoch.
 const EpochCurrent int64 = -1

@@ -43,8 +43,6 @@ import (
 const (
 	headField  = "h"
 	countField = ":n"
-	// noHead is the head stored for a channel known to have none.
-	noHead = "0  0"
 	// seqWidth is the width of a padded base-62 mention member.
 	seqWidth = 11
 	// memberChunk bounds the registers of one hydrate script call.
@@ -424,8 +422,8 @@ func (s *Store) Memberships(ctx context.Context, user string, channels []string)
 }
 
 // ChannelMembers returns a channel's registers of the listed users (all
-// when empty: bounded by the channel's size), whether the hash is
-// complete, and the member count it holds.
+// when empty: bounded by the channel's size) and whether the hash is
+// complete (MemberCount has the count).
 func (s *Store) ChannelMembers(ctx context.Context, ch string, users []string) ([]channel.Membership, bool, error) {
 	return s.registers(ctx, s.ChannelMembersKey(ch), users, func(field string) receipt.Key {
 		return receipt.Key{User: field, Channel: ch}

@@ -2,7 +2,11 @@
 // per user whose fields are channels, keys carrying a {user} hash tag so a
 // user's keys share a Redis Cluster slot, a configurable key prefix, and Lua
 // scripts, loaded once and run by SHA, that merge with the max rule so a
-// write or a repopulate can never move a cursor backwards.
+// write or a repopulate can never move a cursor backwards. Beside the
+// cursors (store.go, codec.go, scripts.go), channels.go keeps the channel
+// heads, the membership registers (per user and per channel, with the
+// member count), the mention sets and the bulk unread read, each merged by
+// its rule of pkg/channel.
 //
 // A field's value is the compact layout of codec.go (base-62 numbers,
 // defaults and a delivered cursor equal to the read one omitted: about 23

@@ -95,11 +95,22 @@ end
 -- not ahead of the read dropped. An incoming epoch "-" (receipt.EpochCurrent)
 -- is resolved to the stored read epoch first; with strict, an incoming
 -- read or private read of an explicit epoch older than it is refused whole
--- (stale). Returns {changed, value, resolved epoch, stale}.
-local function merge(key, field, inc, strict)
+-- (stale). fresh, when given, is what an empty field takes (the incoming
+-- value resolved at epoch 0 and merged into nothing, encoded by the
+-- caller), so a new field costs no parsing. Returns {changed, value,
+-- resolved epoch, stale}; a plain merge (not strict) may answer the first
+-- two only.
+local function merge(key, field, inc, strict, fresh)
   local cur = redis.call('HGET', key, field)
   if inc == "" then return {0, cur or "", "0", 0} end
+  if not cur and fresh then
+    if fresh == "" then return {0, "", "0", 0} end
+    redis.call('HSET', key, field, fresh)
+    return {1, fresh, "0", 0}
+  end
   if cur == inc then
+    -- a duplicate: only a mark (strict) needs the epoch, so only it parses
+    if strict ~= "1" then return {0, cur} end
     local s = parse(cur)
     return {0, cur, s and epoch(s) or "0", 0}
   end
@@ -107,26 +118,68 @@ local function merge(key, field, inc, strict)
   if not s then s = {re="0", rs="0", rm="", de="0", ds="0", dm="", dev="", ts="0"} end
   if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe, s.ps = nil, nil end
   local n = parse(inc)
-  local e = epoch(s)
-  local hasRead = n.re ~= "0" or n.rs ~= "0"
-  if n.re == "-" then n.re = e elseif strict == "1" and hasRead and cmp(n.re, e) < 0 then return {0, cur or "", e, 1} end
-  if n.pe == "-" then n.pe = e elseif strict == "1" and n.pe and cmp(n.pe, e) < 0 then return {0, cur or "", e, 1} end
-  if n.de == "-" then n.de, n.ds, n.dm = "0", "0", "" end
-  local o = {re=s.re, rs=s.rs, rm=s.rm, de=s.de, ds=s.ds, pe=s.pe, ps=s.ps}
+  -- The epoch is resolved and checked for marks only; a plain merge (the
+  -- repair paths) answers {changed, value}, as before marks existed.
+  local e = "0"
+  if strict == "1" then
+    e = epoch(s)
+    if n.re == "-" then n.re = e
+    elseif (n.re ~= "0" or n.rs ~= "0") and cmp(n.re, e) < 0 then return {0, cur or "", e, 1} end
+    if n.pe == "-" then n.pe = e
+    elseif n.pe and cmp(n.pe, e) < 0 then return {0, cur or "", e, 1} end
+  end
+  local ore, ors, orm, ode, ods, ope, ops = s.re, s.rs, s.rm, s.de, s.ds, s.pe, s.ps
   if cmppos(n.re, n.rs, s.re, s.rs) > 0 then s.re, s.rs, s.rm = n.re, n.rs, n.rm end
   if n.pe and (not s.pe or cmppos(n.pe, n.ps, s.pe, s.ps) > 0) then s.pe, s.ps = n.pe, n.ps end
   if cmppos(n.de, n.ds, s.de, s.ds) > 0 then s.de, s.ds, s.dm = n.de, n.ds, n.dm end
   if cmp(n.rs, s.ds) > 0 then s.ds, s.dm = n.rs, n.rm end
-  if cmp(o.rs, s.ds) > 0 then s.ds, s.dm = o.rs, o.rm end
+  if cmp(ors, s.ds) > 0 then s.ds, s.dm = ors, orm end
   if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe, s.ps = nil, nil end
-  local moved = s.re ~= o.re or s.rs ~= o.rs or s.de ~= o.de or s.ds ~= o.ds or s.pe ~= o.pe or s.ps ~= o.ps
-  if not moved then return {0, cur or "", e, 0} end
+  if s.re == ore and s.rs == ors and s.de == ode and s.ds == ods and s.pe == ope and s.ps == ops then
+    if strict ~= "1" then return {0, cur or ""} end
+    return {0, cur or "", e, 0}
+  end
   s.dev = n.dev
   if cmp(n.ts, s.ts) > 0 then s.ts = n.ts end
   local v = enc(s)
   redis.call('HSET', key, field, v)
+  if strict ~= "1" then return {1, v} end
   return {1, v, e, 0}
 end
+`
+
+// mergeScript merges one channel's state into a user's hash.
+// KEYS[1] = user hash; ARGV = channel, encoded value (encodeValue or
+// encodeMark), strict ("1": refuse a stale explicit epoch), and what an
+// empty field takes (encodeValue of the value resolved at epoch 0).
+// Returns {changed (0/1), merged value in either layout ("" = no state),
+// the stored read epoch the incoming "-" epochs resolved to, stale (0/1)};
+// a plain merge (strict "0") may leave out the last two.
+var mergeScript = redis.NewScript(luaCommon + `
+return merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+`)
+
+// hydrateScript merges many channels of one user at once and then marks the
+// hash complete (field ":loaded", which no channel id can equal), so later
+// reads trust the hash alone. KEYS[1] = user hash; ARGV = channel, value
+// pairs, as for mergeScript (never strict).
+var hydrateScript = redis.NewScript(luaCommon + `
+for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0", ARGV[i+1]) end
+redis.call('HSET', KEYS[1], ':loaded', '1')
+return 1
+`)
+
+// mergeManyScript is hydrateScript without the completeness marker.
+var mergeManyScript = redis.NewScript(luaCommon + `
+for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0", ARGV[i+1]) end
+return 1
+`)
+
+// markUnreadScript moves a user's read cursor in a channel back to seq-1
+// at the next epoch (receipt.MarkUnread): KEYS[1] = user hash; ARGV =
+// channel, seq-1 (base 62), device, time (base 62). Returns mergeScript's
+// answer, its epoch being the new one.
+var markUnreadScript = redis.NewScript(luaCommon + `
 -- inc62 adds one to a base-62 numeral.
 local function inc62(d)
   local i = #d
@@ -139,38 +192,6 @@ local function inc62(d)
   end
   return "1" .. out
 end
-`
-
-// mergeScript merges one channel's state into a user's hash.
-// KEYS[1] = user hash; ARGV = channel, encoded value (encodeValue or
-// encodeMark), strict ("1": refuse a stale explicit epoch).
-// Returns {changed (0/1), merged value in either layout ("" = no state),
-// the stored read epoch the incoming "-" epochs resolved to, stale (0/1)}.
-var mergeScript = redis.NewScript(luaCommon + `
-return merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
-`)
-
-// hydrateScript merges many channels of one user at once and then marks the
-// hash complete (field ":loaded", which no channel id can equal), so later
-// reads trust the hash alone. KEYS[1] = user hash; ARGV = channel, value
-// pairs, as for mergeScript (never strict).
-var hydrateScript = redis.NewScript(luaCommon + `
-for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0") end
-redis.call('HSET', KEYS[1], ':loaded', '1')
-return 1
-`)
-
-// mergeManyScript is hydrateScript without the completeness marker.
-var mergeManyScript = redis.NewScript(luaCommon + `
-for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0") end
-return 1
-`)
-
-// markUnreadScript moves a user's read cursor in a channel back to seq-1
-// at the next epoch (receipt.MarkUnread): KEYS[1] = user hash; ARGV =
-// channel, seq-1 (base 62), device, time (base 62). Returns mergeScript's
-// answer, its epoch being the new one.
-var markUnreadScript = redis.NewScript(luaCommon + `
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local e = "0"
 if cur then local s = parse(cur) if s then
@@ -179,6 +200,6 @@ if cur then local s = parse(cur) if s then
 end end
 local ne = inc62(e)
 local r = merge(KEYS[1], ARGV[1], ne .. "." .. ARGV[2] .. "  " .. ARGV[3] .. " " .. ARGV[4] .. " 0 ", "0")
-r[3] = ne
+r[3], r[4] = ne, r[4] or 0
 return r
 `)

@@ -57,7 +57,7 @@ func compactArgs(st receipt.State) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{st.Key.Channel, v, "0"}, nil
+	return []any{st.Key.Channel, v, "0", v}, nil
 }
 
 // New wraps a go-redis client (single node or cluster).
@@ -152,7 +152,11 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 		if err != nil {
 			return nil, err
 		}
-		return []any{st.Key.Channel, v, "1"}, nil
+		fresh, err := encodeValue(resolve(st, 0))
+		if err != nil {
+			return nil, err
+		}
+		return []any{st.Key.Channel, v, "1", fresh}, nil
 	})
 	for i := range out {
 		if out[i].Err == nil {

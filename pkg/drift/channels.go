@@ -264,7 +264,7 @@ func (s *Sweeper) sweepMembersPG(ctx context.Context, lim *rate.Limiter, rep *Re
 			return nil
 		}
 		after = page[len(page)-1].Key
-		if err := s.compareMembers(ctx, rep, page, true); err != nil {
+		if err := s.compareMembers(ctx, rep, page); err != nil {
 			return err
 		}
 		if len(page) < s.cfg.PageSize {
@@ -273,44 +273,20 @@ func (s *Sweeper) sweepMembersPG(ctx context.Context, lim *rate.Limiter, rep *Re
 	}
 }
 
-// compareMembers compares Postgres registers with the user's hash and,
-// withChannels, the channel's hash too.
-func (s *Sweeper) compareMembers(ctx context.Context, rep *Report, pg []channel.Membership, withChannels bool) error {
-	byUser := map[string][]string{}
-	byChannel := map[string][]string{}
-	for _, m := range pg {
-		byUser[m.Key.User] = append(byUser[m.Key.User], m.Key.Channel)
-		byChannel[m.Key.Channel] = append(byChannel[m.Key.Channel], m.Key.User)
+// compareMembers compares a page of Postgres registers with both Redis
+// hashes (one pipelined lookup) and applies the repairs.
+func (s *Sweeper) compareMembers(ctx context.Context, rep *Report, pg []channel.Membership) error {
+	keys := make([]receipt.Key, len(pg))
+	for i, m := range pg {
+		keys[i] = m.Key
 	}
-	um := map[receipt.Key]*channel.Membership{}
-	for user, chs := range byUser {
-		regs, _, err := s.cfg.Redis.Memberships(ctx, user, chs)
-		if err != nil {
-			return fmt.Errorf("reading redis memberships of %s: %w", user, err)
-		}
-		for i := range regs {
-			um[regs[i].Key] = &regs[i]
-		}
-	}
-	cm := map[receipt.Key]*channel.Membership{}
-	if withChannels {
-		for ch, users := range byChannel {
-			regs, _, err := s.cfg.Redis.ChannelMembers(ctx, ch, users)
-			if err != nil {
-				return fmt.Errorf("reading redis members of %s: %w", ch, err)
-			}
-			for i := range regs {
-				cm[regs[i].Key] = &regs[i]
-			}
-		}
+	um, cm, err := s.cfg.Redis.RegistersOf(ctx, keys)
+	if err != nil {
+		return fmt.Errorf("reading redis memberships: %w", err)
 	}
 	w := &chanWork{kind: KindMembers}
 	for i := range pg {
-		if withChannels {
-			s.compareRegister(w, &pg[i], um[pg[i].Key], cm[pg[i].Key])
-		} else {
-			s.compareRegister(w, &pg[i], um[pg[i].Key])
-		}
+		s.compareRegister(w, &pg[i], um[i], cm[i])
 	}
 	return s.applyChannels(ctx, w, rep)
 }

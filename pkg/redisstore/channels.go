@@ -430,6 +430,45 @@ func (s *Store) ChannelMembers(ctx context.Context, ch string, users []string) (
 	})
 }
 
+// RegistersOf returns, for each key, its register in the user's hash and
+// in the channel's hash (nil where absent), in one pipelined round trip:
+// the drift sweep's lookup of a page.
+func (s *Store) RegistersOf(ctx context.Context, keys []receipt.Key) (byUser, byChannel []*channel.Membership, err error) {
+	ucmds := make([]*redis.StringCmd, len(keys))
+	ccmds := make([]*redis.StringCmd, len(keys))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, k := range keys {
+			ucmds[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
+			ccmds[i] = pipe.HGet(ctx, s.ChannelMembersKey(k.Channel), k.User)
+		}
+	}); err != nil {
+		return nil, nil, err
+	}
+	read := func(cmds []*redis.StringCmd) ([]*channel.Membership, error) {
+		out := make([]*channel.Membership, len(cmds))
+		for i, cmd := range cmds {
+			v, err := cmd.Result()
+			if errors.Is(err, redis.Nil) {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			}
+			m, err := decodeRegister(keys[i], v)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = &m
+		}
+		return out, nil
+	}
+	if byUser, err = read(ucmds); err != nil {
+		return nil, nil, err
+	}
+	byChannel, err = read(ccmds)
+	return byUser, byChannel, err
+}
+
 // MemberCount returns a channel's joined-member count and whether its
 // membership hash is complete (otherwise the count covers only the
 // registers merged since it was lost: hydrate first).

@@ -163,7 +163,7 @@ func (s *Sweeper) sweepChannels(ctx context.Context, lim *rate.Limiter, rep *Rep
 func (s *Sweeper) sweepHeadsPG(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	after := ""
 	for {
-		if err := lim.Wait(ctx); err != nil {
+		if err := s.pageWait(ctx, lim); err != nil {
 			return err
 		}
 		page, err := s.cfg.Postgres.HeadsPage(ctx, after, s.cfg.PageSize)
@@ -185,9 +185,9 @@ func (s *Sweeper) sweepHeadsPG(ctx context.Context, lim *rate.Limiter, rep *Repo
 }
 
 func (s *Sweeper) sweepHeadsRedis(ctx context.Context, lim *rate.Limiter, rep *Report) error {
-	var cursor uint64
+	var cursor redisstore.ScanCursor
 	for {
-		if err := lim.Wait(ctx); err != nil {
+		if err := s.pageWait(ctx, lim); err != nil {
 			return err
 		}
 		chs, next, err := s.cfg.Redis.ScanChannels(ctx, cursor, s.cfg.ScanCount)
@@ -214,7 +214,7 @@ func (s *Sweeper) sweepHeadsRedis(ctx context.Context, lim *rate.Limiter, rep *R
 				return err
 			}
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor.Done() {
 			return nil
 		}
 	}
@@ -252,7 +252,7 @@ func (s *Sweeper) compareHeads(ctx context.Context, rep *Report, pg []channel.He
 func (s *Sweeper) sweepMembersPG(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	var after receipt.Key
 	for {
-		if err := lim.Wait(ctx); err != nil {
+		if err := s.pageWait(ctx, lim); err != nil {
 			return err
 		}
 		page, err := s.cfg.Postgres.MembersPage(ctx, after, s.cfg.PageSize)
@@ -292,9 +292,9 @@ func (s *Sweeper) compareMembers(ctx context.Context, rep *Report, pg []channel.
 }
 
 func (s *Sweeper) sweepMembersRedis(ctx context.Context, lim *rate.Limiter, rep *Report) error {
-	var cursor uint64
+	var cursor redisstore.ScanCursor
 	for {
-		if err := lim.Wait(ctx); err != nil {
+		if err := s.pageWait(ctx, lim); err != nil {
 			return err
 		}
 		users, next, err := s.cfg.Redis.ScanMembershipUsers(ctx, cursor, s.cfg.ScanCount)
@@ -343,7 +343,7 @@ func (s *Sweeper) sweepMembersRedis(ctx context.Context, lim *rate.Limiter, rep 
 		if err := s.applyChannels(ctx, w, rep); err != nil {
 			return err
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor.Done() {
 			return nil
 		}
 	}
@@ -352,7 +352,7 @@ func (s *Sweeper) sweepMembersRedis(ctx context.Context, lim *rate.Limiter, rep 
 func (s *Sweeper) sweepMentionsPG(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	var after receipt.Key
 	for {
-		if err := lim.Wait(ctx); err != nil {
+		if err := s.pageWait(ctx, lim); err != nil {
 			return err
 		}
 		page, err := s.cfg.Postgres.MentionsPage(ctx, after, s.cfg.PageSize, s.mentionCap())
@@ -386,9 +386,9 @@ func (s *Sweeper) sweepMentionsPG(ctx context.Context, lim *rate.Limiter, rep *R
 }
 
 func (s *Sweeper) sweepMentionsRedis(ctx context.Context, lim *rate.Limiter, rep *Report) error {
-	var cursor uint64
+	var cursor redisstore.ScanCursor
 	for {
-		if err := lim.Wait(ctx); err != nil {
+		if err := s.pageWait(ctx, lim); err != nil {
 			return err
 		}
 		keys, next, err := s.cfg.Redis.ScanMentionKeys(ctx, cursor, s.cfg.ScanCount)
@@ -433,7 +433,7 @@ func (s *Sweeper) sweepMentionsRedis(ctx context.Context, lim *rate.Limiter, rep
 		if err := s.applyChannels(ctx, w, rep); err != nil {
 			return err
 		}
-		if cursor = next; cursor == 0 {
+		if cursor = next; cursor.Done() {
 			return nil
 		}
 	}
@@ -550,4 +550,13 @@ func (r *Report) byKind(kind string) *Counts {
 		r.ByKind[kind] = c
 	}
 	return c
+}
+
+// pageWait waits for the page rate and, with leader election, checks that
+// this replica still leads (as the cursor walks do before every page).
+func (s *Sweeper) pageWait(ctx context.Context, lim *rate.Limiter) error {
+	if err := lim.Wait(ctx); err != nil {
+		return err
+	}
+	return s.checkGuard(ctx)
 }

@@ -781,12 +781,10 @@ func slicesContains(s []string, v string) (int, bool) {
 }
 
 // scanTagged returns one SCAN page of the ids in keys "<prefix><kind>{id}…"
-// and the next cursor (0 when done).
-func (s *Store) scanTagged(ctx context.Context, kind string, cursor uint64, count int64) ([]string, []string, uint64, error) {
-	keys, next, err := s.rdb.Scan(ctx, cursor, s.prefix+kind+"{*", count).Result()
-	if err != nil {
-		return nil, nil, 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
-	}
+// (with what follows the tag) and the cursor of the next page; in Redis
+// Cluster the walk visits every master (ScanCursor).
+func (s *Store) scanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, []string, ScanCursor, error) {
+	keys, next, err := s.scanKeys(ctx, cur, count, s.prefix+kind+"{*")
 	ids := make([]string, 0, len(keys))
 	rests := make([]string, 0, len(keys))
 	for _, k := range keys {
@@ -800,27 +798,27 @@ func (s *Store) scanTagged(ctx context.Context, kind string, cursor uint64, coun
 		}
 		ids, rests = append(ids, id), append(rests, tail)
 	}
-	return ids, rests, next, nil
+	return ids, rests, next, err
 }
 
 // ScanChannels returns one SCAN page of the channels with a hash (head)
-// and the next cursor (0 when done).
-func (s *Store) ScanChannels(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "c:", cursor, count)
+// and the cursor of the next page.
+func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "c:", cur, count)
 	return onlyWhole(ids, rests), next, err
 }
 
 // ScanMembershipUsers returns one SCAN page of the users with a membership
-// hash and the next cursor.
-func (s *Store) ScanMembershipUsers(ctx context.Context, cursor uint64, count int64) ([]string, uint64, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "um:", cursor, count)
+// hash and the cursor of the next page.
+func (s *Store) ScanMembershipUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "um:", cur, count)
 	return onlyWhole(ids, rests), next, err
 }
 
 // ScanMentionKeys returns one SCAN page of the (user, channel) keys with a
-// mention set and the next cursor.
-func (s *Store) ScanMentionKeys(ctx context.Context, cursor uint64, count int64) ([]receipt.Key, uint64, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "mn:", cursor, count)
+// mention set and the cursor of the next page.
+func (s *Store) ScanMentionKeys(ctx context.Context, cur ScanCursor, count int64) ([]receipt.Key, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "mn:", cur, count)
 	out := make([]receipt.Key, 0, len(ids))
 	for i, id := range ids {
 		if ch, ok := strings.CutPrefix(rests[i], ":"); ok && ch != "" {

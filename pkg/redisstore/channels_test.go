@@ -294,21 +294,19 @@ func TestMemberCountHydrateAndScans(t *testing.T) {
 	require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "m1", Channel: "big"}, Seqs: []int64{4}}}, 5))
 	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: 9}})
 	require.NoError(t, err)
-	chs, _, err := s.ScanChannels(ctx, 0, 10000)
+	chs, _, err := s.ScanChannels(ctx, ScanCursor{}, 10000)
 	require.NoError(t, err)
 	require.Equal(t, []string{"big"}, chs)
 	var users []string
-	for cursor := uint64(0); ; {
+	for cursor := (ScanCursor{}); !cursor.Done(); {
 		u, next, err := s.ScanMembershipUsers(ctx, cursor, 1000)
 		require.NoError(t, err)
 		users = append(users, u...)
-		if cursor = next; cursor == 0 {
-			break
-		}
+		cursor = next
 	}
 	slices.Sort(users)
 	require.Len(t, slices.Compact(users), 601)
-	keys, _, err := s.ScanMentionKeys(ctx, 0, 10000)
+	keys, _, err := s.ScanMentionKeys(ctx, ScanCursor{}, 10000)
 	require.NoError(t, err)
 	require.Equal(t, []receipt.Key{{User: "m1", Channel: "big"}}, keys)
 }

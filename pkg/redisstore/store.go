@@ -393,6 +393,20 @@ func (c ScanCursor) String() string {
 // finished is no longer a master (a failover or resharding mid-walk: the
 // next walk starts over).
 func (s *Store) ScanUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	keys, cur, err := s.scanKeys(ctx, cur, count, s.prefix+"u:{*}")
+	users := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if u, ok := s.userFromKey(k); ok {
+			users = append(users, u)
+		}
+	}
+	return users, cur, err
+}
+
+// scanKeys returns one bounded page of the keys matching pattern and the
+// cursor of the next page, walking every master in cluster mode (see
+// ScanUsers).
+func (s *Store) scanKeys(ctx context.Context, cur ScanCursor, count int64, pattern string) ([]string, ScanCursor, error) {
 	if cur.done {
 		return nil, cur, nil
 	}
@@ -413,15 +427,9 @@ func (s *Store) ScanUsers(ctx context.Context, cur ScanCursor, count int64) ([]s
 			return nil, cur, err
 		}
 	}
-	keys, next, err := node.Scan(ctx, cur.cursor, s.prefix+"u:{*}", count).Result()
+	keys, next, err := node.Scan(ctx, cur.cursor, pattern, count).Result()
 	if err != nil {
 		return nil, cur, fmt.Errorf("%w: scanning %s: %w", ErrUnavailable, cur, err)
-	}
-	users := make([]string, 0, len(keys))
-	for _, k := range keys {
-		if u, ok := s.userFromKey(k); ok {
-			users = append(users, u)
-		}
 	}
 	cur.scanned = cur.Node()
 	cur.cursor = next
@@ -429,7 +437,7 @@ func (s *Store) ScanUsers(ctx context.Context, cur ScanCursor, count int64) ([]s
 		cur.node++
 		cur.done = cur.node >= len(cur.masters)
 	}
-	return users, cur, nil
+	return keys, cur, nil
 }
 
 // clusterMasters lists the masters' addresses, sorted.

@@ -1,0 +1,96 @@
+package redisstore_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// In Redis Cluster every channel operation works: each script touches one
+// slot ({user} or {channel}), the membership goes to two slots, the bulk
+// unread read pipelines a user's script with heads on other masters, and
+// every walk visits every master.
+func TestClusterChannelState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.StartCluster(t, 3)
+	cfg := redisstore.ClientConfig{Mode: redisstore.ModeCluster, Addrs: c.Addrs[:1], Prefix: "receipts:"}
+	require.NoError(t, cfg.Validate())
+	s := openStore(t, cfg)
+	const user, capN = "alice", 5
+	var channels []string
+	var heads []channel.Head
+	var regs []channel.Membership
+	var mentions []channel.Mentions
+	for i := range 30 {
+		ch := "ch" + strconv.Itoa(i)
+		channels = append(channels, ch)
+		k := receipt.Key{User: user, Channel: ch}
+		heads = append(heads, channel.Head{Channel: ch, Seq: int64(20 + i)})
+		regs = append(regs, channel.Join(k, 1, 1, 2))
+		mentions = append(mentions, channel.Mentions{Key: k, Seqs: []int64{3, 15}})
+	}
+	hr, err := s.RaiseHeads(ctx, heads)
+	require.NoError(t, err)
+	for _, r := range hr {
+		require.NoError(t, r.Err)
+	}
+	mr, err := s.MergeMemberships(ctx, regs)
+	require.NoError(t, err)
+	for _, r := range mr {
+		require.NoError(t, r.Err)
+		require.EqualValues(t, 1, r.MemberCount)
+	}
+	require.NoError(t, s.AddMentions(ctx, mentions, capN))
+	marks := make([]receipt.State, len(channels))
+	for i, ch := range channels {
+		marks[i] = receipt.State{Key: receipt.Key{User: user, Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 10}}}
+	}
+	res, err := s.MergeMarks(ctx, marks)
+	require.NoError(t, err)
+	for _, r := range res {
+		require.NoError(t, r.Err)
+		require.Zero(t, r.Resolved.Read.Position.Epoch)
+	}
+	u, err := s.MarkUnread(ctx, receipt.Key{User: user, Channel: "ch0"}, 2, "d", 1)
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.Read.Position)
+
+	view, err := s.Unread(ctx, user, nil, capN)
+	require.NoError(t, err)
+	require.Len(t, view.Channels, 30)
+	require.Empty(t, view.MissingHeads)
+	for _, cv := range view.Channels {
+		i, _ := strconv.Atoi(cv.Channel[2:])
+		read := int64(10)
+		if i == 0 {
+			read = 1
+		}
+		require.Equal(t, int64(20+i)-read, cv.Unread, cv.Channel)
+		wantMentions := int64(1)
+		if i == 0 {
+			wantMentions = 2
+		}
+		require.Equal(t, wantMentions, cv.Mentions, cv.Channel)
+	}
+
+	var found []string
+	for cur := (redisstore.ScanCursor{}); !cur.Done(); {
+		page, next, err := s.ScanChannels(ctx, cur, 100)
+		require.NoError(t, err)
+		found = append(found, page...)
+		cur = next
+	}
+	slices.Sort(found)
+	want := slices.Clone(channels)
+	slices.Sort(want)
+	require.Equal(t, want, slices.Compact(found), "the walk finds the channels on every master")
+}

@@ -2067,9 +2067,13 @@ type ReceiptEvent struct {
 	// Message seqs mentioning the user in the channel, to add (version 2).
 	MentionSeqs []int64 `protobuf:"varint,9,rep,packed,name=mention_seqs,json=mentionSeqs,proto3" json:"mention_seqs,omitempty"`
 	// The membership register of (user, channel) (version 2).
-	Membership    *Membership `protobuf:"bytes,10,opt,name=membership,proto3" json:"membership,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Membership *Membership `protobuf:"bytes,10,opt,name=membership,proto3" json:"membership,omitempty"`
+	// The user's erasure generation when the gateway accepted the event
+	// (version 3): consumers drop events of a generation below the user's
+	// tombstone, so nothing in flight resurrects an erased user.
+	UserGeneration int64 `protobuf:"varint,11,opt,name=user_generation,json=userGeneration,proto3" json:"user_generation,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReceiptEvent) Reset() {
@@ -2172,6 +2176,13 @@ func (x *ReceiptEvent) GetMembership() *Membership {
 	return nil
 }
 
+func (x *ReceiptEvent) GetUserGeneration() int64 {
+	if x != nil {
+		return x.UserGeneration
+	}
+	return 0
+}
+
 // ChannelEvent is the value of a record on read-receipts keyed by the bare
 // channel id (no ':'): channel-wide state, merged by max (version 2).
 type ChannelEvent struct {
@@ -2239,6 +2250,1336 @@ func (x *ChannelEvent) GetHead() *Cursor {
 func (x *ChannelEvent) GetAcceptedAtUnixMs() int64 {
 	if x != nil {
 		return x.AcceptedAtUnixMs
+	}
+	return 0
+}
+
+type GetMessageReceiptsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMessageReceiptsRequest) Reset() {
+	*x = GetMessageReceiptsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMessageReceiptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMessageReceiptsRequest) ProtoMessage() {}
+
+func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
+func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetMessageReceiptsRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *GetMessageReceiptsRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// MemberAt is a member whose public cursor reached a message, and when.
+type MemberAt struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// When the member's public cursor first reached the message, in Unix
+	// milliseconds (from the cursor-move log; 0 when older than its retention).
+	AtUnixMs      int64 `protobuf:"varint,2,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberAt) Reset() {
+	*x = MemberAt{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberAt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberAt) ProtoMessage() {}
+
+func (x *MemberAt) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
+func (*MemberAt) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MemberAt) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MemberAt) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+// MessageReceipts is who has seen one message.
+type MessageReceipts struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq       int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// True for a small channel: the member lists are filled; otherwise only
+	// the counts.
+	Detailed       bool        `protobuf:"varint,3,opt,name=detailed,proto3" json:"detailed,omitempty"`
+	MemberCount    int64       `protobuf:"varint,4,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	ReadCount      int64       `protobuf:"varint,5,opt,name=read_count,json=readCount,proto3" json:"read_count,omitempty"`
+	DeliveredCount int64       `protobuf:"varint,6,opt,name=delivered_count,json=deliveredCount,proto3" json:"delivered_count,omitempty"`
+	ReadBy         []*MemberAt `protobuf:"bytes,7,rep,name=read_by,json=readBy,proto3" json:"read_by,omitempty"`
+	DeliveredTo    []*MemberAt `protobuf:"bytes,8,rep,name=delivered_to,json=deliveredTo,proto3" json:"delivered_to,omitempty"`
+	// Members the public read cursor has not reached (detailed only).
+	Pending []string `protobuf:"bytes,9,rep,name=pending,proto3" json:"pending,omitempty"`
+	// The message's sender when known (left out of every list and count).
+	SenderId      string `protobuf:"bytes,10,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageReceipts) Reset() {
+	*x = MessageReceipts{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageReceipts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageReceipts) ProtoMessage() {}
+
+func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
+func (*MessageReceipts) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *MessageReceipts) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *MessageReceipts) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MessageReceipts) GetDetailed() bool {
+	if x != nil {
+		return x.Detailed
+	}
+	return false
+}
+
+func (x *MessageReceipts) GetMemberCount() int64 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *MessageReceipts) GetReadCount() int64 {
+	if x != nil {
+		return x.ReadCount
+	}
+	return 0
+}
+
+func (x *MessageReceipts) GetDeliveredCount() int64 {
+	if x != nil {
+		return x.DeliveredCount
+	}
+	return 0
+}
+
+func (x *MessageReceipts) GetReadBy() []*MemberAt {
+	if x != nil {
+		return x.ReadBy
+	}
+	return nil
+}
+
+func (x *MessageReceipts) GetDeliveredTo() []*MemberAt {
+	if x != nil {
+		return x.DeliveredTo
+	}
+	return nil
+}
+
+func (x *MessageReceipts) GetPending() []string {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *MessageReceipts) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
+type GetTicksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTicksRequest) Reset() {
+	*x = GetTicksRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTicksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTicksRequest) ProtoMessage() {}
+
+func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
+func (*GetTicksRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetTicksRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+// MemberCursors is one member's public cursors.
+type MemberCursors struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Read          *Position              `protobuf:"bytes,2,opt,name=read,proto3" json:"read,omitempty"`
+	Delivered     *Position              `protobuf:"bytes,3,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberCursors) Reset() {
+	*x = MemberCursors{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberCursors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberCursors) ProtoMessage() {}
+
+func (x *MemberCursors) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
+func (*MemberCursors) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *MemberCursors) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MemberCursors) GetRead() *Position {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *MemberCursors) GetDelivered() *Position {
+	if x != nil {
+		return x.Delivered
+	}
+	return nil
+}
+
+// ChannelTicks is a channel's delivery and read watermarks.
+type ChannelTicks struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The channel head (absent before the first notice).
+	Head *Position `protobuf:"bytes,2,opt,name=head,proto3" json:"head,omitempty"`
+	// Every member has received (read) up to here: the least public cursor
+	// over the members, a sender's own messages counting as read by them.
+	DeliveredToAllUpTo int64 `protobuf:"varint,3,opt,name=delivered_to_all_up_to,json=deliveredToAllUpTo,proto3" json:"delivered_to_all_up_to,omitempty"`
+	ReadByAllUpTo      int64 `protobuf:"varint,4,opt,name=read_by_all_up_to,json=readByAllUpTo,proto3" json:"read_by_all_up_to,omitempty"`
+	MemberCount        int64 `protobuf:"varint,5,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
+	// True for a small channel: members is filled.
+	Detailed      bool             `protobuf:"varint,6,opt,name=detailed,proto3" json:"detailed,omitempty"`
+	Members       []*MemberCursors `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChannelTicks) Reset() {
+	*x = ChannelTicks{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelTicks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelTicks) ProtoMessage() {}
+
+func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
+func (*ChannelTicks) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ChannelTicks) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ChannelTicks) GetHead() *Position {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ChannelTicks) GetDeliveredToAllUpTo() int64 {
+	if x != nil {
+		return x.DeliveredToAllUpTo
+	}
+	return 0
+}
+
+func (x *ChannelTicks) GetReadByAllUpTo() int64 {
+	if x != nil {
+		return x.ReadByAllUpTo
+	}
+	return 0
+}
+
+func (x *ChannelTicks) GetMemberCount() int64 {
+	if x != nil {
+		return x.MemberCount
+	}
+	return 0
+}
+
+func (x *ChannelTicks) GetDetailed() bool {
+	if x != nil {
+		return x.Detailed
+	}
+	return false
+}
+
+func (x *ChannelTicks) GetMembers() []*MemberCursors {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+// MessageRef names one message.
+type MessageRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageRef) Reset() {
+	*x = MessageRef{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageRef) ProtoMessage() {}
+
+func (x *MessageRef) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
+func (*MessageRef) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MessageRef) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *MessageRef) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type LookupReceiptsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*MessageRef          `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	BadgeUserIds  []string               `protobuf:"bytes,2,rep,name=badge_user_ids,json=badgeUserIds,proto3" json:"badge_user_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupReceiptsRequest) Reset() {
+	*x = LookupReceiptsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupReceiptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupReceiptsRequest) ProtoMessage() {}
+
+func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
+func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *LookupReceiptsRequest) GetBadgeUserIds() []string {
+	if x != nil {
+		return x.BadgeUserIds
+	}
+	return nil
+}
+
+// Badge is a user's unread totals.
+type Badge struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	UserId             string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	UnreadTotal        int64                  `protobuf:"varint,2,opt,name=unread_total,json=unreadTotal,proto3" json:"unread_total,omitempty"`
+	ChannelsWithUnread int64                  `protobuf:"varint,3,opt,name=channels_with_unread,json=channelsWithUnread,proto3" json:"channels_with_unread,omitempty"`
+	MentionTotal       int64                  `protobuf:"varint,4,opt,name=mention_total,json=mentionTotal,proto3" json:"mention_total,omitempty"`
+	MentionsCapped     bool                   `protobuf:"varint,5,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *Badge) Reset() {
+	*x = Badge{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Badge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Badge) ProtoMessage() {}
+
+func (x *Badge) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Badge.ProtoReflect.Descriptor instead.
+func (*Badge) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *Badge) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Badge) GetUnreadTotal() int64 {
+	if x != nil {
+		return x.UnreadTotal
+	}
+	return 0
+}
+
+func (x *Badge) GetChannelsWithUnread() int64 {
+	if x != nil {
+		return x.ChannelsWithUnread
+	}
+	return 0
+}
+
+func (x *Badge) GetMentionTotal() int64 {
+	if x != nil {
+		return x.MentionTotal
+	}
+	return 0
+}
+
+func (x *Badge) GetMentionsCapped() bool {
+	if x != nil {
+		return x.MentionsCapped
+	}
+	return false
+}
+
+type LookupReceiptsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per requested message, in order.
+	Messages []*MessageReceipts `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// One per requested user, in order.
+	Badges        []*Badge `protobuf:"bytes,2,rep,name=badges,proto3" json:"badges,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupReceiptsResponse) Reset() {
+	*x = LookupReceiptsResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupReceiptsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupReceiptsResponse) ProtoMessage() {}
+
+func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
+func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *LookupReceiptsResponse) GetBadges() []*Badge {
+	if x != nil {
+		return x.Badges
+	}
+	return nil
+}
+
+type WatchChannelsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 1,000 channels.
+	ChannelId []string `protobuf:"bytes,1,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Resume after this token (from a previous stream's last event); empty
+	// for a fresh stream, which starts with a snapshot.
+	ResumeToken   string `protobuf:"bytes,2,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchChannelsRequest) Reset() {
+	*x = WatchChannelsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchChannelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchChannelsRequest) ProtoMessage() {}
+
+func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
+func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *WatchChannelsRequest) GetChannelId() []string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return nil
+}
+
+func (x *WatchChannelsRequest) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+// CursorUpdate is a public cursor's new high-water mark.
+type CursorUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Kind          Kind                   `protobuf:"varint,3,opt,name=kind,proto3,enum=receipts.v1.Kind" json:"kind,omitempty"`
+	Position      *Position              `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
+	AtUnixMs      int64                  `protobuf:"varint,5,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CursorUpdate) Reset() {
+	*x = CursorUpdate{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CursorUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CursorUpdate) ProtoMessage() {}
+
+func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
+func (*CursorUpdate) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CursorUpdate) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *CursorUpdate) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *CursorUpdate) GetKind() Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Kind_KIND_UNSPECIFIED
+}
+
+func (x *CursorUpdate) GetPosition() *Position {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+func (x *CursorUpdate) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+// WatchEvent is one message of a watch stream.
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Resume after this event with this token.
+	ResumeToken string `protobuf:"bytes,1,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Coalesced updates: at most one per (channel, user, kind) per event.
+	Updates []*CursorUpdate `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
+	// The channels' current ticks: on a fresh stream, and instead of the
+	// missed updates when a resume token was too old.
+	Snapshot []*ChannelTicks `protobuf:"bytes,3,rep,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// True when the stream's resume token was too old to resume from.
+	ResumeTokenExpired bool `protobuf:"varint,4,opt,name=resume_token_expired,json=resumeTokenExpired,proto3" json:"resume_token_expired,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *WatchEvent) GetResumeToken() string {
+	if x != nil {
+		return x.ResumeToken
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetUpdates() []*CursorUpdate {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetSnapshot() []*ChannelTicks {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetResumeTokenExpired() bool {
+	if x != nil {
+		return x.ResumeTokenExpired
+	}
+	return false
+}
+
+type UpdateSettingsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Whether the user's reads appear in read-by, ticks, watch streams and
+	// the change feed (default true).
+	ShareReadReceipts *bool `protobuf:"varint,2,opt,name=share_read_receipts,json=shareReadReceipts,proto3,oneof" json:"share_read_receipts,omitempty"`
+	// Whether the user's deliveries appear there (default true).
+	ShareDeliveryReceipts *bool `protobuf:"varint,3,opt,name=share_delivery_receipts,json=shareDeliveryReceipts,proto3,oneof" json:"share_delivery_receipts,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *UpdateSettingsRequest) Reset() {
+	*x = UpdateSettingsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSettingsRequest) ProtoMessage() {}
+
+func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *UpdateSettingsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UpdateSettingsRequest) GetShareReadReceipts() bool {
+	if x != nil && x.ShareReadReceipts != nil {
+		return *x.ShareReadReceipts
+	}
+	return false
+}
+
+func (x *UpdateSettingsRequest) GetShareDeliveryReceipts() bool {
+	if x != nil && x.ShareDeliveryReceipts != nil {
+		return *x.ShareDeliveryReceipts
+	}
+	return false
+}
+
+type GetSettingsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSettingsRequest) Reset() {
+	*x = GetSettingsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSettingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSettingsRequest) ProtoMessage() {}
+
+func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
+func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *GetSettingsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+// UserSettings are a user's privacy settings.
+type UserSettings struct {
+	state                 protoimpl.MessageState `protogen:"open.v1"`
+	UserId                string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ShareReadReceipts     bool                   `protobuf:"varint,2,opt,name=share_read_receipts,json=shareReadReceipts,proto3" json:"share_read_receipts,omitempty"`
+	ShareDeliveryReceipts bool                   `protobuf:"varint,3,opt,name=share_delivery_receipts,json=shareDeliveryReceipts,proto3" json:"share_delivery_receipts,omitempty"`
+	// The settings register's version (Unix milliseconds of the change).
+	VersionUnixMs int64 `protobuf:"varint,4,opt,name=version_unix_ms,json=versionUnixMs,proto3" json:"version_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UserSettings) Reset() {
+	*x = UserSettings{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserSettings) ProtoMessage() {}
+
+func (x *UserSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
+func (*UserSettings) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *UserSettings) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UserSettings) GetShareReadReceipts() bool {
+	if x != nil {
+		return x.ShareReadReceipts
+	}
+	return false
+}
+
+func (x *UserSettings) GetShareDeliveryReceipts() bool {
+	if x != nil {
+		return x.ShareDeliveryReceipts
+	}
+	return false
+}
+
+func (x *UserSettings) GetVersionUnixMs() int64 {
+	if x != nil {
+		return x.VersionUnixMs
+	}
+	return 0
+}
+
+type EraseUserRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseUserRequest) Reset() {
+	*x = EraseUserRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseUserRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseUserRequest) ProtoMessage() {}
+
+func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
+func (*EraseUserRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *EraseUserRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+type EraseUserResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The user's new erasure generation.
+	Generation    int64      `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Durability    Durability `protobuf:"varint,3,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EraseUserResponse) Reset() {
+	*x = EraseUserResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EraseUserResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EraseUserResponse) ProtoMessage() {}
+
+func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
+func (*EraseUserResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *EraseUserResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *EraseUserResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *EraseUserResponse) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+// UserEvent is the value of a record on read-receipts that carries a
+// user-wide register (schema version 3): settings, or an erasure tombstone.
+type UserEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Settings      *UserSettings          `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
+	// An erasure: every state of the user with a generation below this one
+	// is deleted and later events of an older generation are dropped.
+	ErasedGeneration int64 `protobuf:"varint,4,opt,name=erased_generation,json=erasedGeneration,proto3" json:"erased_generation,omitempty"`
+	AcceptedAtUnixMs int64 `protobuf:"varint,5,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *UserEvent) Reset() {
+	*x = UserEvent{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UserEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UserEvent) ProtoMessage() {}
+
+func (x *UserEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
+func (*UserEvent) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *UserEvent) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *UserEvent) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *UserEvent) GetSettings() *UserSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+func (x *UserEvent) GetErasedGeneration() int64 {
+	if x != nil {
+		return x.ErasedGeneration
+	}
+	return 0
+}
+
+func (x *UserEvent) GetAcceptedAtUnixMs() int64 {
+	if x != nil {
+		return x.AcceptedAtUnixMs
+	}
+	return 0
+}
+
+// ReadStateChange is the value of a record on the change-feed topic
+// read-state-changes, keyed "user_id:channel_id", written by the persister
+// after its database commit: a public cursor advanced.
+type ReadStateChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     string                 `protobuf:"bytes,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Kind          Kind                   `protobuf:"varint,4,opt,name=kind,proto3,enum=receipts.v1.Kind" json:"kind,omitempty"`
+	Position      *Position              `protobuf:"bytes,5,opt,name=position,proto3" json:"position,omitempty"`
+	MessageId     string                 `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// When the gateway accepted the mark that moved the cursor.
+	AtUnixMs      int64 `protobuf:"varint,7,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadStateChange) Reset() {
+	*x = ReadStateChange{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadStateChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadStateChange) ProtoMessage() {}
+
+func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
+func (*ReadStateChange) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ReadStateChange) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *ReadStateChange) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ReadStateChange) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ReadStateChange) GetKind() Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return Kind_KIND_UNSPECIFIED
+}
+
+func (x *ReadStateChange) GetPosition() *Position {
+	if x != nil {
+		return x.Position
+	}
+	return nil
+}
+
+func (x *ReadStateChange) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *ReadStateChange) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
 	}
 	return 0
 }
@@ -2414,7 +3755,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
 	"\x0fReadAllResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xa9\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xd2\x03\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -2429,13 +3770,127 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"membership\x18\n" +
 	" \x01(\v2\x17.receipts.v1.MembershipR\n" +
-	"membership\"\xac\x01\n" +
+	"membership\x12'\n" +
+	"\x0fuser_generation\x18\v \x01(\x03R\x0euserGeneration\"\xac\x01\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12'\n" +
 	"\x04head\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12-\n" +
-	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs*5\n" +
+	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\"L\n" +
+	"\x19GetMessageReceiptsRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"A\n" +
+	"\bMemberAt\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x02 \x01(\x03R\batUnixMs\"\xea\x02\n" +
+	"\x0fMessageReceipts\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x1a\n" +
+	"\bdetailed\x18\x03 \x01(\bR\bdetailed\x12!\n" +
+	"\fmember_count\x18\x04 \x01(\x03R\vmemberCount\x12\x1d\n" +
+	"\n" +
+	"read_count\x18\x05 \x01(\x03R\treadCount\x12'\n" +
+	"\x0fdelivered_count\x18\x06 \x01(\x03R\x0edeliveredCount\x12.\n" +
+	"\aread_by\x18\a \x03(\v2\x15.receipts.v1.MemberAtR\x06readBy\x128\n" +
+	"\fdelivered_to\x18\b \x03(\v2\x15.receipts.v1.MemberAtR\vdeliveredTo\x12\x18\n" +
+	"\apending\x18\t \x03(\tR\apending\x12\x1b\n" +
+	"\tsender_id\x18\n" +
+	" \x01(\tR\bsenderId\"0\n" +
+	"\x0fGetTicksRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\"\x88\x01\n" +
+	"\rMemberCursors\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12)\n" +
+	"\x04read\x18\x02 \x01(\v2\x15.receipts.v1.PositionR\x04read\x123\n" +
+	"\tdelivered\x18\x03 \x01(\v2\x15.receipts.v1.PositionR\tdelivered\"\xab\x02\n" +
+	"\fChannelTicks\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12)\n" +
+	"\x04head\x18\x02 \x01(\v2\x15.receipts.v1.PositionR\x04head\x122\n" +
+	"\x16delivered_to_all_up_to\x18\x03 \x01(\x03R\x12deliveredToAllUpTo\x12(\n" +
+	"\x11read_by_all_up_to\x18\x04 \x01(\x03R\rreadByAllUpTo\x12!\n" +
+	"\fmember_count\x18\x05 \x01(\x03R\vmemberCount\x12\x1a\n" +
+	"\bdetailed\x18\x06 \x01(\bR\bdetailed\x124\n" +
+	"\amembers\x18\a \x03(\v2\x1a.receipts.v1.MemberCursorsR\amembers\"=\n" +
+	"\n" +
+	"MessageRef\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"r\n" +
+	"\x15LookupReceiptsRequest\x123\n" +
+	"\bmessages\x18\x01 \x03(\v2\x17.receipts.v1.MessageRefR\bmessages\x12$\n" +
+	"\x0ebadge_user_ids\x18\x02 \x03(\tR\fbadgeUserIds\"\xc3\x01\n" +
+	"\x05Badge\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
+	"\funread_total\x18\x02 \x01(\x03R\vunreadTotal\x120\n" +
+	"\x14channels_with_unread\x18\x03 \x01(\x03R\x12channelsWithUnread\x12#\n" +
+	"\rmention_total\x18\x04 \x01(\x03R\fmentionTotal\x12'\n" +
+	"\x0fmentions_capped\x18\x05 \x01(\bR\x0ementionsCapped\"~\n" +
+	"\x16LookupReceiptsResponse\x128\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1c.receipts.v1.MessageReceiptsR\bmessages\x12*\n" +
+	"\x06badges\x18\x02 \x03(\v2\x12.receipts.v1.BadgeR\x06badges\"X\n" +
+	"\x14WatchChannelsRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x03(\tR\tchannelId\x12!\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xbe\x01\n" +
+	"\fCursorUpdate\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12%\n" +
+	"\x04kind\x18\x03 \x01(\x0e2\x11.receipts.v1.KindR\x04kind\x121\n" +
+	"\bposition\x18\x04 \x01(\v2\x15.receipts.v1.PositionR\bposition\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x05 \x01(\x03R\batUnixMs\"\xcd\x01\n" +
+	"\n" +
+	"WatchEvent\x12!\n" +
+	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x123\n" +
+	"\aupdates\x18\x02 \x03(\v2\x19.receipts.v1.CursorUpdateR\aupdates\x125\n" +
+	"\bsnapshot\x18\x03 \x03(\v2\x19.receipts.v1.ChannelTicksR\bsnapshot\x120\n" +
+	"\x14resume_token_expired\x18\x04 \x01(\bR\x12resumeTokenExpired\"\xd6\x01\n" +
+	"\x15UpdateSettingsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x123\n" +
+	"\x13share_read_receipts\x18\x02 \x01(\bH\x00R\x11shareReadReceipts\x88\x01\x01\x12;\n" +
+	"\x17share_delivery_receipts\x18\x03 \x01(\bH\x01R\x15shareDeliveryReceipts\x88\x01\x01B\x16\n" +
+	"\x14_share_read_receiptsB\x1a\n" +
+	"\x18_share_delivery_receipts\"-\n" +
+	"\x12GetSettingsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xb7\x01\n" +
+	"\fUserSettings\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12.\n" +
+	"\x13share_read_receipts\x18\x02 \x01(\bR\x11shareReadReceipts\x126\n" +
+	"\x17share_delivery_receipts\x18\x03 \x01(\bR\x15shareDeliveryReceipts\x12&\n" +
+	"\x0fversion_unix_ms\x18\x04 \x01(\x03R\rversionUnixMs\"+\n" +
+	"\x10EraseUserRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x85\x01\n" +
+	"\x11EraseUserResponse\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\x127\n" +
+	"\n" +
+	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\"\xde\x01\n" +
+	"\tUserEvent\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
+	"\bsettings\x18\x03 \x01(\v2\x19.receipts.v1.UserSettingsR\bsettings\x12+\n" +
+	"\x11erased_generation\x18\x04 \x01(\x03R\x10erasedGeneration\x12-\n" +
+	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\"\x87\x02\n" +
+	"\x0fReadStateChange\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x03 \x01(\tR\tchannelId\x12%\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x11.receipts.v1.KindR\x04kind\x121\n" +
+	"\bposition\x18\x05 \x01(\v2\x15.receipts.v1.PositionR\bposition\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x06 \x01(\tR\tmessageId\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\a \x01(\x03R\batUnixMs*5\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04READ\x10\x01\x12\r\n" +
@@ -2444,7 +3899,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\xf1\v\n" +
+	"\aSPOOLED\x10\x022\x95\x12\n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
@@ -2459,7 +3914,14 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tGetUnread\x12\x1d.receipts.v1.GetUnreadRequest\x1a\x1e.receipts.v1.GetUnreadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/users/{user_id}/unread\x12\x84\x01\n" +
 	"\n" +
 	"MarkUnread\x12\x1e.receipts.v1.MarkUnreadRequest\x1a\x19.receipts.v1.MarkResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/v1/users/{user_id}/channels/{channel_id}/unread\x12m\n" +
-	"\aReadAll\x12\x1b.receipts.v1.ReadAllRequest\x1a\x1c.receipts.v1.ReadAllResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/users/{user_id}/read-allB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
+	"\aReadAll\x12\x1b.receipts.v1.ReadAllRequest\x1a\x1c.receipts.v1.ReadAllResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/users/{user_id}/read-all\x12\x95\x01\n" +
+	"\x12GetMessageReceipts\x12&.receipts.v1.GetMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"9\x82\xd3\xe4\x93\x023\x121/v1/channels/{channel_id}/messages/{seq}/receipts\x12l\n" +
+	"\bGetTicks\x12\x1c.receipts.v1.GetTicksRequest\x1a\x19.receipts.v1.ChannelTicks\"'\x82\xd3\xe4\x93\x02!\x12\x1f/v1/channels/{channel_id}/ticks\x12y\n" +
+	"\x0eLookupReceipts\x12\".receipts.v1.LookupReceiptsRequest\x1a#.receipts.v1.LookupReceiptsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/receipts:lookup\x12M\n" +
+	"\rWatchChannels\x12!.receipts.v1.WatchChannelsRequest\x1a\x17.receipts.v1.WatchEvent0\x01\x12x\n" +
+	"\x0eUpdateSettings\x12\".receipts.v1.UpdateSettingsRequest\x1a\x19.receipts.v1.UserSettings\"'\x82\xd3\xe4\x93\x02!:\x01*\x1a\x1c/v1/users/{user_id}/settings\x12o\n" +
+	"\vGetSettings\x12\x1f.receipts.v1.GetSettingsRequest\x1a\x19.receipts.v1.UserSettings\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/users/{user_id}/settings\x12g\n" +
+	"\tEraseUser\x12\x1d.receipts.v1.EraseUserRequest\x1a\x1e.receipts.v1.EraseUserResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/v1/users/{user_id}B:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
 var (
 	file_receipts_v1_receipts_proto_rawDescOnce sync.Once
@@ -2474,41 +3936,61 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_receipts_v1_receipts_proto_goTypes = []any{
-	(Kind)(0),                      // 0: receipts.v1.Kind
-	(Durability)(0),                // 1: receipts.v1.Durability
-	(*Receipt)(nil),                // 2: receipts.v1.Receipt
-	(*MarkReceiptsRequest)(nil),    // 3: receipts.v1.MarkReceiptsRequest
-	(*MarkReceiptsResponse)(nil),   // 4: receipts.v1.MarkReceiptsResponse
-	(*ReceiptResult)(nil),          // 5: receipts.v1.ReceiptResult
-	(*MarkRequest)(nil),            // 6: receipts.v1.MarkRequest
-	(*MarkResponse)(nil),           // 7: receipts.v1.MarkResponse
-	(*GetReadStateRequest)(nil),    // 8: receipts.v1.GetReadStateRequest
-	(*GetReadStateResponse)(nil),   // 9: receipts.v1.GetReadStateResponse
-	(*Position)(nil),               // 10: receipts.v1.Position
-	(*Cursor)(nil),                 // 11: receipts.v1.Cursor
-	(*ChannelState)(nil),           // 12: receipts.v1.ChannelState
-	(*MessageNotice)(nil),          // 13: receipts.v1.MessageNotice
-	(*NotifyMessageRequest)(nil),   // 14: receipts.v1.NotifyMessageRequest
-	(*NotifyMessageResponse)(nil),  // 15: receipts.v1.NotifyMessageResponse
-	(*NotifyMessagesRequest)(nil),  // 16: receipts.v1.NotifyMessagesRequest
-	(*NotifyMessagesResponse)(nil), // 17: receipts.v1.NotifyMessagesResponse
-	(*NoticeResult)(nil),           // 18: receipts.v1.NoticeResult
-	(*JoinChannelRequest)(nil),     // 19: receipts.v1.JoinChannelRequest
-	(*LeaveChannelRequest)(nil),    // 20: receipts.v1.LeaveChannelRequest
-	(*MembershipResponse)(nil),     // 21: receipts.v1.MembershipResponse
-	(*Membership)(nil),             // 22: receipts.v1.Membership
-	(*GetChannelRequest)(nil),      // 23: receipts.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),     // 24: receipts.v1.GetChannelResponse
-	(*GetUnreadRequest)(nil),       // 25: receipts.v1.GetUnreadRequest
-	(*GetUnreadResponse)(nil),      // 26: receipts.v1.GetUnreadResponse
-	(*ChannelUnread)(nil),          // 27: receipts.v1.ChannelUnread
-	(*MarkUnreadRequest)(nil),      // 28: receipts.v1.MarkUnreadRequest
-	(*ReadAllRequest)(nil),         // 29: receipts.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),        // 30: receipts.v1.ReadAllResponse
-	(*ReceiptEvent)(nil),           // 31: receipts.v1.ReceiptEvent
-	(*ChannelEvent)(nil),           // 32: receipts.v1.ChannelEvent
+	(Kind)(0),                         // 0: receipts.v1.Kind
+	(Durability)(0),                   // 1: receipts.v1.Durability
+	(*Receipt)(nil),                   // 2: receipts.v1.Receipt
+	(*MarkReceiptsRequest)(nil),       // 3: receipts.v1.MarkReceiptsRequest
+	(*MarkReceiptsResponse)(nil),      // 4: receipts.v1.MarkReceiptsResponse
+	(*ReceiptResult)(nil),             // 5: receipts.v1.ReceiptResult
+	(*MarkRequest)(nil),               // 6: receipts.v1.MarkRequest
+	(*MarkResponse)(nil),              // 7: receipts.v1.MarkResponse
+	(*GetReadStateRequest)(nil),       // 8: receipts.v1.GetReadStateRequest
+	(*GetReadStateResponse)(nil),      // 9: receipts.v1.GetReadStateResponse
+	(*Position)(nil),                  // 10: receipts.v1.Position
+	(*Cursor)(nil),                    // 11: receipts.v1.Cursor
+	(*ChannelState)(nil),              // 12: receipts.v1.ChannelState
+	(*MessageNotice)(nil),             // 13: receipts.v1.MessageNotice
+	(*NotifyMessageRequest)(nil),      // 14: receipts.v1.NotifyMessageRequest
+	(*NotifyMessageResponse)(nil),     // 15: receipts.v1.NotifyMessageResponse
+	(*NotifyMessagesRequest)(nil),     // 16: receipts.v1.NotifyMessagesRequest
+	(*NotifyMessagesResponse)(nil),    // 17: receipts.v1.NotifyMessagesResponse
+	(*NoticeResult)(nil),              // 18: receipts.v1.NoticeResult
+	(*JoinChannelRequest)(nil),        // 19: receipts.v1.JoinChannelRequest
+	(*LeaveChannelRequest)(nil),       // 20: receipts.v1.LeaveChannelRequest
+	(*MembershipResponse)(nil),        // 21: receipts.v1.MembershipResponse
+	(*Membership)(nil),                // 22: receipts.v1.Membership
+	(*GetChannelRequest)(nil),         // 23: receipts.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),        // 24: receipts.v1.GetChannelResponse
+	(*GetUnreadRequest)(nil),          // 25: receipts.v1.GetUnreadRequest
+	(*GetUnreadResponse)(nil),         // 26: receipts.v1.GetUnreadResponse
+	(*ChannelUnread)(nil),             // 27: receipts.v1.ChannelUnread
+	(*MarkUnreadRequest)(nil),         // 28: receipts.v1.MarkUnreadRequest
+	(*ReadAllRequest)(nil),            // 29: receipts.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),           // 30: receipts.v1.ReadAllResponse
+	(*ReceiptEvent)(nil),              // 31: receipts.v1.ReceiptEvent
+	(*ChannelEvent)(nil),              // 32: receipts.v1.ChannelEvent
+	(*GetMessageReceiptsRequest)(nil), // 33: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                  // 34: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),           // 35: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),           // 36: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),             // 37: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),              // 38: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                // 39: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),     // 40: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                     // 41: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),    // 42: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),      // 43: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),              // 44: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                // 45: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),     // 46: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),        // 47: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),              // 48: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),          // 49: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),         // 50: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                 // 51: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),           // 52: receipts.v1.ReadStateChange
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -2540,35 +4022,66 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 26: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
 	22, // 27: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
 	11, // 28: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	3,  // 29: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 30: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 31: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 32: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	14, // 33: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	16, // 34: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	19, // 35: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	20, // 36: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	23, // 37: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	25, // 38: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	28, // 39: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	29, // 40: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	4,  // 41: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 42: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 43: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 44: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	15, // 45: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	17, // 46: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	21, // 47: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	21, // 48: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	24, // 49: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	26, // 50: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 51: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	30, // 52: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	41, // [41:53] is the sub-list for method output_type
-	29, // [29:41] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	34, // 29: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	34, // 30: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 31: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 32: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 33: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	37, // 34: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	39, // 35: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	35, // 36: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	41, // 37: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 38: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 39: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	44, // 40: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	38, // 41: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	1,  // 42: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	48, // 43: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 44: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 45: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	3,  // 46: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 47: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 48: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 49: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	14, // 50: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	16, // 51: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	19, // 52: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	20, // 53: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	23, // 54: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	25, // 55: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	28, // 56: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	29, // 57: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	33, // 58: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	36, // 59: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	40, // 60: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	43, // 61: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	46, // 62: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	47, // 63: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	49, // 64: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	4,  // 65: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 66: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 67: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 68: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	15, // 69: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	17, // 70: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	21, // 71: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	21, // 72: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	24, // 73: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	26, // 74: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 75: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	30, // 76: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	35, // 77: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	38, // 78: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	42, // 79: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	45, // 80: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	48, // 81: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	48, // 82: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	50, // 83: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	65, // [65:84] is the sub-list for method output_type
+	46, // [46:65] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -2579,13 +4092,14 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -70,6 +70,26 @@ const (
 	ReceiptServiceMarkUnreadProcedure = "/receipts.v1.ReceiptService/MarkUnread"
 	// ReceiptServiceReadAllProcedure is the fully-qualified name of the ReceiptService's ReadAll RPC.
 	ReceiptServiceReadAllProcedure = "/receipts.v1.ReceiptService/ReadAll"
+	// ReceiptServiceGetMessageReceiptsProcedure is the fully-qualified name of the ReceiptService's
+	// GetMessageReceipts RPC.
+	ReceiptServiceGetMessageReceiptsProcedure = "/receipts.v1.ReceiptService/GetMessageReceipts"
+	// ReceiptServiceGetTicksProcedure is the fully-qualified name of the ReceiptService's GetTicks RPC.
+	ReceiptServiceGetTicksProcedure = "/receipts.v1.ReceiptService/GetTicks"
+	// ReceiptServiceLookupReceiptsProcedure is the fully-qualified name of the ReceiptService's
+	// LookupReceipts RPC.
+	ReceiptServiceLookupReceiptsProcedure = "/receipts.v1.ReceiptService/LookupReceipts"
+	// ReceiptServiceWatchChannelsProcedure is the fully-qualified name of the ReceiptService's
+	// WatchChannels RPC.
+	ReceiptServiceWatchChannelsProcedure = "/receipts.v1.ReceiptService/WatchChannels"
+	// ReceiptServiceUpdateSettingsProcedure is the fully-qualified name of the ReceiptService's
+	// UpdateSettings RPC.
+	ReceiptServiceUpdateSettingsProcedure = "/receipts.v1.ReceiptService/UpdateSettings"
+	// ReceiptServiceGetSettingsProcedure is the fully-qualified name of the ReceiptService's
+	// GetSettings RPC.
+	ReceiptServiceGetSettingsProcedure = "/receipts.v1.ReceiptService/GetSettings"
+	// ReceiptServiceEraseUserProcedure is the fully-qualified name of the ReceiptService's EraseUser
+	// RPC.
+	ReceiptServiceEraseUserProcedure = "/receipts.v1.ReceiptService/EraseUser"
 )
 
 // ReceiptServiceClient is a client for the receipts.v1.ReceiptService service.
@@ -111,6 +131,34 @@ type ReceiptServiceClient interface {
 	// ReadAll reads each listed channel (default: every channel the user is a
 	// member of or has a cursor in) up to its current head, in one call.
 	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
+	// GetMessageReceipts answers who has seen message seq of a channel. For a
+	// small channel (member count at most the detail threshold, default 50):
+	// read_by and delivered_to with the time each member's public cursor first
+	// reached seq, and the members still pending; for a large channel only the
+	// counts. The sender and users who do not share receipts are left out.
+	GetMessageReceipts(context.Context, *connect.Request[v1.GetMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error)
+	// GetTicks returns a channel's watermarks (every member has received /
+	// read up to) and, for a small channel, each member's public cursors: one
+	// call repaints every tick of a conversation.
+	GetTicks(context.Context, *connect.Request[v1.GetTicksRequest]) (*connect.Response[v1.ChannelTicks], error)
+	// LookupReceipts answers many messages' receipts and many users' badges
+	// in one call (at most 500 of each).
+	LookupReceipts(context.Context, *connect.Request[v1.LookupReceiptsRequest]) (*connect.Response[v1.LookupReceiptsResponse], error)
+	// WatchChannels streams coalesced high-water updates of the public cursors
+	// in up to 1,000 channels. Every event carries a resume token; a stream
+	// opened with a token resumes after it without gaps, or, when the token is
+	// too old, says so and sends a snapshot of the channels' ticks. Also served
+	// as server-sent events at GET /v1/channels:watch?channel_id=…
+	WatchChannels(context.Context, *connect.Request[v1.WatchChannelsRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error)
+	// UpdateSettings changes a user's privacy settings; absent fields keep
+	// their value.
+	UpdateSettings(context.Context, *connect.Request[v1.UpdateSettingsRequest]) (*connect.Response[v1.UserSettings], error)
+	// GetSettings returns a user's privacy settings (defaults when never set).
+	GetSettings(context.Context, *connect.Request[v1.GetSettingsRequest]) (*connect.Response[v1.UserSettings], error)
+	// EraseUser removes every trace of a user (cursors, membership, mentions,
+	// settings, log rows) from every store, and raises the user's erasure
+	// generation so that events already in flight cannot resurrect them.
+	EraseUser(context.Context, *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error)
 }
 
 // NewReceiptServiceClient constructs a client for the receipts.v1.ReceiptService service. By
@@ -196,23 +244,72 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(receiptServiceMethods.ByName("ReadAll")),
 			connect.WithClientOptions(opts...),
 		),
+		getMessageReceipts: connect.NewClient[v1.GetMessageReceiptsRequest, v1.MessageReceipts](
+			httpClient,
+			baseURL+ReceiptServiceGetMessageReceiptsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetMessageReceipts")),
+			connect.WithClientOptions(opts...),
+		),
+		getTicks: connect.NewClient[v1.GetTicksRequest, v1.ChannelTicks](
+			httpClient,
+			baseURL+ReceiptServiceGetTicksProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetTicks")),
+			connect.WithClientOptions(opts...),
+		),
+		lookupReceipts: connect.NewClient[v1.LookupReceiptsRequest, v1.LookupReceiptsResponse](
+			httpClient,
+			baseURL+ReceiptServiceLookupReceiptsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("LookupReceipts")),
+			connect.WithClientOptions(opts...),
+		),
+		watchChannels: connect.NewClient[v1.WatchChannelsRequest, v1.WatchEvent](
+			httpClient,
+			baseURL+ReceiptServiceWatchChannelsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("WatchChannels")),
+			connect.WithClientOptions(opts...),
+		),
+		updateSettings: connect.NewClient[v1.UpdateSettingsRequest, v1.UserSettings](
+			httpClient,
+			baseURL+ReceiptServiceUpdateSettingsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("UpdateSettings")),
+			connect.WithClientOptions(opts...),
+		),
+		getSettings: connect.NewClient[v1.GetSettingsRequest, v1.UserSettings](
+			httpClient,
+			baseURL+ReceiptServiceGetSettingsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetSettings")),
+			connect.WithClientOptions(opts...),
+		),
+		eraseUser: connect.NewClient[v1.EraseUserRequest, v1.EraseUserResponse](
+			httpClient,
+			baseURL+ReceiptServiceEraseUserProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("EraseUser")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // receiptServiceClient implements ReceiptServiceClient.
 type receiptServiceClient struct {
-	markReceipts   *connect.Client[v1.MarkReceiptsRequest, v1.MarkReceiptsResponse]
-	markRead       *connect.Client[v1.MarkRequest, v1.MarkResponse]
-	markDelivered  *connect.Client[v1.MarkRequest, v1.MarkResponse]
-	getReadState   *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
-	notifyMessage  *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
-	notifyMessages *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
-	joinChannel    *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
-	leaveChannel   *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
-	getChannel     *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
-	getUnread      *connect.Client[v1.GetUnreadRequest, v1.GetUnreadResponse]
-	markUnread     *connect.Client[v1.MarkUnreadRequest, v1.MarkResponse]
-	readAll        *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
+	markReceipts       *connect.Client[v1.MarkReceiptsRequest, v1.MarkReceiptsResponse]
+	markRead           *connect.Client[v1.MarkRequest, v1.MarkResponse]
+	markDelivered      *connect.Client[v1.MarkRequest, v1.MarkResponse]
+	getReadState       *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
+	notifyMessage      *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
+	notifyMessages     *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
+	joinChannel        *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
+	leaveChannel       *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
+	getChannel         *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
+	getUnread          *connect.Client[v1.GetUnreadRequest, v1.GetUnreadResponse]
+	markUnread         *connect.Client[v1.MarkUnreadRequest, v1.MarkResponse]
+	readAll            *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
+	getMessageReceipts *connect.Client[v1.GetMessageReceiptsRequest, v1.MessageReceipts]
+	getTicks           *connect.Client[v1.GetTicksRequest, v1.ChannelTicks]
+	lookupReceipts     *connect.Client[v1.LookupReceiptsRequest, v1.LookupReceiptsResponse]
+	watchChannels      *connect.Client[v1.WatchChannelsRequest, v1.WatchEvent]
+	updateSettings     *connect.Client[v1.UpdateSettingsRequest, v1.UserSettings]
+	getSettings        *connect.Client[v1.GetSettingsRequest, v1.UserSettings]
+	eraseUser          *connect.Client[v1.EraseUserRequest, v1.EraseUserResponse]
 }
 
 // MarkReceipts calls receipts.v1.ReceiptService.MarkReceipts.
@@ -275,6 +372,41 @@ func (c *receiptServiceClient) ReadAll(ctx context.Context, req *connect.Request
 	return c.readAll.CallUnary(ctx, req)
 }
 
+// GetMessageReceipts calls receipts.v1.ReceiptService.GetMessageReceipts.
+func (c *receiptServiceClient) GetMessageReceipts(ctx context.Context, req *connect.Request[v1.GetMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error) {
+	return c.getMessageReceipts.CallUnary(ctx, req)
+}
+
+// GetTicks calls receipts.v1.ReceiptService.GetTicks.
+func (c *receiptServiceClient) GetTicks(ctx context.Context, req *connect.Request[v1.GetTicksRequest]) (*connect.Response[v1.ChannelTicks], error) {
+	return c.getTicks.CallUnary(ctx, req)
+}
+
+// LookupReceipts calls receipts.v1.ReceiptService.LookupReceipts.
+func (c *receiptServiceClient) LookupReceipts(ctx context.Context, req *connect.Request[v1.LookupReceiptsRequest]) (*connect.Response[v1.LookupReceiptsResponse], error) {
+	return c.lookupReceipts.CallUnary(ctx, req)
+}
+
+// WatchChannels calls receipts.v1.ReceiptService.WatchChannels.
+func (c *receiptServiceClient) WatchChannels(ctx context.Context, req *connect.Request[v1.WatchChannelsRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error) {
+	return c.watchChannels.CallServerStream(ctx, req)
+}
+
+// UpdateSettings calls receipts.v1.ReceiptService.UpdateSettings.
+func (c *receiptServiceClient) UpdateSettings(ctx context.Context, req *connect.Request[v1.UpdateSettingsRequest]) (*connect.Response[v1.UserSettings], error) {
+	return c.updateSettings.CallUnary(ctx, req)
+}
+
+// GetSettings calls receipts.v1.ReceiptService.GetSettings.
+func (c *receiptServiceClient) GetSettings(ctx context.Context, req *connect.Request[v1.GetSettingsRequest]) (*connect.Response[v1.UserSettings], error) {
+	return c.getSettings.CallUnary(ctx, req)
+}
+
+// EraseUser calls receipts.v1.ReceiptService.EraseUser.
+func (c *receiptServiceClient) EraseUser(ctx context.Context, req *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error) {
+	return c.eraseUser.CallUnary(ctx, req)
+}
+
 // ReceiptServiceHandler is an implementation of the receipts.v1.ReceiptService service.
 type ReceiptServiceHandler interface {
 	// MarkReceipts records a batch of marks. Validation is all-or-nothing: one
@@ -314,6 +446,34 @@ type ReceiptServiceHandler interface {
 	// ReadAll reads each listed channel (default: every channel the user is a
 	// member of or has a cursor in) up to its current head, in one call.
 	ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error)
+	// GetMessageReceipts answers who has seen message seq of a channel. For a
+	// small channel (member count at most the detail threshold, default 50):
+	// read_by and delivered_to with the time each member's public cursor first
+	// reached seq, and the members still pending; for a large channel only the
+	// counts. The sender and users who do not share receipts are left out.
+	GetMessageReceipts(context.Context, *connect.Request[v1.GetMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error)
+	// GetTicks returns a channel's watermarks (every member has received /
+	// read up to) and, for a small channel, each member's public cursors: one
+	// call repaints every tick of a conversation.
+	GetTicks(context.Context, *connect.Request[v1.GetTicksRequest]) (*connect.Response[v1.ChannelTicks], error)
+	// LookupReceipts answers many messages' receipts and many users' badges
+	// in one call (at most 500 of each).
+	LookupReceipts(context.Context, *connect.Request[v1.LookupReceiptsRequest]) (*connect.Response[v1.LookupReceiptsResponse], error)
+	// WatchChannels streams coalesced high-water updates of the public cursors
+	// in up to 1,000 channels. Every event carries a resume token; a stream
+	// opened with a token resumes after it without gaps, or, when the token is
+	// too old, says so and sends a snapshot of the channels' ticks. Also served
+	// as server-sent events at GET /v1/channels:watch?channel_id=…
+	WatchChannels(context.Context, *connect.Request[v1.WatchChannelsRequest], *connect.ServerStream[v1.WatchEvent]) error
+	// UpdateSettings changes a user's privacy settings; absent fields keep
+	// their value.
+	UpdateSettings(context.Context, *connect.Request[v1.UpdateSettingsRequest]) (*connect.Response[v1.UserSettings], error)
+	// GetSettings returns a user's privacy settings (defaults when never set).
+	GetSettings(context.Context, *connect.Request[v1.GetSettingsRequest]) (*connect.Response[v1.UserSettings], error)
+	// EraseUser removes every trace of a user (cursors, membership, mentions,
+	// settings, log rows) from every store, and raises the user's erasure
+	// generation so that events already in flight cannot resurrect them.
+	EraseUser(context.Context, *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error)
 }
 
 // NewReceiptServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -395,6 +555,48 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		connect.WithSchema(receiptServiceMethods.ByName("ReadAll")),
 		connect.WithHandlerOptions(opts...),
 	)
+	receiptServiceGetMessageReceiptsHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetMessageReceiptsProcedure,
+		svc.GetMessageReceipts,
+		connect.WithSchema(receiptServiceMethods.ByName("GetMessageReceipts")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceGetTicksHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetTicksProcedure,
+		svc.GetTicks,
+		connect.WithSchema(receiptServiceMethods.ByName("GetTicks")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceLookupReceiptsHandler := connect.NewUnaryHandler(
+		ReceiptServiceLookupReceiptsProcedure,
+		svc.LookupReceipts,
+		connect.WithSchema(receiptServiceMethods.ByName("LookupReceipts")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceWatchChannelsHandler := connect.NewServerStreamHandler(
+		ReceiptServiceWatchChannelsProcedure,
+		svc.WatchChannels,
+		connect.WithSchema(receiptServiceMethods.ByName("WatchChannels")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceUpdateSettingsHandler := connect.NewUnaryHandler(
+		ReceiptServiceUpdateSettingsProcedure,
+		svc.UpdateSettings,
+		connect.WithSchema(receiptServiceMethods.ByName("UpdateSettings")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceGetSettingsHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetSettingsProcedure,
+		svc.GetSettings,
+		connect.WithSchema(receiptServiceMethods.ByName("GetSettings")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceEraseUserHandler := connect.NewUnaryHandler(
+		ReceiptServiceEraseUserProcedure,
+		svc.EraseUser,
+		connect.WithSchema(receiptServiceMethods.ByName("EraseUser")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/receipts.v1.ReceiptService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReceiptServiceMarkReceiptsProcedure:
@@ -421,6 +623,20 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceMarkUnreadHandler.ServeHTTP(w, r)
 		case ReceiptServiceReadAllProcedure:
 			receiptServiceReadAllHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetMessageReceiptsProcedure:
+			receiptServiceGetMessageReceiptsHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetTicksProcedure:
+			receiptServiceGetTicksHandler.ServeHTTP(w, r)
+		case ReceiptServiceLookupReceiptsProcedure:
+			receiptServiceLookupReceiptsHandler.ServeHTTP(w, r)
+		case ReceiptServiceWatchChannelsProcedure:
+			receiptServiceWatchChannelsHandler.ServeHTTP(w, r)
+		case ReceiptServiceUpdateSettingsProcedure:
+			receiptServiceUpdateSettingsHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetSettingsProcedure:
+			receiptServiceGetSettingsHandler.ServeHTTP(w, r)
+		case ReceiptServiceEraseUserProcedure:
+			receiptServiceEraseUserHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -476,4 +692,32 @@ func (UnimplementedReceiptServiceHandler) MarkUnread(context.Context, *connect.R
 
 func (UnimplementedReceiptServiceHandler) ReadAll(context.Context, *connect.Request[v1.ReadAllRequest]) (*connect.Response[v1.ReadAllResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.ReadAll is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetMessageReceipts(context.Context, *connect.Request[v1.GetMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetMessageReceipts is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetTicks(context.Context, *connect.Request[v1.GetTicksRequest]) (*connect.Response[v1.ChannelTicks], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetTicks is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) LookupReceipts(context.Context, *connect.Request[v1.LookupReceiptsRequest]) (*connect.Response[v1.LookupReceiptsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.LookupReceipts is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) WatchChannels(context.Context, *connect.Request[v1.WatchChannelsRequest], *connect.ServerStream[v1.WatchEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.WatchChannels is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) UpdateSettings(context.Context, *connect.Request[v1.UpdateSettingsRequest]) (*connect.Response[v1.UserSettings], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.UpdateSettings is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetSettings(context.Context, *connect.Request[v1.GetSettingsRequest]) (*connect.Response[v1.UserSettings], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetSettings is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) EraseUser(context.Context, *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.EraseUser is not implemented"))
 }

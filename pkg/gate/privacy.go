@@ -17,8 +17,3 @@ func (g *Gate) UpdateSettings(context.Context, *connect.Request[receiptsv1.Updat
 func (g *Gate) GetSettings(context.Context, *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
 	return unimplemented[receiptsv1.UserSettings]()
 }
-
-// EraseUser implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) EraseUser(context.Context, *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
-	return unimplemented[receiptsv1.EraseUserResponse]()
-}

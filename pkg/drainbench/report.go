@@ -200,7 +200,7 @@ func Summarize(res *Result) Summary {
 	}
 	for _, table := range []string{"read_receipts", PlainTable} {
 		for _, conns := range []int{1, 2} {
-			what := "read_receipts (8 hash partitions, PK + (channel_id, read_seq) index)"
+			what := "read_receipts (8 hash partitions, PK only since migration 0003, fillfactor 85)"
 			if table == PlainTable {
 				what = PlainTable + " (one table, PK only)"
 			}

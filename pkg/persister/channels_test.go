@@ -115,7 +115,11 @@ func TestEveryKindIsWrittenBeforeTheCommit(t *testing.T) {
 	cfg.Linger = 200 * time.Millisecond
 	b.start(cfg)
 	require.Eventually(t, func() bool { return len(b.rows()) == len(want.effective) }, waitFor, 20*time.Millisecond, "the cursor table is written meanwhile")
-	time.Sleep(300 * time.Millisecond)
+	// The window's mention statement has failed and been retried a few
+	// times, long enough for a wrong commit of its offsets to show.
+	require.Eventually(t, func() bool {
+		return metric(t, reg, "receipts_persister_retries_total", "op", "upsert") >= 3
+	}, waitFor, 20*time.Millisecond, "the mention table's write is retried")
 	for p, off := range b.committed() {
 		for _, r := range recs {
 			if r.Partition == p {

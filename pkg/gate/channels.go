@@ -2,58 +2,351 @@ package gate
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/batch"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// The channel, membership and unread RPCs of the contract are being built
-// (issue 8); until then they answer Unimplemented, as connect's generated
-// default would.
-var errNotYet = errors.New("not implemented yet")
-
-func notYet[T any]() (*connect.Response[T], error) {
-	return nil, connect.NewError(connect.CodeUnimplemented, errNotYet)
-}
-
-// NotifyMessage implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) NotifyMessage(context.Context, *connect.Request[receiptsv1.NotifyMessageRequest]) (*connect.Response[receiptsv1.NotifyMessageResponse], error) {
-	return notYet[receiptsv1.NotifyMessageResponse]()
-}
-
-// NotifyMessages implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) NotifyMessages(context.Context, *connect.Request[receiptsv1.NotifyMessagesRequest]) (*connect.Response[receiptsv1.NotifyMessagesResponse], error) {
-	return notYet[receiptsv1.NotifyMessagesResponse]()
-}
-
-// JoinChannel implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) JoinChannel(context.Context, *connect.Request[receiptsv1.JoinChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
-	return notYet[receiptsv1.MembershipResponse]()
-}
-
-// LeaveChannel implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) LeaveChannel(context.Context, *connect.Request[receiptsv1.LeaveChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
-	return notYet[receiptsv1.MembershipResponse]()
-}
-
-// GetChannel implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetChannel(context.Context, *connect.Request[receiptsv1.GetChannelRequest]) (*connect.Response[receiptsv1.GetChannelResponse], error) {
-	return notYet[receiptsv1.GetChannelResponse]()
+// validateChannelList checks a user id and a bounded list of channel ids,
+// and returns the distinct channels in request order.
+func validateChannelList(user string, channels []string, maxChannels int) ([]string, error) {
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return nil, invalid(err)
+	}
+	if len(channels) > maxChannels {
+		return nil, invalid(&receipt.FieldError{Field: "channel_id", Reason: fmt.Sprintf("has %d ids; the limit is %d", len(channels), maxChannels)})
+	}
+	for i, c := range channels {
+		if err := receipt.ValidateID("channel_id["+strconv.Itoa(i)+"]", c); err != nil {
+			return nil, invalid(err)
+		}
+	}
+	return batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept }), nil
 }
 
 // GetUnread implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetUnread(context.Context, *connect.Request[receiptsv1.GetUnreadRequest]) (*connect.Response[receiptsv1.GetUnreadResponse], error) {
-	return notYet[receiptsv1.GetUnreadResponse]()
+func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.GetUnreadRequest]) (*connect.Response[receiptsv1.GetUnreadResponse], error) {
+	user := req.Msg.GetUserId()
+	channels, err := validateChannelList(user, req.Msg.GetChannelId(), g.cfg.MaxUnreadChannels)
+	if err != nil {
+		return nil, err
+	}
+	views, err := g.unread(ctx, user, channels)
+	if err != nil {
+		return nil, err
+	}
+	out := &receiptsv1.GetUnreadResponse{UserId: user, Channels: make([]*receiptsv1.ChannelUnread, len(views))}
+	for i, v := range views {
+		cu := &receiptsv1.ChannelUnread{
+			ChannelId:      v.Channel,
+			Head:           &receiptsv1.Position{Seq: v.Head.Seq},
+			Read:           positionProto(v.State.EffectiveRead()),
+			PublicRead:     positionProto(v.State.Read.Position),
+			UnreadCount:    v.Unread,
+			MentionCount:   min(v.Mentions, int64(g.cfg.MentionCap)),
+			MentionsCapped: v.MentionsCapped,
+			FirstUnreadSeq: v.FirstUnread,
+			Member:         v.HasMembership && v.Membership.Member,
+		}
+		out.Channels[i] = cu
+		out.UnreadTotal += cu.UnreadCount
+		out.MentionTotal += cu.MentionCount
+		out.MentionsCapped = out.MentionsCapped || cu.MentionsCapped
+		if cu.UnreadCount > 0 {
+			out.ChannelsWithUnread++
+		}
+	}
+	return connect.NewResponse(out), nil
 }
 
-// MarkUnread implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) MarkUnread(context.Context, *connect.Request[receiptsv1.MarkUnreadRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
-	return notYet[receiptsv1.MarkResponse]()
+func positionProto(p receipt.Position) *receiptsv1.Position {
+	return &receiptsv1.Position{Epoch: p.Epoch, Seq: p.Seq}
 }
 
-// ReadAll implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) ReadAll(context.Context, *connect.Request[receiptsv1.ReadAllRequest]) (*connect.Response[receiptsv1.ReadAllResponse], error) {
-	return notYet[receiptsv1.ReadAllResponse]()
+// unread is a user's counts in the listed channels (default: every
+// channel the user is a member of or has a cursor in), in channel order.
+//
+// Redis answers alone when it holds everything the counts need: the
+// user's hashes hydrated and every head known. Otherwise what it lacks is
+// read from Postgres and merged into Redis (hydrates are merges: a newer
+// write made meanwhile wins), and Redis is read again — at most three
+// bounded reads. When Redis cannot answer, the counts come from Postgres
+// alone (which may lag by the persister's delay).
+func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		view, err := g.redis.Unread(rctx, user, channels, g.cfg.MentionCap)
+		cancel()
+		if err != nil {
+			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+			g.warnRedis(redisOpGet, err)
+			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
+			return g.durableUnread(ctx, user, channels)
+		}
+		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
+		if complete {
+			return sortViews(view.Channels), nil
+		}
+		if attempt == 2 {
+			// Hydrating did not complete Redis (failing, or racing an
+			// eviction): answer from Postgres rather than guess.
+			g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+			return g.durableUnread(ctx, user, channels)
+		}
+		if err := g.hydrateUnread(ctx, user, view); err != nil {
+			if cerr := contextError(ctx, err); cerr != nil {
+				return nil, cerr
+			}
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
+		}
+	}
+}
+
+// hydrateUnread copies from Postgres into Redis what view says Redis
+// lacks. A Redis failure here is only logged: the next read tells.
+func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
+	g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	hydrate := func(op string, do func(context.Context) error) {
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		defer cancel()
+		if err := do(hctx); err != nil {
+			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+			g.warnRedis(redisOpHydrate+" "+op, err)
+		}
+	}
+	if !view.CursorsComplete {
+		states, err := g.pg.Get(pctx, user, nil)
+		if err != nil {
+			return fmt.Errorf("reading the cursors of %s: %w", user, err)
+		}
+		if len(states) >= pgstore.MaxChannelsPerRead {
+			return fmt.Errorf("user %s has more than %d channels", user, pgstore.MaxChannelsPerRead)
+		}
+		hydrate("cursors", func(c context.Context) error { return g.redis.Hydrate(c, user, states) })
+	}
+	if !view.MembershipsComplete {
+		regs, err := g.pg.Memberships(pctx, user, nil)
+		if err != nil {
+			return fmt.Errorf("reading the memberships of %s: %w", user, err)
+		}
+		mentions, err := g.pg.Mentions(pctx, user, nil, g.cfg.MentionCap)
+		if err != nil {
+			return fmt.Errorf("reading the mentions of %s: %w", user, err)
+		}
+		hydrate("memberships", func(c context.Context) error {
+			return g.redis.HydrateMemberships(c, user, regs, mentions, g.cfg.MentionCap)
+		})
+	}
+	if len(view.MissingHeads) > 0 {
+		heads, err := g.pg.Heads(pctx, view.MissingHeads)
+		if err != nil {
+			return fmt.Errorf("reading the heads of %d channels: %w", len(view.MissingHeads), err)
+		}
+		found := map[string]bool{}
+		for _, h := range heads {
+			found[h.Channel] = true
+		}
+		var none []string
+		for _, ch := range view.MissingHeads {
+			if !found[ch] {
+				none = append(none, ch)
+			}
+		}
+		hydrate("heads", func(c context.Context) error { return g.redis.HydrateHeads(c, heads, none) })
+	}
+	return nil
+}
+
+// durableUnread computes the counts from Postgres alone.
+func (g *Gate) durableUnread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+	views, err := g.durableViews(ctx, user, channels)
+	if err != nil {
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, cerr
+		}
+		g.log.Warn("reading durable unread state", zap.Error(err))
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
+	}
+	return views, nil
+}
+
+func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	states, err := g.pg.Get(pctx, user, channels)
+	if err != nil {
+		return nil, err
+	}
+	regs, err := g.pg.Memberships(pctx, user, channels)
+	if err != nil {
+		return nil, err
+	}
+	mentions, err := g.pg.Mentions(pctx, user, channels, g.cfg.MentionCap)
+	if err != nil {
+		return nil, err
+	}
+	byCh := map[string]*redisstore.ChannelView{}
+	view := func(ch string) *redisstore.ChannelView {
+		v, ok := byCh[ch]
+		if !ok {
+			v = &redisstore.ChannelView{Channel: ch, State: receipt.State{Key: receipt.Key{User: user, Channel: ch}}}
+			byCh[ch] = v
+		}
+		return v
+	}
+	for _, ch := range channels {
+		view(ch)
+	}
+	for _, s := range states {
+		v := view(s.Key.Channel)
+		v.State, v.HasState = s, true
+	}
+	for _, m := range regs {
+		v := view(m.Key.Channel)
+		v.Membership, v.HasMembership = m, true
+	}
+	var set []string
+	for ch, v := range byCh {
+		if len(channels) == 0 && v.HasMembership && !v.Membership.Member {
+			continue // left: the channel no longer counts
+		}
+		set = append(set, ch)
+	}
+	heads, err := g.pg.Heads(pctx, set)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range heads {
+		byCh[h.Channel].Head, byCh[h.Channel].HeadKnown = h, true
+	}
+	seqs := map[string][]int64{}
+	for _, m := range mentions {
+		seqs[m.Key.Channel] = m.Seqs
+	}
+	out := make([]redisstore.ChannelView, 0, len(set))
+	for _, ch := range set {
+		v := byCh[ch]
+		v.Unread, v.FirstUnread = channel.Unread(v.Head.Seq, v.State)
+		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[ch], v.State.EffectiveRead().Seq, g.cfg.MentionCap)
+		out = append(out, *v)
+	}
+	return sortViews(out), nil
+}
+
+func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
+	slices.SortFunc(vs, func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) })
+	return vs
+}
+
+// MarkUnread implements receiptsv1connect.ReceiptServiceHandler. The new
+// epoch is the one after the stored read epoch, which only Redis knows at
+// once (Postgres may not have the latest mark-unread yet), so without
+// Redis the call is Unavailable and nothing is acknowledged.
+func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkUnreadRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
+	r := req.Msg
+	m, err := validateMark("", r.GetUserId(), r.GetChannelId(), receiptsv1.Kind_READ, r.GetSeq(), "", r.GetDeviceId(), nil, false)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	if err := g.checkMarks(ctx, []mark{m}); err != nil {
+		return nil, err
+	}
+	now := time.Now().UnixMilli()
+	// The record's size does not depend on the epoch Redis resolves.
+	prov, err := event.Encode(receipt.MarkUnread(receipt.State{Key: m.key, DeviceID: m.deviceID, UpdatedAtUnixMs: now}, m.seq))
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	prov.Topic = g.durable.Topic()
+	if err := g.durable.Refuse([]*kgo.Record{prov}); err != nil {
+		return nil, g.unavailable(1, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	res, err := g.redis.MarkUnread(rctx, m.key, m.seq, m.deviceID, now)
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
+		g.warnRedis(redisOpMerge, err)
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, cerr
+		}
+		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err))
+		cerr.Meta().Set("Retry-After", g.retryAfter)
+		return nil, cerr
+	}
+	rec, err := event.Encode(res.Resolved)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec.Topic = g.durable.Topic()
+	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&receiptsv1.MarkResponse{Result: &receiptsv1.ReceiptResult{
+		State: event.StateToProto(res.State), Advanced: res.Advanced, Durability: durability,
+	}}), nil
+}
+
+// ReadAll implements receiptsv1connect.ReceiptServiceHandler: a public
+// read at the head of every listed channel (default: the user's channels)
+// whose public read cursor is behind it, through the mark write path. A
+// listed channel the user may not mark fails the call (nothing written);
+// in the default set such channels (a cursor left in a channel the user
+// is not a member of) are skipped.
+func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.ReadAllRequest]) (*connect.Response[receiptsv1.ReadAllResponse], error) {
+	r := req.Msg
+	user := r.GetUserId()
+	channels, err := validateChannelList(user, r.GetChannelId(), g.cfg.MaxUnreadChannels)
+	if err != nil {
+		return nil, err
+	}
+	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
+		return nil, invalid(err)
+	}
+	views, err := g.unread(ctx, user, channels)
+	if err != nil {
+		return nil, err
+	}
+	var marks []mark
+	for _, v := range views {
+		if v.Head.Seq > v.State.Read.Position.Seq {
+			marks = append(marks, mark{key: receipt.Key{User: user, Channel: v.Channel}, kind: receiptsv1.Kind_READ,
+				seq: v.Head.Seq, messageID: v.Head.MessageID, deviceID: r.GetDeviceId(), epoch: receipt.EpochCurrent,
+				field: "channel_id[" + v.Channel + "]."})
+		}
+	}
+	if len(channels) == 0 && !g.cfg.AllowNonMemberMarks && len(marks) > 0 {
+		keys := make([]receipt.Key, len(marks))
+		for i, m := range marks {
+			keys[i] = m.key
+		}
+		f := g.lookup(ctx, keys, false)
+		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.known && g.checkMark(f, m) != nil })
+	}
+	out := &receiptsv1.ReadAllResponse{}
+	for start := 0; start < len(marks); start += g.cfg.MaxBatchItems {
+		res, err := g.write(ctx, marks[start:min(start+g.cfg.MaxBatchItems, len(marks))])
+		if err != nil {
+			return nil, err
+		}
+		out.Results = append(out.Results, res...)
+	}
+	return connect.NewResponse(out), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -29,6 +30,9 @@ const (
 	MaxBatchItemsDefault   = 500
 	MaxReadChannelsDefault = 500
 	MaxBodyBytesDefault    = 1 << 20
+	// MaxUnreadChannelsDefault bounds the channel ids of one GetUnread or
+	// ReadAll call (the contract's 1,000).
+	MaxUnreadChannelsDefault = 1000
 
 	ReadHeaderTimeoutDefault = 5 * time.Second
 	ReadTimeoutDefault       = 15 * time.Second
@@ -103,6 +107,17 @@ type Config struct {
 	// MaxReadChannels bounds the channel ids of one GetReadState call.
 	// Defaults to MaxReadChannelsDefault.
 	MaxReadChannels int
+	// MaxUnreadChannels bounds the channel ids listed in one GetUnread or
+	// ReadAll call. Defaults to MaxUnreadChannelsDefault.
+	MaxUnreadChannels int
+	// MentionCap is the mention count past which counts show as "cap+"
+	// (mentions_capped); it must equal the persister's and the
+	// reconciler's. Defaults to channel.MentionCapDefault.
+	MentionCap int
+	// AllowNonMemberMarks turns off the membership check of marks: by
+	// default a mark by a user who is not a member of a channel that has
+	// registered members is refused (PermissionDenied).
+	AllowNonMemberMarks bool
 	// MaxBodyBytes bounds a request body (REST) or message (RPC). Defaults
 	// to MaxBodyBytesDefault (1 MiB).
 	MaxBodyBytes int64
@@ -138,6 +153,10 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PostgresTimeout, "pg-timeout", c.PostgresTimeout, "bound on each Postgres read")
 	fs.IntVar(&c.MaxBatchItems, "max-batch-items", c.MaxBatchItems, "most receipts in one MarkReceipts call")
 	fs.IntVar(&c.MaxReadChannels, "max-read-channels", c.MaxReadChannels, "most channel ids in one GetReadState call")
+	c.MaxUnreadChannels, c.MentionCap = d.MaxUnreadChannels, d.MentionCap
+	fs.IntVar(&c.MaxUnreadChannels, "max-unread-channels", c.MaxUnreadChannels, "most channel ids in one GetUnread or ReadAll call")
+	fs.IntVar(&c.MentionCap, "mention-cap", c.MentionCap, "mention counts above it show as cap+ (must match the persister's and dlt-reconciler's)")
+	fs.BoolVar(&c.AllowNonMemberMarks, "allow-non-member-marks", c.AllowNonMemberMarks, "accept marks by non-members of channels that have registered members (default: PermissionDenied)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body (REST: 413) or message (RPC: ResourceExhausted)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "HTTP server: bound on reading request headers")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "HTTP server: bound on reading a whole request")
@@ -156,6 +175,8 @@ func (c Config) withDefaults() Config {
 	c.MaxBatchItems = cmp.Or(c.MaxBatchItems, MaxBatchItemsDefault)
 	c.MaxReadChannels = cmp.Or(c.MaxReadChannels, MaxReadChannelsDefault)
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, MaxBodyBytesDefault)
+	c.MaxUnreadChannels = cmp.Or(c.MaxUnreadChannels, MaxUnreadChannelsDefault)
+	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
 	c.ReadHeaderTimeout = cmp.Or(c.ReadHeaderTimeout, ReadHeaderTimeoutDefault)
 	c.ReadTimeout = cmp.Or(c.ReadTimeout, ReadTimeoutDefault)
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
@@ -196,6 +217,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxBatchItems < 1 {
 		bad("MaxBatchItems: must be >= 1, got %d", c.MaxBatchItems)
+	}
+	if c.MaxUnreadChannels < 1 {
+		bad("MaxUnreadChannels: must be >= 1, got %d", c.MaxUnreadChannels)
+	}
+	if c.MentionCap < 1 {
+		bad("MentionCap: must be >= 1, got %d", c.MentionCap)
 	}
 	if c.MaxReadChannels < 1 {
 		bad("MaxReadChannels: must be >= 1, got %d", c.MaxReadChannels)

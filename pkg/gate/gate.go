@@ -41,6 +41,8 @@ type Gate struct {
 	// lastDurableWarn does the same for "making marks durable": a full
 	// spool refuses calls fast, and each would log.
 	lastDurableWarn atomic.Int64
+	// lastResolveWarn does the same for marks resolved without a store.
+	lastResolveWarn atomic.Int64
 	// serving is set while Run serves.
 	serving atomic.Bool
 }
@@ -124,7 +126,7 @@ func (g *Gate) MarkDelivered(ctx context.Context, req *connect.Request[receiptsv
 }
 
 func (g *Gate) markOne(ctx context.Context, r *receiptsv1.MarkRequest, kind receiptsv1.Kind) (*connect.Response[receiptsv1.MarkResponse], error) {
-	m, err := validateMark("", r.GetUserId(), r.GetChannelId(), kind, r.GetSeq(), r.GetMessageId(), r.GetDeviceId())
+	m, err := validateMark("", r.GetUserId(), r.GetChannelId(), kind, r.GetSeq(), r.GetMessageId(), r.GetDeviceId(), r.Epoch, r.GetPrivate())
 	if err != nil {
 		return nil, invalid(err)
 	}

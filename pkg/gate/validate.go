@@ -17,16 +17,32 @@ type mark struct {
 	seq       int64
 	messageID string
 	deviceID  string
+	// epoch is the read epoch the client last saw; receipt.EpochCurrent
+	// when the mark carries none (it applies at the current epoch).
+	epoch int64
+	// private moves the private read cursor instead of the public one.
+	private bool
+	// field prefixes the fields this mark's check failures name.
+	field string
 }
 
-// state builds what the mark writes: reading implies delivery, so READ sets
-// both cursors; DELIVERED sets only the delivered one. Marks travel at epoch
-// 0 (the API has no mark-unread yet).
+// state builds what the mark writes: a public READ sets the read cursor
+// and raises delivered (reading implies delivery); a private READ sets the
+// private read cursor only (delivered is shown to others); DELIVERED sets
+// the delivered cursor, whose epoch is always 0. The read epoch is the
+// client's, or receipt.EpochCurrent for Redis to resolve.
 func (m mark) state(nowMs int64) receipt.State {
-	c := receipt.Cursor{Position: receipt.Position{Seq: m.seq}, MessageID: m.messageID}
-	s := receipt.State{Key: m.key, Delivered: c, DeviceID: m.deviceID, UpdatedAtUnixMs: nowMs}
-	if m.kind == receiptsv1.Kind_READ {
-		s.Read = c
+	s := receipt.State{Key: m.key, DeviceID: m.deviceID, UpdatedAtUnixMs: nowMs}
+	read := receipt.Cursor{Position: receipt.Position{Epoch: m.epoch, Seq: m.seq}, MessageID: m.messageID}
+	delivered := receipt.Cursor{Position: receipt.Position{Seq: m.seq}, MessageID: m.messageID}
+	switch {
+	case m.kind == receiptsv1.Kind_DELIVERED:
+		s.Delivered = delivered
+	case m.private:
+		read.MessageID = "" // the stores keep the private position only
+		s.PrivateRead = read
+	default:
+		s.Read, s.Delivered = read, delivered
 	}
 	return s
 }
@@ -36,8 +52,9 @@ func (m mark) state(nowMs int64) receipt.State {
 func invalid(err error) error { return connect.NewError(connect.CodeInvalidArgument, err) }
 
 // validateMark checks one mark's fields; prefix is "" for the single-mark
-// calls (fields "user_id", "seq") and "receipts[3]." in a batch.
-func validateMark(prefix, user, channel string, kind receiptsv1.Kind, seq int64, messageID, deviceID string) (mark, error) {
+// calls (fields "user_id", "seq") and "receipts[3]." in a batch. epoch is
+// nil when the mark carries none.
+func validateMark(prefix, user, channel string, kind receiptsv1.Kind, seq int64, messageID, deviceID string, epoch *int64, private bool) (mark, error) {
 	// The first failure, alone, keeps the message short and exact.
 	for _, err := range []error{
 		receipt.ValidateID(prefix+"user_id", user),
@@ -51,7 +68,18 @@ func validateMark(prefix, user, channel string, kind receiptsv1.Kind, seq int64,
 			return mark{}, err
 		}
 	}
-	return mark{key: receipt.Key{User: user, Channel: channel}, kind: kind, seq: seq, messageID: messageID, deviceID: deviceID}, nil
+	m := mark{key: receipt.Key{User: user, Channel: channel}, kind: kind, seq: seq, messageID: messageID, deviceID: deviceID,
+		epoch: receipt.EpochCurrent, private: private, field: prefix}
+	if epoch != nil {
+		if *epoch < 0 {
+			return mark{}, &receipt.FieldError{Field: prefix + "epoch", Reason: fmt.Sprintf("must be >= 0, got %d", *epoch)}
+		}
+		m.epoch = *epoch
+	}
+	if private && kind != receiptsv1.Kind_READ {
+		return mark{}, &receipt.FieldError{Field: prefix + "private", Reason: "applies to READ marks only"}
+	}
+	return m, nil
 }
 
 func validateKind(field string, k receiptsv1.Kind) error {
@@ -77,7 +105,7 @@ func validateBatch(req *receiptsv1.MarkReceiptsRequest, maxItems int) ([]mark, e
 	}
 	marks := make([]mark, len(rs))
 	for i, r := range rs {
-		m, err := validateMark("receipts["+strconv.Itoa(i)+"].", r.GetUserId(), r.GetChannelId(), r.GetKind(), r.GetSeq(), r.GetMessageId(), r.GetDeviceId())
+		m, err := validateMark("receipts["+strconv.Itoa(i)+"].", r.GetUserId(), r.GetChannelId(), r.GetKind(), r.GetSeq(), r.GetMessageId(), r.GetDeviceId(), r.Epoch, r.GetPrivate())
 		if err != nil {
 			return nil, invalid(err)
 		}

@@ -1,0 +1,224 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// unreadOf GETs a user's unread answer over REST.
+func (tb *testBundle) unreadOf(t *testing.T, user string, query string) *receiptsv1.GetUnreadResponse {
+	t.Helper()
+	var out receiptsv1.GetUnreadResponse
+	tb.doProto(t, http.MethodGet, "/v1/users/"+user+"/unread"+query, "", &out)
+	return &out
+}
+
+// channelCounts finds one channel's counts in an unread answer.
+func channelCounts(t *testing.T, u *receiptsv1.GetUnreadResponse, ch string) *receiptsv1.ChannelUnread {
+	t.Helper()
+	for _, c := range u.GetChannels() {
+		if c.GetChannelId() == ch {
+			return c
+		}
+	}
+	t.Fatalf("channel %s not in %v", ch, u)
+	return nil
+}
+
+// post notifies one message over REST.
+func (tb *testBundle) post(t *testing.T, ch string, seq int, sender string, mentions ...string) *receiptsv1.NoticeResult {
+	t.Helper()
+	ms := "[]"
+	if len(mentions) > 0 {
+		ms = `["` + joinQuoted(mentions) + `"]`
+	}
+	var out receiptsv1.NotifyMessageResponse
+	tb.doProto(t, http.MethodPost, "/v1/channels/"+ch+"/messages",
+		fmt.Sprintf(`{"seq": %d, "message_id": "m%d", "sender_id": %q, "mentions": %s}`, seq, seq, sender, ms), &out)
+	return out.GetResult()
+}
+
+func joinQuoted(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += `","`
+		}
+		out += x
+	}
+	return out
+}
+
+func TestChannelFlowREST(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+
+	// Two members join an empty channel (join point: head 0).
+	var mem receiptsv1.MembershipResponse
+	tb.doProto(t, http.MethodPut, "/v1/channels/general/members/alice", `{}`, &mem)
+	require.True(t, mem.GetChanged())
+	require.True(t, mem.GetMembership().GetMember())
+	require.Equal(t, receiptsv1.Durability_KAFKA, mem.GetDurability())
+	tb.doProto(t, http.MethodPut, "/v1/channels/general/members/bob", ``, &mem)
+	require.True(t, mem.GetChanged())
+
+	// Bob posts 1..5 mentioning alice in 2 and 4, and a non-member in 3.
+	for seq := 1; seq <= 5; seq++ {
+		var res *receiptsv1.NoticeResult
+		switch seq {
+		case 2, 4:
+			res = tb.post(t, "general", seq, "bob", "alice")
+			require.Equal(t, []string{"alice"}, res.GetMentioned())
+		case 3:
+			res = tb.post(t, "general", seq, "bob", "mallory")
+			require.Equal(t, []string{"mallory"}, res.GetMentionsDropped())
+			require.Empty(t, res.GetMentioned())
+		default:
+			res = tb.post(t, "general", seq, "bob")
+		}
+		require.True(t, res.GetAdvanced())
+		require.Equal(t, int64(seq), res.GetHead().GetPosition().GetSeq())
+	}
+	// A replayed notice does not move the head back.
+	res := tb.post(t, "general", 2, "bob")
+	require.False(t, res.GetAdvanced())
+	require.Equal(t, int64(5), res.GetHead().GetPosition().GetSeq())
+
+	u := tb.unreadOf(t, "alice", "")
+	c := channelCounts(t, u, "general")
+	require.Equal(t, int64(5), c.GetHead().GetSeq())
+	require.Equal(t, int64(5), c.GetUnreadCount())
+	require.Equal(t, int64(1), c.GetFirstUnreadSeq())
+	require.Equal(t, int64(2), c.GetMentionCount())
+	require.True(t, c.GetMember())
+	require.Equal(t, int64(5), u.GetUnreadTotal())
+	require.Equal(t, int64(2), u.GetMentionTotal())
+	require.Equal(t, int64(1), u.GetChannelsWithUnread())
+	// The sender has read what it sent.
+	require.Zero(t, channelCounts(t, tb.unreadOf(t, "bob", ""), "general").GetUnreadCount())
+	// Mallory was not mentioned anywhere.
+	require.Empty(t, tb.unreadOf(t, "mallory", "").GetChannels())
+
+	// Alice reads to 3: one mention left.
+	var mr receiptsv1.MarkResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/read", `{"seq": 3}`, &mr)
+	require.True(t, mr.GetResult().GetAdvanced())
+	c = channelCounts(t, tb.unreadOf(t, "alice", ""), "general")
+	require.Equal(t, int64(2), c.GetUnreadCount())
+	require.Equal(t, int64(1), c.GetMentionCount())
+	require.Equal(t, int64(4), c.GetFirstUnreadSeq())
+
+	// Mark unread from 2: epoch 1, read 1; mention 2 counts again.
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/unread", `{"seq": 2}`, &mr)
+	require.Equal(t, int64(1), mr.GetResult().GetState().GetRead().GetPosition().GetEpoch())
+	require.Equal(t, int64(1), mr.GetResult().GetState().GetRead().GetPosition().GetSeq())
+	c = channelCounts(t, tb.unreadOf(t, "alice", ""), "general")
+	require.Equal(t, int64(4), c.GetUnreadCount())
+	require.Equal(t, int64(2), c.GetMentionCount())
+	require.Equal(t, int64(1), c.GetPublicRead().GetEpoch())
+
+	// A stale read of the old epoch is refused and changes nothing.
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/read", `{"seq": 3, "epoch": 0}`, &mr)
+	require.False(t, mr.GetResult().GetAdvanced())
+	require.Equal(t, int64(4), channelCounts(t, tb.unreadOf(t, "alice", ""), "general").GetUnreadCount())
+	// A read at the new epoch (explicit or implicit) advances.
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/read", `{"seq": 2, "epoch": 1}`, &mr)
+	require.True(t, mr.GetResult().GetAdvanced())
+	require.Equal(t, int64(3), channelCounts(t, tb.unreadOf(t, "alice", ""), "general").GetUnreadCount())
+
+	// A private read moves alice's counts, not her public cursor.
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/read", `{"seq": 4, "private": true}`, &mr)
+	require.True(t, mr.GetResult().GetAdvanced())
+	c = channelCounts(t, tb.unreadOf(t, "alice", ""), "general")
+	require.Equal(t, int64(1), c.GetUnreadCount())
+	require.Equal(t, int64(4), c.GetRead().GetSeq())
+	require.Equal(t, int64(2), c.GetPublicRead().GetSeq())
+	require.Zero(t, c.GetMentionCount())
+
+	// Read-all reads to the head, publicly.
+	var ra receiptsv1.ReadAllResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/read-all", `{}`, &ra)
+	require.Len(t, ra.GetResults(), 1)
+	c = channelCounts(t, tb.unreadOf(t, "alice", ""), "general")
+	require.Zero(t, c.GetUnreadCount())
+	require.Equal(t, int64(5), c.GetPublicRead().GetSeq())
+
+	// The channel: head, members.
+	var ch receiptsv1.GetChannelResponse
+	tb.doProto(t, http.MethodGet, "/v1/channels/general", "", &ch)
+	require.Equal(t, int64(5), ch.GetHead().GetPosition().GetSeq())
+	require.Equal(t, int64(2), ch.GetMemberCount())
+	require.Equal(t, []string{"alice", "bob"}, ch.GetMembers())
+	tb.doProto(t, http.MethodGet, "/v1/channels/general?page_size=1", "", &ch)
+	require.Equal(t, []string{"alice"}, ch.GetMembers())
+	tb.doProto(t, http.MethodGet, "/v1/channels/general?page_size=1&page_token="+ch.GetNextPageToken(), "", &ch)
+	require.Equal(t, []string{"bob"}, ch.GetMembers())
+	require.Empty(t, ch.GetNextPageToken())
+
+	// Alice leaves: the channel drops out of her default set; a re-join
+	// starts at the head.
+	tb.doProto(t, http.MethodDelete, "/v1/channels/general/members/alice", "", &mem)
+	require.True(t, mem.GetChanged())
+	require.False(t, mem.GetMembership().GetMember())
+	require.Empty(t, tb.unreadOf(t, "alice", "").GetChannels())
+	require.Len(t, tb.unreadOf(t, "alice", "?channel_id=general").GetChannels(), 1)
+	tb.post(t, "general", 6, "bob")
+	tb.doProto(t, http.MethodPut, "/v1/channels/general/members/alice", `{}`, &mem)
+	require.True(t, mem.GetChanged())
+	require.Equal(t, int64(6), mem.GetMembership().GetJoinSeq())
+	require.Zero(t, channelCounts(t, tb.unreadOf(t, "alice", ""), "general").GetUnreadCount())
+}
+
+func TestChannelRulesRefuse(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	var mem receiptsv1.MembershipResponse
+	tb.doProto(t, http.MethodPut, "/v1/channels/c/members/alice", `{}`, &mem)
+	tb.post(t, "c", 10, "alice")
+	hw := tb.highWatermarks(t)
+
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+		msg                      string
+	}{
+		{"read beyond head", "POST", "/v1/users/alice/channels/c/read", `{"seq": 11}`, 400, "seq: seq beyond channel head (seq 11, head 10)"},
+		{"delivered beyond head", "POST", "/v1/users/alice/channels/c/delivered", `{"seq": 11}`, 400, "seq beyond channel head"},
+		{"batch beyond head", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 1},
+			{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 12}]}`, 400, "receipts[1].seq: seq beyond channel head"},
+		{"mark-unread beyond head", "POST", "/v1/users/alice/channels/c/unread", `{"seq": 11}`, 400, "seq beyond channel head"},
+		{"join beyond head", "PUT", "/v1/channels/c/members/bob", `{"seq": 11}`, 400, "seq: seq beyond channel head"},
+		{"non-member mark", "POST", "/v1/users/bob/channels/c/read", `{"seq": 1}`, 403, `user_id: "bob" is not a member of channel "c"`},
+		{"non-member in batch", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 1},
+			{"user_id": "bob", "channel_id": "c", "kind": "DELIVERED", "seq": 1}]}`, 403, `receipts[1].user_id: "bob" is not a member`},
+		{"non-member mark-unread", "POST", "/v1/users/bob/channels/c/unread", `{"seq": 1}`, 403, "not a member"},
+		{"private delivered", "POST", "/v1/users/alice/channels/c/delivered", `{"seq": 1, "private": true}`, 400, "private: applies to READ marks only"},
+		{"negative epoch", "POST", "/v1/users/alice/channels/c/read", `{"seq": 1, "epoch": -1}`, 400, "epoch: must be >= 0, got -1"},
+	} {
+		status, body := tb.do(t, tc.method, tc.path, tc.body)
+		require.Equal(t, tc.status, status, "%s: %s", tc.name, body)
+		require.Contains(t, parseRESTError(t, body).Message, tc.msg, tc.name)
+	}
+	require.Equal(t, hw, tb.highWatermarks(t), "nothing was produced")
+	st, _, err := tb.store.Get(context.Background(), "alice", []string{"c"})
+	require.NoError(t, err)
+	require.Equal(t, int64(10), st[0].Read.Position.Seq)
+	st, _, err = tb.store.Get(context.Background(), "bob", nil)
+	require.NoError(t, err)
+	require.Empty(t, st)
+
+	// The same over gRPC: the codes.
+	_, err = tb.client().MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "bob", ChannelId: "c", Seq: 1}))
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
+	_, err = tb.client().MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "alice", ChannelId: "c", Seq: 99}))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	_ = receipt.Key{}
+}

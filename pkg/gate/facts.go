@@ -1,0 +1,208 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// MaxHydrateMembers bounds the registers of a channel the gate copies
+// from Postgres into Redis when Redis lost the channel's membership hash;
+// a larger channel is checked against Postgres per call instead.
+const MaxHydrateMembers = 10_000
+
+const hydratePage = 1000
+
+// facts is what the gate knows of the channels and keys of one call:
+// Redis first; a head or a membership hash Redis does not know is read
+// from Postgres and copied into Redis (by merges, so a newer write made
+// meanwhile wins), so the next call finds it there.
+type facts struct {
+	// known is false when neither store could answer (Redis down): the
+	// checks are skipped and the answer says realtime_degraded.
+	known    bool
+	channels map[string]*redisstore.ChannelFacts
+	keys     map[receipt.Key]redisstore.KeyFacts
+}
+
+// head returns the channel's head seq (0 when none is known).
+func (f *facts) head(ch string) int64 {
+	if c := f.channels[ch]; c != nil {
+		return c.Head.Seq
+	}
+	return 0
+}
+
+// member reports whether the user is a member of the channel, and whether
+// the channel has registered members at all (otherwise membership is not
+// tracked for it and every user may mark it).
+func (f *facts) member(k receipt.Key) (member, registered bool) {
+	c := f.channels[k.Channel]
+	if c == nil || !c.Registered {
+		return false, false
+	}
+	r := f.keys[k].InChannel
+	return r != nil && r.Member, true
+}
+
+// userRegister is the user's register in the channel as the user's hash
+// (or, when that lacks it, the channel's hash) holds it.
+func (f *facts) userRegister(k receipt.Key) (channel.Membership, bool) {
+	kf := f.keys[k]
+	var m channel.Membership
+	ok := false
+	for _, r := range []*channel.Membership{kf.InUser, kf.InChannel} {
+		if r != nil {
+			m, _ = channel.MergeMembership(m, *r)
+			ok = true
+		}
+	}
+	return m, ok
+}
+
+// lookup gathers the facts of keys. Redis failing leaves them unknown
+// (the write path still makes the call durable); Postgres failing during
+// a fallback leaves what Redis had.
+func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters bool) *facts {
+	f := &facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
+	if len(keys) == 0 {
+		f.known = true
+		return f
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	chs, kfs, err := g.redis.Facts(rctx, keys, userRegisters)
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+		g.warnRedis(redisOpGet, err)
+		return f
+	}
+	f.known, f.channels = true, chs
+	for _, kf := range kfs {
+		f.keys[kf.Key] = kf
+	}
+
+	var missingHeads []string
+	for ch, c := range chs {
+		if !c.HeadKnown {
+			missingHeads = append(missingHeads, ch)
+		}
+	}
+	if len(missingHeads) > 0 {
+		g.fillHeads(ctx, chs, missingHeads)
+	}
+	for ch, c := range chs {
+		if !c.MembersComplete {
+			g.fillMembers(ctx, f, ch)
+		}
+	}
+	return f
+}
+
+// fillHeads reads heads Redis lacks from Postgres and copies them (and
+// the channels known to have none) into Redis.
+func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.ChannelFacts, missing []string) {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	heads, err := g.pg.Heads(pctx, missing)
+	cancel()
+	if err != nil {
+		g.log.Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
+		return
+	}
+	found := map[string]bool{}
+	for _, h := range heads {
+		chs[h.Channel].Head, _ = channel.MergeHead(chs[h.Channel].Head, h)
+		chs[h.Channel].HeadKnown = true
+		found[h.Channel] = true
+	}
+	var none []string
+	for _, ch := range missing {
+		if !found[ch] {
+			none = append(none, ch)
+		}
+	}
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	if err := g.redis.HydrateHeads(hctx, heads, none); err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+		g.warnRedis(redisOpHydrate, err)
+	}
+}
+
+var errTooManyMembers = errors.New("too many members to hydrate")
+
+// fillMembers completes a channel's membership facts from Postgres: a
+// channel of at most MaxHydrateMembers registers is copied into Redis
+// whole (then marked complete); a larger one has the call's users looked
+// up in Postgres.
+func (g *Gate) fillMembers(ctx context.Context, f *facts, ch string) {
+	c := f.channels[ch]
+	regs, hydrated, err := g.durableMembers(ctx, ch)
+	c.MembersComplete = hydrated
+	if errors.Is(err, errTooManyMembers) {
+		var users []string
+		for k := range f.keys {
+			if k.Channel == ch {
+				users = append(users, k.User)
+			}
+		}
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		regs, err = g.pg.MembersOf(pctx, ch, users)
+		cancel()
+		c.Registered = true
+	}
+	if err != nil {
+		g.log.Warn("reading channel members Redis lacks; checking with what Redis holds", zap.String("channel_id", ch), zap.Error(err))
+		return
+	}
+	for _, r := range regs {
+		c.Registered = true
+		if kf, ok := f.keys[r.Key]; ok {
+			merged := r
+			if kf.InChannel != nil {
+				merged, _ = channel.MergeMembership(*kf.InChannel, r)
+			}
+			kf.InChannel = &merged
+			f.keys[r.Key] = kf
+		}
+	}
+}
+
+// durableMembers reads a channel's registers from Postgres and hydrates
+// Redis with them (marking the hash complete), or answers
+// errTooManyMembers past MaxHydrateMembers. hydrated says Redis now holds
+// the channel's whole membership hash.
+func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Membership, hydrated bool, err error) {
+	var all []channel.Membership
+	after := ""
+	for {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		page, err := g.pg.ChannelMembers(pctx, ch, after, hydratePage, false)
+		cancel()
+		if err != nil {
+			return nil, false, fmt.Errorf("reading the members of %s: %w", ch, err)
+		}
+		all = append(all, page...)
+		if len(all) > MaxHydrateMembers {
+			return nil, false, errTooManyMembers
+		}
+		if len(page) < hydratePage {
+			break
+		}
+		after = page[len(page)-1].Key.User
+	}
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	if err := g.redis.HydrateChannelMembers(hctx, ch, all, true); err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+		g.warnRedis(redisOpHydrate, err)
+		return all, false, nil
+	}
+	return all, true, nil
+}

@@ -1,0 +1,115 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// redisOpResolve labels the redis_degraded_total count of marks whose
+// epoch neither store could resolve.
+const redisOpResolve = "resolve_epoch"
+
+// errBeyondHead is the reason of a mark past the channel's known head.
+const errBeyondHead = "seq beyond channel head"
+
+// checkMarks applies the channel rules to validated marks, all or
+// nothing, before anything is written: a mark past a known channel head
+// is InvalidArgument, and — unless AllowNonMemberMarks — a mark by a
+// non-member of a channel with registered members is PermissionDenied.
+// When Redis cannot answer, the checks are skipped (the write is still
+// made durable and answers realtime_degraded).
+func (g *Gate) checkMarks(ctx context.Context, marks []mark) error {
+	keys := make([]receipt.Key, len(marks))
+	for i, m := range marks {
+		keys[i] = m.key
+	}
+	f := g.lookup(ctx, keys, false)
+	if !f.known {
+		return nil
+	}
+	for _, m := range marks {
+		if err := g.checkMark(f, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *Gate) checkMark(f *facts, m mark) error {
+	if head := f.head(m.key.Channel); head > 0 && m.seq > head {
+		return beyondHead(m.field+"seq", m.seq, head)
+	}
+	if g.cfg.AllowNonMemberMarks {
+		return nil
+	}
+	if member, registered := f.member(m.key); registered && !member {
+		return notMember(m.field, m.key)
+	}
+	return nil
+}
+
+func beyondHead(field string, seq, head int64) error {
+	return invalid(&receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d)", errBeyondHead, seq, head)})
+}
+
+func notMember(prefix string, k receipt.Key) error {
+	return connect.NewError(connect.CodePermissionDenied,
+		fmt.Errorf("%suser_id: %q is not a member of channel %q", prefix, k.User, k.Channel))
+}
+
+// resolveEpochs returns what to produce for each state: the state with
+// its epochs resolved by Redis, or — where the Redis merge failed — by
+// the key's read epoch in Postgres (0 for a key it has no row of). A mark
+// without an epoch must never travel as receipt.EpochCurrent, and
+// when neither store answers it travels at epoch 0 (see below).
+func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) ([]receipt.State, error) {
+	out := make([]receipt.State, len(states))
+	var unresolved []receipt.Key
+	for i, st := range states {
+		if merged[i].Err == nil {
+			out[i] = merged[i].Resolved
+			continue
+		}
+		out[i] = st
+		if st.Read.Position.Epoch == receipt.EpochCurrent || st.PrivateRead.Position.Epoch == receipt.EpochCurrent {
+			unresolved = append(unresolved, st.Key)
+		}
+	}
+	if len(unresolved) == 0 {
+		return out, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	epochs, err := g.pg.ReadEpochs(pctx, unresolved)
+	cancel()
+	if err != nil {
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, cerr
+		}
+		// Both stores are down. The gate keeps accepting marks (their
+		// durability does not need either store), at epoch 0: a key
+		// marked unread before (epoch > 0) would make such a mark lose,
+		// which is why a client that saw an epoch should send it.
+		g.m.redisDegraded.WithLabelValues(redisOpResolve).Add(float64(len(unresolved)))
+		if everySecond(&g.lastResolveWarn) {
+			g.log.Warn("resolving read epochs without Redis or Postgres; marks without an epoch travel at epoch 0",
+				zap.Int("num_marks", len(unresolved)), zap.Error(err))
+		}
+		epochs = nil
+	}
+	for i := range out {
+		e := epochs[out[i].Key]
+		if out[i].Read.Position.Epoch == receipt.EpochCurrent {
+			out[i].Read.Position.Epoch = e
+		}
+		if out[i].PrivateRead.Position.Epoch == receipt.EpochCurrent {
+			out[i].PrivateRead.Position.Epoch = e
+		}
+	}
+	return out, nil
+}

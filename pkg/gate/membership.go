@@ -1,0 +1,284 @@
+package gate
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// Member paging of GetChannel.
+const (
+	PageSizeDefault = 100
+	MaxPageSize     = 1000
+)
+
+// JoinChannel implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.JoinChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
+	r := req.Msg
+	k, err := validateKey(r.GetUserId(), r.GetChannelId())
+	if err != nil {
+		return nil, err
+	}
+	if r.Seq != nil && *r.Seq < 0 {
+		return nil, invalid(&receipt.FieldError{Field: "seq", Reason: fmt.Sprintf("must be >= 0, got %d", *r.Seq)})
+	}
+	return g.changeMembership(ctx, k, true, r.Seq)
+}
+
+// LeaveChannel implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) LeaveChannel(ctx context.Context, req *connect.Request[receiptsv1.LeaveChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
+	k, err := validateKey(req.Msg.GetUserId(), req.Msg.GetChannelId())
+	if err != nil {
+		return nil, err
+	}
+	return g.changeMembership(ctx, k, false, nil)
+}
+
+func validateKey(user, ch string) (receipt.Key, error) {
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return receipt.Key{}, invalid(err)
+	}
+	if err := receipt.ValidateID("channel_id", ch); err != nil {
+		return receipt.Key{}, invalid(err)
+	}
+	return receipt.Key{User: user, Channel: ch}, nil
+}
+
+// changeMembership joins (from joinSeq, default the head) or leaves. The
+// new register's version is the channel head now, then the time, and is
+// made to order after the register the stores hold, so that a client's
+// join then leave (or leave then join) within one millisecond still
+// applies in its order; a replayed event keeps its own version and so
+// never undoes a newer one. Joining as a member, or leaving as a
+// non-member, changes nothing (a retried join must not move the join
+// point to the head); the register held is produced again all the same,
+// as marks are (the earlier call's produce may have failed).
+func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, joinSeq *int64) (*connect.Response[receiptsv1.MembershipResponse], error) {
+	f := g.lookup(ctx, []receipt.Key{k}, true)
+	head, err := g.headOf(ctx, f, k.Channel)
+	if err != nil {
+		return nil, err
+	}
+	if joinSeq != nil && head > 0 && *joinSeq > head {
+		return nil, beyondHead("seq", *joinSeq, head)
+	}
+	now := time.Now().UnixMilli()
+	stored, hasStored := f.userRegister(k)
+	var reg channel.Membership
+	switch {
+	case hasStored && stored.Member == join && (!join || joinSeq == nil || *joinSeq == stored.JoinSeq):
+		reg = stored // nothing to change
+	case join:
+		reg = channel.Join(k, head, now, head)
+		if joinSeq != nil {
+			reg.JoinSeq = *joinSeq
+		}
+	default:
+		reg = channel.Leave(k, head, now)
+	}
+	if hasStored && reg != stored && reg.Compare(stored) <= 0 {
+		reg.VersionSeq, reg.VersionUnixMs = stored.VersionSeq, stored.VersionUnixMs+1
+	}
+
+	var read *receipt.State
+	if reg.Member && reg.JoinSeq > 0 {
+		st := channel.JoinRead(reg)
+		st.UpdatedAtUnixMs = now
+		read = &st
+	}
+	rec, err := event.EncodeMembership(reg, read)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec.Topic = g.durable.Topic()
+	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
+		return nil, g.unavailable(1, err)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	res, merr := g.redis.MergeMemberships(rctx, []channel.Membership{reg})
+	cancel()
+	if merr == nil && res[0].Err != nil {
+		merr = res[0].Err
+	}
+	if merr != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
+		g.warnRedis(redisOpMerge, merr)
+	}
+	degraded := merr != nil
+	if read != nil {
+		merged := g.mergeRedis(ctx, []receipt.State{*read})
+		resolved, err := g.resolveEpochs(ctx, []receipt.State{*read}, merged)
+		if err != nil {
+			return nil, err
+		}
+		degraded = degraded || merged[0].Err != nil
+		if rec, err = event.EncodeMembership(reg, &resolved[0]); err != nil {
+			return nil, connect.NewError(connect.CodeInternal, err)
+		}
+		rec.Topic = g.durable.Topic()
+	}
+	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	if err != nil {
+		return nil, err
+	}
+	out := &receiptsv1.MembershipResponse{Membership: membershipProto(reg), Durability: durability, RealtimeDegraded: degraded}
+	if !degraded {
+		out.Membership, out.Changed = membershipProto(res[0].Membership), res[0].Changed
+	}
+	return connect.NewResponse(out), nil
+}
+
+// headOf is the channel's head seq: from the facts, or — when Redis could
+// not answer — from Postgres (0 when the channel has none).
+func (g *Gate) headOf(ctx context.Context, f *facts, ch string) (int64, error) {
+	if f.known {
+		return f.head(ch), nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	heads, err := g.pg.Heads(pctx, []string{ch})
+	cancel()
+	if err != nil {
+		if cerr := contextError(ctx, err); cerr != nil {
+			return 0, cerr
+		}
+		return 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading the head of %s (Redis and Postgres both failed): %w; retry", ch, err))
+	}
+	if len(heads) == 0 {
+		return 0, nil
+	}
+	return heads[0].Seq, nil
+}
+
+func membershipProto(m channel.Membership) *receiptsv1.Membership {
+	return &receiptsv1.Membership{ChannelId: m.Key.Channel, UserId: m.Key.User, Member: m.Member,
+		VersionSeq: m.VersionSeq, VersionUnixMs: m.VersionUnixMs, JoinSeq: m.JoinSeq}
+}
+
+// GetChannel implements receiptsv1connect.ReceiptServiceHandler. The
+// members come from Redis when it holds the channel's whole membership
+// hash (hydrated from Postgres first when lost, up to MaxHydrateMembers
+// registers); a larger channel's, or any while Redis is down, from
+// Postgres, which may lag Redis by the persister's delay.
+func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.GetChannelRequest]) (*connect.Response[receiptsv1.GetChannelResponse], error) {
+	r := req.Msg
+	if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
+		return nil, invalid(err)
+	}
+	size := int(r.GetPageSize())
+	switch {
+	case size == 0:
+		size = PageSizeDefault
+	case size < 0 || size > MaxPageSize:
+		return nil, invalid(&receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxPageSize, size)})
+	}
+	after, err := decodePageToken(r.GetPageToken())
+	if err != nil {
+		return nil, invalid(err)
+	}
+	ch := r.GetChannelId()
+	// No user: the facts of the channel alone.
+	f := g.lookup(ctx, []receipt.Key{{Channel: ch}}, false)
+	out := &receiptsv1.GetChannelResponse{ChannelId: ch}
+	head, err := g.headOf(ctx, f, ch)
+	if err != nil {
+		return nil, err
+	}
+	if head > 0 {
+		c := f.channels[ch]
+		cur := receipt.Cursor{Position: receipt.Position{Seq: head}}
+		if c != nil {
+			cur.MessageID = c.Head.MessageID
+		}
+		out.Head = event.CursorToProto(cur)
+	}
+
+	var members []string
+	if c := f.channels[ch]; c != nil && c.MembersComplete {
+		members, out.MemberCount, err = g.redisMembers(ctx, ch, after, size)
+	} else {
+		members, out.MemberCount, err = g.durableMemberPage(ctx, ch, after, size)
+	}
+	if err != nil {
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, cerr
+		}
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading the members of %s: %w; retry", ch, err))
+	}
+	if len(members) > size {
+		members = members[:size]
+		out.NextPageToken = base64.RawURLEncoding.EncodeToString([]byte(members[size-1]))
+	}
+	out.Members = members
+	return connect.NewResponse(out), nil
+}
+
+// redisMembers answers up to size+1 members after the given user, and the
+// member count, from the channel's (complete) Redis hash.
+func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	regs, _, err := g.redis.ChannelMembers(rctx, ch, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	var members []string
+	var count int64
+	for _, m := range regs {
+		if m.Member {
+			count++
+			if m.Key.User > after {
+				members = append(members, m.Key.User)
+			}
+		}
+	}
+	slices.Sort(members)
+	return members[:min(len(members), size+1)], count, nil
+}
+
+func (g *Gate) durableMemberPage(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	regs, err := g.pg.ChannelMembers(pctx, ch, after, size+1, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	n, err := g.pg.MemberCount(pctx, ch)
+	if err != nil {
+		return nil, 0, err
+	}
+	members := make([]string, len(regs))
+	for i, m := range regs {
+		members[i] = m.Key.User
+	}
+	g.log.Debug("channel members answered from Postgres", zap.String("channel_id", ch))
+	return members, n, nil
+}
+
+// decodePageToken reads the opaque token: the last user id of the
+// previous page.
+func decodePageToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		err = receipt.ValidateID("page_token", string(b))
+	}
+	if err != nil {
+		return "", &receipt.FieldError{Field: "page_token", Reason: "is not a token this service issued: " + strings.TrimPrefix(err.Error(), "page_token: ")}
+	}
+	return string(b), nil
+}

@@ -1,0 +1,289 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// Bounds of the notice calls.
+const (
+	// MaxNotices bounds the notices of one NotifyMessages call.
+	MaxNotices = 500
+	// MaxMentions bounds the mentioned users of one notice.
+	MaxMentions = 1000
+)
+
+// notice is one validated message notice.
+type notice struct {
+	channel   string
+	seq       int64
+	messageID string
+	sender    string
+	// mentions are distinct, in request order.
+	mentions []string
+}
+
+func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) {
+	for _, err := range []error{
+		receipt.ValidateID(prefix+"channel_id", n.GetChannelId()),
+		receipt.ValidateSeq(prefix+"seq", n.GetSeq()),
+		receipt.ValidateOptionalID(prefix+"message_id", n.GetMessageId()),
+		receipt.ValidateOptionalID(prefix+"sender_id", n.GetSenderId()),
+	} {
+		if err != nil {
+			return notice{}, err
+		}
+	}
+	ms := n.GetMentions()
+	if len(ms) > MaxMentions {
+		return notice{}, &receipt.FieldError{Field: prefix + "mentions", Reason: fmt.Sprintf("has %d users; the limit is %d", len(ms), MaxMentions)}
+	}
+	seen := make(map[string]bool, len(ms))
+	out := notice{channel: n.GetChannelId(), seq: n.GetSeq(), messageID: n.GetMessageId(), sender: n.GetSenderId()}
+	for i, u := range ms {
+		if err := receipt.ValidateID(prefix+"mentions["+strconv.Itoa(i)+"]", u); err != nil {
+			return notice{}, err
+		}
+		if !seen[u] {
+			seen[u] = true
+			out.mentions = append(out.mentions, u)
+		}
+	}
+	return out, nil
+}
+
+// NotifyMessage implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessageRequest]) (*connect.Response[receiptsv1.NotifyMessageResponse], error) {
+	r := req.Msg
+	n, err := validateNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
+		SenderId: r.GetSenderId(), Mentions: r.GetMentions()})
+	if err != nil {
+		return nil, invalid(err)
+	}
+	results, err := g.notify(ctx, []notice{n})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&receiptsv1.NotifyMessageResponse{Result: results[0]}), nil
+}
+
+// NotifyMessages implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessagesRequest]) (*connect.Response[receiptsv1.NotifyMessagesResponse], error) {
+	ns := req.Msg.GetNotices()
+	switch {
+	case len(ns) == 0:
+		return nil, invalid(&receipt.FieldError{Field: "notices", Reason: "must not be empty"})
+	case len(ns) > MaxNotices:
+		return nil, invalid(&receipt.FieldError{Field: "notices", Reason: fmt.Sprintf("has %d items; the limit is %d", len(ns), MaxNotices)})
+	}
+	notices := make([]notice, len(ns))
+	for i, n := range ns {
+		v, err := validateNotice("notices["+strconv.Itoa(i)+"].", n)
+		if err != nil {
+			return nil, invalid(err)
+		}
+		notices[i] = v
+	}
+	results, err := g.notify(ctx, notices)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&receiptsv1.NotifyMessagesResponse{Results: results}), nil
+}
+
+// notify runs the write path of validated notices: each raises its
+// channel's head, the sender's read cursor (sending implies having read,
+// at the current epoch) and adds its seq to the mention set of each
+// mentioned member. Mentions of users who are not members of a channel
+// with registered members are dropped (a channel without any register
+// does not track membership, so its mentions are kept). Redis first, then
+// every record is made durable before the answer.
+func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.NoticeResult, error) {
+	now := time.Now().UnixMilli()
+	var mentionKeys []receipt.Key
+	for _, n := range notices {
+		for _, u := range n.mentions {
+			mentionKeys = append(mentionKeys, receipt.Key{User: u, Channel: n.channel})
+		}
+	}
+	f := g.lookup(ctx, mentionKeys, false)
+
+	results := make([]*receiptsv1.NoticeResult, len(notices))
+	heads := make([]channel.Head, len(notices))
+	var (
+		senders   []receipt.State
+		senderOf  = make([]int, len(notices)) // index into senders, or -1
+		mentioned = map[receipt.Key][]int64{}
+		keyOrder  []receipt.Key
+	)
+	for i, n := range notices {
+		heads[i] = channel.Head{Channel: n.channel, Seq: n.seq, MessageID: n.messageID, UpdatedAtUnixMs: now}
+		senderOf[i] = -1
+		if n.sender != "" {
+			senderOf[i] = len(senders)
+			c := receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: n.seq}, MessageID: n.messageID}
+			senders = append(senders, receipt.State{Key: receipt.Key{User: n.sender, Channel: n.channel}, Read: c,
+				Delivered: receipt.Cursor{Position: receipt.Position{Seq: n.seq}, MessageID: n.messageID}, UpdatedAtUnixMs: now})
+		}
+		res := &receiptsv1.NoticeResult{}
+		for _, u := range n.mentions {
+			k := receipt.Key{User: u, Channel: n.channel}
+			if member, registered := f.member(k); f.known && registered && !member {
+				res.MentionsDropped = append(res.MentionsDropped, u)
+				continue
+			}
+			res.Mentioned = append(res.Mentioned, u)
+			if _, ok := mentioned[k]; !ok {
+				keyOrder = append(keyOrder, k)
+			}
+			mentioned[k] = append(mentioned[k], n.seq)
+		}
+		results[i] = res
+	}
+	var mentions []channel.Mentions
+	for _, k := range keyOrder {
+		seqs := slices.Compact(slices.Sorted(slices.Values(mentioned[k])))
+		for len(seqs) > 0 { // one event carries at most MaxMentionSeqs
+			part := seqs[:min(len(seqs), channel.MaxMentionSeqs)]
+			mentions = append(mentions, channel.Mentions{Key: k, Seqs: part})
+			seqs = seqs[len(part):]
+		}
+	}
+
+	// The records' sizes do not depend on what Redis answers: check the
+	// spool's room with provisional ones before touching Redis.
+	recs, err := g.noticeRecords(heads, senders, mentions)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.durable.Refuse(recs); err != nil {
+		return nil, g.unavailable(len(recs), err)
+	}
+
+	var (
+		wg         sync.WaitGroup
+		raised     []redisstore.HeadResult
+		merged     []redisstore.MergeResult
+		mentionErr error
+	)
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	wg.Go(func() { raised = g.raiseHeads(rctx, heads) })
+	if len(senders) > 0 {
+		wg.Go(func() { merged = g.mergeRedis(rctx, senders) })
+	}
+	if len(mentions) > 0 {
+		wg.Go(func() {
+			if mentionErr = g.redis.AddMentions(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
+				g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
+				g.warnRedis(redisOpMerge, mentionErr)
+			}
+		})
+	}
+	wg.Wait()
+	cancel()
+	resolved, err := g.resolveEpochs(ctx, senders, merged)
+	if err != nil {
+		return nil, err
+	}
+	if recs, err = g.noticeRecords(heads, resolved, mentions); err != nil {
+		return nil, err
+	}
+	durability, err := g.produce(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	for i, res := range results {
+		res.Durability = durability
+		h := raised[i]
+		if h.Err != nil {
+			res.RealtimeDegraded = true
+			res.Head = event.CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: heads[i].Seq}, MessageID: heads[i].MessageID})
+		} else {
+			res.Head = event.CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: h.Head.Seq}, MessageID: h.Head.MessageID})
+			res.Advanced = h.Advanced
+		}
+		if j := senderOf[i]; j >= 0 && merged[j].Err != nil {
+			res.RealtimeDegraded = true
+		}
+		if mentionErr != nil && len(res.Mentioned) > 0 {
+			res.RealtimeDegraded = true
+		}
+	}
+	return results, nil
+}
+
+// raiseHeads raises heads in Redis; it always returns one result per head.
+func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstore.HeadResult {
+	out, err := g.redis.RaiseHeads(ctx, heads)
+	if len(out) != len(heads) {
+		out = make([]redisstore.HeadResult, len(heads))
+		for i := range out {
+			out[i].Err = err
+		}
+	}
+	failed := 0
+	for _, r := range out {
+		if r.Err != nil {
+			failed++
+			err = r.Err
+		}
+	}
+	if failed > 0 {
+		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
+		g.warnRedis(redisOpMerge, err)
+	}
+	return out
+}
+
+// noticeRecords builds the records of a notice call: one channel event
+// per channel (its greatest head: the others would change nothing), one
+// user event per sender's read and one per mention set.
+func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions) ([]*kgo.Record, error) {
+	top := map[string]channel.Head{}
+	var order []string
+	for _, h := range heads {
+		cur, ok := top[h.Channel]
+		if !ok {
+			order = append(order, h.Channel)
+		}
+		top[h.Channel], _ = channel.MergeHead(cur, h)
+	}
+	recs := make([]*kgo.Record, 0, len(order)+len(senders)+len(mentions))
+	add := func(rec *kgo.Record, err error) error {
+		if err != nil {
+			return connect.NewError(connect.CodeInternal, err)
+		}
+		rec.Topic = g.durable.Topic()
+		recs = append(recs, rec)
+		return nil
+	}
+	for _, ch := range order {
+		if err := add(event.EncodeHead(top[ch])); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range senders {
+		if err := add(event.Encode(s)); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range mentions {
+		if err := add(event.EncodeMentions(m.Key, m.Seqs)); err != nil {
+			return nil, err
+		}
+	}
+	return recs, nil
+}

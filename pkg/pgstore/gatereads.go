@@ -1,0 +1,41 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// MembersOf returns the registers of the listed users in a channel (left
+// ones included), in user order: the gateway's membership check of a
+// channel too large to hydrate into Redis.
+func (s *Store) MembersOf(ctx context.Context, ch string, users []string) ([]channel.Membership, error) {
+	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members
+		WHERE channel_id = $1 AND user_id = ANY($2) ORDER BY user_id`, ch, users)
+}
+
+// ReadEpochs returns the current read epoch (the greater of the public
+// and the private read cursor's) of each listed key that has a row: what
+// a mark without an epoch applies at when Redis cannot resolve it.
+func (s *Store) ReadEpochs(ctx context.Context, keys []receipt.Key) (map[receipt.Key]int64, error) {
+	users, chans := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], chans[i] = k.User, k.Channel
+	}
+	rows, err := s.pool.Query(ctx, `SELECT t.user_id, t.channel_id, GREATEST(t.read_epoch, t.private_read_epoch)
+		FROM read_receipts t JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`, users, chans)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(map[receipt.Key]int64, len(keys))
+	var k receipt.Key
+	var e int64
+	_, err = pgx.ForEachRow(rows, []any{&k.User, &k.Channel, &e}, func() error {
+		out[k] = e
+		return nil
+	})
+	return out, classify(err)
+}

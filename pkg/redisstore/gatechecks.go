@@ -1,0 +1,128 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// ChannelFacts is what Redis holds of one channel for the gateway's
+// checks: its head and whether its membership hash is complete and has
+// registers.
+type ChannelFacts struct {
+	Channel string
+	// Head is the channel's head; HeadKnown false means Redis knows
+	// nothing of it (a known channel without messages has Seq 0).
+	Head      channel.Head
+	HeadKnown bool
+	// MembersComplete: the channel's membership hash is hydrated, so a
+	// user without a register in it has none. Registered: it holds at
+	// least one register (of a member or of a user who left).
+	MembersComplete, Registered bool
+}
+
+// KeyFacts is what Redis holds of one (user, channel) for the checks.
+type KeyFacts struct {
+	Key receipt.Key
+	// InChannel is the user's register in the channel's hash, nil when
+	// absent; InUser the one in the user's hash (only when asked).
+	InChannel, InUser *channel.Membership
+}
+
+// Facts reads, in one pipelined round trip, the facts of every channel
+// of keys (once per channel) and the registers of every key: the checks
+// of a write (seq within the head, membership) need nothing else. With
+// userRegisters it also reads each key's register in the user's hash
+// (what a join or leave orders itself after).
+func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters bool) (map[string]*ChannelFacts, []KeyFacts, error) {
+	type chCmds struct {
+		head    *redis.StringCmd
+		markers *redis.SliceCmd
+		size    *redis.IntCmd
+	}
+	chans := map[string]*chCmds{}
+	var order []string
+	inCh := make([]*redis.StringCmd, len(keys))
+	inUser := make([]*redis.StringCmd, len(keys))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, k := range keys {
+			if _, ok := chans[k.Channel]; !ok {
+				cm := s.ChannelMembersKey(k.Channel)
+				chans[k.Channel] = &chCmds{
+					head:    pipe.HGet(ctx, s.ChannelKey(k.Channel), headField),
+					markers: pipe.HMGet(ctx, cm, loadedField, countField),
+					size:    pipe.HLen(ctx, cm),
+				}
+				order = append(order, k.Channel)
+			}
+			inCh[i] = pipe.HGet(ctx, s.ChannelMembersKey(k.Channel), k.User)
+			if userRegisters {
+				inUser[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
+			}
+		}
+	}); err != nil {
+		return nil, nil, err
+	}
+	facts := make(map[string]*ChannelFacts, len(chans))
+	for _, ch := range order {
+		c := chans[ch]
+		f := &ChannelFacts{Channel: ch}
+		v, err := c.head.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+		case err != nil:
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		default:
+			if f.Head, err = decodeHead(ch, v); err != nil {
+				return nil, nil, err
+			}
+			f.HeadKnown = true
+		}
+		markers, err := c.markers.Result()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		size := c.size.Val()
+		for _, m := range markers {
+			if m != nil {
+				size--
+			}
+		}
+		f.MembersComplete, f.Registered = markers[0] != nil, size > 0
+		facts[ch] = f
+	}
+	out := make([]KeyFacts, len(keys))
+	for i, k := range keys {
+		out[i].Key = k
+		var err error
+		if out[i].InChannel, err = optionalRegister(k, inCh[i]); err != nil {
+			return nil, nil, err
+		}
+		if inUser[i] != nil {
+			if out[i].InUser, err = optionalRegister(k, inUser[i]); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return facts, out, nil
+}
+
+func optionalRegister(k receipt.Key, cmd *redis.StringCmd) (*channel.Membership, error) {
+	v, err := cmd.Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	m, err := decodeRegister(k, v)
+	if err != nil {
+		return nil, err
+	}
+	return &m, nil
+}

@@ -1,7 +1,8 @@
 // Package event converts between the domain's values and Kafka records on
 // the topic read-receipts: user events (key "user:channel": cursors,
-// mentions, membership) and channel events (key "channel", no ':': the
-// head), both versioned protobuf from the API's contract, told apart by
+// mentions, membership, stamped with the user's erasure generation),
+// channel events (key "channel", no ':': the head) and user-wide events
+// (key "u::user": an erasure tombstone), all versioned protobuf from the API's contract, told apart by
 // the key's shape (Decoded is the sum of both); and the dead-letter header
 // names shared by the persister and the reconciler.
 package event

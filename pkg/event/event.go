@@ -11,15 +11,18 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
 )
 
 // SchemaVersion is the version this build writes. It reads MinSchemaVersion
 // to SchemaVersion: a version-1 event is a plain cursor event; version 2
-// adds the private read cursor, mentions, membership and the channel event.
-// Roll out consumers (persister, dlt-reconciler) before the gateway, so
-// that nothing that only reads version 1 sees a version-2 event.
+// adds the private read cursor, mentions, membership and the channel event;
+// version 3 the user's erasure generation on user events and the user
+// event (key "u::user": an erasure tombstone). Roll out consumers
+// (persister, dlt-reconciler) before the gateway, so that nothing that
+// only reads older versions sees a newer event.
 const (
-	SchemaVersion    = 2
+	SchemaVersion    = 3
 	MinSchemaVersion = 1
 )
 
@@ -52,12 +55,48 @@ type Decoded struct {
 	Membership *channel.Membership
 	// Channel is the channel event's head, nil for a user event.
 	Channel *channel.Head
+	// Erasure is a user-wide event's tombstone (key "u::user"); nil for
+	// the other kinds.
+	Erasure *tombstone.Tombstone
+
+	// Generation is the user's erasure generation the gateway read when it
+	// accepted a user event (0: none, or not known); see tombstone.Drops.
+	Generation int64
+	// AcceptedAtUnixMs is when the gateway accepted a user event that
+	// carries no cursor (Receipt.UpdatedAtUnixMs holds it otherwise).
+	AcceptedAtUnixMs int64
+}
+
+// AcceptedAt is when the gateway accepted a user event: the cursors'
+// time, else the event's own, else the membership register's version time
+// (events written before version 3 carry no time without cursors).
+func (d Decoded) AcceptedAt() int64 {
+	switch {
+	case d.Receipt != nil && d.Receipt.UpdatedAtUnixMs > 0:
+		return d.Receipt.UpdatedAtUnixMs
+	case d.AcceptedAtUnixMs > 0:
+		return d.AcceptedAtUnixMs
+	case d.Membership != nil:
+		return d.Membership.VersionUnixMs
+	}
+	return 0
+}
+
+// User is the user an event is about ("" for a channel event).
+func (d Decoded) User() string {
+	if d.Erasure != nil {
+		return d.Erasure.User
+	}
+	return d.Key.User
 }
 
 // RecordKey is the record key of what d carries.
 func (d Decoded) RecordKey() string {
 	if d.Channel != nil {
 		return d.Channel.Channel
+	}
+	if d.Erasure != nil {
+		return UserKey(d.Erasure.User)
 	}
 	return d.Key.KafkaKey()
 }
@@ -90,6 +129,9 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 		msg proto.Message
 		key string
 	)
+	if d.Erasure != nil {
+		return encodeUser(d)
+	}
 	if d.Channel != nil {
 		h := d.Channel
 		key = h.Channel
@@ -132,6 +174,9 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if len(r.Value) > MaxValueBytes {
 		return Decoded{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
 	}
+	if bytes.HasPrefix(r.Key, []byte(userKeyPrefix)) {
+		return decodeUser(r)
+	}
 	if !bytes.ContainsRune(r.Key, ':') {
 		return decodeChannel(r)
 	}
@@ -144,6 +189,9 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, v)
 	}
 	d := UserEventFromProto(&ev)
+	if d.Generation < 0 || d.AcceptedAtUnixMs < 0 {
+		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation or accepted_at_unix_ms", ErrUndecodable)
+	}
 	if v == 1 && (d.Receipt == nil || d.Mentions != nil || d.Membership != nil || !d.Receipt.PrivateRead.Position.IsZero()) {
 		return Decoded{}, fmt.Errorf("%w: a version-1 event carries cursors only", ErrUndecodable)
 	}
@@ -182,7 +230,7 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
-	if v := ev.GetSchemaVersion(); v != SchemaVersion {
+	if v := ev.GetSchemaVersion(); v < 2 || v > SchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: unknown channel event schema version %d", ErrUndecodable, v)
 	}
 	if ev.GetHead().GetPosition().GetEpoch() != 0 {
@@ -219,6 +267,9 @@ func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
 		UserId:        key.User,
 		ChannelId:     key.Channel,
 		MentionSeqs:   d.Mentions,
+		// Set without cursors; cursors carry their own time below.
+		AcceptedAtUnixMs: d.AcceptedAtUnixMs,
+		UserGeneration:   d.Generation,
 	}
 	if s := d.Receipt; s != nil {
 		ev.DeviceId, ev.AcceptedAtUnixMs = s.DeviceID, s.UpdatedAtUnixMs
@@ -258,9 +309,11 @@ func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
 // redundant and ignored).
 func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
 	st := FromProto(ev)
-	d := Decoded{Key: st.Key}
+	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration()}
 	if !st.Read.Position.IsZero() || !st.Delivered.Position.IsZero() || !st.PrivateRead.Position.IsZero() {
 		d.Receipt = &st
+	} else {
+		d.AcceptedAtUnixMs = ev.GetAcceptedAtUnixMs()
 	}
 	if len(ev.GetMentionSeqs()) > 0 {
 		d.Mentions = ev.GetMentionSeqs()

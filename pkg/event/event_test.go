@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
 )
 
 func sample() receipt.State {
@@ -173,6 +174,7 @@ func FuzzDecode(f *testing.F) {
 		{Channel: &channel.Head{Channel: "c", Seq: 9, MessageID: "m9"}},
 		{Key: k, Membership: &m, Receipt: &receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 4}}}},
 		{Key: k, Mentions: []int64{1, 1 << 62}},
+		{Erasure: &tombstone.Tombstone{User: "u", Generation: 9, ErasedAtUnixMs: 9}},
 	} {
 		r, _ := event.EncodeDecoded(d)
 		f.Add(r.Key, r.Value)

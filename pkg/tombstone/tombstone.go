@@ -1,0 +1,99 @@
+// Package tombstone holds the erasure rules: a user's tombstone is a
+// max-register over its generation, and an event is dropped when it
+// predates the user's latest erasure. Every store and every path that
+// writes a user's state from an event (persister, dead-letter repair,
+// drift sweep) applies the same function, Drops.
+package tombstone
+
+import (
+	"time"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// ClockSkew bounds the clock difference between the gateway replicas that
+// stamp accepted_at on events and the one that erased the user: an event
+// accepted up to ClockSkew after the erasure's time and not stamped with
+// the erasure's generation is still taken for one that predates it.
+const ClockSkew = 2 * time.Second
+
+// Tombstone records a user's latest erasure.
+type Tombstone struct {
+	User string
+	// Generation grows with every erasure of the user (NextGeneration);
+	// events the gateway accepted after the erasure carry it.
+	Generation int64
+	// ErasedAtUnixMs is the erasing gateway's clock at the erasure.
+	ErasedAtUnixMs int64
+}
+
+// IsZero reports whether t is "never erased".
+func (t Tombstone) IsZero() bool { return t.Generation == 0 }
+
+// Merge is the max-register: the greater generation wins (ties: the later
+// time), so erasures applied in any order, any number of times, converge.
+// advanced reports whether inc changed stored.
+func Merge(stored, inc Tombstone) (merged Tombstone, advanced bool) {
+	if inc.Generation > stored.Generation ||
+		(inc.Generation == stored.Generation && inc.ErasedAtUnixMs > stored.ErasedAtUnixMs) {
+		return inc, true
+	}
+	return stored, false
+}
+
+// NextGeneration is the generation of a new erasure: the erasure time in
+// milliseconds, or one more than the stored generation when that is not
+// less. Time-based, so a store that lost its copy of the tombstone (a
+// Redis FLUSHALL) still hands out a generation above every earlier one.
+func NextGeneration(stored, nowMs int64) int64 {
+	return max(stored+1, nowMs)
+}
+
+// Drops reports whether an event of the user, stamped with generation gen
+// by the gateway (0: not stamped, or unknown) and accepted at acceptedAtMs,
+// predates the erasure t and must not be written. An event carrying the
+// erasure's generation (or a later one) was accepted after it; one of an
+// older generation is dropped unless it was accepted more than ClockSkew
+// after the erasure (a gateway that could not read the generation: Redis
+// down or flushed, or a path that does not stamp it).
+func (t Tombstone) Drops(gen, acceptedAtMs int64) bool {
+	if t.IsZero() || gen >= t.Generation {
+		return false
+	}
+	return acceptedAtMs <= t.ErasedAtUnixMs+ClockSkew.Milliseconds()
+}
+
+// Predates reports whether a stored value of the user, last changed at
+// updatedAtMs, may predate the erasure t (stored values carry no
+// generation): the drift sweep and the repairs do not copy such a value
+// from one store to the other.
+func (t Tombstone) Predates(updatedAtMs int64) bool {
+	return !t.IsZero() && updatedAtMs <= t.ErasedAtUnixMs+ClockSkew.Milliseconds()
+}
+
+// Validate checks a tombstone as it travels: a valid user id, a positive
+// generation and a non-negative time.
+func (t Tombstone) Validate() error {
+	if err := receipt.ValidateID("user_id", t.User); err != nil {
+		return err
+	}
+	if t.Generation <= 0 {
+		return &receipt.FieldError{Field: "erased_generation", Reason: "must be > 0"}
+	}
+	if t.ErasedAtUnixMs < 0 {
+		return &receipt.FieldError{Field: "accepted_at_unix_ms", Reason: "must be >= 0"}
+	}
+	return nil
+}
+
+// Set is the tombstones of some users, by user id.
+type Set map[string]Tombstone
+
+// Add merges t into the set.
+func (s Set) Add(t Tombstone) { s[t.User], _ = Merge(s[t.User], t) }
+
+// Drops applies Tombstone.Drops for user (no tombstone: nothing dropped).
+func (s Set) Drops(user string, gen, acceptedAtMs int64) bool {
+	t, ok := s[user]
+	return ok && t.Drops(gen, acceptedAtMs)
+}

@@ -149,14 +149,24 @@ end
 `
 
 // mergeScript merges one channel's state into a user's hash.
-// KEYS[1] = user hash; ARGV = channel, encoded value (encodeValue or
-// encodeMark), strict ("1": refuse a stale explicit epoch), and what an
-// empty field takes (encodeValue of the value resolved at epoch 0).
-// Returns {changed (0/1), merged value in either layout ("" = no state),
-// the stored read epoch the incoming "-" epochs resolved to, stale (0/1)};
-// a plain merge (strict "0") may leave out the last two.
+// KEYS[1] = user hash, KEYS[2] (optional) = the user's tombstone; ARGV =
+// channel, encoded value (encodeValue or encodeMark), strict ("1": refuse
+// a stale explicit epoch), and what an empty field takes (encodeValue of
+// the value resolved at epoch 0). Returns {changed (0/1), merged value in
+// either layout ("" = no state), the stored read epoch the incoming "-"
+// epochs resolved to, stale (0/1), then with KEYS[2] the user's erasure
+// generation (decimal, "0" when never erased)}; a plain merge (strict "0")
+// without KEYS[2] may leave out all but the first two. The generation is
+// read in the same script as the merge, so the event the gateway stamps
+// with it is ordered against an erasure (eraseScript) exactly as its
+// Redis write is.
 var mergeScript = redis.NewScript(luaCommon + `
-return merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+local r = merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+if KEYS[2] then
+  r[3], r[4] = r[3] or "0", r[4] or 0
+  r[5] = redis.call('HGET', KEYS[2], 'g') or "0"
+end
+return r
 `)
 
 // hydrateScript merges many channels of one user at once and then marks the

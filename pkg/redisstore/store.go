@@ -90,7 +90,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range append([]*redis.Script{s.layout.merge, hydrateScript, mergeManyScript, markUnreadScript}, channelScripts...) {
+	for _, sc := range append([]*redis.Script{s.layout.merge, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript}, channelScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
 		}
@@ -121,7 +121,11 @@ type MergeResult struct {
 	// older than the stored read epoch: nothing changed, and the mark must
 	// not be produced (the contract says it changes nothing).
 	Stale bool
-	Err   error
+	// Generation is the user's erasure generation read in the merge's
+	// script (0: never erased, or a Redis that lost the tombstone): the
+	// gateway stamps it on the event (event.StampGeneration).
+	Generation int64
+	Err        error
 }
 
 // Merge max-merges states in one pipeline (one round trip for a batch) and
@@ -222,6 +226,12 @@ func mergeResult(k receipt.Key, res []any) (MergeResult, error) {
 		stale, _ := res[3].(int64)
 		out.Stale = stale == 1
 	}
+	if len(res) >= 5 {
+		g, _ := res[4].(string)
+		if out.Generation, err = strconv.ParseInt(g, 10, 64); err != nil {
+			return MergeResult{}, fmt.Errorf("decoding the erasure generation of %s: %q: %w", k.KafkaKey(), g, err)
+		}
+	}
 	return out, nil
 }
 
@@ -235,7 +245,7 @@ func (s *Store) mergeWith(ctx context.Context, states []receipt.State, args func
 			out[i].State.Key, out[i].Err = st.Key, err
 			continue
 		}
-		cmds[i] = s.layout.merge.EvalSha(ctx, pipe, []string{s.UserKey(st.Key.User)}, argv...)
+		cmds[i] = s.layout.merge.EvalSha(ctx, pipe, []string{s.UserKey(st.Key.User), s.TombstoneKey(st.Key.User)}, argv...)
 	}
 	var err error
 	if pipe.Len() > 0 {

@@ -1,0 +1,104 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// ErasedTables are the tables holding a user's state, each with its
+// user_id column: an erasure deletes the user's rows from every one of
+// them in the transaction that raises the tombstone. A new per-user table
+// (settings, the cursor-move log) is added here.
+var ErasedTables = []string{"read_receipts", "channel_members", "mentions"}
+
+// MaxTombstoneLookup bounds the users of one Tombstones call (a
+// persister window holds at most this many distinct users).
+const MaxTombstoneLookup = 100_000
+
+// Erase applies an erasure: in one transaction it raises the user's
+// tombstone (a max-register over generation) and, only when that advanced
+// it, deletes the user's rows from every table of ErasedTables. Applying
+// an erasure again, or an older one, changes nothing, so a replay of the
+// topic from offset 0 never deletes what the user wrote after it. deleted
+// counts the rows removed; advanced says whether the tombstone moved.
+func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone) (deleted int64, advanced bool, err error) {
+	if err := t.Validate(); err != nil {
+		return 0, false, fmt.Errorf("erasing: %w", err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		deleted, advanced = 0, false
+		// The row lock taken here orders concurrent erasures of one user.
+		tag, err := tx.Exec(ctx, `INSERT INTO user_tombstones AS t (user_id, generation, erased_at_unix_ms)
+VALUES ($1, $2, $3)
+ON CONFLICT (user_id) DO UPDATE SET generation = excluded.generation, erased_at_unix_ms = excluded.erased_at_unix_ms
+WHERE (excluded.generation, excluded.erased_at_unix_ms) > (t.generation, t.erased_at_unix_ms)`,
+			t.User, t.Generation, t.ErasedAtUnixMs)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return nil
+		}
+		advanced = true
+		for _, table := range ErasedTables {
+			tag, err := tx.Exec(ctx, `DELETE FROM `+pgx.Identifier{table}.Sanitize()+` WHERE user_id = $1`, t.User)
+			if err != nil {
+				return fmt.Errorf("deleting from %s: %w", table, err)
+			}
+			deleted += tag.RowsAffected()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("erasing user %s: %w", t.User, classify(err))
+	}
+	return deleted, advanced, nil
+}
+
+// Tombstones returns the tombstones of those of users that were erased,
+// in one query.
+func (s *Store) Tombstones(ctx context.Context, users []string) (tombstone.Set, error) {
+	out := tombstone.Set{}
+	if len(users) == 0 {
+		return out, nil
+	}
+	if len(users) > MaxTombstoneLookup {
+		return nil, fmt.Errorf("looking up the tombstones of %d users: the limit is %d", len(users), MaxTombstoneLookup)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT user_id, generation, erased_at_unix_ms FROM user_tombstones WHERE user_id = ANY($1)`, users)
+	if err != nil {
+		return nil, fmt.Errorf("looking up tombstones: %w", classify(err))
+	}
+	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (tombstone.Tombstone, error) {
+		var t tombstone.Tombstone
+		err := r.Scan(&t.User, &t.Generation, &t.ErasedAtUnixMs)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking up tombstones: %w", classify(err))
+	}
+	for _, t := range ts {
+		out.Add(t)
+	}
+	return out, nil
+}
+
+// Tombstone returns one user's tombstone (the zero value when never
+// erased).
+func (s *Store) Tombstone(ctx context.Context, user string) (tombstone.Tombstone, error) {
+	t := tombstone.Tombstone{User: user}
+	err := s.pool.QueryRow(ctx, `SELECT generation, erased_at_unix_ms FROM user_tombstones WHERE user_id = $1`, user).
+		Scan(&t.Generation, &t.ErasedAtUnixMs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return tombstone.Tombstone{User: user}, nil
+	}
+	if err != nil {
+		return tombstone.Tombstone{}, fmt.Errorf("looking up the tombstone of %s: %w", user, classify(err))
+	}
+	return t, nil
+}

@@ -1,0 +1,135 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// seedUser writes a user's rows in every table of ErasedTables.
+func seedUser(t *testing.T, s *pgstore.Store, user string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ch := range []string{"c1", "c2"} {
+		k := receipt.Key{User: user, Channel: ch}
+		_, err := s.Upsert(ctx, []receipt.State{{Key: k, Read: pos(0, 5), Delivered: pos(0, 5), UpdatedAtUnixMs: 1000}})
+		require.NoError(t, err)
+		_, err = s.UpsertMembers(ctx, []channel.Membership{channel.Join(k, 1, 1000, 1)})
+		require.NoError(t, err)
+		_, err = s.InsertMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{3, 4}}})
+		require.NoError(t, err)
+	}
+}
+
+// userRows counts a user's rows in every table of ErasedTables.
+func userRows(t *testing.T, s *pgstore.Store, user string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, table := range pgstore.ErasedTables {
+		var n int
+		require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
+		out[table] = n
+	}
+	return out
+}
+
+func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	seedUser(t, s, "gone")
+	seedUser(t, s, "kept")
+	want := userRows(t, s, "kept")
+	for table, n := range want {
+		require.Positive(t, n, "seeded %s", table)
+	}
+
+	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
+	deleted, advanced, err := s.Erase(ctx, ts)
+	require.NoError(t, err)
+	require.True(t, advanced)
+	require.Equal(t, int64(2+2+4), deleted)
+	for table, n := range userRows(t, s, "gone") {
+		require.Zero(t, n, "erased user's rows in %s", table)
+	}
+	require.Equal(t, want, userRows(t, s, "kept"), "another user is untouched")
+
+	// The user comes back; the same or an older erasure applied again
+	// (a replay) deletes nothing.
+	seedUser(t, s, "gone")
+	for _, again := range []tombstone.Tombstone{ts, {User: "gone", Generation: 9, ErasedAtUnixMs: 99}} {
+		deleted, advanced, err = s.Erase(ctx, again)
+		require.NoError(t, err)
+		require.False(t, advanced)
+		require.Zero(t, deleted)
+	}
+	require.Equal(t, want, userRows(t, s, "gone"))
+
+	got, err := s.Tombstones(ctx, []string{"gone", "kept", "never"})
+	require.NoError(t, err)
+	require.Equal(t, tombstone.Set{"gone": ts}, got)
+	one, err := s.Tombstone(ctx, "kept")
+	require.NoError(t, err)
+	require.True(t, one.IsZero())
+
+	// A later erasure deletes again.
+	later := tombstone.Tombstone{User: "gone", Generation: 11, ErasedAtUnixMs: 20}
+	_, advanced, err = s.Erase(ctx, later)
+	require.NoError(t, err)
+	require.True(t, advanced)
+	one, err = s.Tombstone(ctx, "gone")
+	require.NoError(t, err)
+	require.Equal(t, later, one)
+	require.Zero(t, userRows(t, s, "gone")["read_receipts"])
+}
+
+func TestEraseRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	seedUser(t, s, "u")
+	for _, bad := range []tombstone.Tombstone{
+		{User: "", Generation: 1},
+		{User: string(make([]byte, receipt.MaxIDLength+1)), Generation: 1},
+		{User: "u", Generation: 0},
+	} {
+		_, _, err := s.Erase(ctx, bad)
+		require.Error(t, err)
+	}
+	require.Equal(t, 2, userRows(t, s, "u")["read_receipts"], "nothing deleted")
+	_, err := s.Tombstones(ctx, make([]string, pgstore.MaxTombstoneLookup+1))
+	require.ErrorContains(t, err, "the limit is")
+}
+
+// Every table with a user_id column is erased (or is the tombstone table
+// itself): a new per-user table fails here until it joins ErasedTables.
+func TestErasedTablesCoverEveryUserTable(t *testing.T) {
+	t.Parallel()
+	s := pgtest.NewSchema(t).Store
+	rows, err := s.Pool().Query(context.Background(), `SELECT c.relname FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+WHERE a.attname = 'user_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+AND c.relnamespace = current_schema()::regnamespace`)
+	require.NoError(t, err)
+	var tables []string
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		tables = append(tables, name)
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, tables)
+	for _, table := range tables {
+		if table == "user_tombstones" {
+			continue
+		}
+		require.Contains(t, pgstore.ErasedTables, table, "table %s has a user_id column but is not in pgstore.ErasedTables", table)
+	}
+}

@@ -1,0 +1,181 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// The erasure of a user (issue 9). The tombstone lives beside the user's
+// keys, in their slot:
+//
+//	t:{user}   hash: "g" → the erasure generation, "at" → the erasure
+//	           time (Unix ms), both decimal
+//
+// Every mark's merge reads "g" in its script (mergeScript), so an event is
+// stamped with the generation its Redis write is ordered after.
+
+// mentionScanCount is the SCAN page size over one user's mention keys.
+const mentionScanCount = 256
+
+// TombstoneKey is a user's erasure tombstone.
+func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + user + "}" }
+
+// eraseScript raises the tombstone and deletes the user's cursor and
+// membership hashes in one step, leaving both marked complete (":loaded")
+// and empty, so a read never falls back to Postgres rows the persister has
+// not deleted yet (nor re-populates Redis from them). KEYS = t, u, um;
+// ARGV = the erasure time (Unix ms, decimal). Returns {generation, time,
+// then the channels the user had cursors or registers in}. Generations
+// and times are below 2^53, exact as Lua numbers.
+var eraseScript = redis.NewScript(`
+local g = tonumber(redis.call('HGET', KEYS[1], 'g') or "0")
+local now = tonumber(ARGV[1])
+local ng = g + 1
+if now > ng then ng = now end
+local gs = string.format("%d", ng)
+redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
+local out = {gs, ARGV[1]}
+local seen = {}
+for _, k in ipairs({KEYS[2], KEYS[3]}) do
+  for _, ch in ipairs(redis.call('HKEYS', k)) do
+    if string.sub(ch, 1, 1) ~= ":" and not seen[ch] then seen[ch] = true out[#out+1] = ch end
+  end
+  redis.call('DEL', k)
+  redis.call('HSET', k, ':loaded', '1')
+end
+return out
+`)
+
+// eraseChannelScript removes a user from a channel's membership hash,
+// keeping the member count. KEYS[1] = cm hash; ARGV[1] = the user.
+var eraseChannelScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 1
+`)
+
+// Erase removes every trace of user from Redis and raises the user's
+// tombstone to a new generation (tombstone.NextGeneration of the stored
+// one and nowMs), which it returns: the cursor and membership hashes (left
+// empty and complete), the mention sets, and the user's registers in the
+// hashes of the channels they had state in. The first step is atomic with
+// every mark's merge; the mention sets and channel hashes follow (other
+// slots): a failure there returns an error and the caller retries the
+// whole erasure, which is harmless (a newer generation, nothing left to
+// delete).
+func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.Tombstone, error) {
+	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user)},
+		strconv.FormatInt(nowMs, 10)).StringSlice()
+	if err != nil {
+		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
+	}
+	gen, err := strconv.ParseInt(res[0], 10, 64)
+	if err != nil {
+		return tombstone.Tombstone{}, fmt.Errorf("erasing %s: generation %q: %w", user, res[0], err)
+	}
+	t := tombstone.Tombstone{User: user, Generation: gen, ErasedAtUnixMs: nowMs}
+	if err := s.deleteMentionSets(ctx, user); err != nil {
+		return t, err
+	}
+	for _, ch := range res[2:] {
+		if err := eraseChannelScript.Run(ctx, s.rdb, []string{s.ChannelMembersKey(ch)}, user).Err(); err != nil {
+			return t, fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
+		}
+	}
+	return t, nil
+}
+
+// deleteMentionSets deletes the user's mention sets, found by SCAN over
+// the user's tag on the node that holds the user's slot.
+func (s *Store) deleteMentionSets(ctx context.Context, user string) error {
+	pattern := globEscape(s.prefix+"mn:{"+user+"}:") + "*"
+	var node redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		c, err := cc.MasterForKey(ctx, s.UserKey(user))
+		if err != nil {
+			return fmt.Errorf("%w: finding the master of %s: %w", ErrUnavailable, user, err)
+		}
+		node = c
+	}
+	var cursor uint64
+	for {
+		keys, next, err := node.Scan(ctx, cursor, pattern, mentionScanCount).Result()
+		if err != nil {
+			return fmt.Errorf("%w: scanning the mention sets of %s: %w", ErrUnavailable, user, err)
+		}
+		if len(keys) > 0 {
+			// One slot (the {user} tag): one DEL for the page.
+			if err := node.Del(ctx, keys...).Err(); err != nil {
+				return fmt.Errorf("%w: deleting the mention sets of %s: %w", ErrUnavailable, user, err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// Tombstone returns the user's tombstone as Redis holds it (the zero
+// value when never erased, or lost with a FLUSHALL).
+func (s *Store) Tombstone(ctx context.Context, user string) (tombstone.Tombstone, error) {
+	ts, err := s.Tombstones(ctx, []string{user})
+	if err != nil {
+		return tombstone.Tombstone{}, err
+	}
+	return ts[user], nil
+}
+
+// Tombstones returns the tombstones of those of users that Redis knows as
+// erased, in one pipelined round trip.
+func (s *Store) Tombstones(ctx context.Context, users []string) (tombstone.Set, error) {
+	out := tombstone.Set{}
+	if len(users) == 0 {
+		return out, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(users))
+	for i, u := range users {
+		cmds[i] = pipe.HMGet(ctx, s.TombstoneKey(u), "g", "at")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("%w: reading tombstones: %w", ErrUnavailable, err)
+	}
+	for i, c := range cmds {
+		vals := c.Val()
+		g, _ := vals[0].(string)
+		at, _ := vals[1].(string)
+		if g == "" {
+			continue
+		}
+		t := tombstone.Tombstone{User: users[i]}
+		var err error
+		if t.Generation, err = strconv.ParseInt(g, 10, 64); err != nil {
+			return nil, fmt.Errorf("decoding the tombstone of %s: %q: %w", users[i], g, err)
+		}
+		if t.ErasedAtUnixMs, err = strconv.ParseInt(at, 10, 64); err != nil {
+			return nil, fmt.Errorf("decoding the tombstone of %s: %q: %w", users[i], at, err)
+		}
+		out.Add(t)
+	}
+	return out, nil
+}
+
+// globEscape escapes the SCAN pattern characters in s (ids may hold them).
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

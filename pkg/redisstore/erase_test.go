@@ -1,0 +1,130 @@
+package redisstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// seedRedisUser gives user cursors, memberships and mentions in two
+// channels (one with a glob character in its name).
+func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, ch := range []string{"c1", "c*2"} {
+		k := receipt.Key{User: user, Channel: ch}
+		res, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}}, UpdatedAtUnixMs: 1}})
+		require.NoError(t, err)
+		require.NoError(t, res[0].Err)
+		mr, err := s.MergeMemberships(ctx, []channel.Membership{channel.Join(k, 1, 1, 1)})
+		require.NoError(t, err)
+		require.NoError(t, mr[0].Err)
+		require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{3}}}, 10))
+	}
+}
+
+// checkErased asserts that Redis holds nothing of user but the tombstone
+// and the empty, complete hashes.
+func checkErased(t *testing.T, s *redisstore.Store, user string) {
+	t.Helper()
+	ctx := context.Background()
+	states, complete, err := s.Get(ctx, user, nil)
+	require.NoError(t, err)
+	require.Empty(t, states)
+	require.True(t, complete, "an erased user's hash is complete, so reads do not fall back to Postgres")
+	regs, complete, err := s.Memberships(ctx, user, nil)
+	require.NoError(t, err)
+	require.Empty(t, regs)
+	require.True(t, complete)
+	seqs, err := s.MentionSeqs(ctx, []receipt.Key{{User: user, Channel: "c1"}, {User: user, Channel: "c*2"}})
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{nil, nil}, seqs)
+	for _, ch := range []string{"c1", "c*2"} {
+		members, _, err := s.ChannelMembers(ctx, ch, []string{user})
+		require.NoError(t, err)
+		require.Empty(t, members, "channel %s", ch)
+	}
+}
+
+func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, s.Load(ctx))
+	seedRedisUser(t, s, "gone")
+	seedRedisUser(t, s, "kept")
+	seedRedisUser(t, s, "gone*") // a glob in the id: its keys are not "gone"'s
+	n, _, err := s.MemberCount(ctx, "c1")
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+
+	k := receipt.Key{User: "gone", Channel: "c1"}
+	before, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}}}})
+	require.NoError(t, err)
+	require.Zero(t, before[0].Generation, "never erased")
+
+	ts, err := s.Erase(ctx, "gone", 1_000)
+	require.NoError(t, err)
+	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
+	checkErased(t, s, "gone")
+	n, _, err = s.MemberCount(ctx, "c1")
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n, "the member count drops by the erased member")
+	for _, other := range []string{"kept", "gone*"} {
+		states, _, err := s.Get(ctx, other, nil)
+		require.NoError(t, err)
+		require.Len(t, states, 2, other)
+		seqs, err := s.MentionSeqs(ctx, []receipt.Key{{User: other, Channel: "c*2"}})
+		require.NoError(t, err)
+		require.Equal(t, [][]int64{{3}}, seqs, other)
+	}
+	got, err := s.Tombstone(ctx, "gone")
+	require.NoError(t, err)
+	require.Equal(t, ts, got)
+
+	// Marks after the erasure read its generation in their script, in
+	// both merge flavours; the user comes back.
+	after, err := s.MergeMarks(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 2}}}})
+	require.NoError(t, err)
+	require.NoError(t, after[0].Err)
+	require.Equal(t, ts.Generation, after[0].Generation)
+	require.True(t, after[0].Advanced, "the user starts over")
+	plain, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}}})
+	require.NoError(t, err)
+	require.Equal(t, ts.Generation, plain[0].Generation)
+
+	// A second erasure in the same millisecond still moves the generation.
+	again, err := s.Erase(ctx, "gone", 1_000)
+	require.NoError(t, err)
+	require.Equal(t, int64(1_001), again.Generation)
+	checkErased(t, s, "gone")
+
+	set, err := s.Tombstones(ctx, []string{"gone", "kept"})
+	require.NoError(t, err)
+	require.Equal(t, tombstone.Set{"gone": again}, set)
+}
+
+func TestClusterErase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.StartCluster(t, 3)
+	cfg := redisstore.ClientConfig{Mode: redisstore.ModeCluster, Addrs: c.Addrs[:1], Prefix: "receipts:"}
+	s := openStore(t, cfg)
+	seedRedisUser(t, s, "gone")
+	seedRedisUser(t, s, "kept")
+	ts, err := s.Erase(ctx, "gone", 5)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), ts.Generation)
+	checkErased(t, s, "gone")
+	states, _, err := s.Get(ctx, "kept", nil)
+	require.NoError(t, err)
+	require.Len(t, states, 2)
+}

@@ -1,8 +1,8 @@
 // Command receiptsctl is the operator CLI of the receipts system: load the
 // gateway and measure it (load), read a consumer group's lag (lag), compare
 // a user's state in Redis and Postgres (inspect), list or replay parked
-// dead letters and run a drift sweep (dlt, sweep), and create the topics
-// (topics ensure).
+// dead letters and run a drift sweep (dlt, sweep), create the topics
+// (topics ensure) and erase users through the gateway (erase).
 //
 // Every flag can also be set from the environment as RECEIPTS_<FLAG_NAME>
 // (--pg-url ← RECEIPTS_PG_URL); a flag on the command line wins.
@@ -37,6 +37,7 @@ Usage:
   receiptsctl inspect --user U [--channel C,...]   Redis vs Postgres state of a user
   receiptsctl dlt ... [flags]   list / replay parked dead letters
   receiptsctl sweep   [flags]   drift sweep between Redis and Postgres
+  receiptsctl erase   [flags] USER...   erase users through kafkagate (DELETE /v1/users/USER)
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ
 
 Run "receiptsctl <command> -h" for a command's flags. Every flag can also be set
@@ -81,6 +82,8 @@ func dispatch(ctx context.Context, args []string) error {
 		return runInspect(ctx, args[1:], os.Stdout)
 	case "topics":
 		return runTopics(ctx, args[1:])
+	case "erase":
+		return runErase(ctx, args[1:], os.Stdout)
 	case "dlt", "sweep":
 		// runDLT (dlt.go) receives the command word too, so it can tell
 		// "dlt list", "dlt replay" and "sweep" apart.

@@ -2,13 +2,64 @@ package gate
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
 )
 
-// EraseUser implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) EraseUser(context.Context, *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
-	return unimplemented[receiptsv1.EraseUserResponse]()
+// EraseUser implements receiptsv1connect.ReceiptServiceHandler: it removes
+// the user from Redis and raises their tombstone there (one script, atomic
+// with every mark's merge, which stamps its event with the generation it
+// read), then makes the erasure event durable on read-receipts like a
+// mark (Kafka, or the spool). Only then is it acknowledged; the persister
+// deletes the user's Postgres rows when it applies the event, and every
+// consumer drops the user's events that predate it (tombstone.Drops).
+// Redis must answer: an erasure is never acknowledged with the real-time
+// view still holding the user. A failure after Redis is cleaned answers
+// Unavailable; the retry erases again at a newer generation, harmlessly.
+func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
+	user := req.Msg.GetUserId()
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return nil, invalid(err)
+	}
+	// Sized like the real record, so a full spool refuses before Redis.
+	probe, err := event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	probe.Topic = g.durable.Topic()
+	if err := g.durable.Refuse([]*kgo.Record{probe}); err != nil {
+		return nil, g.unavailable(1, err)
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	ts, err := g.redis.Erase(rctx, user, time.Now().UnixMilli())
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
+		g.log.Warn("erasing a user from redis; answering unavailable", zap.String("user_id", user), zap.Error(err))
+		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("erasing %s from redis: %w; nothing was acknowledged, retry", user, err))
+		cerr.Meta().Set("Retry-After", g.retryAfter)
+		return nil, cerr
+	}
+	rec, err := event.EncodeErasure(ts)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec.Topic = g.durable.Topic()
+	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	if err != nil {
+		return nil, err
+	}
+	g.log.Info("user erased", zap.String("user_id", user), zap.Int64("generation", ts.Generation), zap.Stringer("durability", durability))
+	return connect.NewResponse(&receiptsv1.EraseUserResponse{UserId: user, Generation: ts.Generation, Durability: durability}), nil
 }

@@ -21,6 +21,7 @@ const (
 	redisOpMerge   = "merge"
 	redisOpGet     = "get"
 	redisOpHydrate = "hydrate"
+	redisOpErase   = "erase"
 )
 
 type metrics struct {

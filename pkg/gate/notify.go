@@ -281,7 +281,8 @@ func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, ment
 		}
 	}
 	for _, m := range mentions {
-		if err := add(event.EncodeMentions(m.Key, m.Seqs)); err != nil {
+		// The notice's time, which an erasure's in-flight rule compares.
+		if err := add(event.EncodeDecoded(event.Decoded{Key: m.Key, Mentions: m.Seqs, AcceptedAtUnixMs: top[m.Key.Channel].UpdatedAtUnixMs})); err != nil {
 			return nil, err
 		}
 	}

@@ -62,6 +62,9 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInternal, err)
 		}
+		// The generation read in the merge's script: consumers drop the
+		// event only if the user was erased after it (tombstone.Drops).
+		event.StampGeneration(rec, merged[i].Generation)
 		rec.Topic = g.durable.Topic()
 		recs = append(recs, rec)
 	}

@@ -1,0 +1,120 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// decodedUntil reads the test topic from the start, every kind decoded,
+// until done says so or 15s pass.
+func (tb *testBundle) decodedUntil(t *testing.T, done func([]event.Decoded) bool) []event.Decoded {
+	t.Helper()
+	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var out []event.Decoded
+	for !done(out) {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "waiting for records, have %d", len(out))
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("fetching %s/%d: %v", topic, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			d, err := event.DecodeRecord(r)
+			require.NoError(t, err)
+			out = append(out, d)
+		})
+	}
+	return out
+}
+
+// DELETE /v1/users/{user}: Redis holds nothing of the user when the answer
+// comes, the erasure event is on the topic, a later mark is stamped with
+// its generation (and the user starts over), other users are untouched.
+func TestEraseUserREST(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	for _, u := range []string{"erin", "other"} {
+		code, body := tb.do(t, http.MethodPost, "/v1/receipts:mark", `{"receipts":[
+			{"user_id":"`+u+`","channel_id":"c1","kind":"READ","seq":5},
+			{"user_id":"`+u+`","channel_id":"c2","kind":"READ","seq":9}]}`)
+		require.Equal(t, http.StatusOK, code, string(body))
+	}
+
+	before := time.Now().UnixMilli()
+	code, body := tb.do(t, http.MethodDelete, "/v1/users/erin", "")
+	require.Equal(t, http.StatusOK, code, string(body))
+	var resp receiptsv1.EraseUserResponse
+	require.NoError(t, protojson.Unmarshal(body, &resp))
+	require.Equal(t, "erin", resp.GetUserId())
+	require.GreaterOrEqual(t, resp.GetGeneration(), before)
+	require.Equal(t, receiptsv1.Durability_KAFKA, resp.GetDurability())
+
+	ctx := context.Background()
+	states, complete, err := tb.store.Get(ctx, "erin", nil)
+	require.NoError(t, err)
+	require.Empty(t, states)
+	require.True(t, complete)
+	others, _, err := tb.store.Get(ctx, "other", nil)
+	require.NoError(t, err)
+	require.Len(t, others, 2)
+	code, body = tb.do(t, http.MethodGet, "/v1/users/erin/read-state", "")
+	require.Equal(t, http.StatusOK, code, string(body))
+	require.NotContains(t, string(body), "c1", "the read answers from the empty hash, not from Postgres")
+
+	code, body = tb.do(t, http.MethodPost, "/v1/users/erin/channels/c1/read", `{"seq": 2}`)
+	require.Equal(t, http.StatusOK, code, string(body))
+	var mr receiptsv1.MarkResponse
+	require.NoError(t, protojson.Unmarshal(body, &mr))
+	require.True(t, mr.GetResult().GetAdvanced(), "the user starts over at seq 2")
+
+	evs := tb.decodedUntil(t, func(ds []event.Decoded) bool { return len(ds) >= 6 })
+	require.Len(t, evs, 6)
+	var erasures, stamped, unstamped int
+	for _, d := range evs {
+		switch {
+		case d.Erasure != nil:
+			erasures++
+			require.Equal(t, "erin", d.Erasure.User)
+			require.Equal(t, resp.GetGeneration(), d.Erasure.Generation)
+		case d.Generation == resp.GetGeneration():
+			stamped++
+			require.Equal(t, receipt.Key{User: "erin", Channel: "c1"}, d.Key)
+		default:
+			require.Zero(t, d.Generation, "marks before the erasure carry no generation")
+			unstamped++
+		}
+	}
+	require.Equal(t, []int{1, 1, 4}, []int{erasures, stamped, unstamped})
+}
+
+func TestEraseUserRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	c := tb.client()
+	for name, tc := range map[string]struct{ user, want string }{
+		"empty":     {"", "user_id: is required"},
+		"oversized": {strings.Repeat("x", receipt.MaxIDLength+1), "user_id: is 129 bytes long"},
+		"colon":     {"a:b", "user_id: contains ':'"},
+	} {
+		_, err := c.EraseUser(context.Background(), connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: tc.user}))
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+	require.Zero(t, tb.highWatermarks(t), "nothing was produced")
+}

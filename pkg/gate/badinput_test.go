@@ -64,7 +64,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"too many items", "POST", "/v1/receipts:mark", markBody(many...),
 			400, connect.CodeInvalidArgument, "receipts: has 501 items; the limit is 500"},
 		{"malformed JSON", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u",`,
-			400, connect.CodeInvalidArgument, "unexpected EOF"},
+			400, connect.CodeInvalidArgument, "request body is not valid JSON: unexpected end of JSON input"},
 		{"body over the limit", "POST", "/v1/receipts:mark", `{"receipts": [], "pad": "` + strings.Repeat("x", MaxBodyBytesDefault) + `"}`,
 			413, connect.CodeResourceExhausted, "request body is larger than the limit of 1048576 bytes"},
 		{"single: colon in path id", "POST", "/v1/users/a:b/channels/c/read", `{"seq": 1}`,

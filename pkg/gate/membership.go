@@ -92,8 +92,10 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		reg.VersionSeq, reg.VersionUnixMs = stored.VersionSeq, stored.VersionUnixMs+1
 	}
 
+	// A new join raises the private read to its join point; an unchanged
+	// register does not (it would undo a mark-unread made since the join).
 	var read *receipt.State
-	if reg.Member && reg.JoinSeq > 0 {
+	if reg.Member && reg.JoinSeq > 0 && reg != stored {
 		st := channel.JoinRead(reg)
 		st.UpdatedAtUnixMs = now
 		read = &st

@@ -86,6 +86,15 @@ func (g *Gate) limitREST(next http.Handler) http.Handler {
 			writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "reading request body: "+err.Error())
 			return
 		}
+		// vanguard answers a malformed body of a route with path
+		// parameters as Unknown (500): the caller's mistake is a 400.
+		var syntax any
+		if len(body) > 0 && strings.Contains(r.Header.Get("Content-Type"), "json") {
+			if err := json.Unmarshal(body, &syntax); err != nil {
+				writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "request body is not valid JSON: "+err.Error())
+				return
+			}
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)

@@ -133,6 +133,9 @@ type Config struct {
 	// Defaults to ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
 
+	// Coalesce bounds the group commit of concurrent calls' marks.
+	Coalesce CoalesceConfig
+
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 	// Registerer receives the gate's and the Kafka client's metrics.
@@ -162,6 +165,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "HTTP server: bound on reading a whole request")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "HTTP server: bound on a whole call; must exceed redis-timeout + the produce bound")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "HTTP server: keep-alive idle bound")
+	c.Coalesce.RegisterFlags(fs)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
 }
 
@@ -182,6 +186,7 @@ func (c Config) withDefaults() Config {
 	c.WriteTimeout = cmp.Or(c.WriteTimeout, WriteTimeoutDefault)
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
+	c.Coalesce = c.Coalesce.withDefaults()
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
@@ -226,6 +231,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxReadChannels < 1 {
 		bad("MaxReadChannels: must be >= 1, got %d", c.MaxReadChannels)
+	}
+	if err := c.Coalesce.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	// 1 KiB is below any real batch; 64 MiB keeps vanguard's uint32 buffer
 	// limit and memory per request sane.

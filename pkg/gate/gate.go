@@ -32,6 +32,8 @@ type Gate struct {
 	durable Producer
 	m       *metrics
 	handler http.Handler
+	// writes groups concurrent calls' marks into shared writes.
+	writes *coalescer[*writeJob]
 	// retryAfter is the Retry-After value of Unavailable writes.
 	retryAfter string
 
@@ -67,6 +69,7 @@ func New(cfg Config) (*Gate, error) {
 		m:          newMetrics(cfg.Registerer),
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
+	g.writes = newWriteCoalescer(g)
 	var err error
 	if g.handler, err = g.buildHandler(); err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,10 +17,37 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
+// writeJob is one call's states on their way through a shared flush
+// (coalesce.go): the flush sets the results, then closes done.
+type writeJob struct {
+	ctx    context.Context
+	states []receipt.State
+
+	merged   []redisstore.MergeResult
+	produced int // records of this call in the flush's durable write
+	dur      producer.Durability
+	err      error
+	done     chan struct{}
+}
+
+func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
+	return &coalescer[*writeJob]{
+		flush:      g.flushWrites,
+		size:       func(j *writeJob) int { return len(j.states) },
+		skip:       func(j *writeJob) bool { return j.ctx.Err() != nil },
+		maxMarks:   g.cfg.Coalesce.MaxMarks,
+		maxQueued:  g.cfg.Coalesce.MaxQueued,
+		maxFlushes: g.cfg.Coalesce.Flushes,
+		m:          newCoalesceMetrics(g.cfg.Registerer),
+	}
+}
+
 // write runs the write path for validated marks: the checks against the
 // channels (seq within the head, membership), Redis merge (epochs
 // resolved, stale marks refused), then the durable write of every mark
-// not refused, then one result per mark.
+// not refused, then one result per mark. Concurrent calls share the Redis
+// pipeline and the durable write (flushWrites); each call is acknowledged
+// only when its marks are durable, exactly as alone.
 func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
 	if err := g.checkMarks(ctx, marks); err != nil {
 		return nil, err
@@ -43,36 +71,45 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		return nil, g.unavailable(len(recs), err)
 	}
 
-	merged := g.mergeRedis(ctx, states)
-	resolved, err := g.resolveEpochs(ctx, states, merged)
-	if err != nil {
-		return nil, err
+	j := &writeJob{ctx: ctx, states: states, done: make(chan struct{})}
+	if err := g.writes.submit(j); err != nil {
+		return nil, g.unavailable(len(states), err)
+	}
+	select {
+	case <-j.done:
+	case <-ctx.Done():
+		// The caller left: nothing is acknowledged (the marks may still
+		// be written by the shared flush, which every store max-merges).
+		g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(states)))
+		return nil, contextError(ctx, ctx.Err())
+	}
+	durability := receiptsv1.Durability_DURABILITY_UNSPECIFIED
+	if j.produced > 0 {
+		if j.err != nil {
+			if cerr := contextError(ctx, j.err); cerr != nil {
+				g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(j.produced))
+				return nil, cerr
+			}
+			return nil, g.unavailable(j.produced, j.err)
+		}
+		outcome := outcomeKafka
+		durability = receiptsv1.Durability_KAFKA
+		if j.dur == producer.Spooled {
+			outcome, durability = outcomeSpooled, receiptsv1.Durability_SPOOLED
+		}
+		g.m.events.WithLabelValues(outcome).Add(float64(j.produced))
+	} else if j.err != nil {
+		// Resolving or encoding failed before anything was produced.
+		if cerr := contextError(ctx, j.err); cerr != nil {
+			return nil, cerr
+		}
+		if _, ok := errors.AsType[*connect.Error](j.err); ok {
+			return nil, j.err
+		}
+		return nil, g.unavailable(len(states), j.err)
 	}
 
-	// Every mark is produced, including those Redis found to be no-ops:
-	// Redis may hold a value whose own produce failed (the caller got
-	// Unavailable and is retrying now), and only this produce makes it
-	// durable. A stale mark (an older epoch) changes nothing anywhere.
-	recs = recs[:0]
-	for i := range marks {
-		if merged[i].Err == nil && merged[i].Stale {
-			continue
-		}
-		rec, err := event.Encode(resolved[i])
-		if err != nil {
-			return nil, connect.NewError(connect.CodeInternal, err)
-		}
-		// The generation read in the merge's script: consumers drop the
-		// event only if the user was erased after it (tombstone.Drops).
-		event.StampGeneration(rec, merged[i].Generation)
-		rec.Topic = g.durable.Topic()
-		recs = append(recs, rec)
-	}
-	durability, err := g.produce(ctx, recs)
-	if err != nil {
-		return nil, err
-	}
-
+	merged := j.merged
 	results := make([]*receiptsv1.ReceiptResult, len(marks))
 	for i := range marks {
 		res := &receiptsv1.ReceiptResult{Durability: durability}
@@ -90,6 +127,84 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		results[i] = res
 	}
 	return results, nil
+}
+
+// flushWrites writes the marks of several calls together: one Redis
+// pipeline, then one durable write of every record (all or nothing, so
+// every call of the batch gets the same durability or the same error).
+// Every mark is produced, including those Redis found to be no-ops: Redis
+// may hold a value whose own produce failed (the caller got Unavailable
+// and is retrying now), and only this produce makes it durable. A stale
+// mark (an older epoch) changes nothing anywhere.
+func (g *Gate) flushWrites(jobs []*writeJob) {
+	states := jobs[0].states
+	ctxs := []context.Context{jobs[0].ctx}
+	if len(jobs) > 1 {
+		n := 0
+		for _, j := range jobs {
+			n += len(j.states)
+		}
+		states = make([]receipt.State, 0, n)
+		ctxs = make([]context.Context, len(jobs))
+		for i, j := range jobs {
+			states = append(states, j.states...)
+			ctxs[i] = j.ctx
+		}
+	}
+	ctx, cancel := batchContext(ctxs)
+	defer cancel()
+	finish := func(dur producer.Durability, err error) {
+		for _, j := range jobs {
+			j.dur, j.err = dur, err
+			close(j.done)
+		}
+	}
+
+	merged := g.mergeRedis(ctx, states)
+	off := 0
+	for _, j := range jobs {
+		n := len(j.states)
+		j.merged = merged[off : off+n : off+n]
+		off += n
+	}
+	resolved, err := g.resolveEpochs(ctx, states, merged)
+	if err != nil {
+		finish(producer.Unacknowledged, err)
+		return
+	}
+	recs := make([]*kgo.Record, 0, len(states))
+	off = 0
+	for _, j := range jobs {
+		for i := range j.states {
+			if m := merged[off+i]; m.Err == nil && m.Stale {
+				continue
+			}
+			rec, err := event.Encode(resolved[off+i])
+			if err != nil {
+				for _, j := range jobs {
+					j.produced = 0
+				}
+				finish(producer.Unacknowledged, connect.NewError(connect.CodeInternal, err))
+				return
+			}
+			// The generation read in the merge's script: consumers drop
+			// the event only if the user was erased after it
+			// (tombstone.Drops).
+			event.StampGeneration(rec, merged[off+i].Generation)
+			rec.Topic = g.durable.Topic()
+			recs = append(recs, rec)
+			j.produced++
+		}
+		off += len(j.states)
+	}
+	if len(recs) == 0 {
+		finish(producer.Unacknowledged, nil)
+		return
+	}
+	start := time.Now()
+	dur, err := g.durable.Write(ctx, recs)
+	g.m.produce.Observe(time.Since(start).Seconds())
+	finish(dur, err)
 }
 
 // produce makes records durable and answers where; no records is a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sethvargo/go-retry"
@@ -70,37 +71,61 @@ func (w *kafkaWriter) Write(ctx context.Context, recs []*kgo.Record) (Durability
 // originals, produced again as fresh copies) with the first error, or nil
 // when all were acked.
 func (w *kafkaWriter) produce(ctx context.Context, recs []*kgo.Record) ([]*kgo.Record, error) {
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed []*kgo.Record
-		first  error
-	)
-	wg.Add(len(recs))
-	for _, r := range recs {
-		// kgo writes partition, offset and producer fields into a record:
-		// each round sends fresh copies.
-		rec := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value, Headers: r.Headers}
-		// The promise runs even when Produce gives up on ctx, so wg always
-		// completes; kgo bounds it with RecordDeliveryTimeout.
-		w.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				failed = append(failed, r)
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-			wg.Done()
-		})
+	if len(recs) == 0 {
+		return nil, nil
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
+	// kgo writes partition, offset and producer fields into a record:
+	// each round sends fresh copies, allocated together.
+	copies := make([]kgo.Record, len(recs))
+	r := &round{orig: recs, copies: copies, done: make(chan struct{})}
+	r.left.Store(int64(len(recs)))
+	for i, o := range recs {
+		copies[i] = kgo.Record{Topic: o.Topic, Key: o.Key, Value: o.Value, Headers: o.Headers}
+	}
+	for i := range copies {
+		// One promise for the whole round (kgo takes one per record; this
+		// one is a single method value, not a closure per record). It runs
+		// even when Produce gives up on ctx, so the round always
+		// completes; kgo bounds it with RecordDeliveryTimeout.
+		w.cl.Produce(ctx, &copies[i], r.promise)
+	}
 	select {
-	case <-done:
+	case <-r.done:
 	case <-ctx.Done():
 		return recs, fmt.Errorf("waiting for acks: %w", ctx.Err())
 	}
-	return failed, first
+	return r.failed, r.first
+}
+
+// round tracks the acks of one produce round.
+type round struct {
+	orig   []*kgo.Record
+	copies []kgo.Record
+	left   atomic.Int64
+	done   chan struct{}
+
+	mu     sync.Mutex
+	failed []*kgo.Record
+	first  error
+}
+
+func (r *round) promise(rec *kgo.Record, err error) {
+	if err != nil {
+		r.mu.Lock()
+		// Failures are rare: finding the copy's original by address is
+		// cheaper than carrying an index with every record.
+		for i := range r.copies {
+			if &r.copies[i] == rec {
+				r.failed = append(r.failed, r.orig[i])
+				break
+			}
+		}
+		if r.first == nil {
+			r.first = err
+		}
+		r.mu.Unlock()
+	}
+	if r.left.Add(-1) == 0 {
+		close(r.done)
+	}
 }

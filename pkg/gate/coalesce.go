@@ -1,0 +1,216 @@
+package gate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Group commit: concurrent calls' marks share one Redis pipeline and one
+// produce batch. A call that finds a free flush slot flushes at once with
+// whatever is queued (so an idle gate adds no wait); calls arriving while
+// every slot is busy queue, and the next flush takes them all (up to a
+// batch bound). Single marks then share round trips instead of each paying
+// its own Redis write and produce request.
+
+// Coalescer defaults.
+const (
+	// CoalesceMaxMarksDefault bounds the marks of one flush: one Redis
+	// pipeline and one produce batch.
+	CoalesceMaxMarksDefault = 2000
+	// CoalesceMaxQueuedDefault bounds the marks waiting for a flush; a call
+	// that does not fit is answered Unavailable (nothing written).
+	CoalesceMaxQueuedDefault = 50000
+	// CoalesceFlushesDefault is the number of flushes in flight at once:
+	// more than one keeps Redis and Kafka busy while a flush waits on the
+	// other.
+	CoalesceFlushesDefault = 4
+)
+
+// CoalesceConfig bounds the group commit.
+type CoalesceConfig struct {
+	// MaxMarks bounds the marks of one flush (a larger call goes alone).
+	// Defaults to CoalesceMaxMarksDefault.
+	MaxMarks int
+	// MaxQueued bounds the marks waiting for a flush. Defaults to
+	// CoalesceMaxQueuedDefault.
+	MaxQueued int
+	// Flushes is the number of flushes in flight at once; 1 serialises
+	// writes. Defaults to CoalesceFlushesDefault.
+	Flushes int
+}
+
+// RegisterFlags registers the group commit's flags.
+func (c *CoalesceConfig) RegisterFlags(fs *flag.FlagSet) {
+	*c = c.withDefaults()
+	fs.IntVar(&c.MaxMarks, "write-batch-max", c.MaxMarks, "most marks of concurrent calls written together (one Redis pipeline, one produce batch)")
+	fs.IntVar(&c.MaxQueued, "write-queue-max", c.MaxQueued, "most marks waiting to be written; a call beyond it is answered Unavailable")
+	fs.IntVar(&c.Flushes, "write-flushes", c.Flushes, "shared writes in flight at once")
+}
+
+func (c CoalesceConfig) withDefaults() CoalesceConfig {
+	c.MaxMarks = cmp.Or(c.MaxMarks, CoalesceMaxMarksDefault)
+	c.MaxQueued = cmp.Or(c.MaxQueued, CoalesceMaxQueuedDefault)
+	c.Flushes = cmp.Or(c.Flushes, CoalesceFlushesDefault)
+	return c
+}
+
+func (c CoalesceConfig) validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Coalesce.MaxMarks", c.MaxMarks}, {"Coalesce.MaxQueued", c.MaxQueued}, {"Coalesce.Flushes", c.Flushes}} {
+		if f.v < 1 {
+			errs = append(errs, fmt.Errorf("%s: must be >= 1, got %d", f.name, f.v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// errQueueFull answers a call when the write queue is full.
+var errQueueFull = errors.New("the gateway's write queue is full")
+
+// coalescer groups jobs into flushes. Each job's done channel is closed by
+// flush once its results are set; a job's caller may stop waiting when its
+// context ends (its marks may still be written, which is harmless: nothing
+// was acknowledged, and every store max-merges).
+type coalescer[J any] struct {
+	// flush writes a batch and sets every job's result. It is called by at
+	// most maxFlushes goroutines at once.
+	flush func([]J)
+	// size is a job's number of marks; skip reports a job whose caller left
+	// before its flush (it is dropped, unwritten).
+	size func(J) int
+	skip func(J) bool
+
+	maxMarks, maxQueued, maxFlushes int
+	m                               *coalesceMetrics
+
+	mu       sync.Mutex
+	queue    []J
+	queued   int // marks in queue
+	flushing int
+}
+
+type coalesceMetrics struct {
+	batchMarks prometheus.Histogram
+	queueFull  prometheus.Counter
+}
+
+func newCoalesceMetrics(reg prometheus.Registerer) *coalesceMetrics {
+	f := promauto.With(reg)
+	return &coalesceMetrics{
+		batchMarks: f.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "write_batch_marks",
+			Help:    "Marks per write flush (one Redis pipeline and one produce batch for concurrent calls).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048},
+		}),
+		queueFull: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "write_queue_full_total",
+			Help: "Calls answered Unavailable because the write queue was full.",
+		}),
+	}
+}
+
+// submit queues j and, when a flush slot is free, flushes it (with what is
+// queued) on the caller's goroutine. It returns errQueueFull when j does
+// not fit in the queue; else the caller waits on j's done channel.
+func (c *coalescer[J]) submit(j J) error {
+	n := c.size(j)
+	c.mu.Lock()
+	if c.queued > 0 && c.queued+n > c.maxQueued {
+		c.mu.Unlock()
+		c.m.queueFull.Inc()
+		return errQueueFull
+	}
+	c.queue = append(c.queue, j)
+	c.queued += n
+	if c.flushing >= c.maxFlushes {
+		c.mu.Unlock()
+		return nil
+	}
+	c.flushing++
+	batch := c.takeLocked()
+	c.mu.Unlock()
+	c.run(batch)
+	return nil
+}
+
+// run flushes batch, then, while calls are queued, hands the slot to a new
+// goroutine so that this caller is answered without waiting for others.
+func (c *coalescer[J]) run(batch []J) {
+	if len(batch) > 0 {
+		c.flush(batch)
+	}
+	c.mu.Lock()
+	if len(c.queue) == 0 {
+		c.flushing--
+		c.mu.Unlock()
+		return
+	}
+	next := c.takeLocked()
+	c.mu.Unlock()
+	go c.run(next)
+}
+
+// takeLocked removes the next batch from the queue: jobs in arrival order
+// up to maxMarks (a bigger job goes alone), without those whose callers
+// left.
+func (c *coalescer[J]) takeLocked() []J {
+	marks, i := 0, 0
+	var batch []J
+	for ; i < len(c.queue); i++ {
+		j := c.queue[i]
+		n := c.size(j)
+		if c.skip(j) {
+			c.queued -= n
+			continue
+		}
+		if len(batch) > 0 && marks+n > c.maxMarks {
+			break
+		}
+		batch = append(batch, j)
+		marks += n
+		c.queued -= n
+	}
+	var zero J
+	for k := range i {
+		c.queue[k] = zero // no reference kept to answered jobs
+	}
+	c.queue = c.queue[i:]
+	if len(c.queue) == 0 {
+		c.queue = c.queue[:0:0]
+	}
+	if marks > 0 {
+		c.m.batchMarks.Observe(float64(marks))
+	}
+	return batch
+}
+
+// batchContext is the context of a flush shared by several callers: it
+// keeps the first caller's values but is not cancelled by any of them
+// leaving, and it is bounded by the latest of their deadlines when every
+// one has a deadline (the producer shortens its wait for Kafka to leave a
+// caller's deadline room for the spool).
+func batchContext(ctxs []context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctxs[0])
+	var latest time.Time
+	for _, ctx := range ctxs {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return context.WithCancel(base)
+		}
+		if dl.After(latest) {
+			latest = dl
+		}
+	}
+	return context.WithDeadline(base, latest)
+}

@@ -80,6 +80,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	c.prod.Kafka.RegisterFlags(fs)
 	c.prod.RegisterFlags(fs)
 	c.gate.RegisterFlags(fs)
+	c.gate.ReadBy.RegisterFlags(fs)
 }
 
 // run parses args and runs until ctx ends (main's signal context).

@@ -76,6 +76,9 @@ type Config struct {
 	// AddrDefault.
 	Addr string
 
+	// ReadBy configures read-by, ticks and the privacy settings (issue 9).
+	ReadBy ReadByConfig
+
 	// Producer makes each call's records durable (Kafka, or its spool).
 	// Required; the caller runs and closes it (a *producer.Producer's
 	// replayer is a lifecycle component of its own).

@@ -210,7 +210,7 @@ func TestSpoolFullAnswersUnavailableWithRetryAfter(t *testing.T) {
 	usersIn := func(prefix string) int {
 		n := 0
 		for _, k := range tb.redisKeys(t) {
-			if strings.Contains(k, prefix) {
+			if strings.Contains(k, "u:{"+prefix) { // user hashes (not settings)
 				n++
 			}
 		}

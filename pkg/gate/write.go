@@ -278,5 +278,6 @@ func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisst
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
 		g.warnRedis(redisOpMerge, err)
 	}
+	g.publishView(ctx, merged) // issue 9: the public moves others may see
 	return merged
 }

@@ -90,7 +90,8 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	for _, sc := range append([]*redis.Script{s.layout.merge, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript}, channelScripts...) {
+	scripts := append([]*redis.Script{s.layout.merge, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript}, channelScripts...)
+	for _, sc := range append(scripts, viewScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
 		}

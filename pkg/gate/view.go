@@ -1,0 +1,138 @@
+package gate
+
+import (
+	"context"
+	"flag"
+	"time"
+
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// Read-by defaults (issue 9).
+const (
+	// DetailThresholdDefault is the largest member count of a channel
+	// whose receipts list members; larger channels answer counts only.
+	DetailThresholdDefault = 50
+	// ViewRefreshDefault is how long a channel view rebuilt from Postgres
+	// is trusted before a read merges Postgres into it again.
+	ViewRefreshDefault = time.Minute
+	// MaxLookupItems bounds LookupReceipts' messages and badges each.
+	MaxLookupItems = 500
+
+	redisOpView     = "channel_view"
+	redisOpSettings = "settings"
+)
+
+// ReadByConfig configures the read-by, ticks and settings paths. Zero
+// fields take their defaults.
+type ReadByConfig struct {
+	// DetailThreshold: channels of at most this many members answer with
+	// member lists. Defaults to DetailThresholdDefault.
+	DetailThreshold int
+	// ViewStreamMaxLen bounds each channel's move stream (approximately).
+	// Defaults to redisstore.ViewStreamMaxLenDefault.
+	ViewStreamMaxLen int64
+	// ViewRefresh: see ViewRefreshDefault.
+	ViewRefresh time.Duration
+}
+
+// RegisterFlags registers the read-by flags.
+func (c *ReadByConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.DetailThreshold, "receipts-detail-threshold", DetailThresholdDefault, "largest member count of a channel whose receipts list members (larger: counts only)")
+	fs.Int64Var(&c.ViewStreamMaxLen, "view-stream-maxlen", redisstore.ViewStreamMaxLenDefault, "approximate bound on each channel's cursor-move stream in Redis")
+	fs.DurationVar(&c.ViewRefresh, "view-refresh", ViewRefreshDefault, "how long a channel view rebuilt from Postgres is trusted before a read merges Postgres into it again")
+}
+
+// publishView applies the public cursors of merged marks to their
+// channels' views: the read and delivered cursors (never the private
+// read) of users who share that kind. The view's script keeps only moves
+// that advance, so passing cursors that did not move costs a no-op. A
+// failure only counts as degraded: a view rebuild from Postgres repairs it
+// (see viewOf).
+func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult) {
+	var moves []redisstore.ViewMove
+	var users []string
+	seen := map[string]bool{}
+	for _, r := range merged {
+		if r.Err != nil || !r.Advanced {
+			continue
+		}
+		st := r.State
+		if !seen[st.Key.User] {
+			seen[st.Key.User] = true
+			users = append(users, st.Key.User)
+		}
+		if !st.Read.Position.IsZero() {
+			moves = append(moves, redisstore.ViewMove{Channel: st.Key.Channel, User: st.Key.User, Kind: redisstore.ViewRead,
+				Position: st.Read.Position, AtUnixMs: st.UpdatedAtUnixMs})
+		}
+		if !st.Delivered.Position.IsZero() {
+			moves = append(moves, redisstore.ViewMove{Channel: st.Key.Channel, User: st.Key.User, Kind: redisstore.ViewDelivered,
+				Position: st.Delivered.Position, AtUnixMs: st.UpdatedAtUnixMs})
+		}
+	}
+	if len(moves) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	settings, err := g.settingsOf(rctx, users)
+	if err != nil {
+		// Unknown settings: share nothing (privacy fails closed); the
+		// next rebuild of the view adds what may be shown.
+		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
+		g.warnRedis(redisOpSettings, err)
+		return
+	}
+	shown := moves[:0]
+	for _, m := range moves {
+		if settings[m.User].Shares(string(m.Kind)) {
+			shown = append(shown, m)
+		}
+	}
+	if _, err := g.redis.ApplyViewMoves(rctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+		g.warnRedis(redisOpView, err)
+	}
+}
+
+// settingsOf returns users' privacy settings: Redis, and for those Redis
+// does not hold (never set, or lost in a FLUSHALL), Postgres, written back
+// to Redis (defaults included, so the next read is one round trip).
+func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
+	sts, found, err := g.redis.Settings(ctx, users)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]privacy.Settings, len(users))
+	var missing []string
+	for i, st := range sts {
+		out[st.User] = st
+		if !found[i] {
+			missing = append(missing, st.User)
+		}
+	}
+	if len(missing) == 0 {
+		return out, nil
+	}
+	durable, err := g.durableSettings(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := g.redis.MergeSettings(ctx, durable)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range merged {
+		out[st.User] = st
+	}
+	return out, nil
+}
+
+// durableSettings reads users' settings from Postgres under PostgresTimeout.
+func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.Settings, error) {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	return g.pg.Settings(pctx, users)
+}

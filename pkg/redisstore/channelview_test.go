@@ -1,0 +1,112 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The view keeps each member's greatest public cursor per kind: a move
+// that does not advance (a duplicate, a reordered older one) changes
+// nothing and is not streamed; a mark-unread (a greater epoch, a lower
+// seq) advances; counts and the least seq follow the sorted sets; a member
+// the register says has left is refused, and a removal takes a member out.
+func TestChannelViewMaxRegisterStreamAndCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	rdb := s.Client()
+	mv := func(user string, k ViewKind, e, seq, at int64) ViewMove {
+		return ViewMove{Channel: "g", User: user, Kind: k, Position: receipt.Position{Epoch: e, Seq: seq}, AtUnixMs: at}
+	}
+	ids, err := s.ApplyViewMoves(ctx, []ViewMove{mv("a", ViewRead, 0, 5, 100), mv("a", ViewDelivered, 0, 7, 100), mv("b", ViewRead, 0, 3, 101)}, 0)
+	require.NoError(t, err)
+	for _, id := range ids {
+		require.NotEmpty(t, id, "every first move is streamed")
+	}
+	ids, err = s.ApplyViewMoves(ctx, []ViewMove{mv("a", ViewRead, 0, 5, 200), mv("a", ViewRead, 0, 4, 200), mv("b", ViewRead, 0, 9, 201)}, 0)
+	require.NoError(t, err)
+	require.Equal(t, "", ids[0], "a duplicate changes nothing")
+	require.Equal(t, "", ids[1], "an older move changes nothing")
+	require.NotEmpty(t, ids[2])
+
+	views, err := s.ReadViews(ctx, []string{"g", "none"})
+	require.NoError(t, err)
+	v := views[0]
+	require.Equal(t, ViewCursor{Position: receipt.Position{Seq: 5}, AtUnixMs: 100}, v.Read["a"])
+	require.Equal(t, ViewCursor{Position: receipt.Position{Seq: 9}, AtUnixMs: 201}, v.Read["b"])
+	require.Equal(t, int64(7), v.Delivered["a"].Position.Seq)
+	require.Equal(t, ids[2], v.LastID, "the snapshot names the stream's last entry")
+	require.Empty(t, views[1].Read)
+	require.Empty(t, views[1].LastID)
+	n, err := rdb.XLen(ctx, s.ViewStreamKey("g")).Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n, "one entry per advancing move")
+	entries, err := rdb.XRange(ctx, s.ViewStreamKey("g"), "-", "+").Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"u": "b", "k": "r", "e": "0", "s": "9", "t": "201"}, entries[3].Values)
+
+	c, err := s.CountView(ctx, "g", 5, "")
+	require.NoError(t, err)
+	require.Equal(t, ViewCounts{Read: 2, Delivered: 1, ReadMembers: 2, DeliveredMembers: 1, LeastRead: 5, LeastDelivered: 7}, c)
+	c, err = s.CountView(ctx, "g", 5, "b")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Read, "the excluded sender is not counted")
+
+	// Mark-unread: epoch 1, seq 2 beats (0, 5).
+	_, err = s.ApplyViewMoves(ctx, []ViewMove{mv("a", ViewRead, 1, 2, 300)}, 0)
+	require.NoError(t, err)
+	c, err = s.CountView(ctx, "g", 5, "")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Read)
+	require.Equal(t, int64(2), c.LeastRead)
+
+	// A leave: the register says "not a member", so a late move is refused.
+	_, err = s.MergeMemberships(ctx, []channel.Membership{{Key: receipt.Key{User: "b", Channel: "g"}, Member: false, VersionSeq: 1, VersionUnixMs: 1}})
+	require.NoError(t, err)
+	require.NoError(t, s.RemoveFromView(ctx, "g", []string{"b"}, ViewRead, ViewDelivered))
+	ids, err = s.ApplyViewMoves(ctx, []ViewMove{mv("b", ViewRead, 0, 20, 400)}, 0)
+	require.NoError(t, err)
+	require.Equal(t, "", ids[0])
+	views, err = s.ReadViews(ctx, []string{"g"})
+	require.NoError(t, err)
+	require.NotContains(t, views[0].Read, "b")
+}
+
+func TestChannelViewRebuildDoesNotStream(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	rdb := s.Client()
+	require.NoError(t, s.RebuildView(ctx, []string{"g"}, []ViewMove{{Channel: "g", User: "a", Kind: ViewRead, Position: receipt.Position{Seq: 3}, AtUnixMs: 1}}, 60e9))
+	n, err := rdb.Exists(ctx, s.ViewStreamKey("g")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n)
+	views, err := s.ReadViews(ctx, []string{"g"})
+	require.NoError(t, err)
+	require.True(t, views[0].Loaded)
+	require.Equal(t, int64(3), views[0].Read["a"].Position.Seq)
+}
+
+func TestSettingsRegister(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	sts, found, err := s.Settings(ctx, []string{"u"})
+	require.NoError(t, err)
+	require.False(t, found[0])
+	require.Equal(t, privacy.Default("u"), sts[0])
+	newer := privacy.Settings{User: "u", ShareRead: false, ShareDelivered: true, VersionMs: 10}
+	older := privacy.Settings{User: "u", ShareRead: true, ShareDelivered: true, VersionMs: 5}
+	tie := privacy.Settings{User: "u", ShareRead: true, ShareDelivered: false, VersionMs: 10}
+	got, err := s.MergeSettings(ctx, []privacy.Settings{newer, older, tie})
+	require.NoError(t, err)
+	require.Equal(t, []privacy.Settings{newer, newer, newer}, got, "older loses; on a tie the one hiding read wins, as privacy.Merge")
+	want, _ := privacy.Merge(tie, newer)
+	require.Equal(t, want, got[2])
+}

@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/privacy"
+)
+
+// A user's privacy settings (issue 9) live in us:{user}, field "s", as
+// "R D VERSION_MS" (R, D "1" share or "0" not; decimal version), merged by
+// privacy.Merge: the greater version, on a tie the one sharing less.
+
+const settingsField = "s"
+
+// defaultsTTL is how long the defaults read from Postgres for a user who
+// never set anything stay cached.
+const defaultsTTL = time.Hour
+
+// SettingsKey is a user's settings hash.
+func (s *Store) SettingsKey(user string) string { return s.prefix + "us:{" + user + "}" }
+
+func encodeSettings(st privacy.Settings) string {
+	b := func(v bool) string {
+		if v {
+			return "1"
+		}
+		return "0"
+	}
+	return b(st.ShareRead) + " " + b(st.ShareDelivered) + " " + strconv.FormatInt(st.VersionMs, 10)
+}
+
+func decodeSettings(user, v string) (privacy.Settings, error) {
+	f := strings.Fields(v)
+	if len(f) != 3 {
+		return privacy.Settings{}, fmt.Errorf("settings of %s: %q: want 3 fields", user, v)
+	}
+	ver, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil {
+		return privacy.Settings{}, fmt.Errorf("settings of %s: %q: %w", user, v, err)
+	}
+	return privacy.Settings{User: user, ShareRead: f[0] == "1", ShareDelivered: f[1] == "1", VersionMs: ver}, nil
+}
+
+// settingsScript merges a settings register. KEYS[1] = us hash; ARGV[1] =
+// "R D V", ARGV[2] = the TTL (ms) of a defaults entry. Returns {changed,
+// stored value}.
+var settingsScript = redis.NewScript(luaViewCmp + `
+local cur = redis.call('HGET', KEYS[1], 's')
+if cur then
+  local a = {} for p in string.gmatch(cur, "[^ ]+") do a[#a+1] = p end
+  local b = {} for p in string.gmatch(ARGV[1], "[^ ]+") do b[#b+1] = p end
+  local c = cmp(b[3], a[3])
+  -- a tie: the one sharing less ("0" before "1") wins
+  if c == 0 then if b[1] ~= a[1] then if b[1] == "0" then c = 1 else c = -1 end end end
+  if c == 0 then if b[2] ~= a[2] then if b[2] == "0" then c = 1 else c = -1 end end end
+  if c <= 0 then return {0, cur} end
+end
+redis.call('HSET', KEYS[1], 's', ARGV[1])
+if string.sub(ARGV[1], -2) == " 0" then
+  -- the defaults, cached after a Postgres read: expire, so only active
+  -- users keep a key; a real setting (version > 0) never expires
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  redis.call('PERSIST', KEYS[1])
+end
+return {1, ARGV[1]}
+`)
+
+// MergeSettings merges settings registers in one pipeline and returns the
+// stored settings after each.
+func (s *Store) MergeSettings(ctx context.Context, sts []privacy.Settings) ([]privacy.Settings, error) {
+	cmds := make([]*redis.Cmd, len(sts))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, st := range sts {
+			cmds[i] = settingsScript.EvalSha(ctx, pipe, []string{s.SettingsKey(st.User)}, encodeSettings(st), defaultsTTL.Milliseconds())
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]privacy.Settings, len(sts))
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if err != nil || len(res) != 2 {
+			return nil, fmt.Errorf("%w: merging settings of %s: %w", ErrUnavailable, sts[i].User, err)
+		}
+		v, _ := res[1].(string)
+		if out[i], err = decodeSettings(sts[i].User, v); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Settings reads users' settings in one pipeline; found[i] is false when
+// Redis holds none for users[i] (never set, or lost: read Postgres and
+// MergeSettings what it says, defaults included).
+func (s *Store) Settings(ctx context.Context, users []string) (sts []privacy.Settings, found []bool, err error) {
+	cmds := make([]*redis.StringCmd, len(users))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, u := range users {
+			cmds[i] = pipe.HGet(ctx, s.SettingsKey(u), settingsField)
+		}
+	}); err != nil {
+		return nil, nil, err
+	}
+	sts, found = make([]privacy.Settings, len(users)), make([]bool, len(users))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			sts[i] = privacy.Default(users[i])
+		case err != nil:
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		default:
+			if sts[i], err = decodeSettings(users[i], v); err != nil {
+				return nil, nil, err
+			}
+			found[i] = true
+		}
+	}
+	return sts, found, nil
+}

@@ -181,6 +181,51 @@ if [ "$no_demo" != 1 ]; then
   echo "\$ bin/receiptsctl inspect --user ${prefix}0   # Redis vs Postgres"
   inspect=$(bin/receiptsctl inspect --user "${prefix}0" --pg-url "$pg_url" --redis-url "$redis_url")
   sed -n '1,12p' <<<"$inspect"
+
+  # Channels and counts: a channel of three, messages with mentions, and
+  # alice's unread and mention counts (and badge) as she reads.
+  ch="${prefix%-u}-general"
+  alice="${prefix}alice"
+  step "channels and counts: $ch, members ${prefix}{alice,bob,carol}"
+  api_call() { # METHOD PATH [BODY]: the answer, or the demo fails
+    local out
+    if ! out=$(curl -fsS --max-time 5 -X "$1" "$api$2" -H 'Content-Type: application/json' ${3:+-d "$3"}); then
+      die "demo: $1 $2 failed"
+    fi
+    printf '%s' "$out"
+  }
+  field() { # protojson leaves zero values out
+    local v
+    v=$(grep -o "\"$1\":\"\{0,1\}[0-9a-z]*" <<<"$2" | head -1 | sed 's/.*:"\{0,1\}//')
+    printf '%s' "${v:-0}"
+  }
+  counts() { # what a chat UI would render for alice
+    local u
+    u=$(api_call GET "/v1/users/$alice/unread")
+    printf '  %-34s unread=%s mentions=%s first_unread=%s | badge: unread_total=%s mention_total=%s\n' "$1" \
+      "$(field unreadCount "$u")" "$(field mentionCount "$u")" "$(field firstUnreadSeq "$u")" \
+      "$(field unreadTotal "$u")" "$(field mentionTotal "$u")"
+  }
+  for u in alice bob carol; do api_call PUT "/v1/channels/$ch/members/${prefix}$u" '{}' >/dev/null; done
+  echo "\$ curl -s -X POST $api/v1/messages:notify -d '{\"notices\":[...5 messages from bob, alice mentioned in 3 and 5...]}'"
+  notices=""
+  for seq in 1 2 3 4 5; do
+    mentions="[]"
+    if [ "$seq" = 3 ] || [ "$seq" = 5 ]; then mentions="[\"$alice\"]"; fi
+    notices="$notices${notices:+,}{\"channel_id\":\"$ch\",\"seq\":$seq,\"message_id\":\"m$seq\",\"sender_id\":\"${prefix}bob\",\"mentions\":$mentions}"
+  done
+  api_call POST /v1/messages:notify "{\"notices\":[$notices]}" >/dev/null
+  echo "\$ curl -s $api/v1/users/$alice/unread"
+  counts "after 5 messages:"
+  api_call POST "/v1/users/$alice/channels/$ch/read" '{"seq": 3}' >/dev/null
+  counts "alice read to 3:"
+  api_call POST "/v1/users/$alice/channels/$ch/unread" '{"seq": 2}' >/dev/null
+  counts "alice marked unread from 2:"
+  api_call POST "/v1/users/$alice/read-all" '{}' >/dev/null
+  counts "alice read all:"
+  echo "\$ curl -s $api/v1/channels/$ch"
+  body=$(api_call GET "/v1/channels/$ch")
+  echo "  ${body:0:300}"
 fi
 
 if [ "$demo_only" = 1 ]; then

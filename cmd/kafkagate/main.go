@@ -33,6 +33,7 @@ import (
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/watch"
 )
 
 // Dev-stack defaults.
@@ -52,6 +53,7 @@ type config struct {
 	redis redisstore.ClientConfig
 	prod  producer.Config
 	gate  gate.Config
+	watch watch.Config
 }
 
 func newConfig() *config {
@@ -81,6 +83,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	c.prod.RegisterFlags(fs)
 	c.gate.RegisterFlags(fs)
 	c.gate.ReadBy.RegisterFlags(fs)
+	c.watch.RegisterFlags(fs)
 }
 
 // run parses args and runs until ctx ends (main's signal context).
@@ -101,6 +104,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	// Closed after the runner stopped the API (drained) and the replayer.
 	defer prod.Close()
 
+	// The watch streams' reader: one per replica, for every local stream.
+	c.watch.Redis, c.watch.Prefix, c.watch.Logger, c.watch.Registerer = b.Redis, c.redis.Prefix, b.Log, b.Registry
+	hub, err := watch.New(c.watch)
+	if err != nil {
+		return err
+	}
+	c.gate.Watch = hub
+
 	c.gate.Producer, c.gate.Redis, c.gate.RedisPrefix, c.gate.Postgres = prod, b.Redis, c.redis.Prefix, b.Postgres
 	c.gate.Logger, c.gate.Registerer = b.Log, b.Registry
 	g, err := gate.New(c.gate)
@@ -109,6 +120,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	r := c.svc.Runner(b)
 	r.Add("producer", prod)
+	// Stopped after the API, whose shutdown ends the watch streams first.
+	r.Add("watch", hub)
 	r.Add("api", g)
 	return r.Run(ctx)
 }

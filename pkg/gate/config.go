@@ -20,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/watch"
 )
 
 // Defaults. Each Config field names its default.
@@ -42,6 +43,9 @@ const (
 
 	// RetryAfterDefault is the Retry-After hint of an Unavailable write.
 	RetryAfterDefault = 2 * time.Second
+	// WatchHeartbeatDefault is the pause after which an idle server-sent
+	// events stream gets a comment line, so proxies keep it open.
+	WatchHeartbeatDefault = 15 * time.Second
 
 	// MaxRecordBytes is the largest record the gate ever produces: a key
 	// of two ids and a colon, and a value consumers still decode. The
@@ -138,6 +142,12 @@ type Config struct {
 
 	// Coalesce bounds the group commit of concurrent calls' marks.
 	Coalesce CoalesceConfig
+	// Watch serves WatchChannels and its server-sent events route; nil
+	// answers Unimplemented. The hub is its own lifecycle component.
+	Watch *watch.Hub
+	// WatchHeartbeat is the idle pause before a server-sent events
+	// heartbeat. Defaults to WatchHeartbeatDefault.
+	WatchHeartbeat time.Duration
 
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
@@ -170,6 +180,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "HTTP server: keep-alive idle bound")
 	c.Coalesce.RegisterFlags(fs)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
+	c.WatchHeartbeat = d.WatchHeartbeat
+	fs.DurationVar(&c.WatchHeartbeat, "watch-heartbeat", c.WatchHeartbeat, "idle pause before a heartbeat comment on a server-sent events watch stream")
 }
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -190,6 +202,7 @@ func (c Config) withDefaults() Config {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.Coalesce = c.Coalesce.withDefaults()
+	c.WatchHeartbeat = cmp.Or(c.WatchHeartbeat, WatchHeartbeatDefault)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
@@ -215,6 +228,7 @@ func (c Config) validate() error {
 		{"RedisTimeout", c.RedisTimeout}, {"PostgresTimeout", c.PostgresTimeout},
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout}, {"ReadTimeout", c.ReadTimeout},
 		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
+		{"WatchHeartbeat", c.WatchHeartbeat},
 	} {
 		if d.v < 0 {
 			bad("%s: must be positive, got %s", d.name, d.v)

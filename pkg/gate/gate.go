@@ -47,6 +47,8 @@ type Gate struct {
 	lastResolveWarn atomic.Int64
 	// serving is set while Run serves.
 	serving atomic.Bool
+	// live is the watch streams' state (watch.go).
+	live live
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
@@ -70,6 +72,7 @@ func New(cfg Config) (*Gate, error) {
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
 	g.writes = newWriteCoalescer(g)
+	g.live = newLive(cfg)
 	var err error
 	if g.handler, err = g.buildHandler(); err != nil {
 		return nil, err

@@ -46,7 +46,8 @@ func (g *Gate) buildHandler() (http.Handler, error) {
 	mux.Handle(grpchealth.NewHandler(healthChecker{g}))
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	mux.Handle("/", g.limitREST(tc))
+	mux.Handle("GET "+watchSSEPath, http.HandlerFunc(g.serveWatchSSE))
+	mux.Handle("/", g.limitREST(g.streamDeadlines(tc)))
 	return mux, nil
 }
 
@@ -150,7 +151,7 @@ func (g *Gate) Server() *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
-	return &http.Server{
+	srv := &http.Server{
 		Addr:              g.cfg.Addr,
 		Handler:           g.handler,
 		Protocols:         &protocols,
@@ -161,6 +162,10 @@ func (g *Gate) Server() *http.Server {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
 	}
+	// Watch streams never end by themselves: ending them is what lets
+	// Shutdown drain (the clients resume with their last token).
+	srv.RegisterOnShutdown(g.live.stop)
+	return srv
 }
 
 // Serve serves the API on ln until ctx ends, then drains in-flight calls

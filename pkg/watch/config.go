@@ -1,0 +1,141 @@
+package watch
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+// Defaults. Each Config field names its default.
+const (
+	CoalesceDefault       = 100 * time.Millisecond
+	BlockDefault          = 250 * time.Millisecond
+	ClusterPollDefault    = 25 * time.Millisecond
+	ReadCountDefault      = 256
+	MaxChannelsDefault    = 1000
+	MaxSubscribersDefault = 10000
+	MaxPendingDefault     = 5000
+	CatchUpPageDefault    = 1000
+	PrefixDefault         = "receipts:"
+)
+
+// MetricsNamespace and MetricsSubsystem name the metrics:
+// receipts_watch_*.
+const (
+	MetricsNamespace = "receipts"
+	MetricsSubsystem = "watch"
+)
+
+// Config configures a Hub.
+type Config struct {
+	// Redis holds the channel view (single node, sentinel or cluster).
+	Redis redis.UniversalClient
+	// Prefix starts every key. Defaults to PrefixDefault (redisstore's).
+	Prefix string
+	// Coalesce is the window of a subscriber: at most one event per
+	// window, with one update per (channel, user, kind). Defaults to
+	// CoalesceDefault.
+	Coalesce time.Duration
+	// Block is how long one XREAD waits for entries on a single node (a
+	// channel watched for the first time by a replica is read from the
+	// next XREAD, so this also bounds that delay). Defaults to
+	// BlockDefault.
+	Block time.Duration
+	// ClusterPoll is the pause after an empty round of reads in Redis
+	// Cluster, where one blocking XREAD cannot span slots. Defaults to
+	// ClusterPollDefault.
+	ClusterPoll time.Duration
+	// ReadCount bounds the entries one XREAD returns per stream. Defaults
+	// to ReadCountDefault.
+	ReadCount int64
+	// MaxChannels bounds the channels of one subscription. Defaults to
+	// MaxChannelsDefault.
+	MaxChannels int
+	// MaxSubscribers bounds this replica's subscriptions. Defaults to
+	// MaxSubscribersDefault.
+	MaxSubscribers int
+	// MaxPending bounds a subscriber's unsent updates (distinct (channel,
+	// user, kind) keys): past it the subscriber is sent a snapshot, marked
+	// expired, instead of the updates it could not keep. Defaults to
+	// MaxPendingDefault.
+	MaxPending int
+	// CatchUpPage is the XRANGE page of a resume. Defaults to
+	// CatchUpPageDefault.
+	CatchUpPage int64
+	// Logger defaults to a no-op logger; Registerer to a private registry.
+	Logger     *zap.Logger
+	Registerer prometheus.Registerer
+}
+
+func (c Config) withDefaults() Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Coalesce, CoalesceDefault)
+	def(&c.Block, BlockDefault)
+	def(&c.ClusterPoll, ClusterPollDefault)
+	if c.ReadCount == 0 {
+		c.ReadCount = ReadCountDefault
+	}
+	if c.MaxChannels == 0 {
+		c.MaxChannels = MaxChannelsDefault
+	}
+	if c.MaxSubscribers == 0 {
+		c.MaxSubscribers = MaxSubscribersDefault
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = MaxPendingDefault
+	}
+	if c.CatchUpPage == 0 {
+		c.CatchUpPage = CatchUpPageDefault
+	}
+	if c.Prefix == "" {
+		c.Prefix = PrefixDefault
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Redis == nil {
+		errs = append(errs, errors.New("Redis: required"))
+	}
+	if c.Coalesce < 0 || c.Block < time.Millisecond || c.ClusterPoll < 0 {
+		errs = append(errs, fmt.Errorf("Coalesce %v, Block %v, ClusterPoll %v: Block ≥ 1ms, none negative", c.Coalesce, c.Block, c.ClusterPoll))
+	}
+	if c.ReadCount < 1 || c.MaxChannels < 1 || c.MaxSubscribers < 1 || c.MaxPending < 1 || c.CatchUpPage < 1 {
+		errs = append(errs, errors.New("ReadCount, MaxChannels, MaxSubscribers, MaxPending, CatchUpPage: must be positive"))
+	}
+	if c.MaxChannels > maxTokenChannels {
+		errs = append(errs, fmt.Errorf("MaxChannels %d: at most %d", c.MaxChannels, maxTokenChannels))
+	}
+	return errors.Join(errs...)
+}
+
+// RegisterFlags registers the watch flags (--watch-*), with the config's
+// values (or the defaults, for zero fields) as defaults.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := c.withDefaults()
+	c.Coalesce, c.Block, c.ClusterPoll, c.ReadCount = d.Coalesce, d.Block, d.ClusterPoll, d.ReadCount
+	c.MaxChannels, c.MaxSubscribers, c.MaxPending = d.MaxChannels, d.MaxSubscribers, d.MaxPending
+	fs.DurationVar(&c.Coalesce, "watch-coalesce", c.Coalesce, "watch streams: at most one event per subscriber per window, one update per (channel, user, kind)")
+	fs.DurationVar(&c.Block, "watch-block", c.Block, "watch reader: how long one XREAD of the channel streams blocks (single-node Redis)")
+	fs.DurationVar(&c.ClusterPoll, "watch-cluster-poll", c.ClusterPoll, "watch reader: pause after an empty round of reads (Redis Cluster)")
+	fs.Int64Var(&c.ReadCount, "watch-read-count", c.ReadCount, "watch reader: most entries one XREAD returns per channel stream")
+	fs.IntVar(&c.MaxChannels, "watch-max-channels", c.MaxChannels, "most channels in one watch stream")
+	fs.IntVar(&c.MaxSubscribers, "watch-max-subscribers", c.MaxSubscribers, "most watch streams on this replica")
+	fs.IntVar(&c.MaxPending, "watch-max-pending", c.MaxPending, "a watch stream's unsent updates before it is sent a snapshot (marked expired) instead")
+}

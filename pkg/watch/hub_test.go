@@ -1,0 +1,329 @@
+package watch_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/watch"
+)
+
+// view writes the channel view the way the gateway's script does: the
+// member's cursor in cv:{C}:cur and one stream entry per advance, in one
+// transaction, the stream trimmed to maxLen exactly (tests make trimming
+// deterministic; the gateway trims with ~).
+type view struct {
+	rdb    *redis.Client
+	prefix string
+	maxLen int64
+	mu     sync.Mutex
+	model  map[string]int64 // "channel/user/kind" → highest seq written
+}
+
+func newView(t *testing.T, maxLen int64) *view {
+	rdb := redistest.Client(t)
+	return &view{rdb: rdb, prefix: redistest.Prefix(t, rdb), maxLen: maxLen, model: map[string]int64{}}
+}
+
+func (v *view) mark(t *testing.T, ch, user string, kind receiptsv1.Kind, seq int64) {
+	t.Helper()
+	k := "r"
+	if kind == receiptsv1.Kind_DELIVERED {
+		k = "d"
+	}
+	ctx := context.Background()
+	at := time.Now().UnixMilli()
+	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSet(ctx, v.prefix+"cv:{"+ch+"}:cur", k+":"+user, fmt.Sprintf("0:%d:%d", seq, at))
+		p.XAdd(ctx, &redis.XAddArgs{Stream: v.prefix + "cv:{" + ch + "}:s", MaxLen: v.maxLen,
+			Values: []any{"u", user, "k", k, "e", "0", "s", strconv.FormatInt(seq, 10), "t", strconv.FormatInt(at, 10)}})
+		return nil
+	})
+	require.NoError(t, err)
+	v.mu.Lock()
+	v.model[ch+"/"+user+"/"+kind.String()] = max(v.model[ch+"/"+user+"/"+kind.String()], seq)
+	v.mu.Unlock()
+}
+
+func startHub(t *testing.T, v *view, cfg watch.Config) *watch.Hub {
+	t.Helper()
+	cfg.Redis, cfg.Prefix = v.rdb, v.prefix
+	if cfg.Coalesce == 0 {
+		cfg.Coalesce = 20 * time.Millisecond
+	}
+	if cfg.Block == 0 {
+		cfg.Block = 50 * time.Millisecond
+	}
+	h, err := watch.New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	require.Eventually(t, func() bool { return h.Ready(ctx) == nil }, 5*time.Second, 5*time.Millisecond)
+	return h
+}
+
+// seen folds events into the highest position per key, checking that an
+// event never carries two updates of one key.
+type seen struct {
+	highest map[string]int64
+	token   string
+	events  []*receiptsv1.WatchEvent
+}
+
+func (s *seen) add(t *testing.T, ev *receiptsv1.WatchEvent) {
+	t.Helper()
+	if s.highest == nil {
+		s.highest = map[string]int64{}
+	}
+	s.events = append(s.events, ev)
+	require.NotEmpty(t, ev.GetResumeToken(), "every event carries a token")
+	s.token = ev.GetResumeToken()
+	inEvent := map[string]bool{}
+	for _, u := range ev.GetUpdates() {
+		k := u.GetChannelId() + "/" + u.GetUserId() + "/" + u.GetKind().String()
+		require.False(t, inEvent[k], "two updates of %s in one event", k)
+		inEvent[k] = true
+		s.highest[k] = max(s.highest[k], u.GetPosition().GetSeq())
+	}
+	for _, snap := range ev.GetSnapshot() {
+		for _, m := range snap.GetMembers() {
+			if m.GetRead() != nil {
+				k := snap.GetChannelId() + "/" + m.GetUserId() + "/READ"
+				s.highest[k] = max(s.highest[k], m.GetRead().GetSeq())
+			}
+			if m.GetDelivered() != nil {
+				k := snap.GetChannelId() + "/" + m.GetUserId() + "/DELIVERED"
+				s.highest[k] = max(s.highest[k], m.GetDelivered().GetSeq())
+			}
+		}
+	}
+}
+
+// until reads events until the highest positions equal want.
+func (s *seen) until(t *testing.T, sub *watch.Subscription, want map[string]int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for !equal(s.highest, want) {
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err, "waiting for %v, have %v", want, s.highest)
+		s.add(t, ev)
+	}
+}
+
+func equal(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range b {
+		if a[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (v *view) want(channels ...string) map[string]int64 {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := map[string]int64{}
+	for k, seq := range v.model {
+		for _, ch := range channels {
+			if len(k) > len(ch) && k[:len(ch)+1] == ch+"/" {
+				out[k] = seq
+			}
+		}
+	}
+	return out
+}
+
+func TestFreshStreamSnapshotThenCoalescedUpdates(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 10000)
+	h := startHub(t, v, watch.Config{Coalesce: 100 * time.Millisecond})
+	v.mark(t, "general", "alice", receiptsv1.Kind_READ, 3)
+	v.mark(t, "general", "bob", receiptsv1.Kind_DELIVERED, 5)
+
+	sub, err := h.Subscribe(context.Background(), []string{"general", "random", "general"}, "")
+	require.NoError(t, err)
+	defer sub.Close()
+	require.Equal(t, []string{"general", "random"}, sub.Channels())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.False(t, first.GetResumeTokenExpired())
+	require.Len(t, first.GetSnapshot(), 2, "a fresh stream starts with a snapshot of every channel")
+	require.Empty(t, first.GetUpdates())
+	var s seen
+	s.add(t, first)
+	require.Equal(t, v.want("general", "random"), s.highest)
+
+	// 200 advances of 4 keys: far fewer updates arrive, each key at its
+	// highest in the end.
+	for seq := int64(1); seq <= 50; seq++ {
+		v.mark(t, "general", "alice", receiptsv1.Kind_READ, 3+seq)
+		v.mark(t, "general", "carol", receiptsv1.Kind_READ, seq)
+		v.mark(t, "random", "alice", receiptsv1.Kind_DELIVERED, seq)
+		v.mark(t, "elsewhere", "alice", receiptsv1.Kind_READ, seq) // not watched
+	}
+	s.until(t, sub, v.want("general", "random"))
+	updates := 0
+	for _, ev := range s.events[1:] {
+		updates += len(ev.GetUpdates())
+	}
+	require.Less(t, updates, 150, "coalesced: one update per key per window, not one per entry")
+}
+
+func TestResumeAfterDisconnectHasNoGap(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 10000)
+	h := startHub(t, v, watch.Config{})
+	sub, err := h.Subscribe(context.Background(), []string{"c1", "c2"}, "")
+	require.NoError(t, err)
+	var s seen
+	for i := int64(1); i <= 10; i++ {
+		v.mark(t, "c1", "u1", receiptsv1.Kind_READ, i)
+	}
+	s.until(t, sub, v.want("c1", "c2"))
+	token := s.token
+	sub.Close()
+
+	// While disconnected: more advances, and a second subscriber keeps
+	// the reader's position ahead of the token on this replica.
+	other, err := h.Subscribe(context.Background(), []string{"c1"}, "")
+	require.NoError(t, err)
+	defer other.Close()
+	for i := int64(11); i <= 30; i++ {
+		v.mark(t, "c1", "u1", receiptsv1.Kind_READ, i)
+		v.mark(t, "c2", "u2", receiptsv1.Kind_DELIVERED, i)
+	}
+	var o seen
+	o.until(t, other, v.want("c1")) // the reader has read c1 past the token
+
+	resumed, err := h.Subscribe(context.Background(), []string{"c1", "c2"}, token)
+	require.NoError(t, err)
+	defer resumed.Close()
+	var r seen
+	r.until(t, resumed, map[string]int64{"c1/u1/READ": 30, "c2/u2/DELIVERED": 30})
+	for _, ev := range r.events {
+		require.Empty(t, ev.GetSnapshot(), "a valid token resumes with updates, no snapshot")
+		require.False(t, ev.GetResumeTokenExpired())
+		for _, u := range ev.GetUpdates() {
+			require.Greater(t, u.GetPosition().GetSeq(), int64(10), "nothing at or before the token again")
+		}
+	}
+}
+
+func TestTooOldTokenGetsExpiredAndSnapshot(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 5) // streams keep 5 entries
+	h := startHub(t, v, watch.Config{})
+	sub, err := h.Subscribe(context.Background(), []string{"small", "quiet"}, "")
+	require.NoError(t, err)
+	var s seen
+	v.mark(t, "small", "u1", receiptsv1.Kind_READ, 1)
+	v.mark(t, "quiet", "u1", receiptsv1.Kind_READ, 1)
+	s.until(t, sub, v.want("small", "quiet"))
+	token := s.token
+	sub.Close()
+	for i := int64(2); i <= 20; i++ {
+		v.mark(t, "small", fmt.Sprintf("u%d", i%7), receiptsv1.Kind_READ, i)
+	}
+	v.mark(t, "quiet", "u1", receiptsv1.Kind_READ, 2)
+
+	resumed, err := h.Subscribe(context.Background(), []string{"small", "quiet"}, token)
+	require.NoError(t, err)
+	defer resumed.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := resumed.Next(ctx)
+	require.NoError(t, err)
+	require.True(t, first.GetResumeTokenExpired())
+	require.Len(t, first.GetSnapshot(), 1, "only the trimmed channel is snapshotted")
+	require.Equal(t, "small", first.GetSnapshot()[0].GetChannelId())
+	var r seen
+	r.add(t, first)
+	r.until(t, resumed, v.want("small", "quiet")) // quiet resumes by update
+}
+
+func TestSlowSubscriberOverflowsToSnapshot(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 10000)
+	h := startHub(t, v, watch.Config{MaxPending: 3})
+	slow, err := h.Subscribe(context.Background(), []string{"busy"}, "")
+	require.NoError(t, err)
+	defer slow.Close()
+	fast, err := h.Subscribe(context.Background(), []string{"busy"}, "")
+	require.NoError(t, err)
+	defer fast.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = slow.Next(ctx) // the opening snapshot; then it stops reading
+	require.NoError(t, err)
+
+	var f seen
+	for i := int64(1); i <= 10; i++ {
+		v.mark(t, "busy", fmt.Sprintf("u%d", i), receiptsv1.Kind_READ, i)
+		// The fast one keeps up while the slow one does not read.
+		f.until(t, fast, v.want("busy"))
+	}
+	ev, err := slow.Next(ctx)
+	require.NoError(t, err)
+	require.True(t, ev.GetResumeTokenExpired(), "an overflowed subscriber gets expired + snapshot")
+	var s seen
+	s.add(t, ev)
+	require.Equal(t, v.want("busy"), s.highest)
+}
+
+func TestSubscribeRefusals(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 100)
+	h := startHub(t, v, watch.Config{MaxChannels: 3, MaxSubscribers: 1})
+	ctx := context.Background()
+	_, err := h.Subscribe(ctx, []string{"a"}, "garbage!")
+	require.ErrorIs(t, err, watch.ErrBadToken)
+	_, err = h.Subscribe(ctx, nil, "")
+	require.ErrorIs(t, err, watch.ErrNoChannels)
+	_, err = h.Subscribe(ctx, []string{"a", "b", "c", "d"}, "")
+	require.ErrorIs(t, err, watch.ErrTooManyChannels)
+	sub, err := h.Subscribe(ctx, []string{"a"}, "")
+	require.NoError(t, err)
+	_, err = h.Subscribe(ctx, []string{"a"}, "")
+	require.ErrorIs(t, err, watch.ErrTooManySubscribers)
+	sub.Close()
+	sub.Close() // idempotent
+	sub, err = h.Subscribe(ctx, []string{"a"}, "")
+	require.NoError(t, err, "a closed subscription frees its place")
+	sub.Close()
+}
+
+func TestStopEndsSubscriptions(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 100)
+	h, err := watch.New(watch.Config{Redis: v.rdb, Prefix: v.prefix, Block: 20 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	require.Eventually(t, func() bool { return h.Ready(ctx) == nil }, 5*time.Second, 5*time.Millisecond)
+	sub, err := h.Subscribe(context.Background(), []string{"a"}, "")
+	require.NoError(t, err)
+	_, err = sub.Next(context.Background())
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, <-done)
+	_, err = sub.Next(context.Background())
+	require.True(t, errors.Is(err, watch.ErrClosed), "%v", err)
+}

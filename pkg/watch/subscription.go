@@ -1,0 +1,353 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+)
+
+// Subscription is one watch stream's state on this replica. Next is
+// called by one goroutine (the stream's handler); the reader only merges
+// into it under its lock, so a slow stream never holds up the others.
+type Subscription struct {
+	hub      *Hub
+	channels []string
+	notify   chan struct{} // cap 1: pending has something
+	opening  *receiptsv1.WatchEvent
+	lastSent time.Time
+	close    sync.Once
+
+	mu sync.Mutex
+	// merged is, per channel, the greatest stream id merged into pending
+	// or sent: the reader's entries at or below it are not offered again.
+	merged map[string]streamID
+	// pending holds the unsent updates, one per (channel, user, kind),
+	// each the highest position seen, at most MaxPending of them.
+	pending map[updateKey]*pendingUpdate
+	// overflow says pending passed MaxPending and was emptied: the next
+	// event is a snapshot marked expired.
+	overflow bool
+}
+
+type updateKey struct {
+	channel, user string
+	kind          receiptsv1.Kind
+}
+
+type pendingUpdate struct {
+	id     streamID
+	pos    position
+	atUnix int64
+}
+
+// Subscribe opens a subscription to channels (at most MaxChannels),
+// resuming after token when it is not empty. The first event Next returns
+// is then, as the case may be: a snapshot of every channel (no token);
+// resume_token_expired with a snapshot of the channels whose entries after
+// the token were trimmed (and of any channel the token does not name); or
+// the updates after the token. A token that is not one of ours fails with
+// ErrBadToken.
+func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken string) (*Subscription, error) {
+	chs, err := h.normalizeChannels(channels)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := decodeToken(resumeToken)
+	if err != nil {
+		return nil, err
+	}
+	if !h.running.Load() {
+		return nil, ErrNotRunning
+	}
+	from := map[string]streamID{}
+	for _, ch := range chs {
+		if id, ok := tok.lookup(ch); ok {
+			from[ch] = id
+		}
+	}
+	needsSnapshot := func(ch string) bool { _, ok := from[ch]; return !ok }
+	probes, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, chs, needsSnapshot)
+	if err != nil {
+		return nil, err
+	}
+	var expired []string
+	for _, ch := range chs {
+		id, ok := from[ch]
+		if !ok {
+			continue
+		}
+		if probes[ch].expired(id) {
+			expired = append(expired, ch)
+			delete(from, ch)
+		}
+	}
+	if len(expired) > 0 {
+		again, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, expired, func(string) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		for ch, pr := range again {
+			probes[ch] = pr
+		}
+	}
+
+	s := &Subscription{
+		hub: h, channels: chs, notify: make(chan struct{}, 1),
+		merged: make(map[string]streamID, len(chs)), pending: map[updateKey]*pendingUpdate{},
+	}
+	var snapshot []*receiptsv1.ChannelTicks
+	for _, ch := range chs {
+		if id, ok := from[ch]; ok {
+			s.merged[ch] = id
+			continue
+		}
+		s.merged[ch] = probes[ch].last
+		snapshot = append(snapshot, probes[ch].ticks)
+	}
+	if len(snapshot) > 0 {
+		reason := "fresh"
+		if len(expired) > 0 {
+			reason = "expired"
+		}
+		h.m.snapshots.WithLabelValues(reason).Inc()
+		s.opening = &receiptsv1.WatchEvent{
+			ResumeToken: encodeToken(s.merged), Snapshot: snapshot, ResumeTokenExpired: len(expired) > 0,
+		}
+	}
+
+	catchUp, err := h.register(s, maps(s.merged))
+	if err != nil {
+		return nil, err
+	}
+	for _, ch := range chs {
+		upTo, ok := catchUp[ch]
+		if !ok {
+			continue
+		}
+		if err := s.catchUp(ctx, ch, s.merged[ch], upTo); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func maps(m map[string]streamID) map[string]streamID {
+	out := make(map[string]streamID, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// catchUp reads the entries in (after, upTo] that the reader had already
+// dispatched before s registered, and merges them.
+func (s *Subscription) catchUp(ctx context.Context, ch string, after, upTo streamID) error {
+	key := streamKey(s.hub.cfg.Prefix, ch)
+	for {
+		msgs, err := s.hub.cfg.Redis.XRangeN(ctx, key, after.after(), upTo.String(), s.hub.cfg.CatchUpPage).Result()
+		if err != nil {
+			return fmt.Errorf("resuming channel %q: %w", ch, err)
+		}
+		if len(msgs) == 0 {
+			return nil
+		}
+		entries := make([]entry, 0, len(msgs))
+		for _, m := range msgs {
+			if e, ok := parseEntry(m); ok {
+				entries = append(entries, e)
+			}
+			if id, err := parseStreamID(m.ID); err == nil {
+				after = id
+			}
+		}
+		s.offer(ch, entries, after)
+		if int64(len(msgs)) < s.hub.cfg.CatchUpPage || after.compare(upTo) >= 0 {
+			return nil
+		}
+	}
+}
+
+// offer merges a channel's entries into pending. From the reader (upTo
+// zero) only entries after merged count; a catch-up (upTo its range's end)
+// merges its whole range, which lies below what the reader may already
+// have offered.
+func (s *Subscription) offer(ch string, entries []entry, upTo streamID) {
+	s.mu.Lock()
+	merged := s.merged[ch]
+	catchUp := upTo != (streamID{})
+	n := 0
+	for _, e := range entries {
+		if !catchUp && e.id.compare(merged) <= 0 {
+			continue
+		}
+		if e.id.compare(merged) > 0 {
+			merged = e.id
+		}
+		k := updateKey{ch, e.user, e.kind}
+		p, ok := s.pending[k]
+		if !ok {
+			if len(s.pending) >= s.hub.cfg.MaxPending {
+				// Too far behind to keep every key: forget them all and
+				// send a snapshot instead, which covers every entry up to
+				// its own ids.
+				if !s.overflow {
+					s.hub.m.overflows.Inc()
+				}
+				s.overflow = true
+				s.pending = map[updateKey]*pendingUpdate{}
+			}
+			s.pending[k] = &pendingUpdate{id: e.id, pos: e.pos, atUnix: e.atUnix}
+			n++
+			continue
+		}
+		s.hub.m.coalesced.Inc()
+		if e.pos.compare(p.pos) > 0 {
+			p.pos, p.atUnix = e.pos, e.atUnix
+		}
+		if e.id.compare(p.id) > 0 {
+			p.id = e.id
+		}
+		n++
+	}
+	if catchUp && upTo.compare(merged) > 0 {
+		merged = upTo
+	}
+	s.merged[ch] = merged
+	s.mu.Unlock()
+	if n > 0 {
+		select {
+		case s.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Next returns the stream's next event: the opening snapshot, then the
+// pending updates at most once per Coalesce window, or a snapshot marked
+// expired after an overflow. It waits until there is one, ctx ends
+// (ctx.Err(), nothing lost: call again) or the hub stops (ErrClosed).
+func (s *Subscription) Next(ctx context.Context) (*receiptsv1.WatchEvent, error) {
+	if ev := s.opening; ev != nil {
+		s.opening = nil
+		s.lastSent = time.Now()
+		return ev, nil
+	}
+	for {
+		if d := time.Until(s.lastSent.Add(s.hub.cfg.Coalesce)); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			case <-s.hub.stopped:
+				t.Stop()
+				return nil, ErrClosed
+			case <-t.C:
+			}
+		}
+		s.mu.Lock()
+		if s.overflow {
+			s.overflow = false
+			s.mu.Unlock()
+			ev, err := s.resync(ctx)
+			if err != nil {
+				s.mu.Lock()
+				s.overflow = true
+				s.mu.Unlock()
+				return nil, err
+			}
+			s.lastSent = time.Now()
+			return ev, nil
+		}
+		if len(s.pending) > 0 {
+			ev := s.flushLocked()
+			s.mu.Unlock()
+			s.lastSent = time.Now()
+			s.hub.m.delivered.Add(float64(len(ev.Updates)))
+			return ev, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-s.hub.stopped:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// flushLocked turns pending into an event whose token covers everything
+// merged (all of it is in this event or an earlier one).
+func (s *Subscription) flushLocked() *receiptsv1.WatchEvent {
+	ev := &receiptsv1.WatchEvent{Updates: make([]*receiptsv1.CursorUpdate, 0, len(s.pending))}
+	for k, p := range s.pending {
+		ev.Updates = append(ev.Updates, &receiptsv1.CursorUpdate{
+			ChannelId: k.channel, UserId: k.user, Kind: k.kind,
+			Position: &receiptsv1.Position{Epoch: p.pos.epoch, Seq: p.pos.seq}, AtUnixMs: p.atUnix,
+		})
+	}
+	slices.SortFunc(ev.Updates, compareUpdates)
+	s.pending = map[updateKey]*pendingUpdate{}
+	ev.ResumeToken = encodeToken(s.merged)
+	return ev
+}
+
+func compareUpdates(a, b *receiptsv1.CursorUpdate) int {
+	switch {
+	case a.ChannelId != b.ChannelId:
+		if a.ChannelId < b.ChannelId {
+			return -1
+		}
+		return 1
+	case a.UserId != b.UserId:
+		if a.UserId < b.UserId {
+			return -1
+		}
+		return 1
+	}
+	return int(a.Kind) - int(b.Kind)
+}
+
+// resync answers an overflow: a snapshot of every channel; what pending
+// gathered meanwhile stays when it is newer than the snapshot. The token
+// is the snapshot's ids (every entry up to them is in the snapshot).
+func (s *Subscription) resync(ctx context.Context) (*receiptsv1.WatchEvent, error) {
+	probes, err := probeChannels(ctx, s.hub.cfg.Redis, s.hub.cfg.Prefix, s.channels, func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	s.hub.m.snapshots.WithLabelValues("overflow").Inc()
+	ev := &receiptsv1.WatchEvent{ResumeTokenExpired: true, Snapshot: make([]*receiptsv1.ChannelTicks, 0, len(s.channels))}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delivered := make(map[string]streamID, len(s.channels))
+	for _, ch := range s.channels {
+		pr := probes[ch]
+		ev.Snapshot = append(ev.Snapshot, pr.ticks)
+		delivered[ch] = pr.last
+		if pr.last.compare(s.merged[ch]) > 0 {
+			s.merged[ch] = pr.last
+		}
+	}
+	for k, p := range s.pending {
+		if p.id.compare(delivered[k.channel]) <= 0 {
+			delete(s.pending, k)
+		}
+	}
+	ev.ResumeToken = encodeToken(delivered)
+	return ev, nil
+}
+
+// Channels returns the subscription's channels, sorted.
+func (s *Subscription) Channels() []string { return slices.Clone(s.channels) }
+
+// Close ends the subscription; it is safe to call more than once.
+func (s *Subscription) Close() {
+	s.close.Do(func() { s.hub.unregister(s) })
+}

@@ -44,11 +44,17 @@ type metrics struct {
 	mentionsTrimmed prometheus.Counter
 	dedupeRatio     prometheus.Gauge
 	throttled       prometheus.Counter
+	// erasedDropped counts events dropped as predating their user's erasure.
+	erasedDropped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
+		erasedDropped: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "erased_events_dropped_total",
+			Help: "Events not written because they predate their user's erasure (tombstone).",
+		}),
 		consumed: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "records_consumed_total",
 			Help: "Records polled from the topic.",

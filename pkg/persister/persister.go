@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
 )
 
 // Persister is one consumer-group member writing the topic to Postgres.
@@ -449,6 +451,10 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 		return err
 	}
 
+	if err := p.applyErasures(ctx, w); err != nil {
+		return err
+	}
+
 	rows, heads, members, mentions := w.sortedRows()
 	decoded := w.len() - len(w.undecodable)
 	total := w.rowCount()
@@ -492,6 +498,73 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 	p.log.Debug("window settled", zap.String("trigger", trigger), zap.Int("num_records", w.len()),
 		zap.Int("num_rows", total), zap.Int("num_written", written), zap.Int("num_undecodable", len(w.undecodable)),
 		zap.Int("num_rejected_rows", len(failed)), zap.Duration("duration", time.Since(start)))
+	return nil
+}
+
+// tombstoneChunk bounds the users of one tombstone lookup.
+const tombstoneChunk = 10_000
+
+// applyErasures applies the window's erasures (each deletes the user's
+// rows and raises the tombstone in one transaction), then looks up the
+// tombstones of the window's users (one query per tombstoneChunk users)
+// and drops the events that predate them, so a replay, a spool replayed
+// late or an event produced before the erasure never writes an erased
+// user back. The erasures go first: a window holding an erasure and the
+// user's later marks writes those marks after it. It retries while
+// Postgres fails (an erasure is never dead-lettered: it was validated on
+// decode); an error means ctx ended.
+func (p *Persister) applyErasures(ctx context.Context, w *window) error {
+	users := make([]string, 0, len(w.erasures))
+	for u := range w.erasures {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	always := func(error) bool { return true }
+	for _, u := range users {
+		t := w.erasures[u]
+		var deleted int64
+		var advanced bool
+		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
+			var err error
+			deleted, advanced, err = p.store.Erase(ctx, t)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("applying the erasure of %s: %w", u, err)
+		}
+		p.log.Info("erasure applied", zap.String("user_id", u), zap.Int64("generation", t.Generation),
+			zap.Bool("advanced", advanced), zap.Int64("rows_deleted", deleted))
+	}
+
+	tombs := tombstone.Set{}
+	for _, part := range chunk(w.users(), tombstoneChunk) {
+		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
+			got, err := p.store.Tombstones(ctx, part)
+			for _, t := range got {
+				tombs.Add(t)
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("looking up the tombstones of a window: %w", err)
+		}
+	}
+	if len(tombs) == 0 {
+		return nil
+	}
+	// What this replica wrote for an erased user's keys before the erasure
+	// says nothing of Postgres now.
+	var stale []receipt.Key
+	for k := range w.rows {
+		if _, ok := tombs[k.User]; ok {
+			stale = append(stale, k)
+		}
+	}
+	p.written.forget(stale)
+	if dropped := w.dropErased(tombs); dropped > 0 {
+		p.m.erasedDropped.Add(float64(dropped))
+		p.log.Info("dropped events that predate their user's erasure", zap.Int("num_events", dropped), zap.Int("num_erased_users", len(tombs)))
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
 )
 
 // table names one kind of row a window writes; a record contributes to a
@@ -56,6 +57,8 @@ type window struct {
 	heads    map[string]channel.Head
 	members  map[receipt.Key]channel.Membership
 	mentions map[receipt.Key][]int64
+	// erasures are the window's erasure tombstones, applied before its rows.
+	erasures tombstone.Set
 
 	undecodable []deadLetter
 	// last holds, per partition, the window's last record: what is
@@ -73,6 +76,7 @@ func newWindow(capacity, mentionCap int) *window {
 		heads:      map[string]channel.Head{},
 		members:    map[receipt.Key]channel.Membership{},
 		mentions:   map[receipt.Key][]int64{},
+		erasures:   tombstone.Set{},
 		last:       map[topicPartition]*kgo.Record{},
 	}
 }
@@ -95,29 +99,105 @@ func (w *window) add(recs []*kgo.Record) {
 			continue
 		}
 		w.keys = append(w.keys, d.RecordKey())
-		var t table
-		if s := d.Receipt; s != nil {
-			// Merging into the stored (or the zero) state applies the rules
-			// of the merge to a lone record too (reading implies delivery),
-			// so what Postgres ends with does not depend on how records
-			// fell into windows.
-			w.rows[s.Key], _ = receipt.Merge(w.rows[s.Key], *s)
-			t |= tableCursors
+		if d.Erasure != nil {
+			w.erasures.Add(*d.Erasure)
 		}
-		if h := d.Channel; h != nil {
-			w.heads[h.Channel], _ = channel.MergeHead(w.heads[h.Channel], *h)
-			t |= tableHeads
-		}
-		if m := d.Membership; m != nil {
-			w.members[m.Key], _ = channel.MergeMembership(w.members[m.Key], *m)
-			t |= tableMembers
-		}
-		if len(d.Mentions) > 0 {
-			w.mentions[d.Key] = channel.MergeMentions(w.mentions[d.Key], d.Mentions, w.mentionCap)
-			t |= tableMentions
-		}
-		w.tables = append(w.tables, t)
+		w.tables = append(w.tables, w.merge(d))
 	}
+}
+
+// merge folds one decoded event into the window's rows and returns the
+// tables it contributes to.
+func (w *window) merge(d event.Decoded) table {
+	var t table
+	if s := d.Receipt; s != nil {
+		// Merging into the stored (or the zero) state applies the rules
+		// of the merge to a lone record too (reading implies delivery),
+		// so what Postgres ends with does not depend on how records
+		// fell into windows.
+		w.rows[s.Key], _ = receipt.Merge(w.rows[s.Key], *s)
+		t |= tableCursors
+	}
+	if h := d.Channel; h != nil {
+		w.heads[h.Channel], _ = channel.MergeHead(w.heads[h.Channel], *h)
+		t |= tableHeads
+	}
+	if m := d.Membership; m != nil {
+		w.members[m.Key], _ = channel.MergeMembership(w.members[m.Key], *m)
+		t |= tableMembers
+	}
+	if len(d.Mentions) > 0 {
+		w.mentions[d.Key] = channel.MergeMentions(w.mentions[d.Key], d.Mentions, w.mentionCap)
+		t |= tableMentions
+	}
+	return t
+}
+
+// users returns the distinct users of the window's rows.
+func (w *window) users() []string {
+	seen := map[string]struct{}{}
+	for k := range w.rows {
+		seen[k.User] = struct{}{}
+	}
+	for k := range w.members {
+		seen[k.User] = struct{}{}
+	}
+	for k := range w.mentions {
+		seen[k.User] = struct{}{}
+	}
+	out := make([]string, 0, len(seen))
+	for u := range seen {
+		out = append(out, u)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dropErased takes out of the window every event of an erased user that
+// predates the erasure (tombstone.Drops): the rows of the users in tombs
+// are rebuilt from the window's records that survive. Erased users are
+// rare, so only their records are decoded again. It returns how many
+// events were dropped; those contribute to no table (never dead-lettered).
+func (w *window) dropErased(tombs tombstone.Set) int {
+	if len(tombs) == 0 {
+		return 0
+	}
+	for k := range w.rows {
+		if _, ok := tombs[k.User]; ok {
+			delete(w.rows, k)
+		}
+	}
+	for k := range w.members {
+		if _, ok := tombs[k.User]; ok {
+			delete(w.members, k)
+		}
+	}
+	for k := range w.mentions {
+		if _, ok := tombs[k.User]; ok {
+			delete(w.mentions, k)
+		}
+	}
+	dropped := 0
+	for i, key := range w.keys {
+		user, _, isUser := strings.Cut(key, ":")
+		if !isUser || w.tables[i] == 0 {
+			continue
+		}
+		if _, ok := tombs[user]; !ok {
+			continue
+		}
+		d, err := event.DecodeRecord(w.recs[i])
+		if err != nil {
+			continue // decoded once already; cannot happen
+		}
+		if tombs.Drops(user, d.Generation, d.AcceptedAt()) {
+			w.tables[i] = 0
+			dropped++
+			continue
+		}
+		w.merge(d)
+	}
+	return dropped
 }
 
 // len is the number of records in the window.

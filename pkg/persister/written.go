@@ -85,7 +85,17 @@ func (w *written) remember(rows []receipt.State) {
 	}
 }
 
-// forget drops every key of the users (an erased user's rows are gone).
+// forget drops the keys of the rows given: after an erasure, what was
+// written for a key says nothing of what Postgres holds.
+func (w *written) forget(keys []receipt.Key) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, k := range keys {
+		delete(w.m, k)
+	}
+}
+
+// len is the number of keys remembered.
 func (w *written) len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

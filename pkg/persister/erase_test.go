@@ -1,0 +1,105 @@
+package persister_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// userRowCounts counts a user's rows in every erased table.
+func (b *bundle) userRowCounts(user string) map[string]int {
+	b.t.Helper()
+	out := map[string]int{}
+	for _, table := range pgstore.ErasedTables {
+		var n int
+		require.NoError(b.t, b.schema.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
+		out[table] = n
+	}
+	return out
+}
+
+// An erasure deletes what the persister wrote before it, and every event
+// that predates it is dropped whether it comes after the erasure on the
+// topic (in flight, a spool replayed late) or in a replay of the whole
+// topic; events of the erasure's generation, or accepted well after it,
+// are written; other users are untouched.
+func TestErasureDropsWhatPredatesIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	b.start(b.config(reg))
+
+	const erasedAt = 1_700_000_100_000
+	before := int64(erasedAt - 50_000)
+	skew := tombstone.ClockSkew.Milliseconds()
+	mark := func(user, ch string, seq, acceptedAt, gen int64) *kgo.Record {
+		st := state(user, ch, seq, seq)
+		st.UpdatedAtUnixMs = acceptedAt
+		return encodeAny(t, event.Decoded{Key: st.Key, Receipt: &st, Generation: gen})
+	}
+	var first []*kgo.Record
+	for _, u := range []string{"gone", "kept"} {
+		first = append(first, mark(u, "c1", 5, before, 0), mark(u, "c2", 7, before, 0),
+			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Membership: &channel.Membership{Key: receipt.Key{User: u, Channel: "c1"}, Member: true, VersionSeq: 1, VersionUnixMs: before, JoinSeq: 1}}),
+			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Mentions: []int64{3}, AcceptedAtUnixMs: before}))
+	}
+	b.produce(b.cl, first...)
+	b.requireCommittedToEnd()
+	kept := b.userRowCounts("kept")
+	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1}, kept)
+	require.Equal(t, kept, b.userRowCounts("gone"))
+
+	erasure := tombstone.Tombstone{User: "gone", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
+	second := []*kgo.Record{
+		encodeAny(t, event.Decoded{Erasure: &erasure}),
+		// in flight: accepted before the erasure (an unstamped mark, one
+		// stamped with an older generation, a mention, a membership)
+		mark("gone", "c3", 9, erasedAt-10, 0),
+		mark("gone", "c4", 9, erasedAt-10, erasedAt-99_999),
+		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Mentions: []int64{4}, AcceptedAtUnixMs: erasedAt - 1}),
+		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Membership: &channel.Membership{Key: receipt.Key{User: "gone", Channel: "c3"}, Member: true, VersionSeq: 2, VersionUnixMs: erasedAt}}),
+		// after it: stamped with its generation (a gateway clock behind),
+		// and unstamped but accepted beyond the clock skew
+		mark("gone", "c5", 2, erasedAt-1_000, erasedAt),
+		mark("gone", "c6", 3, erasedAt+skew+1, 0),
+		// another user's events are never dropped
+		mark("kept", "c3", 9, erasedAt-10, 0),
+	}
+	b.produce(b.cl, second...)
+	b.requireCommittedToEnd()
+
+	check := func() {
+		t.Helper()
+		rows := b.rows()
+		var gone []string
+		for k := range rows {
+			if k.User == "gone" {
+				gone = append(gone, k.Channel)
+			}
+		}
+		require.ElementsMatch(t, []string{"c5", "c6"}, gone, "only the events after the erasure are written")
+		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0}, b.userRowCounts("gone"))
+		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1}, b.userRowCounts("kept"))
+		ts, err := b.schema.Store.Tombstone(context.Background(), "gone")
+		require.NoError(t, err)
+		require.Equal(t, erasure, ts)
+		require.Zero(t, b.dltEnd(), "dropped events are not dead letters")
+	}
+	check()
+	require.Equal(t, 4.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
+
+	// A replay of the whole topic (a fresh group's view, or a rewind):
+	// the erasure applies no more, and what predates it stays dropped.
+	b.produce(b.cl, append(first, second...)...)
+	b.requireCommittedToEnd()
+	check()
+}

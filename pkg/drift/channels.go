@@ -445,6 +445,11 @@ func (s *Sweeper) applyChannels(ctx context.Context, w *chanWork, rep *Report) e
 	rep.byKind(w.kind).merge(w.found)
 	rep.InFlight += w.inFlight
 	s.m.inFlight.Add(float64(w.inFlight))
+	erased, err := s.dropErasedChannelState(ctx, w)
+	if err != nil {
+		return fmt.Errorf("reading the tombstones of a page: %w", err)
+	}
+	rep.Erased += erased
 	for _, d := range []string{DirRedisAhead, DirPostgresAhead, DirRedisMissing, DirPostgresMissing} {
 		if n := countDir(w.found, d); n > 0 {
 			s.m.found.WithLabelValues(d).Add(float64(n))

@@ -148,6 +148,9 @@ type Report struct {
 	// Invalid counts Redis fields that fail validation; they are never
 	// copied into Postgres.
 	Invalid int
+	// Erased counts repairs not written because their user was erased
+	// after (or may have been erased after) the state they would copy.
+	Erased int
 	// Failed counts repairs that could not be written.
 	Failed int
 }
@@ -481,7 +484,7 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 			s.log.Info("drift sweep repaired disagreements", append(fields,
 				zap.Int("redis_ahead", rep.Found.RedisAhead), zap.Int("postgres_ahead", rep.Found.PostgresAhead),
 				zap.Int("redis_missing", rep.Found.RedisMissing), zap.Int("postgres_missing", rep.Found.PostgresMissing),
-				zap.Int("invalid", rep.Invalid))...)
+				zap.Int("invalid", rep.Invalid), zap.Int("erased", rep.Erased))...)
 		default:
 			s.log.Debug("drift sweep found no disagreement", fields...)
 		}
@@ -760,6 +763,12 @@ func (s *Sweeper) apply(ctx context.Context, pr pageResult, rep *Report) error {
 	rep.byKind(KindCursors).merge(pr.found)
 	rep.InFlight += pr.inFlight
 	rep.Invalid += pr.invalid
+	erased, err := s.dropErasedCursors(ctx, &pr)
+	if err != nil {
+		rep.Failed += len(pr.toPG) + len(pr.toRedis)
+		return fmt.Errorf("reading the tombstones of a page: %w", err)
+	}
+	rep.Erased += erased
 	s.m.inFlight.Add(float64(pr.inFlight))
 	for _, d := range []string{DirRedisAhead, DirPostgresAhead, DirRedisMissing, DirPostgresMissing} {
 		if n := countDir(pr.found, d); n > 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"go.uber.org/zap"
+
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -14,7 +16,28 @@ import (
 // mention seqs each merged with the key's Redis value, upserted into
 // Postgres, and what Postgres then holds merged back into Redis. Only a
 // Postgres failure is returned, as for Repair.
+//
+// Erasures: an erasure event deletes the user's Postgres rows (pgstore.Erase,
+// a no-op when Postgres already holds that generation; Redis was erased by
+// the gateway before the event was produced, and is not erased again: a
+// dead letter replayed late must not wipe what the user wrote since). An
+// event of an erased user that predates the erasure (tombstone.Drops) is
+// dropped, and one that does not first brings Postgres up to the erasure
+// when Redis holds a newer one, so that no row the erasure deletes is
+// merged back.
 func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
+	if d.Erasure != nil {
+		if _, _, err := r.Postgres.Erase(ctx, *d.Erasure); err != nil {
+			return err
+		}
+		return nil
+	}
+	if d.Channel == nil {
+		drop, err := r.erased(ctx, d)
+		if err != nil || drop {
+			return err
+		}
+	}
 	if d.Receipt != nil {
 		if _, err := r.Repair(ctx, *d.Receipt); err != nil {
 			return err
@@ -146,4 +169,38 @@ func (r *Repairer) RepairMentions(ctx context.Context, m channel.Mentions) ([]in
 		r.redisDegraded("adding the redis mentions", m.Key, err)
 	}
 	return final, nil
+}
+
+// erased reports whether the user event d predates its user's erasure, as
+// the tombstones of both stores say; when Redis holds a newer erasure
+// than Postgres (the persister has not applied it yet), it applies it to
+// Postgres first. Redis is degradable: without it, Postgres' tombstone
+// alone decides.
+func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
+	user := d.User()
+	pgT, err := r.Postgres.Tombstone(ctx, user)
+	if err != nil {
+		return false, err
+	}
+	t := pgT
+	if r.Redis != nil {
+		rdT, err := r.Redis.Tombstone(ctx, user)
+		switch {
+		case err != nil:
+			r.redisDegraded("reading the redis tombstone", d.Key, err)
+		case rdT.Generation > pgT.Generation:
+			if _, _, err := r.Postgres.Erase(ctx, rdT); err != nil {
+				return false, fmt.Errorf("applying the erasure of %s: %w", user, err)
+			}
+			t = rdT
+		}
+	}
+	if !t.Drops(d.Generation, d.AcceptedAt()) {
+		return false, nil
+	}
+	if r.Logger != nil {
+		r.Logger.Info("dropping an event that predates its user's erasure", zap.String("key", d.RecordKey()),
+			zap.Int64("generation", d.Generation), zap.Int64("erased_generation", t.Generation))
+	}
+	return true, nil
 }

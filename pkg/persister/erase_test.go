@@ -55,7 +55,7 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 	b.produce(b.cl, first...)
 	b.requireCommittedToEnd()
 	kept := b.userRowCounts("kept")
-	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1}, kept)
+	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 0, "cursor_moves": 0}, kept)
 	require.Equal(t, kept, b.userRowCounts("gone"))
 
 	erasure := tombstone.Tombstone{User: "gone", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
@@ -87,8 +87,8 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 			}
 		}
 		require.ElementsMatch(t, []string{"c5", "c6"}, gone, "only the events after the erasure are written")
-		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0}, b.userRowCounts("gone"))
-		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1}, b.userRowCounts("kept"))
+		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0}, b.userRowCounts("gone"))
+		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 0, "cursor_moves": 0}, b.userRowCounts("kept"))
 		ts, err := b.schema.Store.Tombstone(context.Background(), "gone")
 		require.NoError(t, err)
 		require.Equal(t, erasure, ts)

@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -25,7 +26,19 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 		require.NoError(t, err)
 		_, err = s.InsertMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{3, 4}}})
 		require.NoError(t, err)
+		_, err = s.Pool().Exec(ctx, `INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at) VALUES ($1, $2, 'r', 0, 5, now())`, ch, user)
+		require.NoError(t, err)
 	}
+	_, err := s.UpsertSettings(ctx, []privacy.Settings{{User: user, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
+	require.NoError(t, err)
+}
+
+// withMovePartition gives the schema's cursor-move log a default
+// partition (the persister's maintenance creates the weekly ones).
+func withMovePartition(t *testing.T, s *pgstore.Store) {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), `CREATE TABLE cursor_moves_any PARTITION OF cursor_moves DEFAULT`)
+	require.NoError(t, err)
 }
 
 // userRows counts a user's rows in every table of ErasedTables.
@@ -44,6 +57,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
+	withMovePartition(t, s)
 	seedUser(t, s, "gone")
 	seedUser(t, s, "kept")
 	want := userRows(t, s, "kept")
@@ -55,7 +69,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	deleted, advanced, err := s.Erase(ctx, ts)
 	require.NoError(t, err)
 	require.True(t, advanced)
-	require.Equal(t, int64(2+2+4), deleted)
+	require.Equal(t, int64(2+2+4+1+2), deleted, "cursors, registers, mentions, settings, cursor moves")
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}
@@ -94,6 +108,7 @@ func TestEraseRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
+	withMovePartition(t, s)
 	seedUser(t, s, "u")
 	for _, bad := range []tombstone.Tombstone{
 		{User: "", Generation: 1},

@@ -38,6 +38,7 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.Float64Var(&cfg.Reorder, "reorder", 0, "share of events with a seq below the last one sent for the key")
 	readShare := fs.Float64("read-share", 0.8, "share of READ marks (the rest are DELIVERED)")
 	fs.IntVar(&cfg.Batch, "batch", loadgen.BatchDefault, "events per request")
+	fs.BoolVar(&cfg.Single, "single", false, "send each event alone on its single-mark route (POST /v1/users/{user}/channels/{channel}/read|delivered); implies --batch 1")
 	fs.IntVar(&cfg.Concurrency, "concurrency", loadgen.ConcurrencyDefault, "requests in flight")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "random seed (same seed, same event stream)")
 	fs.BoolVar(&cfg.Gzip, "gzip", false, "ask for gzip-compressed responses (costs gateway CPU; off by default)")
@@ -57,6 +58,9 @@ func runLoad(ctx context.Context, args []string) error {
 	strict := fs.Bool("strict", false, "exit 3 when any request failed, no event was acked, a lag sample timed out or --wait-lag timed out")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if cfg.Single {
+		cfg.Batch = 1
 	}
 	if *readShare < 0 || *readShare > 1 {
 		return fmt.Errorf("--read-share must be within [0, 1], got %v", *readShare)

@@ -34,6 +34,9 @@ type Gate struct {
 	handler http.Handler
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
+	// fastRESTOff sends the hot REST routes through vanguard too (tests
+	// compare both paths).
+	fastRESTOff atomic.Bool
 	// retryAfter is the Retry-After value of Unavailable writes.
 	retryAfter string
 

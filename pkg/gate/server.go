@@ -96,6 +96,9 @@ func (g *Gate) limitREST(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if g.serveFastREST(w, r, body) {
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)

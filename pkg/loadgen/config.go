@@ -68,6 +68,10 @@ type Config struct {
 	DeliveredShare float64
 	// Batch is the number of events per request. Defaults to BatchDefault.
 	Batch int
+	// Single sends each event alone on its single-mark route
+	// (POST /v1/users/{user}/channels/{channel}/read or /delivered) instead
+	// of the batch endpoint; Batch must be 1.
+	Single bool
 	// Concurrency is the number of requests in flight. Defaults to
 	// ConcurrencyDefault.
 	Concurrency int
@@ -182,6 +186,9 @@ func (c Config) Validate() error {
 	}
 	if c.Batch < 1 || c.Batch > MaxBatch {
 		bad("batch must be within [1, %d], got %d", MaxBatch, c.Batch)
+	}
+	if c.Single && c.Batch != 1 {
+		bad("single-mark requests carry one event: batch must be 1, got %d", c.Batch)
 	}
 	if c.Concurrency < 1 {
 		bad("concurrency must be >= 1, got %d", c.Concurrency)

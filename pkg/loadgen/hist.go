@@ -110,6 +110,7 @@ func (s *snapshot) Percentiles() Percentiles {
 		P50:   s.Quantile(0.50),
 		P95:   s.Quantile(0.95),
 		P99:   s.Quantile(0.99),
+		P999:  s.Quantile(0.999),
 		Max:   time.Duration(s.max) * time.Microsecond,
 	}
 }
@@ -120,6 +121,7 @@ type Percentiles struct {
 	P50   time.Duration
 	P95   time.Duration
 	P99   time.Duration
+	P999  time.Duration
 	Max   time.Duration
 }
 
@@ -127,8 +129,8 @@ func (p Percentiles) String() string {
 	if p.Count == 0 {
 		return "n=0"
 	}
-	return fmt.Sprintf("p50 %s  p95 %s  p99 %s  max %s  (n=%d)",
-		round(p.P50), round(p.P95), round(p.P99), round(p.Max), p.Count)
+	return fmt.Sprintf("p50 %s  p95 %s  p99 %s  p99.9 %s  max %s  (n=%d)",
+		round(p.P50), round(p.P95), round(p.P99), round(p.P999), round(p.Max), p.Count)
 }
 
 // MarshalJSON writes milliseconds, the unit the benchmarks report.
@@ -139,8 +141,9 @@ func (p Percentiles) MarshalJSON() ([]byte, error) {
 		P50   float64 `json:"p50_ms"`
 		P95   float64 `json:"p95_ms"`
 		P99   float64 `json:"p99_ms"`
+		P999  float64 `json:"p999_ms"`
 		Max   float64 `json:"max_ms"`
-	}{p.Count, ms(p.P50), ms(p.P95), ms(p.P99), ms(p.Max)})
+	}{p.Count, ms(p.P50), ms(p.P95), ms(p.P99), ms(p.P999), ms(p.Max)})
 }
 
 // round keeps three significant figures for display.

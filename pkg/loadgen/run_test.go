@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,16 +50,29 @@ type wireReceipt struct {
 }
 
 func (g *fakeGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/receipts:mark" {
+	var req struct{ Receipts []wireReceipt }
+	single := false
+	switch {
+	case r.Method != http.MethodPost:
 		http.Error(w, `{"code":"not_found"}`, http.StatusNotFound)
 		return
+	case r.URL.Path == "/v1/receipts:mark":
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, `{"code":"invalid_argument","message":"`+err.Error()+`"}`, http.StatusBadRequest)
+			return
+		}
+	default:
+		// /v1/users/{user}/channels/{channel}/read|delivered
+		parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/users/"), "/")
+		var rc wireReceipt
+		if len(parts) != 4 || parts[1] != "channels" || json.NewDecoder(r.Body).Decode(&rc) != nil {
+			http.Error(w, `{"code":"not_found"}`, http.StatusNotFound)
+			return
+		}
+		rc.UserID, rc.ChannelID, rc.Kind = parts[0], parts[2], strings.ToUpper(parts[3])
+		req.Receipts, single = []wireReceipt{rc}, true
 	}
 	n := g.requests.Add(1)
-	var req struct{ Receipts []wireReceipt }
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		http.Error(w, `{"code":"invalid_argument","message":"`+err.Error()+`"}`, http.StatusBadRequest)
-		return
-	}
 	if g.failEvery > 0 && n%g.failEvery == 0 {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -109,6 +123,12 @@ func (g *fakeGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if single {
+		_ = json.NewEncoder(w).Encode(struct {
+			Result res `json:"result"`
+		}{out.Results[0]})
+		return
+	}
 	_ = json.NewEncoder(w).Encode(out)
 }
 
@@ -175,6 +195,30 @@ func TestRunModelMatchesServer(t *testing.T) {
 	require.Equal(t, res.Sent, last.Sent)
 	require.Equal(t, res.AckedEvents, last.Acked)
 	require.EqualValues(t, 400/7, last.Errors)
+}
+
+func TestRunSingleMarkRoutes(t *testing.T) {
+	t.Parallel()
+	g, srv := newFakeGate(t)
+	res, err := loadgen.Run(context.Background(), loadgen.Config{
+		Target: srv.URL, Events: 3000, Users: 100, Channels: 10, Zipf: 1.1,
+		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.3, Batch: 1, Single: true, Concurrency: 8, Seed: 5,
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 3000, res.Requests)
+	require.EqualValues(t, 3000, res.AckedEvents, "%v", res.ErrorSamples)
+	require.Greater(t, res.Advanced, int64(0))
+	require.Less(t, res.Advanced, res.AckedEvents)
+	require.GreaterOrEqual(t, res.Latency.P999, res.Latency.P99)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Len(t, res.Acked, len(g.state))
+	for k, want := range res.Acked {
+		require.True(t, g.state[k].SameCursors(want), "%s: server %+v, model %+v", k.KafkaKey(), g.state[k], want)
+	}
+
+	_, err = loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Batch: 2, Single: true})
+	require.ErrorContains(t, err, "batch must be 1")
 }
 
 func TestRunRateAndDuration(t *testing.T) {

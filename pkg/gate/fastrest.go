@@ -1,0 +1,341 @@
+package gate
+
+import (
+	"bytes"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+)
+
+// The fast REST path of the hot write routes (POST /v1/receipts:mark and
+// the single-mark routes): the JSON body is decoded straight into the
+// request message and the answer encoded by hand, instead of vanguard
+// transcoding REST to Connect and protojson (de)coding both ways. The
+// same handler methods run, so validation, the write path and the errors
+// are the same code. Only bodies this decoder reads exactly as protojson
+// would take the fast path: anything else (escapes, unknown or repeated
+// fields, nulls, non-ASCII, query parameters, a compressed body, an
+// unusual content type…) falls back to vanguard, which gives the
+// canonical answer, error or success. The answer is protojson's shape
+// (lowerCamelCase names, int64 as strings, enums by name, zero values
+// left out) and an error is google.rpc.Status with vanguard's HTTP status
+// and the error's metadata (Retry-After) as headers.
+
+const (
+	restMarkPath     = "/v1/receipts:mark"
+	restUsersPrefix  = "/v1/users/"
+	restChannelsPart = "/channels/"
+)
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// serveFastREST answers r on the fast path and reports true, or reports
+// false without writing anything (the caller goes on to vanguard). body
+// is the whole request body, already bounded.
+func (g *Gate) serveFastREST(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if g.fastRESTOff.Load() || r.Method != http.MethodPost || r.URL.RawQuery != "" ||
+		r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
+		return false
+	}
+	switch r.Header.Get("Content-Type") {
+	case "", "application/json", "application/json; charset=utf-8":
+	default:
+		return false
+	}
+	path := r.URL.Path
+	if path == restMarkPath {
+		req, ok := decodeMarkReceipts(body)
+		if !ok {
+			return false
+		}
+		creq := connect.NewRequest(req)
+		maps.Copy(creq.Header(), r.Header)
+		resp, err := g.MarkReceipts(r.Context(), creq)
+		g.countFast("MarkReceipts", err)
+		if err != nil {
+			writeFastError(w, err)
+			return true
+		}
+		writeFastAnswer(w, func(b *bytes.Buffer) {
+			b.WriteString(`{"results":[`)
+			for i, res := range resp.Msg.GetResults() {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				appendResult(b, res)
+			}
+			b.WriteString(`]}`)
+		})
+		return true
+	}
+	user, channel, kind, ok := singleMarkRoute(path)
+	if !ok {
+		return false
+	}
+	req, ok := decodeMark(body)
+	if !ok {
+		return false
+	}
+	req.UserId, req.ChannelId = user, channel
+	creq := connect.NewRequest(req)
+	maps.Copy(creq.Header(), r.Header)
+	var (
+		resp *connect.Response[receiptsv1.MarkResponse]
+		err  error
+		rpc  string
+	)
+	if kind == receiptsv1.Kind_READ {
+		rpc = "MarkRead"
+		resp, err = g.MarkRead(r.Context(), creq)
+	} else {
+		rpc = "MarkDelivered"
+		resp, err = g.MarkDelivered(r.Context(), creq)
+	}
+	g.countFast(rpc, err)
+	if err != nil {
+		writeFastError(w, err)
+		return true
+	}
+	writeFastAnswer(w, func(b *bytes.Buffer) {
+		b.WriteByte('{')
+		if res := resp.Msg.GetResult(); res != nil {
+			b.WriteString(`"result":`)
+			appendResult(b, res)
+		}
+		b.WriteByte('}')
+	})
+	return true
+}
+
+// singleMarkRoute matches /v1/users/{user_id}/channels/{channel_id}/read
+// (or /delivered) with plain path segments; escaped ones go to vanguard.
+func singleMarkRoute(path string) (user, channel string, kind receiptsv1.Kind, ok bool) {
+	rest, found := strings.CutPrefix(path, restUsersPrefix)
+	if !found || strings.ContainsRune(rest, '%') {
+		return "", "", 0, false
+	}
+	user, rest, found = strings.Cut(rest, "/")
+	if !found || user == "" || !strings.HasPrefix("/"+rest, restChannelsPart) {
+		return "", "", 0, false
+	}
+	rest = rest[len(restChannelsPart)-1:]
+	channel, verb, found := strings.Cut(rest, "/")
+	if !found || channel == "" {
+		return "", "", 0, false
+	}
+	switch verb {
+	case "read":
+		return user, channel, receiptsv1.Kind_READ, true
+	case "delivered":
+		return user, channel, receiptsv1.Kind_DELIVERED, true
+	}
+	return "", "", 0, false
+}
+
+// countFast counts a fast call as the interceptor counts the others.
+func (g *Gate) countFast(rpc string, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	g.m.requests.WithLabelValues(rpc, code).Inc()
+}
+
+func writeFastAnswer(w http.ResponseWriter, encode func(*bytes.Buffer)) {
+	b := bufPool.Get().(*bytes.Buffer)
+	b.Reset()
+	encode(b)
+	h := w.Header()
+	h["Content-Type"] = []string{"application/json"}
+	h["Content-Length"] = []string{strconv.Itoa(b.Len())}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b.Bytes())
+	if b.Cap() <= 1<<20 { // a huge answer's buffer is not kept
+		bufPool.Put(b)
+	}
+}
+
+// restStatus is vanguard's HTTP status of each code (google.api's mapping).
+var restStatus = [...]int{
+	http.StatusOK, 499, http.StatusInternalServerError, http.StatusBadRequest,
+	http.StatusGatewayTimeout, http.StatusNotFound, http.StatusConflict, http.StatusForbidden,
+	http.StatusTooManyRequests, http.StatusBadRequest, http.StatusConflict, http.StatusBadRequest,
+	http.StatusNotImplemented, http.StatusInternalServerError, http.StatusServiceUnavailable,
+	http.StatusInternalServerError, http.StatusUnauthorized,
+}
+
+// writeFastError writes err as vanguard writes a REST error: the status
+// of its code, the error's metadata as headers, and google.rpc.Status.
+func writeFastError(w http.ResponseWriter, err error) {
+	code := connect.CodeOf(err)
+	msg := err.Error()
+	if ce, ok := err.(*connect.Error); ok {
+		msg = ce.Message()
+		for k, v := range ce.Meta() {
+			w.Header()[k] = v
+		}
+	}
+	status := http.StatusInternalServerError
+	if int(code) < len(restStatus) {
+		status = restStatus[code]
+	}
+	b := bufPool.Get().(*bytes.Buffer)
+	b.Reset()
+	b.WriteString(`{"code":`)
+	b.WriteString(strconv.Itoa(int(code)))
+	b.WriteString(`,"message":`)
+	appendJSONString(b, msg)
+	b.WriteString(`,"details":[]}`)
+	w.Header()["Content-Type"] = []string{"application/json"}
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+	bufPool.Put(b)
+}
+
+// appendResult writes a ReceiptResult as protojson does (zero values left
+// out).
+func appendResult(b *bytes.Buffer, res *receiptsv1.ReceiptResult) {
+	b.WriteByte('{')
+	sep := false
+	field := func(name string) {
+		if sep {
+			b.WriteByte(',')
+		}
+		sep = true
+		b.WriteByte('"')
+		b.WriteString(name)
+		b.WriteString(`":`)
+	}
+	if st := res.GetState(); st != nil {
+		field("state")
+		appendChannelState(b, st)
+	}
+	if res.GetAdvanced() {
+		field("advanced")
+		b.WriteString("true")
+	}
+	if d := res.GetDurability(); d != 0 {
+		field("durability")
+		b.WriteByte('"')
+		b.WriteString(d.String())
+		b.WriteByte('"')
+	}
+	if res.GetRealtimeDegraded() {
+		field("realtimeDegraded")
+		b.WriteString("true")
+	}
+	b.WriteByte('}')
+}
+
+func appendChannelState(b *bytes.Buffer, st *receiptsv1.ChannelState) {
+	b.WriteByte('{')
+	sep := false
+	field := func(name string) {
+		if sep {
+			b.WriteByte(',')
+		}
+		sep = true
+		b.WriteByte('"')
+		b.WriteString(name)
+		b.WriteString(`":`)
+	}
+	if v := st.GetChannelId(); v != "" {
+		field("channelId")
+		appendJSONString(b, v)
+	}
+	if c := st.GetRead(); c != nil {
+		field("read")
+		appendCursor(b, c)
+	}
+	if c := st.GetDelivered(); c != nil {
+		field("delivered")
+		appendCursor(b, c)
+	}
+	if v := st.GetDeviceId(); v != "" {
+		field("deviceId")
+		appendJSONString(b, v)
+	}
+	if v := st.GetUpdatedAtUnixMs(); v != 0 {
+		field("updatedAtUnixMs")
+		appendInt64(b, v)
+	}
+	if c := st.GetPrivateRead(); c != nil {
+		field("privateRead")
+		appendCursor(b, c)
+	}
+	b.WriteByte('}')
+}
+
+func appendCursor(b *bytes.Buffer, c *receiptsv1.Cursor) {
+	b.WriteByte('{')
+	if p := c.GetPosition(); p != nil {
+		b.WriteString(`"position":{`)
+		if p.GetEpoch() != 0 {
+			b.WriteString(`"epoch":`)
+			appendInt64(b, p.GetEpoch())
+			if p.GetSeq() != 0 {
+				b.WriteByte(',')
+			}
+		}
+		if p.GetSeq() != 0 {
+			b.WriteString(`"seq":`)
+			appendInt64(b, p.GetSeq())
+		}
+		b.WriteByte('}')
+		if c.GetMessageId() != "" {
+			b.WriteByte(',')
+		}
+	}
+	if v := c.GetMessageId(); v != "" {
+		b.WriteString(`"messageId":`)
+		appendJSONString(b, v)
+	}
+	b.WriteByte('}')
+}
+
+// appendInt64 writes an int64 as protojson does: a quoted decimal.
+func appendInt64(b *bytes.Buffer, v int64) {
+	var tmp [24]byte
+	b.WriteByte('"')
+	b.Write(strconv.AppendInt(tmp[:0], v, 10))
+	b.WriteByte('"')
+}
+
+// appendJSONString quotes s for JSON (UTF-8 kept; quotes, backslashes and
+// control characters escaped).
+func appendJSONString(b *bytes.Buffer, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		switch c {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b.WriteString(s[start:])
+	b.WriteByte('"')
+}

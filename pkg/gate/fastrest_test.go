@@ -1,0 +1,115 @@
+package gate
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The fast REST path and vanguard give the same answers (status, JSON,
+// Retry-After) to the same requests, including errors and the bodies the
+// fast reader leaves to vanguard. Each path has its own gate and Redis
+// prefix, so both see the same state sequence.
+func TestFastRESTAnswersAsVanguardDoes(t *testing.T) {
+	t.Parallel()
+	fast := setup(t, setupOpts{config: func(c *testConfig) { c.MaxBatchItems = 3 }})
+	slow := setup(t, setupOpts{config: func(c *testConfig) { c.MaxBatchItems = 3 }})
+	slow.gate.fastRESTOff.Store(true)
+
+	mark := "/v1/receipts:mark"
+	cases := []struct {
+		name, path, body string
+		fast             bool // the fast reader takes it (else vanguard answers both)
+	}{
+		{"batch", mark, `{"receipts":[{"user_id":"u1","channel_id":"c1","kind":"READ","seq":5,"message_id":"m5","device_id":"d"},{"userId":"u1","channelId":"c2","kind":2,"seq":"7"}]}`, true},
+		{"batch again: no-ops", mark, `{"receipts":[{"user_id":"u1","channel_id":"c1","kind":"READ","seq":5,"message_id":"m5","device_id":"d"}]}`, true},
+		{"batch older", mark, ` { "receipts" : [ { "user_id" : "u1" , "channel_id" : "c1" , "kind" : "DELIVERED" , "seq" : 3 } ] } `, true},
+		{"private read", mark, `{"receipts":[{"user_id":"u2","channel_id":"c1","kind":"READ","seq":9,"private":true}]}`, true},
+		{"explicit epoch", mark, `{"receipts":[{"user_id":"u3","channel_id":"c1","kind":"READ","seq":4,"epoch":"0"}]}`, true},
+		{"stale epoch", mark, `{"receipts":[{"user_id":"u3","channel_id":"c1","kind":"READ","seq":8,"epoch":-2}]}`, true},
+		{"single read", "/v1/users/u4/channels/c9/read", `{"seq":12,"message_id":"m12"}`, true},
+		{"single delivered", "/v1/users/u4/channels/c9/delivered", `{"seq":"20","deviceId":"phone"}`, true},
+		{"single read behind", "/v1/users/u4/channels/c9/read", `{"seq":11}`, true},
+		{"bad seq", "/v1/users/u4/channels/c9/read", `{"seq":-5}`, true},
+		{"bad id", mark, `{"receipts":[{"user_id":"a b","channel_id":"c1","kind":"READ","seq":1}]}`, true},
+		{"no receipts", mark, `{"receipts":[]}`, true},
+		{"empty object", mark, `{}`, true},
+		{"too many", mark, `{"receipts":[{"user_id":"u","channel_id":"c","kind":"READ","seq":1},{"user_id":"u","channel_id":"c","kind":"READ","seq":1},{"user_id":"u","channel_id":"c","kind":"READ","seq":1},{"user_id":"u","channel_id":"c","kind":"READ","seq":1}]}`, true},
+		{"missing kind", mark, `{"receipts":[{"user_id":"u5","channel_id":"c1","seq":1}]}`, true},
+		{"private delivered", mark, `{"receipts":[{"user_id":"u5","channel_id":"c1","kind":"DELIVERED","seq":1,"private":true}]}`, true},
+		// Left to vanguard.
+		{"unknown kind name", mark, `{"receipts":[{"user_id":"u5","channel_id":"c1","kind":"SEEN","seq":1}]}`, false},
+		{"unknown field", mark, `{"receipts":[{"user_id":"u6","channel_id":"c1","kind":"READ","seq":1,"color":"red"}]}`, false},
+		{"escaped string", mark, `{"receipts":[{"user_id":"u\u0037","channel_id":"c1","kind":"READ","seq":1}]}`, false},
+		{"repeated field", mark, `{"receipts":[{"user_id":"u8","userId":"u9","channel_id":"c1","kind":"READ","seq":1}]}`, false},
+		{"null", mark, `{"receipts":null}`, false},
+		{"fraction", "/v1/users/u4/channels/c9/read", `{"seq":1.5}`, false},
+		{"exponent", "/v1/users/u4/channels/c9/read", `{"seq":2e1}`, false},
+		{"malformed", mark, `{"receipts":[`, false},
+		{"trailing garbage", mark, `{"receipts":[]}x`, false},
+		{"user in body", "/v1/users/u4/channels/c9/read", `{"user_id":"x","seq":30}`, false},
+		{"seq overflow", "/v1/users/u4/channels/c9/read", `{"seq":99999999999999999999}`, false},
+	}
+	for _, c := range cases {
+		if c.path == mark {
+			_, ok := decodeMarkReceipts([]byte(c.body))
+			require.Equal(t, c.fast, ok, "%s: fast reader's decision", c.name)
+		} else {
+			_, ok := decodeMark([]byte(c.body))
+			require.Equal(t, c.fast, ok, "%s: fast reader's decision", c.name)
+		}
+		fr, fb := fast.doResp(t, http.MethodPost, c.path, c.body)
+		sr, sb := slow.doResp(t, http.MethodPost, c.path, c.body)
+		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", c.name, sb, fb)
+		require.Equal(t, sr.Header.Get("Retry-After"), fr.Header.Get("Retry-After"), c.name)
+		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", c.name)
+	}
+}
+
+// normalizedJSON parses an answer and drops the wall-clock fields, which
+// differ between two gates.
+func normalizedJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	var v any
+	require.NoError(t, json.Unmarshal(b, &v), "body: %s", b)
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			delete(x, "updatedAtUnixMs")
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return v
+}
+
+func TestSingleMarkRoute(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/v1/users/u1/channels/c1/read":      "u1 c1 READ",
+		"/v1/users/u1/channels/c1/delivered": "u1 c1 DELIVERED",
+		"/v1/users/u1/channels/c1/unread":    "",
+		"/v1/users/u%201/channels/c1/read":   "",
+		"/v1/users//channels/c1/read":        "",
+		"/v1/users/u1/channels//read":        "",
+		"/v1/users/u1/chans/c1/read":         "",
+		"/v1/users/u1/channels/c1/read/x":    "",
+	} {
+		u, c, k, ok := singleMarkRoute(path)
+		got := ""
+		if ok {
+			got = strings.Join([]string{u, c, k.String()}, " ")
+		}
+		require.Equal(t, want, got, path)
+	}
+}

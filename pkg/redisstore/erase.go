@@ -29,7 +29,8 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // eraseScript raises the tombstone and deletes the user's cursor and
 // membership hashes in one step, leaving both marked complete (":loaded")
 // and empty, so a read never falls back to Postgres rows the persister has
-// not deleted yet (nor re-populates Redis from them). KEYS = t, u, um;
+// not deleted yet (nor re-populates Redis from them), and the settings.
+// KEYS = t, u, um, us;
 // ARGV = the erasure time (Unix ms, decimal). Returns {generation, time,
 // then the channels the user had cursors or registers in}. Generations
 // and times are below 2^53, exact as Lua numbers.
@@ -49,30 +50,53 @@ for _, k in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('DEL', k)
   redis.call('HSET', k, ':loaded', '1')
 end
+redis.call('DEL', KEYS[4])
 return out
 `)
 
-// eraseChannelScript removes a user from a channel's membership hash,
-// keeping the member count. KEYS[1] = cm hash; ARGV[1] = the user.
+// eraseChannelScript removes a user from a channel's state (one slot, the
+// {channel} tag): the membership register (keeping the member count), the
+// channel view's cursors and sorted sets, and the user's moves in the
+// view's stream (bounded by its MAXLEN, so the walk is too). KEYS = cm,
+// cv cur, cv r, cv d, cv s; ARGV[1] = the user.
 var eraseChannelScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if not cur then return 0 end
-if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
-redis.call('HDEL', KEYS[1], ARGV[1])
+local u = ARGV[1]
+local cur = redis.call('HGET', KEYS[1], u)
+if cur then
+  if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
+  redis.call('HDEL', KEYS[1], u)
+end
+redis.call('HDEL', KEYS[2], 'r:' .. u, 'd:' .. u)
+redis.call('ZREM', KEYS[3], u)
+redis.call('ZREM', KEYS[4], u)
+local start = '-'
+while true do
+  local page = redis.call('XRANGE', KEYS[5], start, '+', 'COUNT', 1000)
+  if #page == 0 then break end
+  for _, e in ipairs(page) do
+    local f = e[2]
+    for i = 1, #f, 2 do
+      if f[i] == 'u' and f[i+1] == u then redis.call('XDEL', KEYS[5], e[1]) break end
+    end
+  end
+  if #page < 1000 then break end
+  start = '(' .. page[#page][1]
+end
 return 1
 `)
 
 // Erase removes every trace of user from Redis and raises the user's
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs), which it returns: the cursor and membership hashes (left
-// empty and complete), the mention sets, and the user's registers in the
-// hashes of the channels they had state in. The first step is atomic with
+// empty and complete), the settings, the mention sets, and in every
+// channel the user had state in, their register, their channel-view
+// cursors and their moves in the view's stream. The first step is atomic with
 // every mark's merge; the mention sets and channel hashes follow (other
 // slots): a failure there returns an error and the caller retries the
 // whole erasure, which is harmless (a newer generation, nothing left to
 // delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.Tombstone, error) {
-	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user)},
+	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user)},
 		strconv.FormatInt(nowMs, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
@@ -86,7 +110,8 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.
 		return t, err
 	}
 	for _, ch := range res[2:] {
-		if err := eraseChannelScript.Run(ctx, s.rdb, []string{s.ChannelMembersKey(ch)}, user).Err(); err != nil {
+		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch)}
+		if err := eraseChannelScript.Run(ctx, s.rdb, keys, user).Err(); err != nil {
 			return t, fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -27,7 +28,43 @@ func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
 		require.NoError(t, err)
 		require.NoError(t, mr[0].Err)
 		require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{3}}}, 10))
+		_, err = s.ApplyViewMoves(ctx, []redisstore.ViewMove{
+			{Channel: ch, User: user, Kind: redisstore.ViewRead, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
+			{Channel: ch, User: user, Kind: redisstore.ViewDelivered, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
+		}, 100)
+		require.NoError(t, err)
 	}
+	_, err := s.MergeSettings(ctx, []privacy.Settings{{User: user, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
+	require.NoError(t, err)
+}
+
+// viewTraces counts user's fields and members in a channel's view and
+// the user's moves in its stream.
+func viewTraces(t *testing.T, s *redisstore.Store, ch, user string) int {
+	t.Helper()
+	ctx := context.Background()
+	rdb := s.Client()
+	n := 0
+	for _, f := range []string{"r:" + user, "d:" + user} {
+		ok, err := rdb.HExists(ctx, s.ViewCurKey(ch), f).Result()
+		require.NoError(t, err)
+		if ok {
+			n++
+		}
+	}
+	for _, k := range []redisstore.ViewKind{redisstore.ViewRead, redisstore.ViewDelivered} {
+		if err := rdb.ZScore(ctx, s.ViewZSetKey(ch, k), user).Err(); err == nil {
+			n++
+		}
+	}
+	entries, err := rdb.XRange(ctx, s.ViewStreamKey(ch), "-", "+").Result()
+	require.NoError(t, err)
+	for _, e := range entries {
+		if e.Values["u"] == user {
+			n++
+		}
+	}
+	return n
 }
 
 // checkErased asserts that Redis holds nothing of user but the tombstone
@@ -50,7 +87,11 @@ func checkErased(t *testing.T, s *redisstore.Store, user string) {
 		members, _, err := s.ChannelMembers(ctx, ch, []string{user})
 		require.NoError(t, err)
 		require.Empty(t, members, "channel %s", ch)
+		require.Zero(t, viewTraces(t, s, ch, user), "channel %s view", ch)
 	}
+	n, err := s.Client().Exists(ctx, s.SettingsKey(user)).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "settings")
 }
 
 func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
@@ -85,6 +126,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 		seqs, err := s.MentionSeqs(ctx, []receipt.Key{{User: other, Channel: "c*2"}})
 		require.NoError(t, err)
 		require.Equal(t, [][]int64{{3}}, seqs, other)
+		require.Equal(t, 6, viewTraces(t, s, "c1", other), other)
 	}
 	got, err := s.Tombstone(ctx, "gone")
 	require.NoError(t, err)

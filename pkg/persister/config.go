@@ -86,6 +86,10 @@ type Config struct {
 	// DLTTopic receives undecodable and rejected records. Defaults to
 	// event.DLTTopicDefault.
 	DLTTopic string
+	// ChangesTopic, when set, receives the change feed: one
+	// ReadStateChange per public cursor a window left Postgres holding at
+	// its incoming position (changes.go). Empty: no feed.
+	ChangesTopic string
 	// Group is the consumer group. Defaults to GroupDefault.
 	Group string
 
@@ -181,6 +185,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic to consume")
 	fs.StringVar(&c.DLTTopic, "dlt-topic", c.DLTTopic, "dead-letter topic for undecodable and rejected records")
+	fs.StringVar(&c.ChangesTopic, "changes-topic", c.ChangesTopic, "change-feed topic (e.g. read-state-changes): one ReadStateChange per public cursor each window advanced, produced after the database commit; empty: off")
 	fs.StringVar(&c.Group, "group", c.Group, "consumer group")
 	fs.IntVar(&c.Writers, "writers", c.Writers, "statements of a window written concurrently, each on its own connection")
 	fs.IntVar(&c.MaxPollRecords, "max-poll-records", c.MaxPollRecords, "most records in one poll")
@@ -263,6 +268,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxWriteRate < 0 || math.IsNaN(c.MaxWriteRate) || math.IsInf(c.MaxWriteRate, 0) {
 		errs = append(errs, fmt.Errorf("MaxWriteRate must be a rate >= 0 (0: no cap), got %v", c.MaxWriteRate))
+	}
+	if c.ChangesTopic != "" && (c.ChangesTopic == c.Topic || c.ChangesTopic == c.DLTTopic) {
+		errs = append(errs, fmt.Errorf("ChangesTopic %q must differ from Topic and DLTTopic", c.ChangesTopic))
 	}
 	if c.Topic == c.DLTTopic {
 		errs = append(errs, fmt.Errorf("DLTTopic must differ from Topic %q", c.Topic))

@@ -33,6 +33,7 @@ type metrics struct {
 	dedupeIn     prometheus.Counter
 	dedupeOut    prometheus.Counter
 	deadLetters  *prometheus.CounterVec
+	changes      prometheus.Counter
 	upsertTime   prometheus.Histogram
 	writeTime    prometheus.Histogram
 	retries      *prometheus.CounterVec
@@ -84,6 +85,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dead_letters_total",
 			Help: "Records acked on the dead-letter topic, by kind: undecodable (or invalid) or rejected (by Postgres).",
 		}, []string{"kind"}),
+		changes: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "changes_total",
+			Help: "Change-feed records acked on --changes-topic (one per public cursor a window left at its incoming position).",
+		}),
 		upsertTime: f.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "upsert_duration_seconds",
 			Help:    "Time of one upsert transaction, of one shard of a batch (or of a part of it while a rejected row is bisected out), failed attempts included.",

@@ -469,7 +469,11 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 
 	// Every table's statements, Writers at a time; then the mention
 	// retention of the keys the window touched.
-	jobs := cursorJobs(p, fresh)
+	var feed *changeSink
+	if p.cfg.ChangesTopic != "" {
+		feed = &changeSink{}
+	}
+	jobs := cursorJobs(p, fresh, feed)
 	jobs = append(jobs, tableJobs(p, tableHeads, heads, func(h channel.Head) string { return h.Channel }, p.store.UpsertHeads)...)
 	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
 	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
@@ -490,6 +494,12 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 		if err := p.produceDead(ctx, rejected, kindRejected); err != nil {
 			return err
 		}
+	}
+
+	// The change feed goes after the database commit and before the
+	// offsets: a crash between replays the window, which emits again.
+	if err := p.produceChanges(ctx, feed); err != nil {
+		return err
 	}
 
 	// Every row is in Postgres (or its records acked on the dead-letter
@@ -576,13 +586,16 @@ type job func(ctx context.Context, slot int) (int, map[rejection]error, error)
 // cursorJobs are the statements of a window's cursor rows: StatementRows
 // each, with UpsertBulk (COPY) from stagedMinRows; each remembers what it
 // wrote in the written cache.
-func cursorJobs(p *Persister, rows []receipt.State) []job {
+func cursorJobs(p *Persister, rows []receipt.State, feed *changeSink) []job {
 	var out []job
 	for _, part := range chunk(rows, p.cfg.StatementRows) {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
 			upsert := p.store.Upsert
 			if len(part) >= stagedMinRows {
 				upsert = p.store.UpsertBulk
+			}
+			if feed != nil {
+				upsert = feed.upsert(p.store)
 			}
 			res, err := batch.Bisect(part, func(sub []receipt.State) error {
 				return p.statement(ctx, slot, len(sub), func(ctx context.Context) error { _, err := upsert(ctx, sub); return err })
@@ -627,7 +640,7 @@ func rejections[T any](t table, part []T, failed []batch.Failure, key func(T) st
 // Postgres (see runJobs) and returns the count written and the rejected
 // keys: the cursor table alone, as settle writes it beside the others.
 func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, map[receipt.Key]error, error) {
-	written, failed, err := p.runJobs(ctx, cursorJobs(p, rows))
+	written, failed, err := p.runJobs(ctx, cursorJobs(p, rows, nil))
 	if err != nil {
 		return 0, nil, err
 	}

@@ -1,0 +1,106 @@
+package persister
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/errclass"
+	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// opChanges is the change feed's produce, retried like the dead letters.
+const opChanges = "changes"
+
+// changeSchemaVersion is ReadStateChange.schema_version.
+const changeSchemaVersion = 1
+
+// changeSink gathers a window's change-feed entries from its cursor
+// statements (which run Writers at a time). Only statements that
+// committed add theirs.
+type changeSink struct {
+	mu      sync.Mutex
+	changes []pgstore.CursorChange
+}
+
+// upsert is the cursor statement with the feed on: UpsertChanges, for
+// every statement size (its answer needs the one-statement form, so the
+// COPY path of large statements is not used).
+func (f *changeSink) upsert(store *pgstore.Store) func(context.Context, []receipt.State) (int64, error) {
+	return func(ctx context.Context, states []receipt.State) (int64, error) {
+		changes, err := store.UpsertChanges(ctx, states)
+		if err != nil {
+			return 0, err
+		}
+		f.mu.Lock()
+		f.changes = append(f.changes, changes...)
+		f.mu.Unlock()
+		return int64(len(states)), nil
+	}
+}
+
+// changeRecord is one entry of the feed, keyed "user:channel" like the
+// source topic, so a key's changes stay in order on one partition.
+func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
+	kind := receiptsv1.Kind_READ
+	if c.Delivered {
+		kind = receiptsv1.Kind_DELIVERED
+	}
+	v, err := proto.Marshal(&receiptsv1.ReadStateChange{
+		SchemaVersion: changeSchemaVersion, UserId: c.Key.User, ChannelId: c.Key.Channel, Kind: kind,
+		Position:  &receiptsv1.Position{Epoch: c.Cursor.Position.Epoch, Seq: c.Cursor.Position.Seq},
+		MessageId: c.Cursor.MessageID, AtUnixMs: c.AtUnixMs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding a change: %w", err)
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(c.Key.KafkaKey()), Value: v}, nil
+}
+
+// produceChanges sends a window's feed and waits for every ack, retrying
+// the failed records for as long as Kafka is unavailable: the window's
+// offsets wait for it (at least once).
+func (p *Persister) produceChanges(ctx context.Context, feed *changeSink) error {
+	if feed == nil || len(feed.changes) == 0 {
+		return nil
+	}
+	pending := feed.changes
+	err := p.retry(ctx, p.log, opChanges, isProduceRetryable, func(ctx context.Context) error {
+		recs := make([]*kgo.Record, len(pending))
+		index := make(map[*kgo.Record]int, len(pending))
+		for i, c := range pending {
+			r, err := changeRecord(p.cfg.ChangesTopic, c)
+			if err != nil {
+				return err
+			}
+			recs[i] = r
+			index[r] = i
+		}
+		results := p.cl.ProduceSync(ctx, recs...)
+		var failed []pgstore.CursorChange
+		for _, r := range results {
+			if r.Err != nil {
+				failed = append(failed, pending[index[r.Record]])
+			}
+		}
+		p.m.changes.Add(float64(len(pending) - len(failed)))
+		pending = failed
+		err := results.FirstErr()
+		if class := kafkaconf.Classify(err); class == errclass.Rejected || class == errclass.Permanent {
+			p.log.Error("kafka refuses the change feed for good; the partition waits for an operator",
+				zap.String("changes_topic", p.cfg.ChangesTopic), zap.Int("num_records", len(pending)), zap.Error(err))
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("producing %d changes to %s: %w", len(pending), p.cfg.ChangesTopic, err)
+	}
+	return nil
+}

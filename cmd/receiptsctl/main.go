@@ -38,6 +38,8 @@ Usage:
   receiptsctl dlt ... [flags]   list / replay parked dead letters
   receiptsctl sweep   [flags]   drift sweep between Redis and Postgres
   receiptsctl erase   [flags] USER...   erase users through kafkagate (DELETE /v1/users/USER)
+  receiptsctl notices [flags]           post message notices in a closed loop; notices/s and latency
+  receiptsctl unread-bench [flags]      a user in N channels; GET /v1/users/USER/unread latency
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ
 
 Run "receiptsctl <command> -h" for a command's flags. Every flag can also be set
@@ -84,6 +86,10 @@ func dispatch(ctx context.Context, args []string) error {
 		return runTopics(ctx, args[1:])
 	case "erase":
 		return runErase(ctx, args[1:], os.Stdout)
+	case "notices":
+		return runNotices(ctx, args[1:], os.Stdout)
+	case "unread-bench":
+		return runUnreadBench(ctx, args[1:], os.Stdout)
 	case "dlt", "sweep":
 		// runDLT (dlt.go) receives the command word too, so it can tell
 		// "dlt list", "dlt replay" and "sweep" apart.

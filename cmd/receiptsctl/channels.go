@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/loadgen"
+)
+
+// runNotices posts message notices through the gateway in a closed loop
+// and prints notices/s and the call latency (BENCHMARKS.md, issue 8).
+func runNotices(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlagSet("notices", "notices [flags]")
+	var c loadgen.NoticeConfig
+	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
+	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long to run")
+	fs.IntVar(&c.Concurrency, "concurrency", 8, "callers, each with one call in flight")
+	fs.IntVar(&c.Batch, "batch", 50, "notices per NotifyMessages call (<= 500)")
+	fs.IntVar(&c.Channels, "channels", 1000, "channels")
+	fs.IntVar(&c.Users, "users", 10000, "users (senders and mentioned)")
+	fs.IntVar(&c.Mentions, "mentions", 1, "mentioned users per notice")
+	fs.StringVar(&c.Prefix, "prefix", fmt.Sprintf("n%d-", time.Now().Unix()), "id prefix of channels and users")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	c.Client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: c.Concurrency}}
+	res, err := loadgen.RunNotices(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "notices:", res)
+	if res.Errors > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("notices: %d calls failed", res.Errors)}
+	}
+	return nil
+}
+
+// runUnreadBench measures a user's GET …/unread latency with the user in
+// --channels channels (set up first unless --no-setup).
+func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlagSet("unread-bench", "unread-bench [flags]")
+	var c loadgen.UnreadConfig
+	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
+	fs.StringVar(&c.User, "user", fmt.Sprintf("ub%d", time.Now().Unix()), "the user to read (fresh by default)")
+	fs.IntVar(&c.Channels, "channels", 100, "channels the user is a member of, each with 10 messages and 2 mentions")
+	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long to read")
+	fs.IntVar(&c.Concurrency, "concurrency", 1, "readers, each with one call in flight")
+	noSetup := fs.Bool("no-setup", false, "the user is already set up")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	c.Client = &http.Client{Timeout: 30 * time.Second}
+	if !*noSetup {
+		start := time.Now()
+		if err := loadgen.SetupUnread(ctx, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "set up %s in %d channels in %s\n", c.User, c.Channels, time.Since(start).Round(time.Millisecond))
+	}
+	res, err := loadgen.RunUnread(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "unread (%d channels): %s\n", c.Channels, res)
+	if res.Errors > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("unread-bench: %d calls failed", res.Errors)}
+	}
+	return nil
+}

@@ -226,6 +226,23 @@ if [ "$no_demo" != 1 ]; then
   echo "\$ curl -s $api/v1/channels/$ch"
   body=$(api_call GET "/v1/channels/$ch")
   echo "  ${body:0:300}"
+
+  # ---- watch (issue 9): a live watch stream over server-sent events ----
+  # curl -N on the SSE route in the background while carol reads;
+  # each "data:" line is a WatchEvent (the first one the snapshot).
+  step "watch: server-sent events of $ch while carol receives and reads"
+  watch_out="$run_dir/watch-demo.sse"
+  echo "\$ curl -N '$api/v1/channels:watch?channel_id=$ch' &"
+  curl -sN --max-time 3 "$api/v1/channels:watch?channel_id=$ch" >"$watch_out" 2>/dev/null &
+  watch_pid=$!
+  for seq in 2 4 5; do
+    api_call POST "/v1/users/${prefix}carol/channels/$ch/delivered" "{\"seq\": $seq}" >/dev/null
+    api_call POST "/v1/users/${prefix}carol/channels/$ch/read" "{\"seq\": $((seq - 1))}" >/dev/null
+  done
+  wait "$watch_pid" 2>/dev/null || true # curl ends at --max-time
+  grep '^data: ' "$watch_out" | cut -c1-220 | sed 's/^/  /'
+  grep -q '"updates"' "$watch_out" || echo "  (warning: the watch stream showed no update; see $run_dir/kafkagate.log)"
+  # ---- end watch ----
 fi
 
 if [ "$demo_only" = 1 ]; then

@@ -101,7 +101,9 @@ scenario() {
   echo "$pb $pa" | awk '{c = $6 - $1; w = $7 - $2; b = $8 - $3; us = $9 - $4; uc = $10 - $5
     printf "persister: %d records consumed, %d rows written (%.2f rows/record after dedupe), %d batches (%.0f records/batch), upsert %.1f ms avg\n",
       c, w, (c ? w / c : 0), b, (b ? c / b : 0), (uc ? us / uc * 1000 : 0)}' >>"$out/$name.cpu"
-  cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu"
+  # GC pauses of the gateway since it started (runtime/metrics quantiles).
+  curl -s 127.0.0.1:9100/metrics | awk '/^receipts_kafkagate_gc_pause/ {printf "%s %s\n", $1, $2}' >"$out/$name.gc" || true
+  cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu" "$out/$name.gc"
 }
 
 # The e2e lag measurement polls Postgres (up to 32 sampled keys every 20 ms),
@@ -111,6 +113,9 @@ scenario max-batch100 --duration "$duration" --rate 0 --batch 100 --concurrency 
 scenario max-batch100-lag --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
 scenario rate10k-batch100-lag --duration "$duration" --rate 10000 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
 scenario max-single --duration "$duration" --rate 0 --batch 1 --concurrency 32 "${common[@]}"
+# Issue 7: single marks on their own routes from 64 concurrent clients
+# (group commit shares their Redis and Kafka round trips).
+scenario max-single-route64 --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
 log "results in $out"

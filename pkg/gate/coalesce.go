@@ -45,6 +45,10 @@ type CoalesceConfig struct {
 	// Flushes is the number of flushes in flight at once; 1 serialises
 	// writes. Defaults to CoalesceFlushesDefault.
 	Flushes int
+	// TranscodeAllREST turns the fast REST path of the hot write routes
+	// off (fastrest.go): every REST call goes through vanguard. For
+	// comparisons and as a switch should the two ever disagree.
+	TranscodeAllREST bool
 }
 
 // RegisterFlags registers the group commit's flags.
@@ -53,6 +57,7 @@ func (c *CoalesceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxMarks, "write-batch-max", c.MaxMarks, "most marks of concurrent calls written together (one Redis pipeline, one produce batch)")
 	fs.IntVar(&c.MaxQueued, "write-queue-max", c.MaxQueued, "most marks waiting to be written; a call beyond it is answered Unavailable")
 	fs.IntVar(&c.Flushes, "write-flushes", c.Flushes, "shared writes in flight at once")
+	fs.BoolVar(&c.TranscodeAllREST, "rest-transcode-all", c.TranscodeAllREST, "send the hot REST write routes through the generic transcoder too (no fast path)")
 }
 
 func (c CoalesceConfig) withDefaults() CoalesceConfig {

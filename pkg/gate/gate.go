@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
@@ -75,6 +76,14 @@ func New(cfg Config) (*Gate, error) {
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
 	g.writes = newWriteCoalescer(g)
+	g.fastRESTOff.Store(cfg.Coalesce.TranscodeAllREST)
+	// A second gate on the same registry (tests) shares the process's
+	// collector.
+	if err := cfg.Registerer.Register(newGCPauseCollector()); err != nil {
+		if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); !dup {
+			return nil, fmt.Errorf("registering gc metrics: %w", err)
+		}
+	}
 	g.live = newLive(cfg)
 	var err error
 	if g.handler, err = g.buildHandler(); err != nil {

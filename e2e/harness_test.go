@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 		build = append(build, "-race")
 		fmt.Println("e2e: binaries built with -race")
 	}
-	build = append(build, "./cmd/devbroker", "./cmd/kafkagate", "./cmd/persister", "./cmd/dlt-reconciler")
+	build = append(build, "./cmd/devbroker", "./cmd/kafkagate", "./cmd/persister", "./cmd/dlt-reconciler", "./cmd/receiptsctl")
 	cmd := exec.Command("go", build...)
 	cmd.Dir = ".."
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

@@ -21,18 +21,19 @@ import (
 // to the stores directly would have to repeat both. It prints each
 // user's new generation and where the erasure is durable.
 func runErase(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlagSet("erase", "erase [flags] USER [USER...]")
+	fs := newFlagSet("erase", "erase --user U[,U2...] [flags]")
+	users := fs.String("user", "", "the users to erase, comma-separated")
 	target := fs.String("target", loadgen.TargetDefault, "kafkagate base URL")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound of each erasure call")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
+	if len(splitList(*users)) == 0 {
 		fs.Usage()
-		return &exitError{code: 2, msg: "erase: no user given"}
+		return &exitError{code: 2, msg: "erase: no --user given"}
 	}
 	client := receiptsv1connect.NewReceiptServiceClient(http.DefaultClient, *target)
-	for _, user := range fs.Args() {
+	for _, user := range splitList(*users) {
 		cctx, cancel := context.WithTimeout(ctx, *timeout)
 		resp, err := client.EraseUser(cctx, connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: user}))
 		cancel()

@@ -37,7 +37,7 @@ Usage:
   receiptsctl inspect --user U [--channel C,...]   Redis vs Postgres state of a user
   receiptsctl dlt ... [flags]   list / replay parked dead letters
   receiptsctl sweep   [flags]   drift sweep between Redis and Postgres
-  receiptsctl erase   [flags] USER...   erase users through kafkagate (DELETE /v1/users/USER)
+  receiptsctl erase   --user U[,U2] [flags]  erase users through kafkagate (DELETE /v1/users/U)
   receiptsctl notices [flags]           post message notices in a closed loop; notices/s and latency
   receiptsctl unread-bench [flags]      a user in N channels; GET /v1/users/USER/unread latency
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ

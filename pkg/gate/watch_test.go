@@ -321,3 +321,28 @@ func TestWatchRefusals(t *testing.T) {
 func jsonDecode(resp *http.Response, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
+
+// TestWatchThroughMarks: marks made through the gateway reach a watcher
+// through the channel view, and a private read never does (a later public
+// read is the fence: once it is seen, the private one would have been).
+func TestWatchThroughMarks(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	base, _ := replica(t, tb, startHub(t, tb.rdb, tb.prefix))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var f folded
+	done := watchSSE(t, ctx, tb.h1, base, []string{"lobby"}, "", &f)
+	mark := func(user, body string) {
+		status, b := tb.do(t, http.MethodPost, "/v1/users/"+user+"/channels/lobby/read", body)
+		require.Equal(t, http.StatusOK, status, "body: %s", b)
+	}
+	mark("alice", `{"seq": 3}`)
+	mark("alice", `{"seq": 10, "private": true}`)
+	mark("bob", `{"seq": 4}`)
+	// Reading implies delivery: each read shows as both kinds.
+	want := map[string]int64{"lobby/alice/READ": 3, "lobby/alice/DELIVERED": 3, "lobby/bob/READ": 4, "lobby/bob/DELIVERED": 4}
+	require.Eventually(t, func() bool { return f.equals(want) }, 20*time.Second, 10*time.Millisecond, "never a private read")
+	cancel()
+	require.Error(t, <-done, "the client went away")
+}

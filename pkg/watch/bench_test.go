@@ -33,7 +33,7 @@ func BenchmarkFanOut(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- h.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() { cancel(); require.NoError(b, <-done) }()
 	require.Eventually(b, func() bool { return h.Ready(ctx) == nil }, 5*time.Second, 5*time.Millisecond)
 
 	var (

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// noticer posts message notices beside the mark driver during the fault
+// suite, on channels and users of its own (the driver's marks carry seqs
+// no notice covers, so they must not share channels with heads). Like an
+// upstream chat server, it retries a notice until it is acknowledged, so
+// when it halts every notice it took a seq for was applied, and its model
+// is exact: every store merges notices (heads by max, the sender's read by
+// max, mentions by union), so neither order nor duplicates matter.
+type noticer struct {
+	api      string
+	channels []string
+	users    []string
+	seqs     []atomic.Int64
+	stop     chan struct{}
+	wg       sync.WaitGroup
+
+	mu       sync.Mutex
+	heads    map[string]int64
+	reads    map[receipt.Key]int64
+	mentions map[receipt.Key]map[int64]bool
+	acked    atomic.Int64
+	retries  atomic.Int64
+}
+
+func startNoticer(api string, nChannels, nUsers, clients int, seed uint64) *noticer {
+	n := &noticer{api: api, seqs: make([]atomic.Int64, nChannels), stop: make(chan struct{}),
+		heads: map[string]int64{}, reads: map[receipt.Key]int64{}, mentions: map[receipt.Key]map[int64]bool{}}
+	for i := range nChannels {
+		n.channels = append(n.channels, fmt.Sprintf("n%d", i))
+	}
+	for i := range nUsers {
+		n.users = append(n.users, fmt.Sprintf("p%d", i))
+	}
+	for c := range clients {
+		n.wg.Go(func() { n.client(c, seed+uint64(c)) })
+	}
+	return n
+}
+
+func (n *noticer) halt() {
+	close(n.stop)
+	n.wg.Wait()
+}
+
+func (n *noticer) client(i int, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	hc := &http.Client{Timeout: 15 * time.Second}
+	cl := receiptsv1connect.NewReceiptServiceClient(hc, "http://"+n.api, connect.WithProtoJSON())
+	if i%2 == 0 {
+		hc.Transport = h2cTransport()
+		cl = receiptsv1connect.NewReceiptServiceClient(hc, "http://"+n.api, connect.WithGRPC())
+	}
+	for {
+		select {
+		case <-n.stop:
+			return
+		default:
+		}
+		req := &receiptsv1.NotifyMessagesRequest{}
+		for range 10 {
+			c := rng.IntN(len(n.channels))
+			seq := n.seqs[c].Add(1)
+			req.Notices = append(req.Notices, &receiptsv1.MessageNotice{ChannelId: n.channels[c], Seq: seq,
+				MessageId: fmt.Sprintf("m%d", seq), SenderId: n.users[rng.IntN(len(n.users))],
+				Mentions: []string{n.users[rng.IntN(len(n.users))]}})
+		}
+		// Until acknowledged: after halt, for at most a minute more.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			resp, err := cl.NotifyMessages(ctx, connect.NewRequest(req))
+			cancel()
+			if err == nil {
+				n.apply(req, resp.Msg)
+				break
+			}
+			n.retries.Add(1)
+			if time.Now().After(deadline) {
+				return // the check will report this batch as missing
+			}
+			time.Sleep(100 * time.Millisecond) // a client's back-off between retries, not synchronisation
+		}
+	}
+}
+
+func (n *noticer) apply(req *receiptsv1.NotifyMessagesRequest, resp *receiptsv1.NotifyMessagesResponse) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for i, nt := range req.GetNotices() {
+		n.acked.Add(1)
+		n.heads[nt.ChannelId] = max(n.heads[nt.ChannelId], nt.Seq)
+		k := receipt.Key{User: nt.SenderId, Channel: nt.ChannelId}
+		n.reads[k] = max(n.reads[k], nt.Seq)
+		for _, u := range resp.GetResults()[i].GetMentioned() {
+			mk := receipt.Key{User: u, Channel: nt.ChannelId}
+			if n.mentions[mk] == nil {
+				n.mentions[mk] = map[int64]bool{}
+			}
+			n.mentions[mk][nt.Seq] = true
+		}
+	}
+}
+
+// check compares every (user, channel)'s head, unread and mention counts
+// from the API with the model, and returns the mismatches (at most 5
+// described).
+func (n *noticer) check(ctx context.Context) (int, []string, error) {
+	cl := receiptsv1connect.NewReceiptServiceClient(&http.Client{Timeout: 15 * time.Second}, "http://"+n.api, connect.WithProtoJSON())
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	bad := 0
+	var first []string
+	for _, u := range n.users {
+		resp, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u, ChannelId: n.channels}))
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, c := range resp.Msg.GetChannels() {
+			k := receipt.Key{User: u, Channel: c.GetChannelId()}
+			read, head := n.reads[k], n.heads[k.Channel]
+			var mentions int64
+			for s := range n.mentions[k] {
+				if s > read {
+					mentions++
+				}
+			}
+			capped := mentions > channel.MentionCapDefault
+			want := [4]int64{head, max(head-read, 0), min(mentions, channel.MentionCapDefault), boolInt64(capped)}
+			got := [4]int64{c.GetHead().GetSeq(), c.GetUnreadCount(), c.GetMentionCount(), boolInt64(c.GetMentionsCapped())}
+			if got != want {
+				bad++
+				if len(first) < 5 {
+					first = append(first, fmt.Sprintf("%s: (head, unread, mentions, capped) = %v, model %v", k.KafkaKey(), got, want))
+				}
+			}
+		}
+	}
+	return bad, first, nil
+}
+
+func boolInt64(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -18,7 +18,9 @@ import (
 // scrapeMetrics reads every service's /metrics, checks the project's
 // metric convention on it (every name of ours starts with receipts_ and is
 // built from namespace, subsystem and name; gauges never end in _total; it
-// passes `promtool check metrics`), and returns the dumps by service.
+// passes `promtool check metrics`), checks that every metric the chart's
+// alerts and dashboard query is exported by one of them
+// (scripts/check-metric-names.sh), and returns the dumps by service.
 func (s *stack) scrapeMetrics(t *testing.T) map[string][]byte {
 	t.Helper()
 	promtool, err := exec.LookPath("promtool")
@@ -26,6 +28,7 @@ func (s *stack) scrapeMetrics(t *testing.T) map[string][]byte {
 		t.Fatalf("promtool is required here (Debian package prometheus): %v", err)
 	}
 	dumps := map[string][]byte{}
+	var files []string
 	for name, addr := range s.admin {
 		resp, err := http.Get("http://" + addr + "/metrics")
 		require.NoError(t, err, name)
@@ -58,7 +61,30 @@ func (s *stack) scrapeMetrics(t *testing.T) map[string][]byte {
 			out, err := cmd.CombinedOutput()
 			require.NoError(t, err, "promtool check metrics on %s:\n%s", name, out)
 		}
-		require.NoError(t, os.WriteFile(filepath.Join(s.dir, name+".metrics"), body, 0o600))
+		file := filepath.Join(s.dir, name+".metrics")
+		require.NoError(t, os.WriteFile(file, body, 0o600))
+		files = append(files, file)
 	}
+
+	out, err := checkMetricNames(files, "")
+	require.NoError(t, err, "a dashboard or alert queries a metric the binaries do not export (helm/receipts/files/metric-names.txt):\n%s", out)
+	// The check can fail: a name nobody exports is reported.
+	bogus := filepath.Join(s.dir, "bogus-names.txt")
+	require.NoError(t, os.WriteFile(bogus, []byte("receipts_kafkagate_requests_total\nreceipts_kafkagate_no_such_metric_total\n"), 0o600))
+	out, err = checkMetricNames(files, bogus)
+	require.Error(t, err)
+	require.Contains(t, out, "receipts_kafkagate_no_such_metric_total")
 	return dumps
+}
+
+// checkMetricNames runs scripts/check-metric-names.sh on the dumps; list,
+// when set, replaces the chart's list of names.
+func checkMetricNames(dumps []string, list string) (string, error) {
+	cmd := exec.Command("bash", append([]string{filepath.Join("..", "scripts", "check-metric-names.sh")}, dumps...)...)
+	cmd.Env = os.Environ()
+	if list != "" {
+		cmd.Env = append(cmd.Env, "METRIC_NAMES="+list)
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

@@ -15,7 +15,9 @@ import (
 // Connect JSON), waits for quiet, and asserts for every key:
 // Postgres = Redis = the greatest value acknowledged.
 func TestPipelineConverges(t *testing.T) {
-	s := newStack(t, stackOptions{})
+	// With the spool, as kafkagate runs in production: its metrics are
+	// among those the dashboard reads.
+	s := newStack(t, stackOptions{spool: true})
 	m := newModel()
 	d := startDriver(s.apiAddr, workload{clients: 6, users: 40, channels: 12, batch: 20, dup: 0.2, reorder: 0.15}, m, 1)
 	waitAcked(t, m, 5000, 90*time.Second)

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/lifecycle"
@@ -149,6 +150,13 @@ type Config struct {
 	// heartbeat. Defaults to WatchHeartbeatDefault.
 	WatchHeartbeat time.Duration
 
+	// Auth authenticates and rate-limits API callers (pkg/apiauth): bearer
+	// tokens, mTLS, per-client events/s. Its zero value is an open API,
+	// which only a loopback Addr may serve unless
+	// Auth.InsecureAllowUnauthenticated. A rate limit's burst defaults to
+	// at least MaxBatchItems, so that a full batch can pass.
+	Auth apiauth.Config
+
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 	// Registerer receives the gate's and the Kafka client's metrics.
@@ -182,6 +190,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
 	c.WatchHeartbeat = d.WatchHeartbeat
 	fs.DurationVar(&c.WatchHeartbeat, "watch-heartbeat", c.WatchHeartbeat, "idle pause before a heartbeat comment on a server-sent events watch stream")
+	c.Auth.RegisterFlags(fs)
 }
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -204,6 +213,11 @@ func (c Config) withDefaults() Config {
 	c.Coalesce = c.Coalesce.withDefaults()
 	c.WatchHeartbeat = cmp.Or(c.WatchHeartbeat, WatchHeartbeatDefault)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
+	if c.Auth.RateLimit > 0 && c.Auth.RateLimitBurst == 0 {
+		c.Auth.RateLimitBurst = max(int(c.Auth.RateLimit+0.999), c.MaxBatchItems)
+	}
+	c.Auth.Namespace, c.Auth.Subsystem = metricsNamespace, MetricsSubsystem
+	c.Auth.Logger, c.Auth.Registerer = c.Logger, c.Registerer
 	return c
 }
 
@@ -256,6 +270,12 @@ func (c Config) validate() error {
 	// limit and memory per request sane.
 	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 64<<20 {
 		bad("MaxBodyBytes: must be within [1KiB, 64MiB], got %d", c.MaxBodyBytes)
+	}
+	if err := c.Auth.Check(c.Addr); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Auth.RateLimit > 0 && c.Auth.RateLimitBurst < c.MaxBatchItems {
+		bad("RateLimitBurst: %d is below MaxBatchItems %d: a full batch could never pass", c.Auth.RateLimitBurst, c.MaxBatchItems)
 	}
 	return errors.Join(errs...)
 }

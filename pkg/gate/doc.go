@@ -2,6 +2,9 @@
 // receiptsv1connect.ReceiptServiceHandler and serves it on one port as gRPC,
 // gRPC-Web, Connect and HTTP/JSON (REST routes from the google.api.http
 // annotations, transcoded by vanguard), with gRPC reflection and health.
+// Every route sits behind the API guard (pkg/apiauth, Config.Auth): bearer
+// tokens or mTLS, and per-client rate limits in events (a batch costs its
+// items, charged once decoded).
 //
 // Write path, per call: validate every item (all-or-nothing, InvalidArgument
 // naming the field) → max-merge into Redis in one pipeline (synchronous, so

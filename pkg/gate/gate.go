@@ -16,6 +16,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -32,6 +33,7 @@ type Gate struct {
 	pg      *pgstore.Store
 	durable Producer
 	m       *metrics
+	guard   *apiauth.Guard
 	handler http.Handler
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]

@@ -3,10 +3,14 @@ package gate
 import (
 	"context"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Event outcomes (label values of events_total).
@@ -15,6 +19,16 @@ const (
 	outcomeSpooled     = "spooled"
 	outcomeUnavailable = "unavailable"
 )
+
+// Why a mark did not advance (label values of stale_marks_total).
+const (
+	staleDuplicate = "duplicate" // the stored cursor is at the mark's position
+	staleBehind    = "stale"     // the stored cursor is ahead of it
+)
+
+// requestBuckets are the request_duration_seconds buckets; 0.25 is the
+// latency SLO's threshold (helm/receipts/files/prometheus-rules.yaml).
+var requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 
 // Redis operations (label values of redis_degraded_total).
 const (
@@ -26,6 +40,8 @@ const (
 
 type metrics struct {
 	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	staleMarks    *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	produce       prometheus.Histogram
 	redisDegraded *prometheus.CounterVec
@@ -34,11 +50,20 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
-	return &metrics{
+	m := &metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "requests_total",
 			Help: "API calls by rpc and result code (ok or the Connect/gRPC code name).",
 		}, []string{"rpc", "code"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "request_duration_seconds",
+			Help:    "Time to answer an API call that reached the handler, by rpc (every result code).",
+			Buckets: requestBuckets,
+		}, []string{"rpc"}),
+		staleMarks: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "stale_marks_total",
+			Help: "Marks Redis did not advance (cursor-regression attempts), by reason: duplicate (stored at the mark's position) or stale (stored ahead).",
+		}, []string{"reason"}),
 		events: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "events_total",
 			Help: "Validated marks by where they became durable (kafka, spooled) or unavailable.",
@@ -57,6 +82,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Reads answered with Postgres, by reason (incomplete: hash not hydrated; redis_error).",
 		}, []string{"reason"}),
 	}
+	// Every label value exists from the start, so a dashboard's or an
+	// alert's rate() sees 0, not an absent series.
+	m.staleMarks.WithLabelValues(staleDuplicate)
+	m.staleMarks.WithLabelValues(staleBehind)
+	for _, op := range []string{redisOpMerge, redisOpGet, redisOpHydrate} {
+		m.redisDegraded.WithLabelValues(op)
+	}
+	for _, reason := range []string{"incomplete", "redis_error"} {
+		m.readFallbacks.WithLabelValues(reason)
+	}
+	return m
 }
 
 // interceptor counts every call that reaches the handler, by rpc and code.
@@ -65,14 +101,50 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
 	return func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			start := time.Now()
 			resp, err := next(ctx, req)
-			code := "ok"
-			if err != nil {
-				code = connect.CodeOf(err).String()
-			}
 			proc := req.Spec().Procedure
-			m.requests.WithLabelValues(proc[strings.LastIndexByte(proc, '/')+1:], code).Inc()
+			m.observe(proc[strings.LastIndexByte(proc, '/')+1:], start, err)
 			return resp, err
 		}
+	}
+}
+
+// observe counts one answered call of rpc begun at start: requests_total
+// by code and request_duration_seconds. A path that answers without the
+// connect handler (a REST fast path) calls it itself.
+func (m *metrics) observe(rpc string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	m.requests.WithLabelValues(rpc, code).Inc()
+	m.duration.WithLabelValues(rpc).Observe(time.Since(start).Seconds())
+}
+
+// countStale counts the marks Redis did not advance: incoming is what a
+// mark wrote, merged Redis's answer for it. Failed merges are not counted
+// (redis_degraded_total has them).
+func (m *metrics) countStale(incoming []receipt.State, merged []redisstore.MergeResult) {
+	for i := range merged {
+		r := &merged[i]
+		if r.Err != nil || r.Advanced || i >= len(incoming) {
+			continue
+		}
+		// The cursor the mark names: a READ mark sets delivered too, and a
+		// private read is stored only while ahead of the public read, so
+		// it is compared with the greater of both.
+		in, stored := incoming[i].Delivered, r.State.Delivered
+		switch {
+		case incoming[i].Read.Position.Seq != 0:
+			in, stored = incoming[i].Read, r.State.Read
+		case incoming[i].PrivateRead.Position.Seq != 0:
+			in, stored = incoming[i].PrivateRead, receipt.MaxCursor(r.State.Read, r.State.PrivateRead)
+		}
+		reason := staleBehind
+		if !r.Stale && stored.Position.Seq == in.Position.Seq {
+			reason = staleDuplicate
+		}
+		m.staleMarks.WithLabelValues(reason).Inc()
 	}
 }

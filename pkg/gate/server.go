@@ -16,8 +16,11 @@ import (
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/vanguard"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apiauth"
 )
 
 // rpcPathPrefix starts every gRPC, gRPC-Web and Connect path of the service;
@@ -25,15 +28,20 @@ import (
 const rpcPathPrefix = "/" + receiptsv1connect.ReceiptServiceName + "/"
 
 // Handler serves the API: the ReceiptService as gRPC, gRPC-Web, Connect and
-// REST (HTTP/JSON), gRPC health, and gRPC reflection (v1 and v1alpha).
-// Serve it over HTTP/1.1 and unencrypted HTTP/2 (gRPC needs the latter),
-// as Server does.
+// REST (HTTP/JSON), gRPC health, and gRPC reflection (v1 and v1alpha),
+// every route behind the API guard (authentication and per-client rate
+// limits, pkg/apiauth). Serve it over HTTP/1.1 and HTTP/2 (h2c, or h2 over
+// TLS: gRPC needs HTTP/2), as Server does.
 func (g *Gate) Handler() http.Handler { return g.handler }
 
 func (g *Gate) buildHandler() (http.Handler, error) {
+	var err error
+	if g.guard, err = apiauth.New(g.cfg.Auth, g.cfg.Addr); err != nil {
+		return nil, fmt.Errorf("configuring API authentication: %w", err)
+	}
 	path, svc := receiptsv1connect.NewReceiptServiceHandler(g,
 		connect.WithReadMaxBytes(int(g.cfg.MaxBodyBytes)),
-		connect.WithInterceptors(g.m.interceptor()),
+		connect.WithInterceptors(g.m.interceptor(), chargeEvents()),
 	)
 	tc, err := vanguard.NewTranscoder([]*vanguard.Service{
 		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(g.cfg.MaxBodyBytes))),
@@ -48,7 +56,48 @@ func (g *Gate) buildHandler() (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle("GET "+watchSSEPath, http.HandlerFunc(g.serveWatchSSE))
 	mux.Handle("/", g.limitREST(g.streamDeadlines(tc)))
-	return mux, nil
+	return g.guard.Wrap(mux), nil
+}
+
+// chargeEvents charges a call's client the rest of its cost in events: the
+// guard charged one at the door, a batch costs one per item (the longest
+// repeated message field: MarkReceipts' receipts, NotifyMessages'
+// messages), so a batch of 100 marks costs 100. A call over its client's
+// limit is ResourceExhausted (HTTP 429) with Retry-After.
+func chargeEvents() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if msg, ok := req.Any().(proto.Message); ok {
+				if n := batchItems(msg.ProtoReflect()); n > 1 {
+					if err := apiauth.Charge(ctx, n-1); err != nil {
+						return nil, rateLimitedError(err)
+					}
+				}
+			}
+			return next(ctx, req)
+		}
+	}
+}
+
+// batchItems is the length of m's longest repeated message field.
+func batchItems(m protoreflect.Message) int {
+	n := 0
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.IsList() && fd.Message() != nil {
+			n = max(n, v.List().Len())
+		}
+		return true
+	})
+	return n
+}
+
+// rateLimitedError is a refused charge as the API's error.
+func rateLimitedError(err error) error {
+	cerr := connect.NewError(connect.CodeResourceExhausted, err)
+	if rl, ok := errors.AsType[*apiauth.RateLimitedError](err); ok && rl.RetryAfter > 0 {
+		cerr.Meta().Set("Retry-After", apiauth.RetryAfterSeconds(rl.RetryAfter))
+	}
+	return cerr
 }
 
 // limitREST bounds REST request bodies (and lets Connect unary calls without
@@ -146,17 +195,23 @@ func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) 
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
-// Server returns an http.Server for the API on cfg.Addr: HTTP/1.1 and
-// unencrypted HTTP/2 with prior knowledge (h2c, what gRPC clients speak
-// without TLS; TLS is terminated in front of the gate), with the configured
-// timeouts.
+// Server returns an http.Server for the API on cfg.Addr, with the
+// configured timeouts: with a TLS certificate (Auth.CertFile), HTTP/1.1 and
+// HTTP/2 over TLS (ALPN h2, http/1.1; mTLS when Auth.ClientCAFile is set);
+// otherwise HTTP/1.1 and unencrypted HTTP/2 with prior knowledge (h2c,
+// what gRPC clients speak without TLS).
 func (g *Gate) Server() *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	if g.guard.TLSConfig() != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	srv := &http.Server{
 		Addr:              g.cfg.Addr,
 		Handler:           g.handler,
+		TLSConfig:         g.guard.TLSConfig(),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
 		ReadTimeout:       g.cfg.ReadTimeout,
@@ -171,14 +226,26 @@ func (g *Gate) Server() *http.Server {
 	return srv
 }
 
-// Serve serves the API on ln until ctx ends, then drains in-flight calls
-// for up to ShutdownTimeout. It returns nil after a clean drain.
+// Serve serves the API on ln (over TLS when configured) until ctx ends,
+// then drains in-flight calls for up to ShutdownTimeout; meanwhile the
+// guard reloads its token file and certificate when they change. It
+// returns nil after a clean drain.
 func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
 	srv := g.Server()
 	g.serving.Store(true)
 	defer g.serving.Store(false)
+	gctx, stopGuard := context.WithCancel(ctx)
+	guarded := make(chan struct{})
+	go func() { defer close(guarded); _ = g.guard.Run(gctx) }()
+	defer func() { stopGuard(); <-guarded }()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving api: %w", err)

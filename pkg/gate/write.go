@@ -83,6 +83,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(states)))
 		return nil, contextError(ctx, ctx.Err())
 	}
+	g.m.countStale(states, j.merged)
 	durability := receiptsv1.Durability_DURABILITY_UNSPECIFIED
 	if j.produced > 0 {
 		if j.err != nil {

@@ -141,7 +141,10 @@ func (c Config) Opts(logger *zap.Logger, reg prometheus.Registerer, subsystem st
 		opts = append(opts, kgo.WithLogger(kzap.New(logger.Named("kgo"), kzap.AtomicLevel(zap.NewAtomicLevelAt(zapcore.WarnLevel)))))
 	}
 	if reg != nil {
-		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(MetricsNamespace, kprom.Subsystem(subsystem), kprom.Registerer(gaugeSuffixFixer{reg}))))
+		opts = append(opts, kgo.WithHooks(kprom.NewMetrics(MetricsNamespace, kprom.Subsystem(subsystem), kprom.Registerer(gaugeSuffixFixer{reg}),
+			// Records and batches too: the dashboard's throughput panels
+			// read produce_records_total.
+			kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.UncompressedBytes, kprom.Records, kprom.Batches))))
 	}
 	if c.SessionTimeout > 0 {
 		opts = append(opts, kgo.SessionTimeout(c.SessionTimeout),

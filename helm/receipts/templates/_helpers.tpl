@@ -116,6 +116,9 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- if and $v.kafka.tls.existingSecret (not $v.kafka.tls.enabled) -}}
 {{- fail "kafka.tls.existingSecret is set but kafka.tls.enabled is false" -}}
 {{- end -}}
+{{- if not (or $v.kafkagate.auth.existingSecret $v.kafkagate.tls.clientAuth $v.kafkagate.auth.insecureAllowUnauthenticated) -}}
+{{- fail "kafkagate.auth: the API listens on every interface; set kafkagate.auth.existingSecret (bearer tokens) or kafkagate.tls.clientAuth (mTLS), or kafkagate.auth.insecureAllowUnauthenticated=true to serve it open" -}}
+{{- end -}}
 {{- if and $v.kafkagate.tls.clientAuth (not $v.kafkagate.tls.existingSecret) -}}
 {{- fail "kafkagate.tls.clientAuth needs kafkagate.tls.existingSecret (the server certificate and the client CA)" -}}
 {{- end -}}

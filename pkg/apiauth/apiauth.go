@@ -307,17 +307,22 @@ func (e *RateLimitedError) Error() string { return e.msg }
 
 // Charge spends n more events of the calling client's rate limit, for a
 // call that costs more than the one event Wrap charged at the door (a
-// batch of n marks charges n-1). It returns a *RateLimitedError when they
-// do not fit, and nil without a rate limit or a client.
+// batch of n marks charges n-1). A call never costs more than the burst in
+// all: an oversized batch is its validation's to refuse, not the limit's.
+// It returns a *RateLimitedError when the events do not fit, and nil
+// without a rate limit or a client.
 func Charge(ctx context.Context, n int) error {
 	c, ok := ClientFrom(ctx)
 	if !ok || c.g.limits == nil || n <= 0 {
 		return nil
 	}
-	return c.g.take(c.Name, n)
+	return c.g.take(c.Name, min(n, c.g.cfg.RateLimitBurst-1))
 }
 
 func (g *Guard) take(client string, n int) error {
+	if n <= 0 {
+		return nil
+	}
 	wait, err := g.limits.take(client, n, time.Now())
 	if err != nil {
 		g.m.rateLimited.Inc()

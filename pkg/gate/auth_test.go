@@ -24,13 +24,14 @@ import (
 const (
 	tokenChat  = "chat-token-0123456789abcdef"
 	tokenOther = "other-token-0123456789abcdef"
+	tokenThird = "third-token-0123456789abcdef"
 )
 
-// tokenFile writes a token file naming two clients.
+// tokenFile writes a token file naming three clients.
 func tokenFile(t *testing.T) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
-	require.NoError(t, os.WriteFile(path, []byte("# test clients\nchat:"+tokenChat+"\nother:"+tokenOther+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte("# test clients\nchat:"+tokenChat+"\nother:"+tokenOther+"\nthird:"+tokenThird+"\n"), 0o600))
 	return path
 }
 
@@ -220,13 +221,20 @@ func TestRateLimitPerClient(t *testing.T) {
 	err = markRead(tb.client(), tokenChat, "rob", 2)
 	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
 
+	// An oversized batch is refused by its validation, not by the limit,
+	// and costs a whole burst.
+	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", batch(11), tokenThird)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	require.Contains(t, body, "limit is 10")
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(markRead(tb.client(), tokenThird, "rob", 2)))
+
 	// Another client is not affected.
 	require.NoError(t, markRead(tb.client(connect.WithGRPC()), tokenOther, "rob", 2))
-	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", batch(9), tokenOther)
+	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", batch(7), tokenOther)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 
-	require.Equal(t, 4.0, gathered(t, tb.reg, "receipts_kafkagate_rate_limited_total"))
-	require.Equal(t, 2.0, gathered(t, tb.reg, "receipts_kafkagate_rate_limit_clients"))
+	require.Equal(t, 5.0, gathered(t, tb.reg, "receipts_kafkagate_rate_limited_total"))
+	require.Equal(t, 3.0, gathered(t, tb.reg, "receipts_kafkagate_rate_limit_clients"))
 }
 
 func errString(err error) string {

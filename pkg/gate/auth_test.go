@@ -182,12 +182,23 @@ func TestAuthRequiredOffLoopback(t *testing.T) {
 // Retry-After.
 func TestRateLimitPerClient(t *testing.T) {
 	t.Parallel()
+	// REST marks take the fast path or vanguard's; both charge a batch.
+	for _, path := range []string{"fast", "vanguard"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			testRateLimitPerClient(t, path == "vanguard")
+		})
+	}
+}
+
+func testRateLimitPerClient(t *testing.T, fastRESTOff bool) {
 	path := tokenFile(t)
 	tb := setup(t, setupOpts{config: func(c *testConfig) {
 		c.Auth.TokenFile = path
 		// A slow refill: nothing comes back within the test.
 		c.Auth.RateLimit, c.Auth.RateLimitBurst, c.MaxBatchItems = 0.01, 10, 10
 	}})
+	tb.gate.fastRESTOff.Store(fastRESTOff)
 	batch := func(n int) string {
 		items := make([]string, n)
 		for i := range items {

@@ -53,9 +53,11 @@ func TestRequestDurationObserved(t *testing.T) {
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
 	var rs receiptsv1.GetReadStateResponse
 	tb.doProto(t, http.MethodGet, "/v1/users/erin/read-state", "", &rs)
+	var mr receiptsv1.MarkResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/erin/channels/c1/read", `{"seq": 2}`, &mr) // the fast REST path
 
 	h := histogramOf(t, tb.reg, "receipts_kafkagate_request_duration_seconds", "MarkRead")
-	require.Equal(t, uint64(2), h.GetSampleCount())
+	require.Equal(t, uint64(3), h.GetSampleCount())
 	require.Equal(t, uint64(1), histogramOf(t, tb.reg, "receipts_kafkagate_request_duration_seconds", "GetReadState").GetSampleCount())
 	var bounds []float64
 	for _, b := range h.GetBucket() {

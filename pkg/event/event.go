@@ -10,6 +10,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -58,6 +59,9 @@ type Decoded struct {
 	// Erasure is a user-wide event's tombstone (key "u::user"); nil for
 	// the other kinds.
 	Erasure *tombstone.Tombstone
+	// Settings is a user-wide event's privacy settings (key "u::user");
+	// nil for the other kinds.
+	Settings *privacy.Settings
 
 	// Generation is the user's erasure generation the gateway read when it
 	// accepted a user event (0: none, or not known); see tombstone.Drops.
@@ -87,6 +91,9 @@ func (d Decoded) User() string {
 	if d.Erasure != nil {
 		return d.Erasure.User
 	}
+	if d.Settings != nil {
+		return d.Settings.User
+	}
 	return d.Key.User
 }
 
@@ -97,6 +104,9 @@ func (d Decoded) RecordKey() string {
 	}
 	if d.Erasure != nil {
 		return UserKey(d.Erasure.User)
+	}
+	if d.Settings != nil {
+		return UserKey(d.Settings.User)
 	}
 	return d.Key.KafkaKey()
 }
@@ -129,7 +139,7 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 		msg proto.Message
 		key string
 	)
-	if d.Erasure != nil {
+	if d.Erasure != nil || d.Settings != nil {
 		return encodeUser(d)
 	}
 	if d.Channel != nil {

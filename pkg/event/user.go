@@ -26,6 +26,9 @@ func EncodeErasure(t tombstone.Tombstone) (*kgo.Record, error) {
 }
 
 func encodeUser(d Decoded) (*kgo.Record, error) {
+	if d.Settings != nil {
+		return encodeSettings(*d.Settings)
+	}
 	t := d.Erasure
 	ev := &receiptsv1.UserEvent{
 		SchemaVersion:    SchemaVersion,
@@ -49,6 +52,9 @@ func decodeUser(r *kgo.Record) (Decoded, error) {
 	}
 	if v := ev.GetSchemaVersion(); v != SchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: unknown user event schema version %d", ErrUndecodable, v)
+	}
+	if ev.GetSettings() != nil && ev.GetErasedGeneration() == 0 {
+		return decodeSettings(r, &ev)
 	}
 	if ev.GetErasedGeneration() == 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a user event without erased_generation", ErrUndecodable)

@@ -52,15 +52,15 @@ func TestErasureRejects(t *testing.T) {
 		val  []byte
 		want string
 	}{
-		"no generation":    {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0 }), "without erased_generation"},
-		"negative":         {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = -1 }), "erased_generation"},
-		"empty user":       {"u::", val(func(ev *receiptsv1.UserEvent) { ev.UserId = "" }), "user_id: is required"},
-		"oversized user":   {"u::" + string(make([]byte, 129)), val(func(ev *receiptsv1.UserEvent) { ev.UserId = string(make([]byte, 129)) }), "user_id"},
-		"key mismatch":     {"u::u2", val(func(*receiptsv1.UserEvent) {}), "does not match"},
-		"old version":      {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.SchemaVersion = 2 }), "schema version 2"},
-		"not protobuf":     {"u::u1", []byte{0xff, 0xff}, "unmarshalling"},
-		"negative time":    {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.AcceptedAtUnixMs = -1 }), "accepted_at_unix_ms"},
-		"settings instead": {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0; ev.Settings = &receiptsv1.UserSettings{} }), "without erased_generation"},
+		"no generation":  {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0 }), "without erased_generation"},
+		"negative":       {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = -1 }), "erased_generation"},
+		"empty user":     {"u::", val(func(ev *receiptsv1.UserEvent) { ev.UserId = "" }), "user_id: is required"},
+		"oversized user": {"u::" + string(make([]byte, 129)), val(func(ev *receiptsv1.UserEvent) { ev.UserId = string(make([]byte, 129)) }), "user_id"},
+		"key mismatch":   {"u::u2", val(func(*receiptsv1.UserEvent) {}), "does not match"},
+		"old version":    {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.SchemaVersion = 2 }), "schema version 2"},
+		"not protobuf":   {"u::u1", []byte{0xff, 0xff}, "unmarshalling"},
+		"negative time":  {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.AcceptedAtUnixMs = -1 }), "accepted_at_unix_ms"},
+		"empty settings": {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0; ev.Settings = &receiptsv1.UserSettings{} }), "settings.version_unix_ms must be > 0"},
 	} {
 		_, err := event.DecodeRecord(&kgo.Record{Key: []byte(tc.key), Value: tc.val})
 		require.ErrorIs(t, err, event.ErrUndecodable, name)

@@ -120,6 +120,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		g.warnRedis(redisOpMerge, merr)
 	}
 	degraded := merr != nil
+	if merr == nil && !res[0].Membership.Member {
+		g.leaveView(ctx, reg.Key) // issue 9: a member who left is out of read-by and ticks
+	}
 	if read != nil {
 		merged := g.mergeRedis(ctx, []receipt.State{*read})
 		resolved, err := g.resolveEpochs(ctx, []receipt.State{*read}, merged)

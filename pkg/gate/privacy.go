@@ -2,18 +2,140 @@ package gate
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// UpdateSettings implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) UpdateSettings(context.Context, *connect.Request[receiptsv1.UpdateSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
-	return unimplemented[receiptsv1.UserSettings]()
+func settingsProto(st privacy.Settings) *receiptsv1.UserSettings {
+	return &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
+		ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs}
+}
+
+// UpdateSettings implements receiptsv1connect.ReceiptServiceHandler: the
+// new register (absent fields keep their value, version = now, above the
+// stored one) is merged into Redis, the user's entries of kinds no longer
+// shared leave their channels' views (and those shared again enter them),
+// and the settings event is made durable before the answer.
+func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receiptsv1.UpdateSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
+	m := req.Msg
+	user := m.GetUserId()
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return nil, invalidArgument(err)
+	}
+	if m.ShareReadReceipts == nil && m.ShareDeliveryReceipts == nil {
+		return nil, invalidArgument(fmt.Errorf("nothing to change: set share_read_receipts or share_delivery_receipts"))
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	cur, err := g.settingsOf(rctx, []string{user})
+	cancel()
+	if err != nil {
+		// The stored version is unknown: Postgres alone orders it.
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		sts, perr := g.pg.Settings(pctx, []string{user})
+		cancel()
+		if perr != nil {
+			return nil, g.durableErr(ctx, perr)
+		}
+		cur = map[string]privacy.Settings{user: sts[0]}
+	}
+	st := cur[user]
+	if m.ShareReadReceipts != nil {
+		st.ShareRead = *m.ShareReadReceipts
+	}
+	if m.ShareDeliveryReceipts != nil {
+		st.ShareDelivered = *m.ShareDeliveryReceipts
+	}
+	st.VersionMs = max(time.Now().UnixMilli(), cur[user].VersionMs+1)
+	rec, err := event.EncodeSettings(st)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec.Topic = g.durable.Topic()
+	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
+		return nil, g.unavailable(1, err)
+	}
+	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	merged, err := g.redis.MergeSettings(rctx, []privacy.Settings{st})
+	if err == nil {
+		st = merged[0]
+		err = g.applySettingsToViews(rctx, st)
+	}
+	cancel()
+	if err != nil {
+		// Answering success while Redis may still show what the user
+		// hides would break the promise: refuse, nothing produced.
+		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
+		g.warnRedis(redisOpSettings, err)
+		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("applying settings to the real-time view: %w; retry", err))
+		cerr.Meta().Set("Retry-After", g.retryAfter)
+		return nil, cerr
+	}
+	if _, err := g.produce(ctx, []*kgo.Record{rec}); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(settingsProto(st)), nil
+}
+
+// applySettingsToViews makes the user's channel views follow st: the
+// kinds not shared are removed, the kinds shared are (re)applied from the
+// user's current public cursors in Redis (a max-merge, streamed when it
+// moves a watcher's view).
+func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
+	states, _, err := g.redis.Get(ctx, st.User, nil)
+	if err != nil {
+		return err
+	}
+	var hide []redisstore.ViewKind
+	if !st.ShareRead {
+		hide = append(hide, redisstore.ViewRead)
+	}
+	if !st.ShareDelivered {
+		hide = append(hide, redisstore.ViewDelivered)
+	}
+	var moves []redisstore.ViewMove
+	for _, s := range states {
+		if len(hide) > 0 {
+			if err := g.redis.RemoveFromView(ctx, s.Key.Channel, []string{st.User}, hide...); err != nil {
+				return err
+			}
+		}
+		if st.ShareRead && !s.Read.Position.IsZero() {
+			moves = append(moves, redisstore.ViewMove{Channel: s.Key.Channel, User: st.User, Kind: redisstore.ViewRead, Position: s.Read.Position, AtUnixMs: s.UpdatedAtUnixMs})
+		}
+		if st.ShareDelivered && !s.Delivered.Position.IsZero() {
+			moves = append(moves, redisstore.ViewMove{Channel: s.Key.Channel, User: st.User, Kind: redisstore.ViewDelivered, Position: s.Delivered.Position, AtUnixMs: s.UpdatedAtUnixMs})
+		}
+	}
+	_, err = g.redis.ApplyViewMoves(ctx, moves, g.cfg.ReadBy.ViewStreamMaxLen)
+	return err
 }
 
 // GetSettings implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetSettings(context.Context, *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
-	return unimplemented[receiptsv1.UserSettings]()
+func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
+	user := req.Msg.GetUserId()
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return nil, invalidArgument(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	sts, err := g.settingsOf(rctx, []string{user})
+	cancel()
+	if err != nil {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		durable, perr := g.pg.Settings(pctx, []string{user})
+		cancel()
+		if perr != nil {
+			return nil, g.durableErr(ctx, perr)
+		}
+		return connect.NewResponse(settingsProto(durable[0])), nil
+	}
+	return connect.NewResponse(settingsProto(sts[user])), nil
 }

@@ -2,23 +2,407 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 
 	"connectrpc.com/connect"
+	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
+// rebuildPage bounds one Postgres page of a view rebuild.
+const rebuildPage = 1000
+
+// channelSight is what read-by and ticks derive from for one channel: its
+// member count and, for a small channel, its joined members with their
+// settings and public cursors as others may see them.
+type channelSight struct {
+	channel     string
+	memberCount int64
+	detailed    bool
+	head        *channel.Head
+	// small channels only: the joined members (sorted), their settings,
+	// the view's cursors of those who share the kind.
+	members  []string
+	settings map[string]privacy.Settings
+	view     redisstore.ChannelViewState
+}
+
+// memberCount is a channel's joined-member count: Redis when its
+// membership hash is complete, else Postgres.
+func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	n, complete, err := g.redis.MemberCount(rctx, ch)
+	cancel()
+	if err == nil && complete {
+		return n, nil
+	}
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+		g.warnRedis(redisOpGet, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	return g.pg.MemberCount(pctx, ch)
+}
+
+// sight reads one channel for read-by and ticks. The view is rebuilt from
+// Postgres (member cursors and settings, a max-merge that never undoes a
+// newer move) when it is not marked loaded: after a FLUSHALL, for a new
+// channel, and every ViewRefresh for a small channel (heals moves a
+// degraded Redis missed); a large channel's mark lasts 60 times longer.
+func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
+	n, err := g.memberCount(ctx, ch)
+	if err != nil {
+		return nil, g.durableErr(ctx, err)
+	}
+	s := &channelSight{channel: ch, memberCount: n, detailed: n <= g.cfg.ReadBy.detailThreshold()}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	views, err := g.redis.ReadViews(rctx, []string{ch})
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+		g.warnRedis(redisOpView, err)
+		views = []redisstore.ChannelViewState{{Channel: ch}}
+	}
+	s.view = views[0]
+	if !s.view.Loaded {
+		if err := g.rebuildView(ctx, ch, s.detailed, &s.view); err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
+	}
+	if heads, err := g.redis.Heads(ctx, []string{ch}); err == nil {
+		if h, ok := heads[ch]; ok {
+			s.head = &h
+		}
+	}
+	if !s.detailed {
+		return s, nil
+	}
+	regs, err := g.membersOf(ctx, ch)
+	if err != nil {
+		return nil, g.durableErr(ctx, err)
+	}
+	for _, r := range regs {
+		if r.Member {
+			s.members = append(s.members, r.Key.User)
+		}
+	}
+	slices.Sort(s.members)
+	if len(s.members) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		s.settings, err = g.settingsOf(rctx, s.members)
+		cancel()
+		if err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
+	}
+	return s, nil
+}
+
+// membersOf returns a small channel's registers: Redis when its hash is
+// complete, else Postgres (hydrating Redis).
+func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	regs, complete, err := g.redis.ChannelMembers(rctx, ch, nil)
+	cancel()
+	if err == nil && complete {
+		return regs, nil
+	}
+	regs, _, err = g.durableMembers(ctx, ch)
+	return regs, err
+}
+
+// rebuildView merges the members' durable cursors (of the kinds they
+// share) into the channel's view and marks it loaded, then merges them
+// into v, the view as read before.
+func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *redisstore.ChannelViewState) error {
+	var moves []redisstore.ViewMove
+	after := ""
+	for {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		page, err := g.pg.MemberCursors(pctx, ch, after, rebuildPage)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("rebuilding the view of %s: %w", ch, err)
+		}
+		for _, c := range page {
+			if c.ShareRead && !c.Read.IsZero() {
+				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewRead, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
+			}
+			if c.ShareDelivered && !c.Delivered.IsZero() {
+				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewDelivered, Position: c.Delivered, AtUnixMs: c.UpdatedAtUnixMs})
+			}
+		}
+		if len(page) < rebuildPage {
+			break
+		}
+		after = page[len(page)-1].User
+	}
+	ttl := g.cfg.ReadBy.viewRefresh()
+	if !small {
+		ttl *= 60
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	err := g.redis.RebuildView(rctx, []string{ch}, moves, ttl)
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+		g.warnRedis(redisOpView, err)
+	}
+	if v.Read == nil {
+		v.Read, v.Delivered = map[string]redisstore.ViewCursor{}, map[string]redisstore.ViewCursor{}
+	}
+	for _, m := range moves {
+		into := v.Read
+		if m.Kind == redisstore.ViewDelivered {
+			into = v.Delivered
+		}
+		if cur, ok := into[m.User]; !ok || m.Position.Compare(cur.Position) > 0 {
+			into[m.User] = redisstore.ViewCursor{Position: m.Position, AtUnixMs: m.AtUnixMs}
+		}
+	}
+	return nil
+}
+
+// durableErr is the answer when neither store could answer.
+func (g *Gate) durableErr(ctx context.Context, err error) error {
+	if cerr := contextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	g.log.Warn("read-by: reading durable state", zap.Error(err))
+	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading channel state: %w; retry", err))
+}
+
+// visible returns a member's cursor of a kind as others may see it.
+func (s *channelSight) visible(user string, k redisstore.ViewKind) (redisstore.ViewCursor, bool) {
+	if st, ok := s.settings[user]; ok && !st.Shares(string(k)) {
+		return redisstore.ViewCursor{}, false
+	}
+	src := s.view.Read
+	if k == redisstore.ViewDelivered {
+		src = s.view.Delivered
+	}
+	c, ok := src[user]
+	return c, ok
+}
+
+func validateChannelSeq(prefix, ch string, seq int64, sender string) error {
+	if err := receipt.ValidateID(prefix+"channel_id", ch); err != nil {
+		return invalidArgument(err)
+	}
+	if err := receipt.ValidateSeq(prefix+"seq", seq); err != nil {
+		return invalidArgument(err)
+	}
+	if err := receipt.ValidateOptionalID(prefix+"sender_id", sender); err != nil {
+		return invalidArgument(err)
+	}
+	return nil
+}
+
+func invalidArgument(err error) error { return connect.NewError(connect.CodeInvalidArgument, err) }
+
 // GetMessageReceipts implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetMessageReceipts(context.Context, *connect.Request[receiptsv1.GetMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
-	return unimplemented[receiptsv1.MessageReceipts]()
+func (g *Gate) GetMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
+	m := req.Msg
+	if err := validateChannelSeq("", m.GetChannelId(), m.GetSeq(), m.GetSenderId()); err != nil {
+		return nil, err
+	}
+	out, err := g.messageReceipts(ctx, m.GetChannelId(), m.GetSeq(), m.GetSenderId())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (g *Gate) messageReceipts(ctx context.Context, ch string, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
+	s, err := g.sight(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	return g.receiptsOf(ctx, s, seq, sender)
+}
+
+// receiptsOf answers one message from a channel's sight: member lists for
+// a small channel ("at" from the cursor-move log, else the view's time of
+// the member's current cursor), counts for a large one.
+func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
+	out := &receiptsv1.MessageReceipts{ChannelId: s.channel, Seq: seq, Detailed: s.detailed, MemberCount: s.memberCount, SenderId: sender}
+	if !s.detailed {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		c, err := g.redis.CountView(rctx, s.channel, seq, sender)
+		cancel()
+		if err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
+		out.ReadCount, out.DeliveredCount = c.Read, c.Delivered
+		return out, nil
+	}
+	var reached []string
+	for _, u := range s.members {
+		if u == sender {
+			continue
+		}
+		if c, ok := s.visible(u, redisstore.ViewRead); ok && c.Position.Seq >= seq {
+			out.ReadBy = append(out.ReadBy, &receiptsv1.MemberAt{UserId: u, AtUnixMs: c.AtUnixMs})
+			reached = append(reached, u)
+		} else {
+			out.Pending = append(out.Pending, u)
+		}
+		if c, ok := s.visible(u, redisstore.ViewDelivered); ok && c.Position.Seq >= seq {
+			out.DeliveredTo = append(out.DeliveredTo, &receiptsv1.MemberAt{UserId: u, AtUnixMs: c.AtUnixMs})
+			reached = append(reached, u)
+		}
+	}
+	if len(reached) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		read, delivered, err := g.pg.FirstReached(pctx, s.channel, seq, reached)
+		cancel()
+		if err != nil {
+			// The view's times stand in: when each cursor reached where it is.
+			g.log.Warn("read-by: reading the cursor-move log; answering with the view's times", zap.Error(err))
+		}
+		for _, ma := range out.ReadBy {
+			if at, ok := read[ma.UserId]; ok {
+				ma.AtUnixMs = at
+			}
+		}
+		for _, ma := range out.DeliveredTo {
+			if at, ok := delivered[ma.UserId]; ok {
+				ma.AtUnixMs = at
+			}
+		}
+	}
+	out.ReadCount, out.DeliveredCount = int64(len(out.ReadBy)), int64(len(out.DeliveredTo))
+	return out, nil
 }
 
 // GetTicks implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetTicks(context.Context, *connect.Request[receiptsv1.GetTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
-	return unimplemented[receiptsv1.ChannelTicks]()
+func (g *Gate) GetTicks(ctx context.Context, req *connect.Request[receiptsv1.GetTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
+	ch := req.Msg.GetChannelId()
+	if err := receipt.ValidateID("channel_id", ch); err != nil {
+		return nil, invalidArgument(err)
+	}
+	s, err := g.sight(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	out, err := g.ticksOf(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ticksOf computes a channel's watermarks: the least public cursor seq
+// over the members who share that kind (a member without a cursor counts
+// as 0; members who share nothing of a kind are skipped). A large channel
+// takes the least of the view's sorted set when it covers every member,
+// else 0 (there, members hiding a kind count as not reached).
+func (g *Gate) ticksOf(ctx context.Context, s *channelSight) (*receiptsv1.ChannelTicks, error) {
+	out := &receiptsv1.ChannelTicks{ChannelId: s.channel, MemberCount: s.memberCount, Detailed: s.detailed}
+	if s.head != nil {
+		out.Head = &receiptsv1.Position{Seq: s.head.Seq}
+	}
+	if !s.detailed {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		c, err := g.redis.CountView(rctx, s.channel, 0, "")
+		cancel()
+		if err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
+		if c.ReadMembers >= s.memberCount {
+			out.ReadByAllUpTo = c.LeastRead
+		}
+		if c.DeliveredMembers >= s.memberCount {
+			out.DeliveredToAllUpTo = c.LeastDelivered
+		}
+		return out, nil
+	}
+	leastRead, leastDel := int64(-1), int64(-1)
+	for _, u := range s.members {
+		mc := &receiptsv1.MemberCursors{UserId: u}
+		if st := s.settings[u]; st.ShareRead {
+			c, _ := s.visible(u, redisstore.ViewRead)
+			mc.Read = positionProto(c.Position)
+			if leastRead < 0 || c.Position.Seq < leastRead {
+				leastRead = c.Position.Seq
+			}
+		}
+		if st := s.settings[u]; st.ShareDelivered {
+			c, _ := s.visible(u, redisstore.ViewDelivered)
+			mc.Delivered = positionProto(c.Position)
+			if leastDel < 0 || c.Position.Seq < leastDel {
+				leastDel = c.Position.Seq
+			}
+		}
+		out.Members = append(out.Members, mc)
+	}
+	out.ReadByAllUpTo, out.DeliveredToAllUpTo = max(leastRead, 0), max(leastDel, 0)
+	return out, nil
 }
 
 // LookupReceipts implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) LookupReceipts(context.Context, *connect.Request[receiptsv1.LookupReceiptsRequest]) (*connect.Response[receiptsv1.LookupReceiptsResponse], error) {
-	return unimplemented[receiptsv1.LookupReceiptsResponse]()
+func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receiptsv1.LookupReceiptsRequest]) (*connect.Response[receiptsv1.LookupReceiptsResponse], error) {
+	m := req.Msg
+	if n := len(m.GetMessages()); n > MaxLookupItems {
+		return nil, invalidArgument(fmt.Errorf("messages: %d items; the limit is %d", n, MaxLookupItems))
+	}
+	if n := len(m.GetBadgeUserIds()); n > MaxLookupItems {
+		return nil, invalidArgument(fmt.Errorf("badge_user_ids: %d items; the limit is %d", n, MaxLookupItems))
+	}
+	if len(m.GetMessages()) == 0 && len(m.GetBadgeUserIds()) == 0 {
+		return nil, invalidArgument(errors.New("messages and badge_user_ids are both empty"))
+	}
+	for i, ref := range m.GetMessages() {
+		if err := validateChannelSeq(fmt.Sprintf("messages[%d].", i), ref.GetChannelId(), ref.GetSeq(), ref.GetSenderId()); err != nil {
+			return nil, err
+		}
+	}
+	for i, u := range m.GetBadgeUserIds() {
+		if err := receipt.ValidateID(fmt.Sprintf("badge_user_ids[%d]", i), u); err != nil {
+			return nil, invalidArgument(err)
+		}
+	}
+	out := &receiptsv1.LookupReceiptsResponse{}
+	// One sight per channel, however many of its messages are asked.
+	sights := map[string]*channelSight{}
+	for _, ref := range m.GetMessages() {
+		s, ok := sights[ref.GetChannelId()]
+		if !ok {
+			var err error
+			if s, err = g.sight(ctx, ref.GetChannelId()); err != nil {
+				return nil, err
+			}
+			sights[ref.GetChannelId()] = s
+		}
+		r, err := g.receiptsOf(ctx, s, ref.GetSeq(), ref.GetSenderId())
+		if err != nil {
+			return nil, err
+		}
+		out.Messages = append(out.Messages, r)
+	}
+	for _, u := range m.GetBadgeUserIds() {
+		views, err := g.unread(ctx, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		b := &receiptsv1.Badge{UserId: u}
+		for _, v := range views {
+			b.UnreadTotal += v.Unread
+			b.MentionTotal += min(v.Mentions, int64(g.cfg.MentionCap))
+			b.MentionsCapped = b.MentionsCapped || v.MentionsCapped
+			if v.Unread > 0 {
+				b.ChannelsWithUnread++
+			}
+		}
+		out.Badges = append(out.Badges, b)
+	}
+	return connect.NewResponse(out), nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -135,4 +136,31 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
 	return g.pg.Settings(pctx, users)
+}
+
+// leaveView takes a member who left out of the channel's view. A failure
+// only counts as degraded: read-by and ticks list members only, so a
+// leftover entry is never shown, and the view's script refuses later
+// moves of a user whose register says "left".
+func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	if err := g.redis.RemoveFromView(rctx, k.Channel, []string{k.User}, redisstore.ViewRead, redisstore.ViewDelivered); err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+		g.warnRedis(redisOpView, err)
+	}
+}
+
+func (c ReadByConfig) detailThreshold() int64 {
+	if c.DetailThreshold <= 0 {
+		return DetailThresholdDefault
+	}
+	return int64(c.DetailThreshold)
+}
+
+func (c ReadByConfig) viewRefresh() time.Duration {
+	if c.ViewRefresh <= 0 {
+		return ViewRefreshDefault
+	}
+	return c.ViewRefresh
 }

@@ -131,6 +131,13 @@ type Config struct {
 	// Postgres (the retention deletes the rest). It must equal the
 	// gateway's. Defaults to channel.MentionCapDefault.
 	MentionCap int
+	// DetailThreshold: the cursor-move log keeps moves of channels of at
+	// most this many joined members (issue 9; must equal the gateway's
+	// --receipts-detail-threshold). Defaults to DetailThresholdDefault.
+	DetailThreshold int
+	// MoveRetention is how long the cursor-move log keeps moves (whole
+	// weekly partitions dropped past it). Defaults to MoveRetentionDefault.
+	MoveRetention time.Duration
 	// WrittenCacheKeys bounds the keys whose written cursors are
 	// remembered so that a row that cannot advance Postgres is not sent
 	// (stale and duplicate events cost no write). Negative disables it.
@@ -177,6 +184,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.BatchRecords, c.StatementRows, c.Linger, c.WrittenCacheKeys = d.BatchRecords, d.StatementRows, d.Linger, d.WrittenCacheKeys
 	c.FetchMaxBytes, c.FetchMaxPartitionBytes = d.FetchMaxBytes, d.FetchMaxPartitionBytes
 	c.MentionCap = d.MentionCap
+	c.DetailThreshold = d.DetailThreshold
+	c.MoveRetention = d.MoveRetention
 	if c.Retry.Base == 0 {
 		c.Retry.Base = RetryBaseDefault
 	}
@@ -195,6 +204,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.FetchMaxBytes, "fetch-max-bytes", c.FetchMaxBytes, "bound of one fetch response in bytes")
 	fs.IntVar(&c.FetchMaxPartitionBytes, "fetch-max-partition-bytes", c.FetchMaxPartitionBytes, "bound of one partition in a fetch response in bytes")
 	fs.IntVar(&c.MentionCap, "mention-cap", c.MentionCap, "mentions counted per (user, channel) before \"cap+\"; each keeps its newest cap+1 mention seqs (must equal the gateway's)")
+	fs.IntVar(&c.DetailThreshold, "receipts-detail-threshold", c.DetailThreshold, "channels of at most this many members get a cursor-move log (read-by times; must equal the gateway's)")
+	fs.DurationVar(&c.MoveRetention, "receipts-log-retention", c.MoveRetention, "how long the cursor-move log keeps moves (weekly partitions dropped past it)")
 	fs.IntVar(&c.WrittenCacheKeys, "written-cache-keys", c.WrittenCacheKeys, "keys whose written cursors are remembered to skip stale rows; negative disables")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "on shutdown, how long to finish and commit the batch in hand and leave the group")
 	fs.DurationVar(&c.LagInterval, "lag-interval", c.LagInterval, "how often the group's consumer lag is exported as receipts_persister_consumer_lag_records; negative disables")
@@ -225,6 +236,8 @@ func (c Config) withDefaults() Config {
 	c.StatementRows = cmp.Or(c.StatementRows, StatementRowsDefault)
 	c.WrittenCacheKeys = cmp.Or(c.WrittenCacheKeys, WrittenCacheKeysDefault)
 	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
+	c.DetailThreshold = cmp.Or(c.DetailThreshold, DetailThresholdDefault)
+	c.MoveRetention = cmp.Or(c.MoveRetention, MoveRetentionDefault)
 	c.FetchMaxBytes = cmp.Or(c.FetchMaxBytes, FetchMaxBytesDefault)
 	c.FetchMaxPartitionBytes = cmp.Or(c.FetchMaxPartitionBytes, FetchMaxPartitionBytesDefault)
 	c.Linger = cmp.Or(c.Linger, LingerDefault)

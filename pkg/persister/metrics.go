@@ -30,6 +30,7 @@ type metrics struct {
 	batches      *prometheus.CounterVec
 	batchSize    prometheus.Histogram
 	rowsWritten  prometheus.Counter
+	movesLogged  prometheus.Counter
 	dedupeIn     prometheus.Counter
 	dedupeOut    prometheus.Counter
 	deadLetters  *prometheus.CounterVec
@@ -72,6 +73,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		rowsWritten: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "rows_written_total",
 			Help: "Deduplicated rows committed to Postgres (a row that advanced nothing still counts).",
+		}),
+		movesLogged: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "cursor_moves_logged_total",
+			Help: "Rows added to the cursor-move log (public moves of members of small channels).",
 		}),
 		dedupeIn: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dedupe_records_in_total",

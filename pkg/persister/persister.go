@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -215,6 +216,8 @@ func (p *Persister) Run(ctx context.Context) error {
 	})
 	commitCtx, stopCommitter := context.WithCancel(procCtx)
 	stages.Go(func() { p.commitLoop(commitCtx) })
+
+	stages.Go(func() { p.maintainMoves(ctx) })
 
 	runErr := p.pollLoop(ctx, procCtx)
 	close(p.windows)
@@ -477,6 +480,8 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 	jobs = append(jobs, tableJobs(p, tableHeads, heads, func(h channel.Head) string { return h.Channel }, p.store.UpsertHeads)...)
 	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
 	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
+	jobs = append(jobs, tableJobs(p, tableSettings, w.sortedSettings(), func(st privacy.Settings) string { return event.UserKey(st.User) }, p.store.UpsertSettings)...)
+	jobs = append(jobs, p.moveJobs(fresh)...) // issue 9: the cursor-move log
 	written, failed, err := p.runJobs(ctx, jobs)
 	if err != nil {
 		return fmt.Errorf("writing window of %d rows: %w", total-skipped, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -22,6 +23,7 @@ const (
 	tableHeads
 	tableMembers
 	tableMentions
+	tableSettings
 )
 
 func (t table) String() string {
@@ -34,6 +36,8 @@ func (t table) String() string {
 		return "channel_members"
 	case tableMentions:
 		return "mentions"
+	case tableSettings:
+		return "user_settings"
 	}
 	return "unknown"
 }
@@ -59,6 +63,7 @@ type window struct {
 	mentions map[receipt.Key][]int64
 	// erasures are the window's erasure tombstones, applied before its rows.
 	erasures tombstone.Set
+	settings map[string]privacy.Settings
 
 	undecodable []deadLetter
 	// last holds, per partition, the window's last record: what is
@@ -77,6 +82,7 @@ func newWindow(capacity, mentionCap int) *window {
 		members:    map[receipt.Key]channel.Membership{},
 		mentions:   map[receipt.Key][]int64{},
 		erasures:   tombstone.Set{},
+		settings:   map[string]privacy.Settings{},
 		last:       map[topicPartition]*kgo.Record{},
 	}
 }
@@ -125,6 +131,14 @@ func (w *window) merge(d event.Decoded) table {
 	if m := d.Membership; m != nil {
 		w.members[m.Key], _ = channel.MergeMembership(w.members[m.Key], *m)
 		t |= tableMembers
+	}
+	if st := d.Settings; st != nil {
+		cur, ok := w.settings[st.User]
+		if !ok {
+			cur.VersionMs = -1 // below every version, so the first one wins
+		}
+		w.settings[st.User], _ = privacy.Merge(cur, *st)
+		t |= tableSettings
 	}
 	if len(d.Mentions) > 0 {
 		w.mentions[d.Key] = channel.MergeMentions(w.mentions[d.Key], d.Mentions, w.mentionCap)
@@ -205,7 +219,7 @@ func (w *window) len() int { return len(w.recs) }
 
 // rowCount is the number of deduplicated rows of every table.
 func (w *window) rowCount() int {
-	n := len(w.rows) + len(w.heads) + len(w.members)
+	n := len(w.rows) + len(w.heads) + len(w.members) + len(w.settings)
 	for _, s := range w.mentions {
 		n += len(s)
 	}
@@ -253,7 +267,7 @@ func (w *window) sourcesOf(rejected map[rejection]error) []deadLetter {
 		if k == "" {
 			continue
 		}
-		for t := tableCursors; t <= tableMentions; t <<= 1 {
+		for t := tableCursors; t <= tableSettings; t <<= 1 {
 			if w.tables[i]&t == 0 {
 				continue
 			}

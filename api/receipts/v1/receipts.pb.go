@@ -2255,9 +2255,13 @@ func (x *ChannelEvent) GetAcceptedAtUnixMs() int64 {
 }
 
 type GetMessageReceiptsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq       int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The message's sender, when the caller knows it (REST: ?sender_id=):
+	// left out of every list and count. The service stores no sender per
+	// message (that would be a row per message).
+	SenderId      string `protobuf:"bytes,3,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2304,6 +2308,13 @@ func (x *GetMessageReceiptsRequest) GetSeq() int64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *GetMessageReceiptsRequest) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
 }
 
 // MemberAt is a member whose public cursor reached a message, and when.
@@ -2686,9 +2697,11 @@ func (x *ChannelTicks) GetMembers() []*MemberCursors {
 
 // MessageRef names one message.
 type MessageRef struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq       int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The message's sender when known (as GetMessageReceiptsRequest).
+	SenderId      string `protobuf:"bytes,3,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2735,6 +2748,13 @@ func (x *MessageRef) GetSeq() int64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *MessageRef) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
 }
 
 type LookupReceiptsRequest struct {
@@ -3777,11 +3797,12 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12'\n" +
 	"\x04head\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12-\n" +
-	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\"L\n" +
+	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\"i\n" +
 	"\x19GetMessageReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seq\"A\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\tsender_id\x18\x03 \x01(\tR\bsenderId\"A\n" +
 	"\bMemberAt\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1c\n" +
 	"\n" +
@@ -3815,12 +3836,13 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x11read_by_all_up_to\x18\x04 \x01(\x03R\rreadByAllUpTo\x12!\n" +
 	"\fmember_count\x18\x05 \x01(\x03R\vmemberCount\x12\x1a\n" +
 	"\bdetailed\x18\x06 \x01(\bR\bdetailed\x124\n" +
-	"\amembers\x18\a \x03(\v2\x1a.receipts.v1.MemberCursorsR\amembers\"=\n" +
+	"\amembers\x18\a \x03(\v2\x1a.receipts.v1.MemberCursorsR\amembers\"Z\n" +
 	"\n" +
 	"MessageRef\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seq\"r\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\tsender_id\x18\x03 \x01(\tR\bsenderId\"r\n" +
 	"\x15LookupReceiptsRequest\x123\n" +
 	"\bmessages\x18\x01 \x03(\v2\x17.receipts.v1.MessageRefR\bmessages\x12$\n" +
 	"\x0ebadge_user_ids\x18\x02 \x03(\tR\fbadgeUserIds\"\xc3\x01\n" +

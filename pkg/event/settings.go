@@ -1,0 +1,54 @@
+package event
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/proto"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// EncodeSettings builds the user event of a privacy settings change (key
+// "u::user", like an erasure; version 3).
+func EncodeSettings(st privacy.Settings) (*kgo.Record, error) {
+	return EncodeDecoded(Decoded{Settings: &st})
+}
+
+func encodeSettings(st privacy.Settings) (*kgo.Record, error) {
+	ev := &receiptsv1.UserEvent{
+		SchemaVersion: SchemaVersion,
+		UserId:        st.User,
+		Settings: &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
+			ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs},
+		AcceptedAtUnixMs: st.VersionMs,
+	}
+	v, err := proto.Marshal(ev)
+	if err != nil {
+		return nil, fmt.Errorf("marshalling the settings event of %s: %w", st.User, err)
+	}
+	return &kgo.Record{Key: []byte(UserKey(st.User)), Value: v}, nil
+}
+
+// decodeSettings validates a settings user event (schema version checked
+// by the caller).
+func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
+	s := ev.GetSettings()
+	st := privacy.Settings{User: ev.GetUserId(), ShareRead: s.GetShareReadReceipts(),
+		ShareDelivered: s.GetShareDeliveryReceipts(), VersionMs: s.GetVersionUnixMs()}
+	if err := receipt.ValidateID("user_id", st.User); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if s.GetUserId() != "" && s.GetUserId() != st.User {
+		return Decoded{}, fmt.Errorf("%w: invalid event: settings.user_id %q is not the event's user %q", ErrUndecodable, s.GetUserId(), st.User)
+	}
+	if st.VersionMs <= 0 {
+		return Decoded{}, fmt.Errorf("%w: invalid event: settings.version_unix_ms must be > 0", ErrUndecodable)
+	}
+	if string(r.Key) != UserKey(st.User) {
+		return Decoded{}, fmt.Errorf("%w: record key %q does not match user event key %q", ErrUndecodable, r.Key, UserKey(st.User))
+	}
+	return Decoded{Settings: &st, AcceptedAtUnixMs: ev.GetAcceptedAtUnixMs()}, nil
+}

@@ -1,0 +1,99 @@
+package gate
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+)
+
+// A small group: the sender's notice, members' reads and deliveries, a
+// user hiding reads. Read-by lists who reached the message (sender left
+// out, the hidden reader pending), ticks give the least shared cursor;
+// after the view keys are lost the answers are rebuilt from Postgres' side
+// (here: the membership and the live marks since).
+func TestReadByTicksAndSettings(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	for _, u := range []string{"s", "a", "b", "h"} {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/g/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
+	}
+	status, body := tb.do(t, http.MethodPut, "/v1/users/h/settings", `{"share_read_receipts": false}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var st receiptsv1.UserSettings
+	tb.doProto(t, http.MethodGet, "/v1/users/h/settings", "", &st)
+	require.False(t, st.ShareReadReceipts)
+	require.True(t, st.ShareDeliveryReceipts)
+	require.Positive(t, st.VersionUnixMs)
+
+	status, body = tb.do(t, http.MethodPost, "/v1/channels/g/messages", `{"seq": 3, "message_id": "m3", "sender_id": "s"}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var mr receiptsv1.MarkReceiptsResponse
+	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", markBody(
+		`{"user_id": "a", "channel_id": "g", "kind": "READ", "seq": 3}`,
+		`{"user_id": "b", "channel_id": "g", "kind": "DELIVERED", "seq": 3}`,
+		`{"user_id": "h", "channel_id": "g", "kind": "READ", "seq": 3}`,
+	), &mr)
+
+	var rec receiptsv1.MessageReceipts
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/messages/3/receipts?sender_id=s", "", &rec)
+	require.True(t, rec.Detailed)
+	require.Equal(t, int64(4), rec.MemberCount)
+	require.Equal(t, []string{"a"}, userIDs(rec.ReadBy), "the hidden reader never appears in read-by")
+	require.Equal(t, []string{"a", "b", "h"}, userIDs(rec.DeliveredTo))
+	require.Equal(t, []string{"b", "h"}, rec.Pending)
+	for _, m := range rec.ReadBy {
+		require.Positive(t, m.AtUnixMs)
+	}
+
+	var ticks receiptsv1.ChannelTicks
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
+	require.Equal(t, int64(3), ticks.DeliveredToAllUpTo, "every member received 3 (the sender by the notice)")
+	require.Equal(t, int64(0), ticks.ReadByAllUpTo, "b has not read")
+	require.Len(t, ticks.Members, 4)
+	for _, m := range ticks.Members {
+		if m.UserId == "h" {
+			require.Nil(t, m.Read, "a hidden read is not in the ticks")
+		}
+	}
+
+	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", markBody(`{"user_id": "b", "channel_id": "g", "kind": "READ", "seq": 3}`), &mr)
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
+	require.Equal(t, int64(3), ticks.ReadByAllUpTo, "the hidden reader is skipped by the read watermark")
+
+	var lk receiptsv1.LookupReceiptsResponse
+	tb.doProto(t, http.MethodPost, "/v1/receipts:lookup", `{"messages": [{"channel_id": "g", "seq": 3, "sender_id": "s"}, {"channel_id": "g", "seq": 4}], "badge_user_ids": ["a"]}`, &lk)
+	require.Len(t, lk.Messages, 2)
+	require.Equal(t, []string{"a", "b"}, userIDs(lk.Messages[0].ReadBy))
+	require.Empty(t, lk.Messages[1].ReadBy)
+	require.Len(t, lk.Badges, 1)
+
+	// Bad input: a clear reason, nothing written.
+	status, body = tb.do(t, http.MethodGet, "/v1/channels/g/messages/0/receipts", "")
+	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+	require.Contains(t, string(body), "seq")
+	items := ""
+	for i := range 501 {
+		if i > 0 {
+			items += ","
+		}
+		items += fmt.Sprintf(`{"channel_id": "g", "seq": %d}`, i+1)
+	}
+	status, body = tb.do(t, http.MethodPost, "/v1/receipts:lookup", `{"messages": [`+items+`]}`)
+	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+	require.Contains(t, string(body), "the limit is 500")
+	status, body = tb.do(t, http.MethodPut, "/v1/users/h/settings", `{}`)
+	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+}
+
+func userIDs(ms []*receiptsv1.MemberAt) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.UserId)
+	}
+	return out
+}

@@ -1,0 +1,116 @@
+package persister
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// Cursor-move log and settings defaults (issue 9).
+const (
+	// DetailThresholdDefault is the gateway's default detail threshold.
+	DetailThresholdDefault = 50
+	// MoveRetentionDefault keeps 90 days of moves.
+	MoveRetentionDefault = 90 * 24 * time.Hour
+	// movePartitionsAhead is how far ahead partitions exist.
+	movePartitionsAhead = 14 * 24 * time.Hour
+	// moveMaintenanceEvery is how often the leader maintains partitions.
+	moveMaintenanceEvery = time.Hour
+	// moveMaintenanceLock names the advisory lock of the maintenance.
+	moveMaintenanceLock = "cursor-moves-maintenance"
+)
+
+// sortedSettings returns the window's settings registers by user.
+func (w *window) sortedSettings() []privacy.Settings {
+	out := make([]privacy.Settings, 0, len(w.settings))
+	for _, st := range w.settings {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b privacy.Settings) int { return strings.Compare(a.User, b.User) })
+	return out
+}
+
+// movesOf is the log rows of a window's fresh cursor rows: per (user,
+// channel), its public read and delivered cursor at the window's end, at
+// the time of the latest mark that moved them. Moves older than the
+// oldest partition are left out (past the retention anyway), moves from a
+// clock ahead are logged at now.
+func (p *Persister) movesOf(rows []receipt.State, now time.Time) []pgstore.Move {
+	since := pgstore.MovesKeptSince(now, p.cfg.MoveRetention).UnixMilli()
+	out := make([]pgstore.Move, 0, 2*len(rows))
+	for _, r := range rows {
+		at := min(r.UpdatedAtUnixMs, now.UnixMilli())
+		if at < since {
+			continue
+		}
+		if !r.Read.Position.IsZero() {
+			out = append(out, pgstore.Move{Key: r.Key, Kind: 'r', Position: r.Read.Position, AtUnixMs: at})
+		}
+		if !r.Delivered.Position.IsZero() {
+			out = append(out, pgstore.Move{Key: r.Key, Kind: 'd', Position: r.Delivered.Position, AtUnixMs: at})
+		}
+	}
+	return out
+}
+
+// moveJobs log a window's public moves. The log only dates read-by
+// entries (the view's time stands in without it), so a failure is logged
+// and counted, never retried past the window nor dead-lettered: it cannot
+// hold a window's cursors back.
+func (p *Persister) moveJobs(rows []receipt.State) []job {
+	moves := p.movesOf(rows, time.Now())
+	var out []job
+	for _, part := range chunk(moves, p.cfg.StatementRows) {
+		out = append(out, func(ctx context.Context, _ int) (int, map[rejection]error, error) {
+			n, err := p.store.InsertMoves(ctx, part, p.cfg.DetailThreshold)
+			if err != nil {
+				p.log.Warn("logging cursor moves; read-by times fall back to the real-time view's", zap.Int("num_moves", len(part)), zap.Error(err))
+				return 0, nil, nil
+			}
+			p.m.movesLogged.Add(float64(n))
+			return 0, nil, nil
+		})
+	}
+	return out
+}
+
+// maintainMoves keeps the log's weekly partitions: at start (every
+// replica, serialized in Postgres, so the first window finds its
+// partition), then hourly by whichever replica holds the advisory lock.
+func (p *Persister) maintainMoves(ctx context.Context) {
+	run := func() {
+		created, dropped, err := p.store.MaintainMovePartitions(ctx, time.Now(), p.cfg.MoveRetention, movePartitionsAhead)
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn("maintaining the cursor-move log partitions", zap.Error(err))
+			}
+			return
+		}
+		if len(created)+len(dropped) > 0 {
+			p.log.Info("cursor-move log partitions", zap.Strings("created", created), zap.Strings("dropped", dropped))
+		}
+	}
+	run()
+	t := time.NewTicker(moveMaintenanceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		lock, ok, err := p.store.TryAdvisoryLock(ctx, moveMaintenanceLock)
+		if err != nil || !ok {
+			continue // another replica maintains, or Postgres is down: next hour
+		}
+		run()
+		lock.Release(ctx)
+	}
+}

@@ -1,0 +1,133 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The cursor-move log (issue 9, migration 0006): public cursor moves of
+// members of small channels, range-partitioned by week on at.
+
+// Move is one public cursor move for the log.
+type Move struct {
+	Key      receipt.Key
+	Kind     byte // 'r' public read, 'd' delivered
+	Position receipt.Position
+	AtUnixMs int64
+}
+
+// InsertMoves logs moves, keeping only those (1) in channels of at most
+// threshold joined members, (2) of a kind the user shares (user_settings;
+// no row: shares), (3) that advance the log: no logged move of the same
+// (channel, user, kind) at or past it. Duplicates and replays therefore
+// add nothing. It returns the rows inserted.
+func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (int64, error) {
+	if len(moves) == 0 {
+		return 0, nil
+	}
+	n := len(moves)
+	chs, users, kinds := make([]string, n), make([]string, n), make([]string, n)
+	epochs, seqs := make([]int64, n), make([]int64, n)
+	ats := make([]time.Time, n)
+	for i, m := range moves {
+		chs[i], users[i], kinds[i] = m.Key.Channel, m.Key.User, string(m.Kind)
+		epochs[i], seqs[i], ats[i] = m.Position.Epoch, m.Position.Seq, time.UnixMilli(m.AtUnixMs).UTC()
+	}
+	tag, err := s.pool.Exec(ctx, `
+		INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at)
+		SELECT m.channel_id, m.user_id, m.kind::"char", m.epoch, m.seq, m.at
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[])
+			AS m(channel_id, user_id, kind, epoch, seq, at)
+		WHERE (SELECT count(*) FROM (SELECT 1 FROM channel_members c
+				WHERE c.channel_id = m.channel_id AND c.member LIMIT $7 + 1) AS small) <= $7
+			AND NOT EXISTS (SELECT 1 FROM user_settings st WHERE st.user_id = m.user_id
+				AND ((m.kind = 'r' AND NOT st.share_read) OR (m.kind = 'd' AND NOT st.share_delivered)))
+			AND NOT EXISTS (SELECT 1 FROM cursor_moves x WHERE x.channel_id = m.channel_id
+				AND x.kind = m.kind::"char" AND x.user_id = m.user_id AND (x.epoch, x.seq) >= (m.epoch, m.seq))`,
+		chs, users, kinds, epochs, seqs, ats, threshold)
+	if err != nil {
+		return 0, classify(fmt.Errorf("logging %d cursor moves: %w", n, err))
+	}
+	return tag.RowsAffected(), nil
+}
+
+// movePartitionWeek is the width of a cursor_moves partition.
+const movePartitionWeek = 7 * 24 * time.Hour
+
+// weekStart is the Monday 00:00 UTC at or before t.
+func weekStart(t time.Time) time.Time {
+	t = t.UTC().Truncate(24 * time.Hour)
+	return t.AddDate(0, 0, -((int(t.Weekday()) + 6) % 7))
+}
+
+// MovesKeptSince is the oldest time the log keeps rows of at now with
+// this retention: the start of the oldest partition not yet dropped.
+// The persister logs no move older than it (there is no partition for it).
+func MovesKeptSince(now time.Time, retention time.Duration) time.Time {
+	return weekStart(now.Add(-retention))
+}
+
+// MaintainMovePartitions creates the weekly partitions of cursor_moves
+// from the one holding now−retention to ahead past now, and drops the
+// partitions that end before now−retention (whole tables: no row-by-row
+// delete). Safe to run concurrently (one transaction under an advisory
+// lock); the persister runs it at start and from its leader loop. It
+// returns the partitions created and dropped.
+func (s *Store) MaintainMovePartitions(ctx context.Context, now time.Time, retention, ahead time.Duration) (created, dropped []string, err error) {
+	keep := MovesKeptSince(now, retention)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cursor_moves_partitions:' || current_schema(), 0))`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT c.relname FROM pg_inherits i
+			JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
+			JOIN pg_namespace n ON n.oid = p.relnamespace
+			WHERE p.relname = 'cursor_moves' AND n.nspname = current_schema()`)
+		if err != nil {
+			return err
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		exists := map[string]bool{}
+		for _, n := range names {
+			exists[n] = true
+			day, ok := strings.CutPrefix(n, "cursor_moves_w")
+			if !ok {
+				continue
+			}
+			start, perr := time.Parse("20060102", day)
+			if perr != nil || !start.Add(movePartitionWeek).After(keep) {
+				if perr == nil {
+					if _, err := tx.Exec(ctx, `DROP TABLE `+pgx.Identifier{n}.Sanitize()); err != nil {
+						return err
+					}
+					dropped = append(dropped, n)
+				}
+			}
+		}
+		for w := keep; w.Before(now.Add(ahead)); w = w.Add(movePartitionWeek) {
+			name := "cursor_moves_w" + w.Format("20060102")
+			if exists[name] {
+				continue
+			}
+			if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s PARTITION OF cursor_moves FOR VALUES FROM ('%s') TO ('%s')`,
+				pgx.Identifier{name}.Sanitize(), w.Format(time.RFC3339), w.Add(movePartitionWeek).Format(time.RFC3339))); err != nil {
+				return err
+			}
+			created = append(created, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, classify(fmt.Errorf("maintaining the cursor_moves partitions: %w", err))
+	}
+	return created, dropped, nil
+}

@@ -153,7 +153,10 @@ func TestAuthMTLS(t *testing.T) {
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
 
 	err = markRead(receiptsv1connect.NewReceiptServiceClient(clientFor([]tls.Certificate{stranger.ClientCert}, true), url, connect.WithGRPC()), "", "tess", 3)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "a certificate of another CA fails the handshake: %v", err)
+	// The server drops the handshake; the client sees it as Unavailable, or
+	// as Canceled when its write of the request hits the closed connection
+	// first. Either way the call never reached the API.
+	require.Contains(t, []connect.Code{connect.CodeUnavailable, connect.CodeCanceled}, connect.CodeOf(err), "a certificate of another CA fails the handshake: %v", err)
 	_, err = clientFor([]tls.Certificate{stranger.ClientCert}, false).Get(url + "/v1/users/tess/read-state")
 	require.ErrorContains(t, err, "tls: ", "a certificate of another CA fails the handshake")
 

@@ -108,13 +108,14 @@ type topicsResult struct {
 }
 
 func topicsEnsure(ctx context.Context, args []string, out, errOut io.Writer) error {
-	fs := newFlagSet("topics ensure", "topics ensure [--topic T --partitions N --replication-factor R --config k=v ... --dlt-topic D --dlt-partitions N --dlt-config k=v ...] [flags]")
+	fs := newFlagSet("topics ensure", "topics ensure [--topic T --partitions N --replication-factor R --config k=v ... --dlt-topic D --dlt-partitions N --dlt-config k=v ... --changes-topic C --changes-partitions N --changes-config k=v ...] [flags]")
 	fs.SetOutput(errOut)
 	kafka := kafkaconf.Config{ClientID: "receiptsctl"}
 	kafka.RegisterFlags(fs)
 	marks := topicsSpec{configs: topicsConfigs{}}
 	dlt := topicsSpec{configs: topicsConfigs{}}
-	var partitions, dltPartitions, replication int
+	changes := topicsSpec{configs: topicsConfigs{}}
+	var partitions, dltPartitions, changesPartitions, replication int
 	fs.StringVar(&marks.name, "topic", event.TopicDefault, "the marks topic")
 	fs.IntVar(&partitions, "partitions", topicsPartitionsDefault, "partitions of --topic when created")
 	fs.IntVar(&replication, "replication-factor", -1, "replication factor of both topics when created (-1: the brokers' default.replication.factor)")
@@ -122,12 +123,15 @@ func topicsEnsure(ctx context.Context, args []string, out, errOut io.Writer) err
 	fs.StringVar(&dlt.name, "dlt-topic", event.DLTTopicDefault, "the dead-letter topic")
 	fs.IntVar(&dltPartitions, "dlt-partitions", topicsDLTPartitionsDefault, "partitions of --dlt-topic when created")
 	fs.Var(dlt.configs, "dlt-config", "a topic config of --dlt-topic, `key=value` (repeatable)")
+	fs.StringVar(&changes.name, "changes-topic", "", "the change-feed topic the persister writes with --changes-topic (empty: not ensured)")
+	fs.IntVar(&changesPartitions, "changes-partitions", topicsPartitionsDefault, "partitions of --changes-topic when created")
+	fs.Var(changes.configs, "changes-config", "a topic config of --changes-topic, `key=value` (repeatable)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	var bad []string
-	if partitions < 1 || partitions > 1<<20 || dltPartitions < 1 || dltPartitions > 1<<20 {
-		bad = append(bad, "--partitions and --dlt-partitions must be at least 1")
+	if partitions < 1 || partitions > 1<<20 || dltPartitions < 1 || dltPartitions > 1<<20 || changesPartitions < 1 || changesPartitions > 1<<20 {
+		bad = append(bad, "--partitions, --dlt-partitions and --changes-partitions must be at least 1")
 	}
 	if replication == 0 || replication < -1 || replication > 1<<14 {
 		bad = append(bad, "--replication-factor must be -1 (the brokers' default) or at least 1")
@@ -135,11 +139,19 @@ func topicsEnsure(ctx context.Context, args []string, out, errOut io.Writer) err
 	if marks.name == "" || dlt.name == "" || marks.name == dlt.name {
 		bad = append(bad, "--topic and --dlt-topic must be set and differ")
 	}
+	if changes.name != "" && (changes.name == marks.name || changes.name == dlt.name) {
+		bad = append(bad, "--changes-topic must differ from --topic and --dlt-topic")
+	}
 	if len(bad) > 0 {
 		return &exitError{code: 2, msg: "topics ensure: " + strings.Join(bad, "; ")}
 	}
 	marks.partitions, dlt.partitions = int32(partitions), int32(dltPartitions)
 	marks.replication, dlt.replication = int16(replication), int16(replication)
+	specs := []topicsSpec{marks, dlt}
+	if changes.name != "" {
+		changes.partitions, changes.replication = int32(changesPartitions), int16(replication)
+		specs = append(specs, changes)
+	}
 
 	ctx, cancel := context.WithTimeout(ctx, topicsTimeout)
 	defer cancel()
@@ -148,7 +160,7 @@ func topicsEnsure(ctx context.Context, args []string, out, errOut io.Writer) err
 		return fmt.Errorf("creating kafka client: %w", err)
 	}
 	defer cl.Close()
-	results, err := topicsEnsureAll(ctx, kadm.NewClient(cl), []topicsSpec{marks, dlt})
+	results, err := topicsEnsureAll(ctx, kadm.NewClient(cl), specs)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,23 @@ func TestTopicsEnsureCreatesThenReports(t *testing.T) {
 		"topic marks-dlt: exists (2 partitions, replication factor 1), as wanted\n", out.String())
 }
 
+// The change-feed topic is ensured beside the others when named, and must
+// differ from them.
+func TestTopicsEnsureChangesTopic(t *testing.T) {
+	t.Parallel()
+	c, adm := topicsCluster(t)
+	var out, errOut bytes.Buffer
+	require.NoError(t, topicsRun(context.Background(), ensureArgs(c.ListenAddrs(),
+		"--changes-topic", "changes", "--changes-partitions", "4", "--changes-config", "retention.ms=86400000"), &out, &errOut), out.String()+errOut.String())
+	require.Contains(t, out.String(), "topic changes: created (4 partitions")
+	parts, cfg := topicState(t, adm, "changes", "retention.ms")
+	require.Equal(t, 4, parts)
+	require.Equal(t, "86400000", cfg["retention.ms"])
+
+	err := topicsRun(context.Background(), ensureArgs(c.ListenAddrs(), "--changes-topic", "marks"), &out, &errOut)
+	require.ErrorContains(t, err, "--changes-topic must differ")
+}
+
 // An existing topic that differs is reported, difference by difference,
 // and left exactly as it is (partitions are never added, configs never
 // altered); the run still succeeds.

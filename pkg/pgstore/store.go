@@ -320,26 +320,7 @@ func upsert(ctx context.Context, db execer, states []receipt.State) (int64, erro
 		sorted = slices.Clone(states)
 		slices.SortFunc(sorted, receipt.CompareStates)
 	}
-	n := len(sorted)
-	var (
-		users, channels, readMsgs, delivMsgs, devices       = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		readEpochs, readSeqs, delivEpochs, delivSeqs, times = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-		privEpochs, privSeqs                                = make([]int64, n), make([]int64, n)
-	)
-	now := time.Now().UnixMilli()
-	for i, st := range sorted {
-		users[i], channels[i] = st.Key.User, st.Key.Channel
-		readEpochs[i], readSeqs[i], readMsgs[i] = st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID
-		delivEpochs[i], delivSeqs[i], delivMsgs[i] = st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID
-		privEpochs[i], privSeqs[i] = st.PrivateRead.Position.Epoch, st.PrivateRead.Position.Seq
-		devices[i] = st.DeviceID
-		times[i] = st.UpdatedAtUnixMs
-		if times[i] <= 0 {
-			times[i] = now
-		}
-	}
-	tag, err := db.Exec(ctx, upsertSQL, users, channels, readEpochs, readSeqs, readMsgs,
-		delivEpochs, delivSeqs, delivMsgs, devices, times, privEpochs, privSeqs)
+	tag, err := db.Exec(ctx, upsertSQL, upsertArgs(sorted)...)
 	if err != nil {
 		return 0, err
 	}

@@ -243,6 +243,115 @@ if [ "$no_demo" != 1 ]; then
   grep '^data: ' "$watch_out" | cut -c1-220 | sed 's/^/  /'
   grep -q '"updates"' "$watch_out" || echo "  (warning: the watch stream showed no update; see $run_dir/kafkagate.log)"
   # ---- end watch ----
+
+  # ---- read-by (issue 9): who has seen a message, live ----
+  # A group of four; dave turns share_read_receipts off; bob posts three
+  # messages; a watch stream (SSE) is open while the others receive and
+  # then read one by one. Then the receipts of message 3 and the ticks.
+  grp="${prefix%-u}-team"
+  step "read-by: $grp, members ${prefix}{alice,bob,carol,dave}; dave does not share read receipts"
+  have_jq=0
+  command -v jq >/dev/null && have_jq=1
+  short() { sed "s/${prefix}//g"; } # user ids without the run's prefix
+  for u in alice bob carol dave; do api_call PUT "/v1/channels/$grp/members/${prefix}$u" '{}' >/dev/null; done
+  echo "\$ curl -s -X PUT $api/v1/users/${prefix}dave/settings -d '{\"share_read_receipts\": false}'"
+  settings=$(api_call PUT "/v1/users/${prefix}dave/settings" '{"share_read_receipts": false}')
+  if [ "$have_jq" = 1 ]; then
+    jq -r '"  \(.userId): share_read_receipts=\(.shareReadReceipts // false) share_delivery_receipts=\(.shareDeliveryReceipts // false)"' <<<"$settings" | short
+  else
+    echo "  $(short <<<"$settings")"
+  fi
+  echo
+  # The stream, each line stamped with its arrival (ms since the stream
+  # opened); curl's pid goes to a file so it can be stopped once the reads
+  # are done (--max-time bounds it if the script dies first).
+  rb_out="$run_dir/readby-demo.sse"
+  rb_pidf="$run_dir/readby-demo.pid"
+  rb_t0=${EPOCHREALTIME/[.,]/}
+  echo "\$ curl -N '$api/v1/channels:watch?channel_id=$grp' &"
+  { (curl -sN --max-time 30 "$api/v1/channels:watch?channel_id=$grp" 2>/dev/null & echo $! >"$rb_pidf"; wait) |
+      while IFS= read -r line; do
+        [ -n "$line" ] && printf '%6d %s\n' $(((${EPOCHREALTIME/[.,]/} - rb_t0) / 1000)) "$line"
+      done >"$rb_out"; } &
+  rb_stamp=$!
+  for _ in $(seq 50); do grep -q ' data: ' "$rb_out" 2>/dev/null && break; sleep 0.1; done
+  receipts_line() { # LABEL: message 3's read_by and pending, one line
+    local r
+    r=$(api_call GET "/v1/channels/$grp/messages/3/receipts?sender_id=${prefix}bob")
+    if [ "$have_jq" = 1 ]; then
+      r=$(jq -r '"read_by=[" + ([.readBy[]?.userId] | join(" ")) + "] pending=[" + ([.pending[]?] | join(" ")) + "]"' <<<"$r")
+    fi
+    printf '  %-28s %s\n' "$1" "$(short <<<"$r")"
+  }
+  echo "bob posts messages 1-3 (POST /v1/channels/$grp/messages); the others receive and read;"
+  echo "message 3's receipts after each step (GET /v1/channels/$grp/messages/3/receipts):"
+  for seq in 1 2 3; do
+    api_call POST "/v1/channels/$grp/messages" "{\"seq\": $seq, \"message_id\": \"t$seq\", \"sender_id\": \"${prefix}bob\"}" >/dev/null
+  done
+  receipts_line "after bob's post:"
+  sleep 0.3
+  for u in alice carol dave; do
+    api_call POST "/v1/users/${prefix}$u/channels/$grp/delivered" '{"seq": 3}' >/dev/null
+  done
+  receipts_line "delivered to all three:"
+  for u in alice carol dave; do
+    sleep 0.3
+    api_call POST "/v1/users/${prefix}$u/channels/$grp/read" '{"seq": 3}' >/dev/null
+    receipts_line "$u reads to 3:"
+  done
+  sleep 0.3 # one coalescing window (--watch-coalesce, 100 ms) and some
+  kill "$(cat "$rb_pidf")" 2>/dev/null || true
+  wait "$rb_stamp" 2>/dev/null || true
+  echo
+  echo "the watch stream as it arrived (ms since it opened):"
+  if [ "$have_jq" = 1 ]; then
+    grep ' data: ' "$rb_out" | while read -r ms _ json; do
+      printf '  +%5sms  %s\n' "$ms" "$(jq -r '
+        if (.snapshot | length) > 0 then
+          "snapshot: " + ([.snapshot[] | .channelId + " head=" + (.head.seq // "0") +
+            " read_by_all_up_to=" + (.readByAllUpTo // "0") + " members=" + ([.members[]?.userId] | join(","))] | join("; "))
+        else
+          "update:   " + ([.updates[]? | .userId + " " + .kind + "->" + (.position.seq // "0")] | join(", "))
+        end' <<<"$json" | short)"
+    done
+  else
+    grep ' data: ' "$rb_out" | short | sed 's/ data: /ms  /; s/^ */  +/' | cut -c1-200
+  fi
+  echo
+  echo "\$ curl -s '$api/v1/channels/$grp/messages/3/receipts?sender_id=${prefix}bob'"
+  rcpt=$(api_call GET "/v1/channels/$grp/messages/3/receipts?sender_id=${prefix}bob")
+  if [ "$have_jq" = 1 ]; then
+    jq -r 'def at: if . == null then "(no time: log expired)" else (tonumber) as $ms | ($ms / 1000 | floor | strftime("%H:%M:%S")) + "." + ($ms % 1000 + 1000 | tostring | .[1:]) + " UTC" end;
+      "  detailed=\(.detailed // false) members=\(.memberCount // 0) read=\(.readCount // 0) delivered=\(.deliveredCount // 0)",
+      (.readBy[]? | "  read by       \(.atUnixMs | at)  \(.userId)"),
+      (.deliveredTo[]? | "  delivered to  \(.atUnixMs | at)  \(.userId)"),
+      (.pending[]? | "  pending                         \(.)")' <<<"$rcpt" | short
+  else
+    echo "  $(short <<<"$rcpt")"
+  fi
+  echo "\$ curl -s $api/v1/channels/$grp/ticks"
+  ticks=$(api_call GET "/v1/channels/$grp/ticks")
+  if [ "$have_jq" = 1 ]; then
+    jq -r '"  head=\(.head.seq // 0) delivered_to_all_up_to=\(.deliveredToAllUpTo // 0) read_by_all_up_to=\(.readByAllUpTo // 0)",
+      (.members[]? | "\(.userId)\tread=\(if .read then (.read.seq // 0) else "(not shared)" end) delivered=\(if .delivered then (.delivered.seq // 0) else "(not shared)" end)")' <<<"$ticks" |
+      short | awk -F'\t' 'NF == 1 { print; next } { printf "  %-6s %s\n", $1, $2 }'
+  else
+    echo "  $(short <<<"$ticks")"
+  fi
+  # The smoke test's checks: alice and carol read, dave's reads never shown.
+  read_by=$(grep -o '"readBy":\[[^]]*\]' <<<"$rcpt" || true)
+  for u in alice carol; do
+    grep -q "\"${prefix}$u\"" <<<"$read_by" || die "demo: $u is missing from message 3's read_by: $rcpt"
+  done
+  # (protojson may put a space after a comma)
+  if grep -q "\"${prefix}dave\"" <<<"$read_by" || grep -Eq "\"userId\":\"${prefix}dave\", ?\"kind\":\"READ\"" "$rb_out" ||
+    grep -Eq "\"userId\":\"${prefix}dave\", ?\"read\"" <<<"$ticks"; then
+    die "demo: dave (share_read_receipts=false) appears in read-by, the watch stream or the ticks"
+  fi
+  grep -q '"updates"' "$rb_out" || die "demo: the watch stream showed no update; see $run_dir/kafkagate.log"
+  echo "dave (share_read_receipts=false): read his messages like the others, yet absent from read_by, the"
+  echo "stream's READ updates and the ticks' read cursors; his deliveries still show (share_delivery_receipts)."
+  # ---- end read-by ----
 fi
 
 if [ "$demo_only" = 1 ]; then

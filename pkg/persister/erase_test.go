@@ -11,6 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -50,12 +51,13 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 	for _, u := range []string{"gone", "kept"} {
 		first = append(first, mark(u, "c1", 5, before, 0), mark(u, "c2", 7, before, 0),
 			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Membership: &channel.Membership{Key: receipt.Key{User: u, Channel: "c1"}, Member: true, VersionSeq: 1, VersionUnixMs: before, JoinSeq: 1}}),
-			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Mentions: []int64{3}, AcceptedAtUnixMs: before}))
+			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Mentions: []int64{3}, AcceptedAtUnixMs: before}),
+			encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: u, ShareDelivered: true, VersionMs: before}}))
 	}
 	b.produce(b.cl, first...)
 	b.requireCommittedToEnd()
 	kept := b.userRowCounts("kept")
-	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 0, "cursor_moves": 0}, kept)
+	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0}, kept)
 	require.Equal(t, kept, b.userRowCounts("gone"))
 
 	erasure := tombstone.Tombstone{User: "gone", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
@@ -67,6 +69,9 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 		mark("gone", "c4", 9, erasedAt-10, erasedAt-99_999),
 		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Mentions: []int64{4}, AcceptedAtUnixMs: erasedAt - 1}),
 		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Membership: &channel.Membership{Key: receipt.Key{User: "gone", Channel: "c3"}, Member: true, VersionSeq: 2, VersionUnixMs: erasedAt}}),
+		// a settings change accepted before it (a user-wide event, key
+		// "u::gone")
+		encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: "gone", ShareRead: true, VersionMs: erasedAt - 10}}),
 		// after it: stamped with its generation (a gateway clock behind),
 		// and unstamped but accepted beyond the clock skew
 		mark("gone", "c5", 2, erasedAt-1_000, erasedAt),
@@ -88,14 +93,14 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 		}
 		require.ElementsMatch(t, []string{"c5", "c6"}, gone, "only the events after the erasure are written")
 		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0}, b.userRowCounts("gone"))
-		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 0, "cursor_moves": 0}, b.userRowCounts("kept"))
+		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0}, b.userRowCounts("kept"))
 		ts, err := b.schema.Store.Tombstone(context.Background(), "gone")
 		require.NoError(t, err)
 		require.Equal(t, erasure, ts)
 		require.Zero(t, b.dltEnd(), "dropped events are not dead letters")
 	}
 	check()
-	require.Equal(t, 4.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
+	require.Equal(t, 5.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
 
 	// A replay of the whole topic (a fresh group's view, or a rewind):
 	// the erasure applies no more, and what predates it stays dropped.

@@ -159,6 +159,9 @@ func (w *window) users() []string {
 	for k := range w.mentions {
 		seen[k.User] = struct{}{}
 	}
+	for u := range w.settings {
+		seen[u] = struct{}{}
+	}
 	out := make([]string, 0, len(seen))
 	for u := range seen {
 		out = append(out, u)
@@ -191,9 +194,14 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 			delete(w.mentions, k)
 		}
 	}
+	for u := range w.settings {
+		if _, ok := tombs[u]; ok {
+			delete(w.settings, u)
+		}
+	}
 	dropped := 0
 	for i, key := range w.keys {
-		user, _, isUser := strings.Cut(key, ":")
+		user, isUser := recordUser(key)
 		if !isUser || w.tables[i] == 0 {
 			continue
 		}
@@ -212,6 +220,16 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 		w.merge(d)
 	}
 	return dropped
+}
+
+// recordUser is the user of a record key: "user:channel" or a user-wide
+// event's "u::user"; a channel event's key has none.
+func recordUser(key string) (string, bool) {
+	if u, ok := strings.CutPrefix(key, event.UserKey("")); ok {
+		return u, true
+	}
+	user, _, ok := strings.Cut(key, ":")
+	return user, ok
 }
 
 // len is the number of records in the window.

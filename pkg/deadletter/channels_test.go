@@ -12,11 +12,12 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // Dead letters of every kind (a head, a membership with its join read,
-// mentions) are repaired into both stores by their rules, not parked.
+// mentions, a privacy settings change) are repaired into both stores by their rules, not parked.
 func TestConsumerRepairsEveryKind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -25,12 +26,14 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	group := "reconciler-" + kafkatest.Suffix()
 	k := receipt.Key{User: "u1", Channel: "c1"}
 	join := channel.Join(k, 4, 400, 4)
+	hide := privacy.Settings{User: "u1", ShareRead: false, ShareDelivered: true, VersionMs: 500}
 	priv := receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 4}}}
 	var recs []*kgo.Record
 	for _, d := range []event.Decoded{
 		{Channel: &channel.Head{Channel: "c1", Seq: 12}},
 		{Key: k, Membership: &join, Receipt: &priv},
 		{Key: k, Mentions: []int64{7, 9}},
+		{Settings: &hide, AcceptedAtUnixMs: hide.VersionMs},
 	} {
 		r, err := event.EncodeDecoded(d)
 		require.NoError(t, err)
@@ -38,7 +41,7 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	}
 	produce(t, b, recs...)
 	startConsumer(t, bd, b, group, nil)
-	require.Eventually(t, func() bool { return metric(t, bd.reg, "receipts_reconciler_reconciled_total") == 3 },
+	require.Eventually(t, func() bool { return metric(t, bd.reg, "receipts_reconciler_reconciled_total") == 4 },
 		waitFor, 20*time.Millisecond)
 	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", deadletter.KindUndecodable))
 
@@ -63,4 +66,11 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	pmn, err := bd.pg.Mentions(ctx, "u1", nil, channel.MentionCapDefault)
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, 9}, pmn[0].Seqs)
+	ps, err := bd.pg.StoredSettings(ctx, []string{"u1"})
+	require.NoError(t, err)
+	require.Equal(t, hide, ps["u1"], "the settings dead letter reached Postgres")
+	rs, found, err := bd.rs.Settings(ctx, []string{"u1"})
+	require.NoError(t, err)
+	require.True(t, found[0])
+	require.Equal(t, hide, rs[0])
 }

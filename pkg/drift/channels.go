@@ -148,10 +148,12 @@ func (s *Sweeper) compareMentions(w *chanWork, k receipt.Key, pg, rd []int64) {
 	}
 }
 
-// sweepChannels runs the channel-state passes, each both ways.
+// sweepChannels runs the channel-state passes and the settings' (issue 9),
+// each both ways.
 func (s *Sweeper) sweepChannels(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	for _, pass := range []func(context.Context, *rate.Limiter, *Report) error{
 		s.sweepHeadsPG, s.sweepHeadsRedis, s.sweepMembersPG, s.sweepMembersRedis, s.sweepMentionsPG, s.sweepMentionsRedis,
+		s.sweepSettingsPG, s.sweepSettingsRedis,
 	} {
 		if err := pass(ctx, lim, rep); err != nil {
 			return err

@@ -140,7 +140,7 @@ type Report struct {
 	Found    Counts
 	Repaired Counts
 	// ByKind splits Found by kind of state (KindCursors, KindHeads,
-	// KindMembers, KindMentions).
+	// KindMembers, KindMentions, KindSettings).
 	ByKind map[string]*Counts
 	// InFlight counts keys where Redis was ahead but moved within the grace
 	// period: the write path is still persisting them, so they were left.
@@ -497,7 +497,8 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 
 // SweepOnce runs one full, synchronous pass: Postgres in key order against
 // Redis, then Redis users against Postgres, for the cursors; then the same
-// two ways for heads, membership registers and mentions (channels.go). It stops at the first store
+// two ways for heads, membership registers and mentions (channels.go) and
+// privacy settings (settings.go). It stops at the first store
 // failure and returns the report so far with the error.
 func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	s.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 func settingsProto(st privacy.Settings) *receiptsv1.UserSettings {
@@ -85,38 +84,10 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	return connect.NewResponse(settingsProto(st)), nil
 }
 
-// applySettingsToViews makes the user's channel views follow st: the
-// kinds not shared are removed, the kinds shared are (re)applied from the
-// user's current public cursors in Redis (a max-merge, streamed when it
-// moves a watcher's view).
+// applySettingsToViews makes the user's channel views follow st
+// (redisstore.ApplySettingsToViews).
 func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
-	states, _, err := g.redis.Get(ctx, st.User, nil)
-	if err != nil {
-		return err
-	}
-	var hide []redisstore.ViewKind
-	if !st.ShareRead {
-		hide = append(hide, redisstore.ViewRead)
-	}
-	if !st.ShareDelivered {
-		hide = append(hide, redisstore.ViewDelivered)
-	}
-	var moves []redisstore.ViewMove
-	for _, s := range states {
-		if len(hide) > 0 {
-			if err := g.redis.RemoveFromView(ctx, s.Key.Channel, []string{st.User}, hide...); err != nil {
-				return err
-			}
-		}
-		if st.ShareRead && !s.Read.Position.IsZero() {
-			moves = append(moves, redisstore.ViewMove{Channel: s.Key.Channel, User: st.User, Kind: redisstore.ViewRead, Position: s.Read.Position, AtUnixMs: s.UpdatedAtUnixMs})
-		}
-		if st.ShareDelivered && !s.Delivered.Position.IsZero() {
-			moves = append(moves, redisstore.ViewMove{Channel: s.Key.Channel, User: st.User, Kind: redisstore.ViewDelivered, Position: s.Delivered.Position, AtUnixMs: s.UpdatedAtUnixMs})
-		}
-	}
-	_, err = g.redis.ApplyViewMoves(ctx, moves, g.cfg.ReadBy.ViewStreamMaxLen)
-	return err
+	return g.redis.ApplySettingsToViews(ctx, st, g.cfg.ReadBy.ViewStreamMaxLen)
 }
 
 // GetSettings implements receiptsv1connect.ReceiptServiceHandler.

@@ -50,8 +50,45 @@ func upsertSettings(ctx context.Context, db execer, sts []privacy.Settings) (int
 
 // Settings returns users' settings, the defaults for users without a row.
 func (s *Store) Settings(ctx context.Context, users []string) ([]privacy.Settings, error) {
-	rows, err := s.pool.Query(ctx, `SELECT user_id, share_read, share_delivered, version_ms
+	byUser, err := s.StoredSettings(ctx, users)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]privacy.Settings, len(users))
+	for i, u := range users {
+		st, ok := byUser[u]
+		if !ok {
+			st = privacy.Default(u)
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// StoredSettings returns the settings rows of users, by user; a user
+// without a row (the defaults) is absent.
+func (s *Store) StoredSettings(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
+	found, err := s.settings(ctx, `SELECT user_id, share_read, share_delivered, version_ms
 		FROM user_settings WHERE user_id = ANY($1)`, users)
+	if err != nil {
+		return nil, err
+	}
+	byUser := make(map[string]privacy.Settings, len(found))
+	for _, st := range found {
+		byUser[st.User] = st
+	}
+	return byUser, nil
+}
+
+// SettingsPage returns up to limit settings rows with a user id after
+// after, in user order (the drift sweep's walk).
+func (s *Store) SettingsPage(ctx context.Context, after string, limit int) ([]privacy.Settings, error) {
+	return s.settings(ctx, `SELECT user_id, share_read, share_delivered, version_ms
+		FROM user_settings WHERE user_id > $1 ORDER BY user_id LIMIT $2`, after, limit)
+}
+
+func (s *Store) settings(ctx context.Context, query string, args ...any) ([]privacy.Settings, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, classify(fmt.Errorf("reading settings: %w", err))
 	}
@@ -63,19 +100,7 @@ func (s *Store) Settings(ctx context.Context, users []string) ([]privacy.Setting
 	if err != nil {
 		return nil, classify(fmt.Errorf("reading settings: %w", err))
 	}
-	byUser := make(map[string]privacy.Settings, len(found))
-	for _, st := range found {
-		byUser[st.User] = st
-	}
-	out := make([]privacy.Settings, len(users))
-	for i, u := range users {
-		st, ok := byUser[u]
-		if !ok {
-			st = privacy.Default(u)
-		}
-		out[i] = st
-	}
-	return out, nil
+	return found, nil
 }
 
 // MemberCursor is a member's public cursors as Postgres holds them, with

@@ -127,3 +127,46 @@ func (s *Store) Settings(ctx context.Context, users []string) (sts []privacy.Set
 	}
 	return sts, found, nil
 }
+
+// ApplySettingsToViews makes the channel views of st's user follow st: the
+// kinds not shared leave the views of every channel the user has cursors
+// in, the kinds shared are (re)applied from the user's public cursors in
+// Redis (a max-merge, streamed when it moves a watcher's view; ≤ 0 uses
+// the default stream bound). The gateway runs it after a settings change,
+// the repairs after a settings repair that changed Redis.
+func (s *Store) ApplySettingsToViews(ctx context.Context, st privacy.Settings, streamMaxLen int64) error {
+	states, _, err := s.Get(ctx, st.User, nil)
+	if err != nil {
+		return err
+	}
+	var hide []ViewKind
+	if !st.ShareRead {
+		hide = append(hide, ViewRead)
+	}
+	if !st.ShareDelivered {
+		hide = append(hide, ViewDelivered)
+	}
+	var moves []ViewMove
+	for _, c := range states {
+		if len(hide) > 0 {
+			if err := s.RemoveFromView(ctx, c.Key.Channel, []string{st.User}, hide...); err != nil {
+				return err
+			}
+		}
+		if st.ShareRead && !c.Read.Position.IsZero() {
+			moves = append(moves, ViewMove{Channel: c.Key.Channel, User: st.User, Kind: ViewRead, Position: c.Read.Position, AtUnixMs: c.UpdatedAtUnixMs})
+		}
+		if st.ShareDelivered && !c.Delivered.Position.IsZero() {
+			moves = append(moves, ViewMove{Channel: c.Key.Channel, User: st.User, Kind: ViewDelivered, Position: c.Delivered.Position, AtUnixMs: c.UpdatedAtUnixMs})
+		}
+	}
+	_, err = s.ApplyViewMoves(ctx, moves, streamMaxLen)
+	return err
+}
+
+// ScanSettingsUsers returns one SCAN page of the users with a settings
+// hash and the cursor of the next page.
+func (s *Store) ScanSettingsUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "us:", cur, count)
+	return onlyWhole(ids, rests), next, err
+}

@@ -8,12 +8,13 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // RepairDecoded applies every part of a decoded event to both stores by
-// its merge rule: cursors as Repair; a head, a membership register and
-// mention seqs each merged with the key's Redis value, upserted into
+// its merge rule: cursors as Repair; a head, a membership register,
+// mention seqs and privacy settings each merged with the key's Redis value, upserted into
 // Postgres, and what Postgres then holds merged back into Redis. Only a
 // Postgres failure is returned, as for Repair.
 //
@@ -55,6 +56,11 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 	}
 	if len(d.Mentions) > 0 {
 		if _, err := r.RepairMentions(ctx, channel.Mentions{Key: d.Key, Seqs: d.Mentions}); err != nil {
+			return err
+		}
+	}
+	if d.Settings != nil {
+		if _, err := r.RepairSettings(ctx, *d.Settings); err != nil {
 			return err
 		}
 	}
@@ -203,4 +209,44 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 			zap.Int64("generation", d.Generation), zap.Int64("erased_generation", t.Generation))
 	}
 	return true, nil
+}
+
+// RepairSettings merges a settings register into both stores (the greater
+// version wins; on a tie the one sharing less) and returns the register
+// both then hold. When Redis' register changes, the user's channel views
+// follow it (a kind no longer shared leaves them), as after the gateway's
+// UpdateSettings: a repair must not leave a hidden read on show.
+func (r *Repairer) RepairSettings(ctx context.Context, st privacy.Settings) (privacy.Settings, error) {
+	merged := st
+	redisUp := r.Redis != nil
+	var before privacy.Settings
+	var inRedis bool
+	if redisUp {
+		cur, found, err := r.Redis.Settings(ctx, []string{st.User})
+		if err != nil {
+			redisUp = false
+			r.redisDegraded("reading the redis settings", receipt.Key{User: st.User}, err)
+		} else if found[0] {
+			before, inRedis = cur[0], true
+			merged, _ = privacy.Merge(cur[0], st)
+		}
+	}
+	if _, err := r.Postgres.UpsertSettings(ctx, []privacy.Settings{merged}); err != nil {
+		return merged, fmt.Errorf("upserting the settings of %s: %w", st.User, err)
+	}
+	if !redisUp {
+		return merged, nil
+	}
+	final := merged
+	if rows, err := r.Postgres.Settings(ctx, []string{st.User}); err == nil && len(rows) == 1 {
+		final, _ = privacy.Merge(rows[0], merged)
+	}
+	res, err := r.Redis.MergeSettings(ctx, []privacy.Settings{final})
+	if err == nil && (!inRedis || res[0] != before) {
+		err = r.Redis.ApplySettingsToViews(ctx, res[0], r.ViewStreamMaxLen)
+	}
+	if err != nil {
+		r.redisDegraded("merging the redis settings", receipt.Key{User: st.User}, err)
+	}
+	return final, nil
 }

@@ -1,5 +1,6 @@
 // Package repair applies one state to both stores by its merge rule
-// (RepairDecoded: cursors, heads, membership registers, mentions). For
+// (RepairDecoded: cursors, heads, membership registers, mentions, privacy
+// settings). For
 // cursors it
 // merges the key's Redis value (the real-time truth) into the state, upserts
 // Postgres with the result and max-merges what Postgres then holds back into
@@ -33,6 +34,10 @@ type Repairer struct {
 	// MentionCap is the mention cap (each key keeps its newest cap+1).
 	// Defaults to channel.MentionCapDefault.
 	MentionCap int
+	// ViewStreamMaxLen bounds the channel views' move streams when a
+	// settings repair re-applies a user's views. Defaults to
+	// redisstore.ViewStreamMaxLenDefault.
+	ViewStreamMaxLen int64
 }
 
 // Repair merges st with the key's Redis value, upserts Postgres with the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -221,4 +222,49 @@ func TestChannelRulesRefuse(t *testing.T) {
 	_, err = tb.client().MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "alice", ChannelId: "c", Seq: 99}))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
 	_ = receipt.Key{}
+}
+
+// Calls that share a flush are checked one by one: concurrent members'
+// marks are written while a non-member's and a beyond-head mark in the
+// same flushes are refused alone, with nothing of theirs written.
+func TestChannelRulesRefuseEachCallOfASharedFlush(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	var mem receiptsv1.MembershipResponse
+	members := []string{"m0", "m1", "m2", "m3", "m4", "m5"}
+	for _, u := range members {
+		tb.doProto(t, http.MethodPut, "/v1/channels/c/members/"+u, `{}`, &mem)
+	}
+	tb.post(t, "c", 10, "m0")
+
+	const rounds = 20
+	type call struct {
+		path, body string
+		status     int
+	}
+	var calls []call
+	for r := range rounds {
+		for _, u := range members {
+			calls = append(calls, call{"/v1/users/" + u + "/channels/c/read", fmt.Sprintf(`{"seq": %d}`, r%10+1), 200})
+		}
+		calls = append(calls, call{"/v1/users/outsider/channels/c/read", `{"seq": 1}`, 403})
+		calls = append(calls, call{"/v1/users/m1/channels/c/read", `{"seq": 11}`, 400})
+	}
+	var wg sync.WaitGroup
+	statuses := make([]int, len(calls))
+	for i, c := range calls {
+		wg.Go(func() { statuses[i], _ = tb.do(t, http.MethodPost, c.path, c.body) })
+	}
+	wg.Wait()
+	for i, c := range calls {
+		require.Equal(t, c.status, statuses[i], "%s %s", c.path, c.body)
+	}
+	st, _, err := tb.store.Get(context.Background(), "outsider", nil)
+	require.NoError(t, err)
+	require.Empty(t, st, "a refused call wrote nothing")
+	for _, u := range members {
+		st, _, err := tb.store.Get(context.Background(), u, []string{"c"})
+		require.NoError(t, err)
+		require.Equal(t, int64(10), st[0].Read.Position.Seq, u)
+	}
 }

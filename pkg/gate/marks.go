@@ -33,6 +33,11 @@ func (g *Gate) checkMarks(ctx context.Context, marks []mark) error {
 	if !f.known {
 		return nil
 	}
+	return g.checkEach(f, marks)
+}
+
+// checkEach checks marks against known facts, all or nothing.
+func (g *Gate) checkEach(f *facts, marks []mark) error {
 	for _, m := range marks {
 		if err := g.checkMark(f, m); err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 // (coalesce.go): the flush sets the results, then closes done.
 type writeJob struct {
 	ctx    context.Context
+	marks  []mark
 	states []receipt.State
 
 	merged   []redisstore.MergeResult
@@ -45,13 +46,11 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 // write runs the write path for validated marks: the checks against the
 // channels (seq within the head, membership), Redis merge (epochs
 // resolved, stale marks refused), then the durable write of every mark
-// not refused, then one result per mark. Concurrent calls share the Redis
-// pipeline and the durable write (flushWrites); each call is acknowledged
-// only when its marks are durable, exactly as alone.
+// not refused, then one result per mark. Concurrent calls share the
+// checks' lookup, the Redis pipeline and the durable write
+// (flushWrites); each call is checked, and acknowledged only when its
+// marks are durable, exactly as alone.
 func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
-	if err := g.checkMarks(ctx, marks); err != nil {
-		return nil, err
-	}
 	now := time.Now().UnixMilli()
 	states := make([]receipt.State, len(marks))
 	recs := make([]*kgo.Record, len(marks))
@@ -71,7 +70,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		return nil, g.unavailable(len(recs), err)
 	}
 
-	j := &writeJob{ctx: ctx, states: states, done: make(chan struct{})}
+	j := &writeJob{ctx: ctx, marks: marks, states: states, done: make(chan struct{})}
 	if err := g.writes.submit(j); err != nil {
 		return nil, g.unavailable(len(states), err)
 	}
@@ -82,6 +81,10 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		// be written by the shared flush, which every store max-merges).
 		g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(states)))
 		return nil, contextError(ctx, ctx.Err())
+	}
+	if j.merged == nil {
+		// Refused by the channel checks (checkJobs): nothing was written.
+		return nil, j.err
 	}
 	g.m.countStale(states, j.merged)
 	durability := receiptsv1.Durability_DURABILITY_UNSPECIFIED
@@ -130,14 +133,19 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 	return results, nil
 }
 
-// flushWrites writes the marks of several calls together: one Redis
-// pipeline, then one durable write of every record (all or nothing, so
-// every call of the batch gets the same durability or the same error).
+// flushWrites writes the marks of several calls together: one lookup of
+// the channel facts for the checks (a call failing them is answered alone
+// and left out), one Redis pipeline, then one durable write of every
+// record (all or nothing, so every call of the batch gets the same
+// durability or the same error) while the view moves are published.
 // Every mark is produced, including those Redis found to be no-ops: Redis
 // may hold a value whose own produce failed (the caller got Unavailable
 // and is retrying now), and only this produce makes it durable. A stale
 // mark (an older epoch) changes nothing anywhere.
 func (g *Gate) flushWrites(jobs []*writeJob) {
+	if jobs = g.checkJobs(jobs); len(jobs) == 0 {
+		return
+	}
 	states := jobs[0].states
 	ctxs := []context.Context{jobs[0].ctx}
 	if len(jobs) > 1 {
@@ -154,14 +162,27 @@ func (g *Gate) flushWrites(jobs []*writeJob) {
 	}
 	ctx, cancel := batchContext(ctxs)
 	defer cancel()
-	finish := func(dur producer.Durability, err error) {
+	answer := func(dur producer.Durability, err error) {
 		for _, j := range jobs {
 			j.dur, j.err = dur, err
 			close(j.done)
 		}
 	}
 
-	merged := g.mergeRedis(ctx, states)
+	merged := g.mergeMarksRedis(ctx, states)
+	// The view (read-by, ticks, watch streams) is realtime state, not
+	// durability: it is published while the records are produced, and
+	// the calls are answered once both are done (an acknowledged read is
+	// in read-by).
+	viewed := make(chan struct{})
+	go func() {
+		defer close(viewed)
+		g.publishView(ctx, merged)
+	}()
+	finish := func(dur producer.Durability, err error) {
+		<-viewed
+		answer(dur, err)
+	}
 	off := 0
 	for _, j := range jobs {
 		n := len(j.states)
@@ -249,10 +270,18 @@ func (g *Gate) unavailable(n int, err error) error {
 	return cerr
 }
 
-// mergeRedis merges the marks in one pipeline under RedisTimeout
+// mergeRedis merges the marks (mergeMarksRedis), then publishes their
+// public moves to the channels' views (issue 9: what others may see).
+func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
+	merged := g.mergeMarksRedis(ctx, states)
+	g.publishView(ctx, merged)
+	return merged
+}
+
+// mergeMarksRedis merges the marks in one pipeline under RedisTimeout
 // (redisstore.MergeMarks: epochs resolved, stale marks refused). It always
 // returns one result per state; failures are per result.
-func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
+func (g *Gate) mergeMarksRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
 	merged, err := g.redis.MergeMarks(rctx, states)
@@ -279,6 +308,35 @@ func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisst
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
 		g.warnRedis(redisOpMerge, err)
 	}
-	g.publishView(ctx, merged) // issue 9: the public moves others may see
 	return merged
+}
+
+// checkJobs applies the channel rules (checkMarks) to the calls of a
+// flush with one lookup for all of them; a call that fails is answered
+// with its error and left out of the returned jobs.
+func (g *Gate) checkJobs(jobs []*writeJob) []*writeJob {
+	var keys []receipt.Key
+	ctxs := make([]context.Context, len(jobs))
+	for i, j := range jobs {
+		for _, m := range j.marks {
+			keys = append(keys, m.key)
+		}
+		ctxs[i] = j.ctx
+	}
+	ctx, cancel := batchContext(ctxs)
+	f := g.lookup(ctx, keys, false)
+	cancel()
+	if !f.known {
+		return jobs
+	}
+	kept := jobs[:0]
+	for _, j := range jobs {
+		if err := g.checkEach(f, j.marks); err != nil {
+			j.err = err
+			close(j.done)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	return kept
 }

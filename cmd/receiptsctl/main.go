@@ -33,6 +33,8 @@ const usage = `receiptsctl: operator CLI for the receipts pipeline
 
 Usage:
   receiptsctl load    [flags]   drive kafkagate with marks; report rate, latency, e2e lag
+  receiptsctl load prefill --users N [flags]   write N users' state into Redis (a large Redis for load runs)
+  receiptsctl http-floor [--addr A]   serve fixed mark answers: the HTTP floor a gateway is compared with
   receiptsctl lag     [flags]   consumer lag per partition of a group on a topic
   receiptsctl inspect --user U [--channel C,...]   Redis vs Postgres state of a user
   receiptsctl dlt ... [flags]   list / replay parked dead letters
@@ -77,7 +79,12 @@ func dispatch(ctx context.Context, args []string) error {
 	}
 	switch args[0] {
 	case "load":
+		if len(args) > 1 && args[1] == "prefill" {
+			return runPrefill(ctx, args[2:], os.Stdout)
+		}
 		return runLoad(ctx, args[1:])
+	case "http-floor":
+		return runHTTPFloor(ctx, args[1:], os.Stdout)
 	case "lag":
 		return runLag(ctx, args[1:])
 	case "inspect":

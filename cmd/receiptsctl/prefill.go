@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// runPrefill writes many users' state into Redis before a load run
+// (`receiptsctl load prefill`), so the gateway can be measured against a
+// large Redis.
+func runPrefill(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlagSet("load prefill", "load prefill --users N [flags]")
+	cfg := loadgen.PrefillConfig{}
+	fs.IntVar(&cfg.Users, "users", 10000, "users given state")
+	fs.IntVar(&cfg.Channels, "channels", 1, "channels per user (states = users x channels)")
+	fs.StringVar(&cfg.UserPrefix, "user-prefix", "prefill-u", "prefix of the users' ids (keep it apart from the load's users)")
+	fs.IntVar(&cfg.Batch, "batch", loadgen.PrefillBatchDefault, "states per Redis pipeline")
+	fs.IntVar(&cfg.Workers, "workers", loadgen.PrefillWorkersDefault, "pipelines in flight")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	var redisConf redisstore.ClientConfig
+	redisConf.RegisterFlags(fs)
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	rdb, err := redisConf.NewClient()
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store := redisstore.New(rdb, redisConf.StoreConfig())
+	if err := store.Load(ctx); err != nil {
+		return err
+	}
+	if !*quiet {
+		cfg.Progress = func(n int64) { fmt.Fprintf(out, "prefill: %d states written\n", n) }
+	}
+	res, err := loadgen.Prefill(ctx, store, cfg)
+	if err != nil {
+		return err
+	}
+	mem, _ := rdb.InfoMap(ctx, "memory").Result()
+	fmt.Fprintf(out, "prefill: %d states (%d users x %d channels) in %s, %.0f states/s; redis used_memory %s\n",
+		res.States, cfg.Users, cfg.Channels, res.Elapsed.Round(time.Millisecond),
+		float64(res.States)/res.Elapsed.Seconds(), mem["Memory"]["used_memory_human"])
+	return nil
+}
+
+// runHTTPFloor serves the HTTP floor of the write routes
+// (loadgen.FloorServer) until interrupted: the bound of a gateway on the
+// same machine, driven with `receiptsctl load --target` like the gateway.
+func runHTTPFloor(ctx context.Context, args []string, out io.Writer) error {
+	fs := newFlagSet("http-floor", "http-floor [--addr 127.0.0.1:8090]")
+	addr := fs.String("addr", "127.0.0.1:8090", "listen address")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	srv := loadgen.FloorServer(*addr)
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "http-floor: serving fixed mark answers on http://%s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

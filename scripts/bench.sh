@@ -6,12 +6,35 @@
 #
 # Usage: scripts/bench.sh            (starts its own stack with scripts/run.sh --no-demo)
 # Environment: BENCH_DURATION [30s], BENCH_USERS [100000], BENCH_CHANNELS [50]
+#   BENCH_ROUNDS [1]          rounds of the throughput scenarios (gateway and
+#                             HTTP floor interleaved; issue 7 asks for 3)
+#   BENCH_PREFILL_USERS [0]   when > 0 (e.g. 10000000): the cost-growth pair,
+#                             max batched and single marks with 10k users'
+#                             state in Redis, then with this many (issue 7,
+#                             target 7); the prefilled keys are deleted after
+#   BENCH_LAG_RATE [0]        when > 0 (e.g. 50000): e2e lag (ack -> Postgres)
+#                             at this rate for BENCH_LAG_DURATION [5m] (target 4)
+#   BENCH_TAIL_RATE [0]       when > 0: single marks at this rate for
+#                             BENCH_TAIL_DURATION [10m], p99.9 vs p99 and the
+#                             GC pauses (target 6; half of the max)
+#   RUN_API_PORT, RUN_BROKER_PORT, RUN_ADMIN_PORTS   as scripts/run.sh
+#   BENCH_FLOOR_PORT [8090]   the HTTP floor (receiptsctl http-floor)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration=${BENCH_DURATION:-30s}
 users=${BENCH_USERS:-100000}
 channels=${BENCH_CHANNELS:-50}
+rounds=${BENCH_ROUNDS:-1}
+prefill_users=${BENCH_PREFILL_USERS:-0}
+lag_rate=${BENCH_LAG_RATE:-0}
+tail_rate=${BENCH_TAIL_RATE:-0}
+export RUN_API_PORT=${RUN_API_PORT:-8080} RUN_BROKER_PORT=${RUN_BROKER_PORT:-9092} RUN_ADMIN_PORTS=${RUN_ADMIN_PORTS:-9100 9101 9102}
+read -r gate_admin persister_admin _ <<<"$RUN_ADMIN_PORTS"
+gate=http://127.0.0.1:$RUN_API_PORT
+floor=http://127.0.0.1:${BENCH_FLOOR_PORT:-8090}
+target=$gate
+redis_url=${RECEIPTS_REDIS_URL:-redis://127.0.0.1:6379/0}
 pg_url=${RECEIPTS_PG_URL:-postgres://postgres@127.0.0.1:5432/receipts?sslmode=disable}
 out=.run/bench/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"
@@ -74,7 +97,7 @@ cpu_delta() {
 
 # persister_counters prints the persister's totals that explain its batching.
 persister_counters() {
-  curl -s 127.0.0.1:9101/metrics | awk '
+  curl -s "127.0.0.1:$persister_admin/metrics" | awk '
     /^receipts_persister_records_consumed_total / {c = $2}
     /^receipts_persister_rows_written_total / {w = $2}
     /^receipts_persister_batch_records_count / {b = $2}
@@ -87,13 +110,13 @@ scenario() {
   local name=$1; shift
   log "scenario $name: $*"
   local prefix="b$(date +%s)$name-u"
-  echo "bin/receiptsctl load --user-prefix $prefix --wait-lag --json --quiet $*" >"$out/$name.cmd"
+  echo "bin/receiptsctl load --target $target --user-prefix $prefix --wait-lag --json --quiet $*" >"$out/$name.cmd"
   local pb pa
   pb=$(persister_counters)
   cpu_snapshot >"$out/$name.cpu.before"
   local t0=$SECONDS
   /usr/bin/time -f 'receiptsctl %U user %S sys seconds' -o "$out/$name.loadcpu" \
-    bin/receiptsctl load --user-prefix "$prefix" --wait-lag --json --quiet "$@" \
+    bin/receiptsctl load --target "$target" --brokers "127.0.0.1:$RUN_BROKER_PORT" --user-prefix "$prefix" --wait-lag --json --quiet "$@" \
     >"$out/$name.json" 2>"$out/$name.txt"
   cpu_snapshot >"$out/$name.cpu.after"
   cpu_delta "$out/$name.cpu.before" "$out/$name.cpu.after" "$((SECONDS - t0))" >"$out/$name.cpu"
@@ -102,20 +125,58 @@ scenario() {
     printf "persister: %d records consumed, %d rows written (%.2f rows/record after dedupe), %d batches (%.0f records/batch), upsert %.1f ms avg\n",
       c, w, (c ? w / c : 0), b, (b ? c / b : 0), (uc ? us / uc * 1000 : 0)}' >>"$out/$name.cpu"
   # GC pauses of the gateway since it started (runtime/metrics quantiles).
-  curl -s 127.0.0.1:9100/metrics | awk '/^receipts_kafkagate_gc_pause/ {printf "%s %s\n", $1, $2}' >"$out/$name.gc" || true
+  curl -s "127.0.0.1:$gate_admin/metrics" | awk '/^receipts_kafkagate_gc_pause/ {printf "%s %s\n", $1, $2}' >"$out/$name.gc" || true
   cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu" "$out/$name.gc"
 }
 
 # The e2e lag measurement polls Postgres (up to 32 sampled keys every 20 ms),
 # which costs some CPU: the pure throughput scenarios run without it.
 common=(--users "$users" --channels "$channels" --zipf 1.1 --dup 0.2 --reorder 0.1)
-scenario max-batch100 --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
 scenario max-batch100-lag --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
 scenario rate10k-batch100-lag --duration "$duration" --rate 10000 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
 scenario max-single --duration "$duration" --rate 0 --batch 1 --concurrency 32 "${common[@]}"
-# Issue 7: single marks on their own routes from 64 concurrent clients
-# (group commit shares their Redis and Kafka round trips).
-scenario max-single-route64 --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
+
+# Issue 7, target 4: the throughput scenarios, each beside the HTTP floor
+# (receiptsctl http-floor: the same net/http server answering fixed marks,
+# driven by the same load tool: what HTTP alone costs on this machine),
+# interleaved round by round so both see the same machine.
+bin/receiptsctl http-floor --addr "${floor#http://}" >"$out/floor.log" 2>&1 &
+floor_pid=$!
+trap 'kill -TERM $floor_pid 2>/dev/null; kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
+for _ in $(seq 50); do grep -q serving "$out/floor.log" && break; sleep 0.1; done
+for r in $(seq "$rounds"); do
+  target=$gate
+  scenario "max-batch100-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+  scenario "max-single-route64-r$r" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
+  target=$floor
+  scenario "floor-batch100-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+  scenario "floor-single-route64-r$r" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
+done
+target=$gate
+
+# Target 7: the same load against a Redis holding 10k, then many users' state.
+if [ "$prefill_users" -gt 0 ]; then
+  pf="bpf$(date +%s)-"
+  for n in 10000 "$prefill_users"; do
+    log "prefill: $n users' state"
+    bin/receiptsctl load prefill --users "$n" --user-prefix "$pf" --redis-url "$redis_url" --quiet | tee "$out/prefill-$n.txt"
+    redis-cli info memory | grep -E '^used_memory:' | tr -d '\r' >>"$out/prefill-$n.txt"
+    scenario "prefill$n-batch100" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+    scenario "prefill$n-single-route64" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
+  done
+  log "deleting the prefilled keys"
+  redis-cli --scan --pattern "u:{$pf*" --count 10000 | xargs -r -n 10000 redis-cli unlink >/dev/null
+fi
+
+# Target 4: e2e lag (ack -> Postgres) sustained at a fixed rate.
+if [ "$lag_rate" != 0 ]; then
+  scenario "lag-rate$lag_rate-batch100" --duration "${BENCH_LAG_DURATION:-5m}" --rate "$lag_rate" --batch 100 --concurrency 32 "${common[@]}" --pg-url "$pg_url"
+fi
+
+# Target 6: tails over a long run at a fixed rate of single marks.
+if [ "$tail_rate" != 0 ]; then
+  scenario "tail-rate$tail_rate-single-route64" --duration "${BENCH_TAIL_DURATION:-10m}" --rate "$tail_rate" --single --concurrency 64 "${common[@]}"
+fi
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
 log "results in $out"

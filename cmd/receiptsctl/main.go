@@ -42,6 +42,8 @@ Usage:
   receiptsctl erase   --user U[,U2] [flags]  erase users through kafkagate (DELETE /v1/users/U)
   receiptsctl notices [flags]           post message notices in a closed loop; notices/s and latency
   receiptsctl unread-bench [flags]      a user in N channels; GET /v1/users/USER/unread latency
+  receiptsctl readby-bench [flags]      a small channel's receipts and ticks latency beside unread and a Redis PING
+  receiptsctl movelog-bench [flags]     cursor-move log rows per mark, for channels of several sizes
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ
 
 Run "receiptsctl <command> -h" for a command's flags. Every flag can also be set
@@ -97,6 +99,10 @@ func dispatch(ctx context.Context, args []string) error {
 		return runNotices(ctx, args[1:], os.Stdout)
 	case "unread-bench":
 		return runUnreadBench(ctx, args[1:], os.Stdout)
+	case "readby-bench":
+		return runReadByBench(ctx, args[1:], os.Stdout)
+	case "movelog-bench":
+		return runMoveLogBench(ctx, args[1:], os.Stdout)
 	case "dlt", "sweep":
 		// runDLT (dlt.go) receives the command word too, so it can tell
 		// "dlt list", "dlt replay" and "sweep" apart.

@@ -77,6 +77,23 @@ for kind in StatefulSet HorizontalPodAutoscaler NetworkPolicy PodDisruptionBudge
 done
 # The PrometheusRule carries the rule file's groups, runbook links included.
 if grep -q 'runbook_url: https://github.com/readstate/receipts/blob/main/docs/operations.md#receiptsconsumerlaggrowing' "$PROD"; then ok; else bad "PrometheusRule lost its runbook links"; fi
+# The change feed (persister.changeFeed): off by default, so neither the
+# topic Job nor the persister names it; on (production values), the Job
+# ensures the topic with its partitions and configs and the persister
+# writes it, both from the one value.
+for arg in --changes-topic --changes-partitions --changes-config RECEIPTS_CHANGES_TOPIC; do
+  if grep -q -- "$arg" "$RENDERED"; then bad "default render names $arg (the change feed is off by default)"; else ok; fi
+done
+for want in '- --changes-topic=read-state-changes' '- --changes-partitions=32' '- --changes-config=retention.ms=172800000' \
+  '- --changes-config=min.insync.replicas=2' '- --changes-config=cleanup.policy=delete' 'name: RECEIPTS_CHANGES_TOPIC'; do
+  if grep -qF -- "$want" "$PROD"; then ok; else bad "production render lacks '$want'"; fi
+done
+if "$HELM" template receipts "$CHART" -f "$CHART/ci/production-values.yaml" --set persister.changeFeed.topic=feed-x \
+  --set topics.changes.partitions=7 >"$TMP/feed.yaml" 2>"$TMP/err"; then
+  if grep -qF -- '- --changes-topic=feed-x' "$TMP/feed.yaml" && grep -qF -- '- --changes-partitions=7' "$TMP/feed.yaml" &&
+    grep -A1 'name: RECEIPTS_CHANGES_TOPIC' "$TMP/feed.yaml" | grep -qF 'value: "feed-x"'; then ok
+  else bad "persister.changeFeed.topic does not reach both the topic Job and the persister"; fi
+else cat "$TMP/err" >&2; bad "helm template with persister.changeFeed.topic set"; fi
 
 step "bad values files must fail"
 for f in "$CHART"/tests/bad-values/*.yaml; do

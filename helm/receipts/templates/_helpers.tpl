@@ -124,6 +124,14 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- end -}}
 {{- $parts := int $v.kafka.topicPartitions -}}
 {{- $p := $v.persister -}}
+{{- if $p.changeFeed.enabled -}}
+{{- if not $p.changeFeed.topic -}}
+{{- fail "persister.changeFeed.topic: the change feed is enabled without a topic" -}}
+{{- end -}}
+{{- if or (eq $p.changeFeed.topic $v.kafka.topic) (eq $p.changeFeed.topic $v.kafka.dltTopic) -}}
+{{- fail (printf "persister.changeFeed.topic %q must differ from kafka.topic and kafka.dltTopic" $p.changeFeed.topic) -}}
+{{- end -}}
+{{- end -}}
 {{- if $p.autoscaling.enabled -}}
 {{- if gt (int $p.autoscaling.maxReplicas) $parts -}}
 {{- fail (printf "persister.autoscaling.maxReplicas (%d) exceeds kafka.topicPartitions (%d): consumers beyond the partition count sit idle" (int $p.autoscaling.maxReplicas) $parts) -}}

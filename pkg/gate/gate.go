@@ -86,7 +86,7 @@ func New(cfg Config) (*Gate, error) {
 			return nil, fmt.Errorf("registering gc metrics: %w", err)
 		}
 	}
-	g.live = newLive(cfg)
+	g.live = newLive(cfg, g.watchTicks)
 	var err error
 	if g.handler, err = g.buildHandler(); err != nil {
 		return nil, err

@@ -36,9 +36,26 @@ type live struct {
 	stop      context.CancelFunc
 }
 
-func newLive(cfg Config) live {
+// newLive makes the hub's snapshots the ticks read's answers (ticks),
+// so that a snapshot carries the head and the watermarks, not only the
+// members' cursors.
+func newLive(cfg Config, ticks watch.TicksFunc) live {
 	ctx, cancel := context.WithCancel(context.Background())
+	if cfg.Watch != nil {
+		cfg.Watch.SetTicks(ticks)
+	}
 	return live{hub: cfg.Watch, heartbeat: cfg.WatchHeartbeat, stopping: ctx, stop: cancel}
+}
+
+// watchTicks is a watch snapshot of one channel: what GetTicks answers
+// (head, delivered_to_all_up_to, read_by_all_up_to, member count, and for
+// a small channel each member's public cursors).
+func (g *Gate) watchTicks(ctx context.Context, ch string) (*receiptsv1.ChannelTicks, error) {
+	s, err := g.sight(ctx, ch)
+	if err != nil {
+		return nil, err
+	}
+	return g.ticksOf(ctx, s)
 }
 
 // subscribe validates a watch request and opens its subscription.

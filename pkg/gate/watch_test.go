@@ -149,6 +149,13 @@ func (f *folded) equals(want map[string]int64) bool {
 // ctx ends; it returns when the stream is open.
 func watchSSE(t *testing.T, ctx context.Context, client *http.Client, base string, channels []string, lastEventID string, f *folded) <-chan error {
 	t.Helper()
+	return watchSSEEvents(t, ctx, client, base, channels, lastEventID, f.add)
+}
+
+// watchSSEEvents opens the server-sent events route and hands each event
+// to add until ctx ends; it returns when the stream is open.
+func watchSSEEvents(t *testing.T, ctx context.Context, client *http.Client, base string, channels []string, lastEventID string, add func(*receiptsv1.WatchEvent)) <-chan error {
+	t.Helper()
 	q := url.Values{"channel_id": channels}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/channels:watch?"+q.Encode(), nil)
 	require.NoError(t, err)
@@ -184,7 +191,7 @@ func watchSSE(t *testing.T, ctx context.Context, client *http.Client, base strin
 					done <- fmt.Errorf("id %q is not the event's token %q", id, ev.GetResumeToken())
 					return
 				}
-				f.add(&ev)
+				add(&ev)
 			}
 		}
 		done <- sc.Err()

@@ -43,6 +43,8 @@ type Hub struct {
 	stopped  chan struct{}
 	running  atomic.Bool
 	lastRead atomic.Pointer[readStatus]
+	// ticks, when set (SetTicks), answers the snapshots.
+	ticks atomic.Pointer[TicksFunc]
 }
 
 // watchedChannel is a channel some local subscriber watches: the id the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -262,6 +263,12 @@ func TestSlowSubscriberOverflowsToSnapshot(t *testing.T) {
 	t.Parallel()
 	v := newView(t, 10000)
 	h := startHub(t, v, watch.Config{MaxPending: 3})
+	// The ticks read (the gateway's GetTicks) completes every snapshot.
+	var ticksCalls atomic.Int64
+	h.SetTicks(func(_ context.Context, ch string) (*receiptsv1.ChannelTicks, error) {
+		n := ticksCalls.Add(1)
+		return &receiptsv1.ChannelTicks{ChannelId: ch, Head: &receiptsv1.Position{Seq: 100 + n}, DeliveredToAllUpTo: 10 * n, ReadByAllUpTo: n, MemberCount: 12, Detailed: true}, nil
+	})
 	slow, err := h.Subscribe(context.Background(), []string{"busy"}, "")
 	require.NoError(t, err)
 	defer slow.Close()
@@ -270,8 +277,10 @@ func TestSlowSubscriberOverflowsToSnapshot(t *testing.T) {
 	defer fast.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = slow.Next(ctx) // the opening snapshot; then it stops reading
+	opening, err := slow.Next(ctx) // the opening snapshot; then it stops reading
 	require.NoError(t, err)
+	require.Equal(t, int64(12), opening.GetSnapshot()[0].GetMemberCount())
+	require.Positive(t, opening.GetSnapshot()[0].GetHead().GetSeq())
 
 	var f seen
 	for i := int64(1); i <= 10; i++ {
@@ -285,6 +294,48 @@ func TestSlowSubscriberOverflowsToSnapshot(t *testing.T) {
 	var s seen
 	s.add(t, ev)
 	require.Equal(t, v.want("busy"), s.highest)
+	// The overflow's snapshot is completed by a fresh ticks read (the
+	// third: after both subscribers' opening ones).
+	snap := ev.GetSnapshot()[0]
+	require.Equal(t, int64(103), snap.GetHead().GetSeq())
+	require.Equal(t, int64(30), snap.GetDeliveredToAllUpTo())
+	require.Equal(t, int64(3), snap.GetReadByAllUpTo())
+	require.Equal(t, int64(12), snap.GetMemberCount())
+	require.True(t, snap.GetDetailed())
+}
+
+// A large channel's snapshot (the ticks read says not detailed) carries
+// its watermarks, not every member's cursors; a failing ticks read fails
+// the subscription (the client retries) instead of a snapshot without
+// watermarks.
+func TestSnapshotOfALargeChannelAndATicksFailure(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 10000)
+	h := startHub(t, v, watch.Config{})
+	v.mark(t, "big", "u1", receiptsv1.Kind_READ, 4)
+	var fail atomic.Bool
+	h.SetTicks(func(_ context.Context, ch string) (*receiptsv1.ChannelTicks, error) {
+		if fail.Load() {
+			return nil, errors.New("redis down")
+		}
+		return &receiptsv1.ChannelTicks{ChannelId: ch, Head: &receiptsv1.Position{Seq: 9}, DeliveredToAllUpTo: 4, ReadByAllUpTo: 3, MemberCount: 5000}, nil
+	})
+	sub, err := h.Subscribe(context.Background(), []string{"big"}, "")
+	require.NoError(t, err)
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	snap := ev.GetSnapshot()[0]
+	require.False(t, snap.GetDetailed())
+	require.Empty(t, snap.GetMembers(), "a large channel's ticks are its watermarks")
+	require.Equal(t, int64(9), snap.GetHead().GetSeq())
+	require.Equal(t, int64(3), snap.GetReadByAllUpTo())
+
+	fail.Store(true)
+	_, err = h.Subscribe(context.Background(), []string{"big"}, "")
+	require.ErrorContains(t, err, "redis down")
 }
 
 func TestSubscribeRefusals(t *testing.T) {

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -99,16 +100,20 @@ func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken stri
 		hub: h, channels: chs, notify: make(chan struct{}, 1),
 		merged: make(map[string]streamID, len(chs)), pending: map[updateKey]*pendingUpdate{},
 	}
-	var snapshot []*receiptsv1.ChannelTicks
+	var snapChannels []string
 	for _, ch := range chs {
 		if id, ok := from[ch]; ok {
 			s.merged[ch] = id
 			continue
 		}
 		s.merged[ch] = probes[ch].last
-		snapshot = append(snapshot, probes[ch].ticks)
+		snapChannels = append(snapChannels, ch)
 	}
-	if len(snapshot) > 0 {
+	if len(snapChannels) > 0 {
+		snapshot, err := h.snapshot(ctx, snapChannels, probes)
+		if err != nil {
+			return nil, err
+		}
 		reason := "fresh"
 		if len(expired) > 0 {
 			reason = "expired"
@@ -322,14 +327,17 @@ func (s *Subscription) resync(ctx context.Context) (*receiptsv1.WatchEvent, erro
 	if err != nil {
 		return nil, err
 	}
+	snapshot, err := s.hub.snapshot(ctx, s.channels, probes)
+	if err != nil {
+		return nil, err
+	}
 	s.hub.m.snapshots.WithLabelValues("overflow").Inc()
-	ev := &receiptsv1.WatchEvent{ResumeTokenExpired: true, Snapshot: make([]*receiptsv1.ChannelTicks, 0, len(s.channels))}
+	ev := &receiptsv1.WatchEvent{ResumeTokenExpired: true, Snapshot: snapshot}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delivered := make(map[string]streamID, len(s.channels))
 	for _, ch := range s.channels {
 		pr := probes[ch]
-		ev.Snapshot = append(ev.Snapshot, pr.ticks)
 		delivered[ch] = pr.last
 		if pr.last.compare(s.merged[ch]) > 0 {
 			s.merged[ch] = pr.last
@@ -350,4 +358,78 @@ func (s *Subscription) Channels() []string { return slices.Clone(s.channels) }
 // Close ends the subscription; it is safe to call more than once.
 func (s *Subscription) Close() {
 	s.close.Do(func() { s.hub.unregister(s) })
+}
+
+// TicksFunc answers one channel's ticks as the read API does (the
+// gateway's GetTicks: head, watermarks, member count, whether the channel
+// is small).
+type TicksFunc func(ctx context.Context, channel string) (*receiptsv1.ChannelTicks, error)
+
+// snapshotParallel bounds the concurrent TicksFunc calls of one snapshot.
+const snapshotParallel = 8
+
+// SetTicks completes every snapshot (fresh, expired, overflow) with fn's
+// answer for each channel: the head, delivered_to_all_up_to,
+// read_by_all_up_to, member_count and detailed, so that a reconnecting
+// sender repaints every tick from it. The members' cursors stay the
+// channel view's, read atomically with the stream position the snapshot's
+// resume token names, and only for a small channel (detailed; a large
+// one's ticks are its watermarks). fn runs after that read, so what it
+// answers is at least as new: updates after the token that it already
+// reflects come again as updates, harmless high-water marks. Without it a
+// snapshot holds only the members' cursors.
+func (h *Hub) SetTicks(fn TicksFunc) {
+	if fn == nil {
+		h.ticks.Store(nil)
+		return
+	}
+	h.ticks.Store(&fn)
+}
+
+// snapshot builds the snapshot of channels (in that order) from the
+// probes' cursors, completed by the ticks function when set.
+func (h *Hub) snapshot(ctx context.Context, channels []string, probes map[string]probe) ([]*receiptsv1.ChannelTicks, error) {
+	out := make([]*receiptsv1.ChannelTicks, len(channels))
+	for i, ch := range channels {
+		out[i] = probes[ch].ticks
+	}
+	fn := h.ticks.Load()
+	if fn == nil {
+		return out, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		sem      = make(chan struct{}, snapshotParallel)
+	)
+	for i, ch := range channels {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			t, err := (*fn)(ctx, ch)
+			if err == nil && t == nil {
+				err = errors.New("no answer")
+			}
+			if err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = fmt.Errorf("reading the ticks of %q for a snapshot: %w", ch, err)
+					cancel()
+				}
+				mu.Unlock()
+				return
+			}
+			snap := out[i]
+			snap.Head, snap.MemberCount, snap.Detailed = t.GetHead(), t.GetMemberCount(), t.GetDetailed()
+			snap.DeliveredToAllUpTo, snap.ReadByAllUpTo = t.GetDeliveredToAllUpTo(), t.GetReadByAllUpTo()
+			if !snap.Detailed {
+				snap.Members = nil
+			}
+		})
+	}
+	wg.Wait()
+	return out, firstErr
 }

@@ -169,8 +169,8 @@ func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string
 
 // ticksOf builds a channel's snapshot from its cursors hash (HGETALL's
 // flat field, value list): each member's public read and delivered cursor.
-// The watermarks and head are the ticks read's (GetTicks); a watch
-// snapshot carries the cursors, from which a client repaints every tick.
+// The head, the watermarks and the member count are the ticks read's
+// (GetTicks), added by Hub.snapshot when the hub has a TicksFunc.
 func ticksOf(ch string, flat []any) *receiptsv1.ChannelTicks {
 	members := map[string]*receiptsv1.MemberCursors{}
 	for i := 0; i+1 < len(flat); i += 2 {

@@ -119,3 +119,97 @@ func TestWatchSnapshotCarriesWatermarks(t *testing.T) {
 	cancel()
 	require.Error(t, <-done)
 }
+
+// TestWatchSeesRemovals: a member who leaves, one who stops sharing reads
+// and one who is erased leave the channel view, and a live watcher is told
+// (a removal update per cursor it showed), so it stops showing them; a
+// member who stays is untouched.
+func TestWatchSeesRemovals(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	base, _ := replica(t, tb, startHub(t, tb.rdb, tb.prefix))
+	users := []string{"stay", "leaver", "shy", "gone"}
+	for _, u := range users {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/r/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
+	}
+	status, body := tb.do(t, http.MethodPost, "/v1/channels/r/messages", `{"seq": 2, "message_id": "m2", "sender_id": "stay"}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	state := map[string]int64{}
+	removed := map[string]bool{}
+	done := watchSSEEvents(t, ctx, tb.h1, base, []string{"r"}, "", func(ev *receiptsv1.WatchEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range ev.GetSnapshot() {
+			for _, m := range s.GetMembers() {
+				if m.GetRead() != nil {
+					state[m.GetUserId()+"/READ"] = m.GetRead().GetSeq()
+				}
+				if m.GetDelivered() != nil {
+					state[m.GetUserId()+"/DELIVERED"] = m.GetDelivered().GetSeq()
+				}
+			}
+		}
+		for _, u := range ev.GetUpdates() {
+			k := u.GetUserId() + "/" + u.GetKind().String()
+			if u.GetRemoved() {
+				delete(state, k)
+				removed[k] = true
+				continue
+			}
+			state[k] = max(state[k], u.GetPosition().GetSeq())
+		}
+	})
+	shows := func(want map[string]int64) func() bool {
+		return func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(state) != len(want) {
+				return false
+			}
+			for k, v := range want {
+				if state[k] != v {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	for _, u := range users[1:] {
+		status, body := tb.do(t, http.MethodPost, "/v1/users/"+u+"/channels/r/read", `{"seq": 2}`)
+		require.Equal(t, http.StatusOK, status, "%s", body)
+	}
+	want := map[string]int64{"stay/READ": 2, "stay/DELIVERED": 2}
+	for _, u := range users[1:] {
+		want[u+"/READ"], want[u+"/DELIVERED"] = 2, 2
+	}
+	require.Eventually(t, shows(want), 20*time.Second, 10*time.Millisecond, "every read shown")
+
+	status, body = tb.do(t, http.MethodDelete, "/v1/channels/r/members/leaver", "")
+	require.Equal(t, http.StatusOK, status, "leave: %s", body)
+	delete(want, "leaver/READ")
+	delete(want, "leaver/DELIVERED")
+	require.Eventually(t, shows(want), 20*time.Second, 10*time.Millisecond, "the leaver is removed")
+
+	status, body = tb.do(t, http.MethodPut, "/v1/users/shy/settings", `{"share_read_receipts": false}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	delete(want, "shy/READ")
+	require.Eventually(t, shows(want), 20*time.Second, 10*time.Millisecond, "the hidden read is removed, the delivery stays")
+
+	status, body = tb.do(t, http.MethodDelete, "/v1/users/gone", "")
+	require.Equal(t, http.StatusOK, status, "erase: %s", body)
+	delete(want, "gone/READ")
+	delete(want, "gone/DELIVERED")
+	require.Eventually(t, shows(want), 20*time.Second, 10*time.Millisecond, "the erased user is removed")
+	mu.Lock()
+	for _, k := range []string{"leaver/READ", "leaver/DELIVERED", "shy/READ", "gone/READ", "gone/DELIVERED"} {
+		require.True(t, removed[k], "a removal update for %s", k)
+	}
+	require.False(t, removed["stay/READ"] || removed["shy/DELIVERED"], "nothing else is removed")
+	mu.Unlock()
+	cancel()
+	require.Error(t, <-done)
+}

@@ -23,7 +23,8 @@ import (
 //	cv:{C}:r       zset: user → public read seq (ZCOUNT counts, the
 //	cv:{C}:d       zset: user → delivered seq    least gives the watermark)
 //	cv:{C}:s       stream of moves, MAXLEN ~ (default 10,000), fields
-//	               u user, k "r"|"d", e epoch, s seq, t at_unix_ms
+//	               u user, k "r"|"d", e epoch, s seq, t at_unix_ms; and
+//	               of removals (RemoveFromView, Erase): u, k, rm "1", t
 //	cv:{C}:loaded  string, set with a TTL when the view was last rebuilt
 //	               from Postgres (see ViewLoaded)
 //
@@ -126,7 +127,7 @@ end
 return out
 `)
 
-var viewScripts = []*redis.Script{viewApplyScript, viewReadScript, viewCountScript, settingsScript}
+var viewScripts = []*redis.Script{viewApplyScript, viewReadScript, viewCountScript, settingsScript, viewRemoveScript}
 
 // ApplyViewMoves applies public cursor moves to their channels' views, one
 // script per channel (and chunk) in one pipeline, streaming each move that
@@ -206,28 +207,61 @@ func (s *Store) applyView(ctx context.Context, moves []ViewMove, maxLen string) 
 	return out, nil
 }
 
+// viewRemoveScript takes users' cursors of some kinds out of a channel's
+// view and streams one removal entry (u user, k kind, rm "1", t at) per
+// cursor it took out, so that live watchers stop showing it. KEYS = cur,
+// r, d, stream; ARGV[1] = at (Unix ms), ARGV[2] = the kinds ("r", "d" or
+// "rd"), then the users. The entry is appended without MAXLEN: removals
+// are rare, and the next move's XADD trims the stream. Returns the number
+// of entries appended.
+var viewRemoveScript = redis.NewScript(`
+local n = 0
+for i = 3, #ARGV do
+  local u = ARGV[i]
+  for k in string.gmatch(ARGV[2], '[rd]') do
+    local z = KEYS[2]
+    if k == 'd' then z = KEYS[3] end
+    redis.call('ZREM', z, u)
+    if redis.call('HDEL', KEYS[1], k .. ':' .. u) == 1 then
+      redis.call('XADD', KEYS[4], '*', 'u', u, 'k', k, 'rm', '1', 't', ARGV[1])
+      n = n + 1
+    end
+  end
+end
+return n
+`)
+
 // RemoveFromView takes users' cursors of the given kinds out of a
-// channel's view (a leave, or a user who stopped sharing a kind). It does
-// not stream: a removal is not a move.
+// channel's view (a leave, or a user who stopped sharing a kind) and
+// streams a removal entry for each cursor it took out (none for one that
+// was not there), so that watchers stop showing it.
 func (s *Store) RemoveFromView(ctx context.Context, ch string, users []string, kinds ...ViewKind) error {
 	if len(users) == 0 || len(kinds) == 0 {
 		return nil
 	}
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		fields := make([]string, 0, len(users)*len(kinds))
-		members := make([]any, len(users))
-		for i, u := range users {
-			members[i] = u
+	var ks strings.Builder
+	for _, k := range kinds {
+		if k != ViewRead && k != ViewDelivered {
+			return fmt.Errorf("channel view: unknown kind %q", k)
 		}
-		for _, k := range kinds {
-			for _, u := range users {
-				fields = append(fields, string(k)+":"+u)
-			}
-			pipe.ZRem(ctx, s.ViewZSetKey(ch, k), members...)
-		}
-		pipe.HDel(ctx, s.ViewCurKey(ch), fields...)
-	})
-	return err
+		ks.WriteString(string(k))
+	}
+	argv := make([]any, 0, 2+len(users))
+	argv = append(argv, strconv.FormatInt(time.Now().UnixMilli(), 10), ks.String())
+	for _, u := range users {
+		argv = append(argv, u)
+	}
+	keys := []string{s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch)}
+	var cmd *redis.Cmd
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		cmd = viewRemoveScript.EvalSha(ctx, pipe, keys, argv...)
+	}); err != nil {
+		return err
+	}
+	if err := cmd.Err(); err != nil {
+		return fmt.Errorf("%w: removing from the view of %s: %w", ErrUnavailable, ch, err)
+	}
+	return nil
 }
 
 // ViewCursor is one member's public cursor in a channel view.

@@ -57,8 +57,11 @@ return out
 // eraseChannelScript removes a user from a channel's state (one slot, the
 // {channel} tag): the membership register (keeping the member count), the
 // channel view's cursors and sorted sets, and the user's moves in the
-// view's stream (bounded by its MAXLEN, so the walk is too). KEYS = cm,
-// cv cur, cv r, cv d, cv s; ARGV[1] = the user.
+// view's stream (bounded by its MAXLEN, so the walk is too); then, for
+// each kind the view showed, a removal entry (u, k, rm "1", t: no
+// position) so that live watchers stop showing the user — it names the
+// user until the stream's MAXLEN trims it. KEYS = cm, cv cur, cv r, cv d,
+// cv s; ARGV[1] = the user, ARGV[2] = the erasure's time (Unix ms).
 var eraseChannelScript = redis.NewScript(`
 local u = ARGV[1]
 local cur = redis.call('HGET', KEYS[1], u)
@@ -66,7 +69,10 @@ if cur then
   if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
   redis.call('HDEL', KEYS[1], u)
 end
-redis.call('HDEL', KEYS[2], 'r:' .. u, 'd:' .. u)
+local had = {}
+for _, k in ipairs({'r', 'd'}) do
+  if redis.call('HDEL', KEYS[2], k .. ':' .. u) == 1 then had[#had+1] = k end
+end
 redis.call('ZREM', KEYS[3], u)
 redis.call('ZREM', KEYS[4], u)
 local start = '-'
@@ -82,6 +88,9 @@ while true do
   if #page < 1000 then break end
   start = '(' .. page[#page][1]
 end
+for _, k in ipairs(had) do
+  redis.call('XADD', KEYS[5], '*', 'u', u, 'k', k, 'rm', '1', 't', ARGV[2])
+end
 return 1
 `)
 
@@ -90,7 +99,8 @@ return 1
 // one and nowMs), which it returns: the cursor and membership hashes (left
 // empty and complete), the settings, the mention sets, and in every
 // channel the user had state in, their register, their channel-view
-// cursors and their moves in the view's stream. The first step is atomic with
+// cursors and their moves in the view's stream (replaced by a removal
+// entry per kind the view showed, for live watchers). The first step is atomic with
 // every mark's merge; the mention sets and channel hashes follow (other
 // slots): a failure there returns an error and the caller retries the
 // whole erasure, which is harmless (a newer generation, nothing left to
@@ -111,7 +121,7 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.
 	}
 	for _, ch := range res[2:] {
 		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch)}
-		if err := eraseChannelScript.Run(ctx, s.rdb, keys, user).Err(); err != nil {
+		if err := eraseChannelScript.Run(ctx, s.rdb, keys, user, strconv.FormatInt(nowMs, 10)).Err(); err != nil {
 			return t, fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
 		}
 	}

@@ -60,7 +60,9 @@ func viewTraces(t *testing.T, s *redisstore.Store, ch, user string) int {
 	entries, err := rdb.XRange(ctx, s.ViewStreamKey(ch), "-", "+").Result()
 	require.NoError(t, err)
 	for _, e := range entries {
-		if e.Values["u"] == user {
+		// A removal entry (no position) tells watchers to forget the
+		// user; only moves are traces.
+		if e.Values["u"] == user && e.Values["rm"] == nil {
 			n++
 		}
 	}

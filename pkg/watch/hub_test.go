@@ -378,3 +378,102 @@ func TestStopEndsSubscriptions(t *testing.T) {
 	_, err = sub.Next(context.Background())
 	require.True(t, errors.Is(err, watch.ErrClosed), "%v", err)
 }
+
+// remove takes a member's cursor out of the view and streams a removal,
+// as the gateway's RemoveFromView script does (a leave, a kind no longer
+// shared, an erasure).
+func (v *view) remove(t *testing.T, ch, user string, kind receiptsv1.Kind) {
+	t.Helper()
+	k := "r"
+	if kind == receiptsv1.Kind_DELIVERED {
+		k = "d"
+	}
+	ctx := context.Background()
+	_, err := v.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.HDel(ctx, v.prefix+"cv:{"+ch+"}:cur", k+":"+user)
+		p.XAdd(ctx, &redis.XAddArgs{Stream: v.prefix + "cv:{" + ch + "}:s",
+			Values: []any{"u", user, "k", k, "rm", "1", "t", strconv.FormatInt(time.Now().UnixMilli(), 10)}})
+		return nil
+	})
+	require.NoError(t, err)
+	v.mu.Lock()
+	delete(v.model, ch+"/"+user+"/"+kind.String())
+	v.mu.Unlock()
+}
+
+// shown folds events as a watcher shows them: a removal forgets the key,
+// a snapshot replaces its channel.
+type shown struct {
+	token   string
+	state   map[string]int64
+	removed map[string]bool // keys some event removed
+}
+
+func (s *shown) add(t *testing.T, ev *receiptsv1.WatchEvent) {
+	t.Helper()
+	if s.state == nil {
+		s.state, s.removed = map[string]int64{}, map[string]bool{}
+	}
+	s.token = ev.GetResumeToken()
+	for _, u := range ev.GetUpdates() {
+		k := u.GetChannelId() + "/" + u.GetUserId() + "/" + u.GetKind().String()
+		if u.GetRemoved() {
+			require.Nil(t, u.GetPosition(), "a removal carries no position")
+			delete(s.state, k)
+			s.removed[k] = true
+			continue
+		}
+		s.state[k] = max(s.state[k], u.GetPosition().GetSeq())
+	}
+	var r seen
+	r.add(t, &receiptsv1.WatchEvent{ResumeToken: ev.GetResumeToken(), Snapshot: ev.GetSnapshot()})
+	for k, v := range r.highest {
+		s.state[k] = v
+	}
+}
+
+func (s *shown) until(t *testing.T, sub *watch.Subscription, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for !done() {
+		ev, err := sub.Next(ctx)
+		require.NoError(t, err, "have %v", s.state)
+		s.add(t, ev)
+	}
+}
+
+// A member's cursor leaving the view reaches watchers as a removal: live,
+// coalesced with the moves around it by stream order (a removal after a
+// move wins, a move after a removal brings the key back), and on resume.
+func TestRemovalsReachWatchers(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 10000)
+	h := startHub(t, v, watch.Config{})
+	v.mark(t, "c", "a", receiptsv1.Kind_READ, 5)
+	v.mark(t, "c", "b", receiptsv1.Kind_READ, 3)
+	sub, err := h.Subscribe(context.Background(), []string{"c"}, "")
+	require.NoError(t, err)
+	var live shown
+	live.until(t, sub, func() bool { return equal(live.state, v.want("c")) })
+
+	// Live: a's read leaves the view.
+	v.remove(t, "c", "a", receiptsv1.Kind_READ)
+	live.until(t, sub, func() bool { return live.removed["c/a/READ"] })
+	require.Equal(t, v.want("c"), live.state)
+	sub.Close()
+
+	// Resumed: after the token, b moves then leaves (coalesced to a
+	// removal), a comes back (removal then move: an update).
+	token := live.token
+	v.mark(t, "c", "b", receiptsv1.Kind_READ, 8)
+	v.remove(t, "c", "b", receiptsv1.Kind_READ)
+	v.mark(t, "c", "a", receiptsv1.Kind_READ, 2)
+	resumed, err := h.Subscribe(context.Background(), []string{"c"}, token)
+	require.NoError(t, err)
+	defer resumed.Close()
+	again := shown{state: map[string]int64{"c/b/READ": 3}, removed: map[string]bool{}}
+	again.until(t, resumed, func() bool { return equal(again.state, v.want("c")) })
+	require.True(t, again.removed["c/b/READ"], "b's removal reached the resumed watcher")
+	require.Equal(t, map[string]int64{"c/a/READ": 2}, again.state)
+}

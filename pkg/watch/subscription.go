@@ -39,10 +39,46 @@ type updateKey struct {
 	kind          receiptsv1.Kind
 }
 
+// pendingUpdate is one key's unsent state: the highest position of the
+// moves after its latest removal, or a removal when that is the latest
+// entry. Cursors only move forward, so the order of the moves does not
+// matter; a removal's does (by stream id): moves before it are forgotten
+// (in id order, as the reader offers them; a catch-up's older move that
+// arrives after a newer removal is ignored).
 type pendingUpdate struct {
-	id     streamID
+	id     streamID // the greatest entry id merged
 	pos    position
 	atUnix int64
+	// moved and cut are the ids of the latest move and the latest
+	// removal merged: removed when cut is the later.
+	moved, cut streamID
+}
+
+func (p *pendingUpdate) removed() bool { return p.cut.compare(p.moved) > 0 }
+
+// merge folds one entry of the key into p.
+func (p *pendingUpdate) merge(e entry) {
+	if e.id.compare(p.id) > 0 {
+		p.id = e.id
+	}
+	if e.removed {
+		if e.id.compare(p.cut) > 0 {
+			p.cut = e.id
+		}
+		if e.id.compare(p.moved) > 0 {
+			p.pos, p.atUnix = position{}, e.atUnix
+		}
+		return
+	}
+	if e.id.compare(p.cut) < 0 {
+		return // a move from before the latest removal
+	}
+	if p.removed() || e.pos.compare(p.pos) > 0 {
+		p.pos, p.atUnix = e.pos, e.atUnix
+	}
+	if e.id.compare(p.moved) > 0 {
+		p.moved = e.id
+	}
 }
 
 // Subscribe opens a subscription to channels (at most MaxChannels),
@@ -206,17 +242,14 @@ func (s *Subscription) offer(ch string, entries []entry, upTo streamID) {
 				s.overflow = true
 				s.pending = map[updateKey]*pendingUpdate{}
 			}
-			s.pending[k] = &pendingUpdate{id: e.id, pos: e.pos, atUnix: e.atUnix}
+			p = &pendingUpdate{}
+			p.merge(e)
+			s.pending[k] = p
 			n++
 			continue
 		}
 		s.hub.m.coalesced.Inc()
-		if e.pos.compare(p.pos) > 0 {
-			p.pos, p.atUnix = e.pos, e.atUnix
-		}
-		if e.id.compare(p.id) > 0 {
-			p.id = e.id
-		}
+		p.merge(e)
 		n++
 	}
 	if catchUp && upTo.compare(merged) > 0 {
@@ -292,10 +325,13 @@ func (s *Subscription) Next(ctx context.Context) (*receiptsv1.WatchEvent, error)
 func (s *Subscription) flushLocked() *receiptsv1.WatchEvent {
 	ev := &receiptsv1.WatchEvent{Updates: make([]*receiptsv1.CursorUpdate, 0, len(s.pending))}
 	for k, p := range s.pending {
-		ev.Updates = append(ev.Updates, &receiptsv1.CursorUpdate{
-			ChannelId: k.channel, UserId: k.user, Kind: k.kind,
-			Position: &receiptsv1.Position{Epoch: p.pos.epoch, Seq: p.pos.seq}, AtUnixMs: p.atUnix,
-		})
+		u := &receiptsv1.CursorUpdate{ChannelId: k.channel, UserId: k.user, Kind: k.kind, AtUnixMs: p.atUnix}
+		if p.removed() {
+			u.Removed = true
+		} else {
+			u.Position = &receiptsv1.Position{Epoch: p.pos.epoch, Seq: p.pos.seq}
+		}
+		ev.Updates = append(ev.Updates, u)
 	}
 	slices.SortFunc(ev.Updates, compareUpdates)
 	s.pending = map[updateKey]*pendingUpdate{}

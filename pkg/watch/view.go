@@ -18,7 +18,9 @@ import (
 //	cv:{C}:cur  hash: "r:<user>" / "d:<user>" → "epoch:seq:at_unix_ms",
 //	            each member's public read / delivered cursor
 //	cv:{C}:s    stream, one entry per public cursor advance: u user,
-//	            k "r"|"d", e epoch, s seq, t at_unix_ms
+//	            k "r"|"d", e epoch, s seq, t at_unix_ms; or per removal
+//	            from the view (a leave, a kind no longer shared, an
+//	            erasure): u, k, rm "1", t
 func streamKey(prefix, ch string) string  { return prefix + "cv:{" + ch + "}:s" }
 func cursorsKey(prefix, ch string) string { return prefix + "cv:{" + ch + "}:cur" }
 
@@ -27,13 +29,15 @@ func channelOfStream(prefix, key string) string {
 	return strings.TrimSuffix(strings.TrimPrefix(key, prefix+"cv:{"), "}:s")
 }
 
-// entry is one stream entry: a public cursor that advanced.
+// entry is one stream entry: a public cursor that advanced, or (removed)
+// one that left the view.
 type entry struct {
-	id     streamID
-	user   string
-	kind   receiptsv1.Kind
-	pos    position
-	atUnix int64
+	id      streamID
+	user    string
+	kind    receiptsv1.Kind
+	pos     position
+	atUnix  int64
+	removed bool
 }
 
 type position struct{ epoch, seq int64 }
@@ -73,6 +77,10 @@ func parseEntry(m redis.XMessage) (entry, bool) {
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
 	kind, ok := parseKind(str("k"))
 	user := str("u")
+	if str("rm") == "1" {
+		t, _ := strconv.ParseInt(str("t"), 10, 64)
+		return entry{id: id, user: user, kind: kind, atUnix: t, removed: true}, ok && user != ""
+	}
 	e, err1 := strconv.ParseInt(str("e"), 10, 64)
 	s, err2 := strconv.ParseInt(str("s"), 10, 64)
 	t, _ := strconv.ParseInt(str("t"), 10, 64)

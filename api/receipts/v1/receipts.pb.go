@@ -2995,14 +2995,20 @@ func (x *WatchChannelsRequest) GetResumeToken() string {
 	return ""
 }
 
-// CursorUpdate is a public cursor's new high-water mark.
+// CursorUpdate is a public cursor's new high-water mark, or its removal.
 type CursorUpdate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	UserId        string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Kind          Kind                   `protobuf:"varint,3,opt,name=kind,proto3,enum=receipts.v1.Kind" json:"kind,omitempty"`
-	Position      *Position              `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
-	AtUnixMs      int64                  `protobuf:"varint,5,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	UserId    string                 `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Kind      Kind                   `protobuf:"varint,3,opt,name=kind,proto3,enum=receipts.v1.Kind" json:"kind,omitempty"`
+	// Absent when removed.
+	Position *Position `protobuf:"bytes,4,opt,name=position,proto3" json:"position,omitempty"`
+	// When the move (or the removal) happened.
+	AtUnixMs int64 `protobuf:"varint,5,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	// The member's cursor of this kind left the channel's view: the member
+	// left the channel, stopped sharing this kind, or was erased. A watcher
+	// forgets it; a later update of the same key brings it back.
+	Removed       bool `protobuf:"varint,6,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3072,6 +3078,13 @@ func (x *CursorUpdate) GetAtUnixMs() int64 {
 	return 0
 }
 
+func (x *CursorUpdate) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
 // WatchEvent is one message of a watch stream.
 type WatchEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3080,7 +3093,10 @@ type WatchEvent struct {
 	// Coalesced updates: at most one per (channel, user, kind) per event.
 	Updates []*CursorUpdate `protobuf:"bytes,2,rep,name=updates,proto3" json:"updates,omitempty"`
 	// The channels' current ticks: on a fresh stream, and instead of the
-	// missed updates when a resume token was too old.
+	// missed updates when a resume token was too old (or the stream fell too
+	// far behind). Each is what GetTicks answers (head and watermarks), with
+	// the members' public cursors for a small channel: a watcher replaces
+	// what it showed for the channel with it.
 	Snapshot []*ChannelTicks `protobuf:"bytes,3,rep,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// True when the stream's resume token was too old to resume from.
 	ResumeTokenExpired bool `protobuf:"varint,4,opt,name=resume_token_expired,json=resumeTokenExpired,proto3" json:"resume_token_expired,omitempty"`
@@ -3858,7 +3874,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x14WatchChannelsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x03(\tR\tchannelId\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xbe\x01\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xd8\x01\n" +
 	"\fCursorUpdate\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x17\n" +
@@ -3866,7 +3882,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x04kind\x18\x03 \x01(\x0e2\x11.receipts.v1.KindR\x04kind\x121\n" +
 	"\bposition\x18\x04 \x01(\v2\x15.receipts.v1.PositionR\bposition\x12\x1c\n" +
 	"\n" +
-	"at_unix_ms\x18\x05 \x01(\x03R\batUnixMs\"\xcd\x01\n" +
+	"at_unix_ms\x18\x05 \x01(\x03R\batUnixMs\x12\x18\n" +
+	"\aremoved\x18\x06 \x01(\bR\aremoved\"\xcd\x01\n" +
 	"\n" +
 	"WatchEvent\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x123\n" +

@@ -45,6 +45,10 @@ type Hub struct {
 	lastRead atomic.Pointer[readStatus]
 	// ticks, when set (SetTicks), answers the snapshots.
 	ticks atomic.Pointer[TicksFunc]
+	// afterRegister, set by tests only, runs in Subscribe between the
+	// registration and the catch-up (where the reader may already offer
+	// the new subscription entries).
+	afterRegister func(*Subscription)
 }
 
 // watchedChannel is a channel some local subscriber watches: the id the

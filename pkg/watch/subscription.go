@@ -160,16 +160,24 @@ func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken stri
 		}
 	}
 
-	catchUp, err := h.register(s, maps(s.merged))
+	// The catch-up of a channel starts from the cursor s registered with,
+	// never from s.merged: once registered, the reader may offer s entries
+	// past upTo before the catch-up runs, moving s.merged past the range
+	// the catch-up must read — which would then be skipped, a gap.
+	start := maps(s.merged)
+	catchUp, err := h.register(s, start)
 	if err != nil {
 		return nil, err
+	}
+	if h.afterRegister != nil {
+		h.afterRegister(s)
 	}
 	for _, ch := range chs {
 		upTo, ok := catchUp[ch]
 		if !ok {
 			continue
 		}
-		if err := s.catchUp(ctx, ch, s.merged[ch], upTo); err != nil {
+		if err := s.catchUp(ctx, ch, start[ch], upTo); err != nil {
 			s.Close()
 			return nil, err
 		}

@@ -77,10 +77,8 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 			return nil, g.durableErr(ctx, err)
 		}
 	}
-	if heads, err := g.redis.Heads(ctx, []string{ch}); err == nil {
-		if h, ok := heads[ch]; ok {
-			s.head = &h
-		}
+	if s.head, err = g.channelHead(ctx, ch); err != nil {
+		return nil, g.durableErr(ctx, err)
 	}
 	if !s.detailed {
 		return s, nil
@@ -104,6 +102,48 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 		}
 	}
 	return s, nil
+}
+
+// channelHead is a channel's head (nil before its first notice): Redis,
+// else Postgres, hydrating Redis (a max-merge), so that ticks keep their
+// head after Redis lost it (a FLUSHALL, an eviction).
+func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	heads, rerr := g.redis.Heads(rctx, []string{ch})
+	cancel()
+	if rerr == nil {
+		if h, ok := heads[ch]; ok {
+			if h.Seq == 0 { // known to have none
+				return nil, nil
+			}
+			return &h, nil
+		}
+	} else {
+		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+		g.warnRedis(redisOpGet, rerr)
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	durable, err := g.pg.Heads(pctx, []string{ch})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
+	}
+	var head *channel.Head
+	var none []string
+	if len(durable) > 0 && durable[0].Seq > 0 {
+		head = &durable[0]
+	} else {
+		none = []string{ch}
+	}
+	if rerr == nil {
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		if err := g.redis.HydrateHeads(hctx, durable, none); err != nil {
+			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+			g.warnRedis(redisOpHydrate+" heads", err)
+		}
+		cancel()
+	}
+	return head, nil
 }
 
 // membersOf returns a small channel's registers: Redis when its hash is

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
 )
 
 // A small group: the sender's notice, members' reads and deliveries, a
@@ -96,4 +98,38 @@ func userIDs(ms []*receiptsv1.MemberAt) []string {
 		out = append(out, m.UserId)
 	}
 	return out
+}
+
+// Ticks keep the channel's head when Redis lost it: read from Postgres
+// (here written directly: no persister runs) and put back into Redis; a
+// channel without a head has none in its ticks, before and after Redis
+// records that it has none.
+func TestTicksHeadFallsBackToPostgres(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	ctx := context.Background()
+	status, body := tb.do(t, http.MethodPost, "/v1/channels/g/messages", `{"seq": 3, "message_id": "m3", "sender_id": "s"}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var ticks receiptsv1.ChannelTicks
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
+	require.Equal(t, int64(3), ticks.GetHead().GetSeq())
+
+	_, err := tb.schema.Store.UpsertHeads(ctx, []channel.Head{{Channel: "g", Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 1}})
+	require.NoError(t, err)
+	require.NoError(t, tb.rdb.Del(ctx, tb.store.ChannelKey("g")).Err())
+	ticks.Reset()
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
+	require.Equal(t, int64(3), ticks.GetHead().GetSeq(), "the head from Postgres")
+	heads, err := tb.store.Heads(ctx, []string{"g"})
+	require.NoError(t, err)
+	require.Equal(t, int64(3), heads["g"].Seq, "and back in Redis")
+
+	for range 2 {
+		ticks.Reset()
+		tb.doProto(t, http.MethodGet, "/v1/channels/none/ticks", "", &ticks)
+		require.Nil(t, ticks.Head, "a channel without a notice has no head")
+	}
+	heads, err = tb.store.Heads(ctx, []string{"none"})
+	require.NoError(t, err)
+	require.Contains(t, heads, "none", "Redis records that it has none")
 }

@@ -135,6 +135,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		}
 		rec.Topic = g.durable.Topic()
 	}
+	if merr == nil && res[0].Changed && res[0].Membership.Member {
+		g.joinView(ctx, reg.Key) // issue 9: back in read-by and ticks
+	}
 	durability, err := g.produce(ctx, []*kgo.Record{rec})
 	if err != nil {
 		return nil, err

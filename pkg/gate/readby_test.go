@@ -133,3 +133,35 @@ func TestTicksHeadFallsBackToPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, heads, "none", "Redis records that it has none")
 }
+
+// A member who leaves and joins again is back in read-by and ticks with
+// the cursors they held, though the join point (the head, already read)
+// moves no cursor.
+func TestRejoinedMemberShowsAgain(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	for _, u := range []string{"s", "a"} {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/g/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
+	}
+	status, body := tb.do(t, http.MethodPost, "/v1/channels/g/messages", `{"seq": 3, "message_id": "m3", "sender_id": "s"}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var mr receiptsv1.MarkReceiptsResponse
+	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", markBody(`{"user_id": "a", "channel_id": "g", "kind": "READ", "seq": 3}`), &mr)
+	status, body = tb.do(t, http.MethodDelete, "/v1/channels/g/members/a", ``)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var rec receiptsv1.MessageReceipts
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/messages/3/receipts?sender_id=s", "", &rec)
+	require.Empty(t, rec.ReadBy, "a left")
+
+	status, body = tb.do(t, http.MethodPut, "/v1/channels/g/members/a", `{}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	rec.Reset()
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/messages/3/receipts?sender_id=s", "", &rec)
+	require.Equal(t, []string{"a"}, userIDs(rec.ReadBy), "a is back")
+	require.Equal(t, []string{"a"}, userIDs(rec.DeliveredTo))
+	var ticks receiptsv1.ChannelTicks
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
+	require.Equal(t, int64(3), ticks.ReadByAllUpTo)
+	require.Equal(t, int64(3), ticks.DeliveredToAllUpTo)
+}

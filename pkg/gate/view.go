@@ -151,6 +151,29 @@ func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 	}
 }
 
+// joinView puts a member who (re)joined back into the channel's view
+// with the public cursors they already hold there: a leave took them
+// out, and a rejoin whose join point does not move a cursor publishes
+// nothing by itself. A failure only counts as degraded (a rebuild of the
+// view from Postgres repairs it).
+func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	states, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+		g.warnRedis(redisOpView, err)
+		return
+	}
+	var held []redisstore.MergeResult
+	for _, st := range states {
+		if st.Key == k {
+			held = append(held, redisstore.MergeResult{State: st, Advanced: true})
+		}
+	}
+	g.publishView(ctx, held) // moves that do not advance the view are no-ops
+}
+
 func (c ReadByConfig) detailThreshold() int64 {
 	if c.DetailThreshold <= 0 {
 		return DetailThresholdDefault

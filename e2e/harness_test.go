@@ -221,6 +221,8 @@ type stackOptions struct {
 	spool bool
 	// extraGateArgs are appended to kafkagate's arguments.
 	extraGateArgs []string
+	// extraPersisterArgs are appended to the persister's arguments.
+	extraPersisterArgs []string
 }
 
 func newStack(t testing.TB, opts stackOptions) *stack {
@@ -257,7 +259,8 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	gateArgs = append(gateArgs, "--spool-dir", spoolDir)
 	s.gate = &proc{name: "kafkagate", log: log("kafkagate"), args: gateArgs}
 	s.persister = &proc{name: "persister", log: log("persister"), args: append([]string{
-		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic, "--dlt-topic", s.dltTopic, "--session-timeout", "6s"}, common...)}
+		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic, "--dlt-topic", s.dltTopic, "--session-timeout", "6s"},
+		append(common, opts.extraPersisterArgs...)...)}
 	// The sweep runs every 2s here (1m by default) so that repairs after a
 	// Redis loss show up within a test's patience.
 	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append(append([]string{

@@ -26,6 +26,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // rbThreshold is the detail threshold of the read-by test's stack: the
@@ -834,6 +835,24 @@ func TestReadByModel(t *testing.T) {
 	redisFlush(t, s)
 	check("after the replay")
 	rbErasedGone(t, s, erased, channels)
+
+	// A hidden member's cursor that reached the view anyway (a mark whose
+	// settings were read just before the user hid reads, from another
+	// device) still never shows in a small channel: answers filter by the
+	// settings they read.
+	planted := 0
+	for _, ch := range []string{"s0", "s1", "s2"} {
+		for _, u := range m.members(ch, users) {
+			if !m.shares(u).read {
+				_, err := s.rstore.ApplyViewMoves(ctx, []redisstore.ViewMove{{Channel: ch, User: u, Kind: redisstore.ViewRead,
+					Position: receipt.Position{Epoch: 9, Seq: m.heads[ch]}, AtUnixMs: nowMs()}}, 0)
+				require.NoError(t, err)
+				planted++
+			}
+		}
+	}
+	require.NotZero(t, planted, "no member of a small channel hides reads")
+	check("a hidden cursor in the view")
 
 	// The check can fail: a member's sharing turned off behind the
 	// stores' back must show (after Redis forgets the settings).

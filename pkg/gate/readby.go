@@ -160,8 +160,9 @@ func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, 
 }
 
 // rebuildView merges the members' durable cursors (of the kinds they
-// share) into the channel's view and marks it loaded, then merges them
-// into v, the view as read before.
+// share; none that may predate the user's erasure as Redis holds it) into
+// the channel's view and marks it loaded, then merges them into v, the
+// view as read before.
 func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *redisstore.ChannelViewState) error {
 	var moves []redisstore.ViewMove
 	after := ""
@@ -172,7 +173,22 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *rediss
 		if err != nil {
 			return fmt.Errorf("rebuilding the view of %s: %w", ch, err)
 		}
+		// An erased user's rows the persister has not deleted yet must
+		// not come back into the view (nor the answer).
+		users := make([]string, len(page))
+		for i, c := range page {
+			users[i] = c.User
+		}
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		tombs, err := g.redis.Tombstones(rctx, users)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
+		}
 		for _, c := range page {
+			if t, ok := tombs[c.User]; ok && t.Predates(c.UpdatedAtUnixMs) {
+				continue
+			}
 			if c.ShareRead && !c.Read.IsZero() {
 				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewRead, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
 			}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // A small group: the sender's notice, members' reads and deliveries, a
@@ -164,4 +166,40 @@ func TestRejoinedMemberShowsAgain(t *testing.T) {
 	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
 	require.Equal(t, int64(3), ticks.ReadByAllUpTo)
 	require.Equal(t, int64(3), ticks.DeliveredToAllUpTo)
+}
+
+// A view rebuilt from Postgres between an erasure and the persister
+// applying it does not bring the erased user's rows back into Redis.
+func TestViewRebuildSkipsErasedUser(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	ctx := context.Background()
+	for _, u := range []string{"s", "a"} {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/g/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
+	}
+	status, body := tb.do(t, http.MethodPost, "/v1/channels/g/messages", `{"seq": 3, "message_id": "m3", "sender_id": "s"}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	before := time.Now().UnixMilli()
+	// What the persister wrote before the erasure (no persister runs here).
+	for _, u := range []string{"s", "a"} {
+		k := receipt.Key{User: u, Channel: "g"}
+		_, err := tb.schema.Store.Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}},
+			Delivered: receipt.Cursor{Position: receipt.Position{Seq: 3}}, UpdatedAtUnixMs: before}})
+		require.NoError(t, err)
+		_, err = tb.schema.Store.UpsertMembers(ctx, []channel.Membership{channel.Join(k, 0, before, 0)})
+		require.NoError(t, err)
+	}
+	status, body = tb.do(t, http.MethodDelete, "/v1/users/a", ``)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	require.NoError(t, tb.rdb.Del(ctx, tb.store.ViewLoadedKey("g")).Err())
+
+	var ticks receiptsv1.ChannelTicks
+	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
+	views, err := tb.store.ReadViews(ctx, []string{"g"})
+	require.NoError(t, err)
+	require.True(t, views[0].Loaded, "the view was rebuilt")
+	require.Contains(t, views[0].Read, "s")
+	require.NotContains(t, views[0].Read, "a", "the erased user's row stays out of the view")
+	require.NotContains(t, views[0].Delivered, "a")
 }

@@ -121,7 +121,24 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 	if err != nil {
 		return nil, err
 	}
-	merged, err := g.redis.MergeSettings(ctx, durable)
+	// An erased user's row the persister has not deleted yet is not
+	// written back (the erasure deleted the user's settings from Redis).
+	tombs, err := g.redis.Tombstones(ctx, missing)
+	if err != nil {
+		return nil, err
+	}
+	kept := durable[:0:0]
+	for _, st := range durable {
+		if t, ok := tombs[st.User]; ok && t.Predates(st.VersionMs) {
+			out[st.User] = st
+			continue
+		}
+		kept = append(kept, st)
+	}
+	if len(kept) == 0 {
+		return out, nil
+	}
+	merged, err := g.redis.MergeSettings(ctx, kept)
 	if err != nil {
 		return nil, err
 	}

@@ -81,8 +81,43 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if _, err := g.produce(ctx, []*kgo.Record{rec}); err != nil {
 		return nil, err
 	}
+	if hides := (!st.ShareRead && cur[user].ShareRead) || (!st.ShareDelivered && cur[user].ShareDelivered); hides {
+		// A mark in flight on any replica may have read the old
+		// settings just before the change and still be publishing its
+		// move (publishView: settings, then the view, within one
+		// RedisTimeout). Once that window has passed, apply the
+		// settings Redis holds now once more, so that when this call
+		// returns nothing the user hid can show anywhere.
+		if err := g.settleHiding(ctx, user); err != nil {
+			g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
+			g.warnRedis(redisOpSettings, err)
+		}
+	}
 	return connect.NewResponse(settingsProto(st)), nil
 }
+
+// settleHiding waits out the window in which a concurrent flush may
+// still publish a move read under the user's old settings, then applies
+// the settings Redis holds now to the user's views again.
+func (g *Gate) settleHiding(ctx context.Context, user string) error {
+	select {
+	case <-time.After(g.cfg.RedisTimeout + viewSettleMargin):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	sts, err := g.settingsOf(rctx, []string{user})
+	if err != nil {
+		return err
+	}
+	return g.applySettingsToViews(rctx, sts[user])
+}
+
+// viewSettleMargin is added to RedisTimeout when waiting out in-flight
+// view moves (a command sent just before its client's deadline still
+// runs in Redis).
+const viewSettleMargin = 100 * time.Millisecond
 
 // applySettingsToViews makes the user's channel views follow st
 // (redisstore.ApplySettingsToViews).

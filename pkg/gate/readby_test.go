@@ -12,6 +12,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // A small group: the sender's notice, members' reads and deliveries, a
@@ -202,4 +203,43 @@ func TestViewRebuildSkipsErasedUser(t *testing.T) {
 	require.Contains(t, views[0].Read, "s")
 	require.NotContains(t, views[0].Read, "a", "the erased user's row stays out of the view")
 	require.NotContains(t, views[0].Delivered, "a")
+}
+
+// A move published under a user's old settings while they turn sharing
+// off (a mark in flight on another replica) is gone from the view by the
+// time the settings call returns.
+func TestHidingSettlesInFlightViewMoves(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	for _, u := range []string{"s", "h"} {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/g/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
+	}
+	status, body := tb.do(t, http.MethodPost, "/v1/channels/g/messages", `{"seq": 3, "message_id": "m3", "sender_id": "s"}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	status, body = tb.do(t, http.MethodPost, "/v1/users/h/channels/g/read", `{"seq": 2}`)
+	require.Equal(t, http.StatusOK, status, "%s", body)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		status, body := tb.do(t, http.MethodPut, "/v1/users/h/settings", `{"share_read_receipts": false}`)
+		require.Equal(t, http.StatusOK, status, "%s", body)
+	}()
+	// The stale flush: it read "shares reads" before the change and
+	// publishes h's read after the change was applied to the views.
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		v, err := tb.store.ReadViews(ctx, []string{"g"})
+		require.NoError(t, err)
+		_, shown := v[0].Read["h"]
+		return !shown
+	}, 5*time.Second, 5*time.Millisecond, "the change hides h's read")
+	_, err := tb.store.ApplyViewMoves(ctx, []redisstore.ViewMove{{Channel: "g", User: "h", Kind: redisstore.ViewRead,
+		Position: receipt.Position{Seq: 3}, AtUnixMs: time.Now().UnixMilli()}}, 100)
+	require.NoError(t, err)
+	<-done
+	v, err := tb.store.ReadViews(ctx, []string{"g"})
+	require.NoError(t, err)
+	require.NotContains(t, v[0].Read, "h", "a move published under the old settings is hidden once the call returns")
 }

@@ -190,7 +190,14 @@ func TestAdminPortServesReadiness(t *testing.T) {
 		require.NoError(t, err)
 		return resp.StatusCode, string(b)
 	}
-	code, body := get("/readyz")
+	// The runner says "starting" until it has seen every component
+	// start, which may come a moment after the component's own signal.
+	var code int
+	var body string
+	require.Eventually(t, func() bool {
+		code, body = get("/readyz")
+		return body != "not ready: starting\n"
+	}, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, http.StatusServiceUnavailable, code)
 	require.Equal(t, "not ready: api: spool full\n", body)
 	code, body = get("/healthz")

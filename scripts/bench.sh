@@ -165,7 +165,7 @@ if [ "$prefill_users" -gt 0 ]; then
     scenario "prefill$n-single-route64" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
   done
   log "deleting the prefilled keys"
-  redis-cli --scan --pattern "u:{$pf*" --count 10000 | xargs -r -n 10000 redis-cli unlink >/dev/null
+  redis-cli --scan --pattern "*u:{$pf*" | xargs -r -n 10000 redis-cli unlink >/dev/null
 fi
 
 # Target 4: e2e lag (ack -> Postgres) sustained at a fixed rate.

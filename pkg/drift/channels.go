@@ -197,16 +197,7 @@ func (s *Sweeper) sweepHeadsRedis(ctx context.Context, lim *rate.Limiter, rep *R
 			return fmt.Errorf("scanning redis channels: %w", err)
 		}
 		rep.Pages++
-		slices.Sort(chs)
-		chs = slices.Compact(chs)
-		valid := chs[:0]
-		for _, ch := range chs {
-			if receipt.ValidateID("channel_id", ch) != nil {
-				rep.Invalid++
-				continue
-			}
-			valid = append(valid, ch)
-		}
+		valid := scannedIDs("channel_id", chs, rep)
 		if len(valid) > 0 {
 			pg, err := s.cfg.Postgres.Heads(ctx, valid)
 			if err != nil {
@@ -566,4 +557,20 @@ func (s *Sweeper) pageWait(ctx context.Context, lim *rate.Limiter) error {
 		return err
 	}
 	return s.checkGuard(ctx)
+}
+
+// scannedIDs dedupes one SCAN page of ids (SCAN may return one more than
+// once) and keeps the valid ones, counting the others in rep.Invalid.
+func scannedIDs(field string, ids []string, rep *Report) []string {
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	valid := ids[:0]
+	for _, id := range ids {
+		if receipt.ValidateID(field, id) != nil {
+			rep.Invalid++
+			continue
+		}
+		valid = append(valid, id)
+	}
+	return valid
 }

@@ -3,7 +3,6 @@ package drift
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
@@ -11,7 +10,6 @@ import (
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
-	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -120,16 +118,7 @@ func (s *Sweeper) sweepSettingsRedis(ctx context.Context, lim *rate.Limiter, rep
 			return fmt.Errorf("scanning redis settings: %w", err)
 		}
 		rep.Pages++
-		slices.Sort(users)
-		users = slices.Compact(users)
-		valid := users[:0]
-		for _, u := range users {
-			if receipt.ValidateID("user_id", u) != nil {
-				rep.Invalid++
-				continue
-			}
-			valid = append(valid, u)
-		}
+		valid := scannedIDs("user_id", users, rep)
 		if len(valid) > 0 {
 			rd, found, err := s.cfg.Redis.Settings(ctx, valid)
 			if err != nil {

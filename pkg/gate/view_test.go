@@ -19,6 +19,10 @@ func TestMarksReachTheChannelView(t *testing.T) {
 	ctx := context.Background()
 	_, err := tb.store.MergeSettings(ctx, []privacy.Settings{{User: "hid", ShareRead: false, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
+	for _, u := range []string{"a", "b", "hid"} {
+		status, body := tb.do(t, "PUT", "/v1/channels/g/members/"+u, `{}`)
+		require.Equal(t, 200, status, "join %s: %s", u, body)
+	}
 	var mr receiptsv1.MarkReceiptsResponse
 	tb.doProto(t, "POST", "/v1/receipts:mark", markBody(
 		`{"user_id": "a", "channel_id": "g", "kind": "READ", "seq": 4}`,
@@ -38,4 +42,36 @@ func TestMarksReachTheChannelView(t *testing.T) {
 	n, err := tb.rdb.XLen(ctx, tb.store.ViewStreamKey("g")).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(4), n, fmt.Sprint("moves streamed: ", n))
+}
+
+// Only members enter a view: the marks of an untracked channel (no
+// registered members, so anyone may mark it) never show in read-by, ticks
+// or a watch, so they cost no view write.
+func TestUntrackedChannelMarksStayOutOfTheView(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	ctx := context.Background()
+	var mr receiptsv1.MarkReceiptsResponse
+	tb.doProto(t, "POST", "/v1/receipts:mark", markBody(
+		`{"user_id": "a", "channel_id": "open", "kind": "READ", "seq": 4}`,
+		`{"user_id": "b", "channel_id": "open", "kind": "DELIVERED", "seq": 6}`,
+	), &mr)
+	require.Len(t, mr.GetResults(), 2)
+	require.True(t, mr.GetResults()[0].GetAdvanced(), "the mark itself is accepted and merged")
+	views, err := tb.store.ReadViews(ctx, []string{"open"})
+	require.NoError(t, err)
+	require.Empty(t, views[0].Read)
+	require.Empty(t, views[0].Delivered)
+	n, err := tb.rdb.XLen(ctx, tb.store.ViewStreamKey("open")).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing streamed")
+
+	// Once a's join registers membership, a's moves show (the join
+	// publishes the cursor a already holds).
+	status, body := tb.do(t, "PUT", "/v1/channels/open/members/a", `{}`)
+	require.Equal(t, 200, status, "join: %s", body)
+	views, err = tb.store.ReadViews(ctx, []string{"open"})
+	require.NoError(t, err)
+	require.Equal(t, int64(4), views[0].Read["a"].Position.Seq)
+	require.NotContains(t, views[0].Delivered, "b")
 }

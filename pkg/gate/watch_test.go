@@ -338,6 +338,10 @@ func TestWatchThroughMarks(t *testing.T) {
 	base, _ := replica(t, tb, startHub(t, tb.rdb, tb.prefix))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	for _, u := range []string{"alice", "bob"} {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/lobby/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
+	}
 	var f folded
 	done := watchSSE(t, ctx, tb.h1, base, []string{"lobby"}, "", &f)
 	mark := func(user, body string) {

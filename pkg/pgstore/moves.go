@@ -22,8 +22,10 @@ type Move struct {
 	AtUnixMs int64
 }
 
-// InsertMoves logs moves, keeping only those (1) in channels of at most
-// threshold joined members, (2) of a kind the user shares (user_settings;
+// InsertMoves logs moves, keeping only those (1) of joined members of
+// channels of at most threshold joined members (read-by dates members
+// only: a non-member's or an untracked channel's move would never be
+// read), (2) of a kind the user shares (user_settings;
 // no row: shares), (3) that advance the log: no logged move of the same
 // (channel, user, kind) at or past it. Duplicates and replays therefore
 // add nothing. It returns the rows inserted.
@@ -44,7 +46,9 @@ func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (i
 		SELECT m.channel_id, m.user_id, m.kind::"char", m.epoch, m.seq, m.at
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[])
 			AS m(channel_id, user_id, kind, epoch, seq, at)
-		WHERE (SELECT count(*) FROM (SELECT 1 FROM channel_members c
+		WHERE EXISTS (SELECT 1 FROM channel_members c
+				WHERE c.channel_id = m.channel_id AND c.user_id = m.user_id AND c.member)
+			AND (SELECT count(*) FROM (SELECT 1 FROM channel_members c
 				WHERE c.channel_id = m.channel_id AND c.member LIMIT $7 + 1) AS small) <= $7
 			AND NOT EXISTS (SELECT 1 FROM user_settings st WHERE st.user_id = m.user_id
 				AND ((m.kind = 'r' AND NOT st.share_read) OR (m.kind = 'd' AND NOT st.share_delivered)))

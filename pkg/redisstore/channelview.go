@@ -30,7 +30,9 @@ import (
 //
 // Only moves others may see enter it: never a private read, never a kind
 // the user does not share (privacy settings), never a user the channel's
-// membership register says has left. A move enters only when its (epoch,
+// membership register says has left or, once the membership hash is
+// complete, a user who holds no register in it (a mark of an untracked
+// channel or an allowed non-member's mark). A move enters only when its (epoch,
 // seq) is greater than the stored one, so duplicates and reordering are
 // no-ops and the stream holds each move once.
 
@@ -87,7 +89,12 @@ local function cmp(a, b)
 end
 `
 
-// viewApplyScript applies a channel's moves. KEYS = cur, r, d, stream, cm;
+// viewApplyScript applies a channel's moves: those of members, and while
+// the membership hash is not complete (never hydrated, or lost with Redis)
+// those of users it holds no register of, who may be members. A user who
+// left, or who has no register in a complete hash, is never shown (read-by
+// and ticks list members only), so their moves would only cost a write.
+// KEYS = cur, r, d, stream, cm;
 // ARGV[1] = the stream's MAXLEN ("0": do not append, for rebuilds), then
 // user, kind, epoch, seq, at per move (decimal, no leading zeros, so the
 // longer numeral is the greater and equal lengths compare bytewise; digits
@@ -95,11 +102,12 @@ end
 // id per move ("" when the move changed nothing, or was not streamed).
 var viewApplyScript = redis.NewScript(luaViewCmp + `
 local out = {}
+local complete = redis.call('HEXISTS', KEYS[5], ':loaded') == 1
 for i = 2, #ARGV, 5 do
   local u, k, e, s, t = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
   local id = ""
   local reg = redis.call('HGET', KEYS[5], u)
-  if not (reg and string.sub(reg, 1, 1) == "0") then
+  if (reg and string.sub(reg, 1, 1) == "1") or (not reg and not complete) then
     local f = k .. ":" .. u
     local cur = redis.call('HGET', KEYS[1], f)
     local adv = true

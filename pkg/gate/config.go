@@ -66,6 +66,9 @@ type Producer interface {
 	// Refuse fails fast a call that cannot be made durable, before the
 	// gate touches Redis; nil when Write may succeed.
 	Refuse(recs []*kgo.Record) error
+	// Spooling reports whether Refuse may refuse now (calls go to a
+	// bounded spool), so the hot path builds records for it only then.
+	Spooling() bool
 	// Ready returns nil when Write can succeed.
 	Ready(ctx context.Context) error
 	// Topic is the topic the records go to.

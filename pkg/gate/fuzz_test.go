@@ -40,6 +40,7 @@ func (w *recordingWriter) Write(_ context.Context, recs []*kgo.Record) (producer
 }
 
 func (*recordingWriter) Refuse([]*kgo.Record) error  { return nil }
+func (*recordingWriter) Spooling() bool              { return false }
 func (*recordingWriter) Ready(context.Context) error { return nil }
 func (*recordingWriter) Topic() string               { return event.TopicDefault }
 func (*recordingWriter) CallBound() time.Duration    { return time.Second }

@@ -136,16 +136,17 @@ func (g *Gate) limitREST(next http.Handler) http.Handler {
 			writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "reading request body: "+err.Error())
 			return
 		}
+		// The fast path reads only valid JSON, so the syntax check below
+		// is for the calls it declines.
+		if g.serveFastREST(w, r, body) {
+			return
+		}
 		// vanguard answers a malformed body of a route with path
 		// parameters as Unknown (500): the caller's mistake is a 400.
-		var syntax any
-		if len(body) > 0 && strings.Contains(r.Header.Get("Content-Type"), "json") {
-			if err := json.Unmarshal(body, &syntax); err != nil {
-				writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "request body is not valid JSON: "+err.Error())
-				return
-			}
-		}
-		if g.serveFastREST(w, r, body) {
+		if len(body) > 0 && strings.Contains(r.Header.Get("Content-Type"), "json") && !json.Valid(body) {
+			var syntax any
+			err := json.Unmarshal(body, &syntax)
+			writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "request body is not valid JSON: "+err.Error())
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -53,21 +53,27 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
 	now := time.Now().UnixMilli()
 	states := make([]receipt.State, len(marks))
-	recs := make([]*kgo.Record, len(marks))
 	for i, m := range marks {
 		states[i] = m.state(now)
-		rec, err := event.Encode(states[i])
-		if err != nil {
-			return nil, connect.NewError(connect.CodeInternal, err)
-		}
-		rec.Topic = g.durable.Topic()
-		recs[i] = rec
 	}
 
 	// A call bound for a full spool is refused before Redis sees it (the
-	// records' sizes do not change when their epochs are resolved).
-	if err := g.durable.Refuse(recs); err != nil {
-		return nil, g.unavailable(len(recs), err)
+	// records' sizes do not change when their epochs are resolved). The
+	// records are built for the check only while calls are spooled: the
+	// flush encodes each mark once, after the merge resolved its epoch.
+	if g.durable.Spooling() {
+		recs := make([]*kgo.Record, len(states))
+		for i, st := range states {
+			rec, err := event.Encode(st)
+			if err != nil {
+				return nil, connect.NewError(connect.CodeInternal, err)
+			}
+			rec.Topic = g.durable.Topic()
+			recs[i] = rec
+		}
+		if err := g.durable.Refuse(recs); err != nil {
+			return nil, g.unavailable(len(recs), err)
+		}
 	}
 
 	j := &writeJob{ctx: ctx, marks: marks, states: states, done: make(chan struct{})}

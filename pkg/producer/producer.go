@@ -281,6 +281,13 @@ func (p *Producer) Write(ctx context.Context, recs []*kgo.Record) (Durability, e
 	return p.durable.Write(ctx, recs)
 }
 
+// Spooling reports whether calls go to the spool (its circuit is open):
+// only then can Refuse refuse, so a caller may skip building the records
+// it would pass.
+func (p *Producer) Spooling() bool {
+	return p.spooler != nil && p.spooler.open.Load()
+}
+
 // Refuse fails fast, with ErrFull, a call that is bound for the spool
 // (circuit open) and cannot fit in it, so the caller can answer before
 // doing any other work. Write still decides; nil without a spool.

@@ -78,6 +78,9 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
+	if moves, users = g.trackedMoves(rctx, moves, users); len(moves) == 0 {
+		return
+	}
 	settings, err := g.settingsOf(rctx, users)
 	if err != nil {
 		// Unknown settings: share nothing (privacy fails closed); the
@@ -96,6 +99,43 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
 		g.warnRedis(redisOpView, err)
 	}
+}
+
+// trackedMoves leaves out the moves in channels without membership
+// registers (untracked: their views stay empty, see
+// redisstore.UntrackedChannels), and the users left without a move. On a
+// Redis error it keeps every move (the view script checks again).
+func (g *Gate) trackedMoves(ctx context.Context, moves []redisstore.ViewMove, users []string) ([]redisstore.ViewMove, []string) {
+	var channels []string
+	seen := map[string]bool{}
+	for _, m := range moves {
+		if !seen[m.Channel] {
+			seen[m.Channel] = true
+			channels = append(channels, m.Channel)
+		}
+	}
+	untracked, err := g.redis.UntrackedChannels(ctx, channels)
+	if err != nil || len(untracked) == 0 {
+		return moves, users
+	}
+	kept := moves[:0]
+	left := map[string]bool{}
+	for _, m := range moves {
+		if !untracked[m.Channel] {
+			kept = append(kept, m)
+			left[m.User] = true
+		}
+	}
+	if len(kept) == len(moves) {
+		return moves, users
+	}
+	keptUsers := users[:0]
+	for _, u := range users {
+		if left[u] {
+			keptUsers = append(keptUsers, u)
+		}
+	}
+	return kept, keptUsers
 }
 
 // settingsOf returns users' privacy settings: Redis, and for those Redis

@@ -60,6 +60,22 @@ func TestClusterChannelState(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.Zero(t, r.Resolved.Read.Position.Epoch)
 	}
+	// Marks of many users (slots on every master) in one call: each
+	// compare-and-set script gets the keys of one slot.
+	var many []receipt.State
+	for i := range 40 {
+		many = append(many, receipt.State{Key: receipt.Key{User: "m" + strconv.Itoa(i), Channel: "ch0"}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 3}}})
+	}
+	res, err = s.MergeMarks(ctx, many)
+	require.NoError(t, err)
+	for i, r := range res {
+		require.NoError(t, r.Err)
+		require.True(t, r.Advanced)
+		got, _, err := s.Get(ctx, many[i].Key.User, []string{"ch0"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, int64(3), got[0].Read.Position.Seq)
+	}
 	u, err := s.MarkUnread(ctx, receipt.Key{User: user, Channel: "ch0"}, 2, "d", 1)
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.Read.Position)

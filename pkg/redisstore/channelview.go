@@ -103,6 +103,11 @@ end
 var viewApplyScript = redis.NewScript(luaViewCmp + `
 local out = {}
 local complete = redis.call('HEXISTS', KEYS[5], ':loaded') == 1
+if complete and redis.call('HLEN', KEYS[5]) == 1 + redis.call('HEXISTS', KEYS[5], ':n') then
+  -- no registers: an untracked channel, whose view stays empty
+  for i = 2, #ARGV, 5 do out[#out+1] = "" end
+  return out
+end
 for i = 2, #ARGV, 5 do
   local u, k, e, s, t = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
   local id = ""
@@ -136,6 +141,44 @@ return out
 `)
 
 var viewScripts = []*redis.Script{viewApplyScript, viewReadScript, viewCountScript, settingsScript, viewRemoveScript}
+
+// UntrackedChannels reports which of channels Redis knows to have no
+// membership registers at all (their membership hash is complete and
+// holds none): their views stay empty (viewApplyScript), so the gateway
+// need not build their moves. Read after a merge, it is safe to act on: a
+// join registers its member before it publishes the cursors the member
+// holds, which include the merge.
+func (s *Store) UntrackedChannels(ctx context.Context, channels []string) (map[string]bool, error) {
+	type probe struct {
+		markers *redis.SliceCmd
+		size    *redis.IntCmd
+	}
+	probes := make([]probe, len(channels))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, ch := range channels {
+			cm := s.ChannelMembersKey(ch)
+			probes[i] = probe{pipe.HMGet(ctx, cm, loadedField, countField), pipe.HLen(ctx, cm)}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(channels))
+	for i, ch := range channels {
+		markers, err := probes[i].markers.Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if markers[0] == nil {
+			continue // not complete: it may have members Redis lost
+		}
+		n := int64(1)
+		if markers[1] != nil {
+			n++
+		}
+		out[ch] = probes[i].size.Val() == n
+	}
+	return out, nil
+}
 
 // ApplyViewMoves applies public cursor moves to their channels' views, one
 // script per channel (and chunk) in one pipeline, streaming each move that

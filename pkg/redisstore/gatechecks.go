@@ -44,24 +44,42 @@ func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters boo
 		head    *redis.StringCmd
 		markers *redis.SliceCmd
 		size    *redis.IntCmd
+		users   []string // the call's users of the channel, for regs
+		at      map[string]int
+		regs    *redis.SliceCmd
 	}
 	chans := map[string]*chCmds{}
 	var order []string
-	inCh := make([]*redis.StringCmd, len(keys))
+	// Each key's register is read by one HMGET per channel (field n of
+	// the channel's users), not one HGET per key.
+	regAt := make([]int, len(keys))
+	for i, k := range keys {
+		c := chans[k.Channel]
+		if c == nil {
+			c = &chCmds{at: map[string]int{}}
+			chans[k.Channel] = c
+			order = append(order, k.Channel)
+		}
+		n, ok := c.at[k.User]
+		if !ok {
+			n = len(c.users)
+			c.at[k.User] = n
+			c.users = append(c.users, k.User)
+		}
+		regAt[i] = n
+	}
 	inUser := make([]*redis.StringCmd, len(keys))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for i, k := range keys {
-			if _, ok := chans[k.Channel]; !ok {
-				cm := s.ChannelMembersKey(k.Channel)
-				chans[k.Channel] = &chCmds{
-					head:    pipe.HGet(ctx, s.ChannelKey(k.Channel), headField),
-					markers: pipe.HMGet(ctx, cm, loadedField, countField),
-					size:    pipe.HLen(ctx, cm),
-				}
-				order = append(order, k.Channel)
-			}
-			inCh[i] = pipe.HGet(ctx, s.ChannelMembersKey(k.Channel), k.User)
-			if userRegisters {
+		for _, ch := range order {
+			c := chans[ch]
+			cm := s.ChannelMembersKey(ch)
+			c.head = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+			c.markers = pipe.HMGet(ctx, cm, loadedField, countField)
+			c.size = pipe.HLen(ctx, cm)
+			c.regs = pipe.HMGet(ctx, cm, c.users...)
+		}
+		if userRegisters {
+			for i, k := range keys {
 				inUser[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
 			}
 		}
@@ -99,9 +117,16 @@ func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters boo
 	out := make([]KeyFacts, len(keys))
 	for i, k := range keys {
 		out[i].Key = k
-		var err error
-		if out[i].InChannel, err = optionalRegister(k, inCh[i]); err != nil {
-			return nil, nil, err
+		regs, err := chans[k.Channel].regs.Result()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if v, ok := regs[regAt[i]].(string); ok {
+			m, err := decodeRegister(k, v)
+			if err != nil {
+				return nil, nil, err
+			}
+			out[i].InChannel = &m
 		}
 		if inUser[i] != nil {
 			if out[i].InUser, err = optionalRegister(k, inUser[i]); err != nil {

@@ -40,6 +40,9 @@ type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
 	layout *layout
+	// beforeCAS, in tests, runs between MergeMarks' read and each CAS
+	// round (another writer moving a key meanwhile).
+	beforeCAS func(attempt int)
 }
 
 // layout is how Merge writes a state: the script and its per-state ARGV.
@@ -90,7 +93,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	scripts := append([]*redis.Script{s.layout.merge, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript}, channelScripts...)
+	scripts := append([]*redis.Script{s.layout.merge, mergeScript, casScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript}, channelScripts...)
 	for _, sc := range append(scripts, viewScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
@@ -144,14 +147,9 @@ func (s *Store) Merge(ctx context.Context, states []receipt.State) ([]MergeResul
 	return out, err
 }
 
-// MergeMarks merges the gateway's marks like Merge, with two differences:
-// a read or private read epoch of receipt.EpochCurrent is resolved to the
-// stored read epoch (the greater of both read cursors'; 0 for a new key),
-// and a mark whose explicit read or private read epoch is older than it
-// is refused whole (Stale; nothing changes). Resolved is the mark with its
-// epochs resolved: produce that. Delivered has no epoch to resolve (it is
-// always 0).
-func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
+// mergeMarksScript is MergeMarks by the merge script, one per mark in
+// one pipeline: the fallback for keys whose CAS kept failing.
+func (s *Store) mergeMarksScript(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
 	out, err := s.mergeWith(ctx, marks, func(st receipt.State) ([]any, error) {
 		v, err := encodeMark(st)
 		if err != nil {

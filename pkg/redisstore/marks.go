@@ -1,0 +1,340 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The gateway's marks are merged in two round trips instead of one script
+// per mark: the stored values are read (plain HGETs), merged in Go (the
+// same rules as the merge script, receipt.Merge with the epochs resolved),
+// and only the keys that change are written, each by a compare-and-set
+// script that writes only if the value is still the one read. The merge
+// script spent ~17 µs of Redis' single thread per mark parsing and
+// re-encoding values in Lua (BENCHMARKS.md); a read and a CAS cost a
+// fraction of it, and a duplicate or stale mark costs the read only. A CAS
+// that finds the value changed (another flush wrote the key meanwhile)
+// answers the current value and the merge is redone from it.
+
+// casScript writes fields only where they still hold the expected value,
+// for many keys in one call (of one cluster slot). KEYS = pairs of a user
+// hash and that user's tombstone; ARGV = field, expected value ("" for
+// none), new value, per pair. Returns per pair: 1 and the generation when
+// written, else 0, the generation and the current value ("" none). The
+// generation is read in the same script as the write, so the event stamped
+// with it is ordered against an erasure exactly as its Redis write is.
+var casScript = redis.NewScript(`
+local out = {}
+local gens = {}
+for i = 1, #KEYS, 2 do
+  local a = (i - 1) / 2 * 3
+  local f, want = ARGV[a + 1], ARGV[a + 2]
+  local g = gens[KEYS[i + 1]]
+  if not g then
+    g = redis.call('HGET', KEYS[i + 1], 'g') or "0"
+    gens[KEYS[i + 1]] = g
+  end
+  local c = redis.call('HGET', KEYS[i], f) or ""
+  if c == want then
+    redis.call('HSET', KEYS[i], f, ARGV[a + 3])
+    out[#out + 1] = 1
+    out[#out + 1] = g
+    out[#out + 1] = ""
+  else
+    out[#out + 1] = 0
+    out[#out + 1] = g
+    out[#out + 1] = c
+  end
+end
+return out
+`)
+
+// casChunk bounds the keys of one casScript call (Redis runs nothing else
+// meanwhile: a few hundred microseconds).
+const casChunk = 128
+
+// casAttempts bounds the CAS rounds of one MergeMarks call; keys still
+// contended after them are merged by the merge script, which cannot fail
+// that way.
+const casAttempts = 4
+
+// markChain is the marks of one key in one MergeMarks call, merged in
+// their order from the value the key held.
+type markChain struct {
+	key   receipt.Key
+	marks []int  // indexes into the call's marks, in order
+	cur   string // the value the chain merges from ("" none)
+	next  string // the value after the chain, when it changes the key
+	write bool
+	gen   int64
+	// scripted: merged by the merge script after the CAS attempts ran out.
+	scripted bool
+}
+
+// MergeMarks merges the gateway's marks like Merge, with two differences:
+// a read or private read epoch of receipt.EpochCurrent is resolved to the
+// stored read epoch (the greater of both read cursors'; 0 for a new key),
+// and a mark whose explicit read or private read epoch is older than it
+// is refused whole (Stale; nothing changes). Resolved is the mark with its
+// epochs resolved: produce that. Delivered has no epoch to resolve (it is
+// always 0). Marks of one key apply in their order, as one pipeline of
+// merge scripts would apply them. Generation is the user's erasure
+// generation, read before the value (a mark that changes nothing) or in
+// the CAS that wrote it.
+func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
+	out := make([]MergeResult, len(marks))
+	var chains []*markChain
+	byKey := make(map[receipt.Key]*markChain, len(marks))
+	for i, m := range marks {
+		out[i].State.Key = m.Key
+		if err := storable(m, true); err != nil {
+			out[i].Err = err
+			continue
+		}
+		c := byKey[m.Key]
+		if c == nil {
+			c = &markChain{key: m.Key}
+			byKey[m.Key] = c
+			chains = append(chains, c)
+		}
+		c.marks = append(c.marks, i)
+	}
+	if len(chains) == 0 {
+		return out, nil
+	}
+	fail := func(cs []*markChain, err error) ([]MergeResult, error) {
+		err = fmt.Errorf("%w: merging marks: %w", ErrUnavailable, err)
+		for _, c := range cs {
+			for _, i := range c.marks {
+				out[i].Err = err
+			}
+		}
+		return out, err
+	}
+
+	// Read: each user's generation before the values (so a mark that
+	// changes nothing is never stamped with a generation newer than the
+	// value it was compared with), then every key's value.
+	gens := map[string]*redis.StringCmd{}
+	vals := make([]*redis.StringCmd, len(chains))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for _, c := range chains {
+			if _, ok := gens[c.key.User]; !ok {
+				gens[c.key.User] = pipe.HGet(ctx, s.TombstoneKey(c.key.User), "g")
+			}
+		}
+		for j, c := range chains {
+			vals[j] = pipe.HGet(ctx, s.UserKey(c.key.User), c.key.Channel)
+		}
+	}); err != nil {
+		return fail(chains, err)
+	}
+	for j, c := range chains {
+		v, err := vals[j].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fail(chains, err)
+		}
+		g, err := gens[c.key.User].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fail(chains, err)
+		}
+		if c.gen, err = parseGeneration(g); err != nil {
+			return fail(chains, err)
+		}
+		c.cur = v
+	}
+
+	// Merge and write the chains that change their key, until every CAS
+	// held or the attempts ran out.
+	pending := chains
+	for attempt := 0; attempt < casAttempts && len(pending) > 0; attempt++ {
+		var writes []*markChain
+		for _, c := range pending {
+			if c.apply(marks, out) {
+				writes = append(writes, c)
+			}
+		}
+		if len(writes) == 0 {
+			break
+		}
+		if s.beforeCAS != nil {
+			s.beforeCAS(attempt)
+		}
+		groups := s.casGroups(writes)
+		cmds := make([]*redis.Cmd, len(groups))
+		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			for j, grp := range groups {
+				keys := make([]string, 0, 2*len(grp))
+				args := make([]any, 0, 3*len(grp))
+				for _, c := range grp {
+					keys = append(keys, s.UserKey(c.key.User), s.TombstoneKey(c.key.User))
+					args = append(args, c.key.Channel, c.cur, c.next)
+				}
+				cmds[j] = casScript.EvalSha(ctx, pipe, keys, args...)
+			}
+		}); err != nil {
+			return fail(writes, err)
+		}
+		pending = pending[:0]
+		for j, grp := range groups {
+			res, err := cmds[j].Slice()
+			if err == nil && len(res) != 3*len(grp) {
+				err = fmt.Errorf("%d answers for %d keys", len(res), len(grp))
+			}
+			if err != nil {
+				return fail(writes, err)
+			}
+			for n, c := range grp {
+				written, _ := res[3*n].(int64)
+				g, _ := res[3*n+1].(string)
+				if c.gen, err = parseGeneration(g); err != nil {
+					return fail(writes, err)
+				}
+				if written != 1 {
+					// Another writer moved the key: merge again from its value.
+					c.cur, _ = res[3*n+2].(string)
+					pending = append(pending, c)
+				}
+			}
+		}
+	}
+	if len(pending) > 0 {
+		// Still contended: the merge script applies them atomically.
+		var idx []int
+		var rest []receipt.State
+		for _, c := range pending {
+			for _, i := range c.marks {
+				idx = append(idx, i)
+				rest = append(rest, marks[i])
+			}
+		}
+		for _, c := range pending {
+			c.scripted = true
+		}
+		res, err := s.mergeMarksScript(ctx, rest)
+		for j, i := range idx {
+			out[i] = res[j]
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	for _, c := range chains {
+		if c.scripted {
+			continue
+		}
+		for _, i := range c.marks {
+			if out[i].Err == nil {
+				out[i].Generation = c.gen
+			}
+		}
+	}
+	return out, nil
+}
+
+// apply merges the chain's marks in order from c.cur, setting their
+// results, and reports whether the key changes (c.next is then the value
+// to write).
+func (c *markChain) apply(marks []receipt.State, out []MergeResult) bool {
+	v := c.cur
+	for _, i := range c.marks {
+		r, next, err := mergeOneMark(c.key, v, marks[i])
+		r.Err = err
+		out[i] = r
+		if err == nil {
+			v = next
+		}
+	}
+	c.write = v != c.cur
+	c.next = v
+	return c.write
+}
+
+// mergeOneMark merges one mark into the stored value cur ("" none), as the
+// merge script's strict merge does: the stored state's private read is
+// dropped when not ahead of its read, the mark's EpochCurrent epochs are
+// resolved to the stored read epoch, an explicit epoch older than it makes
+// the mark stale, and otherwise receipt.Merge applies. It returns the
+// result (Resolved: the mark with its epochs resolved) and the value the
+// key holds after it. A stored value that cannot be decoded is replaced
+// by a mark that moves a cursor (the script did the same), and is an
+// error otherwise.
+func mergeOneMark(k receipt.Key, cur string, m receipt.State) (MergeResult, string, error) {
+	stored, derr := decodeValue(k, cur)
+	if derr != nil {
+		stored = receipt.State{Key: k}
+	}
+	base := stored.Canonical()
+	e := base.ReadEpoch()
+	r := MergeResult{State: stored, Resolved: resolve(m, e)}
+	if !m.Read.Position.IsZero() && m.Read.Position.Epoch != receipt.EpochCurrent && m.Read.Position.Epoch < e ||
+		!m.PrivateRead.Position.IsZero() && m.PrivateRead.Position.Epoch != receipt.EpochCurrent && m.PrivateRead.Position.Epoch < e {
+		r.Stale = true
+		return r, cur, derr
+	}
+	merged, moved := receipt.Merge(base, r.Resolved)
+	if !moved {
+		return r, cur, derr
+	}
+	merged.PrivateRead.MessageID = ""
+	next := string(appendValue(nil, merged))
+	st, err := decodeValue(k, next)
+	if err != nil {
+		return r, cur, err
+	}
+	r.State, r.Advanced = st, true
+	return r, next, nil
+}
+
+func parseGeneration(g string) (int64, error) {
+	if g == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(g, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("decoding an erasure generation %q: %w", g, err)
+	}
+	return n, nil
+}
+
+// casGroups splits chains into casScript calls: at most casChunk keys
+// each, and in a cluster only keys of one slot ({user} tags: a user's hash
+// and tombstone share it).
+func (s *Store) casGroups(chains []*markChain) [][]*markChain {
+	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+		return chunk(chains, casChunk)
+	}
+	bySlot := map[int][]*markChain{}
+	var slots []int
+	for _, c := range chains {
+		slot := keySlot(s.UserKey(c.key.User))
+		if _, ok := bySlot[slot]; !ok {
+			slots = append(slots, slot)
+		}
+		bySlot[slot] = append(bySlot[slot], c)
+	}
+	var out [][]*markChain
+	for _, slot := range slots {
+		out = append(out, chunk(bySlot[slot], casChunk)...)
+	}
+	return out
+}
+
+// chunk splits xs into slices of at most n.
+func chunk[T any](xs []T, n int) [][]T {
+	var out [][]T
+	for len(xs) > n {
+		out = append(out, xs[:n:n])
+		xs = xs[n:]
+	}
+	if len(xs) > 0 {
+		out = append(out, xs)
+	}
+	return out
+}

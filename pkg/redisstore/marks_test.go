@@ -1,0 +1,211 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// randomMark is a mark of the kinds the gateway sends: reads without an
+// epoch or with one (some stale), private reads, deliveries, with message
+// ids and devices, over a few keys so that calls repeat keys.
+func randomMark(rng *rand.Rand, users, channels int) receipt.State {
+	k := receipt.Key{User: "u" + strconv.Itoa(rng.IntN(users)), Channel: "c" + strconv.Itoa(rng.IntN(channels))}
+	seq := 1 + rng.Int64N(40)
+	c := receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: "m" + strconv.FormatInt(seq, 10)}
+	epoch := receipt.EpochCurrent
+	if rng.IntN(4) == 0 {
+		epoch = rng.Int64N(3)
+	}
+	st := receipt.State{Key: k, DeviceID: "d" + strconv.Itoa(rng.IntN(3)), UpdatedAtUnixMs: 1_000 + rng.Int64N(1_000)}
+	switch rng.IntN(5) {
+	case 0: // delivered
+		st.Delivered = c
+	case 1: // private read
+		st.PrivateRead = receipt.Cursor{Position: receipt.Position{Epoch: epoch, Seq: seq}}
+	default: // read (delivered is raised by the merge)
+		c.Position.Epoch = epoch
+		st.Read = c
+	}
+	return st
+}
+
+// The two-phase merge (read, merge in Go, CAS) answers exactly what the
+// merge script answers, mark by mark, and leaves the same bytes in Redis:
+// random calls with repeated keys, explicit and current epochs, stale
+// marks, private reads, mark-unread and an erasure in between.
+func TestMergeMarksMatchesTheScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	cas := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	script := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, cas.Load(ctx))
+	rng := rand.New(rand.NewPCG(7, 11))
+	const users, channels = 4, 3
+	for round := range 300 {
+		switch {
+		case round%37 == 36:
+			k := receipt.Key{User: "u" + strconv.Itoa(rng.IntN(users)), Channel: "c" + strconv.Itoa(rng.IntN(channels))}
+			seq := 1 + rng.Int64N(20)
+			a, errA := cas.MarkUnread(ctx, k, seq, "dx", 5_000)
+			b, errB := script.MarkUnread(ctx, k, seq, "dx", 5_000)
+			require.NoError(t, errA)
+			require.NoError(t, errB)
+			require.Equal(t, b, a)
+			continue
+		case round == 150:
+			_, err := cas.Erase(ctx, "u1", 9_000)
+			require.NoError(t, err)
+			_, err = script.Erase(ctx, "u1", 9_000)
+			require.NoError(t, err)
+			continue
+		}
+		marks := make([]receipt.State, 1+rng.IntN(12))
+		for i := range marks {
+			marks[i] = randomMark(rng, users, channels)
+		}
+		got, err := cas.MergeMarks(ctx, marks)
+		require.NoError(t, err)
+		want, err := script.mergeMarksScript(ctx, marks)
+		require.NoError(t, err)
+		for i := range marks {
+			require.NoError(t, got[i].Err, "round %d mark %d", round, i)
+			require.Equal(t, want[i], got[i], "round %d mark %d: %+v", round, i, marks[i])
+		}
+	}
+	for u := range users {
+		user := "u" + strconv.Itoa(u)
+		a, err := rdb.HGetAll(ctx, cas.UserKey(user)).Result()
+		require.NoError(t, err)
+		b, err := rdb.HGetAll(ctx, script.UserKey(user)).Result()
+		require.NoError(t, err)
+		require.Equal(t, b, a, user)
+	}
+}
+
+// Concurrent calls on the same few keys: CASes that find the value
+// changed merge again, and the stored state ends as the max-merge of every
+// mark whatever the interleaving.
+func TestMergeMarksUnderContention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	const workers, calls = 8, 40
+	all := make([][]receipt.State, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		rng := rand.New(rand.NewPCG(uint64(w), 3))
+		for range calls {
+			marks := make([]receipt.State, 20)
+			for i := range marks {
+				// Resolved epochs only: the final state is then the
+				// max-merge of all of them in any order.
+				m := randomMark(rng, 2, 2)
+				m.Read.Position.Epoch = max(m.Read.Position.Epoch, 0)
+				m.PrivateRead.Position.Epoch = max(m.PrivateRead.Position.Epoch, 0)
+				marks[i] = m
+			}
+			all[w] = append(all[w], marks...)
+		}
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for c := range calls {
+				res, err := s.MergeMarks(ctx, all[w][c*20:(c+1)*20])
+				if !assertNoMergeError(t, res, err) {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	want := map[receipt.Key]receipt.State{}
+	for _, marks := range all {
+		for _, m := range marks {
+			st, ok := want[m.Key]
+			if !ok {
+				st = receipt.State{Key: m.Key}
+			}
+			want[m.Key], _ = receipt.Merge(st, m)
+		}
+	}
+	for k, w := range want {
+		states, _, err := s.Get(ctx, k.User, []string{k.Channel})
+		require.NoError(t, err)
+		require.Len(t, states, 1)
+		require.True(t, w.SameCursors(states[0]), "%s: got %+v, want %+v", k.KafkaKey(), states[0], w)
+	}
+}
+
+func assertNoMergeError(t *testing.T, res []MergeResult, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Error(r.Err)
+			return false
+		}
+	}
+	return true
+}
+
+// A key another writer moves between the read and the CAS: the CAS fails,
+// the marks are merged again from the value it found, and the answers say
+// what the key holds; when it keeps moving, the merge script takes over.
+func TestMergeMarksRetriesAMovedKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	k := receipt.Key{User: "race", Channel: "c"}
+	read := func(seq int64) receipt.State {
+		c := cur(receipt.EpochCurrent, seq, "m"+strconv.FormatInt(seq, 10))
+		return receipt.State{Key: k, Read: c, DeviceID: "d", UpdatedAtUnixMs: 10}
+	}
+	other := New(s.rdb, Config{Prefix: s.prefix})
+	moves := 0
+	s.beforeCAS = func(attempt int) {
+		if attempt == 0 {
+			moves++
+			res, err := other.MergeMarks(ctx, []receipt.State{read(int64(5 + moves))})
+			require.NoError(t, err)
+			require.NoError(t, res[0].Err)
+		}
+	}
+	// The other writer moves the key to 6, past the first mark (4) and
+	// below the second (8): the first is a no-op on 6, the second wins.
+	res, err := s.MergeMarks(ctx, []receipt.State{read(4), read(8)})
+	require.NoError(t, err)
+	require.Equal(t, 1, moves)
+	require.False(t, res[0].Advanced, "4 is behind the 6 the other writer stored")
+	require.Equal(t, int64(6), res[0].State.Read.Position.Seq)
+	require.True(t, res[1].Advanced)
+	require.Equal(t, int64(8), res[1].State.Read.Position.Seq)
+	states, _, err := s.Get(ctx, "race", []string{"c"})
+	require.NoError(t, err)
+	require.Equal(t, res[1].State, states[0])
+
+	// A writer that moves the key before every CAS: after the attempts,
+	// the script merges atomically.
+	s.beforeCAS = func(int) {
+		moves++
+		_, err := other.MergeMarks(ctx, []receipt.State{read(int64(100 + moves))})
+		require.NoError(t, err)
+	}
+	res, err = s.MergeMarks(ctx, []receipt.State{read(500)})
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.True(t, res[0].Advanced)
+	require.Equal(t, int64(500), res[0].State.Read.Position.Seq)
+	require.Equal(t, 1+casAttempts, moves)
+}

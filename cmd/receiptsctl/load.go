@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -56,8 +57,20 @@ func runLoad(ctx context.Context, args []string) error {
 	asJSON := fs.Bool("json", false, "print the summary as JSON on stdout (the text summary goes to stderr)")
 	quiet := fs.Bool("quiet", false, "no progress lines")
 	strict := fs.Bool("strict", false, "exit 3 when any request failed, no event was acked, a lag sample timed out or --wait-lag timed out")
+	cpuProfile := fs.String("cpuprofile", "", "write the tool's own CPU profile to this file (where the load generator's share of a co-located run goes)")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if cfg.Single {
 		cfg.Batch = 1

@@ -363,6 +363,7 @@ type sendBuffers struct {
 	body, resp bytes.Buffer
 	rd         bytes.Reader
 	url        strings.Builder
+	results    []markResult
 }
 
 // encodeSingle writes a single-mark route's body (user and channel are in
@@ -418,9 +419,19 @@ func encode(buf *bytes.Buffer, b batch) {
 	buf.WriteString(`]}`)
 }
 
+// writeString writes s as a JSON string: as it is when it needs no
+// escaping (generated ids always), else as encoding/json writes it.
 func writeString(buf *bytes.Buffer, s string) {
-	q, _ := json.Marshal(s)
-	buf.Write(q)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			buf.Write(q)
+			return
+		}
+	}
+	buf.WriteByte('"')
+	buf.WriteString(s)
+	buf.WriteByte('"')
 }
 
 // send posts one batch and records the outcome; acknowledged events are
@@ -477,14 +488,15 @@ func (r *runner) send(ctx context.Context, b batch, model map[receipt.Key]receip
 		r.fail(len(b), kind, truncate(string(raw), 200))
 		return
 	}
-	var mr markResponse
-	if err := json.Unmarshal(raw, &mr); err != nil {
+	mr := markResponse{Results: bufs.results[:0]}
+	if err := decodeMarkResponse(raw, &mr); err != nil {
 		r.fail(len(b), "bad response", "decoding response: "+err.Error())
 		return
 	}
 	if mr.Result != nil {
 		mr.Results = append(mr.Results, *mr.Result)
 	}
+	bufs.results = mr.Results[:0]
 	if len(mr.Results) != len(b) {
 		r.fail(len(b), "bad response", fmt.Sprintf("%d results for %d receipts", len(mr.Results), len(b)))
 		return

@@ -41,15 +41,23 @@ func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (i
 		chs[i], users[i], kinds[i] = m.Key.Channel, m.Key.User, string(m.Kind)
 		epochs[i], seqs[i], ats[i] = m.Position.Epoch, m.Position.Seq, time.UnixMilli(m.AtUnixMs).UTC()
 	}
+	// The channels' sizes are counted once per channel of the batch, and
+	// only moves of small tracked channels are looked at further (an
+	// untracked channel's moves cost one count for the whole batch).
 	tag, err := s.pool.Exec(ctx, `
+		WITH m AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[])
+				AS m(channel_id, user_id, kind, epoch, seq, at)
+		), small AS (
+			SELECT ch.channel_id FROM (SELECT DISTINCT channel_id FROM m) AS ch
+			WHERE (SELECT count(*) FROM (SELECT 1 FROM channel_members c
+				WHERE c.channel_id = ch.channel_id AND c.member LIMIT $7 + 1) AS n) BETWEEN 1 AND $7
+		)
 		INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at)
 		SELECT m.channel_id, m.user_id, m.kind::"char", m.epoch, m.seq, m.at
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[])
-			AS m(channel_id, user_id, kind, epoch, seq, at)
+		FROM m JOIN small USING (channel_id)
 		WHERE EXISTS (SELECT 1 FROM channel_members c
 				WHERE c.channel_id = m.channel_id AND c.user_id = m.user_id AND c.member)
-			AND (SELECT count(*) FROM (SELECT 1 FROM channel_members c
-				WHERE c.channel_id = m.channel_id AND c.member LIMIT $7 + 1) AS small) <= $7
 			AND NOT EXISTS (SELECT 1 FROM user_settings st WHERE st.user_id = m.user_id
 				AND ((m.kind = 'r' AND NOT st.share_read) OR (m.kind = 'd' AND NOT st.share_delivered)))
 			AND NOT EXISTS (SELECT 1 FROM cursor_moves x WHERE x.channel_id = m.channel_id

@@ -200,31 +200,25 @@ func (g *Gate) flushWrites(jobs []*writeJob) {
 		finish(producer.Unacknowledged, err)
 		return
 	}
-	recs := make([]*kgo.Record, 0, len(states))
+	// Each mark's record is encoded once, here, with its epochs resolved
+	// and stamped with the generation read with its merge: consumers drop
+	// the event only if the user was erased after it (tombstone.Drops).
+	// The ids were validated, so the encoding cannot fail.
+	produced := make([]receipt.State, 0, len(states))
+	gens := make([]int64, 0, len(states))
 	off = 0
 	for _, j := range jobs {
 		for i := range j.states {
 			if m := merged[off+i]; m.Err == nil && m.Stale {
 				continue
 			}
-			rec, err := event.Encode(resolved[off+i])
-			if err != nil {
-				for _, j := range jobs {
-					j.produced = 0
-				}
-				finish(producer.Unacknowledged, connect.NewError(connect.CodeInternal, err))
-				return
-			}
-			// The generation read in the merge's script: consumers drop
-			// the event only if the user was erased after it
-			// (tombstone.Drops).
-			event.StampGeneration(rec, merged[off+i].Generation)
-			rec.Topic = g.durable.Topic()
-			recs = append(recs, rec)
+			produced = append(produced, resolved[off+i])
+			gens = append(gens, merged[off+i].Generation)
 			j.produced++
 		}
 		off += len(j.states)
 	}
+	recs := event.EncodeReceipts(produced, gens, g.durable.Topic())
 	if len(recs) == 0 {
 		finish(producer.Unacknowledged, nil)
 		return

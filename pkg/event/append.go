@@ -1,0 +1,120 @@
+package event
+
+import (
+	"encoding/binary"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The gateway's hot path encodes each mark's record straight into bytes,
+// without the protobuf message tree (a ReceiptEvent, three Cursors and
+// their Positions per mark) that Encode builds and proto.Marshal walks:
+// the bytes are the same (TestAppendReceiptMatchesEncode), field by field
+// in field-number order as proto.Marshal writes them.
+
+// AppendReceipt appends the record value Encode(s) carries, stamped with
+// the erasure generation gen as StampGeneration stamps it (gen ≤ 0: none).
+func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
+	b = protowire.AppendTag(b, 1, protowire.VarintType)
+	b = protowire.AppendVarint(b, SchemaVersion)
+	b = appendString(b, 2, s.Key.User)
+	b = appendString(b, 3, s.Key.Channel)
+	if !s.Read.Position.IsZero() {
+		b = appendCursor(b, 4, s.Read)
+	}
+	if !s.Delivered.Position.IsZero() {
+		b = appendCursor(b, 5, s.Delivered)
+	}
+	b = appendString(b, 6, s.DeviceID)
+	b = appendInt(b, 7, s.UpdatedAtUnixMs)
+	if !s.PrivateRead.Position.IsZero() {
+		b = appendCursor(b, 8, s.PrivateRead)
+	}
+	if gen > 0 {
+		b = appendInt(b, 11, gen)
+	}
+	return b
+}
+
+// AppendKafkaKey appends a user event's record key, "user:channel".
+func AppendKafkaKey(b []byte, k receipt.Key) []byte {
+	b = append(b, k.User...)
+	b = append(b, ':')
+	return append(b, k.Channel...)
+}
+
+// EncodeReceipts builds the records of states (gens[i] stamped on the
+// i-th), their keys and values in one buffer: one allocation for a whole
+// batch's bytes and one for its records.
+func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.Record {
+	size := 0
+	for _, s := range states {
+		size += len(s.Key.User) + len(s.Key.Channel) + 1 + receiptSizeBound(s)
+	}
+	buf := make([]byte, 0, size)
+	recs := make([]kgo.Record, len(states))
+	out := make([]*kgo.Record, len(states))
+	for i, s := range states {
+		start := len(buf)
+		buf = AppendKafkaKey(buf, s.Key)
+		mid := len(buf)
+		buf = AppendReceipt(buf, s, gens[i])
+		recs[i] = kgo.Record{Topic: topic, Key: buf[start:mid:mid], Value: buf[mid:len(buf):len(buf)]}
+		out[i] = &recs[i]
+	}
+	return out
+}
+
+// receiptSizeBound bounds AppendReceipt's output for s (every varint at
+// its longest), so a batch's buffer never grows.
+func receiptSizeBound(s receipt.State) int {
+	const tagged = 1 + binary.MaxVarintLen64
+	n := 2 + 5*tagged // schema version, time, generation, lengths
+	n += len(s.Key.User) + len(s.Key.Channel) + len(s.DeviceID)
+	for _, c := range []receipt.Cursor{s.Read, s.Delivered, s.PrivateRead} {
+		n += 3*tagged + 4 + len(c.MessageID)
+	}
+	return n
+}
+
+func appendString(b []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, v)
+}
+
+func appendInt(b []byte, num protowire.Number, v int64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, uint64(v))
+}
+
+// appendCursor appends a Cursor message field: its Position (always
+// present, as CursorToProto sets it) and message id.
+func appendCursor(b []byte, num protowire.Number, c receipt.Cursor) []byte {
+	pos := 0
+	if c.Position.Epoch != 0 {
+		pos += 1 + protowire.SizeVarint(uint64(c.Position.Epoch))
+	}
+	if c.Position.Seq != 0 {
+		pos += 1 + protowire.SizeVarint(uint64(c.Position.Seq))
+	}
+	cur := 1 + protowire.SizeBytes(pos)
+	if c.MessageID != "" {
+		cur += 1 + protowire.SizeBytes(len(c.MessageID))
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(cur))
+	b = protowire.AppendTag(b, 1, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(pos))
+	b = appendInt(b, 1, c.Position.Epoch)
+	b = appendInt(b, 2, c.Position.Seq)
+	return appendString(b, 2, c.MessageID)
+}

@@ -134,6 +134,8 @@ func New(cfg Config) (*Persister, error) {
 		kgo.RecordDeliveryTimeout(cfg.DLTDeliveryTimeout),
 		kgo.FetchMaxBytes(int32(cfg.FetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(cfg.FetchMaxPartitionBytes)),
+		kgo.FetchMinBytes(int32(cfg.FetchMinBytes)),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
 	)
 	opts = append(opts, cfg.KafkaOpts...)
 	cl, err := kgo.NewClient(opts...)

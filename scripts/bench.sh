@@ -147,9 +147,11 @@ for _ in $(seq 50); do grep -q serving "$out/floor.log" && break; sleep 0.1; don
 for r in $(seq "$rounds"); do
   target=$gate
   scenario "max-batch100-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+  scenario "max-batch100-c64-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 64 "${common[@]}"
   scenario "max-single-route64-r$r" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
   target=$floor
   scenario "floor-batch100-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+  scenario "floor-batch100-c64-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 64 "${common[@]}"
   scenario "floor-single-route64-r$r" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
 done
 target=$gate
@@ -170,7 +172,7 @@ fi
 
 # Target 4: e2e lag (ack -> Postgres) sustained at a fixed rate.
 if [ "$lag_rate" != 0 ]; then
-  scenario "lag-rate$lag_rate-batch100" --duration "${BENCH_LAG_DURATION:-5m}" --rate "$lag_rate" --batch 100 --concurrency 32 "${common[@]}" --pg-url "$pg_url"
+  scenario "lag-rate$lag_rate-batch100" --duration "${BENCH_LAG_DURATION:-5m}" --rate "$lag_rate" --batch 100 --concurrency 64 "${common[@]}" --pg-url "$pg_url"
 fi
 
 # Target 6: tails over a long run at a fixed rate of single marks.
@@ -179,4 +181,26 @@ if [ "$tail_rate" != 0 ]; then
 fi
 
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/machine.txt"
+
+# The summary table BENCHMARKS.md quotes: one row per scenario, from the
+# load tool's text summary and the CPU accounting of the same interval.
+{
+  echo "| scenario | acked events/s | requests/s | request p50 / p99 / p99.9 | e2e lag p50 / p95 | gateway cores | gateway µs CPU per event | whole stack cores |"
+  echo "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |"
+  for f in "$out"/*.cmd; do
+    name=$(basename "$f" .cmd)
+    awk -v name="$name" '
+      FILENAME ~ /\.txt$/ && /^rate:/ { ev = $2; for (i = 1; i <= NF; i++) if ($i ~ /^\(/) { rq = substr($i, 2) } ; el = $6 }
+      FILENAME ~ /\.txt$/ && /^latency:/ { p50 = $3; p99 = $7; p999 = $9 }
+      FILENAME ~ /\.txt$/ && /^e2e lag:/ { l50 = $4; l95 = $6 }
+      FILENAME ~ /\.cpu$/ && $1 == "kafkagate" { gw = $2 }
+      FILENAME ~ /\.cpu$/ && $3 == "cores" { all += $2 }
+      END {
+        secs = el + 0; if (secs == 0) secs = 1
+        printf "| %s | %s | %.0f | %s / %s / %s | %s / %s | %.2f | %.1f | %.2f |\n", name, ev, rq / secs, p50, p99, p999,
+          (l50 == "" ? "-" : l50), (l95 == "" ? "-" : l95), gw, (ev > 0 ? gw * 1e6 / ev : 0), all
+      }' "$out/$name.txt" "$out/$name.cpu"
+  done
+} >"$out/summary.md"
+cat "$out/summary.md"
 log "results in $out"

@@ -195,7 +195,7 @@ func BenchmarkCopyBaseline(b *testing.B) {
 // connections, in the same iteration. It reports rows/s of each and
 // write ÷ COPY (same iteration, then averaged).
 func BenchmarkWindowWriteVsCopy(b *testing.B) {
-	for _, stmt := range []int{500, 2000, 5000, 10000} {
+	for _, stmt := range []int{500, 2000, 5000, 10000, 25000} {
 		b.Run(fmt.Sprintf("statement=%d", stmt), func(b *testing.B) { benchWindowWrite(b, stmt) })
 	}
 }

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -12,10 +11,11 @@ import (
 )
 
 // The gateway's marks are merged in two round trips instead of one script
-// per mark: the stored values are read (plain HGETs), merged in Go (the
-// same rules as the merge script, receipt.Merge with the epochs resolved),
-// and only the keys that change are written, each by a compare-and-set
-// script that writes only if the value is still the one read. The merge
+// per mark: the stored values are read (one small script per cluster slot
+// and 128 keys), merged in Go (the same rules as the merge script,
+// receipt.Merge with the epochs resolved), and only the keys that change
+// are written, by a compare-and-set script (per slot and 128 keys) that
+// writes only a value still as read. The merge
 // script spent ~17 µs of Redis' single thread per mark parsing and
 // re-encoding values in Lua (BENCHMARKS.md); a read and a CAS cost a
 // fraction of it, and a duplicate or stale mark costs the read only. A CAS
@@ -55,7 +55,25 @@ end
 return out
 `)
 
-// casChunk bounds the keys of one casScript call (Redis runs nothing else
+// readMarksScript reads fields with their users' generations. KEYS =
+// pairs of a user hash and that user's tombstone; ARGV = one field per
+// pair. Returns per pair the generation ("0" none) and the value ("" none).
+var readMarksScript = redis.NewScript(`
+local out = {}
+local gens = {}
+for i = 1, #KEYS, 2 do
+  local g = gens[KEYS[i + 1]]
+  if not g then
+    g = redis.call('HGET', KEYS[i + 1], 'g') or "0"
+    gens[KEYS[i + 1]] = g
+  end
+  out[#out + 1] = g
+  out[#out + 1] = redis.call('HGET', KEYS[i], ARGV[(i + 1) / 2]) or ""
+end
+return out
+`)
+
+// casChunk bounds the keys of one casScript or readMarksScript call (Redis runs nothing else
 // meanwhile: a few hundred microseconds).
 const casChunk = 128
 
@@ -118,36 +136,39 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 		return out, err
 	}
 
-	// Read: each user's generation before the values (so a mark that
-	// changes nothing is never stamped with a generation newer than the
-	// value it was compared with), then every key's value.
-	gens := map[string]*redis.StringCmd{}
-	vals := make([]*redis.StringCmd, len(chains))
+	// Read every key's value with its user's generation, by one script
+	// per cluster slot and casChunk keys (not two commands per key): a
+	// mark that changes nothing is then stamped with the generation of
+	// the instant its value was read.
+	groups := s.casGroups(chains)
+	reads := make([]*redis.Cmd, len(groups))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for _, c := range chains {
-			if _, ok := gens[c.key.User]; !ok {
-				gens[c.key.User] = pipe.HGet(ctx, s.TombstoneKey(c.key.User), "g")
+		for j, grp := range groups {
+			keys := make([]string, 0, 2*len(grp))
+			args := make([]any, 0, len(grp))
+			for _, c := range grp {
+				keys = append(keys, s.UserKey(c.key.User), s.TombstoneKey(c.key.User))
+				args = append(args, c.key.Channel)
 			}
-		}
-		for j, c := range chains {
-			vals[j] = pipe.HGet(ctx, s.UserKey(c.key.User), c.key.Channel)
+			reads[j] = readMarksScript.EvalSha(ctx, pipe, keys, args...)
 		}
 	}); err != nil {
 		return fail(chains, err)
 	}
-	for j, c := range chains {
-		v, err := vals[j].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
+	for j, grp := range groups {
+		res, err := reads[j].StringSlice()
+		if err == nil && len(res) != 2*len(grp) {
+			err = fmt.Errorf("%d answers for %d keys", len(res), len(grp))
+		}
+		if err != nil {
 			return fail(chains, err)
 		}
-		g, err := gens[c.key.User].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return fail(chains, err)
+		for n, c := range grp {
+			if c.gen, err = parseGeneration(res[2*n]); err != nil {
+				return fail(chains, err)
+			}
+			c.cur = res[2*n+1]
 		}
-		if c.gen, err = parseGeneration(g); err != nil {
-			return fail(chains, err)
-		}
-		c.cur = v
 	}
 
 	// Merge and write the chains that change their key, until every CAS

@@ -56,6 +56,8 @@ const (
 	// MetricsSubsystem names the sweep's metrics (receipts_reconciler_…).
 	MetricsSubsystem = "reconciler"
 	metricsNamespace = "receipts"
+	// pgPageChunk bounds the keys of one Postgres lookup of a Redis page.
+	pgPageChunk = 5000
 	// pgGetChunk bounds the channels of one Postgres lookup.
 	pgGetChunk = 1000
 )
@@ -669,7 +671,12 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 		slices.Sort(users)
 		users = slices.Compact(users)
 		rep.RedisUsers += len(users)
+		// Each user's hash from Redis (concurrently), then the page's
+		// rows from Postgres in one lookup per pgPageChunk keys (a query
+		// per user cost Postgres most of a core at the default rate).
 		var fields atomic.Int64
+		var mu sync.Mutex
+		var valid []receipt.State
 		pr, err := s.forUsers(ctx, users, func(ctx context.Context, user string) (pageResult, error) {
 			var pr pageResult
 			if receipt.ValidateID("user_id", user) != nil {
@@ -681,7 +688,8 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 				return pr, fmt.Errorf("reading redis hash of %s: %w", user, err)
 			}
 			fields.Add(int64(len(rd)))
-			valid := rd[:0]
+			mu.Lock()
+			defer mu.Unlock()
 			for _, st := range rd {
 				if st.Validate() != nil {
 					pr.invalid++
@@ -689,28 +697,28 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 				}
 				valid = append(valid, st)
 			}
-			inPG := map[string]*receipt.State{}
-			for start := 0; start < len(valid); start += pgGetChunk {
-				chunk := valid[start:min(start+pgGetChunk, len(valid))]
-				channels := make([]string, len(chunk))
-				for i, st := range chunk {
-					channels[i] = st.Key.Channel
-				}
-				rows, err := s.cfg.Postgres.Get(ctx, user, channels)
-				if err != nil {
-					return pr, fmt.Errorf("reading postgres rows of %s: %w", user, err)
-				}
-				for i := range rows {
-					inPG[rows[i].Key.Channel] = &rows[i]
-				}
-			}
-			for i := range valid {
-				s.compare(&pr, inPG[valid[i].Key.Channel], &valid[i])
-			}
 			return pr, nil
 		})
 		if err != nil {
 			return err
+		}
+		inPG := make(map[receipt.Key]*receipt.State, len(valid))
+		for start := 0; start < len(valid); start += pgPageChunk {
+			chunk := valid[start:min(start+pgPageChunk, len(valid))]
+			keys := make([]receipt.Key, len(chunk))
+			for i, st := range chunk {
+				keys[i] = st.Key
+			}
+			rows, err := s.cfg.Postgres.GetKeys(ctx, keys)
+			if err != nil {
+				return fmt.Errorf("reading postgres rows of %d keys: %w", len(keys), err)
+			}
+			for i := range rows {
+				inPG[rows[i].Key] = &rows[i]
+			}
+		}
+		for i := range valid {
+			s.compare(&pr, inPG[valid[i].Key], &valid[i])
 		}
 		rep.RedisFields += int(fields.Load())
 		if err := s.apply(ctx, pr, rep); err != nil {

@@ -365,6 +365,26 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) ([]rece
 	return out, nil
 }
 
+// GetKeys returns the stored states of keys (any users, in no order; a
+// key without a row is left out) in one statement: the drift sweep's
+// lookup of a whole page of Redis keys, instead of a query per user.
+func (s *Store) GetKeys(ctx context.Context, keys []receipt.Key) ([]receipt.State, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	users, channels := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		users[i], channels[i] = k.User, k.Channel
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts t
+		JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`, users, channels)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (receipt.State, error) { return scanState(r) })
+	return out, classify(err)
+}
+
 // Page returns up to limit states with keys strictly after the given key, in
 // key order: the drift sweep's bounded walk. An empty after starts at the
 // beginning.

@@ -13,6 +13,8 @@
 #   RECEIPTS_REDIS_URL [redis://127.0.0.1:6379/0]
 #   DEMO_DURATION [10s]  DEMO_RATE [3000]  DEMO_USERS [1000]  DEMO_CHANNELS [50]
 #   READY_TIMEOUT [60] seconds to wait for each service's /readyz
+#   RUN_SERVICE_BIN [bin] directory of the service binaries to run (another
+#     build's kafkagate, persister, dlt-reconciler and devbroker: before/after runs)
 # Logs: .run/<service>.log. Kafka data: .devdata/kafka, the gateway's spool:
 # .devdata/spool (delete .devdata to start afresh).
 set -euo pipefail
@@ -63,9 +65,12 @@ if [ ${#busy[@]} -gt 0 ]; then
   exit 1
 fi
 
-# 2. Build.
+# 2. Build. RUN_SERVICE_BIN may name a directory of another build's
+#    service binaries (kafkagate, persister, dlt-reconciler, devbroker) to
+#    run instead, beside this build's tools: a before/after run.
 step "building bin/"
 go build -o bin/ ./cmd/...
+svc_bin=${RUN_SERVICE_BIN:-bin}
 
 # 3. Postgres and Redis.
 step "checking Postgres and Redis (scripts/services.sh)"
@@ -105,7 +110,7 @@ trap 'exit 130' INT TERM
 # this script, which then stops the services in order (the broker last).
 start() {
   local name=$1; shift
-  $setsid bin/"$name" "$@" >"$run_dir/$name.log" 2>&1 &
+  $setsid "$svc_bin/$name" "$@" >"$run_dir/$name.log" 2>&1 &
   pids+=($!)
   names+=("$name")
 }
@@ -143,7 +148,7 @@ wait_until devbroker 30 tcp_open 127.0.0.1 "$broker_port"
 
 # 5. Schema, then the services.
 step "applying migrations (persister migrate)"
-bin/persister migrate --pg-url "$pg_url"
+"$svc_bin/persister" migrate --pg-url "$pg_url"
 
 common=(--brokers "$brokers" --pg-url "$pg_url")
 step "starting kafkagate ($api), persister, dlt-reconciler"

@@ -232,6 +232,13 @@ nothing else. Call with $. */}}
   valueFrom:
     fieldRef:
       fieldPath: metadata.name
+{{- /* The services collect garbage at 400 % (--gc-percent): the container's
+memory limit becomes Go's soft limit, so a heap that grows toward it is
+collected sooner instead of the pod being killed. */}}
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      resource: limits.memory
 {{- end -}}
 
 {{- define "receipts.env.redis" -}}

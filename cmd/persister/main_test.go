@@ -38,7 +38,7 @@ func TestHelpListsEveryFlagWithEnvAndDefault(t *testing.T) {
 		})
 		require.Equal(t, n, strings.Count(help, "(default "), help)
 		if !migrateOnly {
-			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"20ms"`, `"50000"`, `"true"`, `"read-receipts-dlt"`, `"2"`} {
+			for _, want := range []string{`"127.0.0.1:9101"`, `"receipts-persister"`, `"500"`, `"20ms"`, `"50000"`, `"true"`, `"read-receipts-dlt"`, `"2"`, `"262144"`, `"400"`} {
 				require.Contains(t, help, "(default "+want+")")
 			}
 		}
@@ -97,4 +97,13 @@ func TestPoolSmallerThanWritersFails(t *testing.T) {
 	t.Setenv(cli.EnvName("pg-max-conns"), "2")
 	err = run(context.Background(), base, &bytes.Buffer{})
 	require.ErrorContains(t, err, "fewer than Writers 3")
+}
+
+// A fetch minimum beyond the fetch bound is refused at start-up.
+func TestFetchMinBeyondFetchMaxFails(t *testing.T) {
+	pgtest.NewSchema(t)
+	t.Setenv(cli.EnvName("pg-url"), pgtest.URL())
+	err := run(context.Background(), []string{"--admin-addr", "127.0.0.1:0", "--migrate=false", "--log-level", "warn",
+		"--fetch-min-bytes", "8388608", "--fetch-max-bytes", "4194304"}, &bytes.Buffer{})
+	require.ErrorContains(t, err, "FetchMinBytes (8388608) must be within [1, FetchMaxBytes]")
 }

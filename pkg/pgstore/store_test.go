@@ -158,3 +158,28 @@ func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
 	_, err = s.UpsertBulk(ctx, []receipt.State{st("n", "c", -1, 0, "")})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 }
+
+// GetKeys answers the rows of keys of any users at once, as Get answers
+// each user's, and leaves out keys without a row.
+func TestGetKeysIsGetForManyUsers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	_, err := s.Upsert(ctx, []receipt.State{st("a", "c1", 3, 0, "m3"), st("a", "c2", 4, 0, "m4"), st("b", "c1", 5, 0, "m5")})
+	require.NoError(t, err)
+	got, err := s.GetKeys(ctx, []receipt.Key{{User: "a", Channel: "c2"}, {User: "b", Channel: "c1"}, {User: "b", Channel: "none"}, {User: "z", Channel: "c1"}})
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	byKey := map[receipt.Key]receipt.State{}
+	for _, g := range got {
+		byKey[g.Key] = g
+	}
+	for _, k := range []receipt.Key{{User: "a", Channel: "c2"}, {User: "b", Channel: "c1"}} {
+		want, err := s.Get(ctx, k.User, []string{k.Channel})
+		require.NoError(t, err)
+		require.Equal(t, want[0], byKey[k])
+	}
+	none, err := s.GetKeys(ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}

@@ -16,6 +16,9 @@ func TestConfigDefaultsAndBounds(t *testing.T) {
 	require.Equal(t, int64(256<<20), c.SpoolMaxBytes)
 	require.Equal(t, 5*time.Second, c.ProduceTimeout)
 	require.Equal(t, MetricsSubsystemDefault, c.MetricsSubsystem)
+	require.Equal(t, 5, c.ProduceInflight, "several produce requests in flight")
+	require.Negative(t, c.ProduceLinger, "no linger: the group commit batches")
+	require.Equal(t, 1, Config{ProduceInflight: 1}.withDefaults().ProduceInflight, "1 keeps the idempotent producer")
 	require.Equal(t, 2*time.Second, c.CallBound())
 	require.Equal(t, 5*time.Second, Config{}.CallBound(), "no spool: ProduceTimeout")
 

@@ -64,21 +64,21 @@ func (p *Persister) movesOf(rows []receipt.State, now time.Time) []pgstore.Move 
 // entries (the view's time stands in without it), so a failure is logged
 // and counted, never retried past the window nor dead-lettered: it cannot
 // hold a window's cursors back.
+// One job per window: InsertMoves sizes the window's channels once and
+// inserts only small tracked channels' moves.
 func (p *Persister) moveJobs(rows []receipt.State) []job {
 	moves := p.movesOf(rows, time.Now())
-	var out []job
-	for _, part := range chunk(moves, p.cfg.StatementRows) {
-		out = append(out, func(ctx context.Context, _ int) (int, map[rejection]error, error) {
-			n, err := p.store.InsertMoves(ctx, part, p.cfg.DetailThreshold)
-			if err != nil {
-				p.log.Warn("logging cursor moves; read-by times fall back to the real-time view's", zap.Int("num_moves", len(part)), zap.Error(err))
-				return 0, nil, nil
-			}
-			p.m.movesLogged.Add(float64(n))
-			return 0, nil, nil
-		})
+	if len(moves) == 0 {
+		return nil
 	}
-	return out
+	return []job{func(ctx context.Context, _ int) (int, map[rejection]error, error) {
+		n, err := p.store.InsertMoves(ctx, moves, p.cfg.DetailThreshold)
+		p.m.movesLogged.Add(float64(n))
+		if err != nil {
+			p.log.Warn("logging cursor moves; read-by times fall back to the real-time view's", zap.Int("num_moves", len(moves)), zap.Error(err))
+		}
+		return 0, nil, nil
+	}}
 }
 
 // maintainMoves keeps the log's weekly partitions: at start (every

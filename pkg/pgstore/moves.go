@@ -29,10 +29,62 @@ type Move struct {
 // no row: shares), (3) that advance the log: no logged move of the same
 // (channel, user, kind) at or past it. Duplicates and replays therefore
 // add nothing. It returns the rows inserted.
+//
+// The channels are sized first, once per channel of the call, by a
+// statement of only their ids; the moves of channels that are untracked or
+// large (most marks of a big deployment) never reach the insert's arrays.
+// The insert, in statements of movesChunk moves, checks again.
 func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (int64, error) {
 	if len(moves) == 0 {
 		return 0, nil
 	}
+	seen := map[string]bool{}
+	var channels []string
+	for _, m := range moves {
+		if !seen[m.Key.Channel] {
+			seen[m.Key.Channel] = true
+			channels = append(channels, m.Key.Channel)
+		}
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT c FROM unnest($1::text[]) AS c
+		WHERE (SELECT count(*) FROM (SELECT 1 FROM channel_members m
+			WHERE m.channel_id = c AND m.member LIMIT $2 + 1) AS n) BETWEEN 1 AND $2`, channels, threshold)
+	if err != nil {
+		return 0, classify(fmt.Errorf("sizing %d channels for the cursor-move log: %w", len(channels), err))
+	}
+	small, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, classify(fmt.Errorf("sizing %d channels for the cursor-move log: %w", len(channels), err))
+	}
+	if len(small) == 0 {
+		return 0, nil
+	}
+	keep := make(map[string]bool, len(small))
+	for _, c := range small {
+		keep[c] = true
+	}
+	var kept []Move
+	for _, m := range moves {
+		if keep[m.Key.Channel] {
+			kept = append(kept, m)
+		}
+	}
+	var total int64
+	for start := 0; start < len(kept); start += movesChunk {
+		n, err := s.insertMoves(ctx, kept[start:min(start+movesChunk, len(kept))], threshold)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// movesChunk bounds the moves of one insert statement.
+const movesChunk = 500
+
+func (s *Store) insertMoves(ctx context.Context, moves []Move, threshold int) (int64, error) {
 	n := len(moves)
 	chs, users, kinds := make([]string, n), make([]string, n), make([]string, n)
 	epochs, seqs := make([]int64, n), make([]int64, n)

@@ -47,7 +47,7 @@ func TestInsertMovesKeepsSmallChannelsMembers(t *testing.T) {
 	moves := []pgstore.Move{
 		move("a", "small", 'r', 5), move("a", "small", 'd', 5), // kept
 		move("hid", "small", 'r', 5), move("hid", "small", 'd', 5), // read hidden, delivered kept
-		move("gone", "small", 'r', 5),    // left
+		move("gone", "small", 'r', 5),     // left
 		move("stranger", "small", 'r', 5), // not a member
 		move("m0", "big", 'r', 5),         // past the threshold
 		move("a", "open", 'r', 5),         // untracked channel

@@ -51,6 +51,8 @@ type Persister struct {
 	// writer; unbuffered, so the poller knows when the writer is free and
 	// keeps widening its window until then.
 	windows chan handoff
+	// rate is the consumed records/s the linger follows (fill only).
+	rate rateMeter
 	// inflight counts windows handed to the writer and not yet settled.
 	inflight sync.WaitGroup
 	// commitReq wakes the committer: settled offsets are waiting.
@@ -329,9 +331,11 @@ func (p *Persister) fill(ctx context.Context) (*window, string, error) {
 			return w, "", err
 		}
 		if len(recs) > 0 {
+			p.rate.add(len(recs), time.Now())
 			if w.len() == 0 {
-				lingerEnd = time.Now().Add(p.cfg.Linger)
-				if p.onLinger != nil && p.cfg.Linger > 0 {
+				linger := p.cfg.lingerAt(p.rate.perSecond())
+				lingerEnd = time.Now().Add(linger)
+				if p.onLinger != nil && linger > 0 {
 					p.onLinger()
 				}
 			}
@@ -1070,3 +1074,24 @@ func recordFields(r *kgo.Record, err error) []zap.Field {
 		zap.Int64("offset", r.Offset), zap.Error(err),
 	}
 }
+
+// rateMeter estimates records/s over whole seconds: the count of the last
+// complete second (a gap of more than one second reads as 0).
+type rateMeter struct {
+	start time.Time
+	count int
+	last  float64
+}
+
+func (r *rateMeter) add(n int, now time.Time) {
+	switch el := now.Sub(r.start); {
+	case r.start.IsZero() || el > 2*time.Second:
+		r.start, r.count, r.last = now, 0, 0
+	case el >= time.Second:
+		r.last = float64(r.count) / el.Seconds()
+		r.start, r.count = now, 0
+	}
+	r.count += n
+}
+
+func (r *rateMeter) perSecond() float64 { return r.last }

@@ -48,6 +48,9 @@ type metrics struct {
 	throttled       prometheus.Counter
 	// erasedDropped counts events dropped as predating their user's erasure.
 	erasedDropped prometheus.Counter
+	// bulkGuessMissed counts bulk statements whose COPY met a row the
+	// written cache did not know of.
+	bulkGuessMissed prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -56,6 +59,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		erasedDropped: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "erased_events_dropped_total",
 			Help: "Events not written because they predate their user's erasure (tombstone).",
+		}),
+		bulkGuessMissed: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "bulk_guess_missed_total",
+			Help: "Bulk statements (--statement-rows >= 1000) whose COPY of keys this replica had not written met an existing row: the statement was merged by the upsert instead, and bulk statements ask Postgres which keys have a row for the next 30 s.",
 		}),
 		consumed: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "records_consumed_total",

@@ -38,6 +38,10 @@ type Persister struct {
 	written *written
 	// wcap paces the rows written (nil: no MaxWriteRate).
 	wcap *writeCap
+	// askRowsUntil (unix ns): until then, a bulk statement asks Postgres
+	// which keys have a row instead of taking the written cache's word; set
+	// when a guess missed (upsertBulk).
+	askRowsUntil atomic.Int64
 
 	// blocked receives a signal when a rebalance waits on us
 	// (OnPartitionsCallbackBlocked): the window in hand is cut, every
@@ -603,7 +607,7 @@ func cursorJobs(p *Persister, rows []receipt.State, feed *changeSink) []job {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
 			upsert := p.store.Upsert
 			if len(part) >= stagedMinRows {
-				upsert = p.store.UpsertBulk
+				upsert = p.upsertBulk
 			}
 			if feed != nil {
 				upsert = feed.upsert(p.store)
@@ -762,6 +766,27 @@ func chunk[T any](rows []T, n int) [][]T {
 		out = append(out, rows[start:min(start+n, len(rows)):min(start+n, len(rows))])
 	}
 	return out
+}
+
+// askRowsFor is how long bulk statements ask Postgres which keys have a row
+// after the written cache's guess missed (a restart onto a full table, keys
+// written by another replica, or evicted from the cache).
+const askRowsFor = 30 * time.Second
+
+// upsertBulk writes a bulk statement's rows: the keys this replica wrote
+// have a row, and, unless a guess missed lately, every other key is taken
+// to have none and COPYed without asking Postgres (a miss costs a COPY cut
+// short and the batch's merge by Upsert's statement).
+func (p *Persister) upsertBulk(ctx context.Context, rows []receipt.State) (int64, error) {
+	if !p.written.enabled() || time.Now().UnixNano() < p.askRowsUntil.Load() {
+		return p.store.UpsertBulk(ctx, rows)
+	}
+	n, missed, err := p.store.UpsertBulkGuessed(ctx, rows, p.written.has)
+	if missed {
+		p.m.bulkGuessMissed.Inc()
+		p.askRowsUntil.Store(time.Now().Add(askRowsFor).UnixNano())
+	}
+	return n, err
 }
 
 // stagedMinRows is the statement size from which UpsertBulk (COPY of the

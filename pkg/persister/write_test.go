@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -169,4 +170,72 @@ func TestWrittenSkipsRowsThatCannotAdvance(t *testing.T) {
 	off := newWritten(-1)
 	off.remember([]receipt.State{at(9, 9)})
 	require.Len(t, off.filter([]receipt.State{at(1, 1)}), 1, "disabled: everything is written")
+}
+
+// Bulk statements COPY the keys this replica never wrote without asking
+// Postgres; a key that another writer gave a row fails the guess, the
+// statement is merged by the upsert (the same max-register), and bulk
+// statements ask first for a while.
+func TestBulkStatementsGuessFreshKeysAndAskAfterAMiss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t)
+	p := newWriter(s.Store, 1)
+	p.cfg.StatementRows = 2 * stagedMinRows
+	advance := func(rows []receipt.State, by int64) []receipt.State {
+		out := slices.Clone(rows)
+		for i := range out {
+			out[i] = writeState(out[i].Key.User, out[i].Key.Channel, out[i].Read.Position.Seq+by)
+		}
+		return out
+	}
+	requireSeqs := func(rows []receipt.State) {
+		t.Helper()
+		for _, r := range rows {
+			got, err := s.Store.Get(ctx, r.Key.User, []string{r.Key.Channel})
+			require.NoError(t, err)
+			require.Len(t, got, 1, "%v", r.Key)
+			require.Equal(t, r.Read.Position.Seq, got[0].Read.Position.Seq, "%v", r.Key)
+		}
+	}
+
+	fresh := sortedStates(stagedMinRows+200, "g")
+	n, rejected, err := p.write(ctx, fresh)
+	require.NoError(t, err)
+	require.Empty(t, rejected)
+	require.Equal(t, len(fresh), n)
+	require.Zero(t, counterValue(t, p.m.bulkGuessMissed), "fresh keys: the guess holds")
+	require.Zero(t, p.askRowsUntil.Load())
+
+	// Keys it wrote go to the upsert: advanced, no miss.
+	again := advance(fresh, 10)
+	_, _, err = p.write(ctx, again)
+	require.NoError(t, err)
+	require.Zero(t, counterValue(t, p.m.bulkGuessMissed))
+	requireSeqs(again)
+
+	// Another writer's rows, unknown to this replica: the guess misses and
+	// the statement is still a max-merge (stale rows stay behind).
+	other := sortedStates(stagedMinRows+100, "h")
+	_, err = s.Store.Upsert(ctx, advance(other, 5))
+	require.NoError(t, err)
+	mixed := append(slices.Clone(other), advance(sortedStates(50, "i"), 0)...) // stale for h, new for i
+	slices.SortFunc(mixed, receipt.CompareStates)
+	n, rejected, err = p.write(ctx, mixed)
+	require.NoError(t, err)
+	require.Empty(t, rejected)
+	require.Equal(t, len(mixed), n)
+	require.EqualValues(t, 1, counterValue(t, p.m.bulkGuessMissed))
+	require.Greater(t, p.askRowsUntil.Load(), time.Now().UnixNano(), "bulk statements ask first for a while")
+	requireSeqs(advance(other, 5))
+	requireSeqs(sortedStates(50, "i"))
+
+	// While asking, unknown keys with rows cost no miss.
+	more := sortedStates(stagedMinRows+100, "j")
+	_, err = s.Store.Upsert(ctx, more)
+	require.NoError(t, err)
+	_, _, err = p.write(ctx, advance(more, 1))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, counterValue(t, p.m.bulkGuessMissed))
+	requireSeqs(advance(more, 1))
 }

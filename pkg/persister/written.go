@@ -85,6 +85,18 @@ func (w *written) remember(rows []receipt.State) {
 	}
 }
 
+// enabled says whether the cache remembers anything (has answers).
+func (w *written) enabled() bool { return w.capacity > 0 }
+
+// has says whether a write of k committed and was not forgotten since: k
+// has a row in Postgres unless another replica's erasure took it.
+func (w *written) has(k receipt.Key) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.m[k]
+	return ok
+}
+
 // forget drops the keys of the rows given: after an erasure, what was
 // written for a key says nothing of what Postgres holds.
 func (w *written) forget(keys []receipt.Key) {

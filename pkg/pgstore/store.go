@@ -211,8 +211,26 @@ var copyColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "r
 // between the question and the COPY fails the COPY with a unique
 // violation; the batch is then merged by Upsert's statement alone.
 func (s *Store) UpsertBulk(ctx context.Context, states []receipt.State) (int64, error) {
+	n, _, err := s.upsertBulk(ctx, states, nil)
+	return n, err
+}
+
+// UpsertBulkGuessed is UpsertBulk for a caller that knows keys with a row
+// (hasRow: those it wrote itself; rows go away only by an erasure, and a
+// key believed to have a row is merged by Upsert's statement, which is
+// right either way): it COPYs every other key without asking Postgres,
+// which saves the question (about a third of a fresh batch's time). A
+// wrong guess, a key with a row the caller did not know of, fails the COPY
+// with a unique violation before anything is written; the batch is then
+// merged by Upsert's statement, and missed is true so that the caller can
+// ask first for a while.
+func (s *Store) UpsertBulkGuessed(ctx context.Context, states []receipt.State, hasRow func(receipt.Key) bool) (n int64, missed bool, err error) {
+	return s.upsertBulk(ctx, states, hasRow)
+}
+
+func (s *Store) upsertBulk(ctx context.Context, states []receipt.State, hasRow func(receipt.Key) bool) (int64, bool, error) {
 	if len(states) == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
 	sorted := states
 	if !slices.IsSortedFunc(states, receipt.CompareStates) {
@@ -222,23 +240,25 @@ func (s *Store) UpsertBulk(ctx context.Context, states []receipt.State) (int64, 
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = upsertBulk(ctx, tx, sorted)
+		n, err = upsertBulk(ctx, tx, sorted, hasRow)
 		return err
 	})
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
-		return s.Upsert(ctx, sorted)
+		n, err := s.Upsert(ctx, sorted)
+		return n, true, err
 	}
-	return n, classify(err)
+	return n, false, classify(err)
 }
 
-func upsertBulk(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (int64, error) {
+// existingKeys asks Postgres which of the sorted states' keys have a row.
+func existingKeys(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (func(receipt.Key) bool, error) {
 	users, channels := make([]string, len(sorted)), make([]string, len(sorted))
 	for i, st := range sorted {
 		users[i], channels[i] = st.Key.User, st.Key.Channel
 	}
 	rows, err := tx.Query(ctx, existingSQL, users, channels)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	existing := make(map[receipt.Key]struct{})
 	var k receipt.Key
@@ -247,12 +267,23 @@ func upsertBulk(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (int64, 
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	fresh := make([]receipt.State, 0, len(sorted)-len(existing))
-	old := make([]receipt.State, 0, len(existing))
+	return func(k receipt.Key) bool { _, ok := existing[k]; return ok }, nil
+}
+
+// upsertBulk COPYs the states whose key has no row (hasRow; nil: asked of
+// Postgres) and merges the others with Upsert's statement.
+func upsertBulk(ctx context.Context, tx pgx.Tx, sorted []receipt.State, hasRow func(receipt.Key) bool) (int64, error) {
+	if hasRow == nil {
+		var err error
+		if hasRow, err = existingKeys(ctx, tx, sorted); err != nil {
+			return 0, err
+		}
+	}
+	var fresh, old []receipt.State
 	for _, st := range sorted {
-		if _, ok := existing[st.Key]; ok {
+		if hasRow(st.Key) {
 			old = append(old, st)
 		} else {
 			fresh = append(fresh, st)

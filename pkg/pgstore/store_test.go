@@ -159,6 +159,36 @@ func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 }
 
+// UpsertBulkGuessed takes the caller's word for which keys have a row: a
+// right guess COPYs the rest without asking; a wrong one (a row the caller
+// did not know of) is merged by the upsert, says so, and is still a
+// max-register.
+func TestUpsertBulkGuessedFallsBackOnAMiss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	_, err := s.Upsert(ctx, []receipt.State{st("b", "c1", 10, 10, "m10")})
+	require.NoError(t, err)
+	known := func(k receipt.Key) bool { return k == receipt.Key{User: "b", Channel: "c1"} }
+
+	n, missed, err := s.UpsertBulkGuessed(ctx, []receipt.State{st("b", "c1", 12, 12, "m12"), st("a", "c1", 3, 3, "m3")}, known)
+	require.NoError(t, err)
+	require.False(t, missed)
+	require.EqualValues(t, 2, n)
+
+	nobody := func(receipt.Key) bool { return false }
+	n, missed, err = s.UpsertBulkGuessed(ctx, []receipt.State{st("b", "c1", 11, 11, "m11"), st("a", "c1", 4, 4, "m4"), st("z", "c1", 1, 1, "m1")}, nobody)
+	require.NoError(t, err)
+	require.True(t, missed, "b/c1 and a/c1 have rows")
+	require.EqualValues(t, 2, n, "a/c1 advances, z/c1 is new, b/c1 is stale")
+	for k, want := range map[receipt.Key]int64{{User: "b", Channel: "c1"}: 12, {User: "a", Channel: "c1"}: 4, {User: "z", Channel: "c1"}: 1} {
+		got, err := s.Get(ctx, k.User, []string{k.Channel})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, want, got[0].Read.Position.Seq, "%v", k)
+	}
+}
+
 // GetKeys answers the rows of keys of any users at once, as Get answers
 // each user's, and leaves out keys without a row.
 func TestGetKeysIsGetForManyUsers(t *testing.T) {

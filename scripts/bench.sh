@@ -190,13 +190,23 @@ echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out/mach
   for f in "$out"/*.cmd; do
     name=$(basename "$f" .cmd)
     awk -v name="$name" '
+      # seconds of a Go duration such as 20.01s, 5m0.23s or 1h0m0s
+      function secs_of(d,   t, n) {
+        t = 0
+        while (match(d, /^[0-9.]+(h|ms|m|s|µs|us|ns)/)) {
+          n = substr(d, 1, RLENGTH); d = substr(d, RLENGTH + 1)
+          if (n ~ /ms$/) t += n / 1e3; else if (n ~ /(µs|us)$/) t += n / 1e6; else if (n ~ /ns$/) t += n / 1e9
+          else if (n ~ /h$/) t += n * 3600; else if (n ~ /m$/) t += n * 60; else t += n
+        }
+        return t
+      }
       FILENAME ~ /\.txt$/ && /^rate:/ { ev = $2; for (i = 1; i <= NF; i++) if ($i ~ /^\(/) { rq = substr($i, 2) } ; el = $6 }
       FILENAME ~ /\.txt$/ && /^latency:/ { p50 = $3; p99 = $7; p999 = $9 }
       FILENAME ~ /\.txt$/ && /^e2e lag:/ { l50 = $4; l95 = $6 }
       FILENAME ~ /\.cpu$/ && $1 == "kafkagate" { gw = $2 }
       FILENAME ~ /\.cpu$/ && $3 == "cores" { all += $2 }
       END {
-        secs = el + 0; if (secs == 0) secs = 1
+        secs = secs_of(el); if (secs == 0) secs = 1
         printf "| %s | %s | %.0f | %s / %s / %s | %s / %s | %.2f | %.1f | %.2f |\n", name, ev, rq / secs, p50, p99, p999,
           (l50 == "" ? "-" : l50), (l95 == "" ? "-" : l95), gw, (ev > 0 ? gw * 1e6 / ev : 0), all
       }' "$out/$name.txt" "$out/$name.cpu"

@@ -43,8 +43,6 @@ const (
 	// walks every key of a shared Redis, not only ours, so pages must be
 	// large enough that the walk of a big keyspace takes seconds, not minutes.
 	ScanCountDefault = 1000
-	// ConcurrencyDefault bounds parallel per-user lookups in a page.
-	ConcurrencyDefault = 8
 	// GraceDefault: a key whose Redis value moved more recently than
 	// this is in flight (written to Redis, not yet persisted), not drift.
 	GraceDefault = 30 * time.Second
@@ -175,9 +173,6 @@ type Config struct {
 	// ScanCount is the COUNT hint of a Redis SCAN page. Defaults to
 	// ScanCountDefault.
 	ScanCount int64
-	// Concurrency bounds parallel per-user lookups. Defaults to
-	// ConcurrencyDefault.
-	Concurrency int
 	// Grace leaves keys alone whose Redis value moved within it (in-flight
 	// writes). Defaults to GraceDefault; negative disables it.
 	Grace time.Duration
@@ -213,7 +208,6 @@ func (c *Config) RegisterFlagsWithPrefix(prefix string, fs *flag.FlagSet) {
 // fill sets every zero field to its default.
 func (c *Config) fill() {
 	c.PageSize = cmp.Or(c.PageSize, PageSizeDefault)
-	c.Concurrency = cmp.Or(c.Concurrency, ConcurrencyDefault)
 	c.Interval = cmp.Or(c.Interval, IntervalDefault)
 	c.PagesPerSecond = cmp.Or(c.PagesPerSecond, PagesPerSecondDefault)
 	c.ScanCount = cmp.Or(c.ScanCount, ScanCountDefault)
@@ -230,8 +224,8 @@ func (c *Config) validate() error {
 		// The sweep compares the two stores: it needs both.
 		errs = append(errs, errors.New("Postgres and Redis are both required"))
 	}
-	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.Concurrency < 0 || c.LeaderCheckInterval < 0 {
-		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount, Concurrency and LeaderCheckInterval must be > 0"))
+	if c.Interval < 0 || c.PageSize < 0 || c.PagesPerSecond < 0 || c.ScanCount < 0 || c.LeaderCheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("Interval, PageSize, PagesPerSecond, ScanCount and LeaderCheckInterval must be > 0"))
 	}
 	switch c.LeaderElection {
 	case LeaderPostgres, LeaderNone:
@@ -611,36 +605,28 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Rep
 		rep.PostgresRows += len(page)
 		after = page[len(page)-1].Key
 
-		byUser := map[string][]receipt.State{}
-		var users []string
+		// The page's users' fields in one Redis pipeline (a round trip
+		// per user cost the sweep most of its CPU in syscalls).
+		var reqs []redisstore.UserChannels
 		for _, st := range page {
-			if _, ok := byUser[st.Key.User]; !ok {
-				users = append(users, st.Key.User)
+			if n := len(reqs); n == 0 || reqs[n-1].User != st.Key.User {
+				reqs = append(reqs, redisstore.UserChannels{User: st.Key.User})
 			}
-			byUser[st.Key.User] = append(byUser[st.Key.User], st)
+			reqs[len(reqs)-1].Channels = append(reqs[len(reqs)-1].Channels, st.Key.Channel)
 		}
-		pr, err := s.forUsers(ctx, users, func(ctx context.Context, user string) (pageResult, error) {
-			rows := byUser[user]
-			channels := make([]string, len(rows))
-			for i, st := range rows {
-				channels[i] = st.Key.Channel
-			}
-			rd, _, err := s.cfg.Redis.Get(ctx, user, channels)
-			if err != nil {
-				return pageResult{}, fmt.Errorf("reading redis hash of %s: %w", user, err)
-			}
-			inRedis := make(map[string]*receipt.State, len(rd))
-			for i := range rd {
-				inRedis[rd[i].Key.Channel] = &rd[i]
-			}
-			var pr pageResult
-			for i := range rows {
-				s.compare(&pr, &rows[i], inRedis[rows[i].Key.Channel])
-			}
-			return pr, nil
-		})
+		got, err := s.cfg.Redis.GetMany(ctx, reqs)
 		if err != nil {
-			return err
+			return fmt.Errorf("reading the redis hashes of %d users: %w", len(reqs), err)
+		}
+		inRedis := make(map[receipt.Key]*receipt.State, len(page))
+		for i := range got {
+			for j := range got[i].States {
+				inRedis[got[i].States[j].Key] = &got[i].States[j]
+			}
+		}
+		var pr pageResult
+		for i := range page {
+			s.compare(&pr, &page[i], inRedis[page[i].Key])
 		}
 		if err := s.apply(ctx, pr, rep); err != nil {
 			return err
@@ -671,36 +657,33 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 		slices.Sort(users)
 		users = slices.Compact(users)
 		rep.RedisUsers += len(users)
-		// Each user's hash from Redis (concurrently), then the page's
-		// rows from Postgres in one lookup per pgPageChunk keys (a query
-		// per user cost Postgres most of a core at the default rate).
-		var fields atomic.Int64
-		var mu sync.Mutex
-		var valid []receipt.State
-		pr, err := s.forUsers(ctx, users, func(ctx context.Context, user string) (pageResult, error) {
-			var pr pageResult
+		// The page's users' hashes in one Redis pipeline, then their rows
+		// from Postgres in one lookup per pgPageChunk keys (a query per
+		// user cost Postgres most of a core at the default rate).
+		var pr pageResult
+		var reqs []redisstore.UserChannels
+		for _, user := range users {
 			if receipt.ValidateID("user_id", user) != nil {
 				pr.invalid++
-				return pr, nil
+				continue
 			}
-			rd, _, err := s.cfg.Redis.Get(ctx, user, nil)
-			if err != nil {
-				return pr, fmt.Errorf("reading redis hash of %s: %w", user, err)
-			}
-			fields.Add(int64(len(rd)))
-			mu.Lock()
-			defer mu.Unlock()
-			for _, st := range rd {
+			reqs = append(reqs, redisstore.UserChannels{User: user})
+		}
+		got, err := s.cfg.Redis.GetMany(ctx, reqs)
+		if err != nil {
+			return fmt.Errorf("reading the redis hashes of %d users: %w", len(reqs), err)
+		}
+		var valid []receipt.State
+		fields := 0
+		for _, g := range got {
+			fields += len(g.States)
+			for _, st := range g.States {
 				if st.Validate() != nil {
 					pr.invalid++
 					continue
 				}
 				valid = append(valid, st)
 			}
-			return pr, nil
-		})
-		if err != nil {
-			return err
 		}
 		inPG := make(map[receipt.Key]*receipt.State, len(valid))
 		for start := 0; start < len(valid); start += pgPageChunk {
@@ -720,7 +703,7 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 		for i := range valid {
 			s.compare(&pr, inPG[valid[i].Key], &valid[i])
 		}
-		rep.RedisFields += int(fields.Load())
+		rep.RedisFields += fields
 		if err := s.apply(ctx, pr, rep); err != nil {
 			return err
 		}
@@ -729,40 +712,6 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 			return nil
 		}
 	}
-}
-
-// forUsers runs fn for each user with bounded concurrency and merges the
-// results; the first error wins.
-func (s *Sweeper) forUsers(ctx context.Context, users []string, fn func(context.Context, string) (pageResult, error)) (pageResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		out      pageResult
-		firstErr error
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, s.cfg.Concurrency)
-	)
-	for _, u := range users {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			pr, err := fn(ctx, u)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-					cancel()
-				}
-				return
-			}
-			out.merge(pr)
-		}()
-	}
-	wg.Wait()
-	return out, firstErr
 }
 
 // apply writes a page's repairs: one Postgres upsert and one Redis

@@ -92,6 +92,33 @@ func exerciseStore(t *testing.T, s *redisstore.Store) {
 	require.Equal(t, int64(52), got[0].Read.Position.Seq, "hydrating never undoes a newer write")
 	require.Equal(t, int64(9), got[1].Read.Position.Seq)
 
+	// GetMany answers in one pipeline what Get answers user by user
+	// (whichever node holds each user).
+	var reqs []redisstore.UserChannels
+	for i := range 60 {
+		r := redisstore.UserChannels{User: "user" + strconv.Itoa(i)}
+		if i%2 == 1 {
+			r.Channels = []string{"c2", "none", "c1"}
+		}
+		reqs = append(reqs, r)
+	}
+	reqs = append(reqs, redisstore.UserChannels{User: "user42", Channels: []string{"c9"}}, redisstore.UserChannels{User: "nobody"})
+	many, err := s.GetMany(ctx, reqs)
+	require.NoError(t, err)
+	require.Len(t, many, len(reqs))
+	for i, r := range reqs {
+		one, complete, err := s.Get(ctx, r.User, r.Channels)
+		require.NoError(t, err)
+		byKey := func(a, b receipt.State) int { return receipt.CompareStates(a, b) }
+		slices.SortFunc(one, byKey)
+		slices.SortFunc(many[i].States, byKey)
+		require.Equal(t, one, many[i].States, "%+v", r)
+		require.Equal(t, complete, many[i].Complete, "%+v", r)
+	}
+	require.Len(t, many[1].States, 2, "c2 and c1 of user1; no state for none")
+	require.True(t, many[60].Complete)
+	require.Empty(t, many[61].States)
+
 	users, _, pages := walk(t, s, 7)
 	slices.Sort(want)
 	require.Equal(t, want, users)

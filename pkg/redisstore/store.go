@@ -285,29 +285,100 @@ func (s *Store) mergeWith(ctx context.Context, states []receipt.State, args func
 // last lost. A missing field in a complete hash means "no state".
 func (s *Store) Get(ctx context.Context, user string, channels []string) (states []receipt.State, complete bool, err error) {
 	key := s.UserKey(user)
+	var got UserStates
 	if len(channels) == 0 {
 		m, err := s.rdb.HGetAll(ctx, key).Result()
 		if err != nil {
 			return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		_, complete = m[loadedField]
-		for field, val := range m {
-			if field == loadedField {
-				continue
-			}
-			st, err := decodeValue(receipt.Key{User: user, Channel: field}, val)
-			if err != nil {
-				return nil, false, err
-			}
-			states = append(states, st)
+		got, err = userStatesOfHash(user, m)
+		if err != nil {
+			return nil, false, err
 		}
-		return states, complete, nil
+		return got.States, got.Complete, nil
 	}
 	vals, err := s.rdb.HMGet(ctx, key, append([]string{loadedField}, channels...)...).Result()
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	complete = vals[0] != nil
+	if got, err = userStatesOfFields(user, channels, vals); err != nil {
+		return nil, false, err
+	}
+	return got.States, got.Complete, nil
+}
+
+// UserChannels names a user's channels to read; all of them when Channels
+// is empty.
+type UserChannels struct {
+	User     string
+	Channels []string
+}
+
+// UserStates is what Get answers for one user.
+type UserStates struct {
+	States   []receipt.State
+	Complete bool
+}
+
+// GetMany is Get for many users in one pipeline (one round trip per
+// node, where a Get per user costs a round trip each): out[i] answers
+// reqs[i].
+func (s *Store) GetMany(ctx context.Context, reqs []UserChannels) ([]UserStates, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	all := make([]*redis.MapStringStringCmd, len(reqs))
+	some := make([]*redis.SliceCmd, len(reqs))
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, r := range reqs {
+			key := s.UserKey(r.User)
+			if len(r.Channels) == 0 {
+				all[i] = pipe.HGetAll(ctx, key)
+			} else {
+				some[i] = pipe.HMGet(ctx, key, append([]string{loadedField}, r.Channels...)...)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	out := make([]UserStates, len(reqs))
+	for i, r := range reqs {
+		if all[i] != nil {
+			out[i], err = userStatesOfHash(r.User, all[i].Val())
+		} else {
+			out[i], err = userStatesOfFields(r.User, r.Channels, some[i].Val())
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// userStatesOfHash decodes a user's whole hash (HGETALL).
+func userStatesOfHash(user string, m map[string]string) (UserStates, error) {
+	var out UserStates
+	_, out.Complete = m[loadedField]
+	for field, val := range m {
+		if field == loadedField {
+			continue
+		}
+		st, err := decodeValue(receipt.Key{User: user, Channel: field}, val)
+		if err != nil {
+			return UserStates{}, err
+		}
+		out.States = append(out.States, st)
+	}
+	return out, nil
+}
+
+// userStatesOfFields decodes HMGET's answer for the loaded marker and then
+// the channels.
+func userStatesOfFields(user string, channels []string, vals []any) (UserStates, error) {
+	var out UserStates
+	out.Complete = vals[0] != nil
 	for i, v := range vals[1:] {
 		str, ok := v.(string)
 		if !ok {
@@ -315,11 +386,11 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) (states
 		}
 		st, err := decodeValue(receipt.Key{User: user, Channel: channels[i]}, str)
 		if err != nil {
-			return nil, false, err
+			return UserStates{}, err
 		}
-		states = append(states, st)
+		out.States = append(out.States, st)
 	}
-	return states, complete, nil
+	return out, nil
 }
 
 // Hydrate max-merges a user's durable states into the hash and marks it

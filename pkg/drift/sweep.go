@@ -532,16 +532,6 @@ type pageResult struct {
 	dirPG, dirRedis []string // direction of each repair, for counting
 }
 
-func (p *pageResult) merge(o pageResult) {
-	p.found.merge(o.found)
-	p.inFlight += o.inFlight
-	p.invalid += o.invalid
-	p.toPG = append(p.toPG, o.toPG...)
-	p.dirPG = append(p.dirPG, o.dirPG...)
-	p.toRedis = append(p.toRedis, o.toRedis...)
-	p.dirRedis = append(p.dirRedis, o.dirRedis...)
-}
-
 // compare classifies one key seen in both stores (or missing in one) and
 // queues its repairs. Every repair carries the merge of both sides, so a
 // write can only move a store forward.

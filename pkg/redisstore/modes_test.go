@@ -109,9 +109,8 @@ func exerciseStore(t *testing.T, s *redisstore.Store) {
 	for i, r := range reqs {
 		one, complete, err := s.Get(ctx, r.User, r.Channels)
 		require.NoError(t, err)
-		byKey := func(a, b receipt.State) int { return receipt.CompareStates(a, b) }
-		slices.SortFunc(one, byKey)
-		slices.SortFunc(many[i].States, byKey)
+		slices.SortFunc(one, receipt.CompareStates)
+		slices.SortFunc(many[i].States, receipt.CompareStates)
 		require.Equal(t, one, many[i].States, "%+v", r)
 		require.Equal(t, complete, many[i].Complete, "%+v", r)
 	}

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -172,8 +173,10 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 	}
 
 	// Merge and write the chains that change their key, until every CAS
-	// held or the attempts ran out.
-	pending := chains
+	// held or the attempts ran out. A chain that changes nothing is
+	// answered by apply (a flush of stale marks runs no script); pending is
+	// a slice of its own, as chains is walked again below.
+	pending := slices.Clone(chains)
 	for attempt := 0; attempt < casAttempts && len(pending) > 0; attempt++ {
 		var writes []*markChain
 		for _, c := range pending {
@@ -181,6 +184,7 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 				writes = append(writes, c)
 			}
 		}
+		pending = nil
 		if len(writes) == 0 {
 			break
 		}
@@ -202,7 +206,6 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 		}); err != nil {
 			return fail(writes, err)
 		}
-		pending = pending[:0]
 		for j, grp := range groups {
 			res, err := cmds[j].Slice()
 			if err == nil && len(res) != 3*len(grp) {
@@ -237,6 +240,9 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 		}
 		for _, c := range pending {
 			c.scripted = true
+		}
+		if s.onScripted != nil {
+			s.onScripted(len(rest))
 		}
 		res, err := s.mergeMarksScript(ctx, rest)
 		for j, i := range idx {

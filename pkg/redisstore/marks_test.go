@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -208,4 +209,68 @@ func TestMergeMarksRetriesAMovedKey(t *testing.T) {
 	require.True(t, res[0].Advanced)
 	require.Equal(t, int64(500), res[0].State.Read.Position.Seq)
 	require.Equal(t, 1+casAttempts, moves)
+}
+
+// Marks that change nothing (a replayed or stale flush) are answered from
+// the read: no CAS, and no merge script for any of them.
+func TestMergeMarksOfNothingNewRunsNoScript(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	scripted := 0
+	s.onScripted = func(n int) { scripted += n }
+	cas := 0
+	s.beforeCAS = func(int) { cas++ }
+	var marks []receipt.State
+	for i := range 50 {
+		k := receipt.Key{User: "u" + strconv.Itoa(i%7), Channel: "c" + strconv.Itoa(i)}
+		marks = append(marks, receipt.State{Key: k, Read: cur(receipt.EpochCurrent, int64(10+i), "m"), DeviceID: "d", UpdatedAtUnixMs: 10})
+	}
+	first, err := s.MergeMarks(ctx, marks)
+	require.NoError(t, err)
+	require.Equal(t, 1, cas, "one CAS round writes them")
+
+	stale := slices.Clone(marks)
+	for i := range stale {
+		stale[i].Read.Position.Seq -= 5
+	}
+	for _, again := range [][]receipt.State{marks, stale} {
+		res, err := s.MergeMarks(ctx, again)
+		require.NoError(t, err)
+		for i, r := range res {
+			require.NoError(t, r.Err)
+			require.False(t, r.Advanced, i)
+			require.Equal(t, first[i].State, r.State, i)
+		}
+	}
+	require.Equal(t, 1, cas, "nothing to write: no CAS")
+	require.Zero(t, scripted, "and no merge script")
+}
+
+// Every mark is stamped with its user's erasure generation, whichever of
+// its call's keys needed a second CAS round.
+func TestMergeMarksStampsTheGenerationAfterARetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	ts, err := s.Erase(ctx, "gen", 1_000)
+	require.NoError(t, err)
+	require.NotZero(t, ts.Generation)
+	mark := func(ch string, seq int64) receipt.State {
+		return receipt.State{Key: receipt.Key{User: "gen", Channel: ch}, Read: cur(receipt.EpochCurrent, seq, "m"), DeviceID: "d", UpdatedAtUnixMs: 2_000}
+	}
+	other := New(s.rdb, Config{Prefix: s.prefix})
+	s.beforeCAS = func(attempt int) {
+		if attempt == 0 { // the second key moves under the first CAS
+			_, err := other.MergeMarks(ctx, []receipt.State{mark("b", 3)})
+			require.NoError(t, err)
+		}
+	}
+	res, err := s.MergeMarks(ctx, []receipt.State{mark("a", 5), mark("b", 5), mark("c", 5)})
+	require.NoError(t, err)
+	for i, r := range res {
+		require.NoError(t, r.Err)
+		require.True(t, r.Advanced, i)
+		require.Equal(t, ts.Generation, r.Generation, "mark %d", i)
+	}
 }

@@ -43,6 +43,9 @@ type Store struct {
 	// beforeCAS, in tests, runs between MergeMarks' read and each CAS
 	// round (another writer moving a key meanwhile).
 	beforeCAS func(attempt int)
+	// onScripted, in tests, runs when MergeMarks hands marks to the merge
+	// script (keys still contended after casAttempts).
+	onScripted func(marks int)
 }
 
 // layout is how Merge writes a state: the script and its per-state ARGV.

@@ -21,12 +21,9 @@ func (s *Store) MembersOf(ctx context.Context, ch string, users []string) ([]cha
 // and the private read cursor's) of each listed key that has a row: what
 // a mark without an epoch applies at when Redis cannot resolve it.
 func (s *Store) ReadEpochs(ctx context.Context, keys []receipt.Key) (map[receipt.Key]int64, error) {
-	users, chans := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		users[i], chans[i] = k.User, k.Channel
-	}
+	users, chans := keyArrays(len(keys), func(i int) receipt.Key { return keys[i] })
 	rows, err := s.pool.Query(ctx, `SELECT t.user_id, t.channel_id, GREATEST(t.read_epoch, t.private_read_epoch)
-		FROM read_receipts t JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`, users, chans)
+		FROM read_receipts t `+joinKeysSQL, users, chans)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -192,10 +192,22 @@ FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[],
             $11::bigint[], $12::bigint[])
      AS x(u, c, re, rs, rm, de, ds, dm, dev, ts, pe, ps)` + mergeSetSQL
 
+// joinKeysSQL joins read_receipts (as t) with the keys of keyArrays ($1
+// users, $2 channels): a statement for a whole set of keys of any users.
+const joinKeysSQL = `JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`
+
+// keyArrays are the user and channel arrays of n keys, for joinKeysSQL.
+func keyArrays(n int, key func(i int) receipt.Key) (users, channels []string) {
+	users, channels = make([]string, n), make([]string, n)
+	for i := range n {
+		k := key(i)
+		users[i], channels[i] = k.User, k.Channel
+	}
+	return users, channels
+}
+
 // existingSQL returns which of the given keys have a row.
-const existingSQL = `
-SELECT t.user_id, t.channel_id FROM read_receipts t
-JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`
+const existingSQL = `SELECT t.user_id, t.channel_id FROM read_receipts t ` + joinKeysSQL
 
 // copyColumns are read_receipts' columns as UpsertBulk COPYs them.
 var copyColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
@@ -240,7 +252,7 @@ func (s *Store) upsertBulk(ctx context.Context, states []receipt.State, hasRow f
 	var n int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
-		n, err = upsertBulk(ctx, tx, sorted, hasRow)
+		n, err = upsertBulkTx(ctx, tx, sorted, hasRow)
 		return err
 	})
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
@@ -252,10 +264,7 @@ func (s *Store) upsertBulk(ctx context.Context, states []receipt.State, hasRow f
 
 // existingKeys asks Postgres which of the sorted states' keys have a row.
 func existingKeys(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (func(receipt.Key) bool, error) {
-	users, channels := make([]string, len(sorted)), make([]string, len(sorted))
-	for i, st := range sorted {
-		users[i], channels[i] = st.Key.User, st.Key.Channel
-	}
+	users, channels := keyArrays(len(sorted), func(i int) receipt.Key { return sorted[i].Key })
 	rows, err := tx.Query(ctx, existingSQL, users, channels)
 	if err != nil {
 		return nil, err
@@ -272,9 +281,9 @@ func existingKeys(ctx context.Context, tx pgx.Tx, sorted []receipt.State) (func(
 	return func(k receipt.Key) bool { _, ok := existing[k]; return ok }, nil
 }
 
-// upsertBulk COPYs the states whose key has no row (hasRow; nil: asked of
-// Postgres) and merges the others with Upsert's statement.
-func upsertBulk(ctx context.Context, tx pgx.Tx, sorted []receipt.State, hasRow func(receipt.Key) bool) (int64, error) {
+// upsertBulkTx COPYs the states whose key has no row (hasRow; nil: asked
+// of Postgres) and merges the others with Upsert's statement.
+func upsertBulkTx(ctx context.Context, tx pgx.Tx, sorted []receipt.State, hasRow func(receipt.Key) bool) (int64, error) {
 	if hasRow == nil {
 		var err error
 		if hasRow, err = existingKeys(ctx, tx, sorted); err != nil {
@@ -403,12 +412,8 @@ func (s *Store) GetKeys(ctx context.Context, keys []receipt.Key) ([]receipt.Stat
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	users, channels := make([]string, len(keys)), make([]string, len(keys))
-	for i, k := range keys {
-		users[i], channels[i] = k.User, k.Channel
-	}
-	rows, err := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts t
-		JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`, users, channels)
+	users, channels := keyArrays(len(keys), func(i int) receipt.Key { return keys[i] })
+	rows, err := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts t `+joinKeysSQL, users, channels)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -2,6 +2,8 @@ package persister_test
 
 import (
 	"context"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -107,4 +110,55 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 	b.produce(b.cl, append(first, second...)...)
 	b.requireCommittedToEnd()
 	check()
+}
+
+// An erasure another process applies (the dlt-reconciler, another
+// replica) after a window looked up its tombstones and before its rows
+// are written deletes nothing of them: the window sees the erasure clock
+// move once its rows are committed, deletes the user's rows again and
+// writes back only what follows the erasure.
+func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	const erasedAt = 1_700_000_100_000
+	erasure := tombstone.Tombstone{User: "raced", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
+	var erased atomic.Bool
+	b.startWith(b.config(reg), func(p *persister.Persister) {
+		p.SetOnTombstones(func(users []string) {
+			if slices.Contains(users, "raced") && erased.CompareAndSwap(false, true) {
+				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure)
+				if err != nil || !advanced {
+					t.Errorf("erasing beside the persister: advanced %v, %v", advanced, err)
+				}
+			}
+		})
+	})
+
+	mark := func(user, ch string, seq, acceptedAt, gen int64) *kgo.Record {
+		st := state(user, ch, seq, seq)
+		st.UpdatedAtUnixMs = acceptedAt
+		return encodeAny(t, event.Decoded{Key: st.Key, Receipt: &st, Generation: gen})
+	}
+	before := int64(erasedAt - 10)
+	k1 := receipt.Key{User: "raced", Channel: "c1"}
+	b.produce(b.cl,
+		mark("raced", "c1", 5, before, 0),
+		encodeAny(t, event.Decoded{Key: k1, Membership: &channel.Membership{Key: k1, Member: true, VersionSeq: 1, VersionUnixMs: before, JoinSeq: 1}}),
+		encodeAny(t, event.Decoded{Key: k1, Mentions: []int64{3}, AcceptedAtUnixMs: before}),
+		encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: "raced", ShareDelivered: true, VersionMs: before}}),
+		// ordered after the erasure in Redis: stamped with its generation
+		mark("raced", "c2", 7, erasedAt+5, erasedAt),
+		mark("kept", "c1", 9, before, 0),
+	)
+	b.requireCommittedToEnd()
+	require.True(t, erased.Load(), "the hook erased the user")
+
+	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0}, b.userRowCounts("raced"))
+	rows := b.rows()
+	require.Contains(t, rows, receipt.Key{User: "raced", Channel: "c2"}, "the mark after the erasure is written back")
+	require.Contains(t, rows, receipt.Key{User: "kept", Channel: "c1"})
+	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_erasures_raced_total"))
+	require.Equal(t, 4.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
+	require.Zero(t, b.dltEnd())
 }

@@ -48,6 +48,9 @@ type metrics struct {
 	throttled       prometheus.Counter
 	// erasedDropped counts events dropped as predating their user's erasure.
 	erasedDropped prometheus.Counter
+	// erasuresRaced counts users erased by another process while a
+	// window's rows were written, whose rows were taken back.
+	erasuresRaced prometheus.Counter
 	// bulkGuessMissed counts bulk statements whose COPY met a row the
 	// written cache did not know of.
 	bulkGuessMissed prometheus.Counter
@@ -59,6 +62,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		erasedDropped: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "erased_events_dropped_total",
 			Help: "Events not written because they predate their user's erasure (tombstone).",
+		}),
+		erasuresRaced: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "erasures_raced_total",
+			Help: "Users erased by another process (the dlt-reconciler, another replica) after a window looked up its tombstones: the user's rows were deleted again and the window's events after the erasure written again.",
 		}),
 		bulkGuessMissed: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "bulk_guess_missed_total",

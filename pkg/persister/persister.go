@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,9 @@ type Persister struct {
 	closeOnce sync.Once
 	// onLinger, set only by tests, runs when a linger starts.
 	onLinger func()
+	// onTombstones, set only by tests, runs after a window's tombstone
+	// lookup, before its rows are written, with the window's users.
+	onTombstones func(users []string)
 
 	// stmtLogs name the statement slot in the logs of its retry loop.
 	stmtLogs []*zap.Logger
@@ -464,40 +468,49 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 		return err
 	}
 
-	if err := p.applyErasures(ctx, w); err != nil {
+	tombs, clock, err := p.applyErasures(ctx, w)
+	if err != nil {
 		return err
 	}
 
-	rows, heads, members, mentions := w.sortedRows()
 	decoded := w.len() - len(w.undecodable)
 	total := w.rowCount()
 	p.m.dedupeIn.Add(float64(decoded))
 	p.m.dedupeOut.Add(float64(total))
-	fresh := p.written.filter(rows)
-	skipped := len(rows) - len(fresh)
-	p.m.staleSkipped.Add(float64(skipped))
-	if decoded > 0 {
-		p.m.dedupeRatio.Set(1 - float64(total-skipped)/float64(decoded))
-	}
-
-	// Every table's statements, Writers at a time; then the mention
-	// retention of the keys the window touched.
 	var feed *changeSink
 	if p.cfg.ChangesTopic != "" {
 		feed = &changeSink{}
 	}
-	jobs := cursorJobs(p, fresh, feed)
-	jobs = append(jobs, tableJobs(p, tableHeads, heads, func(h channel.Head) string { return h.Channel }, p.store.UpsertHeads)...)
-	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
-	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
-	jobs = append(jobs, tableJobs(p, tableSettings, w.sortedSettings(), func(st privacy.Settings) string { return event.UserKey(st.User) }, p.store.UpsertSettings)...)
-	jobs = append(jobs, p.moveJobs(fresh)...) // issue 9: the cursor-move log
-	written, failed, err := p.runJobs(ctx, jobs)
+	written, skipped, failed, err := p.writeRows(ctx, w, feed)
 	if err != nil {
-		return fmt.Errorf("writing window of %d rows: %w", total-skipped, err)
+		return fmt.Errorf("writing window of %d rows: %w", total, err)
 	}
-	if err := p.trimMentions(ctx, mentions); err != nil {
-		return fmt.Errorf("trimming the mentions of a window: %w", err)
+	p.m.staleSkipped.Add(float64(skipped))
+	if decoded > 0 {
+		p.m.dedupeRatio.Set(1 - float64(total-skipped)/float64(decoded))
+	}
+	// An erasure applied by another process (the dlt-reconciler, another
+	// replica) after the tombstone lookup may have missed rows written
+	// since: take them back and write again what survives it.
+	for {
+		raced, err := p.takeBackRaced(ctx, w, &clock, tombs)
+		if err != nil {
+			return err
+		}
+		if len(raced) == 0 {
+			break
+		}
+		n, _, f, err := p.writeRows(ctx, w.ofUsers(raced), feed)
+		if err != nil {
+			return fmt.Errorf("writing again the rows of %d users erased meanwhile: %w", len(raced), err)
+		}
+		written += n
+		for r, e := range f {
+			if failed == nil {
+				failed = map[rejection]error{}
+			}
+			failed[r] = e
+		}
 	}
 	if len(failed) > 0 {
 		// A rejected row merged every record of its key into that table,
@@ -526,6 +539,29 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 	return nil
 }
 
+// writeRows writes a window's rows, every table's statements Writers at
+// a time, then the mention retention of the keys it touched. It returns
+// the rows written, the cursor rows skipped as not ahead of what this
+// replica wrote, and the rejected rows; an error means ctx ended.
+func (p *Persister) writeRows(ctx context.Context, w *window, feed *changeSink) (written, skipped int, failed map[rejection]error, err error) {
+	rows, heads, members, mentions := w.sortedRows()
+	fresh := p.written.filter(rows)
+	jobs := cursorJobs(p, fresh, feed)
+	jobs = append(jobs, tableJobs(p, tableHeads, heads, func(h channel.Head) string { return h.Channel }, p.store.UpsertHeads)...)
+	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
+	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
+	jobs = append(jobs, tableJobs(p, tableSettings, w.sortedSettings(), func(st privacy.Settings) string { return event.UserKey(st.User) }, p.store.UpsertSettings)...)
+	jobs = append(jobs, p.moveJobs(fresh)...) // issue 9: the cursor-move log
+	written, failed, err = p.runJobs(ctx, jobs)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if err := p.trimMentions(ctx, mentions); err != nil {
+		return 0, 0, nil, fmt.Errorf("trimming the mentions of a window: %w", err)
+	}
+	return written, len(rows) - len(fresh), failed, nil
+}
+
 // tombstoneChunk bounds the users of one tombstone lookup.
 const tombstoneChunk = 10_000
 
@@ -538,13 +574,12 @@ const tombstoneChunk = 10_000
 // user's later marks writes those marks after it. It retries while
 // Postgres fails (an erasure is never dead-lettered: it was validated on
 // decode); an error means ctx ended.
-func (p *Persister) applyErasures(ctx context.Context, w *window) error {
+func (p *Persister) applyErasures(ctx context.Context, w *window) (tombs tombstone.Set, clock int64, err error) {
 	users := make([]string, 0, len(w.erasures))
 	for u := range w.erasures {
 		users = append(users, u)
 	}
 	slices.Sort(users)
-	always := func(error) bool { return true }
 	for _, u := range users {
 		t := w.erasures[u]
 		var deleted int64
@@ -555,14 +590,43 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("applying the erasure of %s: %w", u, err)
+			return nil, 0, fmt.Errorf("applying the erasure of %s: %w", u, err)
 		}
 		p.log.Info("erasure applied", zap.String("user_id", u), zap.Int64("generation", t.Generation),
 			zap.Bool("advanced", advanced), zap.Int64("rows_deleted", deleted))
 	}
 
+	// Read before the lookup: an erasure committed after it moves the
+	// clock, which takeBackRaced checks once the rows are written.
+	err = p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
+		var err error
+		clock, err = p.store.ErasureClock(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the erasure clock: %w", err)
+	}
+	users = w.users()
+	tombs, err = p.tombstones(ctx, users)
+	if err != nil {
+		return nil, 0, err
+	}
+	if p.onTombstones != nil {
+		p.onTombstones(users)
+	}
+	p.dropErased(w, tombs)
+	return tombs, clock, nil
+}
+
+// always retries every error: the store's calls of a window are retried
+// while Postgres fails, until ctx ends.
+func always(error) bool { return true }
+
+// tombstones looks up the tombstones of users, one query per
+// tombstoneChunk users.
+func (p *Persister) tombstones(ctx context.Context, users []string) (tombstone.Set, error) {
 	tombs := tombstone.Set{}
-	for _, part := range chunk(w.users(), tombstoneChunk) {
+	for _, part := range chunk(users, tombstoneChunk) {
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			got, err := p.store.Tombstones(ctx, part)
 			for _, t := range got {
@@ -571,11 +635,17 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("looking up the tombstones of a window: %w", err)
+			return nil, fmt.Errorf("looking up the tombstones of a window: %w", err)
 		}
 	}
+	return tombs, nil
+}
+
+// dropErased drops the window's events that predate their user's erasure
+// and makes the written cache forget the erased users' keys.
+func (p *Persister) dropErased(w *window, tombs tombstone.Set) {
 	if len(tombs) == 0 {
-		return nil
+		return
 	}
 	// What this replica wrote for an erased user's keys before the erasure
 	// says nothing of Postgres now.
@@ -590,7 +660,60 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) error {
 		p.m.erasedDropped.Add(float64(dropped))
 		p.log.Info("dropped events that predate their user's erasure", zap.Int("num_events", dropped), zap.Int("num_erased_users", len(tombs)))
 	}
-	return nil
+}
+
+// takeBackRaced runs once a window's rows are committed. Unless the
+// erasure clock moved since the tombstone lookup (clock), nothing was
+// erased meanwhile, and an erasure still to come deletes what was
+// written. Otherwise it looks the tombstones up again: for each user
+// erased since (an erasure the dlt-reconciler or another replica applied
+// first, whose deletes ran before this window's rows were written), it
+// deletes the user's rows again (pgstore.EraseAgain) and drops the
+// window's events that predate the erasure; it returns those users, whose
+// surviving rows the caller writes again, and advances clock and tombs.
+// An error means ctx ended.
+func (p *Persister) takeBackRaced(ctx context.Context, w *window, clock *int64, tombs tombstone.Set) (tombstone.Set, error) {
+	var now int64
+	err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
+		var err error
+		now, err = p.store.ErasureClockSettled(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the erasure clock: %w", err)
+	}
+	if now == *clock {
+		return nil, nil
+	}
+	*clock = now
+	latest, err := p.tombstones(ctx, w.users())
+	if err != nil {
+		return nil, err
+	}
+	raced := tombstone.Set{}
+	for u, t := range latest {
+		if t.Generation > tombs[u].Generation {
+			raced.Add(t)
+			tombs.Add(t)
+		}
+	}
+	users := slices.Sorted(maps.Keys(raced))
+	for _, u := range users {
+		var deleted int64
+		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
+			var err error
+			deleted, err = p.store.EraseAgain(ctx, u)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("erasing %s again: %w", u, err)
+		}
+		p.m.erasuresRaced.Inc()
+		p.log.Warn("an erasure was applied while the window was written: its user's rows are deleted again and what follows the erasure is written again",
+			zap.String("user_id", u), zap.Int64("generation", raced[u].Generation), zap.Int64("rows_deleted", deleted))
+	}
+	p.dropErased(w, raced)
+	return raced, nil
 }
 
 // job is one statement of a window: it writes its rows (bisecting a

@@ -222,6 +222,33 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 	return dropped
 }
 
+// ofUsers returns the rows of users in the window, for writing again: a
+// window of its own, with no records, channel heads or offsets.
+func (w *window) ofUsers(users tombstone.Set) *window {
+	sub := newWindow(0, w.mentionCap)
+	for k, r := range w.rows {
+		if _, ok := users[k.User]; ok {
+			sub.rows[k] = r
+		}
+	}
+	for k, m := range w.members {
+		if _, ok := users[k.User]; ok {
+			sub.members[k] = m
+		}
+	}
+	for k, m := range w.mentions {
+		if _, ok := users[k.User]; ok {
+			sub.mentions[k] = m
+		}
+	}
+	for u, st := range w.settings {
+		if _, ok := users[u]; ok {
+			sub.settings[u] = st
+		}
+	}
+	return sub
+}
+
 // recordUser is the user of a record key: "user:channel" or a user-wide
 // event's "u::user"; a channel event's key has none.
 func recordUser(key string) (string, bool) {

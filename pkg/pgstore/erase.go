@@ -51,32 +51,84 @@ WHERE (excluded.generation, excluded.erased_at_unix_ms) > (t.generation, t.erase
 			return nil
 		}
 		advanced = true
-		rows, err := tx.Query(ctx, `SELECT channel_id FROM read_receipts WHERE user_id = $1
-UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, t.User)
-		if err != nil {
-			return err
+		// Raised before the deletes and held to commit: a writer checking
+		// the clock after its rows committed either comes first (these
+		// deletes then see its rows) or waits for this commit.
+		if _, err := tx.Exec(ctx, `UPDATE erasure_clock SET erasures = erasures + 1`); err != nil {
+			return fmt.Errorf("raising the erasure clock: %w", err)
 		}
-		channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		for _, table := range ErasedTables {
-			stmt, args := `DELETE FROM `+pgx.Identifier{table}.Sanitize()+` WHERE user_id = $1`, []any{t.User}
-			if byUserChannels[table] {
-				stmt, args = stmt+` AND channel_id = ANY($2)`, append(args, channels)
-			}
-			tag, err := tx.Exec(ctx, stmt, args...)
-			if err != nil {
-				return fmt.Errorf("deleting from %s: %w", table, err)
-			}
-			deleted += tag.RowsAffected()
-		}
-		return nil
+		deleted, err = deleteUserRows(ctx, tx, t.User)
+		return err
 	})
 	if err != nil {
 		return 0, false, fmt.Errorf("erasing user %s: %w", t.User, classify(err))
 	}
 	return deleted, advanced, nil
+}
+
+// deleteUserRows deletes the user's rows from every table of ErasedTables.
+func deleteUserRows(ctx context.Context, tx pgx.Tx, user string) (int64, error) {
+	rows, err := tx.Query(ctx, `SELECT channel_id FROM read_receipts WHERE user_id = $1
+UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
+	if err != nil {
+		return 0, err
+	}
+	channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	var deleted int64
+	for _, table := range ErasedTables {
+		stmt, args := `DELETE FROM `+pgx.Identifier{table}.Sanitize()+` WHERE user_id = $1`, []any{user}
+		if byUserChannels[table] {
+			stmt, args = stmt+` AND channel_id = ANY($2)`, append(args, channels)
+		}
+		tag, err := tx.Exec(ctx, stmt, args...)
+		if err != nil {
+			return 0, fmt.Errorf("deleting from %s: %w", table, err)
+		}
+		deleted += tag.RowsAffected()
+	}
+	return deleted, nil
+}
+
+// EraseAgain deletes the rows of a user whose erasure is already applied
+// (its tombstone stored): what a writer that raced the erasure wrote after
+// its deletes. It does not touch the tombstone nor the erasure clock.
+func (s *Store) EraseAgain(ctx context.Context, user string) (deleted int64, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		deleted, err = deleteUserRows(ctx, tx, user)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("erasing user %s again: %w", user, classify(err))
+	}
+	return deleted, nil
+}
+
+// ErasureClock returns the count of erasures applied. Read it before a
+// tombstone lookup and pass it to ErasureClockSettled after the writes
+// that lookup filtered.
+func (s *Store) ErasureClock(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT erasures FROM erasure_clock`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("reading the erasure clock: %w", classify(err))
+	}
+	return n, nil
+}
+
+// ErasureClockSettled returns the count of erasures applied, first
+// waiting for an erasure in progress to commit or roll back (a share lock
+// on the clock's row, released as the statement ends). Called after a
+// writer's rows are committed: a count equal to the one read before its
+// tombstone lookup means no erasure can have missed them (one that
+// starts later deletes them); a greater one means the lookup may be stale.
+func (s *Store) ErasureClockSettled(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, `SELECT erasures FROM erasure_clock FOR SHARE`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("reading the erasure clock: %w", classify(err))
+	}
+	return n, nil
 }
 
 // Tombstones returns the tombstones of those of users that were erased,

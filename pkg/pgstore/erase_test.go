@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -147,4 +148,92 @@ AND c.relnamespace = current_schema()::regnamespace`)
 		}
 		require.Contains(t, pgstore.ErasedTables, table, "table %s has a user_id column but is not in pgstore.ErasedTables", table)
 	}
+}
+
+// The erasure clock moves only with an erasure that advances its
+// tombstone, and a settled read waits for an erasure in progress (holding
+// the clock's row) to commit: what lets a writer know, after its rows
+// committed, whether an erasure ran between its tombstone lookup and them.
+func TestErasureClockOrdersWritersAgainstErasures(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	withMovePartition(t, s)
+	seedUser(t, s, "gone")
+
+	before, err := s.ErasureClock(ctx)
+	require.NoError(t, err)
+	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
+	_, advanced, err := s.Erase(ctx, ts)
+	require.NoError(t, err)
+	require.True(t, advanced)
+	after, err := s.ErasureClockSettled(ctx)
+	require.NoError(t, err)
+	require.Equal(t, before+1, after)
+	_, advanced, err = s.Erase(ctx, ts)
+	require.NoError(t, err)
+	require.False(t, advanced)
+	again, err := s.ErasureClock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, after, again, "an erasure that does not advance leaves the clock")
+
+	// An erasure in progress: the settled read waits for its commit and
+	// returns the count it raised.
+	tx, err := s.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `UPDATE erasure_clock SET erasures = erasures + 1`)
+	require.NoError(t, err)
+	settled := make(chan int64, 1)
+	go func() {
+		n, err := s.ErasureClockSettled(ctx)
+		if err != nil {
+			n = -1
+		}
+		settled <- n
+	}()
+	// The reader is blocked on the row lock (pg_locks shows it waiting)
+	// until the transaction commits.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM erasure_clock FOR SHARE%' AND datname = current_database())`).Scan(&waiting)
+		return err == nil && waiting
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Empty(t, settled, "the settled read returned while an erasure held the clock")
+	unsettled, err := s.ErasureClock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, after, unsettled, "a plain read sees the committed count")
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, after+1, <-settled)
+}
+
+// EraseAgain deletes what was written for an erased user after the
+// erasure's deletes, and keeps the tombstone.
+func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	withMovePartition(t, s)
+	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
+	_, _, err := s.Erase(ctx, ts)
+	require.NoError(t, err)
+	seedUser(t, s, "gone")
+	seedUser(t, s, "kept")
+	want := userRows(t, s, "kept")
+	clock, err := s.ErasureClock(ctx)
+	require.NoError(t, err)
+
+	deleted, err := s.EraseAgain(ctx, "gone")
+	require.NoError(t, err)
+	require.Equal(t, int64(2+2+4+1+2), deleted)
+	for table, n := range userRows(t, s, "gone") {
+		require.Zero(t, n, "erased user's rows in %s", table)
+	}
+	require.Equal(t, want, userRows(t, s, "kept"))
+	one, err := s.Tombstone(ctx, "gone")
+	require.NoError(t, err)
+	require.Equal(t, ts, one)
+	now, err := s.ErasureClock(ctx)
+	require.NoError(t, err)
+	require.Equal(t, clock, now)
 }

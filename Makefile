@@ -75,6 +75,10 @@ bench-persister: services ## drain 1M zipf events with bin/persister from a cold
 	$(GO) build -o bin/ ./cmd/devbroker ./cmd/persister ./cmd/receiptsbench
 	bin/receiptsbench persister $(BENCH_PERSISTER_FLAGS)
 
+.PHONY: pgo
+pgo: ## refresh cmd/kafkagate and cmd/persister default.pgo from CPU profiles of a local stack under load (scripts/pgo.sh)
+	scripts/pgo.sh
+
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME (10s) each
 	@for f in $$(grep -rl --include='*_test.go' '^func Fuzz' cmd pkg e2e 2>/dev/null); do \

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Refreshes the profiles `go build` optimises the services with
+# (cmd/kafkagate/default.pgo, cmd/persister/default.pgo; Go's
+# profile-guided optimisation, -pgo=auto). It starts a stack (scripts/run.sh,
+# no demo), drives it with batched calls, then with single marks, takes a
+# CPU profile of each service under each load from its admin port
+# (/debug/pprof/profile) and merges each service's two into its
+# default.pgo. Raw profiles go to .run/pgo/<time>/. Re-run it after a
+# change that moves the hot paths, then measure (BENCHMARKS.md, "PGO").
+#
+# Usage: scripts/pgo.sh
+# Environment: PGO_SECONDS [25] profile length per load; RUN_API_PORT,
+#   RUN_BROKER_PORT, RUN_ADMIN_PORTS as scripts/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+secs=${PGO_SECONDS:-25}
+export RUN_API_PORT=${RUN_API_PORT:-8080} RUN_BROKER_PORT=${RUN_BROKER_PORT:-9092} RUN_ADMIN_PORTS=${RUN_ADMIN_PORTS:-9100 9101 9102}
+read -r gate_admin persister_admin _ <<<"$RUN_ADMIN_PORTS"
+out=.run/pgo/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+log() { echo "pgo: $*" >&2; }
+
+scripts/services.sh
+go build -o bin/ ./cmd/...
+log "starting the stack"
+RUN_NO_DEMO=1 scripts/run.sh >"$out/stack.log" 2>&1 &
+stack=$!
+trap 'kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
+for _ in $(seq 120); do grep -q 'The stack is running' "$out/stack.log" && break; sleep 0.5; done
+grep -q 'The stack is running' "$out/stack.log" || { cat "$out/stack.log"; exit 1; }
+
+# profile LOAD_NAME LOAD_FLAGS...: the load runs past both ends of the
+# profiles, so they see only the steady state.
+profile() {
+  local name=$1; shift
+  log "load $name: $*"
+  bin/receiptsctl load --target "http://127.0.0.1:$RUN_API_PORT" --brokers "127.0.0.1:$RUN_BROKER_PORT" \
+    --user-prefix "pgo$(date +%s)$name-u" --quiet --rate 0 --duration "$((secs + 15))s" \
+    --users 100000 --channels 50 --zipf 1.1 --dup 0.2 --reorder 0.1 --concurrency 64 "$@" >"$out/$name.load.txt" 2>&1 &
+  local load=$!
+  sleep 5
+  curl -sf -o "$out/kafkagate-$name.pprof" "127.0.0.1:$gate_admin/debug/pprof/profile?seconds=$secs" &
+  local gate_profile=$!
+  curl -sf -o "$out/persister-$name.pprof" "127.0.0.1:$persister_admin/debug/pprof/profile?seconds=$secs"
+  wait "$gate_profile"
+  wait "$load"
+  sed -n 2,3p "$out/$name.load.txt" >&2
+}
+profile batch --batch 100
+profile single --single
+
+for svc in kafkagate persister; do
+  go tool pprof -proto "$out/$svc-batch.pprof" "$out/$svc-single.pprof" >"cmd/$svc/default.pgo"
+  log "cmd/$svc/default.pgo: $(wc -c <"cmd/$svc/default.pgo") bytes"
+done

@@ -76,7 +76,7 @@ bench-persister: services ## drain 1M zipf events with bin/persister from a cold
 	bin/receiptsbench persister $(BENCH_PERSISTER_FLAGS)
 
 .PHONY: pgo
-pgo: ## refresh cmd/kafkagate and cmd/persister default.pgo from CPU profiles of a local stack under load (scripts/pgo.sh)
+pgo: ## CPU profiles of kafkagate and persister under load on a local stack, for a profile-guided build (scripts/pgo.sh; not used by default)
 	scripts/pgo.sh
 
 .PHONY: fuzz

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Refreshes the profiles `go build` optimises the services with
-# (cmd/kafkagate/default.pgo, cmd/persister/default.pgo; Go's
-# profile-guided optimisation, -pgo=auto). It starts a stack (scripts/run.sh,
-# no demo), drives it with batched calls, then with single marks, takes a
-# CPU profile of each service under each load from its admin port
-# (/debug/pprof/profile) and merges each service's two into its
-# default.pgo. Raw profiles go to .run/pgo/<time>/. Re-run it after a
-# change that moves the hot paths, then measure (BENCHMARKS.md, "PGO").
+# Takes the CPU profiles a profile-guided build of the services would use
+# (Go's PGO): it starts a stack (scripts/run.sh, no demo), drives it with
+# batched calls, then with single marks, takes a CPU profile of kafkagate
+# and of the persister under each load from their admin ports
+# (/debug/pprof/profile) and merges each service's two into
+# .run/pgo/<time>/<service>.pgo. Nothing is built with them by default:
+# on this project's 2-core hosts the gain was within the noise (0-8 % less
+# CPU per event, BENCHMARKS.md, "PGO"), against a first build twice as
+# long. To try them on your hardware:
+#   go build -pgo=.run/pgo/<time>/kafkagate.pgo -o bin/ ./cmd/kafkagate
+# or copy one to cmd/<service>/default.pgo, which `go build` then uses.
 #
 # Usage: scripts/pgo.sh
 # Environment: PGO_SECONDS [25] profile length per load; RUN_API_PORT,
@@ -51,6 +54,6 @@ profile batch --batch 100
 profile single --single
 
 for svc in kafkagate persister; do
-  go tool pprof -proto "$out/$svc-batch.pprof" "$out/$svc-single.pprof" >"cmd/$svc/default.pgo"
-  log "cmd/$svc/default.pgo: $(wc -c <"cmd/$svc/default.pgo") bytes"
+  go tool pprof -proto "$out/$svc-batch.pprof" "$out/$svc-single.pprof" >"$out/$svc.pgo"
+  log "$out/$svc.pgo: $(wc -c <"$out/$svc.pgo") bytes; build with: go build -pgo=$out/$svc.pgo -o bin/ ./cmd/$svc"
 done

@@ -21,6 +21,8 @@
 #   BENCH_FLOOR_PORT [8090]   the HTTP floor (receiptsctl http-floor)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/stack.sh
+. scripts/lib/stack.sh
 
 duration=${BENCH_DURATION:-30s}
 users=${BENCH_USERS:-100000}
@@ -68,11 +70,7 @@ go test -run '^$' -bench 'BenchmarkCopyBaseline|BenchmarkWritePath' -benchtime 2
 
 # 3. The pipeline: start a stack (no demo), then the load scenarios.
 log "starting the stack"
-RUN_NO_DEMO=1 scripts/run.sh >"$out/stack.log" 2>&1 &
-stack=$!
-trap 'kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
-for _ in $(seq 120); do grep -q 'The stack is running' "$out/stack.log" && break; sleep 0.5; done
-grep -q 'The stack is running' "$out/stack.log" || { cat "$out/stack.log"; exit 1; }
+start_stack "$out/stack.log"
 
 # cpu_snapshot prints "pid comm ticks" for the processes whose CPU we
 # account: the services, the broker, Postgres backends and Redis.

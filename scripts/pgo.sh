@@ -16,6 +16,8 @@
 #   RUN_BROKER_PORT, RUN_ADMIN_PORTS as scripts/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/stack.sh
+. scripts/lib/stack.sh
 
 secs=${PGO_SECONDS:-25}
 export RUN_API_PORT=${RUN_API_PORT:-8080} RUN_BROKER_PORT=${RUN_BROKER_PORT:-9092} RUN_ADMIN_PORTS=${RUN_ADMIN_PORTS:-9100 9101 9102}
@@ -27,11 +29,7 @@ log() { echo "pgo: $*" >&2; }
 scripts/services.sh
 go build -o bin/ ./cmd/...
 log "starting the stack"
-RUN_NO_DEMO=1 scripts/run.sh >"$out/stack.log" 2>&1 &
-stack=$!
-trap 'kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
-for _ in $(seq 120); do grep -q 'The stack is running' "$out/stack.log" && break; sleep 0.5; done
-grep -q 'The stack is running' "$out/stack.log" || { cat "$out/stack.log"; exit 1; }
+start_stack "$out/stack.log"
 
 # profile LOAD_NAME LOAD_FLAGS...: the load runs past both ends of the
 # profiles, so they see only the steady state.

@@ -505,12 +505,10 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 			return fmt.Errorf("writing again the rows of %d users erased meanwhile: %w", len(raced), err)
 		}
 		written += n
-		for r, e := range f {
-			if failed == nil {
-				failed = map[rejection]error{}
-			}
-			failed[r] = e
+		if len(f) > 0 && failed == nil {
+			failed = map[rejection]error{}
 		}
+		maps.Copy(failed, f)
 	}
 	if len(failed) > 0 {
 		// A rejected row merged every record of its key into that table,
@@ -573,7 +571,8 @@ const tombstoneChunk = 10_000
 // user back. The erasures go first: a window holding an erasure and the
 // user's later marks writes those marks after it. It retries while
 // Postgres fails (an erasure is never dead-lettered: it was validated on
-// decode); an error means ctx ended.
+// decode); an error means ctx ended. It returns the tombstones found and
+// the erasure clock read before the lookup, for takeBackRaced.
 func (p *Persister) applyErasures(ctx context.Context, w *window) (tombs tombstone.Set, clock int64, err error) {
 	users := make([]string, 0, len(w.erasures))
 	for u := range w.erasures {

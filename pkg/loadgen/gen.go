@@ -23,6 +23,8 @@ type Event struct {
 	Seq       int64
 	MessageID string
 	DeviceID  string
+	// index numbers the key within the run (user*channels+channel).
+	index int64
 }
 
 // State is the stored state an acknowledged event guarantees at least:
@@ -114,6 +116,7 @@ func (g *Generator) Next() Event {
 		Seq:       seq,
 		MessageID: "m" + strconv.FormatInt(seq, 10),
 		DeviceID:  g.devices[g.rng.IntN(len(g.devices))],
+		index:     idx,
 	}
 	if len(g.recent) < recentEvents {
 		g.recent = append(g.recent, ev)

@@ -1,6 +1,7 @@
 package loadgen_test
 
 import (
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -152,7 +153,7 @@ func TestRunModelMatchesServer(t *testing.T) {
 	var pmu sync.Mutex
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
 		Target: srv.URL, Events: 20000, Users: 300, Channels: 10, Zipf: 1.1,
-		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.2, Batch: 50, Concurrency: 4, Seed: 3,
+		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.2, Batch: 50, Concurrency: 4, Seed: 3, Model: true,
 		ProgressInterval: 10 * time.Millisecond,
 		Progress: func(p loadgen.Progress) {
 			pmu.Lock()
@@ -202,7 +203,7 @@ func TestRunSingleMarkRoutes(t *testing.T) {
 	g, srv := newFakeGate(t)
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
 		Target: srv.URL, Events: 3000, Users: 100, Channels: 10, Zipf: 1.1,
-		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.3, Batch: 1, Single: true, Concurrency: 8, Seed: 5,
+		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.3, Batch: 1, Single: true, Concurrency: 8, Seed: 5, Model: true,
 	})
 	require.NoError(t, err)
 	require.EqualValues(t, 3000, res.Requests)
@@ -219,6 +220,22 @@ func TestRunSingleMarkRoutes(t *testing.T) {
 
 	_, err = loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Batch: 2, Single: true})
 	require.ErrorContains(t, err, "batch must be 1")
+}
+
+func TestRunCountsKeysWithoutAModel(t *testing.T) {
+	t.Parallel()
+	g, srv := newFakeGate(t)
+	g.failEvery = 5
+	res, err := loadgen.Run(context.Background(), loadgen.Config{
+		Target: srv.URL, Events: 5000, Users: 200, Channels: 10, Zipf: 1.1,
+		Dup: 0.2, Reorder: 0.1, Batch: 20, Concurrency: 4, Seed: 9,
+	})
+	require.NoError(t, err)
+	require.Nil(t, res.Acked, "no model unless asked")
+	require.Positive(t, res.Failed)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Len(t, g.state, res.Keys, "keys with an acknowledged event, failed requests' keys not counted")
 }
 
 func TestRunRateAndDuration(t *testing.T) {
@@ -334,16 +351,24 @@ func TestRunAsksForGzipOnlyWhenTold(t *testing.T) {
 	t.Parallel()
 	var gz atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Accept-Encoding") != "" {
-			gz.Add(1)
+		const answer = `{"results":[{"advanced":true}]}`
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			_, _ = w.Write([]byte(answer))
+			return
 		}
-		_, _ = w.Write([]byte(`{"results":[{}]}`))
+		gz.Add(1)
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = zw.Write([]byte(answer))
+		_ = zw.Close()
 	}))
 	t.Cleanup(srv.Close)
-	_, err := loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 3, Batch: 1, Concurrency: 1})
+	res, err := loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 3, Batch: 1, Concurrency: 1})
 	require.NoError(t, err)
 	require.Zero(t, gz.Load())
-	_, err = loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 3, Batch: 1, Concurrency: 1, Gzip: true})
+	require.EqualValues(t, 3, res.Advanced)
+	res, err = loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 3, Batch: 1, Concurrency: 1, Gzip: true})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, gz.Load())
+	require.EqualValues(t, 3, res.Advanced, "the compressed answers are read: %v", res.ErrorSamples)
 }

@@ -1,6 +1,7 @@
 package loadgen
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -94,4 +95,21 @@ func TestConfigValidate(t *testing.T) {
 		require.ErrorContains(t, err, want)
 	}
 	require.ErrorContains(t, Config{Lag: &LagConfig{}}.WithDefaults().Validate(), "Get")
+}
+
+func TestLastSeqsDenseAndSparseAgree(t *testing.T) {
+	dense, sparse := newLastSeqs(1000), newLastSeqs(denseKeysMax+1)
+	require.NotNil(t, dense.dense)
+	require.NotNil(t, sparse.sparse)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 10000 {
+		i := rng.Int64N(1000)
+		require.Equal(t, dense.get(i), sparse.get(i))
+		seq := dense.get(i) + 1 + rng.Int64N(3)
+		dense.set(i, seq)
+		sparse.set(i, seq)
+	}
+	for i := range int64(1000) {
+		require.Equal(t, dense.get(i), sparse.get(i))
+	}
 }

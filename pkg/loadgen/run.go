@@ -447,7 +447,7 @@ func encode(buf *bytes.Buffer, b batch) {
 // escaping (generated ids always), else as encoding/json writes it.
 func writeString(buf *bytes.Buffer, s string) {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !jsonPlain[s[i]] {
 			q, _ := json.Marshal(s)
 			buf.Write(q)
 			return
@@ -457,6 +457,15 @@ func writeString(buf *bytes.Buffer, s string) {
 	buf.WriteString(s)
 	buf.WriteByte('"')
 }
+
+// jsonPlain marks the bytes encoding/json writes as they are (a table:
+// the per-byte test of four ids an event was a tenth of the tool's CPU).
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // send posts one batch and records the outcome; acknowledged events are
 // merged into model (nil: no model).

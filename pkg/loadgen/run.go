@@ -512,7 +512,7 @@ func (r *runner) send(ctx context.Context, b batch, model map[receipt.Key]receip
 		return
 	}
 	raw := resp.Body()
-	if bytes.Equal(resp.Header.ContentEncoding(), []byte("gzip")) {
+	if string(resp.Header.ContentEncoding()) == "gzip" { // compared without a copy
 		var err error
 		if raw, err = resp.BodyGunzip(); err != nil {
 			r.fail(len(b), "transport", "reading response: "+err.Error())

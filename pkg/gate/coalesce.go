@@ -19,6 +19,14 @@ import (
 // every slot is busy queue, and the next flush takes them all (up to a
 // batch bound). Single marks then share round trips instead of each paying
 // its own Redis write and produce request.
+//
+// A flush has two stages: the Redis stage (checks and merge), which holds
+// the flush slot, and the Kafka stage (waiting for the acks), which does
+// not: the flush hands its slot off once its records are encoded, so the
+// next flush's Redis stage overlaps this one's produce, and kgo sends
+// the records of overlapping flushes together. Slots no longer split the
+// waiting calls in two to keep Redis and Kafka busy at once; a bounded
+// number of flushes (Produces) may wait on Kafka.
 
 // Coalescer defaults.
 const (
@@ -28,12 +36,13 @@ const (
 	// CoalesceMaxQueuedDefault bounds the marks waiting for a flush; a call
 	// that does not fit is answered Unavailable (nothing written).
 	CoalesceMaxQueuedDefault = 50000
-	// CoalesceFlushesDefault is the number of flushes in flight at once:
-	// more than one keeps Redis and Kafka busy while a flush waits on the
-	// other; more than two only split the waiting calls into smaller
-	// flushes (more round trips per mark: single marks from 64 clients
-	// 7.2k/s with 4, 7.9k/s with 2, batches unchanged; BENCHMARKS.md).
-	CoalesceFlushesDefault = 2
+	// CoalesceFlushesDefault is the number of flushes in their Redis
+	// stage at once.
+	CoalesceFlushesDefault = 1
+	// CoalesceProducesDefault bounds the flushes past their Redis stage,
+	// waiting for Kafka's acks (the producer's requests in flight,
+	// producer.ProduceInflightDefault, send them).
+	CoalesceProducesDefault = 5
 )
 
 // CoalesceConfig bounds the group commit.
@@ -44,9 +53,13 @@ type CoalesceConfig struct {
 	// MaxQueued bounds the marks waiting for a flush. Defaults to
 	// CoalesceMaxQueuedDefault.
 	MaxQueued int
-	// Flushes is the number of flushes in flight at once; 1 serialises
-	// writes. Defaults to CoalesceFlushesDefault.
+	// Flushes is the number of flushes in their Redis stage at once; 1
+	// serialises the merges. Defaults to CoalesceFlushesDefault.
 	Flushes int
+	// Produces bounds the flushes past their Redis stage, waiting for
+	// Kafka: a flush that finds them all busy keeps its slot until one
+	// ends. Defaults to CoalesceProducesDefault.
+	Produces int
 	// TranscodeAllREST turns the fast REST path of the hot write routes
 	// off (fastrest.go): every REST call goes through vanguard. For
 	// comparisons and as a switch should the two ever disagree.
@@ -58,7 +71,8 @@ func (c *CoalesceConfig) RegisterFlags(fs *flag.FlagSet) {
 	*c = c.withDefaults()
 	fs.IntVar(&c.MaxMarks, "write-batch-max", c.MaxMarks, "most marks of concurrent calls written together (one Redis pipeline, one produce batch)")
 	fs.IntVar(&c.MaxQueued, "write-queue-max", c.MaxQueued, "most marks waiting to be written; a call beyond it is answered Unavailable")
-	fs.IntVar(&c.Flushes, "write-flushes", c.Flushes, "shared writes in flight at once")
+	fs.IntVar(&c.Flushes, "write-flushes", c.Flushes, "shared writes in their Redis stage (checks, merge) at once")
+	fs.IntVar(&c.Produces, "write-produces", c.Produces, "shared writes past their Redis stage waiting for Kafka at once")
 	fs.BoolVar(&c.TranscodeAllREST, "rest-transcode-all", c.TranscodeAllREST, "send the hot REST write routes through the generic transcoder too (no fast path)")
 }
 
@@ -66,6 +80,7 @@ func (c CoalesceConfig) withDefaults() CoalesceConfig {
 	c.MaxMarks = cmp.Or(c.MaxMarks, CoalesceMaxMarksDefault)
 	c.MaxQueued = cmp.Or(c.MaxQueued, CoalesceMaxQueuedDefault)
 	c.Flushes = cmp.Or(c.Flushes, CoalesceFlushesDefault)
+	c.Produces = cmp.Or(c.Produces, CoalesceProducesDefault)
 	return c
 }
 
@@ -74,7 +89,7 @@ func (c CoalesceConfig) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"Coalesce.MaxMarks", c.MaxMarks}, {"Coalesce.MaxQueued", c.MaxQueued}, {"Coalesce.Flushes", c.Flushes}} {
+	}{{"Coalesce.MaxMarks", c.MaxMarks}, {"Coalesce.MaxQueued", c.MaxQueued}, {"Coalesce.Flushes", c.Flushes}, {"Coalesce.Produces", c.Produces}} {
 		if f.v < 1 {
 			errs = append(errs, fmt.Errorf("%s: must be >= 1, got %d", f.name, f.v))
 		}
@@ -91,15 +106,20 @@ var errQueueFull = errors.New("the gateway's write queue is full")
 // was acknowledged, and every store max-merges).
 type coalescer[J any] struct {
 	// flush writes a batch and sets every job's result. It is called by at
-	// most maxFlushes goroutines at once.
-	flush func([]J)
+	// most maxFlushes goroutines at once. It may call handOff once, when
+	// what is left of it is waiting (on Kafka): its slot then goes to the
+	// next batch while it finishes, at most maxTails flushes at once.
+	flush func(batch []J, handOff func())
 	// size is a job's number of marks; skip reports a job whose caller left
 	// before its flush (it is dropped, unwritten).
 	size func(J) int
 	skip func(J) bool
 
 	maxMarks, maxQueued, maxFlushes int
-	m                               *coalesceMetrics
+	// tails holds a token per flush past its hand-off; its capacity is
+	// the bound.
+	tails chan struct{}
+	m     *coalesceMetrics
 
 	mu       sync.Mutex
 	queue    []J
@@ -151,12 +171,32 @@ func (c *coalescer[J]) submit(j J) error {
 	return nil
 }
 
-// run flushes batch, then, while calls are queued, hands the slot to a new
-// goroutine so that this caller is answered without waiting for others.
+// run flushes batch. When the flush hands off (or ends, if it does not),
+// and calls are queued, the slot goes to a new goroutine, so that this
+// caller is answered without waiting for others.
 func (c *coalescer[J]) run(batch []J) {
-	if len(batch) > 0 {
-		c.flush(batch)
+	handedOff := false
+	handOff := func() {
+		if handedOff {
+			return
+		}
+		c.tails <- struct{}{} // wait, holding the slot, while too many flushes wait on Kafka
+		handedOff = true
+		c.next()
 	}
+	if len(batch) > 0 {
+		c.flush(batch, handOff)
+	}
+	if handedOff {
+		<-c.tails
+		return
+	}
+	c.next()
+}
+
+// next gives the slot of a flush that ended or handed off to the queued
+// calls, or frees it.
+func (c *coalescer[J]) next() {
 	c.mu.Lock()
 	if len(c.queue) == 0 {
 		c.flushing--

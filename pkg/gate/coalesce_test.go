@@ -32,7 +32,7 @@ type testCoalescer struct {
 func newTestCoalescer(maxMarks, maxQueued, flushes int, hold chan struct{}) *testCoalescer {
 	tc := &testCoalescer{entered: make(chan struct{}, 100), hold: hold}
 	tc.c = &coalescer[*testJob]{
-		flush: func(jobs []*testJob) {
+		flush: func(jobs []*testJob, _ func()) {
 			tc.entered <- struct{}{}
 			if tc.hold != nil {
 				<-tc.hold
@@ -53,6 +53,7 @@ func newTestCoalescer(maxMarks, maxQueued, flushes int, hold chan struct{}) *tes
 		maxMarks:   maxMarks,
 		maxQueued:  maxQueued,
 		maxFlushes: flushes,
+		tails:      make(chan struct{}, 1),
 		m:          newCoalesceMetrics(prometheus.NewRegistry()),
 	}
 	return tc
@@ -199,4 +200,66 @@ func TestGCPauseQuantilesAreExported(t *testing.T) {
 	require.GreaterOrEqual(t, got["receipts_kafkagate_gc_pauses_total"], 1.0, "%v", got)
 	require.Greater(t, got["receipts_kafkagate_gc_pause_seconds{1}"], 0.0, "%v", got)
 	require.LessOrEqual(t, got["receipts_kafkagate_gc_pause_seconds{0.5}"], got["receipts_kafkagate_gc_pause_seconds{0.999}"])
+}
+
+func TestCoalescerOverlapsFlushesWaitingOnKafkaUpToTheBound(t *testing.T) {
+	t.Parallel()
+	inTail := make(chan int, 10)
+	acks := map[int]chan struct{}{}
+	for id := range 4 {
+		acks[id] = make(chan struct{})
+	}
+	c := &coalescer[*testJob]{
+		flush: func(jobs []*testJob, handOff func()) {
+			handOff() // the Redis stage is done
+			inTail <- jobs[0].id
+			<-acks[jobs[0].id]
+			for _, j := range jobs {
+				close(j.done)
+			}
+		},
+		size:       func(j *testJob) int { return j.n },
+		skip:       func(j *testJob) bool { return j.ctx.Err() != nil },
+		maxMarks:   1, // a flush per job
+		maxQueued:  100,
+		maxFlushes: 1,
+		tails:      make(chan struct{}, 2),
+		m:          newCoalesceMetrics(prometheus.NewRegistry()),
+	}
+	jobs := make([]*testJob, 4)
+	for id := range jobs {
+		jobs[id] = &testJob{ctx: t.Context(), id: id, n: 1, done: make(chan struct{})}
+	}
+	submit := func(id int) { go func() { _ = c.submit(jobs[id]) }() }
+
+	// One slot, yet the second flush runs while the first waits for acks.
+	submit(0)
+	require.Equal(t, 0, <-inTail)
+	submit(1)
+	require.Equal(t, 1, <-inTail)
+	// Two flushes wait on Kafka: the third keeps the slot until one ends,
+	// and the fourth queues behind it.
+	submit(2)
+	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.flushing == 1 && len(c.queue) == 0 }, 10*time.Second, time.Millisecond)
+	submit(3)
+	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return len(c.queue) == 1 }, 10*time.Second, time.Millisecond)
+	select {
+	case id := <-inTail:
+		t.Fatalf("flush %d went past the bound of two waiting on Kafka", id)
+	default:
+	}
+	close(acks[0])
+	<-jobs[0].done
+	require.Equal(t, 2, <-inTail, "the third flush went on once the first was acked")
+	// The fourth got the slot the third handed off, and waits in turn.
+	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.flushing == 1 && len(c.queue) == 0 }, 10*time.Second, time.Millisecond)
+	close(acks[1])
+	<-jobs[1].done
+	require.Equal(t, 3, <-inTail)
+	for id := 2; id < 4; id++ {
+		close(acks[id])
+		<-jobs[id].done
+	}
+	require.Eventually(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.flushing == 0 }, 10*time.Second, time.Millisecond)
+	require.Empty(t, c.tails)
 }

@@ -78,10 +78,34 @@ func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters boo
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	chs, kfs, err := g.redis.Facts(rctx, keys, userRegisters)
 	cancel()
+	g.completeFacts(ctx, f, chs, kfs, err)
+	return f
+}
+
+// lookupForWrite is lookup(keys, false) for a write: the same round trip
+// also reads the keys' stored values for the merge that follows the
+// checks (redisstore.FactsAndValues).
+func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, *redisstore.MarkValues) {
+	f := &facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
+	if len(keys) == 0 {
+		f.known = true
+		return f, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	chs, kfs, vals, err := g.redis.FactsAndValues(rctx, keys)
+	cancel()
+	g.completeFacts(ctx, f, chs, kfs, err)
+	return f, vals
+}
+
+// completeFacts fills f from what Redis answered (err: nothing, f stays
+// unknown), then reads from Postgres the heads and the membership hashes
+// Redis lacks.
+func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redisstore.ChannelFacts, kfs []redisstore.KeyFacts, err error) {
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 		g.warnRedis(redisOpGet, err)
-		return f
+		return
 	}
 	f.known, f.channels = true, chs
 	for _, kf := range kfs {
@@ -102,7 +126,6 @@ func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters boo
 			g.fillMembers(ctx, f, ch)
 		}
 	}
-	return f
 }
 
 // fillHeads reads heads Redis lacks from Postgres and copies them (and

@@ -39,6 +39,7 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 		maxMarks:   g.cfg.Coalesce.MaxMarks,
 		maxQueued:  g.cfg.Coalesce.MaxQueued,
 		maxFlushes: g.cfg.Coalesce.Flushes,
+		tails:      make(chan struct{}, g.cfg.Coalesce.Produces),
 		m:          newCoalesceMetrics(g.cfg.Registerer),
 	}
 }
@@ -148,8 +149,9 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 // may hold a value whose own produce failed (the caller got Unavailable
 // and is retrying now), and only this produce makes it durable. A stale
 // mark (an older epoch) changes nothing anywhere.
-func (g *Gate) flushWrites(jobs []*writeJob) {
-	if jobs = g.checkJobs(jobs); len(jobs) == 0 {
+func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
+	jobs, vals := g.checkJobs(jobs)
+	if len(jobs) == 0 {
 		return
 	}
 	states := jobs[0].states
@@ -175,7 +177,7 @@ func (g *Gate) flushWrites(jobs []*writeJob) {
 		}
 	}
 
-	merged := g.mergeMarksRedis(ctx, states)
+	merged := g.mergeMarksRedis(ctx, vals, states)
 	// The view (read-by, ticks, watch streams) is realtime state, not
 	// durability: it is published while the records are produced, and
 	// the calls are answered once both are done (an acknowledged read is
@@ -223,6 +225,9 @@ func (g *Gate) flushWrites(jobs []*writeJob) {
 		finish(producer.Unacknowledged, nil)
 		return
 	}
+	// Redis is done with this flush: the next one may merge while these
+	// records wait for their acks.
+	handOff()
 	start := time.Now()
 	dur, err := g.durable.Write(ctx, recs)
 	g.m.produce.Observe(time.Since(start).Seconds())
@@ -273,18 +278,19 @@ func (g *Gate) unavailable(n int, err error) error {
 // mergeRedis merges the marks (mergeMarksRedis), then publishes their
 // public moves to the channels' views (issue 9: what others may see).
 func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
-	merged := g.mergeMarksRedis(ctx, states)
+	merged := g.mergeMarksRedis(ctx, nil, states)
 	g.publishView(ctx, merged)
 	return merged
 }
 
-// mergeMarksRedis merges the marks in one pipeline under RedisTimeout
-// (redisstore.MergeMarks: epochs resolved, stale marks refused). It always
-// returns one result per state; failures are per result.
-func (g *Gate) mergeMarksRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
+// mergeMarksRedis merges the marks under RedisTimeout, from the stored
+// values vals read (nil: it reads them) (redisstore.MergeMarksFrom:
+// epochs resolved, stale marks refused). It always returns one result per
+// state; failures are per result.
+func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
-	merged, err := g.redis.MergeMarks(rctx, states)
+	merged, err := g.redis.MergeMarksFrom(rctx, vals, states)
 	if len(merged) != len(states) {
 		// Merge gave up before running the pipeline (e.g. reloading scripts).
 		if err == nil {
@@ -313,8 +319,9 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, states []receipt.State) []re
 
 // checkJobs applies the channel rules (checkMarks) to the calls of a
 // flush with one lookup for all of them; a call that fails is answered
-// with its error and left out of the returned jobs.
-func (g *Gate) checkJobs(jobs []*writeJob) []*writeJob {
+// with its error and left out of the returned jobs. The lookup also read
+// the keys' stored values, for the merge (vals).
+func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.MarkValues) {
 	var keys []receipt.Key
 	ctxs := make([]context.Context, len(jobs))
 	for i, j := range jobs {
@@ -324,12 +331,12 @@ func (g *Gate) checkJobs(jobs []*writeJob) []*writeJob {
 		ctxs[i] = j.ctx
 	}
 	ctx, cancel := batchContext(ctxs)
-	f := g.lookup(ctx, keys, false)
+	f, vals := g.lookupForWrite(ctx, keys)
 	cancel()
 	if !f.known {
-		return jobs
+		return jobs, vals
 	}
-	kept := jobs[:0]
+	kept = jobs[:0]
 	for _, j := range jobs {
 		if err := g.checkEach(f, j.marks); err != nil {
 			j.err = err
@@ -338,5 +345,5 @@ func (g *Gate) checkJobs(jobs []*writeJob) []*writeJob {
 		}
 		kept = append(kept, j)
 	}
-	return kept
+	return kept, vals
 }

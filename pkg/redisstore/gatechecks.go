@@ -40,15 +40,19 @@ type KeyFacts struct {
 // userRegisters it also reads each key's register in the user's hash
 // (what a join or leave orders itself after).
 func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters bool) (map[string]*ChannelFacts, []KeyFacts, error) {
-	type chCmds struct {
-		head    *redis.StringCmd
-		markers *redis.SliceCmd
-		size    *redis.IntCmd
-		users   []string // the call's users of the channel, for regs
-		at      map[string]int
-		regs    *redis.SliceCmd
+	var parse func() (map[string]*ChannelFacts, []KeyFacts, error)
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		parse = s.queueFacts(ctx, pipe, keys, userRegisters)
+	}); err != nil {
+		return nil, nil, err
 	}
-	chans := map[string]*chCmds{}
+	return parse()
+}
+
+// queueFacts adds the commands of Facts to pipe; the returned function
+// reads their answers once the pipeline ran.
+func (s *Store) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key, userRegisters bool) func() (map[string]*ChannelFacts, []KeyFacts, error) {
+	chans := map[string]*factsCmds{}
 	var order []string
 	// Each key's register is read by one HMGET per channel (field n of
 	// the channel's users), not one HGET per key.
@@ -56,7 +60,7 @@ func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters boo
 	for i, k := range keys {
 		c := chans[k.Channel]
 		if c == nil {
-			c = &chCmds{at: map[string]int{}}
+			c = &factsCmds{at: map[string]int{}}
 			chans[k.Channel] = c
 			order = append(order, k.Channel)
 		}
@@ -69,23 +73,35 @@ func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters boo
 		regAt[i] = n
 	}
 	inUser := make([]*redis.StringCmd, len(keys))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for _, ch := range order {
-			c := chans[ch]
-			cm := s.ChannelMembersKey(ch)
-			c.head = pipe.HGet(ctx, s.ChannelKey(ch), headField)
-			c.markers = pipe.HMGet(ctx, cm, loadedField, countField)
-			c.size = pipe.HLen(ctx, cm)
-			c.regs = pipe.HMGet(ctx, cm, c.users...)
-		}
-		if userRegisters {
-			for i, k := range keys {
-				inUser[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
-			}
-		}
-	}); err != nil {
-		return nil, nil, err
+	for _, ch := range order {
+		c := chans[ch]
+		cm := s.ChannelMembersKey(ch)
+		c.head = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+		c.markers = pipe.HMGet(ctx, cm, loadedField, countField)
+		c.size = pipe.HLen(ctx, cm)
+		c.regs = pipe.HMGet(ctx, cm, c.users...)
 	}
+	if userRegisters {
+		for i, k := range keys {
+			inUser[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
+		}
+	}
+	return func() (map[string]*ChannelFacts, []KeyFacts, error) {
+		return parseFacts(keys, order, chans, regAt, inUser)
+	}
+}
+
+// factsCmds is the commands Facts queued for one channel.
+type factsCmds struct {
+	head    *redis.StringCmd
+	markers *redis.SliceCmd
+	size    *redis.IntCmd
+	users   []string // the call's users of the channel, for regs
+	at      map[string]int
+	regs    *redis.SliceCmd
+}
+
+func parseFacts(keys []receipt.Key, order []string, chans map[string]*factsCmds, regAt []int, inUser []*redis.StringCmd) (map[string]*ChannelFacts, []KeyFacts, error) {
 	facts := make(map[string]*ChannelFacts, len(chans))
 	for _, ch := range order {
 		c := chans[ch]

@@ -107,6 +107,25 @@ type markChain struct {
 // generation, read before the value (a mark that changes nothing) or in
 // the CAS that wrote it.
 func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
+	return s.MergeMarksFrom(ctx, nil, marks)
+}
+
+// MarkValues is what FactsAndValues read of marks' keys for their merge:
+// each key's stored value and its user's generation, as one read in
+// MergeMarks would have found them (the compare-and-set then writes only
+// values still as read).
+type MarkValues struct {
+	read map[receipt.Key]storedMark
+}
+
+type storedMark struct {
+	cur string
+	gen int64
+}
+
+// MergeMarksFrom is MergeMarks merging from the values vals read (nil:
+// none); the keys vals lacks are read first, as MergeMarks does.
+func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []receipt.State) ([]MergeResult, error) {
 	out := make([]MergeResult, len(marks))
 	var chains []*markChain
 	byKey := make(map[receipt.Key]*markChain, len(marks))
@@ -137,38 +156,26 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 		return out, err
 	}
 
-	// Read every key's value with its user's generation, by one script
-	// per cluster slot and casChunk keys (not two commands per key): a
-	// mark that changes nothing is then stamped with the generation of
-	// the instant its value was read.
-	groups := s.casGroups(chains)
-	reads := make([]*redis.Cmd, len(groups))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for j, grp := range groups {
-			keys := make([]string, 0, 2*len(grp))
-			args := make([]any, 0, len(grp))
-			for _, c := range grp {
-				keys = append(keys, s.UserKey(c.key.User), s.TombstoneKey(c.key.User))
-				args = append(args, c.key.Channel)
+	unread := chains
+	if vals != nil {
+		unread = nil
+		for _, c := range chains {
+			if v, ok := vals.read[c.key]; ok {
+				c.cur, c.gen = v.cur, v.gen
+			} else {
+				unread = append(unread, c)
 			}
-			reads[j] = readMarksScript.EvalSha(ctx, pipe, keys, args...)
 		}
-	}); err != nil {
-		return fail(chains, err)
 	}
-	for j, grp := range groups {
-		res, err := reads[j].StringSlice()
-		if err == nil && len(res) != 2*len(grp) {
-			err = fmt.Errorf("%d answers for %d keys", len(res), len(grp))
-		}
-		if err != nil {
+	if len(unread) > 0 {
+		var parse func() error
+		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			parse = s.queueChainReads(ctx, pipe, s.casGroups(unread))
+		}); err != nil {
 			return fail(chains, err)
 		}
-		for n, c := range grp {
-			if c.gen, err = parseGeneration(res[2*n]); err != nil {
-				return fail(chains, err)
-			}
-			c.cur = res[2*n+1]
+		if err := parse(); err != nil {
+			return fail(chains, err)
 		}
 	}
 
@@ -364,4 +371,84 @@ func chunk[T any](xs []T, n int) [][]T {
 		out = append(out, xs)
 	}
 	return out
+}
+
+// queueChainReads adds to pipe the reads of the chains' stored values
+// with their users' generations: one script per group (cluster slot and
+// casChunk keys), not two commands per key, so that a mark that changes
+// nothing is stamped with the generation of the instant its value was
+// read. The returned function sets each chain's cur and gen once the
+// pipeline ran.
+func (s *Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, groups [][]*markChain) func() error {
+	reads := make([]*redis.Cmd, len(groups))
+	for j, grp := range groups {
+		keys := make([]string, 0, 2*len(grp))
+		args := make([]any, 0, len(grp))
+		for _, c := range grp {
+			keys = append(keys, s.UserKey(c.key.User), s.TombstoneKey(c.key.User))
+			args = append(args, c.key.Channel)
+		}
+		reads[j] = readMarksScript.EvalSha(ctx, pipe, keys, args...)
+	}
+	return func() error {
+		for j, grp := range groups {
+			res, err := reads[j].StringSlice()
+			if err == nil && len(res) != 2*len(grp) {
+				err = fmt.Errorf("%d answers for %d keys", len(res), len(grp))
+			}
+			if err != nil {
+				return err
+			}
+			for n, c := range grp {
+				if c.gen, err = parseGeneration(res[2*n]); err != nil {
+					return err
+				}
+				c.cur = res[2*n+1]
+			}
+		}
+		return nil
+	}
+}
+
+// FactsAndValues reads, in one pipelined round trip, what a write of
+// marks of keys needs before it merges: Facts(keys, false) for its checks
+// and the keys' stored values for MergeMarksFrom. The merge's reads then
+// share the checks' round trip: a write takes two round trips (this one
+// and the compare-and-set), not three. Values that could not be read are
+// left out of vals (the merge reads them again); err is the facts' error.
+func (s *Store) FactsAndValues(ctx context.Context, keys []receipt.Key) (map[string]*ChannelFacts, []KeyFacts, *MarkValues, error) {
+	var chains []*markChain
+	seen := make(map[receipt.Key]bool, len(keys))
+	for _, k := range keys {
+		if !seen[k] {
+			seen[k] = true
+			chains = append(chains, &markChain{key: k})
+		}
+	}
+	groups := s.casGroups(chains)
+	var parseReads func() error
+	var parseFacts func() (map[string]*ChannelFacts, []KeyFacts, error)
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		// The scripts first: a script cache Redis lost is then the
+		// pipeline's first error, which exec mends (a missing head, a
+		// nil reply, would come first otherwise).
+		parseReads = s.queueChainReads(ctx, pipe, groups)
+		parseFacts = s.queueFacts(ctx, pipe, keys, false)
+	}); err != nil {
+		// Whatever failed, the checks need their facts alone more.
+		chs, kfs, err := s.Facts(ctx, keys, false)
+		return chs, kfs, &MarkValues{}, err
+	}
+	chs, kfs, err := parseFacts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vals := &MarkValues{}
+	if parseReads() == nil {
+		vals.read = make(map[receipt.Key]storedMark, len(chains))
+		for _, c := range chains {
+			vals.read[c.key] = storedMark{cur: c.cur, gen: c.gen}
+		}
+	}
+	return chs, kfs, vals, nil
 }

@@ -1,0 +1,154 @@
+package redisstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// tripCounter counts the round trips (commands and pipelines) of a client.
+type tripCounter struct{ n atomic.Int64 }
+
+func (*tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func keysOf(marks []receipt.State) []receipt.Key {
+	keys := make([]receipt.Key, len(marks))
+	for i, m := range marks {
+		keys[i] = m.Key
+	}
+	return keys
+}
+
+// A write's checks and its merge's reads share one round trip: the facts
+// are those Facts reads, and merging from the values read with them
+// answers and stores exactly what MergeMarks does (random calls with
+// repeated keys, current and explicit epochs, stale marks), and checks
+// and merge together take the round trips of MergeMarks alone.
+func TestMergeMarksFromTheChecksReadMatchesMergeMarks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	trips := &tripCounter{}
+	rdb.AddHook(trips)
+	shared := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	alone := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, shared.Load(ctx))
+	for _, s := range []*Store{shared, alone} {
+		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "c0", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1}})
+		require.NoError(t, err)
+	}
+	rng := rand.New(rand.NewPCG(5, 9))
+	const users, channels = 4, 3
+	for round := range 200 {
+		marks := make([]receipt.State, 1+rng.IntN(12))
+		for i := range marks {
+			marks[i] = randomMark(rng, users, channels)
+		}
+		// Alone: the facts, then MergeMarks' read and compare-and-set.
+		wantChs, wantKfs, err := alone.Facts(ctx, keysOf(marks), false)
+		require.NoError(t, err)
+		before := trips.n.Load()
+		want, err := alone.MergeMarks(ctx, marks)
+		require.NoError(t, err)
+		mergeTrips := trips.n.Load() - before
+
+		before = trips.n.Load()
+		chs, kfs, vals, err := shared.FactsAndValues(ctx, keysOf(marks))
+		require.NoError(t, err)
+		require.Equal(t, wantChs, chs, "round %d", round)
+		require.Equal(t, wantKfs, kfs, "round %d", round)
+		require.Equal(t, int64(1), trips.n.Load()-before, "facts and values in one round trip")
+		got, err := shared.MergeMarksFrom(ctx, vals, marks)
+		require.NoError(t, err)
+		for i := range marks {
+			require.NoError(t, got[i].Err, "round %d mark %d", round, i)
+			require.Equal(t, want[i], got[i], "round %d mark %d: %+v", round, i, marks[i])
+		}
+		require.Equal(t, mergeTrips, trips.n.Load()-before,
+			"round %d: the checks and the merge take the round trips of the merge alone (its read is the checks')", round)
+	}
+	for u := range users {
+		user := "u" + strconv.Itoa(u)
+		a, err := rdb.HGetAll(ctx, shared.UserKey(user)).Result()
+		require.NoError(t, err)
+		b, err := rdb.HGetAll(ctx, alone.UserKey(user)).Result()
+		require.NoError(t, err)
+		require.Equal(t, b, a, user)
+	}
+}
+
+// A key another writer moves between the checks' read and the merge: the
+// compare-and-set finds it moved, and the merge is redone from what it
+// holds, so nothing the other writer stored is lost. A key the read did
+// not cover is read by the merge.
+func TestMergeMarksFromAStaleReadLosesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	k := receipt.Key{User: "race", Channel: "c"}
+	read := func(seq int64) receipt.State {
+		return receipt.State{Key: k, Read: cur(receipt.EpochCurrent, seq, "m"+strconv.FormatInt(seq, 10)), DeviceID: "d", UpdatedAtUnixMs: 10}
+	}
+	_, err := s.MergeMarks(ctx, []receipt.State{read(4)})
+	require.NoError(t, err)
+	_, _, vals, err := s.FactsAndValues(ctx, []receipt.Key{k})
+	require.NoError(t, err)
+	require.Len(t, vals.read, 1)
+
+	// Another writer moves the key to 9 after the read.
+	_, err = New(s.rdb, Config{Prefix: s.prefix}).MergeMarks(ctx, []receipt.State{read(9)})
+	require.NoError(t, err)
+	other := receipt.Key{User: "race", Channel: "unread-before"}
+	res, err := s.MergeMarksFrom(ctx, vals, []receipt.State{read(6), read(12), {Key: other, Delivered: cur(0, 3, "m3"), DeviceID: "d", UpdatedAtUnixMs: 10}})
+	require.NoError(t, err)
+	require.False(t, res[0].Advanced, "6 is behind the 9 the other writer stored")
+	require.Equal(t, int64(9), res[0].State.Read.Position.Seq)
+	require.True(t, res[1].Advanced)
+	require.True(t, res[2].Advanced)
+	states, _, err := s.Get(ctx, "race", []string{"c", "unread-before"})
+	require.NoError(t, err)
+	require.Equal(t, int64(12), states[0].Read.Position.Seq)
+	require.Equal(t, int64(3), states[1].Delivered.Position.Seq)
+}
+
+// After Redis lost its scripts, the shared read reloads them and still
+// returns every value (the scripts come first in the pipeline, so the
+// script error is the one exec sees, not a missing head's nil).
+func TestFactsAndValuesReloadScriptsAfterScriptFlush(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, _ := newTestStore(t)
+	keys := []receipt.Key{{User: "u1", Channel: "no-head"}, {User: "u2", Channel: "no-head"}}
+	_, err := s.MergeMarks(ctx, []receipt.State{{Key: keys[0], Delivered: cur(0, 7, "m7"), DeviceID: "d", UpdatedAtUnixMs: 1}})
+	require.NoError(t, err)
+	require.NoError(t, s.rdb.ScriptFlush(ctx).Err())
+	chs, _, vals, err := s.FactsAndValues(ctx, keys)
+	require.NoError(t, err)
+	require.False(t, chs["no-head"].HeadKnown)
+	require.Len(t, vals.read, 2)
+	require.NotEmpty(t, vals.read[keys[0]].cur)
+	require.Empty(t, vals.read[keys[1]].cur)
+}

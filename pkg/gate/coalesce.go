@@ -108,7 +108,7 @@ type coalescer[J any] struct {
 	// flush writes a batch and sets every job's result. It is called by at
 	// most maxFlushes goroutines at once. It may call handOff once, when
 	// what is left of it is waiting (on Kafka): its slot then goes to the
-	// next batch while it finishes, at most maxTails flushes at once.
+	// next batch while it finishes, at most cap(tails) flushes at once.
 	flush func(batch []J, handOff func())
 	// size is a job's number of marks; skip reports a job whose caller left
 	// before its flush (it is dropped, unwritten).

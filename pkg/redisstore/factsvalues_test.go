@@ -4,35 +4,14 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
-	"sync/atomic"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 )
-
-// tripCounter counts the round trips (commands and pipelines) of a client.
-type tripCounter struct{ n atomic.Int64 }
-
-func (*tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
 
 func keysOf(marks []receipt.State) []receipt.Key {
 	keys := make([]receipt.Key, len(marks))
@@ -51,7 +30,7 @@ func TestMergeMarksFromTheChecksReadMatchesMergeMarks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	trips := &tripCounter{}
+	trips := &CmdLog{}
 	rdb.AddHook(trips)
 	shared := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
 	alone := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
@@ -70,34 +49,24 @@ func TestMergeMarksFromTheChecksReadMatchesMergeMarks(t *testing.T) {
 		// Alone: the facts, then MergeMarks' read and compare-and-set.
 		wantChs, wantKfs, err := alone.Facts(ctx, keysOf(marks), false)
 		require.NoError(t, err)
-		before := trips.n.Load()
+		before := trips.Trips()
 		want, err := alone.MergeMarks(ctx, marks)
 		require.NoError(t, err)
-		mergeTrips := trips.n.Load() - before
+		mergeTrips := trips.Trips() - before
 
-		before = trips.n.Load()
+		before = trips.Trips()
 		chs, kfs, vals, err := shared.FactsAndValues(ctx, keysOf(marks))
 		require.NoError(t, err)
 		require.Equal(t, wantChs, chs, "round %d", round)
 		require.Equal(t, wantKfs, kfs, "round %d", round)
-		require.Equal(t, int64(1), trips.n.Load()-before, "facts and values in one round trip")
+		require.Equal(t, int64(1), trips.Trips()-before, "facts and values in one round trip")
 		got, err := shared.MergeMarksFrom(ctx, vals, marks)
 		require.NoError(t, err)
-		for i := range marks {
-			require.NoError(t, got[i].Err, "round %d mark %d", round, i)
-			require.Equal(t, want[i], got[i], "round %d mark %d: %+v", round, i, marks[i])
-		}
-		require.Equal(t, mergeTrips, trips.n.Load()-before,
+		requireSameResults(t, round, marks, want, got)
+		require.Equal(t, mergeTrips, trips.Trips()-before,
 			"round %d: the checks and the merge take the round trips of the merge alone (its read is the checks')", round)
 	}
-	for u := range users {
-		user := "u" + strconv.Itoa(u)
-		a, err := rdb.HGetAll(ctx, shared.UserKey(user)).Result()
-		require.NoError(t, err)
-		b, err := rdb.HGetAll(ctx, alone.UserKey(user)).Result()
-		require.NoError(t, err)
-		require.Equal(t, b, a, user)
-	}
+	requireSameUsers(t, rdb, alone, shared, users)
 }
 
 // A key another writer moves between the checks' read and the merge: the

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/receipt"
@@ -77,16 +78,30 @@ func TestMergeMarksMatchesTheScript(t *testing.T) {
 		require.NoError(t, err)
 		want, err := script.mergeMarksScript(ctx, marks)
 		require.NoError(t, err)
-		for i := range marks {
-			require.NoError(t, got[i].Err, "round %d mark %d", round, i)
-			require.Equal(t, want[i], got[i], "round %d mark %d: %+v", round, i, marks[i])
-		}
+		requireSameResults(t, round, marks, want, got)
 	}
+	requireSameUsers(t, rdb, script, cas, users)
+}
+
+// requireSameResults requires got to answer each mark as want does.
+func requireSameResults(t *testing.T, round int, marks []receipt.State, want, got []MergeResult) {
+	t.Helper()
+	for i := range marks {
+		require.NoError(t, got[i].Err, "round %d mark %d", round, i)
+		require.Equal(t, want[i], got[i], "round %d mark %d: %+v", round, i, marks[i])
+	}
+}
+
+// requireSameUsers requires got to hold the same hashes as want for the
+// users u0 … u(users-1).
+func requireSameUsers(t *testing.T, rdb redis.UniversalClient, want, got *Store, users int) {
+	t.Helper()
+	ctx := context.Background()
 	for u := range users {
 		user := "u" + strconv.Itoa(u)
-		a, err := rdb.HGetAll(ctx, cas.UserKey(user)).Result()
+		a, err := rdb.HGetAll(ctx, got.UserKey(user)).Result()
 		require.NoError(t, err)
-		b, err := rdb.HGetAll(ctx, script.UserKey(user)).Result()
+		b, err := rdb.HGetAll(ctx, want.UserKey(user)).Result()
 		require.NoError(t, err)
 		require.Equal(t, b, a, user)
 	}

@@ -2,11 +2,8 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -17,53 +14,6 @@ import (
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
-// cmdLog is a go-redis hook that records each command's name and error.
-type cmdLog struct {
-	mu   sync.Mutex
-	cmds []string
-}
-
-func (l *cmdLog) record(cmds ...redis.Cmder) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range cmds {
-		s := strings.ToLower(c.Name())
-		if c.Name() == "script" && len(c.Args()) > 1 {
-			s += " " + strings.ToLower(fmt.Sprint(c.Args()[1]))
-		}
-		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			s += " -> " + strings.SplitN(err.Error(), " ", 2)[0]
-		}
-		l.cmds = append(l.cmds, s)
-	}
-}
-
-func (l *cmdLog) reset() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := l.cmds
-	l.cmds = nil
-	return out
-}
-
-func (*cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (l *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		err := next(ctx, cmd)
-		l.record(cmd)
-		return err
-	}
-}
-
-func (l *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		err := next(ctx, cmds)
-		l.record(cmds...)
-		return err
-	}
-}
-
 // After Redis lost its script cache (SCRIPT FLUSH; a restart does the same),
 // Hydrate and Merge still succeed: they load the scripts again and retry,
 // and the merge still keeps the max. SCRIPT FLUSH is server-wide, so the
@@ -72,7 +22,7 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	log := &cmdLog{}
+	log := &redisstore.CmdLog{}
 	rdb.AddHook(log)
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, s.Load(ctx))
@@ -85,7 +35,7 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 		durable = append(durable, mark("u2", fmt.Sprintf("c%03d", i), 0, int64(i+1), "m", true))
 	}
 
-	log.reset()
+	log.Reset()
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
 	require.NoError(t, s.Hydrate(ctx, "u2", durable), "hydrate after SCRIPT FLUSH")
 	res, err := s.Merge(ctx, []receipt.State{
@@ -94,7 +44,7 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 		mark("u1", "c1", 0, 9, "m9", false), // delivered ahead of read
 	})
 	require.NoError(t, err, "merge after SCRIPT FLUSH")
-	t.Logf("commands after the flush: %q", log.reset())
+	t.Logf("commands after the flush: %q", log.Reset())
 	require.Len(t, res, 3)
 	for _, r := range res {
 		require.NoError(t, r.Err)
@@ -117,7 +67,7 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 	// The reload leaves the scripts cached: the next merge needs no retry.
 	_, err = s.Merge(ctx, []receipt.State{mark("u1", "c3", 0, 1, "m1", true)})
 	require.NoError(t, err)
-	for _, c := range log.reset() {
+	for _, c := range log.Reset() {
 		require.NotContains(t, c, "NOSCRIPT", "the scripts were reloaded")
 	}
 }

@@ -226,7 +226,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			}
 		}()
 	}
-	r.generate(genCtx, start, batches)
+	r.generate(genCtx, start, cfg.Duration, batches)
 	close(batches)
 	wg.Wait()
 	elapsed := time.Since(start)
@@ -272,8 +272,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 // generate feeds batches to the workers at the configured rate. When the
 // workers fall behind, the channel blocks and the offered load drops to what
-// they sustain (a closed-loop fallback; the progress rate shows it).
-func (r *runner) generate(ctx context.Context, start time.Time, out chan<- batch) {
+// they sustain (a closed-loop fallback; the progress rate shows it). A paced
+// run offers no batch due at or after start+d (the context's own deadline
+// races the pacing timer, and either may fire first) and still lasts d.
+func (r *runner) generate(ctx context.Context, start time.Time, d time.Duration, out chan<- batch) {
 	g := NewGenerator(r.cfg)
 	var emitted int64
 	timer := time.NewTimer(0)
@@ -288,7 +290,12 @@ func (r *runner) generate(ctx context.Context, start time.Time, out chan<- batch
 			}
 		}
 		if r.cfg.Rate > 0 {
-			due := start.Add(time.Duration(float64(emitted) / r.cfg.Rate * float64(time.Second)))
+			offset := time.Duration(float64(emitted) / r.cfg.Rate * float64(time.Second))
+			if d > 0 && offset >= d {
+				<-ctx.Done() // the run still lasts d
+				return
+			}
+			due := start.Add(offset)
 			if wait := time.Until(due); wait > 0 {
 				timer.Reset(wait)
 				select {

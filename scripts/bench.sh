@@ -17,6 +17,11 @@
 #   BENCH_TAIL_RATE [0]       when > 0: single marks at this rate for
 #                             BENCH_TAIL_DURATION [10m], p99.9 vs p99 and the
 #                             GC pauses (target 6; half of the max)
+#   BENCH_PROFILE [max-batch100-c64-r1 max-single-route64-r1 tail-*]
+#                             scenarios (glob patterns) during which the
+#                             gateway's CPU is profiled (/debug/pprof on its
+#                             admin port) for BENCH_PROFILE_SECONDS [10],
+#                             from 3 s in: <scenario>.gate.pprof and .top.txt
 #   RUN_API_PORT, RUN_BROKER_PORT, RUN_ADMIN_PORTS   as scripts/run.sh
 #   BENCH_FLOOR_PORT [8090]   the HTTP floor (receiptsctl http-floor)
 set -euo pipefail
@@ -31,6 +36,8 @@ rounds=${BENCH_ROUNDS:-1}
 prefill_users=${BENCH_PREFILL_USERS:-0}
 lag_rate=${BENCH_LAG_RATE:-0}
 tail_rate=${BENCH_TAIL_RATE:-0}
+profile_scenarios=${BENCH_PROFILE-max-batch100-c64-r1 max-single-route64-r1 tail-*}
+profile_seconds=${BENCH_PROFILE_SECONDS:-10}
 export RUN_API_PORT=${RUN_API_PORT:-8080} RUN_BROKER_PORT=${RUN_BROKER_PORT:-9092} RUN_ADMIN_PORTS=${RUN_ADMIN_PORTS:-9100 9101 9102}
 read -r gate_admin persister_admin _ <<<"$RUN_ADMIN_PORTS"
 gate=http://127.0.0.1:$RUN_API_PORT
@@ -104,19 +111,45 @@ persister_counters() {
     END {print c + 0, w + 0, b + 0, us + 0, uc + 0}'
 }
 
+# profile_gate NAME: the gateway's CPU profile, from 3 s into the load for
+# profile_seconds, and its top functions (flat and cumulative).
+profile_gate() {
+  sleep 3
+  curl -sf -o "$out/$1.gate.pprof" "127.0.0.1:$gate_admin/debug/pprof/profile?seconds=$profile_seconds" || return 0
+  { go tool pprof -top -nodecount=40 bin/kafkagate "$out/$1.gate.pprof"
+    echo; go tool pprof -top -cum -nodecount=40 bin/kafkagate "$out/$1.gate.pprof"; } >"$out/$1.gate.top.txt" 2>/dev/null || true
+}
+
+profiled() {
+  local pat
+  for pat in $profile_scenarios; do
+    # shellcheck disable=SC2053 # a glob on purpose
+    [[ $1 == $pat ]] && return 0
+  done
+  return 1
+}
+
 scenario() {
   local name=$1; shift
   log "scenario $name: $*"
   local prefix="b$(date +%s)$name-u"
   echo "bin/receiptsctl load --target $target --user-prefix $prefix --wait-lag --json --quiet $*" >"$out/$name.cmd"
-  local pb pa
+  local pb pa prof=
   pb=$(persister_counters)
+  # Redis' own time per command over the scenario (INFO commandstats).
+  redis-cli config resetstat >/dev/null
+  if [ "$target" = "$gate" ] && profiled "$name"; then
+    profile_gate "$name" &
+    prof=$!
+  fi
   cpu_snapshot >"$out/$name.cpu.before"
   local t0=$SECONDS
   /usr/bin/time -f 'receiptsctl %U user %S sys seconds' -o "$out/$name.loadcpu" \
     bin/receiptsctl load --target "$target" --brokers "127.0.0.1:$RUN_BROKER_PORT" --user-prefix "$prefix" --wait-lag --json --quiet "$@" \
     >"$out/$name.json" 2>"$out/$name.txt"
   cpu_snapshot >"$out/$name.cpu.after"
+  redis-cli info commandstats | tr -d '\r' | grep '^cmdstat_' >"$out/$name.redis" || true
+  if [ -n "$prof" ]; then wait "$prof" || true; fi
   cpu_delta "$out/$name.cpu.before" "$out/$name.cpu.after" "$((SECONDS - t0))" >"$out/$name.cpu"
   pa=$(persister_counters)
   echo "$pb $pa" | awk '{c = $6 - $1; w = $7 - $2; b = $8 - $3; us = $9 - $4; uc = $10 - $5

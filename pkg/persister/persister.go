@@ -263,9 +263,7 @@ func (p *Persister) pollLoop(ctx, procCtx context.Context) error {
 			// Blocks while the writer is busy: the window is full, or it
 			// must be settled now (a rebalance or the shutdown waits).
 			p.inflight.Add(1)
-			select {
-			case p.windows <- handoff{w: w, trigger: trigger}:
-			case <-procCtx.Done():
+			if !p.handOver(procCtx, handoff{w: w, trigger: trigger}) {
 				p.inflight.Done()
 				p.log.Warn("abandoning a window uncommitted: the drain timed out", zap.Int("num_records", w.len()))
 				return err
@@ -283,6 +281,24 @@ func (p *Persister) pollLoop(ctx, procCtx context.Context) error {
 			// could be missed.
 			p.cl.AllowRebalance()
 		}
+	}
+}
+
+// handOver gives h to the writer, waiting while it is busy; false means
+// procCtx ended first. A busy writer's wait sorts the window; a free
+// writer sorts it while the poller polls the next.
+func (p *Persister) handOver(procCtx context.Context, h handoff) bool {
+	select {
+	case p.windows <- h:
+		return true
+	default:
+	}
+	h.w.sort()
+	select {
+	case p.windows <- h:
+		return true
+	case <-procCtx.Done():
+		return false
 	}
 }
 

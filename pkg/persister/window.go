@@ -66,6 +66,9 @@ type window struct {
 	settings map[string]privacy.Settings
 
 	undecodable []deadLetter
+	// sorted caches sortedRows until the window changes: the poller sorts
+	// a window before it waits to hand it over, so the writer does not.
+	sorted *sortedTables
 	// last holds, per partition, the window's last record: what is
 	// committed once the window is written.
 	last map[topicPartition]*kgo.Record
@@ -115,6 +118,7 @@ func (w *window) add(recs []*kgo.Record) {
 // merge folds one decoded event into the window's rows and returns the
 // tables it contributes to.
 func (w *window) merge(d event.Decoded) table {
+	w.sorted = nil
 	var t table
 	if s := d.Receipt; s != nil {
 		// Merging into the stored (or the zero) state applies the rules
@@ -179,6 +183,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 	if len(tombs) == 0 {
 		return 0
 	}
+	w.sorted = nil
 	for k := range w.rows {
 		if _, ok := tombs[k.User]; ok {
 			delete(w.rows, k)
@@ -271,8 +276,31 @@ func (w *window) rowCount() int {
 	return n
 }
 
+// sortedTables are a window's rows of each table in key order.
+type sortedTables struct {
+	rows     []receipt.State
+	heads    []channel.Head
+	members  []channel.Membership
+	mentions []channel.Mentions
+}
+
+// sort computes sortedRows ahead, off the writer: the poller calls it on a
+// window it is about to wait to hand over, while the writer still writes
+// the previous one (a 50,000-record window's sort is ~10 % of its write).
+func (w *window) sort() {
+	if w.sorted == nil {
+		rows, heads, members, mentions := w.sortRows()
+		w.sorted = &sortedTables{rows, heads, members, mentions}
+	}
+}
+
 // sortedRows returns each table's rows in key order.
 func (w *window) sortedRows() ([]receipt.State, []channel.Head, []channel.Membership, []channel.Mentions) {
+	w.sort()
+	return w.sorted.rows, w.sorted.heads, w.sorted.members, w.sorted.mentions
+}
+
+func (w *window) sortRows() ([]receipt.State, []channel.Head, []channel.Membership, []channel.Mentions) {
 	rows := make([]receipt.State, 0, len(w.rows))
 	for _, r := range w.rows {
 		rows = append(rows, r)

@@ -1,0 +1,56 @@
+package persister
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// A window sorted ahead (by the poller) is sorted again once it changes:
+// records added after the sort, and users an erasure took out, show in
+// what the writer gets.
+func TestWindowSortedAheadFollowsChanges(t *testing.T) {
+	t.Parallel()
+	mark := func(user string, seq int64) *kgo.Record {
+		r, err := event.Encode(receipt.State{
+			Key:  receipt.Key{User: user, Channel: "c"},
+			Read: receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: "m"}, DeviceID: "d",
+		})
+		require.NoError(t, err)
+		return r
+	}
+	cursors := func(w *window) map[string]int64 {
+		rows, _, _, _ := w.sortedRows()
+		require.IsIncreasing(t, keysOf(rows))
+		out := map[string]int64{}
+		for _, r := range rows {
+			out[r.Key.User] = r.Read.Position.Seq
+		}
+		return out
+	}
+
+	w := newWindow(0, 10)
+	w.add([]*kgo.Record{mark("u2", 5), mark("u1", 3)})
+	w.sort()
+	require.Equal(t, map[string]int64{"u1": 3, "u2": 5}, cursors(w))
+
+	w.add([]*kgo.Record{mark("u0", 1), mark("u1", 9)})
+	require.Equal(t, map[string]int64{"u0": 1, "u1": 9, "u2": 5}, cursors(w), "records added after the sort")
+
+	w.sort()
+	require.Equal(t, 2, w.dropErased(tombstone.Set{"u1": {User: "u1", Generation: 1}}))
+	require.Equal(t, map[string]int64{"u0": 1, "u2": 5}, cursors(w), "an erased user's rows after the sort")
+}
+
+func keysOf(rows []receipt.State) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.Key.KafkaKey()
+	}
+	return out
+}

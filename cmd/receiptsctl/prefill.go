@@ -11,6 +11,8 @@ import (
 
 	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -26,6 +28,7 @@ func runPrefill(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.Batch, "batch", loadgen.PrefillBatchDefault, "states per Redis pipeline")
 	fs.IntVar(&cfg.Workers, "workers", loadgen.PrefillWorkersDefault, "pipelines in flight")
 	quiet := fs.Bool("quiet", false, "no progress lines")
+	pgURL := fs.String("pg-url", "", "Postgres URL; when set, the same states are also merged into read_receipts, so that Redis and Postgres agree (the drift sweep then has nothing to repair)")
 	var redisConf redisstore.ClientConfig
 	redisConf.RegisterFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
@@ -39,6 +42,17 @@ func runPrefill(ctx context.Context, args []string, out io.Writer) error {
 	store := redisstore.New(rdb, redisConf.StoreConfig())
 	if err := store.Load(ctx); err != nil {
 		return err
+	}
+	if *pgURL != "" {
+		pg, err := pgstore.Open(ctx, pgstore.Config{URL: *pgURL, MaxConns: int32(max(cfg.Workers, 1))})
+		if err != nil {
+			return err
+		}
+		defer pg.Close()
+		cfg.Also = func(ctx context.Context, states []receipt.State) error {
+			_, err := pg.UpsertBulk(ctx, states)
+			return err
+		}
 	}
 	if !*quiet {
 		cfg.Progress = func(n int64) { fmt.Fprintf(out, "prefill: %d states written\n", n) }

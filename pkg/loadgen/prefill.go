@@ -38,6 +38,11 @@ type PrefillConfig struct {
 	// Progress, if set, is called with the states written so far about
 	// once a second.
 	Progress func(written int64)
+	// Also, if set, writes each batch a second time after Redis took it:
+	// into Postgres, so that the stores agree as in production and the
+	// drift sweep does not spend the measured run repairing a Postgres
+	// that lacks them.
+	Also func(ctx context.Context, states []receipt.State) error
 }
 
 func (c PrefillConfig) validate() error {
@@ -100,6 +105,9 @@ func Prefill(ctx context.Context, store *redisstore.Store, cfg PrefillConfig) (P
 							break
 						}
 					}
+				}
+				if err == nil && cfg.Also != nil {
+					err = cfg.Also(ctx, states)
 				}
 				if err != nil {
 					cancel(fmt.Errorf("prefill: writing states %d..%d: %w", from, from+int64(len(states)), err))

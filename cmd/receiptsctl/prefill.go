@@ -49,8 +49,12 @@ func runPrefill(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		defer pg.Close()
+		// The prefix's keys are new: COPY them without asking Postgres
+		// (a join over a large table); a rerun's conflict falls back to
+		// the merge.
+		fresh := func(receipt.Key) bool { return false }
 		cfg.Also = func(ctx context.Context, states []receipt.State) error {
-			_, err := pg.UpsertBulk(ctx, states)
+			_, _, err := pg.UpsertBulkGuessed(ctx, states, fresh)
 			return err
 		}
 	}

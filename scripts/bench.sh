@@ -7,7 +7,8 @@
 # Usage: scripts/bench.sh            (starts its own stack with scripts/run.sh --no-demo)
 # Environment: BENCH_DURATION [30s], BENCH_USERS [100000], BENCH_CHANNELS [50]
 #   BENCH_ROUNDS [1]          rounds of the throughput scenarios (gateway and
-#                             HTTP floor interleaved; issue 7 asks for 3)
+#                             HTTP floor interleaved; issue 7 asks for 3) and
+#                             of each prefill level's pair
 #   BENCH_PREFILL_USERS [0]   when > 0 (e.g. 10000000): the cost-growth pair,
 #                             max batched and single marks with 10k users'
 #                             state in Redis and Postgres, then with this
@@ -213,8 +214,10 @@ if [ "$prefill_users" -gt 0 ]; then
     bin/receiptsctl load prefill --users "$n" --user-prefix "$pf" --redis-url "$redis_url" --pg-url "$pg_url" --quiet | tee "$out/prefill-$n.txt"
     redis-cli info memory | grep -E '^used_memory:' | tr -d '\r' >>"$out/prefill-$n.txt"
     psql "$pg_url" -qtAc "SELECT 'read_receipts rows: ' || count(*) FROM read_receipts" >>"$out/prefill-$n.txt"
-    scenario "prefill$n-batch100" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
-    scenario "prefill$n-single-route64" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
+    for r in $(seq "$((rounds > 0 ? rounds : 1))"); do
+      scenario "prefill$n-batch100-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
+      scenario "prefill$n-single-route64-r$r" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
+    done
   done
   log "deleting the prefilled keys and rows"
   redis-cli --scan --pattern "*u:{$pf*" | xargs -r -n 10000 redis-cli unlink >/dev/null

@@ -7,13 +7,14 @@
 # Usage: scripts/bench.sh            (starts its own stack with scripts/run.sh --no-demo)
 # Environment: BENCH_DURATION [30s], BENCH_USERS [100000], BENCH_CHANNELS [50]
 #   BENCH_ROUNDS [1]          rounds of the throughput scenarios (gateway and
-#                             HTTP floor interleaved; issue 7 asks for 3) and
-#                             of each prefill level's pair
+#                             HTTP floor interleaved; issue 7 asks for 3)
 #   BENCH_PREFILL_USERS [0]   when > 0 (e.g. 10000000): the cost-growth pair,
 #                             max batched and single marks with 10k users'
 #                             state in Redis and Postgres, then with this
 #                             many (issue 7, target 7); run last, and the
-#                             prefilled keys and rows are deleted after
+#                             prefilled keys and rows are deleted after;
+#                             BENCH_PREFILL_ROUNDS [BENCH_ROUNDS, at least 1]
+#                             runs of each level's pair
 #   BENCH_LAG_RATE [0]        when > 0 (e.g. 50000): e2e lag (ack -> Postgres)
 #                             at this rate for BENCH_LAG_DURATION [5m] (target 4)
 #   BENCH_TAIL_RATE [0]       when > 0: single marks at this rate for
@@ -36,6 +37,7 @@ users=${BENCH_USERS:-100000}
 channels=${BENCH_CHANNELS:-50}
 rounds=${BENCH_ROUNDS:-1}
 prefill_users=${BENCH_PREFILL_USERS:-0}
+prefill_rounds=${BENCH_PREFILL_ROUNDS:-$((rounds > 0 ? rounds : 1))}
 lag_rate=${BENCH_LAG_RATE:-0}
 tail_rate=${BENCH_TAIL_RATE:-0}
 profile_scenarios=${BENCH_PROFILE-max-batch100-c64-r1 max-single-route64-r1 tail-*}
@@ -214,7 +216,7 @@ if [ "$prefill_users" -gt 0 ]; then
     bin/receiptsctl load prefill --users "$n" --user-prefix "$pf" --redis-url "$redis_url" --pg-url "$pg_url" --quiet | tee "$out/prefill-$n.txt"
     redis-cli info memory | grep -E '^used_memory:' | tr -d '\r' >>"$out/prefill-$n.txt"
     psql "$pg_url" -qtAc "SELECT 'read_receipts rows: ' || count(*) FROM read_receipts" >>"$out/prefill-$n.txt"
-    for r in $(seq "$((rounds > 0 ? rounds : 1))"); do
+    for r in $(seq "$prefill_rounds"); do
       scenario "prefill$n-batch100-r$r" --duration "$duration" --rate 0 --batch 100 --concurrency 16 "${common[@]}"
       scenario "prefill$n-single-route64-r$r" --duration "$duration" --rate 0 --single --concurrency 64 "${common[@]}"
     done

@@ -191,9 +191,9 @@ func BenchmarkCopyBaseline(b *testing.B) {
 // rows of one window (windowBench fresh random keys) written by the
 // persister's write path (statements of StatementRows, Writers at a
 // time, of rows sorted beforehand: the poller sorts a window while the
-// writer writes the previous one) beside a raw binary COPY of the same rows in their random order
-// into the same, freshly truncated table, with one and with two
-// connections, in the same iteration. It reports rows/s of each and
+// writer writes the previous one) beside a raw binary COPY of the same
+// rows in their random order into the same, freshly truncated table, with
+// one and with two connections, in the same iteration. It reports rows/s of each and
 // write ÷ COPY (same iteration, then averaged).
 func BenchmarkWindowWriteVsCopy(b *testing.B) {
 	for _, stmt := range []int{500, 2000, 5000, 10000, 25000} {

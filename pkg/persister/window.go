@@ -289,8 +289,7 @@ type sortedTables struct {
 // the previous one (a 50,000-record window's sort is ~10 % of its write).
 func (w *window) sort() {
 	if w.sorted == nil {
-		rows, heads, members, mentions := w.sortRows()
-		w.sorted = &sortedTables{rows, heads, members, mentions}
+		w.sorted = w.sortTables()
 	}
 }
 
@@ -300,7 +299,7 @@ func (w *window) sortedRows() ([]receipt.State, []channel.Head, []channel.Member
 	return w.sorted.rows, w.sorted.heads, w.sorted.members, w.sorted.mentions
 }
 
-func (w *window) sortRows() ([]receipt.State, []channel.Head, []channel.Membership, []channel.Mentions) {
+func (w *window) sortTables() *sortedTables {
 	rows := make([]receipt.State, 0, len(w.rows))
 	for _, r := range w.rows {
 		rows = append(rows, r)
@@ -321,7 +320,7 @@ func (w *window) sortRows() ([]receipt.State, []channel.Head, []channel.Membersh
 		mentions = append(mentions, channel.Mentions{Key: k, Seqs: s})
 	}
 	slices.SortFunc(mentions, func(a, b channel.Mentions) int { return a.Key.Compare(b.Key) })
-	return rows, heads, members, mentions
+	return &sortedTables{rows: rows, heads: heads, members: members, mentions: mentions}
 }
 
 // rejection is a row a table refused, by record key.

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,12 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
-	"golang.org/x/time/rate"
 
-	"github.com/readstate/receipts/pkg/errclass"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
-	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -56,8 +53,6 @@ const (
 	metricsNamespace = "receipts"
 	// pgPageChunk bounds the keys of one Postgres lookup of a Redis page.
 	pgPageChunk = 5000
-	// pgGetChunk bounds the channels of one Postgres lookup.
-	pgGetChunk = 1000
 )
 
 // Leader election modes (Config.LeaderElection, --sweep-leader-election).
@@ -128,9 +123,10 @@ func (c Counts) Total() int {
 type Report struct {
 	Started  time.Time
 	Duration time.Duration
-	// PostgresRows is the number of rows walked in Postgres.
+	// PostgresRows is the number of rows walked in Postgres, every kind.
 	PostgresRows int
-	// RedisUsers and RedisFields count the hashes and fields walked.
+	// RedisUsers counts the ids the Redis walks scanned (users, channels,
+	// keys: each kind's SCAN names its own), RedisFields the values read.
 	RedisUsers  int
 	RedisFields int
 	// Pages counts Postgres pages and Redis SCAN pages.
@@ -139,8 +135,8 @@ type Report struct {
 	// repair was written. Both cover every kind of state.
 	Found    Counts
 	Repaired Counts
-	// ByKind splits Found by kind of state (KindCursors, KindHeads,
-	// KindMembers, KindMentions, KindSettings).
+	// ByKind splits Found by kind of state (kinds.Kind.Name: KindCursors,
+	// KindHeads, ...).
 	ByKind map[string]*Counts
 	// InFlight counts keys where Redis was ahead but moved within the grace
 	// period: the write path is still persisting them, so they were left.
@@ -187,6 +183,9 @@ type Config struct {
 	// MentionCap is the mention cap (each key keeps its newest cap+1).
 	// Defaults to channel.MentionCapDefault.
 	MentionCap int
+	// Kinds are the kinds of state swept, in order. Defaults to
+	// kinds.All().
+	Kinds []kinds.Kind
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Registerer receives the metrics. Defaults to a private registry.
@@ -214,6 +213,9 @@ func (c *Config) fill() {
 	c.Grace = cmp.Or(c.Grace, GraceDefault)
 	c.LeaderElection = cmp.Or(c.LeaderElection, LeaderNone)
 	c.LeaderCheckInterval = cmp.Or(c.LeaderCheckInterval, LeaderCheckIntervalDefault)
+	if c.Kinds == nil {
+		c.Kinds = kinds.All()
+	}
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 }
 
@@ -303,7 +305,18 @@ type Sweeper struct {
 	// guard is set while leading: the lock check before each page.
 	guard atomic.Pointer[pageGuard]
 	now   func() time.Time
+	kinds []kinds.Kind
+	env   kinds.Env
 }
+
+// The kinds of state, the keys of Report.ByKind.
+var (
+	KindCursors  = kinds.Cursors.Name()
+	KindHeads    = kinds.Heads.Name()
+	KindMembers  = kinds.Members.Name()
+	KindMentions = kinds.Mentions.Name()
+	KindSettings = kinds.Settings.Name()
+)
 
 const (
 	roleLeader  = "leader"
@@ -327,7 +340,9 @@ func New(cfg Config) (*Sweeper, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring drift sweep: %w", err)
 	}
-	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now}, nil
+	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now,
+		kinds: cfg.Kinds,
+		env:   kinds.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}, nil
 }
 
 // Run sweeps at start and then Interval after each sweep ends, until ctx
@@ -489,307 +504,6 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 		}
 		t.Reset(s.cfg.Interval)
 	}
-}
-
-// SweepOnce runs one full, synchronous pass: Postgres in key order against
-// Redis, then Redis users against Postgres, for the cursors; then the same
-// two ways for heads, membership registers and mentions (channels.go) and
-// privacy settings (settings.go). It stops at the first store
-// failure and returns the report so far with the error.
-func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rep := Report{Started: s.now()}
-	// A burst of 1 spaces pages evenly, 1/PagesPerSecond apart.
-	lim := rate.NewLimiter(rate.Limit(s.cfg.PagesPerSecond), 1)
-	err := s.sweepPostgres(ctx, lim, &rep)
-	if err == nil {
-		err = s.sweepRedis(ctx, lim, &rep)
-	}
-	if err == nil {
-		err = s.sweepChannels(ctx, lim, &rep)
-	}
-	rep.Duration = time.Since(rep.Started)
-	if ctx.Err() != nil {
-		// Stopped (shutdown, leadership lost): neither a failure nor a sweep.
-		return rep, err
-	}
-	result := "ok"
-	if err != nil {
-		result = "error"
-	}
-	s.m.sweeps.WithLabelValues(result).Inc()
-	s.m.duration.Observe(rep.Duration.Seconds())
-	return rep, err
-}
-
-// pageResult is the work found in one page (or one user).
-type pageResult struct {
-	found           Counts
-	inFlight        int
-	invalid         int
-	toPG, toRedis   []receipt.State
-	dirPG, dirRedis []string // direction of each repair, for counting
-}
-
-// compare classifies one key seen in both stores (or missing in one) and
-// queues its repairs. Every repair carries the merge of both sides, so a
-// write can only move a store forward.
-func (s *Sweeper) compare(pr *pageResult, pg, rd *receipt.State) {
-	switch {
-	case rd == nil:
-		pr.found.add(DirRedisMissing, 1)
-		pr.toRedis, pr.dirRedis = append(pr.toRedis, *pg), append(pr.dirRedis, DirRedisMissing)
-	case pg == nil:
-		if s.inFlight(*rd) {
-			pr.inFlight++
-			return
-		}
-		pr.found.add(DirPostgresMissing, 1)
-		pr.toPG, pr.dirPG = append(pr.toPG, *rd), append(pr.dirPG, DirPostgresMissing)
-	default:
-		merged, _ := receipt.Merge(*pg, *rd)
-		redisAhead := !merged.SameCursors(*pg)
-		pgAhead := !merged.SameCursors(*rd)
-		if redisAhead && s.inFlight(*rd) {
-			pr.inFlight++
-			redisAhead = false
-		}
-		if redisAhead {
-			pr.found.add(DirRedisAhead, 1)
-			pr.toPG, pr.dirPG = append(pr.toPG, merged), append(pr.dirPG, DirRedisAhead)
-		}
-		if pgAhead {
-			pr.found.add(DirPostgresAhead, 1)
-			pr.toRedis, pr.dirRedis = append(pr.toRedis, merged), append(pr.dirRedis, DirPostgresAhead)
-		}
-	}
-}
-
-func (s *Sweeper) inFlight(rd receipt.State) bool {
-	if s.cfg.Grace < 0 || rd.UpdatedAtUnixMs <= 0 {
-		return false
-	}
-	return s.now().Sub(time.UnixMilli(rd.UpdatedAtUnixMs)) < s.cfg.Grace
-}
-
-// sweepPostgres walks Postgres in key order; each page's users are read
-// from Redis in parallel (one HMGET of the page's channels per user).
-func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Report) error {
-	var after receipt.Key
-	for {
-		if err := lim.Wait(ctx); err != nil {
-			return err
-		}
-		if err := s.checkGuard(ctx); err != nil {
-			return err
-		}
-		page, err := s.cfg.Postgres.Page(ctx, after, s.cfg.PageSize)
-		if err != nil {
-			return fmt.Errorf("reading postgres page after %q: %w", after.KafkaKey(), err)
-		}
-		rep.Pages++
-		if len(page) == 0 {
-			return nil
-		}
-		rep.PostgresRows += len(page)
-		after = page[len(page)-1].Key
-
-		// The page's users' fields in one Redis pipeline (a round trip
-		// per user cost the sweep most of its CPU in syscalls).
-		var reqs []redisstore.UserChannels
-		for _, st := range page {
-			if n := len(reqs); n == 0 || reqs[n-1].User != st.Key.User {
-				reqs = append(reqs, redisstore.UserChannels{User: st.Key.User})
-			}
-			reqs[len(reqs)-1].Channels = append(reqs[len(reqs)-1].Channels, st.Key.Channel)
-		}
-		got, err := s.cfg.Redis.GetMany(ctx, reqs)
-		if err != nil {
-			return fmt.Errorf("reading the redis hashes of %d users: %w", len(reqs), err)
-		}
-		inRedis := make(map[receipt.Key]*receipt.State, len(page))
-		for i := range got {
-			for j := range got[i].States {
-				inRedis[got[i].States[j].Key] = &got[i].States[j]
-			}
-		}
-		var pr pageResult
-		for i := range page {
-			s.compare(&pr, &page[i], inRedis[page[i].Key])
-		}
-		if err := s.apply(ctx, pr, rep); err != nil {
-			return err
-		}
-		if len(page) < s.cfg.PageSize {
-			return nil
-		}
-	}
-}
-
-// sweepRedis walks Redis users with bounded SCAN pages (in Redis Cluster,
-// every master in turn); each user's fields are looked up in Postgres.
-func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report) error {
-	var cursor redisstore.ScanCursor
-	for {
-		if err := lim.Wait(ctx); err != nil {
-			return err
-		}
-		if err := s.checkGuard(ctx); err != nil {
-			return err
-		}
-		users, next, err := s.cfg.Redis.ScanUsers(ctx, cursor, s.cfg.ScanCount)
-		if err != nil {
-			return fmt.Errorf("scanning redis users (%s): %w", cursor, err)
-		}
-		rep.Pages++
-		// SCAN may return a key more than once.
-		slices.Sort(users)
-		users = slices.Compact(users)
-		rep.RedisUsers += len(users)
-		// The page's users' hashes in one Redis pipeline, then their rows
-		// from Postgres in one lookup per pgPageChunk keys (a query per
-		// user cost Postgres most of a core at the default rate).
-		var pr pageResult
-		var reqs []redisstore.UserChannels
-		for _, user := range users {
-			if receipt.ValidateID("user_id", user) != nil {
-				pr.invalid++
-				continue
-			}
-			reqs = append(reqs, redisstore.UserChannels{User: user})
-		}
-		got, err := s.cfg.Redis.GetMany(ctx, reqs)
-		if err != nil {
-			return fmt.Errorf("reading the redis hashes of %d users: %w", len(reqs), err)
-		}
-		var valid []receipt.State
-		fields := 0
-		for _, g := range got {
-			fields += len(g.States)
-			for _, st := range g.States {
-				if st.Validate() != nil {
-					pr.invalid++
-					continue
-				}
-				valid = append(valid, st)
-			}
-		}
-		inPG := make(map[receipt.Key]*receipt.State, len(valid))
-		for start := 0; start < len(valid); start += pgPageChunk {
-			chunk := valid[start:min(start+pgPageChunk, len(valid))]
-			keys := make([]receipt.Key, len(chunk))
-			for i, st := range chunk {
-				keys[i] = st.Key
-			}
-			rows, err := s.cfg.Postgres.GetKeys(ctx, keys)
-			if err != nil {
-				return fmt.Errorf("reading postgres rows of %d keys: %w", len(keys), err)
-			}
-			for i := range rows {
-				inPG[rows[i].Key] = &rows[i]
-			}
-		}
-		for i := range valid {
-			s.compare(&pr, inPG[valid[i].Key], &valid[i])
-		}
-		rep.RedisFields += fields
-		if err := s.apply(ctx, pr, rep); err != nil {
-			return err
-		}
-		cursor = next
-		if cursor.Done() {
-			return nil
-		}
-	}
-}
-
-// apply writes a page's repairs: one Postgres upsert and one Redis
-// pipeline, both max-merges.
-func (s *Sweeper) apply(ctx context.Context, pr pageResult, rep *Report) error {
-	rep.Found.merge(pr.found)
-	rep.byKind(KindCursors).merge(pr.found)
-	rep.InFlight += pr.inFlight
-	rep.Invalid += pr.invalid
-	erased, err := s.dropErasedCursors(ctx, &pr)
-	if err != nil {
-		rep.Failed += len(pr.toPG) + len(pr.toRedis)
-		return fmt.Errorf("reading the tombstones of a page: %w", err)
-	}
-	rep.Erased += erased
-	s.m.inFlight.Add(float64(pr.inFlight))
-	for _, d := range []string{DirRedisAhead, DirPostgresAhead, DirRedisMissing, DirPostgresMissing} {
-		if n := countDir(pr.found, d); n > 0 {
-			s.m.found.WithLabelValues(d).Add(float64(n))
-		}
-	}
-	if len(pr.toPG) > 0 {
-		if err := s.upsert(ctx, pr.toPG); err != nil {
-			if pgstore.Classify(err) != errclass.Rejected {
-				rep.Failed += len(pr.toPG)
-				return fmt.Errorf("repairing %d postgres rows: %w", len(pr.toPG), err)
-			}
-			// A rejected batch: write row by row so one bad row costs only itself.
-			for i, st := range pr.toPG {
-				if err := s.upsert(ctx, []receipt.State{st}); err != nil {
-					rep.Failed++
-					s.log.Warn("repairing postgres row", zap.String("key", st.Key.KafkaKey()), zap.Error(err))
-					if pgstore.Classify(err) != errclass.Rejected {
-						return fmt.Errorf("repairing postgres row %s: %w", st.Key.KafkaKey(), err)
-					}
-					continue
-				}
-				s.repaired(rep, pr.dirPG[i])
-			}
-		} else {
-			for _, d := range pr.dirPG {
-				s.repaired(rep, d)
-			}
-		}
-	}
-	if len(pr.toRedis) > 0 {
-		res, err := s.cfg.Redis.Merge(ctx, pr.toRedis)
-		if err != nil && res == nil {
-			rep.Failed += len(pr.toRedis)
-			return fmt.Errorf("repairing %d redis fields: %w", len(pr.toRedis), err)
-		}
-		for i, r := range res {
-			if r.Err != nil {
-				rep.Failed++
-				s.log.Warn("repairing redis field", zap.String("key", pr.toRedis[i].Key.KafkaKey()), zap.Error(r.Err))
-				continue
-			}
-			s.repaired(rep, pr.dirRedis[i])
-		}
-		if err != nil {
-			return fmt.Errorf("repairing %d redis fields: %w", len(pr.toRedis), err)
-		}
-	}
-	return nil
-}
-
-func (s *Sweeper) upsert(ctx context.Context, states []receipt.State) error {
-	_, err := s.cfg.Postgres.Upsert(ctx, states)
-	return err
-}
-
-func (s *Sweeper) repaired(rep *Report, dir string) {
-	rep.Repaired.add(dir, 1)
-	s.m.repaired.WithLabelValues(dir).Inc()
-}
-
-func countDir(c Counts, dir string) int {
-	switch dir {
-	case DirRedisAhead:
-		return c.RedisAhead
-	case DirPostgresAhead:
-		return c.PostgresAhead
-	case DirRedisMissing:
-		return c.RedisMissing
-	case DirPostgresMissing:
-		return c.PostgresMissing
-	}
-	return 0
 }
 
 // Ready reports nil while Run runs and both stores answer.

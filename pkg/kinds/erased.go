@@ -1,0 +1,157 @@
+package kinds
+
+import (
+	"context"
+	"slices"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// Kind is a Spec with its types erased: what the loops over every kind
+// (the drift sweep, dead-letter repair, the differential test) call.
+// Values and keys travel boxed in any; each call unboxes them into the
+// Spec's own types, so a kind's functions stay typed. The persister's
+// hot path does not box: its window part (NewPart) is typed.
+type Kind interface {
+	Name() string
+	InChangeFeed() bool
+	InWatch() bool
+
+	KeyOf(v any) any
+	RecordKeyOf(k any) string
+	UserOf(k any) string // "" for state that belongs to no user
+	TimeOf(v any) int64
+	ZeroOf(k any) any
+	IsEmpty(v any) bool
+	MergeValues(env *Env, a, b any) any
+	SameValues(a, b any) bool
+	FromEvent(d event.Decoded) (any, bool)
+
+	WritePG(ctx context.Context, env *Env, vals []any) (int64, error)
+	GetPG(ctx context.Context, env *Env, keys []any) ([]any, error)
+	// PagePG reads up to n rows after the key after (nil: from the start).
+	PagePG(ctx context.Context, env *Env, after any, n int) ([]any, error)
+	WriteRedis(ctx context.Context, env *Env, vals []any) ([]error, error)
+	GetRedis(ctx context.Context, env *Env, keys []any) ([][]any, error)
+	ScanRedis(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[any], error)
+
+	// NewPart starts the kind's part of a persister window.
+	NewPart(env *Env) Part
+}
+
+// New registers the types of a Spec: the one step between describing a
+// kind and every loop handling it.
+func New[K comparable, V any](s *Spec[K, V]) Kind { return kind[K, V]{s} }
+
+type kind[K comparable, V any] struct{ s *Spec[K, V] }
+
+func (k kind[K, V]) Name() string       { return k.s.Name }
+func (k kind[K, V]) InChangeFeed() bool { return k.s.InChangeFeed }
+func (k kind[K, V]) InWatch() bool      { return k.s.InWatch }
+
+func (k kind[K, V]) KeyOf(v any) any            { return k.s.Key(v.(V)) }
+func (k kind[K, V]) RecordKeyOf(key any) string { return k.s.RecordKey(key.(K)) }
+func (k kind[K, V]) TimeOf(v any) int64         { return k.s.Time(v.(V)) }
+func (k kind[K, V]) ZeroOf(key any) any         { return k.s.Zero(key.(K)) }
+func (k kind[K, V]) IsEmpty(v any) bool         { return k.s.Empty(v.(V)) }
+func (k kind[K, V]) SameValues(a, b any) bool   { return k.s.Same(a.(V), b.(V)) }
+
+func (k kind[K, V]) UserOf(key any) string {
+	if k.s.User == nil {
+		return ""
+	}
+	return k.s.User(key.(K))
+}
+
+func (k kind[K, V]) MergeValues(env *Env, a, b any) any { return k.s.Merge(env, a.(V), b.(V)) }
+
+func (k kind[K, V]) FromEvent(d event.Decoded) (any, bool) {
+	v, ok := k.s.FromEvent(d)
+	if !ok {
+		return nil, false
+	}
+	return v, true
+}
+
+// WritePG sorts the values by key (a statement writes in key order),
+// keeps one per key, merged, and applies the kind's retention.
+func (k kind[K, V]) WritePG(ctx context.Context, env *Env, vals []any) (int64, error) {
+	sorted := k.sortedUnique(env, vals)
+	n, err := k.s.PGWrite(ctx, env, sorted)
+	if err == nil && k.s.PGTrim != nil {
+		_, err = k.s.PGTrim(ctx, env, sorted)
+	}
+	return n, err
+}
+
+func (k kind[K, V]) GetPG(ctx context.Context, env *Env, keys []any) ([]any, error) {
+	got, err := k.s.PGGet(ctx, env, unbox[K](keys))
+	return box(got), err
+}
+
+func (k kind[K, V]) PagePG(ctx context.Context, env *Env, after any, n int) ([]any, error) {
+	var a K
+	if after != nil {
+		a = after.(K)
+	}
+	got, err := k.s.PGPage(ctx, env, a, after != nil, n)
+	return box(got), err
+}
+
+func (k kind[K, V]) WriteRedis(ctx context.Context, env *Env, vals []any) ([]error, error) {
+	return k.s.RedisWrite(ctx, env, unbox[V](vals))
+}
+
+func (k kind[K, V]) GetRedis(ctx context.Context, env *Env, keys []any) ([][]any, error) {
+	got, err := k.s.RedisGet(ctx, env, unbox[K](keys))
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]any, len(got))
+	for i, copies := range got {
+		out[i] = make([]any, len(copies))
+		for j, c := range copies {
+			if c != nil {
+				out[i][j] = *c
+			}
+		}
+	}
+	return out, nil
+}
+
+func (k kind[K, V]) ScanRedis(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[any], error) {
+	p, err := k.s.RedisScan(ctx, env, cur, count)
+	return ScanPage[any]{Values: box(p.Values), Scanned: p.Scanned, Invalid: p.Invalid, Next: p.Next}, err
+}
+
+// sortedUnique unboxes vals in key order, one merged value per key.
+func (k kind[K, V]) sortedUnique(env *Env, vals []any) []V {
+	in := unbox[V](vals)
+	slices.SortStableFunc(in, func(a, b V) int { return k.s.Compare(k.s.Key(a), k.s.Key(b)) })
+	out := in[:0]
+	for _, v := range in {
+		if n := len(out); n > 0 && k.s.Compare(k.s.Key(out[n-1]), k.s.Key(v)) == 0 {
+			out[n-1] = k.s.Merge(env, out[n-1], v)
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func box[T any](xs []T) []any {
+	out := make([]any, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+func unbox[T any](xs []any) []T {
+	out := make([]T, len(xs))
+	for i, x := range xs {
+		out[i] = x.(T)
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package kinds
+
+import (
+	"context"
+	"strings"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// headSpec is a channel's head: a max-register of the greatest message
+// seq notified (channel.MergeHead), one channel_heads row and a field of
+// the channel's Redis hash. It belongs to no user.
+var headSpec = &Spec[string, channel.Head]{
+	Name:      "channel_heads",
+	Key:       func(h channel.Head) string { return h.Channel },
+	Compare:   strings.Compare,
+	RecordKey: func(ch string) string { return ch },
+	Time:      func(h channel.Head) int64 { return h.UpdatedAtUnixMs },
+	Zero:      func(ch string) channel.Head { return channel.Head{Channel: ch} },
+	Empty:     func(h channel.Head) bool { return h.Seq == 0 },
+	Merge:     func(_ *Env, a, b channel.Head) channel.Head { m, _ := channel.MergeHead(a, b); return m },
+	Same:      func(a, b channel.Head) bool { return a.Seq == b.Seq },
+	FromEvent: func(d event.Decoded) (channel.Head, bool) {
+		if d.Channel == nil {
+			return channel.Head{}, false
+		}
+		return *d.Channel, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []channel.Head) (int64, error) {
+		return env.Postgres.UpsertHeads(ctx, vals)
+	},
+	PGGet: func(ctx context.Context, env *Env, chs []string) ([]channel.Head, error) {
+		return env.Postgres.Heads(ctx, chs)
+	},
+	PGPage: func(ctx context.Context, env *Env, after string, _ bool, n int) ([]channel.Head, error) {
+		return env.Postgres.HeadsPage(ctx, after, n)
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Head) ([]error, error) {
+		res, err := env.Redis.RaiseHeads(ctx, vals)
+		return resultErrs(res, err, func(r redisstore.HeadResult) error { return r.Err })
+	},
+	RedisGet: func(ctx context.Context, env *Env, chs []string) ([][]*channel.Head, error) {
+		got, err := env.Redis.Heads(ctx, chs)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*channel.Head, len(chs))
+		for i, ch := range chs {
+			out[i] = []*channel.Head{nil}
+			if h, ok := got[ch]; ok {
+				out[i][0] = &h
+			}
+		}
+		return out, nil
+	},
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Head], error) {
+		chs, next, err := env.Redis.ScanChannels(ctx, cur, count)
+		if err != nil {
+			return ScanPage[channel.Head]{}, err
+		}
+		page := ScanPage[channel.Head]{Next: next}
+		valid := validIDs("channel_id", chs, &page.Scanned, &page.Invalid)
+		got, err := env.Redis.Heads(ctx, valid)
+		if err != nil {
+			return page, err
+		}
+		for _, ch := range valid {
+			if h, ok := got[ch]; ok {
+				page.Values = append(page.Values, h)
+			}
+		}
+		return page, nil
+	},
+	InWatch: true,
+}
+
+// resultErrs turns a Redis call's per-value results into per-value errors.
+func resultErrs[R any](res []R, err error, errOf func(R) error) ([]error, error) {
+	if res == nil {
+		return nil, err
+	}
+	errs := make([]error, len(res))
+	for i, r := range res {
+		errs[i] = errOf(r)
+	}
+	return errs, err
+}

@@ -1,0 +1,96 @@
+package kinds
+
+import (
+	"context"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// Env is what a kind's statements run against: the two stores and the
+// settings some merge rules take.
+type Env struct {
+	Postgres *pgstore.Store
+	// Redis is nil where a caller works on Postgres alone.
+	Redis *redisstore.Store
+	// MentionCap is the mention retention (each key keeps its newest
+	// cap+1 seqs).
+	MentionCap int
+	// ViewStreamMaxLen bounds the channel views' move streams when a
+	// settings register re-applies a user's views (0: the store's default).
+	ViewStreamMaxLen int64
+}
+
+// Spec describes one kind of state with keys K and values V: everything
+// the generic loops need, each rule written once. Every function is
+// required unless its comment says otherwise.
+type Spec[K comparable, V any] struct {
+	// Name is the kind's Postgres table; it labels reports and dead letters.
+	Name string
+	// Key is a value's key; Compare orders keys as the Postgres page walk
+	// does (statements write in that order, so they never deadlock).
+	Key     func(V) K
+	Compare func(a, b K) int
+	// RecordKey is the Kafka record key of the kind's events about k.
+	RecordKey func(k K) string
+	// User is the user whose erasure removes the value; nil for state
+	// that belongs to no user (a channel's head).
+	User func(K) string
+	// Time is when the value was last accepted (ms; 0: it carries none).
+	// An erasure drops what predates it, and the drift sweep leaves a
+	// Redis value younger than its grace period alone (in flight).
+	Time func(V) int64
+
+	// Zero is the value a store holds when it holds nothing of k: the
+	// identity of Merge. Empty reports a value that means nothing (a
+	// Redis head of seq 0 caches "no head yet"): never drift.
+	Zero  func(k K) V
+	Empty func(V) bool
+	// Merge is the kind's rule from the domain floor: commutative,
+	// associative and idempotent, so stores that apply the same values in
+	// any order, any number of times, converge. Same reports two values
+	// the stores need not reconcile.
+	Merge func(env *Env, a, b V) V
+	Same  func(a, b V) bool
+	// Rows is how many Postgres rows a value costs (nil: one).
+	Rows func(V) int
+
+	// FromEvent is the kind's part of a decoded record, if it carries one.
+	FromEvent func(d event.Decoded) (V, bool)
+
+	// PGWrite merges values into Postgres by Merge's rule (values are in
+	// key order, at most one per key). PGGet returns the rows of keys
+	// that have one; PGPage up to n rows after `after` in key order
+	// (hasAfter false: from the start).
+	PGWrite func(ctx context.Context, env *Env, vals []V) (int64, error)
+	PGGet   func(ctx context.Context, env *Env, keys []K) ([]V, error)
+	PGPage  func(ctx context.Context, env *Env, after K, hasAfter bool, n int) ([]V, error)
+	// PGTrim, when set, applies the kind's retention to the keys of vals
+	// after a write. It only bounds the table (readers apply the
+	// retention themselves), so a failure is logged, never dead-lettered.
+	PGTrim func(ctx context.Context, env *Env, vals []V) (int64, error)
+
+	// RedisWrite merges values into Redis by the same rule; errs, when not
+	// nil, holds one error per value (nil: merged). RedisGet returns, per
+	// key, every copy Redis keeps of it (nil: that copy is absent): one
+	// for most kinds, two for a membership register (the user's hash and
+	// the channel's). RedisScan returns one SCAN page of the values Redis
+	// holds, how many ids it scanned and how many values fail validation
+	// (never copied).
+	RedisWrite func(ctx context.Context, env *Env, vals []V) (errs []error, err error)
+	RedisGet   func(ctx context.Context, env *Env, keys []K) ([][]*V, error)
+	RedisScan  func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[V], error)
+
+	// InChangeFeed and InWatch say whether the kind's changes appear in
+	// the change feed and the watch streams.
+	InChangeFeed, InWatch bool
+}
+
+// ScanPage is one SCAN page of a kind's values in Redis.
+type ScanPage[V any] struct {
+	Values  []V
+	Scanned int // ids (users, channels, keys) the page named
+	Invalid int // values that fail validation
+	Next    redisstore.ScanCursor
+}

@@ -1,0 +1,102 @@
+package kinds
+
+import (
+	"context"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// memberSpec is a user's membership register in a channel: the greater
+// (version, member, join) wins (channel.MergeMembership), one
+// channel_members row, and in Redis two copies: a field of the user's
+// membership hash and one of the channel's.
+var memberSpec = &Spec[receipt.Key, channel.Membership]{
+	Name: "channel_members",
+	Key:  func(m channel.Membership) receipt.Key { return m.Key },
+	// (channel, user): the order of the table's primary key.
+	Compare: func(a, b receipt.Key) int {
+		return pgstore.CompareMembers(channel.Membership{Key: a}, channel.Membership{Key: b})
+	},
+	RecordKey: receipt.Key.KafkaKey,
+	User:      func(k receipt.Key) string { return k.User },
+	Time:      func(m channel.Membership) int64 { return m.VersionUnixMs },
+	Zero:      func(k receipt.Key) channel.Membership { return channel.Membership{Key: k} },
+	Empty:     channel.Membership.IsZero,
+	Merge: func(_ *Env, a, b channel.Membership) channel.Membership {
+		m, _ := channel.MergeMembership(a, b)
+		return m
+	},
+	Same: func(a, b channel.Membership) bool { return a.Compare(b) == 0 },
+	FromEvent: func(d event.Decoded) (channel.Membership, bool) {
+		if d.Membership == nil {
+			return channel.Membership{}, false
+		}
+		return *d.Membership, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []channel.Membership) (int64, error) {
+		return env.Postgres.UpsertMembers(ctx, vals)
+	},
+	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]channel.Membership, error) {
+		users, chs := byUser(keys)
+		var out []channel.Membership
+		for _, u := range users {
+			for start := 0; start < len(chs[u]); start += pgGetChunk {
+				rows, err := env.Postgres.Memberships(ctx, u, chs[u][start:min(start+pgGetChunk, len(chs[u]))])
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, rows...)
+			}
+		}
+		return out, nil
+	},
+	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]channel.Membership, error) {
+		return env.Postgres.MembersPage(ctx, after, n)
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Membership) ([]error, error) {
+		res, err := env.Redis.MergeMemberships(ctx, vals)
+		return resultErrs(res, err, func(r redisstore.MembershipResult) error { return r.Err })
+	},
+	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*channel.Membership, error) {
+		byUser, byChannel, err := env.Redis.RegistersOf(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*channel.Membership, len(keys))
+		for i := range keys {
+			out[i] = []*channel.Membership{byUser[i], byChannel[i]}
+		}
+		return out, nil
+	},
+	// The walk scans the users' hashes; the channels' copies are compared
+	// by the Postgres walk (a register only Redis holds is copied into
+	// both by the repair's merge).
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Membership], error) {
+		users, next, err := env.Redis.ScanMembershipUsers(ctx, cur, count)
+		if err != nil {
+			return ScanPage[channel.Membership]{}, err
+		}
+		page := ScanPage[channel.Membership]{Next: next}
+		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+			regs, _, err := env.Redis.Memberships(ctx, u, nil)
+			if err != nil {
+				return page, err
+			}
+			for _, m := range regs {
+				if m.Validate() != nil {
+					page.Invalid++
+					continue
+				}
+				page.Values = append(page.Values, m)
+			}
+		}
+		return page, nil
+	},
+	InWatch: true,
+}

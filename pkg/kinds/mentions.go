@@ -1,0 +1,119 @@
+package kinds
+
+import (
+	"context"
+	"slices"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// mentionSpec is the set of message seqs that mention a user in a
+// channel: a set union kept to the newest cap+1 (channel.MergeMentions),
+// one mentions row per seq and a Redis sorted set. A set carries no time.
+var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
+	Name:      "mentions",
+	Key:       func(m channel.Mentions) receipt.Key { return m.Key },
+	Compare:   receipt.Key.Compare,
+	RecordKey: receipt.Key.KafkaKey,
+	User:      func(k receipt.Key) string { return k.User },
+	Time:      func(channel.Mentions) int64 { return 0 },
+	Zero:      func(k receipt.Key) channel.Mentions { return channel.Mentions{Key: k} },
+	Empty:     func(m channel.Mentions) bool { return len(m.Seqs) == 0 },
+	Merge: func(env *Env, a, b channel.Mentions) channel.Mentions {
+		k := a.Key
+		if k == (receipt.Key{}) {
+			k = b.Key
+		}
+		return channel.Mentions{Key: k, Seqs: channel.MergeMentions(a.Seqs, b.Seqs, env.mentionCap())}
+	},
+	Same: func(a, b channel.Mentions) bool { return slices.Equal(a.Seqs, b.Seqs) },
+	Rows: func(m channel.Mentions) int { return len(m.Seqs) },
+	FromEvent: func(d event.Decoded) (channel.Mentions, bool) {
+		if len(d.Mentions) == 0 {
+			return channel.Mentions{}, false
+		}
+		return channel.Mentions{Key: d.Key, Seqs: d.Mentions}, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []channel.Mentions) (int64, error) {
+		return env.Postgres.InsertMentions(ctx, vals)
+	},
+	PGTrim: func(ctx context.Context, env *Env, vals []channel.Mentions) (int64, error) {
+		keys := make([]receipt.Key, len(vals))
+		for i, m := range vals {
+			keys[i] = m.Key
+		}
+		return env.Postgres.TrimMentions(ctx, keys, env.mentionCap())
+	},
+	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]channel.Mentions, error) {
+		users, chs := byUser(keys)
+		var out []channel.Mentions
+		for _, u := range users {
+			rows, err := env.Postgres.Mentions(ctx, u, chs[u], env.mentionCap())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rows...)
+		}
+		return out, nil
+	},
+	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]channel.Mentions, error) {
+		return env.Postgres.MentionsPage(ctx, after, n, env.mentionCap())
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Mentions) ([]error, error) {
+		return nil, env.Redis.AddMentions(ctx, vals, env.mentionCap())
+	},
+	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*channel.Mentions, error) {
+		seqs, err := env.Redis.MentionSeqs(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*channel.Mentions, len(keys))
+		for i, k := range keys {
+			out[i] = []*channel.Mentions{nil}
+			if seqs[i] != nil {
+				out[i][0] = &channel.Mentions{Key: k, Seqs: seqs[i]}
+			}
+		}
+		return out, nil
+	},
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Mentions], error) {
+		keys, next, err := env.Redis.ScanMentionKeys(ctx, cur, count)
+		if err != nil {
+			return ScanPage[channel.Mentions]{}, err
+		}
+		page := ScanPage[channel.Mentions]{Next: next}
+		slices.SortFunc(keys, receipt.Key.Compare)
+		keys = slices.Compact(keys)
+		page.Scanned = len(keys)
+		valid := keys[:0]
+		for _, k := range keys {
+			if receipt.ValidateID("user_id", k.User) != nil || receipt.ValidateID("channel_id", k.Channel) != nil {
+				page.Invalid++
+				continue
+			}
+			valid = append(valid, k)
+		}
+		seqs, err := env.Redis.MentionSeqs(ctx, valid)
+		if err != nil {
+			return page, err
+		}
+		for i, k := range valid {
+			if seqs[i] != nil {
+				page.Values = append(page.Values, channel.Mentions{Key: k, Seqs: seqs[i]})
+			}
+		}
+		return page, nil
+	},
+}
+
+func (e *Env) mentionCap() int {
+	if e != nil && e.MentionCap > 0 {
+		return e.MentionCap
+	}
+	return channel.MentionCapDefault
+}

@@ -1,0 +1,99 @@
+package kinds
+
+import (
+	"context"
+	"strings"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// settingsSpec is a user's privacy settings: a versioned register, the
+// newer version wins and a tie shares less (privacy.Merge), one
+// user_settings row and a Redis hash. A user without either holds the
+// defaults; a Redis entry of version 0 caches them. A register merged
+// into Redis is applied to the user's channel views, so a kind the user
+// stopped sharing leaves them.
+var settingsSpec = &Spec[string, privacy.Settings]{
+	Name:      "user_settings",
+	Key:       func(st privacy.Settings) string { return st.User },
+	Compare:   strings.Compare,
+	RecordKey: event.UserKey,
+	User:      func(u string) string { return u },
+	Time:      func(st privacy.Settings) int64 { return st.VersionMs },
+	Zero:      privacy.Default,
+	Empty:     func(st privacy.Settings) bool { return st.VersionMs == 0 },
+	Merge:     func(_ *Env, a, b privacy.Settings) privacy.Settings { m, _ := privacy.Merge(a, b); return m },
+	Same:      func(a, b privacy.Settings) bool { return a == b },
+	FromEvent: func(d event.Decoded) (privacy.Settings, bool) {
+		if d.Settings == nil {
+			return privacy.Settings{}, false
+		}
+		return *d.Settings, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []privacy.Settings) (int64, error) {
+		return env.Postgres.UpsertSettings(ctx, vals)
+	},
+	PGGet: func(ctx context.Context, env *Env, users []string) ([]privacy.Settings, error) {
+		got, err := env.Postgres.StoredSettings(ctx, users)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]privacy.Settings, 0, len(got))
+		for _, u := range users {
+			if st, ok := got[u]; ok {
+				out = append(out, st)
+			}
+		}
+		return out, nil
+	},
+	PGPage: func(ctx context.Context, env *Env, after string, _ bool, n int) ([]privacy.Settings, error) {
+		return env.Postgres.SettingsPage(ctx, after, n)
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []privacy.Settings) ([]error, error) {
+		stored, err := env.Redis.MergeSettings(ctx, vals)
+		if err != nil {
+			return nil, err
+		}
+		errs := make([]error, len(stored))
+		for i, st := range stored {
+			errs[i] = env.Redis.ApplySettingsToViews(ctx, st, env.ViewStreamMaxLen)
+		}
+		return errs, nil
+	},
+	RedisGet: func(ctx context.Context, env *Env, users []string) ([][]*privacy.Settings, error) {
+		sts, found, err := env.Redis.Settings(ctx, users)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*privacy.Settings, len(users))
+		for i := range users {
+			out[i] = []*privacy.Settings{nil}
+			if found[i] {
+				out[i][0] = &sts[i]
+			}
+		}
+		return out, nil
+	},
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[privacy.Settings], error) {
+		users, next, err := env.Redis.ScanSettingsUsers(ctx, cur, count)
+		if err != nil {
+			return ScanPage[privacy.Settings]{}, err
+		}
+		page := ScanPage[privacy.Settings]{Next: next}
+		valid := validIDs("user_id", users, &page.Scanned, &page.Invalid)
+		sts, found, err := env.Redis.Settings(ctx, valid)
+		if err != nil {
+			return page, err
+		}
+		for i := range valid {
+			if found[i] {
+				page.Values = append(page.Values, sts[i])
+			}
+		}
+		return page, nil
+	},
+}

@@ -1,11 +1,9 @@
-// Package repair applies one state to both stores by its merge rule
-// (RepairDecoded: cursors, heads, membership registers, mentions, privacy
-// settings). For
-// cursors it
-// merges the key's Redis value (the real-time truth) into the state, upserts
-// Postgres with the result and max-merges what Postgres then holds back into
-// Redis, so both converge. The dead-letter consumer wraps it in bounded
-// retries; an operator's replay runs it once.
+// Package repair applies one decoded event to both stores, every kind of
+// state it carries by that kind's merge rule (kinds.Spec): the key's
+// Redis value (the real-time truth) is merged into it, Postgres is
+// upserted with the result, and what Postgres then holds is merged back
+// into Redis, so both converge. The dead-letter consumer wraps it in
+// bounded retries; an operator's replay runs it once.
 package repair
 
 import (
@@ -14,12 +12,13 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
-	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// Repairer applies one state to both stores by the max rule.
+// Repairer applies events to both stores by their kinds' merge rules.
 type Repairer struct {
 	// Postgres is the durable store. Required.
 	Postgres *pgstore.Store
@@ -38,31 +37,73 @@ type Repairer struct {
 	// settings repair re-applies a user's views. Defaults to
 	// redisstore.ViewStreamMaxLenDefault.
 	ViewStreamMaxLen int64
+	// Kinds are the kinds of state repaired. Defaults to kinds.All().
+	Kinds []kinds.Kind
 }
 
-// Repair merges st with the key's Redis value, upserts Postgres with the
-// result (max rule), then max-merges what Postgres now holds into Redis.
-// Only a Postgres failure is returned (classified by pgstore): Redis is the
-// degradable side, and a Redis outage must not park a record Postgres can
-// take.
-func (r *Repairer) Repair(ctx context.Context, st receipt.State) (receipt.State, error) {
-	key := st.Key
-	merged := st
-	redisUp := r.Redis != nil
-	if redisUp {
-		cur, _, err := r.Redis.Get(ctx, key.User, []string{key.Channel})
-		switch {
-		case err != nil:
-			redisUp = false
-			r.redisDegraded("reading redis value", key, err)
-		case len(cur) == 1:
-			// A missing field in an incomplete hash is unknown, not zero:
-			// then the record alone is merged, which is still safe.
-			merged, _ = receipt.Merge(cur[0], st)
+// RepairDecoded applies every part of a decoded event to both stores,
+// each by its kind's merge rule (see Repair). Only a Postgres failure is
+// returned (classified by pgstore): Redis is the degradable side, and a
+// Redis outage must not park a record Postgres can take.
+//
+// Erasures: an erasure event deletes the user's Postgres rows (pgstore.Erase,
+// a no-op when Postgres already holds that generation; Redis was erased by
+// the gateway before the event was produced, and is not erased again: a
+// dead letter replayed late must not wipe what the user wrote since). An
+// event of an erased user that predates the erasure (tombstone.Drops) is
+// dropped, and one that does not first brings Postgres up to the erasure
+// when Redis holds a newer one, so that no row the erasure deletes is
+// merged back.
+func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
+	if d.Erasure != nil {
+		_, _, err := r.Postgres.Erase(ctx, *d.Erasure)
+		return err
+	}
+	if d.User() != "" {
+		drop, err := r.erased(ctx, d)
+		if err != nil || drop {
+			return err
 		}
 	}
-	if _, err := r.Postgres.Upsert(ctx, []receipt.State{merged}); err != nil {
-		return merged, fmt.Errorf("upserting %s: %w", key.KafkaKey(), err)
+	ks := r.Kinds
+	if ks == nil {
+		ks = kinds.All()
+	}
+	for _, k := range ks {
+		if v, ok := k.FromEvent(d); ok {
+			if _, err := r.Repair(ctx, k, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Repair merges v (a value of kind k) with what Redis holds of its key,
+// upserts Postgres with the result, then merges what Postgres then holds
+// into Redis; it returns the value both stores then hold.
+func (r *Repairer) Repair(ctx context.Context, k kinds.Kind, v any) (any, error) {
+	env := &kinds.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap, ViewStreamMaxLen: r.ViewStreamMaxLen}
+	key := k.KeyOf(v)
+	merged := k.MergeValues(env, k.ZeroOf(key), v)
+	redisUp := r.Redis != nil
+	if redisUp {
+		held, err := k.GetRedis(ctx, env, []any{key})
+		if err != nil {
+			redisUp = false
+			r.redisDegraded("reading the redis value", k, key, err)
+		} else {
+			// A copy Redis does not hold is unknown, not zero: then the
+			// record alone is merged, which is still safe.
+			for _, c := range held[0] {
+				if c != nil {
+					merged = k.MergeValues(env, c, merged)
+				}
+			}
+		}
+	}
+	if _, err := k.WritePG(ctx, env, []any{merged}); err != nil {
+		return merged, fmt.Errorf("upserting %s %s: %w", k.Name(), k.RecordKeyOf(key), err)
 	}
 	if !redisUp {
 		return merged, nil
@@ -70,26 +111,66 @@ func (r *Repairer) Repair(ctx context.Context, st receipt.State) (receipt.State,
 	// Postgres may hold more than merged (it was ahead): read it back so
 	// Redis converges to the same value, not just to the record's.
 	final := merged
-	if rows, err := r.Postgres.Get(ctx, key.User, []string{key.Channel}); err == nil && len(rows) == 1 {
-		final, _ = receipt.Merge(rows[0], merged)
+	if rows, err := k.GetPG(ctx, env, []any{key}); err == nil && len(rows) == 1 {
+		final = k.MergeValues(env, rows[0], merged)
 	}
-	res, err := r.Redis.Merge(ctx, []receipt.State{final})
-	if err == nil && len(res) == 1 {
-		err = res[0].Err
+	errs, err := k.WriteRedis(ctx, env, []any{final})
+	if err == nil && len(errs) == 1 {
+		err = errs[0]
 	}
 	if err != nil {
-		r.redisDegraded("merging into redis", key, err)
+		r.redisDegraded("merging into redis", k, key, err)
 	}
 	return final, nil
 }
 
-func (r *Repairer) redisDegraded(what string, key receipt.Key, err error) {
+// erased reports whether the user event d predates its user's erasure, as
+// the tombstones of both stores say; when Redis holds a newer erasure
+// than Postgres (the persister has not applied it yet), it applies it to
+// Postgres first. Redis is degradable: without it, Postgres' tombstone
+// alone decides.
+func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
+	user := d.User()
+	pgT, err := r.Postgres.Tombstone(ctx, user)
+	if err != nil {
+		return false, err
+	}
+	t := pgT
+	if r.Redis != nil {
+		rdT, err := r.Redis.Tombstone(ctx, user)
+		switch {
+		case err != nil:
+			r.redisDegraded("reading the redis tombstone", nil, d.RecordKey(), err)
+		case rdT.Generation > pgT.Generation:
+			if _, _, err := r.Postgres.Erase(ctx, rdT); err != nil {
+				return false, fmt.Errorf("applying the erasure of %s: %w", user, err)
+			}
+			t = rdT
+		}
+	}
+	if !t.Drops(d.Generation, d.AcceptedAt()) {
+		return false, nil
+	}
+	if r.Logger != nil {
+		r.Logger.Info("dropping an event that predates its user's erasure", zap.String("key", d.RecordKey()),
+			zap.Int64("generation", d.Generation), zap.Int64("erased_generation", t.Generation))
+	}
+	return true, nil
+}
+
+// redisDegraded notes a Redis failure; key is a kind's key (k set) or a
+// record key.
+func (r *Repairer) redisDegraded(what string, k kinds.Kind, key any, err error) {
 	if r.OnRedisDegraded != nil {
 		r.OnRedisDegraded()
 	}
 	if r.Logger == nil {
 		return
 	}
+	name := fmt.Sprint(key)
+	if k != nil {
+		name = k.RecordKeyOf(key)
+	}
 	r.Logger.Warn("redis degraded; the drift sweep will repair it", zap.String("op", what),
-		zap.String("key", key.KafkaKey()), zap.Error(err))
+		zap.String("key", name), zap.Error(err))
 }

@@ -36,8 +36,9 @@ type Kind interface {
 	GetRedis(ctx context.Context, env *Env, keys []any) ([][]any, error)
 	ScanRedis(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[any], error)
 
-	// NewPart starts the kind's part of a persister window.
-	NewPart(env *Env) Part
+	// NewPart starts the kind's part of a persister window, sized for
+	// about sizeHint keys.
+	NewPart(env *Env, sizeHint int) Part
 }
 
 // New registers the types of a Spec: the one step between describing a

@@ -50,8 +50,8 @@ type part[K comparable, V any] struct {
 	sorted []V // nil until Sort, and after a change
 }
 
-func (k kind[K, V]) NewPart(env *Env) Part {
-	return &part[K, V]{s: k.s, env: env, vals: map[K]V{}}
+func (k kind[K, V]) NewPart(env *Env, sizeHint int) Part {
+	return &part[K, V]{s: k.s, env: env, vals: make(map[K]V, sizeHint)}
 }
 
 func (p *part[K, V]) Fold(d event.Decoded) bool {

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
@@ -160,6 +161,9 @@ type Config struct {
 	// Postgres (the retention deletes the rest). It must equal the
 	// gateway's. Defaults to channel.MentionCapDefault.
 	MentionCap int
+	// Kinds are the kinds of state the persister writes. Defaults to
+	// kinds.All().
+	Kinds []kinds.Kind
 	// DetailThreshold: the cursor-move log keeps moves of channels of at
 	// most this many joined members (issue 9; must equal the gateway's
 	// --receipts-detail-threshold). Defaults to DetailThresholdDefault.
@@ -284,6 +288,9 @@ func (c Config) withDefaults() Config {
 	c.DrainTimeout = cmp.Or(c.DrainTimeout, DrainTimeoutDefault)
 	c.DLTDeliveryTimeout = cmp.Or(c.DLTDeliveryTimeout, DLTDeliveryTimeoutDefault)
 	c.LagInterval = cmp.Or(c.LagInterval, LagIntervalDefault)
+	if c.Kinds == nil {
+		c.Kinds = kinds.All()
+	}
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
@@ -311,6 +318,9 @@ func (c Config) validate() error {
 	}
 	if c.LingerMaxRate <= 0 {
 		errs = append(errs, fmt.Errorf("LingerMaxRate must be > 0, got %v", c.LingerMaxRate))
+	}
+	if len(c.Kinds) > maxKinds {
+		errs = append(errs, fmt.Errorf("at most %d kinds of state, got %d", maxKinds, len(c.Kinds)))
 	}
 	if c.MentionCap < 1 {
 		errs = append(errs, fmt.Errorf("MentionCap must be > 0, got %d", c.MentionCap))

@@ -2,14 +2,11 @@ package persister
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/pgstore"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -26,16 +23,6 @@ const (
 	// moveMaintenanceLock names the advisory lock of the maintenance.
 	moveMaintenanceLock = "cursor-moves-maintenance"
 )
-
-// sortedSettings returns the window's settings registers by user.
-func (w *window) sortedSettings() []privacy.Settings {
-	out := make([]privacy.Settings, 0, len(w.settings))
-	for _, st := range w.settings {
-		out = append(out, st)
-	}
-	slices.SortFunc(out, func(a, b privacy.Settings) int { return strings.Compare(a.User, b.User) })
-	return out
-}
 
 // movesOf is the log rows of a window's fresh cursor rows: per (user,
 // channel), its public read and delivered cursor at the window's end, at

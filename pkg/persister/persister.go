@@ -15,12 +15,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/batch"
-	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -28,6 +27,8 @@ import (
 // Persister is one consumer-group member writing the topic to Postgres.
 // Build it with New, run it with Run, and Close it after Run returns.
 type Persister struct {
+	// env is what the kinds' statements run against.
+	env *kinds.Env
 	cfg      Config
 	log      *zap.Logger
 	m        *metrics
@@ -120,6 +121,7 @@ func New(cfg Config) (*Persister, error) {
 			return nil, fmt.Errorf("opening postgres: %w", err)
 		}
 		p.store, p.ownStore = st, true
+		p.env.Postgres = st
 	}
 	// A writer waiting for a connection held by another would serialise
 	// the statements, or stall them behind a slow one.
@@ -182,6 +184,7 @@ func newPersister(cfg Config) *Persister {
 		commitReq: make(chan struct{}, 1),
 		outage:    map[string]*outage{},
 		settled:   map[topicPartition]*kgo.Record{},
+		env:       &kinds.Env{Postgres: cfg.Store, MentionCap: cfg.MentionCap},
 	}
 	for i := range cfg.Writers {
 		p.stmtLogs = append(p.stmtLogs, p.log.With(zap.Int("writer", i)))
@@ -319,7 +322,7 @@ func (p *Persister) waitSettled(ctx context.Context) {
 // (shutdown). While the writer is busy, a lingered window keeps growing.
 // An error means the client is closed.
 func (p *Persister) fill(ctx context.Context) (*window, string, error) {
-	w := newWindow(min(p.cfg.BatchRecords, 4096), p.cfg.MentionCap)
+	w := newWindow(min(p.cfg.BatchRecords, 4096), p.cfg.Kinds, p.env)
 	select {
 	case <-p.blocked:
 		// A rebalance came while the last window was handed over.
@@ -379,7 +382,7 @@ func (p *Persister) fill(ctx context.Context) (*window, string, error) {
 			p.inflight.Add(1)
 			select {
 			case p.windows <- handoff{w: w, trigger: triggerLinger}:
-				return newWindow(0, p.cfg.MentionCap), "", nil
+				return newWindow(0, p.cfg.Kinds, p.env), "", nil
 			default:
 				p.inflight.Done()
 			}
@@ -553,27 +556,34 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 	return nil
 }
 
-// writeRows writes a window's rows, every table's statements Writers at
-// a time, then the mention retention of the keys it touched. It returns
-// the rows written, the cursor rows skipped as not ahead of what this
-// replica wrote, and the rejected rows; an error means ctx ended.
+// writeRows writes a window's parts, every kind's statements Writers at
+// a time, then the retention of the kinds that have one. The cursors take
+// their own path (cursorJobs: the written cache, bulk COPY, the change
+// feed and the cursor-move log). It returns the rows written, the cursor
+// rows skipped as not ahead of what this replica wrote, and the rejected
+// rows; an error means ctx ended.
 func (p *Persister) writeRows(ctx context.Context, w *window, feed *changeSink) (written, skipped int, failed map[rejection]error, err error) {
-	rows, heads, members, mentions := w.sortedRows()
-	fresh := p.written.filter(rows)
-	jobs := cursorJobs(p, fresh, feed)
-	jobs = append(jobs, tableJobs(p, tableHeads, heads, func(h channel.Head) string { return h.Channel }, p.store.UpsertHeads)...)
-	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
-	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
-	jobs = append(jobs, tableJobs(p, tableSettings, w.sortedSettings(), func(st privacy.Settings) string { return event.UserKey(st.User) }, p.store.UpsertSettings)...)
-	jobs = append(jobs, p.moveJobs(fresh)...) // issue 9: the cursor-move log
+	var jobs, trims []job
+	for i, k := range w.kinds {
+		if k == kinds.Cursors {
+			rows := w.cursorRows()
+			fresh := p.written.filter(rows)
+			skipped = len(rows) - len(fresh)
+			jobs = append(jobs, cursorJobs(p, i, fresh, feed)...)
+			jobs = append(jobs, p.moveJobs(fresh)...)
+			continue
+		}
+		jobs = append(jobs, partJobs(p, i, w.parts[i])...)
+		trims = append(trims, trimJobs(p, w.parts[i])...)
+	}
 	written, failed, err = p.runJobs(ctx, jobs)
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	if err := p.trimMentions(ctx, mentions); err != nil {
-		return 0, 0, nil, fmt.Errorf("trimming the mentions of a window: %w", err)
+	if _, _, err := p.runJobs(ctx, trims); err != nil {
+		return 0, 0, nil, fmt.Errorf("applying the retention of a window's kinds: %w", err)
 	}
-	return written, len(rows) - len(fresh), failed, nil
+	return written, skipped, failed, nil
 }
 
 // tombstoneChunk bounds the users of one tombstone lookup.
@@ -665,9 +675,9 @@ func (p *Persister) dropErased(w *window, tombs tombstone.Set) {
 	// What this replica wrote for an erased user's keys before the erasure
 	// says nothing of Postgres now.
 	var stale []receipt.Key
-	for k := range w.rows {
-		if _, ok := tombs[k.User]; ok {
-			stale = append(stale, k)
+	for _, r := range w.cursorRows() {
+		if _, ok := tombs[r.Key.User]; ok {
+			stale = append(stale, r.Key)
 		}
 	}
 	p.written.forget(stale)
@@ -739,7 +749,7 @@ type job func(ctx context.Context, slot int) (int, map[rejection]error, error)
 // cursorJobs are the statements of a window's cursor rows: StatementRows
 // each, with UpsertBulk (COPY) from stagedMinRows; each remembers what it
 // wrote in the written cache.
-func cursorJobs(p *Persister, rows []receipt.State, feed *changeSink) []job {
+func cursorJobs(p *Persister, kind int, rows []receipt.State, feed *changeSink) []job {
 	var out []job
 	for _, part := range chunk(rows, p.cfg.StatementRows) {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
@@ -757,34 +767,68 @@ func cursorJobs(p *Persister, rows []receipt.State, feed *changeSink) []job {
 			// even when another one's is abandoned.
 			p.m.rowsWritten.Add(float64(len(res.Written)))
 			p.written.remember(res.Written)
-			return len(res.Written), rejections(tableCursors, part, res.Failed, func(s receipt.State) string { return s.Key.KafkaKey() }), err
+			return len(res.Written), rejections(kind, part, res.Failed, func(s receipt.State) string { return s.Key.KafkaKey() }), err
 		})
 	}
 	return out
 }
 
-// tableJobs are the statements of one of the channel tables.
-func tableJobs[T any](p *Persister, t table, rows []T, key func(T) string, write func(context.Context, []T) (int64, error)) []job {
+// partJobs are the statements of one kind's part of a window.
+func partJobs(p *Persister, kind int, part kinds.Part) []job {
 	var out []job
-	for _, part := range chunk(rows, p.cfg.StatementRows) {
+	for _, st := range part.Statements(p.cfg.StatementRows) {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
-			res, err := batch.Bisect(part, func(sub []T) error {
-				return p.statement(ctx, slot, len(sub), func(ctx context.Context) error { _, err := write(ctx, sub); return err })
+			idx := make([]int, st.Len())
+			for i := range idx {
+				idx[i] = i
+			}
+			// Bisect splits contiguous ranges: sub is idx[lo:hi].
+			res, err := batch.Bisect(idx, func(sub []int) error {
+				return p.statement(ctx, slot, len(sub), func(ctx context.Context) error {
+					_, err := st.Write(ctx, sub[0], sub[len(sub)-1]+1)
+					return err
+				})
 			}, isRejected)
 			p.m.rowsWritten.Add(float64(len(res.Written)))
-			return len(res.Written), rejections(t, part, res.Failed, key), err
+			return len(res.Written), rejections(kind, idx, res.Failed, st.RecordKey), err
 		})
 	}
 	return out
 }
 
-func rejections[T any](t table, part []T, failed []batch.Failure, key func(T) string) map[rejection]error {
+// trimJobs apply a kind's retention to the keys of its part (none for
+// most kinds). The retention only bounds the table (readers apply it
+// themselves), so a rejection, which the statement cannot meet, is
+// logged and left to the next window of the key.
+func trimJobs(p *Persister, part kinds.Part) []job {
+	var out []job
+	for _, trim := range part.Trims(p.cfg.StatementRows) {
+		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
+			var n int64
+			// A trim writes no rows: it pays nothing to the write cap.
+			err := p.statement(ctx, slot, 0, func(ctx context.Context) error {
+				var err error
+				n, err = trim(ctx)
+				return err
+			})
+			if err != nil && ctx.Err() == nil {
+				p.log.Warn("applying a kind's retention", zap.Error(err))
+				err = nil
+			}
+			p.m.mentionsTrimmed.Add(float64(n))
+			return 0, nil, err
+		})
+	}
+	return out
+}
+
+func rejections[T any](kind int, part []T, failed []batch.Failure, key func(T) string) map[rejection]error {
 	if len(failed) == 0 {
 		return nil
 	}
 	out := make(map[rejection]error, len(failed))
 	for _, f := range failed {
-		out[rejection{t, key(part[f.Index])}] = f.Err
+		out[rejection{kind, key(part[f.Index])}] = f.Err
 	}
 	return out
 }
@@ -793,7 +837,7 @@ func rejections[T any](t table, part []T, failed []batch.Failure, key func(T) st
 // Postgres (see runJobs) and returns the count written and the rejected
 // keys: the cursor table alone, as settle writes it beside the others.
 func (p *Persister) write(ctx context.Context, rows []receipt.State) (int, map[receipt.Key]error, error) {
-	written, failed, err := p.runJobs(ctx, cursorJobs(p, rows, nil))
+	written, failed, err := p.runJobs(ctx, cursorJobs(p, slices.Index(p.cfg.Kinds, kinds.Cursors), rows, nil))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -863,38 +907,6 @@ func (p *Persister) runJobs(ctx context.Context, jobs []job) (int, map[rejection
 		}
 	}
 	return total, rejected, nil
-}
-
-// trimMentions deletes, for the keys a window added mentions to, the
-// mentions no longer among their key's newest MentionCap+1, in statements
-// of StatementRows keys. Readers take the newest cap+1 themselves, so
-// this only bounds the table: a rejection (which the statement cannot
-// meet) is logged and left to the next window of the key.
-func (p *Persister) trimMentions(ctx context.Context, mentions []channel.Mentions) error {
-	keys := make([]receipt.Key, len(mentions))
-	for i, m := range mentions {
-		keys[i] = m.Key
-	}
-	var jobs []job
-	for _, part := range chunk(keys, p.cfg.StatementRows) {
-		jobs = append(jobs, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
-			var n int64
-			// A trim writes no rows: it pays nothing to the write cap.
-			err := p.statement(ctx, slot, 0, func(ctx context.Context) error {
-				var err error
-				n, err = p.store.TrimMentions(ctx, part, p.cfg.MentionCap)
-				return err
-			})
-			if err != nil && ctx.Err() == nil {
-				p.log.Warn("trimming mentions", zap.Int("num_keys", len(part)), zap.Error(err))
-				err = nil
-			}
-			p.m.mentionsTrimmed.Add(float64(n))
-			return 0, nil, err
-		})
-	}
-	_, _, err := p.runJobs(ctx, jobs)
-	return err
 }
 
 // chunk splits rows into consecutive slices of at most n.

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -25,7 +26,7 @@ func TestWindowSortedAheadFollowsChanges(t *testing.T) {
 		return r
 	}
 	cursors := func(w *window) map[string]int64 {
-		rows, _, _, _ := w.sortedRows()
+		rows := w.cursorRows()
 		require.IsIncreasing(t, keysOf(rows))
 		out := map[string]int64{}
 		for _, r := range rows {
@@ -34,7 +35,7 @@ func TestWindowSortedAheadFollowsChanges(t *testing.T) {
 		return out
 	}
 
-	w := newWindow(0, 10)
+	w := newWindow(0, kinds.All(), &kinds.Env{MentionCap: 10})
 	w.add([]*kgo.Record{mark("u2", 5), mark("u1", 3)})
 	w.sort()
 	require.Equal(t, map[string]int64{"u1": 3, "u2": 5}, cursors(w))

@@ -69,6 +69,10 @@ type Decoded struct {
 	// AcceptedAtUnixMs is when the gateway accepted a user event that
 	// carries no cursor (Receipt.UpdatedAtUnixMs holds it otherwise).
 	AcceptedAtUnixMs int64
+	// Extensions are a user event's fields this build's contract does not
+	// name (protobuf's unknown fields): a kind of state added without a
+	// field in the proto (a test's) reads its part from them.
+	Extensions []byte
 }
 
 // AcceptedAt is when the gateway accepted a user event: the cursors'
@@ -199,6 +203,7 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, v)
 	}
 	d := UserEventFromProto(&ev)
+	d.Extensions = ev.ProtoReflect().GetUnknown()
 	if d.Generation < 0 || d.AcceptedAtUnixMs < 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation or accepted_at_unix_ms", ErrUndecodable)
 	}
@@ -211,7 +216,7 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if err := receipt.ValidateID("channel_id", d.Key.Channel); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
-	if d.Receipt == nil && d.Mentions == nil && d.Membership == nil {
+	if d.Receipt == nil && d.Mentions == nil && d.Membership == nil && len(d.Extensions) == 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: it carries no cursor, mention or membership", ErrUndecodable)
 	}
 	if d.Receipt != nil {

@@ -801,6 +801,15 @@ func (s *Store) scanTagged(ctx context.Context, kind string, cur ScanCursor, cou
 	return ids, rests, next, err
 }
 
+// ScanTagged returns one SCAN page of the ids of the keys
+// "<prefix><kind>{id}" (a kind of state's keys, e.g. kind "c:" for the
+// channels' hashes) and the cursor of the next page; in Redis Cluster the
+// walk visits every master (ScanCursor).
+func (s *Store) ScanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, kind, cur, count)
+	return onlyWhole(ids, rests), next, err
+}
+
 // ScanChannels returns one SCAN page of the channels with a hash (head)
 // and the cursor of the next page.
 func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {

@@ -16,7 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// The sweep of the channel state (issue 8): heads, membership registers
+// The sweep of the channel state: heads, membership registers
 // and mention sets, each walked in Postgres pages and in Redis SCAN pages
 // like the cursors, compared by its merge rule, and repaired both ways
 // with it (a head's max, the greater register, the union of mentions kept
@@ -148,7 +148,7 @@ func (s *Sweeper) compareMentions(w *chanWork, k receipt.Key, pg, rd []int64) {
 	}
 }
 
-// sweepChannels runs the channel-state passes and the settings' (issue 9),
+// sweepChannels runs the channel-state passes and the settings',
 // each both ways.
 func (s *Sweeper) sweepChannels(ctx context.Context, lim *rate.Limiter, rep *Report) error {
 	for _, pass := range []func(context.Context, *rate.Limiter, *Report) error{

@@ -13,7 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// The sweep of the privacy settings (issue 9): user_settings walked in
+// The sweep of the privacy settings: user_settings walked in
 // Postgres pages and the us:{user} hashes in Redis SCAN pages, compared by
 // privacy.Merge (the greater version wins; on a tie the one sharing
 // less) and repaired both ways with it. A user without a row and a Redis

@@ -161,7 +161,7 @@ type Config struct {
 	// gateway's. Defaults to channel.MentionCapDefault.
 	MentionCap int
 	// DetailThreshold: the cursor-move log keeps moves of channels of at
-	// most this many joined members (issue 9; must equal the gateway's
+	// most this many joined members (it must equal the gateway's
 	// --receipts-detail-threshold). Defaults to DetailThresholdDefault.
 	DetailThreshold int
 	// MoveRetention is how long the cursor-move log keeps moves (whole

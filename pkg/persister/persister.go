@@ -565,7 +565,7 @@ func (p *Persister) writeRows(ctx context.Context, w *window, feed *changeSink) 
 	jobs = append(jobs, tableJobs(p, tableMembers, members, func(m channel.Membership) string { return m.Key.KafkaKey() }, p.store.UpsertMembers)...)
 	jobs = append(jobs, tableJobs(p, tableMentions, mentions, func(m channel.Mentions) string { return m.Key.KafkaKey() }, p.store.InsertMentions)...)
 	jobs = append(jobs, tableJobs(p, tableSettings, w.sortedSettings(), func(st privacy.Settings) string { return event.UserKey(st.User) }, p.store.UpsertSettings)...)
-	jobs = append(jobs, p.moveJobs(fresh)...) // issue 9: the cursor-move log
+	jobs = append(jobs, p.moveJobs(fresh)...) // the cursor-move log
 	written, failed, err = p.runJobs(ctx, jobs)
 	if err != nil {
 		return 0, 0, nil, err

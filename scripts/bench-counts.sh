@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Channels and counts (issue 8) figures for BENCHMARKS.md, against a running
+# Channels and counts figures for BENCHMARKS.md, against a running
 # stack (scripts/run.sh --no-demo): marks/s and notices/s in the same run,
 # then GET /v1/users/U/unread latency for users with 10, 100 and 1,000
 # channels under a steady background mark load.

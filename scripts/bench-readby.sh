@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Read-by and ticks (issue 9) figures for BENCHMARKS.md, against a running
+# Read-by and ticks figures for BENCHMARKS.md, against a running
 # stack (scripts/run.sh --no-demo):
 #  1. GET …/messages/{seq}/receipts and GET …/ticks of a 50-member channel,
 #     beside GET …/unread (one member, that channel) and a Redis PING,

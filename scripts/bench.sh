@@ -7,19 +7,19 @@
 # Usage: scripts/bench.sh            (starts its own stack with scripts/run.sh --no-demo)
 # Environment: BENCH_DURATION [30s], BENCH_USERS [100000], BENCH_CHANNELS [50]
 #   BENCH_ROUNDS [1]          rounds of the throughput scenarios (gateway and
-#                             HTTP floor interleaved; issue 7 asks for 3)
+#                             HTTP floor interleaved; 3 for a figure)
 #   BENCH_PREFILL_USERS [0]   when > 0 (e.g. 10000000): the cost-growth pair,
 #                             max batched and single marks with 10k users'
 #                             state in Redis and Postgres, then with this
-#                             many (issue 7, target 7); run last, and the
+#                             many (cost growth); run last, and the
 #                             prefilled keys and rows are deleted after;
 #                             BENCH_PREFILL_ROUNDS [BENCH_ROUNDS, at least 1]
 #                             runs of each level's pair
 #   BENCH_LAG_RATE [0]        when > 0 (e.g. 50000): e2e lag (ack -> Postgres)
-#                             at this rate for BENCH_LAG_DURATION [5m] (target 4)
+#                             at this rate for BENCH_LAG_DURATION [5m]
 #   BENCH_TAIL_RATE [0]       when > 0: single marks at this rate for
 #                             BENCH_TAIL_DURATION [10m], p99.9 vs p99 and the
-#                             GC pauses (target 6; half of the max)
+#                             GC pauses (at half of the max)
 #   BENCH_PROFILE [max-batch100-c64-r1 max-single-route64-r1 tail-*]
 #                             scenarios (glob patterns) during which the
 #                             gateway's CPU is profiled (/debug/pprof on its
@@ -171,7 +171,7 @@ scenario max-batch100-lag --duration "$duration" --rate 0 --batch 100 --concurre
 scenario rate10k-batch100-lag --duration "$duration" --rate 10000 --batch 100 --concurrency 16 "${common[@]}" --pg-url "$pg_url"
 scenario max-single --duration "$duration" --rate 0 --batch 1 --concurrency 32 "${common[@]}"
 
-# Issue 7, target 4: the throughput scenarios, each beside the HTTP floor
+# The throughput scenarios, each beside the HTTP floor
 # (receiptsctl http-floor: the same net/http server answering fixed marks,
 # driven by the same load tool: what HTTP alone costs on this machine),
 # interleaved round by round so both see the same machine.
@@ -191,21 +191,20 @@ for r in $(seq "$rounds"); do
 done
 target=$gate
 
-# Target 6: tails over a long run at a fixed rate of single marks. Before
-# the lag scenario: that one offers 50k events/s, more than a slow host
-# sustains, and the backlog and the larger tables it leaves would be the
-# persister's and Postgres' work during the tail (1.8x their CPU per mark
-# in the sixth pass).
+# Tails over a long run at a fixed rate of single marks. Before the lag
+# scenario: that one may offer more than a slow host sustains, and the
+# backlog and the larger tables it leaves would be the persister's and
+# Postgres' work during the tail.
 if [ "$tail_rate" != 0 ]; then
   scenario "tail-rate$tail_rate-single-route64" --duration "${BENCH_TAIL_DURATION:-10m}" --rate "$tail_rate" --single --concurrency 64 "${common[@]}"
 fi
 
-# Target 4: e2e lag (ack -> Postgres) sustained at a fixed rate.
+# E2e lag (ack -> Postgres) sustained at a fixed rate.
 if [ "$lag_rate" != 0 ]; then
   scenario "lag-rate$lag_rate-batch100" --duration "${BENCH_LAG_DURATION:-5m}" --rate "$lag_rate" --batch 100 --concurrency 64 "${common[@]}" --pg-url "$pg_url"
 fi
 
-# Target 7: the same load against stores holding 10k, then many users'
+# Cost growth: the same load against stores holding 10k, then many users'
 # state: Redis and Postgres alike, as in production (with Redis alone the
 # drift sweep spent the measured run repairing Postgres). Last, because
 # the prefilled rows are deleted afterwards.

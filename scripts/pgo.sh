@@ -5,9 +5,9 @@
 # and of the persister under each load from their admin ports
 # (/debug/pprof/profile) and merges each service's two into
 # .run/pgo/<time>/<service>.pgo. Nothing is built with them by default:
-# on this project's 2-core hosts the gain was within the noise (0-8 % less
-# CPU per event, BENCHMARKS.md, "PGO"), against a first build twice as
-# long. To try them on your hardware:
+# on this project's 2-core hosts the gain was within the noise
+# (BENCHMARKS.md, "PGO"), against a first build twice as long.
+# To try them on your hardware:
 #   go build -pgo=.run/pgo/<time>/kafkagate.pgo -o bin/ ./cmd/kafkagate
 # or copy one to cmd/<service>/default.pgo, which `go build` then uses.
 #

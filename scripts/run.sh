@@ -232,7 +232,7 @@ if [ "$no_demo" != 1 ]; then
   body=$(api_call GET "/v1/channels/$ch")
   echo "  ${body:0:300}"
 
-  # ---- watch (issue 9): a live watch stream over server-sent events ----
+  # ---- watch: a live watch stream over server-sent events ----
   # curl -N on the SSE route in the background while carol reads;
   # each "data:" line is a WatchEvent (the first one the snapshot).
   step "watch: server-sent events of $ch while carol receives and reads"
@@ -249,7 +249,7 @@ if [ "$no_demo" != 1 ]; then
   grep -q '"updates"' "$watch_out" || echo "  (warning: the watch stream showed no update; see $run_dir/kafkagate.log)"
   # ---- end watch ----
 
-  # ---- read-by (issue 9): who has seen a message, live ----
+  # ---- read-by: who has seen a message, live ----
   # A group of four; dave turns share_read_receipts off; bob posts three
   # messages; a watch stream (SSE) is open while the others receive and
   # then read one by one. Then the receipts of message 3 and the ticks.

@@ -28,7 +28,7 @@ const loggedTotalMetric = "receipts_persister_cursor_moves_logged_total"
 
 // runReadByBench measures GET …/receipts and …/ticks of a small channel
 // beside GET …/unread and a Redis PING, interleaved (BENCHMARKS.md,
-// issue 9).
+// read-by and ticks).
 func runReadByBench(ctx context.Context, args []string, out io.Writer) error {
 	fs := newFlagSet("readby-bench", "readby-bench [flags]")
 	var c loadgen.ReadByConfig

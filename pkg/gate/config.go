@@ -84,7 +84,7 @@ type Config struct {
 	// AddrDefault.
 	Addr string
 
-	// ReadBy configures read-by, ticks and the privacy settings (issue 9).
+	// ReadBy configures read-by, ticks and the privacy settings.
 	ReadBy ReadByConfig
 
 	// Producer makes each call's records durable (Kafka, or its spool).

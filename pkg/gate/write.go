@@ -276,7 +276,7 @@ func (g *Gate) unavailable(n int, err error) error {
 }
 
 // mergeRedis merges the marks (mergeMarksRedis), then publishes their
-// public moves to the channels' views (issue 9: what others may see).
+// public moves to the channels' views (what others may see).
 func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
 	merged := g.mergeMarksRedis(ctx, nil, states)
 	g.publishView(ctx, merged)

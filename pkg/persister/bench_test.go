@@ -187,7 +187,7 @@ func BenchmarkCopyBaseline(b *testing.B) {
 	})
 }
 
-// BenchmarkWindowWriteVsCopy is issue 7's "write path alone" figure: the
+// BenchmarkWindowWriteVsCopy is the "write path alone" figure: the
 // rows of one window (windowBench fresh random keys) written by the
 // persister's write path (statements of StatementRows, Writers at a
 // time, of rows sorted beforehand: the poller sorts a window while the

@@ -35,9 +35,8 @@ const (
 	StatementRowsDefault = 500
 	// BatchRecordsDefault bounds a window: the records deduplicated
 	// together before one write. Wide, because a hot key marked many
-	// times costs one row per window (on the Zipf-skewed benchmark set,
-	// windows of 50,000 write about 0.23 rows per event where 500-record
-	// windows wrote 0.39), and small enough (a few MB) to settle well
+	// times costs one row per window (see BENCHMARKS.md, why the
+	// defaults: window size), and small enough (a few MB) to settle well
 	// inside a rebalance timeout.
 	BatchRecordsDefault = 50000
 	// LingerDefault is how long a window waits for more records after its
@@ -49,8 +48,8 @@ const (
 	// rate: Linger up to a fifth of LingerMaxRate records/s, rising
 	// linearly to LingerMax at LingerMaxRate. A light load keeps its lag
 	// to Postgres; a heavy one writes fewer rows per event (a longer
-	// window dedupes more: 0.55 -> 0.42 rows per event at ~55k events/s
-	// with 250 ms) when Postgres' CPU is what the machine lacks.
+	// window dedupes more; see BENCHMARKS.md, why the defaults: persister
+	// linger) when Postgres' CPU is what the machine lacks.
 	LingerMaxDefault     = 250 * time.Millisecond
 	LingerMaxRateDefault = 50_000
 	// FetchMaxBytesDefault and FetchMaxPartitionBytesDefault bound one
@@ -64,8 +63,8 @@ const (
 	// fetch until 256 KiB (some 2,500 records) are there or 20 ms passed:
 	// answering each fetch with the few records that just arrived cost
 	// the persister and the broker most of their CPU at moderate rates
-	// (single marks: 0.23 + 0.22 cores at 8k events/s, 0.14 + 0.17 with
-	// it; BENCHMARKS.md). The wait is at most the linger's again.
+	// (see BENCHMARKS.md, why the defaults: fetch minimum). The wait is at
+	// most the linger's again.
 	FetchMinBytesDefault = 256 << 10
 	FetchMaxWaitDefault  = 20 * time.Millisecond
 	// WrittenCacheKeysDefault bounds the keys whose written cursors are
@@ -165,7 +164,7 @@ type Config struct {
 	// kinds.All().
 	Kinds []kinds.Kind
 	// DetailThreshold: the cursor-move log keeps moves of channels of at
-	// most this many joined members (issue 9; must equal the gateway's
+	// most this many joined members (it must equal the gateway's
 	// --receipts-detail-threshold). Defaults to DetailThresholdDefault.
 	DetailThreshold int
 	// MoveRetention is how long the cursor-move log keeps moves (whole

@@ -10,7 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// Cursor-move log and settings defaults (issue 9).
+// Cursor-move log and settings defaults.
 const (
 	// DetailThresholdDefault is the gateway's default detail threshold.
 	DetailThresholdDefault = 50

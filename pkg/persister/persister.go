@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/batch"
-	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -28,7 +28,7 @@ import (
 // Build it with New, run it with Run, and Close it after Run returns.
 type Persister struct {
 	// env is what the kinds' statements run against.
-	env *kinds.Env
+	env      *kinds.Env
 	cfg      Config
 	log      *zap.Logger
 	m        *metrics

@@ -11,7 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The cursor-move log (issue 9, migration 0006): public cursor moves of
+// The cursor-move log (migration 0006): public cursor moves of
 // members of small channels, range-partitioned by week on at.
 
 // Move is one public cursor move for the log.

@@ -44,8 +44,8 @@ const (
 	// acks, so a linger is added to every answer, and the gateway's group
 	// commit already hands the producer whole batches; with several
 	// requests in flight (ProduceInflightDefault) a flush's records never
-	// wait for another's. Measured: single marks +15 %, batches unchanged
-	// (BENCHMARKS.md).
+	// wait for another's (see BENCHMARKS.md, why the defaults: produce
+	// requests).
 	ProduceLingerDefault = -time.Nanosecond
 	// ProduceInflightDefault lets several flushes' produce requests
 	// overlap (see Config.ProduceInflight).

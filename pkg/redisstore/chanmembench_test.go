@@ -16,17 +16,17 @@ import (
 )
 
 // TestMemoryPerChannelState measures Redis bytes per (user, channel)
-// before and after issue 8's state, with MEMORY USAGE (every field) over
+// with and without the channel state, with MEMORY USAGE (every field) over
 // every key of a sample under the test's prefix:
 //
 //	RECEIPTS_MEMBENCH=1 go test -run TestMemoryPerChannelState -v ./pkg/redisstore/
 //
 // Sample: 2,000 users × 10 channels each out of 1,000 channels (about 20
 // members per channel). "Before" is the cursors alone (the user hashes,
-// what the store held before issue 8); "after" adds, per pair, the
+// what the store held before channels); "after" adds, per pair, the
 // membership register in the user's and the channel's hash, 3 mentions,
 // a private read for one pair in four, and each channel's head.
-// Results: BENCHMARKS.md, "Channels and counts (issue 8)".
+// Results: BENCHMARKS.md, "Channels and counts".
 func TestMemoryPerChannelState(t *testing.T) {
 	if os.Getenv("RECEIPTS_MEMBENCH") == "" {
 		t.Skip("set RECEIPTS_MEMBENCH=1 to measure Redis memory per (user, channel)")

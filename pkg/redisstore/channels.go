@@ -13,7 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The channel state beside the user hashes (issue 8). Every key carries a
+// The channel state beside the user hashes. Every key carries a
 // hash tag, {user} or {channel}, so Redis Cluster keeps what one script
 // touches in one slot:
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The channel view (issue 9): every member's PUBLIC read and delivered
+// The channel view: every member's PUBLIC read and delivered
 // cursor of a channel, as others may see them, beside a bounded stream of
 // their moves. All keys carry the {channel} hash tag (one slot with the
 // channel's membership hash cm:{channel}):

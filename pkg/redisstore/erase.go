@@ -11,7 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
-// The erasure of a user (issue 9). The tombstone lives beside the user's
+// The erasure of a user. The tombstone lives beside the user's
 // keys, in their slot:
 //
 //	t:{user}   hash: "g" → the erasure generation, "at" → the erasure

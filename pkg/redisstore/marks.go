@@ -17,8 +17,8 @@ import (
 // receipt.Merge with the epochs resolved), and only the keys that change
 // are written, by a compare-and-set script (per slot and 128 keys) that
 // writes only a value still as read. The merge
-// script spent ~17 µs of Redis' single thread per mark parsing and
-// re-encoding values in Lua (BENCHMARKS.md); a read and a CAS cost a
+// script spent Redis' single thread parsing and re-encoding values in
+// Lua (BENCHMARKS.md, why the defaults); a read and a CAS cost a
 // fraction of it, and a duplicate or stale mark costs the read only. A CAS
 // that finds the value changed (another flush wrote the key meanwhile)
 // answers the current value and the merge is redone from it.

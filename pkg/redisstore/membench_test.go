@@ -333,7 +333,7 @@ func TestMemoryPerState(t *testing.T) {
 // states from 16 goroutines (8 × GOMAXPROCS 2), over 16,000 users × 10
 // channels; the marks are 70 % advancing (80 % read, 20 % delivered-only),
 // 20 % exact resends of a recent mark and 10 % late (an older seq), like
-// the load generator's defaults in BENCHMARKS.md.
+// the load scripts/bench.sh drives (--dup 0.2 --reorder 0.1).
 func BenchmarkMerge(b *testing.B) {
 	for _, l := range memLayouts() {
 		b.Run("layout="+l.name, func(b *testing.B) {

@@ -13,7 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/privacy"
 )
 
-// A user's privacy settings (issue 9) live in us:{user}, field "s", as
+// A user's privacy settings live in us:{user}, field "s", as
 // "R D VERSION_MS" (R, D "1" share or "0" not; decimal version), merged by
 // privacy.Merge: the greater version, on a tie the one sharing less.
 

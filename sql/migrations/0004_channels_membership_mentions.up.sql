@@ -1,4 +1,4 @@
--- Channels, membership and mentions (issue 8), and the private read cursor.
+-- Channels, membership and mentions, and the private read cursor.
 --
 -- The private read cursor: the user's own read position, which others never
 -- see. Two bigints, no message id and no index, so a cursor move stays a

@@ -1,4 +1,4 @@
--- Erasure tombstones (issue 9): one row per erased user, a max-register
+-- Erasure tombstones: one row per erased user, a max-register
 -- over generation. Never deleted: a replay of the topic from offset 0
 -- meets the tombstone and drops every event that predates it
 -- (tombstone.Drops). Small (one row per erased user) and read by primary

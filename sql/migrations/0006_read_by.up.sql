@@ -1,4 +1,4 @@
--- Read-by (issue 9): users' privacy settings and the cursor-move log.
+-- Read-by: users' privacy settings and the cursor-move log.
 --
 -- Privacy settings: a versioned register per user (privacy.Merge: the
 -- greater version_ms wins; on a tie the one sharing less). No row: the

@@ -93,8 +93,8 @@ type Service struct {
 
 // GCPercentDefault is the services' GC target: their live heaps are small
 // (tens of MB) and their allocation rates high, so Go's default of 100
-// collects many times a second (a fifth of the gateway's CPU under load,
-// measured in BENCHMARKS.md); 400 trades a few tens of MB for a quarter of
+// collects many times a second (see BENCHMARKS.md, why the defaults: GC
+// target); 400 trades a few tens of MB for a quarter of
 // the collections. A GOGC environment variable wins, as does
 // GOMEMLIMIT (which Go honours as it is).
 const GCPercentDefault = 400

@@ -3,6 +3,7 @@
 // /healthz, /readyz and pprof on the admin address, applies the embedded
 // migrations at start-up (unless --migrate=false), and drains on SIGINT or
 // SIGTERM: the batch in hand is finished, committed, and the group left.
+// Beside it runs the cursor-move log's partition upkeep (pkg/movelog).
 //
 //	persister [flags]          run
 //	persister migrate [flags]  apply the migrations and exit (the Helm hook)
@@ -12,6 +13,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/admin"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/movelog"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
@@ -69,7 +72,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	defer per.Close()
 
+	upkeep, err := movelog.New(movelog.Config{Postgres: b.Postgres,
+		Retention: cmp.Or(c.per.MoveRetention, persister.MoveRetentionDefault), Logger: b.Log})
+	if err != nil {
+		return err
+	}
+
 	r := c.svc.Runner(b)
+	r.Add("move-log upkeep", upkeep)
 	r.Add("persister", per)
 	if lag := per.LagExporter(); lag != nil {
 		// Added last so it stops first: Close closes its client.

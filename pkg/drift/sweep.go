@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/leader"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -45,7 +46,7 @@ const (
 	GraceDefault = 30 * time.Second
 	// LeaderCheckIntervalDefault is how often the leader checks that its
 	// lock's session is alive, and a standby tries to take the lock.
-	LeaderCheckIntervalDefault = 2 * time.Second
+	LeaderCheckIntervalDefault = leader.CheckIntervalDefault
 	// LockName names the Postgres advisory lock of the sweep's leader.
 	LockName = "receipts.drift_sweep"
 	// MetricsSubsystem names the sweep's metrics (receipts_reconciler_…).
@@ -300,13 +301,12 @@ type Sweeper struct {
 	// lastErr is why the last sweep failed (nil after a good one): a sweep
 	// that fails every time shows in readiness, not only in a counter.
 	lastErr atomic.Pointer[error]
-	// role is what Run does: roleLeader (sweeping), roleStandby, or "".
-	role atomic.Value
-	// guard is set while leading: the lock check before each page.
-	guard atomic.Pointer[pageGuard]
-	now   func() time.Time
-	kinds []kinds.Kind
-	env   kinds.Env
+	// leader runs the sweeps on the replica that leads; its Check is the
+	// guard before each page.
+	leader *leader.Loop
+	now    func() time.Time
+	kinds  []kinds.Kind
+	env    kinds.Env
 }
 
 // The kinds of state, the keys of Report.ByKind.
@@ -318,21 +318,8 @@ var (
 	KindSettings = kinds.Settings.Name()
 )
 
-const (
-	roleLeader  = "leader"
-	roleStandby = "standby"
-)
-
-// pageGuard checks, before each page, that this replica may still sweep.
-type pageGuard struct{ check func(context.Context) error }
-
-// checkGuard runs the page guard, if any.
-func (s *Sweeper) checkGuard(ctx context.Context) error {
-	if g := s.guard.Load(); g != nil {
-		return g.check(ctx)
-	}
-	return nil
-}
+// checkGuard checks, before each page, that this replica may still sweep.
+func (s *Sweeper) checkGuard(ctx context.Context) error { return s.leader.Check(ctx) }
 
 // New validates the config.
 func New(cfg Config) (*Sweeper, error) {
@@ -340,127 +327,53 @@ func New(cfg Config) (*Sweeper, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring drift sweep: %w", err)
 	}
-	return &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now,
+	s := &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now,
 		kinds: cfg.Kinds,
-		env:   kinds.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}, nil
+		env:   kinds.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}
+	lc := leader.Config{CheckInterval: cfg.LeaderCheckInterval, Name: "drift sweep", Logger: s.log,
+		Gauge: s.m.leader, OnRole: s.setRole}
+	if cfg.LeaderElection == LeaderPostgres {
+		lc.Postgres, lc.Lock = cfg.Postgres, LockName
+	}
+	var err error
+	if s.leader, err = leader.New(lc); err != nil {
+		return nil, fmt.Errorf("configuring drift sweep: %w", err)
+	}
+	return s, nil
 }
 
 // Run sweeps at start and then Interval after each sweep ends, until ctx
 // ends. A failed sweep is logged and counted; the next one starts on time.
-// With leader election it sweeps only while it holds the leader's lock:
-// it stands by (ready, receipts_reconciler_sweep_leader 0) while another
-// replica holds it, tries to take it every LeaderCheckInterval, and stops
-// sweeping at once when its own lock's session is lost.
+// With leader election it sweeps only while it holds the leader's lock
+// (pkg/leader): it stands by (ready, receipts_reconciler_sweep_leader 0)
+// while another replica holds it, tries to take it every
+// LeaderCheckInterval, and stops sweeping at once when its own lock's
+// session is lost.
 func (s *Sweeper) Run(ctx context.Context) error {
 	s.running.Store(true)
 	defer s.running.Store(false)
-	defer s.setRole("")
-	if s.cfg.LeaderElection != LeaderPostgres {
-		s.setRole(roleLeader)
-		s.sweepLoop(ctx)
-		return nil
-	}
-	wait := s.cfg.LeaderCheckInterval
-	for ctx.Err() == nil {
-		lock, ok, err := s.cfg.Postgres.TryAdvisoryLock(ctx, LockName)
-		switch {
-		case ctx.Err() != nil:
-		case err != nil:
-			if s.setRole(roleStandby) {
-				s.log.Warn("drift sweep standing by: cannot try the leader lock", zap.Error(err))
-			}
-		case !ok:
-			if s.setRole(roleStandby) {
-				s.log.Info("drift sweep standing by: another replica leads")
-			}
-		default:
-			s.setRole(roleLeader)
-			s.log.Info("drift sweep leader: this replica sweeps", zap.Uint32("lock_pid", lock.PID()))
-			s.lead(ctx, lock)
-			// The session was lost (or ctx ended). Let a standby, which
-			// tries every interval, take over first: this replica's link
-			// to Postgres is the suspect one. Nobody else there, it takes
-			// the lock back after this pause.
-			wait = 2 * s.cfg.LeaderCheckInterval
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
-		wait = s.cfg.LeaderCheckInterval
-	}
+	s.leader.Run(ctx, s.sweepLoop)
 	return nil
 }
 
-// lead sweeps while lock's session lives and ctx lasts, then releases it.
-// The session is checked every LeaderCheckInterval and before every page,
-// so a leader whose session was lost (and whose lock another replica may
-// hold already) stops within one page.
-func (s *Sweeper) lead(ctx context.Context, lock *pgstore.AdvisoryLock) {
-	leadCtx, cancel := context.WithCancel(ctx)
-	s.guard.Store(&pageGuard{check: func(ctx context.Context) error {
-		if err := lock.Check(ctx); err != nil {
-			if leadCtx.Err() == nil {
-				s.log.Warn("drift sweep leader lock lost; stopping the sweep", zap.Error(err))
-				s.setRole(roleStandby)
-				cancel()
-			}
-			return err
-		}
-		return nil
-	}})
-	defer s.guard.Store(nil)
-	var watch sync.WaitGroup
-	watch.Go(func() {
-		t := time.NewTicker(s.cfg.LeaderCheckInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-leadCtx.Done():
-				return
-			case <-t.C:
-			}
-			cctx, ccancel := context.WithTimeout(leadCtx, s.cfg.LeaderCheckInterval)
-			err := s.checkGuard(cctx)
-			ccancel()
-			if err != nil {
-				return
-			}
-		}
-	})
-	s.sweepLoop(leadCtx)
-	cancel()
-	watch.Wait()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.LeaderCheckInterval)
-	lock.Release(rctx)
-	rcancel()
-}
-
-// setRole records the role and the leader gauge; it reports whether the
-// role changed.
-func (s *Sweeper) setRole(role string) bool {
-	if role == roleLeader {
-		s.m.leader.Set(1)
-	} else {
-		s.m.leader.Set(0)
-		// A standby does not sweep: a failure of its last leadership says
-		// nothing about it now.
+// setRole hears the leader loop's role changes: a standby does not sweep,
+// so a failure of its last leadership says nothing about it now.
+func (s *Sweeper) setRole(role leader.Role) {
+	if role != leader.Leader {
 		s.lastErr.Store(nil)
 	}
-	old, _ := s.role.Swap(role).(string)
-	return old != role
 }
 
 // Status says whether this replica leads the sweep or stands by (the
 // admin port's /readyz shows it).
 func (s *Sweeper) Status() string {
-	switch r, _ := s.role.Load().(string); r {
-	case roleLeader:
-		if s.cfg.LeaderElection == LeaderPostgres {
+	switch s.leader.Role() {
+	case leader.Leader:
+		if s.leader.Elected() {
 			return "leader (holds the Postgres advisory lock)"
 		}
 		return "sweeping (no leader election)"
-	case roleStandby:
+	case leader.Standby:
 		return "standby (another replica leads)"
 	}
 	return ""

@@ -14,14 +14,9 @@ import (
 const (
 	// DetailThresholdDefault is the gateway's default detail threshold.
 	DetailThresholdDefault = 50
-	// MoveRetentionDefault keeps 90 days of moves.
+	// MoveRetentionDefault keeps 90 days of moves (pkg/movelog drops
+	// the older partitions).
 	MoveRetentionDefault = 90 * 24 * time.Hour
-	// movePartitionsAhead is how far ahead partitions exist.
-	movePartitionsAhead = 14 * 24 * time.Hour
-	// moveMaintenanceEvery is how often the leader maintains partitions.
-	moveMaintenanceEvery = time.Hour
-	// moveMaintenanceLock names the advisory lock of the maintenance.
-	moveMaintenanceLock = "cursor-moves-maintenance"
 )
 
 // movesOf is the log rows of a window's fresh cursor rows: per (user,
@@ -66,38 +61,4 @@ func (p *Persister) moveJobs(rows []receipt.State) []job {
 		}
 		return 0, nil, nil
 	}}
-}
-
-// maintainMoves keeps the log's weekly partitions: at start (every
-// replica, serialized in Postgres, so the first window finds its
-// partition), then hourly by whichever replica holds the advisory lock.
-func (p *Persister) maintainMoves(ctx context.Context) {
-	run := func() {
-		created, dropped, err := p.store.MaintainMovePartitions(ctx, time.Now(), p.cfg.MoveRetention, movePartitionsAhead)
-		if err != nil {
-			if ctx.Err() == nil {
-				p.log.Warn("maintaining the cursor-move log partitions", zap.Error(err))
-			}
-			return
-		}
-		if len(created)+len(dropped) > 0 {
-			p.log.Info("cursor-move log partitions", zap.Strings("created", created), zap.Strings("dropped", dropped))
-		}
-	}
-	run()
-	t := time.NewTicker(moveMaintenanceEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		lock, ok, err := p.store.TryAdvisoryLock(ctx, moveMaintenanceLock)
-		if err != nil || !ok {
-			continue // another replica maintains, or Postgres is down: next hour
-		}
-		run()
-		lock.Release(ctx)
-	}
 }

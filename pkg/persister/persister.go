@@ -232,8 +232,6 @@ func (p *Persister) Run(ctx context.Context) error {
 	commitCtx, stopCommitter := context.WithCancel(procCtx)
 	stages.Go(func() { p.commitLoop(commitCtx) })
 
-	stages.Go(func() { p.maintainMoves(ctx) })
-
 	runErr := p.pollLoop(ctx, procCtx)
 	close(p.windows)
 	<-writerDone

@@ -141,7 +141,7 @@ func MovesKeptSince(now time.Time, retention time.Duration) time.Time {
 // from the one holding now−retention to ahead past now, and drops the
 // partitions that end before now−retention (whole tables: no row-by-row
 // delete). Safe to run concurrently (one transaction under an advisory
-// lock); the persister runs it at start and from its leader loop. It
+// lock); pkg/movelog runs it at start and from its leader loop. It
 // returns the partitions created and dropped.
 func (s *Store) MaintainMovePartitions(ctx context.Context, now time.Time, retention, ahead time.Duration) (created, dropped []string, err error) {
 	keep := MovesKeptSince(now, retention)

@@ -4,28 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
-	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Gate is the kafkagate service: the ReceiptService handler on its
-// validate → Redis max-merge → durable write path and its read path, and
-// the HTTP server that serves it on one port. It is a lifecycle component:
-// Run serves until its context ends, then drains.
+// validate → Redis max-merge → durable write path and its read path.
+// pkg/gate/server serves it.
 type Gate struct {
 	cfg     Config
 	log     *zap.Logger
@@ -33,13 +29,8 @@ type Gate struct {
 	pg      *pgstore.Store
 	durable Producer
 	m       *metrics
-	guard   *apiauth.Guard
-	handler http.Handler
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
-	// fastRESTOff sends the hot REST routes through vanguard too (tests
-	// compare both paths).
-	fastRESTOff atomic.Bool
 	// retryAfter is the Retry-After value of Unavailable writes.
 	retryAfter string
 
@@ -51,18 +42,16 @@ type Gate struct {
 	lastDurableWarn atomic.Int64
 	// lastResolveWarn does the same for marks resolved without a store.
 	lastResolveWarn atomic.Int64
-	// serving is set while Run serves.
-	serving atomic.Bool
 	// live is the watch streams' state (watch.go).
 	live live
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
 
-// New fills defaults, validates cfg (all problems at once), and builds the
-// HTTP handler. It starts nothing and does not wait for Kafka or Redis: the
-// gate serves while they are down and reports not-ready until its producer
-// can make writes durable.
+// New fills defaults and validates cfg (all problems at once). It starts
+// nothing and does not wait for Kafka or Redis: the gate answers while they
+// are down and reports not-ready until its producer can make writes
+// durable.
 func New(cfg Config) (*Gate, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -78,31 +67,23 @@ func New(cfg Config) (*Gate, error) {
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
 	g.writes = newWriteCoalescer(g)
-	g.fastRESTOff.Store(cfg.Coalesce.TranscodeAllREST)
-	// A second gate on the same registry (tests) shares the process's
-	// collector.
-	if err := cfg.Registerer.Register(newGCPauseCollector()); err != nil {
-		if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); !dup {
-			return nil, fmt.Errorf("registering gc metrics: %w", err)
-		}
-	}
 	g.live = newLive(cfg, g.watchTicks)
-	var err error
-	if g.handler, err = g.buildHandler(); err != nil {
-		return nil, err
-	}
 	return g, nil
 }
 
-// Ready reports whether the gate can accept durable writes: it serves, and
-// its producer can make records durable (Kafka answers, or the spool has
-// room). Redis being down does not make the gate unready: marks are still
-// made durable and answers say the real-time view is degraded; it is named
-// only when the gate is not ready anyway.
+// MaxBatchItems is the most receipts one MarkReceipts call may carry.
+func (g *Gate) MaxBatchItems() int { return g.cfg.MaxBatchItems }
+
+// CallBound is the longest a write waits on its stores: RedisTimeout, then
+// the producer's bound. A server's write timeout must exceed it.
+func (g *Gate) CallBound() time.Duration { return g.cfg.RedisTimeout + g.durable.CallBound() }
+
+// Ready reports whether the gate can accept durable writes: its producer
+// can make records durable (Kafka answers, or the spool has room). Redis
+// being down does not make the gate unready: marks are still made durable
+// and answers say the real-time view is degraded; it is named only when
+// the gate is not ready anyway.
 func (g *Gate) Ready(ctx context.Context) error {
-	if !g.serving.Load() {
-		return errors.New("api not serving")
-	}
 	var (
 		wg         sync.WaitGroup
 		rerr, perr error

@@ -278,7 +278,6 @@ func closedAddr(t *testing.T) string {
 // pos is a position at epoch 0.
 func pos(seq int64) receipt.Position { return receipt.Position{Seq: seq} }
 
-
 // gathered reads a gauge or counter without labels from a registry.
 func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	t.Helper()
@@ -298,7 +297,6 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	t.Fatalf("metric %s not registered", name)
 	return 0
 }
-
 
 // metric reads the counter or histogram sample count of name whose labels
 // are exactly labels (name=value pairs) from tb's registry; 0 when the

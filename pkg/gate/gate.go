@@ -127,7 +127,10 @@ func (g *Gate) MarkDelivered(ctx context.Context, req *connect.Request[receiptsv
 }
 
 func (g *Gate) markOne(ctx context.Context, r *receiptsv1.MarkRequest, kind receiptsv1.Kind) (*connect.Response[receiptsv1.MarkResponse], error) {
-	m, err := validateMark("", r.GetUserId(), r.GetChannelId(), kind, r.GetSeq(), r.GetMessageId(), r.GetDeviceId(), r.Epoch, r.GetPrivate())
+	m, err := validateMark(markInput{
+		user: r.GetUserId(), channel: r.GetChannelId(), kind: kind, seq: r.GetSeq(),
+		messageID: r.GetMessageId(), deviceID: r.GetDeviceId(), epoch: r.Epoch, private: r.GetPrivate(),
+	})
 	if err != nil {
 		return nil, invalid(err)
 	}

@@ -290,7 +290,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		cerr.Meta().Set("Retry-After", g.retryAfter)
 		return nil, cerr
 	}
-	g.publishView(ctx, []redisstore.MergeResult{res}) // issue 9: the public read moved back
+	g.publishView(ctx, []redisstore.MergeResult{res}) // the public read moved back
 	rec, err := event.Encode(res.Resolved)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
@@ -34,14 +34,14 @@ type Gate struct {
 	// retryAfter is the Retry-After value of Unavailable writes.
 	retryAfter string
 
-	// lastRedisWarn rate-limits the "Redis degraded" log line to one a
-	// second: during an outage every call would log it.
-	lastRedisWarn atomic.Int64
-	// lastDurableWarn does the same for "making marks durable": a full
-	// spool refuses calls fast, and each would log.
-	lastDurableWarn atomic.Int64
-	// lastResolveWarn does the same for marks resolved without a store.
-	lastResolveWarn atomic.Int64
+	// redisWarn lets the "Redis degraded" log line through once a second:
+	// during an outage every call would log it.
+	redisWarn rate.Sometimes
+	// durableWarn does the same for "making marks durable": a full spool
+	// refuses calls fast, and each would log.
+	durableWarn rate.Sometimes
+	// resolveWarn does the same for marks resolved without a store.
+	resolveWarn rate.Sometimes
 	// live is the watch streams' state (watch.go).
 	live live
 }
@@ -66,6 +66,7 @@ func New(cfg Config) (*Gate, error) {
 		m:          newMetrics(cfg.Registerer),
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
+	g.redisWarn.Interval, g.durableWarn.Interval, g.resolveWarn.Interval = warnInterval, warnInterval, warnInterval
 	g.writes = newWriteCoalescer(g)
 	g.live = newLive(cfg, g.watchTicks)
 	return g, nil
@@ -158,18 +159,14 @@ func (g *Gate) warnRedis(op string, err error) {
 		g.log.Error("redis refuses the command; answering from the durable path", zap.String("op", op), zap.Error(err))
 		return
 	}
-	if everySecond(&g.lastRedisWarn) {
+	g.redisWarn.Do(func() {
 		g.log.Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
-	}
+	})
 }
 
-// everySecond reports whether a second has passed since it last returned
-// true for last.
-func everySecond(last *atomic.Int64) bool {
-	now := time.Now().UnixNano()
-	l := last.Load()
-	return now-l >= int64(time.Second) && last.CompareAndSwap(l, now)
-}
+// warnInterval spaces the gate's repeated warnings: the metrics count
+// every occurrence, the log shows one a second.
+const warnInterval = time.Second
 
 // contextError maps the caller's own cancellation or deadline to its code,
 // so a client that went away is not counted as an outage.

@@ -121,7 +121,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	}
 	degraded := merr != nil
 	if merr == nil && !res[0].Membership.Member {
-		g.leaveView(ctx, reg.Key) // issue 9: a member who left is out of read-by and ticks
+		g.leaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
 	}
 	if read != nil {
 		merged := g.mergeRedis(ctx, []receipt.State{*read})
@@ -136,7 +136,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		rec.Topic = g.durable.Topic()
 	}
 	if merr == nil && res[0].Changed && res[0].Membership.Member {
-		g.joinView(ctx, reg.Key) // issue 9: back in read-by and ticks
+		g.joinView(ctx, reg.Key) // back in read-by and ticks
 	}
 	durability, err := g.produce(ctx, []*kgo.Record{rec})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// Read-by defaults (issue 9).
+// Read-by defaults.
 const (
 	// DetailThresholdDefault is the largest member count of a channel
 	// whose receipts list members; larger channels answer counts only.

@@ -70,14 +70,12 @@ func TestKafkaFailingAnswersUnavailable(t *testing.T) {
 		Err:   kerr.NotLeaderForPartition,
 		Count: -1,
 	})
-	start := time.Now()
 	resp, body := tb.doResp(t, http.MethodPost, "/v1/users/hank/channels/c1/read", `{"seq": 3}`)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body: %s", body)
 	require.Equal(t, "2", resp.Header.Get("Retry-After"))
 	e := parseRESTError(t, body)
 	require.Equal(t, int(connect.CodeUnavailable), e.Code)
 	require.Contains(t, e.Message, "making 1 marks durable")
-	require.Less(t, time.Since(start), 5*time.Second, "bounded by ProduceTimeout")
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "unavailable"))
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkRead", "code", "unavailable"))
 
@@ -112,16 +110,14 @@ func TestKafkaHoldingAcksAnswersUnavailableWithinBound(t *testing.T) {
 		return nil, nil, false
 	})
 
-	start := time.Now()
+	// The bound's exact length is pkg/producer's
+	// TestHeldAcksWithoutSpoolFailWithinProduceTimeout.
 	status, body := tb.do(t, http.MethodPost, "/v1/receipts:mark", markBody(
 		`{"user_id": "ivy", "channel_id": "c1", "kind": "READ", "seq": 1}`,
 		`{"user_id": "ivy", "channel_id": "c2", "kind": "READ", "seq": 1}`,
 	))
-	elapsed := time.Since(start)
 	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
 	require.Contains(t, parseRESTError(t, body).Message, "producing 2 records (attempt 1, 2 not acked): waiting for acks: context deadline exceeded")
-	require.GreaterOrEqual(t, elapsed, time.Second)
-	require.Less(t, elapsed, 4*time.Second)
 	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "unavailable"))
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_produce_duration_seconds"))
 	once.Do(func() { close(release) })

@@ -130,16 +130,13 @@ func TestKafkaDownSpoolsAndReplaysInOrder(t *testing.T) {
 			ctx := context.Background()
 			undo := c.inject(t, tb)
 
-			// The first call waits out the bound, then spools.
-			start := time.Now()
+			// The first call waits out the bound, then spools (the bound's
+			// exact length: pkg/producer's synctest tests).
 			var resp receiptsv1.MarkReceiptsResponse
 			tb.doProto(t, http.MethodPost, "/v1/receipts:mark", markBody(
 				`{"user_id": "kim", "channel_id": "c1", "kind": "READ", "seq": 1}`,
 				`{"user_id": "kim", "channel_id": "c2", "kind": "READ", "seq": 1}`,
 			), &resp)
-			elapsed := time.Since(start)
-			require.GreaterOrEqual(t, elapsed, c.after)
-			require.Less(t, elapsed, c.after+1500*time.Millisecond)
 			require.Len(t, resp.GetResults(), 2)
 			for _, r := range resp.GetResults() {
 				require.Equal(t, receiptsv1.Durability_SPOOLED, r.GetDurability())
@@ -148,14 +145,13 @@ func TestKafkaDownSpoolsAndReplaysInOrder(t *testing.T) {
 			}
 			require.Equal(t, 1.0, gathered(t, tb.reg, "receipts_kafkagate_spool_circuit_open"))
 
-			// The circuit is open: later calls spool without waiting.
+			// The circuit is open: later calls spool without waiting
+			// (TestHeldAcksSpoolAfterTheBoundThenTheCircuitSpoolsAtOnce).
 			grpc := tb.client(connect.WithGRPC())
 			for seq := int64(2); seq <= 6; seq++ {
-				start := time.Now()
 				mr, err := grpc.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "kim", ChannelId: "c1", Seq: seq}))
 				require.NoError(t, err)
 				require.Equal(t, receiptsv1.Durability_SPOOLED, mr.Msg.GetResult().GetDurability())
-				require.Less(t, time.Since(start), c.after/2, "call %d waited for Kafka", seq)
 			}
 			require.Equal(t, 7.0, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "spooled"))
 			require.Equal(t, 7.0, gathered(t, tb.reg, "receipts_kafkagate_spool_records"))
@@ -185,11 +181,9 @@ func TestKafkaDownSpoolsAndReplaysInOrder(t *testing.T) {
 			require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, firstSeen(seqsOf(states, "kim:c1")))
 
 			// And calls produce to Kafka first again.
-			start = time.Now()
 			var mr receiptsv1.MarkResponse
 			tb.doProto(t, http.MethodPost, "/v1/users/kim/channels/c1/read", `{"seq": 7}`, &mr)
 			require.Equal(t, receiptsv1.Durability_KAFKA, mr.GetResult().GetDurability())
-			require.Less(t, time.Since(start), c.after)
 			require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "kafka"))
 		})
 	}
@@ -246,11 +240,10 @@ func TestSpoolFullAnswersUnavailableWithRetryAfter(t *testing.T) {
 	require.Equal(t, 1.0, gathered(t, tb.reg, "receipts_kafkagate_spool_circuit_open"))
 
 	// Now calls that do not fit are refused at once, before Redis: REST
-	// gets 503 with Retry-After, gRPC and Connect Unavailable with it.
-	start := time.Now()
+	// gets 503 with Retry-After, gRPC and Connect Unavailable with it
+	// (without waiting for Kafka: TestFullSpoolRefusesAtOnce).
 	resp, body = tb.doResp(t, http.MethodPost, "/v1/receipts:mark", marks("refused", 120))
 	checkUnavailable(resp, body, 120)
-	require.Less(t, time.Since(start), 300*time.Millisecond)
 	req := &receiptsv1.MarkReceiptsRequest{}
 	for i := range 120 {
 		req.Receipts = append(req.Receipts, &receiptsv1.Receipt{UserId: fmt.Sprintf("rpc%d", i), ChannelId: "c", Kind: receiptsv1.Kind_DELIVERED, Seq: 1})
@@ -394,14 +387,14 @@ func TestCallerDeadlineShorterThanBoundStillSpools(t *testing.T) {
 	failProduce(t, tb)
 
 	// The caller gives the call 1.5s, less than the 2s bound: the gate
-	// waits for Kafka only as long as leaves time to spool.
+	// waits for Kafka only as long as leaves time to spool, so the call
+	// succeeds within the caller's deadline (the exact wait:
+	// TestCallerDeadlineShorterThanTheBoundStillSpools).
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	mr, err := tb.client(connect.WithGRPC()).MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "ned", ChannelId: "c1", Seq: 1}))
 	require.NoError(t, err)
 	require.Equal(t, receiptsv1.Durability_SPOOLED, mr.Msg.GetResult().GetDurability())
-	require.Less(t, time.Since(start), 1500*time.Millisecond)
 	require.Equal(t, 1.0, gathered(t, tb.reg, "receipts_kafkagate_spool_records"))
 	// A wait cut short by the caller says nothing about Kafka.
 	require.Equal(t, 0.0, gathered(t, tb.reg, "receipts_kafkagate_spool_circuit_open"))

@@ -1,4 +1,5 @@
-// Command kafkagate is the receipts gateway (see pkg/gate). One port serves
+// Command kafkagate is the receipts gateway (see pkg/gate, served by
+// pkg/gate/server). One port serves
 // the ReceiptService as gRPC, gRPC-Web, Connect and HTTP/JSON, with gRPC
 // reflection and health; the admin address serves /metrics, /healthz,
 // /readyz and pprof. It applies the embedded Postgres migrations at start-up
@@ -36,6 +37,7 @@ import (
 	"github.com/readstate/receipts/pkg/admin"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/gate/server"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -59,6 +61,7 @@ type config struct {
 	redis redisstore.ClientConfig
 	prod  producer.Config
 	gate  gate.Config
+	api   server.Config
 	watch watch.Config
 }
 
@@ -89,6 +92,7 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	c.prod.RegisterFlags(fs)
 	c.gate.RegisterFlags(fs)
 	c.gate.ReadBy.RegisterFlags(fs)
+	c.api.RegisterFlags(fs)
 	c.watch.RegisterFlags(fs)
 }
 
@@ -124,10 +128,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	c.api.Logger, c.api.Registerer = b.Log, b.Registry
+	api, err := server.New(c.api, g)
+	if err != nil {
+		return err
+	}
 	r := c.svc.Runner(b)
 	r.Add("producer", prod)
 	// Stopped after the API, whose shutdown ends the watch streams first.
 	r.Add("watch", hub)
-	r.Add("api", g)
+	r.Add("api", api)
 	return r.Run(ctx)
 }

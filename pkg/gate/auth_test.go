@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -17,7 +17,6 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
-	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/tlstest"
 )
 
@@ -73,7 +72,7 @@ func markRead(c receiptsv1connect.ReceiptServiceClient, token, user string, seq 
 func TestAuthBearerTokens(t *testing.T) {
 	t.Parallel()
 	path := tokenFile(t)
-	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Auth.TokenFile = path }})
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Server.Auth.TokenFile = path }})
 	const mark = `{"receipts": [{"user_id": "ann", "channel_id": "c1", "kind": "READ", "seq": 3}]}`
 
 	resp, body := restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, "")
@@ -122,7 +121,7 @@ func TestAuthMTLS(t *testing.T) {
 	t.Parallel()
 	pki, stranger := tlstest.New(t), tlstest.New(t)
 	tb := setup(t, setupOpts{config: func(c *testConfig) {
-		c.Auth.CertFile, c.Auth.KeyFile, c.Auth.ClientCAFile = pki.ServerCertFile, pki.ServerKeyFile, pki.CAFile
+		c.Server.Auth.CertFile, c.Server.Auth.KeyFile, c.Server.Auth.ClientCAFile = pki.ServerCertFile, pki.ServerKeyFile, pki.CAFile
 	}})
 	url := "https://" + strings.TrimPrefix(tb.url, "http://")
 	clientFor := func(certs []tls.Certificate, h2 bool) *http.Client {
@@ -165,21 +164,6 @@ func TestAuthMTLS(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
 
-// TestAuthRequiredOffLoopback: a non-loopback API without authentication
-// does not start unless told to; loopback stays open by default (every
-// other test of the package serves open on 127.0.0.1).
-func TestAuthRequiredOffLoopback(t *testing.T) {
-	t.Parallel()
-	for _, addr := range []string{":8080", "0.0.0.0:8080", "10.1.2.3:8080"} {
-		err := Config{Addr: addr}.withDefaults().validate()
-		require.ErrorContains(t, err, "is not loopback and no authentication is configured", addr)
-		err = Config{Addr: addr, Auth: apiauth.Config{InsecureAllowUnauthenticated: true}}.withDefaults().validate()
-		require.NotContains(t, errString(err), "authentication", addr)
-	}
-	require.NotContains(t, errString(Config{Addr: "127.0.0.1:8080"}.withDefaults().validate()), "authentication")
-	require.ErrorContains(t, Config{Auth: apiauth.Config{RateLimit: 5, RateLimitBurst: 100}}.withDefaults().validate(), "RateLimitBurst: 100 is below MaxBatchItems 500")
-}
-
 // TestRateLimitPerClient: each client has its own budget of events; a
 // batch costs its items; over budget is 429 / ResourceExhausted with
 // Retry-After.
@@ -197,11 +181,12 @@ func TestRateLimitPerClient(t *testing.T) {
 func testRateLimitPerClient(t *testing.T, fastRESTOff bool) {
 	path := tokenFile(t)
 	tb := setup(t, setupOpts{config: func(c *testConfig) {
-		c.Auth.TokenFile = path
+		c.Server.Auth.TokenFile = path
 		// A slow refill: nothing comes back within the test.
-		c.Auth.RateLimit, c.Auth.RateLimitBurst, c.MaxBatchItems = 0.01, 10, 10
+		c.Server.Auth.RateLimit, c.Server.Auth.RateLimitBurst, c.MaxBatchItems = 0.01, 10, 10
+		c.Server.TranscodeAllREST = fastRESTOff
 	}})
-	tb.gate.fastRESTOff.Store(fastRESTOff)
+
 	batch := func(n int) string {
 		items := make([]string, n)
 		for i := range items {
@@ -249,13 +234,6 @@ func testRateLimitPerClient(t *testing.T, fastRESTOff bool) {
 
 	require.Equal(t, 5.0, gathered(t, tb.reg, "receipts_kafkagate_rate_limited_total"))
 	require.Equal(t, 3.0, gathered(t, tb.reg, "receipts_kafkagate_rate_limit_clients"))
-}
-
-func errString(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // gatheredLabel reads a counter's child whose one label has value.

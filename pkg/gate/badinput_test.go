@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/gate/server"
 )
 
 // markBody builds a MarkReceipts JSON body from receipt objects.
@@ -25,11 +27,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 	tb := setup(t, setupOpts{})
 	ok := item(`"u"`, 1)
 	long := strings.Repeat("x", 129)
-	many := make([]string, MaxBatchItemsDefault+1)
+	many := make([]string, gate.MaxBatchItemsDefault+1)
 	for i := range many {
 		many[i] = ok
 	}
-	manyChannels := strings.Repeat("channel_id=c&", MaxReadChannelsDefault+1)
+	manyChannels := strings.Repeat("channel_id=c&", gate.MaxReadChannelsDefault+1)
 
 	cases := []struct {
 		name, method, path, body string
@@ -65,7 +67,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 			400, connect.CodeInvalidArgument, "receipts: has 501 items; the limit is 500"},
 		{"malformed JSON", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u",`,
 			400, connect.CodeInvalidArgument, "request body is not valid JSON: unexpected end of JSON input"},
-		{"body over the limit", "POST", "/v1/receipts:mark", `{"receipts": [], "pad": "` + strings.Repeat("x", MaxBodyBytesDefault) + `"}`,
+		{"body over the limit", "POST", "/v1/receipts:mark", `{"receipts": [], "pad": "` + strings.Repeat("x", server.MaxBodyBytesDefault) + `"}`,
 			413, connect.CodeResourceExhausted, "request body is larger than the limit of 1048576 bytes"},
 		{"single: colon in path id", "POST", "/v1/users/a:b/channels/c/read", `{"seq": 1}`,
 			400, connect.CodeInvalidArgument, "user_id: contains ':' at byte 1"},
@@ -101,17 +103,17 @@ func TestBadInputWritesNothing(t *testing.T) {
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
 	require.Equal(t, "user_id: is required", connectMessage(err))
 	_, err = grpc.MarkReceipts(ctx, connect.NewRequest(&receiptsv1.MarkReceiptsRequest{Receipts: []*receiptsv1.Receipt{
-		{UserId: strings.Repeat("u", 128), ChannelId: strings.Repeat("c", MaxBodyBytesDefault), Kind: receiptsv1.Kind_READ, Seq: 1},
+		{UserId: strings.Repeat("u", 128), ChannelId: strings.Repeat("c", server.MaxBodyBytesDefault), Kind: receiptsv1.Kind_READ, Seq: 1},
 	}}))
 	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
 
 	// Nothing reached Redis or Kafka.
 	require.Empty(t, tb.redisKeys(t))
 	require.Zero(t, tb.highWatermarks(t))
-	require.Zero(t, counterValue(t, tb.gate.m.events.WithLabelValues(outcomeKafka)))
+	require.Zero(t, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "kafka"))
 	// 12 REST batches and 1 gRPC batch reached the handler; malformed and
 	// oversize requests are rejected before it.
-	require.Equal(t, 13.0, counterValue(t, tb.gate.m.requests.WithLabelValues("MarkReceipts", "invalid_argument")))
+	require.Equal(t, 13.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkReceipts", "code", "invalid_argument"))
 }
 
 // connectMessage is the error message without the code prefix.

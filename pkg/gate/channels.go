@@ -260,7 +260,7 @@ func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
 // Redis the call is Unavailable and nothing is acknowledged.
 func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkUnreadRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
 	r := req.Msg
-	m, err := validateMark("", r.GetUserId(), r.GetChannelId(), receiptsv1.Kind_READ, r.GetSeq(), "", r.GetDeviceId(), nil, false)
+	m, err := validateMark(markInput{user: r.GetUserId(), channel: r.GetChannelId(), kind: receiptsv1.Kind_READ, seq: r.GetSeq(), deviceID: r.GetDeviceId()})
 	if err != nil {
 		return nil, invalid(err)
 	}

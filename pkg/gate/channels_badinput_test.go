@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/gate"
 )
 
 // TestChannelBadInputWritesNothing sends malformed notices, joins, reads
@@ -22,12 +23,12 @@ func TestChannelBadInputWritesNothing(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
 	notice := func(extra string) string { return `{"seq": 1, "sender_id": "u"` + extra + `}` }
-	tooMany := `"` + strings.Repeat(`u","`, MaxMentions) + `u"`
-	notices := make([]string, MaxNotices+1)
+	tooMany := `"` + strings.Repeat(`u","`, gate.MaxMentions) + `u"`
+	notices := make([]string, gate.MaxNotices+1)
 	for i := range notices {
 		notices[i] = `{"channel_id": "c", "seq": 1}`
 	}
-	many := strings.Repeat("channel_id=c&", MaxUnreadChannelsDefault+1)
+	many := strings.Repeat("channel_id=c&", gate.MaxUnreadChannelsDefault+1)
 
 	for _, c := range []struct {
 		name, method, path, body string
@@ -54,7 +55,7 @@ func TestChannelBadInputWritesNothing(t *testing.T) {
 		{"unread: too many channels", "GET", "/v1/users/u/unread?" + many, ``, 400, "channel_id: has 1001 ids; the limit is 1000"},
 		{"unread: bad channel", "GET", "/v1/users/u/unread?channel_id=ok&channel_id=x%3Ay", ``, 400, "channel_id[1]: contains ':' at byte 1"},
 		{"mark unread: seq 0", "POST", "/v1/users/u/channels/c/unread", `{"seq": 0}`, 400, "seq: must be > 0, got 0"},
-		{"read all: too many", "POST", "/v1/users/u/read-all", `{"channel_id": [` + strings.Repeat(`"c",`, MaxUnreadChannelsDefault) + `"c"]}`, 400, "channel_id: has 1001 ids; the limit is 1000"},
+		{"read all: too many", "POST", "/v1/users/u/read-all", `{"channel_id": [` + strings.Repeat(`"c",`, gate.MaxUnreadChannelsDefault) + `"c"]}`, 400, "channel_id: has 1001 ids; the limit is 1000"},
 		{"read all: bad device", "POST", "/v1/users/u/read-all", `{"device_id": "a b"}`, 400, "device_id: contains whitespace"},
 		{"read: private delivered", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u", "channel_id": "c", "kind": "DELIVERED", "seq": 1, "private": true}]}`, 400, "receipts[0].private: applies to READ marks only"},
 	} {

@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"

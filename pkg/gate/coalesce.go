@@ -60,10 +60,6 @@ type CoalesceConfig struct {
 	// Kafka: a flush that finds them all busy keeps its slot until one
 	// ends. Defaults to CoalesceProducesDefault.
 	Produces int
-	// TranscodeAllREST turns the fast REST path of the hot write routes
-	// off (fastrest.go): every REST call goes through vanguard. For
-	// comparisons and as a switch should the two ever disagree.
-	TranscodeAllREST bool
 }
 
 // RegisterFlags registers the group commit's flags.
@@ -73,7 +69,6 @@ func (c *CoalesceConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxQueued, "write-queue-max", c.MaxQueued, "most marks waiting to be written; a call beyond it is answered Unavailable")
 	fs.IntVar(&c.Flushes, "write-flushes", c.Flushes, "shared writes in their Redis stage (checks, merge) at once")
 	fs.IntVar(&c.Produces, "write-produces", c.Produces, "shared writes past their Redis stage waiting for Kafka at once")
-	fs.BoolVar(&c.TranscodeAllREST, "rest-transcode-all", c.TranscodeAllREST, "send the hot REST write routes through the generic transcoder too (no fast path)")
 }
 
 func (c CoalesceConfig) withDefaults() CoalesceConfig {

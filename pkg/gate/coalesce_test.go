@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -178,28 +177,6 @@ func TestBatchContextOutlivesEachCallerAndKeepsTheLatestDeadline(t *testing.T) {
 	defer cancel2()
 	_, ok = ctx2.Deadline()
 	require.False(t, ok, "a caller without a deadline lifts the bound")
-}
-
-func TestGCPauseQuantilesAreExported(t *testing.T) {
-	t.Parallel()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newGCPauseCollector())
-	runtime.GC()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			name := mf.GetName()
-			for _, l := range m.GetLabel() {
-				name += "{" + l.GetValue() + "}"
-			}
-			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
-		}
-	}
-	require.GreaterOrEqual(t, got["receipts_kafkagate_gc_pauses_total"], 1.0, "%v", got)
-	require.Greater(t, got["receipts_kafkagate_gc_pause_seconds{1}"], 0.0, "%v", got)
-	require.LessOrEqual(t, got["receipts_kafkagate_gc_pause_seconds{0.5}"], got["receipts_kafkagate_gc_pause_seconds{0.999}"])
 }
 
 func TestCoalescerOverlapsFlushesWaitingOnKafkaUpToTheBound(t *testing.T) {

@@ -6,15 +6,12 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-
-	"github.com/readstate/receipts/pkg/producer"
 )
 
 func TestNewReportsEveryBadField(t *testing.T) {
 	t.Parallel()
 	_, err := New(Config{
 		MaxBatchItems: -1,
-		MaxBodyBytes:  10,
 		RedisTimeout:  -time.Second,
 	})
 	require.Error(t, err)
@@ -23,7 +20,6 @@ func TestNewReportsEveryBadField(t *testing.T) {
 		"Postgres: a store is required",
 		"Producer: a producer is required",
 		"MaxBatchItems: must be >= 1, got -1",
-		"MaxBodyBytes: must be within [1KiB, 64MiB], got 10",
 		"RedisTimeout: must be positive",
 	} {
 		require.ErrorContains(t, err, want)
@@ -33,12 +29,9 @@ func TestNewReportsEveryBadField(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	t.Parallel()
 	c := Config{Redis: redis.NewClient(&redis.Options{})}.withDefaults()
-	require.Equal(t, AddrDefault, c.Addr)
 	require.Equal(t, 500*time.Millisecond, c.RedisTimeout)
 	require.Equal(t, 500, c.MaxBatchItems)
 	require.Equal(t, 500, c.MaxReadChannels)
-	require.Equal(t, int64(1<<20), c.MaxBodyBytes)
-	require.Greater(t, c.WriteTimeout, producer.ProduceTimeoutDefault+c.RedisTimeout)
 	require.NotNil(t, c.Logger)
 	require.NotNil(t, c.Registerer)
 	// Only the missing Postgres store and producer are wrong with the

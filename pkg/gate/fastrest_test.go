@@ -1,12 +1,13 @@
-package gate
+package gate_test
 
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/gate/rest"
 )
 
 // The fast REST path and vanguard give the same answers (status, JSON,
@@ -16,8 +17,7 @@ import (
 func TestFastRESTAnswersAsVanguardDoes(t *testing.T) {
 	t.Parallel()
 	fast := setup(t, setupOpts{config: func(c *testConfig) { c.MaxBatchItems = 3 }})
-	slow := setup(t, setupOpts{config: func(c *testConfig) { c.MaxBatchItems = 3 }})
-	slow.gate.fastRESTOff.Store(true)
+	slow := setup(t, setupOpts{config: func(c *testConfig) { c.MaxBatchItems, c.Server.TranscodeAllREST = 3, true }})
 
 	mark := "/v1/receipts:mark"
 	cases := []struct {
@@ -55,10 +55,10 @@ func TestFastRESTAnswersAsVanguardDoes(t *testing.T) {
 	}
 	for _, c := range cases {
 		if c.path == mark {
-			_, ok := decodeMarkReceipts([]byte(c.body))
+			_, ok := rest.DecodeMarkReceipts([]byte(c.body))
 			require.Equal(t, c.fast, ok, "%s: fast reader's decision", c.name)
 		} else {
-			_, ok := decodeMark([]byte(c.body))
+			_, ok := rest.DecodeMark([]byte(c.body))
 			require.Equal(t, c.fast, ok, "%s: fast reader's decision", c.name)
 		}
 		fr, fb := fast.doResp(t, http.MethodPost, c.path, c.body)
@@ -91,25 +91,4 @@ func normalizedJSON(t *testing.T, b []byte) any {
 	}
 	walk(v)
 	return v
-}
-
-func TestSingleMarkRoute(t *testing.T) {
-	t.Parallel()
-	for path, want := range map[string]string{
-		"/v1/users/u1/channels/c1/read":      "u1 c1 READ",
-		"/v1/users/u1/channels/c1/delivered": "u1 c1 DELIVERED",
-		"/v1/users/u1/channels/c1/unread":    "",
-		"/v1/users/u%201/channels/c1/read":   "",
-		"/v1/users//channels/c1/read":        "",
-		"/v1/users/u1/channels//read":        "",
-		"/v1/users/u1/chans/c1/read":         "",
-		"/v1/users/u1/channels/c1/read/x":    "",
-	} {
-		u, c, k, ok := singleMarkRoute(path)
-		got := ""
-		if ok {
-			got = strings.Join([]string{u, c, k.String()}, " ")
-		}
-		require.Equal(t, want, got, path)
-	}
 }

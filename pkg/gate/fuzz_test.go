@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"bytes"
@@ -21,6 +21,8 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/gate/server"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -57,7 +59,7 @@ func (refuseAll) ReportResult(error) {}
 // dial), Postgres is never reached by writes, Kafka is the recording
 // writer. The HTTP path (vanguard REST transcoding, body limit, connect,
 // validation, the write path) is the real one.
-func fuzzGate(t testing.TB) (*Gate, *recordingWriter) {
+func fuzzGate(t testing.TB) (*server.Server, *recordingWriter) {
 	rdb := redis.NewClient(&redis.Options{
 		Dialer: func(context.Context, string, string) (net.Conn, error) {
 			return nil, errNoRedis
@@ -70,9 +72,11 @@ func fuzzGate(t testing.TB) (*Gate, *recordingWriter) {
 	require.NoError(t, err)
 	t.Cleanup(pg.Close)
 	w := &recordingWriter{}
-	g, err := New(Config{Producer: w, Redis: rdb, Postgres: pg})
+	g, err := gate.New(gate.Config{Producer: w, Redis: rdb, Postgres: pg})
 	require.NoError(t, err)
-	return g, w
+	s, err := server.New(server.Config{}, g)
+	require.NoError(t, err)
+	return s, w
 }
 
 // FuzzMarkReceiptsJSON sends arbitrary bytes as the body of
@@ -117,7 +121,7 @@ func FuzzMarkReceiptsJSON(f *testing.F) {
 		if err := protojson.Unmarshal(rec.Body.Bytes(), &resp); err != nil {
 			t.Fatalf("decoding answer %s: %v", rec.Body.Bytes(), err)
 		}
-		if len(resp.GetResults()) != len(w.recs) || len(w.recs) == 0 || len(w.recs) > MaxBatchItemsDefault {
+		if len(resp.GetResults()) != len(w.recs) || len(w.recs) == 0 || len(w.recs) > gate.MaxBatchItemsDefault {
 			t.Fatalf("%d results for %d records", len(resp.GetResults()), len(w.recs))
 		}
 		for i, r := range w.recs {

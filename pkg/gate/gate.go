@@ -4,28 +4,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
-	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Gate is the kafkagate service: the ReceiptService handler on its
-// validate → Redis max-merge → durable write path and its read path, and
-// the HTTP server that serves it on one port. It is a lifecycle component:
-// Run serves until its context ends, then drains.
+// validate → Redis max-merge → durable write path and its read path.
+// pkg/gate/server serves it.
 type Gate struct {
 	cfg     Config
 	log     *zap.Logger
@@ -33,36 +29,29 @@ type Gate struct {
 	pg      *pgstore.Store
 	durable Producer
 	m       *metrics
-	guard   *apiauth.Guard
-	handler http.Handler
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
-	// fastRESTOff sends the hot REST routes through vanguard too (tests
-	// compare both paths).
-	fastRESTOff atomic.Bool
 	// retryAfter is the Retry-After value of Unavailable writes.
 	retryAfter string
 
-	// lastRedisWarn rate-limits the "Redis degraded" log line to one a
-	// second: during an outage every call would log it.
-	lastRedisWarn atomic.Int64
-	// lastDurableWarn does the same for "making marks durable": a full
-	// spool refuses calls fast, and each would log.
-	lastDurableWarn atomic.Int64
-	// lastResolveWarn does the same for marks resolved without a store.
-	lastResolveWarn atomic.Int64
-	// serving is set while Run serves.
-	serving atomic.Bool
+	// redisWarn lets the "Redis degraded" log line through once a second:
+	// during an outage every call would log it.
+	redisWarn rate.Sometimes
+	// durableWarn does the same for "making marks durable": a full spool
+	// refuses calls fast, and each would log.
+	durableWarn rate.Sometimes
+	// resolveWarn does the same for marks resolved without a store.
+	resolveWarn rate.Sometimes
 	// live is the watch streams' state (watch.go).
 	live live
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
 
-// New fills defaults, validates cfg (all problems at once), and builds the
-// HTTP handler. It starts nothing and does not wait for Kafka or Redis: the
-// gate serves while they are down and reports not-ready until its producer
-// can make writes durable.
+// New fills defaults and validates cfg (all problems at once). It starts
+// nothing and does not wait for Kafka or Redis: the gate answers while they
+// are down and reports not-ready until its producer can make writes
+// durable.
 func New(cfg Config) (*Gate, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -77,32 +66,25 @@ func New(cfg Config) (*Gate, error) {
 		m:          newMetrics(cfg.Registerer),
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
+	g.redisWarn.Interval, g.durableWarn.Interval, g.resolveWarn.Interval = warnInterval, warnInterval, warnInterval
 	g.writes = newWriteCoalescer(g)
-	g.fastRESTOff.Store(cfg.Coalesce.TranscodeAllREST)
-	// A second gate on the same registry (tests) shares the process's
-	// collector.
-	if err := cfg.Registerer.Register(newGCPauseCollector()); err != nil {
-		if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); !dup {
-			return nil, fmt.Errorf("registering gc metrics: %w", err)
-		}
-	}
 	g.live = newLive(cfg, g.watchTicks)
-	var err error
-	if g.handler, err = g.buildHandler(); err != nil {
-		return nil, err
-	}
 	return g, nil
 }
 
-// Ready reports whether the gate can accept durable writes: it serves, and
-// its producer can make records durable (Kafka answers, or the spool has
-// room). Redis being down does not make the gate unready: marks are still
-// made durable and answers say the real-time view is degraded; it is named
-// only when the gate is not ready anyway.
+// MaxBatchItems is the most receipts one MarkReceipts call may carry.
+func (g *Gate) MaxBatchItems() int { return g.cfg.MaxBatchItems }
+
+// CallBound is the longest a write waits on its stores: RedisTimeout, then
+// the producer's bound. A server's write timeout must exceed it.
+func (g *Gate) CallBound() time.Duration { return g.cfg.RedisTimeout + g.durable.CallBound() }
+
+// Ready reports whether the gate can accept durable writes: its producer
+// can make records durable (Kafka answers, or the spool has room). Redis
+// being down does not make the gate unready: marks are still made durable
+// and answers say the real-time view is degraded; it is named only when
+// the gate is not ready anyway.
 func (g *Gate) Ready(ctx context.Context) error {
-	if !g.serving.Load() {
-		return errors.New("api not serving")
-	}
 	var (
 		wg         sync.WaitGroup
 		rerr, perr error
@@ -146,7 +128,10 @@ func (g *Gate) MarkDelivered(ctx context.Context, req *connect.Request[receiptsv
 }
 
 func (g *Gate) markOne(ctx context.Context, r *receiptsv1.MarkRequest, kind receiptsv1.Kind) (*connect.Response[receiptsv1.MarkResponse], error) {
-	m, err := validateMark("", r.GetUserId(), r.GetChannelId(), kind, r.GetSeq(), r.GetMessageId(), r.GetDeviceId(), r.Epoch, r.GetPrivate())
+	m, err := validateMark(markInput{
+		user: r.GetUserId(), channel: r.GetChannelId(), kind: kind, seq: r.GetSeq(),
+		messageID: r.GetMessageId(), deviceID: r.GetDeviceId(), epoch: r.Epoch, private: r.GetPrivate(),
+	})
 	if err != nil {
 		return nil, invalid(err)
 	}
@@ -174,18 +159,14 @@ func (g *Gate) warnRedis(op string, err error) {
 		g.log.Error("redis refuses the command; answering from the durable path", zap.String("op", op), zap.Error(err))
 		return
 	}
-	if everySecond(&g.lastRedisWarn) {
+	g.redisWarn.Do(func() {
 		g.log.Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
-	}
+	})
 }
 
-// everySecond reports whether a second has passed since it last returned
-// true for last.
-func everySecond(last *atomic.Int64) bool {
-	now := time.Now().UnixNano()
-	l := last.Load()
-	return now-l >= int64(time.Second) && last.CompareAndSwap(l, now)
-}
+// warnInterval spaces the gate's repeated warnings: the metrics count
+// every occurrence, the log shows one a second.
+const warnInterval = time.Second
 
 // contextError maps the caller's own cancellation or deadline to its code,
 // so a client that went away is not counted as an outage.

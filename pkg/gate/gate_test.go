@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -72,9 +72,9 @@ func TestMarkReceiptsREST(t *testing.T) {
 	require.Equal(t, pos(3), got["bob:general"].Read.Position)
 	require.NotZero(t, got["bob:general"].UpdatedAtUnixMs)
 
-	require.Equal(t, 3.0, counterValue(t, tb.gate.m.events.WithLabelValues(outcomeKafka)))
-	require.Equal(t, 1.0, counterValue(t, tb.gate.m.requests.WithLabelValues("MarkReceipts", "ok")))
-	require.Equal(t, uint64(1), histogramCount(t, tb.gate.m.produce))
+	require.Equal(t, 3.0, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "kafka"))
+	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkReceipts", "code", "ok"))
+	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_produce_duration_seconds"))
 
 	// A stale mark is durable again but does not advance.
 	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "general", "kind": "READ", "seq": 5}]}`, &resp)
@@ -173,5 +173,5 @@ func TestGRPCAndConnectOnSamePort(t *testing.T) {
 	require.Contains(t, names, protoreflect.FullName("receipts.v1.ReceiptService"))
 	require.Contains(t, names, protoreflect.FullName("grpc.health.v1.Health"))
 
-	require.NoError(t, tb.gate.Ready(ctx))
+	require.NoError(t, tb.server.Ready(ctx))
 }

@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,6 +23,8 @@ import (
 
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/gate/server"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -33,9 +34,12 @@ import (
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
-// testConfig is what a test's gate and its producer are built with.
+// testConfig is what a test's gate, its server and its producer are
+// built with.
 type testConfig struct {
-	Config
+	gate.Config
+	// Server is the API server's config.
+	Server server.Config
 	// Durable is the producer's config.
 	Durable producer.Config
 }
@@ -43,8 +47,9 @@ type testConfig struct {
 // testBundle is one test's gate, served on 127.0.0.1:0, and its backends.
 type testBundle struct {
 	cfg    testConfig // what the gate and its producer were built with
-	stop   func()     // stops the gate, then its producer (idempotent)
-	gate   *Gate
+	stop   func()     // stops the server, then its producer (idempotent)
+	gate   *gate.Gate
+	server *server.Server
 	url    string
 	rdb    *redis.Client
 	prefix string
@@ -79,19 +84,20 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	}
 	log := zaptest.NewLogger(t)
 	cfg := testConfig{
-		Config: Config{
+		Config: gate.Config{
 			Redis:       gateRedis,
 			RedisPrefix: tb.prefix,
 			Postgres:    tb.schema.Store,
 			Logger:      log,
 			Registerer:  tb.reg,
 		},
+		Server: server.Config{Logger: log, Registerer: tb.reg},
 		Durable: producer.Config{
 			Kafka:            kafkaconf.Config{Brokers: tb.broker.Seeds},
 			KafkaOpts:        kafkatest.FastClientOpts(tb.broker.Seeds),
 			Topic:            tb.broker.Topic,
-			MaxRecordBytes:   MaxRecordBytes,
-			MetricsSubsystem: MetricsSubsystem,
+			MaxRecordBytes:   gate.MaxRecordBytes,
+			MetricsSubsystem: gate.MetricsSubsystem,
 			Logger:           log,
 			Registerer:       tb.reg,
 		},
@@ -100,7 +106,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		o.config(&cfg)
 	}
 	tb.cfg = cfg
-	tb.gate, tb.url, tb.stop = startGate(t, cfg)
+	tb.gate, tb.server, tb.url, tb.stop = startGate(t, cfg)
 
 	tb.h1 = &http.Client{Timeout: 30 * time.Second}
 	var h2 http.Protocols
@@ -111,17 +117,19 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	return tb
 }
 
-// startGate builds a producer and a gate and serves the gate on
+// startGate builds a producer, a gate and its server, and serves on
 // 127.0.0.1:0 until stop or the end of the test, as kafkagate's runner
-// does: the producer's replayer runs beside the gate, and the gate drains
-// before the producer stops and closes.
-func startGate(t *testing.T, cfg testConfig) (g *Gate, url string, stop func()) {
+// does: the producer's replayer runs beside the server, and the server
+// drains before the producer stops and closes.
+func startGate(t *testing.T, cfg testConfig) (g *gate.Gate, srv *server.Server, url string, stop func()) {
 	t.Helper()
 	prod, err := producer.New(cfg.Durable)
 	require.NoError(t, err)
 	gc := cfg.Config
 	gc.Producer = prod
-	g, err = New(gc)
+	g, err = gate.New(gc)
+	require.NoError(t, err)
+	srv, err = server.New(cfg.Server, g)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -130,8 +138,8 @@ func startGate(t *testing.T, cfg testConfig) (g *Gate, url string, stop func()) 
 	go func() { replayed <- prod.Run(prodCtx) }()
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- g.Serve(ctx, ln) }()
-	require.Eventually(t, g.serving.Load, 5*time.Second, time.Millisecond)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	require.Eventually(t, srv.Serving, 5*time.Second, time.Millisecond)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -143,7 +151,7 @@ func startGate(t *testing.T, cfg testConfig) (g *Gate, url string, stop func()) 
 		})
 	}
 	t.Cleanup(stop)
-	return g, "http://" + ln.Addr().String(), stop
+	return g, srv, "http://" + ln.Addr().String(), stop
 }
 
 // client is a ReceiptService client on the gate's port over h2c.
@@ -270,14 +278,6 @@ func closedAddr(t *testing.T) string {
 // pos is a position at epoch 0.
 func pos(seq int64) receipt.Position { return receipt.Position{Seq: seq} }
 
-// counterValue reads a counter.
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
-}
-
 // gathered reads a gauge or counter without labels from a registry.
 func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	t.Helper()
@@ -298,10 +298,41 @@ func gathered(t *testing.T, reg prometheus.Gatherer, name string) float64 {
 	return 0
 }
 
-// histogramCount reads a histogram's sample count.
-func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+// metric reads the counter or histogram sample count of name whose labels
+// are exactly labels (name=value pairs) from tb's registry; 0 when the
+// child does not exist yet (nothing counted), as a vector's child reads
+// before its first count.
+func (tb *testBundle) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	var m dto.Metric
-	require.NoError(t, h.Write(&m))
-	return m.GetHistogram().GetSampleCount()
+	require.Zero(t, len(labels)%2, "labels are name, value pairs")
+	mfs, err := tb.reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) != len(labels)/2 {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				found := false
+				for i := 0; i < len(labels); i += 2 {
+					if labels[i] == l.GetName() && labels[i+1] == l.GetValue() {
+						found = true
+					}
+				}
+				if !found {
+					continue metrics
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+		return 0
+	}
+	return 0
 }

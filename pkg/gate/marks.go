@@ -101,10 +101,10 @@ func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged
 		// marked unread before (epoch > 0) would make such a mark lose,
 		// which is why a client that saw an epoch should send it.
 		g.m.redisDegraded.WithLabelValues(redisOpResolve).Add(float64(len(unresolved)))
-		if everySecond(&g.lastResolveWarn) {
+		g.resolveWarn.Do(func() {
 			g.log.Warn("resolving read epochs without Redis or Postgres; marks without an epoch travel at epoch 0",
 				zap.Int("num_marks", len(unresolved)), zap.Error(err))
-		}
+		})
 		epochs = nil
 	}
 	for i := range out {

@@ -1,11 +1,6 @@
 package gate
 
 import (
-	"context"
-	"strings"
-	"time"
-
-	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
@@ -26,10 +21,6 @@ const (
 	staleBehind    = "stale"     // the stored cursor is ahead of it
 )
 
-// requestBuckets are the request_duration_seconds buckets; 0.25 is the
-// latency SLO's threshold (helm/receipts/files/prometheus-rules.yaml).
-var requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
-
 // Redis operations (label values of redis_degraded_total).
 const (
 	redisOpMerge   = "merge"
@@ -39,8 +30,6 @@ const (
 )
 
 type metrics struct {
-	requests      *prometheus.CounterVec
-	duration      *prometheus.HistogramVec
 	staleMarks    *prometheus.CounterVec
 	events        *prometheus.CounterVec
 	produce       prometheus.Histogram
@@ -51,15 +40,6 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	m := &metrics{
-		requests: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "requests_total",
-			Help: "API calls by rpc and result code (ok or the Connect/gRPC code name).",
-		}, []string{"rpc", "code"}),
-		duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "request_duration_seconds",
-			Help:    "Time to answer an API call that reached the handler, by rpc (every result code).",
-			Buckets: requestBuckets,
-		}, []string{"rpc"}),
 		staleMarks: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "stale_marks_total",
 			Help: "Marks Redis did not advance (cursor-regression attempts), by reason: duplicate (stored at the mark's position) or stale (stored ahead).",
@@ -93,33 +73,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.readFallbacks.WithLabelValues(reason)
 	}
 	return m
-}
-
-// interceptor counts every call that reaches the handler, by rpc and code.
-// Requests rejected before decoding (malformed JSON, oversize REST bodies)
-// never reach it and are not counted.
-func (m *metrics) interceptor() connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			start := time.Now()
-			resp, err := next(ctx, req)
-			proc := req.Spec().Procedure
-			m.observe(proc[strings.LastIndexByte(proc, '/')+1:], start, err)
-			return resp, err
-		}
-	}
-}
-
-// observe counts one answered call of rpc begun at start: requests_total
-// by code and request_duration_seconds. A path that answers without the
-// connect handler (a REST fast path) calls it itself.
-func (m *metrics) observe(rpc string, start time.Time, err error) {
-	code := "ok"
-	if err != nil {
-		code = connect.CodeOf(err).String()
-	}
-	m.requests.WithLabelValues(rpc, code).Inc()
-	m.duration.WithLabelValues(rpc).Observe(time.Since(start).Seconds())
 }
 
 // countStale counts the marks Redis did not advance: incoming is what a

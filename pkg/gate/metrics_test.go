@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -19,15 +19,16 @@ import (
 func TestStaleMarksCounted(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
-	dup, stale := tb.gate.m.staleMarks.WithLabelValues(staleDuplicate), tb.gate.m.staleMarks.WithLabelValues(staleBehind)
+	dup := func() float64 { return tb.metric(t, "receipts_kafkagate_stale_marks_total", "reason", "duplicate") }
+	stale := func() float64 { return tb.metric(t, "receipts_kafkagate_stale_marks_total", "reason", "stale") }
 
 	var resp receiptsv1.MarkReceiptsResponse
 	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", `{"receipts": [
 		{"user_id": "dora", "channel_id": "c1", "kind": "READ", "seq": 12},
 		{"user_id": "dora", "channel_id": "c2", "kind": "DELIVERED", "seq": 4}
 	]}`, &resp)
-	require.Zero(t, counterValue(t, dup))
-	require.Zero(t, counterValue(t, stale))
+	require.Zero(t, dup())
+	require.Zero(t, stale())
 
 	tb.doProto(t, http.MethodPost, "/v1/receipts:mark", `{"receipts": [
 		{"user_id": "dora", "channel_id": "c1", "kind": "READ", "seq": 12},
@@ -35,8 +36,8 @@ func TestStaleMarksCounted(t *testing.T) {
 		{"user_id": "dora", "channel_id": "c2", "kind": "DELIVERED", "seq": 3},
 		{"user_id": "dora", "channel_id": "c2", "kind": "DELIVERED", "seq": 9}
 	]}`, &resp)
-	require.Equal(t, 1.0, counterValue(t, dup), "seq 12 again is a duplicate")
-	require.Equal(t, 2.0, counterValue(t, stale), "seq 5 behind 12 and 3 behind 4 are stale")
+	require.Equal(t, 1.0, dup(), "seq 12 again is a duplicate")
+	require.Equal(t, 2.0, stale(), "seq 5 behind 12 and 3 behind 4 are stale")
 }
 
 // TestRequestDurationObserved: every answered call, whatever its protocol

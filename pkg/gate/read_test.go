@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func TestReadFallsBackToPostgresAndHydrates(t *testing.T) {
 	require.Equal(t, int64(5), rs.GetChannels()[0].GetRead().GetPosition().GetSeq())
 	require.Equal(t, "m5", rs.GetChannels()[0].GetRead().GetMessageId())
 	require.Equal(t, int64(6), rs.GetChannels()[0].GetDelivered().GetPosition().GetSeq())
-	require.Equal(t, 1.0, counterValue(t, tb.gate.m.readFallbacks.WithLabelValues("incomplete")))
+	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "incomplete"))
 
 	// The whole user was hydrated, not only the asked channel, and the hash
 	// is now complete: the next read is Redis only.
@@ -41,7 +41,7 @@ func TestReadFallsBackToPostgresAndHydrates(t *testing.T) {
 	require.Len(t, rs.GetChannels(), 2)
 	require.Equal(t, "c2", rs.GetChannels()[1].GetChannelId())
 	require.Equal(t, int64(8), rs.GetChannels()[1].GetDelivered().GetPosition().GetSeq())
-	require.Equal(t, 1.0, counterValue(t, tb.gate.m.readFallbacks.WithLabelValues("incomplete")), "second read must not fall back")
+	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "incomplete"), "second read must not fall back")
 }
 
 func TestHydrateDoesNotUndoNewerRedisValue(t *testing.T) {

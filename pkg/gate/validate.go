@@ -51,32 +51,47 @@ func (m mark) state(nowMs int64) receipt.State {
 // with the field-named message (HTTP 400 through vanguard).
 func invalid(err error) error { return connect.NewError(connect.CodeInvalidArgument, err) }
 
-// validateMark checks one mark's fields; prefix is "" for the single-mark
-// calls (fields "user_id", "seq") and "receipts[3]." in a batch. epoch is
-// nil when the mark carries none.
-func validateMark(prefix, user, channel string, kind receiptsv1.Kind, seq int64, messageID, deviceID string, epoch *int64, private bool) (mark, error) {
+// markInput is one mark as a call carries it, before validation.
+type markInput struct {
+	// prefix starts the fields a failure names: "" for the single-mark
+	// calls (fields "user_id", "seq") and "receipts[3]." in a batch.
+	prefix    string
+	user      string
+	channel   string
+	kind      receiptsv1.Kind
+	seq       int64
+	messageID string
+	deviceID  string
+	// epoch is nil when the mark carries none.
+	epoch   *int64
+	private bool
+}
+
+// validateMark checks one mark's fields.
+func validateMark(in markInput) (mark, error) {
+	prefix := in.prefix
 	// The first failure, alone, keeps the message short and exact.
 	for _, err := range []error{
-		receipt.ValidateID(prefix+"user_id", user),
-		receipt.ValidateID(prefix+"channel_id", channel),
-		validateKind(prefix+"kind", kind),
-		receipt.ValidateSeq(prefix+"seq", seq),
-		receipt.ValidateOptionalID(prefix+"message_id", messageID),
-		receipt.ValidateOptionalID(prefix+"device_id", deviceID),
+		receipt.ValidateID(prefix+"user_id", in.user),
+		receipt.ValidateID(prefix+"channel_id", in.channel),
+		validateKind(prefix+"kind", in.kind),
+		receipt.ValidateSeq(prefix+"seq", in.seq),
+		receipt.ValidateOptionalID(prefix+"message_id", in.messageID),
+		receipt.ValidateOptionalID(prefix+"device_id", in.deviceID),
 	} {
 		if err != nil {
 			return mark{}, err
 		}
 	}
-	m := mark{key: receipt.Key{User: user, Channel: channel}, kind: kind, seq: seq, messageID: messageID, deviceID: deviceID,
-		epoch: receipt.EpochCurrent, private: private, field: prefix}
-	if epoch != nil {
-		if *epoch < 0 {
-			return mark{}, &receipt.FieldError{Field: prefix + "epoch", Reason: fmt.Sprintf("must be >= 0, got %d", *epoch)}
+	m := mark{key: receipt.Key{User: in.user, Channel: in.channel}, kind: in.kind, seq: in.seq, messageID: in.messageID, deviceID: in.deviceID,
+		epoch: receipt.EpochCurrent, private: in.private, field: prefix}
+	if in.epoch != nil {
+		if *in.epoch < 0 {
+			return mark{}, &receipt.FieldError{Field: prefix + "epoch", Reason: fmt.Sprintf("must be >= 0, got %d", *in.epoch)}
 		}
-		m.epoch = *epoch
+		m.epoch = *in.epoch
 	}
-	if private && kind != receiptsv1.Kind_READ {
+	if in.private && in.kind != receiptsv1.Kind_READ {
 		return mark{}, &receipt.FieldError{Field: prefix + "private", Reason: "applies to READ marks only"}
 	}
 	return m, nil
@@ -105,7 +120,10 @@ func validateBatch(req *receiptsv1.MarkReceiptsRequest, maxItems int) ([]mark, e
 	}
 	marks := make([]mark, len(rs))
 	for i, r := range rs {
-		m, err := validateMark("receipts["+strconv.Itoa(i)+"].", r.GetUserId(), r.GetChannelId(), r.GetKind(), r.GetSeq(), r.GetMessageId(), r.GetDeviceId(), r.Epoch, r.GetPrivate())
+		m, err := validateMark(markInput{
+			prefix: "receipts[" + strconv.Itoa(i) + "].", user: r.GetUserId(), channel: r.GetChannelId(), kind: r.GetKind(),
+			seq: r.GetSeq(), messageID: r.GetMessageId(), deviceID: r.GetDeviceId(), epoch: r.Epoch, private: r.GetPrivate(),
+		})
 		if err != nil {
 			return nil, invalid(err)
 		}

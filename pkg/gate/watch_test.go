@@ -1,4 +1,4 @@
-package gate
+package gate_test
 
 import (
 	"bufio"
@@ -45,8 +45,8 @@ func replica(t *testing.T, tb *testBundle, hub *watch.Hub) (base string, stop fu
 	cfg := tb.cfg
 	cfg.Watch = hub
 	reg := prometheus.NewRegistry()
-	cfg.Registerer, cfg.Durable.Registerer = reg, reg
-	_, base, stop = startGate(t, cfg)
+	cfg.Registerer, cfg.Server.Registerer, cfg.Durable.Registerer = reg, reg, reg
+	_, _, base, stop = startGate(t, cfg)
 	return base, stop
 }
 

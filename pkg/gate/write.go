@@ -266,9 +266,9 @@ func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 // drift sweep makes Postgres agree with Redis.
 func (g *Gate) unavailable(n int, err error) error {
 	g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(n))
-	if everySecond(&g.lastDurableWarn) {
+	g.durableWarn.Do(func() {
 		g.log.Warn("making marks durable; answering unavailable", zap.Int("num_records", n), zap.String("topic", g.durable.Topic()), zap.Error(err))
-	}
+	})
 	cerr := connect.NewError(connect.CodeUnavailable,
 		fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err))
 	cerr.Meta().Set("Retry-After", g.retryAfter)

@@ -8,6 +8,7 @@ import (
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/readstate/receipts/pkg/backoff"
 	"github.com/readstate/receipts/pkg/spool"
@@ -37,16 +38,11 @@ type replayer struct {
 // run replays until ctx ends. A batch being sent then is abandoned
 // uncommitted: it stays in the spool for the next start.
 func (r *replayer) run(ctx context.Context) {
-	var (
-		sent     int64 // since the spool was last empty
-		lastWarn time.Time
-	)
+	var sent int64 // since the spool was last empty
+	warnings := rate.Sometimes{Interval: replayWarnEvery}
 	warn := func(msg string, fields ...zap.Field) {
 		r.m.spoolReplayErrors.Inc()
-		if time.Since(lastWarn) >= replayWarnEvery {
-			lastWarn = time.Now()
-			r.log.Warn(msg, fields...)
-		}
+		warnings.Do(func() { r.log.Warn(msg, fields...) })
 	}
 	b := replayBackoff.New()
 	pause := func() bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 )
 
 // Errors a subscription can end or be refused with.
@@ -99,7 +100,9 @@ func (h *Hub) Run(ctx context.Context) error {
 		case <-pause.C:
 		}
 	}
-	failures := 0
+	// The first failure of an outage is logged, then every 50th after it: the
+	// metric counts each.
+	failures, warnings := 0, &rate.Sometimes{First: 1, Every: 50}
 	for ctx.Err() == nil {
 		plan := h.plan()
 		if len(plan.channels) == 0 {
@@ -117,13 +120,15 @@ func (h *Hub) Run(ctx context.Context) error {
 			failures++
 			h.m.readErrors.Inc()
 			h.lastRead.Store(&readStatus{err})
-			if failures == 1 || failures%50 == 0 {
+			warnings.Do(func() {
 				h.log.Warn("reading the channel streams", zap.Int("failures", failures), zap.Error(err))
-			}
+			})
 			wait(min(time.Duration(failures)*100*time.Millisecond, 2*time.Second))
 			continue
 		}
-		failures = 0
+		if failures > 0 {
+			failures, warnings = 0, &rate.Sometimes{First: 1, Every: 50}
+		}
 		h.lastRead.Store(&readStatus{})
 		h.dispatch(plan, got)
 		if h.cluster && len(got) == 0 {

@@ -1,4 +1,4 @@
-package gate
+package rest
 
 import (
 	"strconv"
@@ -6,12 +6,10 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
-// A strict JSON reader for the hot write routes' request bodies. It
-// accepts only what protojson reads the same way — known fields in either
-// spelling, each at most once; strings of printable ASCII without
-// escapes; int64 as an integer literal or a quoted one; enums by name or
-// number; booleans — and reports false on anything else, so the caller
-// falls back to vanguard (and protojson) for the canonical answer.
+// The strict JSON reader of the hot write routes' request bodies: it
+// accepts only what protojson reads the same way (see the package doc) and
+// reports false on anything else, so the caller falls back to vanguard
+// (and protojson) for the canonical answer.
 
 type jsonReader struct {
 	b []byte
@@ -182,8 +180,8 @@ func snakeName(s string) string {
 	return s
 }
 
-// decodeMarkReceipts reads a MarkReceiptsRequest, or reports false.
-func decodeMarkReceipts(body []byte) (*receiptsv1.MarkReceiptsRequest, bool) {
+// DecodeMarkReceipts reads the body of POST MarkPath, or reports false.
+func DecodeMarkReceipts(body []byte) (*receiptsv1.MarkReceiptsRequest, bool) {
 	r := &jsonReader{b: body}
 	req := &receiptsv1.MarkReceiptsRequest{}
 	ok := r.object(func(name string) bool {
@@ -236,9 +234,9 @@ func receiptField(r *jsonReader, rc *receiptsv1.Receipt, name string) bool {
 	return ok
 }
 
-// decodeMark reads the body of a single-mark route (user and channel come
+// DecodeMark reads the body of a single-mark route (user and channel come
 // from the path; a body naming them goes to vanguard), or reports false.
-func decodeMark(body []byte) (*receiptsv1.MarkRequest, bool) {
+func DecodeMark(body []byte) (*receiptsv1.MarkRequest, bool) {
 	r := &jsonReader{b: body}
 	req := &receiptsv1.MarkRequest{}
 	ok := r.object(func(name string) bool {

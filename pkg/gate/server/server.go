@@ -1,4 +1,4 @@
-package gate
+package server
 
 import (
 	"bytes"
@@ -10,53 +10,104 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/vanguard"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/gate"
 )
 
 // rpcPathPrefix starts every gRPC, gRPC-Web and Connect path of the service;
 // anything else that reaches the transcoder is REST.
 const rpcPathPrefix = "/" + receiptsv1connect.ReceiptServiceName + "/"
 
+// Server serves a gate's ReceiptService on one port (see the package doc).
+// It is a lifecycle component: Run serves until its context ends, then
+// drains.
+type Server struct {
+	cfg     Config
+	gate    *gate.Gate
+	log     *zap.Logger
+	m       *metrics
+	guard   *apiauth.Guard
+	handler http.Handler
+	// serving is set while Serve serves.
+	serving atomic.Bool
+}
+
+// New fills defaults, validates cfg against the gate (all problems at
+// once), and builds the HTTP handler. It starts nothing.
+func New(cfg Config, g *gate.Gate) (*Server, error) {
+	cfg = cfg.withDefaults(g.MaxBatchItems())
+	if err := cfg.validate(g.MaxBatchItems(), g.CallBound()); err != nil {
+		return nil, fmt.Errorf("configuring api server: %w", err)
+	}
+	s := &Server{cfg: cfg, gate: g, log: cfg.Logger.Named("gate"), m: newMetrics(cfg.Registerer)}
+	// A second server on the same registry (tests) shares the process's
+	// collector.
+	if err := cfg.Registerer.Register(newGCPauseCollector()); err != nil {
+		if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); !dup {
+			return nil, fmt.Errorf("registering gc metrics: %w", err)
+		}
+	}
+	var err error
+	if s.handler, err = s.buildHandler(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
 // Handler serves the API: the ReceiptService as gRPC, gRPC-Web, Connect and
 // REST (HTTP/JSON), gRPC health, and gRPC reflection (v1 and v1alpha),
 // every route behind the API guard (authentication and per-client rate
 // limits, pkg/apiauth). Serve it over HTTP/1.1 and HTTP/2 (h2c, or h2 over
-// TLS: gRPC needs HTTP/2), as Server does.
-func (g *Gate) Handler() http.Handler { return g.handler }
+// TLS: gRPC needs HTTP/2), as HTTPServer does.
+func (s *Server) Handler() http.Handler { return s.handler }
 
-func (g *Gate) buildHandler() (http.Handler, error) {
+// Serving reports whether Serve is serving.
+func (s *Server) Serving() bool { return s.serving.Load() }
+
+// Ready reports whether the API can accept durable writes: it serves, and
+// the gate is ready (gate.Gate.Ready).
+func (s *Server) Ready(ctx context.Context) error {
+	if !s.serving.Load() {
+		return errors.New("api not serving")
+	}
+	return s.gate.Ready(ctx)
+}
+
+func (s *Server) buildHandler() (http.Handler, error) {
 	var err error
-	if g.guard, err = apiauth.New(g.cfg.Auth, g.cfg.Addr); err != nil {
+	if s.guard, err = apiauth.New(s.cfg.Auth, s.cfg.Addr); err != nil {
 		return nil, fmt.Errorf("configuring API authentication: %w", err)
 	}
-	path, svc := receiptsv1connect.NewReceiptServiceHandler(g,
-		connect.WithReadMaxBytes(int(g.cfg.MaxBodyBytes)),
-		connect.WithInterceptors(g.m.interceptor(), chargeEvents()),
+	path, svc := receiptsv1connect.NewReceiptServiceHandler(s.gate,
+		connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)),
+		connect.WithInterceptors(s.m.interceptor(), chargeEvents()),
 	)
 	tc, err := vanguard.NewTranscoder([]*vanguard.Service{
-		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(g.cfg.MaxBodyBytes))),
+		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(s.cfg.MaxBodyBytes))),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building transcoder: %w", err)
 	}
 	reflector := grpcreflect.NewStaticReflector(receiptsv1connect.ReceiptServiceName, grpchealth.HealthV1ServiceName)
 	mux := http.NewServeMux()
-	mux.Handle(grpchealth.NewHandler(healthChecker{g}))
+	mux.Handle(grpchealth.NewHandler(healthChecker{s}))
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	mux.Handle("GET "+watchSSEPath, http.HandlerFunc(g.serveWatchSSE))
-	mux.Handle("/", g.limitREST(g.streamDeadlines(tc)))
-	return g.guard.Wrap(mux), nil
+	mux.Handle("GET "+watchSSEPath, http.HandlerFunc(s.serveWatchSSE))
+	mux.Handle("/", s.limitREST(streamDeadlines(tc)))
+	return s.guard.Wrap(mux), nil
 }
 
 // chargeEvents charges a call's client the rest of its cost in events: the
@@ -107,8 +158,8 @@ func rateLimitedError(err error) error {
 // RESOURCE_EXHAUSTED) like every other REST error, before any decoding. The
 // body is read here in full (vanguard buffers REST bodies anyway), so a
 // chunked body without Content-Length gets the same answer.
-func (g *Gate) limitREST(next http.Handler) http.Handler {
-	limit := g.cfg.MaxBodyBytes
+func (s *Server) limitREST(next http.Handler) http.Handler {
+	limit := s.cfg.MaxBodyBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, rpcPathPrefix) {
 			markConnectUnary(r)
@@ -138,7 +189,7 @@ func (g *Gate) limitREST(next http.Handler) http.Handler {
 		}
 		// The fast path reads only valid JSON, so the syntax check below
 		// is for the calls it declines.
-		if g.serveFastREST(w, r, body) {
+		if s.serveFastREST(w, r, body) {
 			return
 		}
 		// vanguard answers a malformed body of a route with path
@@ -182,7 +233,7 @@ func writeRESTError(w http.ResponseWriter, status int, code connect.Code, msg st
 
 // healthChecker answers gRPC health checks for the process and the
 // ReceiptService from Ready.
-type healthChecker struct{ g *Gate }
+type healthChecker struct{ s *Server }
 
 func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
 	switch req.Service {
@@ -190,40 +241,40 @@ func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) 
 	default:
 		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
 	}
-	if err := h.g.Ready(ctx); err != nil {
+	if err := h.s.Ready(ctx); err != nil {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
 }
 
-// Server returns an http.Server for the API on cfg.Addr, with the
+// HTTPServer returns an http.Server for the API on cfg.Addr, with the
 // configured timeouts: with a TLS certificate (Auth.CertFile), HTTP/1.1 and
 // HTTP/2 over TLS (ALPN h2, http/1.1; mTLS when Auth.ClientCAFile is set);
 // otherwise HTTP/1.1 and unencrypted HTTP/2 with prior knowledge (h2c,
 // what gRPC clients speak without TLS).
-func (g *Gate) Server() *http.Server {
+func (s *Server) HTTPServer() *http.Server {
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	if g.guard.TLSConfig() != nil {
+	if s.guard.TLSConfig() != nil {
 		protocols.SetHTTP2(true)
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
 	srv := &http.Server{
-		Addr:              g.cfg.Addr,
-		Handler:           g.handler,
-		TLSConfig:         g.guard.TLSConfig(),
+		Addr:              s.cfg.Addr,
+		Handler:           s.handler,
+		TLSConfig:         s.guard.TLSConfig(),
 		Protocols:         &protocols,
-		ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
-		ReadTimeout:       g.cfg.ReadTimeout,
-		WriteTimeout:      g.cfg.WriteTimeout,
-		IdleTimeout:       g.cfg.IdleTimeout,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          zap.NewStdLog(g.log.Named("http")),
+		ErrorLog:          zap.NewStdLog(s.log.Named("http")),
 	}
 	// Watch streams never end by themselves: ending them is what lets
 	// Shutdown drain (the clients resume with their last token).
-	srv.RegisterOnShutdown(g.live.stop)
+	srv.RegisterOnShutdown(s.gate.StopWatches)
 	return srv
 }
 
@@ -231,13 +282,13 @@ func (g *Gate) Server() *http.Server {
 // then drains in-flight calls for up to ShutdownTimeout; meanwhile the
 // guard reloads its token file and certificate when they change. It
 // returns nil after a clean drain.
-func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
-	srv := g.Server()
-	g.serving.Store(true)
-	defer g.serving.Store(false)
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := s.HTTPServer()
+	s.serving.Store(true)
+	defer s.serving.Store(false)
 	gctx, stopGuard := context.WithCancel(ctx)
 	guarded := make(chan struct{})
-	go func() { defer close(guarded); _ = g.guard.Run(gctx) }()
+	go func() { defer close(guarded); _ = s.guard.Run(gctx) }()
 	defer func() { stopGuard(); <-guarded }()
 	errc := make(chan error, 1)
 	go func() {
@@ -252,7 +303,7 @@ func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving api: %w", err)
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()
@@ -263,10 +314,10 @@ func (g *Gate) Serve(ctx context.Context, ln net.Listener) error {
 
 // Run listens on cfg.Addr and serves until ctx ends, then drains (the
 // lifecycle contract). A bad address fails at once.
-func (g *Gate) Run(ctx context.Context) error {
-	ln, err := net.Listen("tcp", g.cfg.Addr)
+func (s *Server) Run(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listening on %s: %w", g.cfg.Addr, err)
+		return fmt.Errorf("listening on %s: %w", s.cfg.Addr, err)
 	}
-	return g.Serve(ctx, ln)
+	return s.Serve(ctx, ln)
 }

@@ -1,4 +1,4 @@
-package gate
+package server
 
 import (
 	"math"
@@ -26,10 +26,10 @@ type gcPauseCollector struct {
 
 func newGCPauseCollector() *gcPauseCollector {
 	return &gcPauseCollector{
-		quantile: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, MetricsSubsystem, "gc_pause_seconds"),
+		quantile: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "gc_pause_seconds"),
 			"Stop-the-world GC pauses since the process started, by quantile (upper bound of the runtime's bucket; 1 is the longest).",
 			[]string{"quantile"}, nil),
-		count: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, MetricsSubsystem, "gc_pauses_total"),
+		count: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "gc_pauses_total"),
 			"Stop-the-world GC pauses since the process started.", nil, nil),
 	}
 }

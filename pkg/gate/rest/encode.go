@@ -1,134 +1,30 @@
-package gate
+package rest
 
 import (
 	"bytes"
-	"maps"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
-	"github.com/readstate/receipts/pkg/apiauth"
 )
 
-// The fast REST path of the hot write routes (POST /v1/receipts:mark and
-// the single-mark routes): the JSON body is decoded straight into the
-// request message and the answer encoded by hand, instead of vanguard
-// transcoding REST to Connect and protojson (de)coding both ways. The
-// same handler methods run, so validation, the write path and the errors
-// are the same code. Only bodies this decoder reads exactly as protojson
-// would take the fast path: anything else (escapes, unknown or repeated
-// fields, nulls, non-ASCII, query parameters, a compressed body, an
-// unusual content type…) falls back to vanguard, which gives the
-// canonical answer, error or success. The answer is protojson's shape
-// (lowerCamelCase names, int64 as strings, enums by name, zero values
-// left out) and an error is google.rpc.Status with vanguard's HTTP status
-// and the error's metadata (Retry-After) as headers.
-
+// Routes of the fast path.
 const (
-	restMarkPath     = "/v1/receipts:mark"
+	// MarkPath is the route of MarkReceipts.
+	MarkPath         = "/v1/receipts:mark"
 	restUsersPrefix  = "/v1/users/"
 	restChannelsPart = "/channels/"
 )
 
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-// serveFastREST answers r on the fast path and reports true, or reports
-// false without writing anything (the caller goes on to vanguard). body
-// is the whole request body, already bounded.
-func (g *Gate) serveFastREST(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if g.fastRESTOff.Load() || r.Method != http.MethodPost || r.URL.RawQuery != "" ||
-		r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
-		return false
-	}
-	switch r.Header.Get("Content-Type") {
-	case "", "application/json", "application/json; charset=utf-8":
-	default:
-		return false
-	}
-	start := time.Now()
-	path := r.URL.Path
-	if path == restMarkPath {
-		req, ok := decodeMarkReceipts(body)
-		if !ok {
-			return false
-		}
-		// The batch's cost beyond the guard's door charge, as
-		// chargeEvents charges it on the other paths.
-		if n := len(req.GetReceipts()); n > 1 {
-			if err := apiauth.Charge(r.Context(), n-1); err != nil {
-				err = rateLimitedError(err)
-				g.countFast("MarkReceipts", start, err)
-				writeFastError(w, err)
-				return true
-			}
-		}
-		creq := connect.NewRequest(req)
-		maps.Copy(creq.Header(), r.Header)
-		resp, err := g.MarkReceipts(r.Context(), creq)
-		g.countFast("MarkReceipts", start, err)
-		if err != nil {
-			writeFastError(w, err)
-			return true
-		}
-		writeFastAnswer(w, func(b *bytes.Buffer) {
-			b.WriteString(`{"results":[`)
-			for i, res := range resp.Msg.GetResults() {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				appendResult(b, res)
-			}
-			b.WriteString(`]}`)
-		})
-		return true
-	}
-	user, channel, kind, ok := singleMarkRoute(path)
-	if !ok {
-		return false
-	}
-	req, ok := decodeMark(body)
-	if !ok {
-		return false
-	}
-	req.UserId, req.ChannelId = user, channel
-	creq := connect.NewRequest(req)
-	maps.Copy(creq.Header(), r.Header)
-	var (
-		resp *connect.Response[receiptsv1.MarkResponse]
-		err  error
-		rpc  string
-	)
-	if kind == receiptsv1.Kind_READ {
-		rpc = "MarkRead"
-		resp, err = g.MarkRead(r.Context(), creq)
-	} else {
-		rpc = "MarkDelivered"
-		resp, err = g.MarkDelivered(r.Context(), creq)
-	}
-	g.countFast(rpc, start, err)
-	if err != nil {
-		writeFastError(w, err)
-		return true
-	}
-	writeFastAnswer(w, func(b *bytes.Buffer) {
-		b.WriteByte('{')
-		if res := resp.Msg.GetResult(); res != nil {
-			b.WriteString(`"result":`)
-			appendResult(b, res)
-		}
-		b.WriteByte('}')
-	})
-	return true
-}
-
-// singleMarkRoute matches /v1/users/{user_id}/channels/{channel_id}/read
+// SingleMarkRoute matches /v1/users/{user_id}/channels/{channel_id}/read
 // (or /delivered) with plain path segments; escaped ones go to vanguard.
-func singleMarkRoute(path string) (user, channel string, kind receiptsv1.Kind, ok bool) {
+func SingleMarkRoute(path string) (user, channel string, kind receiptsv1.Kind, ok bool) {
 	rest, found := strings.CutPrefix(path, restUsersPrefix)
 	if !found || strings.ContainsRune(rest, '%') {
 		return "", "", 0, false
@@ -151,11 +47,33 @@ func singleMarkRoute(path string) (user, channel string, kind receiptsv1.Kind, o
 	return "", "", 0, false
 }
 
-// countFast counts and times a fast call as the interceptor does the
-// others.
-func (g *Gate) countFast(rpc string, start time.Time, err error) { g.m.observe(rpc, start, err) }
+// WriteMarkReceipts writes a MarkReceipts answer as protojson does.
+func WriteMarkReceipts(w http.ResponseWriter, resp *receiptsv1.MarkReceiptsResponse) {
+	writeAnswer(w, func(b *bytes.Buffer) {
+		b.WriteString(`{"results":[`)
+		for i, res := range resp.GetResults() {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			appendResult(b, res)
+		}
+		b.WriteString(`]}`)
+	})
+}
 
-func writeFastAnswer(w http.ResponseWriter, encode func(*bytes.Buffer)) {
+// WriteMark writes a MarkRead or MarkDelivered answer as protojson does.
+func WriteMark(w http.ResponseWriter, resp *receiptsv1.MarkResponse) {
+	writeAnswer(w, func(b *bytes.Buffer) {
+		b.WriteByte('{')
+		if res := resp.GetResult(); res != nil {
+			b.WriteString(`"result":`)
+			appendResult(b, res)
+		}
+		b.WriteByte('}')
+	})
+}
+
+func writeAnswer(w http.ResponseWriter, encode func(*bytes.Buffer)) {
 	b := bufPool.Get().(*bytes.Buffer)
 	b.Reset()
 	encode(b)
@@ -178,9 +96,9 @@ var restStatus = [...]int{
 	http.StatusInternalServerError, http.StatusUnauthorized,
 }
 
-// writeFastError writes err as vanguard writes a REST error: the status
+// WriteError writes err as vanguard writes a REST error: the status
 // of its code, the error's metadata as headers, and google.rpc.Status.
-func writeFastError(w http.ResponseWriter, err error) {
+func WriteError(w http.ResponseWriter, err error) {
 	code := connect.CodeOf(err)
 	msg := err.Error()
 	if ce, ok := err.(*connect.Error); ok {

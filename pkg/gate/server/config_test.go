@@ -1,0 +1,82 @@
+package server
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/producer"
+)
+
+func TestConfigReportsEveryBadField(t *testing.T) {
+	t.Parallel()
+	c := Config{MaxBodyBytes: 10, WriteTimeout: time.Second, ShutdownTimeout: -time.Second}.withDefaults(gate.MaxBatchItemsDefault)
+	err := c.validate(gate.MaxBatchItemsDefault, 2*time.Second)
+	for _, want := range []string{
+		"MaxBodyBytes: must be within [1KiB, 64MiB], got 10",
+		"ShutdownTimeout: must be positive",
+		"WriteTimeout: 1s leaves no room for a call",
+	} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	c := Config{}.withDefaults(gate.MaxBatchItemsDefault)
+	require.Equal(t, AddrDefault, c.Addr)
+	require.Equal(t, int64(1<<20), c.MaxBodyBytes)
+	require.Greater(t, c.WriteTimeout, producer.ProduceTimeoutDefault+gate.RedisTimeoutDefault)
+	require.NotNil(t, c.Logger)
+	require.NotNil(t, c.Registerer)
+	require.NoError(t, c.validate(gate.MaxBatchItemsDefault, producer.ProduceTimeoutDefault+gate.RedisTimeoutDefault))
+}
+
+// TestAuthRequiredOffLoopback: a non-loopback API without authentication
+// does not start unless told to; loopback stays open by default (every
+// other test of the gate serves open on 127.0.0.1).
+func TestAuthRequiredOffLoopback(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{":8080", "0.0.0.0:8080", "10.1.2.3:8080"} {
+		err := Config{Addr: addr}.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0)
+		require.ErrorContains(t, err, "is not loopback and no authentication is configured", addr)
+		err = Config{Addr: addr, Auth: apiauth.Config{InsecureAllowUnauthenticated: true}}.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0)
+		require.NotContains(t, errString(err), "authentication", addr)
+	}
+	require.NotContains(t, errString(Config{Addr: "127.0.0.1:8080"}.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0)), "authentication")
+	require.ErrorContains(t, Config{Auth: apiauth.Config{RateLimit: 5, RateLimitBurst: 100}}.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0), "RateLimitBurst: 100 is below MaxBatchItems 500")
+}
+
+func TestGCPauseQuantilesAreExported(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newGCPauseCollector())
+	runtime.GC()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetValue() + "}"
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	require.GreaterOrEqual(t, got["receipts_kafkagate_gc_pauses_total"], 1.0, "%v", got)
+	require.Greater(t, got["receipts_kafkagate_gc_pause_seconds{1}"], 0.0, "%v", got)
+	require.LessOrEqual(t, got["receipts_kafkagate_gc_pause_seconds{0.5}"], got["receipts_kafkagate_gc_pause_seconds{0.999}"])
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,15 @@
+// Package server is kafkagate's transport: it serves a gate.Gate's
+// ReceiptService on one port as gRPC, gRPC-Web, Connect and HTTP/JSON
+// (REST routes from the google.api.http annotations, transcoded by
+// vanguard, with the hot write routes on the fast codec of pkg/gate/rest),
+// WatchChannels also as server-sent events, with gRPC reflection and
+// health.
+//
+// Every route sits behind the API guard (pkg/apiauth, Config.Auth): bearer
+// tokens or mTLS, and per-client rate limits in events (a batch costs its
+// items, charged once decoded). REST bodies are bounded (Config.MaxBodyBytes:
+// HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON.
+// Readiness is the gate's, once the server serves; on shutdown the server
+// ends the watch streams (clients resume with their last token) and drains
+// in-flight calls for up to Config.ShutdownTimeout.
+package server

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"maps"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/gate/rest"
+)
+
+// The fast REST path of the hot write routes (POST /v1/receipts:mark and
+// the single-mark routes): the JSON body is decoded straight into the
+// request message and the answer encoded by hand (pkg/gate/rest), instead
+// of vanguard transcoding REST to Connect and protojson (de)coding both
+// ways. The same handler methods run, so validation, the write path and
+// the errors are the same code. A body the codec does not read exactly as
+// protojson would, query parameters, a compressed body or an unusual
+// content type fall back to vanguard, which gives the canonical answer,
+// error or success.
+
+// serveFastREST answers r on the fast path and reports true, or reports
+// false without writing anything (the caller goes on to vanguard). body
+// is the whole request body, already bounded.
+func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if s.cfg.TranscodeAllREST || r.Method != http.MethodPost || r.URL.RawQuery != "" ||
+		r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
+		return false
+	}
+	switch r.Header.Get("Content-Type") {
+	case "", "application/json", "application/json; charset=utf-8":
+	default:
+		return false
+	}
+	start := time.Now()
+	path := r.URL.Path
+	if path == rest.MarkPath {
+		req, ok := rest.DecodeMarkReceipts(body)
+		if !ok {
+			return false
+		}
+		// The batch's cost beyond the guard's door charge, as
+		// chargeEvents charges it on the other paths.
+		if n := len(req.GetReceipts()); n > 1 {
+			if err := apiauth.Charge(r.Context(), n-1); err != nil {
+				err = rateLimitedError(err)
+				s.m.observe("MarkReceipts", start, err)
+				rest.WriteError(w, err)
+				return true
+			}
+		}
+		creq := connect.NewRequest(req)
+		maps.Copy(creq.Header(), r.Header)
+		resp, err := s.gate.MarkReceipts(r.Context(), creq)
+		s.m.observe("MarkReceipts", start, err)
+		if err != nil {
+			rest.WriteError(w, err)
+			return true
+		}
+		rest.WriteMarkReceipts(w, resp.Msg)
+		return true
+	}
+	user, channel, kind, ok := rest.SingleMarkRoute(path)
+	if !ok {
+		return false
+	}
+	req, ok := rest.DecodeMark(body)
+	if !ok {
+		return false
+	}
+	req.UserId, req.ChannelId = user, channel
+	creq := connect.NewRequest(req)
+	maps.Copy(creq.Header(), r.Header)
+	var (
+		resp *connect.Response[receiptsv1.MarkResponse]
+		err  error
+		rpc  string
+	)
+	if kind == receiptsv1.Kind_READ {
+		rpc = "MarkRead"
+		resp, err = s.gate.MarkRead(r.Context(), creq)
+	} else {
+		rpc = "MarkDelivered"
+		resp, err = s.gate.MarkDelivered(r.Context(), creq)
+	}
+	s.m.observe(rpc, start, err)
+	if err != nil {
+		rest.WriteError(w, err)
+		return true
+	}
+	rest.WriteMark(w, resp.Msg)
+	return true
+}

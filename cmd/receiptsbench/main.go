@@ -2,7 +2,7 @@
 //
 //	receiptsbench persister [flags]   the persister's cold-start drain of a
 //	                                  generated backlog, beside same-run COPY
-//	                                  and naive-upsert baselines (pkg/drainbench;
+//	                                  and naive-upsert baselines (internal/bench/drainbench;
 //	                                  `make bench-persister`)
 //
 // Every flag can also be set from the environment (--runs from
@@ -23,7 +23,7 @@ import (
 	"syscall"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/drainbench"
+	"github.com/readstate/receipts/internal/bench/drainbench"
 )
 
 func main() {

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/drainbench"
+	"github.com/readstate/receipts/internal/bench/drainbench"
 )
 
 func TestFlags(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 )
 
 // runNotices posts message notices through the gateway in a closed loop

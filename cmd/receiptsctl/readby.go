@@ -18,7 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
-	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )

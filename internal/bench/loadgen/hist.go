@@ -4,114 +4,86 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/bits"
-	"sync/atomic"
+	"sync"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// subBits sets the histogram's precision: 2^subBits buckets per power of
-// two, so a reported value is within about 3 % of the true one. Values are
-// microseconds; the bucket array covers up to 2^63 µs.
+// The histograms record microseconds from 1 µs to histMaxMicros with
+// histSigFigs significant digits: a reported quantile is the upper end of
+// the value range its rank falls in, within 0.1 % of the recorded value.
+// A longer duration is counted at histMaxMicros (Max stays exact).
 const (
-	subBits    = 5
-	subCount   = 1 << subBits
-	numBuckets = (64 - subBits) * subCount
+	histMaxMicros = int64(time.Hour / time.Microsecond)
+	histSigFigs   = 3
 )
 
-// histogram is a fixed-size, lock-free log-linear histogram of durations
-// (HDR-style). Concurrent Record calls are safe; snapshots are consistent
-// enough for progress lines and exact once recording has stopped.
+// histogram records durations in two HdrHistograms: one for the whole run
+// and one for the current interval (IntervalQuantile). Its zero value is
+// ready; concurrent calls are safe (a mutex: an HdrHistogram is not).
 type histogram struct {
-	counts [numBuckets]atomic.Int64
-	total  atomic.Int64
-	max    atomic.Int64
+	mu            sync.Mutex
+	all, interval *hdrhistogram.Histogram
+	max           int64 // exact, µs
+	intervalMax   int64
 }
 
-func bucketOf(us int64) int {
-	if us < subCount {
-		return int(max(us, 0))
-	}
-	e := bits.Len64(uint64(us)) - subBits - 1
-	return (e+1)<<subBits + int(us>>e) - subCount
-}
+func newHDR() *hdrhistogram.Histogram { return hdrhistogram.New(1, histMaxMicros, histSigFigs) }
 
-// bucketHigh is the greatest value that falls into bucket b.
-func bucketHigh(b int) int64 {
-	if b+1 < subCount {
-		return int64(b)
-	}
-	next := b + 1
-	e := next>>subBits - 1
-	lo := (int64(next&(subCount-1)) + subCount) << e
-	return lo - 1
-}
-
+// Record adds one duration.
 func (h *histogram) Record(d time.Duration) {
-	us := d.Microseconds()
-	h.counts[bucketOf(us)].Add(1)
-	h.total.Add(1)
-	for {
-		m := h.max.Load()
-		if us <= m || h.max.CompareAndSwap(m, us) {
-			return
-		}
+	us := max(d.Microseconds(), 0)
+	v := min(max(us, 1), histMaxMicros)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.all == nil {
+		h.all, h.interval = newHDR(), newHDR()
 	}
+	// v is within the trackable range, so RecordValue cannot fail.
+	_ = h.all.RecordValue(v)
+	_ = h.interval.RecordValue(v)
+	h.max = max(h.max, us)
+	h.intervalMax = max(h.intervalMax, us)
 }
 
-// snapshot is a point-in-time copy of a histogram.
-type snapshot struct {
-	counts [numBuckets]int64
-	total  int64
-	max    int64
-}
-
-func (h *histogram) Snapshot() *snapshot {
-	s := &snapshot{total: h.total.Load(), max: h.max.Load()}
-	for i := range s.counts {
-		s.counts[i] = h.counts[i].Load()
-	}
-	return s
-}
-
-// Sub returns the recordings made between prev and s (max is s's max, the
-// best available without per-interval maxima).
-func (s *snapshot) Sub(prev *snapshot) *snapshot {
-	out := &snapshot{total: s.total - prev.total, max: s.max}
-	for i := range s.counts {
-		out.counts[i] = s.counts[i] - prev.counts[i]
-	}
-	return out
-}
-
-// Quantile returns the value at quantile q in [0, 1], or 0 when empty.
-func (s *snapshot) Quantile(q float64) time.Duration {
-	var n int64
-	for _, c := range s.counts {
-		n += c
-	}
-	if n == 0 {
+// quantile is hdr's value at quantile q in [0, 1], at most maxUs; 0 when
+// hdr is empty.
+func quantile(hdr *hdrhistogram.Histogram, q float64, maxUs int64) time.Duration {
+	if hdr == nil || hdr.TotalCount() == 0 {
 		return 0
 	}
-	rank := int64(math.Ceil(q * float64(n)))
-	rank = min(max(rank, 1), n)
-	var cum int64
-	for b, c := range s.counts {
-		cum += c
-		if cum >= rank {
-			return time.Duration(min(bucketHigh(b), s.max)) * time.Microsecond
-		}
-	}
-	return time.Duration(s.max) * time.Microsecond
+	return time.Duration(min(hdr.ValueAtQuantile(q*100), maxUs)) * time.Microsecond
 }
 
-func (s *snapshot) Percentiles() Percentiles {
+// IntervalQuantile returns the value at quantile q in [0, 1] of the
+// durations recorded since the previous call (or since the first
+// recording), 0 when there were none, and starts a new interval.
+func (h *histogram) IntervalQuantile(q float64) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v := quantile(h.interval, q, h.intervalMax)
+	if h.interval != nil {
+		h.interval.Reset()
+	}
+	h.intervalMax = 0
+	return v
+}
+
+// Percentiles summarises every duration recorded.
+func (h *histogram) Percentiles() Percentiles {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.all == nil {
+		return Percentiles{}
+	}
 	return Percentiles{
-		Count: s.total,
-		P50:   s.Quantile(0.50),
-		P95:   s.Quantile(0.95),
-		P99:   s.Quantile(0.99),
-		P999:  s.Quantile(0.999),
-		Max:   time.Duration(s.max) * time.Microsecond,
+		Count: h.all.TotalCount(),
+		P50:   quantile(h.all, 0.50, h.max),
+		P95:   quantile(h.all, 0.95, h.max),
+		P99:   quantile(h.all, 0.99, h.max),
+		P999:  quantile(h.all, 0.999, h.max),
+		Max:   time.Duration(h.max) * time.Microsecond,
 	}
 }
 

@@ -8,23 +8,26 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestBucketBounds(t *testing.T) {
+func TestHistogramPrecision(t *testing.T) {
 	t.Parallel()
-	prevHigh := int64(-1)
-	for b := 0; b < numBuckets-1; b++ {
-		hi := bucketHigh(b)
-		require.Greater(t, hi, prevHigh, "bucket %d", b)
-		require.Equal(t, b, bucketOf(hi), "high end of bucket %d", b)
-		require.Equal(t, b, bucketOf(prevHigh+1), "low end of bucket %d", b)
-		// Relative width stays within ~3 %.
-		if lo := prevHigh + 1; lo >= subCount {
-			require.LessOrEqual(t, float64(hi-lo+1)/float64(lo), 1.0/subCount+1e-9)
-		}
-		prevHigh = hi
-		if hi > 1<<50 {
-			break
-		}
+	// One recording: every quantile is that value (within the histogram's
+	// precision, never above the exact max).
+	for _, d := range []time.Duration{time.Microsecond, 37 * time.Microsecond, 1234 * time.Microsecond,
+		5 * time.Second, 59 * time.Minute} {
+		var h histogram
+		h.Record(d)
+		p := h.Percentiles()
+		require.EqualValues(t, 1, p.Count)
+		require.LessOrEqual(t, p.P50, d, "%s", d)
+		require.InDelta(t, float64(d), float64(p.P50), float64(d)*0.001+float64(time.Microsecond), "%s", d)
+		require.Equal(t, d, p.Max)
 	}
+	// Beyond the range: counted at the top, the max stays exact.
+	var h histogram
+	h.Record(2 * time.Hour)
+	p := h.Percentiles()
+	require.InDelta(t, float64(time.Hour), float64(p.P99), float64(time.Hour)*0.001)
+	require.Equal(t, 2*time.Hour, p.Max)
 }
 
 func TestHistogramQuantiles(t *testing.T) {
@@ -33,7 +36,7 @@ func TestHistogramQuantiles(t *testing.T) {
 	for i := 1; i <= 1000; i++ {
 		h.Record(time.Duration(i) * time.Millisecond)
 	}
-	p := h.Snapshot().Percentiles()
+	p := h.Percentiles()
 	require.EqualValues(t, 1000, p.Count)
 	near := func(want, got time.Duration) {
 		t.Helper()
@@ -45,14 +48,17 @@ func TestHistogramQuantiles(t *testing.T) {
 	require.Equal(t, time.Second, p.Max)
 
 	// An interval's quantile sees only that interval's recordings.
-	before := h.Snapshot()
+	near(500*time.Millisecond, h.IntervalQuantile(0.5))
 	for range 100 {
 		h.Record(5 * time.Second)
 	}
-	near(5*time.Second, h.Snapshot().Sub(before).Quantile(0.5))
+	near(5*time.Second, h.IntervalQuantile(0.5))
+	require.Zero(t, h.IntervalQuantile(0.5), "an interval without recordings")
+	require.EqualValues(t, 1100, h.Percentiles().Count, "the run keeps every recording")
 
 	var empty histogram
-	require.Zero(t, empty.Snapshot().Quantile(0.99))
+	require.Zero(t, empty.Percentiles().P99)
+	require.Zero(t, empty.IntervalQuantile(0.99))
 
 	js, err := json.Marshal(p)
 	require.NoError(t, err)

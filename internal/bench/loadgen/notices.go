@@ -101,7 +101,7 @@ func (l *closedLoop) run(ctx context.Context, n int, d time.Duration, call func(
 	}
 	wg.Wait()
 	return ChannelLoadResult{Items: l.items.Load(), Calls: l.calls.Load(), Errors: l.errs.Load(),
-		Elapsed: time.Since(start), Latency: l.hist.Snapshot().Percentiles(), FirstError: l.first}
+		Elapsed: time.Since(start), Latency: l.hist.Percentiles(), FirstError: l.first}
 }
 
 // RunNotices posts message notices (NotifyMessages, Batch per call) on

@@ -249,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Errors:           r.errors,
 		ErrorSamples:     r.errorSamples,
 		Elapsed:          elapsed,
-		Latency:          r.lat.Snapshot().Percentiles(),
+		Latency:          r.lat.Percentiles(),
 		Acked:            models[0],
 	}
 	for _, m := range models[1:] {
@@ -327,7 +327,6 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 	}
 	tick := time.NewTicker(r.cfg.ProgressInterval)
 	defer tick.Stop()
-	prevSnap := r.lat.Snapshot()
 	prevAcked, prevTime := int64(0), start
 	var prevSent, prevErrs int64
 	emitted := false
@@ -339,14 +338,13 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 			return
 		}
 		emitted = true
-		snap := r.lat.Snapshot()
 		acked := r.acked.Load()
 		p := Progress{
 			Elapsed: now.Sub(start),
 			Sent:    r.sent.Load(),
 			Acked:   acked,
 			Errors:  r.errCount.Load(),
-			P99:     snap.Sub(prevSnap).Quantile(0.99),
+			P99:     r.lat.IntervalQuantile(0.99),
 		}
 		if dt := now.Sub(prevTime).Seconds(); dt > 0 {
 			p.Rate = float64(acked-prevAcked) / dt
@@ -354,7 +352,7 @@ func (r *runner) report(start time.Time, stop <-chan struct{}) {
 		if r.lag != nil {
 			p.LagPending = r.lag.pendingCount()
 		}
-		prevSnap, prevAcked, prevTime = snap, acked, now
+		prevAcked, prevTime = acked, now
 		prevSent, prevErrs = p.Sent, p.Errors
 		r.cfg.Progress(p)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -87,6 +88,10 @@ type Config struct {
 	// by default: on loopback, compressing a batch's answer only moves
 	// gateway CPU into flate and distorts the measurement.
 	Gzip bool
+	// Dial, when set, opens the connections to Target in place of a TCP
+	// dial (tests serve the gateway on an in-memory listener, so that a run
+	// lives in a testing/synctest bubble).
+	Dial func(addr string) (net.Conn, error)
 	// Progress, when set, is called every ProgressInterval while the run
 	// lasts, and once more at the end (unless nothing changed since the last call).
 	Progress func(Progress)

@@ -157,6 +157,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, fmt.Errorf("validating load config: %w", err)
 	}
+	dial := cfg.Dial
+	if dial == nil {
+		dial = func(addr string) (net.Conn, error) { return net.DialTimeout("tcp", addr, cfg.RequestTimeout) }
+	}
 	r := &runner{
 		cfg: cfg,
 		// fasthttp's client, not net/http's: on a co-located stack the
@@ -173,9 +177,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			// Go's dialer, not fasthttp's default (its DNS cache keeps a
 			// goroutine for the life of the process): the tool dials
 			// Concurrency connections once.
-			Dial: func(addr string) (net.Conn, error) {
-				return net.DialTimeout("tcp", addr, cfg.RequestTimeout)
-			},
+			Dial: dial,
 		},
 		url:          strings.TrimSuffix(cfg.Target, "/") + cfg.Path,
 		base:         strings.TrimSuffix(cfg.Target, "/"),

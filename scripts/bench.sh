@@ -191,21 +191,20 @@ for r in $(seq "$rounds"); do
 done
 target=$gate
 
-# Target 6: tails over a long run at a fixed rate of single marks. Before
+# Tails over a long run at a fixed rate of single marks. Before
 # the lag scenario: that one offers 50k events/s, more than a slow host
 # sustains, and the backlog and the larger tables it leaves would be the
-# persister's and Postgres' work during the tail (1.8x their CPU per mark
-# in the sixth pass).
+# persister's and Postgres' work during the tail.
 if [ "$tail_rate" != 0 ]; then
   scenario "tail-rate$tail_rate-single-route64" --duration "${BENCH_TAIL_DURATION:-10m}" --rate "$tail_rate" --single --concurrency 64 "${common[@]}"
 fi
 
-# Target 4: e2e lag (ack -> Postgres) sustained at a fixed rate.
+# E2e lag (ack -> Postgres) sustained at a fixed rate.
 if [ "$lag_rate" != 0 ]; then
   scenario "lag-rate$lag_rate-batch100" --duration "${BENCH_LAG_DURATION:-5m}" --rate "$lag_rate" --batch 100 --concurrency 64 "${common[@]}" --pg-url "$pg_url"
 fi
 
-# Target 7: the same load against stores holding 10k, then many users'
+# Cost growth: the same load against stores holding 10k, then many users'
 # state: Redis and Postgres alike, as in production (with Redis alone the
 # drift sweep spent the measured run repairing Postgres). Last, because
 # the prefilled rows are deleted afterwards.

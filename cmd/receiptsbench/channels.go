@@ -12,7 +12,7 @@ import (
 )
 
 // runNotices posts message notices through the gateway in a closed loop
-// and prints notices/s and the call latency (BENCHMARKS.md, issue 8).
+// and prints notices/s and the call latency (BENCHMARKS.md).
 func runNotices(ctx context.Context, args []string, out io.Writer) error {
 	fs := commandFlags("notices", "notices [flags]")
 	var c loadgen.NoticeConfig

@@ -28,8 +28,7 @@ import (
 const loggedTotalMetric = "receipts_persister_cursor_moves_logged_total"
 
 // runReadByBench measures GET …/receipts and …/ticks of a small channel
-// beside GET …/unread and a Redis PING, interleaved (BENCHMARKS.md,
-// issue 9).
+// beside GET …/unread and a Redis PING, interleaved (BENCHMARKS.md).
 func runReadByBench(ctx context.Context, args []string, out io.Writer) error {
 	fs := commandFlags("readby-bench", "readby-bench [flags]")
 	var c loadgen.ReadByConfig

@@ -81,8 +81,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Model keeps Result.Acked, the per-key model of what was
 	// acknowledged (the tests check a server against it). Off by default:
-	// a map update per acknowledged event was a quarter of the tool's CPU,
-	// which a co-located run takes from the system it measures.
+	// it costs a map update per acknowledged event, CPU that a co-located
+	// run takes from the system it measures.
 	Model bool
 	// Gzip asks for compressed responses (Go's client does by default). Off
 	// by default: on loopback, compressing a batch's answer only moves

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The channel load (issue 8): message notices through the stack, and the
+// The channel load: message notices through the stack, and the
 // latency of a user's unread answer. Both drive the gateway's REST routes
 // with a closed loop of Concurrency callers; figures in BENCHMARKS.md.
 

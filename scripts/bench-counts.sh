@@ -11,12 +11,13 @@ brokers=${BROKERS:-127.0.0.1:9092}
 duration=${DURATION:-20s}
 run=$(date +%s)
 ctl=bin/receiptsctl
+bench=bin/receiptsbench
 
 echo "== marks alone ($duration, open loop at an unreachable 50,000/s: the achieved rate is the capacity)"
 $ctl load --target "$target" --brokers "$brokers" --duration "$duration" --rate 50000 --users 10000 --channels 50 \
   --batch 50 --concurrency 8 --user-prefix "bm$run-" 2>&1 | grep -E "events/s|latency|errors" | tail -4
 echo "== notices alone ($duration, closed loop, 8 callers x 50 notices, 1 mention each)"
-$ctl notices --target "$target" --duration "$duration" --concurrency 8 --batch 50 --channels 1000 --users 10000 --mentions 1 --prefix "bn$run-"
+$bench notices --target "$target" --duration "$duration" --concurrency 8 --batch 50 --channels 1000 --users 10000 --mentions 1 --prefix "bn$run-"
 echo "== persister lag after both (must return to 0)"
 start=$(date +%s)
 until $ctl lag --brokers "$brokers" | head -1 | grep -q "total lag 0$"; do
@@ -31,6 +32,6 @@ $ctl load --target "$target" --brokers "$brokers" --duration 600s --rate 2000 --
 bg=$!
 trap 'kill $bg 2>/dev/null || true' EXIT
 for n in 10 100 1000; do
-  $ctl unread-bench --target "$target" --user "ub$run-$n" --channels "$n" --duration "$duration" --concurrency 1
+  $bench unread-bench --target "$target" --user "ub$run-$n" --channels "$n" --duration "$duration" --concurrency 1
 done
 kill $bg 2>/dev/null || true

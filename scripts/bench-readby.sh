@@ -5,9 +5,9 @@
 #     beside GET …/unread (one member, that channel) and a Redis PING,
 #     interleaved in ROUNDS rounds, 1 caller each, while `receiptsctl load`
 #     offers a steady BG_RATE marks/s elsewhere and 10 messages/s are posted
-#     and read in the channel itself (receiptsctl readby-bench);
+#     and read in the channel itself (receiptsbench readby-bench);
 #  2. once that load has stopped: cursor-move log rows per mark for channels
-#     of 4, 50, 51 and 1,000 members (receiptsctl movelog-bench; rows counted
+#     of 4, 50, 51 and 1,000 members (receiptsbench movelog-bench; rows counted
 #     in cursor_moves and cross-checked with the persister's
 #     receipts_persister_cursor_moves_logged_total).
 #   TARGET (http://127.0.0.1:8080)  BROKERS (127.0.0.1:9092)
@@ -26,6 +26,7 @@ rounds=${ROUNDS:-3}
 bg_rate=${BG_RATE:-1000}
 run=$(date +%s)
 ctl=bin/receiptsctl
+bench=bin/receiptsbench
 
 echo "== $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- cmd pkg || echo ' (+ local changes)'), $(nproc) CPUs"
 echo "== uptime before: $(uptime)"
@@ -41,7 +42,7 @@ $ctl load --target "$target" --duration "$bg_for" --rate "$bg_rate" --users 1000
 bg=$!
 trap 'kill $bg 2>/dev/null || true; rm -f "$bg_out"' EXIT
 sleep 2
-$ctl readby-bench --target "$target" --redis-url "$redis_url" --channel "rb$run" --members 50 --messages 200 \
+$bench readby-bench --target "$target" --redis-url "$redis_url" --channel "rb$run" --members 50 --messages 200 \
   --duration "$duration" --rounds "$rounds" --channel-rate 10
 echo "== uptime during: $(uptime)"
 wait $bg || true
@@ -49,6 +50,6 @@ echo "background load (receiptsctl load --rate $bg_rate --batch 20 --concurrency
 grep -E "events/s|latency|errors" "$bg_out" | sed 's/^/  /' | head -6
 
 echo "== 2. cursor-move log rows per mark (nothing else marking)"
-$ctl movelog-bench --target "$target" --brokers "$brokers" --pg-url "$pg_url" --metrics-url "$metrics" \
+$bench movelog-bench --target "$target" --brokers "$brokers" --pg-url "$pg_url" --metrics-url "$metrics" \
   --prefix "ml$run-" --sizes 4,50,51,1000 --events 2000 --rate 500 --batch 20
 echo "== uptime after: $(uptime)"

@@ -7,11 +7,11 @@
 # Usage: scripts/bench.sh            (starts its own stack with scripts/run.sh --no-demo)
 # Environment: BENCH_DURATION [30s], BENCH_USERS [100000], BENCH_CHANNELS [50]
 #   BENCH_ROUNDS [1]          rounds of the throughput scenarios (gateway and
-#                             HTTP floor interleaved; 3 for a figure)
+#                             HTTP floor interleaved; 3 for a reported figure)
 #   BENCH_PREFILL_USERS [0]   when > 0 (e.g. 10000000): the cost-growth pair,
 #                             max batched and single marks with 10k users'
 #                             state in Redis and Postgres, then with this
-#                             many (cost growth); run last, and the
+#                             many; run last, and the
 #                             prefilled keys and rows are deleted after;
 #                             BENCH_PREFILL_ROUNDS [BENCH_ROUNDS, at least 1]
 #                             runs of each level's pair
@@ -19,14 +19,14 @@
 #                             at this rate for BENCH_LAG_DURATION [5m]
 #   BENCH_TAIL_RATE [0]       when > 0: single marks at this rate for
 #                             BENCH_TAIL_DURATION [10m], p99.9 vs p99 and the
-#                             GC pauses (at half of the max)
+#                             GC pauses (half of the max)
 #   BENCH_PROFILE [max-batch100-c64-r1 max-single-route64-r1 tail-*]
 #                             scenarios (glob patterns) during which the
 #                             gateway's CPU is profiled (/debug/pprof on its
 #                             admin port) for BENCH_PROFILE_SECONDS [10],
 #                             from 3 s in: <scenario>.gate.pprof and .top.txt
 #   RUN_API_PORT, RUN_BROKER_PORT, RUN_ADMIN_PORTS   as scripts/run.sh
-#   BENCH_FLOOR_PORT [8090]   the HTTP floor (receiptsctl http-floor)
+#   BENCH_FLOOR_PORT [8090]   the HTTP floor (receiptsbench http-floor)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/stack.sh
@@ -172,10 +172,10 @@ scenario rate10k-batch100-lag --duration "$duration" --rate 10000 --batch 100 --
 scenario max-single --duration "$duration" --rate 0 --batch 1 --concurrency 32 "${common[@]}"
 
 # The throughput scenarios, each beside the HTTP floor
-# (receiptsctl http-floor: the same net/http server answering fixed marks,
+# (receiptsbench http-floor: the same net/http server answering fixed marks,
 # driven by the same load tool: what HTTP alone costs on this machine),
 # interleaved round by round so both see the same machine.
-bin/receiptsctl http-floor --addr "${floor#http://}" >"$out/floor.log" 2>&1 &
+bin/receiptsbench http-floor --addr "${floor#http://}" >"$out/floor.log" 2>&1 &
 floor_pid=$!
 trap 'kill -TERM $floor_pid 2>/dev/null; kill -TERM $stack 2>/dev/null; wait $stack 2>/dev/null || true' EXIT
 for _ in $(seq 50); do grep -q serving "$out/floor.log" && break; sleep 0.1; done
@@ -191,10 +191,10 @@ for r in $(seq "$rounds"); do
 done
 target=$gate
 
-# Tails over a long run at a fixed rate of single marks. Before the lag
-# scenario: that one may offer more than a slow host sustains, and the
-# backlog and the larger tables it leaves would be the persister's and
-# Postgres' work during the tail.
+# Tails over a long run at a fixed rate of single marks. Before
+# the lag scenario: that one offers 50k events/s, more than a slow host
+# sustains, and the backlog and the larger tables it leaves would be the
+# persister's and Postgres' work during the tail.
 if [ "$tail_rate" != 0 ]; then
   scenario "tail-rate$tail_rate-single-route64" --duration "${BENCH_TAIL_DURATION:-10m}" --rate "$tail_rate" --single --concurrency 64 "${common[@]}"
 fi

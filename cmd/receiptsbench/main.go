@@ -1,14 +1,25 @@
-// Command receiptsbench runs the project's measurement harnesses.
+// Command receiptsbench runs the project's measurement harnesses; the
+// operator CLI (receiptsctl) keeps the one capacity tool, load.
 //
-//	receiptsbench persister [flags]   the persister's cold-start drain of a
-//	                                  generated backlog, beside same-run COPY
-//	                                  and naive-upsert baselines (pkg/drainbench;
-//	                                  `make bench-persister`)
+//	receiptsbench persister [flags]      the persister's cold-start drain of a
+//	                                     generated backlog, beside same-run COPY
+//	                                     and naive-upsert baselines
+//	                                     (internal/bench/drainbench;
+//	                                     `make bench-persister`)
+//	receiptsbench http-floor [--addr A]  serve fixed mark answers: the HTTP
+//	                                     floor a gateway is compared with
+//	receiptsbench notices [flags]        post message notices in a closed loop;
+//	                                     notices/s and latency
+//	receiptsbench unread-bench [flags]   a user in N channels; GET …/unread latency
+//	receiptsbench readby-bench [flags]   a small channel's receipts and ticks
+//	                                     latency beside unread and a Redis PING
+//	receiptsbench movelog-bench [flags]  cursor-move log rows per mark, for
+//	                                     channels of several sizes
 //
 // Every flag can also be set from the environment (--runs from
-// RECEIPTS_RUNS, and so on; the flag wins). It prints progress on stderr
-// and the markdown summary on stdout, and exits non-zero when a
-// measurement failed or a drained table differed from the data set.
+// RECEIPTS_RUNS, and so on; the flag wins). A harness exits non-zero when a
+// measurement failed (a failed call, a drained table that differed from
+// the data set).
 package main
 
 import (
@@ -19,12 +30,25 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/drainbench"
 )
+
+const usage = `receiptsbench: the receipts pipeline's measurement harnesses
+
+Usage:
+  receiptsbench persister [flags]       the persister's cold-start drain beside same-run COPY and naive-upsert baselines
+  receiptsbench http-floor [--addr A]   serve fixed mark answers: the HTTP floor a gateway is compared with
+  receiptsbench notices [flags]         post message notices in a closed loop; notices/s and latency
+  receiptsbench unread-bench [flags]    a user in N channels; GET /v1/users/USER/unread latency
+  receiptsbench readby-bench [flags]    a small channel's receipts and ticks latency beside unread and a Redis PING
+  receiptsbench movelog-bench [flags]   cursor-move log rows per mark, for channels of several sizes
+
+Run "receiptsbench <command> --help" for a command's flags. Every flag can also be
+set as RECEIPTS_<FLAG_NAME> in the environment (--pg-url <- RECEIPTS_PG_URL).
+The load itself is driven by "receiptsctl load".
+`
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -34,106 +58,45 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "persister" {
-		fmt.Fprintln(stderr, "Usage: receiptsbench persister [flags]   (receiptsbench persister --help lists them)")
-		return errors.New("a subcommand is required: persister")
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("a subcommand is required")
 	}
-	cfg := drainbench.DefaultConfig()
-	var report string
-	fs := newFlagSet(&cfg, &report, stderr)
-	if err := cli.Parse(fs, args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	if report != "" {
-		res, err := drainbench.Rerender(report)
-		if err != nil {
-			return err
-		}
-		fmt.Fprint(stdout, drainbench.Markdown(res))
-		return nil
-	}
-	cfg.CommandLine = "receiptsbench " + shellJoin(args)
-	cfg.Log = stderr
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := drainbench.Run(ctx, cfg)
-	if res != nil {
-		fmt.Fprint(stdout, drainbench.Markdown(res))
+	var err error
+	switch args[0] {
+	case "persister":
+		return runPersister(ctx, args[1:], stdout, stderr)
+	case "http-floor":
+		err = runHTTPFloor(ctx, args[1:], stdout)
+	case "notices":
+		err = runNotices(ctx, args[1:], stdout)
+	case "unread-bench":
+		err = runUnreadBench(ctx, args[1:], stdout)
+	case "readby-bench":
+		err = runReadByBench(ctx, args[1:], stdout)
+	case "movelog-bench":
+		err = runMoveLogBench(ctx, args[1:], stdout)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
 	return err
 }
 
-func newFlagSet(cfg *drainbench.Config, report *string, out io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("receiptsbench persister", flag.ContinueOnError)
-	fs.SetOutput(out)
-	d := &cfg.Data
-	fs.Uint64Var(&d.Seed, "seed", d.Seed, "seed of the data set")
-	fs.IntVar(&d.Events, "events", d.Events, "events in the data set")
-	fs.IntVar(&d.Users, "users", d.Users, "users (zipf-skewed)")
-	fs.IntVar(&d.Channels, "channels", d.Channels, "channels (zipf-skewed, independently of users)")
-	fs.Float64Var(&d.Zipf, "zipf", d.Zipf, "zipf skew s of users and channels")
-	fs.Float64Var(&d.Dup, "dup", d.Dup, "share of events that resend the key's latest mark")
-	fs.Float64Var(&d.Late, "late", d.Late, "share of events that arrive late (a seq below the key's latest)")
-	fs.IntVar(&d.Devices, "devices", d.Devices, "devices a user marks from")
-	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
-	fs.IntVar(&cfg.Runs, "runs", cfg.Runs, "rounds; medians are reported")
-	fs.Var(&repeated{list: &cfg.PersisterBins}, "persister-bin", "persister binary; repeat to compare builds, interleaved round by round (A, B, …)")
-	fs.Var(&repeated{list: &cfg.PersisterArgs}, "persister-args", "extra persister arguments, split on spaces (e.g. '--writers 4'); repeat for more variants")
-	fs.StringVar(&cfg.DevbrokerBin, "devbroker-bin", cfg.DevbrokerBin, "devbroker binary")
-	fs.StringVar(&cfg.PGURL, "pg-url", cfg.PGURL, "Postgres server URL (its database is only used to create the bench's)")
-	fs.StringVar(&cfg.PGDatabase, "pg-database", cfg.PGDatabase, "the bench's database, dropped and recreated (its name must contain \"bench\")")
-	fs.StringVar(&cfg.Group, "group", cfg.Group, "the persister's consumer group (whose offsets are watched)")
-	fs.DurationVar(&cfg.PollInterval, "poll-interval", cfg.PollInterval, "how often Postgres is polled during a drain")
-	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "bound of one drain")
-	fs.BoolVar(&cfg.Copy, "copy", cfg.Copy, "measure the COPY baselines")
-	fs.IntVar(&cfg.NaiveEvents, "naive-events", cfg.NaiveEvents, "events of the naive one-upsert-per-event baseline; 0 skips it")
-	fs.IntVar(&cfg.PrefillRows, "prefill-rows", cfg.PrefillRows, "rows of other keys in read_receipts before each drain (the cost of a large table: compare --prefill-rows 100000 with 10000000)")
-	fs.IntVar(&cfg.NaiveConns, "naive-conns", cfg.NaiveConns, "connections of the naive baseline")
-	fs.IntVar(&cfg.PprofSeconds, "pprof-seconds", cfg.PprofSeconds, "if > 0, one more (unmeasured) drain of variant A with a CPU profile of this many seconds")
-	fs.StringVar(&cfg.OutDir, "out-dir", cfg.OutDir, "directory receiving persister-<UTC time>/")
-	fs.StringVar(report, "report", "", "measure nothing: re-render the summary of an earlier run's directory (its result.json) with this build's definitions")
+// commandFlags returns a flag set whose --help prints the command's flags.
+func commandFlags(name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet("receiptsbench "+name, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: receiptsbench persister [flags]\n\n"+
-			"Drains a generated backlog with the persister binary from a cold start and\n"+
-			"measures it beside same-run COPY and naive-upsert baselines (BENCHMARKS.md).\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: receiptsbench %s\n\nFlags:\n", synopsis)
 		cli.PrintDefaults(fs)
 	}
 	return fs
-}
-
-// repeated is a repeatable string flag whose first use replaces the
-// default.
-type repeated struct {
-	list *[]string
-	set  bool
-}
-
-func (r *repeated) String() string {
-	if r == nil || r.list == nil {
-		return ""
-	}
-	return strings.Join(*r.list, ", ")
-}
-
-func (r *repeated) Set(s string) error {
-	if !r.set {
-		*r.list, r.set = nil, true
-	}
-	*r.list = append(*r.list, s)
-	return nil
-}
-
-// shellJoin quotes the arguments that a shell would split or expand.
-func shellJoin(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t'\"$`\\*?[]{}()<>|&;#~") {
-			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
-		out[i] = a
-	}
-	return strings.Join(out, " ")
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/drainbench"
+	"github.com/readstate/receipts/internal/bench/drainbench"
 )
 
 func TestFlags(t *testing.T) {
@@ -39,4 +39,24 @@ func TestRunNeedsSubcommand(t *testing.T) {
 func TestShellJoin(t *testing.T) {
 	require.Equal(t, `persister --runs 3 --persister-args '--writers 4' '' 'it'\''s'`,
 		shellJoin([]string{"persister", "--runs", "3", "--persister-args", "--writers 4", "", "it's"}))
+}
+
+func TestRunDispatchesTheHarnesses(t *testing.T) {
+	for _, cmd := range []string{"http-floor", "notices", "unread-bench", "readby-bench", "movelog-bench"} {
+		var out, errOut bytes.Buffer
+		require.NoError(t, run([]string{cmd, "--help"}, &out, &errOut), cmd)
+		require.ErrorContains(t, run([]string{cmd, "stray"}, &out, &errOut), "unexpected arguments", cmd)
+	}
+	var out, errOut bytes.Buffer
+	require.NoError(t, run([]string{"help"}, &out, &errOut))
+	for _, cmd := range []string{"persister", "http-floor", "notices", "unread-bench", "readby-bench", "movelog-bench"} {
+		require.Contains(t, out.String(), "receiptsbench "+cmd, "the usage lists %s", cmd)
+	}
+	require.ErrorContains(t, run([]string{"load"}, &out, &errOut), `unknown command "load"`, "load stays in receiptsctl")
+}
+
+func TestSplitList(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"4", "50", "1000"}, splitList(" 4,50,,1000 "))
+	require.Nil(t, splitList(""))
 }

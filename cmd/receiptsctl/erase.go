@@ -12,7 +12,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 )
 
 // runErase erases users through the gateway's EraseUser, the one path

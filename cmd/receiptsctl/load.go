@@ -13,10 +13,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
-	"github.com/readstate/receipts/pkg/loadgen"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
 

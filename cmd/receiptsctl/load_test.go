@@ -38,3 +38,14 @@ func TestDispatchUnknownCommand(t *testing.T) {
 	require.ErrorAs(t, dispatch(context.Background(), []string{"nope"}), &ee)
 	require.Equal(t, 2, ee.code)
 }
+
+func TestDispatchPointsBenchmarksToReceiptsbench(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"http-floor", "notices", "unread-bench", "readby-bench", "movelog-bench"} {
+		var ee *exitError
+		err := dispatch(context.Background(), []string{cmd})
+		require.ErrorAs(t, err, &ee, cmd)
+		require.Equal(t, 2, ee.code)
+		require.ErrorContains(t, err, "receiptsbench "+cmd)
+	}
+}

@@ -1,8 +1,9 @@
 // Command receiptsctl is the operator CLI of the receipts system: load the
-// gateway and measure it (load), read a consumer group's lag (lag), compare
-// a user's state in Redis and Postgres (inspect), list or replay parked
-// dead letters and run a drift sweep (dlt, sweep), create the topics
-// (topics ensure) and erase users through the gateway (erase).
+// gateway and measure it (load, the one capacity tool), read a consumer
+// group's lag (lag), compare a user's state in Redis and Postgres
+// (inspect), list or replay parked dead letters and run a drift sweep
+// (dlt, sweep), create the topics (topics ensure) and erase users through
+// the gateway (erase). The benchmark harnesses are receiptsbench's.
 //
 // Every flag can also be set from the environment as RECEIPTS_<FLAG_NAME>
 // (--pg-url ← RECEIPTS_PG_URL); a flag on the command line wins.
@@ -34,20 +35,17 @@ const usage = `receiptsctl: operator CLI for the receipts pipeline
 Usage:
   receiptsctl load    [flags]   drive kafkagate with marks; report rate, latency, e2e lag
   receiptsctl load prefill --users N [flags]   write N users' state into Redis (a large Redis for load runs)
-  receiptsctl http-floor [--addr A]   serve fixed mark answers: the HTTP floor a gateway is compared with
   receiptsctl lag     [flags]   consumer lag per partition of a group on a topic
   receiptsctl inspect --user U [--channel C,...]   Redis vs Postgres state of a user
   receiptsctl dlt ... [flags]   list / replay parked dead letters
   receiptsctl sweep   [flags]   drift sweep between Redis and Postgres
   receiptsctl erase   --user U[,U2] [flags]  erase users through kafkagate (DELETE /v1/users/U)
-  receiptsctl notices [flags]           post message notices in a closed loop; notices/s and latency
-  receiptsctl unread-bench [flags]      a user in N channels; GET /v1/users/USER/unread latency
-  receiptsctl readby-bench [flags]      a small channel's receipts and ticks latency beside unread and a Redis PING
-  receiptsctl movelog-bench [flags]     cursor-move log rows per mark, for channels of several sizes
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ
 
 Run "receiptsctl <command> -h" for a command's flags. Every flag can also be set
 as RECEIPTS_<FLAG_NAME> in the environment (--pg-url <- RECEIPTS_PG_URL).
+The benchmark harnesses (http-floor, notices, unread-bench, readby-bench,
+movelog-bench, persister) are receiptsbench's.
 `
 
 // exitError carries a specific exit status (e.g. a check that failed)
@@ -85,8 +83,6 @@ func dispatch(ctx context.Context, args []string) error {
 			return runPrefill(ctx, args[2:], os.Stdout)
 		}
 		return runLoad(ctx, args[1:])
-	case "http-floor":
-		return runHTTPFloor(ctx, args[1:], os.Stdout)
 	case "lag":
 		return runLag(ctx, args[1:])
 	case "inspect":
@@ -95,14 +91,6 @@ func dispatch(ctx context.Context, args []string) error {
 		return runTopics(ctx, args[1:])
 	case "erase":
 		return runErase(ctx, args[1:], os.Stdout)
-	case "notices":
-		return runNotices(ctx, args[1:], os.Stdout)
-	case "unread-bench":
-		return runUnreadBench(ctx, args[1:], os.Stdout)
-	case "readby-bench":
-		return runReadByBench(ctx, args[1:], os.Stdout)
-	case "movelog-bench":
-		return runMoveLogBench(ctx, args[1:], os.Stdout)
 	case "dlt", "sweep":
 		// runDLT (dlt.go) receives the command word too, so it can tell
 		// "dlt list", "dlt replay" and "sweep" apart.
@@ -110,6 +98,8 @@ func dispatch(ctx context.Context, args []string) error {
 	case "help", "-h", "-help", "--help":
 		fmt.Print(usage)
 		return nil
+	case "http-floor", "notices", "unread-bench", "readby-bench", "movelog-bench":
+		return &exitError{code: 2, msg: fmt.Sprintf("%s is a benchmark harness: run receiptsbench %s", args[0], args[0])}
 	}
 	fmt.Fprint(os.Stderr, usage)
 	return &exitError{code: 2, msg: fmt.Sprintf("unknown command %q", args[0])}

@@ -209,10 +209,24 @@ func keyArrays(n int, key func(i int) receipt.Key) (users, channels []string) {
 // existingSQL returns which of the given keys have a row.
 const existingSQL = `SELECT t.user_id, t.channel_id FROM read_receipts t ` + joinKeysSQL
 
-// copyColumns are read_receipts' columns as UpsertBulk COPYs them.
-var copyColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
+// CopyColumns are read_receipts' columns as UpsertBulk COPYs them, in the
+// order of CopyRow's values (benchmark baselines COPY with both).
+var CopyColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
 	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at",
 	"private_read_epoch", "private_read_seq"}
+
+// CopyRow is st's row in CopyColumns order; a state without an update
+// time is stamped now.
+func CopyRow(st receipt.State, now time.Time) []any {
+	at := now
+	if st.UpdatedAtUnixMs > 0 {
+		at = time.UnixMilli(st.UpdatedAtUnixMs)
+	}
+	return []any{st.Key.User, st.Key.Channel,
+		st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
+		st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
+		st.DeviceID, at, st.PrivateRead.Position.Epoch, st.PrivateRead.Position.Seq}
+}
 
 // UpsertBulk merges states into read_receipts like Upsert, for batches of
 // thousands of rows, in one transaction: it asks which keys already have a
@@ -294,18 +308,8 @@ func upsertBulkTx(ctx context.Context, tx pgx.Tx, sorted []receipt.State, hasRow
 	var n int64
 	if len(fresh) > 0 {
 		now := time.Now()
-		copied, err := tx.CopyFrom(ctx, pgx.Identifier{"read_receipts"}, copyColumns,
-			pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) {
-				st := fresh[i]
-				at := now
-				if st.UpdatedAtUnixMs > 0 {
-					at = time.UnixMilli(st.UpdatedAtUnixMs)
-				}
-				return []any{st.Key.User, st.Key.Channel,
-					st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
-					st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
-					st.DeviceID, at, st.PrivateRead.Position.Epoch, st.PrivateRead.Position.Seq}, nil
-			}))
+		copied, err := tx.CopyFrom(ctx, pgx.Identifier{"read_receipts"}, CopyColumns,
+			pgx.CopyFromSlice(len(fresh), func(i int) ([]any, error) { return CopyRow(fresh[i], now), nil }))
 		if err != nil {
 			return 0, err
 		}

@@ -1,6 +1,6 @@
 // Package drainbench measures how fast the persister binary drains a
 // backlog into Postgres, and, in the same run, the bounds it is judged
-// against (issue 7, `make bench-persister`).
+// against (`make bench-persister`).
 //
 // One run generates a deterministic data set of READ marks (Dataset:
 // Zipf-skewed keys, per-key seqs that mostly advance, with resends and

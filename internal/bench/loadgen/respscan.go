@@ -9,8 +9,8 @@ import (
 // A scanner of the gateway's mark answers that reads only what the tool
 // counts (advanced, durability, realtime-degraded of each result) and
 // skips the rest (each result's state) without building it: decoding
-// whole answers with encoding/json held a quarter of the tool's CPU, which
-// a co-located run takes from the stack it measures. Anything it does not
+// whole answers with encoding/json costs the tool CPU that a co-located
+// run takes from the stack it measures. Anything it does not
 // expect falls back to encoding/json.
 
 var errUnexpected = errors.New("unexpected answer shape")

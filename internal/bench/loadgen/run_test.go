@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/valyala/fasthttp/fasthttputil"
 
-	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -24,7 +27,7 @@ import (
 // max-merges marks into a map and answers like protojson does. With
 // failEvery > 0 it fails every failEvery-th request with a Connect error.
 // durable is a copy of the state that trails behind by durableDelay, to
-// stand in for Postgres.
+// stand in for Postgres; each request takes serviceTime.
 type fakeGate struct {
 	mu           sync.Mutex
 	state        map[receipt.Key]receipt.State
@@ -32,13 +35,39 @@ type fakeGate struct {
 	requests     atomic.Int64
 	failEvery    int64
 	durableDelay time.Duration
+	// serviceTime is how long each request takes (on the bubble's clock).
+	serviceTime time.Duration
 }
 
-func newFakeGate(t *testing.T) (*fakeGate, *httptest.Server) {
+// gateURL is the fake gate's address; gate.dial connects to it whatever
+// the address.
+const gateURL = "http://fakegate.test"
+
+// bubbleGate is a fakeGate served on an in-memory listener. Called inside
+// a testing/synctest bubble, the server, its connections and the load
+// tool all live in the bubble: every timer and deadline runs on the
+// bubble's clock, so durations are exact and no test waits for real time.
+type bubbleGate struct {
+	*fakeGate
+	dial func(addr string) (net.Conn, error)
+}
+
+func newFakeGate(t *testing.T) bubbleGate {
 	g := &fakeGate{state: map[receipt.Key]receipt.State{}, durable: map[receipt.Key]receipt.State{}}
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
-	return g, srv
+	ln := fasthttputil.NewInmemoryListener()
+	srv := &http.Server{Handler: g}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		<-served
+		// fasthttp's idle-connection cleaners (the load tool's client)
+		// check every 1 to 10 s and return once they find no connection:
+		// advance the bubble's clock past that, which takes no real time,
+		// so that the bubble ends with no goroutine left.
+		time.Sleep(time.Minute)
+	})
+	return bubbleGate{fakeGate: g, dial: func(string) (net.Conn, error) { return ln.Dial() }}
 }
 
 type wireReceipt struct {
@@ -73,6 +102,7 @@ func (g *fakeGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rc.UserID, rc.ChannelID, rc.Kind = parts[0], parts[2], strings.ToUpper(parts[3])
 		req.Receipts, single = []wireReceipt{rc}, true
 	}
+	time.Sleep(g.serviceTime)
 	n := g.requests.Add(1)
 	if g.failEvery > 0 && n%g.failEvery == 0 {
 		w.Header().Set("Content-Type", "application/json")
@@ -147,12 +177,17 @@ func (g *fakeGate) get(_ context.Context, user string, channels []string) ([]rec
 
 func TestRunModelMatchesServer(t *testing.T) {
 	t.Parallel()
-	g, srv := newFakeGate(t)
+	synctest.Test(t, testRunModelMatchesServer)
+}
+
+func testRunModelMatchesServer(t *testing.T) {
+	g := newFakeGate(t)
 	g.failEvery = 7
+	g.serviceTime = time.Millisecond
 	var progress []loadgen.Progress
 	var pmu sync.Mutex
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
-		Target: srv.URL, Events: 20000, Users: 300, Channels: 10, Zipf: 1.1,
+		Target: gateURL, Dial: g.dial, Events: 20000, Users: 300, Channels: 10, Zipf: 1.1,
 		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.2, Batch: 50, Concurrency: 4, Seed: 3, Model: true,
 		ProgressInterval: 10 * time.Millisecond,
 		Progress: func(p loadgen.Progress) {
@@ -172,6 +207,7 @@ func TestRunModelMatchesServer(t *testing.T) {
 	require.Less(t, res.Advanced, res.AckedEvents, "duplicates and reorders do not advance")
 	require.EqualValues(t, 400-400/7, res.Latency.Count)
 	require.Greater(t, res.Latency.Max, time.Duration(0))
+	require.Equal(t, time.Millisecond, res.Latency.Max, "the gate's service time, on the bubble's clock")
 	require.Greater(t, res.EventsPerSec, 0.0)
 
 	// The model holds exactly the greatest acknowledged positions: the
@@ -200,9 +236,13 @@ func TestRunModelMatchesServer(t *testing.T) {
 
 func TestRunSingleMarkRoutes(t *testing.T) {
 	t.Parallel()
-	g, srv := newFakeGate(t)
+	synctest.Test(t, testRunSingleMarkRoutes)
+}
+
+func testRunSingleMarkRoutes(t *testing.T) {
+	g := newFakeGate(t)
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
-		Target: srv.URL, Events: 3000, Users: 100, Channels: 10, Zipf: 1.1,
+		Target: gateURL, Dial: g.dial, Events: 3000, Users: 100, Channels: 10, Zipf: 1.1,
 		Dup: 0.2, Reorder: 0.1, DeliveredShare: 0.3, Batch: 1, Single: true, Concurrency: 8, Seed: 5, Model: true,
 	})
 	require.NoError(t, err)
@@ -218,16 +258,20 @@ func TestRunSingleMarkRoutes(t *testing.T) {
 		require.True(t, g.state[k].SameCursors(want), "%s: server %+v, model %+v", k.KafkaKey(), g.state[k], want)
 	}
 
-	_, err = loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Batch: 2, Single: true})
+	_, err = loadgen.Run(context.Background(), loadgen.Config{Target: gateURL, Dial: g.dial, Batch: 2, Single: true})
 	require.ErrorContains(t, err, "batch must be 1")
 }
 
 func TestRunCountsKeysWithoutAModel(t *testing.T) {
 	t.Parallel()
-	g, srv := newFakeGate(t)
+	synctest.Test(t, testRunCountsKeysWithoutAModel)
+}
+
+func testRunCountsKeysWithoutAModel(t *testing.T) {
+	g := newFakeGate(t)
 	g.failEvery = 5
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
-		Target: srv.URL, Events: 5000, Users: 200, Channels: 10, Zipf: 1.1,
+		Target: gateURL, Dial: g.dial, Events: 5000, Users: 200, Channels: 10, Zipf: 1.1,
 		Dup: 0.2, Reorder: 0.1, Batch: 20, Concurrency: 4, Seed: 9,
 	})
 	require.NoError(t, err)
@@ -238,23 +282,30 @@ func TestRunCountsKeysWithoutAModel(t *testing.T) {
 	require.Len(t, g.state, res.Keys, "keys with an acknowledged event, failed requests' keys not counted")
 }
 
+// The pacing runs on the bubble's clock, where the fake gate answers in
+// no time: the run lasts exactly its duration and offers exactly the
+// events due before its end.
 func TestRunRateAndDuration(t *testing.T) {
 	t.Parallel()
-	_, srv := newFakeGate(t)
-	start := time.Now()
-	res, err := loadgen.Run(context.Background(), loadgen.Config{
-		Target: srv.URL, Rate: 2000, Duration: 500 * time.Millisecond, Batch: 20, Concurrency: 2,
+	synctest.Test(t, func(t *testing.T) {
+		g := newFakeGate(t)
+		start := time.Now()
+		res, err := loadgen.Run(context.Background(), loadgen.Config{
+			Target: gateURL, Dial: g.dial, Rate: 2000, Duration: 500 * time.Millisecond, Batch: 20, Concurrency: 2,
+		})
+		require.NoError(t, err)
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 500*time.Millisecond)
+		require.Less(t, took, 3*time.Second)
+		require.Equal(t, 500*time.Millisecond, took)
+		// 2000 ev/s for 0.5 s: 1000 events (none due at or after the end),
+		// paced in batches of 20.
+		require.LessOrEqual(t, res.Sent, int64(1000))
+		require.Greater(t, res.Sent, int64(400))
+		require.EqualValues(t, 1000, res.Sent)
+		require.Equal(t, res.Sent, res.AckedEvents)
+		require.Empty(t, res.Errors)
 	})
-	require.NoError(t, err)
-	took := time.Since(start)
-	require.GreaterOrEqual(t, took, 500*time.Millisecond)
-	require.Less(t, took, 3*time.Second)
-	// 2000 ev/s for 0.5 s: at most 1000 events (none due at or after the end), paced in batches
-	// of 20; fewer only when the machine is slow (e.g. under -race).
-	require.LessOrEqual(t, res.Sent, int64(1000))
-	require.Greater(t, res.Sent, int64(400))
-	require.Equal(t, res.Sent, res.AckedEvents)
-	require.Empty(t, res.Errors)
 }
 
 func TestRunCountsTransportErrors(t *testing.T) {
@@ -284,10 +335,14 @@ func TestRunBadResponse(t *testing.T) {
 
 func TestRunMeasuresEndToEndLag(t *testing.T) {
 	t.Parallel()
-	g, srv := newFakeGate(t)
+	synctest.Test(t, testRunMeasuresEndToEndLag)
+}
+
+func testRunMeasuresEndToEndLag(t *testing.T) {
+	g := newFakeGate(t)
 	g.durableDelay = 60 * time.Millisecond
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
-		Target: srv.URL, Rate: 5000, Duration: 400 * time.Millisecond, Batch: 10, Concurrency: 2,
+		Target: gateURL, Dial: g.dial, Rate: 5000, Duration: 400 * time.Millisecond, Batch: 10, Concurrency: 2,
 		Lag: &loadgen.LagConfig{Get: g.get, SampleEvery: 10, PollInterval: 5 * time.Millisecond, Timeout: 5 * time.Second},
 	})
 	require.NoError(t, err)
@@ -295,9 +350,12 @@ func TestRunMeasuresEndToEndLag(t *testing.T) {
 	require.Greater(t, res.Lag.Count, int64(10))
 	require.Zero(t, res.Lag.TimedOut)
 	require.Zero(t, res.Lag.Unfinished)
-	// The store trails by 60 ms; polling adds at most a few intervals.
+	// The store trails by 60 ms (on the bubble's clock); polling adds at
+	// most one interval.
 	require.GreaterOrEqual(t, res.Lag.P50, 50*time.Millisecond)
 	require.Less(t, res.Lag.P50, time.Second)
+	require.GreaterOrEqual(t, res.Lag.P50, 60*time.Millisecond)
+	require.LessOrEqual(t, res.Lag.Max, 65*time.Millisecond)
 
 	js, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -311,10 +369,14 @@ func TestRunMeasuresEndToEndLag(t *testing.T) {
 
 func TestRunLagTimesOutWhenNeverDurable(t *testing.T) {
 	t.Parallel()
-	_, srv := newFakeGate(t)
+	synctest.Test(t, testRunLagTimesOutWhenNeverDurable)
+}
+
+func testRunLagTimesOutWhenNeverDurable(t *testing.T) {
+	g := newFakeGate(t)
 	never := func(context.Context, string, []string) ([]receipt.State, error) { return nil, nil }
 	res, err := loadgen.Run(context.Background(), loadgen.Config{
-		Target: srv.URL, Events: 100, Batch: 10,
+		Target: gateURL, Dial: g.dial, Events: 100, Batch: 10,
 		Lag: &loadgen.LagConfig{Get: never, SampleEvery: 10, PollInterval: 5 * time.Millisecond, Timeout: 100 * time.Millisecond},
 	})
 	require.NoError(t, err)
@@ -325,14 +387,17 @@ func TestRunLagTimesOutWhenNeverDurable(t *testing.T) {
 
 func TestRunStopsOnCancel(t *testing.T) {
 	t.Parallel()
-	_, srv := newFakeGate(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	res, err := loadgen.Run(ctx, loadgen.Config{Target: srv.URL, Duration: time.Hour, Rate: 1000})
-	require.NoError(t, err)
-	require.Less(t, time.Since(start), 5*time.Second)
-	require.Positive(t, res.AckedEvents)
+	synctest.Test(t, func(t *testing.T) {
+		g := newFakeGate(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		res, err := loadgen.Run(ctx, loadgen.Config{Target: gateURL, Dial: g.dial, Duration: time.Hour, Rate: 1000})
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 5*time.Second)
+		require.Equal(t, 200*time.Millisecond, time.Since(start), "the run ends when its context does")
+		require.Positive(t, res.AckedEvents)
+	})
 }
 
 func TestRunNamesRESTErrorCodes(t *testing.T) {

@@ -160,7 +160,7 @@ func Summarize(res *Result) Summary {
 			ref[d.Round] = d
 		}
 	}
-	naiveCmd := "naive: one INSERT … ON CONFLICT max-merge per event, autocommit"
+	naiveCmd := "naive: pgstore Upsert of one event per statement, autocommit"
 	for _, f := range drainFigures(naiveCmd) {
 		row := SummaryRow{Figure: f.name, Command: f.command, format: f.format}
 		any := false

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -80,13 +81,17 @@ type Config struct {
 	RequestTimeout time.Duration
 	// Model keeps Result.Acked, the per-key model of what was
 	// acknowledged (the tests check a server against it). Off by default:
-	// a map update per acknowledged event was a quarter of the tool's CPU,
-	// which a co-located run takes from the system it measures.
+	// it costs a map update per acknowledged event, CPU that a co-located
+	// run takes from the system it measures.
 	Model bool
 	// Gzip asks for compressed responses (Go's client does by default). Off
 	// by default: on loopback, compressing a batch's answer only moves
 	// gateway CPU into flate and distorts the measurement.
 	Gzip bool
+	// Dial, when set, opens the connections to Target in place of a TCP
+	// dial (tests serve the gateway on an in-memory listener, so that a run
+	// lives in a testing/synctest bubble).
+	Dial func(addr string) (net.Conn, error)
 	// Progress, when set, is called every ProgressInterval while the run
 	// lasts, and once more at the end (unless nothing changed since the last call).
 	Progress func(Progress)

@@ -24,7 +24,7 @@ const (
 
 // PrefillConfig describes the state written before a run, so the gateway
 // can be measured against a Redis that already holds many users' state
-// (issue 7, target 7: 10M users' state against 10k).
+// (the cost-growth pair of scripts/bench.sh).
 type PrefillConfig struct {
 	// Users is how many users get state; each has Channels channels, so
 	// Users*Channels states are written.

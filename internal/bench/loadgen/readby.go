@@ -16,7 +16,7 @@ import (
 	"time"
 )
 
-// Read-by and ticks (issue 9): the latency of who-has-seen answers for one
+// Read-by and ticks: the latency of who-has-seen answers for one
 // small channel, beside a plain unread answer and a Redis PING in the same
 // run, and the cursor-move log rows the persister writes per mark for
 // channels of several sizes. Figures in BENCHMARKS.md.

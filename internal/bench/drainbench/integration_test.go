@@ -24,7 +24,7 @@ func TestRunSmoke(t *testing.T) {
 	}
 	bin := t.TempDir()
 	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/devbroker", "./cmd/persister")
-	build.Dir = filepath.Join("..", "..")
+	build.Dir = filepath.Join("..", "..", "..")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 

@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The channel load (issue 8): message notices through the stack, and the
+// The channel load: message notices through the stack, and the
 // latency of a user's unread answer. Both drive the gateway's REST routes
 // with a closed loop of Concurrency callers; figures in BENCHMARKS.md.
 
@@ -101,7 +101,7 @@ func (l *closedLoop) run(ctx context.Context, n int, d time.Duration, call func(
 	}
 	wg.Wait()
 	return ChannelLoadResult{Items: l.items.Load(), Calls: l.calls.Load(), Errors: l.errs.Load(),
-		Elapsed: time.Since(start), Latency: l.hist.Snapshot().Percentiles(), FirstError: l.first}
+		Elapsed: time.Since(start), Latency: l.hist.Percentiles(), FirstError: l.first}
 }
 
 // RunNotices posts message notices (NotifyMessages, Batch per call) on

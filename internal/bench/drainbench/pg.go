@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -52,6 +54,38 @@ func (s *pgServer) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connecting to %s: %w", s.db, err)
 	}
 	return c, nil
+}
+
+// openStore opens a pgstore.Store on the bench database, named AppName,
+// with a pool of conns connections, all connected before it returns (so
+// that a timed write does not pay for the connections).
+func (s *pgServer) openStore(ctx context.Context, conns int) (*pgstore.Store, error) {
+	u, err := url.Parse(s.benchURL)
+	if err != nil {
+		return nil, err
+	}
+	q := u.Query()
+	q.Set("application_name", AppName)
+	u.RawQuery = q.Encode()
+	store, err := pgstore.Open(ctx, pgstore.Config{URL: u.String(), MaxConns: int32(conns)})
+	if err != nil {
+		return nil, err
+	}
+	held := make([]*pgxpool.Conn, 0, conns)
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range conns {
+		c, err := store.Pool().Acquire(ctx)
+		if err != nil {
+			store.Close()
+			return nil, fmt.Errorf("connecting to %s: %w", s.db, err)
+		}
+		held = append(held, c)
+	}
+	return store, nil
 }
 
 // adminConnect opens a connection to the server URL's own database.
@@ -237,15 +271,4 @@ func readAll(ctx context.Context, c *pgx.Conn, table string) ([]receipt.State, e
 			&s.DeviceID, &s.UpdatedAtUnixMs)
 		return s, err
 	})
-}
-
-// receiptColumns are read_receipts' columns, in COPY order.
-var receiptColumns = []string{"user_id", "channel_id", "read_epoch", "read_seq", "read_message_id",
-	"delivered_epoch", "delivered_seq", "delivered_message_id", "device_id", "updated_at"}
-
-func copyRow(st receipt.State) []any {
-	return []any{st.Key.User, st.Key.Channel,
-		st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
-		st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
-		st.DeviceID, time.UnixMilli(st.UpdatedAtUnixMs)}
 }

@@ -15,10 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
-	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -30,7 +31,7 @@ const loggedTotalMetric = "receipts_persister_cursor_moves_logged_total"
 // beside GET …/unread and a Redis PING, interleaved (BENCHMARKS.md,
 // read-by and ticks).
 func runReadByBench(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlagSet("readby-bench", "readby-bench [flags]")
+	fs := commandFlags("readby-bench", "readby-bench [flags]")
 	var c loadgen.ReadByConfig
 	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
 	fs.StringVar(&c.Channel, "channel", fmt.Sprintf("rb%d", time.Now().Unix()), "the channel (fresh by default; members <channel>-m<i>)")
@@ -82,7 +83,7 @@ func runReadByBench(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 	if failed > 0 {
-		return &exitError{code: 1, msg: fmt.Sprintf("readby-bench: %d calls failed", failed)}
+		return fmt.Errorf("readby-bench: %d calls failed", failed)
 	}
 	return nil
 }
@@ -90,7 +91,7 @@ func runReadByBench(ctx context.Context, args []string, out io.Writer) error {
 // runMoveLogBench counts the cursor-move log rows the persister writes per
 // mark in channels of several sizes.
 func runMoveLogBench(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlagSet("movelog-bench", "movelog-bench [flags]")
+	fs := commandFlags("movelog-bench", "movelog-bench [flags]")
 	var c loadgen.MoveLogConfig
 	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
 	fs.StringVar(&c.Prefix, "prefix", fmt.Sprintf("ml%d-", time.Now().Unix()), "channel id prefix (channels <prefix>s<size>)")
@@ -101,9 +102,9 @@ func runMoveLogBench(ctx context.Context, args []string, out io.Writer) error {
 	metricsURL := fs.String("metrics-url", "http://127.0.0.1:9101/metrics", "the persister's /metrics, to cross-check "+loggedTotalMetric+" (empty: skip; must see no other marks meanwhile)")
 	pgConf := pgstore.Config{MaxConns: 2}
 	pgConf.RegisterFlags(fs)
-	kafka := kafkaconf.Config{ClientID: "receiptsctl"}
+	kafka := kafkaconf.Config{ClientID: "receiptsbench"}
 	kafka.RegisterFlags(fs)
-	group := fs.String("group", PersisterGroupDefault, "persister consumer group")
+	group := fs.String("group", persister.GroupDefault, "persister consumer group")
 	topic := fs.String("topic", event.TopicDefault, "receipts topic")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -182,4 +183,15 @@ func scrapeCounter(ctx context.Context, cl *http.Client, url, name string) (floa
 		return 0, fmt.Errorf("scraping %s: %w", url, err)
 	}
 	return 0, fmt.Errorf("scraping %s: no sample %s", url, name)
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

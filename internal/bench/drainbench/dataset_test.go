@@ -33,8 +33,8 @@ func TestGenerateIsDeterministic(t *testing.T) {
 	require.Equal(t, 4_530, len(a.Finals(len(a.Events))))
 }
 
-// TestDefaultSetKeyCount pins issue 7's data set: 1M events over 100k users
-// × 20 channels at s = 1.1 (the issue's own generator gave 179,668 keys).
+// TestDefaultSetKeyCount pins the default data set: 1M events over 100k
+// users × 20 channels at s = 1.1 (the reference generator gave 179,668 keys).
 func TestDefaultSetKeyCount(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates 1M events")

@@ -82,8 +82,8 @@ type Config struct {
 	NaiveConns  int
 	// PrefillRows > 0 fills read_receipts with that many rows of other
 	// keys (prefillUser%d) before each drain: the cost of a large table
-	// (issue 7's "cost growth": a drain into a 10M-row table against one
-	// into a 100k-row table).
+	// (compare a drain into a 10M-row table with one into a 100k-row
+	// table).
 	PrefillRows int
 	// PprofSeconds > 0 adds one unmeasured drain by variant A during which
 	// a CPU profile of that many seconds is taken from the persister.

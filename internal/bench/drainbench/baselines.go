@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -25,8 +26,8 @@ type Baselines struct {
 	Naive *NaiveResult `json:"naive,omitempty"`
 }
 
-// CopyResult is a raw COPY of the final rows, in random order, into a
-// freshly truncated table, right after a checkpoint; with Conns > 1 the
+// CopyResult is a raw COPY of the final rows (pgstore's COPY columns and
+// rows), in random order, into a freshly truncated table, right after a checkpoint; with Conns > 1 the
 // rows are split evenly and copied concurrently, one COPY (one
 // transaction) per connection.
 type CopyResult struct {
@@ -38,10 +39,11 @@ type CopyResult struct {
 	WALBytes   int64   `json:"wal_bytes"`
 }
 
-// NaiveResult is the naive writer: one INSERT … ON CONFLICT max-merge per
-// event, each its own transaction (autocommit), over a prefix of the
-// events, on Conns connections (events routed by key, so each key's
-// events stay in order on one connection).
+// NaiveResult is the naive writer: pgstore's Upsert (its one-statement
+// max-merge) of one event at a time, each its own transaction
+// (autocommit), over a prefix of the events, from Conns writers on a pool
+// of Conns connections (events routed by key, so each key's events stay
+// in order on one writer).
 type NaiveResult struct {
 	Events       int          `json:"events"`
 	Conns        int          `json:"conns"`
@@ -49,23 +51,6 @@ type NaiveResult struct {
 	EventsPerSec float64      `json:"events_per_sec"`
 	Verify       VerifyResult `json:"verify"`
 }
-
-// naiveSQL is the persister's max-merge for one row.
-const naiveSQL = `
-INSERT INTO read_receipts AS t (user_id, channel_id, read_epoch, read_seq, read_message_id,
-    delivered_epoch, delivered_seq, delivered_message_id, device_id, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, to_timestamp($10::bigint / 1000.0))
-ON CONFLICT (user_id, channel_id) DO UPDATE SET
-    read_epoch      = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_epoch ELSE t.read_epoch END,
-    read_seq        = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_seq ELSE t.read_seq END,
-    read_message_id = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_message_id ELSE t.read_message_id END,
-    delivered_epoch      = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_epoch ELSE t.delivered_epoch END,
-    delivered_seq        = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_seq ELSE t.delivered_seq END,
-    delivered_message_id = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_message_id ELSE t.delivered_message_id END,
-    device_id  = excluded.device_id,
-    updated_at = GREATEST(t.updated_at, excluded.updated_at)
-WHERE (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
-   OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq)`
 
 // baselines measures one round's bounds in a database migrated by bin.
 func (h *harness) baselines(ctx context.Context, round int, bin, dir string) (*Baselines, error) {
@@ -158,10 +143,11 @@ func (h *harness) copyBaseline(ctx context.Context, conn *pgx.Conn, table string
 		return res, err
 	}
 	start := time.Now()
+	now := start
 	err = concurrently(ctx, len(cs), func(ctx context.Context, i int) error {
 		c, part := cs[i], rows[i*len(rows)/conns:(i+1)*len(rows)/conns]
-		n, err := c.CopyFrom(ctx, pgx.Identifier{table}, receiptColumns,
-			pgx.CopyFromSlice(len(part), func(j int) ([]any, error) { return copyRow(part[j]), nil }))
+		n, err := c.CopyFrom(ctx, pgx.Identifier{table}, pgstore.CopyColumns,
+			pgx.CopyFromSlice(len(part), func(j int) ([]any, error) { return pgstore.CopyRow(part[j], now), nil }))
 		if err != nil {
 			return fmt.Errorf("COPY into %s: %w", table, err)
 		}
@@ -187,32 +173,21 @@ func (h *harness) naiveBaseline(ctx context.Context, conn *pgx.Conn) (*NaiveResu
 	if err := prepare(ctx, conn, "read_receipts"); err != nil {
 		return nil, err
 	}
-	// Each key's events go to one connection, in stream order.
+	// Each key's events go to one writer, in stream order.
 	work := make([][]int, h.cfg.NaiveConns)
 	for i := range n {
 		w := shardOf(h.ds.KeyID(h.ds.Events[i]), h.cfg.NaiveConns)
 		work[w] = append(work[w], i)
 	}
-	cs := make([]*pgx.Conn, h.cfg.NaiveConns)
-	for i := range cs {
-		c, err := h.pg.connect(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close(context.WithoutCancel(ctx))
-		if _, err := c.Prepare(ctx, "naive", naiveSQL); err != nil {
-			return nil, fmt.Errorf("preparing the naive upsert: %w", err)
-		}
-		cs[i] = c
+	store, err := h.pg.openStore(ctx, h.cfg.NaiveConns)
+	if err != nil {
+		return nil, err
 	}
+	defer store.Close()
 	start := time.Now()
-	err := concurrently(ctx, len(cs), func(ctx context.Context, w int) error {
+	err = concurrently(ctx, len(work), func(ctx context.Context, w int) error {
 		for _, i := range work[w] {
-			st := h.ds.State(i)
-			if _, err := cs[w].Exec(ctx, "naive", st.Key.User, st.Key.Channel,
-				st.Read.Position.Epoch, st.Read.Position.Seq, st.Read.MessageID,
-				st.Delivered.Position.Epoch, st.Delivered.Position.Seq, st.Delivered.MessageID,
-				st.DeviceID, st.UpdatedAtUnixMs); err != nil {
+			if _, err := store.Upsert(ctx, []receipt.State{h.ds.State(i)}); err != nil {
 				return fmt.Errorf("naive upsert: %w", err)
 			}
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// Data set defaults: issue 7's set.
+// Data set defaults: the persister benchmark's set (BENCHMARKS.md).
 const (
 	SeedDefault     = 1
 	EventsDefault   = 1_000_000
@@ -64,7 +64,7 @@ type DataConfig struct {
 	Devices int
 }
 
-// DefaultDataConfig is issue 7's data set: 1M events, 100k users × 20
+// DefaultDataConfig is the default data set: 1M events, 100k users × 20
 // channels, s = 1.1, 20 % resends and 10 % late arrivals, seed 1.
 func DefaultDataConfig() DataConfig {
 	return DataConfig{

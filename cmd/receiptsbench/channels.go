@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
-	"github.com/readstate/receipts/pkg/loadgen"
+	"github.com/readstate/receipts/internal/bench/loadgen"
 )
 
 // runNotices posts message notices through the gateway in a closed loop
 // and prints notices/s and the call latency (BENCHMARKS.md, channels and
 // counts).
 func runNotices(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlagSet("notices", "notices [flags]")
+	fs := commandFlags("notices", "notices [flags]")
 	var c loadgen.NoticeConfig
 	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long to run")
@@ -35,7 +35,7 @@ func runNotices(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "notices:", res)
 	if res.Errors > 0 {
-		return &exitError{code: 1, msg: fmt.Sprintf("notices: %d calls failed", res.Errors)}
+		return fmt.Errorf("notices: %d calls failed", res.Errors)
 	}
 	return nil
 }
@@ -43,7 +43,7 @@ func runNotices(ctx context.Context, args []string, out io.Writer) error {
 // runUnreadBench measures a user's GET …/unread latency with the user in
 // --channels channels (set up first unless --no-setup).
 func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
-	fs := newFlagSet("unread-bench", "unread-bench [flags]")
+	fs := commandFlags("unread-bench", "unread-bench [flags]")
 	var c loadgen.UnreadConfig
 	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
 	fs.StringVar(&c.User, "user", fmt.Sprintf("ub%d", time.Now().Unix()), "the user to read (fresh by default)")
@@ -68,7 +68,7 @@ func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "unread (%d channels): %s\n", c.Channels, res)
 	if res.Errors > 0 {
-		return &exitError{code: 1, msg: fmt.Sprintf("unread-bench: %d calls failed", res.Errors)}
+		return fmt.Errorf("unread-bench: %d calls failed", res.Errors)
 	}
 	return nil
 }

@@ -181,7 +181,7 @@ func (s *lagSampler) result() LagResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return LagResult{
-		Percentiles: s.hist.Snapshot().Percentiles(),
+		Percentiles: s.hist.Percentiles(),
 		TimedOut:    s.timedOut,
 		Skipped:     s.skipped,
 		Unfinished:  len(s.pending),

@@ -104,7 +104,7 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
-		WHERE table_schema = $1 AND table_name IN ('read_receipts', 'parked_dead_letters', 'schema_migrations')`, schema).Scan(&n))
+		WHERE table_schema = $1 AND table_name IN ('read_receipts', 'parked_dead_letters', 'schema_version')`, schema).Scan(&n))
 	require.Equal(t, 3, n)
 	// Twice is fine.
 	require.NoError(t, run(ctx, args, io.Discard))

@@ -6,14 +6,19 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgtest"
 )
@@ -68,7 +73,7 @@ func TestMigrateSubcommandCreatesTheTables(t *testing.T) {
 
 	var n int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM information_schema.tables
-		WHERE table_schema = $1 AND table_name IN ('read_receipts', 'parked_dead_letters', 'schema_migrations')`, schema).Scan(&n))
+		WHERE table_schema = $1 AND table_name IN ('read_receipts', 'parked_dead_letters', 'schema_version')`, schema).Scan(&n))
 	require.Equal(t, 3, n)
 	// Twice is fine.
 	require.NoError(t, run(context.Background(), []string{"migrate", "--log-level", "warn"}, &bytes.Buffer{}))
@@ -106,4 +111,44 @@ func TestFetchMinBeyondFetchMaxFails(t *testing.T) {
 	err := run(context.Background(), []string{"--admin-addr", "127.0.0.1:0", "--migrate=false", "--log-level", "warn",
 		"--fetch-min-bytes", "8388608", "--fetch-max-bytes", "4194304"}, &bytes.Buffer{})
 	require.ErrorContains(t, err, "FetchMinBytes (8388608) must be within [1, FetchMaxBytes]")
+}
+
+// The persister runs with the move-log upkeep beside it: once ready, the
+// upkeep leads (a lone replica) and the log's partitions exist.
+func TestServiceRunsTheMoveLogUpkeep(t *testing.T) {
+	t.Parallel()
+	broker := kafkatest.New(t)
+	schema := pgtest.NewSchema(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	admin := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--admin-addr", admin, "--log-level", "warn", "--migrate=false", "--pg-url", schema.URL,
+			"--brokers", strings.Join(broker.Seeds, ","), "--topic", broker.Topic, "--dlt-topic", broker.DLTTopic,
+			"--group", "persister-" + kafkatest.Suffix()}, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+
+	var body string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		return resp.StatusCode == http.StatusOK && strings.Contains(body, "move-log upkeep: leader (holds the Postgres advisory lock)")
+	}, 30*time.Second, 20*time.Millisecond, "readiness never named the upkeep's leader: %q", &body)
+	var n int
+	require.NoError(t, schema.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_inherits i
+		JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace ns ON ns.oid = p.relnamespace
+		WHERE p.relname = 'cursor_moves' AND ns.nspname = $1`, schema.Name).Scan(&n))
+	require.Positive(t, n, "the upkeep's first pass created the log's partitions")
 }

@@ -147,7 +147,7 @@ func (l *Loop) Run(ctx context.Context, job func(ctx context.Context)) {
 		switch {
 		case ctx.Err() != nil:
 			if lock != nil {
-				lock.Release(context.WithoutCancel(ctx))
+				l.release(ctx, lock)
 			}
 		case err != nil:
 			if l.setRole(Standby) {
@@ -213,7 +213,12 @@ func (l *Loop) lead(ctx context.Context, lock *pgstore.AdvisoryLock, job func(co
 	}
 	cancel()
 	watch.Wait()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CheckInterval)
+	l.release(ctx, lock)
+}
+
+// release unlocks within a check interval, even after ctx ended.
+func (l *Loop) release(ctx context.Context, lock *pgstore.AdvisoryLock) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.CheckInterval)
+	defer cancel()
 	lock.Release(rctx)
-	rcancel()
 }

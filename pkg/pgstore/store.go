@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/readstate/receipts/pkg/receipt"
-	sqlfiles "github.com/readstate/receipts/sql"
 )
 
 // Defaults.
@@ -107,51 +105,6 @@ func (s *Store) Close() { s.pool.Close() }
 
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error { return classify(s.pool.Ping(ctx)) }
-
-// Migrate applies the embedded migrations not yet applied, in order, in one
-// transaction under an advisory lock, so concurrent starts are safe.
-func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
-	names, err := fs.Glob(sqlfiles.Migrations, "migrations/*.up.sql")
-	if err != nil {
-		return nil, fmt.Errorf("listing migrations: %w", err)
-	}
-	slices.Sort(names)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7461636)`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-			version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
-		}
-		for _, name := range names {
-			version := strings.TrimSuffix(strings.TrimPrefix(name, "migrations/"), ".up.sql")
-			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, version).Scan(&done); err != nil {
-				return err
-			}
-			if done {
-				continue
-			}
-			body, err := fs.ReadFile(sqlfiles.Migrations, name)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(body)); err != nil {
-				return fmt.Errorf("applying %s: %w", version, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version) VALUES ($1)`, version); err != nil {
-				return err
-			}
-			applied = append(applied, version)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("migrating: %w", classify(err))
-	}
-	return applied, nil
-}
 
 // mergeSetSQL is the conflict clause of every upsert. Each cursor is a
 // max-register: it takes the incoming (epoch, seq, message id) only when

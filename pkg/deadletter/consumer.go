@@ -419,15 +419,8 @@ func (c *Consumer) Ready(ctx context.Context) error {
 	if p := c.stall.Load(); p != nil {
 		errs = append(errs, fmt.Errorf("parking stalled: %w", *p))
 	}
-	if err := c.cfg.Postgres.Ping(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("pinging postgres: %w", err))
-	}
-	if err := c.cfg.Redis.Ping(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("pinging redis: %w", err))
-	}
-	if err := c.cl.Ping(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("pinging kafka: %w", err))
-	}
+	errs = append(errs, lifecycle.Ping(ctx, lifecycle.Dependency{Name: "postgres", Ping: c.cfg.Postgres.Ping},
+		lifecycle.Dependency{Name: "redis", Ping: c.cfg.Redis.Ping}, lifecycle.Dependency{Name: "kafka", Ping: c.cl.Ping})...)
 	return errors.Join(errs...)
 }
 

@@ -428,11 +428,7 @@ func (s *Sweeper) Ready(ctx context.Context) error {
 	if last := s.lastErr.Load(); last != nil {
 		errs = append(errs, fmt.Errorf("last drift sweep failed: %w", *last))
 	}
-	if err := s.cfg.Postgres.Ping(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("pinging postgres: %w", err))
-	}
-	if err := s.cfg.Redis.Ping(ctx); err != nil {
-		errs = append(errs, fmt.Errorf("pinging redis: %w", err))
-	}
+	errs = append(errs, lifecycle.Ping(ctx, lifecycle.Dependency{Name: "postgres", Ping: s.cfg.Postgres.Ping},
+		lifecycle.Dependency{Name: "redis", Ping: s.cfg.Redis.Ping})...)
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -89,4 +90,21 @@ func DefaultTelemetry(log **zap.Logger, reg *prometheus.Registerer) {
 	if *reg == nil {
 		*reg = prometheus.NewRegistry()
 	}
+}
+
+// Dependency is something a component's readiness depends on.
+type Dependency struct {
+	Name string
+	Ping func(context.Context) error
+}
+
+// Ping pings each dependency and returns one error per failure, naming it.
+func Ping(ctx context.Context, deps ...Dependency) []error {
+	var errs []error
+	for _, d := range deps {
+		if err := d.Ping(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("pinging %s: %w", d.Name, err))
+		}
+	}
+	return errs
 }

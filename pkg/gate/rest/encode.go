@@ -124,20 +124,29 @@ func WriteError(w http.ResponseWriter, err error) {
 	bufPool.Put(b)
 }
 
+// object writes an object's field names, a comma before each but the
+// first (a value on the stack: nothing escapes on the hot path).
+type object struct {
+	b   *bytes.Buffer
+	sep bool
+}
+
+func (o *object) field(name string) {
+	if o.sep {
+		o.b.WriteByte(',')
+	}
+	o.sep = true
+	o.b.WriteByte('"')
+	o.b.WriteString(name)
+	o.b.WriteString(`":`)
+}
+
 // appendResult writes a ReceiptResult as protojson does (zero values left
 // out).
 func appendResult(b *bytes.Buffer, res *receiptsv1.ReceiptResult) {
 	b.WriteByte('{')
-	sep := false
-	field := func(name string) {
-		if sep {
-			b.WriteByte(',')
-		}
-		sep = true
-		b.WriteByte('"')
-		b.WriteString(name)
-		b.WriteString(`":`)
-	}
+	obj := object{b: b}
+	field := obj.field
 	if st := res.GetState(); st != nil {
 		field("state")
 		appendChannelState(b, st)
@@ -161,16 +170,8 @@ func appendResult(b *bytes.Buffer, res *receiptsv1.ReceiptResult) {
 
 func appendChannelState(b *bytes.Buffer, st *receiptsv1.ChannelState) {
 	b.WriteByte('{')
-	sep := false
-	field := func(name string) {
-		if sep {
-			b.WriteByte(',')
-		}
-		sep = true
-		b.WriteByte('"')
-		b.WriteString(name)
-		b.WriteString(`":`)
-	}
+	obj := object{b: b}
+	field := obj.field
 	if v := st.GetChannelId(); v != "" {
 		field("channelId")
 		appendJSONString(b, v)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -51,9 +52,14 @@ func TestPipelineConverges(t *testing.T) {
 	_, err := s.store.Pool().Exec(ctx, `UPDATE read_receipts SET read_seq = 1 WHERE user_id = $1 AND channel_id = $2`, victim.User, victim.Channel)
 	require.NoError(t, err)
 	require.NoError(t, s.rdb.HDel(ctx, s.rstore.UserKey(gone.User), gone.Channel).Err())
+	// And a kind the model does not track: a settings row only Postgres
+	// holds.
+	_, err = s.store.UpsertSettings(ctx, []privacy.Settings{{User: gone.User, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
+	require.NoError(t, err)
 	v, err = s.check(ctx, acked)
 	require.NoError(t, err)
 	require.Equal(t, 2, v.lost, "the checker must see a regressed Postgres row and a missing Redis field: %s", v.firstProblem)
+	require.Positive(t, v.diverged, "the checker must see the settings only Postgres holds")
 }
 
 // TestSamplerCountsRegressions proves the fault suite's regression counter

@@ -224,7 +224,7 @@ func (s *Sweeper) apply(ctx context.Context, w *work, rep *Report) error {
 			s.m.found.WithLabelValues(d).Add(float64(n))
 		}
 	}
-	if len(w.toPG) == 0 && len(w.toRedis) == 0 {
+	if len(w.toPG) == 0 && len(w.toRedis) == 0 || s.cfg.DryRun {
 		return nil
 	}
 	erased, err := s.dropErased(ctx, w)

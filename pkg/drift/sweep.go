@@ -187,6 +187,9 @@ type Config struct {
 	// Kinds are the kinds of state swept, in order. Defaults to
 	// kinds.All().
 	Kinds []kinds.Kind
+	// DryRun finds and counts drift but repairs nothing: a check that
+	// both stores agree on every kind (the fault suite's).
+	DryRun bool
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// Registerer receives the metrics. Defaults to a private registry.

@@ -231,9 +231,17 @@ PRIMARY KEY (user_id, channel_id))`)
 	// The sweep copies Postgres' rows into Redis and Redis' own into
 	// Postgres, counting them under the kind's name.
 	require.NoError(t, rdb.HSet(ctx, rs.Prefix()+"tc:{u3}", "d", 9).Err())
+	// A dry run finds the same and repairs nothing.
+	check, err := drift.New(drift.Config{Postgres: pg, Redis: rs, Grace: -1, Kinds: all, DryRun: true})
+	require.NoError(t, err)
+	rep, err := check.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, drift.Counts{RedisMissing: 2, PostgresMissing: 1}, *rep.ByKind["test_counters"])
+	require.Zero(t, rep.Repaired.Total())
+	require.Len(t, stored("postgres"), 2)
 	sw, err := drift.New(drift.Config{Postgres: pg, Redis: rs, Grace: -1, Kinds: all})
 	require.NoError(t, err)
-	rep, err := sw.SweepOnce(ctx)
+	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, drift.Counts{RedisMissing: 2, PostgresMissing: 1}, *rep.ByKind["test_counters"])
 	want[k("u3", "d")] = 9
@@ -250,4 +258,9 @@ PRIMARY KEY (user_id, channel_id))`)
 	want[k("u1", "c")] = 11
 	require.Equal(t, want, stored("postgres"))
 	require.Equal(t, want, stored("redis"))
+
+	// Both stores agree: a dry run finds nothing in any kind.
+	rep, err = check.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rep.Found.Total(), "%+v", rep.ByKind)
 }

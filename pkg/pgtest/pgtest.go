@@ -71,13 +71,21 @@ type Schema struct {
 	Store *pgstore.Store
 }
 
-// NewSchema creates and migrates a fresh schema, and drops it at cleanup.
+// NewSchema creates and migrates a fresh schema in the test database, and
+// drops it at cleanup.
 func NewSchema(t testing.TB) *Schema {
 	t.Helper()
-	ctx := context.Background()
-	base := URL()
-	ensureOnce.Do(func() { ensureErr = EnsureDatabase(ctx, base) })
+	ensureOnce.Do(func() { ensureErr = EnsureDatabase(context.Background(), URL()) })
 	require.NoError(t, ensureErr, "creating the test database (is Postgres running? see scripts/services.sh)")
+	return NewSchemaAt(t, URL())
+}
+
+// NewSchemaAt creates and migrates a fresh schema in the existing database
+// of base (a server of the test's own: StartServer), and drops it at
+// cleanup.
+func NewSchemaAt(t testing.TB, base string) *Schema {
+	t.Helper()
+	ctx := context.Background()
 
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)

@@ -27,6 +27,9 @@ type Server struct {
 	Port int
 	Dir  string
 	cmd  *exec.Cmd
+	// bin, data and cred start the server again after Stop (Start).
+	bin, data string
+	cred      *syscall.Credential
 }
 
 // ServerOptions shape a test server.
@@ -117,35 +120,55 @@ func StartServer(t testing.TB, opts ServerOptions) *Server {
 		chown(filepath.Join(data, "pg_hba.conf"))
 	}
 
-	s := &Server{Host: "127.0.0.1", Port: freePort(t), Dir: dir}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.Port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	logf, err := os.Create(filepath.Join(dir, "postgres.log"))
+	s := &Server{Host: "127.0.0.1", Port: freePort(t), Dir: dir, bin: bin, data: data, cred: cred}
+	t.Cleanup(s.Stop)
+	s.Start(t)
+	return s
+}
+
+// Start starts the server again on its port and data directory after
+// Stop (a no-op while it runs), and waits until it answers a query.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if s.cmd != nil {
+		return
+	}
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", s.data, "-p", strconv.Itoa(s.Port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	logf, err := os.OpenFile(filepath.Join(s.Dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	require.NoError(t, cmd.Start())
+	_ = logf.Close() // the child holds its own descriptor
 	s.cmd = cmd
-	t.Cleanup(func() { s.Stop(); _ = logf.Close() })
 
 	// Ready when the socket answers a query (over the Unix socket: pg_hba
 	// may refuse whatever TCP connection the test is about).
 	deadline := time.Now().Add(30 * time.Second)
-	socketURL := fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", dir, s.Port)
+	socketURL := fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d&sslmode=disable", s.Dir, s.Port)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		conn, err := pgx.Connect(ctx, socketURL)
 		if err == nil {
 			_ = conn.Close(ctx)
 			cancel()
-			return s
+			return
 		}
 		cancel()
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "postgres.log"))
 			t.Fatalf("postgres on port %d not ready: %v\n%s", s.Port, err, log)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Restart stops the server (fast shutdown) and starts it again on the
+// same port and data directory.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	s.Start(t)
 }
 
 // URL is a connection URL to database db with extra query parameters

@@ -27,6 +27,10 @@ type Server struct {
 	Addr string
 	Dir  string
 	cmd  *exec.Cmd
+	// args start the server again after Stop (Start); ping is its
+	// readiness client's options.
+	args []string
+	ping *redis.Options
 }
 
 // Stop kills the server and waits for it; safe to call twice.
@@ -104,14 +108,27 @@ func startServer(t testing.TB, port int, conf string, pingOpt *redis.Options, ar
 	if !strings.Contains(strings.Join(args, " "), "--port ") {
 		full = append(full, "--port", strconv.Itoa(port))
 	}
-	cmd := exec.Command("redis-server", full...)
-	require.NoError(t, cmd.Start(), "starting redis-server")
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir, cmd: cmd}
+	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir, args: full, ping: pingOpt}
 	t.Cleanup(s.Stop)
+	s.Start(t)
+	return s
+}
+
+// Start starts the server again after Stop (a no-op while it runs), on the
+// same port and directory, empty (there is no persistence), and waits
+// until ping answers.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if s.cmd != nil {
+		return
+	}
+	cmd := exec.Command("redis-server", s.args...)
+	require.NoError(t, cmd.Start(), "starting redis-server")
+	s.cmd = cmd
 
 	opt := &redis.Options{}
-	if pingOpt != nil {
-		*opt = *pingOpt
+	if s.ping != nil {
+		*opt = *s.ping
 	}
 	opt.Addr, opt.DialerRetries, opt.MaxRetries = s.Addr, 1, -1
 	rdb := redis.NewClient(opt)
@@ -125,7 +142,7 @@ func startServer(t testing.TB, port int, conf string, pingOpt *redis.Options, ar
 			break
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
 			t.Fatalf("redis-server on %s did not listen within %s: %v\n%s", s.Addr, startTimeout, err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -135,10 +152,10 @@ func startServer(t testing.TB, port int, conf string, pingOpt *redis.Options, ar
 		err := rdb.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return s
+			return
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
 			t.Fatalf("redis-server on %s did not answer within %s: %v\n%s", s.Addr, startTimeout, err, log)
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -235,6 +235,11 @@ type stack struct {
 
 	broker, gate, persister, reconciler *proc
 	kcl                                 *kgo.Client
+
+	// pgServer and redisServer are the stack's own servers (stackOptions
+	// ownServers), nil on the machine's shared ones.
+	pgServer    *pgtest.Server
+	redisServer *redistest.Server
 }
 
 // stackOptions tune a stack.
@@ -245,14 +250,35 @@ type stackOptions struct {
 	extraGateArgs []string
 	// extraPersisterArgs are appended to the persister's arguments.
 	extraPersisterArgs []string
+	// ownServers runs the stack against a Postgres and a Redis server it
+	// starts for itself (own ports and data directories), which a test may
+	// stop and restart without touching the machine's shared services.
+	ownServers bool
+	// noSweep turns the reconciler's drift sweep off: what reaches
+	// Postgres then came down the durable path alone.
+	noSweep bool
 }
 
 func newStack(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	s := &stack{t: t, dir: t.TempDir(), admin: map[string]string{}}
-	s.schema = pgtest.NewSchema(t)
+	redisURL := redistest.URL()
+	if opts.ownServers {
+		// A check that cannot run fails: it never skips itself.
+		require.NotEmpty(t, pgtest.BinDir(), "initdb is not installed: the stack needs a Postgres server of its own (scripts/services.sh)")
+		s.pgServer = pgtest.StartServer(t, pgtest.ServerOptions{})
+		s.schema = pgtest.NewSchemaAt(t, s.pgServer.URL("postgres", "sslmode=disable"))
+		s.redisServer = redistest.StartServer(t, redistest.FreePort(t), nil)
+		redisURL = "redis://" + s.redisServer.Addr + "/0"
+		opt, err := redis.ParseURL(redisURL)
+		require.NoError(t, err)
+		s.rdb = redis.NewClient(opt)
+		t.Cleanup(func() { _ = s.rdb.Close() })
+	} else {
+		s.schema = pgtest.NewSchema(t)
+		s.rdb = redistest.Client(t)
+	}
 	s.store = s.schema.Store
-	s.rdb = redistest.Client(t)
 	s.prefix = redistest.Prefix(t, s.rdb)
 	s.rstore = redisstore.New(s.rdb, redisstore.Config{Prefix: s.prefix})
 	sfx := kafkatest.Suffix()
@@ -269,7 +295,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"--listen-port", strconv.Itoa(brokerPort), "--data-dir", filepath.Join(s.dir, "kafka"),
 		"--topic", s.topic, "--partitions", "8", "--dlt-topic", s.dltTopic, "--dlt-partitions", "2"}}
 	common := []string{"--brokers", s.brokerAddr, "--pg-url", s.schema.URL, "--log-format", "json"}
-	redisArgs := []string{"--redis-url", redistest.URL(), "--redis-prefix", s.prefix}
+	redisArgs := []string{"--redis-url", redisURL, "--redis-prefix", s.prefix}
 	gateArgs := append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic}, common...)
 	gateArgs = append(append(gateArgs, redisArgs...), opts.extraGateArgs...)
 	spoolDir := ""
@@ -285,9 +311,12 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		append(common, opts.extraPersisterArgs...)...)}
 	// The sweep runs every 2s here (1m by default) so that repairs after a
 	// Redis loss show up within a test's patience.
-	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append(append([]string{
-		"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--dlt-topic", s.dltTopic, "--sweep-interval", "2s", "--sweep-grace", "3s",
-		"--session-timeout", "6s"}, common...), redisArgs...)}
+	reconcilerArgs := []string{"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--dlt-topic", s.dltTopic,
+		"--sweep-interval", "2s", "--sweep-grace", "3s", "--session-timeout", "6s"}
+	if opts.noSweep {
+		reconcilerArgs = append(reconcilerArgs, "--sweep=false")
+	}
+	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append(append(reconcilerArgs, common...), redisArgs...)}
 	t.Cleanup(func() {
 		for _, p := range []*proc{s.gate, s.persister, s.reconciler, s.broker} {
 			p.stop()

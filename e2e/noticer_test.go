@@ -38,10 +38,12 @@ type noticer struct {
 	mentions map[receipt.Key]map[int64]bool
 	acked    atomic.Int64
 	retries  atomic.Int64
+	// h, when set, records every acknowledged notice.
+	h *history
 }
 
-func startNoticer(api string, nChannels, nUsers, clients int, seed uint64) *noticer {
-	n := &noticer{api: api, seqs: make([]atomic.Int64, nChannels), stop: make(chan struct{}),
+func startNoticer(api string, nChannels, nUsers, clients int, h *history, seed uint64) *noticer {
+	n := &noticer{api: api, h: h, seqs: make([]atomic.Int64, nChannels), stop: make(chan struct{}),
 		heads: map[string]int64{}, reads: map[receipt.Key]int64{}, mentions: map[receipt.Key]map[int64]bool{}}
 	for i := range nChannels {
 		n.channels = append(n.channels, fmt.Sprintf("n%d", i))
@@ -109,6 +111,11 @@ func (n *noticer) apply(req *receiptsv1.NotifyMessagesRequest, resp *receiptsv1.
 		n.heads[nt.ChannelId] = max(n.heads[nt.ChannelId], nt.Seq)
 		k := receipt.Key{User: nt.SenderId, Channel: nt.ChannelId}
 		n.reads[k] = max(n.reads[k], nt.Seq)
+		if n.h != nil {
+			for _, w := range noticeWrites(nt.ChannelId, nt.Seq, nt.SenderId, resp.GetResults()[i].GetMentioned(), resp.GetResults()[i].GetDurability().String()) {
+				n.h.ack(w)
+			}
+		}
 		for _, u := range resp.GetResults()[i].GetMentioned() {
 			mk := receipt.Key{User: u, Channel: nt.ChannelId}
 			if n.mentions[mk] == nil {

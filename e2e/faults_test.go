@@ -2,47 +2,48 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	promodel "github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The fault suite stops and restarts the machine's Postgres and Redis, so it
-// never runs beside other tests: it runs only when RECEIPTS_FAULTS is set
-// ("short" for the CI subset, "full" for every scenario; see docs/faults.md).
-func faultMode(t *testing.T) string {
-	mode := os.Getenv("RECEIPTS_FAULTS")
-	if mode == "" {
-		t.Skip("fault suite: set RECEIPTS_FAULTS=short or full (make faults / make faults-short)")
-	}
-	return mode
-}
+// updateDoc rewrites the results table of docs/faults.md from this run
+// (go test ./e2e -run TestFaults -update-doc, or make faults-doc).
+var updateDoc = flag.Bool("update-doc", false, "write the fault suite's results table into docs/faults.md")
 
 // scenario is one injected fault.
 type scenario struct {
 	name string
-	// short scenarios run in CI; the others only in the full suite.
-	short bool
 	// poison is how many records the scenario itself dead-letters on purpose.
 	poison int
 	// inject runs while the load is running.
 	inject func(t *testing.T, s *stack)
-	// redisLoss: Redis loses its data in this scenario, so the sampler's
-	// memory of Redis values is reset at injection time.
+	// redisLoss: Redis loses its data in this scenario. Reads through the
+	// API and the sampler's memory of Redis values are compared only
+	// within the times before, during and after the fault (a lost
+	// real-time view is the fault, repaired from Postgres), and the drift
+	// sweep runs: it is what restores the real-time view of keys nobody
+	// reads. It must repair nothing into Postgres.
 	redisLoss bool
 }
 
@@ -57,55 +58,65 @@ type result struct {
 	// notices acknowledged, and (user, channel) counts that did not match
 	// the notice model once quiet.
 	notices, countMismatches int
+	// the history checker's verdict, and the drift sweep's repairs into
+	// Postgres (-1: the sweep was off).
+	hist              historyVerdict
+	sweptIntoPG       int
+	kafka, spooledAll int
+	ops               map[string]int64
 }
 
-func TestFaults(t *testing.T) {
-	mode := faultMode(t)
-	scenarios := []scenario{
-		{name: "kill -9 persister mid-batch, restart", short: true, inject: func(t *testing.T, s *stack) {
+// faultScenarios are every scenario of the suite, all run in CI. Each
+// stack has its own Postgres and Redis servers (own ports and data
+// directories), so stopping them touches none of the machine's services.
+func faultScenarios() []scenario {
+	return []scenario{
+		{name: "kill -9 persister mid-batch, restart", inject: func(t *testing.T, s *stack) {
 			s.persister.kill9()
 			s.persister.start(t)
 			s.waitReady(s.persister)
 		}},
-		{name: "kill -9 kafkagate mid-load, restart", short: true, inject: func(t *testing.T, s *stack) {
+		{name: "kill -9 kafkagate mid-load, restart", inject: func(t *testing.T, s *stack) {
 			s.gate.kill9()
 			s.gate.start(t)
 			s.waitReady(s.gate)
 		}},
 		{name: "restart Postgres", inject: func(t *testing.T, s *stack) {
-			run(t, "pg_ctlcluster", "--skip-systemctl-redirect", pgVersion(t), "main", "restart", "-m", "fast")
+			s.pgServer.Restart(t)
 		}},
 		{name: "stop Postgres 30s, start", inject: func(t *testing.T, s *stack) {
-			run(t, "pg_ctlcluster", "--skip-systemctl-redirect", pgVersion(t), "main", "stop", "-m", "fast")
+			s.pgServer.Stop()
 			time.Sleep(30 * time.Second) // the fault's duration
-			run(t, "pg_ctlcluster", "--skip-systemctl-redirect", pgVersion(t), "main", "start")
+			s.pgServer.Start(t)
 		}},
 		{name: "FLUSHALL Redis", redisLoss: true, inject: func(t *testing.T, s *stack) {
 			require.NoError(t, s.rdb.FlushAll(context.Background()).Err())
 		}},
 		{name: "stop Redis 20s, start", redisLoss: true, inject: func(t *testing.T, s *stack) {
-			_ = exec.Command("redis-cli", "shutdown", "nosave").Run()
+			s.redisServer.Stop()
 			time.Sleep(20 * time.Second) // the fault's duration
-			startRedis(t)
+			s.redisServer.Start(t)
 		}},
-		{name: "stop Kafka broker 20s, restart on its data dir", short: true, inject: func(t *testing.T, s *stack) {
+		{name: "stop Kafka broker 20s, restart on its data dir", inject: func(t *testing.T, s *stack) {
 			s.broker.kill9()
 			time.Sleep(20 * time.Second) // the fault's duration
 			s.broker.start(t)
 			s.waitBroker()
 		}},
-		{name: "poison records from a foreign client", short: true, poison: 3, inject: func(t *testing.T, s *stack) {
+		{name: "poison records from a foreign client", poison: 3, inject: func(t *testing.T, s *stack) {
 			producePoison(t, s)
 		}},
-		{name: "re-deliver the topic from an old offset", short: true, inject: func(t *testing.T, s *stack) {
+		{name: "re-deliver the topic from an old offset", inject: func(t *testing.T, s *stack) {
 			rewindPersister(t, s)
 		}},
 	}
+}
+
+// TestFaults runs every scenario (make faults; part of make ci).
+func TestFaults(t *testing.T) {
+	start := time.Now()
 	var results []result
-	for _, sc := range scenarios {
-		if mode != "full" && !sc.short {
-			continue
-		}
+	for _, sc := range faultScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			r := runScenario(t, sc)
 			results = append(results, r)
@@ -113,36 +124,54 @@ func TestFaults(t *testing.T) {
 			require.Zero(t, r.regressed, "regressions")
 			require.Zero(t, r.countMismatches, "unread and mention counts differ from the notice model")
 			require.EqualValues(t, sc.poison, r.deadLetters, "dead letters: an outage must not dead-letter good records")
+			require.Zero(t, r.hist.missing, "acknowledged writes missing from the topic: %v", r.hist.problems)
+			require.Zero(t, r.hist.lost, "keys where Postgres holds less than acknowledged: %v", r.hist.problems)
+			require.Zero(t, r.hist.regressed, "reads through the API that went backwards: %v", r.hist.problems)
+			require.LessOrEqual(t, r.sweptIntoPG, 0, "the drift sweep repaired Postgres from Redis: the durable path lost what it did")
 		})
 	}
+	took := time.Since(start)
 	table := formatTable(results)
-	t.Log("\n" + table)
+	t.Logf("\n%s\nsuite: %s", table, took.Round(time.Second))
 	if out := os.Getenv("RECEIPTS_FAULTS_TABLE"); out != "" {
 		f, err := os.OpenFile(out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		require.NoError(t, err)
-		fmt.Fprintf(f, "\nRun at %s (mode %s):\n\n%s", time.Now().UTC().Format(time.RFC3339), mode, table)
+		fmt.Fprintf(f, "\nRun at %s:\n\n%s", time.Now().UTC().Format(time.RFC3339), table)
 		f.Close()
+	}
+	if *updateDoc {
+		require.False(t, t.Failed(), "the table is written only from a passing run")
+		require.Len(t, results, len(faultScenarios()), "the table is written only from a run of every scenario")
+		writeFaultsDoc(t, table, took)
 	}
 }
 
 func runScenario(t *testing.T, sc scenario) result {
-	s := newStack(t, stackOptions{spool: true})
+	s := newStack(t, stackOptions{spool: true, ownServers: true, noSweep: !sc.redisLoss})
 	m := newModel()
-	d := startDriver(s.apiAddr, workload{clients: 4, users: 60, channels: 10, batch: 25, dup: 0.2, reorder: 0.15}, m, uint64(time.Now().UnixNano()))
+	h := newHistory()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	d := startRecordingDriver(s.apiAddr, workload{clients: 4, users: 60, channels: 10, batch: 25, dup: 0.2, reorder: 0.15,
+		private: 0.1, epoch: 0.2, retry: true}, m, h, seed)
+	o := startOps(s.apiAddr, d, h, seed+100)
 	smp := startSampler(s, m)
-	nt := startNoticer(s.apiAddr, 6, 20, 2, uint64(time.Now().UnixNano()))
+	nt := startNoticer(s.apiAddr, 6, 20, 2, h, seed+200)
 	waitAcked(t, m, 2000, 60*time.Second)
 	before := m.n
 	if sc.redisLoss {
 		smp.resetRedis()
+		h.barrier()
 	}
 	sc.inject(t, s)
 	if sc.redisLoss {
 		smp.resetRedis()
+		h.barrier()
 	}
 	// Keep the load on until the system has acknowledged more after the fault.
 	waitAcked(t, m, before+2000, 120*time.Second)
 	d.halt()
+	o.halt()
 	nt.halt()
 	acked := m.snapshot()
 	took, v := s.waitConverged(context.Background(), acked, 180*time.Second)
@@ -167,20 +196,76 @@ func runScenario(t *testing.T, sc scenario) result {
 	if mismatches != 0 {
 		t.Logf("count mismatches (%d): %v", mismatches, first)
 	}
+	// The history: every acknowledged write on the topic and in Postgres,
+	// no read backwards. Spooled writes may still be on their way to the
+	// topic: poll with a deadline.
+	var hv historyVerdict
+	hdeadline := time.Now().Add(60 * time.Second)
+	for {
+		var err error
+		hv, err = s.checkHistory(context.Background(), h)
+		require.NoError(t, err)
+		if (hv.missing == 0 && hv.lost == 0) || time.Now().After(hdeadline) {
+			break
+		}
+		time.Sleep(time.Second) // poll with a deadline
+	}
+	if len(hv.problems) > 0 {
+		t.Logf("history problems: %v", hv.problems)
+	}
+	swept := -1
+	if sc.redisLoss {
+		swept = s.sweptIntoPostgres(t)
+	}
+	h.mu.Lock()
+	kafka, spooled := h.durability["KAFKA"], h.durability["SPOOLED"]
+	h.mu.Unlock()
+	t.Logf("history: %d writes acknowledged (%d KAFKA, %d SPOOLED), %d reads, %d records on the topic; ops %v",
+		hv.writes, kafka, spooled, hv.reads, hv.records, o.summary())
 	return result{
 		name: sc.name, acked: m.n, lost: v.lost + v.diverged, regressed: int(smp.regressed.Load()),
-		converge: took, deadLetters: s.deadLetters(), spooled: d.spooled.Load(), callErrs: d.errs.Load(),
+		converge: took, deadLetters: s.deadLetters(), spooled: d.spooled.Load(), callErrs: d.errs.Load() + o.errs.Load(),
 		notices: int(nt.acked.Load()), countMismatches: mismatches,
+		hist: hv, sweptIntoPG: swept, kafka: kafka, spooledAll: spooled, ops: o.summary(),
 	}
+}
+
+// sweptIntoPostgres is how many keys the reconciler's drift sweep repaired
+// in Postgres from Redis (receipts_reconciler_drift_repaired_total with
+// direction redis_ahead or postgres_missing on its admin port).
+func (s *stack) sweptIntoPostgres(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get("http://" + s.admin["dlt-reconciler"] + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(promodel.LegacyValidation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	mf := families["receipts_reconciler_drift_repaired_total"]
+	require.NotNil(t, mf, "the reconciler exports no drift_repaired_total")
+	n := 0
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "direction" && (l.GetValue() == drift.DirRedisAhead || l.GetValue() == drift.DirPostgresMissing) {
+				n += int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return n
 }
 
 func formatTable(rs []result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | events acknowledged | lost | regressed | seconds to converge | dead letters | spooled | failed calls | notices acknowledged | count mismatches |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| scenario | marks acknowledged | writes in the history (KAFKA / SPOOLED) | API reads checked | not on the topic | behind in Postgres | reads backwards | lost | regressed | seconds to converge | dead letters | spooled | failed calls | notices acknowledged | count mismatches | sweep repairs into Postgres |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f | %d | %d | %d | %d | %d |\n", r.name, r.acked, r.lost, r.regressed,
-			r.converge.Seconds(), r.deadLetters, r.spooled, r.callErrs, r.notices, r.countMismatches)
+		sweep := "off"
+		if r.sweptIntoPG >= 0 {
+			sweep = strconv.Itoa(r.sweptIntoPG)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d (%d / %d) | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %s |\n", r.name, r.acked,
+			r.hist.writes, r.kafka, r.spooledAll, r.hist.reads, r.hist.missing, r.hist.lost, r.hist.regressed, r.lost, r.regressed,
+			r.converge.Seconds(), r.deadLetters, r.spooled, r.callErrs, r.notices, r.countMismatches, sweep)
 	}
 	return b.String()
 }
@@ -269,37 +354,6 @@ func (smp *sampler) observe(seen map[receipt.Key]receipt.State, states []receipt
 		merged, _ := receipt.Merge(prev, st)
 		seen[st.Key] = merged
 	}
-}
-
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	require.NoError(t, err, "%s %s: %s", name, strings.Join(args, " "), out)
-}
-
-func pgVersion(t *testing.T) string {
-	entries, err := os.ReadDir("/etc/postgresql")
-	require.NoError(t, err)
-	require.NotEmpty(t, entries)
-	return entries[0].Name()
-}
-
-// startRedis starts Redis as the machine starts it (no persistence), and
-// waits until it answers.
-func startRedis(t *testing.T) {
-	t.Helper()
-	_ = os.MkdirAll("/var/lib/redis", 0o755)
-	_ = os.MkdirAll("/var/log/redis", 0o755)
-	run(t, "redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379", "--save", "",
-		"--appendonly", "no", "--dir", "/var/lib/redis", "--logfile", "/var/log/redis/ci.log")
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if exec.Command("redis-cli", "ping").Run() == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal("redis did not come back")
 }
 
 // producePoison writes three bad records straight to the topic with kcat (a

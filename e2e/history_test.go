@@ -266,7 +266,18 @@ func (s *stack) checkHistory(ctx context.Context, h *history) (historyVerdict, e
 	// Every acknowledged write on the topic; the records that prove it are
 	// what the model holds Postgres to.
 	var matched []event.Decoded
+	// Every erasure on the topic applies, acknowledged or not (a call
+	// whose answer was lost may still have erased): the records it drops
+	// are not owed to Postgres.
 	tombs := tombstone.Set{}
+	for _, ds := range topic {
+		for _, d := range ds {
+			if d.Erasure != nil {
+				tombs.Add(*d.Erasure)
+			}
+		}
+	}
+	acked := tombstone.Set{}
 	for _, w := range h.writes {
 		i := slices.IndexFunc(topic[w.recordKey], w.match)
 		if i < 0 {
@@ -276,7 +287,7 @@ func (s *stack) checkHistory(ctx context.Context, h *history) (historyVerdict, e
 		}
 		d := topic[w.recordKey][i]
 		if d.Erasure != nil {
-			tombs.Add(*d.Erasure)
+			acked.Add(*d.Erasure)
 			continue
 		}
 		matched = append(matched, d)
@@ -325,16 +336,16 @@ func (s *stack) checkHistory(ctx context.Context, h *history) (historyVerdict, e
 			}
 		}
 	}
-	if len(tombs) > 0 {
-		users := make([]string, 0, len(tombs))
-		for u := range tombs {
+	if len(acked) > 0 {
+		users := make([]string, 0, len(acked))
+		for u := range acked {
 			users = append(users, u)
 		}
 		pg, err := s.store.Tombstones(ctx, users)
 		if err != nil {
 			return v, err
 		}
-		for u, want := range tombs {
+		for u, want := range acked {
 			if pg[u].Generation < want.Generation {
 				v.lost++
 				v.problem("erasure of %s: postgres holds generation %d, acknowledged %d", u, pg[u].Generation, want.Generation)

@@ -71,7 +71,7 @@ func counterKind() kinds.Kind {
 	return kinds.New(&kinds.Spec[receipt.Key, counter]{
 		Name:      "test_counters",
 		Key:       func(c counter) receipt.Key { return c.Key },
-		Compare:   receipt.Key.Compare,
+		Compare:   func(a, b counter) int { return a.Key.Compare(b.Key) },
 		RecordKey: receipt.Key.KafkaKey,
 		User:      func(k receipt.Key) string { return k.User },
 		Time:      func(counter) int64 { return 0 },

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -29,7 +30,7 @@ func BenchmarkWindowFold(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		w := newBenchWindow(len(recs))
+		w := newWindow(4096, kinds.All(), &kinds.Env{MentionCap: 10})
 		w.add(recs)
 		w.sort()
 	}

@@ -224,7 +224,7 @@ PRIMARY KEY (user_id, channel_id))`)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done; p.Close() })
+	t.Cleanup(func() { stop(); require.NoError(t, <-done); p.Close() })
 	want := map[receipt.Key]int64{k("u1", "c"): 5, k("u2", "c"): 7}
 	require.Eventually(t, func() bool { return fmt.Sprint(stored("postgres")) == fmt.Sprint(want) }, 20*time.Second, 20*time.Millisecond)
 

@@ -245,6 +245,9 @@ type stackOptions struct {
 	extraGateArgs []string
 	// extraPersisterArgs are appended to the persister's arguments.
 	extraPersisterArgs []string
+	// redisCluster, when set, is the Redis Cluster the services and the
+	// checks use instead of the machine's Redis (stack.rdb is then nil).
+	redisCluster *redistest.Cluster
 }
 
 func newStack(t testing.TB, opts stackOptions) *stack {
@@ -252,9 +255,20 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	s := &stack{t: t, dir: t.TempDir(), admin: map[string]string{}}
 	s.schema = pgtest.NewSchema(t)
 	s.store = s.schema.Store
-	s.rdb = redistest.Client(t)
-	s.prefix = redistest.Prefix(t, s.rdb)
-	s.rstore = redisstore.New(s.rdb, redisstore.Config{Prefix: s.prefix})
+	redisArgs := []string{"--redis-url", redistest.URL()}
+	if c := opts.redisCluster; c != nil {
+		// A cluster of the test's own: no other test shares it.
+		s.prefix = "e2e:"
+		crdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+		t.Cleanup(func() { _ = crdb.Close() })
+		s.rstore = redisstore.New(crdb, redisstore.Config{Prefix: s.prefix})
+		redisArgs = []string{"--redis-mode", "cluster", "--redis-addrs", strings.Join(c.Addrs, ","), "--redis-url", "redis://" + c.Addrs[0]}
+	} else {
+		s.rdb = redistest.Client(t)
+		s.prefix = redistest.Prefix(t, s.rdb)
+		s.rstore = redisstore.New(s.rdb, redisstore.Config{Prefix: s.prefix})
+	}
+	redisArgs = append(redisArgs, "--redis-prefix", s.prefix)
 	sfx := kafkatest.Suffix()
 	s.topic, s.dltTopic, s.group = "read-receipts-"+sfx, "read-receipts-dlt-"+sfx, "persister-"+sfx
 
@@ -269,7 +283,6 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"--listen-port", strconv.Itoa(brokerPort), "--data-dir", filepath.Join(s.dir, "kafka"),
 		"--topic", s.topic, "--partitions", "8", "--dlt-topic", s.dltTopic, "--dlt-partitions", "2"}}
 	common := []string{"--brokers", s.brokerAddr, "--pg-url", s.schema.URL, "--log-format", "json"}
-	redisArgs := []string{"--redis-url", redistest.URL(), "--redis-prefix", s.prefix}
 	gateArgs := append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic}, common...)
 	gateArgs = append(append(gateArgs, redisArgs...), opts.extraGateArgs...)
 	spoolDir := ""

@@ -57,13 +57,14 @@ func New(cfg Config) (*Gate, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring gate: %w", err)
 	}
+	m := newMetrics(cfg.Registerer)
 	g := &Gate{
 		cfg:        cfg,
 		log:        cfg.Logger.Named("gate"),
-		redis:      redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix}),
+		redis:      redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix, Undecodable: m.undecodable}),
 		pg:         cfg.Postgres,
 		durable:    cfg.Producer,
-		m:          newMetrics(cfg.Registerer),
+		m:          m,
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
 	g.redisWarn.Interval, g.durableWarn.Interval, g.resolveWarn.Interval = warnInterval, warnInterval, warnInterval

@@ -433,6 +433,12 @@ func tooLarge(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
 }
 
+// isUnavailable retries while Postgres is unavailable only (a setting that
+// disagrees is not an outage).
+func isUnavailable(err error) bool {
+	return !errors.Is(err, pgstore.ErrSettingDisagrees) && pgstore.Classify(err) == errclass.Unavailable
+}
+
 // isRejected tells Bisect which rows to isolate: those Postgres refuses.
 func isRejected(err error) bool { return pgstore.Classify(err) == errclass.Rejected }
 

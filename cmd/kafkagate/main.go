@@ -134,6 +134,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	r := c.svc.Runner(b)
+	// The detail threshold must be the persister's (stored once in Postgres).
+	r.Wait("detail threshold", g.AgreeSettings)
 	r.Add("producer", prod)
 	// Stopped after the API, whose shutdown ends the watch streams first.
 	r.Add("watch", hub)

@@ -274,8 +274,10 @@ func (p *Producer) openSpool(kw *kafkaWriter) error {
 		zap.Bool("checkpoint_lost", rec.CheckpointLost),
 	}
 	if rec.DiscardedBytes > 0 || rec.CheckpointLost {
-		// Discarded bytes are appends that never returned (a crash):
-		// nothing acknowledged. A lost checkpoint replays records twice.
+		// Discarded bytes are a torn tail (appends that never returned:
+		// nothing acknowledged) or damage, moved aside to .damaged files
+		// with every valid frame around them kept. A lost checkpoint
+		// replays records twice.
 		p.log.Warn("spool opened; recovered from a crash", fields...)
 	} else {
 		p.log.Info("spool opened", fields...)

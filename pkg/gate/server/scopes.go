@@ -85,3 +85,10 @@ func (scopeInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 		return next(ctx, conn)
 	}
 }
+
+// ScopeOf is the scope a procedure of the ReceiptService needs
+// ("/receipts.v1.ReceiptService/MarkRead"), from the one table.
+func ScopeOf(procedure string) (apiauth.Scope, bool) {
+	s, ok := procedureScopes[procedure]
+	return s, ok
+}

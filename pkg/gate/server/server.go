@@ -24,6 +24,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/lifecycle"
 )
 
 // rpcPathPrefix starts every gRPC, gRPC-Web and Connect path of the service;
@@ -88,6 +89,8 @@ func (s *Server) Ready(ctx context.Context) error {
 // Status is the guard's: what auth file failed to reload, if one did
 // (lifecycle.Describer: a line of /readyz, which stays ready).
 func (s *Server) Status() string { return s.guard.Status() }
+
+var _ lifecycle.Describer = (*Server)(nil)
 
 func (s *Server) buildHandler() (http.Handler, error) {
 	var err error

@@ -2,7 +2,7 @@
 // pkg/gate/server). One port serves
 // the ReceiptService as gRPC, gRPC-Web, Connect and HTTP/JSON, with gRPC
 // reflection and health; the admin address serves /metrics, /healthz,
-// /readyz and pprof. It applies the embedded Postgres migrations at start-up
+// /readyz and, with --pprof, pprof. It applies the embedded Postgres migrations at start-up
 // (unless --migrate=false) in the background, so a Postgres outage never
 // stops marks from being accepted. On SIGINT or SIGTERM it drains in-flight
 // calls, then stops the spool replayer and closes the producer.

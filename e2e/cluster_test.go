@@ -50,6 +50,8 @@ func TestRedisClusterFailover(t *testing.T) {
 	waitClusterOK(t, c, victim)
 	seen := events.Load()
 	waitAcked(t, m, before+2000, 120*time.Second)
+	require.Eventually(t, func() bool { return events.Load() > seen }, 60*time.Second, 50*time.Millisecond,
+		"the watch stream delivers after the failover")
 	d.halt()
 	nt.halt()
 	acked := m.snapshot()
@@ -58,8 +60,6 @@ func TestRedisClusterFailover(t *testing.T) {
 	require.Zero(t, v.lost, "lost: %s", v.firstProblem)
 	require.Zero(t, v.diverged, "diverged: %s", v.firstProblem)
 	require.Zero(t, smp.regressed.Load(), "regressed")
-	require.Eventually(t, func() bool { return events.Load() > seen }, 60*time.Second, 50*time.Millisecond,
-		"the watch stream delivers after the failover")
 	require.Eventually(t, func() bool {
 		n, _, err := nt.check(context.Background())
 		return err == nil && n == 0

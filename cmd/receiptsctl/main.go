@@ -2,8 +2,9 @@
 // gateway and measure it (load, the one capacity tool), read a consumer
 // group's lag (lag), compare a user's state in Redis and Postgres
 // (inspect), list or replay parked dead letters and run a drift sweep
-// (dlt, sweep), create the topics (topics ensure) and erase users through
-// the gateway (erase). The benchmark harnesses are receiptsbench's.
+// (dlt, sweep), create the topics (topics ensure), erase users through
+// the gateway (erase) and send an orphaned spool directory to Kafka
+// (spool replay). The benchmark harnesses are receiptsbench's.
 //
 // Every flag can also be set from the environment as RECEIPTS_<FLAG_NAME>
 // (--pg-url ← RECEIPTS_PG_URL); a flag on the command line wins.

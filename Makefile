@@ -38,7 +38,7 @@ services: ## make sure local Postgres and Redis are up (start or install them)
 	scripts/services.sh
 
 .PHONY: test
-test: services chart-test ## every test: unit, integration (real Postgres, Redis, kfake) and end-to-end (binaries), and the chart's; the fault suite is make faults
+test: services chart-test promtool ## every test: unit, integration (real Postgres, Redis, kfake) and end-to-end (binaries), and the chart's; the fault suite is make faults
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestFaults$$' $(TEST_FLAGS) $(PKGS)
 
 .PHONY: test-short
@@ -46,12 +46,16 @@ test-short: services ## unit and integration tests only (skips the end-to-end bi
 	$(GO) test -count=1 -short -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $(PKGS)
 
 .PHONY: test-race
-test-race: services ## the tests with the race detector (-short), then the end-to-end pipeline with binaries built with -race
+test-race: services promtool ## the tests with the race detector (-short), then the end-to-end pipeline with binaries built with -race
 	$(GO) test -race -count=1 -short -timeout 30m $(TEST_FLAGS) $(PKGS)
 	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -timeout 30m -run '^(TestPipeline|TestSampler|TestRace)' $(TEST_FLAGS) ./e2e/...
 
+.PHONY: promtool
+promtool: ## promtool into .cache/bin (Debian's prometheus package, unpacked): the end-to-end metrics check fails without it
+	scripts/promtool.sh >/dev/null
+
 .PHONY: e2e
-e2e: services ## end-to-end tests only: the binaries against Postgres, Redis and devbroker
+e2e: services promtool ## end-to-end tests only: the binaries against Postgres, Redis and devbroker
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./e2e/...
 
 .PHONY: faults

@@ -257,11 +257,16 @@ type stackOptions struct {
 	// noSweep turns the reconciler's drift sweep off: what reaches
 	// Postgres then came down the durable path alone.
 	noSweep bool
+	// redisCluster, when set, is the Redis Cluster the services and the
+	// checks use instead of the machine's Redis (stack.rdb is then nil).
+	// Not with ownServers.
+	redisCluster *redistest.Cluster
 }
 
 func newStack(t testing.TB, opts stackOptions) *stack {
 	t.Helper()
 	s := &stack{t: t, dir: t.TempDir(), admin: map[string]string{}}
+	require.False(t, opts.ownServers && opts.redisCluster != nil, "ownServers and redisCluster do not go together")
 	redisURL := redistest.URL()
 	if opts.ownServers {
 		// A check that cannot run fails: it never skips itself.
@@ -276,11 +281,24 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		t.Cleanup(func() { _ = s.rdb.Close() })
 	} else {
 		s.schema = pgtest.NewSchema(t)
-		s.rdb = redistest.Client(t)
 	}
 	s.store = s.schema.Store
-	s.prefix = redistest.Prefix(t, s.rdb)
-	s.rstore = redisstore.New(s.rdb, redisstore.Config{Prefix: s.prefix})
+	redisArgs := []string{"--redis-url", redisURL}
+	if c := opts.redisCluster; c != nil {
+		// A cluster of the test's own: no other test shares it.
+		s.prefix = "e2e:"
+		crdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+		t.Cleanup(func() { _ = crdb.Close() })
+		s.rstore = redisstore.New(crdb, redisstore.Config{Prefix: s.prefix})
+		redisArgs = []string{"--redis-mode", "cluster", "--redis-addrs", strings.Join(c.Addrs, ","), "--redis-url", "redis://" + c.Addrs[0]}
+	} else {
+		if s.rdb == nil {
+			s.rdb = redistest.Client(t)
+		}
+		s.prefix = redistest.Prefix(t, s.rdb)
+		s.rstore = redisstore.New(s.rdb, redisstore.Config{Prefix: s.prefix})
+	}
+	redisArgs = append(redisArgs, "--redis-prefix", s.prefix)
 	sfx := kafkatest.Suffix()
 	s.topic, s.dltTopic, s.group = "read-receipts-"+sfx, "read-receipts-dlt-"+sfx, "persister-"+sfx
 
@@ -295,7 +313,6 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"--listen-port", strconv.Itoa(brokerPort), "--data-dir", filepath.Join(s.dir, "kafka"),
 		"--topic", s.topic, "--partitions", "8", "--dlt-topic", s.dltTopic, "--dlt-partitions", "2"}}
 	common := []string{"--brokers", s.brokerAddr, "--pg-url", s.schema.URL, "--log-format", "json"}
-	redisArgs := []string{"--redis-url", redisURL, "--redis-prefix", s.prefix}
 	gateArgs := append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic}, common...)
 	gateArgs = append(append(gateArgs, redisArgs...), opts.extraGateArgs...)
 	spoolDir := ""

@@ -43,6 +43,10 @@ tail_rate=${BENCH_TAIL_RATE:-0}
 profile_scenarios=${BENCH_PROFILE-max-batch100-c64-r1 max-single-route64-r1 tail-*}
 profile_seconds=${BENCH_PROFILE_SECONDS:-10}
 export RUN_API_PORT=${RUN_API_PORT:-8080} RUN_BROKER_PORT=${RUN_BROKER_PORT:-9092} RUN_ADMIN_PORTS=${RUN_ADMIN_PORTS:-9100 9101 9102}
+# The services serve /debug/pprof only with --pprof; run.sh's services
+# take it from the environment (also a build from before the flag, which
+# served pprof anyway, starts with it set).
+export RECEIPTS_PPROF=true
 read -r gate_admin persister_admin _ <<<"$RUN_ADMIN_PORTS"
 gate=http://127.0.0.1:$RUN_API_PORT
 floor=http://127.0.0.1:${BENCH_FLOOR_PORT:-8090}

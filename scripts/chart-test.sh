@@ -4,6 +4,8 @@
 # cached:
 #
 #   1. helm lint --strict with the default, production and variant values;
+#      the default render is secure (an authenticated API, NetworkPolicies)
+#      and NOTES.txt says how to read the token and warns of plaintext;
 #   2. helm template of each, validated by kubeconform -strict against schemas
 #      generated offline from the Kubernetes OpenAPI spec (and minimal
 #      Prometheus Operator CRDs), and by chartcheck's policy checks
@@ -77,6 +79,43 @@ for kind in StatefulSet HorizontalPodAutoscaler NetworkPolicy PodDisruptionBudge
 done
 # The PrometheusRule carries the rule file's groups, runbook links included.
 if grep -q 'runbook_url: https://github.com/readstate/receipts/blob/main/docs/operations.md#receiptsconsumerlaggrowing' "$PROD"; then ok; else bad "PrometheusRule lost its runbook links"; fi
+# Secure by default: a plain install serves an authenticated API (a token
+# file from the chart's generated Secret, never the open-API switch) behind
+# the NetworkPolicies. secure_render fails on a render that is not.
+secure_render() {
+  local f=$1 ok=0
+  grep -q '^kind: NetworkPolicy$' "$f" || { echo "no NetworkPolicy"; ok=1; }
+  grep -q '^  name: receipts-kafkagate$' <(awk '/^kind: NetworkPolicy$/,/^---/' "$f") || { echo "no NetworkPolicy for kafkagate"; ok=1; }
+  grep -q 'name: RECEIPTS_AUTH_TOKEN_FILE' "$f" || grep -q 'name: RECEIPTS_TLS_CLIENT_CA_FILE' "$f" || { echo "kafkagate has neither a token file nor mTLS"; ok=1; }
+  if grep -q 'name: RECEIPTS_INSECURE_ALLOW_UNAUTHENTICATED' "$f"; then echo "kafkagate serves the API unauthenticated"; ok=1; fi
+  return $ok
+}
+for f in "$RENDERED" "$PROD"; do
+  if secure_render "$f" >"$TMP/sec" 2>&1; then ok; else cat "$TMP/sec" >&2; bad "$(basename "$f"): not secure by default"; fi
+done
+# The generated token Secret: one "default" token of 40 characters, mounted.
+if grep -A12 '^kind: Secret$' "$RENDERED" | grep -q '^  name: receipts-api-tokens$' &&
+  tok=$(awk '/^  name: receipts-api-tokens$/{f=1} f && /^  tokens: /{print $2; exit}' "$RENDERED" | base64 -d) &&
+  [[ $tok =~ ^default:[A-Za-z0-9]{40}$ ]] && grep -q 'secretName: receipts-api-tokens' "$RENDERED"; then ok
+else bad "default render lacks the generated, mounted token Secret receipts-api-tokens (default:<40 alphanumerics>)"; fi
+# The checker fails on an open API and on a render without NetworkPolicies.
+"$HELM" template receipts "$CHART" --namespace receipts --set kafkagate.auth.insecureAllowUnauthenticated=true >"$TMP/open.yaml"
+expect_fail "secure-default check on an unauthenticated API" secure_render "$TMP/open.yaml"
+"$HELM" template receipts "$CHART" --namespace receipts --set networkPolicy.enabled=false >"$TMP/nonp.yaml"
+expect_fail "secure-default check without NetworkPolicies" secure_render "$TMP/nonp.yaml"
+# NOTES.txt: how to read the token, and a warning for each plaintext
+# connection (the default's Postgres sslmode=require, redis://, Kafka
+# without TLS); the production values have no warning.
+notes() { "$HELM" install receipts "$CHART" --namespace receipts --dry-run=client "$@" 2>&1 | sed -n '/^NOTES:/,$p'; }
+notes >"$TMP/notes-default.txt"
+for want in 'get secret receipts-api-tokens' 'base64 -d' 'WARNING: postgres.url does not verify the server' 'WARNING: redis.url is redis:// (plaintext)' 'WARNING: kafka.tls.enabled=false'; do
+  if grep -qF -- "$want" "$TMP/notes-default.txt"; then ok; else cat "$TMP/notes-default.txt" >&2; bad "default NOTES lack '$want'"; fi
+done
+if grep -q 'served without authentication' "$TMP/notes-default.txt"; then bad "default NOTES say the API is unauthenticated"; else ok; fi
+notes -f "$CHART/ci/production-values.yaml" >"$TMP/notes-prod.txt"
+if grep -q WARNING "$TMP/notes-prod.txt"; then grep WARNING "$TMP/notes-prod.txt" >&2; bad "production NOTES warn"; else ok; fi
+notes --set kafkagate.auth.insecureAllowUnauthenticated=true >"$TMP/notes-open.txt"
+if grep -q 'WARNING: the API is served without authentication' "$TMP/notes-open.txt"; then ok; else bad "NOTES do not warn of an open API"; fi
 # The change feed (persister.changeFeed): off by default, so neither the
 # topic Job nor the persister names it; on (production values), the Job
 # ensures the topic with its partitions and configs and the persister

@@ -21,6 +21,10 @@ cd "$(dirname "$0")/.."
 
 secs=${PGO_SECONDS:-25}
 export RUN_API_PORT=${RUN_API_PORT:-8080} RUN_BROKER_PORT=${RUN_BROKER_PORT:-9092} RUN_ADMIN_PORTS=${RUN_ADMIN_PORTS:-9100 9101 9102}
+# The services serve /debug/pprof only with --pprof; run.sh's services
+# take it from the environment (also a build from before the flag, which
+# served pprof anyway, starts with it set).
+export RECEIPTS_PPROF=true
 read -r gate_admin persister_admin _ <<<"$RUN_ADMIN_PORTS"
 out=.run/pgo/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$out"

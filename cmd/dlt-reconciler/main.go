@@ -13,6 +13,8 @@ import (
 	"flag"
 	"io"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
@@ -77,7 +79,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	rs := redisstore.New(b.Redis, c.redis.StoreConfig())
+	rsc := c.redis.StoreConfig()
+	// The sweep and the repairs read Redis: a field they cannot decode is
+	// skipped and counted, never failing a page.
+	rsc.Undecodable = promauto.With(b.Registry).NewCounter(prometheus.CounterOpts{
+		Namespace: "receipts", Subsystem: deadletter.MetricsSubsystem, Name: "redis_undecodable_fields_total",
+		Help: "Stored Redis fields a read skipped because they could not be decoded (read as absent; the sweep rewrites them from Postgres).",
+	})
+	rs := redisstore.New(b.Redis, rsc)
 
 	c.dlt.Postgres, c.dlt.Redis, c.dlt.Logger, c.dlt.Registerer = b.Postgres, rs, b.Log, b.Registry
 	cons, err := deadletter.NewConsumer(c.dlt)

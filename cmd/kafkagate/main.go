@@ -2,7 +2,7 @@
 // pkg/gate/server). One port serves
 // the ReceiptService as gRPC, gRPC-Web, Connect and HTTP/JSON, with gRPC
 // reflection and health; the admin address serves /metrics, /healthz,
-// /readyz and pprof. It applies the embedded Postgres migrations at start-up
+// /readyz and, with --pprof, pprof. It applies the embedded Postgres migrations at start-up
 // (unless --migrate=false) in the background, so a Postgres outage never
 // stops marks from being accepted. On SIGINT or SIGTERM it drains in-flight
 // calls, then stops the spool replayer and closes the producer.
@@ -134,6 +134,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	r := c.svc.Runner(b)
+	// The detail threshold must be the persister's (stored once in Postgres).
+	r.Wait("detail threshold", g.AgreeSettings)
 	r.Add("producer", prod)
 	// Stopped after the API, whose shutdown ends the watch streams first.
 	r.Add("watch", hub)

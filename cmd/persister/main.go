@@ -1,6 +1,6 @@
 // Command persister is one member of the consumer group that writes the
 // topic read-receipts to Postgres (see pkg/persister). It serves /metrics,
-// /healthz, /readyz and pprof on the admin address, applies the embedded
+// /healthz, /readyz (and pprof with --pprof) on the admin address, applies the embedded
 // migrations at start-up (unless --migrate=false), and drains on SIGINT or
 // SIGTERM: the batch in hand is finished, committed, and the group left.
 // Beside it runs the cursor-move log's partition upkeep (pkg/movelog).

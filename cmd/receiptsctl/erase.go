@@ -25,6 +25,7 @@ func runErase(ctx context.Context, args []string, out io.Writer) error {
 	users := fs.String("user", "", "the users to erase, comma-separated")
 	target := fs.String("target", loadgen.TargetDefault, "kafkagate base URL")
 	timeout := fs.Duration("timeout", 10*time.Second, "bound of each erasure call")
+	token := fs.String("auth-token", "", "bearer token of a token-file line with the erase scope (name:token:erase); empty: none")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -35,7 +36,11 @@ func runErase(ctx context.Context, args []string, out io.Writer) error {
 	client := receiptsv1connect.NewReceiptServiceClient(http.DefaultClient, *target)
 	for _, user := range splitList(*users) {
 		cctx, cancel := context.WithTimeout(ctx, *timeout)
-		resp, err := client.EraseUser(cctx, connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: user}))
+		req := connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: user})
+		if *token != "" {
+			req.Header().Set("Authorization", "Bearer "+*token)
+		}
+		resp, err := client.EraseUser(cctx, req)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("erasing %q through %s: %w", user, *target, err)

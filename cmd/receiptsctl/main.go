@@ -2,8 +2,9 @@
 // gateway and measure it (load, the one capacity tool), read a consumer
 // group's lag (lag), compare a user's state in Redis and Postgres
 // (inspect), list or replay parked dead letters and run a drift sweep
-// (dlt, sweep), create the topics (topics ensure) and erase users through
-// the gateway (erase). The benchmark harnesses are receiptsbench's.
+// (dlt, sweep), create the topics (topics ensure), erase users through
+// the gateway (erase) and send an orphaned spool directory to Kafka
+// (spool replay). The benchmark harnesses are receiptsbench's.
 //
 // Every flag can also be set from the environment as RECEIPTS_<FLAG_NAME>
 // (--pg-url ← RECEIPTS_PG_URL); a flag on the command line wins.
@@ -40,6 +41,7 @@ Usage:
   receiptsctl dlt ... [flags]   list / replay parked dead letters
   receiptsctl sweep   [flags]   drift sweep between Redis and Postgres
   receiptsctl erase   --user U[,U2] [flags]  erase users through kafkagate (DELETE /v1/users/U)
+  receiptsctl spool replay --dir D [flags]   send an orphaned spool directory to Kafka
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ
 
 Run "receiptsctl <command> -h" for a command's flags. Every flag can also be set
@@ -91,6 +93,8 @@ func dispatch(ctx context.Context, args []string) error {
 		return runTopics(ctx, args[1:])
 	case "erase":
 		return runErase(ctx, args[1:], os.Stdout)
+	case "spool":
+		return runSpool(ctx, args[1:], os.Stdout)
 	case "dlt", "sweep":
 		// runDLT (dlt.go) receives the command word too, so it can tell
 		// "dlt list", "dlt replay" and "sweep" apart.

@@ -1,7 +1,12 @@
 // Package admin is a binary's admin port handler: /metrics from the
 // injected Prometheus registry, /healthz (the process is alive), /readyz
-// (the readiness check, with the reason when not ready) and pprof. The
-// lifecycle runner serves it.
+// (the readiness check, with the reason when not ready) and, only with
+// --pprof, /debug/pprof. The lifecycle runner serves it.
+//
+// The admin port is not authenticated (probes and Prometheus scrape it), so
+// it serves nothing secret: pprof (command line, heap contents, the ability
+// to load the CPU) is off unless asked for, and the /readyz text has the
+// credentials of any URL in it masked.
 package admin
 
 import (
@@ -9,6 +14,7 @@ import (
 	"flag"
 	"net/http"
 	"net/http/pprof"
+	"regexp"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +35,9 @@ type Config struct {
 	// Status, when set, adds lines after "ready" (what the components are
 	// doing, e.g. a standby drift sweep).
 	Status func() []string
+	// Pprof serves /debug/pprof (--pprof). Off by default: the port is
+	// unauthenticated, and a profile shows the command line and memory.
+	Pprof  bool
 	Logger *zap.Logger
 }
 
@@ -51,26 +60,45 @@ func Handler(cfg Config) http.Handler {
 		defer cancel()
 		if cfg.Ready != nil {
 			if err := cfg.Ready(ctx); err != nil {
-				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				http.Error(w, "not ready: "+Redact(err.Error()), http.StatusServiceUnavailable)
 				return
 			}
 		}
 		_, _ = w.Write([]byte("ready\n"))
 		if cfg.Status != nil {
 			for _, line := range cfg.Status() {
-				_, _ = w.Write([]byte(line + "\n"))
+				_, _ = w.Write([]byte(Redact(line) + "\n"))
 			}
 		}
 	})
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 
-// RegisterFlags registers --admin-addr with Addr as its default.
+// urlPassword and keyValueSecret match what a readiness message must not
+// show: the password of a URL (scheme://user:password@host), and a
+// password, token or secret as key=value (a libpq keyword/value DSN).
+var (
+	urlPassword    = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@\s]*@`)
+	keyValueSecret = regexp.MustCompile(`(?i)\b(password|passwd|token|secret)=\S+`)
+)
+
+// Redact masks the credentials in s (urlPassword, keyValueSecret) with
+// "xxxxx".
+func Redact(s string) string {
+	s = urlPassword.ReplaceAllString(s, "${1}xxxxx@")
+	return keyValueSecret.ReplaceAllString(s, "${1}=xxxxx")
+}
+
+// RegisterFlags registers --admin-addr with Addr as its default, and
+// --pprof.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Addr, "admin-addr", c.Addr, "admin listen address (/metrics /healthz /readyz /debug/pprof)")
+	fs.StringVar(&c.Addr, "admin-addr", c.Addr, "admin listen address (/metrics /healthz /readyz, and /debug/pprof with --pprof)")
+	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the admin port (unauthenticated: only where the port is private)")
 }

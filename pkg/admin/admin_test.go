@@ -122,22 +122,68 @@ func TestNewRegistryHasTheGoAndProcessCollectors(t *testing.T) {
 	require.Error(t, reg.Register(collectors.NewGoCollector()))
 }
 
-func TestPprofIndexIsServed(t *testing.T) {
+// TestPprofOnlyWithTheFlag: the admin port is unauthenticated, so pprof
+// is 404 unless --pprof turns it on; /metrics, /healthz and /readyz are
+// served either way.
+func TestPprofOnlyWithTheFlag(t *testing.T) {
 	t.Parallel()
-	h := admin.Handler(admin.Config{Gatherer: prometheus.NewRegistry()})
-	code, body := get(t, h, "/debug/pprof/")
+	off := admin.Handler(admin.Config{Gatherer: prometheus.NewRegistry()})
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/profile?seconds=1", "/debug/pprof/goroutine?debug=1", "/debug/pprof/trace"} {
+		code, _ := get(t, off, path)
+		require.Equal(t, http.StatusNotFound, code, "%s without --pprof", path)
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		code, _ := get(t, off, path)
+		require.Equal(t, http.StatusOK, code, "%s without --pprof", path)
+	}
+
+	c := admin.Config{Gatherer: prometheus.NewRegistry()}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	require.Equal(t, "false", fs.Lookup("pprof").DefValue)
+	require.NoError(t, fs.Parse([]string{"--pprof"}))
+	on := admin.Handler(c)
+	code, body := get(t, on, "/debug/pprof/")
 	require.Equal(t, http.StatusOK, code)
 	for _, profile := range []string{"goroutine", "heap", "allocs"} {
 		require.Contains(t, body, profile)
 	}
-	code, body = get(t, h, "/debug/pprof/goroutine?debug=1")
+	code, body = get(t, on, "/debug/pprof/goroutine?debug=1")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "goroutine profile")
-	code, _ = get(t, h, "/debug/pprof/cmdline")
+	code, _ = get(t, on, "/debug/pprof/cmdline")
 	require.Equal(t, http.StatusOK, code)
 
-	code, _ = get(t, h, "/nope")
+	code, _ = get(t, on, "/nope")
 	require.Equal(t, http.StatusNotFound, code)
+}
+
+// TestReadyzMasksCredentials: a readiness reason or status line that
+// quotes a URL or a DSN shows no password or token.
+func TestReadyzMasksCredentials(t *testing.T) {
+	t.Parallel()
+	const secret = "s3cr3t-Pa55"
+	var notReady error
+	h := admin.Handler(admin.Config{
+		Gatherer: prometheus.NewRegistry(),
+		Ready:    func(context.Context) error { return notReady },
+		Status:   func() []string { return []string{"sweep: reading rediss://default:" + secret + "@redis:6380/0"} },
+	})
+	code, body := get(t, h, "/readyz")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "rediss://default:xxxxx@redis:6380/0")
+	require.NotContains(t, body, secret)
+
+	notReady = errors.New("postgres: connecting to postgres://receipts:" + secret + "@pg:5432/receipts?sslmode=verify-full; " +
+		"also host=pg user=receipts password=" + secret + " dbname=receipts, token=" + secret)
+	code, body = get(t, h, "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, code)
+	require.NotContains(t, body, secret)
+	require.Contains(t, body, "postgres://receipts:xxxxx@pg:5432/receipts?sslmode=verify-full")
+	require.Contains(t, body, "password=xxxxx dbname=receipts")
+
+	require.Equal(t, "dial tcp 10.0.0.1:6379: connection refused", admin.Redact("dial tcp 10.0.0.1:6379: connection refused"))
+	require.Equal(t, "http://host:8080/x", admin.Redact("http://host:8080/x"), "a port is not a password")
 }
 
 func TestRegisterFlagsKeepsAddrAsDefault(t *testing.T) {

@@ -1,10 +1,14 @@
 // Package apiauth guards an HTTP API listener: it authenticates every
 // request (a bearer token from a token file, or a client certificate
-// verified against a CA), names the client, limits each client's events
-// per second, and refuses in the caller's protocol (REST and Connect: HTTP
-// 401 or 429; gRPC: Unauthenticated or ResourceExhausted), with Retry-After
-// on a rate limit. It also builds the listener's TLS configuration and
-// reloads the token file and the server certificate when they change.
+// verified against a CA), names the client and its scopes (write, read,
+// watch, erase: what it may call), limits each client's events per second,
+// and refuses in the caller's protocol (REST and Connect: HTTP 401 or 429;
+// gRPC: Unauthenticated or ResourceExhausted), with Retry-After on a rate
+// limit. Require checks a call's scope; the transport answers a missing
+// one as HTTP 403 / PermissionDenied. It also builds the listener's TLS
+// configuration and reloads the token file, the client scopes file and the
+// server certificate when they change: a file that fails to reload keeps
+// the previous version in force, and Status and a metric say so.
 package apiauth
 
 import (
@@ -40,9 +44,9 @@ const (
 // request passes, named by its remote IP) without a rate limit; Check says
 // whether that is allowed on a listen address.
 type Config struct {
-	// TokenFile lists the accepted bearer tokens, one a line or
-	// name:token (see the package's token file format). Empty: no token
-	// authentication.
+	// TokenFile lists the accepted bearer tokens, one a line: token,
+	// name:token or name:token:scope,scope (see loadTokens). Empty: no
+	// token authentication.
 	TokenFile string
 	// ReloadInterval is how often the token file and the certificate
 	// files are checked for a change (SIGHUP reloads at once). Defaults to
@@ -55,6 +59,11 @@ type Config struct {
 	// ClientCAFile authenticates clients by certificate (mTLS): a
 	// certificate it signs authenticates its caller. Requires CertFile.
 	ClientCAFile string
+	// ClientScopesFile gives certificate clients their scopes by subject,
+	// one a line: subject or subject:scope,scope (see loadClientScopes);
+	// an unlisted subject holds none. Empty: every certificate the CA
+	// signs holds DefaultScopes. Requires ClientCAFile.
+	ClientScopesFile string
 
 	// InsecureAllowUnauthenticated lets a non-loopback listener serve
 	// without any authentication.
@@ -86,10 +95,11 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
 	c.ReloadInterval, c.MaxClients, c.ClientIdle = d.ReloadInterval, d.MaxClients, d.ClientIdle
-	fs.StringVar(&c.TokenFile, "auth-token-file", c.TokenFile, "file of accepted API bearer tokens, one a line or name:token (reloaded on change and SIGHUP); empty: no token auth")
+	fs.StringVar(&c.TokenFile, "auth-token-file", c.TokenFile, "file of accepted API bearer tokens, one a line: name:token (scopes write,read,watch) or name:token:scope,scope (write, read, watch, erase); reloaded on change and SIGHUP; empty: no token auth")
 	fs.StringVar(&c.CertFile, "tls-cert-file", c.CertFile, "API listener's TLS certificate (PEM); with --tls-key-file the API serves TLS (h2 and HTTP/1.1)")
 	fs.StringVar(&c.KeyFile, "tls-key-file", c.KeyFile, "API listener's TLS private key (PEM)")
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca-file", c.ClientCAFile, "CA bundle (PEM) whose client certificates authenticate API callers (mTLS)")
+	fs.StringVar(&c.ClientScopesFile, "tls-client-scopes-file", c.ClientScopesFile, "scopes of mTLS clients by certificate subject, one a line: subject or subject:scope,scope (unlisted: none); empty: every certificate holds write,read,watch")
 	fs.BoolVar(&c.InsecureAllowUnauthenticated, "insecure-allow-unauthenticated", c.InsecureAllowUnauthenticated, "serve a non-loopback API listener without authentication")
 	fs.DurationVar(&c.ReloadInterval, "auth-reload-interval", c.ReloadInterval, "how often the token and certificate files are checked for changes")
 	fs.Float64Var(&c.RateLimit, "rate-limit", c.RateLimit, "events per second per API client (token name, certificate subject, else remote IP); 0: no limit")
@@ -132,6 +142,9 @@ func (c Config) Check(addr string) error {
 	if c.ClientCAFile != "" && c.CertFile == "" {
 		bad("TLS: --tls-client-ca-file (mTLS) needs the listener's own --tls-cert-file and --tls-key-file")
 	}
+	if c.ClientScopesFile != "" && c.ClientCAFile == "" {
+		bad("TLS: --tls-client-scopes-file needs --tls-client-ca-file (mTLS)")
+	}
 	if !c.Authenticates() && !c.InsecureAllowUnauthenticated && !IsLoopback(addr) {
 		bad("API authentication: the listener %s is not loopback and no authentication is configured: "+
 			"set --auth-token-file or --tls-client-ca-file, or --insecure-allow-unauthenticated to serve it open on purpose", addr)
@@ -173,10 +186,20 @@ const (
 )
 
 type metrics struct {
-	rejected    *prometheus.CounterVec
-	rateLimited prometheus.Counter
-	evictions   prometheus.Counter
+	rejected       *prometheus.CounterVec
+	forbidden      *prometheus.CounterVec
+	reloadFailures *prometheus.CounterVec
+	reloadOK       prometheus.Gauge
+	rateLimited    prometheus.Counter
+	evictions      prometheus.Counter
 }
+
+// The watched files, as label values of auth_reload_failures_total.
+const (
+	fileTokens       = "token_file"
+	fileClientScopes = "client_scopes_file"
+	fileCertificate  = "tls_certificate"
+)
 
 // Guard authenticates and rate-limits the requests of an API listener.
 type Guard struct {
@@ -184,9 +207,13 @@ type Guard struct {
 	log    *zap.Logger
 	m      metrics
 	tokens atomic.Pointer[tokenSet]
-	cert   atomic.Pointer[tls.Certificate]
-	tlsCfg *tls.Config
-	limits *limiterTable
+	// certScopes is the client scopes file's map (nil without the file).
+	certScopes atomic.Pointer[map[string]Scope]
+	cert       atomic.Pointer[tls.Certificate]
+	// reloadErr is the last reload's failure, nil after one that worked.
+	reloadErr atomic.Pointer[reloadFailure]
+	tlsCfg    *tls.Config
+	limits    *limiterTable
 	// loadedFP fingerprints the watched files as New found them (taken
 	// before loading, so a change while loading is seen as one).
 	loadedFP string
@@ -206,6 +233,18 @@ func New(cfg Config, addr string) (*Guard, error) {
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_rejected_total",
 			Help: "API requests refused as unauthenticated, by reason (missing: no credentials; invalid: an unknown or malformed token).",
 		}, []string{"reason"}),
+		forbidden: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_forbidden_total",
+			Help: "API calls refused (403 / PermissionDenied) because their client lacks the call's scope, by missing scope.",
+		}, []string{"scope"}),
+		reloadFailures: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_reload_failures_total",
+			Help: "Reloads of the token file, the client scopes file or the TLS certificate that failed (the previous version stays in force), by file.",
+		}, []string{"file"}),
+		reloadOK: f.NewGauge(prometheus.GaugeOpts{
+			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_last_reload_successful",
+			Help: "1 when the last reload of the API's auth files (tokens, client scopes, certificate) loaded all of them, 0 when one failed and its previous version is in force.",
+		}),
 		rateLimited: f.NewCounter(prometheus.CounterOpts{
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "rate_limited_total",
 			Help: "API requests refused because their client was over its rate limit.",
@@ -217,13 +256,27 @@ func New(cfg Config, addr string) (*Guard, error) {
 	}
 	g.m.rejected.WithLabelValues(reasonMissing)
 	g.m.rejected.WithLabelValues(reasonInvalid)
+	for _, name := range scopeNames {
+		g.m.forbidden.WithLabelValues(name)
+	}
+	for _, file := range []string{fileTokens, fileClientScopes, fileCertificate} {
+		g.m.reloadFailures.WithLabelValues(file)
+	}
+	g.m.reloadOK.Set(1)
 	g.loadedFP = fingerprint(g.watchedFiles())
 	if cfg.TokenFile != "" {
 		s, err := loadTokens(cfg.TokenFile)
 		if err != nil {
 			return nil, err
 		}
-		g.tokens.Store(s)
+		g.storeTokens(s)
+	}
+	if cfg.ClientScopesFile != "" {
+		m, err := loadClientScopes(cfg.ClientScopesFile)
+		if err != nil {
+			return nil, err
+		}
+		g.certScopes.Store(&m)
 	}
 	if cfg.TLS() {
 		if err := g.loadCert(); err != nil {
@@ -280,12 +333,23 @@ func (g *Guard) Burst() int {
 	return g.cfg.RateLimitBurst
 }
 
+// storeTokens puts s in force, and warns when it refuses everyone.
+func (g *Guard) storeTokens(s *tokenSet) {
+	g.tokens.Store(s)
+	if len(s.digests) == 0 {
+		g.log.Warn("the API token file holds no token: every bearer-token call is refused", zap.String("file", g.cfg.TokenFile))
+	}
+}
+
 // Client is an authenticated caller.
 type Client struct {
 	// Name identifies the caller: "token:<name>", "cert:<subject>" or
 	// "ip:<address>" (an open API).
 	Name string
-	g    *Guard
+	// Scopes are what it may call (Require): its token's or
+	// certificate's, AllScopes on an open API.
+	Scopes Scope
+	g      *Guard
 }
 
 type clientKey struct{}
@@ -340,7 +404,7 @@ func (g *Guard) take(client string, n int) error {
 // and puts the Client in the request's context.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, rj, ok := g.authenticate(r)
+		name, scopes, rj, ok := g.authenticate(r)
 		if !ok {
 			g.log.Debug("refusing an unauthenticated API request", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.String("reason", rj.msg))
 			rj.write(w, r)
@@ -353,14 +417,14 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, &Client{Name: name, g: g})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, &Client{Name: name, Scopes: scopes, g: g})))
 	})
 }
 
-// authenticate names the caller: by its bearer token when tokens are
-// configured and it sends one, else by its verified client certificate,
-// else (open API only) by its remote IP.
-func (g *Guard) authenticate(r *http.Request) (string, rejection, bool) {
+// authenticate names the caller and its scopes: by its bearer token when
+// tokens are configured and it sends one, else by its verified client
+// certificate, else (open API only) by its remote IP, with every scope.
+func (g *Guard) authenticate(r *http.Request) (string, Scope, rejection, bool) {
 	tokens := g.tokens.Load()
 	var cert *x509.Certificate
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -371,14 +435,14 @@ func (g *Guard) authenticate(r *http.Request) (string, rejection, bool) {
 			scheme, token, _ := strings.Cut(h, " ")
 			if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 				g.m.rejected.WithLabelValues(reasonInvalid).Inc()
-				return "", unauthenticated(`malformed Authorization header: want "Bearer <token>"`), false
+				return "", 0, unauthenticated(`malformed Authorization header: want "Bearer <token>"`), false
 			}
-			name, ok := tokens.lookup(strings.TrimSpace(token))
+			name, scopes, ok := tokens.lookup(strings.TrimSpace(token))
 			if !ok {
 				g.m.rejected.WithLabelValues(reasonInvalid).Inc()
-				return "", unauthenticated("invalid bearer token: it is not among the API's accepted tokens"), false
+				return "", 0, unauthenticated("invalid bearer token: it is not among the API's accepted tokens"), false
 			}
-			return "token:" + name, rejection{}, true
+			return "token:" + name, scopes, rejection{}, true
 		}
 	}
 	if cert != nil {
@@ -386,7 +450,11 @@ func (g *Guard) authenticate(r *http.Request) (string, rejection, bool) {
 		if subject == "" {
 			subject = cert.Subject.String()
 		}
-		return "cert:" + subject, rejection{}, true
+		scopes := DefaultScopes
+		if m := g.certScopes.Load(); m != nil {
+			scopes = (*m)[subject]
+		}
+		return "cert:" + subject, scopes, rejection{}, true
 	}
 	if g.cfg.Authenticates() {
 		g.m.rejected.WithLabelValues(reasonMissing).Inc()
@@ -399,19 +467,19 @@ func (g *Guard) authenticate(r *http.Request) (string, rejection, bool) {
 		default:
 			msg = "missing client certificate: this API requires mTLS with a certificate its CA signed"
 		}
-		return "", unauthenticated(msg), false
+		return "", 0, unauthenticated(msg), false
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	return "ip:" + host, rejection{}, true
+	return "ip:" + host, AllScopes, rejection{}, true
 }
 
-// Run reloads the token file and the server certificate when they change
-// (checked every ReloadInterval) or on SIGHUP, until ctx ends. A file that
-// fails to load keeps the previous version and is logged. Without a token
-// file or TLS it only waits for ctx.
+// Run reloads the token file, the client scopes file and the server
+// certificate when they change (checked every ReloadInterval) or on SIGHUP,
+// until ctx ends. A file that fails to load keeps the previous version (see
+// Reload). Without any of them it only waits for ctx.
 func (g *Guard) Run(ctx context.Context) error {
 	files := g.watchedFiles()
 	if len(files) == 0 {
@@ -440,27 +508,73 @@ func (g *Guard) Run(ctx context.Context) error {
 	}
 }
 
-// Reload re-reads the token file and the certificate pair now; a file that
-// fails to load keeps its previous version.
+// reloadFailure is a reload that failed: when, and why.
+type reloadFailure struct {
+	at  time.Time
+	err error
+}
+
+// Reload re-reads the token file, the client scopes file and the
+// certificate pair now. A file that fails to load keeps its previous
+// version in force (a broken Secret edit does not lock the clients out),
+// counts in auth_reload_failures_total, sets auth_last_reload_successful
+// to 0 and shows in Status until a reload succeeds.
 func (g *Guard) Reload() {
+	var errs []error
+	failed := func(file string, err error) {
+		g.m.reloadFailures.WithLabelValues(file).Inc()
+		errs = append(errs, err)
+	}
 	if g.cfg.TokenFile != "" {
 		if s, err := loadTokens(g.cfg.TokenFile); err != nil {
 			g.log.Error("reloading the API token file; keeping the previous tokens", zap.Error(err))
+			failed(fileTokens, err)
 		} else {
-			g.tokens.Store(s)
+			g.storeTokens(s)
 			g.log.Info("reloaded the API token file", zap.Int("num_tokens", len(s.digests)))
+		}
+	}
+	if g.cfg.ClientScopesFile != "" {
+		if m, err := loadClientScopes(g.cfg.ClientScopesFile); err != nil {
+			g.log.Error("reloading the API client scopes file; keeping the previous scopes", zap.Error(err))
+			failed(fileClientScopes, err)
+		} else {
+			g.certScopes.Store(&m)
+			g.log.Info("reloaded the API client scopes file", zap.Int("num_subjects", len(m)))
 		}
 	}
 	if g.cfg.TLS() {
 		if err := g.loadCert(); err != nil {
 			g.log.Error("reloading the API's TLS certificate; keeping the previous one", zap.Error(err))
+			failed(fileCertificate, err)
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		g.reloadErr.Store(&reloadFailure{at: time.Now(), err: err})
+		g.m.reloadOK.Set(0)
+		return
+	}
+	g.reloadErr.Store(nil)
+	g.m.reloadOK.Set(1)
+}
+
+// Status is "" while the files in force are the latest, else what failed
+// to reload and since when (for /readyz; the errors name files and lines,
+// never a token). A failed reload does not make the API unready: the
+// previous tokens still serve, and every replica reads the same Secret, so
+// unready would take the whole API out of service over a bad edit.
+func (g *Guard) Status() string {
+	f := g.reloadErr.Load()
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("auth files failed to reload at %s, the previous versions are in force: %s",
+		f.at.UTC().Format(time.RFC3339), strings.ReplaceAll(f.err.Error(), "\n", "; "))
 }
 
 func (g *Guard) watchedFiles() []string {
 	var files []string
-	for _, f := range []string{g.cfg.TokenFile, g.cfg.CertFile, g.cfg.KeyFile} {
+	for _, f := range []string{g.cfg.TokenFile, g.cfg.ClientScopesFile, g.cfg.CertFile, g.cfg.KeyFile} {
 		if f != "" {
 			files = append(files, f)
 		}

@@ -24,16 +24,18 @@ const (
 )
 
 // tokenSet is the accepted bearer tokens, as SHA-256 digests so that every
-// comparison has one length, and the client name of each.
+// comparison has one length, and the client name and scopes of each. An
+// empty set refuses every token.
 type tokenSet struct {
 	digests [][sha256.Size]byte
 	names   []string
+	scopes  []Scope
 }
 
-// lookup returns the client name of token. It compares token with every
+// lookup returns the client name and scopes of token. It compares token with every
 // accepted one in constant time and never stops early, so the answer's
 // timing says nothing about which token, or how much of one, matched.
-func (s *tokenSet) lookup(token string) (string, bool) {
+func (s *tokenSet) lookup(token string) (string, Scope, bool) {
 	d := sha256.Sum256([]byte(token))
 	found := -1
 	for i := range s.digests {
@@ -42,34 +44,50 @@ func (s *tokenSet) lookup(token string) (string, bool) {
 		}
 	}
 	if found < 0 {
-		return "", false
+		return "", 0, false
 	}
-	return s.names[found], true
+	return s.names[found], s.scopes[found], true
 }
 
-// loadTokens reads a token file: one token a line, or name:token to name
-// the client (several tokens may share a name, for rotation); blank lines
-// and lines starting with # are skipped. A token without a name is named
-// by the first 8 hex digits of its SHA-256, which identifies it in logs
-// without revealing it.
+// loadTokens reads a token file, one token a line:
+//
+//	token                    unnamed, DefaultScopes
+//	name:token               named, DefaultScopes (write, read, watch)
+//	name:token:scope,scope   named, exactly the scopes listed
+//
+// Several tokens may share a name (rotation). Blank lines and lines
+// starting with # are skipped. A token without a name is named by the first
+// 8 hex digits of its SHA-256, which identifies it in logs without
+// revealing it. A token cannot contain ':'. A file without any token loads
+// as an empty set, which refuses every token.
 func loadTokens(path string) (*tokenSet, error) {
-	f, err := os.Open(path)
+	data, err := readBounded(path, "token file")
 	if err != nil {
-		return nil, fmt.Errorf("opening token file: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading token file %s: %w", path, err)
-	}
-	if len(data) > MaxTokenFileBytes {
-		return nil, fmt.Errorf("token file %s: larger than %d bytes", path, MaxTokenFileBytes)
+		return nil, err
 	}
 	s, err := parseTokens(data)
 	if err != nil {
 		return nil, fmt.Errorf("token file %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// readBounded reads a file of at most MaxTokenFileBytes; what names it in
+// errors.
+func readBounded(path, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", what, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxTokenFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", what, path, err)
+	}
+	if len(data) > MaxTokenFileBytes {
+		return nil, fmt.Errorf("%s %s: larger than %d bytes", what, path, MaxTokenFileBytes)
+	}
+	return data, nil
 }
 
 func parseTokens(data []byte) (*tokenSet, error) {
@@ -86,6 +104,15 @@ func parseTokens(data []byte) (*tokenSet, error) {
 		name, token, named := strings.Cut(line, ":")
 		if !named {
 			name, token = "", line
+		}
+		scopes := DefaultScopes
+		if tok, list, scoped := strings.Cut(token, ":"); scoped {
+			token = tok
+			var err error
+			if scopes, err = ParseScopes(list); err != nil {
+				errs = append(errs, fmt.Errorf("line %d: %w (a line is name:token or name:token:scope,scope; a token cannot contain ':')", n, err))
+				continue
+			}
 		}
 		if err := validToken(token); err != nil {
 			errs = append(errs, fmt.Errorf("line %d: %w", n, err))
@@ -110,15 +137,13 @@ func parseTokens(data []byte) (*tokenSet, error) {
 		}
 		s.digests = append(s.digests, d)
 		s.names = append(s.names, name)
+		s.scopes = append(s.scopes, scopes)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("reading lines: %w", err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
-	}
-	if len(s.digests) == 0 {
-		return nil, errors.New("no tokens (one a line, or name:token); an empty file would refuse every client")
 	}
 	return s, nil
 }
@@ -151,4 +176,68 @@ func validName(name string) error {
 		}
 	}
 	return nil
+}
+
+// MaxSubjectLength bounds a certificate subject in the client scopes file.
+const MaxSubjectLength = 256
+
+// loadClientScopes reads a client scopes file: the scopes of mTLS clients
+// by certificate subject (as the guard names a certificate client: its
+// common name, else the whole subject), one a line:
+//
+//	subject                  DefaultScopes
+//	subject:scope,scope      exactly the scopes listed
+//
+// The scopes follow the last ':', so a subject may contain one. Blank
+// lines and lines starting with # are skipped. A certificate whose subject
+// is not listed holds no scope.
+func loadClientScopes(path string) (map[string]Scope, error) {
+	data, err := readBounded(path, "client scopes file")
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseClientScopes(data)
+	if err != nil {
+		return nil, fmt.Errorf("client scopes file %s: %w", path, err)
+	}
+	return m, nil
+}
+
+func parseClientScopes(data []byte) (map[string]Scope, error) {
+	m := map[string]Scope{}
+	firstLine := map[string]int{}
+	var errs []error
+	for n, raw := range strings.Split(string(data), "\n") {
+		n++
+		line := strings.TrimSpace(raw)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		subject, scopes := line, DefaultScopes
+		if i := strings.LastIndexByte(line, ':'); i >= 0 {
+			var err error
+			if scopes, err = ParseScopes(line[i+1:]); err != nil {
+				errs = append(errs, fmt.Errorf("line %d: %w (a line is subject or subject:scope,scope)", n, err))
+				continue
+			}
+			subject = strings.TrimSpace(line[:i])
+		}
+		if subject == "" || len(subject) > MaxSubjectLength {
+			errs = append(errs, fmt.Errorf("line %d: subject of %d characters; must be 1 to %d", n, len(subject), MaxSubjectLength))
+			continue
+		}
+		if prev, dup := firstLine[subject]; dup {
+			errs = append(errs, fmt.Errorf("line %d: subject %q again (first on line %d)", n, subject, prev))
+			continue
+		}
+		firstLine[subject] = n
+		if len(m) == MaxTokens {
+			return nil, fmt.Errorf("more than %d subjects", MaxTokens)
+		}
+		m[subject] = scopes
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return m, nil
 }

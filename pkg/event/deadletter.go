@@ -15,10 +15,24 @@ const (
 	HeaderSourceOffset    = "dlt-source-offset"
 	HeaderAttempt         = "dlt-attempt"
 	HeaderReplayedFrom    = "dlt-replayed-from"
+	// HeaderOriginalKeyBytes and HeaderOriginalValueBytes are set when
+	// DeadLetter truncated the source's key or value: the sizes it had.
+	HeaderOriginalKeyBytes   = "dlt-original-key-bytes"
+	HeaderOriginalValueBytes = "dlt-original-value-bytes"
 )
 
 // maxReasonBytes bounds the reason header.
 const maxReasonBytes = 1024
+
+// Bounds of a dead letter's copy of its source: a record over them is
+// foreign (no event is that large: MaxValueBytes, and a key is two ids),
+// so its copy is truncated — it could not be replayed anyway — and the
+// dead letter stays a few KiB whatever the source, far below any topic's
+// max.message.bytes.
+const (
+	MaxDeadLetterKeyBytes   = 1024
+	MaxDeadLetterValueBytes = MaxValueBytes
+)
 
 // Envelope is what a dead letter's headers say about it. Every consumer of
 // dead letters reads them through ParseDeadLetter, never header by header.
@@ -37,17 +51,30 @@ type Envelope struct {
 	// ReplayedFrom is the parked record an operator re-produced this one
 	// from, or -1.
 	ReplayedFrom int64
+	// OriginalKeyBytes and OriginalValueBytes are the sizes of the source's
+	// key and value when DeadLetter truncated them, else -1.
+	OriginalKeyBytes   int64
+	OriginalValueBytes int64
 }
 
-// DeadLetter builds the dead-letter copy of a source record: same key and
+// Truncated reports whether the dead letter carries a truncated copy of
+// its source (which cannot be replayed).
+func (e Envelope) Truncated() bool { return e.OriginalKeyBytes >= 0 || e.OriginalValueBytes >= 0 }
+
+// DeadLetter builds the dead-letter copy of a source record: its key and
 // value, plus headers naming the reason, the source and the attempt (one
-// more than the source's own, when an operator replayed it).
+// more than the source's own, when an operator replayed it). The envelope
+// is bounded: a key over MaxDeadLetterKeyBytes or a value over
+// MaxDeadLetterValueBytes is truncated, with a header giving the size it
+// had (the source offset locates the original while the topic retains
+// it), so one foreign record, however close to max.message.bytes, cannot
+// make its dead letter too large for the dead-letter topic.
 func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
 	if len(reason) > maxReasonBytes {
 		reason = reason[:maxReasonBytes]
 	}
 	attempt := max(ParseDeadLetter(src).Attempt, 0) + 1
-	return &kgo.Record{
+	dl := &kgo.Record{
 		Topic: dltTopic,
 		Key:   src.Key,
 		Value: src.Value,
@@ -59,6 +86,15 @@ func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
 			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(attempt))},
 		},
 	}
+	if len(src.Key) > MaxDeadLetterKeyBytes {
+		dl.Key = src.Key[:MaxDeadLetterKeyBytes:MaxDeadLetterKeyBytes]
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderOriginalKeyBytes, Value: []byte(strconv.Itoa(len(src.Key)))})
+	}
+	if len(src.Value) > MaxDeadLetterValueBytes {
+		dl.Value = src.Value[:MaxDeadLetterValueBytes:MaxDeadLetterValueBytes]
+		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderOriginalValueBytes, Value: []byte(strconv.Itoa(len(src.Value)))})
+	}
+	return dl
 }
 
 // Replayed builds the record an operator re-produces to topic from a parked
@@ -77,6 +113,9 @@ func ParseDeadLetter(r *kgo.Record) Envelope {
 		SourceOffset:    headerInt(r, HeaderSourceOffset, 64, -1),
 		Attempt:         int(headerInt(r, HeaderAttempt, 32, 0)),
 		ReplayedFrom:    headerInt(r, HeaderReplayedFrom, 64, -1),
+
+		OriginalKeyBytes:   headerInt(r, HeaderOriginalKeyBytes, 64, -1),
+		OriginalValueBytes: headerInt(r, HeaderOriginalValueBytes, 64, -1),
 	}
 }
 

@@ -146,7 +146,7 @@ func TestDeadLetterEnvelopeRoundTrip(t *testing.T) {
 	require.Equal(t, "read-receipts-dlt", dl.Topic)
 	require.Equal(t, src.Value, dl.Value)
 	require.Equal(t, event.Envelope{Reason: "bad", SourceTopic: "read-receipts", SourcePartition: 7,
-		SourceOffset: 1234, Attempt: 1, ReplayedFrom: -1}, event.ParseDeadLetter(dl))
+		SourceOffset: 1234, Attempt: 1, ReplayedFrom: -1, OriginalKeyBytes: -1, OriginalValueBytes: -1}, event.ParseDeadLetter(dl))
 
 	// A dead letter an operator replayed and that failed again counts one
 	// more attempt; the reason is bounded.
@@ -160,7 +160,36 @@ func TestDeadLetterEnvelopeRoundTrip(t *testing.T) {
 
 	// Missing or malformed headers read as absent, never as offset 0.
 	bare := event.ParseDeadLetter(&kgo.Record{Headers: []kgo.RecordHeader{{Key: event.HeaderSourceOffset, Value: []byte("-3")}}})
-	require.Equal(t, event.Envelope{SourcePartition: -1, SourceOffset: -1, ReplayedFrom: -1}, bare)
+	require.Equal(t, event.Envelope{SourcePartition: -1, SourceOffset: -1, ReplayedFrom: -1, OriginalKeyBytes: -1, OriginalValueBytes: -1}, bare)
+}
+
+// TestDeadLetterEnvelopeBounded: a foreign record of any size (here 1 MiB
+// of value and 64 KiB of key) makes a dead letter of a few KiB: key and
+// value truncated, their sizes and the source offset in headers.
+func TestDeadLetterEnvelopeBounded(t *testing.T) {
+	t.Parallel()
+	src := &kgo.Record{Topic: "read-receipts", Partition: 3, Offset: 99,
+		Key: []byte(strings.Repeat("k", 64<<10)), Value: []byte(strings.Repeat("v", 1<<20))}
+	dl := event.DeadLetter(src, "read-receipts-dlt", strings.Repeat("r", 5000))
+	size := len(dl.Key) + len(dl.Value)
+	for _, h := range dl.Headers {
+		size += len(h.Key) + len(h.Value)
+	}
+	require.LessOrEqual(t, size, 8<<10)
+	require.Equal(t, src.Value[:event.MaxDeadLetterValueBytes], dl.Value)
+	require.Equal(t, src.Key[:event.MaxDeadLetterKeyBytes], dl.Key)
+	env := event.ParseDeadLetter(dl)
+	require.True(t, env.Truncated())
+	require.Equal(t, int64(1<<20), env.OriginalValueBytes)
+	require.Equal(t, int64(64<<10), env.OriginalKeyBytes)
+	require.Equal(t, int64(99), env.SourceOffset)
+	require.Equal(t, int32(3), env.SourcePartition)
+
+	// At the bound nothing is truncated.
+	src.Key, src.Value = []byte("u:c"), []byte(strings.Repeat("v", event.MaxDeadLetterValueBytes))
+	dl = event.DeadLetter(src, "read-receipts-dlt", "big")
+	require.Equal(t, src.Value, dl.Value)
+	require.False(t, event.ParseDeadLetter(dl).Truncated())
 }
 
 // FuzzDecode: no input may panic the decoder, and whatever it accepts must

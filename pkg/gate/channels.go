@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -280,6 +281,9 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	res, err := g.redis.MarkUnread(rctx, m.key, m.seq, m.deviceID, now)
 	cancel()
+	if errors.Is(err, receipt.ErrEpochLimit) {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
 		g.warnRedis(redisOpMerge, err)

@@ -57,13 +57,14 @@ func New(cfg Config) (*Gate, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("configuring gate: %w", err)
 	}
+	m := newMetrics(cfg.Registerer)
 	g := &Gate{
 		cfg:        cfg,
 		log:        cfg.Logger.Named("gate"),
-		redis:      redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix}),
+		redis:      redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix, Undecodable: m.undecodable}),
 		pg:         cfg.Postgres,
 		durable:    cfg.Producer,
-		m:          newMetrics(cfg.Registerer),
+		m:          m,
 		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
 	}
 	g.redisWarn.Interval, g.durableWarn.Interval, g.resolveWarn.Interval = warnInterval, warnInterval, warnInterval
@@ -176,6 +177,25 @@ func contextError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeCanceled, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	return nil
+}
+
+// AgreeSettings checks the settings the gateway shares with the persister
+// against the ones the deployment stored in Postgres (storing them when
+// none is): the detail threshold. It fails only on a disagreement; when
+// Postgres cannot answer (down, or its migrations still running) it logs
+// and returns nil, as the gateway takes marks without Postgres — the
+// persister, which cannot, checks at its own start.
+func (g *Gate) AgreeSettings(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	err := g.pg.AgreeSetting(ctx, pgstore.SettingDetailThreshold, g.cfg.ReadBy.detailThreshold())
+	if errors.Is(err, pgstore.ErrSettingDisagrees) {
+		return fmt.Errorf("gate: %w", err)
+	}
+	if err != nil {
+		g.log.Warn("cannot check the detail threshold against Postgres; the persister checks it at its start", zap.Error(err))
 	}
 	return nil
 }

@@ -72,18 +72,27 @@ func notMember(prefix string, k receipt.Key) error {
 // its epochs resolved by Redis, or — where the Redis merge failed — by
 // the key's read epoch in Postgres (0 for a key it has no row of). A mark
 // without an epoch must never travel as receipt.EpochCurrent, and
-// when neither store answers it travels at epoch 0 (see below).
+// when neither store answers it travels at epoch 0 (see below). A mark
+// with an explicit epoch Redis did not check is checked against Postgres
+// (receipt.EpochAhead); when it is ahead there, or Postgres cannot answer
+// either, the flush fails (nothing acknowledged, the callers retry).
 func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) ([]receipt.State, error) {
 	out := make([]receipt.State, len(states))
 	var unresolved []receipt.Key
+	explicit := 0
 	for i, st := range states {
 		if merged[i].Err == nil {
 			out[i] = merged[i].Resolved
 			continue
 		}
 		out[i] = st
-		if st.Read.Position.Epoch == receipt.EpochCurrent || st.PrivateRead.Position.Epoch == receipt.EpochCurrent {
+		switch {
+		case st.Read.Position.Epoch == receipt.EpochCurrent || st.PrivateRead.Position.Epoch == receipt.EpochCurrent:
 			unresolved = append(unresolved, st.Key)
+		case receipt.EpochAhead(receipt.State{}, st):
+			// An explicit epoch above 0 that Redis did not check: Postgres does.
+			unresolved = append(unresolved, st.Key)
+			explicit++
 		}
 	}
 	if len(unresolved) == 0 {
@@ -95,6 +104,12 @@ func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged
 	if err != nil {
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
+		}
+		if explicit > 0 {
+			// An explicit epoch neither store can check could move a
+			// public cursor back (receipt.EpochAhead): nothing is
+			// acknowledged, the caller retries.
+			return nil, fmt.Errorf("checking %d explicit epochs without Redis or Postgres: %w", explicit, err)
 		}
 		// Both stores are down. The gate keeps accepting marks (their
 		// durability does not need either store), at epoch 0: a key
@@ -109,6 +124,11 @@ func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged
 	}
 	for i := range out {
 		e := epochs[out[i].Key]
+		if merged[i].Err != nil && receipt.EpochAhead(receipt.State{Read: receipt.Cursor{Position: receipt.Position{Epoch: e}}}, out[i]) {
+			// Ahead of Postgres, which may lag a mark-unread Redis
+			// acknowledged: unknown, so not acknowledged (retry).
+			return nil, fmt.Errorf("the explicit epoch of %s is ahead of the read epoch %d in Postgres and Redis cannot check it", out[i].Key.KafkaKey(), e)
+		}
 		if out[i].Read.Position.Epoch == receipt.EpochCurrent {
 			out[i].Read.Position.Epoch = e
 		}

@@ -35,6 +35,9 @@ type metrics struct {
 	produce       prometheus.Histogram
 	redisDegraded *prometheus.CounterVec
 	readFallbacks *prometheus.CounterVec
+	// undecodable counts the Redis fields reads skipped
+	// (redisstore.Config.Undecodable).
+	undecodable prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,6 +60,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_degraded_total",
 			Help: "Redis failures that degraded the real-time view, by operation (merge counts marks).",
 		}, []string{"op"}),
+		undecodable: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_undecodable_fields_total",
+			Help: "Stored Redis fields a read skipped because they could not be decoded (read as absent; the next merge or the drift sweep replaces them).",
+		}),
 		readFallbacks: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "read_fallbacks_total",
 			Help: "Reads answered with Postgres, by reason (incomplete: hash not hydrated; redis_error).",

@@ -51,6 +51,13 @@ func (m mark) state(nowMs int64) receipt.State {
 // with the field-named message (HTTP 400 through vanguard).
 func invalid(err error) error { return connect.NewError(connect.CodeInvalidArgument, err) }
 
+// epochAhead is the answer to a mark whose explicit epoch is ahead of the
+// stored read epoch (receipt.EpochAhead): InvalidArgument, nothing written.
+func epochAhead(m mark, stored int64) error {
+	return invalid(&receipt.FieldError{Field: m.field + "epoch", Reason: fmt.Sprintf(
+		"%d is ahead of the stored read epoch %d; send an epoch you read (only mark-unread moves it forward)", m.epoch, stored)})
+}
+
 // markInput is one mark as a call carries it, before validation.
 type markInput struct {
 	// prefix starts the fields a failure names: "" for the single-mark
@@ -88,6 +95,9 @@ func validateMark(in markInput) (mark, error) {
 	if in.epoch != nil {
 		if *in.epoch < 0 {
 			return mark{}, &receipt.FieldError{Field: prefix + "epoch", Reason: fmt.Sprintf("must be >= 0, got %d", *in.epoch)}
+		}
+		if err := receipt.ValidateEpoch(prefix+"epoch", *in.epoch); err != nil {
+			return mark{}, err
 		}
 		m.epoch = *in.epoch
 	}

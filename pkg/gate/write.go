@@ -94,6 +94,12 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		return nil, j.err
 	}
 	g.m.countStale(states, j.merged)
+	for i, r := range j.merged {
+		if r.Err == nil && r.EpochAhead {
+			// The key moved since the checks read it: refused by the merge.
+			return nil, epochAhead(marks[i], r.State.Canonical().ReadEpoch())
+		}
+	}
 	durability := receiptsv1.Durability_DURABILITY_UNSPECIFIED
 	if j.produced > 0 {
 		if j.err != nil {
@@ -138,6 +144,22 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		results[i] = res
 	}
 	return results, nil
+}
+
+// checkEpochs refuses, before anything is written, a call with a mark
+// whose explicit epoch is ahead of the stored read epoch vals read
+// (receipt.EpochAhead); the merge checks it again against the value it
+// writes over (a key vals did not read, or one that moved meanwhile).
+func checkEpochs(vals *redisstore.MarkValues, marks []mark, states []receipt.State) error {
+	for i, m := range marks {
+		if m.epoch == receipt.EpochCurrent {
+			continue
+		}
+		if stored, ok := vals.Stored(m.key); ok && receipt.EpochAhead(stored, states[i]) {
+			return epochAhead(m, stored.Canonical().ReadEpoch())
+		}
+	}
+	return nil
 }
 
 // flushWrites writes the marks of several calls together: one lookup of
@@ -211,7 +233,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	off = 0
 	for _, j := range jobs {
 		for i := range j.states {
-			if m := merged[off+i]; m.Err == nil && m.Stale {
+			if m := merged[off+i]; m.Err == nil && (m.Stale || m.EpochAhead) {
 				continue
 			}
 			produced = append(produced, resolved[off+i])
@@ -338,7 +360,11 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 	}
 	kept = jobs[:0]
 	for _, j := range jobs {
-		if err := g.checkEach(f, j.marks); err != nil {
+		err := g.checkEach(f, j.marks)
+		if err == nil {
+			err = checkEpochs(vals, j.marks, j.states)
+		}
+		if err != nil {
 			j.err = err
 			close(j.done)
 			continue

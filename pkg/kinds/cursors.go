@@ -14,7 +14,7 @@ import (
 var cursorSpec = &Spec[receipt.Key, receipt.State]{
 	Name:      "read_receipts",
 	Key:       func(s receipt.State) receipt.Key { return s.Key },
-	Compare:   receipt.Key.Compare,
+	Compare:   receipt.CompareStates,
 	RecordKey: receipt.Key.KafkaKey,
 	User:      func(k receipt.Key) string { return k.User },
 	Time:      func(s receipt.State) int64 { return s.UpdatedAtUnixMs },

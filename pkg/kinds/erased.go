@@ -129,10 +129,10 @@ func (k kind[K, V]) ScanRedis(ctx context.Context, env *Env, cur redisstore.Scan
 // sortedUnique unboxes vals in key order, one merged value per key.
 func (k kind[K, V]) sortedUnique(env *Env, vals []any) []V {
 	in := unbox[V](vals)
-	slices.SortStableFunc(in, func(a, b V) int { return k.s.Compare(k.s.Key(a), k.s.Key(b)) })
+	slices.SortStableFunc(in, k.s.Compare)
 	out := in[:0]
 	for _, v := range in {
-		if n := len(out); n > 0 && k.s.Compare(k.s.Key(out[n-1]), k.s.Key(v)) == 0 {
+		if n := len(out); n > 0 && k.s.Compare(out[n-1], v) == 0 {
 			out[n-1] = k.s.Merge(env, out[n-1], v)
 			continue
 		}

@@ -15,7 +15,7 @@ import (
 var headSpec = &Spec[string, channel.Head]{
 	Name:      "channel_heads",
 	Key:       func(h channel.Head) string { return h.Channel },
-	Compare:   strings.Compare,
+	Compare:   func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) },
 	RecordKey: func(ch string) string { return ch },
 	Time:      func(h channel.Head) int64 { return h.UpdatedAtUnixMs },
 	Zero:      func(ch string) channel.Head { return channel.Head{Channel: ch} },

@@ -28,10 +28,11 @@ type Env struct {
 type Spec[K comparable, V any] struct {
 	// Name is the kind's Postgres table; it labels reports and dead letters.
 	Name string
-	// Key is a value's key; Compare orders keys as the Postgres page walk
-	// does (statements write in that order, so they never deadlock).
+	// Key is a value's key; Compare orders values by key as the Postgres
+	// page walk does (statements write in that order, so they never
+	// deadlock).
 	Key     func(V) K
-	Compare func(a, b K) int
+	Compare func(a, b V) int
 	// RecordKey is the Kafka record key of the kind's events about k.
 	RecordKey func(k K) string
 	// User is the user whose erasure removes the value; nil for state

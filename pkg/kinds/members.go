@@ -18,9 +18,7 @@ var memberSpec = &Spec[receipt.Key, channel.Membership]{
 	Name: "channel_members",
 	Key:  func(m channel.Membership) receipt.Key { return m.Key },
 	// (channel, user): the order of the table's primary key.
-	Compare: func(a, b receipt.Key) int {
-		return pgstore.CompareMembers(channel.Membership{Key: a}, channel.Membership{Key: b})
-	},
+	Compare:   pgstore.CompareMembers,
 	RecordKey: receipt.Key.KafkaKey,
 	User:      func(k receipt.Key) string { return k.User },
 	Time:      func(m channel.Membership) int64 { return m.VersionUnixMs },

@@ -16,7 +16,7 @@ import (
 var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 	Name:      "mentions",
 	Key:       func(m channel.Mentions) receipt.Key { return m.Key },
-	Compare:   receipt.Key.Compare,
+	Compare:   func(a, b channel.Mentions) int { return a.Key.Compare(b.Key) },
 	RecordKey: receipt.Key.KafkaKey,
 	User:      func(k receipt.Key) string { return k.User },
 	Time:      func(channel.Mentions) int64 { return 0 },

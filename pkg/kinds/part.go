@@ -131,7 +131,7 @@ func (p *part[K, V]) Sort() {
 	for _, v := range p.vals {
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b V) int { return p.s.Compare(p.s.Key(a), p.s.Key(b)) })
+	slices.SortFunc(out, p.s.Compare)
 	p.sorted = out
 }
 

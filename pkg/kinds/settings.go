@@ -18,7 +18,7 @@ import (
 var settingsSpec = &Spec[string, privacy.Settings]{
 	Name:      "user_settings",
 	Key:       func(st privacy.Settings) string { return st.User },
-	Compare:   strings.Compare,
+	Compare:   func(a, b privacy.Settings) int { return strings.Compare(a.User, b.User) },
 	RecordKey: event.UserKey,
 	User:      func(u string) string { return u },
 	Time:      func(st privacy.Settings) int64 { return st.VersionMs },

@@ -71,7 +71,7 @@ func counterKind() kinds.Kind {
 	return kinds.New(&kinds.Spec[receipt.Key, counter]{
 		Name:      "test_counters",
 		Key:       func(c counter) receipt.Key { return c.Key },
-		Compare:   receipt.Key.Compare,
+		Compare:   func(a, b counter) int { return a.Key.Compare(b.Key) },
 		RecordKey: receipt.Key.KafkaKey,
 		User:      func(k receipt.Key) string { return k.User },
 		Time:      func(counter) int64 { return 0 },
@@ -224,7 +224,7 @@ PRIMARY KEY (user_id, channel_id))`)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
-	t.Cleanup(func() { stop(); <-done; p.Close() })
+	t.Cleanup(func() { stop(); require.NoError(t, <-done); p.Close() })
 	want := map[receipt.Key]int64{k("u1", "c"): 5, k("u2", "c"): 7}
 	require.Eventually(t, func() bool { return fmt.Sprint(stored("postgres")) == fmt.Sprint(want) }, 20*time.Second, 20*time.Millisecond)
 

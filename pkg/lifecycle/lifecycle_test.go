@@ -207,7 +207,7 @@ func TestAdminPortServesReadiness(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, strings.Contains(body, "receipts_test_total 0"), body)
 	code, _ = get("/debug/pprof/cmdline")
-	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, http.StatusNotFound, code, "pprof only with --pprof")
 	cancel()
 	require.NoError(t, <-done)
 	// The admin port is closed once Run returned.

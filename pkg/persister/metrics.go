@@ -26,22 +26,24 @@ const (
 )
 
 type metrics struct {
-	consumed     prometheus.Counter
-	batches      *prometheus.CounterVec
-	batchSize    prometheus.Histogram
-	rowsWritten  prometheus.Counter
-	movesLogged  prometheus.Counter
-	dedupeIn     prometheus.Counter
-	dedupeOut    prometheus.Counter
-	deadLetters  *prometheus.CounterVec
-	changes      prometheus.Counter
-	upsertTime   prometheus.Histogram
-	writeTime    prometheus.Histogram
-	retries      *prometheus.CounterVec
-	commitErrors prometheus.Counter
-	commits      prometheus.Counter
-	ready        prometheus.Gauge
-	staleSkipped prometheus.Counter
+	consumed    prometheus.Counter
+	batches     *prometheus.CounterVec
+	batchSize   prometheus.Histogram
+	rowsWritten prometheus.Counter
+	movesLogged prometheus.Counter
+	dedupeIn    prometheus.Counter
+	dedupeOut   prometheus.Counter
+	deadLetters *prometheus.CounterVec
+	// deadLettersDropped counts dead letters the topic refused as too large.
+	deadLettersDropped prometheus.Counter
+	changes            prometheus.Counter
+	upsertTime         prometheus.Histogram
+	writeTime          prometheus.Histogram
+	retries            *prometheus.CounterVec
+	commitErrors       prometheus.Counter
+	commits            prometheus.Counter
+	ready              prometheus.Gauge
+	staleSkipped       prometheus.Counter
 	// mentionsTrimmed counts mention rows deleted by the retention.
 	mentionsTrimmed prometheus.Counter
 	dedupeRatio     prometheus.Gauge
@@ -104,6 +106,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dead_letters_total",
 			Help: "Records acked on the dead-letter topic, by kind: undecodable (or invalid) or rejected (by Postgres).",
 		}, []string{"kind"}),
+		deadLettersDropped: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "dead_letters_dropped_total",
+			Help: "Dead letters the dead-letter topic refused as too large, skipped with an error log naming the source offset (never retried: that would stall the partition).",
+		}),
 		changes: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "changes_total",
 			Help: "Change-feed records acked on --changes-topic (one per public cursor a window left at its incoming position).",

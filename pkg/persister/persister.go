@@ -184,6 +184,12 @@ func (p *Persister) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("persister: Run called twice")
 	}
+	// The detail threshold is the gateway's too: stored once, checked here.
+	if err := p.retry(ctx, p.log, opUpsert, isUnavailable, func(ctx context.Context) error {
+		return p.store.AgreeSetting(ctx, pgstore.SettingDetailThreshold, int64(p.cfg.DetailThreshold))
+	}); err != nil {
+		return fmt.Errorf("persister: %w", err)
+	}
 	p.setRunning(true)
 	defer p.setRunning(false)
 

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
@@ -389,14 +390,30 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		// Results come in completion order, not input order.
 		results := p.cl.ProduceSync(ctx, recs...)
 		var failed []deadLetter
+		var err error
+		dropped := 0
 		for _, r := range results {
-			if r.Err != nil {
+			switch {
+			case r.Err == nil:
+			case tooLarge(r.Err):
+				// Refused for its size even bounded (event.DeadLetter): no
+				// retry can help, and retrying would stall the partition
+				// for good. Skipped, loudly; the source offset locates
+				// the record while the topic retains it.
+				dl := pending[index[r.Record]]
+				dropped++
+				p.m.deadLettersDropped.Inc()
+				p.log.Error("the dead-letter topic refuses a dead letter as too large; skipping it (the source record stays on its topic until retention)",
+					append(recordFields(dl.src, r.Err), zap.String("dlt_topic", p.cfg.DLTTopic), zap.String("reason", dl.reason))...)
+			default:
 				failed = append(failed, pending[index[r.Record]])
+				if err == nil {
+					err = r.Err
+				}
 			}
 		}
-		p.m.deadLetters.WithLabelValues(kind).Add(float64(len(pending) - len(failed)))
+		p.m.deadLetters.WithLabelValues(kind).Add(float64(len(pending) - len(failed) - dropped))
 		pending = failed
-		err := results.FirstErr()
 		if class := kafkaconf.Classify(err); class == errclass.Rejected || class == errclass.Permanent {
 			p.log.Error("kafka refuses dead letters for good; the partition waits for an operator",
 				zap.String("dlt_topic", p.cfg.DLTTopic), zap.Int("num_records", len(pending)), zap.Error(err))
@@ -407,6 +424,19 @@ func (p *Persister) produceDead(ctx context.Context, dls []deadLetter, kind stri
 		return fmt.Errorf("producing %d dead letters to %s: %w", len(pending), p.cfg.DLTTopic, err)
 	}
 	return nil
+}
+
+// tooLarge reports a produce refused for the record's size (by the broker's
+// max.message.bytes or the client's batch bound): permanent for that
+// record, whatever else is wrong.
+func tooLarge(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)
+}
+
+// isUnavailable retries while Postgres is unavailable only (a setting that
+// disagrees is not an outage).
+func isUnavailable(err error) bool {
+	return !errors.Is(err, pgstore.ErrSettingDisagrees) && pgstore.Classify(err) == errclass.Unavailable
 }
 
 // isRejected tells Bisect which rows to isolate: those Postgres refuses.
@@ -423,7 +453,8 @@ func isUpsertRetryable(err error) bool {
 }
 
 // isProduceRetryable keeps retrying a dead letter whatever Kafka answers,
-// even an error kafkaconf.Classify calls rejected or permanent: the record
+// even an error kafkaconf.Classify calls rejected or permanent — except
+// a refusal for its size (tooLarge), which produceDead skips: the record
 // has nowhere else to go, and its offset must not be committed until it is
 // in Postgres or on the dead-letter topic. The partition stalls with
 // /readyz false and the error logged (loudly when permanent) until an

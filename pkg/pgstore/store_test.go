@@ -213,3 +213,20 @@ func TestGetKeysIsGetForManyUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none)
 }
+
+// TestEpochBoundedInPostgres: an epoch past receipt.MaxEpoch is rejected
+// by the table (a data error, dead-lettered), whichever path writes it.
+func TestEpochBoundedInPostgres(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	at := func(ch string, epoch int64) []receipt.State {
+		x := st("u1", ch, 3, 3, "")
+		x.Read.Position.Epoch = epoch
+		return []receipt.State{x}
+	}
+	_, err := s.Upsert(ctx, at("c1", receipt.MaxEpoch))
+	require.NoError(t, err)
+	_, err = s.Upsert(ctx, at("c2", receipt.MaxEpoch+1))
+	require.ErrorIs(t, err, pgstore.ErrRejected)
+}

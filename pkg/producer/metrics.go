@@ -34,6 +34,10 @@ func (m *metrics) addSpool(reg prometheus.Registerer, subsystem string, sp *spoo
 		Namespace: Namespace, Subsystem: subsystem, Name: "spool_records",
 		Help: "Spooled records not yet replayed to Kafka.",
 	}, func() float64 { return float64(sp.Stats().Records) })
+	f.NewCounterFunc(prometheus.CounterOpts{
+		Namespace: Namespace, Subsystem: subsystem, Name: "spool_damaged_bytes_total",
+		Help: "Bytes the spool's recovery at start-up could not read as frames (a torn tail or damage) and moved aside to .damaged files; every valid frame around them is kept.",
+	}, func() float64 { return float64(sp.Recovery().DiscardedBytes) })
 	m.spoolFull = f.NewCounter(prometheus.CounterOpts{
 		Namespace: Namespace, Subsystem: subsystem, Name: "spool_full_total",
 		Help: "Calls refused (Unavailable) because their records did not fit in the spool.",

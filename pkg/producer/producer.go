@@ -57,6 +57,10 @@ const (
 	// spools instead: long enough for a leader election, short enough that
 	// callers do not time out.
 	SpoolAfterDefault = 2 * time.Second
+	// SpoolDrainTimeoutDefault bounds the replay of the spool at shutdown
+	// (the API stops first): within the process's stop timeout, with room
+	// for the components stopped after it.
+	SpoolDrainTimeoutDefault = 15 * time.Second
 	// MetricsSubsystemDefault names the producer's metrics.
 	MetricsSubsystemDefault = "producer"
 	// minProduceTimeout is kgo's floor for RecordDeliveryTimeout.
@@ -112,6 +116,11 @@ type Config struct {
 	// SpoolAfter bounds a call's wait for Kafka's acks before it spools.
 	// Used only with SpoolDir. Defaults to SpoolAfterDefault.
 	SpoolAfter time.Duration
+	// SpoolDrainTimeout bounds the replay of what is left in the spool
+	// once Run is stopped (a pod scaled away takes no spool with it); 0
+	// uses SpoolDrainTimeoutDefault, negative leaves the spool for the next
+	// start. What is not sent in time stays in the spool.
+	SpoolDrainTimeout time.Duration
 	// MaxRecordBytes is the largest key plus value a caller ever writes
 	// (the spool refuses larger frames). Required with SpoolDir.
 	MaxRecordBytes int
@@ -131,7 +140,7 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
 	c.ProduceTimeout, c.ProduceLinger, c.SpoolMaxBytes, c.SpoolAfter = d.ProduceTimeout, d.ProduceLinger, d.SpoolMaxBytes, d.SpoolAfter
-	c.ProduceInflight = d.ProduceInflight
+	c.ProduceInflight, c.SpoolDrainTimeout = d.ProduceInflight, d.SpoolDrainTimeout
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic receiving every record")
 	fs.DurationVar(&c.ProduceTimeout, "produce-timeout", c.ProduceTimeout, "bound on waiting for the acks of one call without a spool (past it the call fails) and of one replayed spool batch (>= 1s)")
 	fs.DurationVar(&c.ProduceLinger, "produce-linger", c.ProduceLinger, "producer linger; every call waits for its acks, so keep it short (negative: none)")
@@ -139,6 +148,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SpoolDir, "spool-dir", c.SpoolDir, "directory of the local spool for records Kafka does not ack in time (one process per directory; a persistent volume in production); empty disables it and Kafka failures fail the call")
 	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", c.SpoolMaxBytes, "bound on the spool's files; a call that does not fit fails (503 with Retry-After)")
 	fs.DurationVar(&c.SpoolAfter, "spool-after", c.SpoolAfter, "bound on waiting for Kafka's acks before spooling a call (with --spool-dir)")
+	fs.DurationVar(&c.SpoolDrainTimeout, "spool-drain-timeout", c.SpoolDrainTimeout, "at shutdown, bound on replaying what is left in the spool to Kafka (negative: leave it for the next start)")
 }
 
 // MinSpoolBytes is the smallest spool that holds one record of
@@ -153,6 +163,7 @@ func (c Config) withDefaults() Config {
 	c.ProduceInflight = cmp.Or(c.ProduceInflight, ProduceInflightDefault)
 	c.SpoolMaxBytes = cmp.Or(c.SpoolMaxBytes, SpoolMaxBytesDefault)
 	c.SpoolAfter = cmp.Or(c.SpoolAfter, SpoolAfterDefault)
+	c.SpoolDrainTimeout = cmp.Or(c.SpoolDrainTimeout, SpoolDrainTimeoutDefault)
 	c.MetricsSubsystem = cmp.Or(c.MetricsSubsystem, MetricsSubsystemDefault)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
@@ -274,8 +285,10 @@ func (p *Producer) openSpool(kw *kafkaWriter) error {
 		zap.Bool("checkpoint_lost", rec.CheckpointLost),
 	}
 	if rec.DiscardedBytes > 0 || rec.CheckpointLost {
-		// Discarded bytes are appends that never returned (a crash):
-		// nothing acknowledged. A lost checkpoint replays records twice.
+		// Discarded bytes are a torn tail (appends that never returned:
+		// nothing acknowledged) or damage, moved aside to .damaged files
+		// with every valid frame around them kept. A lost checkpoint
+		// replays records twice.
 		p.log.Warn("spool opened; recovered from a crash", fields...)
 	} else {
 		p.log.Info("spool opened", fields...)
@@ -320,15 +333,38 @@ func (p *Producer) Refuse(recs []*kgo.Record) error {
 }
 
 // Run replays the spool to Kafka in order until ctx ends (also what a
-// previous process left); without a spool it only waits for ctx. A batch
-// being sent at the end is abandoned uncommitted: it stays in the spool for
-// the next start.
+// previous process left); without a spool it only waits for ctx. Then it
+// drains what is left, bounded by SpoolDrainTimeout (the API stopped
+// before it: nothing new arrives). A batch being sent at the end is
+// abandoned uncommitted: it stays in the spool for the next start.
 func (p *Producer) Run(ctx context.Context) error {
 	if p.replay == nil {
 		<-ctx.Done()
 		return nil
 	}
-	p.replay.run(ctx)
+	p.replay.run(ctx, false)
+	if p.cfg.SpoolDrainTimeout < 0 {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.SpoolDrainTimeout)
+	defer cancel()
+	if err := p.Drain(dctx); err != nil {
+		p.log.Warn("the spool is not drained: the rest waits for the next start", zap.Int64("pending_records", p.replay.sp.Stats().Records), zap.Error(err))
+	}
+	return nil
+}
+
+// Drain replays the spool to Kafka until it is empty, or ctx ends (then
+// it returns ctx's error and the rest stays in the spool). It is what
+// `receiptsctl spool replay` runs on an orphaned spool directory.
+func (p *Producer) Drain(ctx context.Context) error {
+	if p.replay == nil {
+		return nil
+	}
+	p.replay.run(ctx, true)
+	if n := p.replay.sp.Stats().Records; n > 0 {
+		return fmt.Errorf("%d records left in the spool: %w", n, context.Cause(ctx))
+	}
 	return nil
 }
 

@@ -192,3 +192,32 @@ func TestFullSpoolRefusesAtOnce(t *testing.T) {
 		require.Zero(t, time.Since(start), "the circuit is open: no wait for Kafka")
 	})
 }
+
+// TestStopDrainsTheSpool: records spooled while Kafka held its acks are
+// sent when Run is stopped and Kafka answers again, within
+// SpoolDrainTimeout; while Kafka stays away, the stop gives up after
+// exactly the bound and the records stay in the spool.
+func TestStopDrainsTheSpool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const after, drain = 300 * time.Millisecond, 5 * time.Second
+		b := newBubble(t, Config{SpoolDir: t.TempDir(), SpoolAfter: after, ProduceTimeout: time.Second, SpoolDrainTimeout: drain})
+		b.holdProduce(t)
+		dur, err := b.prod.Write(context.Background(), records("d:1", "d:2"))
+		require.NoError(t, err)
+		require.Equal(t, Spooled, dur)
+
+		// Kafka still away: the stop waits out the drain bound, no more.
+		ctx, stop := context.WithCancel(context.Background())
+		stop()
+		start := time.Now()
+		require.NoError(t, b.prod.Run(ctx))
+		require.Equal(t, drain, time.Since(start), "the drain gives up at its bound")
+		require.EqualValues(t, 2, b.prod.spooler.sp.Stats().Records, "what was not sent stays spooled")
+
+		// Kafka back: the stop sends everything and returns at once after.
+		b.release()
+		require.NoError(t, b.prod.Run(ctx))
+		require.Zero(t, b.prod.spooler.sp.Stats().Records)
+		require.GreaterOrEqual(t, testutil.ToFloat64(b.prod.m.spoolReplayed), 2.0)
+	})
+}

@@ -35,9 +35,10 @@ type replayer struct {
 	log       *zap.Logger
 }
 
-// run replays until ctx ends. A batch being sent then is abandoned
-// uncommitted: it stays in the spool for the next start.
-func (r *replayer) run(ctx context.Context) {
+// run replays until ctx ends, or, with untilEmpty, until the spool is
+// empty. A batch being sent then is abandoned uncommitted: it stays in
+// the spool for the next start.
+func (r *replayer) run(ctx context.Context, untilEmpty bool) {
 	var sent int64 // since the spool was last empty
 	warnings := rate.Sometimes{Interval: replayWarnEvery}
 	warn := func(msg string, fields ...zap.Field) {
@@ -57,6 +58,12 @@ func (r *replayer) run(ctx context.Context) {
 		}
 	}
 	for {
+		if untilEmpty && r.sp.Stats().Records == 0 {
+			if sent > 0 {
+				r.log.Info("spool drained to kafka", zap.Int64("num_records", sent))
+			}
+			return
+		}
 		batch, commit, err := r.sp.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, spool.ErrClosed) {

@@ -1,6 +1,9 @@
 package receipt
 
-import "strings"
+import (
+	"errors"
+	"strings"
+)
 
 // Key identifies one cursor pair: a user in a channel.
 type Key struct {
@@ -199,3 +202,31 @@ func (s State) SameCursors(o State) bool {
 	return a.Read.Position == b.Read.Position && a.Delivered.Position == b.Delivered.Position &&
 		a.PrivateRead.Position == b.PrivateRead.Position
 }
+
+// MaxEpoch bounds every read epoch. Only mark-unread moves an epoch
+// forward, one step a call, so the bound is never reached by use; it keeps
+// a client-chosen epoch, and the step after it, inside every store's
+// numbers: int64 in Go and Postgres (CHECK constraints), base-62 numerals
+// of at most six digits and exact doubles in Redis' Lua.
+const MaxEpoch int64 = 1<<31 - 1
+
+// ErrEpochLimit is the failure of a mark-unread on a cursor already at
+// MaxEpoch.
+var ErrEpochLimit = errors.New("the read epoch is at its limit; mark-unread cannot move it further")
+
+// EpochAhead reports whether a mark's explicit read or private read epoch
+// is ahead of the stored read epoch. A client may send an epoch it saw
+// (the stored one or an older one, which makes the mark stale); only
+// mark-unread moves the epoch forward, so an epoch ahead of the stored one
+// would let a client move the public read cursor back without one. The
+// gateway refuses such a mark whole; an epoch of EpochCurrent is never
+// ahead.
+func EpochAhead(stored, mark State) bool {
+	e := stored.Canonical().ReadEpoch()
+	return !mark.Read.Position.IsZero() && mark.Read.Position.Epoch > e ||
+		!mark.PrivateRead.Position.IsZero() && mark.PrivateRead.Position.Epoch > e
+}
+
+// CanMarkUnread reports whether a mark-unread may bump stored's read epoch:
+// not when it is at MaxEpoch already.
+func CanMarkUnread(stored State) bool { return stored.ReadEpoch() < MaxEpoch }

@@ -202,3 +202,23 @@ func TestValidateID(t *testing.T) {
 	require.Error(t, receipt.ValidateSeq("seq", -1))
 	require.NoError(t, receipt.ValidateSeq("seq", 1<<62))
 }
+
+// TestEpochBounds: an explicit epoch may not be ahead of the stored read
+// epoch (only mark-unread moves it) and never past MaxEpoch, in any state
+// that travels between stores.
+func TestEpochBounds(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u", Channel: "c"}
+	stored := receipt.State{Key: k, Read: cur(0, 900, "m")}
+	require.True(t, receipt.EpochAhead(stored, receipt.State{Key: k, Read: cur(5, 1, "")}))
+	require.True(t, receipt.EpochAhead(stored, receipt.State{Key: k, PrivateRead: cur(1, 1, "")}))
+	require.False(t, receipt.EpochAhead(stored, receipt.State{Key: k, Read: cur(0, 1, "")}))
+	require.False(t, receipt.EpochAhead(stored, receipt.State{Key: k, Read: cur(receipt.EpochCurrent, 1, "")}))
+	require.False(t, receipt.EpochAhead(stored, receipt.State{Key: k, Delivered: cur(0, 1000, "")}))
+	require.True(t, receipt.CanMarkUnread(receipt.State{Read: cur(receipt.MaxEpoch-1, 1, "")}))
+	require.False(t, receipt.CanMarkUnread(receipt.State{Read: cur(receipt.MaxEpoch, 1, "")}))
+
+	require.NoError(t, receipt.State{Key: k, Read: cur(receipt.MaxEpoch, 1, "")}.Validate())
+	require.Error(t, receipt.State{Key: k, Read: cur(receipt.MaxEpoch+1, 1, "")}.Validate())
+	require.Error(t, receipt.State{Key: k, PrivateRead: cur(1<<63-1, 1, "")}.Validate())
+}

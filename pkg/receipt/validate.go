@@ -57,10 +57,18 @@ func ValidateSeq(field string, seq int64) error {
 	return nil
 }
 
+// ValidateEpoch checks an explicit epoch: 0..MaxEpoch.
+func ValidateEpoch(field string, epoch int64) error {
+	if epoch < 0 || epoch > MaxEpoch {
+		return &FieldError{Field: field, Reason: fmt.Sprintf("must be between 0 and %d, got %d", MaxEpoch, epoch)}
+	}
+	return nil
+}
+
 // Validate checks a whole state as it travels between stores: both ids
 // valid, optional ids valid, positions non-negative (so EpochCurrent, which
-// only the gateway's Redis merge resolves, never travels), at least one
-// set.
+// only the gateway's Redis merge resolves, never travels), epochs at most
+// MaxEpoch, at least one set.
 func (s State) Validate() error {
 	if err := ValidateID("user_id", s.Key.User); err != nil {
 		return err
@@ -74,6 +82,9 @@ func (s State) Validate() error {
 	}{{"read", s.Read}, {"private_read", s.PrivateRead}, {"delivered", s.Delivered}} {
 		if c.c.Position.Epoch < 0 || c.c.Position.Seq < 0 {
 			return &FieldError{Field: c.name, Reason: "has a negative position"}
+		}
+		if err := ValidateEpoch(c.name+".epoch", c.c.Position.Epoch); err != nil {
+			return err
 		}
 		if err := ValidateOptionalID(c.name+".message_id", c.c.MessageID); err != nil {
 			return err

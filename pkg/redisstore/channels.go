@@ -735,9 +735,11 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 			k := receipt.Key{User: user, Channel: channels[i]}
 			if v, ok := res[2+3*j].(string); ok {
 				if cv.State, err = decodeValue(k, v); err != nil {
-					return view, err
+					s.skipUndecodable() // read as no state
+					cv.State = receipt.State{Key: k}
+				} else {
+					cv.HasState = true
 				}
-				cv.HasState = true
 			} else {
 				cv.State = receipt.State{Key: k}
 			}

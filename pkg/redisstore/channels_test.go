@@ -86,18 +86,20 @@ func TestMarksAndMarkUnread(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []receipt.State{u.State}, got)
 
-	// Epochs compare exactly beyond 2^53 and across base-62 carries.
+	// Epochs compare exactly across base-62 carries, up to receipt.MaxEpoch.
 	k2 := receipt.Key{User: "mu", Channel: "big"}
 	_, err = s.Merge(ctx, []receipt.State{{Key: k2, Read: cur(61, 5, "m5")}})
 	require.NoError(t, err)
 	u, err = s.MarkUnread(ctx, k2, 5, "d", 1)
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Epoch: 62, Seq: 4}, u.State.Read.Position)
-	_, err = s.Merge(ctx, []receipt.State{{Key: k2, Read: cur(math.MaxInt64-1, 1, "")}})
+	_, err = s.Merge(ctx, []receipt.State{{Key: k2, Read: cur(receipt.MaxEpoch-1, 1, "")}})
 	require.NoError(t, err)
 	u, err = s.MarkUnread(ctx, k2, 1, "d", 1)
 	require.NoError(t, err)
-	require.Equal(t, receipt.Position{Epoch: math.MaxInt64, Seq: 0}, u.State.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: receipt.MaxEpoch, Seq: 0}, u.State.Read.Position)
+	_, err = s.MarkUnread(ctx, k2, 1, "d", 1)
+	require.ErrorIs(t, err, receipt.ErrEpochLimit)
 }
 
 // Heads, membership registers and mention sets in Lua agree with the Go

@@ -100,7 +100,8 @@ type markChain struct {
 // a read or private read epoch of receipt.EpochCurrent is resolved to the
 // stored read epoch (the greater of both read cursors'; 0 for a new key),
 // and a mark whose explicit read or private read epoch is older than it
-// is refused whole (Stale; nothing changes). Resolved is the mark with its
+// is refused whole (Stale; nothing changes), as is one whose explicit
+// epoch is ahead of it (EpochAhead: receipt.EpochAhead). Resolved is the mark with its
 // epochs resolved: produce that. Delivered has no epoch to resolve (it is
 // always 0). Marks of one key apply in their order, as one pipeline of
 // merge scripts would apply them. Generation is the user's erasure
@@ -116,6 +117,24 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 // values still as read).
 type MarkValues struct {
 	read map[receipt.Key]storedMark
+}
+
+// Stored is the state vals read for k, when it read k's value and could
+// decode it (an absent value is the zero state of k).
+func (v *MarkValues) Stored(k receipt.Key) (receipt.State, bool) {
+	if v == nil {
+		return receipt.State{}, false
+	}
+	m, ok := v.read[k]
+	if !ok {
+		return receipt.State{}, false
+	}
+	st, err := decodeValue(k, m.cur)
+	if err != nil {
+		return receipt.State{}, false
+	}
+	st.Key = k
+	return st, true
 }
 
 type storedMark struct {
@@ -294,7 +313,9 @@ func (c *markChain) apply(marks []receipt.State, out []MergeResult) bool {
 // merge script's strict merge does: the stored state's private read is
 // dropped when not ahead of its read, the mark's EpochCurrent epochs are
 // resolved to the stored read epoch, an explicit epoch older than it makes
-// the mark stale, and otherwise receipt.Merge applies. It returns the
+// the mark stale, one ahead of it is refused (EpochAhead: only
+// mark-unread moves the epoch forward), and otherwise receipt.Merge
+// applies. It returns the
 // result (Resolved: the mark with its epochs resolved) and the value the
 // key holds after it. A stored value that cannot be decoded is replaced
 // by a mark that moves a cursor (the script did the same), and is an
@@ -310,6 +331,10 @@ func mergeOneMark(k receipt.Key, cur string, m receipt.State) (MergeResult, stri
 	if !m.Read.Position.IsZero() && m.Read.Position.Epoch != receipt.EpochCurrent && m.Read.Position.Epoch < e ||
 		!m.PrivateRead.Position.IsZero() && m.PrivateRead.Position.Epoch != receipt.EpochCurrent && m.PrivateRead.Position.Epoch < e {
 		r.Stale = true
+		return r, cur, derr
+	}
+	if receipt.EpochAhead(base, m) {
+		r.EpochAhead = true
 		return r, cur, derr
 	}
 	merged, moved := receipt.Merge(base, r.Resolved)

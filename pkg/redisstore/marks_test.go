@@ -114,7 +114,16 @@ func TestMergeMarksUnderContention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
-	const workers, calls = 8, 40
+	const workers, calls, seedEpoch = 8, 40, 2
+	seeded := map[receipt.Key]receipt.State{}
+	for u := range 2 {
+		for c := range 2 {
+			k := receipt.Key{User: "u" + strconv.Itoa(u), Channel: "c" + strconv.Itoa(c)}
+			seeded[k] = receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: seedEpoch}}}
+			_, err := s.Merge(ctx, []receipt.State{seeded[k]})
+			require.NoError(t, err)
+		}
+	}
 	all := make([][]receipt.State, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -122,11 +131,16 @@ func TestMergeMarksUnderContention(t *testing.T) {
 		for range calls {
 			marks := make([]receipt.State, 20)
 			for i := range marks {
-				// Resolved epochs only: the final state is then the
-				// max-merge of all of them in any order.
+				// Resolved epochs only, all the seeded one (neither stale
+				// nor ahead): the final state is then the max-merge of
+				// all of them in any order.
 				m := randomMark(rng, 2, 2)
-				m.Read.Position.Epoch = max(m.Read.Position.Epoch, 0)
-				m.PrivateRead.Position.Epoch = max(m.PrivateRead.Position.Epoch, 0)
+				if !m.Read.Position.IsZero() {
+					m.Read.Position.Epoch = seedEpoch
+				}
+				if !m.PrivateRead.Position.IsZero() {
+					m.PrivateRead.Position.Epoch = seedEpoch
+				}
 				marks[i] = m
 			}
 			all[w] = append(all[w], marks...)
@@ -148,7 +162,7 @@ func TestMergeMarksUnderContention(t *testing.T) {
 		for _, m := range marks {
 			st, ok := want[m.Key]
 			if !ok {
-				st = receipt.State{Key: m.Key}
+				st = seeded[m.Key]
 			}
 			want[m.Key], _ = receipt.Merge(st, m)
 		}

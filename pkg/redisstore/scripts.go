@@ -95,7 +95,7 @@ end
 -- not ahead of the read dropped. An incoming epoch "-" (receipt.EpochCurrent)
 -- is resolved to the stored read epoch first; with strict, an incoming
 -- read or private read of an explicit epoch older than it is refused whole
--- (stale). fresh, when given, is what an empty field takes (the incoming
+-- (stale 1), as is one ahead of it (stale 2: receipt.EpochAhead). fresh, when given, is what an empty field takes (the incoming
 -- value resolved at epoch 0 and merged into nothing, encoded by the
 -- caller), so a new field costs no parsing. Returns {changed, value,
 -- resolved epoch, stale}; a plain merge (not strict) may answer the first
@@ -127,6 +127,10 @@ local function merge(key, field, inc, strict, fresh)
     elseif (n.re ~= "0" or n.rs ~= "0") and cmp(n.re, e) < 0 then return {0, cur or "", e, 1} end
     if n.pe == "-" then n.pe = e
     elseif n.pe and cmp(n.pe, e) < 0 then return {0, cur or "", e, 1} end
+    -- an explicit epoch ahead of the stored one (receipt.EpochAhead):
+    -- only mark-unread moves the epoch forward
+    if (n.re ~= "0" or n.rs ~= "0") and cmp(n.re, e) > 0 then return {0, cur or "", e, 2} end
+    if n.pe and cmp(n.pe, e) > 0 then return {0, cur or "", e, 2} end
   end
   local ore, ors, orm, ode, ods, ope, ops = s.re, s.rs, s.rm, s.de, s.ds, s.pe, s.ps
   if cmppos(n.re, n.rs, s.re, s.rs) > 0 then s.re, s.rs, s.rm = n.re, n.rs, n.rm end
@@ -187,8 +191,9 @@ return 1
 
 // markUnreadScript moves a user's read cursor in a channel back to seq-1
 // at the next epoch (receipt.MarkUnread): KEYS[1] = user hash; ARGV =
-// channel, seq-1 (base 62), device, time (base 62). Returns mergeScript's
-// answer, its epoch being the new one.
+// channel, seq-1 (base 62), device, time (base 62), receipt.MaxEpoch (base
+// 62). Returns mergeScript's answer, its epoch being the new one; stale 3
+// when the stored epoch is at receipt.MaxEpoch (nothing changed).
 var markUnreadScript = redis.NewScript(luaCommon + `
 -- inc62 adds one to a base-62 numeral.
 local function inc62(d)
@@ -208,6 +213,9 @@ if cur then local s = parse(cur) if s then
   if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe = nil end
   e = epoch(s)
 end end
+-- the epoch is bounded (receipt.MaxEpoch, ARGV[5] in base 62): at the
+-- bound, nothing changes and the answer says so (stale 3)
+if cmp(e, ARGV[5]) >= 0 then return {0, cur or "", e, 3} end
 local ne = inc62(e)
 local r = merge(KEYS[1], ARGV[1], ne .. "." .. ARGV[2] .. "  " .. ARGV[3] .. " " .. ARGV[4] .. " 0 ", "0")
 r[3], r[4] = ne, r[4] or 0

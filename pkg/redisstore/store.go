@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/receipt"
@@ -33,6 +34,10 @@ var ErrUnavailable = errors.New("redis unavailable")
 type Config struct {
 	// Prefix starts every key. Defaults to PrefixDefault.
 	Prefix string
+	// Undecodable, when set, counts the stored fields a read skipped
+	// because they could not be decoded (a value no writer of this
+	// version produces: see skipUndecodable).
+	Undecodable prometheus.Counter
 }
 
 // Store is the Redis side of the receipts state.
@@ -46,6 +51,8 @@ type Store struct {
 	// onScripted, in tests, runs when MergeMarks hands marks to the merge
 	// script (keys still contended after casAttempts).
 	onScripted func(marks int)
+	// undecodable counts the fields reads skipped (nil: not counted).
+	undecodable prometheus.Counter
 }
 
 // layout is how Merge writes a state: the script and its per-state ARGV.
@@ -71,7 +78,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = PrefixDefault
 	}
-	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout}
+	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable}
 }
 
 // Client returns the underlying client.
@@ -128,6 +135,11 @@ type MergeResult struct {
 	// older than the stored read epoch: nothing changed, and the mark must
 	// not be produced (the contract says it changes nothing).
 	Stale bool
+	// EpochAhead is true when MergeMarks refused a mark whose explicit
+	// epoch is ahead of the stored read epoch (receipt.EpochAhead):
+	// nothing changed, the mark must not be produced, and the caller is
+	// told its request is invalid.
+	EpochAhead bool
 	// Generation is the user's erasure generation read in the merge's
 	// script (0: never erased, or a Redis that lost the tombstone): the
 	// gateway stamps it on the event (event.StampGeneration).
@@ -191,9 +203,15 @@ func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq int64, device
 	if seq <= 0 || nowMs < 0 || strings.IndexByte(deviceID, ' ') >= 0 {
 		return MergeResult{}, fmt.Errorf("marking %s unread: seq %d, time %d or device %q not storable", k.KafkaKey(), seq, nowMs, deviceID)
 	}
-	res, err := s.runUser(ctx, markUnreadScript, k.User, k.Channel, string(appendB62(nil, seq-1)), deviceID, string(appendB62(nil, nowMs)))
+	res, err := s.runUser(ctx, markUnreadScript, k.User, k.Channel, string(appendB62(nil, seq-1)), deviceID, string(appendB62(nil, nowMs)),
+		string(appendB62(nil, receipt.MaxEpoch)))
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("%w: marking %s unread: %w", ErrUnavailable, k.KafkaKey(), err)
+	}
+	if len(res) >= 4 {
+		if limit, _ := res[3].(int64); limit == 3 {
+			return MergeResult{}, fmt.Errorf("marking %s unread: %w", k.KafkaKey(), receipt.ErrEpochLimit)
+		}
 	}
 	out, err := mergeResult(k, res)
 	if err != nil {
@@ -227,6 +245,7 @@ func mergeResult(k receipt.Key, res []any) (MergeResult, error) {
 		}
 		stale, _ := res[3].(int64)
 		out.Stale = stale == 1
+		out.EpochAhead = stale == 2
 	}
 	if len(res) >= 5 {
 		g, _ := res[4].(string)
@@ -294,7 +313,7 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) (states
 		if err != nil {
 			return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		got, err = userStatesOfHash(user, m)
+		got, err = s.userStatesOfHash(user, m)
 		if err != nil {
 			return nil, false, err
 		}
@@ -304,7 +323,7 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) (states
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	if got, err = userStatesOfFields(user, channels, vals); err != nil {
+	if got, err = s.userStatesOfFields(user, channels, vals); err != nil {
 		return nil, false, err
 	}
 	return got.States, got.Complete, nil
@@ -349,9 +368,9 @@ func (s *Store) GetMany(ctx context.Context, reqs []UserChannels) ([]UserStates,
 	out := make([]UserStates, len(reqs))
 	for i, r := range reqs {
 		if all[i] != nil {
-			out[i], err = userStatesOfHash(r.User, all[i].Val())
+			out[i], err = s.userStatesOfHash(r.User, all[i].Val())
 		} else {
-			out[i], err = userStatesOfFields(r.User, r.Channels, some[i].Val())
+			out[i], err = s.userStatesOfFields(r.User, r.Channels, some[i].Val())
 		}
 		if err != nil {
 			return nil, err
@@ -360,8 +379,9 @@ func (s *Store) GetMany(ctx context.Context, reqs []UserChannels) ([]UserStates,
 	return out, nil
 }
 
-// userStatesOfHash decodes a user's whole hash (HGETALL).
-func userStatesOfHash(user string, m map[string]string) (UserStates, error) {
+// userStatesOfHash decodes a user's whole hash (HGETALL), skipping the
+// fields it cannot decode (skipUndecodable).
+func (s *Store) userStatesOfHash(user string, m map[string]string) (UserStates, error) {
 	var out UserStates
 	_, out.Complete = m[loadedField]
 	for field, val := range m {
@@ -370,16 +390,30 @@ func userStatesOfHash(user string, m map[string]string) (UserStates, error) {
 		}
 		st, err := decodeValue(receipt.Key{User: user, Channel: field}, val)
 		if err != nil {
-			return UserStates{}, err
+			s.skipUndecodable()
+			continue
 		}
 		out.States = append(out.States, st)
 	}
 	return out, nil
 }
 
+// skipUndecodable counts a stored field a read skipped because it could
+// not be decoded: one bad field (a value no writer of this version
+// produces, such as an epoch past what int64 holds) never fails a whole
+// user's read or a drift sweep page. The field reads as absent; the next
+// merge into it replaces it (the merge script and MergeMarks treat an
+// undecodable value as none), and the drift sweep rewrites it from
+// Postgres.
+func (s *Store) skipUndecodable() {
+	if s.undecodable != nil {
+		s.undecodable.Inc()
+	}
+}
+
 // userStatesOfFields decodes HMGET's answer for the loaded marker and then
 // the channels.
-func userStatesOfFields(user string, channels []string, vals []any) (UserStates, error) {
+func (s *Store) userStatesOfFields(user string, channels []string, vals []any) (UserStates, error) {
 	var out UserStates
 	out.Complete = vals[0] != nil
 	for i, v := range vals[1:] {
@@ -389,7 +423,8 @@ func userStatesOfFields(user string, channels []string, vals []any) (UserStates,
 		}
 		st, err := decodeValue(receipt.Key{User: user, Channel: channels[i]}, str)
 		if err != nil {
-			return UserStates{}, err
+			s.skipUndecodable()
+			continue
 		}
 		out.States = append(out.States, st)
 	}

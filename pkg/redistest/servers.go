@@ -173,7 +173,15 @@ type Cluster struct {
 // until every node reports cluster_state:ok, and stops them at cleanup.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	return startCluster(t, n, "", nil)
+	return startCluster(t, n, 0, "", nil)
+}
+
+// StartReplicatedCluster starts masters masters with replicas replicas
+// each (redis-cli assigns them), so that a master's death promotes one of
+// its replicas (failover after the 5 s node timeout).
+func StartReplicatedCluster(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	return startCluster(t, masters*(1+replicas), replicas, "", nil)
 }
 
 // StartTLSCluster is StartCluster with nodes that listen only on TLS ports
@@ -181,10 +189,10 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // caFile.
 func StartTLSCluster(t testing.TB, n int, caFile string, tlsArgs []string) *Cluster {
 	t.Helper()
-	return startCluster(t, n, caFile, tlsArgs)
+	return startCluster(t, n, 0, caFile, tlsArgs)
 }
 
-func startCluster(t testing.TB, n int, caFile string, tlsArgs []string) *Cluster {
+func startCluster(t testing.TB, n, replicas int, caFile string, tlsArgs []string) *Cluster {
 	t.Helper()
 	NeedBinaries(t, "redis-server", "redis-cli")
 	var opt *redis.Options
@@ -211,7 +219,7 @@ func startCluster(t testing.TB, n int, caFile string, tlsArgs []string) *Cluster
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	cliArgs := append(append(append(cliTLS, "--cluster", "create"), c.Addrs...), "--cluster-replicas", "0", "--cluster-yes")
+	cliArgs := append(append(append(cliTLS, "--cluster", "create"), c.Addrs...), "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	out, err := exec.CommandContext(ctx, "redis-cli", cliArgs...).CombinedOutput()
 	require.NoError(t, err, "redis-cli --cluster create: %s", out)
 	for _, a := range c.Addrs {
@@ -233,5 +241,37 @@ func startCluster(t testing.TB, n int, caFile string, tlsArgs []string) *Cluster
 		}
 		_ = rdb.Close()
 	}
+	if replicas > 0 {
+		waitReplicasSynced(ctx, t, c, opt, n/(1+replicas)*replicas)
+	}
 	return c
+}
+
+// waitReplicasSynced waits until want nodes are replicas whose link to
+// their master is up (a replica still syncing cannot be promoted).
+func waitReplicasSynced(ctx context.Context, t testing.TB, c *Cluster, opt *redis.Options, want int) {
+	t.Helper()
+	for {
+		synced := 0
+		for _, a := range c.Addrs {
+			o := &redis.Options{}
+			if opt != nil {
+				*o = *opt
+			}
+			o.Addr = a
+			rdb := redis.NewClient(o)
+			info, err := rdb.Info(ctx, "replication").Result()
+			_ = rdb.Close()
+			if err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up") {
+				synced++
+			}
+		}
+		if synced >= want {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d cluster replicas synced", synced, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

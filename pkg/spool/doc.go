@@ -22,11 +22,13 @@
 //     another began comes out first; one call's records stay together), and
 //     a reader sees a batch again until it commits it (at-least-once: a crash
 //     between sending and committing replays the batch).
-//   - Open truncates a torn or corrupt tail at the last whole frame whose CRC
-//     matches and reports the discarded bytes in Recovery. A crash can only
-//     tear bytes that were never fsynced, so nothing acknowledged is lost.
-//     Damage inside an older segment (a media error, not a crash) cuts that
-//     segment at the damage; later segments are kept.
+//   - Open keeps every whole frame whose CRC matches: after a damaged frame
+//     or segment header it resynchronises at the next valid frame, moves
+//     the damaged bytes aside to the segment's .damaged file and reports
+//     them in Recovery (DiscardedBytes). A crash can only tear bytes that
+//     were never fsynced, so nothing acknowledged is lost; damage (a media
+//     error, not a crash) costs the damaged frames only, never the frames
+//     after them or later segments.
 //
 // The package knows nothing about receipts and imports only the standard
 // library; callers log Recovery and export Stats as metrics.

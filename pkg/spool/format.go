@@ -170,3 +170,59 @@ func scanSegment(r io.ReaderAt, size int64, fn func(off int64, rec Record)) (val
 		}
 	}
 }
+
+// span is a byte range [off, end) of a segment.
+type span struct{ off, end int64 }
+
+// frameAt reports whether a whole, CRC-valid frame starts at off in data,
+// and its length.
+func frameAt(data []byte, off int64) (int64, bool) {
+	remain := int64(len(data)) - off
+	if remain < frameHeaderSize+payloadHeaderSize {
+		return 0, false
+	}
+	n := int64(binary.LittleEndian.Uint32(data[off : off+4]))
+	if n < payloadHeaderSize || n > payloadHeaderSize+maxRecordBytesLimit || n > remain-frameHeaderSize {
+		return 0, false
+	}
+	p := data[off+frameHeaderSize : off+frameHeaderSize+n]
+	if frameCRC(data[off:off+4], p) != binary.LittleEndian.Uint32(data[off+4:off+8]) {
+		return 0, false
+	}
+	if kl := int64(binary.LittleEndian.Uint32(p[0:4])); kl > n-payloadHeaderSize {
+		return 0, false
+	}
+	return frameHeaderSize + n, true
+}
+
+// scanResync finds every whole, CRC-valid frame of a segment's bytes and
+// the damaged ranges between them: after a damaged frame (or header) the
+// scan resynchronises at the next offset where a valid frame starts (its
+// length in range and its CRC, which covers the length, matching), so one
+// bad frame costs its own bytes, not the rest of the segment.
+func scanResync(data []byte) (frames, damage []span) {
+	size := int64(len(data))
+	if size < headerSize {
+		return nil, []span{{0, size}}
+	}
+	if !bytes.Equal(data[:headerSize], []byte(segmentMagic)) {
+		damage = append(damage, span{0, headerSize})
+	}
+	off := headerSize
+	for off < size {
+		if n, ok := frameAt(data, off); ok {
+			frames = append(frames, span{off, off + n})
+			off += n
+			continue
+		}
+		d := span{off: off}
+		for off++; off < size; off++ {
+			if _, ok := frameAt(data, off); ok {
+				break
+			}
+		}
+		d.end = off
+		damage = append(damage, d)
+	}
+	return frames, damage
+}

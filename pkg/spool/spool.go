@@ -127,8 +127,9 @@ type Recovery struct {
 	// Records and Segments are what is pending after recovery.
 	Records  int64
 	Segments int
-	// DiscardedBytes were cut from torn or corrupt segment tails (after a
-	// crash: bytes of Appends that had not returned).
+	// DiscardedBytes could not be read as frames (a torn tail after a
+	// crash: bytes of Appends that had not returned; or damage) and were
+	// moved aside to the segments' .damaged files.
 	DiscardedBytes int64
 	// DamagedSegments counts segments that lost bytes.
 	DamagedSegments int
@@ -187,8 +188,8 @@ type Spool struct {
 }
 
 // Open opens or creates the spool in cfg.Dir, recovering from a crash:
-// consumed segments are removed, and a torn or corrupt tail is truncated at
-// the last whole valid frame (see Recovery).
+// consumed segments are removed, and damaged bytes (a torn tail, a bad
+// frame) are moved aside while every valid frame is kept (see Recovery).
 func Open(cfg Config) (*Spool, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -293,6 +294,14 @@ func (s *Spool) recover() error {
 			s.recovery.DamagedSegments++
 			changed = true
 		}
+		if res.rewritten && ckOK && id == ck.seg {
+			// The frames moved: the checkpoint must name the first
+			// pending one in the new file, or a later recovery could take
+			// a moved pending frame for a consumed one.
+			if err := s.ckpt.write(position{seg: id, off: res.start}); err != nil {
+				return fmt.Errorf("moving the checkpoint into repaired segment %d: %w", id, err)
+			}
+		}
 		if res.pending == 0 {
 			if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 				return fmt.Errorf("removing drained segment %d: %w", id, err)
@@ -318,55 +327,102 @@ func (s *Spool) recover() error {
 }
 
 type segmentRecovery struct {
-	size      int64 // after truncation
-	discarded int64
+	size      int64 // after repair
+	discarded int64 // bytes moved aside to the .damaged file
 	start     int64 // first frame boundary not consumed
 	pending   int64 // frames from start on
+	rewritten bool  // the file was rewritten (offsets moved)
 }
 
-// recoverSegment scans one segment, truncates it after its last valid frame
-// and counts the frames not consumed by a checkpoint at offset from. A from
-// that is not a frame boundary (it always is, unless the disk lies) is
-// rounded down, so a record is sent again rather than skipped.
+// DamagedSuffix ends the file beside a segment that holds the bytes
+// recovery could not read as frames (moved aside, never replayed).
+const DamagedSuffix = ".damaged"
+
+// recoverSegment scans one segment and counts the frames not consumed by a
+// checkpoint at offset from. A damaged range (a torn tail after a crash, or
+// damage inside the file) is moved aside to the segment's .damaged file and
+// the segment is rewritten with every valid frame, those after the damage
+// included. A from that is not a frame boundary (it always is, unless the
+// disk lies) is rounded down, so a record is sent again rather than
+// skipped.
 func recoverSegment(path string, from int64) (segmentRecovery, error) {
 	var res segmentRecovery
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return res, fmt.Errorf("opening: %w", err)
+		return res, fmt.Errorf("reading: %w", err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return res, fmt.Errorf("inspecting: %w", err)
-	}
-	size := fi.Size()
+	frames, damage := scanResync(data)
 	res.start = -1
-	validEnd, err := scanSegment(f, size, func(off int64, rec Record) {
-		end := off + frameHeaderSize + payloadHeaderSize + int64(recordBytes(rec))
-		if end > from {
+	var out []byte
+	if len(damage) > 0 {
+		out = make([]byte, 0, len(data))
+		out = append(out, segmentMagic...)
+	}
+	newOff := headerSize
+	for _, f := range frames {
+		if f.end > from {
 			if res.start < 0 {
-				res.start = off
+				res.start = newOff
 			}
 			res.pending++
 		}
-	})
-	if err != nil && !errors.Is(err, ErrCorrupt) {
-		return res, err
+		if out != nil {
+			out = append(out, data[f.off:f.end]...)
+		}
+		newOff += f.end - f.off
 	}
+	res.size = newOff
 	if res.start < 0 {
-		res.start = validEnd
+		res.start = res.size
 	}
-	res.size = validEnd
-	if validEnd < size {
-		res.discarded = size - validEnd
-		if err := f.Truncate(validEnd); err != nil {
-			return res, fmt.Errorf("truncating torn tail at %d: %w", validEnd, err)
-		}
-		if err := f.Sync(); err != nil {
-			return res, fmt.Errorf("syncing truncated segment: %w", err)
+	if len(damage) == 0 {
+		return res, nil
+	}
+	// The damaged bytes first, so that nothing is lost if the rewrite fails.
+	df, err := os.OpenFile(path+DamagedSuffix, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	if err != nil {
+		return res, fmt.Errorf("opening the damaged-bytes file: %w", err)
+	}
+	for _, d := range damage {
+		res.discarded += d.end - d.off
+		if _, err := df.Write(data[d.off:d.end]); err != nil {
+			_ = df.Close()
+			return res, fmt.Errorf("moving damaged bytes aside: %w", err)
 		}
 	}
+	if err := df.Sync(); err != nil {
+		_ = df.Close()
+		return res, fmt.Errorf("syncing the damaged-bytes file: %w", err)
+	}
+	if err := df.Close(); err != nil {
+		return res, fmt.Errorf("closing the damaged-bytes file: %w", err)
+	}
+	tmp := path + ".tmp"
+	if err := writeFileSync(tmp, out); err != nil {
+		return res, fmt.Errorf("rewriting without its damage: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return res, fmt.Errorf("replacing with its repaired copy: %w", err)
+	}
+	res.rewritten = true
 	return res, nil
+}
+
+// writeFileSync writes and fsyncs a new file.
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // Recovery reports what Open found and repaired.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -486,22 +487,38 @@ func TestOpenTruncatesAtCorruptFrame(t *testing.T) {
 	const n, bad = 20, 12
 	src, segs := spoolFiles(t, n, 0)
 	// Flip each byte of one frame in turn: its length, CRC, key length,
-	// key and value. The CRC covers them all, so the frame and everything
-	// after it are cut, and nothing before it.
+	// key and value. The CRC covers them all, so that frame is moved aside
+	// to the .damaged file, and every frame before and after it is kept
+	// (recovery resynchronises on the next valid frame).
 	for b := frameOff(bad); b < frameOff(bad+1); b++ {
 		t.Run(fmt.Sprint("byte ", b), func(t *testing.T) {
 			t.Parallel()
 			dir := copyDir(t, src)
 			path := filepath.Join(dir, filepath.Base(segs[0]))
+			orig, err := os.ReadFile(path)
+			require.NoError(t, err)
 			flipByte(t, path, b)
-			reopenDamaged(t, dir, recs(0, bad), frameOff(n)-frameOff(bad))
+			reopenDamaged(t, dir, append(recs(0, bad), recs(bad+1, n)...), recSize)
+			damaged, err := os.ReadFile(path + spool.DamagedSuffix)
+			require.NoError(t, err)
+			want := slices.Clone(orig[frameOff(bad):frameOff(bad+1)])
+			want[b-frameOff(bad)] ^= 0xff
+			require.Equal(t, want, damaged, "the damaged bytes are moved aside as they were")
 		})
 	}
 	t.Run("header", func(t *testing.T) {
 		t.Parallel()
 		dir := copyDir(t, src)
 		flipByte(t, filepath.Join(dir, filepath.Base(segs[0])), 2)
-		reopenDamaged(t, dir, nil, frameOff(n))
+		reopenDamaged(t, dir, recs(0, n), headerSize)
+	})
+	t.Run("two damaged frames", func(t *testing.T) {
+		t.Parallel()
+		dir := copyDir(t, src)
+		path := filepath.Join(dir, filepath.Base(segs[0]))
+		flipByte(t, path, frameOff(3)+1)
+		flipByte(t, path, frameOff(15)+9)
+		reopenDamaged(t, dir, append(append(recs(0, 3), recs(4, 15)...), recs(16, n)...), 2*recSize)
 	})
 	t.Run("zeros after the last frame", func(t *testing.T) {
 		t.Parallel()
@@ -526,15 +543,44 @@ func flipByte(t *testing.T, path string, off int64) {
 }
 
 // Damage in an older segment cannot come from a crash (it was sealed and
-// fsynced); the spool keeps what it can: the frames before the damage and
-// every later segment.
+// fsynced); the spool keeps everything but the damaged frame: the frames
+// before and after it and every later segment.
 func TestOpenKeepsSegmentsAfterADamagedOne(t *testing.T) {
 	t.Parallel()
 	dir, segs := spoolFiles(t, 40, headerSize+10*recSize)
 	require.Len(t, segs, 4)
 	flipByte(t, segs[1], frameOff(3)+9) // record 10+3
-	want := append(recs(0, 13), recs(20, 40)...)
-	reopenDamaged(t, dir, want, 7*recSize)
+	want := append(recs(0, 13), recs(14, 40)...)
+	reopenDamaged(t, dir, want, recSize)
+}
+
+// Damage before the checkpoint's offset in its segment: the repaired
+// segment's frames move, and the checkpoint moves with them, so neither
+// this recovery nor one after a crash before any commit skips a record.
+func TestDamageBeforeTheCheckpointSkipsNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfg := spool.Config{Dir: dir, ReadBatchRecords: 10}
+	s := open(t, cfg)
+	for _, r := range recs(0, 20) {
+		require.NoError(t, s.Append(r))
+	}
+	_, commit, err := s.Next(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, commit()) // records 0..9 sent
+	require.NoError(t, s.Close())
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	require.NoError(t, err)
+	require.Len(t, segs, 1)
+	flipByte(t, segs[0], frameOff(2)+9) // a record already sent
+
+	for range 2 { // the second open is a crash before any commit
+		s = open(t, cfg)
+		require.Equal(t, int64(10), s.Recovery().Records)
+		require.NoError(t, s.Close())
+	}
+	s = open(t, cfg)
+	require.Equal(t, recs(10, 20), drainAll(t, s))
 }
 
 // With the checkpoint unreadable, replay starts at the oldest segment still

@@ -67,6 +67,26 @@ app.kubernetes.io/part-of: receipts
 {{- printf "%s-credentials" (include "receipts.fullname" .) -}}
 {{- end -}}
 
+{{/* API tokens: the chart generates a token Secret when the API would
+otherwise have no credential and is not open on purpose. */}}
+{{- define "receipts.apiTokensGenerated" -}}
+{{- $a := .Values.kafkagate.auth -}}
+{{- if not (or $a.existingSecret .Values.kafkagate.tls.clientAuth $a.insecureAllowUnauthenticated) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "receipts.apiTokensSecret" -}}
+{{- default (printf "%s-api-tokens" (include "receipts.fullname" .)) .Values.kafkagate.auth.existingSecret -}}
+{{- end -}}
+
+{{/* The API authenticates: tokens (given or generated) or mTLS. */}}
+{{- define "receipts.apiAuthenticated" -}}
+{{- if or .Values.kafkagate.auth.existingSecret .Values.kafkagate.tls.clientAuth (include "receipts.apiTokensGenerated" .) -}}
+true
+{{- end -}}
+{{- end -}}
+
 {{- define "receipts.needsChartSecret" -}}
 {{- if or (not .Values.postgres.existingSecret) (not .Values.redis.existingSecret) (and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret)) -}}
 true
@@ -116,8 +136,8 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- if and $v.kafka.tls.existingSecret (not $v.kafka.tls.enabled) -}}
 {{- fail "kafka.tls.existingSecret is set but kafka.tls.enabled is false" -}}
 {{- end -}}
-{{- if not (or $v.kafkagate.auth.existingSecret $v.kafkagate.tls.clientAuth $v.kafkagate.auth.insecureAllowUnauthenticated) -}}
-{{- fail "kafkagate.auth: the API listens on every interface; set kafkagate.auth.existingSecret (bearer tokens) or kafkagate.tls.clientAuth (mTLS), or kafkagate.auth.insecureAllowUnauthenticated=true to serve it open" -}}
+{{- if and $v.kafkagate.tls.clientScopesKey (not $v.kafkagate.tls.clientAuth) -}}
+{{- fail "kafkagate.tls.clientScopesKey needs kafkagate.tls.clientAuth (the scopes are of client certificates)" -}}
 {{- end -}}
 {{- if and $v.kafkagate.tls.clientAuth (not $v.kafkagate.tls.existingSecret) -}}
 {{- fail "kafkagate.tls.clientAuth needs kafkagate.tls.existingSecret (the server certificate and the client CA)" -}}

@@ -34,6 +34,9 @@ func startChild(name, logPath, bin string, args ...string) (*child, error) {
 	fmt.Fprintf(f, "=== %s %s\n", bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// pprof on (fetchProfile): by environment rather than --pprof, so a
+	// build from before the flag, which served pprof anyway, starts too.
+	cmd.Env = append(os.Environ(), "RECEIPTS_PPROF=true")
 	// Its own process group, so a Ctrl-C to the harness reaches the child
 	// only through the harness' own shutdown (SIGTERM, then SIGKILL).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

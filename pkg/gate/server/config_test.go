@@ -2,10 +2,12 @@ package server
 
 import (
 	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/apiauth"
@@ -62,13 +64,16 @@ func TestGCPauseQuantilesAreExported(t *testing.T) {
 	got := map[string]float64{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			name := mf.GetName()
-			for _, l := range m.GetLabel() {
-				name += "{" + l.GetValue() + "}"
+			got[mf.GetName()] = m.GetCounter().GetValue() + float64(m.GetSummary().GetSampleCount())
+			for _, q := range m.GetSummary().GetQuantile() {
+				got[mf.GetName()+"{"+strconv.FormatFloat(q.GetQuantile(), 'f', -1, 64)+"}"] = q.GetValue()
 			}
-			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 		}
 	}
+	require.Equal(t, got["receipts_kafkagate_gc_pauses_total"], got["receipts_kafkagate_gc_pause_seconds"], "the summary's count")
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	require.NoError(t, err)
+	require.Empty(t, problems, "promtool check metrics would report them")
 	require.GreaterOrEqual(t, got["receipts_kafkagate_gc_pauses_total"], 1.0, "%v", got)
 	require.Greater(t, got["receipts_kafkagate_gc_pause_seconds{1}"], 0.0, "%v", got)
 	require.LessOrEqual(t, got["receipts_kafkagate_gc_pause_seconds{0.5}"], got["receipts_kafkagate_gc_pause_seconds{0.999}"])

@@ -6,7 +6,8 @@
 // health.
 //
 // Every route sits behind the API guard (pkg/apiauth, Config.Auth): bearer
-// tokens or mTLS, and per-client rate limits in events (a batch costs its
+// tokens or mTLS, each call checked against the scope procedureScopes
+// (scopes.go) gives its procedure, and per-client rate limits in events (a batch costs its
 // items, charged once decoded). REST bodies are bounded (Config.MaxBodyBytes:
 // HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON.
 // Readiness is the gate's, once the server serves; on shutdown the server

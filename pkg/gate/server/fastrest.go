@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/gate/rest"
 )
@@ -41,6 +42,11 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		req, ok := rest.DecodeMarkReceipts(body)
 		if !ok {
 			return false
+		}
+		if err := authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReceiptsProcedure); err != nil {
+			s.m.observe("MarkReceipts", start, err)
+			rest.WriteError(w, err)
+			return true
 		}
 		// The batch's cost beyond the guard's door charge, as
 		// chargeEvents charges it on the other paths.
@@ -81,10 +87,14 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 	)
 	if kind == receiptsv1.Kind_READ {
 		rpc = "MarkRead"
-		resp, err = s.gate.MarkRead(r.Context(), creq)
+		if err = authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReadProcedure); err == nil {
+			resp, err = s.gate.MarkRead(r.Context(), creq)
+		}
 	} else {
 		rpc = "MarkDelivered"
-		resp, err = s.gate.MarkDelivered(r.Context(), creq)
+		if err = authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkDeliveredProcedure); err == nil {
+			resp, err = s.gate.MarkDelivered(r.Context(), creq)
+		}
 	}
 	s.m.observe(rpc, start, err)
 	if err != nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"math"
 	runtimemetrics "runtime/metrics"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -15,27 +14,29 @@ const gcPauseMetric = "/sched/pauses/total/gc:seconds"
 // gcPauseQuantiles are the quantiles exported of gcPauseMetric.
 var gcPauseQuantiles = []float64{0.5, 0.99, 0.999, 1}
 
-// gcPauseCollector exports the GC pause quantiles of the process
-// (runtime/metrics) as receipts_kafkagate_gc_pause_seconds{quantile}, and
-// their count, so tail latency can be set beside GC pauses on the same
-// dashboard and in benchmarks.
+// gcPauseCollector exports the GC pauses of the process (runtime/metrics)
+// as the summary receipts_kafkagate_gc_pause_seconds (its quantiles, its
+// count and its sum), and their count again as gc_pauses_total, so tail
+// latency can be set beside GC pauses on the same dashboard and in
+// benchmarks. A summary, not a gauge: only a summary may carry the
+// reserved "quantile" label (promtool check metrics).
 type gcPauseCollector struct {
-	quantile *prometheus.Desc
-	count    *prometheus.Desc
+	summary *prometheus.Desc
+	count   *prometheus.Desc
 }
 
 func newGCPauseCollector() *gcPauseCollector {
 	return &gcPauseCollector{
-		quantile: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "gc_pause_seconds"),
-			"Stop-the-world GC pauses since the process started, by quantile (upper bound of the runtime's bucket; 1 is the longest).",
-			[]string{"quantile"}, nil),
+		summary: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "gc_pause_seconds"),
+			"Stop-the-world GC pauses since the process started: quantiles (upper bound of the runtime's bucket; 1 is the longest), count and sum (of the buckets' lower bounds: at most the true sum).",
+			nil, nil),
 		count: prometheus.NewDesc(prometheus.BuildFQName(metricsNamespace, metricsSubsystem, "gc_pauses_total"),
 			"Stop-the-world GC pauses since the process started.", nil, nil),
 	}
 }
 
 func (c *gcPauseCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.quantile
+	ch <- c.summary
 	ch <- c.count
 }
 
@@ -47,14 +48,19 @@ func (c *gcPauseCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	h := s[0].Value.Float64Histogram()
 	var total uint64
-	for _, n := range h.Counts {
+	var sum float64
+	for i, n := range h.Counts {
 		total += n
+		if lo := h.Buckets[i]; n > 0 && !math.IsInf(lo, -1) {
+			sum += float64(n) * lo
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(c.count, prometheus.CounterValue, float64(total))
+	qs := make(map[float64]float64, len(gcPauseQuantiles))
 	for _, q := range gcPauseQuantiles {
-		ch <- prometheus.MustNewConstMetric(c.quantile, prometheus.GaugeValue, histogramQuantile(h, total, q),
-			strconv.FormatFloat(q, 'f', -1, 64))
+		qs[q] = histogramQuantile(h, total, q)
 	}
+	ch <- prometheus.MustNewConstSummary(c.summary, total, sum, qs)
 }
 
 // histogramQuantile is the upper bound of the bucket holding quantile q

@@ -24,6 +24,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/lifecycle"
 )
 
 // rpcPathPrefix starts every gRPC, gRPC-Web and Connect path of the service;
@@ -85,6 +86,12 @@ func (s *Server) Ready(ctx context.Context) error {
 	return s.gate.Ready(ctx)
 }
 
+// Status is the guard's: what auth file failed to reload, if one did
+// (lifecycle.Describer: a line of /readyz, which stays ready).
+func (s *Server) Status() string { return s.guard.Status() }
+
+var _ lifecycle.Describer = (*Server)(nil)
+
 func (s *Server) buildHandler() (http.Handler, error) {
 	var err error
 	if s.guard, err = apiauth.New(s.cfg.Auth, s.cfg.Addr); err != nil {
@@ -92,7 +99,7 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	}
 	path, svc := receiptsv1connect.NewReceiptServiceHandler(s.gate,
 		connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)),
-		connect.WithInterceptors(s.m.interceptor(), chargeEvents()),
+		connect.WithInterceptors(s.m.interceptor(), scopeInterceptor{}, chargeEvents()),
 	)
 	tc, err := vanguard.NewTranscoder([]*vanguard.Service{
 		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(s.cfg.MaxBodyBytes))),

@@ -26,6 +26,10 @@ const watchRPCPath = rpcPathPrefix + "WatchChannels"
 // silence. A failure after the stream started is an "error" event with a
 // google.rpc.Status-like JSON body.
 func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
+	if err := authorize(r.Context(), watchRPCPath); err != nil {
+		writeRESTError(w, http.StatusForbidden, connect.CodePermissionDenied, watchMessage(err))
+		return
+	}
 	q := r.URL.Query()
 	token := q.Get("resume_token")
 	if token == "" {

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// TestRedisClusterFailover runs the three binaries on a Redis Cluster of
+// their own (3 masters, 3 replicas): marks, message notices (counts) and a
+// watch stream go on while a master is killed and its replica promoted.
+// Once quiet: nothing acknowledged is lost or regressed, both stores agree
+// on every kind, the counts match the notice model, and the watch stream
+// (the gateway's cluster reader) still delivers.
+func TestRedisClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds and runs the binaries")
+	}
+	c := redistest.StartReplicatedCluster(t, 3, 1)
+	s := newStack(t, stackOptions{spool: true, redisCluster: c})
+	m := newModel()
+	d := startDriver(s.apiAddr, workload{clients: 4, users: 40, channels: 10, batch: 20, dup: 0.2, reorder: 0.15}, m, 7)
+	smp := startSampler(s, m)
+	nt := startNoticer(s.apiAddr, 6, 20, 2, nil, 7)
+	events := watchSSE(t, s.apiAddr, "n0")
+	waitAcked(t, m, 2000, 60*time.Second)
+	require.Eventually(t, func() bool { return events.Load() > 0 }, 30*time.Second, 50*time.Millisecond,
+		"the watch stream delivers on the cluster")
+
+	// Kill a master that holds slots, wait for its replica to take over.
+	victim := masterWithSlots(t, c)
+	before := m.n
+	for _, srv := range c.Servers {
+		if srv.Addr == victim {
+			srv.Stop()
+		}
+	}
+	waitClusterOK(t, c, victim)
+	seen := events.Load()
+	waitAcked(t, m, before+2000, 120*time.Second)
+	require.Eventually(t, func() bool { return events.Load() > seen }, 60*time.Second, 50*time.Millisecond,
+		"the watch stream delivers after the failover")
+	d.halt()
+	nt.halt()
+	acked := m.snapshot()
+	took, v := s.waitConverged(context.Background(), acked, 120*time.Second)
+	smp.halt()
+	require.Zero(t, v.lost, "lost: %s", v.firstProblem)
+	require.Zero(t, v.diverged, "diverged: %s", v.firstProblem)
+	require.Zero(t, smp.regressed.Load(), "regressed")
+	require.Eventually(t, func() bool {
+		n, _, err := nt.check(context.Background())
+		return err == nil && n == 0
+	}, 60*time.Second, 250*time.Millisecond, "counts match the notice model")
+	t.Logf("%d events acknowledged (%d spooled, %d failed calls) over %d keys; a master killed; converged %s after the load stopped",
+		m.n, d.spooled.Load(), d.errs.Load(), v.keys, took.Round(time.Millisecond))
+}
+
+// watchSSE follows a channel's watch stream for the test's lifetime,
+// reopening it when it ends, and counts the events it receives.
+func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/v1/channels:watch?channel_id="+channel, nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				sc := bufio.NewScanner(resp.Body)
+				for sc.Scan() {
+					if strings.HasPrefix(sc.Text(), "data:") {
+						n.Add(1)
+					}
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond): // reopen after an error
+			}
+		}
+	}()
+	return &n
+}
+
+// masterWithSlots returns the address of a master that serves slots.
+func masterWithSlots(t *testing.T, c *redistest.Cluster) string {
+	rdb := redis.NewClient(&redis.Options{Addr: c.Addrs[0]})
+	defer rdb.Close()
+	slots, err := rdb.ClusterSlots(context.Background()).Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, slots)
+	return slots[0].Nodes[0].Addr
+}
+
+// waitClusterOK waits until the surviving nodes report the cluster ok
+// with no slot served by the dead node.
+func waitClusterOK(t *testing.T, c *redistest.Cluster, dead string) {
+	var last string
+	require.Eventually(t, func() bool {
+		for _, a := range c.Addrs {
+			if a == dead {
+				continue
+			}
+			rdb := redis.NewClient(&redis.Options{Addr: a})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			info, err1 := rdb.ClusterInfo(ctx).Result()
+			slots, err2 := rdb.ClusterSlots(ctx).Result()
+			cancel()
+			_ = rdb.Close()
+			if err1 != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") {
+				last = fmt.Sprint(err1, err2, info)
+				return false
+			}
+			for _, sl := range slots {
+				if sl.Nodes[0].Addr == dead {
+					b, _ := json.Marshal(sl)
+					last = "slots still on the dead master: " + string(b)
+					return false
+				}
+			}
+		}
+		return true
+	}, 60*time.Second, 250*time.Millisecond, "failover: %s", last)
+}

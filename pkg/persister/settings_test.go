@@ -1,0 +1,37 @@
+package persister_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/persister"
+	"github.com/readstate/receipts/pkg/pgstore"
+)
+
+// TestDetailThresholdMustAgree: the detail threshold is stored once for
+// the deployment; a persister configured with another one than the
+// gateway stored refuses to run.
+func TestDetailThresholdMustAgree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.schema.Store.AgreeSetting(context.Background(), pgstore.SettingDetailThreshold, 20)) // the gateway's
+
+	cfg := b.config(prometheus.NewRegistry())
+	p, err := persister.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = p.Run(ctx)
+	require.ErrorIs(t, err, pgstore.ErrSettingDisagrees)
+	require.ErrorContains(t, err, "50 here and 20 in Postgres")
+
+	cfg = b.config(prometheus.NewRegistry())
+	cfg.DetailThreshold = 20
+	r := b.start(cfg)
+	require.Eventually(t, func() bool { return r.p.Ready(context.Background()) == nil }, waitFor, 20*time.Millisecond)
+}

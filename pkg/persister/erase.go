@@ -66,11 +66,46 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) (tombs tombsto
 	if err != nil {
 		return nil, 0, err
 	}
+	if err := p.applyStamped(ctx, w, tombs); err != nil {
+		return nil, 0, err
+	}
 	if p.onTombstones != nil {
 		p.onTombstones(users)
 	}
 	p.dropErased(w, tombs)
 	return tombs, clock, nil
+}
+
+// applyStamped applies, before the window's rows are written, each
+// erasure its events name that Postgres has not applied yet: an event
+// stamped with a generation above the user's tombstone was ordered after
+// that erasure in Redis, whose record travels on another partition
+// ("u::user") and may come in a later window. Applied then, the erasure
+// would delete the rows written from this window (acknowledged writes
+// that follow it); applied now, it deletes only what predates it, and its
+// record later moves nothing but the time (pgstore.Erase). The time taken
+// is the earliest acceptance among the stamped events, which the real
+// erasure preceded in Redis (tombstone.Drops orders by generation first).
+func (p *Persister) applyStamped(ctx context.Context, w *window, tombs tombstone.Set) error {
+	for _, u := range slices.Sorted(maps.Keys(w.stamps)) {
+		t := w.stamps[u]
+		if t.Generation <= tombs[u].Generation {
+			continue
+		}
+		var deleted int64
+		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
+			var err error
+			deleted, _, err = p.store.Erase(ctx, t)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("applying the erasure of %s its events are stamped with: %w", u, err)
+		}
+		tombs.Add(t)
+		p.log.Info("erasure applied ahead of its record, from the generation its user's events carry", zap.String("user_id", u),
+			zap.Int64("generation", t.Generation), zap.Int64("rows_deleted", deleted))
+	}
+	return nil
 }
 
 // tombstones looks up the tombstones of users, one query per

@@ -147,8 +147,10 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 		encodeAny(t, event.Decoded{Key: k1, Membership: &channel.Membership{Key: k1, Member: true, VersionSeq: 1, VersionUnixMs: before, JoinSeq: 1}}),
 		encodeAny(t, event.Decoded{Key: k1, Mentions: []int64{3}, AcceptedAtUnixMs: before}),
 		encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: "raced", ShareDelivered: true, VersionMs: before}}),
-		// ordered after the erasure in Redis: stamped with its generation
-		mark("raced", "c2", 7, erasedAt+5, erasedAt),
+		// after the erasure, unstamped (Redis could not answer) and
+		// accepted beyond the clock skew: a stamped one would make the
+		// window apply the erasure itself (TestAPostErasureMarkAheadOfItsErasureIsKept)
+		mark("raced", "c2", 7, erasedAt+tombstone.ClockSkew.Milliseconds()+5, 0),
 		mark("kept", "c1", 9, before, 0),
 	)
 	b.requireCommittedToEnd()
@@ -160,5 +162,50 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 	require.Contains(t, rows, receipt.Key{User: "kept", Channel: "c1"})
 	require.Equal(t, 1.0, metric(t, reg, "receipts_persister_erasures_raced_total"))
 	require.Equal(t, 4.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
+	require.Zero(t, b.dltEnd())
+}
+
+// A mark accepted after an erasure (stamped with its generation) may reach
+// Postgres before the erasure's record does: the erasure's record has the
+// user's key ("u::user"), the mark its own, and they travel on different
+// partitions. The erasure, applied later, must not delete the mark: the
+// persister applies the erasure the stamp names before it writes the
+// mark, and the erasure's own record then deletes nothing more.
+func TestAPostErasureMarkAheadOfItsErasureIsKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.start(b.config(prometheus.NewRegistry()))
+
+	const erasedAt = 1_700_000_100_000
+	mark := func(ch string, seq, acceptedAt, gen int64) *kgo.Record {
+		st := state("late", ch, seq, seq)
+		st.UpdatedAtUnixMs = acceptedAt
+		return encodeAny(t, event.Decoded{Key: st.Key, Receipt: &st, Generation: gen})
+	}
+	// Before the erasure: a mark the erasure must delete.
+	b.produce(b.cl, mark("c1", 5, erasedAt-50_000, 0))
+	b.requireCommittedToEnd()
+	require.Equal(t, 1, b.userRowCounts("late")["read_receipts"])
+
+	// After it in Redis, on the topic ahead of the erasure's record (a
+	// gateway clock behind the eraser's, too).
+	b.produce(b.cl, mark("c2", 7, erasedAt-1_000, erasedAt))
+	b.requireCommittedToEnd()
+	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0},
+		b.userRowCounts("late"), "the erasure the stamp names is applied first: c1 deleted, c2 written")
+	erasure := tombstone.Tombstone{User: "late", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
+	b.produce(b.cl, encodeAny(t, event.Decoded{Erasure: &erasure}))
+	b.requireCommittedToEnd()
+	rows := b.rows()
+	var late []string
+	for k := range rows {
+		if k.User == "late" {
+			late = append(late, k.Channel)
+		}
+	}
+	require.ElementsMatch(t, []string{"c2"}, late, "the erasure's record deletes nothing written after it")
+	ts, err := b.schema.Store.Tombstone(context.Background(), "late")
+	require.NoError(t, err)
+	require.Equal(t, erasure.Generation, ts.Generation)
 	require.Zero(t, b.dltEnd())
 }

@@ -36,6 +36,11 @@ type window struct {
 	of   []parts
 	// erasures are the window's erasure tombstones, applied before its rows.
 	erasures tombstone.Set
+	// stamps holds, per user, the greatest erasure generation the window's
+	// events were stamped with (the time: the earliest of those events'):
+	// an erasure the gateway ordered them after, whose own record may
+	// still be on its way (another partition).
+	stamps tombstone.Set
 
 	undecodable []deadLetter
 	// last holds, per partition, the window's last record: what is
@@ -51,6 +56,7 @@ func newWindow(capacity int, ks []kinds.Kind, env *kinds.Env) *window {
 		keys:     make([]string, 0, capacity),
 		of:       make([]parts, 0, capacity),
 		erasures: tombstone.Set{},
+		stamps:   tombstone.Set{},
 		last:     map[topicPartition]*kgo.Record{},
 	}
 	for i, k := range ks {
@@ -84,7 +90,23 @@ func (w *window) add(recs []*kgo.Record) {
 		if d.Erasure != nil {
 			w.erasures.Add(*d.Erasure)
 		}
+		if u := d.User(); u != "" && d.Generation > 0 {
+			w.stamp(u, d.Generation, d.AcceptedAt())
+		}
 		w.of = append(w.of, w.fold(d))
+	}
+}
+
+// stamp records that an event of user was stamped with generation gen
+// and accepted at acceptedAtMs.
+func (w *window) stamp(user string, gen, acceptedAtMs int64) {
+	cur, ok := w.stamps[user]
+	switch {
+	case !ok || gen > cur.Generation:
+		w.stamps[user] = tombstone.Tombstone{User: user, Generation: gen, ErasedAtUnixMs: max(acceptedAtMs, 0)}
+	case gen == cur.Generation && acceptedAtMs < cur.ErasedAtUnixMs:
+		cur.ErasedAtUnixMs = max(acceptedAtMs, 0)
+		w.stamps[user] = cur
 	}
 }
 
@@ -151,7 +173,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 // window of its own, with no records or offsets.
 func (w *window) ofUsers(users tombstone.Set) *window {
 	keep := func(u string) bool { _, ok := users[u]; return ok }
-	sub := &window{kinds: w.kinds, parts: make([]kinds.Part, len(w.parts)), erasures: tombstone.Set{}, last: map[topicPartition]*kgo.Record{}}
+	sub := &window{kinds: w.kinds, parts: make([]kinds.Part, len(w.parts)), erasures: tombstone.Set{}, stamps: tombstone.Set{}, last: map[topicPartition]*kgo.Record{}}
 	for i, p := range w.parts {
 		sub.parts[i] = p.Only(keep)
 	}

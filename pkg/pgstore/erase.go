@@ -27,11 +27,15 @@ var byUserChannels = map[string]bool{"cursor_moves": true}
 const MaxTombstoneLookup = 100_000
 
 // Erase applies an erasure: in one transaction it raises the user's
-// tombstone (a max-register over generation) and, only when that advanced
-// it, deletes the user's rows from every table of ErasedTables. Applying
-// an erasure again, or an older one, changes nothing, so a replay of the
-// topic from offset 0 never deletes what the user wrote after it. deleted
-// counts the rows removed; advanced says whether the tombstone moved.
+// tombstone (a max-register over generation, ties by time) and, only when
+// that raised its generation, deletes the user's rows from every table of
+// ErasedTables. Applying an erasure again, or an older one, changes
+// nothing, so a replay of the topic from offset 0 never deletes what the
+// user wrote after it; nor does the same generation with a later time (a
+// persister that applied the erasure ahead of its record, from an event
+// stamped with its generation, then meets the record: only the time
+// moves). deleted counts the rows removed; advanced says whether the
+// tombstone moved.
 func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone) (deleted int64, advanced bool, err error) {
 	if err := t.Validate(); err != nil {
 		return 0, false, fmt.Errorf("erasing: %w", err)
@@ -39,18 +43,26 @@ func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone) (deleted int64
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		deleted, advanced = 0, false
 		// The row lock taken here orders concurrent erasures of one user.
-		tag, err := tx.Exec(ctx, `INSERT INTO user_tombstones AS t (user_id, generation, erased_at_unix_ms)
+		var before int64
+		var moved bool
+		err := tx.QueryRow(ctx, `WITH old AS (SELECT generation FROM user_tombstones WHERE user_id = $1 FOR UPDATE),
+up AS (INSERT INTO user_tombstones AS t (user_id, generation, erased_at_unix_ms)
 VALUES ($1, $2, $3)
 ON CONFLICT (user_id) DO UPDATE SET generation = excluded.generation, erased_at_unix_ms = excluded.erased_at_unix_ms
-WHERE (excluded.generation, excluded.erased_at_unix_ms) > (t.generation, t.erased_at_unix_ms)`,
-			t.User, t.Generation, t.ErasedAtUnixMs)
+WHERE (excluded.generation, excluded.erased_at_unix_ms) > (t.generation, t.erased_at_unix_ms)
+RETURNING 1)
+SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
+			t.User, t.Generation, t.ErasedAtUnixMs).Scan(&before, &moved)
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if !moved {
 			return nil
 		}
 		advanced = true
+		if t.Generation <= before {
+			return nil // the same erasure, a later time: nothing to delete again
+		}
 		// Raised before the deletes and held to commit: a writer checking
 		// the clock after its rows committed either comes first (these
 		// deletes then see its rows) or waits for this commit.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -268,12 +268,13 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	if err := g.checkMarks(ctx, []mark{m}); err != nil {
 		return nil, err
 	}
-	now := time.Now().UnixMilli()
+	now := g.nowMs()
 	// The record's size does not depend on the epoch Redis resolves.
 	prov, err := event.Encode(receipt.MarkUnread(receipt.State{Key: m.key, DeviceID: m.deviceID, UpdatedAtUnixMs: now}, m.seq))
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
+	event.StampGeneration(prov, math.MaxInt64)
 	prov.Topic = g.durable.Topic()
 	if err := g.durable.Refuse([]*kgo.Record{prov}); err != nil {
 		return nil, g.unavailable(1, err)
@@ -299,6 +300,10 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
+	// Stamped with the erasure generation the script read: an erasure
+	// drops the event only if it came first in Redis (tombstone.Drops),
+	// whatever the clocks say.
+	event.StampGeneration(rec, res.Generation)
 	rec.Topic = g.durable.Topic()
 	durability, err := g.produce(ctx, []*kgo.Record{rec})
 	if err != nil {

@@ -114,6 +114,12 @@ type Config struct {
 	// registered members is refused (PermissionDenied).
 	AllowNonMemberMarks bool
 
+	// Clock is the gateway's wall clock: the acceptance time of its events
+	// and the erasure time. Nil is time.Now. Nothing a store keeps is
+	// ordered by it across gateways: an erasure is ordered against writes
+	// by the generation Redis hands out, which every event carries.
+	Clock func() time.Time
+
 	// Coalesce bounds the group commit of concurrent calls' marks.
 	Coalesce CoalesceConfig
 	// Watch serves WatchChannels (and the server's server-sent events

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -42,7 +41,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	ts, err := g.redis.Erase(rctx, user, time.Now().UnixMilli())
+	ts, err := g.redis.Erase(rctx, user, g.nowMs())
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()

@@ -73,6 +73,14 @@ func New(cfg Config) (*Gate, error) {
 	return g, nil
 }
 
+// nowMs is the gateway's clock (Config.Clock) in Unix milliseconds.
+func (g *Gate) nowMs() int64 {
+	if g.cfg.Clock != nil {
+		return g.cfg.Clock().UnixMilli()
+	}
+	return time.Now().UnixMilli()
+}
+
 // MaxBatchItems is the most receipts one MarkReceipts call may carry.
 func (g *Gate) MaxBatchItems() int { return g.cfg.MaxBatchItems }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -74,7 +73,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if joinSeq != nil && head > 0 && *joinSeq > head {
 		return nil, beyondHead("seq", *joinSeq, head)
 	}
-	now := time.Now().UnixMilli()
+	now := g.nowMs()
 	stored, hasStored := f.userRegister(k)
 	var reg channel.Membership
 	switch {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -112,7 +111,7 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 // does not track membership, so its mentions are kept). Redis first, then
 // every record is made durable before the answer.
 func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.NoticeResult, error) {
-	now := time.Now().UnixMilli()
+	now := g.nowMs()
 	var mentionKeys []receipt.Key
 	for _, n := range notices {
 		for _, u := range n.mentions {

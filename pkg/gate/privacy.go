@@ -53,7 +53,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if m.ShareDeliveryReceipts != nil {
 		st.ShareDelivered = *m.ShareDeliveryReceipts
 	}
-	st.VersionMs = max(time.Now().UnixMilli(), cur[user].VersionMs+1)
+	st.VersionMs = max(g.nowMs(), cur[user].VersionMs+1)
 	rec, err := event.EncodeSettings(st)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)

@@ -52,7 +52,7 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 // (flushWrites); each call is checked, and acknowledged only when its
 // marks are durable, exactly as alone.
 func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
-	now := time.Now().UnixMilli()
+	now := g.nowMs()
 	states := make([]receipt.State, len(marks))
 	for i, m := range marks {
 		states[i] = m.state(now)

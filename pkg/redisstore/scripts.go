@@ -190,10 +190,12 @@ return 1
 `)
 
 // markUnreadScript moves a user's read cursor in a channel back to seq-1
-// at the next epoch (receipt.MarkUnread): KEYS[1] = user hash; ARGV =
-// channel, seq-1 (base 62), device, time (base 62), receipt.MaxEpoch (base
-// 62). Returns mergeScript's answer, its epoch being the new one; stale 3
-// when the stored epoch is at receipt.MaxEpoch (nothing changed).
+// at the next epoch (receipt.MarkUnread): KEYS[1] = user hash, KEYS[2]
+// (optional) = the user's tombstone; ARGV = channel, seq-1 (base 62),
+// device, time (base 62), receipt.MaxEpoch (base 62). Returns
+// mergeScript's answer, its epoch being the new one, with KEYS[2] the
+// user's erasure generation read in the same script (as mergeScript);
+// stale 3 when the stored epoch is at receipt.MaxEpoch (nothing changed).
 var markUnreadScript = redis.NewScript(luaCommon + `
 -- inc62 adds one to a base-62 numeral.
 local function inc62(d)
@@ -219,5 +221,6 @@ if cmp(e, ARGV[5]) >= 0 then return {0, cur or "", e, 3} end
 local ne = inc62(e)
 local r = merge(KEYS[1], ARGV[1], ne .. "." .. ARGV[2] .. "  " .. ARGV[3] .. " " .. ARGV[4] .. " 0 ", "0")
 r[3], r[4] = ne, r[4] or 0
+if KEYS[2] then r[5] = redis.call('HGET', KEYS[2], 'g') or "0" end
 return r
 `)

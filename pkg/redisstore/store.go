@@ -198,13 +198,14 @@ func resolve(st receipt.State, epoch int64) receipt.State {
 // MarkUnread moves the read cursor of k back to seq-1 at the next epoch
 // (receipt.MarkUnread, resolved against the stored state in one script):
 // Resolved is the incoming state to produce (read (e+1, seq-1)), State the
-// state after. seq must be > 0.
+// state after, Generation the user's erasure generation read in that
+// script (stamp it on the event). seq must be > 0.
 func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq int64, deviceID string, nowMs int64) (MergeResult, error) {
 	if seq <= 0 || nowMs < 0 || strings.IndexByte(deviceID, ' ') >= 0 {
 		return MergeResult{}, fmt.Errorf("marking %s unread: seq %d, time %d or device %q not storable", k.KafkaKey(), seq, nowMs, deviceID)
 	}
-	res, err := s.runUser(ctx, markUnreadScript, k.User, k.Channel, string(appendB62(nil, seq-1)), deviceID, string(appendB62(nil, nowMs)),
-		string(appendB62(nil, receipt.MaxEpoch)))
+	res, err := markUnreadScript.Run(ctx, s.rdb, []string{s.UserKey(k.User), s.TombstoneKey(k.User)}, k.Channel, string(appendB62(nil, seq-1)), deviceID, string(appendB62(nil, nowMs)),
+		string(appendB62(nil, receipt.MaxEpoch))).Slice()
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("%w: marking %s unread: %w", ErrUnavailable, k.KafkaKey(), err)
 	}
@@ -220,11 +221,6 @@ func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq int64, device
 	out.Resolved = receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: out.Resolved.Read.Position.Epoch, Seq: seq - 1}},
 		DeviceID: deviceID, UpdatedAtUnixMs: nowMs}
 	return out, nil
-}
-
-// runUser runs a script on a user's hash, loading it on NOSCRIPT.
-func (s *Store) runUser(ctx context.Context, sc *redis.Script, user string, argv ...any) ([]any, error) {
-	return sc.Run(ctx, s.rdb, []string{s.UserKey(user)}, argv...).Slice()
 }
 
 // mergeResult reads a merge script's answer: {changed, value, epoch,

@@ -1,0 +1,92 @@
+package gate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/tombstone"
+)
+
+// Two gateways on one Redis and one topic, the first with a clock ten
+// minutes ahead: it erases a user, and every write the other gateway
+// acknowledges for that user afterwards travels with what orders it
+// after the erasure, so no consumer (tombstone.Drops, the rule of the
+// persister, the dead-letter repair and the sweep) drops it, whatever
+// the clocks say. And the other way round: the gateway ahead writes after
+// the other one erased.
+func TestAGatewayClockAheadLosesNothing(t *testing.T) {
+	t.Parallel()
+	ahead := func() time.Time { return time.Now().Add(10 * time.Minute) }
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Clock = ahead }})
+	other := tb.cfg
+	other.Clock = nil
+	reg := prometheus.NewRegistry()
+	other.Registerer, other.Server.Registerer, other.Durable.Registerer = reg, reg, reg
+	_, _, otherURL, _ := startGate(t, other)
+	fast := tb.client()
+	slow := receiptsv1connect.NewReceiptServiceClient(tb.h2c, otherURL)
+	ctx := context.Background()
+
+	// writes makes every kind of write of user through c, all acknowledged.
+	writes := func(c receiptsv1connect.ReceiptServiceClient, user string) {
+		t.Helper()
+		_, err := c.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: user, ChannelId: "c1", Seq: 5, DeviceId: "d"}))
+		require.NoError(t, err)
+		_, err = c.MarkUnread(ctx, connect.NewRequest(&receiptsv1.MarkUnreadRequest{UserId: user, ChannelId: "c1", Seq: 3, DeviceId: "d"}))
+		require.NoError(t, err)
+	}
+	for _, tc := range []struct {
+		user          string
+		eraser, later receiptsv1connect.ReceiptServiceClient
+	}{{"u-ahead-erases", fast, slow}, {"u-behind-erases", slow, fast}} {
+		writes(tc.eraser, tc.user) // before the erasure: dropped
+		_, err := tc.eraser.EraseUser(ctx, connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: tc.user}))
+		require.NoError(t, err)
+		writes(tc.later, tc.user) // after it: kept
+	}
+
+	// Read the topic: per user, the erasure and the events after it.
+	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	tombs := tombstone.Set{}
+	var decoded []event.Decoded
+	for len(decoded) < 2*(2+1+2) {
+		fs := cl.PollFetches(pctx)
+		require.NoError(t, pctx.Err(), "have %d records", len(decoded))
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("fetching %s/%d: %v", topic, p, err)
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			d, err := event.DecodeRecord(r)
+			require.NoError(t, err)
+			if d.Erasure != nil {
+				tombs.Add(*d.Erasure)
+			}
+			decoded = append(decoded, d)
+		})
+	}
+	require.Len(t, tombs, 2)
+	kept := map[string]int{}
+	for _, d := range decoded {
+		if d.Erasure == nil && !tombs.Drops(d.User(), d.Generation, d.AcceptedAt()) {
+			kept[d.User()]++
+		}
+	}
+	// Records of one key keep their order, but the erasure has a key of
+	// its own: what is kept is told by the events alone.
+	require.Equal(t, map[string]int{"u-ahead-erases": 2, "u-behind-erases": 2}, kept,
+		"every write after the erasure, and none before it, survives it")
+}

@@ -119,6 +119,12 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		g.warnRedis(redisOpMerge, merr)
 	}
 	degraded := merr != nil
+	// The generation the Redis writes read (0 when none could): stamped on
+	// the event, it orders it against an erasure as those writes are.
+	var gen int64
+	if merr == nil {
+		gen = res[0].Generation
+	}
 	if merr == nil && !res[0].Membership.Member {
 		g.leaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
 	}
@@ -129,6 +135,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 			return nil, err
 		}
 		degraded = degraded || merged[0].Err != nil
+		if merged[0].Err == nil {
+			gen = max(gen, merged[0].Generation)
+		}
 		if rec, err = event.EncodeMembership(reg, &resolved[0]); err != nil {
 			return nil, connect.NewError(connect.CodeInternal, err)
 		}
@@ -137,6 +146,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if merr == nil && res[0].Changed && res[0].Membership.Member {
 		g.joinView(ctx, reg.Key) // back in read-by and ticks
 	}
+	event.StampGeneration(rec, gen)
 	durability, err := g.produce(ctx, []*kgo.Record{rec})
 	if err != nil {
 		return nil, err

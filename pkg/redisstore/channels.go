@@ -117,8 +117,12 @@ return {1, v}
 `)
 
 // userMemberScript merges registers into a user's membership hash.
-// KEYS[1] = um hash; ARGV = mark ("1": set ":loaded" after), then channel,
-// register pairs. Returns, per pair, {changed, register}.
+// KEYS[1] = um hash, KEYS[2] (optional) = the user's tombstone; ARGV =
+// mark ("1": set ":loaded" after), then channel, register pairs. Returns,
+// per pair, {changed, register}, then with KEYS[2] the user's erasure
+// generation (decimal, "0" when never erased), read in the script that
+// writes, so the event stamped with it is ordered against an erasure as
+// its Redis write is (as mergeScript).
 var userMemberScript = redis.NewScript(luaCommon + luaRegister + `
 local out = {}
 for i = 2, #ARGV, 2 do
@@ -126,6 +130,7 @@ for i = 2, #ARGV, 2 do
   out[#out+1] = r[1] out[#out+1] = r[2]
 end
 if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
+if KEYS[2] then out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "0" end
 return out
 `)
 
@@ -374,7 +379,10 @@ type MembershipResult struct {
 	// MemberCount is the channel's joined-member count after the merge,
 	// as its hash holds it (exact once the hash is hydrated).
 	MemberCount int64
-	Err         error
+	// Generation is the user's erasure generation read in the script that
+	// merged the user's register: the gateway stamps it on the event.
+	Generation int64
+	Err        error
 }
 
 // MergeMemberships merges registers into both membership hashes (the
@@ -390,7 +398,7 @@ func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership)
 				out[i].Err = err
 				continue
 			}
-			um[i] = userMemberScript.EvalSha(ctx, pipe, []string{s.UserMembersKey(m.Key.User)}, "0", m.Key.Channel, v)
+			um[i] = userMemberScript.EvalSha(ctx, pipe, []string{s.UserMembersKey(m.Key.User), s.TombstoneKey(m.Key.User)}, "0", m.Key.Channel, v)
 			cm[i] = channelMemberScript.EvalSha(ctx, pipe, []string{s.ChannelMembersKey(m.Key.Channel)}, "0", m.Key.User, v)
 		}
 	})
@@ -408,6 +416,14 @@ func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership)
 		v, _ := res[1].(string)
 		out[i].Membership, out[i].Err = decodeRegister(regs[i].Key, v)
 		out[i].Changed = changed == 1
+		if len(res) >= 3 {
+			g, _ := res[2].(string)
+			if gen, gerr := parseGeneration(g); gerr != nil {
+				out[i].Err = gerr
+			} else {
+				out[i].Generation = gen
+			}
+		}
 		out[i].MemberCount, _ = cres[len(cres)-1].(int64)
 	}
 	return out, err

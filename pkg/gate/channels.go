@@ -303,7 +303,9 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	// Stamped with the erasure generation the script read: an erasure
 	// drops the event only if it came first in Redis (tombstone.Drops),
 	// whatever the clocks say.
-	event.StampGeneration(rec, res.Generation)
+	gens := []int64{res.Generation}
+	g.knownGenerations(ctx, []string{m.key.User}, gens)
+	event.StampGeneration(rec, gens[0])
 	rec.Topic = g.durable.Topic()
 	durability, err := g.produce(ctx, []*kgo.Record{rec})
 	if err != nil {

@@ -92,3 +92,74 @@ func TestAGatewayClockAheadLosesNothing(t *testing.T) {
 	require.Equal(t, map[string]int{"u-ahead-erases": 3, "u-behind-erases": 3}, kept,
 		"every write after the erasure, and none before it, survives it")
 }
+
+// A Redis that lost its data (a FLUSHALL) lost the tombstones too: the
+// writes that follow an erasure are then stamped with the generation of
+// the user's tombstone in Postgres, read once and remembered in Redis,
+// never with 0 (which the time rule would judge by the clocks, dropping
+// a write within the clock skew of the erasure).
+func TestAStampAfterRedisLostTheTombstoneComesFromPostgres(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	c := tb.client()
+	ctx := context.Background()
+	resp, err := c.EraseUser(ctx, connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: "u"}))
+	require.NoError(t, err)
+	ts, err := tb.store.Tombstone(ctx, "u")
+	require.NoError(t, err)
+	require.Equal(t, resp.Msg.GetGeneration(), ts.Generation)
+	_, _, err = tb.schema.Store.Erase(ctx, ts) // the persister applied it
+	require.NoError(t, err)
+	// Redis loses everything of the test's prefix.
+	keys := tb.redisKeys(t)
+	require.NotEmpty(t, keys)
+	require.NoError(t, tb.rdb.Del(ctx, keys...).Err())
+
+	_, err = c.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "u", ChannelId: "c1", Seq: 5}))
+	require.NoError(t, err)
+	_, err = c.MarkUnread(ctx, connect.NewRequest(&receiptsv1.MarkUnreadRequest{UserId: "u", ChannelId: "c1", Seq: 3}))
+	require.NoError(t, err)
+	_, err = c.JoinChannel(ctx, connect.NewRequest(&receiptsv1.JoinChannelRequest{UserId: "u", ChannelId: "c2"}))
+	require.NoError(t, err)
+	_, err = c.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "never", ChannelId: "c1", Seq: 5}))
+	require.NoError(t, err)
+
+	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var after []event.Decoded
+	for len(after) < 4 {
+		fs := cl.PollFetches(pctx)
+		require.NoError(t, pctx.Err(), "have %d records", len(after))
+		fs.EachRecord(func(r *kgo.Record) {
+			d, err := event.DecodeRecord(r)
+			require.NoError(t, err)
+			if d.Erasure == nil {
+				after = append(after, d)
+			}
+		})
+	}
+	tombs := tombstone.Set{"u": ts}
+	for _, d := range after {
+		if d.User() == "never" {
+			require.Zero(t, d.Generation, "never erased")
+			continue
+		}
+		require.Equal(t, ts.Generation, d.Generation, "stamped with the erasure Postgres holds: %+v", d)
+		require.False(t, tombs.Drops("u", d.Generation, d.AcceptedAt()))
+	}
+	// Redis remembers: the erased user's tombstone as Postgres has it, and
+	// that the other was never erased (for a while).
+	got, err := tb.store.Tombstone(ctx, "u")
+	require.NoError(t, err)
+	require.Equal(t, ts, got)
+	none, err := tb.store.Tombstone(ctx, "never")
+	require.NoError(t, err)
+	require.True(t, none.IsZero())
+	ttl, err := tb.rdb.PTTL(ctx, tb.store.TombstoneKey("never")).Result()
+	require.NoError(t, err)
+	require.Positive(t, ttl)
+	ttl, err = tb.rdb.PTTL(ctx, tb.store.TombstoneKey("u")).Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "a real tombstone never expires")
+}

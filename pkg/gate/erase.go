@@ -12,6 +12,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
@@ -61,4 +62,52 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	}
 	g.log.Info("user erased", zap.String("user_id", user), zap.Int64("generation", ts.Generation), zap.Stringer("durability", durability))
 	return connect.NewResponse(&receiptsv1.EraseUserResponse{UserId: user, Generation: ts.Generation, Durability: durability}), nil
+}
+
+// knownGenerations replaces, in gens (the erasure generations the Redis
+// writes of users[i] read), each redisstore.GenerationUnknown — Redis held
+// no tombstone for the user: never looked up, or lost with its data — by
+// the generation of the user's tombstone in Postgres (0 when none), and
+// has Redis remember it, so the user's next writes read it there. A
+// post-erasure write of a Redis that lost the tombstone is so stamped with
+// the erasure Postgres applied, never with 0, which the time rule of
+// tombstone.Drops would judge by the clocks. When Postgres cannot answer
+// the stamp is 0 (as when Redis cannot): the write is still acknowledged.
+// Postgres lags an erasure still on its way there; such an erasure that
+// Redis lost too is the one case the stamp misses (then the time rule
+// applies).
+func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int64) {
+	var unknown []string
+	seen := map[string]bool{}
+	for i, gen := range gens {
+		if gen == redisstore.GenerationUnknown && !seen[users[i]] {
+			seen[users[i]] = true
+			unknown = append(unknown, users[i])
+		}
+	}
+	if len(unknown) == 0 {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pg, err := g.pg.Tombstones(pctx, unknown)
+	cancel()
+	if err != nil {
+		g.resolveWarn.Do(func() {
+			g.log.Warn("reading tombstones Redis does not hold from Postgres; the writes travel unstamped", zap.Int("num_users", len(unknown)), zap.Error(err))
+		})
+		pg = nil
+	}
+	for i, gen := range gens {
+		if gen == redisstore.GenerationUnknown {
+			gens[i] = pg[users[i]].Generation
+		}
+	}
+	if err != nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	if err := g.redis.RememberTombstones(rctx, unknown, pg); err != nil {
+		g.warnRedis(redisOpMerge, err)
+	}
+	cancel()
 }

@@ -146,7 +146,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if merr == nil && res[0].Changed && res[0].Membership.Member {
 		g.joinView(ctx, reg.Key) // back in read-by and ticks
 	}
-	event.StampGeneration(rec, gen)
+	gens := []int64{gen}
+	g.knownGenerations(ctx, []string{k.User}, gens)
+	event.StampGeneration(rec, gens[0])
 	durability, err := g.produce(ctx, []*kgo.Record{rec})
 	if err != nil {
 		return nil, err

@@ -242,6 +242,11 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 		}
 		off += len(j.states)
 	}
+	users := make([]string, len(produced))
+	for i, st := range produced {
+		users[i] = st.Key.User
+	}
+	g.knownGenerations(ctx, users, gens)
 	recs := event.EncodeReceipts(produced, gens, g.durable.Topic())
 	if len(recs) == 0 {
 		finish(producer.Unacknowledged, nil)

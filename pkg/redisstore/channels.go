@@ -120,7 +120,7 @@ return {1, v}
 // KEYS[1] = um hash, KEYS[2] (optional) = the user's tombstone; ARGV =
 // mark ("1": set ":loaded" after), then channel, register pairs. Returns,
 // per pair, {changed, register}, then with KEYS[2] the user's erasure
-// generation (decimal, "0" when never erased), read in the script that
+// generation (decimal, "-1": GenerationUnknown), read in the script that
 // writes, so the event stamped with it is ordered against an erasure as
 // its Redis write is (as mergeScript).
 var userMemberScript = redis.NewScript(luaCommon + luaRegister + `
@@ -130,7 +130,7 @@ for i = 2, #ARGV, 2 do
   out[#out+1] = r[1] out[#out+1] = r[2]
 end
 if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
-if KEYS[2] then out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "0" end
+if KEYS[2] then out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "-1" end
 return out
 `)
 

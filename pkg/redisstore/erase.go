@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,10 +16,57 @@ import (
 // keys, in their slot:
 //
 //	t:{user}   hash: "g" → the erasure generation, "at" → the erasure
-//	           time (Unix ms), both decimal
+//	           time (Unix ms), both decimal; "g" = "0": known never
+//	           erased (RememberTombstones, from Postgres; it expires)
 //
-// Every mark's merge reads "g" in its script (mergeScript), so an event is
-// stamped with the generation its Redis write is ordered after.
+// Every write's script reads "g" (mergeScript, casScript, the mark-unread
+// and membership scripts), so an event is stamped with the generation its
+// Redis write is ordered after. No hash at all is GenerationUnknown: never
+// looked up, or lost with Redis' data (a FLUSHALL); the gateway then asks
+// Postgres and remembers the answer here.
+
+// GenerationUnknown is the generation a write's script answers when Redis
+// holds no tombstone hash for the user: it cannot tell "never erased"
+// from "erased, then lost". The caller looks the tombstone up in Postgres
+// (RememberTombstones keeps the answer), and never stamps it on an event.
+const GenerationUnknown int64 = -1
+
+// KnownNoneTTL is how long Redis remembers that a user was never erased
+// (a "g" of "0"): a user who writes again after it is looked up in
+// Postgres again. Real tombstones never expire.
+const KnownNoneTTL = 24 * time.Hour
+
+// rememberScript stores a tombstone read from Postgres unless the hash
+// exists (an erasure, or another gateway's lookup, came first).
+// KEYS[1] = t:{user}; ARGV = generation ("0": none), time, TTL in ms for
+// a "0".
+var rememberScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'g', ARGV[1], 'at', ARGV[2])
+if ARGV[1] == "0" then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end
+return 1
+`)
+
+// RememberTombstones stores, for each of users, its tombstone as Postgres
+// holds it (pg; none: known never erased, for KnownNoneTTL), where Redis
+// holds no tombstone hash yet, in one pipelined round trip.
+func (s *Store) RememberTombstones(ctx context.Context, users []string, pg tombstone.Set) error {
+	if len(users) == 0 {
+		return nil
+	}
+	ttl := strconv.FormatInt(KnownNoneTTL.Milliseconds(), 10)
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for _, u := range users {
+			t := pg[u]
+			rememberScript.EvalSha(ctx, pipe, []string{s.TombstoneKey(u)},
+				strconv.FormatInt(t.Generation, 10), strconv.FormatInt(t.ErasedAtUnixMs, 10), ttl)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("%w: remembering the tombstones of %d users: %w", ErrUnavailable, len(users), err)
+	}
+	return nil
+}
 
 // mentionScanCount is the SCAN page size over one user's mention keys.
 const mentionScanCount = 256
@@ -41,6 +89,7 @@ local ng = g + 1
 if now > ng then ng = now end
 local gs = string.format("%d", ng)
 redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
+redis.call('PERSIST', KEYS[1])
 local out = {gs, ARGV[1]}
 local seen = {}
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
@@ -187,8 +236,8 @@ func (s *Store) Tombstones(ctx context.Context, users []string) (tombstone.Set, 
 		vals := c.Val()
 		g, _ := vals[0].(string)
 		at, _ := vals[1].(string)
-		if g == "" {
-			continue
+		if g == "" || g == "0" {
+			continue // none, or known never erased
 		}
 		t := tombstone.Tombstone{User: users[i]}
 		var err error

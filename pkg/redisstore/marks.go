@@ -28,6 +28,8 @@ import (
 // hash and that user's tombstone; ARGV = field, expected value ("" for
 // none), new value, per pair. Returns per pair: 1 and the generation when
 // written, else 0, the generation and the current value ("" none). The
+// generation is "-1" when Redis holds no tombstone hash for the user
+// (GenerationUnknown). The
 // generation is read in the same script as the write, so the event stamped
 // with it is ordered against an erasure exactly as its Redis write is.
 var casScript = redis.NewScript(`
@@ -38,7 +40,7 @@ for i = 1, #KEYS, 2 do
   local f, want = ARGV[a + 1], ARGV[a + 2]
   local g = gens[KEYS[i + 1]]
   if not g then
-    g = redis.call('HGET', KEYS[i + 1], 'g') or "0"
+    g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
     gens[KEYS[i + 1]] = g
   end
   local c = redis.call('HGET', KEYS[i], f) or ""
@@ -58,14 +60,15 @@ return out
 
 // readMarksScript reads fields with their users' generations. KEYS =
 // pairs of a user hash and that user's tombstone; ARGV = one field per
-// pair. Returns per pair the generation ("0" none) and the value ("" none).
+// pair. Returns per pair the generation ("-1": GenerationUnknown) and the
+// value ("" none).
 var readMarksScript = redis.NewScript(`
 local out = {}
 local gens = {}
 for i = 1, #KEYS, 2 do
   local g = gens[KEYS[i + 1]]
   if not g then
-    g = redis.call('HGET', KEYS[i + 1], 'g') or "0"
+    g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
     gens[KEYS[i + 1]] = g
   end
   out[#out + 1] = g

@@ -159,7 +159,8 @@ end
 // the value resolved at epoch 0). Returns {changed (0/1), merged value in
 // either layout ("" = no state), the stored read epoch the incoming "-"
 // epochs resolved to, stale (0/1), then with KEYS[2] the user's erasure
-// generation (decimal, "0" when never erased)}; a plain merge (strict "0")
+// generation (decimal, "0" when known never erased, "-1" when Redis holds
+// no tombstone hash: GenerationUnknown)}; a plain merge (strict "0")
 // without KEYS[2] may leave out all but the first two. The generation is
 // read in the same script as the merge, so the event the gateway stamps
 // with it is ordered against an erasure (eraseScript) exactly as its
@@ -168,7 +169,7 @@ var mergeScript = redis.NewScript(luaCommon + `
 local r = merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if KEYS[2] then
   r[3], r[4] = r[3] or "0", r[4] or 0
-  r[5] = redis.call('HGET', KEYS[2], 'g') or "0"
+  r[5] = redis.call('HGET', KEYS[2], 'g') or "-1"
 end
 return r
 `)
@@ -221,6 +222,6 @@ if cmp(e, ARGV[5]) >= 0 then return {0, cur or "", e, 3} end
 local ne = inc62(e)
 local r = merge(KEYS[1], ARGV[1], ne .. "." .. ARGV[2] .. "  " .. ARGV[3] .. " " .. ARGV[4] .. " 0 ", "0")
 r[3], r[4] = ne, r[4] or 0
-if KEYS[2] then r[5] = redis.call('HGET', KEYS[2], 'g') or "0" end
+if KEYS[2] then r[5] = redis.call('HGET', KEYS[2], 'g') or "-1" end
 return r
 `)

@@ -103,7 +103,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	scripts := append([]*redis.Script{s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript}, channelScripts...)
+	scripts := append([]*redis.Script{s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
 	for _, sc := range append(scripts, viewScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)

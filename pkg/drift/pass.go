@@ -29,6 +29,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rep := Report{Started: s.now()}
+	s.pass++
 	// A burst of 1 spaces pages evenly, 1/PagesPerSecond apart.
 	lim := rate.NewLimiter(rate.Limit(s.cfg.PagesPerSecond), 1)
 	var err error
@@ -41,6 +42,9 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 		}
 	}
 	rep.Duration = time.Since(rep.Started)
+	if err == nil {
+		s.forgetSettled()
+	}
 	if ctx.Err() != nil {
 		// Stopped (shutdown, leadership lost): neither a failure nor a sweep.
 		return rep, err
@@ -85,7 +89,7 @@ func (s *Sweeper) compare(w *work, key, pg any, copies []any) {
 	redisAhead := !k.IsEmpty(merged) && (pg == nil || !k.SameValues(merged, pg))
 	// Redis' copies alone make the merge: what is ahead is all Redis'.
 	redisOnly := k.SameValues(merged, redisMerged)
-	if redisAhead && !s.graceOver(k.TimeOf(merged)) {
+	if redisAhead && !s.settled(k, key, merged) {
 		w.inFlight++
 		if redisOnly {
 			return
@@ -122,6 +126,41 @@ func (s *Sweeper) compare(w *work, key, pg any, copies []any) {
 
 func (s *Sweeper) graceOver(ms int64) bool {
 	return s.cfg.Grace < 0 || ms <= 0 || s.now().Sub(time.UnixMilli(ms)) >= s.cfg.Grace
+}
+
+// settled reports whether merged, ahead of Postgres by Redis' copies, is
+// no longer in flight: its time is Grace old, or — a kind whose values
+// carry no time (mentions, which the persister may not have written yet)
+// — passes have found it ahead for Grace.
+func (s *Sweeper) settled(k kinds.Kind, key, merged any) bool {
+	if s.cfg.Grace < 0 {
+		return true
+	}
+	if ms := k.TimeOf(merged); ms > 0 {
+		return s.graceOver(ms)
+	}
+	id := k.Name() + "\x00" + fmt.Sprint(key)
+	now := s.now()
+	s.aheadMu.Lock()
+	defer s.aheadMu.Unlock()
+	a, ok := s.ahead[id]
+	if !ok {
+		a.first = now
+	}
+	a.pass = s.pass
+	s.ahead[id] = a
+	return now.Sub(a.first) >= s.cfg.Grace
+}
+
+// forgetSettled forgets the keys the last pass did not find ahead.
+func (s *Sweeper) forgetSettled() {
+	s.aheadMu.Lock()
+	defer s.aheadMu.Unlock()
+	for id, a := range s.ahead {
+		if a.pass != s.pass {
+			delete(s.ahead, id)
+		}
+	}
 }
 
 // sweepPostgres walks a kind's Postgres rows in key order; each page's

@@ -310,6 +310,21 @@ type Sweeper struct {
 	now    func() time.Time
 	kinds  []kinds.Kind
 	env    kinds.Env
+	// ahead remembers, per key of a kind whose values carry no time
+	// (mentions), when a pass first found Redis ahead of Postgres and the
+	// last pass that did (pass counts SweepOnce calls): such a value is
+	// repaired into Postgres only once it stayed ahead for Grace, as one
+	// with a time is once that time is Grace old. Keys no pass finds ahead
+	// any more are forgotten.
+	aheadMu sync.Mutex
+	ahead   map[string]aheadSince
+	pass    uint64
+}
+
+// aheadSince is when a key was first found ahead, and the last pass that did.
+type aheadSince struct {
+	first time.Time
+	pass  uint64
 }
 
 // The kinds of state, the keys of Report.ByKind.
@@ -331,8 +346,8 @@ func New(cfg Config) (*Sweeper, error) {
 		return nil, fmt.Errorf("configuring drift sweep: %w", err)
 	}
 	s := &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now,
-		kinds: cfg.Kinds,
-		env:   kinds.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}
+		kinds: cfg.Kinds, ahead: map[string]aheadSince{},
+		env: kinds.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}
 	lc := leader.Config{CheckInterval: cfg.LeaderCheckInterval, Name: "drift sweep", Logger: s.log,
 		Gauge: s.m.leader, OnRole: s.setRole}
 	if cfg.LeaderElection == LeaderPostgres {
@@ -411,7 +426,7 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 			s.log.Info("drift sweep repaired disagreements", append(fields,
 				zap.Int("redis_ahead", rep.Found.RedisAhead), zap.Int("postgres_ahead", rep.Found.PostgresAhead),
 				zap.Int("redis_missing", rep.Found.RedisMissing), zap.Int("postgres_missing", rep.Found.PostgresMissing),
-				zap.Int("invalid", rep.Invalid), zap.Int("erased", rep.Erased))...)
+				zap.Int("invalid", rep.Invalid), zap.Int("erased", rep.Erased), zap.Any("by_kind", rep.ByKind))...)
 		default:
 			s.log.Debug("drift sweep found no disagreement", fields...)
 		}

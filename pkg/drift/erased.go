@@ -13,9 +13,16 @@ import (
 // (the gateway erased the user, the persister has not applied it yet),
 // every repair of the user waits, because Postgres still holds the rows
 // the erasure will delete; afterwards, a value that may predate the
-// erasure by its time (tombstone.Predates) is not copied either way. A
+// erasure by its time (tombstone.Predates) is not copied into Postgres. A
 // value without a time (a mention set) follows the first rule and is
-// never copied once its user was erased.
+// never copied once its user was erased. Into Redis, once no erasure is
+// pending, only a value older than the erasure is held back (a write that
+// raced it): Postgres applied every erasure Redis knows of, deleting the
+// rows then held, and what it holds since passed the erasure rule
+// (tombstone.Drops, by generation) on its way there, so a Redis that lost
+// its data gets back the writes that followed an erasure within the clock
+// skew too. (Missed: an erasure Redis lost before Postgres applied it,
+// whose rows are copied back until it applies.)
 
 // erasures is what the sweep knows of a page's users' erasures.
 type erasures struct {
@@ -50,12 +57,15 @@ func (s *Sweeper) erasuresOf(ctx context.Context, users []string) (erasures, err
 }
 
 // skips reports whether a repair of user's value last accepted at atMs
-// (0: it carries no time) must not be written.
-func (e erasures) skips(user string, atMs int64) bool {
+// (0: it carries no time) must not be written; toRedis: into Redis.
+func (e erasures) skips(user string, atMs int64, toRedis bool) bool {
 	if e.pending[user] {
 		return true
 	}
 	t, ok := e.latest[user]
+	if toRedis {
+		return ok && (atMs <= 0 || atMs < t.ErasedAtUnixMs)
+	}
 	return ok && (atMs <= 0 || t.Predates(atMs))
 }
 
@@ -80,11 +90,11 @@ func (s *Sweeper) dropErased(ctx context.Context, w *work) (int, error) {
 	if err != nil || len(e.latest) == 0 && len(e.pending) == 0 {
 		return 0, err
 	}
-	keep := func(vals []any, dirs []string) ([]any, []string, int) {
+	keep := func(vals []any, dirs []string, toRedis bool) ([]any, []string, int) {
 		var kv []any
 		var kd []string
 		for i, v := range vals {
-			if u := k.UserOf(k.KeyOf(v)); u != "" && e.skips(u, k.TimeOf(v)) {
+			if u := k.UserOf(k.KeyOf(v)); u != "" && e.skips(u, k.TimeOf(v), toRedis) {
 				continue
 			}
 			kv, kd = append(kv, v), append(kd, dirs[i])
@@ -92,7 +102,7 @@ func (s *Sweeper) dropErased(ctx context.Context, w *work) (int, error) {
 		return kv, kd, len(vals) - len(kv)
 	}
 	var a, b int
-	w.toPG, w.dirPG, a = keep(w.toPG, w.dirPG)
-	w.toRedis, w.dirRedis, b = keep(w.toRedis, w.dirRedis)
+	w.toPG, w.dirPG, a = keep(w.toPG, w.dirPG, false)
+	w.toRedis, w.dirRedis, b = keep(w.toRedis, w.dirRedis, true)
 	return a + b, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tombstone"
 )
 
 // The sweep never writes an erased user back: while the erasure is only in
@@ -54,7 +55,12 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	require.NoError(t, err)
 	fresh := state("gone", "c9", 2, true)
 	fresh.UpdatedAtUnixMs = 90_000
-	_, err = bd.pg.Upsert(ctx, []receipt.State{fresh})
+	// Accepted within the clock skew after the erasure (stamped with its
+	// generation, so the persister wrote it): Redis lost it, and gets it
+	// back.
+	within := state("gone", "c8", 3, true)
+	within.UpdatedAtUnixMs = 50_000 + tombstone.ClockSkew.Milliseconds()/2
+	_, err = bd.pg.Upsert(ctx, []receipt.State{fresh, within})
 	require.NoError(t, err)
 	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)
@@ -64,4 +70,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	got, ok := redisState(t, bd.rs, fresh.Key)
 	require.True(t, ok, "the user's state after the erasure is repaired")
 	require.Equal(t, int64(2), got.Read.Position.Seq)
+	got, ok = redisState(t, bd.rs, within.Key)
+	require.True(t, ok, "a write within the clock skew after the erasure is repaired into Redis")
+	require.Equal(t, int64(3), got.Read.Position.Seq)
 }

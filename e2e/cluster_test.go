@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,10 +35,12 @@ func TestRedisClusterFailover(t *testing.T) {
 	d := startDriver(s.apiAddr, workload{clients: 4, users: 40, channels: 10, batch: 20, dup: 0.2, reorder: 0.15}, m, 7)
 	smp := startSampler(s, m)
 	nt := startNoticer(s.apiAddr, 6, 20, 2, 7)
-	events := watchSSE(t, s.apiAddr, "n0")
+	// A small channel whose member reads while its watch stream is open.
+	watched := startReader(t, s.apiAddr, "w")
+	events := watchSSE(t, s.apiAddr, "w")
 	waitAcked(t, m, 2000, 60*time.Second)
-	require.Eventually(t, func() bool { return events.Load() > 0 }, 30*time.Second, 50*time.Millisecond,
-		"the watch stream delivers on the cluster")
+	require.Eventually(t, func() bool { return events.Load() > 1 }, 30*time.Second, 50*time.Millisecond,
+		"the watch stream delivers moves on the cluster (beyond its snapshot)")
 
 	// Kill a master that holds slots, wait for its replica to take over.
 	victim := masterWithSlots(t, c)
@@ -54,6 +57,7 @@ func TestRedisClusterFailover(t *testing.T) {
 		"the watch stream delivers after the failover")
 	d.halt()
 	nt.halt()
+	watched()
 	acked := m.snapshot()
 	took, v := s.waitConverged(context.Background(), acked, 120*time.Second)
 	smp.halt()
@@ -68,10 +72,55 @@ func TestRedisClusterFailover(t *testing.T) {
 		m.n, d.spooled.Load(), d.errs.Load(), v.keys, took.Round(time.Millisecond))
 }
 
+// startReader joins a member to channel ch, then posts messages and marks
+// them read one by one, over REST, until the returned stop is called.
+func startReader(t *testing.T, api, ch string) (stop func()) {
+	post := func(method, path, body string) error {
+		req, _ := http.NewRequest(method, "http://"+api+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		}
+		return nil
+	}
+	require.NoError(t, post(http.MethodPut, "/v1/channels/"+ch+"/members/reader", `{}`))
+	done, halted := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(halted)
+		for seq := 1; ; seq++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			// Failures (Redis failing over) are retried with the next seq.
+			if post(http.MethodPost, "/v1/channels/"+ch+"/messages", fmt.Sprintf(`{"seq":%d,"message_id":"m%d","sender_id":"writer"}`, seq, seq)) == nil {
+				_ = post(http.MethodPost, "/v1/users/reader/channels/"+ch+"/read", fmt.Sprintf(`{"seq":%d,"message_id":"m%d"}`, seq, seq))
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-halted }) }
+	t.Cleanup(stop)
+	return stop
+}
+
 // watchSSE follows a channel's watch stream for the test's lifetime,
 // reopening it when it ends, and counts the events it receives.
 func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
 	var n atomic.Int64
+	var last atomic.Value
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("watch stream of %s: %d events; last: %v", channel, n.Load(), last.Load())
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -80,13 +129,18 @@ func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
 		for ctx.Err() == nil {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/v1/channels:watch?channel_id="+channel, nil)
 			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				last.Store("request: " + err.Error())
+			}
 			if err == nil {
+				last.Store("status " + resp.Status)
 				sc := bufio.NewScanner(resp.Body)
 				for sc.Scan() {
 					if strings.HasPrefix(sc.Text(), "data:") {
 						n.Add(1)
 					}
 				}
+				last.Store(fmt.Sprintf("status %s, stream ended: %v", resp.Status, sc.Err()))
 				_, _ = io.Copy(io.Discard, resp.Body)
 				_ = resp.Body.Close()
 			}

@@ -3,10 +3,10 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/redistest"
@@ -153,43 +154,57 @@ func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
 	return &n
 }
 
-// masterWithSlots returns the address of a master that serves slots.
-func masterWithSlots(t *testing.T, c *redistest.Cluster) string {
-	rdb := redis.NewClient(&redis.Options{Addr: c.Addrs[0]})
+// masters lists the addresses of the masters that serve slots.
+func masters(ctx context.Context, addr string) ([]string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	slots, err := rdb.ClusterSlots(context.Background()).Result()
-	require.NoError(t, err)
-	require.NotEmpty(t, slots)
-	return slots[0].Nodes[0].Addr
+	shards, err := rdb.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sh := range shards {
+		if len(sh.Slots) == 0 {
+			continue
+		}
+		for _, n := range sh.Nodes {
+			if n.Role == "master" && n.Health == "online" {
+				out = append(out, fmt.Sprintf("%s:%d", n.IP, n.Port))
+			}
+		}
+	}
+	return out, nil
 }
 
-// waitClusterOK waits until the surviving nodes report the cluster ok
-// with no slot served by the dead node.
+// masterWithSlots returns the address of a master that serves slots.
+func masterWithSlots(t *testing.T, c *redistest.Cluster) string {
+	ms, err := masters(context.Background(), c.Addrs[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, ms)
+	return ms[0]
+}
+
+// waitClusterOK waits until every surviving node reports the cluster ok
+// with three masters serving slots, none of them the dead node.
 func waitClusterOK(t *testing.T, c *redistest.Cluster, dead string) {
 	var last string
-	require.Eventually(t, func() bool {
+	ok := assert.Eventually(t, func() bool {
 		for _, a := range c.Addrs {
 			if a == dead {
 				continue
 			}
-			rdb := redis.NewClient(&redis.Options{Addr: a})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			info, err1 := rdb.ClusterInfo(ctx).Result()
-			slots, err2 := rdb.ClusterSlots(ctx).Result()
-			cancel()
+			rdb := redis.NewClient(&redis.Options{Addr: a})
+			info, err := rdb.ClusterInfo(ctx).Result()
 			_ = rdb.Close()
-			if err1 != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") {
-				last = fmt.Sprint(err1, err2, info)
+			ms, err2 := masters(ctx, a)
+			cancel()
+			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || len(ms) != 3 || slices.Contains(ms, dead) {
+				last = fmt.Sprint(a, err, err2, ms)
 				return false
-			}
-			for _, sl := range slots {
-				if sl.Nodes[0].Addr == dead {
-					b, _ := json.Marshal(sl)
-					last = "slots still on the dead master: " + string(b)
-					return false
-				}
 			}
 		}
 		return true
-	}, 60*time.Second, 250*time.Millisecond, "failover: %s", last)
+	}, 60*time.Second, 250*time.Millisecond, "failover")
+	require.True(t, ok, "no failover: last seen %s", last)
 }

@@ -83,11 +83,13 @@ func (s State) Validate() error {
 		if c.c.Position.Epoch < 0 || c.c.Position.Seq < 0 {
 			return &FieldError{Field: c.name, Reason: "has a negative position"}
 		}
-		if err := ValidateEpoch(c.name+".epoch", c.c.Position.Epoch); err != nil {
-			return err
+		// The field names are built only on failure: this runs for every
+		// record the persister decodes.
+		if c.c.Position.Epoch > MaxEpoch {
+			return ValidateEpoch(c.name+".epoch", c.c.Position.Epoch)
 		}
-		if err := ValidateOptionalID(c.name+".message_id", c.c.MessageID); err != nil {
-			return err
+		if ValidateOptionalID("", c.c.MessageID) != nil {
+			return ValidateOptionalID(c.name+".message_id", c.c.MessageID)
 		}
 	}
 	if s.Read.Position.IsZero() && s.Delivered.Position.IsZero() && s.PrivateRead.Position.IsZero() {

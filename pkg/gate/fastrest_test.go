@@ -55,7 +55,7 @@ func TestFastRESTAnswersAsVanguardDoes(t *testing.T) {
 	}
 	for _, c := range cases {
 		if c.path == mark {
-			_, ok := rest.DecodeMarkReceipts([]byte(c.body))
+			_, _, ok := rest.DecodeMarkReceipts([]byte(c.body), 0)
 			require.Equal(t, c.fast, ok, "%s: fast reader's decision", c.name)
 		} else {
 			_, ok := rest.DecodeMark([]byte(c.body))

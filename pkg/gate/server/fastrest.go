@@ -9,6 +9,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/rest"
 )
 
@@ -38,19 +39,27 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 	start := time.Now()
 	path := r.URL.Path
 	if path == rest.MarkPath {
-		req, ok := rest.DecodeMarkReceipts(body)
+		req, n, ok := rest.DecodeMarkReceipts(body, s.gate.MaxBatchItems())
 		if !ok {
 			return false
 		}
 		// The batch's cost beyond the guard's door charge, as
 		// chargeEvents charges it on the other paths.
-		if n := len(req.GetReceipts()); n > 1 {
+		if n > 1 {
 			if err := apiauth.Charge(r.Context(), n-1); err != nil {
 				err = rateLimitedError(err)
 				s.m.observe("MarkReceipts", start, err)
 				rest.WriteError(w, err)
 				return true
 			}
+		}
+		if n > s.gate.MaxBatchItems() {
+			// Refused while decoding: the receipts past the limit were
+			// counted, never kept.
+			err := gate.BatchTooLarge(n, s.gate.MaxBatchItems())
+			s.m.observe("MarkReceipts", start, err)
+			rest.WriteError(w, err)
+			return true
 		}
 		creq := connect.NewRequest(req)
 		maps.Copy(creq.Header(), r.Header)

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -91,6 +92,12 @@ func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]re
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		view, err := g.redis.Unread(rctx, user, channels, g.cfg.MentionCap)
 		cancel()
+		if errors.Is(err, redisstore.ErrTooManyChannels) {
+			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
+			// answers the first of the user's channels in channel order.
+			g.m.readFallbacks.WithLabelValues("too_many_channels").Inc()
+			return g.durableUnread(ctx, user, channels)
+		}
 		if err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 			g.warnRedis(redisOpGet, err)

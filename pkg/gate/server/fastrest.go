@@ -27,8 +27,14 @@ import (
 // false without writing anything (the caller goes on to vanguard). body
 // is the whole request body, already bounded.
 func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if s.cfg.TranscodeAllREST || r.Method != http.MethodPost || r.URL.RawQuery != "" ||
+	if s.cfg.TranscodeAllREST || r.URL.RawQuery != "" ||
 		r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
+		return false
+	}
+	if r.Method == http.MethodGet && len(body) == 0 {
+		return s.serveFastUnread(w, r)
+	}
+	if r.Method != http.MethodPost {
 		return false
 	}
 	switch r.Header.Get("Content-Type") {
@@ -101,5 +107,25 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		return true
 	}
 	rest.WriteMark(w, resp.Msg)
+	return true
+}
+
+// serveFastUnread answers GET /v1/users/{user_id}/unread (the default
+// channel set: no query) with the hand-written encoder.
+func (s *Server) serveFastUnread(w http.ResponseWriter, r *http.Request) bool {
+	user, ok := rest.UnreadRoute(r.URL.Path)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	creq := connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user})
+	maps.Copy(creq.Header(), r.Header)
+	resp, err := s.gate.GetUnread(r.Context(), creq)
+	s.m.observe("GetUnread", start, err)
+	if err != nil {
+		rest.WriteError(w, err)
+		return true
+	}
+	rest.WriteGetUnread(w, resp.Msg)
 	return true
 }

@@ -167,7 +167,9 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 			return
 		}
 		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
+			if !s.serveFastREST(w, r, nil) {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
 		tooLarge := func() {

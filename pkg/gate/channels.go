@@ -256,8 +256,13 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 	return sortViews(out), nil
 }
 
+// sortViews sorts views by channel. Redis answers in channel order
+// already: checking is cheaper than sorting the large structs.
 func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
-	slices.SortFunc(vs, func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) })
+	byChannel := func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) }
+	if !slices.IsSortedFunc(vs, byChannel) {
+		slices.SortFunc(vs, byChannel)
+	}
 	return vs
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -657,6 +658,9 @@ var ErrTooManyChannels = errors.New("more channels than one unread read covers")
 // none to count. Counts use the cap to tell "more than cap" (capped).
 func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
 	view := UnreadView{User: user}
+	// Answer in channel order (what callers show).
+	channels = slices.Clone(channels)
+	slices.Sort(channels)
 	var cursors, regs map[string]string
 	var heads []*redis.StringCmd
 	defaultSet := len(channels) == 0
@@ -801,6 +805,7 @@ func (s *Store) userChannels(ctx context.Context, user string) (channels []strin
 	if len(channels) > MaxUnreadChannels {
 		return nil, nil, nil, fmt.Errorf("%w: user %s has %d (at most %d)", ErrTooManyChannels, user, len(channels), MaxUnreadChannels)
 	}
+	slices.Sort(channels)
 	return channels, cursors, regs, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -224,9 +225,12 @@ func TestUnreadBulkRead(t *testing.T) {
 	for _, st := range states {
 		model[st.Key.Channel], _ = receipt.Merge(model[st.Key.Channel], st)
 	}
-	for i, cv := range view.Channels {
-		ch := listed[i]
-		require.Equal(t, ch, cv.Channel)
+	require.True(t, slices.IsSortedFunc(view.Channels, func(a, b ChannelView) int { return strings.Compare(a.Channel, b.Channel) }),
+		"in channel order")
+	for _, cv := range view.Channels {
+		ch := cv.Channel
+		i, err := strconv.Atoi(strings.TrimPrefix(ch, "ch"))
+		require.NoError(t, err)
 		st := model[ch]
 		require.Equal(t, st.EffectiveRead(), cv.State.EffectiveRead(), ch)
 		if !cv.HeadKnown {

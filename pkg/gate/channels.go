@@ -353,6 +353,10 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 		f := g.lookup(ctx, keys, false)
 		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.known && g.checkMark(f, m) != nil })
 	}
+	// Each mark is a write, as in a MarkReceipts batch.
+	if err := charge(ctx, len(marks)); err != nil {
+		return nil, err
+	}
 	out := &receiptsv1.ReadAllResponse{}
 	for start := 0; start < len(marks); start += g.cfg.MaxBatchItems {
 		res, err := g.write(ctx, marks[start:min(start+g.cfg.MaxBatchItems, len(marks))])

@@ -516,6 +516,12 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		if err != nil {
 			return nil, err
 		}
+		// A badge reads every channel of its user: the caller pays for
+		// each (beyond the badge's own event), and a call over its limit
+		// stops here.
+		if err := charge(ctx, len(views)+1); err != nil {
+			return nil, err
+		}
 		b := &receiptsv1.Badge{UserId: u}
 		for _, v := range views {
 			b.UnreadTotal += v.Unread

@@ -74,8 +74,8 @@ func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (
 	if c, ok := apiauth.ClientFrom(ctx); ok {
 		client = c.Name
 	}
-	if err := apiauth.Charge(ctx, len(channels)-1); err != nil {
-		return nil, rateLimited(err)
+	if err := charge(ctx, len(channels)-1); err != nil {
+		return nil, err
 	}
 	sub, err := g.live.hub.SubscribeAs(ctx, client, channels, token)
 	if err != nil {
@@ -146,6 +146,16 @@ func (g *Gate) WatchStreamError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
 	}
 	return watchError(ctx, err)
+}
+
+// charge spends n more events of the calling client's rate limit
+// (apiauth.Charge) for the work a call causes beyond what the transport
+// charged; a refusal is ResourceExhausted with Retry-After.
+func charge(ctx context.Context, n int) error {
+	if err := apiauth.Charge(ctx, n); err != nil {
+		return rateLimited(err)
+	}
+	return nil
 }
 
 // rateLimited is a refused charge as the API's error: ResourceExhausted

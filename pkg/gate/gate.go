@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"strconv"
 	"sync"
 	"time"
@@ -44,6 +45,11 @@ type Gate struct {
 	resolveWarn rate.Sometimes
 	// live is the watch streams' state (watch.go).
 	live live
+	// rebuilds runs one view rebuild per channel at a time (readby.go):
+	// concurrent reads of a channel whose view is not loaded share it.
+	rebuilds singleflight.Group
+	// rebuildHook, set by tests only, runs as a rebuild starts.
+	rebuildHook func()
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -47,8 +48,10 @@ const (
 	seqWidth = 11
 	// memberChunk bounds the registers of one hydrate script call.
 	memberChunk = 256
-	// unreadChunk bounds the channels of one unread script call.
-	unreadChunk = 1000
+	// MaxUnreadChannels bounds a user's default channel set in one
+	// Unread: the Postgres fallback's bound (pgstore.MaxChannelsPerRead),
+	// so that both stores answer the same users.
+	MaxUnreadChannels = 10000
 )
 
 // ChannelKey is a channel's hash (head).
@@ -152,34 +155,7 @@ redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
 return redis.call('ZCARD', KEYS[1])
 `)
 
-// unreadScript reads, for each listed channel of one user, the cursor
-// value, the membership register and the count of mentions above the
-// effective read seq (the greater of the read and the private read). All
-// its keys are in the user's slot. KEYS = user hash, um hash, then the
-// mention set of each channel; ARGV = the channels. Returns {cursors
-// complete, memberships complete, then per channel: value or nil,
-// register or nil, mention count}.
-var unreadScript = redis.NewScript(luaCommon + `
-local out = {redis.call('HEXISTS', KEYS[1], ':loaded'), redis.call('HEXISTS', KEYS[2], ':loaded')}
-for i = 1, #ARGV do
-  local cur = redis.call('HGET', KEYS[1], ARGV[i])
-  local reg = redis.call('HGET', KEYS[2], ARGV[i])
-  local rs = "0"
-  if cur then
-    local s = parse(cur)
-    if s then
-      rs = s.rs
-      if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) > 0 then rs = s.ps end
-    end
-  end
-  out[#out+1] = cur
-  out[#out+1] = reg
-  out[#out+1] = redis.call('ZLEXCOUNT', KEYS[i+2], '(' .. string.rep('0', 11 - #rs) .. rs, '+')
-end
-return out
-`)
-
-var channelScripts = []*redis.Script{headScript, userMemberScript, channelMemberScript, mentionScript, unreadScript}
+var channelScripts = []*redis.Script{headScript, userMemberScript, channelMemberScript, mentionScript}
 
 func padSeq(seq int64) string {
 	b := appendB62(nil, seq)
@@ -665,121 +641,183 @@ type UnreadView struct {
 	MissingHeads []string
 }
 
-// Unread reads one user's unread state across channels in a bounded
-// number of pipelined round trips: one for listed channels (a script on
-// the user's slot reads the cursors, registers and mention counts of up
-// to 1,000 channels per call, and the heads go in the same pipeline), two
-// for the default set, which is every channel the user has a cursor or a
-// register in, less the channels the user left. Counts use the cap to
-// tell "more than cap" (capped).
+// ErrTooManyChannels is Unread's answer for a user whose default channel
+// set is larger than MaxUnreadChannels: read it from Postgres (which pages
+// the first MaxUnreadChannels in channel order) or list the channels.
+var ErrTooManyChannels = errors.New("more channels than one unread read covers")
+
+// Unread reads one user's unread state across channels with plain
+// pipelined reads, no script and a bounded number of round trips: the
+// user's cursors and registers (HMGET of the listed channels; for the
+// default set, every channel the user has a cursor or a register in, less
+// the channels the user left, at most MaxUnreadChannels: HLEN, then
+// HGETALL), the heads (one HGET per channel, in the first pipeline when
+// the channels are listed), then the mention counts (ZLEXCOUNT above the
+// effective read) of the channels with unread messages only: a mention is
+// at or below its channel's head, so a channel read up to its head has
+// none to count. Counts use the cap to tell "more than cap" (capped).
 func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
 	view := UnreadView{User: user}
+	// Answer in channel order (what callers show).
+	channels = slices.Clone(channels)
+	slices.Sort(channels)
+	var cursors, regs map[string]string
+	var heads []*redis.StringCmd
 	defaultSet := len(channels) == 0
 	if defaultSet {
-		var ucmd, mcmd *redis.StringSliceCmd
+		var err error
+		if channels, cursors, regs, err = s.userChannels(ctx, user); err != nil {
+			return view, err
+		}
+		_, view.CursorsComplete = cursors[loadedField]
+		_, view.MembershipsComplete = regs[loadedField]
+		if len(channels) == 0 {
+			return view, nil // the markers alone say whether that is the truth
+		}
+		heads = make([]*redis.StringCmd, len(channels))
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-			ucmd = pipe.HKeys(ctx, s.UserKey(user))
-			mcmd = pipe.HKeys(ctx, s.UserMembersKey(user))
+			for i, ch := range channels {
+				heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+			}
 		}); err != nil {
 			return view, err
 		}
-		seen := map[string]bool{}
-		for _, f := range append(ucmd.Val(), mcmd.Val()...) {
-			if !strings.HasPrefix(f, ":") && !seen[f] {
-				seen[f] = true
-				channels = append(channels, f)
+	} else {
+		fields := make([]string, 0, len(channels)+1)
+		fields = append(append(fields, channels...), loadedField)
+		var ucmd, mcmd *redis.SliceCmd
+		heads = make([]*redis.StringCmd, len(channels))
+		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
+			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
+			for i, ch := range channels {
+				heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
 			}
+		}); err != nil {
+			return view, err
 		}
-		if len(channels) == 0 {
-			// Nothing in Redis: the markers alone say whether that is
-			// the truth.
-			_, uok := slicesContains(ucmd.Val(), loadedField)
-			_, mok := slicesContains(mcmd.Val(), loadedField)
-			view.CursorsComplete, view.MembershipsComplete = uok, mok
-			return view, nil
+		uv, uerr := ucmd.Result()
+		mv, merr := mcmd.Result()
+		if err := errors.Join(uerr, merr); err != nil {
+			return view, fmt.Errorf("%w: reading the unread state of %s: %w", ErrUnavailable, user, err)
 		}
+		cursors, regs = hmgetMap(channels, uv), hmgetMap(channels, mv)
+		view.CursorsComplete, view.MembershipsComplete = uv[len(channels)] != nil, mv[len(channels)] != nil
 	}
-	var scripts []*redis.Cmd
-	heads := make([]*redis.StringCmd, len(channels))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for start := 0; start < len(channels); start += unreadChunk {
-			part := channels[start:min(start+unreadChunk, len(channels))]
-			keys := make([]string, 0, 2+len(part))
-			keys = append(keys, s.UserKey(user), s.UserMembersKey(user))
-			argv := make([]any, len(part))
-			for i, ch := range part {
-				keys = append(keys, s.MentionsKey(receipt.Key{User: user, Channel: ch}))
-				argv[i] = ch
+	view.Channels = make([]ChannelView, 0, len(channels))
+	var unread []int // indexes into view.Channels with messages to count mentions in
+	for i, ch := range channels {
+		cv := ChannelView{Channel: ch}
+		k := receipt.Key{User: user, Channel: ch}
+		var err error
+		cv.State = receipt.State{Key: k}
+		if v, ok := cursors[ch]; ok {
+			if st, err := decodeValue(k, v); err != nil {
+				s.skipUndecodable() // read as no state, never failing the user
+			} else {
+				cv.State, cv.HasState = st, true
 			}
-			scripts = append(scripts, unreadScript.EvalSha(ctx, pipe, keys, argv...))
 		}
-		for i, ch := range channels {
-			heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+		if v, ok := regs[ch]; ok {
+			if cv.Membership, err = decodeRegister(k, v); err != nil {
+				return view, err
+			}
+			cv.HasMembership = true
+		}
+		if defaultSet && cv.HasMembership && !cv.Membership.Member {
+			continue // left: the channel no longer counts
+		}
+		hv, herr := heads[i].Result()
+		switch {
+		case errors.Is(herr, redis.Nil):
+			view.MissingHeads = append(view.MissingHeads, ch)
+		case herr != nil:
+			return view, fmt.Errorf("%w: %w", ErrUnavailable, herr)
+		default:
+			if cv.Head, err = decodeHead(ch, hv); err != nil {
+				return view, err
+			}
+			cv.HeadKnown = true
+		}
+		cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
+		if cv.Unread > 0 {
+			unread = append(unread, len(view.Channels))
+		}
+		view.Channels = append(view.Channels, cv)
+	}
+	if len(unread) == 0 {
+		return view, nil
+	}
+	counts := make([]*redis.IntCmd, len(unread))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for j, i := range unread {
+			cv := &view.Channels[i]
+			counts[j] = pipe.ZLexCount(ctx, s.MentionsKey(cv.State.Key), "("+padSeq(cv.State.EffectiveRead().Seq), "+")
 		}
 	}); err != nil {
 		return view, err
 	}
-	view.CursorsComplete, view.MembershipsComplete = true, true
-	for c, cmd := range scripts {
-		res, err := cmd.Slice()
+	for j, i := range unread {
+		n, err := counts[j].Result()
 		if err != nil {
-			return view, fmt.Errorf("%w: reading the unread state of %s: %w", ErrUnavailable, user, err)
+			return view, fmt.Errorf("%w: counting the mentions of %s: %w", ErrUnavailable, user, err)
 		}
-		u, _ := res[0].(int64)
-		m, _ := res[1].(int64)
-		view.CursorsComplete = view.CursorsComplete && u == 1
-		view.MembershipsComplete = view.MembershipsComplete && m == 1
-		for j := 0; 2+3*j < len(res); j++ {
-			i := c*unreadChunk + j
-			cv := ChannelView{Channel: channels[i]}
-			k := receipt.Key{User: user, Channel: channels[i]}
-			if v, ok := res[2+3*j].(string); ok {
-				if cv.State, err = decodeValue(k, v); err != nil {
-					s.skipUndecodable() // read as no state
-					cv.State = receipt.State{Key: k}
-				} else {
-					cv.HasState = true
-				}
-			} else {
-				cv.State = receipt.State{Key: k}
-			}
-			if v, ok := res[3+3*j].(string); ok {
-				if cv.Membership, err = decodeRegister(k, v); err != nil {
-					return view, err
-				}
-				cv.HasMembership = true
-			}
-			cv.Mentions, _ = res[4+3*j].(int64)
-			cv.MentionsCapped = cv.Mentions > int64(mentionCap)
-			hv, herr := heads[i].Result()
-			switch {
-			case errors.Is(herr, redis.Nil):
-				view.MissingHeads = append(view.MissingHeads, channels[i])
-			case herr != nil:
-				return view, fmt.Errorf("%w: %w", ErrUnavailable, herr)
-			default:
-				if cv.Head, err = decodeHead(channels[i], hv); err != nil {
-					return view, err
-				}
-				cv.HeadKnown = true
-			}
-			cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
-			if defaultSet && cv.HasMembership && !cv.Membership.Member {
-				continue // left: the channel no longer counts
-			}
-			view.Channels = append(view.Channels, cv)
-		}
+		view.Channels[i].Mentions, view.Channels[i].MentionsCapped = n, n > int64(mentionCap)
 	}
 	return view, nil
 }
 
-func slicesContains(s []string, v string) (int, bool) {
-	for i, x := range s {
-		if x == v {
-			return i, true
+// userChannels reads a user's default channel set: every field of the
+// user's cursor and membership hashes (the markers included), after
+// checking that they are within MaxUnreadChannels. The channels come in
+// the hashes' order, each once.
+func (s *Store) userChannels(ctx context.Context, user string) (channels []string, cursors, regs map[string]string, err error) {
+	var ulen, mlen *redis.IntCmd
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		ulen = pipe.HLen(ctx, s.UserKey(user))
+		mlen = pipe.HLen(ctx, s.UserMembersKey(user))
+	}); err != nil {
+		return nil, nil, nil, err
+	}
+	// Each hash holds at most two marker fields.
+	if n := max(ulen.Val(), mlen.Val()) - 2; n > MaxUnreadChannels {
+		return nil, nil, nil, fmt.Errorf("%w: user %s has about %d (at most %d)", ErrTooManyChannels, user, n, MaxUnreadChannels)
+	}
+	var ucmd, mcmd *redis.MapStringStringCmd
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		ucmd = pipe.HGetAll(ctx, s.UserKey(user))
+		mcmd = pipe.HGetAll(ctx, s.UserMembersKey(user))
+	}); err != nil {
+		return nil, nil, nil, err
+	}
+	cursors, regs = ucmd.Val(), mcmd.Val()
+	channels = make([]string, 0, max(len(cursors), len(regs)))
+	for f := range cursors {
+		if !strings.HasPrefix(f, ":") {
+			channels = append(channels, f)
 		}
 	}
-	return -1, false
+	for f := range regs {
+		if _, dup := cursors[f]; !dup && !strings.HasPrefix(f, ":") {
+			channels = append(channels, f)
+		}
+	}
+	if len(channels) > MaxUnreadChannels {
+		return nil, nil, nil, fmt.Errorf("%w: user %s has %d (at most %d)", ErrTooManyChannels, user, len(channels), MaxUnreadChannels)
+	}
+	slices.Sort(channels)
+	return channels, cursors, regs, nil
+}
+
+// hmgetMap is an HMGET's answer for fields as a map of the fields found.
+func hmgetMap(fields []string, vals []any) map[string]string {
+	out := make(map[string]string, len(fields))
+	for i, f := range fields {
+		if v, ok := vals[i].(string); ok {
+			out[f] = v
+		}
+	}
+	return out
 }
 
 // scanTagged returns one SCAN page of the ids in keys "<prefix><kind>{id}…"

@@ -124,7 +124,6 @@ func WriteError(w http.ResponseWriter, err error) {
 	bufPool.Put(b)
 }
 
-
 // appendResult writes a ReceiptResult as protojson does (zero values left
 // out).
 func appendResult(b *bytes.Buffer, res *receiptsv1.ReceiptResult) {

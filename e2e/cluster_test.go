@@ -3,16 +3,18 @@ package e2e
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/redistest"
@@ -34,10 +36,12 @@ func TestRedisClusterFailover(t *testing.T) {
 	d := startDriver(s.apiAddr, workload{clients: 4, users: 40, channels: 10, batch: 20, dup: 0.2, reorder: 0.15}, m, 7)
 	smp := startSampler(s, m)
 	nt := startNoticer(s.apiAddr, 6, 20, 2, nil, 7)
-	events := watchSSE(t, s.apiAddr, "n0")
+	// A small channel whose member reads while its watch stream is open.
+	watched := startReader(t, s.apiAddr, "w")
+	events := watchSSE(t, s.apiAddr, "w")
 	waitAcked(t, m, 2000, 60*time.Second)
-	require.Eventually(t, func() bool { return events.Load() > 0 }, 30*time.Second, 50*time.Millisecond,
-		"the watch stream delivers on the cluster")
+	require.Eventually(t, func() bool { return events.Load() > 1 }, 30*time.Second, 50*time.Millisecond,
+		"the watch stream delivers moves on the cluster (beyond its snapshot)")
 
 	// Kill a master that holds slots, wait for its replica to take over.
 	victim := masterWithSlots(t, c)
@@ -54,6 +58,7 @@ func TestRedisClusterFailover(t *testing.T) {
 		"the watch stream delivers after the failover")
 	d.halt()
 	nt.halt()
+	watched()
 	acked := m.snapshot()
 	took, v := s.waitConverged(context.Background(), acked, 120*time.Second)
 	smp.halt()
@@ -68,10 +73,55 @@ func TestRedisClusterFailover(t *testing.T) {
 		m.n, d.spooled.Load(), d.errs.Load(), v.keys, took.Round(time.Millisecond))
 }
 
+// startReader joins a member to channel ch, then posts messages and marks
+// them read one by one, over REST, until the returned stop is called.
+func startReader(t *testing.T, api, ch string) (stop func()) {
+	post := func(method, path, body string) error {
+		req, _ := http.NewRequest(method, "http://"+api+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		}
+		return nil
+	}
+	require.NoError(t, post(http.MethodPut, "/v1/channels/"+ch+"/members/reader", `{}`))
+	done, halted := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(halted)
+		for seq := 1; ; seq++ {
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			// Failures (Redis failing over) are retried with the next seq.
+			if post(http.MethodPost, "/v1/channels/"+ch+"/messages", fmt.Sprintf(`{"seq":%d,"message_id":"m%d","sender_id":"writer"}`, seq, seq)) == nil {
+				_ = post(http.MethodPost, "/v1/users/reader/channels/"+ch+"/read", fmt.Sprintf(`{"seq":%d,"message_id":"m%d"}`, seq, seq))
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-halted }) }
+	t.Cleanup(stop)
+	return stop
+}
+
 // watchSSE follows a channel's watch stream for the test's lifetime,
 // reopening it when it ends, and counts the events it receives.
 func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
 	var n atomic.Int64
+	var last atomic.Value
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("watch stream of %s: %d events; last: %v", channel, n.Load(), last.Load())
+		}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -80,13 +130,18 @@ func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
 		for ctx.Err() == nil {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+api+"/v1/channels:watch?channel_id="+channel, nil)
 			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				last.Store("request: " + err.Error())
+			}
 			if err == nil {
+				last.Store("status " + resp.Status)
 				sc := bufio.NewScanner(resp.Body)
 				for sc.Scan() {
 					if strings.HasPrefix(sc.Text(), "data:") {
 						n.Add(1)
 					}
 				}
+				last.Store(fmt.Sprintf("status %s, stream ended: %v", resp.Status, sc.Err()))
 				_, _ = io.Copy(io.Discard, resp.Body)
 				_ = resp.Body.Close()
 			}
@@ -99,43 +154,57 @@ func watchSSE(t *testing.T, api, channel string) *atomic.Int64 {
 	return &n
 }
 
-// masterWithSlots returns the address of a master that serves slots.
-func masterWithSlots(t *testing.T, c *redistest.Cluster) string {
-	rdb := redis.NewClient(&redis.Options{Addr: c.Addrs[0]})
+// masters lists the addresses of the masters that serve slots.
+func masters(ctx context.Context, addr string) ([]string, error) {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	slots, err := rdb.ClusterSlots(context.Background()).Result() //nolint:staticcheck // CLUSTER SHARDS needs Redis 7.0; CLUSTER SLOTS answers on every version
-	require.NoError(t, err)
-	require.NotEmpty(t, slots)
-	return slots[0].Nodes[0].Addr
+	shards, err := rdb.ClusterShards(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, sh := range shards {
+		if len(sh.Slots) == 0 {
+			continue
+		}
+		for _, n := range sh.Nodes {
+			if n.Role == "master" && n.Health == "online" {
+				out = append(out, fmt.Sprintf("%s:%d", n.IP, n.Port))
+			}
+		}
+	}
+	return out, nil
 }
 
-// waitClusterOK waits until the surviving nodes report the cluster ok
-// with no slot served by the dead node.
+// masterWithSlots returns the address of a master that serves slots.
+func masterWithSlots(t *testing.T, c *redistest.Cluster) string {
+	ms, err := masters(context.Background(), c.Addrs[0])
+	require.NoError(t, err)
+	require.NotEmpty(t, ms)
+	return ms[0]
+}
+
+// waitClusterOK waits until every surviving node reports the cluster ok
+// with three masters serving slots, none of them the dead node.
 func waitClusterOK(t *testing.T, c *redistest.Cluster, dead string) {
 	var last string
-	require.Eventually(t, func() bool {
+	ok := assert.Eventually(t, func() bool {
 		for _, a := range c.Addrs {
 			if a == dead {
 				continue
 			}
-			rdb := redis.NewClient(&redis.Options{Addr: a})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			info, err1 := rdb.ClusterInfo(ctx).Result()
-			slots, err2 := rdb.ClusterSlots(ctx).Result() //nolint:staticcheck // as in masterWithSlots
-			cancel()
+			rdb := redis.NewClient(&redis.Options{Addr: a})
+			info, err := rdb.ClusterInfo(ctx).Result()
 			_ = rdb.Close()
-			if err1 != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") {
-				last = fmt.Sprint(err1, err2, info)
+			ms, err2 := masters(ctx, a)
+			cancel()
+			if err != nil || err2 != nil || !strings.Contains(info, "cluster_state:ok") || len(ms) != 3 || slices.Contains(ms, dead) {
+				last = fmt.Sprint(a, err, err2, ms)
 				return false
-			}
-			for _, sl := range slots {
-				if sl.Nodes[0].Addr == dead {
-					b, _ := json.Marshal(sl)
-					last = "slots still on the dead master: " + string(b)
-					return false
-				}
 			}
 		}
 		return true
-	}, 60*time.Second, 250*time.Millisecond, "failover: %s", last)
+	}, 60*time.Second, 250*time.Millisecond, "failover")
+	require.True(t, ok, "no failover: last seen %s", last)
 }

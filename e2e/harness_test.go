@@ -287,7 +287,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	if c := opts.redisCluster; c != nil {
 		// A cluster of the test's own: no other test shares it.
 		s.prefix = "e2e:"
-		crdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+		crdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs, ClusterStateReloadInterval: redisstore.ClusterStateReloadInterval})
 		t.Cleanup(func() { _ = crdb.Close() })
 		s.rstore = redisstore.New(crdb, redisstore.Config{Prefix: s.prefix})
 		redisArgs = []string{"--redis-mode", "cluster", "--redis-addrs", strings.Join(c.Addrs, ","), "--redis-url", "redis://" + c.Addrs[0]}

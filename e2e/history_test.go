@@ -300,7 +300,7 @@ func (s *stack) checkHistory(ctx context.Context, h *history) (historyVerdict, e
 			if u := d.User(); u != "" && tombs.Drops(u, d.Generation, d.AcceptedAt()) {
 				continue
 			}
-			val, ok := k.FromEvent(d)
+			val, ok := k.FromEvent(&d)
 			if !ok {
 				continue
 			}

@@ -93,10 +93,5 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // commandFlags returns a flag set whose --help prints the command's flags.
 func commandFlags(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("receiptsbench "+name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: receiptsbench %s\n\nFlags:\n", synopsis)
-		cli.PrintDefaults(fs)
-	}
-	return fs
+	return cli.CommandFlags("receiptsbench", name, synopsis)
 }

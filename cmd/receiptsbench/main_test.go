@@ -57,6 +57,6 @@ func TestRunDispatchesTheHarnesses(t *testing.T) {
 
 func TestSplitList(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{"4", "50", "1000"}, splitList(" 4,50,,1000 "))
-	require.Nil(t, splitList(""))
+	require.Equal(t, []string{"4", "50", "1000"}, cli.SplitList(" 4,50,,1000 "))
+	require.Nil(t, cli.SplitList(""))
 }

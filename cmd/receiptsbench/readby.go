@@ -109,7 +109,7 @@ func runMoveLogBench(ctx context.Context, args []string, out io.Writer) error {
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
-	for _, s := range splitList(*sizes) {
+	for _, s := range cli.SplitList(*sizes) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 {
 			return fmt.Errorf("--sizes: %q is not a member count", s)
@@ -183,15 +183,4 @@ func scrapeCounter(ctx context.Context, cl *http.Client, url, name string) (floa
 		return 0, fmt.Errorf("scraping %s: %w", url, err)
 	}
 	return 0, fmt.Errorf("scraping %s: no sample %s", url, name)
-}
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

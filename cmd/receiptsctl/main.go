@@ -21,7 +21,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 
@@ -110,24 +109,11 @@ func dispatch(ctx context.Context, args []string) error {
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.
-func splitList(v string) []string {
-	var out []string
-	for _, p := range strings.Split(v, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+var splitList = cli.SplitList
 
 // newFlagSet returns a flag set whose -h prints the command's flags.
 func newFlagSet(name, synopsis string) *flag.FlagSet {
-	fs := flag.NewFlagSet("receiptsctl "+name, flag.ContinueOnError)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: receiptsctl %s\n\nFlags:\n", synopsis)
-		cli.PrintDefaults(fs)
-	}
-	return fs
+	return cli.CommandFlags("receiptsctl", name, synopsis)
 }
 
 func runInspect(ctx context.Context, args []string, out io.Writer) error {

@@ -47,6 +47,10 @@ func TestBadInputWritesNothing(t *testing.T) {
 			400, connect.CodeInvalidArgument, "receipts[2].channel_id: contains a control or non-printable character at byte 1"},
 		{"colon in id", "POST", "/v1/receipts:mark", markBody(ok, ok, ok, item(`"us:er"`, 1)),
 			400, connect.CodeInvalidArgument, "receipts[3].user_id: contains ':' at byte 2"},
+		{"brace in channel id", "POST", "/v1/receipts:mark", markBody(ok, `{"user_id": "u", "channel_id": "a{b}", "kind": "READ", "seq": 1}`),
+			400, connect.CodeInvalidArgument, "receipts[1].channel_id: contains '{' at byte 1"},
+		{"brace in user id (single mark)", "POST", "/v1/receipts:mark", markBody(item(`"u}"`, 1)),
+			400, connect.CodeInvalidArgument, "receipts[0].user_id: contains '}' at byte 1"},
 		{"colon in message id", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "m:1"}`),
 			400, connect.CodeInvalidArgument, "receipts[0].message_id: contains ':' at byte 1"},
 		{"seq 0", "POST", "/v1/receipts:mark", markBody(item(`"u"`, 0)),
@@ -111,9 +115,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 	require.Empty(t, tb.redisKeys(t))
 	require.Zero(t, tb.highWatermarks(t))
 	require.Zero(t, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "kafka"))
-	// 12 REST batches and 1 gRPC batch reached the handler; malformed and
+	// 14 REST batches and 1 gRPC batch reached the handler; malformed and
 	// oversize requests are rejected before it.
-	require.Equal(t, 13.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkReceipts", "code", "invalid_argument"))
+	require.Equal(t, 15.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkReceipts", "code", "invalid_argument"))
 }
 
 // connectMessage is the error message without the code prefix.

@@ -92,6 +92,12 @@ func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]re
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		view, err := g.redis.Unread(rctx, user, channels, g.cfg.MentionCap)
 		cancel()
+		if errors.Is(err, redisstore.ErrTooManyChannels) {
+			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
+			// answers the first of the user's channels in channel order.
+			g.m.readFallbacks.WithLabelValues("too_many_channels").Inc()
+			return g.durableUnread(ctx, user, channels)
+		}
 		if err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 			g.warnRedis(redisOpGet, err)
@@ -250,8 +256,13 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 	return sortViews(out), nil
 }
 
+// sortViews sorts views by channel. Redis answers in channel order
+// already: checking is cheaper than sorting the large structs.
 func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
-	slices.SortFunc(vs, func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) })
+	byChannel := func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) }
+	if !slices.IsSortedFunc(vs, byChannel) {
+		slices.SortFunc(vs, byChannel)
+	}
 	return vs
 }
 
@@ -351,6 +362,10 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 		}
 		f := g.lookup(ctx, keys, false)
 		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.known && g.checkMark(f, m) != nil })
+	}
+	// Each mark is a write, as in a MarkReceipts batch.
+	if err := charge(ctx, len(marks)); err != nil {
+		return nil, err
 	}
 	out := &receiptsv1.ReadAllResponse{}
 	for start := 0; start < len(marks); start += g.cfg.MaxBatchItems {

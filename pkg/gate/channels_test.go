@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // unreadOf GETs a user's unread answer over REST.
@@ -267,4 +269,10 @@ func TestChannelRulesRefuseEachCallOfASharedFlush(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(10), st[0].Read.Position.Seq, u)
 	}
+}
+
+// Both stores bound a user's default channel set alike.
+func TestUnreadCapIsPostgres(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, pgstore.MaxChannelsPerRead, redisstore.MaxUnreadChannels)
 }

@@ -55,7 +55,7 @@ func TestFastRESTAnswersAsVanguardDoes(t *testing.T) {
 	}
 	for _, c := range cases {
 		if c.path == mark {
-			_, ok := rest.DecodeMarkReceipts([]byte(c.body))
+			_, _, ok := rest.DecodeMarkReceipts([]byte(c.body), 0)
 			require.Equal(t, c.fast, ok, "%s: fast reader's decision", c.name)
 		} else {
 			_, ok := rest.DecodeMark([]byte(c.body))
@@ -91,4 +91,38 @@ func normalizedJSON(t *testing.T, b []byte) any {
 	}
 	walk(v)
 	return v
+}
+
+// GET …/unread on the fast path answers as vanguard does: a user in a few
+// channels (joined, read, unread, mentioned, private read), an unknown
+// user, a bad id, and a query (left to vanguard).
+func TestFastUnreadAnswersAsVanguardDoes(t *testing.T) {
+	t.Parallel()
+	fast := setup(t, setupOpts{})
+	slow := setup(t, setupOpts{config: func(c *testConfig) { c.Server.TranscodeAllREST = true }})
+	for _, tb := range []*testBundle{fast, slow} {
+		for _, step := range []struct{ method, path, body string }{
+			{http.MethodPut, "/v1/channels/c1/members/u1", `{}`},
+			{http.MethodPut, "/v1/channels/c2/members/u1", `{}`},
+			{http.MethodPost, "/v1/channels/c1/messages", `{"seq": 7, "message_id": "m7", "sender_id": "s", "mentions": ["u1"]}`},
+			{http.MethodPost, "/v1/channels/c2/messages", `{"seq": 3, "message_id": "m3", "sender_id": "s"}`},
+			{http.MethodPost, "/v1/users/u1/channels/c2/read", `{"seq": 3}`},
+			{http.MethodPost, "/v1/users/u1/channels/c1/read", `{"seq": 2, "private": true}`},
+		} {
+			status, body := tb.do(t, step.method, step.path, step.body)
+			require.Equal(t, http.StatusOK, status, "%s %s: %s", step.method, step.path, body)
+		}
+	}
+	for _, path := range []string{"/v1/users/u1/unread", "/v1/users/nobody/unread", "/v1/users/a%20b/unread", "/v1/users/u1/unread?channel_id=c1"} {
+		fr, fb := fast.doResp(t, http.MethodGet, path, "")
+		sr, sb := slow.doResp(t, http.MethodGet, path, "")
+		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", path, sb, fb)
+		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", path)
+	}
+	_, ok := rest.UnreadRoute("/v1/users/u1/unread")
+	require.True(t, ok)
+	for _, p := range []string{"/v1/users//unread", "/v1/users/a/b/unread", "/v1/users/a%2Fb/unread", "/v1/users/u1/read"} {
+		_, ok := rest.UnreadRoute(p)
+		require.False(t, ok, p)
+	}
 }

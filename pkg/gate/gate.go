@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 	"golang.org/x/time/rate"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
@@ -44,6 +45,11 @@ type Gate struct {
 	resolveWarn rate.Sometimes
 	// live is the watch streams' state (watch.go).
 	live live
+	// rebuilds runs one view rebuild per channel at a time (readby.go):
+	// concurrent reads of a channel whose view is not loaded share it.
+	rebuilds singleflight.Group
+	// rebuildHook, set by tests only, runs as a rebuild starts.
+	rebuildHook func()
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)

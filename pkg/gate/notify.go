@@ -111,6 +111,15 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 // does not track membership, so its mentions are kept). Redis first, then
 // every record is made durable before the answer.
 func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.NoticeResult, error) {
+	// Each mention is a write of its own (the member's mention set): the
+	// caller is charged for them beyond the one event per notice.
+	cost := 0
+	for _, n := range notices {
+		cost += len(n.mentions)
+	}
+	if err := charge(ctx, cost); err != nil {
+		return nil, err
+	}
 	now := g.nowMs()
 	var mentionKeys []receipt.Key
 	for _, n := range notices {

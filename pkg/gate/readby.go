@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
@@ -18,6 +20,17 @@ import (
 
 // rebuildPage bounds one Postgres page of a view rebuild.
 const rebuildPage = 1000
+
+// rebuildTimeout bounds a whole view rebuild (each page also has the
+// Postgres and Redis timeouts): it runs detached from the call that
+// started it, since others may be waiting on it, and a large channel's
+// rebuild is a page at a time of its members.
+const rebuildTimeout = 30 * time.Second
+
+// rebuildWait bounds how long a call waits for a view rebuild (its own
+// or the one it joined), below the server's write timeout: past it the
+// call is Unavailable (retry), and the rebuild goes on for the next.
+const rebuildWait = 10 * time.Second
 
 // channelSight is what read-by and ticks derive from for one channel: its
 // member count and, for a small channel, its joined members with their
@@ -63,8 +76,15 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 		return nil, g.durableErr(ctx, err)
 	}
 	s := &channelSight{channel: ch, memberCount: n, detailed: n <= g.cfg.ReadBy.detailThreshold()}
+	// A large channel's answers are counts (its view's sorted sets): its
+	// members' cursors are never read. A small one's view may hold a few
+	// leftovers beyond its members; twice the threshold bounds them.
+	most := 0
+	if s.detailed {
+		most = 2 * int(g.cfg.ReadBy.detailThreshold())
+	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	views, err := g.redis.ReadViews(rctx, []string{ch})
+	views, err := g.redis.ReadViewsUpTo(rctx, []string{ch}, most)
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
@@ -72,6 +92,9 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 		views = []redisstore.ChannelViewState{{Channel: ch}}
 	}
 	s.view = views[0]
+	if s.detailed && s.view.CursorsLeftOut {
+		s.detailed = false // more cursors than members: answer with counts
+	}
 	if !s.view.Loaded {
 		if err := g.rebuildView(ctx, ch, s.detailed, &s.view); err != nil {
 			return nil, g.durableErr(ctx, err)
@@ -161,56 +184,38 @@ func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, 
 
 // rebuildView merges the members' durable cursors (of the kinds they
 // share; none that may predate the user's erasure as Redis holds it) into
-// the channel's view and marks it loaded, then merges them into v, the
-// view as read before.
+// the channel's view and marks it loaded, then, for a small channel,
+// merges them into v, the view as read before. One rebuild of a channel
+// runs at a time on a replica (concurrent callers share it, each waiting
+// at most until its own context ends), bounded by rebuildTimeout. A large
+// channel's rebuild goes a page of members at a time into Redis, never
+// holding more than one page.
 func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *redisstore.ChannelViewState) error {
-	var moves []redisstore.ViewMove
-	after := ""
-	for {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		page, err := g.pg.MemberCursors(pctx, ch, after, rebuildPage)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("rebuilding the view of %s: %w", ch, err)
-		}
-		// An erased user's rows the persister has not deleted yet must
-		// not come back into the view (nor the answer).
-		users := make([]string, len(page))
-		for i, c := range page {
-			users[i] = c.User
-		}
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-		tombs, err := g.redis.Tombstones(rctx, users)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
-		}
-		for _, c := range page {
-			if t, ok := tombs[c.User]; ok && t.Predates(c.UpdatedAtUnixMs) {
-				continue
-			}
-			if c.ShareRead && !c.Read.IsZero() {
-				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewRead, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
-			}
-			if c.ShareDelivered && !c.Delivered.IsZero() {
-				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewDelivered, Position: c.Delivered, AtUnixMs: c.UpdatedAtUnixMs})
-			}
-		}
-		if len(page) < rebuildPage {
-			break
-		}
-		after = page[len(page)-1].User
+	key := "l:" + ch
+	if small {
+		key = "s:" + ch
 	}
-	ttl := g.cfg.ReadBy.viewRefresh()
+	wait := g.rebuilds.DoChan(key, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rebuildTimeout)
+		defer cancel()
+		return g.rebuildPages(rctx, ch, small)
+	})
+	var res singleflight.Result
+	timer := time.NewTimer(rebuildWait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return fmt.Errorf("rebuilding the view of %s: still running after %s", ch, rebuildWait)
+	case res = <-wait:
+	}
+	if res.Err != nil {
+		return res.Err
+	}
+	moves, _ := res.Val.([]redisstore.ViewMove)
 	if !small {
-		ttl *= 60
-	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	err := g.redis.RebuildView(rctx, []string{ch}, moves, ttl)
-	cancel()
-	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(redisOpView, err)
+		return nil
 	}
 	if v.Read == nil {
 		v.Read, v.Delivered = map[string]redisstore.ViewCursor{}, map[string]redisstore.ViewCursor{}
@@ -225,6 +230,77 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *rediss
 		}
 	}
 	return nil
+}
+
+// rebuildPages reads the members' durable cursors a page at a time and
+// merges each page into the view (the last marks it loaded). It returns
+// the moves of a small channel; a large channel's are dropped page by
+// page.
+func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redisstore.ViewMove, error) {
+	if g.rebuildHook != nil {
+		g.rebuildHook()
+	}
+	ttl := g.cfg.ReadBy.viewRefresh()
+	if !small {
+		ttl *= 60
+	}
+	var kept []redisstore.ViewMove
+	after := ""
+	for {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		page, err := g.pg.MemberCursors(pctx, ch, after, rebuildPage)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("rebuilding the view of %s: %w", ch, err)
+		}
+		// An erased user's rows the persister has not deleted yet must
+		// not come back into the view (nor the answer).
+		users := make([]string, len(page))
+		for i, c := range page {
+			users[i] = c.User
+		}
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		tombs, err := g.redis.Tombstones(rctx, users)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
+		}
+		var moves []redisstore.ViewMove
+		for _, c := range page {
+			if t, ok := tombs[c.User]; ok && t.Predates(c.UpdatedAtUnixMs) {
+				continue
+			}
+			if c.ShareRead && !c.Read.IsZero() {
+				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewRead, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
+			}
+			if c.ShareDelivered && !c.Delivered.IsZero() {
+				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewDelivered, Position: c.Delivered, AtUnixMs: c.UpdatedAtUnixMs})
+			}
+		}
+		last := len(page) < rebuildPage
+		var loaded []string
+		if last {
+			loaded = []string{ch}
+		}
+		rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		err = g.redis.RebuildView(rctx, loaded, moves, ttl)
+		cancel()
+		if err != nil {
+			// Not marked loaded: the next read rebuilds again.
+			g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+			g.warnRedis(redisOpView, err)
+			if !small {
+				return nil, nil // counts from what the view holds
+			}
+		}
+		if small {
+			kept = append(kept, moves...)
+		}
+		if last {
+			return kept, nil
+		}
+		after = page[len(page)-1].User
+	}
 }
 
 // durableErr is the answer when neither store could answer.
@@ -447,6 +523,12 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 	for _, u := range m.GetBadgeUserIds() {
 		views, err := g.unread(ctx, u, nil)
 		if err != nil {
+			return nil, err
+		}
+		// A badge reads every channel of its user: the caller pays for
+		// each (beyond the badge's own event), and a call over its limit
+		// stops here.
+		if err := charge(ctx, len(views)+1); err != nil {
 			return nil, err
 		}
 		b := &receiptsv1.Badge{UserId: u}

@@ -118,6 +118,13 @@ func validateKind(field string, k receiptsv1.Kind) error {
 	return &receipt.FieldError{Field: field, Reason: fmt.Sprintf("must be READ or DELIVERED, got %d", int32(k))}
 }
 
+// BatchTooLarge is the refusal of a MarkReceipts call of n receipts, over
+// maxItems (InvalidArgument); a decoder that counts while it reads (the
+// fast REST path) answers with it before building the whole batch.
+func BatchTooLarge(n, maxItems int) error {
+	return invalid(&receipt.FieldError{Field: "receipts", Reason: fmt.Sprintf("has %d items; the limit is %d", n, maxItems)})
+}
+
 // validateBatch checks a whole MarkReceipts request; any failure rejects it
 // all, before anything is written.
 func validateBatch(req *receiptsv1.MarkReceiptsRequest, maxItems int) ([]mark, error) {
@@ -126,7 +133,7 @@ func validateBatch(req *receiptsv1.MarkReceiptsRequest, maxItems int) ([]mark, e
 	case len(rs) == 0:
 		return nil, invalid(&receipt.FieldError{Field: "receipts", Reason: "must not be empty"})
 	case len(rs) > maxItems:
-		return nil, invalid(&receipt.FieldError{Field: "receipts", Reason: fmt.Sprintf("has %d items; the limit is %d", len(rs), maxItems)})
+		return nil, BatchTooLarge(len(rs), maxItems)
 	}
 	marks := make([]mark, len(rs))
 	for i, r := range rs {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/watch"
 )
@@ -31,6 +33,7 @@ func newLive(cfg Config, ticks watch.TicksFunc) live {
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.Watch != nil {
 		cfg.Watch.SetTicks(ticks)
+		cfg.Watch.SetSnapshotMembers(int(cfg.ReadBy.detailThreshold()))
 	}
 	return live{hub: cfg.Watch, stopping: ctx, stop: cancel}
 }
@@ -46,9 +49,18 @@ func (g *Gate) watchTicks(ctx context.Context, ch string) (*receiptsv1.ChannelTi
 	return g.ticksOf(ctx, s)
 }
 
+// WatchRetryAfter is the Retry-After of a watch stream refused because its
+// client holds as many as it may (a stream ends when its client goes).
+const WatchRetryAfter = 5 * time.Second
+
 // Subscribe validates a watch request and opens its subscription; its
 // errors are the API's (InvalidArgument, ResourceExhausted, Unavailable,
 // Unimplemented without a hub). The server-sent events route uses it.
+//
+// A stream costs its client (apiauth) one event per channel against its
+// rate limit (the guard charged the first at the door), and a client holds
+// at most the hub's MaxStreamsPerClient streams on this replica: past
+// either, ResourceExhausted with Retry-After.
 func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (*watch.Subscription, error) {
 	if g.live.hub == nil {
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("watch streams are not enabled on this gateway"))
@@ -58,7 +70,14 @@ func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (
 			return nil, invalid(err)
 		}
 	}
-	sub, err := g.live.hub.Subscribe(ctx, channels, token)
+	var client string
+	if c, ok := apiauth.ClientFrom(ctx); ok {
+		client = c.Name
+	}
+	if err := charge(ctx, len(channels)-1); err != nil {
+		return nil, err
+	}
+	sub, err := g.live.hub.SubscribeAs(ctx, client, channels, token)
 	if err != nil {
 		return nil, watchError(ctx, err)
 	}
@@ -75,6 +94,10 @@ func watchError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	case errors.Is(err, watch.ErrTooManySubscribers):
 		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, watch.ErrTooManyClientStreams):
+		cerr := connect.NewError(connect.CodeResourceExhausted, err)
+		cerr.Meta().Set("Retry-After", apiauth.RetryAfterSeconds(WatchRetryAfter))
+		return cerr
 	case errors.Is(err, watch.ErrClosed):
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
 	}
@@ -123,4 +146,24 @@ func (g *Gate) WatchStreamError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
 	}
 	return watchError(ctx, err)
+}
+
+// charge spends n more events of the calling client's rate limit
+// (apiauth.Charge) for the work a call causes beyond what the transport
+// charged; a refusal is ResourceExhausted with Retry-After.
+func charge(ctx context.Context, n int) error {
+	if err := apiauth.Charge(ctx, n); err != nil {
+		return rateLimited(err)
+	}
+	return nil
+}
+
+// rateLimited is a refused charge as the API's error: ResourceExhausted
+// with Retry-After.
+func rateLimited(err error) error {
+	cerr := connect.NewError(connect.CodeResourceExhausted, err)
+	if rl, ok := errors.AsType[*apiauth.RateLimitedError](err); ok && rl.RetryAfter > 0 {
+		cerr.Meta().Set("Retry-After", apiauth.RetryAfterSeconds(rl.RetryAfter))
+	}
+	return cerr
 }

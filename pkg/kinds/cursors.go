@@ -24,7 +24,7 @@ var cursorSpec = &Spec[receipt.Key, receipt.State]{
 	},
 	Merge: func(_ *Env, a, b receipt.State) receipt.State { m, _ := receipt.Merge(a, b); return m },
 	Same:  receipt.State.SameCursors,
-	FromEvent: func(d event.Decoded) (receipt.State, bool) {
+	FromEvent: func(d *event.Decoded) (receipt.State, bool) {
 		if d.Receipt == nil {
 			return receipt.State{}, false
 		}

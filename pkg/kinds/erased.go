@@ -26,7 +26,7 @@ type Kind interface {
 	IsEmpty(v any) bool
 	MergeValues(env *Env, a, b any) any
 	SameValues(a, b any) bool
-	FromEvent(d event.Decoded) (any, bool)
+	FromEvent(d *event.Decoded) (any, bool)
 
 	WritePG(ctx context.Context, env *Env, vals []any) (int64, error)
 	GetPG(ctx context.Context, env *Env, keys []any) ([]any, error)
@@ -67,7 +67,7 @@ func (k kind[K, V]) UserOf(key any) string {
 
 func (k kind[K, V]) MergeValues(env *Env, a, b any) any { return k.s.Merge(env, a.(V), b.(V)) }
 
-func (k kind[K, V]) FromEvent(d event.Decoded) (any, bool) {
+func (k kind[K, V]) FromEvent(d *event.Decoded) (any, bool) {
 	v, ok := k.s.FromEvent(d)
 	if !ok {
 		return nil, false

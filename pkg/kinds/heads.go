@@ -22,7 +22,7 @@ var headSpec = &Spec[string, channel.Head]{
 	Empty:     func(h channel.Head) bool { return h.Seq == 0 },
 	Merge:     func(_ *Env, a, b channel.Head) channel.Head { m, _ := channel.MergeHead(a, b); return m },
 	Same:      func(a, b channel.Head) bool { return a.Seq == b.Seq },
-	FromEvent: func(d event.Decoded) (channel.Head, bool) {
+	FromEvent: func(d *event.Decoded) (channel.Head, bool) {
 		if d.Channel == nil {
 			return channel.Head{}, false
 		}

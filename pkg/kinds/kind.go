@@ -58,7 +58,7 @@ type Spec[K comparable, V any] struct {
 	Rows func(V) int
 
 	// FromEvent is the kind's part of a decoded record, if it carries one.
-	FromEvent func(d event.Decoded) (V, bool)
+	FromEvent func(d *event.Decoded) (V, bool)
 
 	// PGWrite merges values into Postgres by Merge's rule (values are in
 	// key order, at most one per key). PGGet returns the rows of keys

@@ -29,7 +29,7 @@ var memberSpec = &Spec[receipt.Key, channel.Membership]{
 		return m
 	},
 	Same: func(a, b channel.Membership) bool { return a.Compare(b) == 0 },
-	FromEvent: func(d event.Decoded) (channel.Membership, bool) {
+	FromEvent: func(d *event.Decoded) (channel.Membership, bool) {
 		if d.Membership == nil {
 			return channel.Membership{}, false
 		}

@@ -31,7 +31,7 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 	},
 	Same: func(a, b channel.Mentions) bool { return slices.Equal(a.Seqs, b.Seqs) },
 	Rows: func(m channel.Mentions) int { return len(m.Seqs) },
-	FromEvent: func(d event.Decoded) (channel.Mentions, bool) {
+	FromEvent: func(d *event.Decoded) (channel.Mentions, bool) {
 		if len(d.Mentions) == 0 {
 			return channel.Mentions{}, false
 		}

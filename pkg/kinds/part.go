@@ -14,7 +14,7 @@ import (
 type Part interface {
 	// Fold merges the kind's part of d, if it carries one, and reports
 	// whether it did.
-	Fold(d event.Decoded) bool
+	Fold(d *event.Decoded) bool
 	// Keys is the number of keys, Rows the Postgres rows they cost.
 	Keys() int
 	Rows() int
@@ -54,7 +54,7 @@ func (k kind[K, V]) NewPart(env *Env, sizeHint int) Part {
 	return &part[K, V]{s: k.s, env: env, vals: make(map[K]V, sizeHint)}
 }
 
-func (p *part[K, V]) Fold(d event.Decoded) bool {
+func (p *part[K, V]) Fold(d *event.Decoded) bool {
 	v, ok := p.s.FromEvent(d)
 	if !ok {
 		return false

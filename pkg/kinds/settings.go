@@ -26,7 +26,7 @@ var settingsSpec = &Spec[string, privacy.Settings]{
 	Empty:     func(st privacy.Settings) bool { return st.VersionMs == 0 },
 	Merge:     func(_ *Env, a, b privacy.Settings) privacy.Settings { m, _ := privacy.Merge(a, b); return m },
 	Same:      func(a, b privacy.Settings) bool { return a == b },
-	FromEvent: func(d event.Decoded) (privacy.Settings, bool) {
+	FromEvent: func(d *event.Decoded) (privacy.Settings, bool) {
 		if d.Settings == nil {
 			return privacy.Settings{}, false
 		}

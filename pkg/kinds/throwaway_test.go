@@ -85,7 +85,7 @@ func counterKind() kinds.Kind {
 			return a
 		},
 		Same: func(a, b counter) bool { return a.N == b.N },
-		FromEvent: func(d event.Decoded) (counter, bool) {
+		FromEvent: func(d *event.Decoded) (counter, bool) {
 			for b := d.Extensions; len(b) > 0; {
 				num, typ, n := protowire.ConsumeTag(b)
 				if n < 0 {

@@ -93,7 +93,7 @@ func (w *window) add(recs []*kgo.Record) {
 		if u := d.User(); u != "" && d.Generation > 0 {
 			w.stamp(u, d.Generation, d.AcceptedAt())
 		}
-		w.of = append(w.of, w.fold(d))
+		w.of = append(w.of, w.fold(&d))
 	}
 }
 
@@ -112,7 +112,7 @@ func (w *window) stamp(user string, gen, acceptedAtMs int64) {
 
 // fold merges one decoded event into the window's parts and returns the
 // parts it contributes to.
-func (w *window) fold(d event.Decoded) parts {
+func (w *window) fold(d *event.Decoded) parts {
 	var of parts
 	for i, p := range w.parts {
 		if p.Fold(d) {
@@ -164,7 +164,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 			dropped++
 			continue
 		}
-		w.fold(d)
+		w.fold(&d)
 	}
 	return dropped
 }

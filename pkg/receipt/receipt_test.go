@@ -187,6 +187,9 @@ func TestValidateID(t *testing.T) {
 		{"a\x7fb", "control"},
 		{"a\u200bb", "non-printable"},
 		{"\xff", "UTF-8"},
+		{"a{b}", "contains '{' at byte 1"},
+		{"ab}", "contains '}' at byte 2"},
+		{"{x}", "hash tags"},
 	}
 	for _, c := range cases {
 		err := receipt.ValidateID("user_id", c.id)
@@ -198,6 +201,9 @@ func TestValidateID(t *testing.T) {
 		require.ErrorContains(t, err, "user_id", "the error names the field")
 	}
 	require.NoError(t, receipt.ValidateOptionalID("device_id", ""))
+	// Braces matter only in the ids that name keys: an optional id (a
+	// message's, a device's) may hold them.
+	require.NoError(t, receipt.ValidateOptionalID("message_id", "{m}"))
 	require.Error(t, receipt.ValidateSeq("seq", 0))
 	require.Error(t, receipt.ValidateSeq("seq", -1))
 	require.NoError(t, receipt.ValidateSeq("seq", 1<<62))

@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -18,12 +19,19 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
-// ValidateID checks a required id: 1..MaxIDLength bytes of valid UTF-8,
-// printable, no whitespace (the separator of the stored Redis value) and no
-// ':' (the separator of the Kafka key "user:channel").
+// ValidateID checks a required id (a user's or a channel's, which name
+// Redis keys): 1..MaxIDLength bytes of valid UTF-8, printable, no
+// whitespace (the separator of the stored Redis value), no ':' (the
+// separator of the Kafka key "user:channel") and no '{' or '}' (an id
+// sits inside a key's Redis Cluster hash tag "{id}": a brace would move
+// the key to another slot and hide it from the sweeps that parse ids out
+// of key names).
 func ValidateID(field, id string) error {
 	if id == "" {
 		return &FieldError{Field: field, Reason: "is required"}
+	}
+	if i := strings.IndexAny(id, "{}"); i >= 0 && len(id) <= MaxIDLength {
+		return &FieldError{Field: field, Reason: fmt.Sprintf("contains %q at byte %d (ids may not hold '{' or '}', which delimit Redis hash tags)", id[i], i)}
 	}
 	return ValidateOptionalID(field, id)
 }
@@ -83,11 +91,13 @@ func (s State) Validate() error {
 		if c.c.Position.Epoch < 0 || c.c.Position.Seq < 0 {
 			return &FieldError{Field: c.name, Reason: "has a negative position"}
 		}
-		if err := ValidateEpoch(c.name+".epoch", c.c.Position.Epoch); err != nil {
-			return err
+		// The field names are built only on failure: this runs for every
+		// record the persister decodes.
+		if c.c.Position.Epoch > MaxEpoch {
+			return ValidateEpoch(c.name+".epoch", c.c.Position.Epoch)
 		}
-		if err := ValidateOptionalID(c.name+".message_id", c.c.MessageID); err != nil {
-			return err
+		if ValidateOptionalID("", c.c.MessageID) != nil {
+			return ValidateOptionalID(c.name+".message_id", c.c.MessageID)
 		}
 	}
 	if s.Read.Position.IsZero() && s.Delivered.Position.IsZero() && s.PrivateRead.Position.IsZero() {

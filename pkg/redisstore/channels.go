@@ -47,8 +47,10 @@ const (
 	seqWidth = 11
 	// memberChunk bounds the registers of one hydrate script call.
 	memberChunk = 256
-	// unreadChunk bounds the channels of one unread script call.
-	unreadChunk = 1000
+	// MaxUnreadChannels bounds a user's default channel set in one
+	// Unread: the Postgres fallback's bound (pgstore.MaxChannelsPerRead),
+	// so that both stores answer the same users.
+	MaxUnreadChannels = 10000
 )
 
 // ChannelKey is a channel's hash (head).
@@ -157,34 +159,7 @@ redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
 return redis.call('ZCARD', KEYS[1])
 `)
 
-// unreadScript reads, for each listed channel of one user, the cursor
-// value, the membership register and the count of mentions above the
-// effective read seq (the greater of the read and the private read). All
-// its keys are in the user's slot. KEYS = user hash, um hash, then the
-// mention set of each channel; ARGV = the channels. Returns {cursors
-// complete, memberships complete, then per channel: value or nil,
-// register or nil, mention count}.
-var unreadScript = redis.NewScript(luaCommon + `
-local out = {redis.call('HEXISTS', KEYS[1], ':loaded'), redis.call('HEXISTS', KEYS[2], ':loaded')}
-for i = 1, #ARGV do
-  local cur = redis.call('HGET', KEYS[1], ARGV[i])
-  local reg = redis.call('HGET', KEYS[2], ARGV[i])
-  local rs = "0"
-  if cur then
-    local s = parse(cur)
-    if s then
-      rs = s.rs
-      if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) > 0 then rs = s.ps end
-    end
-  end
-  out[#out+1] = cur
-  out[#out+1] = reg
-  out[#out+1] = redis.call('ZLEXCOUNT', KEYS[i+2], '(' .. string.rep('0', 11 - #rs) .. rs, '+')
-end
-return out
-`)
-
-var channelScripts = []*redis.Script{headScript, userMemberScript, channelMemberScript, mentionScript, unreadScript}
+var channelScripts = []*redis.Script{headScript, userMemberScript, channelMemberScript, mentionScript}
 
 func padSeq(seq int64) string {
 	b := appendB62(nil, seq)
@@ -278,6 +253,25 @@ func (s *Store) exec(ctx context.Context, build func(redis.Pipeliner)) ([]redis.
 	}
 }
 
+// readEach calls decode with each answer of cmds that Redis holds. An
+// answer decode refuses is skipped and counted: an undecodable stored
+// field never fails a whole read (the sweep repairs it from Postgres).
+func (s *Store) readEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if decode(i, v) != nil {
+			s.skipUndecodable()
+		}
+	}
+	return nil
+}
+
 // HeadResult is the outcome of one head raise.
 type HeadResult struct {
 	// Head is the channel's head after the raise.
@@ -333,21 +327,14 @@ func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channe
 		return nil, err
 	}
 	out := make(map[string]channel.Head, len(channels))
-	for i, cmd := range cmds {
-		v, err := cmd.Result()
-		if errors.Is(err, redis.Nil) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
+	err := s.readEach(cmds, func(i int, v string) error {
 		h, err := decodeHead(channels[i], v)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			out[channels[i]] = h
 		}
-		out[channels[i]] = h
-	}
-	return out, nil
+		return err
+	})
+	return out, err
 }
 
 // HydrateHeads max-merges durable heads, and records the channels of none
@@ -462,21 +449,14 @@ func (s *Store) RegistersOf(ctx context.Context, keys []receipt.Key) (byUser, by
 	}
 	read := func(cmds []*redis.StringCmd) ([]*channel.Membership, error) {
 		out := make([]*channel.Membership, len(cmds))
-		for i, cmd := range cmds {
-			v, err := cmd.Result()
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-			}
+		err := s.readEach(cmds, func(i int, v string) error {
 			m, err := decodeRegister(keys[i], v)
-			if err != nil {
-				return nil, err
+			if err == nil {
+				out[i] = &m
 			}
-			out[i] = &m
-		}
-		return out, nil
+			return err
+		})
+		return out, err
 	}
 	if byUser, err = read(ucmds); err != nil {
 		return nil, nil, err
@@ -643,224 +623,4 @@ func (s *Store) mergeRegisters(ctx context.Context, sc *redis.Script, key string
 		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	return nil
-}
-
-// ChannelView is what Redis holds for one user in one channel, and the
-// counts it gives.
-type ChannelView struct {
-	Channel string
-	// State is the user's cursors (HasState false: none in Redis).
-	State    receipt.State
-	HasState bool
-	// Membership is the user's register (HasMembership false: none).
-	Membership    channel.Membership
-	HasMembership bool
-	// Head is the channel's head; HeadKnown false means Redis knows
-	// nothing of it (read Postgres and HydrateHeads). A known channel
-	// without messages has a head of seq 0.
-	Head      channel.Head
-	HeadKnown bool
-	// Mentions counts the kept mention seqs above the effective read seq;
-	// MentionsCapped is true when they are more than the cap.
-	Mentions       int64
-	MentionsCapped bool
-	// Unread and FirstUnread are channel.Unread of the head and the state.
-	Unread, FirstUnread int64
-}
-
-// UnreadView is one user's counts across channels, as Redis holds them.
-type UnreadView struct {
-	User     string
-	Channels []ChannelView
-	// CursorsComplete: the user's cursor hash is hydrated, so a channel
-	// without a state has none. MembershipsComplete: the same for the
-	// registers and the mention sets. When either is false, hydrate from
-	// Postgres (Hydrate, HydrateMemberships) and read again.
-	CursorsComplete, MembershipsComplete bool
-	// MissingHeads lists the channels whose head Redis does not know.
-	MissingHeads []string
-}
-
-// Unread reads one user's unread state across channels in a bounded
-// number of pipelined round trips: one for listed channels (a script on
-// the user's slot reads the cursors, registers and mention counts of up
-// to 1,000 channels per call, and the heads go in the same pipeline), two
-// for the default set, which is every channel the user has a cursor or a
-// register in, less the channels the user left. Counts use the cap to
-// tell "more than cap" (capped).
-func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
-	view := UnreadView{User: user}
-	defaultSet := len(channels) == 0
-	if defaultSet {
-		var ucmd, mcmd *redis.StringSliceCmd
-		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-			ucmd = pipe.HKeys(ctx, s.UserKey(user))
-			mcmd = pipe.HKeys(ctx, s.UserMembersKey(user))
-		}); err != nil {
-			return view, err
-		}
-		seen := map[string]bool{}
-		for _, f := range append(ucmd.Val(), mcmd.Val()...) {
-			if !strings.HasPrefix(f, ":") && !seen[f] {
-				seen[f] = true
-				channels = append(channels, f)
-			}
-		}
-		if len(channels) == 0 {
-			// Nothing in Redis: the markers alone say whether that is
-			// the truth.
-			_, uok := slicesContains(ucmd.Val(), loadedField)
-			_, mok := slicesContains(mcmd.Val(), loadedField)
-			view.CursorsComplete, view.MembershipsComplete = uok, mok
-			return view, nil
-		}
-	}
-	var scripts []*redis.Cmd
-	heads := make([]*redis.StringCmd, len(channels))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for start := 0; start < len(channels); start += unreadChunk {
-			part := channels[start:min(start+unreadChunk, len(channels))]
-			keys := make([]string, 0, 2+len(part))
-			keys = append(keys, s.UserKey(user), s.UserMembersKey(user))
-			argv := make([]any, len(part))
-			for i, ch := range part {
-				keys = append(keys, s.MentionsKey(receipt.Key{User: user, Channel: ch}))
-				argv[i] = ch
-			}
-			scripts = append(scripts, unreadScript.EvalSha(ctx, pipe, keys, argv...))
-		}
-		for i, ch := range channels {
-			heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
-		}
-	}); err != nil {
-		return view, err
-	}
-	view.CursorsComplete, view.MembershipsComplete = true, true
-	for c, cmd := range scripts {
-		res, err := cmd.Slice()
-		if err != nil {
-			return view, fmt.Errorf("%w: reading the unread state of %s: %w", ErrUnavailable, user, err)
-		}
-		u, _ := res[0].(int64)
-		m, _ := res[1].(int64)
-		view.CursorsComplete = view.CursorsComplete && u == 1
-		view.MembershipsComplete = view.MembershipsComplete && m == 1
-		for j := 0; 2+3*j < len(res); j++ {
-			i := c*unreadChunk + j
-			cv := ChannelView{Channel: channels[i]}
-			k := receipt.Key{User: user, Channel: channels[i]}
-			if v, ok := res[2+3*j].(string); ok {
-				if cv.State, err = decodeValue(k, v); err != nil {
-					s.skipUndecodable() // read as no state
-					cv.State = receipt.State{Key: k}
-				} else {
-					cv.HasState = true
-				}
-			} else {
-				cv.State = receipt.State{Key: k}
-			}
-			if v, ok := res[3+3*j].(string); ok {
-				if cv.Membership, err = decodeRegister(k, v); err != nil {
-					return view, err
-				}
-				cv.HasMembership = true
-			}
-			cv.Mentions, _ = res[4+3*j].(int64)
-			cv.MentionsCapped = cv.Mentions > int64(mentionCap)
-			hv, herr := heads[i].Result()
-			switch {
-			case errors.Is(herr, redis.Nil):
-				view.MissingHeads = append(view.MissingHeads, channels[i])
-			case herr != nil:
-				return view, fmt.Errorf("%w: %w", ErrUnavailable, herr)
-			default:
-				if cv.Head, err = decodeHead(channels[i], hv); err != nil {
-					return view, err
-				}
-				cv.HeadKnown = true
-			}
-			cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
-			if defaultSet && cv.HasMembership && !cv.Membership.Member {
-				continue // left: the channel no longer counts
-			}
-			view.Channels = append(view.Channels, cv)
-		}
-	}
-	return view, nil
-}
-
-func slicesContains(s []string, v string) (int, bool) {
-	for i, x := range s {
-		if x == v {
-			return i, true
-		}
-	}
-	return -1, false
-}
-
-// scanTagged returns one SCAN page of the ids in keys "<prefix><kind>{id}…"
-// (with what follows the tag) and the cursor of the next page; in Redis
-// Cluster the walk visits every master (ScanCursor).
-func (s *Store) scanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, []string, ScanCursor, error) {
-	keys, next, err := s.scanKeys(ctx, cur, count, s.prefix+kind+"{*")
-	ids := make([]string, 0, len(keys))
-	rests := make([]string, 0, len(keys))
-	for _, k := range keys {
-		rest, ok := strings.CutPrefix(k, s.prefix+kind+"{")
-		if !ok {
-			continue
-		}
-		id, tail, ok := strings.Cut(rest, "}")
-		if !ok || id == "" {
-			continue
-		}
-		ids, rests = append(ids, id), append(rests, tail)
-	}
-	return ids, rests, next, err
-}
-
-// ScanTagged returns one SCAN page of the ids of the keys
-// "<prefix><kind>{id}" (a kind of state's keys, e.g. kind "c:" for the
-// channels' hashes) and the cursor of the next page; in Redis Cluster the
-// walk visits every master (ScanCursor).
-func (s *Store) ScanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, kind, cur, count)
-	return onlyWhole(ids, rests), next, err
-}
-
-// ScanChannels returns one SCAN page of the channels with a hash (head)
-// and the cursor of the next page.
-func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "c:", cur, count)
-	return onlyWhole(ids, rests), next, err
-}
-
-// ScanMembershipUsers returns one SCAN page of the users with a membership
-// hash and the cursor of the next page.
-func (s *Store) ScanMembershipUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "um:", cur, count)
-	return onlyWhole(ids, rests), next, err
-}
-
-// ScanMentionKeys returns one SCAN page of the (user, channel) keys with a
-// mention set and the cursor of the next page.
-func (s *Store) ScanMentionKeys(ctx context.Context, cur ScanCursor, count int64) ([]receipt.Key, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "mn:", cur, count)
-	out := make([]receipt.Key, 0, len(ids))
-	for i, id := range ids {
-		if ch, ok := strings.CutPrefix(rests[i], ":"); ok && ch != "" {
-			out = append(out, receipt.Key{User: id, Channel: ch})
-		}
-	}
-	return out, next, err
-}
-
-func onlyWhole(ids, rests []string) []string {
-	out := ids[:0]
-	for i, id := range ids {
-		if rests[i] == "" {
-			out = append(out, id)
-		}
-	}
-	return out
 }

@@ -331,25 +331,44 @@ type ChannelViewState struct {
 	LastID string
 	// Loaded is true while the view is marked rebuilt from Postgres.
 	Loaded bool
+	// CursorsLeftOut: the view held more cursors than the read asked for
+	// (ReadViewsUpTo), so Read and Delivered are empty.
+	CursorsLeftOut bool
 }
 
 // viewReadScript reads a channel's view atomically. KEYS = cur, stream,
-// loaded. Returns {flat cur hash, last stream id or "", loaded 0|1}.
+// loaded; ARGV[1] = the most cursor fields to read (negative: all).
+// Returns {flat cur hash (empty when it holds more fields than ARGV[1]),
+// last stream id or "", loaded 0|1, 1 when the cursors were left out}.
 var viewReadScript = redis.NewScript(`
-local cur = redis.call('HGETALL', KEYS[1])
+local cur, large = {}, 0
+local most = tonumber(ARGV[1])
+if most >= 0 and redis.call('HLEN', KEYS[1]) > most then large = 1 else cur = redis.call('HGETALL', KEYS[1]) end
 local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
 local id = ""
 if #last > 0 then id = last[1][1] end
-return {cur, id, redis.call('EXISTS', KEYS[3])}
+return {cur, id, redis.call('EXISTS', KEYS[3]), large}
 `)
 
 // ReadViews reads channels' views, each atomically (cursors and the
 // stream's last id at one instant), in one pipeline.
 func (s *Store) ReadViews(ctx context.Context, channels []string) ([]ChannelViewState, error) {
+	return s.ReadViewsUpTo(ctx, channels, -1)
+}
+
+// ReadViewsUpTo is ReadViews reading the cursors of a channel only when
+// its view holds at most maxMembers members' worth (two kinds each; 0:
+// never): a large channel's view answers its stream id and loaded mark
+// with CursorsLeftOut, without its members' state crossing the wire.
+func (s *Store) ReadViewsUpTo(ctx context.Context, channels []string, maxMembers int) ([]ChannelViewState, error) {
+	most := "-1"
+	if maxMembers >= 0 {
+		most = strconv.Itoa(2 * maxMembers)
+	}
 	cmds := make([]*redis.Cmd, len(channels))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, ch := range channels {
-			cmds[i] = viewReadScript.EvalSha(ctx, pipe, []string{s.ViewCurKey(ch), s.ViewStreamKey(ch), s.ViewLoadedKey(ch)})
+			cmds[i] = viewReadScript.EvalSha(ctx, pipe, []string{s.ViewCurKey(ch), s.ViewStreamKey(ch), s.ViewLoadedKey(ch)}, most)
 		}
 	}); err != nil {
 		return nil, err
@@ -357,7 +376,7 @@ func (s *Store) ReadViews(ctx context.Context, channels []string) ([]ChannelView
 	out := make([]ChannelViewState, len(channels))
 	for i, ch := range channels {
 		res, err := cmds[i].Slice()
-		if err != nil || len(res) != 3 {
+		if err != nil || len(res) != 4 {
 			return nil, fmt.Errorf("%w: reading the view of %s: %w", ErrUnavailable, ch, err)
 		}
 		v := ChannelViewState{Channel: ch, Read: map[string]ViewCursor{}, Delivered: map[string]ViewCursor{}}
@@ -383,6 +402,8 @@ func (s *Store) ReadViews(ctx context.Context, channels []string) ([]ChannelView
 		v.LastID, _ = res[1].(string)
 		n, _ := res[2].(int64)
 		v.Loaded = n == 1
+		left, _ := res[3].(int64)
+		v.CursorsLeftOut = left == 1
 		out[i] = v
 	}
 	return out, nil

@@ -9,12 +9,19 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // URLDefault is the dev stack's Redis.
 const URLDefault = "redis://127.0.0.1:6379/0"
+
+// ClusterStateReloadInterval is how often a cluster client reloads its
+// slot map while in use: after a failover, the bound on how long the
+// promoted replica's slots keep failing (measured: a replicated cluster
+// fails over in about 8 s, see e2e TestRedisClusterFailover).
+const ClusterStateReloadInterval = 2 * time.Second
 
 // Modes of the Redis deployment (--redis-mode).
 const (
@@ -206,6 +213,11 @@ func (c ClientConfig) options() (options, error) {
 			ConnMaxIdleTime: opt.ConnMaxIdleTime, ConnMaxLifetime: opt.ConnMaxLifetime,
 			MaxRetries: opt.MaxRetries, MinRetryBackoff: opt.MinRetryBackoff, MaxRetryBackoff: opt.MaxRetryBackoff,
 			DialerRetries: retries,
+			// go-redis reloads the slot map only on MOVED and every reload
+			// interval (60 s by default): a master that dies answers no
+			// MOVED, so its slots would fail for up to a minute after its
+			// replica took over.
+			ClusterStateReloadInterval: ClusterStateReloadInterval,
 		}}, nil
 	case ModeSentinel:
 		if tlsCfg != nil {

@@ -70,7 +70,7 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 		ks = kinds.All()
 	}
 	for _, k := range ks {
-		if v, ok := k.FromEvent(d); ok {
+		if v, ok := k.FromEvent(&d); ok {
 			if _, err := r.Repair(ctx, k, v); err != nil {
 				return err
 			}

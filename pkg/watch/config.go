@@ -19,9 +19,16 @@ const (
 	ReadCountDefault      = 256
 	MaxChannelsDefault    = 1000
 	MaxSubscribersDefault = 10000
-	MaxPendingDefault     = 5000
-	CatchUpPageDefault    = 1000
-	PrefixDefault         = "receipts:"
+	// MaxStreamsPerClientDefault bounds one client's streams on a
+	// replica: far above what one app user's devices hold, far below
+	// MaxSubscribers, so that one client cannot take the replica's.
+	MaxStreamsPerClientDefault = 100
+	// SnapshotMembersDefault is the largest channel whose snapshot lists
+	// members' cursors: the gateway's detail threshold by default.
+	SnapshotMembersDefault = 50
+	MaxPendingDefault      = 5000
+	CatchUpPageDefault     = 1000
+	PrefixDefault          = "receipts:"
 )
 
 // MetricsNamespace and MetricsSubsystem name the metrics:
@@ -59,6 +66,16 @@ type Config struct {
 	// MaxSubscribers bounds this replica's subscriptions. Defaults to
 	// MaxSubscribersDefault.
 	MaxSubscribers int
+	// MaxStreamsPerClient bounds the subscriptions of one client (its
+	// token name, or its address on an open API) on this replica; past it
+	// SubscribeAs fails with ErrTooManyClientStreams. Defaults to
+	// MaxStreamsPerClientDefault.
+	MaxStreamsPerClient int
+	// SnapshotMembers is the largest channel (in members) whose snapshot
+	// reads the members' cursors; a larger one's snapshot carries counts
+	// and watermarks only (the ticks function's), read without touching
+	// per-member state. Defaults to SnapshotMembersDefault.
+	SnapshotMembers int
 	// MaxPending bounds a subscriber's unsent updates (distinct (channel,
 	// user, kind) keys): past it the subscriber is sent a snapshot, marked
 	// expired, instead of the updates it could not keep. Defaults to
@@ -90,6 +107,12 @@ func (c Config) withDefaults() Config {
 	if c.MaxSubscribers == 0 {
 		c.MaxSubscribers = MaxSubscribersDefault
 	}
+	if c.MaxStreamsPerClient == 0 {
+		c.MaxStreamsPerClient = MaxStreamsPerClientDefault
+	}
+	if c.SnapshotMembers == 0 {
+		c.SnapshotMembers = SnapshotMembersDefault
+	}
 	if c.MaxPending == 0 {
 		c.MaxPending = MaxPendingDefault
 	}
@@ -116,8 +139,8 @@ func (c Config) validate() error {
 	if c.Coalesce < 0 || c.Block < time.Millisecond || c.ClusterPoll < 0 {
 		errs = append(errs, fmt.Errorf("Coalesce %v, Block %v, ClusterPoll %v: Block ≥ 1ms, none negative", c.Coalesce, c.Block, c.ClusterPoll))
 	}
-	if c.ReadCount < 1 || c.MaxChannels < 1 || c.MaxSubscribers < 1 || c.MaxPending < 1 || c.CatchUpPage < 1 {
-		errs = append(errs, errors.New("ReadCount, MaxChannels, MaxSubscribers, MaxPending, CatchUpPage: must be positive"))
+	if c.ReadCount < 1 || c.MaxChannels < 1 || c.MaxSubscribers < 1 || c.MaxStreamsPerClient < 1 || c.SnapshotMembers < 1 || c.MaxPending < 1 || c.CatchUpPage < 1 {
+		errs = append(errs, errors.New("ReadCount, MaxChannels, MaxSubscribers, MaxStreamsPerClient, SnapshotMembers, MaxPending, CatchUpPage: must be positive"))
 	}
 	if c.MaxChannels > maxTokenChannels {
 		errs = append(errs, fmt.Errorf("MaxChannels %d: at most %d", c.MaxChannels, maxTokenChannels))
@@ -131,11 +154,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
 	c.Coalesce, c.Block, c.ClusterPoll, c.ReadCount = d.Coalesce, d.Block, d.ClusterPoll, d.ReadCount
 	c.MaxChannels, c.MaxSubscribers, c.MaxPending = d.MaxChannels, d.MaxSubscribers, d.MaxPending
+	c.MaxStreamsPerClient = d.MaxStreamsPerClient
 	fs.DurationVar(&c.Coalesce, "watch-coalesce", c.Coalesce, "watch streams: at most one event per subscriber per window, one update per (channel, user, kind)")
 	fs.DurationVar(&c.Block, "watch-block", c.Block, "watch reader: how long one XREAD of the channel streams blocks (single-node Redis)")
 	fs.DurationVar(&c.ClusterPoll, "watch-cluster-poll", c.ClusterPoll, "watch reader: pause after an empty round of reads (Redis Cluster)")
 	fs.Int64Var(&c.ReadCount, "watch-read-count", c.ReadCount, "watch reader: most entries one XREAD returns per channel stream")
 	fs.IntVar(&c.MaxChannels, "watch-max-channels", c.MaxChannels, "most channels in one watch stream")
 	fs.IntVar(&c.MaxSubscribers, "watch-max-subscribers", c.MaxSubscribers, "most watch streams on this replica")
+	fs.IntVar(&c.MaxStreamsPerClient, "watch-max-streams-per-client", c.MaxStreamsPerClient, "most watch streams of one client (token name, or remote address without auth) on this replica; the next is refused with 429 / ResourceExhausted")
 	fs.IntVar(&c.MaxPending, "watch-max-pending", c.MaxPending, "a watch stream's unsent updates before it is sent a snapshot (marked expired) instead")
 }

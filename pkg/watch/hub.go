@@ -21,6 +21,9 @@ var (
 	ErrClosed = errors.New("watch hub stopped")
 	// ErrTooManySubscribers means the replica is at MaxSubscribers.
 	ErrTooManySubscribers = errors.New("too many watch subscribers on this replica")
+	// ErrTooManyClientStreams means the client is at MaxStreamsPerClient
+	// on this replica.
+	ErrTooManyClientStreams = errors.New("too many watch streams of this client on this replica")
 	// ErrTooManyChannels means a subscription names more than MaxChannels.
 	ErrTooManyChannels = errors.New("too many channels")
 	// ErrNoChannels means a subscription names none.
@@ -36,14 +39,18 @@ type Hub struct {
 	m       *metrics
 	cluster bool
 
-	mu       sync.Mutex
-	watched  map[string]*watchedChannel
-	subs     int
-	gen      uint64
-	changed  chan struct{} // cap 1: the watched set went from empty to not
-	stopped  chan struct{}
-	running  atomic.Bool
-	lastRead atomic.Pointer[readStatus]
+	mu        sync.Mutex
+	watched   map[string]*watchedChannel
+	subs      int
+	perClient map[string]int // streams of each named client
+	gen       uint64
+	changed   chan struct{} // cap 1: the watched set went from empty to not
+	stopped   chan struct{}
+	running   atomic.Bool
+	lastRead  atomic.Pointer[readStatus]
+	// maxSnapshot, when set (SetSnapshotMembers), overrides
+	// Config.SnapshotMembers.
+	maxSnapshot atomic.Int64
 	// ticks, when set (SetTicks), answers the snapshots.
 	ticks atomic.Pointer[TicksFunc]
 	// afterRegister, set by tests only, runs in Subscribe between the
@@ -70,13 +77,14 @@ func New(cfg Config) (*Hub, error) {
 	}
 	_, cluster := cfg.Redis.(*redis.ClusterClient)
 	return &Hub{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("watch"),
-		m:       newMetrics(cfg.Registerer),
-		cluster: cluster,
-		watched: map[string]*watchedChannel{},
-		changed: make(chan struct{}, 1),
-		stopped: make(chan struct{}),
+		cfg:       cfg,
+		log:       cfg.Logger.Named("watch"),
+		m:         newMetrics(cfg.Registerer),
+		cluster:   cluster,
+		watched:   map[string]*watchedChannel{},
+		perClient: map[string]int{},
+		changed:   make(chan struct{}, 1),
+		stopped:   make(chan struct{}),
 	}, nil
 }
 
@@ -298,6 +306,13 @@ func (h *Hub) register(s *Subscription, cursor map[string]streamID) (map[string]
 	if h.subs >= h.cfg.MaxSubscribers {
 		return nil, ErrTooManySubscribers
 	}
+	if s.client != "" {
+		if h.perClient[s.client] >= h.cfg.MaxStreamsPerClient {
+			h.m.clientRefusals.Inc()
+			return nil, fmt.Errorf("%w: %d, at most %d", ErrTooManyClientStreams, h.perClient[s.client], h.cfg.MaxStreamsPerClient)
+		}
+		h.perClient[s.client]++
+	}
 	h.subs++
 	h.m.subscribers.Set(float64(h.subs))
 	wasEmpty := len(h.watched) == 0
@@ -332,6 +347,11 @@ func (h *Hub) unregister(s *Subscription) {
 			if len(w.subs) == 0 {
 				delete(h.watched, ch)
 			}
+		}
+	}
+	if s.client != "" {
+		if h.perClient[s.client]--; h.perClient[s.client] <= 0 {
+			delete(h.perClient, s.client)
 		}
 	}
 	h.subs--

@@ -477,3 +477,63 @@ func TestRemovalsReachWatchers(t *testing.T) {
 	require.True(t, again.removed["c/b/READ"], "b's removal reached the resumed watcher")
 	require.Equal(t, map[string]int64{"c/a/READ": 2}, again.state)
 }
+
+// TestLargeChannelSnapshotReadsNoMembers: a channel whose view holds more
+// than SnapshotMembers members gets a snapshot without members even when
+// no ticks function says it is large (its cursors hash is never read),
+// and a small one lists them.
+func TestLargeChannelSnapshotReadsNoMembers(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 10000)
+	h := startHub(t, v, watch.Config{SnapshotMembers: 2})
+	// Five cursors: more than two members' worth (two kinds each).
+	for _, u := range []string{"u1", "u2", "u3", "u4", "u5"} {
+		v.mark(t, "big", u, receiptsv1.Kind_READ, 4)
+	}
+	v.mark(t, "small", "u1", receiptsv1.Kind_READ, 4)
+	v.mark(t, "small", "u2", receiptsv1.Kind_DELIVERED, 4)
+	sub, err := h.Subscribe(context.Background(), []string{"big", "small"}, "")
+	require.NoError(t, err)
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := sub.Next(ctx)
+	require.NoError(t, err)
+	big, small := ev.GetSnapshot()[0], ev.GetSnapshot()[1]
+	require.False(t, big.GetDetailed())
+	require.Empty(t, big.GetMembers())
+	require.True(t, small.GetDetailed())
+	require.Len(t, small.GetMembers(), 2)
+
+	h.SetSnapshotMembers(3)
+	sub2, err := h.Subscribe(context.Background(), []string{"big"}, "")
+	require.NoError(t, err)
+	defer sub2.Close()
+	ev, err = sub2.Next(ctx)
+	require.NoError(t, err)
+	require.Len(t, ev.GetSnapshot()[0].GetMembers(), 5, "the gateway's threshold applies")
+}
+
+func TestStreamsPerClient(t *testing.T) {
+	t.Parallel()
+	v := newView(t, 100)
+	h := startHub(t, v, watch.Config{MaxStreamsPerClient: 2})
+	ctx := context.Background()
+	a1, err := h.SubscribeAs(ctx, "token:a", []string{"x"}, "")
+	require.NoError(t, err)
+	_, err = h.SubscribeAs(ctx, "token:a", []string{"y"}, "")
+	require.NoError(t, err)
+	_, err = h.SubscribeAs(ctx, "token:a", []string{"z"}, "")
+	require.ErrorIs(t, err, watch.ErrTooManyClientStreams)
+	b, err := h.SubscribeAs(ctx, "token:b", []string{"x"}, "")
+	require.NoError(t, err, "another client has its own bound")
+	b.Close()
+	_, err = h.Subscribe(ctx, []string{"x"}, "")
+	require.NoError(t, err, "an unnamed caller is not bounded per client")
+	a1.Close()
+	a1.Close()
+	_, err = h.SubscribeAs(ctx, "token:a", []string{"z"}, "")
+	require.NoError(t, err, "a closed stream frees its place, once")
+	_, err = h.SubscribeAs(ctx, "token:a", []string{"z"}, "")
+	require.ErrorIs(t, err, watch.ErrTooManyClientStreams)
+}

@@ -16,11 +16,14 @@ import (
 // into it under its lock, so a slow stream never holds up the others.
 type Subscription struct {
 	hub      *Hub
+	client   string // "" for an unnamed caller (no per-client bound)
 	channels []string
 	notify   chan struct{} // cap 1: pending has something
 	opening  *receiptsv1.WatchEvent
 	lastSent time.Time
-	close    sync.Once
+	// lastToken is the resume token of the last event Next returned.
+	lastToken string
+	close     sync.Once
 
 	mu sync.Mutex
 	// merged is, per channel, the greatest stream id merged into pending
@@ -89,6 +92,15 @@ func (p *pendingUpdate) merge(e entry) {
 // the updates after the token. A token that is not one of ours fails with
 // ErrBadToken.
 func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken string) (*Subscription, error) {
+	return h.SubscribeAs(ctx, "", channels, resumeToken)
+}
+
+// SubscribeAs is Subscribe for a named client (an API caller: its token
+// name, or its address on an open API), of whom at most
+// MaxStreamsPerClient streams are open at once on this replica: past it
+// the call fails with ErrTooManyClientStreams. An empty client is not
+// bounded (beyond MaxSubscribers).
+func (h *Hub) SubscribeAs(ctx context.Context, client string, channels []string, resumeToken string) (*Subscription, error) {
 	chs, err := h.normalizeChannels(channels)
 	if err != nil {
 		return nil, err
@@ -107,7 +119,7 @@ func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken stri
 		}
 	}
 	needsSnapshot := func(ch string) bool { _, ok := from[ch]; return !ok }
-	probes, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, chs, needsSnapshot)
+	probes, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, chs, h.snapshotMembers(), needsSnapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +135,7 @@ func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken stri
 		}
 	}
 	if len(expired) > 0 {
-		again, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, expired, func(string) bool { return true })
+		again, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, expired, h.snapshotMembers(), func(string) bool { return true })
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +145,7 @@ func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken stri
 	}
 
 	s := &Subscription{
-		hub: h, channels: chs, notify: make(chan struct{}, 1),
+		hub: h, client: client, channels: chs, notify: make(chan struct{}, 1),
 		merged: make(map[string]streamID, len(chs)), pending: map[updateKey]*pendingUpdate{},
 	}
 	var snapChannels []string
@@ -160,6 +172,9 @@ func (h *Hub) Subscribe(ctx context.Context, channels []string, resumeToken stri
 		}
 	}
 
+	if s.opening == nil {
+		s.lastToken = resumeToken
+	}
 	// The catch-up of a channel starts from the cursor s registered with,
 	// never from s.merged: once registered, the reader may offer s entries
 	// past upTo before the catch-up runs, moving s.merged past the range
@@ -280,7 +295,7 @@ func (s *Subscription) offer(ch string, entries []entry, upTo streamID) {
 func (s *Subscription) Next(ctx context.Context) (*receiptsv1.WatchEvent, error) {
 	if ev := s.opening; ev != nil {
 		s.opening = nil
-		s.lastSent = time.Now()
+		s.lastSent, s.lastToken = time.Now(), ev.GetResumeToken()
 		return ev, nil
 	}
 	for {
@@ -307,13 +322,13 @@ func (s *Subscription) Next(ctx context.Context) (*receiptsv1.WatchEvent, error)
 				s.mu.Unlock()
 				return nil, err
 			}
-			s.lastSent = time.Now()
+			s.lastSent, s.lastToken = time.Now(), ev.GetResumeToken()
 			return ev, nil
 		}
 		if len(s.pending) > 0 {
 			ev := s.flushLocked()
 			s.mu.Unlock()
-			s.lastSent = time.Now()
+			s.lastSent, s.lastToken = time.Now(), ev.GetResumeToken()
 			s.hub.m.delivered.Add(float64(len(ev.Updates)))
 			return ev, nil
 		}
@@ -367,7 +382,7 @@ func compareUpdates(a, b *receiptsv1.CursorUpdate) int {
 // gathered meanwhile stays when it is newer than the snapshot. The token
 // is the snapshot's ids (every entry up to them is in the snapshot).
 func (s *Subscription) resync(ctx context.Context) (*receiptsv1.WatchEvent, error) {
-	probes, err := probeChannels(ctx, s.hub.cfg.Redis, s.hub.cfg.Prefix, s.channels, func(string) bool { return true })
+	probes, err := probeChannels(ctx, s.hub.cfg.Redis, s.hub.cfg.Prefix, s.channels, s.hub.snapshotMembers(), func(string) bool { return true })
 	if err != nil {
 		return nil, err
 	}
@@ -394,6 +409,15 @@ func (s *Subscription) resync(ctx context.Context) (*receiptsv1.WatchEvent, erro
 	}
 	ev.ResumeToken = encodeToken(delivered)
 	return ev, nil
+}
+
+// Heartbeat is the event a transport sends after a pause without one: no
+// updates and no snapshot, the resume token of the last event Next
+// returned. Writing it proves the client still reads (a stream whose
+// client stops reading is dropped when a write misses its deadline). Call
+// it from the goroutine that calls Next.
+func (s *Subscription) Heartbeat() *receiptsv1.WatchEvent {
+	return &receiptsv1.WatchEvent{ResumeToken: s.lastToken}
 }
 
 // Channels returns the subscription's channels, sorted.
@@ -428,6 +452,22 @@ func (h *Hub) SetTicks(fn TicksFunc) {
 		return
 	}
 	h.ticks.Store(&fn)
+}
+
+// SetSnapshotMembers sets the largest channel (in members) whose snapshot
+// lists the members' cursors (the gateway's detail threshold); n ≤ 0
+// keeps Config.SnapshotMembers.
+func (h *Hub) SetSnapshotMembers(n int) {
+	if n > 0 {
+		h.maxSnapshot.Store(int64(n))
+	}
+}
+
+func (h *Hub) snapshotMembers() int {
+	if n := h.maxSnapshot.Load(); n > 0 {
+		return int(n)
+	}
+	return h.cfg.SnapshotMembers
 }
 
 // snapshot builds the snapshot of channels (in that order) from the
@@ -467,7 +507,9 @@ func (h *Hub) snapshot(ctx context.Context, channels []string, probes map[string
 				return
 			}
 			snap := out[i]
-			snap.Head, snap.MemberCount, snap.Detailed = t.GetHead(), t.GetMemberCount(), t.GetDetailed()
+			// Detailed only when both say so: the probe read the members'
+			// cursors (not a large view) and the ticks count few members.
+			snap.Head, snap.MemberCount, snap.Detailed = t.GetHead(), t.GetMemberCount(), snap.Detailed && t.GetDetailed()
 			snap.DeliveredToAllUpTo, snap.ReadByAllUpTo = t.GetDeliveredToAllUpTo(), t.GetReadByAllUpTo()
 			if !snap.Detailed {
 				snap.Members = nil

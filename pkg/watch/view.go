@@ -94,9 +94,11 @@ func parseEntry(m redis.XMessage) (entry, bool) {
 // generated id, and the id below which entries may be gone: the first
 // entry's id when some entry was ever trimmed or deleted (entries-added
 // above the length), else "0-0" (all "0-0" when there is no stream); and,
-// when ARGV[1] is "1", the cursors hash: a snapshot whose cursors are
-// exactly the stream's entries up to the last id (the gateway's script
-// writes both together). (XINFO's max-deleted-entry-id is not enough: in
+// when ARGV[1] is not "0", the cursors hash if it holds at most ARGV[1]
+// fields (else nothing, and a 1 for "large": a large channel's snapshot
+// never reads its members' state): a snapshot whose cursors are exactly
+// the stream's entries up to the last id (the gateway's script writes
+// both together). (XINFO's max-deleted-entry-id is not enough: in
 // Redis 7.0 a MAXLEN trim does not move it.)
 var probeScript = redis.NewScript(`
 local last, gone = '0-0', '0-0'
@@ -109,9 +111,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     if f['length'] == 0 then gone = last else gone = f['recorded-first-entry-id'] end
   end
 end
-local cur = {}
-if ARGV[1] == '1' then cur = redis.call('HGETALL', KEYS[2]) end
-return {last, gone, cur}
+local cur, large = {}, 0
+local most = tonumber(ARGV[1])
+if most > 0 then
+  if redis.call('HLEN', KEYS[2]) > most then large = 1 else cur = redis.call('HGETALL', KEYS[2]) end
+end
+return {last, gone, cur, large}
 `)
 
 // probe is one channel's answer of probeScript.
@@ -131,8 +136,9 @@ func (p probe) expired(id streamID) bool {
 }
 
 // probeChannels runs probeScript for every channel in one pipeline (split
-// by node in a cluster); withCursors says which channels need a snapshot.
-func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string, channels []string, withCursors func(string) bool) (map[string]probe, error) {
+// by node in a cluster); withCursors says which channels need a snapshot,
+// whose members' cursors are read for a channel of at most maxMembers.
+func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string, channels []string, maxMembers int, withCursors func(string) bool) (map[string]probe, error) {
 	if len(channels) == 0 {
 		return map[string]probe{}, nil
 	}
@@ -140,12 +146,14 @@ func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string
 	if err := probeScript.Load(ctx, rdb).Err(); err != nil {
 		return nil, fmt.Errorf("loading the probe script: %w", err)
 	}
+	// Two fields per member: its read and its delivered cursor.
+	most := strconv.Itoa(2 * maxMembers)
 	cmds := make([]*redis.Cmd, len(channels))
 	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, ch := range channels {
 			flag := "0"
 			if withCursors(ch) {
-				flag = "1"
+				flag = most
 			}
 			cmds[i] = probeScript.EvalSha(ctx, p, []string{streamKey(prefix, ch), cursorsKey(prefix, ch)}, flag)
 		}
@@ -157,7 +165,7 @@ func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string
 	out := make(map[string]probe, len(channels))
 	for i, ch := range channels {
 		v, ok := cmds[i].Val().([]any)
-		if !ok || len(v) != 3 {
+		if !ok || len(v) != 4 {
 			return nil, fmt.Errorf("probing %q: unexpected answer %v", ch, cmds[i].Val())
 		}
 		last, err1 := parseStreamID(fmt.Sprint(v[0]))
@@ -169,6 +177,9 @@ func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string
 		if withCursors(ch) {
 			flat, _ := v[2].([]any)
 			pr.ticks = ticksOf(ch, flat)
+			if large, _ := v[3].(int64); large == 1 {
+				pr.ticks.Detailed = false
+			}
 		}
 		out[ch] = pr
 	}

@@ -83,3 +83,25 @@ func PrintDefaults(fs *flag.FlagSet) {
 		fmt.Fprintf(w, "        %s (default %q)\n", strings.ReplaceAll(use, "\n", "\n        "), f.DefValue)
 	})
 }
+
+// CommandFlags returns the flag set of a subcommand of binary, whose -h
+// prints "Usage: <binary> <synopsis>" and every flag.
+func CommandFlags(binary, name, synopsis string) *flag.FlagSet {
+	fs := flag.NewFlagSet(binary+" "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: %s %s\n\nFlags:\n", binary, synopsis)
+		PrintDefaults(fs)
+	}
+	return fs
+}
+
+// SplitList splits a comma-separated flag value, dropping empty items.
+func SplitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

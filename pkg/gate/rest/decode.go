@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"slices"
 	"strconv"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
@@ -14,6 +15,9 @@ import (
 type jsonReader struct {
 	b []byte
 	i int
+	// discard: str checks strings without copying them (items past a
+	// batch's limit are only counted).
+	discard bool
 }
 
 func (r *jsonReader) ws() {
@@ -43,25 +47,34 @@ func (r *jsonReader) peek(c byte) bool {
 	return r.i < len(r.b) && r.b[r.i] == c
 }
 
-// str reads a string of printable ASCII without escapes.
-func (r *jsonReader) str() (string, bool) {
+// raw reads a string of printable ASCII without escapes and returns its
+// bytes, uncopied.
+func (r *jsonReader) raw() ([]byte, bool) {
 	if !r.eat('"') {
-		return "", false
+		return nil, false
 	}
 	start := r.i
 	for r.i < len(r.b) {
 		c := r.b[r.i]
 		switch {
 		case c == '"':
-			s := string(r.b[start:r.i])
 			r.i++
-			return s, true
+			return r.b[start : r.i-1], true
 		case c < 0x20 || c >= 0x7f || c == '\\':
-			return "", false
+			return nil, false
 		}
 		r.i++
 	}
-	return "", false
+	return nil, false
+}
+
+// str is raw as a string ("" while discarding).
+func (r *jsonReader) str() (string, bool) {
+	b, ok := r.raw()
+	if !ok || r.discard {
+		return "", ok
+	}
+	return string(b), true
 }
 
 // int64 reads an integer literal or a quoted one, as protojson reads
@@ -112,11 +125,11 @@ func (r *jsonReader) boolean() (bool, bool) {
 
 func (r *jsonReader) kind() (receiptsv1.Kind, bool) {
 	if r.peek('"') {
-		s, ok := r.str()
+		s, ok := r.raw()
 		if !ok {
 			return 0, false
 		}
-		v, known := receiptsv1.Kind_value[s]
+		v, known := receiptsv1.Kind_value[string(s)]
 		return receiptsv1.Kind(v), known
 	}
 	v, ok := r.int64()
@@ -135,17 +148,16 @@ func (r *jsonReader) object(field func(name string) bool) bool {
 	if r.eat('}') {
 		return true
 	}
-	var seen []string
+	var seenBuf [len(fieldNames)]string
+	seen := seenBuf[:0]
 	for {
-		name, ok := r.str()
+		raw, ok := r.raw()
 		if !ok || !r.eat(':') {
 			return false
 		}
-		name = snakeName(name)
-		for _, s := range seen {
-			if s == name {
-				return false
-			}
+		name := fieldName(raw)
+		if name == "" || slices.Contains(seen, name) {
+			return false // a field these routes do not know, or a repeat
 		}
 		seen = append(seen, name)
 		if !field(name) {
@@ -164,10 +176,14 @@ func (r *jsonReader) end() bool {
 	return r.i == len(r.b)
 }
 
-// snakeName maps protojson's lowerCamelCase names of these messages to
-// the proto names; other names are returned as they are.
-func snakeName(s string) string {
-	switch s {
+// fieldNames are the proto names of the fields the fast routes read.
+var fieldNames = [...]string{"receipts", "user_id", "channel_id", "kind", "seq", "message_id", "device_id", "epoch", "private"}
+
+// fieldName maps a field's name as sent (the proto name or protojson's
+// lowerCamelCase) to its proto name, without allocating; "" for any other
+// name (the body then goes to vanguard).
+func fieldName(b []byte) string {
+	switch string(b) {
 	case "userId":
 		return "user_id"
 	case "channelId":
@@ -177,14 +193,25 @@ func snakeName(s string) string {
 	case "deviceId":
 		return "device_id"
 	}
-	return s
+	for _, n := range fieldNames {
+		if string(b) == n {
+			return n
+		}
+	}
+	return ""
 }
 
 // DecodeMarkReceipts reads the body of POST MarkPath, or reports false.
-func DecodeMarkReceipts(body []byte) (*receiptsv1.MarkReceiptsRequest, bool) {
+// It keeps at most maxItems receipts (maxItems ≤ 0: no bound) and, past
+// them, goes on checking the syntax and counting into one scratch receipt,
+// so an oversized batch never costs more memory than a full one; items is
+// how many receipts the body holds (the caller refuses items > maxItems
+// with the count in the message, as validation does).
+func DecodeMarkReceipts(body []byte, maxItems int) (req *receiptsv1.MarkReceiptsRequest, items int, ok bool) {
 	r := &jsonReader{b: body}
-	req := &receiptsv1.MarkReceiptsRequest{}
-	ok := r.object(func(name string) bool {
+	req = &receiptsv1.MarkReceiptsRequest{}
+	var scratch receiptsv1.Receipt
+	ok = r.object(func(name string) bool {
 		if name != "receipts" || !r.eat('[') {
 			return false
 		}
@@ -192,11 +219,17 @@ func DecodeMarkReceipts(body []byte) (*receiptsv1.MarkReceiptsRequest, bool) {
 			return true
 		}
 		for {
-			rc := &receiptsv1.Receipt{}
+			rc := &scratch
+			if r.discard = maxItems > 0 && items >= maxItems; !r.discard {
+				rc = &receiptsv1.Receipt{}
+			}
 			if !r.object(func(name string) bool { return receiptField(r, rc, name) }) {
 				return false
 			}
-			req.Receipts = append(req.Receipts, rc)
+			if rc != &scratch {
+				req.Receipts = append(req.Receipts, rc)
+			}
+			items++
 			if r.eat(',') {
 				continue
 			}
@@ -204,9 +237,9 @@ func DecodeMarkReceipts(body []byte) (*receiptsv1.MarkReceiptsRequest, bool) {
 		}
 	})
 	if !ok || !r.end() {
-		return nil, false
+		return nil, 0, false
 	}
-	return req, true
+	return req, items, true
 }
 
 func receiptField(r *jsonReader, rc *receiptsv1.Receipt, name string) bool {

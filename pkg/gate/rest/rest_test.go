@@ -27,3 +27,35 @@ func TestSingleMarkRoute(t *testing.T) {
 		require.Equal(t, want, got, path)
 	}
 }
+
+// Not parallel: AllocsPerRun.
+func TestDecodeMarkReceiptsCountsPastTheLimit(t *testing.T) {
+	body := func(n int) []byte {
+		items := make([]string, n)
+		for i := range items {
+			items[i] = `{"user_id":"user-` + strings.Repeat("x", 20) + `","channel_id":"c","kind":"READ","seq":1}`
+		}
+		return []byte(`{"receipts":[` + strings.Join(items, ",") + `]}`)
+	}
+	req, n, ok := DecodeMarkReceipts(body(5), 2)
+	require.True(t, ok)
+	require.Equal(t, 5, n, "every item is counted")
+	require.Len(t, req.GetReceipts(), 2, "only the items within the limit are kept")
+	require.Equal(t, "user-"+strings.Repeat("x", 20), req.GetReceipts()[1].GetUserId())
+
+	// A malformed item past the limit still falls back (the syntax is
+	// checked to the end).
+	bad := append(body(3)[:len(body(3))-2], []byte(`,{"seq":}]}`)...)
+	_, _, ok = DecodeMarkReceipts(bad, 2)
+	require.False(t, ok)
+
+	// Memory is the limit's, not the body's: 10,000 items past a limit of
+	// 10 allocate no more than 10 items do.
+	within, over := body(10), body(10_000)
+	allocWithin := testing.AllocsPerRun(20, func() { _, _, _ = DecodeMarkReceipts(within, 10) })
+	allocOver := testing.AllocsPerRun(20, func() { _, _, _ = DecodeMarkReceipts(over, 10) })
+	require.LessOrEqual(t, allocOver, allocWithin+2, "allocations: %v within the limit, %v for 10,000 items", allocWithin, allocOver)
+	_, n, ok = DecodeMarkReceipts(over, 0)
+	require.True(t, ok)
+	require.Equal(t, 10_000, n, "no limit: everything kept")
+}

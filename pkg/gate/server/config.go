@@ -29,6 +29,10 @@ const (
 	// WatchHeartbeatDefault is the pause after which an idle server-sent
 	// events stream gets a comment line, so proxies keep it open.
 	WatchHeartbeatDefault = 15 * time.Second
+	// WatchWriteTimeoutDefault bounds the write of one watch event (or
+	// heartbeat): a client that stops reading fills its connection's
+	// buffers, and the stream is dropped rather than held.
+	WatchWriteTimeoutDefault = 10 * time.Second
 )
 
 // The server's metrics are the gate's: receipts_kafkagate_….
@@ -57,9 +61,15 @@ type Config struct {
 	// Defaults to ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
 
-	// WatchHeartbeat is the idle pause before a server-sent events
-	// heartbeat. Defaults to WatchHeartbeatDefault.
+	// WatchHeartbeat is the idle pause before a watch stream's heartbeat
+	// (server-sent events: a comment line; gRPC and Connect: an event
+	// without updates carrying the last resume token). Defaults to
+	// WatchHeartbeatDefault.
 	WatchHeartbeat time.Duration
+	// WatchWriteTimeout bounds the write of each watch event and
+	// heartbeat; a stream whose write misses it ends. Defaults to
+	// WatchWriteTimeoutDefault.
+	WatchWriteTimeout time.Duration
 	// TranscodeAllREST turns the fast REST path of the hot write routes
 	// off (fastrest.go): every REST call goes through vanguard. For
 	// comparisons and as a switch should the two ever disagree.
@@ -85,7 +95,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults(gate.MaxBatchItemsDefault)
 	c.Addr, c.MaxBodyBytes = d.Addr, d.MaxBodyBytes
 	c.ReadHeaderTimeout, c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.ShutdownTimeout = d.ReadHeaderTimeout, d.ReadTimeout, d.WriteTimeout, d.IdleTimeout, d.ShutdownTimeout
-	c.WatchHeartbeat = d.WatchHeartbeat
+	c.WatchHeartbeat, c.WatchWriteTimeout = d.WatchHeartbeat, d.WatchWriteTimeout
 	fs.StringVar(&c.Addr, "listen", c.Addr, "API listen address: gRPC, gRPC-Web, Connect and HTTP/JSON on one port (HTTP/1.1 and h2c)")
 	fs.Int64Var(&c.MaxBodyBytes, "max-body-bytes", c.MaxBodyBytes, "largest request body (REST: 413) or message (RPC: ResourceExhausted)")
 	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "HTTP server: bound on reading request headers")
@@ -93,7 +103,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "HTTP server: bound on a whole call; must exceed redis-timeout + the produce bound")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "HTTP server: keep-alive idle bound")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
-	fs.DurationVar(&c.WatchHeartbeat, "watch-heartbeat", c.WatchHeartbeat, "idle pause before a heartbeat comment on a server-sent events watch stream")
+	fs.DurationVar(&c.WatchHeartbeat, "watch-heartbeat", c.WatchHeartbeat, "idle pause before a heartbeat on a watch stream (SSE: a comment; gRPC/Connect: an event without updates)")
+	fs.DurationVar(&c.WatchWriteTimeout, "watch-write-timeout", c.WatchWriteTimeout, "bound on writing one watch event or heartbeat; a stream whose client does not read in time is dropped")
 	fs.BoolVar(&c.TranscodeAllREST, "rest-transcode-all", c.TranscodeAllREST, "send the hot REST write routes through the generic transcoder too (no fast path)")
 	c.Auth.RegisterFlags(fs)
 }
@@ -109,6 +120,7 @@ func (c Config) withDefaults(maxBatchItems int) Config {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, IdleTimeoutDefault)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, ShutdownTimeoutDefault)
 	c.WatchHeartbeat = cmp.Or(c.WatchHeartbeat, WatchHeartbeatDefault)
+	c.WatchWriteTimeout = cmp.Or(c.WatchWriteTimeout, WatchWriteTimeoutDefault)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	if c.Auth.RateLimit > 0 && c.Auth.RateLimitBurst == 0 {
 		c.Auth.RateLimitBurst = max(int(c.Auth.RateLimit+0.999), maxBatchItems)
@@ -129,7 +141,7 @@ func (c Config) validate(maxBatchItems int, callBound time.Duration) error {
 	}{
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout}, {"ReadTimeout", c.ReadTimeout},
 		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
-		{"WatchHeartbeat", c.WatchHeartbeat},
+		{"WatchHeartbeat", c.WatchHeartbeat}, {"WatchWriteTimeout", c.WatchWriteTimeout},
 	} {
 		if d.v < 0 {
 			bad("%s: must be positive, got %s", d.name, d.v)

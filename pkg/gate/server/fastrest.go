@@ -10,6 +10,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/rest"
 )
 
@@ -27,8 +28,14 @@ import (
 // false without writing anything (the caller goes on to vanguard). body
 // is the whole request body, already bounded.
 func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if s.cfg.TranscodeAllREST || r.Method != http.MethodPost || r.URL.RawQuery != "" ||
+	if s.cfg.TranscodeAllREST || r.URL.RawQuery != "" ||
 		r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
+		return false
+	}
+	if r.Method == http.MethodGet && len(body) == 0 {
+		return s.serveFastUnread(w, r)
+	}
+	if r.Method != http.MethodPost {
 		return false
 	}
 	switch r.Header.Get("Content-Type") {
@@ -39,7 +46,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 	start := time.Now()
 	path := r.URL.Path
 	if path == rest.MarkPath {
-		req, ok := rest.DecodeMarkReceipts(body)
+		req, n, ok := rest.DecodeMarkReceipts(body, s.gate.MaxBatchItems())
 		if !ok {
 			return false
 		}
@@ -50,13 +57,21 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		}
 		// The batch's cost beyond the guard's door charge, as
 		// chargeEvents charges it on the other paths.
-		if n := len(req.GetReceipts()); n > 1 {
+		if n > 1 {
 			if err := apiauth.Charge(r.Context(), n-1); err != nil {
 				err = rateLimitedError(err)
 				s.m.observe("MarkReceipts", start, err)
 				rest.WriteError(w, err)
 				return true
 			}
+		}
+		if n > s.gate.MaxBatchItems() {
+			// Refused while decoding: the receipts past the limit were
+			// counted, never kept.
+			err := gate.BatchTooLarge(n, s.gate.MaxBatchItems())
+			s.m.observe("MarkReceipts", start, err)
+			rest.WriteError(w, err)
+			return true
 		}
 		creq := connect.NewRequest(req)
 		maps.Copy(creq.Header(), r.Header)
@@ -102,5 +117,30 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		return true
 	}
 	rest.WriteMark(w, resp.Msg)
+	return true
+}
+
+// serveFastUnread answers GET /v1/users/{user_id}/unread (the default
+// channel set: no query) with the hand-written encoder.
+func (s *Server) serveFastUnread(w http.ResponseWriter, r *http.Request) bool {
+	user, ok := rest.UnreadRoute(r.URL.Path)
+	if !ok {
+		return false
+	}
+	start := time.Now()
+	creq := connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user})
+	maps.Copy(creq.Header(), r.Header)
+	// The fast path skips the interceptors: it checks the scope itself.
+	var resp *connect.Response[receiptsv1.GetUnreadResponse]
+	err := authorize(r.Context(), receiptsv1connect.ReceiptServiceGetUnreadProcedure)
+	if err == nil {
+		resp, err = s.gate.GetUnread(r.Context(), creq)
+	}
+	s.m.observe("GetUnread", start, err)
+	if err != nil {
+		rest.WriteError(w, err)
+		return true
+	}
+	rest.WriteGetUnread(w, resp.Msg)
 	return true
 }

@@ -18,6 +18,8 @@ var requestBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// watchDropped counts watch streams ended by a failed write.
+	watchDropped prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,6 +34,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to answer an API call that reached the handler, by rpc (every result code).",
 			Buckets: requestBuckets,
 		}, []string{"rpc"}),
+		watchDropped: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: "watch_write_failures_total",
+			Help: "Watch streams ended by a write that failed: the client went away, or did not read within the watch write timeout.",
+		}),
 	}
 }
 

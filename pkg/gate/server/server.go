@@ -97,7 +97,7 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	if s.guard, err = apiauth.New(s.cfg.Auth, s.cfg.Addr); err != nil {
 		return nil, fmt.Errorf("configuring API authentication: %w", err)
 	}
-	path, svc := receiptsv1connect.NewReceiptServiceHandler(s.gate,
+	path, svc := receiptsv1connect.NewReceiptServiceHandler(watching{s.gate, s},
 		connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)),
 		connect.WithInterceptors(s.m.interceptor(), scopeInterceptor{}, chargeEvents()),
 	)
@@ -113,7 +113,7 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle("GET "+watchSSEPath, http.HandlerFunc(s.serveWatchSSE))
-	mux.Handle("/", s.limitREST(streamDeadlines(tc)))
+	mux.Handle("/", s.limitREST(s.streamDeadlines(tc)))
 	return s.guard.Wrap(mux), nil
 }
 
@@ -174,7 +174,9 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 			return
 		}
 		if r.Body == nil || r.Body == http.NoBody {
-			next.ServeHTTP(w, r)
+			if !s.serveFastREST(w, r, nil) {
+				next.ServeHTTP(w, r)
+			}
 			return
 		}
 		tooLarge := func() {
@@ -236,6 +238,18 @@ func writeRESTError(w http.ResponseWriter, status int, code connect.Code, msg st
 		Code    int    `json:"code"`
 		Message string `json:"message"`
 	}{int(code), msg})
+}
+
+// writeConnectError is writeRESTError of a connect error, its metadata
+// (Retry-After) as headers.
+func writeConnectError(w http.ResponseWriter, err error) {
+	if ce, ok := errors.AsType[*connect.Error](err); ok {
+		for k, v := range ce.Meta() {
+			w.Header()[k] = v
+		}
+	}
+	code := connect.CodeOf(err)
+	writeRESTError(w, httpStatus(code), code, watchMessage(err))
 }
 
 // healthChecker answers gRPC health checks for the process and the

@@ -11,6 +11,9 @@ import (
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/gate"
 )
 
 // watchSSEPath serves WatchChannels as server-sent events.
@@ -23,8 +26,9 @@ const watchRPCPath = rpcPathPrefix + "WatchChannels"
 // as server-sent events: one event per WatchEvent, its id the resume token
 // (so a browser's EventSource resumes by itself with Last-Event-ID), its
 // data the event's protojson; a comment line after WatchHeartbeat of
-// silence. A failure after the stream started is an "error" event with a
-// google.rpc.Status-like JSON body.
+// silence. Each write has WatchWriteTimeout: a client that stops reading
+// is dropped. A failure after the stream started is an "error" event with
+// a google.rpc.Status-like JSON body.
 func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 	if err := authorize(r.Context(), watchRPCPath); err != nil {
 		writeRESTError(w, http.StatusForbidden, connect.CodePermissionDenied, watchMessage(err))
@@ -37,20 +41,19 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, err := s.gate.Subscribe(r.Context(), q["channel_id"], token)
 	if err != nil {
-		code := connect.CodeOf(err)
-		writeRESTError(w, httpStatus(code), code, watchMessage(err))
+		writeConnectError(w, err)
 		return
 	}
 	defer sub.Close()
-	// The server's write timeout bounds unary calls; a stream lives on.
-	rc := http.NewResponseController(w)
-	_ = rc.SetWriteDeadline(time.Time{})
+	// The server's write timeout bounds unary calls; a stream lives on,
+	// each of its writes bounded instead.
+	sw := s.deadlineWriter(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
-	if _, err := fmt.Fprintf(w, ": watching %d channels\n\n", len(sub.Channels())); err != nil || rc.Flush() != nil {
+	if _, err := fmt.Fprintf(sw, ": watching %d channels\n\n", len(sub.Channels())); err != nil || sw.flush() != nil {
 		return
 	}
 	ctx, done := s.gate.WatchContext(r.Context())
@@ -66,18 +69,18 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 				s.log.Error("encoding a watch event", zap.Error(merr))
 				return
 			}
-			_, err = fmt.Fprintf(w, "id: %s\ndata: %s\n\n", ev.GetResumeToken(), data)
+			_, err = fmt.Fprintf(sw, "id: %s\ndata: %s\n\n", ev.GetResumeToken(), data)
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			_, err = w.Write([]byte(": heartbeat\n\n"))
+			_, err = sw.Write([]byte(": heartbeat\n\n"))
 		case r.Context().Err() != nil:
 			return // the client went away
 		default:
 			werr := s.gate.WatchStreamError(r.Context(), err)
-			_, _ = fmt.Fprintf(w, "event: error\ndata: {\"code\":%d,\"message\":%q}\n\n", int(connect.CodeOf(werr)), watchMessage(werr))
-			_ = rc.Flush()
+			_, _ = fmt.Fprintf(sw, "event: error\ndata: {\"code\":%d,\"message\":%q}\n\n", int(connect.CodeOf(werr)), watchMessage(werr))
+			_ = sw.flush()
 			return
 		}
-		if err != nil || rc.Flush() != nil {
+		if err != nil || sw.flush() != nil {
 			return
 		}
 	}
@@ -108,16 +111,102 @@ func httpStatus(code connect.Code) int {
 	return http.StatusServiceUnavailable
 }
 
-// streamDeadlines lifts the server's read and write timeouts for
-// WatchChannels over gRPC, gRPC-Web and Connect: they bound unary calls,
-// and a watch stream lives until the client or the server ends it.
-func streamDeadlines(next http.Handler) http.Handler {
+// streamDeadlines replaces the server's read and write timeouts of
+// WatchChannels over gRPC, gRPC-Web and Connect (they bound unary calls,
+// and a watch stream lives until the client or the server ends it) with a
+// WatchWriteTimeout on each write: a client that stops reading is
+// dropped, not held.
+func (s *Server) streamDeadlines(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, watchRPCPath) {
-			rc := http.NewResponseController(w)
-			_ = rc.SetWriteDeadline(time.Time{})
-			_ = rc.SetReadDeadline(time.Time{})
+			_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+			w = s.deadlineWriter(w)
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// streamWriter bounds each write of a stream: the deadline is set before a
+// write and cleared after its flush, so that an idle stream (between
+// events) is never cut, and a write its client does not take in time
+// fails (HTTP/1: the connection's deadline; HTTP/2: the stream's, which
+// resets the stream). It clears the server's WriteTimeout at once.
+type streamWriter struct {
+	http.ResponseWriter
+	rc     *http.ResponseController
+	d      time.Duration
+	m      *metrics
+	failed bool
+}
+
+func (s *Server) deadlineWriter(w http.ResponseWriter) *streamWriter {
+	sw := &streamWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: s.cfg.WatchWriteTimeout, m: s.m}
+	_ = sw.rc.SetWriteDeadline(time.Time{})
+	return sw
+}
+
+func (w *streamWriter) Write(b []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	n, err := w.ResponseWriter.Write(b)
+	w.fail(err)
+	return n, err
+}
+
+// fail counts the stream's first failed write.
+func (w *streamWriter) fail(err error) {
+	if err != nil && !w.failed {
+		w.failed = true
+		w.m.watchDropped.Inc()
+	}
+}
+
+// flush sends what was written, within the deadline, then clears it.
+func (w *streamWriter) flush() error {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	if err := w.rc.Flush(); err != nil {
+		w.fail(err)
+		return err
+	}
+	return w.rc.SetWriteDeadline(time.Time{})
+}
+
+// Flush is http.Flusher's (connect flushes after each message).
+func (w *streamWriter) Flush() { _ = w.flush() }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// watching is the gate with WatchChannels served with heartbeats: after
+// WatchHeartbeat without an event, an event without updates carrying the
+// last resume token, whose write (bounded by streamDeadlines) tells a
+// client that still reads from one that stopped.
+type watching struct {
+	*gate.Gate
+	s *Server
+}
+
+// WatchChannels implements receiptsv1connect.ReceiptServiceHandler.
+func (v watching) WatchChannels(ctx context.Context, req *connect.Request[receiptsv1.WatchChannelsRequest], stream *connect.ServerStream[receiptsv1.WatchEvent]) error {
+	sub, err := v.Gate.Subscribe(ctx, req.Msg.GetChannelId(), req.Msg.GetResumeToken())
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+	sctx, done := v.Gate.WatchContext(ctx)
+	defer done()
+	for {
+		nctx, cancel := context.WithTimeout(sctx, v.s.cfg.WatchHeartbeat)
+		ev, err := sub.Next(nctx)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, context.DeadlineExceeded) && sctx.Err() == nil:
+			ev = sub.Heartbeat()
+		default:
+			return v.Gate.WatchStreamError(ctx, err)
+		}
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
 }

@@ -1,0 +1,78 @@
+package redisstore
+
+// SCAN pages of the channel state's keys, for the drift sweep (every
+// master of a cluster in turn).
+
+import (
+	"context"
+	"strings"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// scanTagged returns one SCAN page of the ids in keys "<prefix><kind>{id}…"
+// (with what follows the tag) and the cursor of the next page; in Redis
+// Cluster the walk visits every master (ScanCursor).
+func (s *Store) scanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, []string, ScanCursor, error) {
+	keys, next, err := s.scanKeys(ctx, cur, count, s.prefix+kind+"{*")
+	ids := make([]string, 0, len(keys))
+	rests := make([]string, 0, len(keys))
+	for _, k := range keys {
+		rest, ok := strings.CutPrefix(k, s.prefix+kind+"{")
+		if !ok {
+			continue
+		}
+		id, tail, ok := strings.Cut(rest, "}")
+		if !ok || id == "" {
+			continue
+		}
+		ids, rests = append(ids, id), append(rests, tail)
+	}
+	return ids, rests, next, err
+}
+
+// ScanTagged returns one SCAN page of the ids of the keys
+// "<prefix><kind>{id}" (a kind of state's keys, e.g. kind "c:" for the
+// channels' hashes) and the cursor of the next page; in Redis Cluster the
+// walk visits every master (ScanCursor).
+func (s *Store) ScanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, kind, cur, count)
+	return onlyWhole(ids, rests), next, err
+}
+
+// ScanChannels returns one SCAN page of the channels with a hash (head)
+// and the cursor of the next page.
+func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "c:", cur, count)
+	return onlyWhole(ids, rests), next, err
+}
+
+// ScanMembershipUsers returns one SCAN page of the users with a membership
+// hash and the cursor of the next page.
+func (s *Store) ScanMembershipUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "um:", cur, count)
+	return onlyWhole(ids, rests), next, err
+}
+
+// ScanMentionKeys returns one SCAN page of the (user, channel) keys with a
+// mention set and the cursor of the next page.
+func (s *Store) ScanMentionKeys(ctx context.Context, cur ScanCursor, count int64) ([]receipt.Key, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "mn:", cur, count)
+	out := make([]receipt.Key, 0, len(ids))
+	for i, id := range ids {
+		if ch, ok := strings.CutPrefix(rests[i], ":"); ok && ch != "" {
+			out = append(out, receipt.Key{User: id, Channel: ch})
+		}
+	}
+	return out, next, err
+}
+
+func onlyWhole(ids, rests []string) []string {
+	out := ids[:0]
+	for i, id := range ids {
+		if rests[i] == "" {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -16,6 +16,20 @@ import (
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
+// admit readies one encoded record for the durable producer (its topic)
+// and refuses the call at once, before Redis is touched, when the record
+// is bound for a spool it does not fit in.
+func (g *Gate) admit(rec *kgo.Record, err error) (*kgo.Record, error) {
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec.Topic = g.durable.Topic()
+	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
+		return nil, g.unavailable(1, err)
+	}
+	return rec, nil
+}
+
 // EraseUser implements receiptsv1connect.ReceiptServiceHandler: it removes
 // the user from Redis and raises their tombstone there (one script, atomic
 // with every mark's merge, which stamps its event with the generation it
@@ -32,13 +46,8 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 		return nil, invalid(err)
 	}
 	// Sized like the real record, so a full spool refuses before Redis.
-	probe, err := event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	probe.Topic = g.durable.Topic()
-	if err := g.durable.Refuse([]*kgo.Record{probe}); err != nil {
-		return nil, g.unavailable(1, err)
+	if _, err := g.admit(event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})); err != nil {
+		return nil, err
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)

@@ -99,13 +99,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		st.UpdatedAtUnixMs = now
 		read = &st
 	}
-	rec, err := event.EncodeMembership(reg, read)
+	rec, err := g.admit(event.EncodeMembership(reg, read))
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	rec.Topic = g.durable.Topic()
-	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
-		return nil, g.unavailable(1, err)
+		return nil, err
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)

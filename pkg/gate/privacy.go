@@ -54,13 +54,9 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		st.ShareDelivered = *m.ShareDeliveryReceipts
 	}
 	st.VersionMs = max(g.nowMs(), cur[user].VersionMs+1)
-	rec, err := event.EncodeSettings(st)
+	rec, err := g.admit(event.EncodeSettings(st))
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	rec.Topic = g.durable.Topic()
-	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
-		return nil, g.unavailable(1, err)
+		return nil, err
 	}
 	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	merged, err := g.redis.MergeSettings(rctx, []privacy.Settings{st})

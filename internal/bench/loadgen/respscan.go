@@ -70,13 +70,8 @@ func (s *scanner) skip() bool {
 		for s.i < len(s.b) {
 			switch s.b[s.i] {
 			case '"':
-				s.i++
-				for s.i < len(s.b) && s.b[s.i] != '"' {
-					if s.b[s.i] == '\\' {
-						s.i++
-					}
-					s.i++
-				}
+				s.skipString()
+				continue
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -90,14 +85,7 @@ func (s *scanner) skip() bool {
 		}
 		return false
 	case '"':
-		s.i++
-		for s.i < len(s.b) && s.b[s.i] != '"' {
-			if s.b[s.i] == '\\' {
-				s.i++
-			}
-			s.i++
-		}
-		s.i++
+		s.skipString()
 		return s.i <= len(s.b)
 	default:
 		for s.i < len(s.b) && s.b[s.i] != ',' && s.b[s.i] != '}' && s.b[s.i] != ']' {
@@ -204,4 +192,17 @@ func scanMarkResponse(raw []byte, out *markResponse) error {
 		return errUnexpected
 	}
 	return nil
+}
+
+// skipString moves past the string that starts at s.i (its closing quote
+// included), escapes and all.
+func (s *scanner) skipString() {
+	s.i++
+	for s.i < len(s.b) && s.b[s.i] != '"' {
+		if s.b[s.i] == '\\' {
+			s.i++
+		}
+		s.i++
+	}
+	s.i++
 }

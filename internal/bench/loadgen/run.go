@@ -401,6 +401,11 @@ const maxResponseBytes = 64 << 20
 // the path).
 func encodeSingle(buf *bytes.Buffer, e Event) {
 	buf.WriteString(`{"seq":`)
+	encodeMark(buf, e)
+}
+
+// encodeMark writes a mark's seq, message and device and closes it.
+func encodeMark(buf *bytes.Buffer, e Event) {
 	buf.WriteString(strconv.FormatInt(e.Seq, 10))
 	buf.WriteString(`,"message_id":`)
 	writeString(buf, e.MessageID)
@@ -440,12 +445,7 @@ func encode(buf *bytes.Buffer, b batch) {
 		buf.WriteString(`,"kind":"`)
 		buf.WriteString(string(e.Kind))
 		buf.WriteString(`","seq":`)
-		buf.WriteString(strconv.FormatInt(e.Seq, 10))
-		buf.WriteString(`,"message_id":`)
-		writeString(buf, e.MessageID)
-		buf.WriteString(`,"device_id":`)
-		writeString(buf, e.DeviceID)
-		buf.WriteByte('}')
+		encodeMark(buf, e)
 	}
 	buf.WriteString(`]}`)
 }

@@ -78,13 +78,21 @@ func TestReloadTokens(t *testing.T) {
 	go func() { done <- g.Run(ctx) }()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
-	require.NoError(t, os.WriteFile(path, []byte("svc2:"+newTok+"\n"), 0o600))
+	// Replaced as a Secret's mount replaces it (a rename): a file truncated
+	// then written could be read empty in between, and an empty file now
+	// denies everyone.
+	replace := func(content string) {
+		tmp := path + ".tmp"
+		require.NoError(t, os.WriteFile(tmp, []byte(content), 0o600))
+		require.NoError(t, os.Rename(tmp, path))
+	}
+	replace("svc2:" + newTok + "\n")
 	require.Eventually(t, func() bool { c, _ := call(newTok); return c == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
 	code, _ = call(oldTok)
 	require.Equal(t, http.StatusUnauthorized, code, "the old token is gone")
 
 	// A broken file keeps the tokens in force; SIGHUP reloads at once.
-	require.NoError(t, os.WriteFile(path, []byte("short\n"), 0o600))
+	replace("short\n")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
 	require.Never(t, func() bool { c, _ := call(newTok); return c != http.StatusOK }, 200*time.Millisecond, 10*time.Millisecond)
 }

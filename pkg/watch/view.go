@@ -142,25 +142,33 @@ func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string
 	if len(channels) == 0 {
 		return map[string]probe{}, nil
 	}
-	// Load the script once so the pipeline can call it by SHA.
-	if err := probeScript.Load(ctx, rdb).Err(); err != nil {
-		return nil, fmt.Errorf("loading the probe script: %w", err)
-	}
 	// Two fields per member: its read and its delivered cursor.
 	most := strconv.Itoa(2 * maxMembers)
 	cmds := make([]*redis.Cmd, len(channels))
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, ch := range channels {
-			flag := "0"
-			if withCursors(ch) {
-				flag = most
-			}
-			cmds[i] = probeScript.EvalSha(ctx, p, []string{streamKey(prefix, ch), cursorsKey(prefix, ch)}, flag)
+	for attempt := 0; ; attempt++ {
+		// Load the script so the pipeline can call it by SHA; load it again
+		// once if Redis lost its script cache meanwhile (a restart, a
+		// SCRIPT FLUSH).
+		if err := probeScript.Load(ctx, rdb).Err(); err != nil {
+			return nil, fmt.Errorf("loading the probe script: %w", err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("probing channel streams: %w", err)
+		_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, ch := range channels {
+				flag := "0"
+				if withCursors(ch) {
+					flag = most
+				}
+				cmds[i] = probeScript.EvalSha(ctx, p, []string{streamKey(prefix, ch), cursorsKey(prefix, ch)}, flag)
+			}
+			return nil
+		})
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("probing channel streams: %w", err)
+		}
+		break
 	}
 	out := make(map[string]probe, len(channels))
 	for i, ch := range channels {

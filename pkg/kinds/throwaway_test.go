@@ -196,9 +196,16 @@ PRIMARY KEY (user_id, channel_id))`)
 			vals, err = tc.PagePG(ctx, env, nil, 100)
 			require.NoError(t, err)
 		} else {
-			page, err := tc.ScanRedis(ctx, env, redisstore.ScanCursor{}, 1000)
-			require.NoError(t, err)
-			vals = page.Values
+			// Every SCAN page: the Redis is shared with other tests.
+			var cur redisstore.ScanCursor
+			for {
+				page, err := tc.ScanRedis(ctx, env, cur, 1000)
+				require.NoError(t, err)
+				vals = append(vals, page.Values...)
+				if cur = page.Next; cur.Done() {
+					break
+				}
+			}
 		}
 		for _, v := range vals {
 			out[v.(counter).Key] = v.(counter).N

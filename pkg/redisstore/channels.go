@@ -201,11 +201,11 @@ func encodeHead(h channel.Head) (string, error) {
 }
 
 func decodeHead(ch, v string) (channel.Head, error) {
-	f := strings.Split(v, " ")
+	var f [3]string
 	bad := func() (channel.Head, error) {
 		return channel.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ch, v)
 	}
-	if len(f) != 3 {
+	if splitSpaces(v, f[:]) != len(f) {
 		return bad()
 	}
 	seq, err1 := parseB62(f[0])
@@ -232,11 +232,11 @@ func encodeRegister(m channel.Membership) (string, error) {
 }
 
 func decodeRegister(k receipt.Key, v string) (channel.Membership, error) {
-	f := strings.Split(v, " ")
+	var f [4]string
 	bad := func() (channel.Membership, error) {
 		return channel.Membership{}, fmt.Errorf("decoding the redis membership of %s: unexpected %q", k.KafkaKey(), v)
 	}
-	if len(f) != 4 || (f[0] != "0" && f[0] != "1") {
+	if splitSpaces(v, f[:]) != len(f) || (f[0] != "0" && f[0] != "1") {
 		return bad()
 	}
 	m := channel.Membership{Key: k, Member: f[0] == "1"}

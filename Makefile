@@ -39,7 +39,7 @@ services: ## make sure local Postgres and Redis are up (start or install them)
 
 .PHONY: test
 test: services chart-test promtool ## every test: unit, integration (real Postgres, Redis, kfake) and end-to-end (binaries), and the chart's; the fault suite is make faults
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^TestFaults$$' $(TEST_FLAGS) $(PKGS)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -skip '^(TestFaults|TestSoak)$$' $(TEST_FLAGS) $(PKGS)
 
 .PHONY: test-short
 test-short: services ## unit and integration tests only (skips the end-to-end binaries)
@@ -59,8 +59,17 @@ e2e: services promtool ## end-to-end tests only: the binaries against Postgres, 
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./e2e/...
 
 .PHONY: faults
-faults: services ## fault-injection suite, every scenario, binaries built with -race (each stack on Postgres and Redis servers of its own: the machine's are never stopped)
-	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -run '^TestFaults$$' -timeout 30m -v $(TEST_FLAGS) ./e2e/
+faults: services ## fault-injection suite, every scenario, then a 90-second soak, binaries built with -race (each stack on Postgres and Redis servers of its own: the machine's are never stopped)
+	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -run '^(TestFaults|TestSoak)$$' -timeout 30m -v $(TEST_FLAGS) ./e2e/
+
+SOAK_DURATION     ?= 30m
+SOAK_FAULT_EVERY  ?= 3m
+SOAK_SAMPLE_EVERY ?= 5s
+SOAK_TIMEOUT      ?= 60m
+
+.PHONY: soak
+soak: services ## SOAK_DURATION (30m) of mixed load, a fault every SOAK_FAULT_EVERY (3m); the checker's verdict and memory/goroutines every SOAK_SAMPLE_EVERY (5s), report in .run/ (not in make ci)
+	SOAK_DURATION=$(SOAK_DURATION) SOAK_FAULT_EVERY=$(SOAK_FAULT_EVERY) SOAK_SAMPLE_EVERY=$(SOAK_SAMPLE_EVERY) $(GO) test -count=1 -run '^TestSoak$$' -timeout $(SOAK_TIMEOUT) -v $(TEST_FLAGS) ./e2e/
 
 .PHONY: faults-doc
 faults-doc: services ## run the fault suite and write its results table, with the commit, into docs/faults.md (commit first)

@@ -35,7 +35,7 @@ func TestRedisClusterFailover(t *testing.T) {
 	m := newModel()
 	d := startDriver(s.apiAddr, workload{clients: 4, users: 40, channels: 10, batch: 20, dup: 0.2, reorder: 0.15}, m, 7)
 	smp := startSampler(s, m)
-	nt := startNoticer(s.apiAddr, 6, 20, 2, nil, 7)
+	nt := startNoticer(s.apiAddr, noticeLoad{channels: 6, users: 20, clients: 2}, nil, 7)
 	// A small channel whose member reads while its watch stream is open.
 	watched := startReader(t, s.apiAddr, "w")
 	events := watchSSE(t, s.apiAddr, "w")

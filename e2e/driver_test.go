@@ -36,6 +36,7 @@ type workload struct {
 	// path until the retry makes it durable (without the retry only the
 	// drift sweep would repair it).
 	retry bool
+	// pause is how long each client (mark and ops) waits between calls.
 	pause time.Duration
 }
 

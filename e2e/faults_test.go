@@ -72,14 +72,10 @@ type result struct {
 func faultScenarios() []scenario {
 	return []scenario{
 		{name: "kill -9 persister mid-batch, restart", inject: func(t *testing.T, s *stack) {
-			s.persister.kill9()
-			s.persister.start(t)
-			s.waitReady(s.persister)
+			killAndRestart(t, s, s.persister)
 		}},
 		{name: "kill -9 kafkagate mid-load, restart", inject: func(t *testing.T, s *stack) {
-			s.gate.kill9()
-			s.gate.start(t)
-			s.waitReady(s.gate)
+			killAndRestart(t, s, s.gate)
 		}},
 		{name: "restart Postgres", inject: func(t *testing.T, s *stack) {
 			s.pgServer.Restart(t)
@@ -93,15 +89,10 @@ func faultScenarios() []scenario {
 			require.NoError(t, s.rdb.FlushAll(context.Background()).Err())
 		}},
 		{name: "stop Redis 20s, start", redisLoss: true, inject: func(t *testing.T, s *stack) {
-			s.redisServer.Stop()
-			time.Sleep(20 * time.Second) // the fault's duration
-			s.redisServer.Start(t)
+			bounceRedis(t, s, 20*time.Second)
 		}},
 		{name: "stop Kafka broker 20s, restart on its data dir", inject: func(t *testing.T, s *stack) {
-			s.broker.kill9()
-			time.Sleep(20 * time.Second) // the fault's duration
-			s.broker.start(t)
-			s.waitBroker()
+			bounceBroker(t, s, 20*time.Second)
 		}},
 		{name: "poison records from a foreign client", poison: 3, inject: func(t *testing.T, s *stack) {
 			producePoison(t, s)
@@ -120,14 +111,7 @@ func TestFaults(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			r := runScenario(t, sc)
 			results = append(results, r)
-			require.Zero(t, r.lost, "lost acknowledged writes")
-			require.Zero(t, r.regressed, "regressions")
-			require.Zero(t, r.countMismatches, "unread and mention counts differ from the notice model")
-			require.EqualValues(t, sc.poison, r.deadLetters, "dead letters: an outage must not dead-letter good records")
-			require.Zero(t, r.hist.missing, "acknowledged writes missing from the topic: %v", r.hist.problems)
-			require.Zero(t, r.hist.lost, "keys where Postgres holds less than acknowledged: %v", r.hist.problems)
-			require.Zero(t, r.hist.regressed, "reads through the API that went backwards: %v", r.hist.problems)
-			require.LessOrEqual(t, r.sweptIntoPG, 0, "the drift sweep repaired Postgres from Redis: the durable path lost what it did")
+			requireNoLoss(t, r, sc.poison)
 		})
 	}
 	took := time.Since(start)
@@ -148,86 +132,34 @@ func TestFaults(t *testing.T) {
 
 func runScenario(t *testing.T, sc scenario) result {
 	s := newStack(t, stackOptions{spool: true, ownServers: true, noSweep: !sc.redisLoss})
-	m := newModel()
-	h := newHistory()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	d := startRecordingDriver(s.apiAddr, workload{clients: 4, users: 60, channels: 10, batch: 25, dup: 0.2, reorder: 0.15,
-		private: 0.1, epoch: 0.2, retry: true}, m, h, seed)
-	o := startOps(s.apiAddr, d, h, seed+100)
-	smp := startSampler(s, m)
-	nt := startNoticer(s.apiAddr, 6, 20, 2, h, seed+200)
-	waitAcked(t, m, 2000, 60*time.Second)
-	before := m.n
+	l := startLoad(t, s, faultLoad)
+	waitAcked(t, l.m, 2000, 60*time.Second)
+	before := l.m.n
 	if sc.redisLoss {
-		smp.resetRedis()
-		h.barrier()
+		l.redisLost()
 	}
 	sc.inject(t, s)
 	if sc.redisLoss {
-		smp.resetRedis()
-		h.barrier()
+		l.redisLost()
 	}
 	// Keep the load on until the system has acknowledged more after the fault.
-	waitAcked(t, m, before+2000, 120*time.Second)
-	d.halt()
-	o.halt()
-	nt.halt()
-	acked := m.snapshot()
-	took, v := s.waitConverged(context.Background(), acked, 180*time.Second)
-	smp.halt()
-	if v.lost > 0 || v.diverged > 0 {
-		t.Logf("first problem: %s", v.firstProblem)
-	}
-	// Once quiet, the counts (from Redis, rebuilt from Postgres where
-	// Redis lost them) match the notice model.
-	mismatches, deadline := -1, time.Now().Add(60*time.Second)
-	var first []string
-	for {
-		n, f, err := nt.check(context.Background())
-		if err == nil {
-			mismatches, first = n, f
-		}
-		if mismatches == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond) // poll with a deadline
-	}
-	if mismatches != 0 {
-		t.Logf("count mismatches (%d): %v", mismatches, first)
-	}
-	// The history: every acknowledged write on the topic and in Postgres,
-	// no read backwards. Spooled writes may still be on their way to the
-	// topic: poll with a deadline.
-	var hv historyVerdict
-	hdeadline := time.Now().Add(60 * time.Second)
-	for {
-		var err error
-		hv, err = s.checkHistory(context.Background(), h)
-		require.NoError(t, err)
-		if (hv.missing == 0 && hv.lost == 0) || time.Now().After(hdeadline) {
-			break
-		}
-		time.Sleep(time.Second) // poll with a deadline
-	}
-	if len(hv.problems) > 0 {
-		t.Logf("history problems: %v", hv.problems)
-	}
-	swept := -1
-	if sc.redisLoss {
-		swept = s.sweptIntoPostgres(t)
-	}
-	h.mu.Lock()
-	kafka, spooled := h.durability["KAFKA"], h.durability["SPOOLED"]
-	h.mu.Unlock()
-	t.Logf("history: %d writes acknowledged (%d KAFKA, %d SPOOLED), %d reads, %d records on the topic; ops %v",
-		hv.writes, kafka, spooled, hv.reads, hv.records, o.summary())
-	return result{
-		name: sc.name, acked: m.n, lost: v.lost + v.diverged, regressed: int(smp.regressed.Load()),
-		converge: took, deadLetters: s.deadLetters(), spooled: d.spooled.Load(), callErrs: d.errs.Load() + o.errs.Load(),
-		notices: int(nt.acked.Load()), countMismatches: mismatches,
-		hist: hv, sweptIntoPG: swept, kafka: kafka, spooledAll: spooled, ops: o.summary(),
-	}
+	waitAcked(t, l.m, before+2000, 120*time.Second)
+	return l.finish(t, s, sc.name, sc.redisLoss)
+}
+
+// requireNoLoss holds a finished run to the invariants: nothing lost or
+// regressed, counts exact, no dead letter but the poison records the run
+// produced itself, and no repair of Postgres from Redis.
+func requireNoLoss(t *testing.T, r result, poison int) {
+	t.Helper()
+	require.Zero(t, r.lost, "lost acknowledged writes")
+	require.Zero(t, r.regressed, "regressions")
+	require.Zero(t, r.countMismatches, "unread and mention counts differ from the notice model")
+	require.EqualValues(t, poison, r.deadLetters, "dead letters: an outage must not dead-letter good records")
+	require.Zero(t, r.hist.missing, "acknowledged writes missing from the topic: %v", r.hist.problems)
+	require.Zero(t, r.hist.lost, "keys where Postgres holds less than acknowledged: %v", r.hist.problems)
+	require.Zero(t, r.hist.regressed, "reads through the API that went backwards: %v", r.hist.problems)
+	require.LessOrEqual(t, r.sweptIntoPG, 0, "the drift sweep repaired Postgres from Redis: the durable path lost what it did")
 }
 
 // sweptIntoPostgres is how many keys the reconciler's drift sweep repaired

@@ -250,6 +250,8 @@ type stackOptions struct {
 	extraGateArgs []string
 	// extraPersisterArgs are appended to the persister's arguments.
 	extraPersisterArgs []string
+	// extraReconcilerArgs are appended to the reconciler's arguments.
+	extraReconcilerArgs []string
 	// ownServers runs the stack against a Postgres and a Redis server it
 	// starts for itself (own ports and data directories), which a test may
 	// stop and restart without touching the machine's shared services.
@@ -333,7 +335,8 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 	if opts.noSweep {
 		reconcilerArgs = append(reconcilerArgs, "--sweep=false")
 	}
-	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"), args: append(append(reconcilerArgs, common...), redisArgs...)}
+	s.reconciler = &proc{name: "dlt-reconciler", log: log("dlt-reconciler"),
+		args: append(append(append(reconcilerArgs, common...), redisArgs...), opts.extraReconcilerArgs...)}
 	t.Cleanup(func() {
 		for _, p := range []*proc{s.gate, s.persister, s.reconciler, s.broker} {
 			p.stop()

@@ -29,6 +29,7 @@ type noticer struct {
 	channels []string
 	users    []string
 	seqs     []atomic.Int64
+	pause    time.Duration
 	stop     chan struct{}
 	wg       sync.WaitGroup
 
@@ -42,16 +43,23 @@ type noticer struct {
 	h *history
 }
 
-func startNoticer(api string, nChannels, nUsers, clients int, h *history, seed uint64) *noticer {
-	n := &noticer{api: api, h: h, seqs: make([]atomic.Int64, nChannels), stop: make(chan struct{}),
+// noticeLoad is how many channels and users the noticer posts on, from
+// how many clients, and how long each client pauses between calls.
+type noticeLoad struct {
+	channels, users, clients int
+	pause                    time.Duration
+}
+
+func startNoticer(api string, nl noticeLoad, h *history, seed uint64) *noticer {
+	n := &noticer{api: api, h: h, pause: nl.pause, seqs: make([]atomic.Int64, nl.channels), stop: make(chan struct{}),
 		heads: map[string]int64{}, reads: map[receipt.Key]int64{}, mentions: map[receipt.Key]map[int64]bool{}}
-	for i := range nChannels {
+	for i := range nl.channels {
 		n.channels = append(n.channels, fmt.Sprintf("n%d", i))
 	}
-	for i := range nUsers {
+	for i := range nl.users {
 		n.users = append(n.users, fmt.Sprintf("p%d", i))
 	}
-	for c := range clients {
+	for c := range nl.clients {
 		n.wg.Go(func() { n.client(c, seed+uint64(c)) })
 	}
 	return n
@@ -99,6 +107,9 @@ func (n *noticer) client(i int, seed uint64) {
 				return // the check will report this batch as missing
 			}
 			time.Sleep(100 * time.Millisecond) // a client's back-off between retries, not synchronisation
+		}
+		if n.pause > 0 {
+			time.Sleep(n.pause) // the load's pace, not synchronisation
 		}
 	}
 }

@@ -189,6 +189,9 @@ func (o *ops) client(c *opsClient, seed uint64) {
 		default:
 			o.eraseOrMark(c, rng, device)
 		}
+		if o.d.w.pause > 0 {
+			time.Sleep(o.d.w.pause) // the load's pace, not synchronisation
+		}
 	}
 }
 

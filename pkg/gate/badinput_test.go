@@ -74,6 +74,11 @@ func TestBadInputWritesNothing(t *testing.T) {
 			400, connect.CodeInvalidArgument, apierr.BatchTooLarge, "receipts: has 501 items; the limit is 500"},
 		{"malformed JSON", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u",`,
 			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "request body is not valid JSON: unexpected end of JSON input"},
+		// Refused by the REST transcoder before the service sees them.
+		{"fractional seq", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1.5}`),
+			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "invalid value for int64 field seq: 1.5"},
+		{"seq not a number", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": "x"}`),
+			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "invalid value for int64 field seq"},
 		{"body over the limit", "POST", "/v1/receipts:mark", `{"receipts": [], "pad": "` + strings.Repeat("x", server.MaxBodyBytesDefault) + `"}`,
 			413, connect.CodeResourceExhausted, apierr.BodyTooLarge, "request body is larger than the limit of 1048576 bytes"},
 		{"single: colon in path id", "POST", "/v1/users/a:b/channels/c/read", `{"seq": 1}`,

@@ -93,9 +93,7 @@ func requireNoRows(t *testing.T, tb *testBundle) {
 func TestChannelRefusalsWriteNothing(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
-	var mem receiptsv1.MembershipResponse
-	tb.doProto(t, http.MethodPut, "/v1/channels/c/members/alice", `{}`, &mem)
-	tb.post(t, "c", 3, "alice")
+	tb.memberChannel(t, "c", "alice", 3, "alice")
 	ctx := context.Background()
 	dump := func() map[string]string {
 		out := map[string]string{}

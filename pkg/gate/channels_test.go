@@ -52,6 +52,15 @@ func (tb *testBundle) post(t *testing.T, ch string, seq int, sender string, ment
 	return out.GetResult()
 }
 
+// memberChannel makes user a member of ch and raises its head with a
+// notice of sender's.
+func (tb *testBundle) memberChannel(t *testing.T, ch, user string, head int, sender string) {
+	t.Helper()
+	var mem receiptsv1.MembershipResponse
+	tb.doProto(t, http.MethodPut, "/v1/channels/"+ch+"/members/"+user, `{}`, &mem)
+	tb.post(t, ch, head, sender)
+}
+
 func joinQuoted(s []string) string {
 	out := ""
 	for i, x := range s {
@@ -186,9 +195,7 @@ func TestChannelFlowREST(t *testing.T) {
 func TestChannelRulesRefuse(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
-	var mem receiptsv1.MembershipResponse
-	tb.doProto(t, http.MethodPut, "/v1/channels/c/members/alice", `{}`, &mem)
-	tb.post(t, "c", 10, "alice")
+	tb.memberChannel(t, "c", "alice", 10, "alice")
 	hw := tb.highWatermarks(t)
 
 	for _, tc := range []struct {
@@ -239,9 +246,7 @@ func TestChannelRulesRefuse(t *testing.T) {
 func TestMarkBeforeItsNoticeIsARace(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
-	var mem receiptsv1.MembershipResponse
-	tb.doProto(t, http.MethodPut, "/v1/channels/c/members/alice", `{}`, &mem)
-	tb.post(t, "c", 10, "bob")
+	tb.memberChannel(t, "c", "alice", 10, "bob")
 
 	resp, body := tb.doResp(t, http.MethodPost, "/v1/users/alice/channels/c/read", `{"seq": 11}`)
 	apierrtest.RefusedREST(t, resp.StatusCode, body, http.StatusConflict, apierr.HeadBehind)

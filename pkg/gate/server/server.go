@@ -168,7 +168,7 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 		}
 		if r.Body == nil || r.Body == http.NoBody {
 			if !s.serveFastREST(w, r, nil) {
-				next.ServeHTTP(w, r)
+				reasonedREST(next, w, r)
 			}
 			return
 		}
@@ -204,7 +204,7 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		next.ServeHTTP(w, r)
+		reasonedREST(next, w, r)
 	})
 }
 

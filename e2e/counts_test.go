@@ -17,6 +17,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -104,11 +105,12 @@ func (w *countsWorkload) ackedHead(ch string) int64 {
 }
 
 // call sends req (twice with probability dup: a duplicate) and returns the
-// first answer; an unexpected error is counted.
-func call[Req, Resp any](ctx context.Context, w *countsWorkload, f func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req, expected ...connect.Code) (*Resp, bool) {
+// first answer; an error is counted unless it is a refusal of an expected
+// reason.
+func call[Req, Resp any](ctx context.Context, w *countsWorkload, f func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req, expected ...apierr.Reason) (*Resp, bool) {
 	resp, err := f(ctx, connect.NewRequest(req))
 	if err != nil {
-		if !slices.Contains(expected, connect.CodeOf(err)) {
+		if !slices.Contains(expected, apierr.ReasonOf(err)) {
 			w.errs.Add(1)
 		}
 		return nil, false
@@ -146,9 +148,9 @@ func (w *countsWorkload) step(ctx context.Context) {
 	ch := w.channels[w.rng.IntN(len(w.channels))]
 	k := receipt.Key{User: u, Channel: ch}
 	head := w.ackedHead(ch)
-	// Non-members of channels with members get PermissionDenied: an
+	// Non-members of channels with members are refused (NOT_A_MEMBER): an
 	// expected refusal, not in the model.
-	denied := []connect.Code{connect.CodePermissionDenied}
+	denied := []apierr.Reason{apierr.NotAMember}
 	switch r := w.rng.Float64(); {
 	case r < 0.30: // a message, sometimes held back and posted later
 		req := &receiptsv1.NotifyMessageRequest{ChannelId: ch, Seq: w.seqs[ch].Add(1), SenderId: u}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -217,13 +219,22 @@ func (d *driver) send(cl receiptsv1connect.ReceiptServiceClient, req *receiptsv1
 	}
 }
 
-// retryable reports whether a failed call may succeed when sent again.
+// retryable reports whether a failed call may succeed when sent again, as
+// an upstream server decides it: by the refusal's reason when it has one
+// (a race with a message notice, a store or a limit that recovers), else
+// by its code (a gateway that went away gives no reason).
 func retryable(err error) bool {
-	switch connect.CodeOf(err) {
-	case connect.CodeInvalidArgument, connect.CodePermissionDenied, connect.CodeFailedPrecondition, connect.CodeNotFound:
-		return false
+	switch apierr.ReasonOf(err) {
+	case apierr.HeadBehind, apierr.Unavailable, apierr.RateLimited, apierr.DeadlineExceeded, apierr.Canceled:
+		return true
+	case "":
+		switch connect.CodeOf(err) {
+		case connect.CodeInvalidArgument, connect.CodePermissionDenied, connect.CodeFailedPrecondition, connect.CodeNotFound:
+			return false
+		}
+		return true
 	}
-	return true
+	return false
 }
 
 // markKind names the cursor a mark moves, as markWrite expects it.
@@ -271,4 +282,39 @@ func stateOf(r *receiptsv1.Receipt) receipt.State {
 		st.Delivered = receipt.Cursor{Position: receipt.Position{Seq: r.GetSeq()}, MessageID: r.GetMessageId()}
 	}
 	return st
+}
+
+// The drivers retry what an upstream server retries: a race with a notice
+// (HEAD_BEHIND, 409 over REST), a store or limit that recovers, and a
+// failure without a reason unless its code says the request is at fault;
+// never a refusal of the request itself, whatever its protocol.
+func TestRetryableByReason(t *testing.T) {
+	t.Parallel()
+	refusal := func(code connect.Code, reason apierr.Reason) error {
+		return apierr.New(code, reason, errors.New("refused"))
+	}
+	restBody := func(code connect.Code, reason apierr.Reason) []byte {
+		return apierr.StatusJSON(refusal(code, reason))
+	}
+	for _, c := range []struct {
+		name  string
+		err   error
+		retry bool
+	}{
+		{"head behind", refusal(connect.CodeAborted, apierr.HeadBehind), true},
+		{"head behind over REST", restRefusal("POST", "/v1/users/u/channels/c/read", 409, restBody(connect.CodeAborted, apierr.HeadBehind)), true},
+		{"unavailable", refusal(connect.CodeUnavailable, apierr.Unavailable), true},
+		{"rate limited over REST", restRefusal("POST", "/v1/receipts:mark", 429, restBody(connect.CodeResourceExhausted, apierr.RateLimited)), true},
+		{"gateway gone", connect.NewError(connect.CodeUnavailable, errors.New("connection refused")), true},
+		{"proxy page", restRefusal("POST", "/v1/receipts:mark", 502, []byte("<html>bad gateway</html>")), true},
+		{"bad seq", refusal(connect.CodeInvalidArgument, apierr.InvalidSeq), false},
+		{"bad seq over REST", restRefusal("POST", "/v1/users/u/channels/c/read", 400, restBody(connect.CodeInvalidArgument, apierr.InvalidSeq)), false},
+		{"not a member", refusal(connect.CodePermissionDenied, apierr.NotAMember), false},
+		{"epoch ahead", refusal(connect.CodeInvalidArgument, apierr.EpochAhead), false},
+		{"invalid without a reason", connect.NewError(connect.CodeInvalidArgument, errors.New("unknown field")), false},
+	} {
+		if got := retryable(c.err); got != c.retry {
+			t.Errorf("%s: retryable = %v, want %v (%v)", c.name, got, c.retry, c.err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -18,6 +19,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -124,13 +126,8 @@ func apiCall[Req, Resp any](ctx context.Context, c *opsClient, f func(context.Co
 	if err != nil {
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
-	switch {
-	case hresp.StatusCode == http.StatusBadRequest:
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s %s: %s", method, path, b))
-	case hresp.StatusCode == http.StatusForbidden:
-		return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s %s: %s", method, path, b))
-	case hresp.StatusCode != http.StatusOK:
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s %s: HTTP %d: %s", method, path, hresp.StatusCode, b))
+	if hresp.StatusCode != http.StatusOK {
+		return nil, restRefusal(method, path, hresp.StatusCode, b)
 	}
 	out := new(Resp)
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(b, any(out).(proto.Message)); err != nil {
@@ -141,6 +138,23 @@ func apiCall[Req, Resp any](ctx context.Context, c *opsClient, f func(context.Co
 
 // until runs a write until it is acknowledged or fails for good; after
 // halt it keeps retrying for at most a minute. It reports success.
+// restRefusal is a REST error answer as the error a client of the other
+// protocols gets: the body's code, and its ErrorInfo's reason when it has
+// one; a body without a code (a proxy, a gateway going down) is
+// Unavailable.
+func restRefusal(method, path string, status int, body []byte) error {
+	err := fmt.Errorf("%s %s: HTTP %d: %s", method, path, status, body)
+	var st struct{ Code connect.Code }
+	code := connect.CodeUnavailable
+	if json.Unmarshal(body, &st) == nil && st.Code > 0 {
+		code = st.Code
+	}
+	if reason := apierr.InfoOfREST(body).GetReason(); reason != "" {
+		return apierr.New(code, apierr.Reason(reason), err)
+	}
+	return connect.NewError(code, err)
+}
+
 func (o *ops) until(f func(ctx context.Context) error) bool {
 	var deadline time.Time
 	for {

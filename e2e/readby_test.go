@@ -24,6 +24,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -258,11 +259,12 @@ func (e *errList) err() error {
 func nowMs() int64 { return time.Now().UnixMilli() }
 
 // rbCall sends req and returns the answer; an error is unexpected unless
-// its code is denied (then the second result is false, and no error).
+// denied and it is NOT_A_MEMBER (then the second result is false, and no
+// error).
 func rbCall[Req, Resp any](ctx context.Context, w *rbClient, what string, f func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), req *Req, denied bool) (*Resp, bool) {
 	resp, err := f(ctx, connect.NewRequest(req))
 	switch {
-	case err != nil && denied && connect.CodeOf(err) == connect.CodePermissionDenied:
+	case err != nil && denied && apierr.ReasonOf(err) == apierr.NotAMember:
 		return nil, false
 	case err != nil:
 		w.errs.add(fmt.Errorf("%s %v: %w", what, req, err))

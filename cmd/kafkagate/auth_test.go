@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -75,7 +77,7 @@ func TestTokenFileFromEnvironment(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := post("")
-	require.Equal(t, http.StatusUnauthorized, code, body)
+	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsMissing)
 	code, body = post("chat-token-0123456789")
 	require.Equal(t, http.StatusOK, code, body)
 

@@ -28,9 +28,12 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/apierr"
 )
 
 // Defaults. Each Config field names its default.
@@ -395,7 +398,7 @@ func (g *Guard) take(client string, n int) error {
 	if wait > 0 {
 		g.m.rateLimited.Inc()
 		return &RateLimitedError{Client: client, RetryAfter: wait, msg: fmt.Sprintf(
-			"rate limit of %g events/s (burst %d) for client %s exceeded; retry after %s", g.cfg.RateLimit, g.cfg.RateLimitBurst, client, RetryAfterSeconds(wait)+"s")}
+			"rate limit of %g events/s (burst %d) for client %s exceeded; retry after %s", g.cfg.RateLimit, g.cfg.RateLimitBurst, client, apierr.Seconds(wait)+"s")}
 	}
 	return nil
 }
@@ -406,14 +409,13 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, scopes, rj, ok := g.authenticate(r)
 		if !ok {
-			g.log.Debug("refusing an unauthenticated API request", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.String("reason", rj.msg))
-			rj.write(w, r)
+			g.log.Debug("refusing an unauthenticated API request", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.String("reason", rj.Message()))
+			apierr.Write(w, r, rj)
 			return
 		}
 		if g.limits != nil {
 			if err := g.take(name, 1); err != nil {
-				rl, _ := errors.AsType[*RateLimitedError](err)
-				rateLimited(err.Error(), rl.RetryAfter).write(w, r)
+				apierr.Write(w, r, RateLimited(err))
 				return
 			}
 		}
@@ -424,7 +426,7 @@ func (g *Guard) Wrap(next http.Handler) http.Handler {
 // authenticate names the caller and its scopes: by its bearer token when
 // tokens are configured and it sends one, else by its verified client
 // certificate, else (open API only) by its remote IP, with every scope.
-func (g *Guard) authenticate(r *http.Request) (string, Scope, rejection, bool) {
+func (g *Guard) authenticate(r *http.Request) (string, Scope, *connect.Error, bool) {
 	tokens := g.tokens.Load()
 	var cert *x509.Certificate
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -435,14 +437,14 @@ func (g *Guard) authenticate(r *http.Request) (string, Scope, rejection, bool) {
 			scheme, token, _ := strings.Cut(h, " ")
 			if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 				g.m.rejected.WithLabelValues(reasonInvalid).Inc()
-				return "", 0, unauthenticated(`malformed Authorization header: want "Bearer <token>"`), false
+				return "", 0, unauthenticated(apierr.CredentialsInvalid, `malformed Authorization header: want "Bearer <token>"`), false
 			}
 			name, scopes, ok := tokens.lookup(strings.TrimSpace(token))
 			if !ok {
 				g.m.rejected.WithLabelValues(reasonInvalid).Inc()
-				return "", 0, unauthenticated("invalid bearer token: it is not among the API's accepted tokens"), false
+				return "", 0, unauthenticated(apierr.CredentialsInvalid, "invalid bearer token: it is not among the API's accepted tokens"), false
 			}
-			return "token:" + name, scopes, rejection{}, true
+			return "token:" + name, scopes, nil, true
 		}
 	}
 	if cert != nil {
@@ -454,7 +456,7 @@ func (g *Guard) authenticate(r *http.Request) (string, Scope, rejection, bool) {
 		if m := g.certScopes.Load(); m != nil {
 			scopes = (*m)[subject]
 		}
-		return "cert:" + subject, scopes, rejection{}, true
+		return "cert:" + subject, scopes, nil, true
 	}
 	if g.cfg.Authenticates() {
 		g.m.rejected.WithLabelValues(reasonMissing).Inc()
@@ -467,13 +469,13 @@ func (g *Guard) authenticate(r *http.Request) (string, Scope, rejection, bool) {
 		default:
 			msg = "missing client certificate: this API requires mTLS with a certificate its CA signed"
 		}
-		return "", 0, unauthenticated(msg), false
+		return "", 0, unauthenticated(apierr.CredentialsMissing, msg), false
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	return "ip:" + host, AllScopes, rejection{}, true
+	return "ip:" + host, AllScopes, nil, true
 }
 
 // Run reloads the token file, the client scopes file and the server

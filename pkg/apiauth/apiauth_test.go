@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/tlstest"
 )
 
@@ -88,8 +90,8 @@ func TestReloadTokens(t *testing.T) {
 	}
 	replace("svc2:" + newTok + "\n")
 	require.Eventually(t, func() bool { c, _ := call(newTok); return c == http.StatusOK }, 10*time.Second, 10*time.Millisecond)
-	code, _ = call(oldTok)
-	require.Equal(t, http.StatusUnauthorized, code, "the old token is gone")
+	code, body = call(oldTok)
+	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsInvalid, "the old token is gone")
 
 	// A broken file keeps the tokens in force; SIGHUP reloads at once.
 	replace("short\n")
@@ -158,10 +160,10 @@ func TestScopes(t *testing.T) {
 	code, _ = serveAs(t, g, ScopeRead, bearer(eraser))
 	require.Equal(t, http.StatusForbidden, code, "a scope list grants only its scopes")
 
-	code, _ = serveAs(t, g, ScopeRead, nil)
-	require.Equal(t, http.StatusUnauthorized, code, "no token: 401 before any scope")
-	code, _ = serveAs(t, g, ScopeRead, bearer("unknown-token-0123456789"))
-	require.Equal(t, http.StatusUnauthorized, code)
+	code, body = serveAs(t, g, ScopeRead, nil)
+	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsMissing, "no token: 401 before any scope")
+	code, body = serveAs(t, g, ScopeRead, bearer("unknown-token-0123456789"))
+	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsInvalid)
 
 	for scope, want := range map[string]float64{"erase": 2, "write": 1, "watch": 1, "read": 1} {
 		require.Equal(t, want, testutil.ToFloat64(g.m.forbidden.WithLabelValues(scope)), scope)
@@ -182,9 +184,12 @@ func TestEmptyTokenFileDeniesAll(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte("# nobody\n"), 0o600))
 	g, err := New(Config{TokenFile: path}, "0.0.0.0:0")
 	require.NoError(t, err)
-	for _, prepare := range []func(*http.Request){nil, bearer("any-token-0123456789abc"), bearer("# nobody")} {
-		code, body := serveAs(t, g, ScopeRead, prepare)
-		require.Equal(t, http.StatusUnauthorized, code, body)
+	for _, c := range []struct {
+		prepare func(*http.Request)
+		reason  apierr.Reason
+	}{{nil, apierr.CredentialsMissing}, {bearer("any-token-0123456789abc"), apierr.CredentialsInvalid}, {bearer("# nobody"), apierr.CredentialsInvalid}} {
+		code, body := serveAs(t, g, ScopeRead, c.prepare)
+		apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, c.reason)
 	}
 }
 
@@ -214,8 +219,8 @@ func TestFailedReloadKeepsTheOldSet(t *testing.T) {
 	g.Reload()
 	code, body := serveAs(t, g, ScopeWrite, bearer(tok))
 	require.Equal(t, http.StatusOK, code, "the old token still serves: %s", body)
-	code, _ = serveAs(t, g, ScopeRead, bearer(secret))
-	require.Equal(t, http.StatusUnauthorized, code)
+	code, body = serveAs(t, g, ScopeRead, bearer(secret))
+	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsInvalid)
 	code, body = serveAs(t, g, ScopeRead, asCert)
 	require.Equal(t, http.StatusOK, code, "the old client scopes still hold: %s", body)
 	require.Equal(t, "cert:receipts read", body)

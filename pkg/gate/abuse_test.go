@@ -17,6 +17,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -120,7 +121,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 					err = stream.Err()
 					_ = stream.Close()
 				}
-				if connect.CodeOf(err) == connect.CodeResourceExhausted {
+				if connect.CodeOf(err) == connect.CodeResourceExhausted && apierr.ReasonOf(err) == apierr.StreamLimit {
 					refused.Add(1)
 				} else {
 					other.Add(1)
@@ -150,7 +151,8 @@ func TestBoundedUnderAbuse(t *testing.T) {
 					if resp.Msg.GetDetailed() || len(resp.Msg.GetMembers()) > 0 || resp.Msg.GetMemberCount() != members {
 						readErrs.Add(1)
 					}
-				case rctx.Err() == nil && connect.CodeOf(err) == connect.CodeUnavailable && strings.Contains(err.Error(), "rebuilding the view"):
+				case rctx.Err() == nil && connect.CodeOf(err) == connect.CodeUnavailable && apierr.ReasonOf(err) == apierr.Unavailable &&
+					strings.Contains(err.Error(), "rebuilding the view"):
 					failedRebuilds.Add(1)
 				case rctx.Err() == nil:
 					readErrs.Add(1)

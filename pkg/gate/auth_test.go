@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -17,6 +18,8 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/tlstest"
 )
 
@@ -76,17 +79,18 @@ func TestAuthBearerTokens(t *testing.T) {
 	const mark = `{"receipts": [{"user_id": "ann", "channel_id": "c1", "kind": "READ", "seq": 3}]}`
 
 	resp, body := restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, "")
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
-	require.Contains(t, body, `"code":16`)
-	require.Contains(t, body, `missing bearer token: send \"Authorization: Bearer \u003ctoken\u003e\"`)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusUnauthorized, apierr.CredentialsMissing)
+	e := parseRESTError(t, []byte(body))
+	require.Equal(t, 16, e.Code)
+	require.Equal(t, `missing bearer token: send "Authorization: Bearer <token>"`, e.Message)
 	require.Equal(t, `Bearer realm="receipts"`, resp.Header.Get("WWW-Authenticate"))
 
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, tokenChat+"x")
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusUnauthorized, apierr.CredentialsInvalid)
 	require.Contains(t, body, "invalid bearer token")
 
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodGet, "/v1/users/ann/read-state", "", "")
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "reads are guarded too: %s", body)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusUnauthorized, apierr.CredentialsMissing, "reads are guarded too")
 
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, tokenChat)
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -97,10 +101,10 @@ func TestAuthBearerTokens(t *testing.T) {
 		"connect": tb.client(),
 	} {
 		err := markRead(c, "", "ann", 4)
-		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
+		apierrtest.Refused(t, err, connect.CodeUnauthenticated, apierr.CredentialsMissing, name)
 		require.ErrorContains(t, err, "missing bearer token", name)
 		err = markRead(c, "not-a-token-0123456789", "ann", 4)
-		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
+		apierrtest.Refused(t, err, connect.CodeUnauthenticated, apierr.CredentialsInvalid, name)
 		require.ErrorContains(t, err, "invalid bearer token", name)
 		require.NoError(t, markRead(c, tokenOther, "ann", 4), name)
 	}
@@ -109,6 +113,11 @@ func TestAuthBearerTokens(t *testing.T) {
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/"+receiptsv1connect.ReceiptServiceName+"/MarkRead", `{"user_id":"ann","channel_id":"c1","seq":5}`, "")
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Contains(t, body, `"code":"unauthenticated"`)
+	var connectErr struct {
+		Details []struct{ Type string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &connectErr))
+	require.Equal(t, "google.rpc.ErrorInfo", connectErr.Details[0].Type, "the Connect error carries the ErrorInfo: %s", body)
 
 	require.Equal(t, 5.0, gatheredLabel(t, tb, "receipts_kafkagate_auth_rejected_total", "missing"))
 	require.Equal(t, 3.0, gatheredLabel(t, tb, "receipts_kafkagate_auth_rejected_total", "invalid"))
@@ -146,10 +155,10 @@ func TestAuthMTLS(t *testing.T) {
 	require.Contains(t, body, `"seq":"2"`)
 
 	resp, body = restCall(t, clientFor(nil, false), url, http.MethodGet, "/v1/users/tess/read-state", "", "")
-	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusUnauthorized, apierr.CredentialsMissing)
 	require.Contains(t, body, "missing client certificate")
 	err := markRead(receiptsv1connect.NewReceiptServiceClient(clientFor(nil, true), url, connect.WithGRPC()), "", "tess", 3)
-	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
+	apierrtest.Refused(t, err, connect.CodeUnauthenticated, apierr.CredentialsMissing)
 
 	err = markRead(receiptsv1connect.NewReceiptServiceClient(clientFor([]tls.Certificate{stranger.ClientCert}, true), url, connect.WithGRPC()), "", "tess", 3)
 	// The server drops the handshake; the client sees it as Unavailable, or
@@ -199,7 +208,7 @@ func testRateLimitPerClient(t *testing.T, fastRESTOff bool) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	// 6 of 10 spent: a batch of 6 more is refused by its size.
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", batch(6), tokenChat)
-	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusTooManyRequests, apierr.RateLimited)
 	require.Contains(t, body, "rate limit of 0.01 events/s (burst 10) for client token:chat exceeded")
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	// The refused batch spent only its door charge (1): 3 remain.
@@ -208,24 +217,25 @@ func testRateLimitPerClient(t *testing.T, fastRESTOff bool) {
 
 	// Empty now: every protocol is refused at the door.
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodGet, "/v1/users/rob/read-state", "", tokenChat)
-	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
-	require.Contains(t, body, `"code":8`)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusTooManyRequests, apierr.RateLimited)
+	require.Equal(t, 8, parseRESTError(t, []byte(body)).Code)
 	retry := resp.Header.Get("Retry-After")
 	require.Regexp(t, `^[1-9][0-9]*$`, retry)
+	require.Equal(t, retry, apierr.InfoOfREST([]byte(body)).GetMetadata()["retry_after_seconds"])
 	err := markRead(tb.client(connect.WithGRPC()), tokenChat, "rob", 2)
-	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
+	apierrtest.Refused(t, err, connect.CodeResourceExhausted, apierr.RateLimited)
 	cerr, ok := errors.AsType[*connect.Error](err)
 	require.True(t, ok)
 	require.NotEmpty(t, cerr.Meta().Get("Retry-After"), "gRPC carries Retry-After too")
 	err = markRead(tb.client(), tokenChat, "rob", 2)
-	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
+	apierrtest.Refused(t, err, connect.CodeResourceExhausted, apierr.RateLimited)
 
 	// An oversized batch is refused by its validation, not by the limit,
 	// and costs a whole burst.
 	resp, body = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", batch(11), tokenThird)
-	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(body), http.StatusBadRequest, apierr.BatchTooLarge)
 	require.Contains(t, body, "limit is 10")
-	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(markRead(tb.client(), tokenThird, "rob", 2)))
+	apierrtest.Refused(t, markRead(tb.client(), tokenThird, "rob", 2), connect.CodeResourceExhausted, apierr.RateLimited)
 
 	// Another client is not affected.
 	require.NoError(t, markRead(tb.client(connect.WithGRPC()), tokenOther, "rob", 2))

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/server"
 )
@@ -37,57 +39,63 @@ func TestBadInputWritesNothing(t *testing.T) {
 		name, method, path, body string
 		status                   int
 		code                     connect.Code
+		reason                   apierr.Reason
 		msg                      string // the message contains it
 	}{
 		{"missing user_id", "POST", "/v1/receipts:mark", markBody(ok, `{"channel_id": "c", "kind": "READ", "seq": 1}`),
-			400, connect.CodeInvalidArgument, "receipts[1].user_id: is required"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[1].user_id: is required"},
 		{"over-long id", "POST", "/v1/receipts:mark", markBody(item(`"`+long+`"`, 1)),
-			400, connect.CodeInvalidArgument, "receipts[0].user_id: is 129 bytes long; the limit is 128"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].user_id: is 129 bytes long; the limit is 128"},
 		{"control character", "POST", "/v1/receipts:mark", markBody(ok, ok, `{"user_id": "u", "channel_id": "a\u0007b", "kind": "READ", "seq": 1}`),
-			400, connect.CodeInvalidArgument, "receipts[2].channel_id: contains a control or non-printable character at byte 1"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[2].channel_id: contains a control or non-printable character at byte 1"},
 		{"colon in id", "POST", "/v1/receipts:mark", markBody(ok, ok, ok, item(`"us:er"`, 1)),
-			400, connect.CodeInvalidArgument, "receipts[3].user_id: contains ':' at byte 2"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[3].user_id: contains ':' at byte 2"},
 		{"brace in channel id", "POST", "/v1/receipts:mark", markBody(ok, `{"user_id": "u", "channel_id": "a{b}", "kind": "READ", "seq": 1}`),
-			400, connect.CodeInvalidArgument, "receipts[1].channel_id: contains '{' at byte 1"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[1].channel_id: contains '{' at byte 1"},
 		{"brace in user id (single mark)", "POST", "/v1/receipts:mark", markBody(item(`"u}"`, 1)),
-			400, connect.CodeInvalidArgument, "receipts[0].user_id: contains '}' at byte 1"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].user_id: contains '}' at byte 1"},
 		{"colon in message id", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "m:1"}`),
-			400, connect.CodeInvalidArgument, "receipts[0].message_id: contains ':' at byte 1"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].message_id: contains ':' at byte 1"},
 		{"seq 0", "POST", "/v1/receipts:mark", markBody(item(`"u"`, 0)),
-			400, connect.CodeInvalidArgument, "receipts[0].seq: must be > 0, got 0"},
+			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be > 0, got 0"},
 		{"negative seq", "POST", "/v1/receipts:mark", markBody(item(`"u"`, -5)),
-			400, connect.CodeInvalidArgument, "receipts[0].seq: must be > 0, got -5"},
+			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be > 0, got -5"},
 		{"missing kind", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "seq": 1}`),
-			400, connect.CodeInvalidArgument, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
+			400, connect.CodeInvalidArgument, apierr.InvalidKind, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
 		{"unknown kind number", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": 7, "seq": 1}`),
-			400, connect.CodeInvalidArgument, "receipts[0].kind: must be READ or DELIVERED, got 7"},
+			400, connect.CodeInvalidArgument, apierr.InvalidKind, "receipts[0].kind: must be READ or DELIVERED, got 7"},
 		// The JSON codec discards unknown names (forward compatibility), so
 		// an unknown kind name arrives as unset.
 		{"unknown kind name", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "SEEN", "seq": 1}`),
-			400, connect.CodeInvalidArgument, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
+			400, connect.CodeInvalidArgument, apierr.InvalidKind, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
 		{"empty batch", "POST", "/v1/receipts:mark", `{"receipts": []}`,
-			400, connect.CodeInvalidArgument, "receipts: must not be empty"},
+			400, connect.CodeInvalidArgument, apierr.EmptyRequest, "receipts: must not be empty"},
 		{"too many items", "POST", "/v1/receipts:mark", markBody(many...),
-			400, connect.CodeInvalidArgument, "receipts: has 501 items; the limit is 500"},
+			400, connect.CodeInvalidArgument, apierr.BatchTooLarge, "receipts: has 501 items; the limit is 500"},
 		{"malformed JSON", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u",`,
-			400, connect.CodeInvalidArgument, "request body is not valid JSON: unexpected end of JSON input"},
+			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "request body is not valid JSON: unexpected end of JSON input"},
+		// Refused by the REST transcoder before the service sees them.
+		{"fractional seq", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1.5}`),
+			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "invalid value for int64 field seq: 1.5"},
+		{"seq not a number", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": "x"}`),
+			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "invalid value for int64 field seq"},
 		{"body over the limit", "POST", "/v1/receipts:mark", `{"receipts": [], "pad": "` + strings.Repeat("x", server.MaxBodyBytesDefault) + `"}`,
-			413, connect.CodeResourceExhausted, "request body is larger than the limit of 1048576 bytes"},
+			413, connect.CodeResourceExhausted, apierr.BodyTooLarge, "request body is larger than the limit of 1048576 bytes"},
 		{"single: colon in path id", "POST", "/v1/users/a:b/channels/c/read", `{"seq": 1}`,
-			400, connect.CodeInvalidArgument, "user_id: contains ':' at byte 1"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "user_id: contains ':' at byte 1"},
 		{"single: seq 0", "POST", "/v1/users/u/channels/c/delivered", `{"seq": 0}`,
-			400, connect.CodeInvalidArgument, "seq: must be > 0, got 0"},
+			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "seq: must be > 0, got 0"},
 		{"single: bad device id", "POST", "/v1/users/u/channels/c/read", `{"seq": 1, "device_id": "my phone"}`,
-			400, connect.CodeInvalidArgument, "device_id: contains whitespace at byte 2"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "device_id: contains whitespace at byte 2"},
 		{"read: bad channel id", "GET", "/v1/users/u/read-state?channel_id=ok&channel_id=x%3Ay", "",
-			400, connect.CodeInvalidArgument, "channel_id[1]: contains ':' at byte 1"},
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "channel_id[1]: contains ':' at byte 1"},
 		{"read: too many channels", "GET", "/v1/users/u/read-state?" + manyChannels, "",
-			400, connect.CodeInvalidArgument, "channel_id: has 501 ids; the limit is 500"},
+			400, connect.CodeInvalidArgument, apierr.BatchTooLarge, "channel_id: has 501 ids; the limit is 500"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			status, body := tb.do(t, c.method, c.path, c.body)
-			require.Equal(t, c.status, status, "body: %.300s", body)
+			apierrtest.RefusedREST(t, status, body, c.status, c.reason)
 			e := parseRESTError(t, body)
 			require.Equal(t, int(c.code), e.Code, "body: %.300s", body)
 			require.Contains(t, e.Message, c.msg)
@@ -101,15 +109,18 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{UserId: "u", ChannelId: "c", Kind: receiptsv1.Kind_READ, Seq: 1},
 		{UserId: "u", ChannelId: "c", Kind: receiptsv1.Kind_DELIVERED, Seq: -1},
 	}}))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidSeq)
+	require.Equal(t, "receipts[1].seq", apierr.InfoOf(err).GetMetadata()["field"])
 	require.Equal(t, "receipts[1].seq: must be > 0, got -1", connectMessage(err))
 	_, err = grpc.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{ChannelId: "c", Seq: 1}))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID)
 	require.Equal(t, "user_id: is required", connectMessage(err))
 	_, err = grpc.MarkReceipts(ctx, connect.NewRequest(&receiptsv1.MarkReceiptsRequest{Receipts: []*receiptsv1.Receipt{
 		{UserId: strings.Repeat("u", 128), ChannelId: strings.Repeat("c", server.MaxBodyBytesDefault), Kind: receiptsv1.Kind_READ, Seq: 1},
 	}}))
-	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
+	// connect refuses the oversized message before the service sees it:
+	// the code alone, no reason.
+	apierrtest.Refused(t, err, connect.CodeResourceExhausted, "")
 
 	// Nothing reached Redis or Kafka.
 	require.Empty(t, tb.redisKeys(t))

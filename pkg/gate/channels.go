@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
@@ -26,14 +27,14 @@ import (
 // and returns the distinct channels in request order.
 func validateChannelList(user string, channels []string, maxChannels int) ([]string, error) {
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalid(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	if len(channels) > maxChannels {
-		return nil, invalid(&receipt.FieldError{Field: "channel_id", Reason: fmt.Sprintf("has %d ids; the limit is %d", len(channels), maxChannels)})
+		return nil, tooMany("channel_id", fmt.Sprintf("has %d ids", len(channels)), maxChannels)
 	}
 	for i, c := range channels {
 		if err := receipt.ValidateID("channel_id["+strconv.Itoa(i)+"]", c); err != nil {
-			return nil, invalid(err)
+			return nil, invalid(apierr.InvalidID, err)
 		}
 	}
 	return batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept }), nil
@@ -118,7 +119,7 @@ func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]re
 			if cerr := contextError(ctx, err); cerr != nil {
 				return nil, cerr
 			}
-			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
+			return nil, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
 		}
 	}
 }
@@ -188,7 +189,7 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 			return nil, cerr
 		}
 		g.log.Warn("reading durable unread state", zap.Error(err))
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
+		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
 	}
 	return views, nil
 }
@@ -274,7 +275,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	r := req.Msg
 	m, err := validateMark(markInput{user: r.GetUserId(), channel: r.GetChannelId(), kind: receiptsv1.Kind_READ, seq: r.GetSeq(), deviceID: r.GetDeviceId()})
 	if err != nil {
-		return nil, invalid(err)
+		return nil, err
 	}
 	if err := g.checkMarks(ctx, []mark{m}); err != nil {
 		return nil, err
@@ -283,7 +284,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	// The record's size does not depend on the epoch Redis resolves.
 	prov, err := event.Encode(receipt.MarkUnread(receipt.State{Key: m.key, DeviceID: m.deviceID, UpdatedAtUnixMs: now}, m.seq))
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, internal(err)
 	}
 	event.StampGeneration(prov, math.MaxInt64)
 	prov.Topic = g.durable.Topic()
@@ -294,7 +295,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	res, err := g.redis.MarkUnread(rctx, m.key, m.seq, m.deviceID, now)
 	cancel()
 	if errors.Is(err, receipt.ErrEpochLimit) {
-		return nil, connect.NewError(connect.CodeFailedPrecondition, err)
+		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
 	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
@@ -302,14 +303,13 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err))
-		cerr.Meta().Set("Retry-After", g.retryAfter)
-		return nil, cerr
+		return nil, unavailableError(fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err),
+			apierr.RetryAfter(g.cfg.RetryAfter))
 	}
 	g.publishView(ctx, []redisstore.MergeResult{res}) // the public read moved back: others see it
 	rec, err := event.Encode(res.Resolved)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, internal(err)
 	}
 	// Stamped with the erasure generation the script read: an erasure
 	// drops the event only if it came first in Redis (tombstone.Drops),
@@ -341,7 +341,7 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 		return nil, err
 	}
 	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
-		return nil, invalid(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	views, err := g.unread(ctx, user, channels)
 	if err != nil {

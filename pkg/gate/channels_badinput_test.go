@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate"
 )
 
@@ -33,39 +35,41 @@ func TestChannelBadInputWritesNothing(t *testing.T) {
 	for _, c := range []struct {
 		name, method, path, body string
 		status                   int
+		reason                   apierr.Reason
 		msg                      string
 	}{
-		{"notice: seq 0", "POST", "/v1/channels/c/messages", `{"seq": 0}`, 400, "seq: must be > 0, got 0"},
-		{"notice: bad channel", "POST", "/v1/channels/a:b/messages", notice(""), 400, "channel_id: contains ':' at byte 1"},
-		{"notice: bad sender", "POST", "/v1/channels/c/messages", `{"seq": 1, "sender_id": "s s"}`, 400, "sender_id: contains whitespace at byte 1"},
-		{"notice: bad message id", "POST", "/v1/channels/c/messages", `{"seq": 1, "message_id": "m:1"}`, 400, "message_id: contains ':' at byte 1"},
-		{"notice: bad mention", "POST", "/v1/channels/c/messages", notice(`, "mentions": ["ok", "x:y"]`), 400, "mentions[1]: contains ':' at byte 1"},
-		{"notice: too many mentions", "POST", "/v1/channels/c/messages", notice(`, "mentions": [` + tooMany + `]`), 400, "mentions: has 1001 users; the limit is 1000"},
-		{"notice: malformed JSON", "POST", "/v1/channels/c/messages", `{"seq": `, 400, "request body is not valid JSON: unexpected end of JSON input"},
-		{"read: malformed JSON", "POST", "/v1/users/u/channels/c/read", `{"seq": `, 400, "request body is not valid JSON: unexpected end of JSON input"},
-		{"notices: empty", "POST", "/v1/messages:notify", `{"notices": []}`, 400, "notices: must not be empty"},
-		{"notices: too many", "POST", "/v1/messages:notify", `{"notices": [` + strings.Join(notices, ",") + `]}`, 400, "notices: has 501 items; the limit is 500"},
-		{"notices: one bad", "POST", "/v1/messages:notify", `{"notices": [{"channel_id": "c", "seq": 1}, {"channel_id": "c", "seq": -2}]}`, 400, "notices[1].seq: must be > 0, got -2"},
-		{"join: bad user", "PUT", "/v1/channels/c/members/a%20b", `{}`, 400, "user_id: contains whitespace at byte 1"},
-		{"join: negative seq", "PUT", "/v1/channels/c/members/u", `{"seq": -1}`, 400, "seq: must be >= 0, got -1"},
-		{"leave: bad channel", "DELETE", "/v1/channels/c%09/members/u", ``, 400, "channel_id: contains whitespace at byte 1"},
-		{"channel: page size", "GET", "/v1/channels/c?page_size=1001", ``, 400, "page_size: must be within [1, 1000], got 1001"},
-		{"channel: bad token", "GET", "/v1/channels/c?page_token=%21%21", ``, 400, "page_token: is not a token this service issued"},
-		{"unread: bad user", "GET", "/v1/users/a:b/unread", ``, 400, "user_id: contains ':' at byte 1"},
-		{"unread: too many channels", "GET", "/v1/users/u/unread?" + many, ``, 400, "channel_id: has 1001 ids; the limit is 1000"},
-		{"unread: bad channel", "GET", "/v1/users/u/unread?channel_id=ok&channel_id=x%3Ay", ``, 400, "channel_id[1]: contains ':' at byte 1"},
-		{"mark unread: seq 0", "POST", "/v1/users/u/channels/c/unread", `{"seq": 0}`, 400, "seq: must be > 0, got 0"},
-		{"read all: too many", "POST", "/v1/users/u/read-all", `{"channel_id": [` + strings.Repeat(`"c",`, gate.MaxUnreadChannelsDefault) + `"c"]}`, 400, "channel_id: has 1001 ids; the limit is 1000"},
-		{"read all: bad device", "POST", "/v1/users/u/read-all", `{"device_id": "a b"}`, 400, "device_id: contains whitespace"},
-		{"read: private delivered", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u", "channel_id": "c", "kind": "DELIVERED", "seq": 1, "private": true}]}`, 400, "receipts[0].private: applies to READ marks only"},
+		{"notice: seq 0", "POST", "/v1/channels/c/messages", `{"seq": 0}`, 400, apierr.InvalidSeq, "seq: must be > 0, got 0"},
+		{"notice: bad channel", "POST", "/v1/channels/a:b/messages", notice(""), 400, apierr.InvalidID, "channel_id: contains ':' at byte 1"},
+		{"notice: bad sender", "POST", "/v1/channels/c/messages", `{"seq": 1, "sender_id": "s s"}`, 400, apierr.InvalidID, "sender_id: contains whitespace at byte 1"},
+		{"notice: bad message id", "POST", "/v1/channels/c/messages", `{"seq": 1, "message_id": "m:1"}`, 400, apierr.InvalidID, "message_id: contains ':' at byte 1"},
+		{"notice: bad mention", "POST", "/v1/channels/c/messages", notice(`, "mentions": ["ok", "x:y"]`), 400, apierr.InvalidID, "mentions[1]: contains ':' at byte 1"},
+		{"notice: too many mentions", "POST", "/v1/channels/c/messages", notice(`, "mentions": [` + tooMany + `]`), 400, apierr.BatchTooLarge, "mentions: has 1001 users; the limit is 1000"},
+		{"notice: malformed JSON", "POST", "/v1/channels/c/messages", `{"seq": `, 400, apierr.MalformedRequest, "request body is not valid JSON: unexpected end of JSON input"},
+		{"read: malformed JSON", "POST", "/v1/users/u/channels/c/read", `{"seq": `, 400, apierr.MalformedRequest, "request body is not valid JSON: unexpected end of JSON input"},
+		{"notices: empty", "POST", "/v1/messages:notify", `{"notices": []}`, 400, apierr.EmptyRequest, "notices: must not be empty"},
+		{"notices: too many", "POST", "/v1/messages:notify", `{"notices": [` + strings.Join(notices, ",") + `]}`, 400, apierr.BatchTooLarge, "notices: has 501 items; the limit is 500"},
+		{"notices: one bad", "POST", "/v1/messages:notify", `{"notices": [{"channel_id": "c", "seq": 1}, {"channel_id": "c", "seq": -2}]}`, 400, apierr.InvalidSeq, "notices[1].seq: must be > 0, got -2"},
+		{"join: bad user", "PUT", "/v1/channels/c/members/a%20b", `{}`, 400, apierr.InvalidID, "user_id: contains whitespace at byte 1"},
+		{"join: negative seq", "PUT", "/v1/channels/c/members/u", `{"seq": -1}`, 400, apierr.InvalidSeq, "seq: must be >= 0, got -1"},
+		{"leave: bad channel", "DELETE", "/v1/channels/c%09/members/u", ``, 400, apierr.InvalidID, "channel_id: contains whitespace at byte 1"},
+		{"channel: page size", "GET", "/v1/channels/c?page_size=1001", ``, 400, apierr.InvalidField, "page_size: must be within [1, 1000], got 1001"},
+		{"channel: bad token", "GET", "/v1/channels/c?page_token=%21%21", ``, 400, apierr.InvalidField, "page_token: is not a token this service issued"},
+		{"unread: bad user", "GET", "/v1/users/a:b/unread", ``, 400, apierr.InvalidID, "user_id: contains ':' at byte 1"},
+		{"unread: too many channels", "GET", "/v1/users/u/unread?" + many, ``, 400, apierr.BatchTooLarge, "channel_id: has 1001 ids; the limit is 1000"},
+		{"unread: bad channel", "GET", "/v1/users/u/unread?channel_id=ok&channel_id=x%3Ay", ``, 400, apierr.InvalidID, "channel_id[1]: contains ':' at byte 1"},
+		{"mark unread: seq 0", "POST", "/v1/users/u/channels/c/unread", `{"seq": 0}`, 400, apierr.InvalidSeq, "seq: must be > 0, got 0"},
+		{"read all: too many", "POST", "/v1/users/u/read-all", `{"channel_id": [` + strings.Repeat(`"c",`, gate.MaxUnreadChannelsDefault) + `"c"]}`, 400, apierr.BatchTooLarge, "channel_id: has 1001 ids; the limit is 1000"},
+		{"read all: bad device", "POST", "/v1/users/u/read-all", `{"device_id": "a b"}`, 400, apierr.InvalidID, "device_id: contains whitespace"},
+		{"read: private delivered", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u", "channel_id": "c", "kind": "DELIVERED", "seq": 1, "private": true}]}`, 400, apierr.InvalidField, "receipts[0].private: applies to READ marks only"},
 	} {
 		status, body := tb.do(t, c.method, c.path, c.body)
-		require.Equal(t, c.status, status, "%s: %.300s", c.name, body)
+		apierrtest.RefusedREST(t, status, body, c.status, c.reason, c.name)
 		require.Contains(t, parseRESTError(t, body).Message, c.msg, c.name)
 	}
 	_, err := tb.client(connect.WithGRPC()).NotifyMessages(context.Background(), connect.NewRequest(&receiptsv1.NotifyMessagesRequest{
 		Notices: []*receiptsv1.MessageNotice{{ChannelId: "c", Seq: 1, Mentions: []string{"a b"}}}}))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID)
+	require.Equal(t, "notices[0].mentions[0]", apierr.InfoOf(err).GetMetadata()["field"])
 	require.Equal(t, "notices[0].mentions[0]: contains whitespace at byte 1", connectMessage(err))
 
 	require.Empty(t, tb.redisKeys(t))
@@ -89,9 +93,7 @@ func requireNoRows(t *testing.T, tb *testBundle) {
 func TestChannelRefusalsWriteNothing(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
-	var mem receiptsv1.MembershipResponse
-	tb.doProto(t, http.MethodPut, "/v1/channels/c/members/alice", `{}`, &mem)
-	tb.post(t, "c", 3, "alice")
+	tb.memberChannel(t, "c", "alice", 3, "alice")
 	ctx := context.Background()
 	dump := func() map[string]string {
 		out := map[string]string{}
@@ -105,15 +107,19 @@ func TestChannelRefusalsWriteNothing(t *testing.T) {
 		return out
 	}
 	before, hw := dump(), tb.highWatermarks(t)
-	for _, c := range []struct{ path, body string }{
-		{"/v1/users/alice/channels/c/read", `{"seq": 4}`},
-		{"/v1/users/alice/channels/c/read", `{"seq": 4, "private": true}`},
-		{"/v1/users/bob/channels/c/read", `{"seq": 1}`},
-		{"/v1/users/bob/channels/c/unread", `{"seq": 1}`},
-		{"/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 2}, {"user_id": "bob", "channel_id": "c", "kind": "READ", "seq": 1}]}`},
+	for _, c := range []struct {
+		path, body string
+		status     int
+		reason     apierr.Reason
+	}{
+		{"/v1/users/alice/channels/c/read", `{"seq": 4}`, 409, apierr.HeadBehind},
+		{"/v1/users/alice/channels/c/read", `{"seq": 4, "private": true}`, 409, apierr.HeadBehind},
+		{"/v1/users/bob/channels/c/read", `{"seq": 1}`, 403, apierr.NotAMember},
+		{"/v1/users/bob/channels/c/unread", `{"seq": 1}`, 403, apierr.NotAMember},
+		{"/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 2}, {"user_id": "bob", "channel_id": "c", "kind": "READ", "seq": 1}]}`, 403, apierr.NotAMember},
 	} {
 		status, body := tb.do(t, http.MethodPost, c.path, c.body)
-		require.Contains(t, []int{400, 403}, status, "%s %s: %s", c.path, c.body, body)
+		apierrtest.RefusedREST(t, status, body, c.status, c.reason, "%s %s", c.path, c.body)
 	}
 	require.Equal(t, before, dump())
 	require.Equal(t, hw, tb.highWatermarks(t))

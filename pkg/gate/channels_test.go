@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -47,6 +50,15 @@ func (tb *testBundle) post(t *testing.T, ch string, seq int, sender string, ment
 	tb.doProto(t, http.MethodPost, "/v1/channels/"+ch+"/messages",
 		fmt.Sprintf(`{"seq": %d, "message_id": "m%d", "sender_id": %q, "mentions": %s}`, seq, seq, sender, ms), &out)
 	return out.GetResult()
+}
+
+// memberChannel makes user a member of ch and raises its head with a
+// notice of sender's.
+func (tb *testBundle) memberChannel(t *testing.T, ch, user string, head int, sender string) {
+	t.Helper()
+	var mem receiptsv1.MembershipResponse
+	tb.doProto(t, http.MethodPut, "/v1/channels/"+ch+"/members/"+user, `{}`, &mem)
+	tb.post(t, ch, head, sender)
 }
 
 func joinQuoted(s []string) string {
@@ -183,31 +195,32 @@ func TestChannelFlowREST(t *testing.T) {
 func TestChannelRulesRefuse(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
-	var mem receiptsv1.MembershipResponse
-	tb.doProto(t, http.MethodPut, "/v1/channels/c/members/alice", `{}`, &mem)
-	tb.post(t, "c", 10, "alice")
+	tb.memberChannel(t, "c", "alice", 10, "alice")
 	hw := tb.highWatermarks(t)
 
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
+		reason                   apierr.Reason
+		field                    string
 		msg                      string
 	}{
-		{"read beyond head", "POST", "/v1/users/alice/channels/c/read", `{"seq": 11}`, 400, "seq: seq beyond channel head (seq 11, head 10)"},
-		{"delivered beyond head", "POST", "/v1/users/alice/channels/c/delivered", `{"seq": 11}`, 400, "seq beyond channel head"},
+		{"read beyond head", "POST", "/v1/users/alice/channels/c/read", `{"seq": 11}`, 409, apierr.HeadBehind, "seq", "seq: seq beyond channel head (seq 11, head 10)"},
+		{"delivered beyond head", "POST", "/v1/users/alice/channels/c/delivered", `{"seq": 11}`, 409, apierr.HeadBehind, "seq", "seq beyond channel head"},
 		{"batch beyond head", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 1},
-			{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 12}]}`, 400, "receipts[1].seq: seq beyond channel head"},
-		{"mark-unread beyond head", "POST", "/v1/users/alice/channels/c/unread", `{"seq": 11}`, 400, "seq beyond channel head"},
-		{"join beyond head", "PUT", "/v1/channels/c/members/bob", `{"seq": 11}`, 400, "seq: seq beyond channel head"},
-		{"non-member mark", "POST", "/v1/users/bob/channels/c/read", `{"seq": 1}`, 403, `user_id: "bob" is not a member of channel "c"`},
+			{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 12}]}`, 409, apierr.HeadBehind, "receipts[1].seq", "receipts[1].seq: seq beyond channel head"},
+		{"mark-unread beyond head", "POST", "/v1/users/alice/channels/c/unread", `{"seq": 11}`, 409, apierr.HeadBehind, "seq", "seq beyond channel head"},
+		{"join beyond head", "PUT", "/v1/channels/c/members/bob", `{"seq": 11}`, 400, apierr.SeqBeyondHead, "seq", "seq: seq beyond channel head"},
+		{"non-member mark", "POST", "/v1/users/bob/channels/c/read", `{"seq": 1}`, 403, apierr.NotAMember, "user_id", `user_id: "bob" is not a member of channel "c"`},
 		{"non-member in batch", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "alice", "channel_id": "c", "kind": "READ", "seq": 1},
-			{"user_id": "bob", "channel_id": "c", "kind": "DELIVERED", "seq": 1}]}`, 403, `receipts[1].user_id: "bob" is not a member`},
-		{"non-member mark-unread", "POST", "/v1/users/bob/channels/c/unread", `{"seq": 1}`, 403, "not a member"},
-		{"private delivered", "POST", "/v1/users/alice/channels/c/delivered", `{"seq": 1, "private": true}`, 400, "private: applies to READ marks only"},
-		{"negative epoch", "POST", "/v1/users/alice/channels/c/read", `{"seq": 1, "epoch": -1}`, 400, "epoch: must be >= 0, got -1"},
+			{"user_id": "bob", "channel_id": "c", "kind": "DELIVERED", "seq": 1}]}`, 403, apierr.NotAMember, "receipts[1].user_id", `receipts[1].user_id: "bob" is not a member`},
+		{"non-member mark-unread", "POST", "/v1/users/bob/channels/c/unread", `{"seq": 1}`, 403, apierr.NotAMember, "user_id", "not a member"},
+		{"private delivered", "POST", "/v1/users/alice/channels/c/delivered", `{"seq": 1, "private": true}`, 400, apierr.InvalidField, "private", "private: applies to READ marks only"},
+		{"negative epoch", "POST", "/v1/users/alice/channels/c/read", `{"seq": 1, "epoch": -1}`, 400, apierr.InvalidEpoch, "epoch", "epoch: must be >= 0, got -1"},
 	} {
 		status, body := tb.do(t, tc.method, tc.path, tc.body)
-		require.Equal(t, tc.status, status, "%s: %s", tc.name, body)
+		apierrtest.RefusedREST(t, status, body, tc.status, tc.reason, tc.name)
+		require.Equal(t, tc.field, apierr.InfoOfREST(body).GetMetadata()["field"], tc.name)
 		require.Contains(t, parseRESTError(t, body).Message, tc.msg, tc.name)
 	}
 	require.Equal(t, hw, tb.highWatermarks(t), "nothing was produced")
@@ -218,12 +231,45 @@ func TestChannelRulesRefuse(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st)
 
-	// The same over gRPC: the codes.
+	// The same over gRPC: the codes and reasons.
 	_, err = tb.client().MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "bob", ChannelId: "c", Seq: 1}))
-	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
+	apierrtest.Refused(t, err, connect.CodePermissionDenied, apierr.NotAMember)
 	_, err = tb.client().MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "alice", ChannelId: "c", Seq: 99}))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	apierrtest.Refused(t, err, connect.CodeAborted, apierr.HeadBehind)
 	_ = receipt.Key{}
+}
+
+// A read, delivered or batch mark beyond the head the service knows is a
+// race with its message's notice, answered as one: 409 / Aborted with
+// HEAD_BEHIND and a Retry-After, and the same call succeeds once the
+// notice is in. A seq ≤ 0 stays a bad request.
+func TestMarkBeforeItsNoticeIsARace(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	tb.memberChannel(t, "c", "alice", 10, "bob")
+
+	resp, body := tb.doResp(t, http.MethodPost, "/v1/users/alice/channels/c/read", `{"seq": 11}`)
+	apierrtest.RefusedREST(t, resp.StatusCode, body, http.StatusConflict, apierr.HeadBehind)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Equal(t, map[string]string{"field": "seq", "head": "10", "retry_after_seconds": "1"}, apierr.InfoOfREST(body).GetMetadata())
+
+	for name, client := range map[string]receiptsv1connect.ReceiptServiceClient{
+		"gRPC": tb.client(connect.WithGRPC()), "Connect": tb.client(),
+	} {
+		_, err := client.MarkDelivered(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "alice", ChannelId: "c", Seq: 11}))
+		apierrtest.Refused(t, err, connect.CodeAborted, apierr.HeadBehind, name)
+		require.Equal(t, "1", apierr.InfoOf(err).GetMetadata()["retry_after_seconds"], name)
+		var cerr *connect.Error
+		require.ErrorAs(t, err, &cerr)
+		require.Equal(t, "1", cerr.Meta().Get("Retry-After"), "%s: the retry delay in the call's metadata", name)
+	}
+	status, body := tb.do(t, http.MethodPost, "/v1/users/alice/channels/c/read", `{"seq": 0}`)
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.InvalidSeq)
+
+	tb.post(t, "c", 11, "bob")
+	var ok receiptsv1.MarkResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/c/read", `{"seq": 11}`, &ok)
+	require.True(t, ok.GetResult().GetAdvanced(), "the retry after the notice is taken")
 }
 
 // Calls that share a flush are checked one by one: concurrent members'
@@ -250,16 +296,22 @@ func TestChannelRulesRefuseEachCallOfASharedFlush(t *testing.T) {
 			calls = append(calls, call{"/v1/users/" + u + "/channels/c/read", fmt.Sprintf(`{"seq": %d}`, r%10+1), 200})
 		}
 		calls = append(calls, call{"/v1/users/outsider/channels/c/read", `{"seq": 1}`, 403})
-		calls = append(calls, call{"/v1/users/m1/channels/c/read", `{"seq": 11}`, 400})
+		calls = append(calls, call{"/v1/users/m1/channels/c/read", `{"seq": 11}`, 409})
 	}
 	var wg sync.WaitGroup
 	statuses := make([]int, len(calls))
+	bodies := make([][]byte, len(calls))
 	for i, c := range calls {
-		wg.Go(func() { statuses[i], _ = tb.do(t, http.MethodPost, c.path, c.body) })
+		wg.Go(func() { statuses[i], bodies[i] = tb.do(t, http.MethodPost, c.path, c.body) })
 	}
 	wg.Wait()
+	reasons := map[int]apierr.Reason{403: apierr.NotAMember, 409: apierr.HeadBehind}
 	for i, c := range calls {
-		require.Equal(t, c.status, statuses[i], "%s %s", c.path, c.body)
+		if c.status == 200 {
+			require.Equal(t, c.status, statuses[i], "%s %s: %s", c.path, c.body, bodies[i])
+			continue
+		}
+		apierrtest.RefusedREST(t, statuses[i], bodies[i], c.status, reasons[c.status], "%s %s", c.path, c.body)
 	}
 	st, _, err := tb.store.Get(context.Background(), "outsider", nil)
 	require.NoError(t, err)

@@ -12,6 +12,8 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 )
 
 // TestWorkIsCharged: the calls whose work grows with what they name are
@@ -37,7 +39,7 @@ func TestWorkIsCharged(t *testing.T) {
 		status, body := tb.do(t, http.MethodPost, "/v1/channels/c/messages", `{"seq": 1, "sender_id": "s", "mentions": `+users(8)+`}`)
 		require.Equal(t, http.StatusOK, status, "%s", body) // 1 + 8 of 10
 		resp, body := tb.doResp(t, http.MethodPost, "/v1/channels/c/messages", `{"seq": 2, "sender_id": "s", "mentions": `+users(2)+`}`)
-		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body) // 1 + 2 of 1
+		apierrtest.RefusedREST(t, resp.StatusCode, body, http.StatusTooManyRequests, apierr.RateLimited) // 1 + 2 of 1
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	})
 	t.Run("watch channels", func(t *testing.T) {
@@ -53,7 +55,7 @@ func TestWorkIsCharged(t *testing.T) {
 		stream2, err := client.WatchChannels(ctx, connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{"a", "b", "c"}}))
 		require.NoError(t, err)
 		require.False(t, stream2.Receive())
-		require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(stream2.Err()), "%v", stream2.Err()) // 1 + 2 of 2
+		apierrtest.Refused(t, stream2.Err(), connect.CodeResourceExhausted, apierr.RateLimited) // 1 + 2 of 2
 	})
 	t.Run("badges", func(t *testing.T) {
 		t.Parallel()
@@ -64,7 +66,7 @@ func TestWorkIsCharged(t *testing.T) {
 		}
 		// A badge over 5 channels: 1 at the door, then 5 + 1.
 		resp, body := tb.doResp(t, http.MethodPost, "/v1/receipts:lookup", `{"badge_user_ids": ["u"]}`)
-		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body)
+		apierrtest.RefusedREST(t, resp.StatusCode, body, http.StatusTooManyRequests, apierr.RateLimited)
 		require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	})
 }

@@ -3,7 +3,8 @@
 // every protocol (pkg/gate/server serves it on one port).
 //
 // Write path, per call: validate every item (all-or-nothing, InvalidArgument
-// naming the field) → check the channel rules (seq within a known head;
+// naming the field) → check the channel rules (seq within a known head,
+// else Aborted HEAD_BEHIND with Retry-After: the notice is late;
 // membership) → max-merge into Redis in one pipeline (synchronous, so the
 // next read sees it; bounded by a short timeout, and a Redis failure only
 // marks the answer realtime_degraded) → make every record keyed
@@ -18,6 +19,9 @@
 // call the producer refuses up front (Producer.Refuse: a full spool) is
 // refused before Redis. Concurrent calls share one Redis pipeline and one
 // durable write (coalesce.go), each answered exactly as alone.
+//
+// Every refusal is built by pkg/apierr with its reason (a google.rpc.ErrorInfo
+// naming the offending field).
 //
 // Readiness: the gate is ready while its producer can take durable writes.
 // Redis down only degrades answers.

@@ -2,13 +2,17 @@ package gate_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -32,7 +36,7 @@ func TestExplicitEpochAheadRefused(t *testing.T) {
 		{"/v1/users/ann/channels/c/read", `{"seq": 1, "epoch": 1, "private": true}`},
 	} {
 		status, b := tb.do(t, http.MethodPost, call.path, call.body)
-		require.Equal(t, http.StatusBadRequest, status, "%s: body %s", call.body, b)
+		apierrtest.RefusedREST(t, status, b, http.StatusBadRequest, apierr.EpochAhead, call.body)
 		require.Contains(t, parseRESTError(t, b).Message, "ahead of the stored read epoch 0", "%s", call.body)
 	}
 	states, _, err := tb.store.Get(ctx, "ann", nil)
@@ -43,7 +47,7 @@ func TestExplicitEpochAheadRefused(t *testing.T) {
 
 	for _, body := range []string{`{"seq": 1, "epoch": "9223372036854775807"}`, `{"seq": 1, "epoch": "2147483648"}`} {
 		status, b := tb.do(t, http.MethodPost, "/v1/users/ann/channels/c/read", body)
-		require.Equal(t, http.StatusBadRequest, status, "body: %s", b)
+		apierrtest.RefusedREST(t, status, b, http.StatusBadRequest, apierr.InvalidEpoch)
 		require.Contains(t, parseRESTError(t, b).Message, "epoch: must be between 0 and 2147483647")
 	}
 
@@ -55,6 +59,43 @@ func TestExplicitEpochAheadRefused(t *testing.T) {
 	tb.doProto(t, http.MethodPost, "/v1/users/ann/channels/c/read", `{"seq": 12, "epoch": 1}`, &mr)
 	require.True(t, mr.GetResult().GetAdvanced())
 	require.Equal(t, int64(1), mr.GetResult().GetState().GetRead().GetPosition().GetEpoch())
+	require.Empty(t, mr.GetResult().GetReason())
+}
+
+// TestStaleMarkInABatchSaysWhy: a mark of an epoch older than the stored
+// one changes nothing while the others of its batch are taken; its own
+// result says STALE_EPOCH (REST on the fast path and vanguard, and gRPC).
+func TestStaleMarkInABatchSaysWhy(t *testing.T) {
+	t.Parallel()
+	const batch = `{"receipts": [{"user_id": "ann", "channel_id": "c", "kind": "READ", "seq": 30, "epoch": 0},
+		{"user_id": "ann", "channel_id": "d", "kind": "READ", "seq": 5}]}`
+	check := func(name string, results []*receiptsv1.ReceiptResult) {
+		t.Helper()
+		require.Len(t, results, 2, name)
+		require.Equal(t, string(apierr.StaleEpoch), results[0].GetReason(), name)
+		require.False(t, results[0].GetAdvanced(), name)
+		require.Equal(t, receiptsv1.Durability_DURABILITY_UNSPECIFIED, results[0].GetDurability(), "%s: the stale mark was not written", name)
+		require.Empty(t, results[1].GetReason(), name)
+		require.True(t, results[1].GetAdvanced(), name)
+	}
+	for _, transcodeAll := range []bool{false, true} {
+		tb := setup(t, setupOpts{config: func(c *testConfig) { c.Server.TranscodeAllREST = transcodeAll }})
+		var mr receiptsv1.MarkResponse
+		tb.doProto(t, http.MethodPost, "/v1/users/ann/channels/c/read", `{"seq": 20}`, &mr)
+		tb.doProto(t, http.MethodPost, "/v1/users/ann/channels/c/unread", `{"seq": 10}`, &mr)
+		var out receiptsv1.MarkReceiptsResponse
+		tb.doProto(t, http.MethodPost, "/v1/receipts:mark", batch, &out)
+		check(fmt.Sprintf("REST (all transcoded: %v)", transcodeAll), out.GetResults())
+		if !transcodeAll {
+			continue
+		}
+		resp, err := tb.client(connect.WithGRPC()).MarkReceipts(context.Background(), connect.NewRequest(&receiptsv1.MarkReceiptsRequest{Receipts: []*receiptsv1.Receipt{
+			{UserId: "ann", ChannelId: "c", Kind: receiptsv1.Kind_READ, Seq: 31, Epoch: new(int64(0))},
+			{UserId: "ann", ChannelId: "d", Kind: receiptsv1.Kind_READ, Seq: 6},
+		}}))
+		require.NoError(t, err)
+		check("gRPC", resp.Msg.GetResults())
+	}
 }
 
 // TestExplicitEpochUncheckedWithoutRedis: with Redis down an explicit
@@ -68,7 +109,7 @@ func TestExplicitEpochUncheckedWithoutRedis(t *testing.T) {
 	tb := setup(t, setupOpts{redis: down})
 
 	status, b := tb.do(t, http.MethodPost, "/v1/users/bo/channels/c/read", `{"seq": 1, "epoch": 5}`)
-	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", b)
+	apierrtest.RefusedREST(t, status, b, http.StatusServiceUnavailable, apierr.Unavailable)
 	require.Zero(t, tb.highWatermarks(t))
 
 	var mr receiptsv1.MarkResponse
@@ -89,7 +130,7 @@ func TestMarkUnreadAtEpochLimit(t *testing.T) {
 	require.NoError(t, err)
 
 	status, b := tb.do(t, http.MethodPost, "/v1/users/cy/channels/c/unread", `{"seq": 10}`)
-	require.Equal(t, http.StatusBadRequest, status, "body: %s", b)
+	apierrtest.RefusedREST(t, status, b, http.StatusBadRequest, apierr.EpochLimit)
 	require.Contains(t, parseRESTError(t, b).Message, receipt.ErrEpochLimit.Error())
 	states, _, err := tb.store.Get(ctx, "cy", nil)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -21,7 +22,7 @@ import (
 // is bound for a spool it does not fit in.
 func (g *Gate) admit(rec *kgo.Record, err error) (*kgo.Record, error) {
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, internal(err)
 	}
 	rec.Topic = g.durable.Topic()
 	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
@@ -43,7 +44,7 @@ func (g *Gate) admit(rec *kgo.Record, err error) (*kgo.Record, error) {
 func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalid(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	// Sized like the real record, so a full spool refuses before Redis.
 	if _, err := g.admit(event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})); err != nil {
@@ -56,13 +57,11 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
 		g.log.Warn("erasing a user from redis; answering unavailable", zap.String("user_id", user), zap.Error(err))
-		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("erasing %s from redis: %w; nothing was acknowledged, retry", user, err))
-		cerr.Meta().Set("Retry-After", g.retryAfter)
-		return nil, cerr
+		return nil, unavailableError(fmt.Errorf("erasing %s from redis: %w; nothing was acknowledged, retry", user, err), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
 	rec, err := event.EncodeErasure(ts)
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
+		return nil, internal(err)
 	}
 	rec.Topic = g.durable.Topic()
 	durability, err := g.produce(ctx, []*kgo.Record{rec})

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -113,7 +115,7 @@ func TestEraseUserRefusesBadInput(t *testing.T) {
 		"colon":     {"a:b", "user_id: contains ':'"},
 	} {
 		_, err := c.EraseUser(context.Background(), connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: tc.user}))
-		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), name)
+		apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID, name)
 		require.ErrorContains(t, err, tc.want, name)
 	}
 	require.Zero(t, tb.highWatermarks(t), "nothing was produced")

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -71,8 +73,9 @@ func TestKafkaFailingAnswersUnavailable(t *testing.T) {
 		Count: -1,
 	})
 	resp, body := tb.doResp(t, http.MethodPost, "/v1/users/hank/channels/c1/read", `{"seq": 3}`)
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body: %s", body)
+	apierrtest.RefusedREST(t, resp.StatusCode, body, http.StatusServiceUnavailable, apierr.Unavailable)
 	require.Equal(t, "2", resp.Header.Get("Retry-After"))
+	require.Equal(t, "2", apierr.InfoOfREST(body).GetMetadata()["retry_after_seconds"])
 	e := parseRESTError(t, body)
 	require.Equal(t, int(connect.CodeUnavailable), e.Code)
 	require.Contains(t, e.Message, "making 1 marks durable")
@@ -80,7 +83,7 @@ func TestKafkaFailingAnswersUnavailable(t *testing.T) {
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkRead", "code", "unavailable"))
 
 	_, err := tb.client(connect.WithGRPC()).MarkDelivered(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "hank", ChannelId: "c1", Seq: 4}))
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	apierrtest.Refused(t, err, connect.CodeUnavailable, apierr.Unavailable)
 	require.Zero(t, tb.highWatermarks(t))
 
 	// Once Kafka acks again, so does the gate.
@@ -116,7 +119,7 @@ func TestKafkaHoldingAcksAnswersUnavailableWithinBound(t *testing.T) {
 		`{"user_id": "ivy", "channel_id": "c1", "kind": "READ", "seq": 1}`,
 		`{"user_id": "ivy", "channel_id": "c2", "kind": "READ", "seq": 1}`,
 	))
-	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
+	apierrtest.RefusedREST(t, status, body, http.StatusServiceUnavailable, apierr.Unavailable)
 	require.Contains(t, parseRESTError(t, body).Message, "producing 2 records (attempt 1, 2 not acked): waiting for acks: context deadline exceeded")
 	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "unavailable"))
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_produce_duration_seconds"))
@@ -131,7 +134,7 @@ func TestPostgresDownWithIncompleteRedisIsUnavailable(t *testing.T) {
 	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Postgres = pg }})
 
 	status, body := tb.do(t, http.MethodGet, "/v1/users/jack/read-state", "")
-	require.Equal(t, http.StatusServiceUnavailable, status, "body: %s", body)
+	apierrtest.RefusedREST(t, status, body, http.StatusServiceUnavailable, apierr.Unavailable)
 	e := parseRESTError(t, body)
 	require.Equal(t, int(connect.CodeUnavailable), e.Code)
 	require.True(t, strings.HasPrefix(e.Message, "reading durable state (real-time view incomplete)"), e.Message)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -32,8 +32,6 @@ type Gate struct {
 	m       *metrics
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
-	// retryAfter is the Retry-After value of Unavailable writes.
-	retryAfter string
 
 	// redisWarn lets the "Redis degraded" log line through once a second:
 	// during an outage every call would log it.
@@ -65,13 +63,12 @@ func New(cfg Config) (*Gate, error) {
 	}
 	m := newMetrics(cfg.Registerer)
 	g := &Gate{
-		cfg:        cfg,
-		log:        cfg.Logger.Named("gate"),
-		redis:      redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix, Undecodable: m.undecodable}),
-		pg:         cfg.Postgres,
-		durable:    cfg.Producer,
-		m:          m,
-		retryAfter: strconv.FormatInt(int64(max(1, (cfg.RetryAfter+time.Second-1)/time.Second)), 10),
+		cfg:     cfg,
+		log:     cfg.Logger.Named("gate"),
+		redis:   redisstore.New(cfg.Redis, redisstore.Config{Prefix: cfg.RedisPrefix, Undecodable: m.undecodable}),
+		pg:      cfg.Postgres,
+		durable: cfg.Producer,
+		m:       m,
 	}
 	g.redisWarn.Interval, g.durableWarn.Interval, g.resolveWarn.Interval = warnInterval, warnInterval, warnInterval
 	g.writes = newWriteCoalescer(g)
@@ -148,7 +145,7 @@ func (g *Gate) markOne(ctx context.Context, r *receiptsv1.MarkRequest, kind rece
 		messageID: r.GetMessageId(), deviceID: r.GetDeviceId(), epoch: r.Epoch, private: r.GetPrivate(),
 	})
 	if err != nil {
-		return nil, invalid(err)
+		return nil, err
 	}
 	results, err := g.write(ctx, []mark{m})
 	if err != nil {
@@ -188,12 +185,22 @@ const warnInterval = time.Second
 func contextError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
-		return connect.NewError(connect.CodeCanceled, err)
+		return apierr.New(connect.CodeCanceled, apierr.Canceled, err)
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
+		return apierr.New(connect.CodeDeadlineExceeded, apierr.DeadlineExceeded, err)
 	}
 	return nil
 }
+
+// unavailableError is the answer when a store the call needs cannot
+// answer: Unavailable (HTTP 503), reason UNAVAILABLE; nothing was
+// acknowledged.
+func unavailableError(err error, meta ...apierr.Meta) error {
+	return apierr.New(connect.CodeUnavailable, apierr.Unavailable, err, meta...)
+}
+
+// internal is the answer to a bug (a record that does not encode).
+func internal(err error) error { return apierr.New(connect.CodeInternal, apierr.Internal, err) }
 
 // AgreeSettings checks the settings the gateway shares with the persister
 // against the ones the deployment stored in Postgres (storing them when

@@ -3,10 +3,12 @@ package gate
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -18,9 +20,17 @@ const redisOpResolve = "resolve_epoch"
 // errBeyondHead is the reason of a mark past the channel's known head.
 const errBeyondHead = "seq beyond channel head"
 
+// HeadBehindRetryAfter is the Retry-After of a mark beyond the known
+// head (HEAD_BEHIND). The message's notice travels the upstream's other
+// pipeline and is usually in within milliseconds: one second is the
+// shortest delay the header can say, and a client that retries sooner
+// only costs a Redis read.
+const HeadBehindRetryAfter = time.Second
+
 // checkMarks applies the channel rules to validated marks, all or
 // nothing, before anything is written: a mark past a known channel head
-// is InvalidArgument, and — unless AllowNonMemberMarks — a mark by a
+// is Aborted (HEAD_BEHIND: a race with the message's notice, which a
+// retry wins), and — unless AllowNonMemberMarks — a mark by a
 // non-member of a channel with registered members is PermissionDenied.
 // When Redis cannot answer, the checks are skipped (the write is still
 // made durable and answers realtime_degraded).
@@ -48,7 +58,7 @@ func (g *Gate) checkEach(f *facts, marks []mark) error {
 
 func (g *Gate) checkMark(f *facts, m mark) error {
 	if head := f.head(m.key.Channel); head > 0 && m.seq > head {
-		return beyondHead(m.field+"seq", m.seq, head)
+		return headBehind(m.field+"seq", m.seq, head)
 	}
 	if g.cfg.AllowNonMemberMarks {
 		return nil
@@ -59,13 +69,25 @@ func (g *Gate) checkMark(f *facts, m mark) error {
 	return nil
 }
 
+// headBehind is the answer to a mark beyond the head the service knows:
+// the notice of its message has not arrived yet, so it is a race the
+// caller wins by retrying (Aborted, HTTP 409, with Retry-After), not a
+// bad request.
+func headBehind(field string, seq, head int64) error {
+	return apierr.New(connect.CodeAborted, apierr.HeadBehind,
+		&receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d); the message's notice has not arrived yet, retry", errBeyondHead, seq, head)},
+		apierr.Head(head), apierr.RetryAfter(HeadBehindRetryAfter))
+}
+
+// beyondHead is the refusal of a join point beyond the channel's head:
+// InvalidArgument, SEQ_BEYOND_HEAD.
 func beyondHead(field string, seq, head int64) error {
-	return invalid(&receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d)", errBeyondHead, seq, head)})
+	return invalid(apierr.SeqBeyondHead, &receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d)", errBeyondHead, seq, head)}, apierr.Head(head))
 }
 
 func notMember(prefix string, k receipt.Key) error {
-	return connect.NewError(connect.CodePermissionDenied,
-		fmt.Errorf("%suser_id: %q is not a member of channel %q", prefix, k.User, k.Channel))
+	return apierr.New(connect.CodePermissionDenied, apierr.NotAMember,
+		fmt.Errorf("%suser_id: %q is not a member of channel %q", prefix, k.User, k.Channel), apierr.Field(prefix+"user_id"))
 }
 
 // resolveEpochs returns what to produce for each state: the state with

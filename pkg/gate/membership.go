@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -31,7 +32,7 @@ func (g *Gate) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.
 		return nil, err
 	}
 	if r.Seq != nil && *r.Seq < 0 {
-		return nil, invalid(&receipt.FieldError{Field: "seq", Reason: fmt.Sprintf("must be >= 0, got %d", *r.Seq)})
+		return nil, invalid(apierr.InvalidSeq, &receipt.FieldError{Field: "seq", Reason: fmt.Sprintf("must be >= 0, got %d", *r.Seq)})
 	}
 	return g.changeMembership(ctx, k, true, r.Seq)
 }
@@ -47,10 +48,10 @@ func (g *Gate) LeaveChannel(ctx context.Context, req *connect.Request[receiptsv1
 
 func validateKey(user, ch string) (receipt.Key, error) {
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return receipt.Key{}, invalid(err)
+		return receipt.Key{}, invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
-		return receipt.Key{}, invalid(err)
+		return receipt.Key{}, invalid(apierr.InvalidID, err)
 	}
 	return receipt.Key{User: user, Channel: ch}, nil
 }
@@ -135,7 +136,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 			gen = max(gen, merged[0].Generation)
 		}
 		if rec, err = event.EncodeMembership(reg, &resolved[0]); err != nil {
-			return nil, connect.NewError(connect.CodeInternal, err)
+			return nil, internal(err)
 		}
 		rec.Topic = g.durable.Topic()
 	}
@@ -169,7 +170,7 @@ func (g *Gate) headOf(ctx context.Context, f *facts, ch string) (int64, error) {
 		if cerr := contextError(ctx, err); cerr != nil {
 			return 0, cerr
 		}
-		return 0, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading the head of %s (Redis and Postgres both failed): %w; retry", ch, err))
+		return 0, unavailableError(fmt.Errorf("reading the head of %s (Redis and Postgres both failed): %w; retry", ch, err))
 	}
 	if len(heads) == 0 {
 		return 0, nil
@@ -190,18 +191,18 @@ func membershipProto(m channel.Membership) *receiptsv1.Membership {
 func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.GetChannelRequest]) (*connect.Response[receiptsv1.GetChannelResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
-		return nil, invalid(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	size := int(r.GetPageSize())
 	switch {
 	case size == 0:
 		size = PageSizeDefault
 	case size < 0 || size > MaxPageSize:
-		return nil, invalid(&receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxPageSize, size)})
+		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxPageSize, size)})
 	}
 	after, err := decodePageToken(r.GetPageToken())
 	if err != nil {
-		return nil, invalid(err)
+		return nil, invalid(apierr.InvalidField, err)
 	}
 	ch := r.GetChannelId()
 	// No user: the facts of the channel alone.
@@ -230,7 +231,7 @@ func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.G
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading the members of %s: %w; retry", ch, err))
+		return nil, unavailableError(fmt.Errorf("reading the members of %s: %w; retry", ch, err))
 	}
 	if len(members) > size {
 		members = members[:size]

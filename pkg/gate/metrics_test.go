@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 )
 
 // TestStaleMarksCounted: a mark at the stored position counts as a
@@ -51,7 +53,7 @@ func TestRequestDurationObserved(t *testing.T) {
 	_, err := tb.client(connect.WithGRPC()).MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "erin", ChannelId: "c1", Seq: 1}))
 	require.NoError(t, err)
 	_, err = tb.client().MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "erin", ChannelId: "", Seq: 1}))
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID)
 	var rs receiptsv1.GetReadStateResponse
 	tb.doProto(t, http.MethodGet, "/v1/users/erin/read-state", "", &rs)
 	var mr receiptsv1.MarkResponse

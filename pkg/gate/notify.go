@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -37,10 +38,10 @@ type notice struct {
 
 func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) {
 	for _, err := range []error{
-		receipt.ValidateID(prefix+"channel_id", n.GetChannelId()),
-		receipt.ValidateSeq(prefix+"seq", n.GetSeq()),
-		receipt.ValidateOptionalID(prefix+"message_id", n.GetMessageId()),
-		receipt.ValidateOptionalID(prefix+"sender_id", n.GetSenderId()),
+		invalid(apierr.InvalidID, receipt.ValidateID(prefix+"channel_id", n.GetChannelId())),
+		invalid(apierr.InvalidSeq, receipt.ValidateSeq(prefix+"seq", n.GetSeq())),
+		invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"message_id", n.GetMessageId())),
+		invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", n.GetSenderId())),
 	} {
 		if err != nil {
 			return notice{}, err
@@ -48,13 +49,13 @@ func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) 
 	}
 	ms := n.GetMentions()
 	if len(ms) > MaxMentions {
-		return notice{}, &receipt.FieldError{Field: prefix + "mentions", Reason: fmt.Sprintf("has %d users; the limit is %d", len(ms), MaxMentions)}
+		return notice{}, tooMany(prefix+"mentions", fmt.Sprintf("has %d users", len(ms)), MaxMentions)
 	}
 	seen := make(map[string]bool, len(ms))
 	out := notice{channel: n.GetChannelId(), seq: n.GetSeq(), messageID: n.GetMessageId(), sender: n.GetSenderId()}
 	for i, u := range ms {
 		if err := receipt.ValidateID(prefix+"mentions["+strconv.Itoa(i)+"]", u); err != nil {
-			return notice{}, err
+			return notice{}, invalid(apierr.InvalidID, err)
 		}
 		if !seen[u] {
 			seen[u] = true
@@ -70,7 +71,7 @@ func (g *Gate) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv
 	n, err := validateNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
 		SenderId: r.GetSenderId(), Mentions: r.GetMentions()})
 	if err != nil {
-		return nil, invalid(err)
+		return nil, err
 	}
 	results, err := g.notify(ctx, []notice{n})
 	if err != nil {
@@ -84,15 +85,15 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 	ns := req.Msg.GetNotices()
 	switch {
 	case len(ns) == 0:
-		return nil, invalid(&receipt.FieldError{Field: "notices", Reason: "must not be empty"})
+		return nil, invalid(apierr.EmptyRequest, &receipt.FieldError{Field: "notices", Reason: "must not be empty"})
 	case len(ns) > MaxNotices:
-		return nil, invalid(&receipt.FieldError{Field: "notices", Reason: fmt.Sprintf("has %d items; the limit is %d", len(ns), MaxNotices)})
+		return nil, tooMany("notices", fmt.Sprintf("has %d items", len(ns)), MaxNotices)
 	}
 	notices := make([]notice, len(ns))
 	for i, n := range ns {
 		v, err := validateNotice("notices["+strconv.Itoa(i)+"].", n)
 		if err != nil {
-			return nil, invalid(err)
+			return nil, err
 		}
 		notices[i] = v
 	}
@@ -272,7 +273,7 @@ func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, ment
 	recs := make([]*kgo.Record, 0, len(order)+len(senders)+len(mentions))
 	add := func(rec *kgo.Record, err error) error {
 		if err != nil {
-			return connect.NewError(connect.CodeInternal, err)
+			return internal(err)
 		}
 		rec.Topic = g.durable.Topic()
 		recs = append(recs, rec)

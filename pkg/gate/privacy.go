@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -28,10 +30,10 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	m := req.Msg
 	user := m.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalidArgument(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	if m.ShareReadReceipts == nil && m.ShareDeliveryReceipts == nil {
-		return nil, invalidArgument(fmt.Errorf("nothing to change: set share_read_receipts or share_delivery_receipts"))
+		return nil, invalid(apierr.EmptyRequest, errors.New("nothing to change: set share_read_receipts or share_delivery_receipts"))
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	cur, err := g.settingsOf(rctx, []string{user})
@@ -70,9 +72,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		// hides would break the promise: refuse, nothing produced.
 		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
 		g.warnRedis(redisOpSettings, err)
-		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("applying settings to the real-time view: %w; retry", err))
-		cerr.Meta().Set("Retry-After", g.retryAfter)
-		return nil, cerr
+		return nil, unavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
 	if _, err := g.produce(ctx, []*kgo.Record{rec}); err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) er
 func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalidArgument(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	sts, err := g.settingsOf(rctx, []string{user})

@@ -60,7 +60,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string) (*conne
 		// Redis alone may be missing or behind on channels: answering with
 		// it would show wrong badges without saying so.
 		g.log.Warn("reading durable state", zap.String("reason", reason), zap.Error(perr))
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), perr))
+		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), perr))
 	}
 
 	if rerr == nil {

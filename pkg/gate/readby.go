@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -309,7 +310,7 @@ func (g *Gate) durableErr(ctx context.Context, err error) error {
 		return cerr
 	}
 	g.log.Warn("read-by: reading durable state", zap.Error(err))
-	return connect.NewError(connect.CodeUnavailable, fmt.Errorf("reading channel state: %w; retry", err))
+	return unavailableError(fmt.Errorf("reading channel state: %w; retry", err))
 }
 
 // visible returns a member's cursor of a kind as others may see it.
@@ -327,18 +328,13 @@ func (s *channelSight) visible(user string, k redisstore.ViewKind) (redisstore.V
 
 func validateChannelSeq(prefix, ch string, seq int64, sender string) error {
 	if err := receipt.ValidateID(prefix+"channel_id", ch); err != nil {
-		return invalidArgument(err)
+		return invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateSeq(prefix+"seq", seq); err != nil {
-		return invalidArgument(err)
+		return invalid(apierr.InvalidSeq, err)
 	}
-	if err := receipt.ValidateOptionalID(prefix+"sender_id", sender); err != nil {
-		return invalidArgument(err)
-	}
-	return nil
+	return invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", sender))
 }
-
-func invalidArgument(err error) error { return connect.NewError(connect.CodeInvalidArgument, err) }
 
 // GetMessageReceipts implements receiptsv1connect.ReceiptServiceHandler.
 func (g *Gate) GetMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
@@ -419,7 +415,7 @@ func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sende
 func (g *Gate) GetTicks(ctx context.Context, req *connect.Request[receiptsv1.GetTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
 	ch := req.Msg.GetChannelId()
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
-		return nil, invalidArgument(err)
+		return nil, invalid(apierr.InvalidID, err)
 	}
 	s, err := g.sight(ctx, ch)
 	if err != nil {
@@ -484,13 +480,13 @@ func (g *Gate) ticksOf(ctx context.Context, s *channelSight) (*receiptsv1.Channe
 func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receiptsv1.LookupReceiptsRequest]) (*connect.Response[receiptsv1.LookupReceiptsResponse], error) {
 	m := req.Msg
 	if n := len(m.GetMessages()); n > MaxLookupItems {
-		return nil, invalidArgument(fmt.Errorf("messages: %d items; the limit is %d", n, MaxLookupItems))
+		return nil, tooMany("messages", fmt.Sprintf("has %d items", n), MaxLookupItems)
 	}
 	if n := len(m.GetBadgeUserIds()); n > MaxLookupItems {
-		return nil, invalidArgument(fmt.Errorf("badge_user_ids: %d items; the limit is %d", n, MaxLookupItems))
+		return nil, tooMany("badge_user_ids", fmt.Sprintf("has %d items", n), MaxLookupItems)
 	}
 	if len(m.GetMessages()) == 0 && len(m.GetBadgeUserIds()) == 0 {
-		return nil, invalidArgument(errors.New("messages and badge_user_ids are both empty"))
+		return nil, invalid(apierr.EmptyRequest, errors.New("messages and badge_user_ids are both empty"))
 	}
 	for i, ref := range m.GetMessages() {
 		if err := validateChannelSeq(fmt.Sprintf("messages[%d].", i), ref.GetChannelId(), ref.GetSeq(), ref.GetSenderId()); err != nil {
@@ -499,7 +495,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 	}
 	for i, u := range m.GetBadgeUserIds() {
 		if err := receipt.ValidateID(fmt.Sprintf("badge_user_ids[%d]", i), u); err != nil {
-			return nil, invalidArgument(err)
+			return nil, invalid(apierr.InvalidID, err)
 		}
 	}
 	out := &receiptsv1.LookupReceiptsResponse{}

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -79,8 +81,8 @@ func TestReadByTicksAndSettings(t *testing.T) {
 
 	// Bad input: a clear reason, nothing written.
 	status, body = tb.do(t, http.MethodGet, "/v1/channels/g/messages/0/receipts", "")
-	require.Equal(t, http.StatusBadRequest, status, "%s", body)
-	require.Contains(t, string(body), "seq")
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.InvalidSeq)
+	require.Equal(t, "seq", apierr.InfoOfREST(body).GetMetadata()["field"])
 	items := ""
 	for i := range 501 {
 		if i > 0 {
@@ -89,10 +91,11 @@ func TestReadByTicksAndSettings(t *testing.T) {
 		items += fmt.Sprintf(`{"channel_id": "g", "seq": %d}`, i+1)
 	}
 	status, body = tb.do(t, http.MethodPost, "/v1/receipts:lookup", `{"messages": [`+items+`]}`)
-	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.BatchTooLarge)
+	require.Equal(t, map[string]string{"field": "messages", "limit": "500"}, apierr.InfoOfREST(body).GetMetadata())
 	require.Contains(t, string(body), "the limit is 500")
 	status, body = tb.do(t, http.MethodPut, "/v1/users/h/settings", `{}`)
-	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.EmptyRequest)
 }
 
 func userIDs(ms []*receiptsv1.MemberAt) []string {

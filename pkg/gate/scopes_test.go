@@ -18,6 +18,8 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate/server"
 )
 
@@ -73,7 +75,7 @@ func TestScopesPerProcedure(t *testing.T) {
 		proc := "/" + string(svc.FullName()) + "/" + string(m.Name())
 		need, ok := server.ScopeOf(proc)
 		require.True(t, ok, proc)
-		wantDenied := fmt.Sprintf(`needs the \"%s\" scope`, need)
+		wantDenied := fmt.Sprintf(`needs the "%s" scope`, need)
 		rule, _ := proto.GetExtension(m.Options(), annotations.E_Http).(*annotations.HttpRule)
 
 		for scope, tok := range scopeTokens {
@@ -89,9 +91,11 @@ func TestScopesPerProcedure(t *testing.T) {
 				if allowed {
 					require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, resp.StatusCode, "REST %s %s: %s", label, route, got)
 				} else {
-					require.Equal(t, http.StatusForbidden, resp.StatusCode, "REST %s %s: %s", label, route, got)
-					require.Contains(t, got, `"code":7`)
-					require.Contains(t, got, wantDenied, label)
+					apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing, "REST %s %s", label, route)
+					require.Equal(t, need.String(), apierr.InfoOfREST([]byte(got)).GetMetadata()["scope"], label)
+					e := parseRESTError(t, []byte(got))
+					require.Equal(t, 7, e.Code)
+					require.Contains(t, e.Message, wantDenied, label)
 				}
 			}
 			if m.IsStreamingServer() {
@@ -103,7 +107,8 @@ func TestScopesPerProcedure(t *testing.T) {
 			} else {
 				require.Equal(t, http.StatusForbidden, resp.StatusCode, "Connect %s: %s", label, got)
 				require.Contains(t, got, `"code":"permission_denied"`)
-				require.Contains(t, got, wantDenied, label)
+				require.Contains(t, got, strings.ReplaceAll(wantDenied, `"`, `\"`), label)
+				require.Contains(t, got, `"type":"google.rpc.ErrorInfo"`, label)
 			}
 			grpc := connect.NewClient[emptypb.Empty, emptypb.Empty](tb.h2c, tb.url+proc, connect.WithGRPC())
 			req := connect.NewRequest(&emptypb.Empty{})
@@ -112,14 +117,14 @@ func TestScopesPerProcedure(t *testing.T) {
 			if allowed {
 				require.NotContains(t, []connect.Code{connect.CodePermissionDenied, connect.CodeUnauthenticated}, connect.CodeOf(err), "gRPC %s: %v", label, err)
 			} else {
-				require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "gRPC %s: %v", label, err)
-				require.ErrorContains(t, err, strings.ReplaceAll(wantDenied, `\"`, `"`))
+				apierrtest.Refused(t, err, connect.CodePermissionDenied, apierr.ScopeMissing, "gRPC %s", label)
+				require.ErrorContains(t, err, wantDenied)
 			}
 		}
 		if rule != nil {
 			method, route, _ := restRoute(rule)
 			resp, got := restCall(t, tb.h1, tb.url, method, route, "", "")
-			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "REST %s without a token: %s", m.Name(), got)
+			apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusUnauthorized, apierr.CredentialsMissing, "REST %s without a token", m.Name())
 		}
 	}
 
@@ -135,7 +140,7 @@ func TestScopesPerProcedure(t *testing.T) {
 			if scope == apiauth.ScopeWatch {
 				require.NotEqual(t, connect.CodePermissionDenied, connect.CodeOf(stream.Err()), "%s watch with a %s token", name, scope)
 			} else {
-				require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(stream.Err()), "%s watch with a %s token: %v", name, scope, stream.Err())
+				apierrtest.Refused(t, stream.Err(), connect.CodePermissionDenied, apierr.ScopeMissing, "%s watch with a %s token", name, scope)
 				require.ErrorContains(t, stream.Err(), `needs the "watch" scope`)
 			}
 			cancel()
@@ -143,8 +148,8 @@ func TestScopesPerProcedure(t *testing.T) {
 		}
 		if scope != apiauth.ScopeWatch {
 			resp, got := restCall(t, tb.h1, tb.url, http.MethodGet, "/v1/channels:watch?channel_id=c1", "", tok)
-			require.Equal(t, http.StatusForbidden, resp.StatusCode, "SSE watch with a %s token: %s", scope, got)
-			require.Contains(t, got, `needs the \"watch\" scope`)
+			apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing, "SSE watch with a %s token", scope)
+			require.Contains(t, parseRESTError(t, []byte(got)).Message, `needs the "watch" scope`)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -165,11 +170,12 @@ func TestScopesPerProcedure(t *testing.T) {
 	resp, got = restCall(t, tb.h1, tb.url, http.MethodGet, "/v1/users/ann/read-state", "", legacyToken)
 	require.Equal(t, http.StatusOK, resp.StatusCode, got)
 	resp, got = restCall(t, tb.h1, tb.url, http.MethodDelete, "/v1/users/ann", "", legacyToken)
-	require.Equal(t, http.StatusForbidden, resp.StatusCode, got)
-	require.Contains(t, got, `EraseUser needs the \"erase\" scope, which client token:legacy lacks (it holds write,read,watch)`)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing)
+	require.Contains(t, parseRESTError(t, []byte(got)).Message, `EraseUser needs the "erase" scope, which client token:legacy lacks (it holds write,read,watch)`)
 	// The fast REST path refuses before writing.
 	resp, got = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, scopeTokens[apiauth.ScopeRead])
-	require.Equal(t, http.StatusForbidden, resp.StatusCode, got)
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing)
+	require.Equal(t, "write", apierr.InfoOfREST([]byte(got)).GetMetadata()["scope"])
 	require.Positive(t, gatheredLabel(t, tb, "receipts_kafkagate_auth_forbidden_total", "erase"))
 	require.Positive(t, gatheredLabel(t, tb, "receipts_kafkagate_auth_forbidden_total", "write"))
 }

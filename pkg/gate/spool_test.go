@@ -24,6 +24,8 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/server"
 	"github.com/readstate/receipts/pkg/kafkaconf"
@@ -216,7 +218,7 @@ func TestSpoolFullAnswersUnavailableWithRetryAfter(t *testing.T) {
 	}
 	checkUnavailable := func(resp *http.Response, body []byte, n int) {
 		t.Helper()
-		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "body: %s", body)
+		apierrtest.RefusedREST(t, resp.StatusCode, body, http.StatusServiceUnavailable, apierr.Unavailable)
 		require.Equal(t, "2", resp.Header.Get("Retry-After"))
 		e := parseRESTError(t, body)
 		require.Equal(t, int(connect.CodeUnavailable), e.Code)
@@ -250,7 +252,7 @@ func TestSpoolFullAnswersUnavailableWithRetryAfter(t *testing.T) {
 	}
 	for name, opts := range map[string][]connect.ClientOption{"grpc": {connect.WithGRPC()}, "connect": nil} {
 		_, err := tb.client(opts...).MarkReceipts(ctx, connect.NewRequest(req))
-		require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%s: %v", name, err)
+		apierrtest.Refused(t, err, connect.CodeUnavailable, apierr.Unavailable, name)
 		ce, ok := err.(*connect.Error)
 		require.True(t, ok, name)
 		require.Equal(t, "2", ce.Meta().Get("Retry-After"), name)

@@ -10,6 +10,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/watch"
 )
@@ -63,11 +64,11 @@ const WatchRetryAfter = 5 * time.Second
 // either, ResourceExhausted with Retry-After.
 func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (*watch.Subscription, error) {
 	if g.live.hub == nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("watch streams are not enabled on this gateway"))
+		return nil, apierr.New(connect.CodeUnimplemented, apierr.NotEnabled, errors.New("watch streams are not enabled on this gateway"))
 	}
 	for i, ch := range channels {
 		if err := receipt.ValidateID(fmt.Sprintf("channel_id[%d]", i), ch); err != nil {
-			return nil, invalid(err)
+			return nil, invalid(apierr.InvalidID, err)
 		}
 	}
 	var client string
@@ -90,18 +91,20 @@ func watchError(ctx context.Context, err error) error {
 		return cerr
 	}
 	switch {
-	case errors.Is(err, watch.ErrBadToken), errors.Is(err, watch.ErrNoChannels), errors.Is(err, watch.ErrTooManyChannels):
-		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, watch.ErrBadToken):
+		return invalid(apierr.InvalidField, err, apierr.Field("resume_token"))
+	case errors.Is(err, watch.ErrNoChannels):
+		return invalid(apierr.EmptyRequest, err, apierr.Field("channel_id"))
+	case errors.Is(err, watch.ErrTooManyChannels):
+		return invalid(apierr.BatchTooLarge, err, apierr.Field("channel_id"))
 	case errors.Is(err, watch.ErrTooManySubscribers):
-		return connect.NewError(connect.CodeResourceExhausted, err)
+		return apierr.New(connect.CodeResourceExhausted, apierr.StreamLimit, err)
 	case errors.Is(err, watch.ErrTooManyClientStreams):
-		cerr := connect.NewError(connect.CodeResourceExhausted, err)
-		cerr.Meta().Set("Retry-After", apiauth.RetryAfterSeconds(WatchRetryAfter))
-		return cerr
+		return apierr.New(connect.CodeResourceExhausted, apierr.StreamLimit, err, apierr.RetryAfter(WatchRetryAfter))
 	case errors.Is(err, watch.ErrClosed):
-		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
+		return unavailableError(errShuttingDown)
 	}
-	return connect.NewError(connect.CodeUnavailable, err)
+	return unavailableError(err)
 }
 
 // StopWatches ends every watch stream with Unavailable (resume with the
@@ -143,27 +146,18 @@ func (g *Gate) WatchChannels(ctx context.Context, req *connect.Request[receiptsv
 // server is stopping the streams, else the failure's code.
 func (g *Gate) WatchStreamError(ctx context.Context, err error) error {
 	if ctx.Err() == nil && g.live.stopping.Err() != nil {
-		return connect.NewError(connect.CodeUnavailable, errShuttingDown)
+		return unavailableError(errShuttingDown)
 	}
 	return watchError(ctx, err)
 }
 
 // charge spends n more events of the calling client's rate limit
 // (apiauth.Charge) for the work a call causes beyond what the transport
-// charged; a refusal is ResourceExhausted with Retry-After.
+// charged; a refusal is ResourceExhausted with Retry-After
+// (apiauth.RateLimited).
 func charge(ctx context.Context, n int) error {
 	if err := apiauth.Charge(ctx, n); err != nil {
-		return rateLimited(err)
+		return apiauth.RateLimited(err)
 	}
 	return nil
-}
-
-// rateLimited is a refused charge as the API's error: ResourceExhausted
-// with Retry-After.
-func rateLimited(err error) error {
-	cerr := connect.NewError(connect.CodeResourceExhausted, err)
-	if rl, ok := errors.AsType[*apiauth.RateLimitedError](err); ok && rl.RetryAfter > 0 {
-		cerr.Meta().Set("Retry-After", apiauth.RetryAfterSeconds(rl.RetryAfter))
-	}
-	return cerr
 }

@@ -3,8 +3,8 @@ package gate_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -21,6 +21,8 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
@@ -179,7 +181,10 @@ func watchSSEEvents(t *testing.T, ctx context.Context, client *http.Client, base
 			case strings.HasPrefix(line, "id: "):
 				id = strings.TrimPrefix(line, "id: ")
 			case strings.HasPrefix(line, "event: error"):
-				done <- fmt.Errorf("error event")
+				// Its data line is the REST error body.
+				sc.Scan()
+				data := strings.TrimPrefix(sc.Text(), "data: ")
+				done <- fmt.Errorf("error event, reason %s: %s", apierr.InfoOfREST([]byte(data)).GetReason(), data)
 				return
 			case strings.HasPrefix(line, "data: "):
 				var ev receiptsv1.WatchEvent
@@ -278,8 +283,8 @@ func TestWatchTwoReplicas(t *testing.T) {
 	// Serve to return nil, which it would not if the streams held the
 	// drain past ShutdownTimeout.
 	stopA()
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(<-grpcDone))
-	require.ErrorContains(t, <-resumeDone, "error event")
+	apierrtest.Refused(t, <-grpcDone, connect.CodeUnavailable, apierr.Unavailable)
+	require.ErrorContains(t, <-resumeDone, "error event, reason UNAVAILABLE")
 }
 
 func TestWatchRefusals(t *testing.T) {
@@ -289,10 +294,10 @@ func TestWatchRefusals(t *testing.T) {
 
 	// Without a hub the route and the RPC say so.
 	status, body := tb.do(t, http.MethodGet, "/v1/channels:watch?channel_id=a", "")
-	require.Equal(t, http.StatusNotImplemented, status, "body: %s", body)
+	apierrtest.RefusedREST(t, status, body, http.StatusNotImplemented, apierr.NotEnabled)
 
 	base, _ := replica(t, tb, startHub(t, tb.rdb, tb.prefix))
-	get := func(query string, header http.Header) (int, restError) {
+	get := func(query string, header http.Header) (int, []byte) {
 		req, err := http.NewRequest(http.MethodGet, base+"/v1/channels:watch?"+query, nil)
 		require.NoError(t, err)
 		for k, v := range header {
@@ -301,32 +306,27 @@ func TestWatchRefusals(t *testing.T) {
 		resp, err := tb.h1.Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
-		var e restError
-		if resp.StatusCode != http.StatusOK {
-			require.NoError(t, jsonDecode(resp, &e))
-		}
-		return resp.StatusCode, e
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, b
 	}
-	code, e := get("resume_token=garbage&channel_id=a", nil)
-	require.Equal(t, http.StatusBadRequest, code)
-	require.Contains(t, e.Message, "resume token")
-	code, _ = get("channel_id=a", http.Header{"Last-Event-ID": {"AAAA"}})
-	require.Equal(t, http.StatusBadRequest, code, "Last-Event-ID is the token too")
-	code, e = get("", nil)
-	require.Equal(t, http.StatusBadRequest, code)
-	code, e = get("channel_id=a:b", nil)
-	require.Equal(t, http.StatusBadRequest, code)
-	require.Contains(t, e.Message, "channel_id[0]")
+	code, b := get("resume_token=garbage&channel_id=a", nil)
+	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.InvalidField)
+	require.Contains(t, parseRESTError(t, b).Message, "resume token")
+	require.Equal(t, "resume_token", apierr.InfoOfREST(b).GetMetadata()["field"])
+	code, b = get("channel_id=a", http.Header{"Last-Event-ID": {"AAAA"}})
+	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.InvalidField, "Last-Event-ID is the token too")
+	code, b = get("", nil)
+	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.EmptyRequest)
+	code, b = get("channel_id=a:b", nil)
+	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.InvalidID)
+	require.Contains(t, parseRESTError(t, b).Message, "channel_id[0]")
 
 	client := receiptsv1connect.NewReceiptServiceClient(tb.h2c, base)
 	stream, err := client.WatchChannels(ctx, connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{"a"}, ResumeToken: "nope"}))
 	require.NoError(t, err)
 	require.False(t, stream.Receive())
-	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(stream.Err()))
-}
-
-func jsonDecode(resp *http.Response, out any) error {
-	return json.NewDecoder(resp.Body).Decode(out)
+	apierrtest.Refused(t, stream.Err(), connect.CodeInvalidArgument, apierr.InvalidField)
 }
 
 // TestWatchThroughMarks: marks made through the gateway reach a watcher

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
@@ -31,8 +34,9 @@ func startCappedHub(t *testing.T, tb *testBundle, perClient int) *watch.Hub {
 }
 
 // openSSE opens a server-sent events watch stream and reads its opening
-// comment; the stream stays open until the test ends or close is called.
-func openSSE(t *testing.T, client *http.Client, base, channel string) (status int, retryAfter string, close func()) {
+// comment, or the body of its refusal; the stream stays open until the
+// test ends or close is called.
+func openSSE(t *testing.T, client *http.Client, base, channel string) (status int, retryAfter string, refusal []byte, close func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/channels:watch?channel_id="+channel, nil)
@@ -43,10 +47,13 @@ func openSSE(t *testing.T, client *http.Client, base, channel string) (status in
 		line, err := bufio.NewReader(resp.Body).ReadString('\n')
 		require.NoError(t, err)
 		require.True(t, strings.HasPrefix(line, ": watching"), line)
+	} else {
+		refusal, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
 	}
 	stop := func() { cancel(); _ = resp.Body.Close() }
 	t.Cleanup(stop)
-	return resp.StatusCode, resp.Header.Get("Retry-After"), stop
+	return resp.StatusCode, resp.Header.Get("Retry-After"), refusal, stop
 }
 
 // TestWatchStreamsPerClient: a client (here its address: the API is open)
@@ -61,14 +68,14 @@ func TestWatchStreamsPerClient(t *testing.T) {
 	h1 := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0}}
 	t.Cleanup(h1.CloseIdleConnections)
 
-	status, _, closeFirst := openSSE(t, h1, base, "a")
+	status, _, _, closeFirst := openSSE(t, h1, base, "a")
 	require.Equal(t, http.StatusOK, status)
-	status, _, _ = openSSE(t, h1, base, "b")
+	status, _, _, _ = openSSE(t, h1, base, "b")
 	require.Equal(t, http.StatusOK, status)
 
 	// The third, over server-sent events: 429 with Retry-After.
-	status, retry, _ := openSSE(t, h1, base, "c")
-	require.Equal(t, http.StatusTooManyRequests, status)
+	status, retry, refusal, _ := openSSE(t, h1, base, "c")
+	apierrtest.RefusedREST(t, status, refusal, http.StatusTooManyRequests, apierr.StreamLimit)
 	require.Equal(t, "5", retry)
 
 	// Over gRPC and Connect: ResourceExhausted with Retry-After.
@@ -77,7 +84,7 @@ func TestWatchStreamsPerClient(t *testing.T) {
 		stream, err := client.WatchChannels(context.Background(), connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{"c"}}))
 		require.NoError(t, err)
 		require.False(t, stream.Receive())
-		require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(stream.Err()), "%v", stream.Err())
+		apierrtest.Refused(t, stream.Err(), connect.CodeResourceExhausted, apierr.StreamLimit)
 		require.Contains(t, stream.Err().Error(), "too many watch streams of this client")
 		ce, ok := stream.Err().(*connect.Error)
 		require.True(t, ok)
@@ -92,7 +99,7 @@ func TestWatchStreamsPerClient(t *testing.T) {
 	// A stream that ends gives its place back.
 	closeFirst()
 	require.Eventually(t, func() bool {
-		status, _, stop := openSSE(t, h1, base, "d")
+		status, _, _, stop := openSSE(t, h1, base, "d")
 		stop()
 		return status == http.StatusOK
 	}, 5*time.Second, 20*time.Millisecond)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -67,7 +68,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		for i, st := range states {
 			rec, err := event.Encode(st)
 			if err != nil {
-				return nil, connect.NewError(connect.CodeInternal, err)
+				return nil, internal(err)
 			}
 			rec.Topic = g.durable.Topic()
 			recs[i] = rec
@@ -137,6 +138,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		case merged[i].Stale:
 			res.State = event.StateToProto(merged[i].State)
 			res.Durability = receiptsv1.Durability_DURABILITY_UNSPECIFIED
+			res.Reason = string(apierr.StaleEpoch)
 		default:
 			res.State = event.StateToProto(merged[i].State)
 			res.Advanced = merged[i].Advanced
@@ -296,10 +298,7 @@ func (g *Gate) unavailable(n int, err error) error {
 	g.durableWarn.Do(func() {
 		g.log.Warn("making marks durable; answering unavailable", zap.Int("num_records", n), zap.String("topic", g.durable.Topic()), zap.Error(err))
 	})
-	cerr := connect.NewError(connect.CodeUnavailable,
-		fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err))
-	cerr.Meta().Set("Retry-After", g.retryAfter)
-	return cerr
+	return unavailableError(fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err), apierr.RetryAfter(g.cfg.RetryAfter))
 }
 
 // mergeRedis merges the marks (mergeMarksRedis), then publishes their

@@ -337,8 +337,13 @@ type ReceiptResult struct {
 	// True when Redis could not be updated; the mark is durable and the
 	// real-time view will be repaired.
 	RealtimeDegraded bool `protobuf:"varint,4,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Why the mark was refused while the others of its call were taken
+	// (the ErrorInfo reason it would carry alone): STALE_EPOCH when its
+	// epoch is older than the stored read epoch. Empty for a mark taken
+	// (or a no-op behind the cursor).
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceiptResult) Reset() {
@@ -397,6 +402,13 @@ func (x *ReceiptResult) GetRealtimeDegraded() bool {
 		return x.RealtimeDegraded
 	}
 	return false
+}
+
+func (x *ReceiptResult) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type MarkRequest struct {
@@ -1132,7 +1144,8 @@ type NoticeResult struct {
 	Advanced         bool       `protobuf:"varint,2,opt,name=advanced,proto3" json:"advanced,omitempty"`
 	Durability       Durability `protobuf:"varint,3,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
 	RealtimeDegraded bool       `protobuf:"varint,4,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
-	// Mentions recorded, and those dropped because the user is not a member.
+	// Mentions recorded, and those dropped because the user is not a member
+	// (reason NOT_A_MEMBER, the only cause of a dropped mention).
 	Mentioned       []string `protobuf:"bytes,5,rep,name=mentioned,proto3" json:"mentioned,omitempty"`
 	MentionsDropped []string `protobuf:"bytes,6,rep,name=mentions_dropped,json=mentionsDropped,proto3" json:"mentions_dropped,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -3640,14 +3653,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x13MarkReceiptsRequest\x120\n" +
 	"\breceipts\x18\x01 \x03(\v2\x14.receipts.v1.ReceiptR\breceipts\"L\n" +
 	"\x14MarkReceiptsResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xc2\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xda\x01\n" +
 	"\rReceiptResult\x12/\n" +
 	"\x05state\x18\x01 \x01(\v2\x19.receipts.v1.ChannelStateR\x05state\x12\x1a\n" +
 	"\badvanced\x18\x02 \x01(\bR\badvanced\x127\n" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
-	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\"\xd2\x01\n" +
+	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xd2\x01\n" +
 	"\vMarkRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +

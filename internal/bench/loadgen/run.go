@@ -20,6 +20,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -531,6 +532,9 @@ func (r *runner) send(ctx context.Context, b batch, model map[receipt.Key]receip
 		kind := "http " + strconv.Itoa(code)
 		if code := errorCode(raw); code != "" {
 			kind += " " + code
+		}
+		if reason := apierr.InfoOfREST(raw).GetReason(); reason != "" {
+			kind += " " + reason
 		}
 		r.fail(len(b), kind, truncate(string(raw), 200))
 		return

@@ -400,16 +400,17 @@ func TestRunStopsOnCancel(t *testing.T) {
 	})
 }
 
-func TestRunNamesRESTErrorCodes(t *testing.T) {
+func TestRunNamesRESTErrorCodesAndReasons(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusBadRequest)
-		_, _ = w.Write([]byte(`{"code":3,"message":"receipts[0].user_id: contains ':'","details":[]}`))
+		_, _ = w.Write([]byte(`{"code":3,"message":"receipts[0].user_id: contains ':'","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",
+			"reason":"INVALID_ID","domain":"receipts.v1","metadata":{"field":"receipts[0].user_id"}}]}`))
 	}))
 	t.Cleanup(srv.Close)
 	res, err := loadgen.Run(context.Background(), loadgen.Config{Target: srv.URL, Events: 10, Batch: 5})
 	require.NoError(t, err)
-	require.EqualValues(t, 2, res.Errors["http 400 invalid_argument"], "%v", res.Errors)
+	require.EqualValues(t, 2, res.Errors["http 400 invalid_argument INVALID_ID"], "%v", res.Errors)
 }
 
 func TestRunAsksForGzipOnlyWhenTold(t *testing.T) {

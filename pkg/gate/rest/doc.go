@@ -1,8 +1,8 @@
 // Package rest is the fast JSON codec of kafkagate's hot REST write routes
 // (POST /v1/receipts:mark and /v1/users/{user}/channels/{channel}/read or
 // /delivered): it decodes a request body straight into its message and
-// encodes the answer or the error by hand, byte for byte as vanguard and
-// protojson would.
+// encodes the answer by hand, byte for byte as protojson would (errors
+// are apierr.WriteREST's, as vanguard writes them).
 //
 // The decoder is strict: it accepts only what protojson reads the same
 // way — known fields in either spelling, each at most once; strings of
@@ -10,9 +10,7 @@
 // one; enums by name or number; booleans — and reports false on anything
 // else, so the caller falls back to the generic transcoder for the
 // canonical answer. The encoders write protojson's shape (lowerCamelCase
-// names, int64 as strings, enums by name, zero values left out); an error
-// is a google.rpc.Status with vanguard's HTTP status of its code and the
-// error's metadata (Retry-After) as headers.
+// names, int64 as strings, enums by name, zero values left out).
 //
 // It is the gateway's one hand-written JSON scanner: everything else
 // decodes with protojson or encoding/json.

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 
-	"connectrpc.com/connect"
-
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
@@ -87,43 +85,6 @@ func writeAnswer(w http.ResponseWriter, encode func(*bytes.Buffer)) {
 	}
 }
 
-// restStatus is vanguard's HTTP status of each code (google.api's mapping).
-var restStatus = [...]int{
-	http.StatusOK, 499, http.StatusInternalServerError, http.StatusBadRequest,
-	http.StatusGatewayTimeout, http.StatusNotFound, http.StatusConflict, http.StatusForbidden,
-	http.StatusTooManyRequests, http.StatusBadRequest, http.StatusConflict, http.StatusBadRequest,
-	http.StatusNotImplemented, http.StatusInternalServerError, http.StatusServiceUnavailable,
-	http.StatusInternalServerError, http.StatusUnauthorized,
-}
-
-// WriteError writes err as vanguard writes a REST error: the status
-// of its code, the error's metadata as headers, and google.rpc.Status.
-func WriteError(w http.ResponseWriter, err error) {
-	code := connect.CodeOf(err)
-	msg := err.Error()
-	if ce, ok := err.(*connect.Error); ok {
-		msg = ce.Message()
-		for k, v := range ce.Meta() {
-			w.Header()[k] = v
-		}
-	}
-	status := http.StatusInternalServerError
-	if int(code) < len(restStatus) {
-		status = restStatus[code]
-	}
-	b := bufPool.Get().(*bytes.Buffer)
-	b.Reset()
-	b.WriteString(`{"code":`)
-	b.WriteString(strconv.Itoa(int(code)))
-	b.WriteString(`,"message":`)
-	appendJSONString(b, msg)
-	b.WriteString(`,"details":[]}`)
-	w.Header()["Content-Type"] = []string{"application/json"}
-	w.WriteHeader(status)
-	_, _ = w.Write(b.Bytes())
-	bufPool.Put(b)
-}
-
 // appendResult writes a ReceiptResult as protojson does (zero values left
 // out).
 func appendResult(b *bytes.Buffer, res *receiptsv1.ReceiptResult) {
@@ -147,6 +108,10 @@ func appendResult(b *bytes.Buffer, res *receiptsv1.ReceiptResult) {
 	if res.GetRealtimeDegraded() {
 		field("realtimeDegraded")
 		b.WriteString("true")
+	}
+	if v := res.GetReason(); v != "" {
+		field("reason")
+		appendJSONString(b, v)
 	}
 	b.WriteByte('}')
 }

@@ -11,7 +11,9 @@
 // checked against the scope procedureScopes (scopes.go) gives its
 // procedure, and per-client rate limits in events (a batch costs its
 // items, charged once decoded). REST bodies are bounded (Config.MaxBodyBytes:
-// HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON.
+// HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON
+// with the refusal's ErrorInfo, as vanguard writes them (apierr.WriteREST
+// on the paths vanguard does not answer).
 // Readiness is the gate's, once the server serves; on shutdown the server
 // ends the watch streams (clients resume with their last token) and drains
 // in-flight calls for up to Config.ShutdownTimeout.

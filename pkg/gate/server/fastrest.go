@@ -10,6 +10,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/rest"
 )
@@ -19,7 +20,8 @@ import (
 // request message and the answer encoded by hand (pkg/gate/rest), instead
 // of vanguard transcoding REST to Connect and protojson (de)coding both
 // ways. The same handler methods run, so validation, the write path and
-// the errors are the same code. A body the codec does not read exactly as
+// the errors are the same code, and an error is written as vanguard
+// writes it (apierr.WriteREST). A body the codec does not read exactly as
 // protojson would, query parameters, a compressed body or an unusual
 // content type fall back to vanguard, which gives the canonical answer,
 // error or success.
@@ -52,16 +54,16 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		}
 		if err := authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReceiptsProcedure); err != nil {
 			s.m.observe("MarkReceipts", start, err)
-			rest.WriteError(w, err)
+			apierr.WriteREST(w, err)
 			return true
 		}
 		// The batch's cost beyond the guard's door charge, as
 		// chargeEvents charges it on the other paths.
 		if n > 1 {
 			if err := apiauth.Charge(r.Context(), n-1); err != nil {
-				err = rateLimitedError(err)
+				err = apiauth.RateLimited(err)
 				s.m.observe("MarkReceipts", start, err)
-				rest.WriteError(w, err)
+				apierr.WriteREST(w, err)
 				return true
 			}
 		}
@@ -70,7 +72,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 			// counted, never kept.
 			err := gate.BatchTooLarge(n, s.gate.MaxBatchItems())
 			s.m.observe("MarkReceipts", start, err)
-			rest.WriteError(w, err)
+			apierr.WriteREST(w, err)
 			return true
 		}
 		creq := connect.NewRequest(req)
@@ -78,7 +80,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		resp, err := s.gate.MarkReceipts(r.Context(), creq)
 		s.m.observe("MarkReceipts", start, err)
 		if err != nil {
-			rest.WriteError(w, err)
+			apierr.WriteREST(w, err)
 			return true
 		}
 		rest.WriteMarkReceipts(w, resp.Msg)
@@ -113,7 +115,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 	}
 	s.m.observe(rpc, start, err)
 	if err != nil {
-		rest.WriteError(w, err)
+		apierr.WriteREST(w, err)
 		return true
 	}
 	rest.WriteMark(w, resp.Msg)
@@ -138,7 +140,7 @@ func (s *Server) serveFastUnread(w http.ResponseWriter, r *http.Request) bool {
 	}
 	s.m.observe("GetUnread", start, err)
 	if err != nil {
-		rest.WriteError(w, err)
+		apierr.WriteREST(w, err)
 		return true
 	}
 	rest.WriteGetUnread(w, resp.Msg)

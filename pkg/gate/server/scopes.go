@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 
 	rv1 "github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/apierr"
 )
 
 // procedureScopes is the one table of what each call of the ReceiptService
@@ -45,17 +47,21 @@ var procedureScopes = map[string]apiauth.Scope{
 }
 
 // authorize returns nil when the caller holds the scope procedure needs,
-// else PermissionDenied (HTTP 403) naming the call and the missing scope. A
-// procedure the table lacks is refused: a call nobody gave a scope is
-// nobody's to make.
+// else PermissionDenied (HTTP 403, SCOPE_MISSING) naming the call and the
+// missing scope (metadata "scope"). A procedure the table lacks is
+// refused: a call nobody gave a scope is nobody's to make.
 func authorize(ctx context.Context, procedure string) error {
 	call := procedure[strings.LastIndexByte(procedure, '/')+1:]
 	need, ok := procedureScopes[procedure]
 	if !ok {
-		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("permission denied: %s has no scope in the API's table", call))
+		return apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing, fmt.Errorf("permission denied: %s has no scope in the API's table", call))
 	}
 	if err := apiauth.Require(ctx, call, need); err != nil {
-		return connect.NewError(connect.CodePermissionDenied, err)
+		var missing apiauth.Scope
+		if fe, ok := errors.AsType[*apiauth.ForbiddenError](err); ok {
+			missing = fe.Missing
+		}
+		return apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing, err, apierr.Meta{Key: apierr.KeyScope, Value: missing.String()})
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/lifecycle"
 )
@@ -136,7 +137,7 @@ func chargeEvents() connect.UnaryInterceptorFunc {
 			if msg, ok := req.Any().(proto.Message); ok {
 				if n := batchItems(msg.ProtoReflect()); n > 1 {
 					if err := apiauth.Charge(ctx, n-1); err != nil {
-						return nil, rateLimitedError(err)
+						return nil, apiauth.RateLimited(err)
 					}
 				}
 			}
@@ -157,20 +158,12 @@ func batchItems(m protoreflect.Message) int {
 	return n
 }
 
-// rateLimitedError is a refused charge as the API's error.
-func rateLimitedError(err error) error {
-	cerr := connect.NewError(connect.CodeResourceExhausted, err)
-	if rl, ok := errors.AsType[*apiauth.RateLimitedError](err); ok && rl.RetryAfter > 0 {
-		cerr.Meta().Set("Retry-After", apiauth.RetryAfterSeconds(rl.RetryAfter))
-	}
-	return cerr
-}
-
 // limitREST bounds REST request bodies (and lets Connect unary calls without
 // their protocol header through, see markConnectUnary). RPC protocols are bounded by
 // connect.WithReadMaxBytes (ResourceExhausted); a REST body over
 // MaxBodyBytes gets HTTP 413 with a JSON google.rpc.Status body (code 8,
-// RESOURCE_EXHAUSTED) like every other REST error, before any decoding. The
+// RESOURCE_EXHAUSTED, reason BODY_TOO_LARGE) like every other REST error,
+// before any decoding. The
 // body is read here in full (vanguard buffers REST bodies anyway), so a
 // chunked body without Content-Length gets the same answer.
 func (s *Server) limitREST(next http.Handler) http.Handler {
@@ -183,13 +176,13 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 		}
 		if r.Body == nil || r.Body == http.NoBody {
 			if !s.serveFastREST(w, r, nil) {
-				next.ServeHTTP(w, r)
+				reasonedREST(next, w, r)
 			}
 			return
 		}
 		tooLarge := func() {
-			writeRESTError(w, http.StatusRequestEntityTooLarge, connect.CodeResourceExhausted,
-				fmt.Sprintf("request body is larger than the limit of %d bytes", limit))
+			apierr.WriteRESTStatus(w, http.StatusRequestEntityTooLarge, apierr.New(connect.CodeResourceExhausted, apierr.BodyTooLarge,
+				fmt.Errorf("request body is larger than the limit of %d bytes", limit), apierr.Limit(limit)))
 		}
 		if r.ContentLength > limit {
 			tooLarge()
@@ -201,7 +194,7 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 				tooLarge()
 				return
 			}
-			writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "reading request body: "+err.Error())
+			apierr.WriteREST(w, apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, fmt.Errorf("reading request body: %w", err)))
 			return
 		}
 		// The fast path reads only valid JSON, so the syntax check below
@@ -214,12 +207,12 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 		if len(body) > 0 && strings.Contains(r.Header.Get("Content-Type"), "json") && !json.Valid(body) {
 			var syntax any
 			err := json.Unmarshal(body, &syntax)
-			writeRESTError(w, http.StatusBadRequest, connect.CodeInvalidArgument, "request body is not valid JSON: "+err.Error())
+			apierr.WriteREST(w, apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, fmt.Errorf("request body is not valid JSON: %w", err)))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
-		next.ServeHTTP(w, r)
+		reasonedREST(next, w, r)
 	})
 }
 
@@ -235,29 +228,6 @@ func markConnectUnary(r *http.Request) {
 		return
 	}
 	r.Header.Set("Connect-Protocol-Version", "1")
-}
-
-// writeRESTError writes an error the way vanguard does for REST: a JSON
-// google.rpc.Status.
-func writeRESTError(w http.ResponseWriter, status int, code connect.Code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	}{int(code), msg})
-}
-
-// writeConnectError is writeRESTError of a connect error, its metadata
-// (Retry-After) as headers.
-func writeConnectError(w http.ResponseWriter, err error) {
-	if ce, ok := errors.AsType[*connect.Error](err); ok {
-		for k, v := range ce.Meta() {
-			w.Header()[k] = v
-		}
-	}
-	code := connect.CodeOf(err)
-	writeRESTError(w, httpStatus(code), code, watchMessage(err))
 }
 
 // healthChecker answers gRPC health checks for the process and the

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate"
 )
 
@@ -27,11 +28,11 @@ const watchRPCPath = rpcPathPrefix + "WatchChannels"
 // (so a browser's EventSource resumes by itself with Last-Event-ID), its
 // data the event's protojson; a comment line after WatchHeartbeat of
 // silence. Each write has WatchWriteTimeout: a client that stops reading
-// is dropped. A failure after the stream started is an "error" event with
-// a google.rpc.Status-like JSON body.
+// is dropped. A failure after the stream started is an "error" event whose
+// data is the REST error body (a google.rpc.Status with its ErrorInfo).
 func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 	if err := authorize(r.Context(), watchRPCPath); err != nil {
-		writeRESTError(w, http.StatusForbidden, connect.CodePermissionDenied, watchMessage(err))
+		apierr.WriteREST(w, err)
 		return
 	}
 	q := r.URL.Query()
@@ -41,7 +42,7 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, err := s.gate.Subscribe(r.Context(), q["channel_id"], token)
 	if err != nil {
-		writeConnectError(w, err)
+		apierr.WriteREST(w, err)
 		return
 	}
 	defer sub.Close()
@@ -76,7 +77,7 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 			return // the client went away
 		default:
 			werr := s.gate.WatchStreamError(r.Context(), err)
-			_, _ = fmt.Fprintf(sw, "event: error\ndata: {\"code\":%d,\"message\":%q}\n\n", int(connect.CodeOf(werr)), watchMessage(werr))
+			_, _ = fmt.Fprintf(sw, "event: error\ndata: %s\n\n", apierr.StatusJSON(werr))
 			_ = sw.flush()
 			return
 		}
@@ -84,31 +85,6 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-}
-
-// watchMessage is a connect error's message without the code prefix.
-func watchMessage(err error) string {
-	if ce, ok := errors.AsType[*connect.Error](err); ok {
-		return ce.Message()
-	}
-	return err.Error()
-}
-
-// httpStatus is the HTTP status of a code, as vanguard answers REST.
-func httpStatus(code connect.Code) int {
-	switch code {
-	case connect.CodeInvalidArgument:
-		return http.StatusBadRequest
-	case connect.CodeResourceExhausted:
-		return http.StatusTooManyRequests
-	case connect.CodeUnimplemented:
-		return http.StatusNotImplemented
-	case connect.CodeCanceled:
-		return 499
-	case connect.CodeDeadlineExceeded:
-		return http.StatusGatewayTimeout
-	}
-	return http.StatusServiceUnavailable
 }
 
 // streamDeadlines replaces the server's read and write timeouts of

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -74,7 +75,7 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 	// Answer in channel order (what callers show).
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
-	var cursors, regs, mentions map[string]string
+	var cursors, regs, mentions fieldTable
 	var heads []*redis.StringCmd
 	defaultSet := len(channels) == 0
 	if defaultSet {
@@ -82,10 +83,8 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		if channels, cursors, regs, mentions, err = s.userChannels(ctx, user); err != nil {
 			return view, err
 		}
-		_, view.CursorsComplete = cursors[loadedField]
-		_, regsLoaded := regs[loadedField]
-		_, mentionsLoaded := mentions[loadedField]
-		view.MembershipsComplete = regsLoaded && mentionsLoaded
+		view.CursorsComplete = cursors.loaded
+		view.MembershipsComplete = regs.loaded && mentions.loaded
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
@@ -118,23 +117,22 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		if err := errors.Join(uerr, merr, nerr); err != nil {
 			return view, fmt.Errorf("%w: reading the unread state of %s: %w", ErrUnavailable, user, err)
 		}
-		cursors, regs, mentions = hmgetMap(channels, uv), hmgetMap(channels, mv), hmgetMap(channels, nv)
-		view.CursorsComplete = uv[len(channels)] != nil
-		view.MembershipsComplete = mv[len(channels)] != nil && nv[len(channels)] != nil
+		cursors, regs, mentions = hmgetTable(channels, uv), hmgetTable(channels, mv), hmgetTable(channels, nv)
+		view.CursorsComplete, view.MembershipsComplete = cursors.loaded, regs.loaded && mentions.loaded
 	}
 	view.Channels = make([]ChannelView, 0, len(channels))
 	for i, ch := range channels {
 		cv := ChannelView{Channel: ch}
 		k := receipt.Key{User: user, Channel: ch}
 		cv.State = receipt.State{Key: k}
-		if v, ok := cursors[ch]; ok {
+		if v, ok := cursors.next(ch); ok {
 			if st, err := decodeValue(k, v); err != nil {
 				s.skipUndecodable() // read as no state, never failing the user
 			} else {
 				cv.State, cv.HasState = st, true
 			}
 		}
-		if v, ok := regs[ch]; ok {
+		if v, ok := regs.next(ch); ok {
 			if m, err := decodeRegister(k, v); err != nil {
 				s.skipUndecodable()
 			} else {
@@ -158,7 +156,7 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 			}
 		}
 		cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
-		if v := mentions[ch]; v != "" && cv.Unread > 0 {
+		if v, _ := mentions.next(ch); v != "" && cv.Unread > 0 {
 			n := countMentionsAbove(v, padSeq(cv.State.EffectiveRead().Seq))
 			cv.Mentions, cv.MentionsCapped = n, n > int64(mentionCap)
 		}
@@ -168,56 +166,116 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 }
 
 // userChannels reads a user's default channel set: every field of the
-// user's cursor, membership and mention hashes (the markers included),
+// user's cursor, membership and mention hashes (the markers apart),
 // after checking that they are within MaxUnreadChannels. The channels
 // come sorted, each once. A user is mentioned only where a member, so
-// the mention hash is no larger than the membership hash.
-func (s *Store) userChannels(ctx context.Context, user string) (channels []string, cursors, regs, mentions map[string]string, err error) {
+// the mention hash is no larger than the membership hash. Each hash is
+// read as HKEYS and HVALS in one transaction (the same order) into a
+// sorted table, not a map: at 10,000 channels the maps' hashing and
+// cache misses were a fifth of the call.
+func (s *Store) userChannels(ctx context.Context, user string) (channels []string, cursors, regs, mentions fieldTable, err error) {
 	var ulen, mlen *redis.IntCmd
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		ulen = pipe.HLen(ctx, s.UserKey(user))
 		mlen = pipe.HLen(ctx, s.UserMembersKey(user))
 	}); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, cursors, regs, mentions, err
 	}
 	// Each hash holds at most two marker fields.
 	if n := max(ulen.Val(), mlen.Val()) - 2; n > MaxUnreadChannels {
-		return nil, nil, nil, nil, fmt.Errorf("%w: user %s has about %d (at most %d)", ErrTooManyChannels, user, n, MaxUnreadChannels)
+		return nil, cursors, regs, mentions, fmt.Errorf("%w: user %s has about %d (at most %d)", ErrTooManyChannels, user, n, MaxUnreadChannels)
 	}
-	var ucmd, mcmd, ncmd *redis.MapStringStringCmd
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		ucmd = pipe.HGetAll(ctx, s.UserKey(user))
-		mcmd = pipe.HGetAll(ctx, s.UserMembersKey(user))
-		ncmd = pipe.HGetAll(ctx, s.UserMentionsKey(user))
+	keys := []string{s.UserKey(user), s.UserMembersKey(user), s.UserMentionsKey(user)}
+	var fields, vals [3]*redis.StringSliceCmd
+	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, k := range keys {
+			fields[i], vals[i] = pipe.HKeys(ctx, k), pipe.HVals(ctx, k)
+		}
+		return nil
 	}); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, cursors, regs, mentions, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
 	}
-	cursors, regs, mentions = ucmd.Val(), mcmd.Val(), ncmd.Val()
-	channels = make([]string, 0, max(len(cursors), len(regs)))
-	for f := range cursors {
-		if !strings.HasPrefix(f, ":") {
-			channels = append(channels, f)
+	var tables [3]fieldTable
+	for i := range tables {
+		if tables[i], err = newFieldTable(fields[i].Val(), vals[i].Val()); err != nil {
+			return nil, cursors, regs, mentions, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
 		}
 	}
-	for f := range regs {
-		if _, dup := cursors[f]; !dup && !strings.HasPrefix(f, ":") {
-			channels = append(channels, f)
+	cursors, regs, mentions = tables[0], tables[1], tables[2]
+	// The union of the cursors' and the registers' channels, in order.
+	channels = make([]string, 0, max(len(cursors.fields), len(regs.fields)))
+	for i, j := 0, 0; i < len(cursors.fields) || j < len(regs.fields); {
+		switch {
+		case j == len(regs.fields) || (i < len(cursors.fields) && cursors.fields[i] < regs.fields[j]):
+			channels = append(channels, cursors.fields[i])
+			i++
+		case i == len(cursors.fields) || regs.fields[j] < cursors.fields[i]:
+			channels = append(channels, regs.fields[j])
+			j++
+		default:
+			channels = append(channels, cursors.fields[i])
+			i, j = i+1, j+1
 		}
 	}
 	if len(channels) > MaxUnreadChannels {
-		return nil, nil, nil, nil, fmt.Errorf("%w: user %s has %d (at most %d)", ErrTooManyChannels, user, len(channels), MaxUnreadChannels)
+		return nil, cursors, regs, mentions, fmt.Errorf("%w: user %s has %d (at most %d)", ErrTooManyChannels, user, len(channels), MaxUnreadChannels)
 	}
-	slices.Sort(channels)
 	return channels, cursors, regs, mentions, nil
 }
 
-// hmgetMap is an HMGET's answer for fields as a map of the fields found.
-func hmgetMap(fields []string, vals []any) map[string]string {
-	out := make(map[string]string, len(fields))
+// fieldTable is a hash's fields (markers apart) and values, sorted by
+// field, read in field order with next.
+type fieldTable struct {
+	fields, vals []string
+	// loaded: the hash holds the ":loaded" marker.
+	loaded bool
+	at     int // next's position
+}
+
+// newFieldTable sorts a hash's fields and values (HKEYS and HVALS).
+func newFieldTable(fields, vals []string) (fieldTable, error) {
+	if len(fields) != len(vals) {
+		return fieldTable{}, fmt.Errorf("%d fields and %d values", len(fields), len(vals))
+	}
+	t := fieldTable{fields: fields[:0], vals: vals[:0]}
+	for i, f := range fields {
+		if strings.HasPrefix(f, ":") {
+			t.loaded = t.loaded || f == loadedField
+			continue
+		}
+		t.fields, t.vals = append(t.fields, f), append(t.vals, vals[i])
+	}
+	sort.Sort(&t)
+	return t, nil
+}
+
+func (t *fieldTable) Len() int           { return len(t.fields) }
+func (t *fieldTable) Less(i, j int) bool { return t.fields[i] < t.fields[j] }
+func (t *fieldTable) Swap(i, j int) {
+	t.fields[i], t.fields[j] = t.fields[j], t.fields[i]
+	t.vals[i], t.vals[j] = t.vals[j], t.vals[i]
+}
+
+// next returns the value of field f; the fields asked for must come in
+// ascending order.
+func (t *fieldTable) next(f string) (string, bool) {
+	for t.at < len(t.fields) && t.fields[t.at] < f {
+		t.at++
+	}
+	if t.at < len(t.fields) && t.fields[t.at] == f {
+		return t.vals[t.at], true
+	}
+	return "", false
+}
+
+// hmgetTable is an HMGET's answer for fields (ascending) and then the
+// ":loaded" marker, as a table.
+func hmgetTable(fields []string, vals []any) fieldTable {
+	t := fieldTable{loaded: vals[len(fields)] != nil}
 	for i, f := range fields {
 		if v, ok := vals[i].(string); ok {
-			out[f] = v
+			t.fields, t.vals = append(t.fields, f), append(t.vals, v)
 		}
 	}
-	return out
+	return t
 }

@@ -32,13 +32,18 @@ func (g *Gate) admit(rec *kgo.Record, err error) (*kgo.Record, error) {
 
 // EraseUser implements receiptsv1connect.ReceiptServiceHandler: it removes
 // the user from Redis and raises their tombstone there (one script, atomic
-// with every mark's merge, which stamps its event with the generation it
-// read), then makes the erasure event durable on read-receipts like a
-// mark (Kafka, or the spool). Only then is it acknowledged; the persister
-// deletes the user's Postgres rows when it applies the event, and every
-// consumer drops the user's events that predate it (tombstone.Drops).
-// Redis must answer: an erasure is never acknowledged with the real-time
-// view still holding the user. A failure after Redis is cleaned answers
+// with every write's script, which stamps its event with the generation it
+// read), applies the erasure to Postgres (pgstore.Erase: the tombstone
+// and the deletes), then makes the erasure event durable on read-receipts
+// like a mark (Kafka, or the spool). Only then is it acknowledged, so
+// Postgres holds every acknowledged erasure: a Redis that loses its data
+// later (a FLUSHALL) before the persister reaches the event still stamps
+// the user's next writes with it (knownGenerations reads Postgres), and
+// the persister, which drops the user's events that predate it
+// (tombstone.Drops), never drops those. The generation is at least one
+// above Postgres' tombstone, which a flushed Redis no longer knows.
+// Redis and Postgres must answer: an erasure is never acknowledged with a
+// store still holding the user. A failure after Redis is cleaned answers
 // Unavailable; the retry erases again at a newer generation, harmlessly.
 func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
 	user := req.Msg.GetUserId()
@@ -49,16 +54,25 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	if _, err := g.admit(event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})); err != nil {
 		return nil, err
 	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	durable, err := g.pg.Tombstones(pctx, []string{user})
+	cancel()
+	if err != nil {
+		return nil, g.eraseUnavailable(ctx, user, "reading the user's tombstone from postgres", err)
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	ts, err := g.redis.Erase(rctx, user, g.nowMs())
+	ts, err := g.redis.Erase(rctx, user, g.nowMs(), durable[user].Generation+1)
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
-		g.log.Warn("erasing a user from redis; answering unavailable", zap.String("user_id", user), zap.Error(err))
-		cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("erasing %s from redis: %w; nothing was acknowledged, retry", user, err))
-		cerr.Meta().Set("Retry-After", g.retryAfter)
-		return nil, cerr
+		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
+	}
+	pctx, cancel = context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	_, _, err = g.pg.Erase(pctx, ts)
+	cancel()
+	if err != nil {
+		return nil, g.eraseUnavailable(ctx, user, "applying the erasure to postgres", err)
 	}
 	rec, err := event.EncodeErasure(ts)
 	if err != nil {
@@ -71,6 +85,17 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	}
 	g.log.Info("user erased", zap.String("user_id", user), zap.Int64("generation", ts.Generation), zap.Stringer("durability", durability))
 	return connect.NewResponse(&receiptsv1.EraseUserResponse{UserId: user, Generation: ts.Generation, Durability: durability}), nil
+}
+
+// eraseUnavailable is the answer when a store could not take an erasure.
+func (g *Gate) eraseUnavailable(ctx context.Context, user, step string, err error) error {
+	if cerr := contextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	g.log.Warn(step+"; answering unavailable", zap.String("user_id", user), zap.Error(err))
+	cerr := connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s: %s: %w; nothing was acknowledged, retry", user, step, err))
+	cerr.Meta().Set("Retry-After", g.retryAfter)
+	return cerr
 }
 
 // knownGenerations replaces, in gens (the erasure generations the Redis

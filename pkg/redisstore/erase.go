@@ -79,14 +79,16 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // and empty, so a read never falls back to Postgres rows the persister has
 // not deleted yet (nor re-populates Redis from them), and the settings.
 // KEYS = t, u, um, us;
-// ARGV = the erasure time (Unix ms, decimal). Returns {generation, time,
-// then the channels the user had cursors or registers in}. Generations
-// and times are below 2^53, exact as Lua numbers.
+// ARGV = the erasure time (Unix ms, decimal), the least generation
+// (decimal). Returns {generation, time, then the channels the user had
+// cursors or registers in}. Generations and times are below 2^53, exact
+// as Lua numbers.
 var eraseScript = redis.NewScript(`
 local g = tonumber(redis.call('HGET', KEYS[1], 'g') or "0")
 local now = tonumber(ARGV[1])
 local ng = g + 1
 if now > ng then ng = now end
+if tonumber(ARGV[2]) > ng then ng = tonumber(ARGV[2]) end
 local gs = string.format("%d", ng)
 redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
@@ -145,7 +147,9 @@ return 1
 
 // Erase removes every trace of user from Redis and raises the user's
 // tombstone to a new generation (tombstone.NextGeneration of the stored
-// one and nowMs), which it returns: the cursor and membership hashes (left
+// one and nowMs, and at least least: a generation above the one Postgres
+// holds, which a Redis that lost its data no longer knows), which it
+// returns: the cursor and membership hashes (left
 // empty and complete), the settings, the mention sets, and in every
 // channel the user had state in, their register, their channel-view
 // cursors and their moves in the view's stream (replaced by a removal
@@ -154,9 +158,9 @@ return 1
 // slots): a failure there returns an error and the caller retries the
 // whole erasure, which is harmless (a newer generation, nothing left to
 // delete).
-func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.Tombstone, error) {
+func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tombstone.Tombstone, error) {
 	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user)},
-		strconv.FormatInt(nowMs, 10)).StringSlice()
+		strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
 	}

@@ -16,7 +16,7 @@ import (
 // in field-number order as proto.Marshal writes them.
 
 // AppendReceipt appends the record value Encode(s) carries, stamped with
-// the erasure generation gen as StampGeneration stamps it (gen ≤ 0: none).
+// the erasure generation gen as StampGeneration stamps it (Unstamped: none).
 func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
 	b = protowire.AppendTag(b, 1, protowire.VarintType)
 	b = protowire.AppendVarint(b, SchemaVersion)
@@ -33,8 +33,9 @@ func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
 	if !s.PrivateRead.Position.IsZero() {
 		b = appendCursor(b, 8, s.PrivateRead)
 	}
-	if gen > 0 {
-		b = appendInt(b, 11, gen)
+	if gen >= 0 {
+		b = protowire.AppendTag(b, receiptGenerationField, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(gen))
 	}
 	return b
 }

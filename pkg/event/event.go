@@ -64,8 +64,11 @@ type Decoded struct {
 	Settings *privacy.Settings
 
 	// Generation is the user's erasure generation the gateway read when it
-	// accepted a user event (0: none, or not known); see tombstone.Drops.
+	// accepted a user event (0: never erased, or not known); Stamped
+	// tells which: a stamped event is ordered against an erasure by its
+	// generation alone (tombstone.Drops).
 	Generation int64
+	Stamped    bool
 	// AcceptedAtUnixMs is when the gateway accepted a user event that
 	// carries no cursor (Receipt.UpdatedAtUnixMs holds it otherwise).
 	AcceptedAtUnixMs int64
@@ -88,6 +91,14 @@ func (d Decoded) AcceptedAt() int64 {
 		return d.Membership.VersionUnixMs
 	}
 	return 0
+}
+
+// stamp is the user_generation field of d: absent unless stamped.
+func (d Decoded) stamp() *int64 {
+	if !d.Stamped && d.Generation <= 0 {
+		return nil
+	}
+	return proto.Int64(d.Generation)
 }
 
 // User is the user an event is about ("" for a channel event).
@@ -284,7 +295,7 @@ func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
 		MentionSeqs:   d.Mentions,
 		// Set without cursors; cursors carry their own time below.
 		AcceptedAtUnixMs: d.AcceptedAtUnixMs,
-		UserGeneration:   d.Generation,
+		UserGeneration:   d.stamp(),
 	}
 	if s := d.Receipt; s != nil {
 		ev.DeviceId, ev.AcceptedAtUnixMs = s.DeviceID, s.UpdatedAtUnixMs
@@ -324,7 +335,7 @@ func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
 // redundant and ignored).
 func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
 	st := FromProto(ev)
-	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration()}
+	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration(), Stamped: ev.UserGeneration != nil}
 	if !st.Read.Position.IsZero() || !st.Delivered.Position.IsZero() || !st.PrivateRead.Position.IsZero() {
 		d.Receipt = &st
 	} else {

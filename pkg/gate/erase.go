@@ -104,12 +104,10 @@ func (g *Gate) eraseUnavailable(ctx context.Context, user, step string, err erro
 // the generation of the user's tombstone in Postgres (0 when none), and
 // has Redis remember it, so the user's next writes read it there. A
 // post-erasure write of a Redis that lost the tombstone is so stamped with
-// the erasure Postgres applied, never with 0, which the time rule of
-// tombstone.Drops would judge by the clocks. When Postgres cannot answer
-// the stamp is 0 (as when Redis cannot): the write is still acknowledged.
-// Postgres lags an erasure still on its way there; such an erasure that
-// Redis lost too is the one case the stamp misses (then the time rule
-// applies).
+// the erasure Postgres holds, which is every acknowledged one (EraseUser
+// applies it there first). When Postgres cannot answer the event travels
+// unstamped (event.Unstamped, as when Redis cannot): the write is still
+// acknowledged, and the time rule of tombstone.Drops judges it.
 func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int64) {
 	var unknown []string
 	seen := map[string]bool{}
@@ -132,7 +130,11 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 		pg = nil
 	}
 	for i, gen := range gens {
-		if gen == redisstore.GenerationUnknown {
+		switch {
+		case gen != redisstore.GenerationUnknown:
+		case err != nil:
+			gens[i] = event.Unstamped
+		default:
 			gens[i] = pg[users[i]].Generation
 		}
 	}
@@ -144,4 +146,14 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 		g.warnRedis(redisOpMerge, err)
 	}
 	cancel()
+}
+
+// generationOf is the generation to stamp on the event of a Redis write
+// that read gen (GenerationUnknown: knownGenerations resolves it), or
+// event.Unstamped when the write failed.
+func generationOf(gen int64, err error) int64 {
+	if err != nil {
+		return event.Unstamped
+	}
+	return gen
 }

@@ -2,7 +2,6 @@ package gate_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -68,32 +67,23 @@ func writeEveryKind(t *testing.T, c receiptsv1connect.ReceiptServiceClient, user
 // erasures' tombstones.
 func userEvents(t *testing.T, tb *testBundle, n int) ([]event.Decoded, tombstone.Set) {
 	t.Helper()
-	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
+	var users []event.Decoded
+	tb.decodedUntil(t, func(all []event.Decoded) bool {
+		users = users[:0]
+		for _, d := range all {
+			if d.User() != "" {
+				users = append(users, d)
+			}
+		}
+		return len(users) >= n
+	})
 	tombs := tombstone.Set{}
-	var decoded []event.Decoded
-	for len(decoded) < n {
-		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "have %d records", len(decoded))
-		fs.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("fetching %s/%d: %v", topic, p, err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			d, err := event.DecodeRecord(r)
-			require.NoError(t, err)
-			if d.User() == "" {
-				return
-			}
-			if d.Erasure != nil {
-				tombs.Add(*d.Erasure)
-			}
-			decoded = append(decoded, d)
-		})
+	for _, d := range users {
+		if d.Erasure != nil {
+			tombs.Add(*d.Erasure)
+		}
 	}
-	return decoded, tombs
+	return users, tombs
 }
 
 // Two gateways, the first with a clock ten minutes ahead. Each erases a

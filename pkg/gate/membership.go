@@ -119,8 +119,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if res.Err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
 		g.warnRedis(redisOpMerge, res.Err)
-	} else if change {
-		reg = res.Membership // versioned by Redis
+	}
+	if change {
+		reg = res.Membership // versioned by Redis, once its user's hash took it
 	}
 	degraded := res.Err != nil
 	// The generation the Redis writes read: stamped on the event, it

@@ -451,6 +451,8 @@ func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership)
 // where Redis sets its version (changeMemberScript), then the register
 // so versioned into the channel's hash (another slot in a cluster: a
 // failure there is repaired by the drift sweep, as MergeMemberships').
+// Membership is the register as versioned by Redis once the user's hash
+// took it (even when the channel's failed), else m.
 func (s *Store) ChangeMembership(ctx context.Context, m channel.Membership) MembershipResult {
 	out := MembershipResult{Membership: m}
 	v, err := encodeRegister(m)
@@ -464,9 +466,12 @@ func (s *Store) ChangeMembership(ctx context.Context, m channel.Membership) Memb
 		return out
 	}
 	v, _ = res[1].(string)
-	if out.Membership, out.Err = decodeRegister(m.Key, v); out.Err != nil {
+	versioned, err := decodeRegister(m.Key, v)
+	if err != nil {
+		out.Err = err
 		return out
 	}
+	out.Membership = versioned
 	g, _ := res[2].(string)
 	if out.Generation, out.Err = parseGeneration(g); out.Err != nil {
 		return out

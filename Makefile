@@ -94,12 +94,14 @@ fuzz: ## run every fuzz target for FUZZTIME (10s) each
 	done
 
 .PHONY: generate
-generate: ## regenerate the protobuf stubs (scripts/generate.sh)
+generate: ## regenerate the protobuf stubs and the OpenAPI document api/openapi.json (scripts/generate.sh)
 	scripts/generate.sh
 
 .PHONY: verify
-verify: generate ## fail when generated code or go.mod/go.sum is stale
+verify: generate ## fail when generated code (stubs, api/openapi.json) or go.mod/go.sum is stale, or the proto fails buf lint or buf breaking
 	@git diff --exit-code --stat -- api/ || { echo "api/ is stale: run make generate and commit the result" >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api/); [ -z "$$untracked" ] || { echo "api/ has generated files not committed: $$untracked" >&2; exit 1; }
+	scripts/proto-check.sh
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 
 .PHONY: lint

@@ -47,7 +47,8 @@ func (s *stack) cursorRows(t *testing.T, user string) int {
 	return c
 }
 
-// redisTraces counts a user's cursors, registers and mention keys in Redis.
+// redisTraces counts a user's cursors, registers and mentioned channels in
+// Redis.
 func (s *stack) redisTraces(t *testing.T, user string) int {
 	t.Helper()
 	ctx := context.Background()
@@ -55,9 +56,9 @@ func (s *stack) redisTraces(t *testing.T, user string) int {
 	require.NoError(t, err)
 	regs, _, err := s.rstore.Memberships(ctx, user, nil)
 	require.NoError(t, err)
-	keys, err := s.rdb.Keys(ctx, s.prefix+"mn:{"+user+"}:*").Result()
+	mentions, _, err := s.rstore.UserMentions(ctx, user)
 	require.NoError(t, err)
-	return len(states) + len(regs) + len(keys)
+	return len(states) + len(regs) + len(mentions)
 }
 
 // waitQuiet waits for the persister's consumer lag to reach 0.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the protobuf stubs with locally built, version-pinned plugins
+# Regenerates the protobuf stubs and the REST contract api/openapi.json
+# (tools/openapigen) with locally built, version-pinned plugins
 # (tools/go.mod). googleapis' http annotations come from the Go module cache
 # into a git-ignored third_party/ folder: nothing fetched is committed.
 set -euo pipefail

@@ -209,7 +209,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		return nil, err
 	}
 	// Each sender's read and mention set is stamped with the generation
-	// its script read in the user's slot (a mention set, mn:{user}:…,
+	// its script read in the user's slot (the mention hash, mh:{user},
 	// lives beside the user's tombstone), as marks are.
 	gens := make([]int64, 0, len(senders)+len(mentions))
 	users := make([]string, 0, cap(gens))

@@ -12,7 +12,7 @@ import (
 
 // mentionSpec is the set of message seqs that mention a user in a
 // channel: a set union kept to the newest cap+1 (channel.MergeMentions),
-// one mentions row per seq and a Redis sorted set. A set carries no time.
+// one mentions row per seq and a field of the user's Redis mention hash. A set carries no time.
 var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 	Name:      "mentions",
 	Key:       func(m channel.Mentions) receipt.Key { return m.Key },
@@ -82,29 +82,24 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Mentions], error) {
-		keys, next, err := env.Redis.ScanMentionKeys(ctx, cur, count)
+		users, next, err := env.Redis.ScanMentionUsers(ctx, cur, count)
 		if err != nil {
 			return ScanPage[channel.Mentions]{}, err
 		}
 		page := ScanPage[channel.Mentions]{Next: next}
-		slices.SortFunc(keys, receipt.Key.Compare)
-		keys = slices.Compact(keys)
-		page.Scanned = len(keys)
-		valid := keys[:0]
-		for _, k := range keys {
-			if receipt.ValidateID("user_id", k.User) != nil || receipt.ValidateID("channel_id", k.Channel) != nil {
-				page.Invalid++
-				continue
+		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+			ms, _, err := env.Redis.UserMentions(ctx, u)
+			if err != nil {
+				return page, err
 			}
-			valid = append(valid, k)
-		}
-		seqs, err := env.Redis.MentionSeqs(ctx, valid)
-		if err != nil {
-			return page, err
-		}
-		for i, k := range valid {
-			if seqs[i] != nil {
-				page.Values = append(page.Values, channel.Mentions{Key: k, Seqs: seqs[i]})
+			for _, m := range ms {
+				if receipt.ValidateID("channel_id", m.Key.Channel) != nil {
+					page.Invalid++
+					continue
+				}
+				if len(m.Seqs) > 0 {
+					page.Values = append(page.Values, m)
+				}
 			}
 		}
 		return page, nil

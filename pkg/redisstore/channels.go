@@ -29,11 +29,14 @@ import (
 //	                     the registers it counts, so it can never be lost
 //	                     or evicted apart from them); ":loaded" once
 //	                     hydrated
-//	mn:{user}:<channel>  sorted set of mention seqs, all with score 0 and
-//	                     the seq as an 11-digit zero-padded base-62 member,
-//	                     so that lexical order is numeric order for every
-//	                     int64 (a score is a double: exact only to 2^53);
-//	                     kept to the newest cap+1 (channel.Mentions)
+//	mh:{user}            hash: channel → the kept mention seqs of the
+//	                     user there, ascending, space-separated, each an
+//	                     11-digit zero-padded base-62 numeral (so that
+//	                     byte order is numeric order for every int64),
+//	                     the newest cap+1 (channel.Mentions); ":loaded"
+//	                     once hydrated. One hash per user, not a key per
+//	                     channel: an unread read takes all of a user's
+//	                     mentions with one HGETALL and counts them itself
 //
 // The membership register lives twice, per user and per channel: two
 // slots in a cluster, so two scripts, both max-merges; a failure of one is
@@ -62,10 +65,8 @@ func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + 
 // ChannelMembersKey is a channel's membership hash.
 func (s *Store) ChannelMembersKey(ch string) string { return s.prefix + "cm:{" + ch + "}" }
 
-// MentionsKey is the mention set of a user in a channel.
-func (s *Store) MentionsKey(k receipt.Key) string {
-	return s.prefix + "mn:{" + k.User + "}:" + k.Channel
-}
+// UserMentionsKey is a user's mention hash (channel → kept seqs).
+func (s *Store) UserMentionsKey(user string) string { return s.prefix + "mh:{" + user + "}" }
 
 const luaRegister = `
 local function reg(v)
@@ -178,16 +179,35 @@ out[#out+1] = tonumber(redis.call('HGET', KEYS[1], ':n') or "0")
 return out
 `)
 
-// mentionScript adds seqs to a mention set and keeps its newest cap+1.
-// KEYS[1] = the set, KEYS[2] = the user's tombstone (the same {user}
-// slot); ARGV = cap+1, then padded seqs. Returns the user's erasure
-// generation (decimal, "-1": GenerationUnknown), read in the script that
-// writes, so the event stamped with it is ordered against an erasure as
-// its Redis write is (as mergeScript).
+// mentionScript adds seqs to a user's mentions in one channel and keeps
+// the newest cap+1. KEYS[1] = the user's mention hash, KEYS[2] (optional)
+// = the user's tombstone (the same {user} slot); ARGV = cap+1, the
+// channel, then padded seqs. A stored member of another width (garbled)
+// is dropped. Sorted by bytes (Lua's '<' on strings follows the server's
+// LC_COLLATE). Returns how many are kept, or with KEYS[2] the user's
+// erasure generation (decimal, "-1": GenerationUnknown), read in the
+// script that writes, so the event stamped with it is ordered against an
+// erasure as its Redis write is (as mergeScript).
 var mentionScript = redis.NewScript(`
-for i = 2, #ARGV do redis.call('ZADD', KEYS[1], 0, ARGV[i]) end
-redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(tonumber(ARGV[1]) + 1))
-return redis.call('HGET', KEYS[2], 'g') or "-1"
+local function less(a, b)
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local seen, list = {}, {}
+local function add(m)
+  if #m == 11 and not seen[m] then seen[m] = true list[#list+1] = m end
+end
+local cur = redis.call('HGET', KEYS[1], ARGV[2])
+if cur then for m in string.gmatch(cur, "%S+") do add(m) end end
+for i = 3, #ARGV do add(ARGV[i]) end
+table.sort(list, less)
+local from = math.max(1, #list - tonumber(ARGV[1]) + 1)
+redis.call('HSET', KEYS[1], ARGV[2], table.concat(list, " ", from, #list))
+if KEYS[2] then return redis.call('HGET', KEYS[2], 'g') or "-1" end
+return #list - from + 1
 `)
 
 var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript}
@@ -213,11 +233,11 @@ func encodeHead(h channel.Head) (string, error) {
 }
 
 func decodeHead(ch, v string) (channel.Head, error) {
-	f := strings.Split(v, " ")
+	var f [3]string
 	bad := func() (channel.Head, error) {
 		return channel.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ch, v)
 	}
-	if len(f) != 3 {
+	if splitSpaces(v, f[:]) != len(f) {
 		return bad()
 	}
 	seq, err1 := parseB62(f[0])
@@ -244,11 +264,11 @@ func encodeRegister(m channel.Membership) (string, error) {
 }
 
 func decodeRegister(k receipt.Key, v string) (channel.Membership, error) {
-	f := strings.Split(v, " ")
+	var f [4]string
 	bad := func() (channel.Membership, error) {
 		return channel.Membership{}, fmt.Errorf("decoding the redis membership of %s: unexpected %q", k.KafkaKey(), v)
 	}
-	if len(f) != 4 || (f[0] != "0" && f[0] != "1") {
+	if splitSpaces(v, f[:]) != len(f) || (f[0] != "0" && f[0] != "1") {
 		return bad()
 	}
 	m := channel.Membership{Key: k, Member: f[0] == "1"}
@@ -588,17 +608,19 @@ func (s *Store) registers(ctx context.Context, key string, fields []string, keyO
 	return out, vals[0] != nil, nil
 }
 
-// AddMentions adds mention seqs to their sets, each kept to its newest
-// cap+1, in one pipeline. The caller adds mentions of members only.
+// AddMentions adds mention seqs to their users' mentions, each channel's
+// kept to its newest cap+1, in one pipeline. The caller adds mentions of
+// members only.
 func (s *Store) AddMentions(ctx context.Context, ms []channel.Mentions, mentionCap int) error {
 	_, err := s.AddMentionsReadingGenerations(ctx, ms, mentionCap)
 	return err
 }
 
-// AddMentionsReadingGenerations is AddMentions returning, per set, the
-// user's erasure generation read in the script that added to it
-// (GenerationUnknown: no tombstone in Redis; 0 for a set without seqs,
-// which is not written): the gateway stamps it on the mention's event.
+// AddMentionsReadingGenerations is AddMentions returning, per entry of
+// ms, the user's erasure generation read in the script that added it
+// (GenerationUnknown: no tombstone in Redis; 0 for an entry without
+// seqs, which is not written): the gateway stamps it on the mention's
+// event.
 func (s *Store) AddMentionsReadingGenerations(ctx context.Context, ms []channel.Mentions, mentionCap int) ([]int64, error) {
 	cmds := make([]*redis.Cmd, len(ms))
 	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
@@ -606,12 +628,12 @@ func (s *Store) AddMentionsReadingGenerations(ctx context.Context, ms []channel.
 			if len(m.Seqs) == 0 {
 				continue
 			}
-			argv := make([]any, 0, 1+len(m.Seqs))
-			argv = append(argv, mentionCap+1)
+			argv := make([]any, 0, 2+len(m.Seqs))
+			argv = append(argv, mentionCap+1, m.Key.Channel)
 			for _, q := range m.Seqs {
 				argv = append(argv, padSeq(q))
 			}
-			cmds[i] = mentionScript.EvalSha(ctx, pipe, []string{s.MentionsKey(m.Key), s.TombstoneKey(m.Key.User)}, argv...)
+			cmds[i] = mentionScript.EvalSha(ctx, pipe, []string{s.UserMentionsKey(m.Key.User), s.TombstoneKey(m.Key.User)}, argv...)
 		}
 	})
 	if err != nil {
@@ -633,31 +655,79 @@ func (s *Store) AddMentionsReadingGenerations(ctx context.Context, ms []channel.
 	return gens, nil
 }
 
-// MentionSeqs returns the kept seqs of each key, ascending.
+// MentionSeqs returns the kept seqs of each key, ascending (nil: none).
 func (s *Store) MentionSeqs(ctx context.Context, keys []receipt.Key) ([][]int64, error) {
-	cmds := make([]*redis.StringSliceCmd, len(keys))
+	cmds := make([]*redis.StringCmd, len(keys))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, k := range keys {
-			cmds[i] = pipe.ZRange(ctx, s.MentionsKey(k), 0, -1)
+			cmds[i] = pipe.HGet(ctx, s.UserMentionsKey(k.User), k.Channel)
 		}
 	}); err != nil {
 		return nil, err
 	}
 	out := make([][]int64, len(keys))
-	for i, cmd := range cmds {
-		members, err := cmd.Result()
+	err := s.readEach(cmds, func(i int, v string) error {
+		seqs, err := decodeMentions(keys[i], v)
+		out[i] = seqs
+		return err
+	})
+	return out, err
+}
+
+// UserMentions returns every channel's kept mention seqs of a user, and
+// whether the hash is hydrated.
+func (s *Store) UserMentions(ctx context.Context, user string) ([]channel.Mentions, bool, error) {
+	m, err := s.rdb.HGetAll(ctx, s.UserMentionsKey(user)).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: reading the mentions of %s: %w", ErrUnavailable, user, err)
+	}
+	_, complete := m[loadedField]
+	out := make([]channel.Mentions, 0, len(m))
+	for ch, v := range m {
+		if strings.HasPrefix(ch, ":") {
+			continue
+		}
+		k := receipt.Key{User: user, Channel: ch}
+		seqs, err := decodeMentions(k, v)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			s.skipUndecodable()
+			continue
 		}
-		for _, m := range members {
-			q, err := parsePadded(m)
-			if err != nil {
-				return nil, fmt.Errorf("decoding the mentions of %s: %q: %w", keys[i].KafkaKey(), m, err)
-			}
-			out[i] = append(out[i], q)
+		out = append(out, channel.Mentions{Key: k, Seqs: seqs})
+	}
+	return out, complete, nil
+}
+
+// decodeMentions decodes a stored mention list (nil when it holds none).
+func decodeMentions(k receipt.Key, v string) ([]int64, error) {
+	var out []int64
+	for m := range strings.FieldsSeq(v) {
+		q, err := parsePadded(m)
+		if err != nil || len(m) != seqWidth {
+			return nil, fmt.Errorf("decoding the redis mentions of %s: %q", k.KafkaKey(), m)
 		}
+		out = append(out, q)
 	}
 	return out, nil
+}
+
+// countMentionsAbove counts the members of a stored mention list above
+// bound (a padded seq): byte order is numeric order, and the list is
+// ascending, so the count is read from the end without decoding.
+func countMentionsAbove(v, bound string) int64 {
+	var n int64
+	for v != "" {
+		i := strings.LastIndexByte(v, ' ')
+		if v[i+1:] <= bound {
+			break
+		}
+		n++
+		if i < 0 {
+			break
+		}
+		v = v[:i]
+	}
+	return n
 }
 
 // HydrateMemberships merges a user's durable registers and mentions (each
@@ -674,8 +744,11 @@ func (s *Store) HydrateMemberships(ctx context.Context, user string, regs []chan
 	if err := s.AddMentions(ctx, mentions, mentionCap); err != nil {
 		return fmt.Errorf("hydrating the mentions of %s: %w", user, err)
 	}
-	if err := s.rdb.HSet(ctx, s.UserMembersKey(user), loadedField, "1").Err(); err != nil {
-		return fmt.Errorf("%w: marking the memberships of %s complete: %w", ErrUnavailable, user, err)
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		pipe.HSet(ctx, s.UserMembersKey(user), loadedField, "1")
+		pipe.HSet(ctx, s.UserMentionsKey(user), loadedField, "1")
+	}); err != nil {
+		return fmt.Errorf("marking the memberships of %s complete: %w", user, err)
 	}
 	return nil
 }

@@ -179,7 +179,7 @@ func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 }
 
 // One user's unread state across 1,000 channels takes one round trip for
-// listed channels and two for the default set; the counts are the domain's.
+// listed channels and three for the default set; the counts are the domain's.
 func TestUnreadBulkRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -217,7 +217,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	counted.rdb.(*redis.Client).AddHook(hook)
 	view, err := counted.Unread(ctx, user, listed, capN)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, hook.n.Load(), "listed channels: two round trips (cursors, registers and heads; then the mention counts)")
+	require.EqualValues(t, 1, hook.n.Load(), "listed channels: one round trip (cursors, registers, mentions and heads)")
 	require.Len(t, view.Channels, nch)
 	require.False(t, view.CursorsComplete)
 	require.False(t, view.MembershipsComplete)
@@ -250,7 +250,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	hook.n.Store(0)
 	view, err = counted.Unread(ctx, user, nil, capN)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, hook.n.Load(), "the default set: four round trips (the hashes' sizes, the hashes, the heads, the mention counts)")
+	require.EqualValues(t, 3, hook.n.Load(), "the default set: three round trips (the hashes' sizes, the hashes, the heads)")
 	require.Len(t, view.Channels, nch-nch/10, "left channels do not count")
 
 	// Hydrated: complete, and a channel known to have no head has seq 0.
@@ -312,7 +312,11 @@ func TestMemberCountHydrateAndScans(t *testing.T) {
 	}
 	slices.Sort(users)
 	require.Len(t, slices.Compact(users), 601)
-	keys, _, err := s.ScanMentionKeys(ctx, ScanCursor{}, 10000)
+	mentioned, _, err := s.ScanMentionUsers(ctx, ScanCursor{}, 10000)
 	require.NoError(t, err)
-	require.Equal(t, []receipt.Key{{User: "m1", Channel: "big"}}, keys)
+	require.Equal(t, []string{"m1"}, mentioned)
+	ms, complete, err := s.UserMentions(ctx, "m1")
+	require.NoError(t, err)
+	require.False(t, complete, "never hydrated")
+	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "m1", Channel: "big"}, Seqs: []int64{4}}}, ms)
 }

@@ -201,21 +201,7 @@ func decodeValue(k receipt.Key, v string) (receipt.State, error) {
 		return decodeV1(k, v)
 	}
 	var f [7]string
-	n := 0 // fields seen
-	for rest := v; ; n++ {
-		i := strings.IndexByte(rest, ' ')
-		if i < 0 {
-			if n < len(f) {
-				f[n] = rest
-			}
-			n++
-			break
-		}
-		if n < len(f) {
-			f[n] = rest[:i]
-		}
-		rest = rest[i+1:]
-	}
+	n := splitSpaces(v, f[:])
 	bad := func(err error) (receipt.State, error) {
 		return receipt.State{}, fmt.Errorf("decoding redis value for %s: unexpected %q: %w", k.KafkaKey(), v, err)
 	}
@@ -244,6 +230,25 @@ func decodeValue(k receipt.Key, v string) (receipt.State, error) {
 		}
 	}
 	return st, nil
+}
+
+// splitSpaces puts the space-separated fields of v into f (those beyond
+// len(f) are dropped) and returns how many v has, without allocating.
+func splitSpaces(v string, f []string) int {
+	n := 0
+	for rest := v; ; n++ {
+		i := strings.IndexByte(rest, ' ')
+		if i < 0 {
+			if n < len(f) {
+				f[n] = rest
+			}
+			return n + 1
+		}
+		if n < len(f) {
+			f[n] = rest[:i]
+		}
+		rest = rest[i+1:]
+	}
 }
 
 // decodeV1 decodes "v1:re:rs:rm:de:ds:dm:dev:ts".

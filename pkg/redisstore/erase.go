@@ -181,9 +181,20 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tom
 	return t, nil
 }
 
-// deleteMentionSets deletes the user's mention sets, found by SCAN over
-// the user's tag on the node that holds the user's slot.
+// deleteMentionSets empties the user's mention hash and deletes any mention sets
+// of the earlier layout (a sorted set per channel, "mn:{user}:<channel>"),
+// found by SCAN over the user's tag on the node that holds the user's
+// slot: mentions stored before an upgrade are erased too.
 func (s *Store) deleteMentionSets(ctx context.Context, user string) error {
+	// Left empty and complete, as the erase script leaves the user's other
+	// hashes: a read must not hydrate what Postgres may still hold.
+	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Del(ctx, s.UserMentionsKey(user))
+		pipe.HSet(ctx, s.UserMentionsKey(user), loadedField, "1")
+		return nil
+	}); err != nil {
+		return fmt.Errorf("%w: deleting the mentions of %s: %w", ErrUnavailable, user, err)
+	}
 	pattern := globEscape(s.prefix+"mn:{"+user+"}:") + "*"
 	var node redis.Cmdable = s.rdb
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {

@@ -6,8 +6,6 @@ package redisstore
 import (
 	"context"
 	"strings"
-
-	"github.com/readstate/receipts/pkg/receipt"
 )
 
 // scanTagged returns one SCAN page of the ids in keys "<prefix><kind>{id}…"
@@ -54,17 +52,11 @@ func (s *Store) ScanMembershipUsers(ctx context.Context, cur ScanCursor, count i
 	return onlyWhole(ids, rests), next, err
 }
 
-// ScanMentionKeys returns one SCAN page of the (user, channel) keys with a
-// mention set and the cursor of the next page.
-func (s *Store) ScanMentionKeys(ctx context.Context, cur ScanCursor, count int64) ([]receipt.Key, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "mn:", cur, count)
-	out := make([]receipt.Key, 0, len(ids))
-	for i, id := range ids {
-		if ch, ok := strings.CutPrefix(rests[i], ":"); ok && ch != "" {
-			out = append(out, receipt.Key{User: id, Channel: ch})
-		}
-	}
-	return out, next, err
+// ScanMentionUsers returns one SCAN page of the users with a mention
+// hash and the cursor of the next page.
+func (s *Store) ScanMentionUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "mh:", cur, count)
+	return onlyWhole(ids, rests), next, err
 }
 
 func onlyWhole(ids, rests []string) []string {

@@ -59,29 +59,33 @@ var ErrTooManyChannels = errors.New("more channels than one unread read covers")
 
 // Unread reads one user's unread state across channels with plain
 // pipelined reads, no script and a bounded number of round trips: the
-// user's cursors and registers (HMGET of the listed channels; for the
-// default set, every channel the user has a cursor or a register in, less
-// the channels the user left, at most MaxUnreadChannels: HLEN, then
-// HGETALL), the heads (one HGET per channel, in the first pipeline when
-// the channels are listed), then the mention counts (ZLEXCOUNT above the
-// effective read) of the channels with unread messages only: a mention is
-// at or below its channel's head, so a channel read up to its head has
-// none to count. Counts use the cap to tell "more than cap" (capped).
+// user's cursors, registers and mentions (HMGET of the listed channels;
+// for the default set, every channel the user has a cursor or a register
+// in, less the channels the user left, at most MaxUnreadChannels: HLEN,
+// then HGETALL), and the heads (one HGET per channel, in the first
+// pipeline when the channels are listed). A channel's mentions are
+// counted here, above its effective read, and only where it has unread
+// messages: a mention is at or below its channel's head, so a channel
+// read up to its head has none. Counts use the cap to tell "more than
+// cap" (capped). A stored field that does not decode is skipped and
+// counted, never failing the user.
 func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
 	view := UnreadView{User: user}
 	// Answer in channel order (what callers show).
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
-	var cursors, regs map[string]string
+	var cursors, regs, mentions map[string]string
 	var heads []*redis.StringCmd
 	defaultSet := len(channels) == 0
 	if defaultSet {
 		var err error
-		if channels, cursors, regs, err = s.userChannels(ctx, user); err != nil {
+		if channels, cursors, regs, mentions, err = s.userChannels(ctx, user); err != nil {
 			return view, err
 		}
 		_, view.CursorsComplete = cursors[loadedField]
-		_, view.MembershipsComplete = regs[loadedField]
+		_, regsLoaded := regs[loadedField]
+		_, mentionsLoaded := mentions[loadedField]
+		view.MembershipsComplete = regsLoaded && mentionsLoaded
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
@@ -96,11 +100,12 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 	} else {
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
-		var ucmd, mcmd *redis.SliceCmd
+		var ucmd, mcmd, ncmd *redis.SliceCmd
 		heads = make([]*redis.StringCmd, len(channels))
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
+			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
 			for i, ch := range channels {
 				heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
 			}
@@ -109,18 +114,18 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		}
 		uv, uerr := ucmd.Result()
 		mv, merr := mcmd.Result()
-		if err := errors.Join(uerr, merr); err != nil {
+		nv, nerr := ncmd.Result()
+		if err := errors.Join(uerr, merr, nerr); err != nil {
 			return view, fmt.Errorf("%w: reading the unread state of %s: %w", ErrUnavailable, user, err)
 		}
-		cursors, regs = hmgetMap(channels, uv), hmgetMap(channels, mv)
-		view.CursorsComplete, view.MembershipsComplete = uv[len(channels)] != nil, mv[len(channels)] != nil
+		cursors, regs, mentions = hmgetMap(channels, uv), hmgetMap(channels, mv), hmgetMap(channels, nv)
+		view.CursorsComplete = uv[len(channels)] != nil
+		view.MembershipsComplete = mv[len(channels)] != nil && nv[len(channels)] != nil
 	}
 	view.Channels = make([]ChannelView, 0, len(channels))
-	var unread []int // indexes into view.Channels with messages to count mentions in
 	for i, ch := range channels {
 		cv := ChannelView{Channel: ch}
 		k := receipt.Key{User: user, Channel: ch}
-		var err error
 		cv.State = receipt.State{Key: k}
 		if v, ok := cursors[ch]; ok {
 			if st, err := decodeValue(k, v); err != nil {
@@ -130,78 +135,64 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 			}
 		}
 		if v, ok := regs[ch]; ok {
-			if cv.Membership, err = decodeRegister(k, v); err != nil {
-				return view, err
+			if m, err := decodeRegister(k, v); err != nil {
+				s.skipUndecodable()
+			} else {
+				cv.Membership, cv.HasMembership = m, true
 			}
-			cv.HasMembership = true
 		}
 		if defaultSet && cv.HasMembership && !cv.Membership.Member {
 			continue // left: the channel no longer counts
 		}
-		hv, herr := heads[i].Result()
-		switch {
+		switch hv, herr := heads[i].Result(); {
 		case errors.Is(herr, redis.Nil):
 			view.MissingHeads = append(view.MissingHeads, ch)
 		case herr != nil:
 			return view, fmt.Errorf("%w: %w", ErrUnavailable, herr)
 		default:
-			if cv.Head, err = decodeHead(ch, hv); err != nil {
-				return view, err
+			if h, err := decodeHead(ch, hv); err != nil {
+				s.skipUndecodable() // hydrated again from Postgres
+				view.MissingHeads = append(view.MissingHeads, ch)
+			} else {
+				cv.Head, cv.HeadKnown = h, true
 			}
-			cv.HeadKnown = true
 		}
 		cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
-		if cv.Unread > 0 {
-			unread = append(unread, len(view.Channels))
+		if v := mentions[ch]; v != "" && cv.Unread > 0 {
+			n := countMentionsAbove(v, padSeq(cv.State.EffectiveRead().Seq))
+			cv.Mentions, cv.MentionsCapped = n, n > int64(mentionCap)
 		}
 		view.Channels = append(view.Channels, cv)
-	}
-	if len(unread) == 0 {
-		return view, nil
-	}
-	counts := make([]*redis.IntCmd, len(unread))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for j, i := range unread {
-			cv := &view.Channels[i]
-			counts[j] = pipe.ZLexCount(ctx, s.MentionsKey(cv.State.Key), "("+padSeq(cv.State.EffectiveRead().Seq), "+")
-		}
-	}); err != nil {
-		return view, err
-	}
-	for j, i := range unread {
-		n, err := counts[j].Result()
-		if err != nil {
-			return view, fmt.Errorf("%w: counting the mentions of %s: %w", ErrUnavailable, user, err)
-		}
-		view.Channels[i].Mentions, view.Channels[i].MentionsCapped = n, n > int64(mentionCap)
 	}
 	return view, nil
 }
 
 // userChannels reads a user's default channel set: every field of the
-// user's cursor and membership hashes (the markers included), after
-// checking that they are within MaxUnreadChannels. The channels come in
-// the hashes' order, each once.
-func (s *Store) userChannels(ctx context.Context, user string) (channels []string, cursors, regs map[string]string, err error) {
+// user's cursor, membership and mention hashes (the markers included),
+// after checking that they are within MaxUnreadChannels. The channels
+// come sorted, each once. A user is mentioned only where a member, so
+// the mention hash is no larger than the membership hash.
+func (s *Store) userChannels(ctx context.Context, user string) (channels []string, cursors, regs, mentions map[string]string, err error) {
 	var ulen, mlen *redis.IntCmd
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		ulen = pipe.HLen(ctx, s.UserKey(user))
 		mlen = pipe.HLen(ctx, s.UserMembersKey(user))
 	}); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
 	// Each hash holds at most two marker fields.
 	if n := max(ulen.Val(), mlen.Val()) - 2; n > MaxUnreadChannels {
-		return nil, nil, nil, fmt.Errorf("%w: user %s has about %d (at most %d)", ErrTooManyChannels, user, n, MaxUnreadChannels)
+		return nil, nil, nil, nil, fmt.Errorf("%w: user %s has about %d (at most %d)", ErrTooManyChannels, user, n, MaxUnreadChannels)
 	}
-	var ucmd, mcmd *redis.MapStringStringCmd
+	var ucmd, mcmd, ncmd *redis.MapStringStringCmd
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		ucmd = pipe.HGetAll(ctx, s.UserKey(user))
 		mcmd = pipe.HGetAll(ctx, s.UserMembersKey(user))
+		ncmd = pipe.HGetAll(ctx, s.UserMentionsKey(user))
 	}); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	cursors, regs = ucmd.Val(), mcmd.Val()
+	cursors, regs, mentions = ucmd.Val(), mcmd.Val(), ncmd.Val()
 	channels = make([]string, 0, max(len(cursors), len(regs)))
 	for f := range cursors {
 		if !strings.HasPrefix(f, ":") {
@@ -214,10 +205,10 @@ func (s *Store) userChannels(ctx context.Context, user string) (channels []strin
 		}
 	}
 	if len(channels) > MaxUnreadChannels {
-		return nil, nil, nil, fmt.Errorf("%w: user %s has %d (at most %d)", ErrTooManyChannels, user, len(channels), MaxUnreadChannels)
+		return nil, nil, nil, nil, fmt.Errorf("%w: user %s has %d (at most %d)", ErrTooManyChannels, user, len(channels), MaxUnreadChannels)
 	}
 	slices.Sort(channels)
-	return channels, cursors, regs, nil
+	return channels, cursors, regs, mentions, nil
 }
 
 // hmgetMap is an HMGET's answer for fields as a map of the fields found.

@@ -3,11 +3,13 @@
 // (REST routes from the google.api.http annotations, transcoded by
 // vanguard, with the hot write routes on the fast codec of pkg/gate/rest),
 // WatchChannels also as server-sent events, with gRPC reflection and
-// health.
+// health, and its REST contract (the OpenAPI document of package api) at
+// GET /openapi.json.
 //
-// Every route sits behind the API guard (pkg/apiauth, Config.Auth): bearer
-// tokens or mTLS, each call checked against the scope procedureScopes
-// (scopes.go) gives its procedure, and per-client rate limits in events (a batch costs its
+// Every route but /openapi.json (public metadata) sits behind the API
+// guard (pkg/apiauth, Config.Auth): bearer tokens or mTLS, each call
+// checked against the scope procedureScopes (scopes.go) gives its
+// procedure, and per-client rate limits in events (a batch costs its
 // items, charged once decoded). REST bodies are bounded (Config.MaxBodyBytes:
 // HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON.
 // Readiness is the gate's, once the server serves; on shutdown the server

@@ -70,7 +70,8 @@ func New(cfg Config, g *gate.Gate) (*Server, error) {
 // Handler serves the API: the ReceiptService as gRPC, gRPC-Web, Connect and
 // REST (HTTP/JSON), gRPC health, and gRPC reflection (v1 and v1alpha),
 // every route behind the API guard (authentication and per-client rate
-// limits, pkg/apiauth). Serve it over HTTP/1.1 and HTTP/2 (h2c, or h2 over
+// limits, pkg/apiauth), and, unguarded, the REST contract at GET
+// /openapi.json. Serve it over HTTP/1.1 and HTTP/2 (h2c, or h2 over
 // TLS: gRPC needs HTTP/2), as HTTPServer does.
 func (s *Server) Handler() http.Handler { return s.handler }
 
@@ -114,7 +115,14 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 	mux.Handle("GET "+watchSSEPath, http.HandlerFunc(s.serveWatchSSE))
 	mux.Handle("/", s.limitREST(s.streamDeadlines(tc)))
-	return s.guard.Wrap(mux), nil
+	// The contract is served outside the guard: it is public metadata,
+	// the same for every caller and holding no data (what the proto
+	// already tells), and callers and their tools read it before they
+	// hold credentials. An answer from memory needs no rate limit.
+	root := http.NewServeMux()
+	root.Handle("GET "+OpenAPIPath, openAPIHandler())
+	root.Handle("/", s.guard.Wrap(mux))
+	return root, nil
 }
 
 // chargeEvents charges a call's client the rest of its cost in events: the

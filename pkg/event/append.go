@@ -34,8 +34,7 @@ func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
 		b = appendCursor(b, 8, s.PrivateRead)
 	}
 	if gen >= 0 {
-		b = protowire.AppendTag(b, receiptGenerationField, protowire.VarintType)
-		b = protowire.AppendVarint(b, uint64(gen))
+		b = appendStamp(b, receiptGenerationField, receiptStampedField, gen)
 	}
 	return b
 }
@@ -73,7 +72,7 @@ func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.R
 // its longest), so a batch's buffer never grows.
 func receiptSizeBound(s receipt.State) int {
 	const tagged = 1 + binary.MaxVarintLen64
-	n := 2 + 5*tagged // schema version, time, generation, lengths
+	n := 4 + 5*tagged // schema version, time, generation, stamped, lengths
 	n += len(s.Key.User) + len(s.Key.Channel) + len(s.DeviceID)
 	for _, c := range []receipt.Cursor{s.Read, s.Delivered, s.PrivateRead} {
 		n += 3*tagged + 4 + len(c.MessageID)

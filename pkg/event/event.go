@@ -93,13 +93,9 @@ func (d Decoded) AcceptedAt() int64 {
 	return 0
 }
 
-// stamp is the user_generation field of d: absent unless stamped.
-func (d Decoded) stamp() *int64 {
-	if !d.Stamped && d.Generation <= 0 {
-		return nil
-	}
-	return proto.Int64(d.Generation)
-}
+// stamped reads a user event's stamp: the flag, or a generation above 0
+// (which only a stamp sets: events of builds before the flag).
+func stamped(flag bool, gen int64) bool { return flag || gen > 0 }
 
 // User is the user an event is about ("" for a channel event).
 func (d Decoded) User() string {
@@ -294,8 +290,9 @@ func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
 		ChannelId:     key.Channel,
 		MentionSeqs:   d.Mentions,
 		// Set without cursors; cursors carry their own time below.
-		AcceptedAtUnixMs: d.AcceptedAtUnixMs,
-		UserGeneration:   d.stamp(),
+		AcceptedAtUnixMs:      d.AcceptedAtUnixMs,
+		UserGeneration:        d.Generation,
+		UserGenerationStamped: d.Stamped,
 	}
 	if s := d.Receipt; s != nil {
 		ev.DeviceId, ev.AcceptedAtUnixMs = s.DeviceID, s.UpdatedAtUnixMs
@@ -335,7 +332,7 @@ func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
 // redundant and ignored).
 func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
 	st := FromProto(ev)
-	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration(), Stamped: ev.UserGeneration != nil}
+	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration(), Stamped: stamped(ev.GetUserGenerationStamped(), ev.GetUserGeneration())}
 	if !st.Read.Position.IsZero() || !st.Delivered.Position.IsZero() || !st.PrivateRead.Position.IsZero() {
 		d.Receipt = &st
 	} else {

@@ -24,8 +24,9 @@ func encodeSettings(d Decoded) (*kgo.Record, error) {
 		UserId:        st.User,
 		Settings: &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
 			ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs},
-		AcceptedAtUnixMs: st.VersionMs,
-		UserGeneration:   d.stamp(),
+		AcceptedAtUnixMs:      st.VersionMs,
+		UserGeneration:        d.Generation,
+		UserGenerationStamped: d.Stamped,
 	}
 	v, err := proto.Marshal(ev)
 	if err != nil {
@@ -56,5 +57,5 @@ func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation", ErrUndecodable)
 	}
 	return Decoded{Settings: &st, AcceptedAtUnixMs: ev.GetAcceptedAtUnixMs(),
-		Generation: ev.GetUserGeneration(), Stamped: ev.UserGeneration != nil}, nil
+		Generation: ev.GetUserGeneration(), Stamped: stamped(ev.GetUserGenerationStamped(), ev.GetUserGeneration())}, nil
 }

@@ -2071,12 +2071,15 @@ type ReceiptEvent struct {
 	// The user's erasure generation when the gateway accepted the event
 	// (version 3), read where its Redis write ran: consumers drop events of
 	// a generation below the user's tombstone, so nothing in flight
-	// resurrects an erased user. Present as 0 when the user was never
-	// erased; absent when the gateway could not read it (then the event's
-	// time is compared with the erasure's).
-	UserGeneration *int64 `protobuf:"varint,11,opt,name=user_generation,json=userGeneration,proto3,oneof" json:"user_generation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// resurrects an erased user.
+	UserGeneration int64 `protobuf:"varint,11,opt,name=user_generation,json=userGeneration,proto3" json:"user_generation,omitempty"`
+	// True when the gateway read user_generation (0 then means never
+	// erased): the generation alone orders the event against an erasure.
+	// False (and user_generation 0) when it could not: the event's time is
+	// compared with the erasure's.
+	UserGenerationStamped bool `protobuf:"varint,12,opt,name=user_generation_stamped,json=userGenerationStamped,proto3" json:"user_generation_stamped,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ReceiptEvent) Reset() {
@@ -2180,10 +2183,17 @@ func (x *ReceiptEvent) GetMembership() *Membership {
 }
 
 func (x *ReceiptEvent) GetUserGeneration() int64 {
-	if x != nil && x.UserGeneration != nil {
-		return *x.UserGeneration
+	if x != nil {
+		return x.UserGeneration
 	}
 	return 0
+}
+
+func (x *ReceiptEvent) GetUserGenerationStamped() bool {
+	if x != nil {
+		return x.UserGenerationStamped
+	}
+	return false
 }
 
 // ChannelEvent is the value of a record on read-receipts keyed by the bare
@@ -3459,9 +3469,10 @@ type UserEvent struct {
 	ErasedGeneration int64 `protobuf:"varint,4,opt,name=erased_generation,json=erasedGeneration,proto3" json:"erased_generation,omitempty"`
 	AcceptedAtUnixMs int64 `protobuf:"varint,5,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
 	// With settings: the user's erasure generation, as on ReceiptEvent.
-	UserGeneration *int64 `protobuf:"varint,6,opt,name=user_generation,json=userGeneration,proto3,oneof" json:"user_generation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	UserGeneration        int64 `protobuf:"varint,6,opt,name=user_generation,json=userGeneration,proto3" json:"user_generation,omitempty"`
+	UserGenerationStamped bool  `protobuf:"varint,7,opt,name=user_generation_stamped,json=userGenerationStamped,proto3" json:"user_generation_stamped,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *UserEvent) Reset() {
@@ -3530,10 +3541,17 @@ func (x *UserEvent) GetAcceptedAtUnixMs() int64 {
 }
 
 func (x *UserEvent) GetUserGeneration() int64 {
-	if x != nil && x.UserGeneration != nil {
-		return *x.UserGeneration
+	if x != nil {
+		return x.UserGeneration
 	}
 	return 0
+}
+
+func (x *UserEvent) GetUserGenerationStamped() bool {
+	if x != nil {
+		return x.UserGenerationStamped
+	}
+	return false
 }
 
 // ReadStateChange is the value of a record on the change-feed topic
@@ -3803,7 +3821,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
 	"\x0fReadAllResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xeb\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\x8a\x04\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -3818,9 +3836,9 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"membership\x18\n" +
 	" \x01(\v2\x17.receipts.v1.MembershipR\n" +
-	"membership\x12,\n" +
-	"\x0fuser_generation\x18\v \x01(\x03H\x00R\x0euserGeneration\x88\x01\x01B\x12\n" +
-	"\x10_user_generation\"\xac\x01\n" +
+	"membership\x12'\n" +
+	"\x0fuser_generation\x18\v \x01(\x03R\x0euserGeneration\x126\n" +
+	"\x17user_generation_stamped\x18\f \x01(\bR\x15userGenerationStamped\"\xac\x01\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
@@ -3925,15 +3943,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"generation\x127\n" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
-	"durability\"\xa0\x02\n" +
+	"durability\"\xbf\x02\n" +
 	"\tUserEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
 	"\bsettings\x18\x03 \x01(\v2\x19.receipts.v1.UserSettingsR\bsettings\x12+\n" +
 	"\x11erased_generation\x18\x04 \x01(\x03R\x10erasedGeneration\x12-\n" +
-	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\x12,\n" +
-	"\x0fuser_generation\x18\x06 \x01(\x03H\x00R\x0euserGeneration\x88\x01\x01B\x12\n" +
-	"\x10_user_generation\"\x87\x02\n" +
+	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\x12'\n" +
+	"\x0fuser_generation\x18\x06 \x01(\x03R\x0euserGeneration\x126\n" +
+	"\x17user_generation_stamped\x18\a \x01(\bR\x15userGenerationStamped\"\x87\x02\n" +
 	"\x0fReadStateChange\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -4146,9 +4164,7 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[29].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[44].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -297,7 +297,7 @@ func (s *stack) checkHistory(ctx context.Context, h *history) (historyVerdict, e
 	for _, k := range kinds.All() {
 		model := map[any]any{}
 		for _, d := range matched {
-			if u := d.User(); u != "" && tombs.Drops(u, d.Generation, d.AcceptedAt()) {
+			if u := d.User(); u != "" && tombs.Drops(u, d.Generation, d.Stamped, d.AcceptedAt()) {
 				continue
 			}
 			val, ok := k.FromEvent(&d)

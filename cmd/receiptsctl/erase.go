@@ -45,7 +45,7 @@ func runErase(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("erasing %q through %s: %w", user, *target, err)
 		}
-		fmt.Fprintf(out, "erased %s: generation %d, durable in %s (Postgres follows through the persister)\n",
+		fmt.Fprintf(out, "erased %s: generation %d, gone from Redis and Postgres, durable in %s\n",
 			resp.Msg.GetUserId(), resp.Msg.GetGeneration(), resp.Msg.GetDurability())
 	}
 	return nil

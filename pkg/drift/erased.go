@@ -10,8 +10,8 @@ import (
 // The sweep never writes an erased user back. Before a page's repairs are
 // written, the tombstones of their users are read from both stores (one
 // query, one pipeline): while Redis holds a newer erasure than Postgres
-// (the gateway erased the user, the persister has not applied it yet),
-// every repair of the user waits, because Postgres still holds the rows
+// (the gateway erased the user in Redis and has not applied it to
+// Postgres yet), every repair of the user waits, because Postgres still holds the rows
 // the erasure will delete; afterwards, a value that may predate the
 // erasure by its time (tombstone.Predates) is not copied into Postgres. A
 // value without a time (a mention set) follows the first rule and is
@@ -21,8 +21,8 @@ import (
 // rows then held, and what it holds since passed the erasure rule
 // (tombstone.Drops, by generation) on its way there, so a Redis that lost
 // its data gets back the writes that followed an erasure within the clock
-// skew too. (Missed: an erasure Redis lost before Postgres applied it,
-// whose rows are copied back until it applies.)
+// skew too. (The gateway applies an erasure to Postgres before it
+// acknowledges it, so Redis cannot lose one Postgres lacks.)
 
 // erasures is what the sweep knows of a page's users' erasures.
 type erasures struct {

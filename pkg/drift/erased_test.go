@@ -31,7 +31,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	require.NoError(t, err)
 
 	// The gateway erased the user (Redis); Postgres still has the rows.
-	ts, err := bd.rs.Erase(ctx, "gone", 50_000)
+	ts, err := bd.rs.Erase(ctx, "gone", 50_000, 0)
 	require.NoError(t, err)
 	sw, err := drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, PagesPerSecond: 1000})
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 // in field-number order as proto.Marshal writes them.
 
 // AppendReceipt appends the record value Encode(s) carries, stamped with
-// the erasure generation gen as StampGeneration stamps it (gen ≤ 0: none).
+// the erasure generation gen as StampGeneration stamps it (Unstamped: none).
 func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
 	b = protowire.AppendTag(b, 1, protowire.VarintType)
 	b = protowire.AppendVarint(b, SchemaVersion)
@@ -33,8 +33,8 @@ func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
 	if !s.PrivateRead.Position.IsZero() {
 		b = appendCursor(b, 8, s.PrivateRead)
 	}
-	if gen > 0 {
-		b = appendInt(b, 11, gen)
+	if gen >= 0 {
+		b = appendStamp(b, receiptGenerationField, receiptStampedField, gen)
 	}
 	return b
 }
@@ -72,7 +72,7 @@ func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.R
 // its longest), so a batch's buffer never grows.
 func receiptSizeBound(s receipt.State) int {
 	const tagged = 1 + binary.MaxVarintLen64
-	n := 2 + 5*tagged // schema version, time, generation, lengths
+	n := 4 + 5*tagged // schema version, time, generation, stamped, lengths
 	n += len(s.Key.User) + len(s.Key.Channel) + len(s.DeviceID)
 	for _, c := range []receipt.Cursor{s.Read, s.Delivered, s.PrivateRead} {
 		n += 3*tagged + 4 + len(c.MessageID)

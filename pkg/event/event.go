@@ -64,8 +64,11 @@ type Decoded struct {
 	Settings *privacy.Settings
 
 	// Generation is the user's erasure generation the gateway read when it
-	// accepted a user event (0: none, or not known); see tombstone.Drops.
+	// accepted a user event (0: never erased, or not known); Stamped
+	// tells which: a stamped event is ordered against an erasure by its
+	// generation alone (tombstone.Drops).
 	Generation int64
+	Stamped    bool
 	// AcceptedAtUnixMs is when the gateway accepted a user event that
 	// carries no cursor (Receipt.UpdatedAtUnixMs holds it otherwise).
 	AcceptedAtUnixMs int64
@@ -89,6 +92,10 @@ func (d Decoded) AcceptedAt() int64 {
 	}
 	return 0
 }
+
+// stamped reads a user event's stamp: the flag, or a generation above 0
+// (which only a stamp sets: events of builds before the flag).
+func stamped(flag bool, gen int64) bool { return flag || gen > 0 }
 
 // User is the user an event is about ("" for a channel event).
 func (d Decoded) User() string {
@@ -283,8 +290,9 @@ func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
 		ChannelId:     key.Channel,
 		MentionSeqs:   d.Mentions,
 		// Set without cursors; cursors carry their own time below.
-		AcceptedAtUnixMs: d.AcceptedAtUnixMs,
-		UserGeneration:   d.Generation,
+		AcceptedAtUnixMs:      d.AcceptedAtUnixMs,
+		UserGeneration:        d.Generation,
+		UserGenerationStamped: d.Stamped,
 	}
 	if s := d.Receipt; s != nil {
 		ev.DeviceId, ev.AcceptedAtUnixMs = s.DeviceID, s.UpdatedAtUnixMs
@@ -324,7 +332,7 @@ func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
 // redundant and ignored).
 func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
 	st := FromProto(ev)
-	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration()}
+	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration(), Stamped: stamped(ev.GetUserGenerationStamped(), ev.GetUserGeneration())}
 	if !st.Read.Position.IsZero() || !st.Delivered.Position.IsZero() || !st.PrivateRead.Position.IsZero() {
 		d.Receipt = &st
 	} else {

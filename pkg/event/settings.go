@@ -17,13 +17,16 @@ func EncodeSettings(st privacy.Settings) (*kgo.Record, error) {
 	return EncodeDecoded(Decoded{Settings: &st})
 }
 
-func encodeSettings(st privacy.Settings) (*kgo.Record, error) {
+func encodeSettings(d Decoded) (*kgo.Record, error) {
+	st := *d.Settings
 	ev := &receiptsv1.UserEvent{
 		SchemaVersion: SchemaVersion,
 		UserId:        st.User,
 		Settings: &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
 			ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs},
-		AcceptedAtUnixMs: st.VersionMs,
+		AcceptedAtUnixMs:      st.VersionMs,
+		UserGeneration:        d.Generation,
+		UserGenerationStamped: d.Stamped,
 	}
 	v, err := proto.Marshal(ev)
 	if err != nil {
@@ -50,5 +53,9 @@ func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
 	if string(r.Key) != UserKey(st.User) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match user event key %q", ErrUndecodable, r.Key, UserKey(st.User))
 	}
-	return Decoded{Settings: &st, AcceptedAtUnixMs: ev.GetAcceptedAtUnixMs()}, nil
+	if ev.GetUserGeneration() < 0 {
+		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation", ErrUndecodable)
+	}
+	return Decoded{Settings: &st, AcceptedAtUnixMs: ev.GetAcceptedAtUnixMs(),
+		Generation: ev.GetUserGeneration(), Stamped: stamped(ev.GetUserGenerationStamped(), ev.GetUserGeneration())}, nil
 }

@@ -2,6 +2,7 @@ package event
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,7 +28,7 @@ func EncodeErasure(t tombstone.Tombstone) (*kgo.Record, error) {
 
 func encodeUser(d Decoded) (*kgo.Record, error) {
 	if d.Settings != nil {
-		return encodeSettings(*d.Settings)
+		return encodeSettings(d)
 	}
 	t := d.Erasure
 	ev := &receiptsv1.UserEvent{
@@ -69,14 +70,45 @@ func decodeUser(r *kgo.Record) (Decoded, error) {
 	return Decoded{Erasure: &t}, nil
 }
 
+// Unstamped is the generation of an event the gateway could not stamp:
+// neither Redis nor Postgres told it the user's erasure generation. Any
+// negative generation stamps nothing; this one is not the -1 Redis
+// answers for a tombstone it does not hold, which Postgres may resolve.
+const Unstamped int64 = math.MinInt64
+
+// The field numbers of user_generation and user_generation_stamped in
+// ReceiptEvent and UserEvent.
+const (
+	receiptGenerationField protowire.Number = 11
+	receiptStampedField    protowire.Number = 12
+	userGenerationField    protowire.Number = 6
+	userStampedField       protowire.Number = 7
+)
+
 // StampGeneration sets the user_generation of an encoded user event
-// (ReceiptEvent) in place: a protobuf scalar field appended to a message
-// overrides an earlier one, so the record need not be encoded again once
-// the gateway's Redis merge has read the generation. 0 leaves it as is.
+// (ReceiptEvent, or the UserEvent of settings) in place, and marks it
+// stamped: a protobuf scalar field appended to a message overrides an
+// earlier one, so the record need not be encoded again once the gateway's
+// Redis write has read the generation. 0 is a stamp too (known never
+// erased); Unstamped leaves the record as is.
 func StampGeneration(r *kgo.Record, gen int64) {
-	if gen <= 0 || strings.HasPrefix(string(r.Key), userKeyPrefix) {
+	if gen < 0 {
 		return
 	}
-	v := protowire.AppendTag(r.Value, 11, protowire.VarintType)
-	r.Value = protowire.AppendVarint(v, uint64(gen))
+	genField, stampedField := receiptGenerationField, receiptStampedField
+	if strings.HasPrefix(string(r.Key), userKeyPrefix) {
+		genField, stampedField = userGenerationField, userStampedField
+	}
+	r.Value = appendStamp(r.Value, genField, stampedField, gen)
+}
+
+// appendStamp appends the generation (when above 0, as proto.Marshal
+// writes it) and the stamped flag.
+func appendStamp(b []byte, genField, stampedField protowire.Number, gen int64) []byte {
+	if gen > 0 {
+		b = protowire.AppendTag(b, genField, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(gen))
+	}
+	b = protowire.AppendTag(b, stampedField, protowire.VarintType)
+	return protowire.AppendVarint(b, 1)
 }

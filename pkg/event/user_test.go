@@ -10,6 +10,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -69,15 +70,24 @@ func TestErasureRejects(t *testing.T) {
 }
 
 // The gateway stamps the generation its Redis merge read onto the record
-// it already encoded; every kind of user event carries it through.
+// it already encoded; every kind of user event carries it through, 0
+// (known never erased) apart from no stamp at all.
 func TestStampGeneration(t *testing.T) {
 	t.Parallel()
 	rec, err := event.Encode(sample())
 	require.NoError(t, err)
-	event.StampGeneration(rec, 0)
 	d, err := event.DecodeRecord(rec)
 	require.NoError(t, err)
+	require.False(t, d.Stamped, "not stamped")
+	event.StampGeneration(rec, event.Unstamped)
+	d, err = event.DecodeRecord(rec)
+	require.NoError(t, err)
+	require.False(t, d.Stamped, "Unstamped stamps nothing")
+	event.StampGeneration(rec, 0)
+	d, err = event.DecodeRecord(rec)
+	require.NoError(t, err)
 	require.Zero(t, d.Generation)
+	require.True(t, d.Stamped, "0 is a stamp: never erased")
 	event.StampGeneration(rec, 7)
 	event.StampGeneration(rec, 1700000000999)
 	d, err = event.DecodeRecord(rec)
@@ -85,10 +95,26 @@ func TestStampGeneration(t *testing.T) {
 	require.Equal(t, int64(1700000000999), d.Generation, "the last stamp wins")
 	require.Equal(t, sample(), *d.Receipt, "the rest is untouched")
 
+	settings, err := event.EncodeSettings(privacy.Settings{User: "u", ShareRead: true, VersionMs: 5})
+	require.NoError(t, err)
+	event.StampGeneration(settings, 0)
+	d, err = event.DecodeRecord(settings)
+	require.NoError(t, err)
+	require.True(t, d.Stamped, "a settings event is stamped too")
+	require.Zero(t, d.Generation)
+	event.StampGeneration(settings, 12)
+	d, err = event.DecodeRecord(settings)
+	require.NoError(t, err)
+	require.Equal(t, int64(12), d.Generation)
+	require.Equal(t, privacy.Settings{User: "u", ShareRead: true, VersionMs: 5}, *d.Settings)
+
 	k := receipt.Key{User: "u", Channel: "c"}
 	for _, in := range []event.Decoded{
-		{Key: k, Mentions: []int64{3}, AcceptedAtUnixMs: 99, Generation: 4},
-		{Key: k, Membership: &channel.Membership{Key: k, VersionSeq: 2, VersionUnixMs: 9}, Generation: 4},
+		{Key: k, Mentions: []int64{3}, AcceptedAtUnixMs: 99, Generation: 4, Stamped: true},
+		{Key: k, Mentions: []int64{3}, AcceptedAtUnixMs: 99, Stamped: true},
+		{Key: k, Mentions: []int64{3}, AcceptedAtUnixMs: 99},
+		{Key: k, Membership: &channel.Membership{Key: k, VersionSeq: 2, VersionUnixMs: 9}, Generation: 4, Stamped: true},
+		{Settings: &privacy.Settings{User: "u", VersionMs: 9}, AcceptedAtUnixMs: 9, Generation: 4, Stamped: true},
 	} {
 		r, err := event.EncodeDecoded(in)
 		require.NoError(t, err)

@@ -33,13 +33,18 @@ func (g *Gate) admit(rec *kgo.Record, err error) (*kgo.Record, error) {
 
 // EraseUser implements receiptsv1connect.ReceiptServiceHandler: it removes
 // the user from Redis and raises their tombstone there (one script, atomic
-// with every mark's merge, which stamps its event with the generation it
-// read), then makes the erasure event durable on read-receipts like a
-// mark (Kafka, or the spool). Only then is it acknowledged; the persister
-// deletes the user's Postgres rows when it applies the event, and every
-// consumer drops the user's events that predate it (tombstone.Drops).
-// Redis must answer: an erasure is never acknowledged with the real-time
-// view still holding the user. A failure after Redis is cleaned answers
+// with every write's script, which stamps its event with the generation it
+// read), applies the erasure to Postgres (pgstore.Erase: the tombstone
+// and the deletes), then makes the erasure event durable on read-receipts
+// like a mark (Kafka, or the spool). Only then is it acknowledged, so
+// Postgres holds every acknowledged erasure: a Redis that loses its data
+// later (a FLUSHALL) before the persister reaches the event still stamps
+// the user's next writes with it (knownGenerations reads Postgres), and
+// the persister, which drops the user's events that predate it
+// (tombstone.Drops), never drops those. The generation is at least one
+// above Postgres' tombstone, which a flushed Redis no longer knows.
+// Redis and Postgres must answer: an erasure is never acknowledged with a
+// store still holding the user. A failure after Redis is cleaned answers
 // Unavailable; the retry erases again at a newer generation, harmlessly.
 func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
 	user := req.Msg.GetUserId()
@@ -50,14 +55,25 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	if _, err := g.admit(event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})); err != nil {
 		return nil, err
 	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	durable, err := g.pg.Tombstones(pctx, []string{user})
+	cancel()
+	if err != nil {
+		return nil, g.eraseUnavailable(ctx, user, "reading the user's tombstone from postgres", err)
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	ts, err := g.redis.Erase(rctx, user, g.nowMs())
+	ts, err := g.redis.Erase(rctx, user, g.nowMs(), durable[user].Generation+1)
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
-		g.log.Warn("erasing a user from redis; answering unavailable", zap.String("user_id", user), zap.Error(err))
-		return nil, unavailableError(fmt.Errorf("erasing %s from redis: %w; nothing was acknowledged, retry", user, err), apierr.RetryAfter(g.cfg.RetryAfter))
+		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
+	}
+	pctx, cancel = context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	_, _, err = g.pg.Erase(pctx, ts)
+	cancel()
+	if err != nil {
+		return nil, g.eraseUnavailable(ctx, user, "applying the erasure to postgres", err)
 	}
 	rec, err := event.EncodeErasure(ts)
 	if err != nil {
@@ -72,18 +88,25 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	return connect.NewResponse(&receiptsv1.EraseUserResponse{UserId: user, Generation: ts.Generation, Durability: durability}), nil
 }
 
+// eraseUnavailable is the answer when a store could not take an erasure.
+func (g *Gate) eraseUnavailable(ctx context.Context, user, step string, err error) error {
+	if cerr := contextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	g.log.Warn(step+"; answering unavailable", zap.String("user_id", user), zap.Error(err))
+	return unavailableError(fmt.Errorf("%s: %s: %w; nothing was acknowledged, retry", user, step, err), apierr.RetryAfter(g.cfg.RetryAfter))
+}
+
 // knownGenerations replaces, in gens (the erasure generations the Redis
 // writes of users[i] read), each redisstore.GenerationUnknown — Redis held
 // no tombstone for the user: never looked up, or lost with its data — by
 // the generation of the user's tombstone in Postgres (0 when none), and
 // has Redis remember it, so the user's next writes read it there. A
 // post-erasure write of a Redis that lost the tombstone is so stamped with
-// the erasure Postgres applied, never with 0, which the time rule of
-// tombstone.Drops would judge by the clocks. When Postgres cannot answer
-// the stamp is 0 (as when Redis cannot): the write is still acknowledged.
-// Postgres lags an erasure still on its way there; such an erasure that
-// Redis lost too is the one case the stamp misses (then the time rule
-// applies).
+// the erasure Postgres holds, which is every acknowledged one (EraseUser
+// applies it there first). When Postgres cannot answer the event travels
+// unstamped (event.Unstamped, as when Redis cannot): the write is still
+// acknowledged, and the time rule of tombstone.Drops judges it.
 func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int64) {
 	var unknown []string
 	seen := map[string]bool{}
@@ -106,7 +129,11 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 		pg = nil
 	}
 	for i, gen := range gens {
-		if gen == redisstore.GenerationUnknown {
+		switch {
+		case gen != redisstore.GenerationUnknown:
+		case err != nil:
+			gens[i] = event.Unstamped
+		default:
 			gens[i] = pg[users[i]].Generation
 		}
 	}
@@ -118,4 +145,14 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 		g.warnRedis(redisOpMerge, err)
 	}
 	cancel()
+}
+
+// generationOf is the generation to stamp on the event of a Redis write
+// that read gen (GenerationUnknown: knownGenerations resolves it), or
+// event.Unstamped when the write failed.
+func generationOf(gen int64, err error) int64 {
+	if err != nil {
+		return event.Unstamped
+	}
+	return gen
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Member paging of GetChannel.
@@ -57,14 +59,16 @@ func validateKey(user, ch string) (receipt.Key, error) {
 }
 
 // changeMembership joins (from joinSeq, default the head) or leaves. The
-// new register's version is the channel head now, then the time, and is
-// made to order after the register the stores hold, so that a client's
-// join then leave (or leave then join) within one millisecond still
-// applies in its order; a replayed event keeps its own version and so
-// never undoes a newer one. Joining as a member, or leaving as a
-// non-member, changes nothing (a retried join must not move the join
-// point to the head); the register held is produced again all the same,
-// as marks are (the earlier call's produce may have failed).
+// new register's version is the channel head now, then Redis' clock,
+// ordered after the register Redis holds (redisstore.ChangeMembership), so
+// that a client's join then leave (or leave then join) within one
+// millisecond still applies in its order and no gateway's clock decides a
+// race; a replayed event keeps its own version and so never undoes a
+// newer one. Without Redis the version time is the gateway's clock, above
+// the register read. Joining as a member, or leaving as a non-member,
+// changes nothing (a retried join must not move the join point to the
+// head); the register held is produced again all the same, as marks are
+// (the earlier call's produce may have failed).
 func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, joinSeq *int64) (*connect.Response[receiptsv1.MembershipResponse], error) {
 	f := g.lookup(ctx, []receipt.Key{k}, true)
 	head, err := g.headOf(ctx, f, k.Channel)
@@ -88,41 +92,43 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	default:
 		reg = channel.Leave(k, head, now)
 	}
-	if hasStored && reg != stored && reg.Compare(stored) <= 0 {
+	change := !hasStored || reg != stored
+	if hasStored && change && reg.Compare(stored) <= 0 {
 		reg.VersionSeq, reg.VersionUnixMs = stored.VersionSeq, stored.VersionUnixMs+1
 	}
 
 	// A new join raises the private read to its join point; an unchanged
 	// register does not (it would undo a mark-unread made since the join).
 	var read *receipt.State
-	if reg.Member && reg.JoinSeq > 0 && reg != stored {
+	if reg.Member && reg.JoinSeq > 0 && change {
 		st := channel.JoinRead(reg)
 		st.UpdatedAtUnixMs = now
 		read = &st
 	}
-	rec, err := g.admit(event.EncodeMembership(reg, read))
-	if err != nil {
+	// Sized with the longest stamp, so a full spool refuses before Redis.
+	prov, err := event.EncodeMembership(reg, read)
+	if err == nil {
+		event.StampGeneration(prov, math.MaxInt64)
+	}
+	if _, err := g.admit(prov, err); err != nil {
 		return nil, err
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	res, merr := g.redis.MergeMemberships(rctx, []channel.Membership{reg})
+	res := g.writeMembership(rctx, reg, change)
 	cancel()
-	if merr == nil && res[0].Err != nil {
-		merr = res[0].Err
-	}
-	if merr != nil {
+	if res.Err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, merr)
+		g.warnRedis(redisOpMerge, res.Err)
 	}
-	degraded := merr != nil
-	// The generation the Redis writes read (0 when none could): stamped on
-	// the event, it orders it against an erasure as those writes are.
-	var gen int64
-	if merr == nil {
-		gen = res[0].Generation
+	if change {
+		reg = res.Membership // versioned by Redis, once its user's hash took it
 	}
-	if merr == nil && !res[0].Membership.Member {
+	degraded := res.Err != nil
+	// The generation the Redis writes read: stamped on the event, it
+	// orders it against an erasure as those writes are.
+	gen := generationOf(res.Generation, res.Err)
+	if res.Err == nil && !res.Membership.Member {
 		g.leaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
 	}
 	if read != nil {
@@ -133,16 +139,18 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		}
 		degraded = degraded || merged[0].Err != nil
 		if merged[0].Err == nil {
-			gen = max(gen, merged[0].Generation)
+			gen = max(gen, merged[0].Generation) // Unstamped is the least
 		}
-		if rec, err = event.EncodeMembership(reg, &resolved[0]); err != nil {
-			return nil, internal(err)
-		}
-		rec.Topic = g.durable.Topic()
+		read = &resolved[0]
 	}
-	if merr == nil && res[0].Changed && res[0].Membership.Member {
+	if res.Err == nil && res.Changed && res.Membership.Member {
 		g.joinView(ctx, reg.Key) // back in read-by and ticks
 	}
+	rec, err := event.EncodeMembership(reg, read)
+	if err != nil {
+		return nil, internal(err)
+	}
+	rec.Topic = g.durable.Topic()
 	gens := []int64{gen}
 	g.knownGenerations(ctx, []string{k.User}, gens)
 	event.StampGeneration(rec, gens[0])
@@ -152,9 +160,22 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	}
 	out := &receiptsv1.MembershipResponse{Membership: membershipProto(reg), Durability: durability, RealtimeDegraded: degraded}
 	if !degraded {
-		out.Membership, out.Changed = membershipProto(res[0].Membership), res[0].Changed
+		out.Membership, out.Changed = membershipProto(res.Membership), res.Changed
 	}
 	return connect.NewResponse(out), nil
+}
+
+// writeMembership writes reg into Redis: a change with the version Redis
+// sets (ChangeMembership), an unchanged register as a plain merge.
+func (g *Gate) writeMembership(ctx context.Context, reg channel.Membership, change bool) redisstore.MembershipResult {
+	if change {
+		return g.redis.ChangeMembership(ctx, reg)
+	}
+	res, err := g.redis.MergeMemberships(ctx, []channel.Membership{reg})
+	if err != nil {
+		return redisstore.MembershipResult{Membership: reg, Err: err}
+	}
+	return res[0]
 }
 
 // headOf is the channel's head seq: from the facts, or — when Redis could

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -174,7 +175,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 
 	// The records' sizes do not depend on what Redis answers: check the
 	// spool's room with provisional ones before touching Redis.
-	recs, err := g.noticeRecords(heads, senders, mentions)
+	recs, err := g.noticeRecords(heads, senders, mentions, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -183,10 +184,11 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	}
 
 	var (
-		wg         sync.WaitGroup
-		raised     []redisstore.HeadResult
-		merged     []redisstore.MergeResult
-		mentionErr error
+		wg          sync.WaitGroup
+		raised      []redisstore.HeadResult
+		merged      []redisstore.MergeResult
+		mentionGens []int64
+		mentionErr  error
 	)
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	wg.Go(func() { raised = g.raiseHeads(rctx, heads) })
@@ -195,7 +197,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {
-			if mentionErr = g.redis.AddMentions(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
+			if mentionGens, mentionErr = g.redis.AddMentionsReadingGenerations(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
 				g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
 				g.warnRedis(redisOpMerge, mentionErr)
 			}
@@ -207,7 +209,25 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	if err != nil {
 		return nil, err
 	}
-	if recs, err = g.noticeRecords(heads, resolved, mentions); err != nil {
+	// Each sender's read and mention set is stamped with the generation
+	// its script read in the user's slot (the mention hash, mh:{user},
+	// lives beside the user's tombstone), as marks are.
+	gens := make([]int64, 0, len(senders)+len(mentions))
+	users := make([]string, 0, cap(gens))
+	for i, s := range senders {
+		gens = append(gens, generationOf(merged[i].Generation, merged[i].Err))
+		users = append(users, s.Key.User)
+	}
+	for i, m := range mentions {
+		gen := event.Unstamped
+		if mentionErr == nil {
+			gen = mentionGens[i]
+		}
+		gens = append(gens, gen)
+		users = append(users, m.Key.User)
+	}
+	g.knownGenerations(ctx, users, gens)
+	if recs, err = g.noticeRecords(heads, resolved, mentions, gens); err != nil {
 		return nil, err
 	}
 	durability, err := g.produce(ctx, recs)
@@ -259,8 +279,10 @@ func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstor
 
 // noticeRecords builds the records of a notice call: one channel event
 // per channel (its greatest head: the others would change nothing), one
-// user event per sender's read and one per mention set.
-func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions) ([]*kgo.Record, error) {
+// user event per sender's read and one per mention set, these stamped
+// with gens (senders', then mentions'; nil: the longest stamp, for
+// sizing).
+func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions, gens []int64) ([]*kgo.Record, error) {
 	top := map[string]channel.Head{}
 	var order []string
 	for _, h := range heads {
@@ -279,21 +301,31 @@ func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, ment
 		recs = append(recs, rec)
 		return nil
 	}
+	stamp := func(i int) {
+		gen := int64(math.MaxInt64)
+		if gens != nil {
+			gen = gens[i]
+		}
+		event.StampGeneration(recs[len(recs)-1], gen)
+	}
 	for _, ch := range order {
 		if err := add(event.EncodeHead(top[ch])); err != nil {
 			return nil, err
 		}
 	}
-	for _, s := range senders {
+	for i, s := range senders {
 		if err := add(event.Encode(s)); err != nil {
 			return nil, err
 		}
+		stamp(i)
 	}
-	for _, m := range mentions {
-		// The notice's time, which an erasure's in-flight rule compares.
+	for i, m := range mentions {
+		// The notice's time, which an erasure's rule for unstamped events
+		// compares.
 		if err := add(event.EncodeDecoded(event.Decoded{Key: m.Key, Mentions: m.Seqs, AcceptedAtUnixMs: top[m.Key.Channel].UpdatedAtUnixMs})); err != nil {
 			return nil, err
 		}
+		stamp(len(senders) + i)
 	}
 	return recs, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,10 +23,12 @@ func settingsProto(st privacy.Settings) *receiptsv1.UserSettings {
 }
 
 // UpdateSettings implements receiptsv1connect.ReceiptServiceHandler: the
-// new register (absent fields keep their value, version = now, above the
-// stored one) is merged into Redis, the user's entries of kinds no longer
-// shared leave their channels' views (and those shared again enter them),
-// and the settings event is made durable before the answer.
+// new register (absent fields keep their value; the version is Redis'
+// clock, above the stored one: redisstore.ChangeSettings) is written into
+// Redis, the user's entries of kinds no longer shared leave their
+// channels' views (and those shared again enter them), and the settings
+// event, stamped with the erasure generation the write read, is made
+// durable before the answer.
 func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receiptsv1.UpdateSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
 	m := req.Msg
 	user := m.GetUserId()
@@ -55,15 +58,19 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if m.ShareDeliveryReceipts != nil {
 		st.ShareDelivered = *m.ShareDeliveryReceipts
 	}
-	st.VersionMs = max(g.nowMs(), cur[user].VersionMs+1)
-	rec, err := g.admit(event.EncodeSettings(st))
-	if err != nil {
+	// Sized with the longest version and stamp, so a full spool refuses
+	// before Redis.
+	st.VersionMs = math.MaxInt64
+	prov, err := event.EncodeSettings(st)
+	if err == nil {
+		event.StampGeneration(prov, math.MaxInt64)
+	}
+	if _, err := g.admit(prov, err); err != nil {
 		return nil, err
 	}
 	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	merged, err := g.redis.MergeSettings(rctx, []privacy.Settings{st})
+	st, gen, err := g.redis.ChangeSettings(rctx, st)
 	if err == nil {
-		st = merged[0]
 		err = g.applySettingsToViews(rctx, st)
 	}
 	cancel()
@@ -74,6 +81,14 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		g.warnRedis(redisOpSettings, err)
 		return nil, unavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
+	rec, err := event.EncodeSettings(st)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	rec.Topic = g.durable.Topic()
+	gens := []int64{gen}
+	g.knownGenerations(ctx, []string{user}, gens)
+	event.StampGeneration(rec, gens[0])
 	if _, err := g.produce(ctx, []*kgo.Record{rec}); err != nil {
 		return nil, err
 	}

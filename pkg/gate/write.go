@@ -239,7 +239,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 				continue
 			}
 			produced = append(produced, resolved[off+i])
-			gens = append(gens, merged[off+i].Generation)
+			gens = append(gens, generationOf(merged[off+i].Generation, merged[off+i].Err))
 			j.produced++
 		}
 		off += len(j.states)

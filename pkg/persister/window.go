@@ -159,7 +159,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 		if err != nil {
 			continue // decoded once already; cannot happen
 		}
-		if tombs.Drops(user, d.Generation, d.AcceptedAt()) {
+		if tombs.Drops(user, d.Generation, d.Stamped, d.AcceptedAt()) {
 			w.of[i] = 0
 			dropped++
 			continue

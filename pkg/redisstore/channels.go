@@ -137,6 +137,33 @@ if KEYS[2] then out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "-1" end
 return out
 `)
 
+// changeMemberScript writes a join or leave into a user's membership
+// hash with a version Redis orders: the proposed version seq (the head)
+// and, as version time, Redis' clock (TIME, in ms) — or, when that does
+// not order after the register stored, the stored version seq and one
+// more than its time. So a change always wins over what it read, and no
+// gateway's clock decides a join/leave race. KEYS[1] = um hash, KEYS[2] =
+// the user's tombstone; ARGV = channel, the proposed register (its version
+// time is replaced). Returns {1, register, the user's erasure generation
+// (as userMemberScript)}.
+var changeMemberScript = redis.NewScript(luaCommon + luaRegister + `
+local inc = reg(ARGV[2])
+local t = redis.call('TIME')
+inc[3] = b62(string.format("%d", tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)))
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur then
+  local c = reg(cur)
+  if cmp(inc[2], c[2]) < 0 or (inc[2] == c[2] and cmp(inc[3], c[3]) <= 0) then
+    local n = 0
+    for i = 1, #c[3] do n = n * 62 + string.find(D, string.sub(c[3], i, i), 1, true) - 1 end
+    inc[2], inc[3] = c[2], b62(string.format("%d", n + 1))
+  end
+end
+local v = table.concat(inc, " ")
+redis.call('HSET', KEYS[1], ARGV[1], v)
+return {1, v, redis.call('HGET', KEYS[2], 'g') or "-1"}
+`)
+
 // channelMemberScript merges registers into a channel's membership hash,
 // keeping the member count. KEYS[1] = cm hash; ARGV as userMemberScript,
 // user ids for channels. Returns, per pair, {changed, register}, then
@@ -153,10 +180,14 @@ return out
 `)
 
 // mentionScript adds seqs to a user's mentions in one channel and keeps
-// the newest cap+1. KEYS[1] = the user's mention hash; ARGV = cap+1, the
+// the newest cap+1. KEYS[1] = the user's mention hash, KEYS[2] (optional)
+// = the user's tombstone (the same {user} slot); ARGV = cap+1, the
 // channel, then padded seqs. A stored member of another width (garbled)
 // is dropped. Sorted by bytes (Lua's '<' on strings follows the server's
-// LC_COLLATE). Returns how many are kept.
+// LC_COLLATE). Returns how many are kept, or with KEYS[2] the user's
+// erasure generation (decimal, "-1": GenerationUnknown), read in the
+// script that writes, so the event stamped with it is ordered against an
+// erasure as its Redis write is (as mergeScript).
 var mentionScript = redis.NewScript(`
 local function less(a, b)
   for i = 1, #a do
@@ -175,10 +206,11 @@ for i = 3, #ARGV do add(ARGV[i]) end
 table.sort(list, less)
 local from = math.max(1, #list - tonumber(ARGV[1]) + 1)
 redis.call('HSET', KEYS[1], ARGV[2], table.concat(list, " ", from, #list))
+if KEYS[2] then return redis.call('HGET', KEYS[2], 'g') or "-1" end
 return #list - from + 1
 `)
 
-var channelScripts = []*redis.Script{headScript, userMemberScript, channelMemberScript, mentionScript}
+var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript}
 
 func padSeq(seq int64) string {
 	b := appendB62(nil, seq)
@@ -435,6 +467,45 @@ func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership)
 	return out, err
 }
 
+// ChangeMembership writes a join or leave: into the user's hash first,
+// where Redis sets its version (changeMemberScript), then the register
+// so versioned into the channel's hash (another slot in a cluster: a
+// failure there is repaired by the drift sweep, as MergeMemberships').
+// Membership is the register as versioned by Redis once the user's hash
+// took it (even when the channel's failed), else m.
+func (s *Store) ChangeMembership(ctx context.Context, m channel.Membership) MembershipResult {
+	out := MembershipResult{Membership: m}
+	v, err := encodeRegister(m)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	res, err := changeMemberScript.Run(ctx, s.rdb, []string{s.UserMembersKey(m.Key.User), s.TombstoneKey(m.Key.User)}, m.Key.Channel, v).Slice()
+	if err != nil || len(res) != 3 {
+		out.Err = fmt.Errorf("%w: changing the membership of %s: %w", ErrUnavailable, m.Key.KafkaKey(), err)
+		return out
+	}
+	v, _ = res[1].(string)
+	versioned, err := decodeRegister(m.Key, v)
+	if err != nil {
+		out.Err = err
+		return out
+	}
+	out.Membership = versioned
+	g, _ := res[2].(string)
+	if out.Generation, out.Err = parseGeneration(g); out.Err != nil {
+		return out
+	}
+	out.Changed = true
+	cres, err := channelMemberScript.Run(ctx, s.rdb, []string{s.ChannelMembersKey(m.Key.Channel)}, "0", m.Key.User, v).Slice()
+	if err != nil {
+		out.Err = fmt.Errorf("%w: changing the membership of %s in the channel's hash: %w", ErrUnavailable, m.Key.KafkaKey(), err)
+		return out
+	}
+	out.MemberCount, _ = cres[len(cres)-1].(int64)
+	return out
+}
+
 // Memberships returns a user's registers in the listed channels (all when
 // empty) and whether the hash is complete (hydrated, mentions included).
 func (s *Store) Memberships(ctx context.Context, user string, channels []string) ([]channel.Membership, bool, error) {
@@ -541,8 +612,19 @@ func (s *Store) registers(ctx context.Context, key string, fields []string, keyO
 // kept to its newest cap+1, in one pipeline. The caller adds mentions of
 // members only.
 func (s *Store) AddMentions(ctx context.Context, ms []channel.Mentions, mentionCap int) error {
+	_, err := s.AddMentionsReadingGenerations(ctx, ms, mentionCap)
+	return err
+}
+
+// AddMentionsReadingGenerations is AddMentions returning, per entry of
+// ms, the user's erasure generation read in the script that added it
+// (GenerationUnknown: no tombstone in Redis; 0 for an entry without
+// seqs, which is not written): the gateway stamps it on the mention's
+// event.
+func (s *Store) AddMentionsReadingGenerations(ctx context.Context, ms []channel.Mentions, mentionCap int) ([]int64, error) {
+	cmds := make([]*redis.Cmd, len(ms))
 	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for _, m := range ms {
+		for i, m := range ms {
 			if len(m.Seqs) == 0 {
 				continue
 			}
@@ -551,13 +633,26 @@ func (s *Store) AddMentions(ctx context.Context, ms []channel.Mentions, mentionC
 			for _, q := range m.Seqs {
 				argv = append(argv, padSeq(q))
 			}
-			mentionScript.EvalSha(ctx, pipe, []string{s.UserMentionsKey(m.Key.User)}, argv...)
+			cmds[i] = mentionScript.EvalSha(ctx, pipe, []string{s.UserMentionsKey(m.Key.User), s.TombstoneKey(m.Key.User)}, argv...)
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("adding mentions: %w", err)
+		return nil, fmt.Errorf("adding mentions: %w", err)
 	}
-	return nil
+	gens := make([]int64, len(ms))
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		g, err := c.Text()
+		if err == nil {
+			gens[i], err = parseGeneration(g)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: adding mentions: %w", ErrUnavailable, err)
+		}
+	}
+	return gens, nil
 }
 
 // MentionSeqs returns the kept seqs of each key, ascending (nil: none).

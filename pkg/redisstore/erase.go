@@ -77,16 +77,20 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // eraseScript raises the tombstone and deletes the user's cursor and
 // membership hashes in one step, leaving both marked complete (":loaded")
 // and empty, so a read never falls back to Postgres rows the persister has
-// not deleted yet (nor re-populates Redis from them), and the settings.
-// KEYS = t, u, um, us;
-// ARGV = the erasure time (Unix ms, decimal). Returns {generation, time,
-// then the channels the user had cursors or registers in}. Generations
-// and times are below 2^53, exact as Lua numbers.
+// not deleted yet (nor re-populates Redis from them), the settings, and
+// the mention hash (left empty and complete too: a mention written after
+// the script read the new generation, so it must survive the erasure).
+// KEYS = t, u, um, us, mh;
+// ARGV = the erasure time (Unix ms, decimal), the least generation
+// (decimal). Returns {generation, time, then the channels the user had
+// cursors or registers in}. Generations and times are below 2^53, exact
+// as Lua numbers.
 var eraseScript = redis.NewScript(`
 local g = tonumber(redis.call('HGET', KEYS[1], 'g') or "0")
 local now = tonumber(ARGV[1])
 local ng = g + 1
 if now > ng then ng = now end
+if tonumber(ARGV[2]) > ng then ng = tonumber(ARGV[2]) end
 local gs = string.format("%d", ng)
 redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
@@ -100,6 +104,8 @@ for _, k in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('HSET', k, ':loaded', '1')
 end
 redis.call('DEL', KEYS[4])
+redis.call('DEL', KEYS[5])
+redis.call('HSET', KEYS[5], ':loaded', '1')
 return out
 `)
 
@@ -145,18 +151,20 @@ return 1
 
 // Erase removes every trace of user from Redis and raises the user's
 // tombstone to a new generation (tombstone.NextGeneration of the stored
-// one and nowMs), which it returns: the cursor and membership hashes (left
-// empty and complete), the settings, the mention sets, and in every
-// channel the user had state in, their register, their channel-view
-// cursors and their moves in the view's stream (replaced by a removal
-// entry per kind the view showed, for live watchers). The first step is atomic with
-// every mark's merge; the mention sets and channel hashes follow (other
-// slots): a failure there returns an error and the caller retries the
-// whole erasure, which is harmless (a newer generation, nothing left to
-// delete).
-func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.Tombstone, error) {
-	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user)},
-		strconv.FormatInt(nowMs, 10)).StringSlice()
+// one and nowMs, and at least least: a generation above the one Postgres
+// holds, which a Redis that lost its data no longer knows), which it
+// returns: the cursor, membership and mention hashes (left empty and
+// complete), the settings, the earlier layout's mention sets, and in
+// every channel the user had state in, their register, their
+// channel-view cursors and their moves in the view's stream (replaced by
+// a removal entry per kind the view showed, for live watchers). The first
+// step is atomic with every write's script; the earlier layout's mention
+// sets and the channel hashes follow (other slots): a failure there
+// returns an error and the caller retries the whole erasure, which is
+// harmless (a newer generation, nothing left to delete).
+func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tombstone.Tombstone, error) {
+	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user)},
+		strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
 	}
@@ -177,20 +185,11 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs int64) (tombstone.
 	return t, nil
 }
 
-// deleteMentionSets empties the user's mention hash and deletes any mention sets
-// of the earlier layout (a sorted set per channel, "mn:{user}:<channel>"),
-// found by SCAN over the user's tag on the node that holds the user's
-// slot: mentions stored before an upgrade are erased too.
+// deleteMentionSets deletes any mention sets of the earlier layout (a
+// sorted set per channel, "mn:{user}:<channel>"), found by SCAN over the
+// user's tag on the node that holds the user's slot: mentions stored
+// before an upgrade are erased too.
 func (s *Store) deleteMentionSets(ctx context.Context, user string) error {
-	// Left empty and complete, as the erase script leaves the user's other
-	// hashes: a read must not hydrate what Postgres may still hold.
-	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.Del(ctx, s.UserMentionsKey(user))
-		pipe.HSet(ctx, s.UserMentionsKey(user), loadedField, "1")
-		return nil
-	}); err != nil {
-		return fmt.Errorf("%w: deleting the mentions of %s: %w", ErrUnavailable, user, err)
-	}
 	pattern := globEscape(s.prefix+"mn:{"+user+"}:") + "*"
 	var node redis.Cmdable = s.rdb
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {

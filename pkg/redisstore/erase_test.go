@@ -119,7 +119,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, before[0].Generation, "known never erased")
 
-	ts, err := s.Erase(ctx, "gone", 1_000)
+	ts, err := s.Erase(ctx, "gone", 1_000, 0)
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
@@ -151,7 +151,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.Equal(t, ts.Generation, plain[0].Generation)
 
 	// A second erasure in the same millisecond still moves the generation.
-	again, err := s.Erase(ctx, "gone", 1_000)
+	again, err := s.Erase(ctx, "gone", 1_000, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(1_001), again.Generation)
 	checkErased(t, s, "gone")
@@ -169,7 +169,7 @@ func TestClusterErase(t *testing.T) {
 	s := openStore(t, cfg)
 	seedRedisUser(t, s, "gone")
 	seedRedisUser(t, s, "kept")
-	ts, err := s.Erase(ctx, "gone", 5)
+	ts, err := s.Erase(ctx, "gone", 5, 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), ts.Generation)
 	checkErased(t, s, "gone")

@@ -48,29 +48,49 @@ func decodeSettings(user, v string) (privacy.Settings, error) {
 	return privacy.Settings{User: user, ShareRead: f[0] == "1", ShareDelivered: f[1] == "1", VersionMs: ver}, nil
 }
 
-// settingsScript merges a settings register. KEYS[1] = us hash; ARGV[1] =
-// "R D V", ARGV[2] = the TTL (ms) of a defaults entry. Returns {changed,
-// stored value}.
+// settingsScript merges a settings register. KEYS[1] = us hash, KEYS[2]
+// (optional) = the user's tombstone; ARGV[1] = "R D V", ARGV[2] = the TTL
+// (ms) of a defaults entry, ARGV[3] (optional) = "1": a change, whose
+// version V the script sets to Redis' clock (TIME, in ms), or one more
+// than the stored version when that is not less, so that the change
+// always wins over what it read and no gateway's clock orders it.
+// Returns {changed, stored value}, then with KEYS[2] the user's erasure
+// generation (decimal, "-1": GenerationUnknown), read in the script that
+// writes, so the event stamped with it is ordered against an erasure as
+// its Redis write is (as mergeScript).
 var settingsScript = redis.NewScript(luaViewCmp + `
 local cur = redis.call('HGET', KEYS[1], 's')
-if cur then
+local inc = ARGV[1]
+if ARGV[3] == "1" then
+  local t = redis.call('TIME')
+  local v = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if cur then
+    local sv = tonumber(string.match(cur, "(%d+)$"))
+    if sv and sv >= v then v = sv + 1 end
+  end
+  inc = string.sub(inc, 1, 4) .. string.format("%d", v)
+elseif cur then
   local a = {} for p in string.gmatch(cur, "[^ ]+") do a[#a+1] = p end
-  local b = {} for p in string.gmatch(ARGV[1], "[^ ]+") do b[#b+1] = p end
+  local b = {} for p in string.gmatch(inc, "[^ ]+") do b[#b+1] = p end
   local c = cmp(b[3], a[3])
   -- a tie: the one sharing less ("0" before "1") wins
   if c == 0 then if b[1] ~= a[1] then if b[1] == "0" then c = 1 else c = -1 end end end
   if c == 0 then if b[2] ~= a[2] then if b[2] == "0" then c = 1 else c = -1 end end end
-  if c <= 0 then return {0, cur} end
+  if c <= 0 then
+    if KEYS[2] then return {0, cur, redis.call('HGET', KEYS[2], 'g') or "-1"} end
+    return {0, cur}
+  end
 end
-redis.call('HSET', KEYS[1], 's', ARGV[1])
-if string.sub(ARGV[1], -2) == " 0" then
+redis.call('HSET', KEYS[1], 's', inc)
+if string.sub(inc, -2) == " 0" then
   -- the defaults, cached after a Postgres read: expire, so only active
   -- users keep a key; a real setting (version > 0) never expires
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 else
   redis.call('PERSIST', KEYS[1])
 end
-return {1, ARGV[1]}
+if KEYS[2] then return {1, inc, redis.call('HGET', KEYS[2], 'g') or "-1"} end
+return {1, inc}
 `)
 
 // MergeSettings merges settings registers in one pipeline and returns the
@@ -96,6 +116,26 @@ func (s *Store) MergeSettings(ctx context.Context, sts []privacy.Settings) ([]pr
 		}
 	}
 	return out, nil
+}
+
+// ChangeSettings stores a user's new settings (st's version is replaced:
+// settingsScript) and returns them as stored, with the user's erasure
+// generation read in the same script (GenerationUnknown: Redis holds no
+// tombstone) for the gateway to stamp on the event.
+func (s *Store) ChangeSettings(ctx context.Context, st privacy.Settings) (privacy.Settings, int64, error) {
+	res, err := settingsScript.Run(ctx, s.rdb, []string{s.SettingsKey(st.User), s.TombstoneKey(st.User)},
+		encodeSettings(st), defaultsTTL.Milliseconds(), "1").Slice()
+	if err != nil || len(res) != 3 {
+		return privacy.Settings{}, 0, fmt.Errorf("%w: changing the settings of %s: %w", ErrUnavailable, st.User, err)
+	}
+	v, _ := res[1].(string)
+	stored, err := decodeSettings(st.User, v)
+	if err != nil {
+		return privacy.Settings{}, 0, err
+	}
+	g, _ := res[2].(string)
+	gen, err := parseGeneration(g)
+	return stored, gen, err
 }
 
 // Settings reads users' settings in one pipeline; found[i] is false when

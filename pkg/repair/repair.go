@@ -148,7 +148,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 			t = rdT
 		}
 	}
-	if !t.Drops(d.Generation, d.AcceptedAt()) {
+	if !t.Drops(d.Generation, d.Stamped, d.AcceptedAt()) {
 		return false, nil
 	}
 	if r.Logger != nil {

@@ -49,16 +49,20 @@ func NextGeneration(stored, nowMs int64) int64 {
 	return max(stored+1, nowMs)
 }
 
-// Drops reports whether an event of the user, stamped with generation gen
-// by the gateway (0: not stamped, or unknown) and accepted at acceptedAtMs,
-// predates the erasure t and must not be written. An event carrying the
-// erasure's generation (or a later one) was accepted after it; one of an
-// older generation is dropped unless it was accepted more than ClockSkew
-// after the erasure (a gateway that could not read the generation: Redis
-// down or flushed, or a path that does not stamp it).
-func (t Tombstone) Drops(gen, acceptedAtMs int64) bool {
-	if t.IsZero() || gen >= t.Generation {
+// Drops reports whether an event of the user, accepted at acceptedAtMs,
+// predates the erasure t and must not be written. A stamped event carries
+// the generation the gateway read where the event's Redis write ran (0:
+// never erased): that order alone decides, whatever the clocks say — the
+// event is dropped when it read a generation below the erasure's. An
+// unstamped event (the gateway could read the generation neither in
+// Redis nor in Postgres, or an older build stamped none) is dropped
+// unless it was accepted more than ClockSkew after the erasure.
+func (t Tombstone) Drops(gen int64, stamped bool, acceptedAtMs int64) bool {
+	switch {
+	case t.IsZero() || gen >= t.Generation:
 		return false
+	case stamped:
+		return true
 	}
 	return acceptedAtMs <= t.ErasedAtUnixMs+ClockSkew.Milliseconds()
 }
@@ -93,7 +97,7 @@ type Set map[string]Tombstone
 func (s Set) Add(t Tombstone) { s[t.User], _ = Merge(s[t.User], t) }
 
 // Drops applies Tombstone.Drops for user (no tombstone: nothing dropped).
-func (s Set) Drops(user string, gen, acceptedAtMs int64) bool {
+func (s Set) Drops(user string, gen int64, stamped bool, acceptedAtMs int64) bool {
 	t, ok := s[user]
-	return ok && t.Drops(gen, acceptedAtMs)
+	return ok && t.Drops(gen, stamped, acceptedAtMs)
 }

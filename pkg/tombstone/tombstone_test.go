@@ -41,27 +41,31 @@ func TestDrops(t *testing.T) {
 	skew := tombstone.ClockSkew.Milliseconds()
 	ts := tombstone.Tombstone{User: "u", Generation: 10_000, ErasedAtUnixMs: 10_000}
 	for _, tc := range []struct {
-		name     string
-		gen, acc int64
-		want     bool
+		name    string
+		gen     int64
+		stamped bool
+		acc     int64
+		want    bool
 	}{
-		{"in flight before the erasure, unstamped", 0, 9_000, true},
-		{"in flight before the erasure, older generation", 500, 9_999, true},
-		{"accepted at the erasure's time", 0, 10_000, true},
-		{"unstamped within the clock skew after", 0, 10_000 + skew, true},
-		{"unstamped beyond the clock skew after", 0, 10_001 + skew, false},
-		{"stamped with the erasure's generation, accepted earlier by a slow clock", 10_000, 1, false},
-		{"a later generation", 20_000, 1, false},
+		{"in flight before the erasure, unstamped", 0, false, 9_000, true},
+		{"in flight before the erasure, older generation", 500, true, 9_999, true},
+		{"accepted at the erasure's time", 0, false, 10_000, true},
+		{"unstamped within the clock skew after", 0, false, 10_000 + skew, true},
+		{"unstamped beyond the clock skew after", 0, false, 10_001 + skew, false},
+		{"stamped never erased, accepted before the erasure by a clock ten minutes ahead", 0, true, 10_000 + 600_000, true},
+		{"stamped older generation, accepted by a clock ten minutes ahead", 500, true, 10_000 + 600_000, true},
+		{"stamped with the erasure's generation, accepted earlier by a slow clock", 10_000, true, 1, false},
+		{"a later generation", 20_000, true, 1, false},
 	} {
-		require.Equal(t, tc.want, ts.Drops(tc.gen, tc.acc), tc.name)
+		require.Equal(t, tc.want, ts.Drops(tc.gen, tc.stamped, tc.acc), tc.name)
 	}
-	require.False(t, tombstone.Tombstone{}.Drops(0, 0), "no tombstone drops nothing")
+	require.False(t, tombstone.Tombstone{}.Drops(0, true, 0), "no tombstone drops nothing")
 
 	set := tombstone.Set{}
 	set.Add(ts)
 	set.Add(tombstone.Tombstone{User: "u", Generation: 3, ErasedAtUnixMs: 3})
-	require.True(t, set.Drops("u", 0, 9_000), "the set keeps the latest erasure")
-	require.False(t, set.Drops("other", 0, 9_000))
+	require.True(t, set.Drops("u", 0, false, 9_000), "the set keeps the latest erasure")
+	require.False(t, set.Drops("other", 0, true, 9_000))
 }
 
 func TestPredates(t *testing.T) {

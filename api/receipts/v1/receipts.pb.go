@@ -2082,11 +2082,17 @@ type ReceiptEvent struct {
 	// The membership register of (user, channel) (version 2).
 	Membership *Membership `protobuf:"bytes,10,opt,name=membership,proto3" json:"membership,omitempty"`
 	// The user's erasure generation when the gateway accepted the event
-	// (version 3): consumers drop events of a generation below the user's
-	// tombstone, so nothing in flight resurrects an erased user.
+	// (version 3), read where its Redis write ran: consumers drop events of
+	// a generation below the user's tombstone, so nothing in flight
+	// resurrects an erased user.
 	UserGeneration int64 `protobuf:"varint,11,opt,name=user_generation,json=userGeneration,proto3" json:"user_generation,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// True when the gateway read user_generation (0 then means never
+	// erased): the generation alone orders the event against an erasure.
+	// False (and user_generation 0) when it could not: the event's time is
+	// compared with the erasure's.
+	UserGenerationStamped bool `protobuf:"varint,12,opt,name=user_generation_stamped,json=userGenerationStamped,proto3" json:"user_generation_stamped,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ReceiptEvent) Reset() {
@@ -2194,6 +2200,13 @@ func (x *ReceiptEvent) GetUserGeneration() int64 {
 		return x.UserGeneration
 	}
 	return 0
+}
+
+func (x *ReceiptEvent) GetUserGenerationStamped() bool {
+	if x != nil {
+		return x.UserGenerationStamped
+	}
+	return false
 }
 
 // ChannelEvent is the value of a record on read-receipts keyed by the bare
@@ -3468,8 +3481,11 @@ type UserEvent struct {
 	// is deleted and later events of an older generation are dropped.
 	ErasedGeneration int64 `protobuf:"varint,4,opt,name=erased_generation,json=erasedGeneration,proto3" json:"erased_generation,omitempty"`
 	AcceptedAtUnixMs int64 `protobuf:"varint,5,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With settings: the user's erasure generation, as on ReceiptEvent.
+	UserGeneration        int64 `protobuf:"varint,6,opt,name=user_generation,json=userGeneration,proto3" json:"user_generation,omitempty"`
+	UserGenerationStamped bool  `protobuf:"varint,7,opt,name=user_generation_stamped,json=userGenerationStamped,proto3" json:"user_generation_stamped,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *UserEvent) Reset() {
@@ -3535,6 +3551,20 @@ func (x *UserEvent) GetAcceptedAtUnixMs() int64 {
 		return x.AcceptedAtUnixMs
 	}
 	return 0
+}
+
+func (x *UserEvent) GetUserGeneration() int64 {
+	if x != nil {
+		return x.UserGeneration
+	}
+	return 0
+}
+
+func (x *UserEvent) GetUserGenerationStamped() bool {
+	if x != nil {
+		return x.UserGenerationStamped
+	}
+	return false
 }
 
 // ReadStateChange is the value of a record on the change-feed topic
@@ -3805,7 +3835,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
 	"\x0fReadAllResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xd2\x03\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\x8a\x04\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -3821,7 +3851,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"membership\x18\n" +
 	" \x01(\v2\x17.receipts.v1.MembershipR\n" +
 	"membership\x12'\n" +
-	"\x0fuser_generation\x18\v \x01(\x03R\x0euserGeneration\"\xac\x01\n" +
+	"\x0fuser_generation\x18\v \x01(\x03R\x0euserGeneration\x126\n" +
+	"\x17user_generation_stamped\x18\f \x01(\bR\x15userGenerationStamped\"\xac\x01\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
@@ -3926,13 +3957,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"generation\x127\n" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
-	"durability\"\xde\x01\n" +
+	"durability\"\xbf\x02\n" +
 	"\tUserEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
 	"\bsettings\x18\x03 \x01(\v2\x19.receipts.v1.UserSettingsR\bsettings\x12+\n" +
 	"\x11erased_generation\x18\x04 \x01(\x03R\x10erasedGeneration\x12-\n" +
-	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\"\x87\x02\n" +
+	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\x12'\n" +
+	"\x0fuser_generation\x18\x06 \x01(\x03R\x0euserGeneration\x126\n" +
+	"\x17user_generation_stamped\x18\a \x01(\bR\x15userGenerationStamped\"\x87\x02\n" +
 	"\x0fReadStateChange\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +

@@ -59,6 +59,32 @@ const (
 // ChannelKey is a channel's hash (head).
 func (s *Store) ChannelKey(ch string) string { return s.prefix + "c:{" + ch + "}" }
 
+// channelKeys is ChannelKey of each channel, built in one allocation
+// (at a thousand channels, a string each showed in profiles).
+func (s *Store) channelKeys(channels []string) []string {
+	n := 0
+	for _, ch := range channels {
+		n += len(s.prefix) + len("c:{}") + len(ch)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	ends := make([]int, len(channels))
+	for i, ch := range channels {
+		b.WriteString(s.prefix)
+		b.WriteString("c:{")
+		b.WriteString(ch)
+		b.WriteByte('}')
+		ends[i] = b.Len()
+	}
+	all := b.String()
+	keys := make([]string, len(channels))
+	start := 0
+	for i, end := range ends {
+		keys[i], start = all[start:end], end
+	}
+	return keys
+}
+
 // UserMembersKey is a user's membership hash.
 func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + user + "}" }
 
@@ -182,8 +208,18 @@ return out
 var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript}
 
 func padSeq(seq int64) string {
-	b := appendB62(nil, seq)
-	return strings.Repeat("0", seqWidth-len(b)) + string(b)
+	var buf [seqWidth]byte
+	return string(appendPadded(buf[:0], seq))
+}
+
+// appendPadded appends padSeq(seq) to b without allocating for it.
+func appendPadded(b []byte, seq int64) []byte {
+	var digits [seqWidth]byte
+	d := appendB62(digits[:0], seq)
+	for range seqWidth - len(d) {
+		b = append(b, '0')
+	}
+	return append(b, d...)
 }
 
 func parsePadded(s string) (int64, error) {

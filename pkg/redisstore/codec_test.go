@@ -493,7 +493,7 @@ func TestCountMentionsAbove(t *testing.T) {
 	v := strings.Join(stored, " ")
 	for _, read := range []int64{0, 2, 3, 60, 61, 62, 63, 1<<40 - 1, 1 << 40, 1<<62 + 5} {
 		want, _ := channel.MentionCount(seqs, read, len(seqs))
-		require.Equal(t, want, countMentionsAbove(v, padSeq(read)), "read %d", read)
+		require.Equal(t, want, countMentionsAbove(v, []byte(padSeq(read))), "read %d", read)
 	}
-	require.Zero(t, countMentionsAbove("", padSeq(0)))
+	require.Zero(t, countMentionsAbove("", []byte(padSeq(0))))
 }

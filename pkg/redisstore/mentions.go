@@ -150,11 +150,11 @@ func decodeMentions(k receipt.Key, v string) ([]int64, error) {
 // countMentionsAbove counts the members of a stored mention list above
 // bound (a padded seq): byte order is numeric order, and the list is
 // ascending, so the count is read from the end without decoding.
-func countMentionsAbove(v, bound string) int64 {
+func countMentionsAbove(v string, bound []byte) int64 {
 	var n int64
 	for v != "" {
 		i := strings.LastIndexByte(v, ' ')
-		if v[i+1:] <= bound {
+		if v[i+1:] <= string(bound) {
 			break
 		}
 		n++

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -51,6 +50,16 @@ type UnreadView struct {
 	CursorsComplete, MembershipsComplete bool
 	// MissingHeads lists the channels whose head Redis does not know.
 	MissingHeads []string
+	// More: a page of the default set stopped short of its end.
+	More bool
+}
+
+// Page bounds a read of a user's default channel set: the channels after
+// After in channel order (all when empty), at most Limit (0: no bound
+// but MaxUnreadChannels). Left channels do not count toward Limit.
+type Page struct {
+	After string
+	Limit int
 }
 
 // ErrTooManyChannels is Unread's answer for a user whose default channel
@@ -71,6 +80,17 @@ var ErrTooManyChannels = errors.New("more channels than one unread read covers")
 // cap" (capped). A stored field that does not decode is skipped and
 // counted, never failing the user.
 func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
+	return s.unread(ctx, user, channels, Page{}, mentionCap)
+}
+
+// UnreadPage is Unread of a page of the user's default channel set: the
+// user's hashes are read whole (they bound the set), the heads of the
+// page's channels only.
+func (s *Store) UnreadPage(ctx context.Context, user string, page Page, mentionCap int) (UnreadView, error) {
+	return s.unread(ctx, user, nil, page, mentionCap)
+}
+
+func (s *Store) unread(ctx context.Context, user string, channels []string, page Page, mentionCap int) (UnreadView, error) {
 	view := UnreadView{User: user}
 	// Answer in channel order (what callers show).
 	channels = slices.Clone(channels)
@@ -85,13 +105,15 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		}
 		view.CursorsComplete = cursors.loaded
 		view.MembershipsComplete = regs.loaded && mentions.loaded
+		channels, view.More = s.pageOf(channels, regs, user, page)
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
 		heads = make([]*redis.StringCmd, len(channels))
+		keys := s.channelKeys(channels)
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-			for i, ch := range channels {
-				heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+			for i, k := range keys {
+				heads[i] = pipe.HGet(ctx, k, headField)
 			}
 		}); err != nil {
 			return view, err
@@ -101,12 +123,13 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
 		heads = make([]*redis.StringCmd, len(channels))
+		keys := s.channelKeys(channels)
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
-			for i, ch := range channels {
-				heads[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+			for i, k := range keys {
+				heads[i] = pipe.HGet(ctx, k, headField)
 			}
 		}); err != nil {
 			return view, err
@@ -121,6 +144,7 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		view.CursorsComplete, view.MembershipsComplete = cursors.loaded, regs.loaded && mentions.loaded
 	}
 	view.Channels = make([]ChannelView, 0, len(channels))
+	var bound [seqWidth]byte
 	for i, ch := range channels {
 		cv := ChannelView{Channel: ch}
 		k := receipt.Key{User: user, Channel: ch}
@@ -157,7 +181,7 @@ func (s *Store) Unread(ctx context.Context, user string, channels []string, ment
 		}
 		cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
 		if v, _ := mentions.next(ch); v != "" && cv.Unread > 0 {
-			n := countMentionsAbove(v, padSeq(cv.State.EffectiveRead().Seq))
+			n := countMentionsAbove(v, appendPadded(bound[:0], cv.State.EffectiveRead().Seq))
 			cv.Mentions, cv.MentionsCapped = n, n > int64(mentionCap)
 		}
 		view.Channels = append(view.Channels, cv)
@@ -203,17 +227,18 @@ func (s *Store) userChannels(ctx context.Context, user string) (channels []strin
 	}
 	cursors, regs, mentions = tables[0], tables[1], tables[2]
 	// The union of the cursors' and the registers' channels, in order.
-	channels = make([]string, 0, max(len(cursors.fields), len(regs.fields)))
-	for i, j := 0, 0; i < len(cursors.fields) || j < len(regs.fields); {
+	cs, rs := cursors.entries, regs.entries
+	channels = make([]string, 0, max(len(cs), len(rs)))
+	for i, j := 0, 0; i < len(cs) || j < len(rs); {
 		switch {
-		case j == len(regs.fields) || (i < len(cursors.fields) && cursors.fields[i] < regs.fields[j]):
-			channels = append(channels, cursors.fields[i])
+		case j == len(rs) || (i < len(cs) && cs[i].field < rs[j].field):
+			channels = append(channels, cs[i].field)
 			i++
-		case i == len(cursors.fields) || regs.fields[j] < cursors.fields[i]:
-			channels = append(channels, regs.fields[j])
+		case i == len(cs) || rs[j].field < cs[i].field:
+			channels = append(channels, rs[j].field)
 			j++
 		default:
-			channels = append(channels, cursors.fields[i])
+			channels = append(channels, cs[i].field)
 			i, j = i+1, j+1
 		}
 	}
@@ -223,47 +248,71 @@ func (s *Store) userChannels(ctx context.Context, user string) (channels []strin
 	return channels, cursors, regs, mentions, nil
 }
 
+// pageOf keeps the channels of page: after page.After, not left (a
+// register that says so), at most page.Limit; more reports whether any
+// was cut. regs is read with a copy of its position.
+func (s *Store) pageOf(channels []string, regs fieldTable, user string, page Page) (kept []string, more bool) {
+	if page.After != "" {
+		i, _ := slices.BinarySearch(channels, page.After)
+		if i < len(channels) && channels[i] == page.After {
+			i++
+		}
+		channels = channels[i:]
+	}
+	kept = channels[:0]
+	for _, ch := range channels {
+		// Only a register starting "0" can say "left": others skip decoding.
+		if v, ok := regs.next(ch); ok && strings.HasPrefix(v, "0") {
+			if m, err := decodeRegister(receipt.Key{User: user, Channel: ch}, v); err == nil && !m.Member {
+				continue
+			}
+		}
+		if page.Limit > 0 && len(kept) == page.Limit {
+			return kept, true
+		}
+		kept = append(kept, ch)
+	}
+	return kept, false
+}
+
 // fieldTable is a hash's fields (markers apart) and values, sorted by
 // field, read in field order with next.
 type fieldTable struct {
-	fields, vals []string
+	entries []fieldValue
 	// loaded: the hash holds the ":loaded" marker.
 	loaded bool
 	at     int // next's position
 }
 
-// newFieldTable sorts a hash's fields and values (HKEYS and HVALS).
+type fieldValue struct{ field, val string }
+
+// newFieldTable sorts a hash's fields and values (HKEYS and HVALS). The
+// pairs are sorted together, with a generic sort: sorting two parallel
+// slices through sort.Interface cost twice as much.
 func newFieldTable(fields, vals []string) (fieldTable, error) {
 	if len(fields) != len(vals) {
 		return fieldTable{}, fmt.Errorf("%d fields and %d values", len(fields), len(vals))
 	}
-	t := fieldTable{fields: fields[:0], vals: vals[:0]}
+	t := fieldTable{entries: make([]fieldValue, 0, len(fields))}
 	for i, f := range fields {
 		if strings.HasPrefix(f, ":") {
 			t.loaded = t.loaded || f == loadedField
 			continue
 		}
-		t.fields, t.vals = append(t.fields, f), append(t.vals, vals[i])
+		t.entries = append(t.entries, fieldValue{f, vals[i]})
 	}
-	sort.Sort(&t)
+	slices.SortFunc(t.entries, func(a, b fieldValue) int { return strings.Compare(a.field, b.field) })
 	return t, nil
-}
-
-func (t *fieldTable) Len() int           { return len(t.fields) }
-func (t *fieldTable) Less(i, j int) bool { return t.fields[i] < t.fields[j] }
-func (t *fieldTable) Swap(i, j int) {
-	t.fields[i], t.fields[j] = t.fields[j], t.fields[i]
-	t.vals[i], t.vals[j] = t.vals[j], t.vals[i]
 }
 
 // next returns the value of field f; the fields asked for must come in
 // ascending order.
 func (t *fieldTable) next(f string) (string, bool) {
-	for t.at < len(t.fields) && t.fields[t.at] < f {
+	for t.at < len(t.entries) && t.entries[t.at].field < f {
 		t.at++
 	}
-	if t.at < len(t.fields) && t.fields[t.at] == f {
-		return t.vals[t.at], true
+	if t.at < len(t.entries) && t.entries[t.at].field == f {
+		return t.entries[t.at].val, true
 	}
 	return "", false
 }
@@ -274,7 +323,7 @@ func hmgetTable(fields []string, vals []any) fieldTable {
 	t := fieldTable{loaded: vals[len(fields)] != nil}
 	for i, f := range fields {
 		if v, ok := vals[i].(string); ok {
-			t.fields, t.vals = append(t.fields, f), append(t.vals, v)
+			t.entries = append(t.entries, fieldValue{f, v})
 		}
 	}
 	return t

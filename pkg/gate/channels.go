@@ -47,11 +47,18 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	if err != nil {
 		return nil, err
 	}
-	views, err := g.unread(ctx, user, channels)
+	page, err := channelPage(req.Msg.GetPageSize(), req.Msg.GetPageToken(), len(channels) > 0)
+	if err != nil {
+		return nil, err
+	}
+	views, more, err := g.unreadPage(ctx, user, channels, page)
 	if err != nil {
 		return nil, err
 	}
 	out := &receiptsv1.GetUnreadResponse{UserId: user, Channels: make([]*receiptsv1.ChannelUnread, len(views))}
+	if more {
+		out.NextPageToken = nextPageToken(views[len(views)-1].Channel)
+	}
 	for i, v := range views {
 		cu := &receiptsv1.ChannelUnread{
 			ChannelId:      v.Channel,
@@ -89,37 +96,57 @@ func positionProto(p receipt.Position) *receiptsv1.Position {
 // bounded reads. When Redis cannot answer, the counts come from Postgres
 // alone (which may lag by the persister's delay).
 func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+	views, _, err := g.unreadPage(ctx, user, channels, redisstore.Page{})
+	return views, err
+}
+
+// unreadPage is unread of a page of the default set (page applies only
+// when no channel is listed); more reports that the set goes on.
+func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page) (views []redisstore.ChannelView, more bool, err error) {
+	durable := func() ([]redisstore.ChannelView, bool, error) {
+		views, err := g.durableUnread(ctx, user, channels)
+		if err != nil || len(channels) > 0 {
+			return views, false, err
+		}
+		views, more := pageOf(views, func(v redisstore.ChannelView) string { return v.Channel }, page)
+		return views, more, nil
+	}
 	for attempt := 0; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-		view, err := g.redis.Unread(rctx, user, channels, g.cfg.MentionCap)
+		var view redisstore.UnreadView
+		if len(channels) == 0 {
+			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap)
+		} else {
+			view, err = g.redis.Unread(rctx, user, channels, g.cfg.MentionCap)
+		}
 		cancel()
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
 			// answers the first of the user's channels in channel order.
 			g.m.readFallbacks.WithLabelValues("too_many_channels").Inc()
-			return g.durableUnread(ctx, user, channels)
+			return durable()
 		}
 		if err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 			g.warnRedis(redisOpGet, err)
 			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
-			return g.durableUnread(ctx, user, channels)
+			return durable()
 		}
 		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
 		if complete {
-			return sortViews(view.Channels), nil
+			return sortViews(view.Channels), view.More, nil
 		}
 		if attempt == 2 {
 			// Hydrating did not complete Redis (failing, or racing an
 			// eviction): answer from Postgres rather than guess.
 			g.m.readFallbacks.WithLabelValues("incomplete").Inc()
-			return g.durableUnread(ctx, user, channels)
+			return durable()
 		}
 		if err := g.hydrateUnread(ctx, user, view); err != nil {
 			if cerr := contextError(ctx, err); cerr != nil {
-				return nil, cerr
+				return nil, false, cerr
 			}
-			return nil, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
+			return nil, false, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
 		}
 	}
 }

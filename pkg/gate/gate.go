@@ -159,7 +159,11 @@ func (g *Gate) GetReadState(ctx context.Context, req *connect.Request[receiptsv1
 	if err := validateRead(req.Msg, g.cfg.MaxReadChannels); err != nil {
 		return nil, err
 	}
-	return g.read(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId())
+	page, err := channelPage(req.Msg.GetPageSize(), req.Msg.GetPageToken(), len(req.Msg.GetChannelId()) > 0)
+	if err != nil {
+		return nil, err
+	}
+	return g.read(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId(), page)
 }
 
 // warnRedis logs a Redis failure at most once a second; the

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // read answers a user's state for the listed channels (all when empty),
@@ -25,7 +26,7 @@ import (
 // not written yet, Postgres what Redis lost. With Redis up, the user's whole
 // durable state is then max-merged into the hash, which marks it complete; a
 // newer value written meanwhile wins the merge, so the hydrate cannot undo it.
-func (g *Gate) read(ctx context.Context, user string, channels []string) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
+func (g *Gate) read(ctx context.Context, user string, channels []string, page redisstore.Page) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
 	// Repeated channel ids are answered once.
 	channels = batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept })
 
@@ -33,7 +34,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string) (*conne
 	cached, complete, rerr := g.redis.Get(rctx, user, channels)
 	cancel()
 	if rerr == nil && complete {
-		return readResponse(user, cached), nil
+		return readResponse(user, cached, page), nil
 	}
 	reason := "incomplete"
 	if rerr != nil {
@@ -76,7 +77,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string) (*conne
 			cancel()
 		}
 	}
-	return readResponse(user, mergeStates(durable, cached, channels)), nil
+	return readResponse(user, mergeStates(durable, cached, channels), page), nil
 }
 
 // mergeStates max-merges the two views per channel and keeps only the
@@ -107,11 +108,17 @@ func mergeStates(durable, cached []receipt.State, channels []string) []receipt.S
 	return out
 }
 
-func readResponse(user string, states []receipt.State) *connect.Response[receiptsv1.GetReadStateResponse] {
+// readResponse answers states in channel order, cut to page (a listed
+// read's page is the zero Page: no cut).
+func readResponse(user string, states []receipt.State, page redisstore.Page) *connect.Response[receiptsv1.GetReadStateResponse] {
 	slices.SortFunc(states, func(a, b receipt.State) int { return strings.Compare(a.Key.Channel, b.Key.Channel) })
-	chs := make([]*receiptsv1.ChannelState, len(states))
+	states, more := pageOf(states, func(s receipt.State) string { return s.Key.Channel }, page)
+	out := &receiptsv1.GetReadStateResponse{UserId: user, Channels: make([]*receiptsv1.ChannelState, len(states))}
 	for i, s := range states {
-		chs[i] = event.StateToProto(s)
+		out.Channels[i] = event.StateToProto(s)
 	}
-	return connect.NewResponse(&receiptsv1.GetReadStateResponse{UserId: user, Channels: chs})
+	if more {
+		out.NextPageToken = nextPageToken(states[len(states)-1].Key.Channel)
+	}
+	return connect.NewResponse(out)
 }

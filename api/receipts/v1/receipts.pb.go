@@ -552,8 +552,14 @@ func (x *MarkResponse) GetResult() *ReceiptResult {
 type GetReadStateRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Limit the answer to these channels; all of the user's channels if empty.
-	ChannelId     []string `protobuf:"bytes,2,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Limit the answer to these channels; all of the user's channels if
+	// empty, in channel id order, a page at a time.
+	ChannelId []string `protobuf:"bytes,2,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Channels per page of the default set (default 1,000, at most 10,000);
+	// refused with listed channels.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; refused with listed channels.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -602,10 +608,26 @@ func (x *GetReadStateRequest) GetChannelId() []string {
 	return nil
 }
 
+func (x *GetReadStateRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetReadStateRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type GetReadStateResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	Channels      []*ChannelState        `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Channels []*ChannelState        `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
+	// Set when the default set has more channels: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,6 +674,13 @@ func (x *GetReadStateResponse) GetChannels() []*ChannelState {
 		return x.Channels
 	}
 	return nil
+}
+
+func (x *GetReadStateResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Position is a max-register value: ordered by (epoch, seq). Epoch moves only
@@ -1635,8 +1664,15 @@ func (x *GetChannelResponse) GetNextPageToken() string {
 type GetUnreadRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Limit the answer to these channels (at most 1,000).
-	ChannelId     []string `protobuf:"bytes,2,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Limit the answer to these channels (at most 1,000); every channel the
+	// user is a member of or has a cursor in if empty (the default set), in
+	// channel id order, a page at a time.
+	ChannelId []string `protobuf:"bytes,2,rep,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Channels per page of the default set (default 1,000, at most 10,000);
+	// refused with listed channels.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; refused with listed channels.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1685,18 +1721,35 @@ func (x *GetUnreadRequest) GetChannelId() []string {
 	return nil
 }
 
+func (x *GetUnreadRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetUnreadRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type GetUnreadResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Channels []*ChannelUnread       `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
-	// Badge totals over the channels answered.
+	// Badge totals over the channels of this answer: when the default set
+	// spans pages, the user's totals are the sums over the pages.
 	UnreadTotal        int64 `protobuf:"varint,3,opt,name=unread_total,json=unreadTotal,proto3" json:"unread_total,omitempty"`
 	ChannelsWithUnread int64 `protobuf:"varint,4,opt,name=channels_with_unread,json=channelsWithUnread,proto3" json:"channels_with_unread,omitempty"`
 	MentionTotal       int64 `protobuf:"varint,5,opt,name=mention_total,json=mentionTotal,proto3" json:"mention_total,omitempty"`
 	// True when any channel's mention count is capped.
 	MentionsCapped bool `protobuf:"varint,6,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set when the default set has more channels: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,7,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetUnreadResponse) Reset() {
@@ -1769,6 +1822,13 @@ func (x *GetUnreadResponse) GetMentionsCapped() bool {
 		return x.MentionsCapped
 	}
 	return false
+}
+
+func (x *GetUnreadResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // ChannelUnread is a user's counts in one channel, with the positions they
@@ -3704,14 +3764,18 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\aprivate\x18\a \x01(\bR\aprivateB\b\n" +
 	"\x06_epoch\"B\n" +
 	"\fMarkResponse\x122\n" +
-	"\x06result\x18\x01 \x01(\v2\x1a.receipts.v1.ReceiptResultR\x06result\"M\n" +
+	"\x06result\x18\x01 \x01(\v2\x1a.receipts.v1.ReceiptResultR\x06result\"\x89\x01\n" +
 	"\x13GetReadStateRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
-	"channel_id\x18\x02 \x03(\tR\tchannelId\"f\n" +
+	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x8e\x01\n" +
 	"\x14GetReadStateResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x125\n" +
-	"\bchannels\x18\x02 \x03(\v2\x19.receipts.v1.ChannelStateR\bchannels\"2\n" +
+	"\bchannels\x18\x02 \x03(\v2\x19.receipts.v1.ChannelStateR\bchannels\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"2\n" +
 	"\bPosition\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\"Z\n" +
@@ -3799,18 +3863,22 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x04head\x18\x02 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12!\n" +
 	"\fmember_count\x18\x03 \x01(\x03R\vmemberCount\x12\x18\n" +
 	"\amembers\x18\x04 \x03(\tR\amembers\x12&\n" +
-	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"J\n" +
+	"\x0fnext_page_token\x18\x05 \x01(\tR\rnextPageToken\"\x86\x01\n" +
 	"\x10GetUnreadRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
-	"channel_id\x18\x02 \x03(\tR\tchannelId\"\x87\x02\n" +
+	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xaf\x02\n" +
 	"\x11GetUnreadResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x126\n" +
 	"\bchannels\x18\x02 \x03(\v2\x1a.receipts.v1.ChannelUnreadR\bchannels\x12!\n" +
 	"\funread_total\x18\x03 \x01(\x03R\vunreadTotal\x120\n" +
 	"\x14channels_with_unread\x18\x04 \x01(\x03R\x12channelsWithUnread\x12#\n" +
 	"\rmention_total\x18\x05 \x01(\x03R\fmentionTotal\x12'\n" +
-	"\x0fmentions_capped\x18\x06 \x01(\bR\x0ementionsCapped\"\xef\x02\n" +
+	"\x0fmentions_capped\x18\x06 \x01(\bR\x0ementionsCapped\x12&\n" +
+	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\"\xef\x02\n" +
 	"\rChannelUnread\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12)\n" +

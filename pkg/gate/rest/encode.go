@@ -258,6 +258,10 @@ func WriteGetUnread(w http.ResponseWriter, resp *receiptsv1.GetUnreadResponse) {
 		o.int64("channelsWithUnread", resp.GetChannelsWithUnread())
 		o.int64("mentionTotal", resp.GetMentionTotal())
 		o.bool("mentionsCapped", resp.GetMentionsCapped())
+		if v := resp.GetNextPageToken(); v != "" {
+			o.field("nextPageToken")
+			appendJSONString(b, v)
+		}
 		b.WriteByte('}')
 	})
 }

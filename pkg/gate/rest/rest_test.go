@@ -1,10 +1,14 @@
 package rest
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
 func TestSingleMarkRoute(t *testing.T) {
@@ -58,4 +62,22 @@ func TestDecodeMarkReceiptsCountsPastTheLimit(t *testing.T) {
 	_, n, ok = DecodeMarkReceipts(over, 0)
 	require.True(t, ok)
 	require.Equal(t, 10_000, n, "no limit: everything kept")
+}
+
+// The fast GetUnread writer answers as protojson does, the page token
+// included.
+func TestWriteGetUnreadAsProtojson(t *testing.T) {
+	resp := &receiptsv1.GetUnreadResponse{
+		UserId: "u",
+		Channels: []*receiptsv1.ChannelUnread{{
+			ChannelId: "c", Head: &receiptsv1.Position{Seq: 9}, Read: &receiptsv1.Position{Epoch: 1, Seq: 2},
+			PublicRead: &receiptsv1.Position{Seq: 2}, UnreadCount: 7, MentionCount: 1, FirstUnreadSeq: 3, Member: true,
+		}},
+		UnreadTotal: 7, ChannelsWithUnread: 1, MentionTotal: 1, NextPageToken: "Yw",
+	}
+	w := httptest.NewRecorder()
+	WriteGetUnread(w, resp)
+	want, err := protojson.Marshal(resp)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), w.Body.String())
 }

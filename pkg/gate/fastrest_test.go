@@ -113,7 +113,9 @@ func TestFastUnreadAnswersAsVanguardDoes(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, "%s %s: %s", step.method, step.path, body)
 		}
 	}
-	for _, path := range []string{"/v1/users/u1/unread", "/v1/users/nobody/unread", "/v1/users/a%20b/unread", "/v1/users/u1/unread?channel_id=c1"} {
+	for _, path := range []string{"/v1/users/u1/unread", "/v1/users/nobody/unread", "/v1/users/a%20b/unread", "/v1/users/u1/unread?channel_id=c1",
+		"/v1/users/u1/unread?page_size=1", "/v1/users/u1/unread?pageSize=1&page_token=YzE", "/v1/users/u1/unread?page_size=x",
+		"/v1/users/u1/unread?page_size=0&page_token=%21", "/v1/users/u1/unread?page_size=1&pageSize=2"} {
 		fr, fb := fast.doResp(t, http.MethodGet, path, "")
 		sr, sb := slow.doResp(t, http.MethodGet, path, "")
 		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", path, sb, fb)

@@ -3,6 +3,7 @@ package rest
 import (
 	"bytes"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,6 +228,37 @@ func UnreadRoute(path string) (user string, ok bool) {
 		return "", false
 	}
 	return user, true
+}
+
+// UnreadPageQuery reads the query of a default-set unread call: only
+// page_size (an int32) and page_token, each at most once; anything else
+// is not ok (vanguard answers it, errors included).
+func UnreadPageQuery(raw string) (size int32, token string, ok bool) {
+	if raw == "" {
+		return 0, "", true
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return 0, "", false
+	}
+	var sizes, tokens int
+	for k, v := range q {
+		switch k {
+		case "page_size", "pageSize":
+			sizes += len(v)
+			n, err := strconv.ParseInt(v[0], 10, 32)
+			if err != nil {
+				return 0, "", false
+			}
+			size = int32(n)
+		case "page_token", "pageToken":
+			tokens += len(v)
+			token = v[0]
+		default:
+			return 0, "", false
+		}
+	}
+	return size, token, sizes <= 1 && tokens <= 1
 }
 
 // WriteGetUnread writes a GetUnread answer as protojson does. A user's

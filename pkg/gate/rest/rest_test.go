@@ -81,3 +81,28 @@ func TestWriteGetUnreadAsProtojson(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, string(want), w.Body.String())
 }
+
+func TestUnreadPageQuery(t *testing.T) {
+	for _, tc := range []struct {
+		raw   string
+		size  int32
+		token string
+		ok    bool
+	}{
+		{"", 0, "", true},
+		{"page_size=5", 5, "", true},
+		{"pageSize=5&page_token=YQ", 5, "YQ", true},
+		{"page_token=YQ&pageToken=Yg", 0, "", false},
+		{"page_size=x", 0, "", false},
+		{"page_size=99999999999", 0, "", false},
+		{"channel_id=c", 0, "", false},
+		{"page_size=%zz", 0, "", false},
+	} {
+		size, token, ok := UnreadPageQuery(tc.raw)
+		require.Equal(t, tc.ok, ok, tc.raw)
+		if ok {
+			require.Equal(t, tc.size, size, tc.raw)
+			require.Equal(t, tc.token, token, tc.raw)
+		}
+	}
+}

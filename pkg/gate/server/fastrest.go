@@ -30,12 +30,14 @@ import (
 // false without writing anything (the caller goes on to vanguard). body
 // is the whole request body, already bounded.
 func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []byte) bool {
-	if s.cfg.TranscodeAllREST || r.URL.RawQuery != "" ||
-		r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
+	if s.cfg.TranscodeAllREST || r.Header.Get("Content-Encoding") != "" || r.Header.Get("X-Server-Timeout") != "" {
 		return false
 	}
 	if r.Method == http.MethodGet && len(body) == 0 {
 		return s.serveFastUnread(w, r)
+	}
+	if r.URL.RawQuery != "" {
+		return false
 	}
 	if r.Method != http.MethodPost {
 		return false
@@ -123,14 +125,19 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 }
 
 // serveFastUnread answers GET /v1/users/{user_id}/unread (the default
-// channel set: no query) with the hand-written encoder.
+// channel set; a query of page_size and page_token only) with the
+// hand-written encoder.
 func (s *Server) serveFastUnread(w http.ResponseWriter, r *http.Request) bool {
 	user, ok := rest.UnreadRoute(r.URL.Path)
 	if !ok {
 		return false
 	}
+	size, token, ok := rest.UnreadPageQuery(r.URL.RawQuery)
+	if !ok {
+		return false
+	}
 	start := time.Now()
-	creq := connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user})
+	creq := connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user, PageSize: size, PageToken: token})
 	maps.Copy(creq.Header(), r.Header)
 	// The fast path skips the interceptors: it checks the scope itself.
 	var resp *connect.Response[receiptsv1.GetUnreadResponse]

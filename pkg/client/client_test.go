@@ -133,6 +133,14 @@ func TestMarkRoundTrip(t *testing.T) {
 			require.Len(t, rs.Msg.GetChannels(), 1)
 			require.Equal(t, int64(7), rs.Msg.GetChannels()[0].GetRead().GetPosition().GetSeq())
 			require.Equal(t, int64(9), rs.Msg.GetChannels()[0].GetDelivered().GetPosition().GetSeq())
+
+			// Each protocol carries the reason and the Retry-After (a
+			// header, or a gRPC trailer).
+			once, _ := newClient(t, st, client.Config{Protocol: p, Retry: client.RetryPolicy{MaxAttempts: 1}})
+			_, err = once.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "alice", ChannelId: "general-" + name, Seq: 11}))
+			require.Equal(t, string(apierr.HeadBehind), client.Reason(err), "%v", err)
+			require.Equal(t, time.Second, client.RetryAfter(err))
+			require.True(t, client.IsRetryable(err))
 		})
 	}
 }

@@ -81,7 +81,7 @@ func Start(t testing.TB, opts Options) *Stack {
 		log:    zaptest.NewLogger(t),
 	}
 	if !opts.NoWatch {
-		s.Hub = startHub(t, rdb, s.Prefix)
+		s.Hub = StartHub(t, rdb, s.Prefix)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -124,8 +124,7 @@ func (s *Stack) Replica() string {
 	s.t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(s.t, err)
-	stop := s.start(ln)
-	s.t.Cleanup(stop)
+	Serve(s.t, s.Config(), ln)
 	return "http://" + ln.Addr().String()
 }
 
@@ -162,28 +161,26 @@ func (s *Stack) Config() Config {
 }
 
 func (s *Stack) serve(ln net.Listener) {
-	stop := s.start(ln)
+	_, _, stop := Serve(s.t, s.Config(), ln)
 	s.mu.Lock()
 	s.stop = stop
 	s.mu.Unlock()
 	s.t.Cleanup(s.Stop)
 }
 
-// start builds a producer, a gate and its server and serves on ln until
-// the returned stop, as kafkagate's runner does: the producer's replayer
-// runs beside the server, and the server drains before the producer
-// stops.
-func (s *Stack) start(ln net.Listener) (stop func()) {
-	t := s.t
+// Serve builds a producer, a gate and its server from cfg and serves on
+// ln until stop or the end of the test, as kafkagate's runner does: the
+// producer's replayer runs beside the server, and the server drains
+// before the producer stops and closes. stop is idempotent.
+func Serve(t testing.TB, cfg Config, ln net.Listener) (g *gate.Gate, srv *server.Server, stop func()) {
 	t.Helper()
-	cfg := s.Config()
 	prod, err := producer.New(cfg.Durable)
 	require.NoError(t, err)
 	gc := cfg.Gate
 	gc.Producer = prod
-	g, err := gate.New(gc)
+	g, err = gate.New(gc)
 	require.NoError(t, err)
-	srv, err := server.New(cfg.Server, g)
+	srv, err = server.New(cfg.Server, g)
 	require.NoError(t, err)
 	prodCtx, stopProd := context.WithCancel(context.Background())
 	replayed := make(chan error, 1)
@@ -193,7 +190,7 @@ func (s *Stack) start(ln net.Listener) (stop func()) {
 	go func() { served <- srv.Serve(ctx, ln) }()
 	require.Eventually(t, srv.Serving, 5*time.Second, time.Millisecond)
 	var once sync.Once
-	return func() {
+	stop = func() {
 		once.Do(func() {
 			cancel()
 			require.NoError(t, <-served)
@@ -202,12 +199,14 @@ func (s *Stack) start(ln net.Listener) (stop func()) {
 			prod.Close()
 		})
 	}
+	t.Cleanup(stop)
+	return g, srv, stop
 }
 
-// startHub runs a watch hub on the prefix until the test ends, as
+// StartHub runs a watch hub on the prefix until the test ends, as
 // kafkagate's runner does (it stops after the API), with short coalescing
 // and blocking so tests see updates quickly.
-func startHub(t testing.TB, rdb redis.UniversalClient, prefix string) *watch.Hub {
+func StartHub(t testing.TB, rdb redis.UniversalClient, prefix string) *watch.Hub {
 	t.Helper()
 	h, err := watch.New(watch.Config{Redis: rdb, Prefix: prefix, Coalesce: 20 * time.Millisecond, Block: 50 * time.Millisecond})
 	require.NoError(t, err)

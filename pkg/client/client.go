@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 
 	"connectrpc.com/connect"
 
@@ -100,14 +101,15 @@ func New(baseURL string, hc connect.HTTPClient, cfg Config) (*Client, error) {
 	case ProtocolGRPCWeb:
 		opts = append(opts, connect.WithGRPCWeb())
 	}
-	// The token goes on before anything else sees the request, and the
-	// retrier sits outside the caller's interceptors: each attempt passes
-	// through them.
+	// The first interceptor is the outermost: the retrier wraps the
+	// caller's (each attempt passes through them), and the token is set
+	// innermost, just before the wire.
 	auth := connect.WithInterceptors(bearer(cfg.Token))
+	retrying := []connect.ClientOption{connect.WithInterceptors(retrier{cfg.Retry})}
 	c := &Client{cfg: cfg}
-	c.raw = receiptsv1connect.NewReceiptServiceClient(hc, baseURL, append(append(opts, cfg.ConnectOptions...), auth)...)
+	c.raw = receiptsv1connect.NewReceiptServiceClient(hc, baseURL, slices.Concat(opts, cfg.ConnectOptions, []connect.ClientOption{auth})...)
 	c.ReceiptServiceClient = receiptsv1connect.NewReceiptServiceClient(hc, baseURL,
-		append(append(append(opts, connect.WithInterceptors(retrier{cfg.Retry})), cfg.ConnectOptions...), auth)...)
+		slices.Concat(opts, retrying, cfg.ConnectOptions, []connect.ClientOption{auth})...)
 	return c, nil
 }
 

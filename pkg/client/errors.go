@@ -65,7 +65,9 @@ func RetryAfter(err error) time.Duration {
 }
 
 // parseRetryAfter reads a Retry-After value: delay seconds (what the
-// gateway sends) or an HTTP date.
+// gateway sends) or an HTTP date. Seconds are capped at an hour, so that
+// a wild value cannot overflow; the caller's deadline bounds the wait
+// anyway.
 func parseRetryAfter(v string) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {

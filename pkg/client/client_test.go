@@ -286,7 +286,8 @@ func TestChannelMembersPages(t *testing.T) {
 	require.Equal(t, 3, cnt.get("GetChannel"), "pages of 3, 3 and 1")
 
 	// Breaking out fetches no further page.
-	for range c.ChannelMembers(ctx, "general", 3) {
+	for _, err := range c.ChannelMembers(ctx, "general", 3) {
+		require.NoError(t, err)
 		break
 	}
 	require.Equal(t, 4, cnt.get("GetChannel"))

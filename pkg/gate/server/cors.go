@@ -39,8 +39,8 @@ const corsMaxAge = "7200"
 // headers above, and a request from any other origin gets no CORS header
 // at all (the browser then hides the answer from the page).
 type cors struct {
-	origins                            map[string]bool
-	methods, headers, exposed, allowed string
+	origins                   map[string]bool
+	methods, headers, exposed string
 }
 
 // newCORS checks origins (each scheme://host[:port], as browsers send the

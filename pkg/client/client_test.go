@@ -13,6 +13,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
@@ -166,6 +169,26 @@ func TestRealtimeDegradedSurfaced(t *testing.T) {
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
 	require.True(t, client.IsRetryable(err))
 	require.Equal(t, 1, cnt.get("MarkUnread"), "mark-unread is not repeated on an ambiguous failure")
+}
+
+// TestSpooledDurabilitySurfaced: while Kafka refuses, a mark is answered
+// from the gateway's spool, and the result says so.
+func TestSpooledDurabilitySurfaced(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := gatetest.Start(t, authed(t, func(c *gatetest.Config) {
+		c.Durable.SpoolDir, c.Durable.SpoolAfter, c.Durable.ProduceTimeout = dir, 100*time.Millisecond, time.Second
+	}))
+	c, _ := newClient(t, st, client.Config{})
+	notify(t, c, "general", 5)
+	f := st.Broker.Cluster.Fault(kfake.Fault{
+		Keys: []kmsg.Key{kmsg.Produce}, Topic: st.Broker.Topic, Err: kerr.NotLeaderForPartition, Count: -1,
+	})
+	t.Cleanup(f.Remove) // before the gateway stops: its spool drains
+	res, err := c.MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "alice", ChannelId: "general", Seq: 3}))
+	require.NoError(t, err)
+	require.Equal(t, receiptsv1.Durability_SPOOLED, res.Msg.GetResult().GetDurability())
+	require.Equal(t, client.Outcome{Spooled: 1, Advanced: 1}, client.Summarize(res.Msg.GetResult()))
 }
 
 // TestRetryHeadBehind: a read beyond the head is refused (HEAD_BEHIND,

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -317,10 +318,46 @@ func TestChannelMembersPages(t *testing.T) {
 
 	// A failure ends the sequence with the error.
 	n := 0
-	for m, err := range c.ChannelMembers(ctx, "bad:channel", 3) {
+	for m, err := range c.ChannelMembers(ctx, "bad{channel", 3) {
 		require.Empty(t, m)
 		require.Equal(t, string(apierr.InvalidID), client.Reason(err))
 		n++
 	}
 	require.Equal(t, 1, n)
+}
+
+// TestUserChannelPages: a user's read state and unread counts come over
+// pages of the default channel set, each channel once, in channel order.
+func TestUserChannelPages(t *testing.T) {
+	t.Parallel()
+	st := gatetest.Start(t, authed(t, nil))
+	c, cnt := newClient(t, st, client.Config{})
+	ctx := context.Background()
+	var want []string
+	for i := range 5 {
+		ch := fmt.Sprintf("room%d", i)
+		want = append(want, ch)
+		_, err := c.JoinChannel(ctx, connect.NewRequest(&receiptsv1.JoinChannelRequest{ChannelId: ch, UserId: "ann"}))
+		require.NoError(t, err)
+		_, err = c.NotifyMessage(ctx, connect.NewRequest(&receiptsv1.NotifyMessageRequest{ChannelId: ch, Seq: 4, MessageId: "m4", SenderId: "bea"}))
+		require.NoError(t, err)
+		_, err = c.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{UserId: "ann", ChannelId: ch, Seq: 1}))
+		require.NoError(t, err)
+	}
+	var read, unread []string
+	var total int64
+	for s, err := range c.ReadState(ctx, "ann", 2) {
+		require.NoError(t, err)
+		read = append(read, s.GetChannelId())
+	}
+	for u, err := range c.Unread(ctx, "ann", 2) {
+		require.NoError(t, err)
+		unread = append(unread, u.GetChannelId())
+		total += u.GetUnreadCount()
+	}
+	require.Equal(t, want, read)
+	require.Equal(t, want, unread)
+	require.Equal(t, int64(5*3), total)
+	require.Equal(t, 3, cnt.get("GetReadState"), "pages of 2, 2 and 1")
+	require.Equal(t, 3, cnt.get("GetUnread"))
 }

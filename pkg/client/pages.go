@@ -62,3 +62,34 @@ func (c *Client) ChannelMembers(ctx context.Context, channelID string, pageSize 
 		return res.Msg.GetMembers(), res.Msg.GetNextPageToken(), nil
 	})
 }
+
+// ReadState yields a user's cursors in every channel they have one in,
+// in channel id order, pageSize (0: the server's default, 1,000; at most
+// 10,000) per GetReadState call.
+func (c *Client) ReadState(ctx context.Context, userID string, pageSize int32) iter.Seq2[*receiptsv1.ChannelState, error] {
+	return Paginate(ctx, func(ctx context.Context, token string) ([]*receiptsv1.ChannelState, string, error) {
+		res, err := c.GetReadState(ctx, connect.NewRequest(&receiptsv1.GetReadStateRequest{
+			UserId: userID, PageSize: pageSize, PageToken: token,
+		}))
+		if err != nil {
+			return nil, "", err
+		}
+		return res.Msg.GetChannels(), res.Msg.GetNextPageToken(), nil
+	})
+}
+
+// Unread yields a user's counts in every channel of their default set
+// (member of, or holding a cursor in), in channel id order, pageSize (0:
+// the server's default, 1,000; at most 10,000) per GetUnread call. A
+// badge over the whole set is the sum of the channels' counts.
+func (c *Client) Unread(ctx context.Context, userID string, pageSize int32) iter.Seq2[*receiptsv1.ChannelUnread, error] {
+	return Paginate(ctx, func(ctx context.Context, token string) ([]*receiptsv1.ChannelUnread, string, error) {
+		res, err := c.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{
+			UserId: userID, PageSize: pageSize, PageToken: token,
+		}))
+		if err != nil {
+			return nil, "", err
+		}
+		return res.Msg.GetChannels(), res.Msg.GetNextPageToken(), nil
+	})
+}

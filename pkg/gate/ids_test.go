@@ -190,6 +190,20 @@ func TestMatrixIDsEndToEnd(t *testing.T) {
 	require.Eventually(t, saw(alice, receiptsv1.Kind_READ, 5, false), 10*time.Second, 5*time.Millisecond)
 	require.Eventually(t, saw(carol, receiptsv1.Kind_DELIVERED, 4, false), 10*time.Second, 5*time.Millisecond)
 
+	// A watcher that starts now gets the members' cursors in its snapshot,
+	// parsed out of the view's "kind:user" fields.
+	late, err := tb.client().WatchChannels(ctx, connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{room}}))
+	require.NoError(t, err)
+	require.True(t, late.Receive(), "%v", late.Err())
+	snap := map[string]int64{}
+	for _, ticks := range late.Msg().GetSnapshot() {
+		for _, m := range ticks.GetMembers() {
+			snap[m.GetUserId()] = m.GetRead().GetSeq()*100 + m.GetDelivered().GetSeq()
+		}
+	}
+	require.Equal(t, map[string]int64{alice: 506, bob: 303, carol: 4}, snap)
+	require.NoError(t, late.Close())
+
 	// Erasure, with the id's ':' bare in the last path segment (where a
 	// REST route's custom verb would go).
 	code, body := tb.do(t, http.MethodDelete, "/v1/users/@alice:example.org", "")

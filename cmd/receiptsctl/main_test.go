@@ -74,5 +74,5 @@ func TestInspectReadsBothStores(t *testing.T) {
 	require.Contains(t, out.String(), "same")
 	require.NotContains(t, out.String(), "c1")
 
-	require.Error(t, runInspect(ctx, []string{"--user", "a:b"}, &out), "ids are validated")
+	require.Error(t, runInspect(ctx, []string{"--user", "a b"}, &out), "ids are validated")
 }

@@ -39,12 +39,8 @@ func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
 	return b
 }
 
-// AppendKafkaKey appends a user event's record key, "user:channel".
-func AppendKafkaKey(b []byte, k receipt.Key) []byte {
-	b = append(b, k.User...)
-	b = append(b, ':')
-	return append(b, k.Channel...)
-}
+// AppendKafkaKey appends a user event's record key, k.KafkaKey().
+func AppendKafkaKey(b []byte, k receipt.Key) []byte { return k.AppendKafkaKey(b) }
 
 // EncodeReceipts builds the records of states (gens[i] stamped on the
 // i-th), their keys and values in one buffer: one allocation for a whole
@@ -52,7 +48,7 @@ func AppendKafkaKey(b []byte, k receipt.Key) []byte {
 func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.Record {
 	size := 0
 	for _, s := range states {
-		size += len(s.Key.User) + len(s.Key.Channel) + 1 + receiptSizeBound(s)
+		size += s.Key.KafkaKeyLen() + receiptSizeBound(s)
 	}
 	buf := make([]byte, 0, size)
 	recs := make([]kgo.Record, len(states))

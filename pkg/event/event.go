@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
@@ -111,7 +112,7 @@ func (d Decoded) User() string {
 // RecordKey is the record key of what d carries.
 func (d Decoded) RecordKey() string {
 	if d.Channel != nil {
-		return d.Channel.Channel
+		return receipt.EscapeKeyID(d.Channel.Channel)
 	}
 	if d.Erasure != nil {
 		return UserKey(d.Erasure.User)
@@ -122,12 +123,14 @@ func (d Decoded) RecordKey() string {
 	return d.Key.KafkaKey()
 }
 
-// Encode builds the record for a state: key "user:channel", protobuf value.
+// Encode builds the record for a state: key "user:channel" (ids escaped,
+// receipt.Key.KafkaKey), protobuf value.
 func Encode(s receipt.State) (*kgo.Record, error) {
 	return EncodeDecoded(Decoded{Key: s.Key, Receipt: &s})
 }
 
-// EncodeHead builds the channel event of a head: key = the channel id.
+// EncodeHead builds the channel event of a head: key = the escaped channel
+// id (receipt.EscapeKeyID).
 func EncodeHead(h channel.Head) (*kgo.Record, error) {
 	return EncodeDecoded(Decoded{Channel: &h})
 }
@@ -155,7 +158,7 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	}
 	if d.Channel != nil {
 		h := d.Channel
-		key = h.Channel
+		key = receipt.EscapeKeyID(h.Channel)
 		msg = &receiptsv1.ChannelEvent{
 			SchemaVersion:    SchemaVersion,
 			ChannelId:        h.Channel,
@@ -189,8 +192,10 @@ func Decode(r *kgo.Record) (receipt.State, error) {
 }
 
 // DecodeRecord parses and validates a record of either kind, told apart
-// by the key's shape: a key without ':' is a channel event. Every failure
-// wraps ErrUndecodable and says why.
+// by the key's shape: a key without ':' is a channel event. The ids come
+// from the value; the key must be the one they make, escaped or (a record
+// of the builds before the escape) as they are. Every failure wraps
+// ErrUndecodable and says why.
 func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if len(r.Value) > MaxValueBytes {
 		return Decoded{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
@@ -241,10 +246,18 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
 	}
-	if string(r.Key) != d.Key.KafkaKey() {
+	if !matchesKey(r.Key, d.Key.KafkaKey(), d.Key.LegacyKafkaKey()) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match event key %q", ErrUndecodable, r.Key, d.Key.KafkaKey())
 	}
 	return d, nil
+}
+
+// legacyChannelKey is the key of ch's channel events before the escape.
+func legacyChannelKey(ch string) string {
+	if strings.IndexByte(ch, ':') >= 0 {
+		return ""
+	}
+	return ch
 }
 
 func decodeChannel(r *kgo.Record) (Decoded, error) {
@@ -267,7 +280,7 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	if err := h.Validate(); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
-	if string(r.Key) != h.Channel {
+	if !matchesKey(r.Key, receipt.EscapeKeyID(h.Channel), legacyChannelKey(h.Channel)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, h.Channel)
 	}
 	return Decoded{Channel: &h}, nil

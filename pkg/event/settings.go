@@ -50,7 +50,7 @@ func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
 	if st.VersionMs <= 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: settings.version_unix_ms must be > 0", ErrUndecodable)
 	}
-	if string(r.Key) != UserKey(st.User) {
+	if !matchesKey(r.Key, UserKey(st.User), legacyUserKey(st.User)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match user event key %q", ErrUndecodable, r.Key, UserKey(st.User))
 	}
 	if ev.GetUserGeneration() < 0 {

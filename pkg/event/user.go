@@ -10,16 +10,34 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
 // userKeyPrefix starts the key of a user-wide event (UserEvent). "u::" has
-// two colons, which no "user:channel" key has (ids never contain ':'), so
-// a user named "u" marking channel "x" ("u:x") is never taken for one.
+// two colons, which no "user:channel" key has (a key's ids escape ':',
+// receipt.EscapeKeyID), so a user named "u" marking channel "x" ("u:x")
+// is never taken for one.
 const userKeyPrefix = "u::"
 
-// UserKey is the record key of a user-wide event of user.
-func UserKey(user string) string { return userKeyPrefix + user }
+// UserKey is the record key of a user-wide event of user: "u::" and the
+// escaped user.
+func UserKey(user string) string { return userKeyPrefix + receipt.EscapeKeyID(user) }
+
+// matchesKey reports whether a record key is want, or the key the builds
+// before the escape wrote for the same ids (legacy: "" when none could
+// have been written), so that the topic's older records replay.
+func matchesKey(key []byte, want, legacy string) bool {
+	return string(key) == want || (legacy != "" && string(key) == legacy)
+}
+
+// legacyUserKey is the key of user's user-wide events before the escape.
+func legacyUserKey(user string) string {
+	if strings.IndexByte(user, ':') >= 0 {
+		return ""
+	}
+	return userKeyPrefix + user
+}
 
 // EncodeErasure builds the user event of an erasure tombstone.
 func EncodeErasure(t tombstone.Tombstone) (*kgo.Record, error) {
@@ -64,7 +82,7 @@ func decodeUser(r *kgo.Record) (Decoded, error) {
 	if err := t.Validate(); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
-	if string(r.Key) != UserKey(t.User) {
+	if !matchesKey(r.Key, UserKey(t.User), legacyUserKey(t.User)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match user event key %q", ErrUndecodable, r.Key, UserKey(t.User))
 	}
 	return Decoded{Erasure: &t}, nil

@@ -48,14 +48,16 @@ func TestBadInputWritesNothing(t *testing.T) {
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].user_id: is 129 bytes long; the limit is 128"},
 		{"control character", "POST", "/v1/receipts:mark", markBody(ok, ok, `{"user_id": "u", "channel_id": "a\u0007b", "kind": "READ", "seq": 1}`),
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[2].channel_id: contains a control or non-printable character at byte 1"},
-		{"colon in id", "POST", "/v1/receipts:mark", markBody(ok, ok, ok, item(`"us:er"`, 1)),
-			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[3].user_id: contains ':' at byte 2"},
+		{"whitespace in id", "POST", "/v1/receipts:mark", markBody(ok, ok, ok, item(`"@us er:x.org"`, 1)),
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[3].user_id: contains whitespace at byte 3"},
+		{"leading colon in id", "POST", "/v1/receipts:mark", markBody(ok, item(`":loaded"`, 1)),
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[1].user_id: starts with ':'"},
 		{"brace in channel id", "POST", "/v1/receipts:mark", markBody(ok, `{"user_id": "u", "channel_id": "a{b}", "kind": "READ", "seq": 1}`),
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[1].channel_id: contains '{' at byte 1"},
 		{"brace in user id (single mark)", "POST", "/v1/receipts:mark", markBody(item(`"u}"`, 1)),
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].user_id: contains '}' at byte 1"},
-		{"colon in message id", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "m:1"}`),
-			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].message_id: contains ':' at byte 1"},
+		{"tab in message id", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "$m:1\tx"}`),
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].message_id: contains whitespace at byte 4"},
 		{"seq 0", "POST", "/v1/receipts:mark", markBody(item(`"u"`, 0)),
 			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be > 0, got 0"},
 		{"negative seq", "POST", "/v1/receipts:mark", markBody(item(`"u"`, -5)),
@@ -81,14 +83,16 @@ func TestBadInputWritesNothing(t *testing.T) {
 			400, connect.CodeInvalidArgument, apierr.MalformedRequest, "invalid value for int64 field seq"},
 		{"body over the limit", "POST", "/v1/receipts:mark", `{"receipts": [], "pad": "` + strings.Repeat("x", server.MaxBodyBytesDefault) + `"}`,
 			413, connect.CodeResourceExhausted, apierr.BodyTooLarge, "request body is larger than the limit of 1048576 bytes"},
-		{"single: colon in path id", "POST", "/v1/users/a:b/channels/c/read", `{"seq": 1}`,
-			400, connect.CodeInvalidArgument, apierr.InvalidID, "user_id: contains ':' at byte 1"},
+		{"single: brace in path id", "POST", "/v1/users/%40a%3Ab%7B/channels/c/read", `{"seq": 1}`,
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "user_id: contains '{' at byte 4"},
+		{"single: escaped space in path id", "POST", "/v1/users/u/channels/%21a%20b/read", `{"seq": 1}`,
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "channel_id: contains whitespace at byte 2"},
 		{"single: seq 0", "POST", "/v1/users/u/channels/c/delivered", `{"seq": 0}`,
 			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "seq: must be > 0, got 0"},
 		{"single: bad device id", "POST", "/v1/users/u/channels/c/read", `{"seq": 1, "device_id": "my phone"}`,
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "device_id: contains whitespace at byte 2"},
-		{"read: bad channel id", "GET", "/v1/users/u/read-state?channel_id=ok&channel_id=x%3Ay", "",
-			400, connect.CodeInvalidArgument, apierr.InvalidID, "channel_id[1]: contains ':' at byte 1"},
+		{"read: bad channel id", "GET", "/v1/users/u/read-state?channel_id=x%3Ay&channel_id=x%7By", "",
+			400, connect.CodeInvalidArgument, apierr.InvalidID, "channel_id[1]: contains '{' at byte 1"},
 		{"read: too many channels", "GET", "/v1/users/u/read-state?" + manyChannels, "",
 			400, connect.CodeInvalidArgument, apierr.BatchTooLarge, "channel_id: has 501 ids; the limit is 500"},
 	}
@@ -126,9 +130,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 	require.Empty(t, tb.redisKeys(t))
 	require.Zero(t, tb.highWatermarks(t))
 	require.Zero(t, tb.metric(t, "receipts_kafkagate_events_total", "outcome", "kafka"))
-	// 14 REST batches and 1 gRPC batch reached the handler; malformed and
+	// 15 REST batches and 1 gRPC batch reached the handler; malformed and
 	// oversize requests are rejected before it.
-	require.Equal(t, 15.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkReceipts", "code", "invalid_argument"))
+	require.Equal(t, 16.0, tb.metric(t, "receipts_kafkagate_requests_total", "rpc", "MarkReceipts", "code", "invalid_argument"))
 }
 
 // connectMessage is the error message without the code prefix.

@@ -110,9 +110,11 @@ func TestEraseUserRefusesBadInput(t *testing.T) {
 	tb := setup(t, setupOpts{})
 	c := tb.client()
 	for name, tc := range map[string]struct{ user, want string }{
-		"empty":     {"", "user_id: is required"},
-		"oversized": {strings.Repeat("x", receipt.MaxIDLength+1), "user_id: is 129 bytes long"},
-		"colon":     {"a:b", "user_id: contains ':'"},
+		"empty":       {"", "user_id: is required"},
+		"oversized":   {strings.Repeat("x", receipt.MaxIDLength+1), "user_id: is 129 bytes long"},
+		"brace":       {"@a:b{", "user_id: contains '{'"},
+		"colon first": {":a", "user_id: starts with ':'"},
+		"control":     {"a\x01", "user_id: contains a control"},
 	} {
 		_, err := c.EraseUser(context.Background(), connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: tc.user}))
 		apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID, name)

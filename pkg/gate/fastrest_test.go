@@ -34,6 +34,10 @@ func TestFastRESTAnswersAsVanguardDoes(t *testing.T) {
 		{"single delivered", "/v1/users/u4/channels/c9/delivered", `{"seq":"20","deviceId":"phone"}`, true},
 		{"single read behind", "/v1/users/u4/channels/c9/read", `{"seq":11}`, true},
 		{"bad seq", "/v1/users/u4/channels/c9/read", `{"seq":-5}`, true},
+		{"matrix ids", mark, `{"receipts":[{"user_id":"@a:x.org","channel_id":"!r:x.org","kind":"READ","seq":3,"message_id":"$m:x","device_id":"d:1"}]}`, true},
+		{"escaped path ids", "/v1/users/%40a%3Ax.org/channels/%21r%2F1%3Ax.org/read", `{"seq":4}`, true},
+		{"bare ':' in path ids", "/v1/users/@a:x.org/channels/!r:x.org/delivered", `{"seq":5}`, true},
+		{"brace in path id", "/v1/users/%40a%7B/channels/c/read", `{"seq":5}`, true},
 		{"bad id", mark, `{"receipts":[{"user_id":"a b","channel_id":"c1","kind":"READ","seq":1}]}`, true},
 		{"no receipts", mark, `{"receipts":[]}`, true},
 		{"empty object", mark, `{}`, true},
@@ -115,7 +119,8 @@ func TestFastUnreadAnswersAsVanguardDoes(t *testing.T) {
 	}
 	for _, path := range []string{"/v1/users/u1/unread", "/v1/users/nobody/unread", "/v1/users/a%20b/unread", "/v1/users/u1/unread?channel_id=c1",
 		"/v1/users/u1/unread?page_size=1", "/v1/users/u1/unread?pageSize=1&page_token=YzE", "/v1/users/u1/unread?page_size=x",
-		"/v1/users/u1/unread?page_size=0&page_token=%21", "/v1/users/u1/unread?page_size=1&pageSize=2"} {
+		"/v1/users/u1/unread?page_size=0&page_token=%21", "/v1/users/u1/unread?page_size=1&pageSize=2",
+		"/v1/users/%40a%3Ab/unread", "/v1/users/@a:b/unread", "/v1/users/a%2Fb/unread", "/v1/users/a%7Bb/unread"} {
 		fr, fb := fast.doResp(t, http.MethodGet, path, "")
 		sr, sb := slow.doResp(t, http.MethodGet, path, "")
 		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", path, sb, fb)
@@ -123,7 +128,10 @@ func TestFastUnreadAnswersAsVanguardDoes(t *testing.T) {
 	}
 	_, ok := rest.UnreadRoute("/v1/users/u1/unread")
 	require.True(t, ok)
-	for _, p := range []string{"/v1/users//unread", "/v1/users/a/b/unread", "/v1/users/a%2Fb/unread", "/v1/users/u1/read"} {
+	u, ok := rest.UnreadRoute("/v1/users/a%2Fb/unread")
+	require.True(t, ok)
+	require.Equal(t, "a/b", u, "the route gets the escaped path: an id's '/' does not split it")
+	for _, p := range []string{"/v1/users//unread", "/v1/users/a/b/unread", "/v1/users/a%zz/unread", "/v1/users/u1/read"} {
 		_, ok := rest.UnreadRoute(p)
 		require.False(t, ok, p)
 	}

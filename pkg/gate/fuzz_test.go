@@ -89,6 +89,8 @@ func FuzzMarkReceiptsJSON(f *testing.F) {
 		`{"receipts": [{"userId": "bob", "channelId": "c", "kind": "DELIVERED", "seq": 3}, {"user_id": "bob", "channel_id": "d", "kind": 1, "seq": 1}]}`,
 		`{"receipts": [{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 9223372036854775808}]}`,
 		`{"receipts": [{"user_id": "u:x", "channel_id": "c", "kind": "READ", "seq": 1}]}`,
+		`{"receipts": [{"user_id": "@a:x.org", "channel_id": "!r%:x/y", "kind": "READ", "seq": 1, "message_id": "$m:x"}]}`,
+		`{"receipts": [{"user_id": ":a", "channel_id": "c", "kind": "READ", "seq": 1}]}`,
 		`{"receipts": [{"user_id": "u",`,
 		`{"receipts": []}`,
 		`[]`,

@@ -312,7 +312,7 @@ func TestWatchRefusals(t *testing.T) {
 	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.InvalidField, "Last-Event-ID is the token too")
 	code, b = get("", nil)
 	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.EmptyRequest)
-	code, b = get("channel_id=a:b", nil)
+	code, b = get("channel_id=a%7Bb", nil)
 	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.InvalidID)
 	require.Contains(t, parseRESTError(t, b).Message, "channel_id[0]")
 

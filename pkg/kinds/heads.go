@@ -6,6 +6,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -16,7 +17,7 @@ var headSpec = &Spec[string, channel.Head]{
 	Name:      "channel_heads",
 	Key:       func(h channel.Head) string { return h.Channel },
 	Compare:   func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) },
-	RecordKey: func(ch string) string { return ch },
+	RecordKey: receipt.EscapeKeyID,
 	Time:      func(h channel.Head) int64 { return h.UpdatedAtUnixMs },
 	Zero:      func(ch string) channel.Head { return channel.Head{Channel: ch} },
 	Empty:     func(h channel.Head) bool { return h.Seq == 0 },

@@ -180,14 +180,15 @@ func (w *window) ofUsers(users tombstone.Set) *window {
 	return sub
 }
 
-// recordUser is the user of a record key: "user:channel" or a user-wide
-// event's "u::user"; a channel event's key has none.
+// recordUser is the user of a record key as Decoded.RecordKey writes it
+// (ids escaped): "user:channel" or a user-wide event's "u::user"; a
+// channel event's key has none.
 func recordUser(key string) (string, bool) {
 	if u, ok := strings.CutPrefix(key, event.UserKey("")); ok {
-		return u, true
+		return receipt.UnescapeKeyID(u)
 	}
-	user, _, ok := strings.Cut(key, ":")
-	return user, ok
+	k, ok := receipt.ParseKafkaKey(key)
+	return k.User, ok
 }
 
 // len is the number of records in the window.

@@ -55,3 +55,36 @@ func keysOf(rows []receipt.State) []string {
 	}
 	return out
 }
+
+// An erased user whose id holds ':' (a Matrix id, escaped in record keys)
+// keeps the events that follow the erasure: the window finds the user's
+// records by their keys.
+func TestWindowDropErasedWithMatrixIDs(t *testing.T) {
+	t.Parallel()
+	const user, gen = "@gone:example.org", 1_000
+	mark := func(ch string, seq, at, stamp int64) *kgo.Record {
+		st := receipt.State{Key: receipt.Key{User: user, Channel: ch},
+			Read: receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: "$m:x"}, UpdatedAtUnixMs: at}
+		r, err := event.EncodeDecoded(event.Decoded{Key: st.Key, Receipt: &st, Generation: stamp, Stamped: stamp > 0})
+		require.NoError(t, err)
+		return r
+	}
+	w := newWindow(0, kinds.All(), &kinds.Env{MentionCap: 10})
+	w.add([]*kgo.Record{mark("!before:x", 3, 10, 1), mark("!after:x", 5, 2_000, gen)})
+	require.Equal(t, 1, w.dropErased(tombstone.Set{user: {User: user, Generation: gen, ErasedAtUnixMs: gen}}))
+	rows := w.cursorRows()
+	require.Len(t, rows, 1)
+	require.Equal(t, receipt.Key{User: user, Channel: "!after:x"}, rows[0].Key)
+
+	for key, want := range map[string]string{
+		"@gone%3Aexample.org:!a%3Ab": user,
+		"u::@gone%3Aexample.org":     user,
+		"u::50%25":                   "50%",
+	} {
+		got, ok := recordUser(key)
+		require.True(t, ok, key)
+		require.Equal(t, want, got, key)
+	}
+	_, ok := recordUser("!room%3Ax")
+	require.False(t, ok, "a channel event's key names no user")
+}

@@ -11,19 +11,6 @@ type Key struct {
 	Channel string
 }
 
-// KafkaKey is the record key on the topic read-receipts: "user:channel".
-// Ids never contain ':' (see ValidateID), so the key is unambiguous.
-func (k Key) KafkaKey() string { return k.User + ":" + k.Channel }
-
-// ParseKafkaKey splits a "user:channel" record key.
-func ParseKafkaKey(s string) (Key, bool) {
-	user, channel, ok := strings.Cut(s, ":")
-	if !ok || user == "" || channel == "" {
-		return Key{}, false
-	}
-	return Key{User: user, Channel: channel}, true
-}
-
 // Compare orders keys by user then channel: -1, 0 or +1 as k is before,
 // equal to or after o.
 func (k Key) Compare(o Key) int {

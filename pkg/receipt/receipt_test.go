@@ -160,14 +160,52 @@ func TestMergeIsOrderInsensitive(t *testing.T) {
 
 func TestKafkaKeyRoundTrip(t *testing.T) {
 	t.Parallel()
-	k := receipt.Key{User: "alice", Channel: "general"}
-	got, ok := receipt.ParseKafkaKey(k.KafkaKey())
-	require.True(t, ok)
-	require.Equal(t, k, got)
-	for _, bad := range []string{"", "nocolon", ":c", "u:"} {
+	for _, c := range []struct {
+		key  receipt.Key
+		want string
+	}{
+		{receipt.Key{User: "alice", Channel: "general"}, "alice:general"},
+		{receipt.Key{User: "@alice:example.org", Channel: "!room:example.org"}, "@alice%3Aexample.org:!room%3Aexample.org"},
+		{receipt.Key{User: "100%", Channel: "a%3Ab"}, "100%25:a%253Ab"},
+		{receipt.Key{User: "urn:x:y", Channel: "#c/d"}, "urn%3Ax%3Ay:#c/d"},
+	} {
+		require.Equal(t, c.want, c.key.KafkaKey())
+		require.Equal(t, len(c.want), c.key.KafkaKeyLen())
+		require.Equal(t, c.want, string(c.key.AppendKafkaKey([]byte{})))
+		require.Equal(t, 1, strings.Count(c.key.KafkaKey(), ":"), "one unescaped ':'")
+		got, ok := receipt.ParseKafkaKey(c.want)
+		require.True(t, ok, c.want)
+		require.Equal(t, c.key, got)
+	}
+	for _, bad := range []string{"", "nocolon", ":c", "u:", "a:b:c", "a%:b", "a%3a:b", "a%2:b", "a:b%"} {
 		_, ok := receipt.ParseKafkaKey(bad)
 		require.False(t, ok, bad)
 	}
+}
+
+func TestLegacyKafkaKey(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "100%:c", receipt.Key{User: "100%", Channel: "c"}.LegacyKafkaKey())
+	require.Empty(t, receipt.Key{User: "a:b", Channel: "c"}.LegacyKafkaKey(), "no record was written with a raw ':' in an id")
+	require.Empty(t, receipt.Key{User: "a", Channel: "c:d"}.LegacyKafkaKey())
+}
+
+func FuzzEscapeKeyID(f *testing.F) {
+	for _, s := range []string{"", "a", "@a:b", "%", "%25", "%3A", "::%%", "é:%"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		esc := receipt.EscapeKeyID(id)
+		require.NotContains(t, esc, ":")
+		require.Equal(t, len(esc), receipt.KeyIDLen(id))
+		got, ok := receipt.UnescapeKeyID(esc)
+		require.True(t, ok, "%q", esc)
+		require.Equal(t, id, got)
+		// One spelling per id: whatever unescapes escapes back to itself.
+		if back, ok := receipt.UnescapeKeyID(id); ok {
+			require.Equal(t, id, receipt.EscapeKeyID(back))
+		}
+	})
 }
 
 func TestValidateID(t *testing.T) {
@@ -181,7 +219,12 @@ func TestValidateID(t *testing.T) {
 		{strings.Repeat("a", receipt.MaxIDLength), ""},
 		{"", "is required"},
 		{strings.Repeat("a", receipt.MaxIDLength+1), "limit is 128"},
-		{"a:b", "contains ':'"},
+		{"@alice:example.org", ""},
+		{"!room:example.org", ""},
+		{"urn:tenant:42/a#b%c", ""},
+		{"a:", ""},
+		{":a", "starts with ':'"},
+		{":loaded", "starts with ':'"},
 		{"a b", "whitespace"},
 		{"a\x00b", "control"},
 		{"a\x7fb", "control"},
@@ -204,6 +247,10 @@ func TestValidateID(t *testing.T) {
 	// Braces matter only in the ids that name keys: an optional id (a
 	// message's, a device's) may hold them.
 	require.NoError(t, receipt.ValidateOptionalID("message_id", "{m}"))
+	// A leading ':' matters only in hash field names: a message id may
+	// start with one.
+	require.NoError(t, receipt.ValidateOptionalID("message_id", ":m:1"))
+	require.ErrorContains(t, receipt.ValidateOptionalID("device_id", "d\tx"), "whitespace")
 	require.Error(t, receipt.ValidateSeq("seq", 0))
 	require.Error(t, receipt.ValidateSeq("seq", -1))
 	require.NoError(t, receipt.ValidateSeq("seq", 1<<62))

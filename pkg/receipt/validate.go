@@ -20,12 +20,11 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
 
 // ValidateID checks a required id (a user's or a channel's, which name
-// Redis keys): 1..MaxIDLength bytes of valid UTF-8, printable, no
-// whitespace (the separator of the stored Redis value), no ':' (the
-// separator of the Kafka key "user:channel") and no '{' or '}' (an id
-// sits inside a key's Redis Cluster hash tag "{id}": a brace would move
-// the key to another slot and hide it from the sweeps that parse ids out
-// of key names).
+// Redis keys and hash fields): ValidateOptionalID's rules, not empty, no
+// '{' or '}' (an id sits inside a key's Redis Cluster hash tag "{id}": a
+// brace would move the key to another slot and hide it from the sweeps
+// that find ids in key names by the braces) and no ':' first (a hash field
+// starting with ':' is a marker such as ":loaded", never an id).
 func ValidateID(field, id string) error {
 	if id == "" {
 		return &FieldError{Field: field, Reason: "is required"}
@@ -33,10 +32,17 @@ func ValidateID(field, id string) error {
 	if i := strings.IndexAny(id, "{}"); i >= 0 && len(id) <= MaxIDLength {
 		return &FieldError{Field: field, Reason: fmt.Sprintf("contains %q at byte %d (ids may not hold '{' or '}', which delimit Redis hash tags)", id[i], i)}
 	}
+	if id[0] == ':' && len(id) <= MaxIDLength {
+		return &FieldError{Field: field, Reason: "starts with ':' (which marks stored fields that are not ids)"}
+	}
 	return ValidateOptionalID(field, id)
 }
 
-// ValidateOptionalID is ValidateID for an id that may be empty.
+// ValidateOptionalID checks an id that may be empty (a message's or a
+// device's): at most MaxIDLength bytes of valid UTF-8, printable, no
+// whitespace (the separator of the stored Redis value). Any other
+// character is allowed, ':', '@', '!', '/', '#' and '%' included (Matrix
+// ids, URNs); record keys escape ':' and '%' (EscapeKeyID).
 func ValidateOptionalID(field, id string) error {
 	if len(id) > MaxIDLength {
 		return &FieldError{Field: field, Reason: fmt.Sprintf("is %d bytes long; the limit is %d", len(id), MaxIDLength)}
@@ -46,8 +52,6 @@ func ValidateOptionalID(field, id string) error {
 	}
 	for i, r := range id {
 		switch {
-		case r == ':':
-			return &FieldError{Field: field, Reason: fmt.Sprintf("contains ':' at byte %d", i)}
 		case unicode.IsSpace(r):
 			return &FieldError{Field: field, Reason: fmt.Sprintf("contains whitespace at byte %d", i)}
 		case !unicode.IsPrint(r):

@@ -41,7 +41,7 @@ import (
 // The membership register lives twice, per user and per channel: two
 // slots in a cluster, so two scripts, both max-merges; a failure of one is
 // repaired by the drift sweep. Field names starting with ':' are markers
-// no id can equal (ids never contain ':').
+// no id can equal (an id may hold ':', never first: receipt.ValidateID).
 
 const (
 	headField  = "h"

@@ -28,8 +28,8 @@ import (
 // without it, as the previous build wrote them; 5 or 7 with it); ids are
 // stored as they are, possibly empty, and never
 // contain a space (receipt.ValidateID rejects whitespace; Merge and Hydrate
-// refuse them). It needs no version tag: it never contains ':', and every v1
-// value starts with "v1:".
+// refuse them). It needs no version tag: its first field, a position, never
+// contains ':' (ids may), and every v1 value starts with "v1:".
 //
 // For example "2ZI m9876 d1 VbmAx6e" is read = delivered = seq 9876 with
 // message id "m9876", device d1, updated at 1,795,416,092,504 ms, and

@@ -19,8 +19,8 @@ import (
 const (
 	AddrDefault   = "127.0.0.1:6379"
 	PrefixDefault = "receipts:"
-	// loadedField marks a hash hydrated from Postgres; it contains ':' so no
-	// channel id can collide with it.
+	// loadedField marks a hash hydrated from Postgres; it starts with ':'
+	// so no channel id can collide with it (receipt.ValidateID).
 	loadedField = ":loaded"
 	// hydrateChunk bounds one hydrate script call.
 	hydrateChunk = 256

@@ -78,7 +78,8 @@ func TestPredates(t *testing.T) {
 func TestValidate(t *testing.T) {
 	require.NoError(t, tombstone.Tombstone{User: "u", Generation: 1}.Validate())
 	require.ErrorContains(t, tombstone.Tombstone{User: "", Generation: 1}.Validate(), "user_id: is required")
-	require.ErrorContains(t, tombstone.Tombstone{User: "a:b", Generation: 1}.Validate(), "contains ':'")
+	require.NoError(t, tombstone.Tombstone{User: "@a:b", Generation: 1}.Validate())
+	require.ErrorContains(t, tombstone.Tombstone{User: "a}b", Generation: 1}.Validate(), "contains '}'")
 	require.ErrorContains(t, tombstone.Tombstone{User: "u"}.Validate(), "erased_generation: must be > 0")
 	require.ErrorContains(t, tombstone.Tombstone{User: "u", Generation: 1, ErasedAtUnixMs: -1}.Validate(), "accepted_at_unix_ms")
 }

@@ -2121,7 +2121,9 @@ func (x *ReadAllResponse) GetResults() []*ReceiptResult {
 }
 
 // ReceiptEvent is the value of a record on the topic read-receipts, keyed
-// "user_id:channel_id". Consumers merge it field-wise with max, so any
+// "user_id:channel_id" with ':' written "%3A" and '%' written "%25" inside
+// each id (records of earlier builds carry the ids as they are; read the
+// ids from the value). Consumers merge it field-wise with max, so any
 // number of duplicates in any order converge to the same row.
 type ReceiptEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2269,8 +2271,9 @@ func (x *ReceiptEvent) GetUserGenerationStamped() bool {
 	return false
 }
 
-// ChannelEvent is the value of a record on read-receipts keyed by the bare
-// channel id (no ':'): channel-wide state, merged by max (version 2).
+// ChannelEvent is the value of a record on read-receipts keyed by the
+// channel id, escaped as in ReceiptEvent's key (so no bare ':'):
+// channel-wide state, merged by max (version 2).
 type ChannelEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -3532,6 +3535,7 @@ func (x *EraseUserResponse) GetDurability() Durability {
 
 // UserEvent is the value of a record on read-receipts that carries a
 // user-wide register (schema version 3): settings, or an erasure tombstone.
+// Its key is "u::" and the user id escaped as in ReceiptEvent's key.
 type UserEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -3628,7 +3632,7 @@ func (x *UserEvent) GetUserGenerationStamped() bool {
 }
 
 // ReadStateChange is the value of a record on the change-feed topic
-// read-state-changes, keyed "user_id:channel_id", written by the persister
+// read-state-changes, keyed as ReceiptEvent, written by the persister
 // after its database commit: a public cursor advanced.
 type ReadStateChange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/readstate/receipts/pkg/receipt"
@@ -202,6 +203,9 @@ func (c Config) Validate() error {
 	for _, id := range []string{c.UserPrefix, c.ChannelPrefix} {
 		if err := receipt.ValidateID("prefix", id+"0"); err != nil {
 			bad("id prefix %q: %w", id, err)
+		} else if strings.ContainsAny(id, "/?#%") {
+			// The load writes ids into REST paths as they are.
+			bad("id prefix %q: holds a character a URL path segment must escape", id)
 		}
 	}
 	if c.Lag != nil && c.Lag.Get == nil {

@@ -88,13 +88,15 @@ func TestEventState(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, Config{}.WithDefaults().Validate())
-	bad := Config{Target: "ftp://x", Zipf: 0.5, Dup: 0.7, Reorder: 0.6, Batch: -1, UserPrefix: "a:b"}.WithDefaults()
+	bad := Config{Target: "ftp://x", Zipf: 0.5, Dup: 0.7, Reorder: 0.6, Batch: -1, UserPrefix: "a b"}.WithDefaults()
 	err := bad.Validate()
 	require.Error(t, err)
 	for _, want := range []string{"target", "zipf", "dup + reorder", "batch", "prefix"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.ErrorContains(t, Config{Lag: &LagConfig{}}.WithDefaults().Validate(), "Get")
+	require.NoError(t, Config{UserPrefix: "@u:x.org-", ChannelPrefix: "!c:x.org-"}.WithDefaults().Validate(), "Matrix-style prefixes")
+	require.ErrorContains(t, Config{UserPrefix: "a/"}.WithDefaults().Validate(), "must escape")
 }
 
 func TestLastSeqsDenseAndSparseAgree(t *testing.T) {

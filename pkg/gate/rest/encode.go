@@ -22,10 +22,12 @@ const (
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // SingleMarkRoute matches /v1/users/{user_id}/channels/{channel_id}/read
-// (or /delivered) with plain path segments; escaped ones go to vanguard.
+// (or /delivered). path is the escaped path (url.URL.EscapedPath): the
+// ids are its segments, each percent-decoded once, so an id may hold any
+// character ('/' sent as "%2F"); a malformed escape does not match.
 func SingleMarkRoute(path string) (user, channel string, kind receiptsv1.Kind, ok bool) {
 	rest, found := strings.CutPrefix(path, restUsersPrefix)
-	if !found || strings.ContainsRune(rest, '%') {
+	if !found {
 		return "", "", 0, false
 	}
 	user, rest, found = strings.Cut(rest, "/")
@@ -39,11 +41,28 @@ func SingleMarkRoute(path string) (user, channel string, kind receiptsv1.Kind, o
 	}
 	switch verb {
 	case "read":
-		return user, channel, receiptsv1.Kind_READ, true
+		kind = receiptsv1.Kind_READ
 	case "delivered":
-		return user, channel, receiptsv1.Kind_DELIVERED, true
+		kind = receiptsv1.Kind_DELIVERED
+	default:
+		return "", "", 0, false
 	}
-	return "", "", 0, false
+	user, uok := pathSegment(user)
+	channel, cok := pathSegment(channel)
+	if !uok || !cok {
+		return "", "", 0, false
+	}
+	return user, channel, kind, true
+}
+
+// pathSegment percent-decodes one escaped path segment, as vanguard
+// decodes a path variable.
+func pathSegment(s string) (string, bool) {
+	if strings.IndexByte(s, '%') < 0 {
+		return s, true
+	}
+	v, err := url.PathUnescape(s)
+	return v, err == nil
 }
 
 // WriteMarkReceipts writes a MarkReceipts answer as protojson does.
@@ -216,18 +235,18 @@ func appendJSONString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 }
 
-// UnreadRoute matches /v1/users/{user_id}/unread with a plain path
-// segment; an escaped one goes to vanguard.
+// UnreadRoute matches /v1/users/{user_id}/unread; path is the escaped
+// path, as SingleMarkRoute's.
 func UnreadRoute(path string) (user string, ok bool) {
 	rest, found := strings.CutPrefix(path, restUsersPrefix)
-	if !found || strings.ContainsRune(rest, '%') {
+	if !found {
 		return "", false
 	}
 	user, found = strings.CutSuffix(rest, "/unread")
 	if !found || user == "" || strings.ContainsRune(user, '/') {
 		return "", false
 	}
-	return user, true
+	return pathSegment(user)
 }
 
 // UnreadPageQuery reads the query of a default-set unread call: only

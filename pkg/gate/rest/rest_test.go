@@ -14,14 +14,21 @@ import (
 func TestSingleMarkRoute(t *testing.T) {
 	t.Parallel()
 	for path, want := range map[string]string{
-		"/v1/users/u1/channels/c1/read":      "u1 c1 READ",
-		"/v1/users/u1/channels/c1/delivered": "u1 c1 DELIVERED",
-		"/v1/users/u1/channels/c1/unread":    "",
-		"/v1/users/u%201/channels/c1/read":   "",
-		"/v1/users//channels/c1/read":        "",
-		"/v1/users/u1/channels//read":        "",
-		"/v1/users/u1/chans/c1/read":         "",
-		"/v1/users/u1/channels/c1/read/x":    "",
+		"/v1/users/u1/channels/c1/read":                                        "u1 c1 READ",
+		"/v1/users/u1/channels/c1/delivered":                                   "u1 c1 DELIVERED",
+		"/v1/users/u1/channels/c1/unread":                                      "",
+		"/v1/users/u%201/channels/c1/read":                                     "u 1 c1 READ",
+		"/v1/users/%40alice%3Aexample.org/channels/%21room%3Aexample.org/read": "@alice:example.org !room:example.org READ",
+		"/v1/users/@a:b/channels/!r:b/delivered":                               "@a:b !r:b DELIVERED",
+		"/v1/users/a%2Fb/channels/c%2Fread/read":                               "a/b c/read READ",
+		"/v1/users/50%25/channels/c%253A/read":                                 "50% c%3A READ",
+		"/v1/users/a%zz/channels/c/read":                                       "",
+		"/v1/users/a/b/channels/c/read":                                        "",
+		"/v1/users/a/channels/b/c/read":                                        "",
+		"/v1/users//channels/c1/read":                                          "",
+		"/v1/users/u1/channels//read":                                          "",
+		"/v1/users/u1/chans/c1/read":                                           "",
+		"/v1/users/u1/channels/c1/read/x":                                      "",
 	} {
 		u, c, k, ok := SingleMarkRoute(path)
 		got := ""
@@ -29,6 +36,26 @@ func TestSingleMarkRoute(t *testing.T) {
 			got = strings.Join([]string{u, c, k.String()}, " ")
 		}
 		require.Equal(t, want, got, path)
+	}
+}
+
+func TestUnreadRoute(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"/v1/users/u1/unread":           "u1",
+		"/v1/users/%40a%3Ab/unread":     "@a:b",
+		"/v1/users/a%2Funread/unread":   "a/unread",
+		"/v1/users/a%2Funread":          "",
+		"/v1/users/a/b/unread":          "",
+		"/v1/users//unread":             "",
+		"/v1/users/a%/unread":           "",
+		"/v1/users/u1/channels/c1/read": "",
+	} {
+		u, ok := UnreadRoute(path)
+		if !ok {
+			u = ""
+		}
+		require.Equal(t, want, u, path)
 	}
 }
 

@@ -48,7 +48,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		return false
 	}
 	start := time.Now()
-	path := r.URL.Path
+	path := r.URL.Path // escaped: see routeEscapedPath
 	if path == rest.MarkPath {
 		req, n, ok := rest.DecodeMarkReceipts(body, s.gate.MaxBatchItems())
 		if !ok {

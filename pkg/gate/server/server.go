@@ -183,6 +183,7 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		routeEscapedPath(r)
 		if r.Body == nil || r.Body == http.NoBody {
 			if !s.serveFastREST(w, r, nil) {
 				reasonedREST(next, w, r)

@@ -1,0 +1,45 @@
+package kinds_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// Each kind's record key of a value is the key of the record it came from
+// (the persister finds a rejected row's records by it), for ids whose keys
+// are escaped too.
+func TestRecordKeyIsTheRecordsKey(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "@alice:example.org", Channel: "!room%1:example.org"}
+	st := receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}}, UpdatedAtUnixMs: 1}
+	m := channel.Join(k, 2, 2, 2)
+	seen := map[string]bool{}
+	for _, d := range []event.Decoded{
+		{Key: k, Receipt: &st, Membership: &m, Mentions: []int64{3}},
+		{Channel: &channel.Head{Channel: k.Channel, Seq: 4}},
+		{Settings: &privacy.Settings{User: k.User, ShareRead: true, VersionMs: 1}},
+	} {
+		rec, err := event.EncodeDecoded(d)
+		require.NoError(t, err)
+		got, err := event.DecodeRecord(rec)
+		require.NoError(t, err)
+		for _, kind := range kinds.All() {
+			v, ok := kind.FromEvent(&got)
+			if !ok {
+				continue
+			}
+			seen[kind.Name()] = true
+			require.Equal(t, string(rec.Key), kind.RecordKeyOf(kind.KeyOf(v)), kind.Name())
+		}
+	}
+	for _, kind := range kinds.All() {
+		require.True(t, seen[kind.Name()], "no event carried %s", kind.Name())
+	}
+}

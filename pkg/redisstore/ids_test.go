@@ -1,0 +1,108 @@
+package redisstore_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// Ids may hold ':' (Matrix ids), '%', '/' and '#': every key names them
+// inside its hash tag, every field and member is the bare id, and the
+// sweeps find ids in key names by the braces, so each id reads back whole
+// wherever it is stored, and erasure finds every trace.
+func TestMatrixIDsEverywhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, s.Load(ctx))
+	const (
+		alice = "@alice:example.org"
+		bob   = "urn:tenant:b%2F/#b"
+		room  = "!room:example.org"
+		other = "tenant:c/1%"
+	)
+	k := receipt.Key{User: alice, Channel: room}
+
+	st := mark(alice, room, 0, 7, "$ev7:example.org", true)
+	st.DeviceID = "dev:1"
+	_, err := s.Merge(ctx, []receipt.State{st, mark(alice, other, 0, 3, "m:3", false), mark(bob, room, 0, 2, "%m", true)})
+	require.NoError(t, err)
+	got, _, err := s.Get(ctx, alice, nil)
+	require.NoError(t, err)
+	slices.SortFunc(got, receipt.CompareStates)
+	require.Len(t, got, 2)
+	require.True(t, got[0].SameCursors(st), "%+v", got[0])
+	require.Equal(t, "dev:1", got[0].DeviceID)
+	require.Equal(t, receipt.Key{User: alice, Channel: other}, got[1].Key)
+
+	_, err = s.MergeMemberships(ctx, []channel.Membership{channel.Join(k, 1, 1, 1), channel.Join(receipt.Key{User: bob, Channel: room}, 2, 2, 2)})
+	require.NoError(t, err)
+	members, _, err := s.ChannelMembers(ctx, room, nil)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{alice, bob}, usersOf(members))
+	require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, 10))
+	ms, _, err := s.UserMentions(ctx, alice)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, ms)
+	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: room, Seq: 9, MessageID: "$ev9:example.org"}})
+	require.NoError(t, err)
+	_, err = s.ApplyViewMoves(ctx, []redisstore.ViewMove{
+		{Channel: room, User: alice, Kind: redisstore.ViewRead, Position: receipt.Position{Seq: 7}, AtUnixMs: 5},
+		{Channel: room, User: bob, Kind: redisstore.ViewDelivered, Position: receipt.Position{Seq: 2}, AtUnixMs: 5},
+	}, 0)
+	require.NoError(t, err)
+	views, err := s.ReadViews(ctx, []string{room})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), views[0].Read[alice].Position.Seq)
+	require.Equal(t, int64(2), views[0].Delivered[bob].Position.Seq)
+
+	// The sweeps' scans give the ids whole.
+	users, _, err := s.ScanUsers(ctx, redisstore.ScanCursor{}, 1000)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{alice, bob}, users)
+	chs, _, err := s.ScanChannels(ctx, redisstore.ScanCursor{}, 1000)
+	require.NoError(t, err)
+	require.Equal(t, []string{room}, chs)
+	mu, _, err := s.ScanMembershipUsers(ctx, redisstore.ScanCursor{}, 1000)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{alice, bob}, mu)
+	mentioned, _, err := s.ScanMentionUsers(ctx, redisstore.ScanCursor{}, 1000)
+	require.NoError(t, err)
+	require.Equal(t, []string{alice}, mentioned)
+
+	// Erasure finds the user's channels in the user's hashes' fields and
+	// takes the user out of each channel's hashes, sets and stream.
+	ts, err := s.Erase(ctx, alice, 100, 0)
+	require.NoError(t, err)
+	require.Equal(t, alice, ts.User)
+	got, complete, err := s.Get(ctx, alice, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.True(t, complete)
+	members, _, err = s.ChannelMembers(ctx, room, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{bob}, usersOf(members))
+	views, err = s.ReadViews(ctx, []string{room})
+	require.NoError(t, err)
+	require.NotContains(t, views[0].Read, alice)
+	require.Contains(t, views[0].Delivered, bob)
+	got, _, err = s.Get(ctx, bob, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1, "another user's state stays")
+}
+
+func usersOf(regs []channel.Membership) []string {
+	out := make([]string, len(regs))
+	for i, r := range regs {
+		out[i] = r.Key.User
+	}
+	return out
+}

@@ -232,7 +232,7 @@ func TestNoRetryOnCallerErrors(t *testing.T) {
 	var retried atomic.Int32
 	cfg := client.Config{Retry: client.RetryPolicy{OnRetry: func(client.Retry) { retried.Add(1) }}}
 	c, cnt := newClient(t, st, cfg)
-	_, err := c.MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "al:ice", ChannelId: "general", Seq: 1}))
+	_, err := c.MarkRead(context.Background(), connect.NewRequest(&receiptsv1.MarkRequest{UserId: "al ice", ChannelId: "general", Seq: 1}))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
 	require.Equal(t, string(apierr.InvalidID), client.Reason(err))
 	require.False(t, client.IsRetryable(err))

@@ -143,7 +143,7 @@ func TestWatchFailsForGood(t *testing.T) {
 	st := gatetest.Start(t, authed(t, nil))
 	c, _ := newClient(t, st, client.Config{Retry: client.RetryPolicy{OnRetry: func(client.Retry) { t.Error("retried") }}})
 	var errs []error
-	for ev, err := range c.Watch(context.Background(), &receiptsv1.WatchChannelsRequest{ChannelId: []string{"bad:channel"}}) {
+	for ev, err := range c.Watch(context.Background(), &receiptsv1.WatchChannelsRequest{ChannelId: []string{"bad{channel"}}) {
 		require.Nil(t, ev)
 		errs = append(errs, err)
 	}

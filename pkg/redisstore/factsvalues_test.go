@@ -107,7 +107,8 @@ func TestMergeMarksFromAStaleReadLosesNothing(t *testing.T) {
 // returns every value (the scripts come first in the pipeline, so the
 // script error is the one exec sees, not a missing head's nil).
 func TestFactsAndValuesReloadScriptsAfterScriptFlush(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the flush is server-wide, and the package's parallel
+	// tests count round trips that a reload would add to.
 	ctx := context.Background()
 	s, _ := newTestStore(t)
 	keys := []receipt.Key{{User: "u1", Channel: "no-head"}, {User: "u2", Channel: "no-head"}}

@@ -19,7 +19,8 @@ import (
 // and the merge still keeps the max. SCRIPT FLUSH is server-wide, so the
 // test makes one call; every user of these scripts reloads them on NOSCRIPT.
 func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the flush is server-wide, and the package's parallel
+	// tests count round trips that a reload would add to.
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	log := &redisstore.CmdLog{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -46,7 +47,7 @@ func startPersister(t *testing.T, tb *testBundle) {
 	go func() { done <- p.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		<-done
+		assert.NoError(t, <-done, "the persister stops cleanly")
 		p.Close()
 	})
 }

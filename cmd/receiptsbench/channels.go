@@ -50,6 +50,8 @@ func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.Channels, "channels", 100, "channels the user is a member of, each with 10 messages and 2 mentions")
 	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long to read")
 	fs.IntVar(&c.Concurrency, "concurrency", 1, "readers, each with one call in flight")
+	fs.IntVar(&c.PageSize, "page-size", 0, "page_size of each call (0: the server's default, 1,000)")
+	fs.BoolVar(&c.AllPages, "all-pages", false, "each call walks every page of the default set (items are pages)")
 	noSetup := fs.Bool("no-setup", false, "the user is already set up")
 	if err := cli.Parse(fs, args); err != nil {
 		return err

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -153,6 +154,10 @@ type UnreadConfig struct {
 	Duration    time.Duration
 	Concurrency int
 	Client      *http.Client
+	// PageSize is the page_size of each call (0: the server's default);
+	// AllPages makes one call walk every page of the default set.
+	PageSize int
+	AllPages bool
 }
 
 func (c UnreadConfig) client() *http.Client {
@@ -204,11 +209,53 @@ func RunUnread(ctx context.Context, cfg UnreadConfig) (ChannelLoadResult, error)
 		return ChannelLoadResult{}, errors.New("unread: a user and concurrency >= 1 are required")
 	}
 	cl := cfg.client()
-	url := cfg.Target + "/v1/users/" + cfg.User + "/unread"
+	base := cfg.Target + "/v1/users/" + cfg.User + "/unread"
+	if cfg.PageSize > 0 {
+		base += "?page_size=" + strconv.Itoa(cfg.PageSize)
+	}
 	var l closedLoop
 	return l.run(ctx, cfg.Concurrency, cfg.Duration, func(ctx context.Context, _ int, _ *rand.Rand) (int, error) {
-		return 1, doJSON(ctx, cl, http.MethodGet, url, nil)
+		url, pages := base, 0
+		for {
+			var page struct {
+				NextPageToken string `json:"nextPageToken"`
+			}
+			if err := getJSON(ctx, cl, url, &page); err != nil {
+				return pages, err
+			}
+			pages++
+			if !cfg.AllPages || page.NextPageToken == "" {
+				return pages, nil
+			}
+			sep := "?"
+			if cfg.PageSize > 0 {
+				sep = "&"
+			}
+			url = base + sep + "page_token=" + page.NextPageToken
+		}
 	}), nil
+}
+
+// getJSON reads a GET answer whole (an unread page of 10,000 channels is
+// about 1.7 MB) and decodes it into out.
+func getJSON(ctx context.Context, cl *http.Client, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := cl.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: http %d: %s", url, resp.StatusCode, truncate(string(body), 200))
+	}
+	return json.Unmarshal(body, out)
 }
 
 func postJSON(ctx context.Context, cl *http.Client, url string, body []byte) error {

@@ -134,6 +134,13 @@ if "$HELM" template receipts "$CHART" -f "$CHART/ci/production-values.yaml" --se
   else bad "persister.changeFeed.topic does not reach both the topic Job and the persister"; fi
 else cat "$TMP/err" >&2; bad "helm template with persister.changeFeed.topic set"; fi
 
+# CORS (kafkagate.cors.allowedOrigins): off by default; the variants'
+# origins reach the gateway as one comma list.
+if grep -q RECEIPTS_CORS_ALLOWED_ORIGINS "$RENDERED"; then bad "default render turns CORS on"; else ok; fi
+if grep -A1 'name: RECEIPTS_CORS_ALLOWED_ORIGINS' "$TMP/rendered-variants-values.yaml" |
+  grep -qF 'value: "https://chat.example.com,http://localhost:3000"'; then ok
+else bad "variants render lacks RECEIPTS_CORS_ALLOWED_ORIGINS=https://chat.example.com,http://localhost:3000"; fi
+
 step "bad values files must fail"
 for f in "$CHART"/tests/bad-values/*.yaml; do
   want=$(sed -n 's/^# expect: //p' "$f")

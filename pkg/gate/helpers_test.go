@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/server"
+	"github.com/readstate/receipts/pkg/gatetest"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -117,40 +117,13 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	return tb
 }
 
-// startGate builds a producer, a gate and its server, and serves on
-// 127.0.0.1:0 until stop or the end of the test, as kafkagate's runner
-// does: the producer's replayer runs beside the server, and the server
-// drains before the producer stops and closes.
+// startGate serves a gate built from cfg on 127.0.0.1:0 until stop or
+// the end of the test (gatetest.Serve: as kafkagate's runner does).
 func startGate(t *testing.T, cfg testConfig) (g *gate.Gate, srv *server.Server, url string, stop func()) {
 	t.Helper()
-	prod, err := producer.New(cfg.Durable)
-	require.NoError(t, err)
-	gc := cfg.Config
-	gc.Producer = prod
-	g, err = gate.New(gc)
-	require.NoError(t, err)
-	srv, err = server.New(cfg.Server, g)
-	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	prodCtx, stopProd := context.WithCancel(context.Background())
-	replayed := make(chan error, 1)
-	go func() { replayed <- prod.Run(prodCtx) }()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, ln) }()
-	require.Eventually(t, srv.Serving, 5*time.Second, time.Millisecond)
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			require.NoError(t, <-served)
-			stopProd()
-			require.NoError(t, <-replayed)
-			prod.Close()
-		})
-	}
-	t.Cleanup(stop)
+	g, srv, stop = gatetest.Serve(t, gatetest.Config{Gate: cfg.Config, Server: cfg.Server, Durable: cfg.Durable}, ln)
 	return g, srv, "http://" + ln.Addr().String(), stop
 }
 

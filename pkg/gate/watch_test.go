@@ -23,21 +23,15 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/gatetest"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
 // startHub runs a watch hub on the test's Redis prefix until the test
-// ends, as kafkagate's runner does (it stops after the API).
+// ends (gatetest.StartHub).
 func startHub(t *testing.T, rdb redis.UniversalClient, prefix string) *watch.Hub {
 	t.Helper()
-	h, err := watch.New(watch.Config{Redis: rdb, Prefix: prefix, Coalesce: 20 * time.Millisecond, Block: 50 * time.Millisecond})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	require.Eventually(t, func() bool { return h.Ready(ctx) == nil }, 5*time.Second, 5*time.Millisecond)
-	return h
+	return gatetest.StartHub(t, rdb, prefix)
 }
 
 // replica starts another gateway on tb's backends with hub, as a second

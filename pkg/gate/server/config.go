@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +76,13 @@ type Config struct {
 	// comparisons and as a switch should the two ever disagree.
 	TranscodeAllREST bool
 
+	// CORSAllowedOrigins lists the browser origins (scheme://host[:port])
+	// whose pages may call the API: preflights are answered (without
+	// credentials), and answers to them carry the CORS headers (cors.go);
+	// the calls themselves still need credentials. Empty: CORS off, the
+	// default (browsers then refuse cross-origin calls).
+	CORSAllowedOrigins []string
+
 	// Auth authenticates and rate-limits API callers (pkg/apiauth): bearer
 	// tokens, mTLS, per-client events/s. Its zero value is an open API,
 	// which only a loopback Addr may serve unless
@@ -105,6 +113,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
 	fs.DurationVar(&c.WatchHeartbeat, "watch-heartbeat", c.WatchHeartbeat, "idle pause before a heartbeat on a watch stream (SSE: a comment; gRPC/Connect: an event without updates)")
 	fs.DurationVar(&c.WatchWriteTimeout, "watch-write-timeout", c.WatchWriteTimeout, "bound on writing one watch event or heartbeat; a stream whose client does not read in time is dropped")
+	fs.Var((*originList)(&c.CORSAllowedOrigins), "cors-allowed-origins", "comma-separated browser origins (scheme://host[:port]) allowed to call the API cross-origin (CORS); empty: CORS off")
 	fs.BoolVar(&c.TranscodeAllREST, "rest-transcode-all", c.TranscodeAllREST, "send the hot REST write routes through the generic transcoder too (no fast path)")
 	c.Auth.RegisterFlags(fs)
 }
@@ -155,6 +164,9 @@ func (c Config) validate(maxBatchItems int, callBound time.Duration) error {
 	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 64<<20 {
 		bad("MaxBodyBytes: must be within [1KiB, 64MiB], got %d", c.MaxBodyBytes)
 	}
+	if _, err := newCORS(c.CORSAllowedOrigins); err != nil {
+		errs = append(errs, err)
+	}
 	if err := c.Auth.Check(c.Addr); err != nil {
 		errs = append(errs, err)
 	}
@@ -162,4 +174,20 @@ func (c Config) validate(maxBatchItems int, callBound time.Duration) error {
 		bad("RateLimitBurst: %d is below MaxBatchItems %d: a full batch could never pass", c.Auth.RateLimitBurst, maxBatchItems)
 	}
 	return errors.Join(errs...)
+}
+
+// originList is a comma-separated list flag value.
+type originList []string
+
+func (l *originList) String() string { return strings.Join(*l, ",") }
+
+// Set replaces the list with the comma-separated values.
+func (l *originList) Set(v string) error {
+	*l = nil
+	for o := range strings.SplitSeq(v, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			*l = append(*l, o)
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"flag"
 	"runtime"
 	"strconv"
 	"testing"
@@ -84,4 +85,22 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestCORSOriginsFlag: the flag takes a comma list; an origin that is not
+// scheme://host[:port] (a wildcard, a path) fails validation, named.
+func TestCORSOriginsFlag(t *testing.T) {
+	t.Parallel()
+	var c Config
+	fs := flag.NewFlagSet("kafkagate", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	require.NoError(t, fs.Parse([]string{"--cors-allowed-origins", "https://chat.example.com, http://localhost:3000"}))
+	require.Equal(t, []string{"https://chat.example.com", "http://localhost:3000"}, c.CORSAllowedOrigins)
+	require.NoError(t, c.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0))
+
+	for _, bad := range []string{"*", "https://*.example.com", "https://chat.example.com/", "chat.example.com", "ftp://x", "null"} {
+		c.CORSAllowedOrigins = []string{bad}
+		err := c.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0)
+		require.ErrorContains(t, err, "CORSAllowedOrigins: "+strconv.Quote(bad), bad)
+	}
 }

@@ -14,6 +14,9 @@
 // HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON
 // with the refusal's ErrorInfo, as vanguard writes them (apierr.WriteREST
 // on the paths vanguard does not answer).
+// Browser pages of the origins in Config.CORSAllowedOrigins may call the
+// API (cors.go): their preflights are answered before the guard, their
+// calls still need credentials.
 // Readiness is the gate's, once the server serves; on shutdown the server
 // ends the watch streams (clients resume with their last token) and drains
 // in-flight calls for up to Config.ShutdownTimeout.

@@ -72,8 +72,9 @@ func New(cfg Config, g *gate.Gate) (*Server, error) {
 // REST (HTTP/JSON), gRPC health, and gRPC reflection (v1 and v1alpha),
 // every route behind the API guard (authentication and per-client rate
 // limits, pkg/apiauth), and, unguarded, the REST contract at GET
-// /openapi.json. Serve it over HTTP/1.1 and HTTP/2 (h2c, or h2 over
-// TLS: gRPC needs HTTP/2), as HTTPServer does.
+// /openapi.json; with CORSAllowedOrigins, CORS for those origins in front
+// of all of it. Serve it over HTTP/1.1 and HTTP/2 (h2c, or h2 over TLS:
+// gRPC needs HTTP/2), as HTTPServer does.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serving reports whether Serve is serving.
@@ -123,7 +124,15 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	root := http.NewServeMux()
 	root.Handle("GET "+OpenAPIPath, openAPIHandler())
 	root.Handle("/", s.guard.Wrap(mux))
-	return root, nil
+	if len(s.cfg.CORSAllowedOrigins) == 0 {
+		return root, nil
+	}
+	// Outside the guard: a preflight carries no credentials.
+	c, err := newCORS(s.cfg.CORSAllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	return c.wrap(root), nil
 }
 
 // chargeEvents charges a call's client the rest of its cost in events: the

@@ -107,9 +107,9 @@ generate: ## regenerate the protobuf stubs and the OpenAPI document api/openapi.
 	scripts/generate.sh
 
 .PHONY: verify
-verify: generate ## fail when generated code (stubs, api/openapi.json) or go.mod/go.sum is stale, or the proto fails buf lint or buf breaking
-	@git diff --exit-code --stat -- api/ || { echo "api/ is stale: run make generate and commit the result" >&2; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api/); [ -z "$$untracked" ] || { echo "api/ has generated files not committed: $$untracked" >&2; exit 1; }
+verify: generate ## fail when generated code (stubs, api/openapi.json, clients/ts/src/gen) or go.mod/go.sum is stale, or the proto fails buf lint or buf breaking
+	@git diff --exit-code --stat -- api/ clients/ts/src/gen/ || { echo "generated code is stale: run make generate and commit the result" >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api/ clients/ts/src/gen/); [ -z "$$untracked" ] || { echo "generated files not committed: $$untracked" >&2; exit 1; }
 	scripts/proto-check.sh
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 

@@ -122,7 +122,8 @@ export function reason(err: unknown): string {
 
 /**
  * Whether the same call may succeed later: Unavailable (a store or the
- * gateway cannot answer now, or the connection failed), ResourceExhausted
+ * gateway cannot answer now, or the connection failed; in a browser, a
+ * failed fetch), ResourceExhausted
  * with reason RATE_LIMITED (or STREAM_LIMIT with a Retry-After: the
  * caller's own watch streams), and Aborted with reason HEAD_BEHIND (the
  * message's notice has not arrived yet). Every other code is the caller's
@@ -137,6 +138,10 @@ export function isRetryable(err: unknown): boolean {
   switch (err.code) {
     case Code.Unavailable:
       return true;
+    case Code.Unknown:
+      // A browser's fetch failing (no connection, reset): all it says is
+      // a TypeError, which connect-web turns into Unknown.
+      return err.cause instanceof TypeError;
     case Code.ResourceExhausted:
       switch (reason(err)) {
         case Reason.RateLimited:

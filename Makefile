@@ -50,6 +50,10 @@ test-race: services promtool ## the tests with the race detector (-short), then 
 	$(GO) test -race -count=1 -short -timeout 30m $(TEST_FLAGS) $(PKGS)
 	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -timeout 30m -run '^(TestPipeline|TestSampler|TestRace)' $(TEST_FLAGS) ./e2e/...
 
+.PHONY: test-clients
+test-clients: build services ## the TypeScript client (clients/ts) against a stack of its own, and in headless Chromium (scripts/clients-test.sh; installs chromium as root when missing)
+	scripts/clients-test.sh
+
 .PHONY: promtool
 promtool: ## promtool into .cache/bin (Debian's prometheus package, unpacked): the end-to-end metrics check fails without it
 	scripts/promtool.sh >/dev/null
@@ -120,7 +124,7 @@ lint: ## go vet, gofmt and golangci-lint (pinned in tools/lint/go.mod; .golangci
 	$(GO) tool -modfile=tools/lint/go.mod golangci-lint run --allow-serial-runners ./...
 
 .PHONY: ci
-ci: verify lint test test-race faults ## what .ci/run runs: verify, lint, every test (make test), the race detector, every fault scenario
+ci: verify lint test test-clients test-race faults ## what .ci/run runs: verify, lint, every test (make test), the TypeScript client's, the race detector, every fault scenario
 
 .PHONY: clean
 clean: ## remove binaries and run logs (keeps .devdata/, the dev broker's data)

@@ -42,6 +42,8 @@ if [ ! -x "$chromium" ]; then
 fi
 
 # 3. The package, its tests and the browser page.
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+[ "$node_major" -ge 20 ] || die "Node.js >= 20 is needed (found: $(node --version 2>/dev/null || echo none))"
 # shellcheck source=scripts/lib/npm.sh
 source scripts/lib/npm.sh
 ts_deps

@@ -122,8 +122,8 @@ export function reason(err: unknown): string {
 
 /**
  * Whether the same call may succeed later: Unavailable (a store or the
- * gateway cannot answer now, or the connection failed; in a browser, a
- * failed fetch), ResourceExhausted
+ * gateway cannot answer now), a connection that failed or broke
+ * (connectionFailed; in a browser, a failed fetch), ResourceExhausted
  * with reason RATE_LIMITED (or STREAM_LIMIT with a Retry-After: the
  * caller's own watch streams), and Aborted with reason HEAD_BEHIND (the
  * message's notice has not arrived yet). Every other code is the caller's
@@ -135,13 +135,12 @@ export function isRetryable(err: unknown): boolean {
   if (!(err instanceof ConnectError)) {
     return false;
   }
+  if (connectionFailed(err)) {
+    return true;
+  }
   switch (err.code) {
     case Code.Unavailable:
       return true;
-    case Code.Unknown:
-      // A browser's fetch failing (no connection, reset): all it says is
-      // a TypeError, which connect-web turns into Unknown.
-      return err.cause instanceof TypeError;
     case Code.ResourceExhausted:
       switch (reason(err)) {
         case Reason.RateLimited:
@@ -152,6 +151,37 @@ export function isRetryable(err: unknown): boolean {
       return false;
     case Code.Aborted:
       return reason(err) === Reason.HeadBehind;
+  }
+  return false;
+}
+
+/** Node's codes of a connection that failed or broke (connect-node answers some as Aborted, not Unavailable). */
+const connectionCodes = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EAI_AGAIN",
+  "ERR_STREAM_DESTROYED",
+  "ERR_HTTP2_INVALID_STREAM",
+  "ERR_HTTP2_STREAM_ERROR",
+  "ERR_HTTP2_GOAWAY_SESSION",
+  "ERR_HTTP2_SESSION_ERROR",
+]);
+
+/**
+ * Whether err is the connection failing (not an answer of the server):
+ * a Node socket error, or a browser's fetch failing, which says no more
+ * than a TypeError (connect-web turns it into Unknown).
+ */
+export function connectionFailed(err: ConnectError): boolean {
+  if (err.isWireError) {
+    return false;
+  }
+  for (let e: unknown = err.cause, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    if (e instanceof TypeError || connectionCodes.has(String((e as { code?: unknown }).code))) {
+      return true;
+    }
   }
   return false;
 }

@@ -3,7 +3,7 @@
 // gateway.
 import { Code, ConnectError } from "@connectrpc/connect";
 
-import { Reason, isRetryable, reason, retryAfterMs } from "./errors.js";
+import { Reason, connectionFailed, isRetryable, reason, retryAfterMs } from "./errors.js";
 
 /** The attempts of one call, the first included, unless RetryPolicy.maxAttempts says otherwise. */
 export const MAX_ATTEMPTS_DEFAULT = 5;
@@ -171,7 +171,14 @@ export async function withRetries<T, O extends Bounds>(
   }
 }
 
-/** Whether err is the connection failing under a stream (not an answer of the server): resuming is the remedy. */
+/**
+ * Whether err is the stream breaking under the client (not an answer of
+ * the server: no error on the wire): resuming is the remedy. connect-node
+ * answers a reset connection as Aborted, a cut body as Internal or Unknown.
+ */
 export function brokenStream(err: ConnectError): boolean {
-  return err.code === Code.Unknown || err.code === Code.Internal || err.code === Code.Unavailable;
+  if (err.isWireError) {
+    return false;
+  }
+  return connectionFailed(err) || err.code === Code.Unknown || err.code === Code.Internal || err.code === Code.Unavailable || err.code === Code.Aborted;
 }

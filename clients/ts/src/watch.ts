@@ -1,6 +1,6 @@
 // A WatchChannels stream that resumes by itself, like the Go client's
 // Watch (pkg/client/watch.go).
-import { ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
+import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
 
 import type { ReceiptService, WatchEvent } from "./gen/receipts/v1/receipts_pb.js";
 import { brokenStream, delayMs, sleep, type FullRetryPolicy } from "./retry.js";
@@ -17,12 +17,6 @@ export interface WatchOptions extends Pick<CallOptions, "headers" | "signal"> {
   onResumeToken?: (token: string) => void;
 }
 
-/** The failure of a stream the server closed without an error: watch streams never end by themselves, so it is resumed. */
-class StreamEnded extends ConnectError {
-  constructor() {
-    super("watch stream ended by the server");
-  }
-}
 
 /**
  * Yields the events of a WatchChannels stream over channelIds until
@@ -67,7 +61,9 @@ export async function* watch(
         }
         yield ev;
       }
-      err = new StreamEnded();
+      // Watch streams never end by themselves: a stream the server closed
+      // without an error is resumed like a dropped one.
+      err = new ConnectError("watch stream ended by the server", Code.Unavailable);
     } catch (e) {
       if (signal?.aborted) {
         return;
@@ -75,7 +71,7 @@ export async function* watch(
       err = ConnectError.from(e);
     }
     failures++;
-    if (!(err instanceof StreamEnded || isRetryable(err) || brokenStream(err)) || failures >= policy.maxAttempts) {
+    if (!(isRetryable(err) || brokenStream(err)) || failures >= policy.maxAttempts) {
       throw err;
     }
     const wait = delayMs(policy, failures, err);

@@ -159,3 +159,29 @@ test("paging walks every page of members, read state and unread counts", async (
     break;
   }
 });
+
+test("retries stop at the caller's timeout and abort, with the last refusal", async () => {
+  const c = client();
+  const ch = unique("late");
+  const user = unique("gina");
+  await c.notifyMessage({ channelId: ch, seq: 1n });
+  const refused = (p: Promise<unknown>) =>
+    p.then(
+      () => assert.fail("a mark beyond the head was taken"),
+      (e: unknown) => ConnectError.from(e),
+    );
+
+  // The 1 s Retry-After would outlast a 500 ms timeout: no wait is begun.
+  let started = Date.now();
+  let err = await refused(c.markRead({ userId: user, channelId: ch, seq: 5n }, { timeoutMs: 500 }));
+  assert.equal(reason(err), Reason.HeadBehind);
+  assert.ok(Date.now() - started < 500, `gave up after ${Date.now() - started} ms`);
+
+  // An abort during the wait ends it at once.
+  const abort = new AbortController();
+  setTimeout(() => abort.abort(), 200);
+  started = Date.now();
+  err = await refused(c.markRead({ userId: user, channelId: ch, seq: 5n }, { signal: abort.signal }));
+  assert.equal(reason(err), Reason.HeadBehind);
+  assert.ok(Date.now() - started < 900, `gave up after ${Date.now() - started} ms`);
+});

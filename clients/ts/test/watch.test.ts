@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Kind, type RetryInfo, type WatchEvent } from "../src/index.js";
+import { Code, ConnectError, Kind, Reason, reason, type RetryInfo, type WatchEvent } from "../src/index.js";
 import { api, client, eventually, unique } from "./env.js";
 import { Proxy } from "./proxy.js";
 
@@ -63,7 +63,8 @@ test("watch resumes across a forced disconnect with no update missed or repeated
   // While the watcher cannot connect: one mark of each user.
   await direct.markRead({ userId: alice, channelId: ch, seq: 2n });
   await direct.markRead({ userId: bob, channelId: ch, seq: 5n });
-  await eventually("reconnect attempts while cut", () => reconnects.length >= 2);
+  await eventually("reconnect attempts while cut", () => reconnects.length >= 2 || failure !== undefined);
+  assert.equal(failure, undefined);
   await proxy.listen();
 
   await await_(alice, 1n, 2n);
@@ -78,4 +79,22 @@ test("watch resumes across a forced disconnect with no update missed or repeated
   await eventually("the watch to end on abort", () => ended);
   await loop;
   assert.equal(failure, undefined, "aborting ends the watch without an error");
+});
+
+test("a watch refused for good throws once, unretried", async () => {
+  const retries: RetryInfo[] = [];
+  const c = client({ retry: { onRetry: (r) => retries.push(r) } });
+  const events: WatchEvent[] = [];
+  const err = await (async () => {
+    for await (const ev of c.watch(["bad:channel"])) {
+      events.push(ev);
+    }
+  })().then(
+    () => assert.fail("the watch of an invalid channel id ended without an error"),
+    (e: unknown) => ConnectError.from(e),
+  );
+  assert.equal(err.code, Code.InvalidArgument);
+  assert.equal(reason(err), Reason.InvalidId);
+  assert.deepEqual(events, []);
+  assert.deepEqual(retries, []);
 });

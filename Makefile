@@ -51,7 +51,7 @@ test-race: services promtool ## the tests with the race detector (-short), then 
 	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -timeout 30m -run '^(TestPipeline|TestSampler|TestRace)' $(TEST_FLAGS) ./e2e/...
 
 .PHONY: test-clients
-test-clients: build services ## the TypeScript client (clients/ts) against a stack of its own, and in headless Chromium (scripts/clients-test.sh; installs chromium as root when missing)
+test-clients: ## the TypeScript client (clients/ts) against a stack of its own, and in headless Chromium (scripts/clients-test.sh: builds bin/, starts what it needs, installs chromium as root when missing)
 	scripts/clients-test.sh
 
 .PHONY: promtool

@@ -47,8 +47,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0
 # shellcheck source=scripts/lib/npm.sh
 source scripts/lib/npm.sh
 ts_deps
-(cd clients/ts && rm -rf dist && npx tsc -p tsconfig.json && npx esbuild test/browser/page.ts --bundle --format=esm \
-  --target=es2022 --log-level=warning --outfile=dist/browser/page.js)
+(cd clients/ts && rm -rf dist && npm run --silent build && npm run --silent bundle:browser)
 
 # 4. The stack.
 free_port() { node -e 'const s = require("net").createServer().listen(0, "127.0.0.1", () => { console.log(s.address().port); s.close(); })'; }

@@ -5,10 +5,10 @@
 import { createClient, type CallOptions, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 
 import { ReceiptService } from "./gen/receipts/v1/receipts_pb.js";
-import { channelMembers, readStateChannels, readStatePages, unreadChannels, unreadPages } from "./pages.js";
+import { channelMembers, channelPages, readStateChannels, readStatePages, unreadChannels, unreadPages } from "./pages.js";
 import { withDefaults, withRetries, type FullRetryPolicy, type RetryPolicy } from "./retry.js";
 import { watch, type WatchOptions } from "./watch.js";
-import type { ChannelState, ChannelUnread, GetReadStateResponse, GetUnreadResponse, WatchEvent } from "./gen/receipts/v1/receipts_pb.js";
+import type { ChannelState, ChannelUnread, GetChannelResponse, GetReadStateResponse, GetUnreadResponse, WatchEvent } from "./gen/receipts/v1/receipts_pb.js";
 
 /** Options of a receipts client. */
 export interface ClientOptions {
@@ -41,7 +41,9 @@ export interface ReceiptsClient extends Client<typeof ReceiptService> {
    */
   watch(channelIds: string[], opts?: WatchOptions): AsyncGenerator<WatchEvent, void, undefined>;
 
-  /** A channel's members, page by page (GetChannel; default 100 a page, at most 1,000). */
+  /** The pages of GetChannel: the channel's head and member count, and its members a page at a time (default 100, at most 1,000). */
+  channelPages(channelId: string, opts?: PageOptions): AsyncGenerator<GetChannelResponse, void, undefined>;
+  /** A channel's members, across pages. */
   channelMembers(channelId: string, opts?: PageOptions): AsyncGenerator<string, void, undefined>;
   /** The pages of a user's default channel set in GetReadState (default 1,000 a page, at most 10,000). */
   readStatePages(userId: string, opts?: PageOptions): AsyncGenerator<GetReadStateResponse, void, undefined>;
@@ -70,6 +72,7 @@ export function createReceiptsClient(transport: Transport, options: ClientOption
   return Object.assign(client, {
     raw,
     watch: (channelIds: string[], opts?: WatchOptions) => watch(raw, policy, channelIds, opts),
+    channelPages: (channelId: string, opts?: PageOptions) => channelPages(client, channelId, opts),
     channelMembers: (channelId: string, opts?: PageOptions) => channelMembers(client, channelId, opts),
     readStatePages: (userId: string, opts?: PageOptions) => readStatePages(client, userId, opts),
     readStateChannels: (userId: string, opts?: PageOptions) => readStateChannels(client, userId, opts),

@@ -2,7 +2,7 @@
 // core; "@readstate/receipts-client/node" and ".../web" build a client for
 // each.
 export { createReceiptsClient, bearerToken, type ClientOptions, type PageOptions, type ReceiptsClient } from "./client.js";
-export { DOMAIN, Reason, errorInfo, isRetryable, reason, retryAfterMs, type ErrorInfo } from "./errors.js";
+export { DOMAIN, Reason, connectionFailed, errorInfo, isRetryable, reason, retryAfterMs, type ErrorInfo } from "./errors.js";
 export { MAX_ATTEMPTS_DEFAULT, retried, type RetryInfo, type RetryPolicy } from "./retry.js";
 export { paginate } from "./pages.js";
 export type { WatchOptions } from "./watch.js";

@@ -3,7 +3,7 @@
 // loop reaches it, and breaking out fetches nothing more.
 import type { CallOptions, Client } from "@connectrpc/connect";
 
-import type { ChannelState, ChannelUnread, GetReadStateResponse, GetUnreadResponse, ReceiptService } from "./gen/receipts/v1/receipts_pb.js";
+import type { ChannelState, ChannelUnread, GetChannelResponse, GetReadStateResponse, GetUnreadResponse, ReceiptService } from "./gen/receipts/v1/receipts_pb.js";
 import type { PageOptions } from "./client.js";
 
 /**
@@ -38,8 +38,12 @@ function callOptions(opts: PageOptions | undefined): CallOptions | undefined {
   return rest;
 }
 
+export function channelPages(c: Calls, channelId: string, opts?: PageOptions): AsyncGenerator<GetChannelResponse, void, undefined> {
+  return paginate((pageToken) => c.getChannel({ channelId, pageToken, pageSize: opts?.pageSize ?? 0 }, callOptions(opts)));
+}
+
 export async function* channelMembers(c: Calls, channelId: string, opts?: PageOptions): AsyncGenerator<string, void, undefined> {
-  for await (const page of paginate((pageToken) => c.getChannel({ channelId, pageToken, pageSize: opts?.pageSize ?? 0 }, callOptions(opts)))) {
+  for await (const page of channelPages(c, channelId, opts)) {
     yield* page.members;
   }
 }

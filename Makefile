@@ -50,6 +50,10 @@ test-race: services promtool ## the tests with the race detector (-short), then 
 	$(GO) test -race -count=1 -short -timeout 30m $(TEST_FLAGS) $(PKGS)
 	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -timeout 30m -run '^(TestPipeline|TestSampler|TestRace)' $(TEST_FLAGS) ./e2e/...
 
+.PHONY: test-clients
+test-clients: ## the TypeScript client (clients/ts) against a stack of its own, and in headless Chromium (scripts/clients-test.sh: builds bin/, starts what it needs, installs chromium as root when missing)
+	scripts/clients-test.sh
+
 .PHONY: promtool
 promtool: ## promtool into .cache/bin (Debian's prometheus package, unpacked): the end-to-end metrics check fails without it
 	scripts/promtool.sh >/dev/null
@@ -107,9 +111,9 @@ generate: ## regenerate the protobuf stubs and the OpenAPI document api/openapi.
 	scripts/generate.sh
 
 .PHONY: verify
-verify: generate ## fail when generated code (stubs, api/openapi.json) or go.mod/go.sum is stale, or the proto fails buf lint or buf breaking
-	@git diff --exit-code --stat -- api/ || { echo "api/ is stale: run make generate and commit the result" >&2; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api/); [ -z "$$untracked" ] || { echo "api/ has generated files not committed: $$untracked" >&2; exit 1; }
+verify: generate ## fail when generated code (stubs, api/openapi.json, clients/ts/src/gen) or go.mod/go.sum is stale, or the proto fails buf lint or buf breaking
+	@git diff --exit-code --stat -- api/ clients/ts/src/gen/ || { echo "generated code is stale: run make generate and commit the result" >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api/ clients/ts/src/gen/); [ -z "$$untracked" ] || { echo "generated files not committed: $$untracked" >&2; exit 1; }
 	scripts/proto-check.sh
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 
@@ -120,7 +124,7 @@ lint: ## go vet, gofmt and golangci-lint (pinned in tools/lint/go.mod; .golangci
 	$(GO) tool -modfile=tools/lint/go.mod golangci-lint run --allow-serial-runners ./...
 
 .PHONY: ci
-ci: verify lint test test-race faults ## what .ci/run runs: verify, lint, every test (make test), the race detector, every fault scenario
+ci: verify lint test test-clients test-race faults ## what .ci/run runs: verify, lint, every test (make test), the TypeScript client's, the race detector, every fault scenario
 
 .PHONY: clean
 clean: ## remove binaries and run logs (keeps .devdata/, the dev broker's data)

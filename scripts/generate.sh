@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates the protobuf stubs and the REST contract api/openapi.json
-# (tools/openapigen) with locally built, version-pinned plugins
-# (tools/go.mod). googleapis' http annotations come from the Go module cache
-# into a git-ignored third_party/ folder: nothing fetched is committed.
+# Regenerates the protobuf stubs, the REST contract api/openapi.json
+# (tools/openapigen) and the TypeScript client's code (clients/ts/src/gen)
+# with version-pinned plugins: Go ones from tools/go.mod, protoc-gen-es
+# from clients/ts/package-lock.json. googleapis' http annotations come from
+# the Go module cache into a git-ignored third_party/ folder: nothing
+# fetched is committed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gg=$(go mod download -modfile=tools/go.mod -json github.com/grpc-ecosystem/grpc-gateway@v1.16.0 | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
@@ -11,3 +13,6 @@ for f in annotations.proto http.proto; do
   install -m 0644 "$gg/third_party/googleapis/google/api/$f" third_party/google/api/$f
 done
 go tool -modfile=tools/go.mod buf generate
+source scripts/lib/npm.sh
+ts_deps
+go tool -modfile=tools/go.mod buf generate --template clients/ts/buf.gen.yaml

@@ -1032,7 +1032,9 @@ export const ReadAllResponseSchema: GenMessage<ReadAllResponse> = /*@__PURE__*/
 
 /**
  * ReceiptEvent is the value of a record on the topic read-receipts, keyed
- * "user_id:channel_id". Consumers merge it field-wise with max, so any
+ * "user_id:channel_id" with ':' written "%3A" and '%' written "%25" inside
+ * each id (records of earlier builds carry the ids as they are; read the
+ * ids from the value). Consumers merge it field-wise with max, so any
  * number of duplicates in any order converge to the same row.
  *
  * @generated from message receipts.v1.ReceiptEvent
@@ -1129,8 +1131,9 @@ export const ReceiptEventSchema: GenMessage<ReceiptEvent> = /*@__PURE__*/
   messageDesc(file_receipts_v1_receipts, 29);
 
 /**
- * ChannelEvent is the value of a record on read-receipts keyed by the bare
- * channel id (no ':'): channel-wide state, merged by max (version 2).
+ * ChannelEvent is the value of a record on read-receipts keyed by the
+ * channel id, escaped as in ReceiptEvent's key (so no bare ':'):
+ * channel-wide state, merged by max (version 2).
  *
  * @generated from message receipts.v1.ChannelEvent
  */
@@ -1773,6 +1776,7 @@ export const EraseUserResponseSchema: GenMessage<EraseUserResponse> = /*@__PURE_
 /**
  * UserEvent is the value of a record on read-receipts that carries a
  * user-wide register (schema version 3): settings, or an erasure tombstone.
+ * Its key is "u::" and the user id escaped as in ReceiptEvent's key.
  *
  * @generated from message receipts.v1.UserEvent
  */
@@ -1827,7 +1831,7 @@ export const UserEventSchema: GenMessage<UserEvent> = /*@__PURE__*/
 
 /**
  * ReadStateChange is the value of a record on the change-feed topic
- * read-state-changes, keyed "user_id:channel_id", written by the persister
+ * read-state-changes, keyed as ReceiptEvent, written by the persister
  * after its database commit: a public cursor advanced.
  *
  * @generated from message receipts.v1.ReadStateChange

@@ -82,7 +82,7 @@ test("a refusal the caller must fix is not retried", async () => {
   const retries: RetryInfo[] = [];
   const c = client({ retry: { onRetry: (r) => retries.push(r) } });
 
-  const invalid = await c.markRead({ userId: "bad:user", channelId: unique("ch"), seq: 1n }).then(
+  const invalid = await c.markRead({ userId: "bad user", channelId: unique("ch"), seq: 1n }).then(
     () => assert.fail("an invalid user id was taken"),
     (e: unknown) => ConnectError.from(e),
   );

@@ -86,7 +86,7 @@ test("a watch refused for good throws once, unretried", async () => {
   const c = client({ retry: { onRetry: (r) => retries.push(r) } });
   const events: WatchEvent[] = [];
   const err = await (async () => {
-    for await (const ev of c.watch(["bad:channel"])) {
+    for await (const ev of c.watch(["bad{channel"])) {
       events.push(ev);
     }
   })().then(

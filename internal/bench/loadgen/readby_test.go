@@ -135,7 +135,7 @@ func TestReadByMeasuresEveryOperation(t *testing.T) {
 	f := newFakeChannels()
 	srv := httptest.NewServer(f)
 	defer srv.Close()
-	cfg := ReadByConfig{Target: srv.URL, Channel: "rb", Members: 5, Messages: 20, Duration: 30 * time.Millisecond, Rounds: 2,
+	cfg := ReadByConfig{Target: srv.URL, Channel: "rb", Members: 5, Messages: 20, Duration: 150 * time.Millisecond, Rounds: 2,
 		ChannelRate: 200, Ping: func(context.Context) error { return nil }}
 	if err := SetupReadBy(context.Background(), cfg); err != nil {
 		t.Fatal(err)

@@ -16,21 +16,14 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/gatetest"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
 // startCappedHub is startHub with MaxStreamsPerClient.
 func startCappedHub(t *testing.T, tb *testBundle, perClient int) *watch.Hub {
 	t.Helper()
-	h, err := watch.New(watch.Config{Redis: tb.rdb, Prefix: tb.prefix, Coalesce: 20 * time.Millisecond, Block: 50 * time.Millisecond,
-		MaxStreamsPerClient: perClient})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
-	require.Eventually(t, func() bool { return h.Ready(ctx) == nil }, 5*time.Second, 5*time.Millisecond)
-	return h
+	return gatetest.StartHubConfig(t, watch.Config{Redis: tb.rdb, Prefix: tb.prefix, MaxStreamsPerClient: perClient})
 }
 
 // openSSE opens a server-sent events watch stream and reads its opening

@@ -7,6 +7,7 @@
 package gatetest
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"sync"
@@ -208,7 +209,16 @@ func Serve(t testing.TB, cfg Config, ln net.Listener) (g *gate.Gate, srv *server
 // and blocking so tests see updates quickly.
 func StartHub(t testing.TB, rdb redis.UniversalClient, prefix string) *watch.Hub {
 	t.Helper()
-	h, err := watch.New(watch.Config{Redis: rdb, Prefix: prefix, Coalesce: 20 * time.Millisecond, Block: 50 * time.Millisecond})
+	return StartHubConfig(t, watch.Config{Redis: rdb, Prefix: prefix})
+}
+
+// StartHubConfig is StartHub with cfg (its Redis and Prefix set), the
+// short coalescing and blocking filled in where cfg leaves them zero.
+func StartHubConfig(t testing.TB, cfg watch.Config) *watch.Hub {
+	t.Helper()
+	cfg.Coalesce = cmp.Or(cfg.Coalesce, 20*time.Millisecond)
+	cfg.Block = cmp.Or(cfg.Block, 50*time.Millisecond)
+	h, err := watch.New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -83,11 +83,14 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // writeOnce lists the RPCs a retry could change the outcome of (see
 // RetryPolicy).
 var writeOnce = map[string]bool{
-	receiptsv1connect.ReceiptServiceMarkUnreadProcedure:     true,
-	receiptsv1connect.ReceiptServiceJoinChannelProcedure:    true,
-	receiptsv1connect.ReceiptServiceLeaveChannelProcedure:   true,
-	receiptsv1connect.ReceiptServiceUpdateSettingsProcedure: true,
-	receiptsv1connect.ReceiptServiceEraseUserProcedure:      true,
+	receiptsv1connect.ReceiptServiceMarkUnreadProcedure:       true,
+	receiptsv1connect.ReceiptServiceMarkThreadUnreadProcedure: true,
+	receiptsv1connect.ReceiptServiceFollowThreadProcedure:     true,
+	receiptsv1connect.ReceiptServiceUnfollowThreadProcedure:   true,
+	receiptsv1connect.ReceiptServiceJoinChannelProcedure:      true,
+	receiptsv1connect.ReceiptServiceLeaveChannelProcedure:     true,
+	receiptsv1connect.ReceiptServiceUpdateSettingsProcedure:   true,
+	receiptsv1connect.ReceiptServiceEraseUserProcedure:        true,
 }
 
 // Retried reports whether a failure of procedure is retried (RetryPolicy).

@@ -886,7 +886,10 @@ type MessageNotice struct {
 	MessageId string `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	SenderId  string `protobuf:"bytes,4,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
 	// Mentioned users (at most 1,000); non-members are dropped.
-	Mentions      []string `protobuf:"bytes,5,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	Mentions []string `protobuf:"bytes,5,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	// Set for a thread reply: the notice is NotifyThreadReply's, seq the
+	// reply's seq in the thread of this root.
+	ThreadRootSeq int64 `protobuf:"varint,6,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -954,6 +957,13 @@ func (x *MessageNotice) GetMentions() []string {
 		return x.Mentions
 	}
 	return nil
+}
+
+func (x *MessageNotice) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
 }
 
 type NotifyMessageRequest struct {
@@ -1748,8 +1758,10 @@ type GetUnreadResponse struct {
 	MentionsCapped bool `protobuf:"varint,6,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
 	// Set when the default set has more channels: pass it as page_token.
 	NextPageToken string `protobuf:"bytes,7,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Followed threads with unread replies over the channels of this answer.
+	UnreadThreadsTotal int64 `protobuf:"varint,8,opt,name=unread_threads_total,json=unreadThreadsTotal,proto3" json:"unread_threads_total,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *GetUnreadResponse) Reset() {
@@ -1831,6 +1843,13 @@ func (x *GetUnreadResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *GetUnreadResponse) GetUnreadThreadsTotal() int64 {
+	if x != nil {
+		return x.UnreadThreadsTotal
+	}
+	return 0
+}
+
 // ChannelUnread is a user's counts in one channel, with the positions they
 // derive from: unread_count = head.seq - read.seq (never below 0).
 type ChannelUnread struct {
@@ -1849,8 +1868,12 @@ type ChannelUnread struct {
 	// The first unread seq, when unread_count > 0.
 	FirstUnreadSeq int64 `protobuf:"varint,8,opt,name=first_unread_seq,json=firstUnreadSeq,proto3" json:"first_unread_seq,omitempty"`
 	Member         bool  `protobuf:"varint,9,opt,name=member,proto3" json:"member,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Followed threads of the channel with unread replies, and the mentions
+	// in them; replies never count in unread_count.
+	UnreadThreads      int64 `protobuf:"varint,10,opt,name=unread_threads,json=unreadThreads,proto3" json:"unread_threads,omitempty"`
+	ThreadMentionCount int64 `protobuf:"varint,11,opt,name=thread_mention_count,json=threadMentionCount,proto3" json:"thread_mention_count,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *ChannelUnread) Reset() {
@@ -1944,6 +1967,20 @@ func (x *ChannelUnread) GetMember() bool {
 		return x.Member
 	}
 	return false
+}
+
+func (x *ChannelUnread) GetUnreadThreads() int64 {
+	if x != nil {
+		return x.UnreadThreads
+	}
+	return 0
+}
+
+func (x *ChannelUnread) GetThreadMentionCount() int64 {
+	if x != nil {
+		return x.ThreadMentionCount
+	}
+	return 0
 }
 
 type MarkUnreadRequest struct {
@@ -2153,8 +2190,13 @@ type ReceiptEvent struct {
 	// False (and user_generation 0) when it could not: the event's time is
 	// compared with the erasure's.
 	UserGenerationStamped bool `protobuf:"varint,12,opt,name=user_generation_stamped,json=userGenerationStamped,proto3" json:"user_generation_stamped,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Set when the event is about the user's thread of this root in the
+	// channel (schema version 4): its cursors and mention seqs are the
+	// thread's, and follow is the follow register.
+	ThreadRootSeq int64         `protobuf:"varint,13,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	Follow        *ThreadFollow `protobuf:"bytes,14,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceiptEvent) Reset() {
@@ -2271,6 +2313,20 @@ func (x *ReceiptEvent) GetUserGenerationStamped() bool {
 	return false
 }
 
+func (x *ReceiptEvent) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
+}
+
+func (x *ReceiptEvent) GetFollow() *ThreadFollow {
+	if x != nil {
+		return x.Follow
+	}
+	return nil
+}
+
 // ChannelEvent is the value of a record on read-receipts keyed by the
 // channel id, escaped as in ReceiptEvent's key (so no bare ':'):
 // channel-wide state, merged by max (version 2).
@@ -2281,8 +2337,10 @@ type ChannelEvent struct {
 	// The channel head: a max-register over (epoch 0, seq).
 	Head             *Cursor `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
 	AcceptedAtUnixMs int64   `protobuf:"varint,4,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set when the head is the thread's of this root (schema version 4).
+	ThreadRootSeq int64 `protobuf:"varint,5,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelEvent) Reset() {
@@ -2339,6 +2397,13 @@ func (x *ChannelEvent) GetHead() *Cursor {
 func (x *ChannelEvent) GetAcceptedAtUnixMs() int64 {
 	if x != nil {
 		return x.AcceptedAtUnixMs
+	}
+	return 0
+}
+
+func (x *ChannelEvent) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
 	}
 	return 0
 }
@@ -2477,7 +2542,9 @@ type MessageReceipts struct {
 	// Members the public read cursor has not reached (detailed only).
 	Pending []string `protobuf:"bytes,9,rep,name=pending,proto3" json:"pending,omitempty"`
 	// The message's sender when known (left out of every list and count).
-	SenderId      string `protobuf:"bytes,10,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	SenderId string `protobuf:"bytes,10,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	// Set for a thread reply: seq is the reply's seq in this root's thread.
+	ThreadRootSeq int64 `protobuf:"varint,11,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2580,6 +2647,13 @@ func (x *MessageReceipts) GetSenderId() string {
 		return x.SenderId
 	}
 	return ""
+}
+
+func (x *MessageReceipts) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
 }
 
 type GetTicksRequest struct {
@@ -2699,8 +2773,10 @@ type ChannelTicks struct {
 	ReadByAllUpTo      int64 `protobuf:"varint,4,opt,name=read_by_all_up_to,json=readByAllUpTo,proto3" json:"read_by_all_up_to,omitempty"`
 	MemberCount        int64 `protobuf:"varint,5,opt,name=member_count,json=memberCount,proto3" json:"member_count,omitempty"`
 	// True for a small channel: members is filled.
-	Detailed      bool             `protobuf:"varint,6,opt,name=detailed,proto3" json:"detailed,omitempty"`
-	Members       []*MemberCursors `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	Detailed bool             `protobuf:"varint,6,opt,name=detailed,proto3" json:"detailed,omitempty"`
+	Members  []*MemberCursors `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	// Set for a thread's ticks: head and cursors are the thread's.
+	ThreadRootSeq int64 `protobuf:"varint,8,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2782,6 +2858,13 @@ func (x *ChannelTicks) GetMembers() []*MemberCursors {
 		return x.Members
 	}
 	return nil
+}
+
+func (x *ChannelTicks) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
 }
 
 // MessageRef names one message.
@@ -2906,6 +2989,7 @@ type Badge struct {
 	ChannelsWithUnread int64                  `protobuf:"varint,3,opt,name=channels_with_unread,json=channelsWithUnread,proto3" json:"channels_with_unread,omitempty"`
 	MentionTotal       int64                  `protobuf:"varint,4,opt,name=mention_total,json=mentionTotal,proto3" json:"mention_total,omitempty"`
 	MentionsCapped     bool                   `protobuf:"varint,5,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
+	UnreadThreadsTotal int64                  `protobuf:"varint,6,opt,name=unread_threads_total,json=unreadThreadsTotal,proto3" json:"unread_threads_total,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -2973,6 +3057,13 @@ func (x *Badge) GetMentionsCapped() bool {
 		return x.MentionsCapped
 	}
 	return false
+}
+
+func (x *Badge) GetUnreadThreadsTotal() int64 {
+	if x != nil {
+		return x.UnreadThreadsTotal
+	}
+	return 0
 }
 
 type LookupReceiptsResponse struct {
@@ -3097,7 +3188,9 @@ type CursorUpdate struct {
 	// The member's cursor of this kind left the channel's view: the member
 	// left the channel, stopped sharing this kind, or was erased. A watcher
 	// forgets it; a later update of the same key brings it back.
-	Removed       bool `protobuf:"varint,6,opt,name=removed,proto3" json:"removed,omitempty"`
+	Removed bool `protobuf:"varint,6,opt,name=removed,proto3" json:"removed,omitempty"`
+	// Set when the cursor is a thread's (the thread of this root).
+	ThreadRootSeq int64 `protobuf:"varint,7,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3174,6 +3267,13 @@ func (x *CursorUpdate) GetRemoved() bool {
 	return false
 }
 
+func (x *CursorUpdate) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
+}
+
 // WatchEvent is one message of a watch stream.
 type WatchEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3189,8 +3289,10 @@ type WatchEvent struct {
 	Snapshot []*ChannelTicks `protobuf:"bytes,3,rep,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// True when the stream's resume token was too old to resume from.
 	ResumeTokenExpired bool `protobuf:"varint,4,opt,name=resume_token_expired,json=resumeTokenExpired,proto3" json:"resume_token_expired,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Thread heads that advanced (a reply was posted).
+	ThreadHeads   []*ThreadHeadUpdate `protobuf:"bytes,5,rep,name=thread_heads,json=threadHeads,proto3" json:"thread_heads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchEvent) Reset() {
@@ -3249,6 +3351,13 @@ func (x *WatchEvent) GetResumeTokenExpired() bool {
 		return x.ResumeTokenExpired
 	}
 	return false
+}
+
+func (x *WatchEvent) GetThreadHeads() []*ThreadHeadUpdate {
+	if x != nil {
+		return x.ThreadHeads
+	}
+	return nil
 }
 
 type UpdateSettingsRequest struct {
@@ -3643,7 +3752,9 @@ type ReadStateChange struct {
 	Position      *Position              `protobuf:"bytes,5,opt,name=position,proto3" json:"position,omitempty"`
 	MessageId     string                 `protobuf:"bytes,6,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	// When the gateway accepted the mark that moved the cursor.
-	AtUnixMs      int64 `protobuf:"varint,7,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	AtUnixMs int64 `protobuf:"varint,7,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	// Set when the cursor is the user's thread cursor of this root.
+	ThreadRootSeq int64 `protobuf:"varint,8,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3727,6 +3838,966 @@ func (x *ReadStateChange) GetAtUnixMs() int64 {
 	return 0
 }
 
+func (x *ReadStateChange) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
+}
+
+// ThreadFollow is a versioned register: the greater version wins, a
+// follow over an unfollow of the same version.
+type ThreadFollow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Following     bool                   `protobuf:"varint,1,opt,name=following,proto3" json:"following,omitempty"`
+	VersionUnixMs int64                  `protobuf:"varint,2,opt,name=version_unix_ms,json=versionUnixMs,proto3" json:"version_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadFollow) Reset() {
+	*x = ThreadFollow{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadFollow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadFollow) ProtoMessage() {}
+
+func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
+func (*ThreadFollow) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ThreadFollow) GetFollowing() bool {
+	if x != nil {
+		return x.Following
+	}
+	return false
+}
+
+func (x *ThreadFollow) GetVersionUnixMs() int64 {
+	if x != nil {
+		return x.VersionUnixMs
+	}
+	return 0
+}
+
+type NotifyThreadReplyRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The root message's channel seq; > 0, at most the channel head.
+	RootSeq int64 `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	// The reply's seq in the thread (dense per thread); > 0.
+	Seq       int64  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	SenderId  string `protobuf:"bytes,5,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	// Mentioned users (at most 1,000): each follows the thread; non-members
+	// are dropped.
+	Mentions      []string `protobuf:"bytes,6,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyThreadReplyRequest) Reset() {
+	*x = NotifyThreadReplyRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyThreadReplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyThreadReplyRequest) ProtoMessage() {}
+
+func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
+func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *NotifyThreadReplyRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *NotifyThreadReplyRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *NotifyThreadReplyRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *NotifyThreadReplyRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *NotifyThreadReplyRequest) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
+func (x *NotifyThreadReplyRequest) GetMentions() []string {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+type NotifyThreadReplyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Result        *NoticeResult          `protobuf:"bytes,1,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotifyThreadReplyResponse) Reset() {
+	*x = NotifyThreadReplyResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotifyThreadReplyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotifyThreadReplyResponse) ProtoMessage() {}
+
+func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
+func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+type MarkThreadReadRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq   int64                  `protobuf:"varint,3,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	Seq       int64                  `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string                 `protobuf:"bytes,5,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	DeviceId  string                 `protobuf:"bytes,6,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// See Receipt.epoch.
+	Epoch *int64 `protobuf:"varint,7,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
+	// See Receipt.private.
+	Private       bool `protobuf:"varint,8,opt,name=private,proto3" json:"private,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkThreadReadRequest) Reset() {
+	*x = MarkThreadReadRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkThreadReadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkThreadReadRequest) ProtoMessage() {}
+
+func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
+func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *MarkThreadReadRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MarkThreadReadRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *MarkThreadReadRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *MarkThreadReadRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MarkThreadReadRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MarkThreadReadRequest) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+func (x *MarkThreadReadRequest) GetEpoch() int64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
+}
+
+func (x *MarkThreadReadRequest) GetPrivate() bool {
+	if x != nil {
+		return x.Private
+	}
+	return false
+}
+
+type MarkThreadUnreadRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq   int64                  `protobuf:"varint,3,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	// The first unread reply: the thread read cursor becomes seq - 1; > 0.
+	Seq           int64  `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	DeviceId      string `protobuf:"bytes,5,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MarkThreadUnreadRequest) Reset() {
+	*x = MarkThreadUnreadRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MarkThreadUnreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MarkThreadUnreadRequest) ProtoMessage() {}
+
+func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
+func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *MarkThreadUnreadRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *MarkThreadUnreadRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *MarkThreadUnreadRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *MarkThreadUnreadRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *MarkThreadUnreadRequest) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+type FollowThreadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq       int64                  `protobuf:"varint,3,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FollowThreadRequest) Reset() {
+	*x = FollowThreadRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FollowThreadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FollowThreadRequest) ProtoMessage() {}
+
+func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
+func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *FollowThreadRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *FollowThreadRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *FollowThreadRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+type ThreadMarkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The user's thread after the change.
+	Thread *ThreadUnread `protobuf:"bytes,1,opt,name=thread,proto3" json:"thread,omitempty"`
+	// False when nothing changed (a no-op).
+	Advanced         bool       `protobuf:"varint,2,opt,name=advanced,proto3" json:"advanced,omitempty"`
+	Durability       Durability `protobuf:"varint,3,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	RealtimeDegraded bool       `protobuf:"varint,4,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
+	// As ReceiptResult.reason.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadMarkResponse) Reset() {
+	*x = ThreadMarkResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadMarkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadMarkResponse) ProtoMessage() {}
+
+func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
+func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
+	if x != nil {
+		return x.Thread
+	}
+	return nil
+}
+
+func (x *ThreadMarkResponse) GetAdvanced() bool {
+	if x != nil {
+		return x.Advanced
+	}
+	return false
+}
+
+func (x *ThreadMarkResponse) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *ThreadMarkResponse) GetRealtimeDegraded() bool {
+	if x != nil {
+		return x.RealtimeDegraded
+	}
+	return false
+}
+
+func (x *ThreadMarkResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ListThreadsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Only the threads of this channel; all when empty.
+	ChannelId string `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Threads per page (default 50, at most 1,000).
+	Limit         int32  `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadsRequest) Reset() {
+	*x = ListThreadsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadsRequest) ProtoMessage() {}
+
+func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
+func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *ListThreadsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ListThreadsRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ListThreadsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListThreadsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type ListThreadsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	Threads       []*ThreadUnread        `protobuf:"bytes,2,rep,name=threads,proto3" json:"threads,omitempty"`
+	NextPageToken string                 `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListThreadsResponse) Reset() {
+	*x = ListThreadsResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListThreadsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListThreadsResponse) ProtoMessage() {}
+
+func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
+func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ListThreadsResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ListThreadsResponse) GetThreads() []*ThreadUnread {
+	if x != nil {
+		return x.Threads
+	}
+	return nil
+}
+
+func (x *ListThreadsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ThreadUnread is a user's counts in one thread, with the positions they
+// derive from: unread_count = head.seq - read.seq (never below 0).
+type ThreadUnread struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq   int64                  `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	Head      *Position              `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
+	// The read position the counts use (the greater of public and private).
+	Read           *Position `protobuf:"bytes,4,opt,name=read,proto3" json:"read,omitempty"`
+	PublicRead     *Position `protobuf:"bytes,5,opt,name=public_read,json=publicRead,proto3" json:"public_read,omitempty"`
+	UnreadCount    int64     `protobuf:"varint,6,opt,name=unread_count,json=unreadCount,proto3" json:"unread_count,omitempty"`
+	MentionCount   int64     `protobuf:"varint,7,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	MentionsCapped bool      `protobuf:"varint,8,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
+	FirstUnreadSeq int64     `protobuf:"varint,9,opt,name=first_unread_seq,json=firstUnreadSeq,proto3" json:"first_unread_seq,omitempty"`
+	// True when the follow counts: the user follows the thread and is a
+	// member of the channel.
+	Following bool `protobuf:"varint,10,opt,name=following,proto3" json:"following,omitempty"`
+	// When the thread's head last advanced (Unix ms): the list's order.
+	LastActivityUnixMs int64 `protobuf:"varint,11,opt,name=last_activity_unix_ms,json=lastActivityUnixMs,proto3" json:"last_activity_unix_ms,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ThreadUnread) Reset() {
+	*x = ThreadUnread{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadUnread) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadUnread) ProtoMessage() {}
+
+func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
+func (*ThreadUnread) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *ThreadUnread) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ThreadUnread) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *ThreadUnread) GetHead() *Position {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ThreadUnread) GetRead() *Position {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *ThreadUnread) GetPublicRead() *Position {
+	if x != nil {
+		return x.PublicRead
+	}
+	return nil
+}
+
+func (x *ThreadUnread) GetUnreadCount() int64 {
+	if x != nil {
+		return x.UnreadCount
+	}
+	return 0
+}
+
+func (x *ThreadUnread) GetMentionCount() int64 {
+	if x != nil {
+		return x.MentionCount
+	}
+	return 0
+}
+
+func (x *ThreadUnread) GetMentionsCapped() bool {
+	if x != nil {
+		return x.MentionsCapped
+	}
+	return false
+}
+
+func (x *ThreadUnread) GetFirstUnreadSeq() int64 {
+	if x != nil {
+		return x.FirstUnreadSeq
+	}
+	return 0
+}
+
+func (x *ThreadUnread) GetFollowing() bool {
+	if x != nil {
+		return x.Following
+	}
+	return false
+}
+
+func (x *ThreadUnread) GetLastActivityUnixMs() int64 {
+	if x != nil {
+		return x.LastActivityUnixMs
+	}
+	return 0
+}
+
+type GetThreadMessageReceiptsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq       int64                  `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	Seq           int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	SenderId      string                 `protobuf:"bytes,4,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetThreadMessageReceiptsRequest) Reset() {
+	*x = GetThreadMessageReceiptsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetThreadMessageReceiptsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
+
+func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
+func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *GetThreadMessageReceiptsRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *GetThreadMessageReceiptsRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *GetThreadMessageReceiptsRequest) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
+type GetThreadTicksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq       int64                  `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetThreadTicksRequest) Reset() {
+	*x = GetThreadTicksRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetThreadTicksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetThreadTicksRequest) ProtoMessage() {}
+
+func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
+func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetThreadTicksRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *GetThreadTicksRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+// ThreadHeadUpdate is a thread head's new high-water mark.
+type ThreadHeadUpdate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	RootSeq       int64                  `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	Head          *Position              `protobuf:"bytes,3,opt,name=head,proto3" json:"head,omitempty"`
+	AtUnixMs      int64                  `protobuf:"varint,4,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadHeadUpdate) Reset() {
+	*x = ThreadHeadUpdate{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadHeadUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadHeadUpdate) ProtoMessage() {}
+
+func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
+func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *ThreadHeadUpdate) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ThreadHeadUpdate) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *ThreadHeadUpdate) GetHead() *Position {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+func (x *ThreadHeadUpdate) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
 var File_receipts_v1_receipts_proto protoreflect.FileDescriptor
 
 const file_receipts_v1_receipts_proto_rawDesc = "" +
@@ -3794,7 +4865,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tdelivered\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\tdelivered\x12\x1b\n" +
 	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\x12+\n" +
 	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\x126\n" +
-	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\x98\x01\n" +
+	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\xc0\x01\n" +
 	"\rMessageNotice\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -3802,7 +4873,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1b\n" +
 	"\tsender_id\x18\x04 \x01(\tR\bsenderId\x12\x1a\n" +
-	"\bmentions\x18\x05 \x03(\tR\bmentions\"\x9f\x01\n" +
+	"\bmentions\x18\x05 \x03(\tR\bmentions\x12&\n" +
+	"\x0fthread_root_seq\x18\x06 \x01(\x03R\rthreadRootSeq\"\x9f\x01\n" +
 	"\x14NotifyMessageRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -3874,7 +4946,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"\xaf\x02\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\xe1\x02\n" +
 	"\x11GetUnreadResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x126\n" +
 	"\bchannels\x18\x02 \x03(\v2\x1a.receipts.v1.ChannelUnreadR\bchannels\x12!\n" +
@@ -3882,7 +4954,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x14channels_with_unread\x18\x04 \x01(\x03R\x12channelsWithUnread\x12#\n" +
 	"\rmention_total\x18\x05 \x01(\x03R\fmentionTotal\x12'\n" +
 	"\x0fmentions_capped\x18\x06 \x01(\bR\x0ementionsCapped\x12&\n" +
-	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\"\xef\x02\n" +
+	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\x120\n" +
+	"\x14unread_threads_total\x18\b \x01(\x03R\x12unreadThreadsTotal\"\xc8\x03\n" +
 	"\rChannelUnread\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12)\n" +
@@ -3894,7 +4967,10 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\rmention_count\x18\x06 \x01(\x03R\fmentionCount\x12'\n" +
 	"\x0fmentions_capped\x18\a \x01(\bR\x0ementionsCapped\x12(\n" +
 	"\x10first_unread_seq\x18\b \x01(\x03R\x0efirstUnreadSeq\x12\x16\n" +
-	"\x06member\x18\t \x01(\bR\x06member\"z\n" +
+	"\x06member\x18\t \x01(\bR\x06member\x12%\n" +
+	"\x0eunread_threads\x18\n" +
+	" \x01(\x03R\runreadThreads\x120\n" +
+	"\x14thread_mention_count\x18\v \x01(\x03R\x12threadMentionCount\"z\n" +
 	"\x11MarkUnreadRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -3907,7 +4983,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
 	"\x0fReadAllResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\x8a\x04\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xe5\x04\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -3924,13 +5000,16 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	" \x01(\v2\x17.receipts.v1.MembershipR\n" +
 	"membership\x12'\n" +
 	"\x0fuser_generation\x18\v \x01(\x03R\x0euserGeneration\x126\n" +
-	"\x17user_generation_stamped\x18\f \x01(\bR\x15userGenerationStamped\"\xac\x01\n" +
+	"\x17user_generation_stamped\x18\f \x01(\bR\x15userGenerationStamped\x12&\n" +
+	"\x0fthread_root_seq\x18\r \x01(\x03R\rthreadRootSeq\x121\n" +
+	"\x06follow\x18\x0e \x01(\v2\x19.receipts.v1.ThreadFollowR\x06follow\"\xd4\x01\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12'\n" +
 	"\x04head\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12-\n" +
-	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\"i\n" +
+	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\x12&\n" +
+	"\x0fthread_root_seq\x18\x05 \x01(\x03R\rthreadRootSeq\"i\n" +
 	"\x19GetMessageReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -3939,7 +5018,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\bMemberAt\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1c\n" +
 	"\n" +
-	"at_unix_ms\x18\x02 \x01(\x03R\batUnixMs\"\xea\x02\n" +
+	"at_unix_ms\x18\x02 \x01(\x03R\batUnixMs\"\x92\x03\n" +
 	"\x0fMessageReceipts\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -3953,14 +5032,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\fdelivered_to\x18\b \x03(\v2\x15.receipts.v1.MemberAtR\vdeliveredTo\x12\x18\n" +
 	"\apending\x18\t \x03(\tR\apending\x12\x1b\n" +
 	"\tsender_id\x18\n" +
-	" \x01(\tR\bsenderId\"0\n" +
+	" \x01(\tR\bsenderId\x12&\n" +
+	"\x0fthread_root_seq\x18\v \x01(\x03R\rthreadRootSeq\"0\n" +
 	"\x0fGetTicksRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\"\x88\x01\n" +
 	"\rMemberCursors\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12)\n" +
 	"\x04read\x18\x02 \x01(\v2\x15.receipts.v1.PositionR\x04read\x123\n" +
-	"\tdelivered\x18\x03 \x01(\v2\x15.receipts.v1.PositionR\tdelivered\"\xab\x02\n" +
+	"\tdelivered\x18\x03 \x01(\v2\x15.receipts.v1.PositionR\tdelivered\"\xd3\x02\n" +
 	"\fChannelTicks\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12)\n" +
@@ -3969,7 +5049,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x11read_by_all_up_to\x18\x04 \x01(\x03R\rreadByAllUpTo\x12!\n" +
 	"\fmember_count\x18\x05 \x01(\x03R\vmemberCount\x12\x1a\n" +
 	"\bdetailed\x18\x06 \x01(\bR\bdetailed\x124\n" +
-	"\amembers\x18\a \x03(\v2\x1a.receipts.v1.MemberCursorsR\amembers\"Z\n" +
+	"\amembers\x18\a \x03(\v2\x1a.receipts.v1.MemberCursorsR\amembers\x12&\n" +
+	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq\"Z\n" +
 	"\n" +
 	"MessageRef\x12\x1d\n" +
 	"\n" +
@@ -3978,20 +5059,21 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tsender_id\x18\x03 \x01(\tR\bsenderId\"r\n" +
 	"\x15LookupReceiptsRequest\x123\n" +
 	"\bmessages\x18\x01 \x03(\v2\x17.receipts.v1.MessageRefR\bmessages\x12$\n" +
-	"\x0ebadge_user_ids\x18\x02 \x03(\tR\fbadgeUserIds\"\xc3\x01\n" +
+	"\x0ebadge_user_ids\x18\x02 \x03(\tR\fbadgeUserIds\"\xf5\x01\n" +
 	"\x05Badge\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12!\n" +
 	"\funread_total\x18\x02 \x01(\x03R\vunreadTotal\x120\n" +
 	"\x14channels_with_unread\x18\x03 \x01(\x03R\x12channelsWithUnread\x12#\n" +
 	"\rmention_total\x18\x04 \x01(\x03R\fmentionTotal\x12'\n" +
-	"\x0fmentions_capped\x18\x05 \x01(\bR\x0ementionsCapped\"~\n" +
+	"\x0fmentions_capped\x18\x05 \x01(\bR\x0ementionsCapped\x120\n" +
+	"\x14unread_threads_total\x18\x06 \x01(\x03R\x12unreadThreadsTotal\"~\n" +
 	"\x16LookupReceiptsResponse\x128\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1c.receipts.v1.MessageReceiptsR\bmessages\x12*\n" +
 	"\x06badges\x18\x02 \x03(\v2\x12.receipts.v1.BadgeR\x06badges\"X\n" +
 	"\x14WatchChannelsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x03(\tR\tchannelId\x12!\n" +
-	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\xd8\x01\n" +
+	"\fresume_token\x18\x02 \x01(\tR\vresumeToken\"\x80\x02\n" +
 	"\fCursorUpdate\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x17\n" +
@@ -4000,13 +5082,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\bposition\x18\x04 \x01(\v2\x15.receipts.v1.PositionR\bposition\x12\x1c\n" +
 	"\n" +
 	"at_unix_ms\x18\x05 \x01(\x03R\batUnixMs\x12\x18\n" +
-	"\aremoved\x18\x06 \x01(\bR\aremoved\"\xcd\x01\n" +
+	"\aremoved\x18\x06 \x01(\bR\aremoved\x12&\n" +
+	"\x0fthread_root_seq\x18\a \x01(\x03R\rthreadRootSeq\"\x8f\x02\n" +
 	"\n" +
 	"WatchEvent\x12!\n" +
 	"\fresume_token\x18\x01 \x01(\tR\vresumeToken\x123\n" +
 	"\aupdates\x18\x02 \x03(\v2\x19.receipts.v1.CursorUpdateR\aupdates\x125\n" +
 	"\bsnapshot\x18\x03 \x03(\v2\x19.receipts.v1.ChannelTicksR\bsnapshot\x120\n" +
-	"\x14resume_token_expired\x18\x04 \x01(\bR\x12resumeTokenExpired\"\xd6\x01\n" +
+	"\x14resume_token_expired\x18\x04 \x01(\bR\x12resumeTokenExpired\x12@\n" +
+	"\fthread_heads\x18\x05 \x03(\v2\x1d.receipts.v1.ThreadHeadUpdateR\vthreadHeads\"\xd6\x01\n" +
 	"\x15UpdateSettingsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x123\n" +
 	"\x13share_read_receipts\x18\x02 \x01(\bH\x00R\x11shareReadReceipts\x88\x01\x01\x12;\n" +
@@ -4037,7 +5121,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x11erased_generation\x18\x04 \x01(\x03R\x10erasedGeneration\x12-\n" +
 	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\x12'\n" +
 	"\x0fuser_generation\x18\x06 \x01(\x03R\x0euserGeneration\x126\n" +
-	"\x17user_generation_stamped\x18\a \x01(\bR\x15userGenerationStamped\"\x87\x02\n" +
+	"\x17user_generation_stamped\x18\a \x01(\bR\x15userGenerationStamped\"\xaf\x02\n" +
 	"\x0fReadStateChange\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -4048,7 +5132,97 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x06 \x01(\tR\tmessageId\x12\x1c\n" +
 	"\n" +
-	"at_unix_ms\x18\a \x01(\x03R\batUnixMs*5\n" +
+	"at_unix_ms\x18\a \x01(\x03R\batUnixMs\x12&\n" +
+	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq\"T\n" +
+	"\fThreadFollow\x12\x1c\n" +
+	"\tfollowing\x18\x01 \x01(\bR\tfollowing\x12&\n" +
+	"\x0fversion_unix_ms\x18\x02 \x01(\x03R\rversionUnixMs\"\xbe\x01\n" +
+	"\x18NotifyThreadReplyRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x03R\arootSeq\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\x12\x1b\n" +
+	"\tsender_id\x18\x05 \x01(\tR\bsenderId\x12\x1a\n" +
+	"\bmentions\x18\x06 \x03(\tR\bmentions\"N\n" +
+	"\x19NotifyThreadReplyResponse\x121\n" +
+	"\x06result\x18\x01 \x01(\v2\x19.receipts.v1.NoticeResultR\x06result\"\xf7\x01\n" +
+	"\x15MarkThreadReadRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x03 \x01(\x03R\arootSeq\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x05 \x01(\tR\tmessageId\x12\x1b\n" +
+	"\tdevice_id\x18\x06 \x01(\tR\bdeviceId\x12\x19\n" +
+	"\x05epoch\x18\a \x01(\x03H\x00R\x05epoch\x88\x01\x01\x12\x18\n" +
+	"\aprivate\x18\b \x01(\bR\aprivateB\b\n" +
+	"\x06_epoch\"\x9b\x01\n" +
+	"\x17MarkThreadUnreadRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x03 \x01(\x03R\arootSeq\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\tdevice_id\x18\x05 \x01(\tR\bdeviceId\"h\n" +
+	"\x13FollowThreadRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x03 \x01(\x03R\arootSeq\"\xe1\x01\n" +
+	"\x12ThreadMarkResponse\x121\n" +
+	"\x06thread\x18\x01 \x01(\v2\x19.receipts.v1.ThreadUnreadR\x06thread\x12\x1a\n" +
+	"\badvanced\x18\x02 \x01(\bR\badvanced\x127\n" +
+	"\n" +
+	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\x12+\n" +
+	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x81\x01\n" +
+	"\x12ListThreadsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"\x8b\x01\n" +
+	"\x13ListThreadsResponse\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x123\n" +
+	"\athreads\x18\x02 \x03(\v2\x19.receipts.v1.ThreadUnreadR\athreads\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xc2\x03\n" +
+	"\fThreadUnread\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x03R\arootSeq\x12)\n" +
+	"\x04head\x18\x03 \x01(\v2\x15.receipts.v1.PositionR\x04head\x12)\n" +
+	"\x04read\x18\x04 \x01(\v2\x15.receipts.v1.PositionR\x04read\x126\n" +
+	"\vpublic_read\x18\x05 \x01(\v2\x15.receipts.v1.PositionR\n" +
+	"publicRead\x12!\n" +
+	"\funread_count\x18\x06 \x01(\x03R\vunreadCount\x12#\n" +
+	"\rmention_count\x18\a \x01(\x03R\fmentionCount\x12'\n" +
+	"\x0fmentions_capped\x18\b \x01(\bR\x0ementionsCapped\x12(\n" +
+	"\x10first_unread_seq\x18\t \x01(\x03R\x0efirstUnreadSeq\x12\x1c\n" +
+	"\tfollowing\x18\n" +
+	" \x01(\bR\tfollowing\x121\n" +
+	"\x15last_activity_unix_ms\x18\v \x01(\x03R\x12lastActivityUnixMs\"\x8a\x01\n" +
+	"\x1fGetThreadMessageReceiptsRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x03R\arootSeq\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\tsender_id\x18\x04 \x01(\tR\bsenderId\"Q\n" +
+	"\x15GetThreadTicksRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x03R\arootSeq\"\x95\x01\n" +
+	"\x10ThreadHeadUpdate\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x03R\arootSeq\x12)\n" +
+	"\x04head\x18\x03 \x01(\v2\x15.receipts.v1.PositionR\x04head\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x04 \x01(\x03R\batUnixMs*5\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04READ\x10\x01\x12\r\n" +
@@ -4057,7 +5231,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\x95\x12\n" +
+	"\aSPOOLED\x10\x022\x91\x1c\n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
@@ -4079,7 +5253,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\rWatchChannels\x12!.receipts.v1.WatchChannelsRequest\x1a\x17.receipts.v1.WatchEvent0\x01\x12x\n" +
 	"\x0eUpdateSettings\x12\".receipts.v1.UpdateSettingsRequest\x1a\x19.receipts.v1.UserSettings\"'\x82\xd3\xe4\x93\x02!:\x01*\x1a\x1c/v1/users/{user_id}/settings\x12o\n" +
 	"\vGetSettings\x12\x1f.receipts.v1.GetSettingsRequest\x1a\x19.receipts.v1.UserSettings\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/users/{user_id}/settings\x12g\n" +
-	"\tEraseUser\x12\x1d.receipts.v1.EraseUserRequest\x1a\x1e.receipts.v1.EraseUserResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/v1/users/{user_id}B:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
+	"\tEraseUser\x12\x1d.receipts.v1.EraseUserRequest\x1a\x1e.receipts.v1.EraseUserResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/v1/users/{user_id}\x12\xa4\x01\n" +
+	"\x11NotifyThreadReply\x12%.receipts.v1.NotifyThreadReplyRequest\x1a&.receipts.v1.NotifyThreadReplyResponse\"@\x82\xd3\xe4\x93\x02::\x01*\"5/v1/channels/{channel_id}/threads/{root_seq}/messages\x12\xa3\x01\n" +
+	"\x0eMarkThreadRead\x12\".receipts.v1.MarkThreadReadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"L\x82\xd3\xe4\x93\x02F:\x01*\"A/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/read\x12\xa9\x01\n" +
+	"\x10MarkThreadUnread\x12$.receipts.v1.MarkThreadUnreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"N\x82\xd3\xe4\x93\x02H:\x01*\"C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/unread\x12\xa1\x01\n" +
+	"\fFollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"N\x82\xd3\xe4\x93\x02H:\x01*\x1aC/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12\xa0\x01\n" +
+	"\x0eUnfollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"K\x82\xd3\xe4\x93\x02E*C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12u\n" +
+	"\vListThreads\x12\x1f.receipts.v1.ListThreadsRequest\x1a .receipts.v1.ListThreadsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/users/{user_id}/threads\x12\xb4\x01\n" +
+	"\x18GetThreadMessageReceipts\x12,.receipts.v1.GetThreadMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"L\x82\xd3\xe4\x93\x02F\x12D/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}/receipts\x12\x8b\x01\n" +
+	"\x0eGetThreadTicks\x12\".receipts.v1.GetThreadTicksRequest\x1a\x19.receipts.v1.ChannelTicks\":\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticksB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
 var (
 	file_receipts_v1_receipts_proto_rawDescOnce sync.Once
@@ -4094,61 +5276,74 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_receipts_v1_receipts_proto_goTypes = []any{
-	(Kind)(0),                         // 0: receipts.v1.Kind
-	(Durability)(0),                   // 1: receipts.v1.Durability
-	(*Receipt)(nil),                   // 2: receipts.v1.Receipt
-	(*MarkReceiptsRequest)(nil),       // 3: receipts.v1.MarkReceiptsRequest
-	(*MarkReceiptsResponse)(nil),      // 4: receipts.v1.MarkReceiptsResponse
-	(*ReceiptResult)(nil),             // 5: receipts.v1.ReceiptResult
-	(*MarkRequest)(nil),               // 6: receipts.v1.MarkRequest
-	(*MarkResponse)(nil),              // 7: receipts.v1.MarkResponse
-	(*GetReadStateRequest)(nil),       // 8: receipts.v1.GetReadStateRequest
-	(*GetReadStateResponse)(nil),      // 9: receipts.v1.GetReadStateResponse
-	(*Position)(nil),                  // 10: receipts.v1.Position
-	(*Cursor)(nil),                    // 11: receipts.v1.Cursor
-	(*ChannelState)(nil),              // 12: receipts.v1.ChannelState
-	(*MessageNotice)(nil),             // 13: receipts.v1.MessageNotice
-	(*NotifyMessageRequest)(nil),      // 14: receipts.v1.NotifyMessageRequest
-	(*NotifyMessageResponse)(nil),     // 15: receipts.v1.NotifyMessageResponse
-	(*NotifyMessagesRequest)(nil),     // 16: receipts.v1.NotifyMessagesRequest
-	(*NotifyMessagesResponse)(nil),    // 17: receipts.v1.NotifyMessagesResponse
-	(*NoticeResult)(nil),              // 18: receipts.v1.NoticeResult
-	(*JoinChannelRequest)(nil),        // 19: receipts.v1.JoinChannelRequest
-	(*LeaveChannelRequest)(nil),       // 20: receipts.v1.LeaveChannelRequest
-	(*MembershipResponse)(nil),        // 21: receipts.v1.MembershipResponse
-	(*Membership)(nil),                // 22: receipts.v1.Membership
-	(*GetChannelRequest)(nil),         // 23: receipts.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),        // 24: receipts.v1.GetChannelResponse
-	(*GetUnreadRequest)(nil),          // 25: receipts.v1.GetUnreadRequest
-	(*GetUnreadResponse)(nil),         // 26: receipts.v1.GetUnreadResponse
-	(*ChannelUnread)(nil),             // 27: receipts.v1.ChannelUnread
-	(*MarkUnreadRequest)(nil),         // 28: receipts.v1.MarkUnreadRequest
-	(*ReadAllRequest)(nil),            // 29: receipts.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),           // 30: receipts.v1.ReadAllResponse
-	(*ReceiptEvent)(nil),              // 31: receipts.v1.ReceiptEvent
-	(*ChannelEvent)(nil),              // 32: receipts.v1.ChannelEvent
-	(*GetMessageReceiptsRequest)(nil), // 33: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                  // 34: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),           // 35: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),           // 36: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),             // 37: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),              // 38: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                // 39: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),     // 40: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                     // 41: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),    // 42: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),      // 43: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),              // 44: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                // 45: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),     // 46: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),        // 47: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),              // 48: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),          // 49: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),         // 50: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                 // 51: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),           // 52: receipts.v1.ReadStateChange
+	(Kind)(0),                               // 0: receipts.v1.Kind
+	(Durability)(0),                         // 1: receipts.v1.Durability
+	(*Receipt)(nil),                         // 2: receipts.v1.Receipt
+	(*MarkReceiptsRequest)(nil),             // 3: receipts.v1.MarkReceiptsRequest
+	(*MarkReceiptsResponse)(nil),            // 4: receipts.v1.MarkReceiptsResponse
+	(*ReceiptResult)(nil),                   // 5: receipts.v1.ReceiptResult
+	(*MarkRequest)(nil),                     // 6: receipts.v1.MarkRequest
+	(*MarkResponse)(nil),                    // 7: receipts.v1.MarkResponse
+	(*GetReadStateRequest)(nil),             // 8: receipts.v1.GetReadStateRequest
+	(*GetReadStateResponse)(nil),            // 9: receipts.v1.GetReadStateResponse
+	(*Position)(nil),                        // 10: receipts.v1.Position
+	(*Cursor)(nil),                          // 11: receipts.v1.Cursor
+	(*ChannelState)(nil),                    // 12: receipts.v1.ChannelState
+	(*MessageNotice)(nil),                   // 13: receipts.v1.MessageNotice
+	(*NotifyMessageRequest)(nil),            // 14: receipts.v1.NotifyMessageRequest
+	(*NotifyMessageResponse)(nil),           // 15: receipts.v1.NotifyMessageResponse
+	(*NotifyMessagesRequest)(nil),           // 16: receipts.v1.NotifyMessagesRequest
+	(*NotifyMessagesResponse)(nil),          // 17: receipts.v1.NotifyMessagesResponse
+	(*NoticeResult)(nil),                    // 18: receipts.v1.NoticeResult
+	(*JoinChannelRequest)(nil),              // 19: receipts.v1.JoinChannelRequest
+	(*LeaveChannelRequest)(nil),             // 20: receipts.v1.LeaveChannelRequest
+	(*MembershipResponse)(nil),              // 21: receipts.v1.MembershipResponse
+	(*Membership)(nil),                      // 22: receipts.v1.Membership
+	(*GetChannelRequest)(nil),               // 23: receipts.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),              // 24: receipts.v1.GetChannelResponse
+	(*GetUnreadRequest)(nil),                // 25: receipts.v1.GetUnreadRequest
+	(*GetUnreadResponse)(nil),               // 26: receipts.v1.GetUnreadResponse
+	(*ChannelUnread)(nil),                   // 27: receipts.v1.ChannelUnread
+	(*MarkUnreadRequest)(nil),               // 28: receipts.v1.MarkUnreadRequest
+	(*ReadAllRequest)(nil),                  // 29: receipts.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),                 // 30: receipts.v1.ReadAllResponse
+	(*ReceiptEvent)(nil),                    // 31: receipts.v1.ReceiptEvent
+	(*ChannelEvent)(nil),                    // 32: receipts.v1.ChannelEvent
+	(*GetMessageReceiptsRequest)(nil),       // 33: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 34: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 35: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 36: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 37: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 38: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 39: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 40: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 41: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 42: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 43: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 44: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 45: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 46: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 47: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 48: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 49: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 50: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 51: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 52: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 53: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 54: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 55: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 56: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 57: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 58: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 59: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 60: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 61: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 62: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 63: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 64: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 65: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -4179,67 +5374,93 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 25: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
 	11, // 26: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
 	22, // 27: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	11, // 28: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	34, // 29: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	34, // 30: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 31: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 32: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 33: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	37, // 34: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	39, // 35: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	35, // 36: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	41, // 37: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 38: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 39: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	44, // 40: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	38, // 41: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	1,  // 42: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	48, // 43: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 44: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 45: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	3,  // 46: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 47: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 48: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 49: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	14, // 50: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	16, // 51: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	19, // 52: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	20, // 53: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	23, // 54: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	25, // 55: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	28, // 56: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	29, // 57: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	33, // 58: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	36, // 59: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	40, // 60: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	43, // 61: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	46, // 62: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	47, // 63: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	49, // 64: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	4,  // 65: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 66: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 67: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 68: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	15, // 69: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	17, // 70: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	21, // 71: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	21, // 72: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	24, // 73: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	26, // 74: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 75: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	30, // 76: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	35, // 77: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	38, // 78: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	42, // 79: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	45, // 80: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	48, // 81: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	48, // 82: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	50, // 83: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	65, // [65:84] is the sub-list for method output_type
-	46, // [46:65] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	53, // 28: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	11, // 29: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	34, // 30: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	34, // 31: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 32: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 33: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 34: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	37, // 35: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	39, // 36: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	35, // 37: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	41, // 38: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 39: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 40: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	44, // 41: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	38, // 42: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	65, // 43: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,  // 44: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	48, // 45: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 46: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 47: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	18, // 48: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	62, // 49: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,  // 50: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	62, // 51: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10, // 52: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10, // 53: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10, // 54: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	10, // 55: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,  // 56: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 57: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 58: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 59: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	14, // 60: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	16, // 61: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	19, // 62: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	20, // 63: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	23, // 64: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	25, // 65: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	28, // 66: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	29, // 67: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	33, // 68: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	36, // 69: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	40, // 70: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	43, // 71: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	46, // 72: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	47, // 73: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	49, // 74: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	54, // 75: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	56, // 76: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	57, // 77: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	58, // 78: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	58, // 79: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	60, // 80: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	63, // 81: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	64, // 82: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	4,  // 83: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 84: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 85: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 86: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	15, // 87: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	17, // 88: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	21, // 89: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	21, // 90: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	24, // 91: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	26, // 92: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 93: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	30, // 94: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	35, // 95: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	38, // 96: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	42, // 97: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	45, // 98: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	48, // 99: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	48, // 100: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	50, // 101: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	55, // 102: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	59, // 103: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	59, // 104: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	59, // 105: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	59, // 106: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	61, // 107: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	35, // 108: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	38, // 109: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	83, // [83:110] is the sub-list for method output_type
+	56, // [56:83] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -4251,13 +5472,14 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[44].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[54].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

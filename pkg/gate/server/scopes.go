@@ -31,15 +31,24 @@ var procedureScopes = map[string]apiauth.Scope{
 	rv1.ReceiptServiceJoinChannelProcedure:    apiauth.ScopeWrite,
 	rv1.ReceiptServiceLeaveChannelProcedure:   apiauth.ScopeWrite,
 	rv1.ReceiptServiceUpdateSettingsProcedure: apiauth.ScopeWrite,
+	// write: threads.
+	rv1.ReceiptServiceNotifyThreadReplyProcedure: apiauth.ScopeWrite,
+	rv1.ReceiptServiceMarkThreadReadProcedure:    apiauth.ScopeWrite,
+	rv1.ReceiptServiceMarkThreadUnreadProcedure:  apiauth.ScopeWrite,
+	rv1.ReceiptServiceFollowThreadProcedure:      apiauth.ScopeWrite,
+	rv1.ReceiptServiceUnfollowThreadProcedure:    apiauth.ScopeWrite,
 	// read: read state, unread, receipts, ticks, lookups, channel and
 	// settings views.
-	rv1.ReceiptServiceGetReadStateProcedure:       apiauth.ScopeRead,
-	rv1.ReceiptServiceGetUnreadProcedure:          apiauth.ScopeRead,
-	rv1.ReceiptServiceGetChannelProcedure:         apiauth.ScopeRead,
-	rv1.ReceiptServiceGetMessageReceiptsProcedure: apiauth.ScopeRead,
-	rv1.ReceiptServiceGetTicksProcedure:           apiauth.ScopeRead,
-	rv1.ReceiptServiceLookupReceiptsProcedure:     apiauth.ScopeRead,
-	rv1.ReceiptServiceGetSettingsProcedure:        apiauth.ScopeRead,
+	rv1.ReceiptServiceGetReadStateProcedure:             apiauth.ScopeRead,
+	rv1.ReceiptServiceGetUnreadProcedure:                apiauth.ScopeRead,
+	rv1.ReceiptServiceGetChannelProcedure:               apiauth.ScopeRead,
+	rv1.ReceiptServiceGetMessageReceiptsProcedure:       apiauth.ScopeRead,
+	rv1.ReceiptServiceGetTicksProcedure:                 apiauth.ScopeRead,
+	rv1.ReceiptServiceLookupReceiptsProcedure:           apiauth.ScopeRead,
+	rv1.ReceiptServiceGetSettingsProcedure:              apiauth.ScopeRead,
+	rv1.ReceiptServiceListThreadsProcedure:              apiauth.ScopeRead,
+	rv1.ReceiptServiceGetThreadMessageReceiptsProcedure: apiauth.ScopeRead,
+	rv1.ReceiptServiceGetThreadTicksProcedure:           apiauth.ScopeRead,
 	// watch: the watch streams (also GET /v1/channels:watch).
 	rv1.ReceiptServiceWatchChannelsProcedure: apiauth.ScopeWatch,
 	// erase: a user's erasure; never granted unless named.

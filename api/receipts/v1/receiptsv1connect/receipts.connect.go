@@ -90,6 +90,30 @@ const (
 	// ReceiptServiceEraseUserProcedure is the fully-qualified name of the ReceiptService's EraseUser
 	// RPC.
 	ReceiptServiceEraseUserProcedure = "/receipts.v1.ReceiptService/EraseUser"
+	// ReceiptServiceNotifyThreadReplyProcedure is the fully-qualified name of the ReceiptService's
+	// NotifyThreadReply RPC.
+	ReceiptServiceNotifyThreadReplyProcedure = "/receipts.v1.ReceiptService/NotifyThreadReply"
+	// ReceiptServiceMarkThreadReadProcedure is the fully-qualified name of the ReceiptService's
+	// MarkThreadRead RPC.
+	ReceiptServiceMarkThreadReadProcedure = "/receipts.v1.ReceiptService/MarkThreadRead"
+	// ReceiptServiceMarkThreadUnreadProcedure is the fully-qualified name of the ReceiptService's
+	// MarkThreadUnread RPC.
+	ReceiptServiceMarkThreadUnreadProcedure = "/receipts.v1.ReceiptService/MarkThreadUnread"
+	// ReceiptServiceFollowThreadProcedure is the fully-qualified name of the ReceiptService's
+	// FollowThread RPC.
+	ReceiptServiceFollowThreadProcedure = "/receipts.v1.ReceiptService/FollowThread"
+	// ReceiptServiceUnfollowThreadProcedure is the fully-qualified name of the ReceiptService's
+	// UnfollowThread RPC.
+	ReceiptServiceUnfollowThreadProcedure = "/receipts.v1.ReceiptService/UnfollowThread"
+	// ReceiptServiceListThreadsProcedure is the fully-qualified name of the ReceiptService's
+	// ListThreads RPC.
+	ReceiptServiceListThreadsProcedure = "/receipts.v1.ReceiptService/ListThreads"
+	// ReceiptServiceGetThreadMessageReceiptsProcedure is the fully-qualified name of the
+	// ReceiptService's GetThreadMessageReceipts RPC.
+	ReceiptServiceGetThreadMessageReceiptsProcedure = "/receipts.v1.ReceiptService/GetThreadMessageReceipts"
+	// ReceiptServiceGetThreadTicksProcedure is the fully-qualified name of the ReceiptService's
+	// GetThreadTicks RPC.
+	ReceiptServiceGetThreadTicksProcedure = "/receipts.v1.ReceiptService/GetThreadTicks"
 )
 
 // ReceiptServiceClient is a client for the receipts.v1.ReceiptService service.
@@ -159,6 +183,33 @@ type ReceiptServiceClient interface {
 	// settings, log rows) from every store, and raises the user's erasure
 	// generation so that events already in flight cannot resurrect them.
 	EraseUser(context.Context, *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error)
+	// NotifyThreadReply tells that a reply was posted in the thread of root
+	// message root_seq: it raises the thread head to seq (replies are
+	// numbered densely per thread), the sender's thread read cursor to seq,
+	// and makes the sender and every mentioned member follow the thread (a
+	// mention counts in the thread). The channel's head and counts do not
+	// move. The root must be at or below the channel head.
+	NotifyThreadReply(context.Context, *connect.Request[v1.NotifyThreadReplyRequest]) (*connect.Response[v1.NotifyThreadReplyResponse], error)
+	// MarkThreadRead moves the user's read cursor in a thread, as MarkRead in
+	// a channel (private and epoch alike).
+	MarkThreadRead(context.Context, *connect.Request[v1.MarkThreadReadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// MarkThreadUnread moves the user's thread read cursor back to seq - 1 at
+	// the next epoch, as MarkUnread in a channel.
+	MarkThreadUnread(context.Context, *connect.Request[v1.MarkThreadUnreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// FollowThread makes the user follow a thread of a channel they are a
+	// member of: it counts toward their counts and badge.
+	FollowThread(context.Context, *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// UnfollowThread ends the user's follow of a thread.
+	UnfollowThread(context.Context, *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// ListThreads returns the threads the user follows (in one channel, or in
+	// all), newest activity first, paged, each with its counts.
+	ListThreads(context.Context, *connect.Request[v1.ListThreadsRequest]) (*connect.Response[v1.ListThreadsResponse], error)
+	// GetThreadMessageReceipts answers who has read reply seq of a thread, as
+	// GetMessageReceipts for a channel message (small channels detailed).
+	GetThreadMessageReceipts(context.Context, *connect.Request[v1.GetThreadMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error)
+	// GetThreadTicks returns a thread's watermarks and, for a small channel,
+	// each member's public thread cursors, as GetTicks for a channel.
+	GetThreadTicks(context.Context, *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error)
 }
 
 // NewReceiptServiceClient constructs a client for the receipts.v1.ReceiptService service. By
@@ -286,30 +337,86 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(receiptServiceMethods.ByName("EraseUser")),
 			connect.WithClientOptions(opts...),
 		),
+		notifyThreadReply: connect.NewClient[v1.NotifyThreadReplyRequest, v1.NotifyThreadReplyResponse](
+			httpClient,
+			baseURL+ReceiptServiceNotifyThreadReplyProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("NotifyThreadReply")),
+			connect.WithClientOptions(opts...),
+		),
+		markThreadRead: connect.NewClient[v1.MarkThreadReadRequest, v1.ThreadMarkResponse](
+			httpClient,
+			baseURL+ReceiptServiceMarkThreadReadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("MarkThreadRead")),
+			connect.WithClientOptions(opts...),
+		),
+		markThreadUnread: connect.NewClient[v1.MarkThreadUnreadRequest, v1.ThreadMarkResponse](
+			httpClient,
+			baseURL+ReceiptServiceMarkThreadUnreadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("MarkThreadUnread")),
+			connect.WithClientOptions(opts...),
+		),
+		followThread: connect.NewClient[v1.FollowThreadRequest, v1.ThreadMarkResponse](
+			httpClient,
+			baseURL+ReceiptServiceFollowThreadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("FollowThread")),
+			connect.WithClientOptions(opts...),
+		),
+		unfollowThread: connect.NewClient[v1.FollowThreadRequest, v1.ThreadMarkResponse](
+			httpClient,
+			baseURL+ReceiptServiceUnfollowThreadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("UnfollowThread")),
+			connect.WithClientOptions(opts...),
+		),
+		listThreads: connect.NewClient[v1.ListThreadsRequest, v1.ListThreadsResponse](
+			httpClient,
+			baseURL+ReceiptServiceListThreadsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("ListThreads")),
+			connect.WithClientOptions(opts...),
+		),
+		getThreadMessageReceipts: connect.NewClient[v1.GetThreadMessageReceiptsRequest, v1.MessageReceipts](
+			httpClient,
+			baseURL+ReceiptServiceGetThreadMessageReceiptsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetThreadMessageReceipts")),
+			connect.WithClientOptions(opts...),
+		),
+		getThreadTicks: connect.NewClient[v1.GetThreadTicksRequest, v1.ChannelTicks](
+			httpClient,
+			baseURL+ReceiptServiceGetThreadTicksProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetThreadTicks")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // receiptServiceClient implements ReceiptServiceClient.
 type receiptServiceClient struct {
-	markReceipts       *connect.Client[v1.MarkReceiptsRequest, v1.MarkReceiptsResponse]
-	markRead           *connect.Client[v1.MarkRequest, v1.MarkResponse]
-	markDelivered      *connect.Client[v1.MarkRequest, v1.MarkResponse]
-	getReadState       *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
-	notifyMessage      *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
-	notifyMessages     *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
-	joinChannel        *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
-	leaveChannel       *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
-	getChannel         *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
-	getUnread          *connect.Client[v1.GetUnreadRequest, v1.GetUnreadResponse]
-	markUnread         *connect.Client[v1.MarkUnreadRequest, v1.MarkResponse]
-	readAll            *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
-	getMessageReceipts *connect.Client[v1.GetMessageReceiptsRequest, v1.MessageReceipts]
-	getTicks           *connect.Client[v1.GetTicksRequest, v1.ChannelTicks]
-	lookupReceipts     *connect.Client[v1.LookupReceiptsRequest, v1.LookupReceiptsResponse]
-	watchChannels      *connect.Client[v1.WatchChannelsRequest, v1.WatchEvent]
-	updateSettings     *connect.Client[v1.UpdateSettingsRequest, v1.UserSettings]
-	getSettings        *connect.Client[v1.GetSettingsRequest, v1.UserSettings]
-	eraseUser          *connect.Client[v1.EraseUserRequest, v1.EraseUserResponse]
+	markReceipts             *connect.Client[v1.MarkReceiptsRequest, v1.MarkReceiptsResponse]
+	markRead                 *connect.Client[v1.MarkRequest, v1.MarkResponse]
+	markDelivered            *connect.Client[v1.MarkRequest, v1.MarkResponse]
+	getReadState             *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
+	notifyMessage            *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
+	notifyMessages           *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
+	joinChannel              *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
+	leaveChannel             *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
+	getChannel               *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
+	getUnread                *connect.Client[v1.GetUnreadRequest, v1.GetUnreadResponse]
+	markUnread               *connect.Client[v1.MarkUnreadRequest, v1.MarkResponse]
+	readAll                  *connect.Client[v1.ReadAllRequest, v1.ReadAllResponse]
+	getMessageReceipts       *connect.Client[v1.GetMessageReceiptsRequest, v1.MessageReceipts]
+	getTicks                 *connect.Client[v1.GetTicksRequest, v1.ChannelTicks]
+	lookupReceipts           *connect.Client[v1.LookupReceiptsRequest, v1.LookupReceiptsResponse]
+	watchChannels            *connect.Client[v1.WatchChannelsRequest, v1.WatchEvent]
+	updateSettings           *connect.Client[v1.UpdateSettingsRequest, v1.UserSettings]
+	getSettings              *connect.Client[v1.GetSettingsRequest, v1.UserSettings]
+	eraseUser                *connect.Client[v1.EraseUserRequest, v1.EraseUserResponse]
+	notifyThreadReply        *connect.Client[v1.NotifyThreadReplyRequest, v1.NotifyThreadReplyResponse]
+	markThreadRead           *connect.Client[v1.MarkThreadReadRequest, v1.ThreadMarkResponse]
+	markThreadUnread         *connect.Client[v1.MarkThreadUnreadRequest, v1.ThreadMarkResponse]
+	followThread             *connect.Client[v1.FollowThreadRequest, v1.ThreadMarkResponse]
+	unfollowThread           *connect.Client[v1.FollowThreadRequest, v1.ThreadMarkResponse]
+	listThreads              *connect.Client[v1.ListThreadsRequest, v1.ListThreadsResponse]
+	getThreadMessageReceipts *connect.Client[v1.GetThreadMessageReceiptsRequest, v1.MessageReceipts]
+	getThreadTicks           *connect.Client[v1.GetThreadTicksRequest, v1.ChannelTicks]
 }
 
 // MarkReceipts calls receipts.v1.ReceiptService.MarkReceipts.
@@ -407,6 +514,46 @@ func (c *receiptServiceClient) EraseUser(ctx context.Context, req *connect.Reque
 	return c.eraseUser.CallUnary(ctx, req)
 }
 
+// NotifyThreadReply calls receipts.v1.ReceiptService.NotifyThreadReply.
+func (c *receiptServiceClient) NotifyThreadReply(ctx context.Context, req *connect.Request[v1.NotifyThreadReplyRequest]) (*connect.Response[v1.NotifyThreadReplyResponse], error) {
+	return c.notifyThreadReply.CallUnary(ctx, req)
+}
+
+// MarkThreadRead calls receipts.v1.ReceiptService.MarkThreadRead.
+func (c *receiptServiceClient) MarkThreadRead(ctx context.Context, req *connect.Request[v1.MarkThreadReadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return c.markThreadRead.CallUnary(ctx, req)
+}
+
+// MarkThreadUnread calls receipts.v1.ReceiptService.MarkThreadUnread.
+func (c *receiptServiceClient) MarkThreadUnread(ctx context.Context, req *connect.Request[v1.MarkThreadUnreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return c.markThreadUnread.CallUnary(ctx, req)
+}
+
+// FollowThread calls receipts.v1.ReceiptService.FollowThread.
+func (c *receiptServiceClient) FollowThread(ctx context.Context, req *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return c.followThread.CallUnary(ctx, req)
+}
+
+// UnfollowThread calls receipts.v1.ReceiptService.UnfollowThread.
+func (c *receiptServiceClient) UnfollowThread(ctx context.Context, req *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return c.unfollowThread.CallUnary(ctx, req)
+}
+
+// ListThreads calls receipts.v1.ReceiptService.ListThreads.
+func (c *receiptServiceClient) ListThreads(ctx context.Context, req *connect.Request[v1.ListThreadsRequest]) (*connect.Response[v1.ListThreadsResponse], error) {
+	return c.listThreads.CallUnary(ctx, req)
+}
+
+// GetThreadMessageReceipts calls receipts.v1.ReceiptService.GetThreadMessageReceipts.
+func (c *receiptServiceClient) GetThreadMessageReceipts(ctx context.Context, req *connect.Request[v1.GetThreadMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error) {
+	return c.getThreadMessageReceipts.CallUnary(ctx, req)
+}
+
+// GetThreadTicks calls receipts.v1.ReceiptService.GetThreadTicks.
+func (c *receiptServiceClient) GetThreadTicks(ctx context.Context, req *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error) {
+	return c.getThreadTicks.CallUnary(ctx, req)
+}
+
 // ReceiptServiceHandler is an implementation of the receipts.v1.ReceiptService service.
 type ReceiptServiceHandler interface {
 	// MarkReceipts records a batch of marks. Validation is all-or-nothing: one
@@ -474,6 +621,33 @@ type ReceiptServiceHandler interface {
 	// settings, log rows) from every store, and raises the user's erasure
 	// generation so that events already in flight cannot resurrect them.
 	EraseUser(context.Context, *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error)
+	// NotifyThreadReply tells that a reply was posted in the thread of root
+	// message root_seq: it raises the thread head to seq (replies are
+	// numbered densely per thread), the sender's thread read cursor to seq,
+	// and makes the sender and every mentioned member follow the thread (a
+	// mention counts in the thread). The channel's head and counts do not
+	// move. The root must be at or below the channel head.
+	NotifyThreadReply(context.Context, *connect.Request[v1.NotifyThreadReplyRequest]) (*connect.Response[v1.NotifyThreadReplyResponse], error)
+	// MarkThreadRead moves the user's read cursor in a thread, as MarkRead in
+	// a channel (private and epoch alike).
+	MarkThreadRead(context.Context, *connect.Request[v1.MarkThreadReadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// MarkThreadUnread moves the user's thread read cursor back to seq - 1 at
+	// the next epoch, as MarkUnread in a channel.
+	MarkThreadUnread(context.Context, *connect.Request[v1.MarkThreadUnreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// FollowThread makes the user follow a thread of a channel they are a
+	// member of: it counts toward their counts and badge.
+	FollowThread(context.Context, *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// UnfollowThread ends the user's follow of a thread.
+	UnfollowThread(context.Context, *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
+	// ListThreads returns the threads the user follows (in one channel, or in
+	// all), newest activity first, paged, each with its counts.
+	ListThreads(context.Context, *connect.Request[v1.ListThreadsRequest]) (*connect.Response[v1.ListThreadsResponse], error)
+	// GetThreadMessageReceipts answers who has read reply seq of a thread, as
+	// GetMessageReceipts for a channel message (small channels detailed).
+	GetThreadMessageReceipts(context.Context, *connect.Request[v1.GetThreadMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error)
+	// GetThreadTicks returns a thread's watermarks and, for a small channel,
+	// each member's public thread cursors, as GetTicks for a channel.
+	GetThreadTicks(context.Context, *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error)
 }
 
 // NewReceiptServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -597,6 +771,54 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		connect.WithSchema(receiptServiceMethods.ByName("EraseUser")),
 		connect.WithHandlerOptions(opts...),
 	)
+	receiptServiceNotifyThreadReplyHandler := connect.NewUnaryHandler(
+		ReceiptServiceNotifyThreadReplyProcedure,
+		svc.NotifyThreadReply,
+		connect.WithSchema(receiptServiceMethods.ByName("NotifyThreadReply")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceMarkThreadReadHandler := connect.NewUnaryHandler(
+		ReceiptServiceMarkThreadReadProcedure,
+		svc.MarkThreadRead,
+		connect.WithSchema(receiptServiceMethods.ByName("MarkThreadRead")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceMarkThreadUnreadHandler := connect.NewUnaryHandler(
+		ReceiptServiceMarkThreadUnreadProcedure,
+		svc.MarkThreadUnread,
+		connect.WithSchema(receiptServiceMethods.ByName("MarkThreadUnread")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceFollowThreadHandler := connect.NewUnaryHandler(
+		ReceiptServiceFollowThreadProcedure,
+		svc.FollowThread,
+		connect.WithSchema(receiptServiceMethods.ByName("FollowThread")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceUnfollowThreadHandler := connect.NewUnaryHandler(
+		ReceiptServiceUnfollowThreadProcedure,
+		svc.UnfollowThread,
+		connect.WithSchema(receiptServiceMethods.ByName("UnfollowThread")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceListThreadsHandler := connect.NewUnaryHandler(
+		ReceiptServiceListThreadsProcedure,
+		svc.ListThreads,
+		connect.WithSchema(receiptServiceMethods.ByName("ListThreads")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceGetThreadMessageReceiptsHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetThreadMessageReceiptsProcedure,
+		svc.GetThreadMessageReceipts,
+		connect.WithSchema(receiptServiceMethods.ByName("GetThreadMessageReceipts")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceGetThreadTicksHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetThreadTicksProcedure,
+		svc.GetThreadTicks,
+		connect.WithSchema(receiptServiceMethods.ByName("GetThreadTicks")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/receipts.v1.ReceiptService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReceiptServiceMarkReceiptsProcedure:
@@ -637,6 +859,22 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceGetSettingsHandler.ServeHTTP(w, r)
 		case ReceiptServiceEraseUserProcedure:
 			receiptServiceEraseUserHandler.ServeHTTP(w, r)
+		case ReceiptServiceNotifyThreadReplyProcedure:
+			receiptServiceNotifyThreadReplyHandler.ServeHTTP(w, r)
+		case ReceiptServiceMarkThreadReadProcedure:
+			receiptServiceMarkThreadReadHandler.ServeHTTP(w, r)
+		case ReceiptServiceMarkThreadUnreadProcedure:
+			receiptServiceMarkThreadUnreadHandler.ServeHTTP(w, r)
+		case ReceiptServiceFollowThreadProcedure:
+			receiptServiceFollowThreadHandler.ServeHTTP(w, r)
+		case ReceiptServiceUnfollowThreadProcedure:
+			receiptServiceUnfollowThreadHandler.ServeHTTP(w, r)
+		case ReceiptServiceListThreadsProcedure:
+			receiptServiceListThreadsHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetThreadMessageReceiptsProcedure:
+			receiptServiceGetThreadMessageReceiptsHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetThreadTicksProcedure:
+			receiptServiceGetThreadTicksHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -720,4 +958,36 @@ func (UnimplementedReceiptServiceHandler) GetSettings(context.Context, *connect.
 
 func (UnimplementedReceiptServiceHandler) EraseUser(context.Context, *connect.Request[v1.EraseUserRequest]) (*connect.Response[v1.EraseUserResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.EraseUser is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) NotifyThreadReply(context.Context, *connect.Request[v1.NotifyThreadReplyRequest]) (*connect.Response[v1.NotifyThreadReplyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.NotifyThreadReply is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) MarkThreadRead(context.Context, *connect.Request[v1.MarkThreadReadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.MarkThreadRead is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) MarkThreadUnread(context.Context, *connect.Request[v1.MarkThreadUnreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.MarkThreadUnread is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) FollowThread(context.Context, *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.FollowThread is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) UnfollowThread(context.Context, *connect.Request[v1.FollowThreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.UnfollowThread is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) ListThreads(context.Context, *connect.Request[v1.ListThreadsRequest]) (*connect.Response[v1.ListThreadsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.ListThreads is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetThreadMessageReceipts(context.Context, *connect.Request[v1.GetThreadMessageReceiptsRequest]) (*connect.Response[v1.MessageReceipts], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetThreadMessageReceipts is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetThreadTicks(context.Context, *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetThreadTicks is not implemented"))
 }

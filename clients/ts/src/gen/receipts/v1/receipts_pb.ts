@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/v1/receipts.proto.
  */
 export const file_receipts_v1_receipts: GenFile = /*@__PURE__*/
-  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEisgEKB1JlY2VpcHQSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEh8KBGtpbmQYAyABKA4yES5yZWNlaXB0cy52MS5LaW5kEgsKA3NlcRgEIAEoAxISCgptZXNzYWdlX2lkGAUgASgJEhEKCWRldmljZV9pZBgGIAEoCRISCgVlcG9jaBgHIAEoA0gAiAEBEg8KB3ByaXZhdGUYCCABKAhCCAoGX2Vwb2NoIj0KE01hcmtSZWNlaXB0c1JlcXVlc3QSJgoIcmVjZWlwdHMYASADKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkMKFE1hcmtSZWNlaXB0c1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5yZWNlaXB0cy52MS5SZWNlaXB0UmVzdWx0IqMBCg1SZWNlaXB0UmVzdWx0EigKBXN0YXRlGAEgASgLMhkucmVjZWlwdHMudjEuQ2hhbm5lbFN0YXRlEhAKCGFkdmFuY2VkGAIgASgIEisKCmR1cmFiaWxpdHkYAyABKA4yFy5yZWNlaXB0cy52MS5EdXJhYmlsaXR5EhkKEXJlYWx0aW1lX2RlZ3JhZGVkGAQgASgIEg4KBnJlYXNvbhgFIAEoCSKVAQoLTWFya1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEgsKA3NlcRgDIAEoAxISCgptZXNzYWdlX2lkGAQgASgJEhEKCWRldmljZV9pZBgFIAEoCRISCgVlcG9jaBgGIAEoA0gAiAEBEg8KB3ByaXZhdGUYByABKAhCCAoGX2Vwb2NoIjoKDE1hcmtSZXNwb25zZRIqCgZyZXN1bHQYASABKAsyGi5yZWNlaXB0cy52MS5SZWNlaXB0UmVzdWx0ImEKE0dldFJlYWRTdGF0ZVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgAygJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIm0KFEdldFJlYWRTdGF0ZVJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSKwoIY2hhbm5lbHMYAiADKAsyGS5yZWNlaXB0cy52MS5DaGFubmVsU3RhdGUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIiYKCFBvc2l0aW9uEg0KBWVwb2NoGAEgASgDEgsKA3NlcRgCIAEoAyJFCgZDdXJzb3ISJwoIcG9zaXRpb24YASABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhISCgptZXNzYWdlX2lkGAIgASgJIscBCgxDaGFubmVsU3RhdGUSEgoKY2hhbm5lbF9pZBgBIAEoCRIhCgRyZWFkGAIgASgLMhMucmVjZWlwdHMudjEuQ3Vyc29yEiYKCWRlbGl2ZXJlZBgDIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvchIRCglkZXZpY2VfaWQYBCABKAkSGgoSdXBkYXRlZF9hdF91bml4X21zGAUgASgDEikKDHByaXZhdGVfcmVhZBgGIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvciJpCg1NZXNzYWdlTm90aWNlEhIKCmNoYW5uZWxfaWQYASABKAkSCwoDc2VxGAIgASgDEhIKCm1lc3NhZ2VfaWQYAyABKAkSEQoJc2VuZGVyX2lkGAQgASgJEhAKCG1lbnRpb25zGAUgAygJInAKFE5vdGlmeU1lc3NhZ2VSZXF1ZXN0EhIKCmNoYW5uZWxfaWQYASABKAkSCwoDc2VxGAIgASgDEhIKCm1lc3NhZ2VfaWQYAyABKAkSEQoJc2VuZGVyX2lkGAQgASgJEhAKCG1lbnRpb25zGAUgAygJIkIKFU5vdGlmeU1lc3NhZ2VSZXNwb25zZRIpCgZyZXN1bHQYASABKAsyGS5yZWNlaXB0cy52MS5Ob3RpY2VSZXN1bHQiRAoVTm90aWZ5TWVzc2FnZXNSZXF1ZXN0EisKB25vdGljZXMYASADKAsyGi5yZWNlaXB0cy52MS5NZXNzYWdlTm90aWNlIkQKFk5vdGlmeU1lc3NhZ2VzUmVzcG9uc2USKgoHcmVzdWx0cxgBIAMoCzIZLnJlY2VpcHRzLnYxLk5vdGljZVJlc3VsdCK4AQoMTm90aWNlUmVzdWx0EiEKBGhlYWQYASABKAsyEy5yZWNlaXB0cy52MS5DdXJzb3ISEAoIYWR2YW5jZWQYAiABKAgSKwoKZHVyYWJpbGl0eRgDIAEoDjIXLnJlY2VpcHRzLnYxLkR1cmFiaWxpdHkSGQoRcmVhbHRpbWVfZGVncmFkZWQYBCABKAgSEQoJbWVudGlvbmVkGAUgAygJEhgKEG1lbnRpb25zX2Ryb3BwZWQYBiADKAkiUwoSSm9pbkNoYW5uZWxSZXF1ZXN0EhIKCmNoYW5uZWxfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIQCgNzZXEYAyABKANIAIgBAUIGCgRfc2VxIjoKE0xlYXZlQ2hhbm5lbFJlcXVlc3QSEgoKY2hhbm5lbF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJIpoBChJNZW1iZXJzaGlwUmVzcG9uc2USKwoKbWVtYmVyc2hpcBgBIAEoCzIXLnJlY2VpcHRzLnYxLk1lbWJlcnNoaXASDwoHY2hhbmdlZBgCIAEoCBIrCgpkdXJhYmlsaXR5GAMgASgOMhcucmVjZWlwdHMudjEuRHVyYWJpbGl0eRIZChFyZWFsdGltZV9kZWdyYWRlZBgEIAEoCCKBAQoKTWVtYmVyc2hpcBISCgpjaGFubmVsX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGbWVtYmVyGAMgASgIEhMKC3ZlcnNpb25fc2VxGAQgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgFIAEoAxIQCghqb2luX3NlcRgGIAEoAyJOChFHZXRDaGFubmVsUmVxdWVzdBISCgpjaGFubmVsX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIosBChJHZXRDaGFubmVsUmVzcG9uc2USEgoKY2hhbm5lbF9pZBgBIAEoCRIhCgRoZWFkGAIgASgLMhMucmVjZWlwdHMudjEuQ3Vyc29yEhQKDG1lbWJlcl9jb3VudBgDIAEoAxIPCgdtZW1iZXJzGAQgAygJEhcKD25leHRfcGFnZV90b2tlbhgFIAEoCSJeChBHZXRVbnJlYWRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKY2hhbm5lbF9pZBgCIAMoCRIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSLPAQoRR2V0VW5yZWFkUmVzcG9uc2USDwoHdXNlcl9pZBgBIAEoCRIsCghjaGFubmVscxgCIAMoCzIaLnJlY2VpcHRzLnYxLkNoYW5uZWxVbnJlYWQSFAoMdW5yZWFkX3RvdGFsGAMgASgDEhwKFGNoYW5uZWxzX3dpdGhfdW5yZWFkGAQgASgDEhUKDW1lbnRpb25fdG90YWwYBSABKAMSFwoPbWVudGlvbnNfY2FwcGVkGAYgASgIEhcKD25leHRfcGFnZV90b2tlbhgHIAEoCSKJAgoNQ2hhbm5lbFVucmVhZBISCgpjaGFubmVsX2lkGAEgASgJEiMKBGhlYWQYAiABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhIjCgRyZWFkGAMgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24SKgoLcHVibGljX3JlYWQYBCABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhIUCgx1bnJlYWRfY291bnQYBSABKAMSFQoNbWVudGlvbl9jb3VudBgGIAEoAxIXCg9tZW50aW9uc19jYXBwZWQYByABKAgSGAoQZmlyc3RfdW5yZWFkX3NlcRgIIAEoAxIOCgZtZW1iZXIYCSABKAgiWAoRTWFya1VucmVhZFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEgsKA3NlcRgDIAEoAxIRCglkZXZpY2VfaWQYBCABKAkiSAoOUmVhZEFsbFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgAygJEhEKCWRldmljZV9pZBgDIAEoCSI+Cg9SZWFkQWxsUmVzcG9uc2USKwoHcmVzdWx0cxgBIAMoCzIaLnJlY2VpcHRzLnYxLlJlY2VpcHRSZXN1bHQi7gIKDFJlY2VpcHRFdmVudBIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEhIKCmNoYW5uZWxfaWQYAyABKAkSIQoEcmVhZBgEIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvchImCglkZWxpdmVyZWQYBSABKAsyEy5yZWNlaXB0cy52MS5DdXJzb3ISEQoJZGV2aWNlX2lkGAYgASgJEhsKE2FjY2VwdGVkX2F0X3VuaXhfbXMYByABKAMSKQoMcHJpdmF0ZV9yZWFkGAggASgLMhMucmVjZWlwdHMudjEuQ3Vyc29yEhQKDG1lbnRpb25fc2VxcxgJIAMoAxIrCgptZW1iZXJzaGlwGAogASgLMhcucmVjZWlwdHMudjEuTWVtYmVyc2hpcBIXCg91c2VyX2dlbmVyYXRpb24YCyABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYDCABKAgiegoMQ2hhbm5lbEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEhIKCmNoYW5uZWxfaWQYAiABKAkSIQoEaGVhZBgDIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvchIbChNhY2NlcHRlZF9hdF91bml4X21zGAQgASgDIk8KGUdldE1lc3NhZ2VSZWNlaXB0c1JlcXVlc3QSEgoKY2hhbm5lbF9pZBgBIAEoCRILCgNzZXEYAiABKAMSEQoJc2VuZGVyX2lkGAMgASgJIi8KCE1lbWJlckF0Eg8KB3VzZXJfaWQYASABKAkSEgoKYXRfdW5peF9tcxgCIAEoAyKAAgoPTWVzc2FnZVJlY2VpcHRzEhIKCmNoYW5uZWxfaWQYASABKAkSCwoDc2VxGAIgASgDEhAKCGRldGFpbGVkGAMgASgIEhQKDG1lbWJlcl9jb3VudBgEIAEoAxISCgpyZWFkX2NvdW50GAUgASgDEhcKD2RlbGl2ZXJlZF9jb3VudBgGIAEoAxImCgdyZWFkX2J5GAcgAygLMhUucmVjZWlwdHMudjEuTWVtYmVyQXQSKwoMZGVsaXZlcmVkX3RvGAggAygLMhUucmVjZWlwdHMudjEuTWVtYmVyQXQSDwoHcGVuZGluZxgJIAMoCRIRCglzZW5kZXJfaWQYCiABKAkiJQoPR2V0VGlja3NSZXF1ZXN0EhIKCmNoYW5uZWxfaWQYASABKAkibwoNTWVtYmVyQ3Vyc29ycxIPCgd1c2VyX2lkGAEgASgJEiMKBHJlYWQYAiABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhIoCglkZWxpdmVyZWQYAyABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbiLXAQoMQ2hhbm5lbFRpY2tzEhIKCmNoYW5uZWxfaWQYASABKAkSIwoEaGVhZBgCIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEh4KFmRlbGl2ZXJlZF90b19hbGxfdXBfdG8YAyABKAMSGQoRcmVhZF9ieV9hbGxfdXBfdG8YBCABKAMSFAoMbWVtYmVyX2NvdW50GAUgASgDEhAKCGRldGFpbGVkGAYgASgIEisKB21lbWJlcnMYByADKAsyGi5yZWNlaXB0cy52MS5NZW1iZXJDdXJzb3JzIkAKCk1lc3NhZ2VSZWYSEgoKY2hhbm5lbF9pZBgBIAEoCRILCgNzZXEYAiABKAMSEQoJc2VuZGVyX2lkGAMgASgJIloKFUxvb2t1cFJlY2VpcHRzUmVxdWVzdBIpCghtZXNzYWdlcxgBIAMoCzIXLnJlY2VpcHRzLnYxLk1lc3NhZ2VSZWYSFgoOYmFkZ2VfdXNlcl9pZHMYAiADKAkifAoFQmFkZ2USDwoHdXNlcl9pZBgBIAEoCRIUCgx1bnJlYWRfdG90YWwYAiABKAMSHAoUY2hhbm5lbHNfd2l0aF91bnJlYWQYAyABKAMSFQoNbWVudGlvbl90b3RhbBgEIAEoAxIXCg9tZW50aW9uc19jYXBwZWQYBSABKAgibAoWTG9va3VwUmVjZWlwdHNSZXNwb25zZRIuCghtZXNzYWdlcxgBIAMoCzIcLnJlY2VpcHRzLnYxLk1lc3NhZ2VSZWNlaXB0cxIiCgZiYWRnZXMYAiADKAsyEi5yZWNlaXB0cy52MS5CYWRnZSJAChRXYXRjaENoYW5uZWxzUmVxdWVzdBISCgpjaGFubmVsX2lkGAEgAygJEhQKDHJlc3VtZV90b2tlbhgCIAEoCSKiAQoMQ3Vyc29yVXBkYXRlEhIKCmNoYW5uZWxfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIfCgRraW5kGAMgASgOMhEucmVjZWlwdHMudjEuS2luZBInCghwb3NpdGlvbhgEIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEhIKCmF0X3VuaXhfbXMYBSABKAMSDwoHcmVtb3ZlZBgGIAEoCCKZAQoKV2F0Y2hFdmVudBIUCgxyZXN1bWVfdG9rZW4YASABKAkSKgoHdXBkYXRlcxgCIAMoCzIZLnJlY2VpcHRzLnYxLkN1cnNvclVwZGF0ZRIrCghzbmFwc2hvdBgDIAMoCzIZLnJlY2VpcHRzLnYxLkNoYW5uZWxUaWNrcxIcChRyZXN1bWVfdG9rZW5fZXhwaXJlZBgEIAEoCCKkAQoVVXBkYXRlU2V0dGluZ3NSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSIAoTc2hhcmVfcmVhZF9yZWNlaXB0cxgCIAEoCEgAiAEBEiQKF3NoYXJlX2RlbGl2ZXJ5X3JlY2VpcHRzGAMgASgISAGIAQFCFgoUX3NoYXJlX3JlYWRfcmVjZWlwdHNCGgoYX3NoYXJlX2RlbGl2ZXJ5X3JlY2VpcHRzIiUKEkdldFNldHRpbmdzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJInYKDFVzZXJTZXR0aW5ncxIPCgd1c2VyX2lkGAEgASgJEhsKE3NoYXJlX3JlYWRfcmVjZWlwdHMYAiABKAgSHwoXc2hhcmVfZGVsaXZlcnlfcmVjZWlwdHMYAyABKAgSFwoPdmVyc2lvbl91bml4X21zGAQgASgDIiMKEEVyYXNlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJlChFFcmFzZVVzZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEhIKCmdlbmVyYXRpb24YAiABKAMSKwoKZHVyYWJpbGl0eRgDIAEoDjIXLnJlY2VpcHRzLnYxLkR1cmFiaWxpdHki0wEKCVVzZXJFdmVudBIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEisKCHNldHRpbmdzGAMgASgLMhkucmVjZWlwdHMudjEuVXNlclNldHRpbmdzEhkKEWVyYXNlZF9nZW5lcmF0aW9uGAQgASgDEhsKE2FjY2VwdGVkX2F0X3VuaXhfbXMYBSABKAMSFwoPdXNlcl9nZW5lcmF0aW9uGAYgASgDEh8KF3VzZXJfZ2VuZXJhdGlvbl9zdGFtcGVkGAcgASgIIsABCg9SZWFkU3RhdGVDaGFuZ2USFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHdXNlcl9pZBgCIAEoCRISCgpjaGFubmVsX2lkGAMgASgJEh8KBGtpbmQYBCABKA4yES5yZWNlaXB0cy52MS5LaW5kEicKCHBvc2l0aW9uGAUgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24SEgoKbWVzc2FnZV9pZBgGIAEoCRISCgphdF91bml4X21zGAcgASgDKjUKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEggKBFJFQUQQARINCglERUxJVkVSRUQQAipACgpEdXJhYmlsaXR5EhoKFkRVUkFCSUxJVFlfVU5TUEVDSUZJRUQQABIJCgVLQUZLQRABEgsKB1NQT09MRUQQAjKVEgoOUmVjZWlwdFNlcnZpY2UScQoMTWFya1JlY2VpcHRzEiAucmVjZWlwdHMudjEuTWFya1JlY2VpcHRzUmVxdWVzdBohLnJlY2VpcHRzLnYxLk1hcmtSZWNlaXB0c1Jlc3BvbnNlIhyC0+STAhY6ASoiES92MS9yZWNlaXB0czptYXJrEnoKCE1hcmtSZWFkEhgucmVjZWlwdHMudjEuTWFya1JlcXVlc3QaGS5yZWNlaXB0cy52MS5NYXJrUmVzcG9uc2UiOYLT5JMCMzoBKiIuL3YxL3VzZXJzL3t1c2VyX2lkfS9jaGFubmVscy97Y2hhbm5lbF9pZH0vcmVhZBKEAQoNTWFya0RlbGl2ZXJlZBIYLnJlY2VpcHRzLnYxLk1hcmtSZXF1ZXN0GhkucmVjZWlwdHMudjEuTWFya1Jlc3BvbnNlIj6C0+STAjg6ASoiMy92MS91c2Vycy97dXNlcl9pZH0vY2hhbm5lbHMve2NoYW5uZWxfaWR9L2RlbGl2ZXJlZBJ7CgxHZXRSZWFkU3RhdGUSIC5yZWNlaXB0cy52MS5HZXRSZWFkU3RhdGVSZXF1ZXN0GiEucmVjZWlwdHMudjEuR2V0UmVhZFN0YXRlUmVzcG9uc2UiJoLT5JMCIBIeL3YxL3VzZXJzL3t1c2VyX2lkfS9yZWFkLXN0YXRlEoUBCg1Ob3RpZnlNZXNzYWdlEiEucmVjZWlwdHMudjEuTm90aWZ5TWVzc2FnZVJlcXVlc3QaIi5yZWNlaXB0cy52MS5Ob3RpZnlNZXNzYWdlUmVzcG9uc2UiLYLT5JMCJzoBKiIiL3YxL2NoYW5uZWxzL3tjaGFubmVsX2lkfS9tZXNzYWdlcxJ5Cg5Ob3RpZnlNZXNzYWdlcxIiLnJlY2VpcHRzLnYxLk5vdGlmeU1lc3NhZ2VzUmVxdWVzdBojLnJlY2VpcHRzLnYxLk5vdGlmeU1lc3NhZ2VzUmVzcG9uc2UiHoLT5JMCGDoBKiITL3YxL21lc3NhZ2VzOm5vdGlmeRKHAQoLSm9pbkNoYW5uZWwSHy5yZWNlaXB0cy52MS5Kb2luQ2hhbm5lbFJlcXVlc3QaHy5yZWNlaXB0cy52MS5NZW1iZXJzaGlwUmVzcG9uc2UiNoLT5JMCMDoBKhorL3YxL2NoYW5uZWxzL3tjaGFubmVsX2lkfS9tZW1iZXJzL3t1c2VyX2lkfRKGAQoMTGVhdmVDaGFubmVsEiAucmVjZWlwdHMudjEuTGVhdmVDaGFubmVsUmVxdWVzdBofLnJlY2VpcHRzLnYxLk1lbWJlcnNoaXBSZXNwb25zZSIzgtPkkwItKisvdjEvY2hhbm5lbHMve2NoYW5uZWxfaWR9L21lbWJlcnMve3VzZXJfaWR9EnAKCkdldENoYW5uZWwSHi5yZWNlaXB0cy52MS5HZXRDaGFubmVsUmVxdWVzdBofLnJlY2VpcHRzLnYxLkdldENoYW5uZWxSZXNwb25zZSIhgtPkkwIbEhkvdjEvY2hhbm5lbHMve2NoYW5uZWxfaWR9Em4KCUdldFVucmVhZBIdLnJlY2VpcHRzLnYxLkdldFVucmVhZFJlcXVlc3QaHi5yZWNlaXB0cy52MS5HZXRVbnJlYWRSZXNwb25zZSIigtPkkwIcEhovdjEvdXNlcnMve3VzZXJfaWR9L3VucmVhZBKEAQoKTWFya1VucmVhZBIeLnJlY2VpcHRzLnYxLk1hcmtVbnJlYWRSZXF1ZXN0GhkucmVjZWlwdHMudjEuTWFya1Jlc3BvbnNlIjuC0+STAjU6ASoiMC92MS91c2Vycy97dXNlcl9pZH0vY2hhbm5lbHMve2NoYW5uZWxfaWR9L3VucmVhZBJtCgdSZWFkQWxsEhsucmVjZWlwdHMudjEuUmVhZEFsbFJlcXVlc3QaHC5yZWNlaXB0cy52MS5SZWFkQWxsUmVzcG9uc2UiJ4LT5JMCIToBKiIcL3YxL3VzZXJzL3t1c2VyX2lkfS9yZWFkLWFsbBKVAQoSR2V0TWVzc2FnZVJlY2VpcHRzEiYucmVjZWlwdHMudjEuR2V0TWVzc2FnZVJlY2VpcHRzUmVxdWVzdBocLnJlY2VpcHRzLnYxLk1lc3NhZ2VSZWNlaXB0cyI5gtPkkwIzEjEvdjEvY2hhbm5lbHMve2NoYW5uZWxfaWR9L21lc3NhZ2VzL3tzZXF9L3JlY2VpcHRzEmwKCEdldFRpY2tzEhwucmVjZWlwdHMudjEuR2V0VGlja3NSZXF1ZXN0GhkucmVjZWlwdHMudjEuQ2hhbm5lbFRpY2tzIieC0+STAiESHy92MS9jaGFubmVscy97Y2hhbm5lbF9pZH0vdGlja3MSeQoOTG9va3VwUmVjZWlwdHMSIi5yZWNlaXB0cy52MS5Mb29rdXBSZWNlaXB0c1JlcXVlc3QaIy5yZWNlaXB0cy52MS5Mb29rdXBSZWNlaXB0c1Jlc3BvbnNlIh6C0+STAhg6ASoiEy92MS9yZWNlaXB0czpsb29rdXASTQoNV2F0Y2hDaGFubmVscxIhLnJlY2VpcHRzLnYxLldhdGNoQ2hhbm5lbHNSZXF1ZXN0GhcucmVjZWlwdHMudjEuV2F0Y2hFdmVudDABEngKDlVwZGF0ZVNldHRpbmdzEiIucmVjZWlwdHMudjEuVXBkYXRlU2V0dGluZ3NSZXF1ZXN0GhkucmVjZWlwdHMudjEuVXNlclNldHRpbmdzIieC0+STAiE6ASoaHC92MS91c2Vycy97dXNlcl9pZH0vc2V0dGluZ3MSbwoLR2V0U2V0dGluZ3MSHy5yZWNlaXB0cy52MS5HZXRTZXR0aW5nc1JlcXVlc3QaGS5yZWNlaXB0cy52MS5Vc2VyU2V0dGluZ3MiJILT5JMCHhIcL3YxL3VzZXJzL3t1c2VyX2lkfS9zZXR0aW5ncxJnCglFcmFzZVVzZXISHS5yZWNlaXB0cy52MS5FcmFzZVVzZXJSZXF1ZXN0Gh4ucmVjZWlwdHMudjEuRXJhc2VVc2VyUmVzcG9uc2UiG4LT5JMCFSoTL3YxL3VzZXJzL3t1c2VyX2lkfUI6WjhnaXRodWIuY29tL3JlYWRzdGF0ZS9yZWNlaXB0cy9hcGkvcmVjZWlwdHMvdjE7cmVjZWlwdHN2MWIGcHJvdG8z", [file_google_api_annotations]);
+  fileDesc("ChpyZWNlaXB0cy92MS9yZWNlaXB0cy5wcm90bxILcmVjZWlwdHMudjEisgEKB1JlY2VpcHQSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEh8KBGtpbmQYAyABKA4yES5yZWNlaXB0cy52MS5LaW5kEgsKA3NlcRgEIAEoAxISCgptZXNzYWdlX2lkGAUgASgJEhEKCWRldmljZV9pZBgGIAEoCRISCgVlcG9jaBgHIAEoA0gAiAEBEg8KB3ByaXZhdGUYCCABKAhCCAoGX2Vwb2NoIj0KE01hcmtSZWNlaXB0c1JlcXVlc3QSJgoIcmVjZWlwdHMYASADKAsyFC5yZWNlaXB0cy52MS5SZWNlaXB0IkMKFE1hcmtSZWNlaXB0c1Jlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi5yZWNlaXB0cy52MS5SZWNlaXB0UmVzdWx0IqMBCg1SZWNlaXB0UmVzdWx0EigKBXN0YXRlGAEgASgLMhkucmVjZWlwdHMudjEuQ2hhbm5lbFN0YXRlEhAKCGFkdmFuY2VkGAIgASgIEisKCmR1cmFiaWxpdHkYAyABKA4yFy5yZWNlaXB0cy52MS5EdXJhYmlsaXR5EhkKEXJlYWx0aW1lX2RlZ3JhZGVkGAQgASgIEg4KBnJlYXNvbhgFIAEoCSKVAQoLTWFya1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEgsKA3NlcRgDIAEoAxISCgptZXNzYWdlX2lkGAQgASgJEhEKCWRldmljZV9pZBgFIAEoCRISCgVlcG9jaBgGIAEoA0gAiAEBEg8KB3ByaXZhdGUYByABKAhCCAoGX2Vwb2NoIjoKDE1hcmtSZXNwb25zZRIqCgZyZXN1bHQYASABKAsyGi5yZWNlaXB0cy52MS5SZWNlaXB0UmVzdWx0ImEKE0dldFJlYWRTdGF0ZVJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgAygJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIm0KFEdldFJlYWRTdGF0ZVJlc3BvbnNlEg8KB3VzZXJfaWQYASABKAkSKwoIY2hhbm5lbHMYAiADKAsyGS5yZWNlaXB0cy52MS5DaGFubmVsU3RhdGUSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIiYKCFBvc2l0aW9uEg0KBWVwb2NoGAEgASgDEgsKA3NlcRgCIAEoAyJFCgZDdXJzb3ISJwoIcG9zaXRpb24YASABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhISCgptZXNzYWdlX2lkGAIgASgJIscBCgxDaGFubmVsU3RhdGUSEgoKY2hhbm5lbF9pZBgBIAEoCRIhCgRyZWFkGAIgASgLMhMucmVjZWlwdHMudjEuQ3Vyc29yEiYKCWRlbGl2ZXJlZBgDIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvchIRCglkZXZpY2VfaWQYBCABKAkSGgoSdXBkYXRlZF9hdF91bml4X21zGAUgASgDEikKDHByaXZhdGVfcmVhZBgGIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvciKCAQoNTWVzc2FnZU5vdGljZRISCgpjaGFubmVsX2lkGAEgASgJEgsKA3NlcRgCIAEoAxISCgptZXNzYWdlX2lkGAMgASgJEhEKCXNlbmRlcl9pZBgEIAEoCRIQCghtZW50aW9ucxgFIAMoCRIXCg90aHJlYWRfcm9vdF9zZXEYBiABKAMicAoUTm90aWZ5TWVzc2FnZVJlcXVlc3QSEgoKY2hhbm5lbF9pZBgBIAEoCRILCgNzZXEYAiABKAMSEgoKbWVzc2FnZV9pZBgDIAEoCRIRCglzZW5kZXJfaWQYBCABKAkSEAoIbWVudGlvbnMYBSADKAkiQgoVTm90aWZ5TWVzc2FnZVJlc3BvbnNlEikKBnJlc3VsdBgBIAEoCzIZLnJlY2VpcHRzLnYxLk5vdGljZVJlc3VsdCJEChVOb3RpZnlNZXNzYWdlc1JlcXVlc3QSKwoHbm90aWNlcxgBIAMoCzIaLnJlY2VpcHRzLnYxLk1lc3NhZ2VOb3RpY2UiRAoWTm90aWZ5TWVzc2FnZXNSZXNwb25zZRIqCgdyZXN1bHRzGAEgAygLMhkucmVjZWlwdHMudjEuTm90aWNlUmVzdWx0IrgBCgxOb3RpY2VSZXN1bHQSIQoEaGVhZBgBIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvchIQCghhZHZhbmNlZBgCIAEoCBIrCgpkdXJhYmlsaXR5GAMgASgOMhcucmVjZWlwdHMudjEuRHVyYWJpbGl0eRIZChFyZWFsdGltZV9kZWdyYWRlZBgEIAEoCBIRCgltZW50aW9uZWQYBSADKAkSGAoQbWVudGlvbnNfZHJvcHBlZBgGIAMoCSJTChJKb2luQ2hhbm5lbFJlcXVlc3QSEgoKY2hhbm5lbF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEhAKA3NlcRgDIAEoA0gAiAEBQgYKBF9zZXEiOgoTTGVhdmVDaGFubmVsUmVxdWVzdBISCgpjaGFubmVsX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkimgEKEk1lbWJlcnNoaXBSZXNwb25zZRIrCgptZW1iZXJzaGlwGAEgASgLMhcucmVjZWlwdHMudjEuTWVtYmVyc2hpcBIPCgdjaGFuZ2VkGAIgASgIEisKCmR1cmFiaWxpdHkYAyABKA4yFy5yZWNlaXB0cy52MS5EdXJhYmlsaXR5EhkKEXJlYWx0aW1lX2RlZ3JhZGVkGAQgASgIIoEBCgpNZW1iZXJzaGlwEhIKCmNoYW5uZWxfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIOCgZtZW1iZXIYAyABKAgSEwoLdmVyc2lvbl9zZXEYBCABKAMSFwoPdmVyc2lvbl91bml4X21zGAUgASgDEhAKCGpvaW5fc2VxGAYgASgDIk4KEUdldENoYW5uZWxSZXF1ZXN0EhIKCmNoYW5uZWxfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiiwEKEkdldENoYW5uZWxSZXNwb25zZRISCgpjaGFubmVsX2lkGAEgASgJEiEKBGhlYWQYAiABKAsyEy5yZWNlaXB0cy52MS5DdXJzb3ISFAoMbWVtYmVyX2NvdW50GAMgASgDEg8KB21lbWJlcnMYBCADKAkSFwoPbmV4dF9wYWdlX3Rva2VuGAUgASgJIl4KEEdldFVucmVhZFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgAygJEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIu0BChFHZXRVbnJlYWRSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEiwKCGNoYW5uZWxzGAIgAygLMhoucmVjZWlwdHMudjEuQ2hhbm5lbFVucmVhZBIUCgx1bnJlYWRfdG90YWwYAyABKAMSHAoUY2hhbm5lbHNfd2l0aF91bnJlYWQYBCABKAMSFQoNbWVudGlvbl90b3RhbBgFIAEoAxIXCg9tZW50aW9uc19jYXBwZWQYBiABKAgSFwoPbmV4dF9wYWdlX3Rva2VuGAcgASgJEhwKFHVucmVhZF90aHJlYWRzX3RvdGFsGAggASgDIr8CCg1DaGFubmVsVW5yZWFkEhIKCmNoYW5uZWxfaWQYASABKAkSIwoEaGVhZBgCIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEiMKBHJlYWQYAyABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhIqCgtwdWJsaWNfcmVhZBgEIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEhQKDHVucmVhZF9jb3VudBgFIAEoAxIVCg1tZW50aW9uX2NvdW50GAYgASgDEhcKD21lbnRpb25zX2NhcHBlZBgHIAEoCBIYChBmaXJzdF91bnJlYWRfc2VxGAggASgDEg4KBm1lbWJlchgJIAEoCBIWCg51bnJlYWRfdGhyZWFkcxgKIAEoAxIcChR0aHJlYWRfbWVudGlvbl9jb3VudBgLIAEoAyJYChFNYXJrVW5yZWFkUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhIKCmNoYW5uZWxfaWQYAiABKAkSCwoDc2VxGAMgASgDEhEKCWRldmljZV9pZBgEIAEoCSJICg5SZWFkQWxsUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJEhIKCmNoYW5uZWxfaWQYAiADKAkSEQoJZGV2aWNlX2lkGAMgASgJIj4KD1JlYWRBbGxSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhoucmVjZWlwdHMudjEuUmVjZWlwdFJlc3VsdCKyAwoMUmVjZWlwdEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSEgoKY2hhbm5lbF9pZBgDIAEoCRIhCgRyZWFkGAQgASgLMhMucmVjZWlwdHMudjEuQ3Vyc29yEiYKCWRlbGl2ZXJlZBgFIAEoCzITLnJlY2VpcHRzLnYxLkN1cnNvchIRCglkZXZpY2VfaWQYBiABKAkSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgHIAEoAxIpCgxwcml2YXRlX3JlYWQYCCABKAsyEy5yZWNlaXB0cy52MS5DdXJzb3ISFAoMbWVudGlvbl9zZXFzGAkgAygDEisKCm1lbWJlcnNoaXAYCiABKAsyFy5yZWNlaXB0cy52MS5NZW1iZXJzaGlwEhcKD3VzZXJfZ2VuZXJhdGlvbhgLIAEoAxIfChd1c2VyX2dlbmVyYXRpb25fc3RhbXBlZBgMIAEoCBIXCg90aHJlYWRfcm9vdF9zZXEYDSABKAMSKQoGZm9sbG93GA4gASgLMhkucmVjZWlwdHMudjEuVGhyZWFkRm9sbG93IpMBCgxDaGFubmVsRXZlbnQSFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SEgoKY2hhbm5lbF9pZBgCIAEoCRIhCgRoZWFkGAMgASgLMhMucmVjZWlwdHMudjEuQ3Vyc29yEhsKE2FjY2VwdGVkX2F0X3VuaXhfbXMYBCABKAMSFwoPdGhyZWFkX3Jvb3Rfc2VxGAUgASgDIk8KGUdldE1lc3NhZ2VSZWNlaXB0c1JlcXVlc3QSEgoKY2hhbm5lbF9pZBgBIAEoCRILCgNzZXEYAiABKAMSEQoJc2VuZGVyX2lkGAMgASgJIi8KCE1lbWJlckF0Eg8KB3VzZXJfaWQYASABKAkSEgoKYXRfdW5peF9tcxgCIAEoAyKZAgoPTWVzc2FnZVJlY2VpcHRzEhIKCmNoYW5uZWxfaWQYASABKAkSCwoDc2VxGAIgASgDEhAKCGRldGFpbGVkGAMgASgIEhQKDG1lbWJlcl9jb3VudBgEIAEoAxISCgpyZWFkX2NvdW50GAUgASgDEhcKD2RlbGl2ZXJlZF9jb3VudBgGIAEoAxImCgdyZWFkX2J5GAcgAygLMhUucmVjZWlwdHMudjEuTWVtYmVyQXQSKwoMZGVsaXZlcmVkX3RvGAggAygLMhUucmVjZWlwdHMudjEuTWVtYmVyQXQSDwoHcGVuZGluZxgJIAMoCRIRCglzZW5kZXJfaWQYCiABKAkSFwoPdGhyZWFkX3Jvb3Rfc2VxGAsgASgDIiUKD0dldFRpY2tzUmVxdWVzdBISCgpjaGFubmVsX2lkGAEgASgJIm8KDU1lbWJlckN1cnNvcnMSDwoHdXNlcl9pZBgBIAEoCRIjCgRyZWFkGAIgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24SKAoJZGVsaXZlcmVkGAMgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24i8AEKDENoYW5uZWxUaWNrcxISCgpjaGFubmVsX2lkGAEgASgJEiMKBGhlYWQYAiABKAsyFS5yZWNlaXB0cy52MS5Qb3NpdGlvbhIeChZkZWxpdmVyZWRfdG9fYWxsX3VwX3RvGAMgASgDEhkKEXJlYWRfYnlfYWxsX3VwX3RvGAQgASgDEhQKDG1lbWJlcl9jb3VudBgFIAEoAxIQCghkZXRhaWxlZBgGIAEoCBIrCgdtZW1iZXJzGAcgAygLMhoucmVjZWlwdHMudjEuTWVtYmVyQ3Vyc29ycxIXCg90aHJlYWRfcm9vdF9zZXEYCCABKAMiQAoKTWVzc2FnZVJlZhISCgpjaGFubmVsX2lkGAEgASgJEgsKA3NlcRgCIAEoAxIRCglzZW5kZXJfaWQYAyABKAkiWgoVTG9va3VwUmVjZWlwdHNSZXF1ZXN0EikKCG1lc3NhZ2VzGAEgAygLMhcucmVjZWlwdHMudjEuTWVzc2FnZVJlZhIWCg5iYWRnZV91c2VyX2lkcxgCIAMoCSKaAQoFQmFkZ2USDwoHdXNlcl9pZBgBIAEoCRIUCgx1bnJlYWRfdG90YWwYAiABKAMSHAoUY2hhbm5lbHNfd2l0aF91bnJlYWQYAyABKAMSFQoNbWVudGlvbl90b3RhbBgEIAEoAxIXCg9tZW50aW9uc19jYXBwZWQYBSABKAgSHAoUdW5yZWFkX3RocmVhZHNfdG90YWwYBiABKAMibAoWTG9va3VwUmVjZWlwdHNSZXNwb25zZRIuCghtZXNzYWdlcxgBIAMoCzIcLnJlY2VpcHRzLnYxLk1lc3NhZ2VSZWNlaXB0cxIiCgZiYWRnZXMYAiADKAsyEi5yZWNlaXB0cy52MS5CYWRnZSJAChRXYXRjaENoYW5uZWxzUmVxdWVzdBISCgpjaGFubmVsX2lkGAEgAygJEhQKDHJlc3VtZV90b2tlbhgCIAEoCSK7AQoMQ3Vyc29yVXBkYXRlEhIKCmNoYW5uZWxfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoCRIfCgRraW5kGAMgASgOMhEucmVjZWlwdHMudjEuS2luZBInCghwb3NpdGlvbhgEIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEhIKCmF0X3VuaXhfbXMYBSABKAMSDwoHcmVtb3ZlZBgGIAEoCBIXCg90aHJlYWRfcm9vdF9zZXEYByABKAMizgEKCldhdGNoRXZlbnQSFAoMcmVzdW1lX3Rva2VuGAEgASgJEioKB3VwZGF0ZXMYAiADKAsyGS5yZWNlaXB0cy52MS5DdXJzb3JVcGRhdGUSKwoIc25hcHNob3QYAyADKAsyGS5yZWNlaXB0cy52MS5DaGFubmVsVGlja3MSHAoUcmVzdW1lX3Rva2VuX2V4cGlyZWQYBCABKAgSMwoMdGhyZWFkX2hlYWRzGAUgAygLMh0ucmVjZWlwdHMudjEuVGhyZWFkSGVhZFVwZGF0ZSKkAQoVVXBkYXRlU2V0dGluZ3NSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSIAoTc2hhcmVfcmVhZF9yZWNlaXB0cxgCIAEoCEgAiAEBEiQKF3NoYXJlX2RlbGl2ZXJ5X3JlY2VpcHRzGAMgASgISAGIAQFCFgoUX3NoYXJlX3JlYWRfcmVjZWlwdHNCGgoYX3NoYXJlX2RlbGl2ZXJ5X3JlY2VpcHRzIiUKEkdldFNldHRpbmdzUmVxdWVzdBIPCgd1c2VyX2lkGAEgASgJInYKDFVzZXJTZXR0aW5ncxIPCgd1c2VyX2lkGAEgASgJEhsKE3NoYXJlX3JlYWRfcmVjZWlwdHMYAiABKAgSHwoXc2hhcmVfZGVsaXZlcnlfcmVjZWlwdHMYAyABKAgSFwoPdmVyc2lvbl91bml4X21zGAQgASgDIiMKEEVyYXNlVXNlclJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCSJlChFFcmFzZVVzZXJSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEhIKCmdlbmVyYXRpb24YAiABKAMSKwoKZHVyYWJpbGl0eRgDIAEoDjIXLnJlY2VpcHRzLnYxLkR1cmFiaWxpdHki0wEKCVVzZXJFdmVudBIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEisKCHNldHRpbmdzGAMgASgLMhkucmVjZWlwdHMudjEuVXNlclNldHRpbmdzEhkKEWVyYXNlZF9nZW5lcmF0aW9uGAQgASgDEhsKE2FjY2VwdGVkX2F0X3VuaXhfbXMYBSABKAMSFwoPdXNlcl9nZW5lcmF0aW9uGAYgASgDEh8KF3VzZXJfZ2VuZXJhdGlvbl9zdGFtcGVkGAcgASgIItkBCg9SZWFkU3RhdGVDaGFuZ2USFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHdXNlcl9pZBgCIAEoCRISCgpjaGFubmVsX2lkGAMgASgJEh8KBGtpbmQYBCABKA4yES5yZWNlaXB0cy52MS5LaW5kEicKCHBvc2l0aW9uGAUgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24SEgoKbWVzc2FnZV9pZBgGIAEoCRISCgphdF91bml4X21zGAcgASgDEhcKD3RocmVhZF9yb290X3NlcRgIIAEoAyI6CgxUaHJlYWRGb2xsb3cSEQoJZm9sbG93aW5nGAEgASgIEhcKD3ZlcnNpb25fdW5peF9tcxgCIAEoAyKGAQoYTm90aWZ5VGhyZWFkUmVwbHlSZXF1ZXN0EhIKCmNoYW5uZWxfaWQYASABKAkSEAoIcm9vdF9zZXEYAiABKAMSCwoDc2VxGAMgASgDEhIKCm1lc3NhZ2VfaWQYBCABKAkSEQoJc2VuZGVyX2lkGAUgASgJEhAKCG1lbnRpb25zGAYgAygJIkYKGU5vdGlmeVRocmVhZFJlcGx5UmVzcG9uc2USKQoGcmVzdWx0GAEgASgLMhkucmVjZWlwdHMudjEuTm90aWNlUmVzdWx0IrEBChVNYXJrVGhyZWFkUmVhZFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEhAKCHJvb3Rfc2VxGAMgASgDEgsKA3NlcRgEIAEoAxISCgptZXNzYWdlX2lkGAUgASgJEhEKCWRldmljZV9pZBgGIAEoCRISCgVlcG9jaBgHIAEoA0gAiAEBEg8KB3ByaXZhdGUYCCABKAhCCAoGX2Vwb2NoInAKF01hcmtUaHJlYWRVbnJlYWRSZXF1ZXN0Eg8KB3VzZXJfaWQYASABKAkSEgoKY2hhbm5lbF9pZBgCIAEoCRIQCghyb290X3NlcRgDIAEoAxILCgNzZXEYBCABKAMSEQoJZGV2aWNlX2lkGAUgASgJIkwKE0ZvbGxvd1RocmVhZFJlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEhAKCHJvb3Rfc2VxGAMgASgDIqkBChJUaHJlYWRNYXJrUmVzcG9uc2USKQoGdGhyZWFkGAEgASgLMhkucmVjZWlwdHMudjEuVGhyZWFkVW5yZWFkEhAKCGFkdmFuY2VkGAIgASgIEisKCmR1cmFiaWxpdHkYAyABKA4yFy5yZWNlaXB0cy52MS5EdXJhYmlsaXR5EhkKEXJlYWx0aW1lX2RlZ3JhZGVkGAQgASgIEg4KBnJlYXNvbhgFIAEoCSJcChJMaXN0VGhyZWFkc1JlcXVlc3QSDwoHdXNlcl9pZBgBIAEoCRISCgpjaGFubmVsX2lkGAIgASgJEg0KBWxpbWl0GAMgASgFEhIKCnBhZ2VfdG9rZW4YBCABKAkiawoTTGlzdFRocmVhZHNSZXNwb25zZRIPCgd1c2VyX2lkGAEgASgJEioKB3RocmVhZHMYAiADKAsyGS5yZWNlaXB0cy52MS5UaHJlYWRVbnJlYWQSFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJIrwCCgxUaHJlYWRVbnJlYWQSEgoKY2hhbm5lbF9pZBgBIAEoCRIQCghyb290X3NlcRgCIAEoAxIjCgRoZWFkGAMgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24SIwoEcmVhZBgEIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEioKC3B1YmxpY19yZWFkGAUgASgLMhUucmVjZWlwdHMudjEuUG9zaXRpb24SFAoMdW5yZWFkX2NvdW50GAYgASgDEhUKDW1lbnRpb25fY291bnQYByABKAMSFwoPbWVudGlvbnNfY2FwcGVkGAggASgIEhgKEGZpcnN0X3VucmVhZF9zZXEYCSABKAMSEQoJZm9sbG93aW5nGAogASgIEh0KFWxhc3RfYWN0aXZpdHlfdW5peF9tcxgLIAEoAyJnCh9HZXRUaHJlYWRNZXNzYWdlUmVjZWlwdHNSZXF1ZXN0EhIKCmNoYW5uZWxfaWQYASABKAkSEAoIcm9vdF9zZXEYAiABKAMSCwoDc2VxGAMgASgDEhEKCXNlbmRlcl9pZBgEIAEoCSI9ChVHZXRUaHJlYWRUaWNrc1JlcXVlc3QSEgoKY2hhbm5lbF9pZBgBIAEoCRIQCghyb290X3NlcRgCIAEoAyJxChBUaHJlYWRIZWFkVXBkYXRlEhIKCmNoYW5uZWxfaWQYASABKAkSEAoIcm9vdF9zZXEYAiABKAMSIwoEaGVhZBgDIAEoCzIVLnJlY2VpcHRzLnYxLlBvc2l0aW9uEhIKCmF0X3VuaXhfbXMYBCABKAMqNQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASCAoEUkVBRBABEg0KCURFTElWRVJFRBACKkAKCkR1cmFiaWxpdHkSGgoWRFVSQUJJTElUWV9VTlNQRUNJRklFRBAAEgkKBUtBRktBEAESCwoHU1BPT0xFRBACMpEcCg5SZWNlaXB0U2VydmljZRJxCgxNYXJrUmVjZWlwdHMSIC5yZWNlaXB0cy52MS5NYXJrUmVjZWlwdHNSZXF1ZXN0GiEucmVjZWlwdHMudjEuTWFya1JlY2VpcHRzUmVzcG9uc2UiHILT5JMCFjoBKiIRL3YxL3JlY2VpcHRzOm1hcmsSegoITWFya1JlYWQSGC5yZWNlaXB0cy52MS5NYXJrUmVxdWVzdBoZLnJlY2VpcHRzLnYxLk1hcmtSZXNwb25zZSI5gtPkkwIzOgEqIi4vdjEvdXNlcnMve3VzZXJfaWR9L2NoYW5uZWxzL3tjaGFubmVsX2lkfS9yZWFkEoQBCg1NYXJrRGVsaXZlcmVkEhgucmVjZWlwdHMudjEuTWFya1JlcXVlc3QaGS5yZWNlaXB0cy52MS5NYXJrUmVzcG9uc2UiPoLT5JMCODoBKiIzL3YxL3VzZXJzL3t1c2VyX2lkfS9jaGFubmVscy97Y2hhbm5lbF9pZH0vZGVsaXZlcmVkEnsKDEdldFJlYWRTdGF0ZRIgLnJlY2VpcHRzLnYxLkdldFJlYWRTdGF0ZVJlcXVlc3QaIS5yZWNlaXB0cy52MS5HZXRSZWFkU3RhdGVSZXNwb25zZSImgtPkkwIgEh4vdjEvdXNlcnMve3VzZXJfaWR9L3JlYWQtc3RhdGUShQEKDU5vdGlmeU1lc3NhZ2USIS5yZWNlaXB0cy52MS5Ob3RpZnlNZXNzYWdlUmVxdWVzdBoiLnJlY2VpcHRzLnYxLk5vdGlmeU1lc3NhZ2VSZXNwb25zZSItgtPkkwInOgEqIiIvdjEvY2hhbm5lbHMve2NoYW5uZWxfaWR9L21lc3NhZ2VzEnkKDk5vdGlmeU1lc3NhZ2VzEiIucmVjZWlwdHMudjEuTm90aWZ5TWVzc2FnZXNSZXF1ZXN0GiMucmVjZWlwdHMudjEuTm90aWZ5TWVzc2FnZXNSZXNwb25zZSIegtPkkwIYOgEqIhMvdjEvbWVzc2FnZXM6bm90aWZ5EocBCgtKb2luQ2hhbm5lbBIfLnJlY2VpcHRzLnYxLkpvaW5DaGFubmVsUmVxdWVzdBofLnJlY2VpcHRzLnYxLk1lbWJlcnNoaXBSZXNwb25zZSI2gtPkkwIwOgEqGisvdjEvY2hhbm5lbHMve2NoYW5uZWxfaWR9L21lbWJlcnMve3VzZXJfaWR9EoYBCgxMZWF2ZUNoYW5uZWwSIC5yZWNlaXB0cy52MS5MZWF2ZUNoYW5uZWxSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuTWVtYmVyc2hpcFJlc3BvbnNlIjOC0+STAi0qKy92MS9jaGFubmVscy97Y2hhbm5lbF9pZH0vbWVtYmVycy97dXNlcl9pZH0ScAoKR2V0Q2hhbm5lbBIeLnJlY2VpcHRzLnYxLkdldENoYW5uZWxSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuR2V0Q2hhbm5lbFJlc3BvbnNlIiGC0+STAhsSGS92MS9jaGFubmVscy97Y2hhbm5lbF9pZH0SbgoJR2V0VW5yZWFkEh0ucmVjZWlwdHMudjEuR2V0VW5yZWFkUmVxdWVzdBoeLnJlY2VpcHRzLnYxLkdldFVucmVhZFJlc3BvbnNlIiKC0+STAhwSGi92MS91c2Vycy97dXNlcl9pZH0vdW5yZWFkEoQBCgpNYXJrVW5yZWFkEh4ucmVjZWlwdHMudjEuTWFya1VucmVhZFJlcXVlc3QaGS5yZWNlaXB0cy52MS5NYXJrUmVzcG9uc2UiO4LT5JMCNToBKiIwL3YxL3VzZXJzL3t1c2VyX2lkfS9jaGFubmVscy97Y2hhbm5lbF9pZH0vdW5yZWFkEm0KB1JlYWRBbGwSGy5yZWNlaXB0cy52MS5SZWFkQWxsUmVxdWVzdBocLnJlY2VpcHRzLnYxLlJlYWRBbGxSZXNwb25zZSIngtPkkwIhOgEqIhwvdjEvdXNlcnMve3VzZXJfaWR9L3JlYWQtYWxsEpUBChJHZXRNZXNzYWdlUmVjZWlwdHMSJi5yZWNlaXB0cy52MS5HZXRNZXNzYWdlUmVjZWlwdHNSZXF1ZXN0GhwucmVjZWlwdHMudjEuTWVzc2FnZVJlY2VpcHRzIjmC0+STAjMSMS92MS9jaGFubmVscy97Y2hhbm5lbF9pZH0vbWVzc2FnZXMve3NlcX0vcmVjZWlwdHMSbAoIR2V0VGlja3MSHC5yZWNlaXB0cy52MS5HZXRUaWNrc1JlcXVlc3QaGS5yZWNlaXB0cy52MS5DaGFubmVsVGlja3MiJ4LT5JMCIRIfL3YxL2NoYW5uZWxzL3tjaGFubmVsX2lkfS90aWNrcxJ5Cg5Mb29rdXBSZWNlaXB0cxIiLnJlY2VpcHRzLnYxLkxvb2t1cFJlY2VpcHRzUmVxdWVzdBojLnJlY2VpcHRzLnYxLkxvb2t1cFJlY2VpcHRzUmVzcG9uc2UiHoLT5JMCGDoBKiITL3YxL3JlY2VpcHRzOmxvb2t1cBJNCg1XYXRjaENoYW5uZWxzEiEucmVjZWlwdHMudjEuV2F0Y2hDaGFubmVsc1JlcXVlc3QaFy5yZWNlaXB0cy52MS5XYXRjaEV2ZW50MAESeAoOVXBkYXRlU2V0dGluZ3MSIi5yZWNlaXB0cy52MS5VcGRhdGVTZXR0aW5nc1JlcXVlc3QaGS5yZWNlaXB0cy52MS5Vc2VyU2V0dGluZ3MiJ4LT5JMCIToBKhocL3YxL3VzZXJzL3t1c2VyX2lkfS9zZXR0aW5ncxJvCgtHZXRTZXR0aW5ncxIfLnJlY2VpcHRzLnYxLkdldFNldHRpbmdzUmVxdWVzdBoZLnJlY2VpcHRzLnYxLlVzZXJTZXR0aW5ncyIkgtPkkwIeEhwvdjEvdXNlcnMve3VzZXJfaWR9L3NldHRpbmdzEmcKCUVyYXNlVXNlchIdLnJlY2VpcHRzLnYxLkVyYXNlVXNlclJlcXVlc3QaHi5yZWNlaXB0cy52MS5FcmFzZVVzZXJSZXNwb25zZSIbgtPkkwIVKhMvdjEvdXNlcnMve3VzZXJfaWR9EqQBChFOb3RpZnlUaHJlYWRSZXBseRIlLnJlY2VpcHRzLnYxLk5vdGlmeVRocmVhZFJlcGx5UmVxdWVzdBomLnJlY2VpcHRzLnYxLk5vdGlmeVRocmVhZFJlcGx5UmVzcG9uc2UiQILT5JMCOjoBKiI1L3YxL2NoYW5uZWxzL3tjaGFubmVsX2lkfS90aHJlYWRzL3tyb290X3NlcX0vbWVzc2FnZXMSowEKDk1hcmtUaHJlYWRSZWFkEiIucmVjZWlwdHMudjEuTWFya1RocmVhZFJlYWRSZXF1ZXN0Gh8ucmVjZWlwdHMudjEuVGhyZWFkTWFya1Jlc3BvbnNlIkyC0+STAkY6ASoiQS92MS91c2Vycy97dXNlcl9pZH0vY2hhbm5lbHMve2NoYW5uZWxfaWR9L3RocmVhZHMve3Jvb3Rfc2VxfS9yZWFkEqkBChBNYXJrVGhyZWFkVW5yZWFkEiQucmVjZWlwdHMudjEuTWFya1RocmVhZFVucmVhZFJlcXVlc3QaHy5yZWNlaXB0cy52MS5UaHJlYWRNYXJrUmVzcG9uc2UiToLT5JMCSDoBKiJDL3YxL3VzZXJzL3t1c2VyX2lkfS9jaGFubmVscy97Y2hhbm5lbF9pZH0vdGhyZWFkcy97cm9vdF9zZXF9L3VucmVhZBKhAQoMRm9sbG93VGhyZWFkEiAucmVjZWlwdHMudjEuRm9sbG93VGhyZWFkUmVxdWVzdBofLnJlY2VpcHRzLnYxLlRocmVhZE1hcmtSZXNwb25zZSJOgtPkkwJIOgEqGkMvdjEvdXNlcnMve3VzZXJfaWR9L2NoYW5uZWxzL3tjaGFubmVsX2lkfS90aHJlYWRzL3tyb290X3NlcX0vZm9sbG93EqABCg5VbmZvbGxvd1RocmVhZBIgLnJlY2VpcHRzLnYxLkZvbGxvd1RocmVhZFJlcXVlc3QaHy5yZWNlaXB0cy52MS5UaHJlYWRNYXJrUmVzcG9uc2UiS4LT5JMCRSpDL3YxL3VzZXJzL3t1c2VyX2lkfS9jaGFubmVscy97Y2hhbm5lbF9pZH0vdGhyZWFkcy97cm9vdF9zZXF9L2ZvbGxvdxJ1CgtMaXN0VGhyZWFkcxIfLnJlY2VpcHRzLnYxLkxpc3RUaHJlYWRzUmVxdWVzdBogLnJlY2VpcHRzLnYxLkxpc3RUaHJlYWRzUmVzcG9uc2UiI4LT5JMCHRIbL3YxL3VzZXJzL3t1c2VyX2lkfS90aHJlYWRzErQBChhHZXRUaHJlYWRNZXNzYWdlUmVjZWlwdHMSLC5yZWNlaXB0cy52MS5HZXRUaHJlYWRNZXNzYWdlUmVjZWlwdHNSZXF1ZXN0GhwucmVjZWlwdHMudjEuTWVzc2FnZVJlY2VpcHRzIkyC0+STAkYSRC92MS9jaGFubmVscy97Y2hhbm5lbF9pZH0vdGhyZWFkcy97cm9vdF9zZXF9L21lc3NhZ2VzL3tzZXF9L3JlY2VpcHRzEosBCg5HZXRUaHJlYWRUaWNrcxIiLnJlY2VpcHRzLnYxLkdldFRocmVhZFRpY2tzUmVxdWVzdBoZLnJlY2VpcHRzLnYxLkNoYW5uZWxUaWNrcyI6gtPkkwI0EjIvdjEvY2hhbm5lbHMve2NoYW5uZWxfaWR9L3RocmVhZHMve3Jvb3Rfc2VxfS90aWNrc0I6WjhnaXRodWIuY29tL3JlYWRzdGF0ZS9yZWNlaXB0cy9hcGkvcmVjZWlwdHMvdjE7cmVjZWlwdHN2MWIGcHJvdG8z", [file_google_api_annotations]);
 
 /**
  * Receipt is one mark: user_id has read (or received) channel_id up to seq.
@@ -437,6 +437,14 @@ export type MessageNotice = Message<"receipts.v1.MessageNotice"> & {
    * @generated from field: repeated string mentions = 5;
    */
   mentions: string[];
+
+  /**
+   * Set for a thread reply: the notice is NotifyThreadReply's, seq the
+   * reply's seq in the thread of this root.
+   *
+   * @generated from field: int64 thread_root_seq = 6;
+   */
+  threadRootSeq: bigint;
 };
 
 /**
@@ -872,6 +880,13 @@ export type GetUnreadResponse = Message<"receipts.v1.GetUnreadResponse"> & {
    * @generated from field: string next_page_token = 7;
    */
   nextPageToken: string;
+
+  /**
+   * Followed threads with unread replies over the channels of this answer.
+   *
+   * @generated from field: int64 unread_threads_total = 8;
+   */
+  unreadThreadsTotal: bigint;
 };
 
 /**
@@ -941,6 +956,19 @@ export type ChannelUnread = Message<"receipts.v1.ChannelUnread"> & {
    * @generated from field: bool member = 9;
    */
   member: boolean;
+
+  /**
+   * Followed threads of the channel with unread replies, and the mentions
+   * in them; replies never count in unread_count.
+   *
+   * @generated from field: int64 unread_threads = 10;
+   */
+  unreadThreads: bigint;
+
+  /**
+   * @generated from field: int64 thread_mention_count = 11;
+   */
+  threadMentionCount: bigint;
 };
 
 /**
@@ -1121,6 +1149,20 @@ export type ReceiptEvent = Message<"receipts.v1.ReceiptEvent"> & {
    * @generated from field: bool user_generation_stamped = 12;
    */
   userGenerationStamped: boolean;
+
+  /**
+   * Set when the event is about the user's thread of this root in the
+   * channel (schema version 4): its cursors and mention seqs are the
+   * thread's, and follow is the follow register.
+   *
+   * @generated from field: int64 thread_root_seq = 13;
+   */
+  threadRootSeq: bigint;
+
+  /**
+   * @generated from field: receipts.v1.ThreadFollow follow = 14;
+   */
+  follow?: ThreadFollow | undefined;
 };
 
 /**
@@ -1159,6 +1201,13 @@ export type ChannelEvent = Message<"receipts.v1.ChannelEvent"> & {
    * @generated from field: int64 accepted_at_unix_ms = 4;
    */
   acceptedAtUnixMs: bigint;
+
+  /**
+   * Set when the head is the thread's of this root (schema version 4).
+   *
+   * @generated from field: int64 thread_root_seq = 5;
+   */
+  threadRootSeq: bigint;
 };
 
 /**
@@ -1288,6 +1337,13 @@ export type MessageReceipts = Message<"receipts.v1.MessageReceipts"> & {
    * @generated from field: string sender_id = 10;
    */
   senderId: string;
+
+  /**
+   * Set for a thread reply: seq is the reply's seq in this root's thread.
+   *
+   * @generated from field: int64 thread_root_seq = 11;
+   */
+  threadRootSeq: bigint;
 };
 
 /**
@@ -1390,6 +1446,13 @@ export type ChannelTicks = Message<"receipts.v1.ChannelTicks"> & {
    * @generated from field: repeated receipts.v1.MemberCursors members = 7;
    */
   members: MemberCursors[];
+
+  /**
+   * Set for a thread's ticks: head and cursors are the thread's.
+   *
+   * @generated from field: int64 thread_root_seq = 8;
+   */
+  threadRootSeq: bigint;
 };
 
 /**
@@ -1482,6 +1545,11 @@ export type Badge = Message<"receipts.v1.Badge"> & {
    * @generated from field: bool mentions_capped = 5;
    */
   mentionsCapped: boolean;
+
+  /**
+   * @generated from field: int64 unread_threads_total = 6;
+   */
+  unreadThreadsTotal: bigint;
 };
 
 /**
@@ -1587,6 +1655,13 @@ export type CursorUpdate = Message<"receipts.v1.CursorUpdate"> & {
    * @generated from field: bool removed = 6;
    */
   removed: boolean;
+
+  /**
+   * Set when the cursor is a thread's (the thread of this root).
+   *
+   * @generated from field: int64 thread_root_seq = 7;
+   */
+  threadRootSeq: bigint;
 };
 
 /**
@@ -1633,6 +1708,13 @@ export type WatchEvent = Message<"receipts.v1.WatchEvent"> & {
    * @generated from field: bool resume_token_expired = 4;
    */
   resumeTokenExpired: boolean;
+
+  /**
+   * Thread heads that advanced (a reply was posted).
+   *
+   * @generated from field: repeated receipts.v1.ThreadHeadUpdate thread_heads = 5;
+   */
+  threadHeads: ThreadHeadUpdate[];
 };
 
 /**
@@ -1873,6 +1955,13 @@ export type ReadStateChange = Message<"receipts.v1.ReadStateChange"> & {
    * @generated from field: int64 at_unix_ms = 7;
    */
   atUnixMs: bigint;
+
+  /**
+   * Set when the cursor is the user's thread cursor of this root.
+   *
+   * @generated from field: int64 thread_root_seq = 8;
+   */
+  threadRootSeq: bigint;
 };
 
 /**
@@ -1881,6 +1970,490 @@ export type ReadStateChange = Message<"receipts.v1.ReadStateChange"> & {
  */
 export const ReadStateChangeSchema: GenMessage<ReadStateChange> = /*@__PURE__*/
   messageDesc(file_receipts_v1_receipts, 50);
+
+/**
+ * ThreadFollow is a versioned register: the greater version wins, a
+ * follow over an unfollow of the same version.
+ *
+ * @generated from message receipts.v1.ThreadFollow
+ */
+export type ThreadFollow = Message<"receipts.v1.ThreadFollow"> & {
+  /**
+   * @generated from field: bool following = 1;
+   */
+  following: boolean;
+
+  /**
+   * @generated from field: int64 version_unix_ms = 2;
+   */
+  versionUnixMs: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.ThreadFollow.
+ * Use `create(ThreadFollowSchema)` to create a new message.
+ */
+export const ThreadFollowSchema: GenMessage<ThreadFollow> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 51);
+
+/**
+ * @generated from message receipts.v1.NotifyThreadReplyRequest
+ */
+export type NotifyThreadReplyRequest = Message<"receipts.v1.NotifyThreadReplyRequest"> & {
+  /**
+   * @generated from field: string channel_id = 1;
+   */
+  channelId: string;
+
+  /**
+   * The root message's channel seq; > 0, at most the channel head.
+   *
+   * @generated from field: int64 root_seq = 2;
+   */
+  rootSeq: bigint;
+
+  /**
+   * The reply's seq in the thread (dense per thread); > 0.
+   *
+   * @generated from field: int64 seq = 3;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string message_id = 4;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string sender_id = 5;
+   */
+  senderId: string;
+
+  /**
+   * Mentioned users (at most 1,000): each follows the thread; non-members
+   * are dropped.
+   *
+   * @generated from field: repeated string mentions = 6;
+   */
+  mentions: string[];
+};
+
+/**
+ * Describes the message receipts.v1.NotifyThreadReplyRequest.
+ * Use `create(NotifyThreadReplyRequestSchema)` to create a new message.
+ */
+export const NotifyThreadReplyRequestSchema: GenMessage<NotifyThreadReplyRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 52);
+
+/**
+ * @generated from message receipts.v1.NotifyThreadReplyResponse
+ */
+export type NotifyThreadReplyResponse = Message<"receipts.v1.NotifyThreadReplyResponse"> & {
+  /**
+   * @generated from field: receipts.v1.NoticeResult result = 1;
+   */
+  result?: NoticeResult | undefined;
+};
+
+/**
+ * Describes the message receipts.v1.NotifyThreadReplyResponse.
+ * Use `create(NotifyThreadReplyResponseSchema)` to create a new message.
+ */
+export const NotifyThreadReplyResponseSchema: GenMessage<NotifyThreadReplyResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 53);
+
+/**
+ * @generated from message receipts.v1.MarkThreadReadRequest
+ */
+export type MarkThreadReadRequest = Message<"receipts.v1.MarkThreadReadRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string channel_id = 2;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 3;
+   */
+  rootSeq: bigint;
+
+  /**
+   * @generated from field: int64 seq = 4;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string message_id = 5;
+   */
+  messageId: string;
+
+  /**
+   * @generated from field: string device_id = 6;
+   */
+  deviceId: string;
+
+  /**
+   * See Receipt.epoch.
+   *
+   * @generated from field: optional int64 epoch = 7;
+   */
+  epoch?: bigint | undefined;
+
+  /**
+   * See Receipt.private.
+   *
+   * @generated from field: bool private = 8;
+   */
+  private: boolean;
+};
+
+/**
+ * Describes the message receipts.v1.MarkThreadReadRequest.
+ * Use `create(MarkThreadReadRequestSchema)` to create a new message.
+ */
+export const MarkThreadReadRequestSchema: GenMessage<MarkThreadReadRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 54);
+
+/**
+ * @generated from message receipts.v1.MarkThreadUnreadRequest
+ */
+export type MarkThreadUnreadRequest = Message<"receipts.v1.MarkThreadUnreadRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string channel_id = 2;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 3;
+   */
+  rootSeq: bigint;
+
+  /**
+   * The first unread reply: the thread read cursor becomes seq - 1; > 0.
+   *
+   * @generated from field: int64 seq = 4;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string device_id = 5;
+   */
+  deviceId: string;
+};
+
+/**
+ * Describes the message receipts.v1.MarkThreadUnreadRequest.
+ * Use `create(MarkThreadUnreadRequestSchema)` to create a new message.
+ */
+export const MarkThreadUnreadRequestSchema: GenMessage<MarkThreadUnreadRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 55);
+
+/**
+ * @generated from message receipts.v1.FollowThreadRequest
+ */
+export type FollowThreadRequest = Message<"receipts.v1.FollowThreadRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: string channel_id = 2;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 3;
+   */
+  rootSeq: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.FollowThreadRequest.
+ * Use `create(FollowThreadRequestSchema)` to create a new message.
+ */
+export const FollowThreadRequestSchema: GenMessage<FollowThreadRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 56);
+
+/**
+ * @generated from message receipts.v1.ThreadMarkResponse
+ */
+export type ThreadMarkResponse = Message<"receipts.v1.ThreadMarkResponse"> & {
+  /**
+   * The user's thread after the change.
+   *
+   * @generated from field: receipts.v1.ThreadUnread thread = 1;
+   */
+  thread?: ThreadUnread | undefined;
+
+  /**
+   * False when nothing changed (a no-op).
+   *
+   * @generated from field: bool advanced = 2;
+   */
+  advanced: boolean;
+
+  /**
+   * @generated from field: receipts.v1.Durability durability = 3;
+   */
+  durability: Durability;
+
+  /**
+   * @generated from field: bool realtime_degraded = 4;
+   */
+  realtimeDegraded: boolean;
+
+  /**
+   * As ReceiptResult.reason.
+   *
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message receipts.v1.ThreadMarkResponse.
+ * Use `create(ThreadMarkResponseSchema)` to create a new message.
+ */
+export const ThreadMarkResponseSchema: GenMessage<ThreadMarkResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 57);
+
+/**
+ * @generated from message receipts.v1.ListThreadsRequest
+ */
+export type ListThreadsRequest = Message<"receipts.v1.ListThreadsRequest"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * Only the threads of this channel; all when empty.
+   *
+   * @generated from field: string channel_id = 2;
+   */
+  channelId: string;
+
+  /**
+   * Threads per page (default 50, at most 1,000).
+   *
+   * @generated from field: int32 limit = 3;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: string page_token = 4;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListThreadsRequest.
+ * Use `create(ListThreadsRequestSchema)` to create a new message.
+ */
+export const ListThreadsRequestSchema: GenMessage<ListThreadsRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 58);
+
+/**
+ * @generated from message receipts.v1.ListThreadsResponse
+ */
+export type ListThreadsResponse = Message<"receipts.v1.ListThreadsResponse"> & {
+  /**
+   * @generated from field: string user_id = 1;
+   */
+  userId: string;
+
+  /**
+   * @generated from field: repeated receipts.v1.ThreadUnread threads = 2;
+   */
+  threads: ThreadUnread[];
+
+  /**
+   * @generated from field: string next_page_token = 3;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message receipts.v1.ListThreadsResponse.
+ * Use `create(ListThreadsResponseSchema)` to create a new message.
+ */
+export const ListThreadsResponseSchema: GenMessage<ListThreadsResponse> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 59);
+
+/**
+ * ThreadUnread is a user's counts in one thread, with the positions they
+ * derive from: unread_count = head.seq - read.seq (never below 0).
+ *
+ * @generated from message receipts.v1.ThreadUnread
+ */
+export type ThreadUnread = Message<"receipts.v1.ThreadUnread"> & {
+  /**
+   * @generated from field: string channel_id = 1;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 2;
+   */
+  rootSeq: bigint;
+
+  /**
+   * @generated from field: receipts.v1.Position head = 3;
+   */
+  head?: Position | undefined;
+
+  /**
+   * The read position the counts use (the greater of public and private).
+   *
+   * @generated from field: receipts.v1.Position read = 4;
+   */
+  read?: Position | undefined;
+
+  /**
+   * @generated from field: receipts.v1.Position public_read = 5;
+   */
+  publicRead?: Position | undefined;
+
+  /**
+   * @generated from field: int64 unread_count = 6;
+   */
+  unreadCount: bigint;
+
+  /**
+   * @generated from field: int64 mention_count = 7;
+   */
+  mentionCount: bigint;
+
+  /**
+   * @generated from field: bool mentions_capped = 8;
+   */
+  mentionsCapped: boolean;
+
+  /**
+   * @generated from field: int64 first_unread_seq = 9;
+   */
+  firstUnreadSeq: bigint;
+
+  /**
+   * True when the follow counts: the user follows the thread and is a
+   * member of the channel.
+   *
+   * @generated from field: bool following = 10;
+   */
+  following: boolean;
+
+  /**
+   * When the thread's head last advanced (Unix ms): the list's order.
+   *
+   * @generated from field: int64 last_activity_unix_ms = 11;
+   */
+  lastActivityUnixMs: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.ThreadUnread.
+ * Use `create(ThreadUnreadSchema)` to create a new message.
+ */
+export const ThreadUnreadSchema: GenMessage<ThreadUnread> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 60);
+
+/**
+ * @generated from message receipts.v1.GetThreadMessageReceiptsRequest
+ */
+export type GetThreadMessageReceiptsRequest = Message<"receipts.v1.GetThreadMessageReceiptsRequest"> & {
+  /**
+   * @generated from field: string channel_id = 1;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 2;
+   */
+  rootSeq: bigint;
+
+  /**
+   * @generated from field: int64 seq = 3;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string sender_id = 4;
+   */
+  senderId: string;
+};
+
+/**
+ * Describes the message receipts.v1.GetThreadMessageReceiptsRequest.
+ * Use `create(GetThreadMessageReceiptsRequestSchema)` to create a new message.
+ */
+export const GetThreadMessageReceiptsRequestSchema: GenMessage<GetThreadMessageReceiptsRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 61);
+
+/**
+ * @generated from message receipts.v1.GetThreadTicksRequest
+ */
+export type GetThreadTicksRequest = Message<"receipts.v1.GetThreadTicksRequest"> & {
+  /**
+   * @generated from field: string channel_id = 1;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 2;
+   */
+  rootSeq: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.GetThreadTicksRequest.
+ * Use `create(GetThreadTicksRequestSchema)` to create a new message.
+ */
+export const GetThreadTicksRequestSchema: GenMessage<GetThreadTicksRequest> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 62);
+
+/**
+ * ThreadHeadUpdate is a thread head's new high-water mark.
+ *
+ * @generated from message receipts.v1.ThreadHeadUpdate
+ */
+export type ThreadHeadUpdate = Message<"receipts.v1.ThreadHeadUpdate"> & {
+  /**
+   * @generated from field: string channel_id = 1;
+   */
+  channelId: string;
+
+  /**
+   * @generated from field: int64 root_seq = 2;
+   */
+  rootSeq: bigint;
+
+  /**
+   * @generated from field: receipts.v1.Position head = 3;
+   */
+  head?: Position | undefined;
+
+  /**
+   * @generated from field: int64 at_unix_ms = 4;
+   */
+  atUnixMs: bigint;
+};
+
+/**
+ * Describes the message receipts.v1.ThreadHeadUpdate.
+ * Use `create(ThreadHeadUpdateSchema)` to create a new message.
+ */
+export const ThreadHeadUpdateSchema: GenMessage<ThreadHeadUpdate> = /*@__PURE__*/
+  messageDesc(file_receipts_v1_receipts, 63);
 
 /**
  * Kind says which cursor a mark moves. The names are the JSON spelling.
@@ -2169,6 +2742,97 @@ export const ReceiptService: GenService<{
     methodKind: "unary";
     input: typeof EraseUserRequestSchema;
     output: typeof EraseUserResponseSchema;
+  },
+  /**
+   * NotifyThreadReply tells that a reply was posted in the thread of root
+   * message root_seq: it raises the thread head to seq (replies are
+   * numbered densely per thread), the sender's thread read cursor to seq,
+   * and makes the sender and every mentioned member follow the thread (a
+   * mention counts in the thread). The channel's head and counts do not
+   * move. The root must be at or below the channel head.
+   *
+   * @generated from rpc receipts.v1.ReceiptService.NotifyThreadReply
+   */
+  notifyThreadReply: {
+    methodKind: "unary";
+    input: typeof NotifyThreadReplyRequestSchema;
+    output: typeof NotifyThreadReplyResponseSchema;
+  },
+  /**
+   * MarkThreadRead moves the user's read cursor in a thread, as MarkRead in
+   * a channel (private and epoch alike).
+   *
+   * @generated from rpc receipts.v1.ReceiptService.MarkThreadRead
+   */
+  markThreadRead: {
+    methodKind: "unary";
+    input: typeof MarkThreadReadRequestSchema;
+    output: typeof ThreadMarkResponseSchema;
+  },
+  /**
+   * MarkThreadUnread moves the user's thread read cursor back to seq - 1 at
+   * the next epoch, as MarkUnread in a channel.
+   *
+   * @generated from rpc receipts.v1.ReceiptService.MarkThreadUnread
+   */
+  markThreadUnread: {
+    methodKind: "unary";
+    input: typeof MarkThreadUnreadRequestSchema;
+    output: typeof ThreadMarkResponseSchema;
+  },
+  /**
+   * FollowThread makes the user follow a thread of a channel they are a
+   * member of: it counts toward their counts and badge.
+   *
+   * @generated from rpc receipts.v1.ReceiptService.FollowThread
+   */
+  followThread: {
+    methodKind: "unary";
+    input: typeof FollowThreadRequestSchema;
+    output: typeof ThreadMarkResponseSchema;
+  },
+  /**
+   * UnfollowThread ends the user's follow of a thread.
+   *
+   * @generated from rpc receipts.v1.ReceiptService.UnfollowThread
+   */
+  unfollowThread: {
+    methodKind: "unary";
+    input: typeof FollowThreadRequestSchema;
+    output: typeof ThreadMarkResponseSchema;
+  },
+  /**
+   * ListThreads returns the threads the user follows (in one channel, or in
+   * all), newest activity first, paged, each with its counts.
+   *
+   * @generated from rpc receipts.v1.ReceiptService.ListThreads
+   */
+  listThreads: {
+    methodKind: "unary";
+    input: typeof ListThreadsRequestSchema;
+    output: typeof ListThreadsResponseSchema;
+  },
+  /**
+   * GetThreadMessageReceipts answers who has read reply seq of a thread, as
+   * GetMessageReceipts for a channel message (small channels detailed).
+   *
+   * @generated from rpc receipts.v1.ReceiptService.GetThreadMessageReceipts
+   */
+  getThreadMessageReceipts: {
+    methodKind: "unary";
+    input: typeof GetThreadMessageReceiptsRequestSchema;
+    output: typeof MessageReceiptsSchema;
+  },
+  /**
+   * GetThreadTicks returns a thread's watermarks and, for a small channel,
+   * each member's public thread cursors, as GetTicks for a channel.
+   *
+   * @generated from rpc receipts.v1.ReceiptService.GetThreadTicks
+   */
+  getThreadTicks: {
+    methodKind: "unary";
+    input: typeof GetThreadTicksRequestSchema;
+    output: typeof ChannelTicksSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_receipts_v1_receipts, 0);

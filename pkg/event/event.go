@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
@@ -23,9 +24,15 @@ import (
 // event (key "u::user": an erasure tombstone). Roll out consumers
 // (persister, dlt-reconciler) before the gateway, so that nothing that
 // only reads older versions sees a newer event.
+//
+// Version 4 adds threads: a thread event (a user's thread register, a
+// thread's head) is written as version 4, everything else still as 3, so
+// channel-only traffic reads the same in builds before threads.
 const (
-	SchemaVersion    = 3
-	MinSchemaVersion = 1
+	SchemaVersion       = 3
+	ThreadSchemaVersion = 4
+	MinSchemaVersion    = 1
+	MaxSchemaVersion    = ThreadSchemaVersion
 )
 
 // MaxValueBytes bounds a record value; a real event is well under 1 KiB
@@ -73,6 +80,12 @@ type Decoded struct {
 	// AcceptedAtUnixMs is when the gateway accepted a user event that
 	// carries no cursor (Receipt.UpdatedAtUnixMs holds it otherwise).
 	AcceptedAtUnixMs int64
+	// Thread is a user's thread register (a user event with a thread root:
+	// Key is then the thread's (user, channel)); ThreadHead a thread's
+	// head (a channel event with a thread root). Nil for the other kinds.
+	Thread     *thread.State
+	ThreadHead *thread.Head
+
 	// Extensions are a user event's fields this build's contract does not
 	// name (protobuf's unknown fields): a kind of state added without a
 	// field in the proto (a test's) reads its part from them.
@@ -90,6 +103,8 @@ func (d Decoded) AcceptedAt() int64 {
 		return d.AcceptedAtUnixMs
 	case d.Membership != nil:
 		return d.Membership.VersionUnixMs
+	case d.Thread != nil:
+		return d.Thread.Time()
 	}
 	return 0
 }
@@ -113,6 +128,9 @@ func (d Decoded) User() string {
 func (d Decoded) RecordKey() string {
 	if d.Channel != nil {
 		return receipt.EscapeKeyID(d.Channel.Channel)
+	}
+	if d.ThreadHead != nil {
+		return receipt.EscapeKeyID(d.ThreadHead.Channel)
 	}
 	if d.Erasure != nil {
 		return UserKey(d.Erasure.User)
@@ -155,6 +173,9 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	)
 	if d.Erasure != nil || d.Settings != nil {
 		return encodeUser(d)
+	}
+	if d.Thread != nil || d.ThreadHead != nil {
+		return encodeThread(d)
 	}
 	if d.Channel != nil {
 		h := d.Channel
@@ -211,8 +232,11 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
 	v := ev.GetSchemaVersion()
-	if v < MinSchemaVersion || v > SchemaVersion {
+	if v < MinSchemaVersion || v > MaxSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, v)
+	}
+	if ev.GetThreadRootSeq() != 0 || ev.GetFollow() != nil {
+		return decodeThreadUser(r, &ev)
 	}
 	d := UserEventFromProto(&ev)
 	d.Extensions = ev.ProtoReflect().GetUnknown()
@@ -265,8 +289,11 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
-	if v := ev.GetSchemaVersion(); v < 2 || v > SchemaVersion {
+	if v := ev.GetSchemaVersion(); v < 2 || v > MaxSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: unknown channel event schema version %d", ErrUndecodable, v)
+	}
+	if ev.GetThreadRootSeq() != 0 {
+		return decodeThreadHead(r, &ev)
 	}
 	if ev.GetHead().GetPosition().GetEpoch() != 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)

@@ -54,6 +54,7 @@ CREATE TABLE thread_states (
         coalesce(array_ndims(mention_seqs), 1) = 1 AND 0 < ALL (mention_seqs))
 ) PARTITION BY HASH (user_id);
 
+-- fillfactor 85: cursor moves as HOT updates, as in 0003.
 CREATE TABLE thread_states_p0 PARTITION OF thread_states FOR VALUES WITH (MODULUS 8, REMAINDER 0) WITH (fillfactor = 85);
 CREATE TABLE thread_states_p1 PARTITION OF thread_states FOR VALUES WITH (MODULUS 8, REMAINDER 1) WITH (fillfactor = 85);
 CREATE TABLE thread_states_p2 PARTITION OF thread_states FOR VALUES WITH (MODULUS 8, REMAINDER 2) WITH (fillfactor = 85);

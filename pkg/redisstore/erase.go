@@ -78,9 +78,10 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // membership hashes in one step, leaving both marked complete (":loaded")
 // and empty, so a read never falls back to Postgres rows the persister has
 // not deleted yet (nor re-populates Redis from them), the settings, and
-// the mention hash (left empty and complete too: a mention written after
-// the script read the new generation, so it must survive the erasure).
-// KEYS = t, u, um, us, mh;
+// the mention hash and the thread register hash (left empty and complete
+// too: a mention or register written after the script read the new
+// generation, so it must survive the erasure).
+// KEYS = t, u, um, us, mh, tu;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
 // (decimal). Returns {generation, time, then the channels the user had
 // cursors or registers in}. Generations and times are below 2^53, exact
@@ -106,6 +107,8 @@ end
 redis.call('DEL', KEYS[4])
 redis.call('DEL', KEYS[5])
 redis.call('HSET', KEYS[5], ':loaded', '1')
+redis.call('DEL', KEYS[6])
+redis.call('HSET', KEYS[6], ':loaded', '1')
 return out
 `)
 
@@ -153,8 +156,8 @@ return 1
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor, membership and mention hashes (left empty and
-// complete), the settings, the earlier layout's mention sets, and in
+// returns: the cursor, membership, mention and thread register hashes
+// (left empty and complete), the settings, the earlier layout's mention sets, and in
 // every channel the user had state in, their register, their
 // channel-view cursors and their moves in the view's stream (replaced by
 // a removal entry per kind the view showed, for live watchers). The first
@@ -163,7 +166,7 @@ return 1
 // returns an error and the caller retries the whole erasure, which is
 // harmless (a newer generation, nothing left to delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tombstone.Tombstone, error) {
-	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user)},
+	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user)},
 		strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)

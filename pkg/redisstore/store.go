@@ -48,6 +48,9 @@ type Store struct {
 	// beforeCAS, in tests, runs between MergeMarks' read and each CAS
 	// round (another writer moving a key meanwhile).
 	beforeCAS func(attempt int)
+	// beforeThreadCAS, in tests, runs before each CAS round of the thread
+	// writes (another writer moving a field meanwhile).
+	beforeThreadCAS func(attempt int)
 	// onScripted, in tests, runs when MergeMarks hands marks to the merge
 	// script (keys still contended after casAttempts).
 	onScripted func(marks int)
@@ -104,6 +107,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
 	scripts := append([]*redis.Script{s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
+	scripts = append(scripts, threadScripts...)
 	for _, sc := range append(scripts, viewScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)

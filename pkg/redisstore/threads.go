@@ -1,0 +1,489 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// Threads beside the channels (threadcodec.go has the values):
+//
+//	th:{channel}   hash: base62(root) → the thread's head
+//	tu:{user}      hash: "CHANNEL base62(root)" → the user's register in
+//	               that thread; ":loaded" once hydrated from Postgres
+//
+// The merges are thread.Merge and thread.MergeHead in Go, not ported to
+// Lua: the fields are read (a user's with the user's erasure generation,
+// in one script), merged, and written by a compare-and-set script that
+// writes only a field still holding the value read (and, for a user, the
+// generation read). A CAS that finds the field moved answers its value and
+// the merge is redone from it, at most threadCASAttempts times.
+
+const (
+	// MaxUserThreads bounds the registers UserThreads reads at once.
+	MaxUserThreads = 10000
+	// threadCASAttempts bounds the CAS rounds of one key in one call.
+	threadCASAttempts = 8
+)
+
+// ErrTooManyThreads is UserThreads' refusal of a user with more than
+// MaxUserThreads registers.
+var ErrTooManyThreads = errors.New("too many thread registers to read at once")
+
+// ErrThreadContended is the failure of a key whose every CAS round found
+// it moved by another writer.
+var ErrThreadContended = errors.New("thread register contended: every compare-and-set found it moved")
+
+// ThreadHeadsKey is a channel's hash of thread heads.
+func (s *Store) ThreadHeadsKey(ch string) string { return s.prefix + "th:{" + ch + "}" }
+
+// UserThreadsKey is a user's hash of thread registers.
+func (s *Store) UserThreadsKey(user string) string { return s.prefix + "tu:{" + user + "}" }
+
+// threadCASScript writes a field only where it still holds the expected
+// value and, with KEYS[2] (the user's tombstone), the user's erasure
+// generation is still the expected one. KEYS[1] = hash; ARGV = field,
+// expected value ("" none), expected generation ("-1": no tombstone hash),
+// new value. Returns {written (0/1), the value found, the generation found
+// ("-1" without KEYS[2] or without a tombstone hash)}.
+var threadCASScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ""
+local g = "-1"
+if KEYS[2] then g = redis.call('HGET', KEYS[2], 'g') or "-1" end
+if cur ~= ARGV[2] or g ~= ARGV[3] then return {0, cur, g} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+return {1, cur, g}
+`)
+
+// userThreadsScript reads a user's registers, of the fields starting with
+// ARGV[2] ("" all), unless there are more than ARGV[1]. KEYS[1] = tu hash.
+// Returns {loaded (0/1), field, value, ...} or {-1, count}.
+var userThreadsScript = redis.NewScript(`
+local loaded = redis.call('HEXISTS', KEYS[1], ':loaded')
+local n = redis.call('HLEN', KEYS[1]) - loaded
+if n > tonumber(ARGV[1]) then return {-1, n} end
+local all = redis.call('HGETALL', KEYS[1])
+local out = {loaded}
+local p = ARGV[2]
+for i = 1, #all, 2 do
+  local f = all[i]
+  if string.sub(f, 1, 1) ~= ":" and string.sub(f, 1, #p) == p then
+    out[#out + 1] = f
+    out[#out + 1] = all[i + 1]
+  end
+end
+return out
+`)
+
+var threadScripts = []*redis.Script{threadCASScript, userThreadsScript}
+
+// casCell is one field merged by CAS: the value read, the value to write.
+type casCell struct {
+	hash, tomb, field string // tomb "": no generation (thread heads)
+	cur, next         string // "" none
+	gen               int64
+	err               error
+	// items are the indexes of the call's inputs for this field, in order.
+	items []int
+}
+
+// runCAS reads the cells, then until every write held or the attempts ran
+// out: compute(c) sets c.next from c.cur (and the inputs' results) and
+// reports whether it differs; those are written by CAS. A cell still
+// contended gets ErrThreadContended; a failed round trip fails the call.
+func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *casCell) bool) error {
+	if err := s.readCells(ctx, cells); err != nil {
+		return err
+	}
+	pending := cells
+	for attempt := 0; attempt < threadCASAttempts && len(pending) > 0; attempt++ {
+		var writes []*casCell
+		for _, c := range pending {
+			if compute(c) {
+				writes = append(writes, c)
+			}
+		}
+		pending = nil
+		if len(writes) == 0 {
+			return nil
+		}
+		if s.beforeThreadCAS != nil {
+			s.beforeThreadCAS(attempt)
+		}
+		cmds := make([]*redis.Cmd, len(writes))
+		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			for j, c := range writes {
+				keys := []string{c.hash}
+				if c.tomb != "" {
+					keys = append(keys, c.tomb)
+				}
+				cmds[j] = threadCASScript.EvalSha(ctx, pipe, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next)
+			}
+		}); err != nil {
+			return s.failCells(writes, fmt.Errorf("writing thread state: %w", err))
+		}
+		for j, c := range writes {
+			res, err := cmds[j].Slice()
+			if err == nil && len(res) != 3 {
+				err = fmt.Errorf("%d answers, want 3", len(res))
+			}
+			if err != nil {
+				return s.failCells(writes, fmt.Errorf("%w: writing thread state: %w", ErrUnavailable, err))
+			}
+			written, _ := res[0].(int64)
+			g, _ := res[2].(string)
+			if c.gen, err = parseGeneration(g); err != nil {
+				c.err = err
+				continue
+			}
+			if written != 1 {
+				c.cur, _ = res[1].(string)
+				pending = append(pending, c)
+			}
+		}
+	}
+	for _, c := range pending {
+		c.err = fmt.Errorf("%w: %s %q after %d attempts", ErrThreadContended, c.hash, c.field, threadCASAttempts)
+	}
+	return nil
+}
+
+func (s *Store) failCells(cells []*casCell, err error) error {
+	for _, c := range cells {
+		c.err = err
+	}
+	return err
+}
+
+// readCells reads each cell's value, and with a tombstone its user's
+// generation in the same script (readMarksScript), in one pipeline.
+func (s *Store) readCells(ctx context.Context, cells []*casCell) error {
+	cmds := make([]redis.Cmder, len(cells))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for j, c := range cells {
+			if c.tomb == "" {
+				cmds[j] = pipe.HGet(ctx, c.hash, c.field)
+			} else {
+				cmds[j] = readMarksScript.EvalSha(ctx, pipe, []string{c.hash, c.tomb}, c.field)
+			}
+		}
+	}); err != nil {
+		return s.failCells(cells, fmt.Errorf("reading thread state: %w", err))
+	}
+	for j, c := range cells {
+		c.gen = GenerationUnknown
+		switch cmd := cmds[j].(type) {
+		case *redis.StringCmd:
+			v, err := cmd.Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return s.failCells(cells, fmt.Errorf("%w: reading thread state: %w", ErrUnavailable, err))
+			}
+			c.cur = v
+		case *redis.Cmd:
+			res, err := cmd.Slice()
+			if err == nil && len(res) != 2 {
+				err = fmt.Errorf("%d answers, want 2", len(res))
+			}
+			if err != nil {
+				return s.failCells(cells, fmt.Errorf("%w: reading thread state: %w", ErrUnavailable, err))
+			}
+			g, _ := res[0].(string)
+			c.cur, _ = res[1].(string)
+			if c.gen, err = parseGeneration(g); err != nil {
+				c.err = err
+			}
+		}
+	}
+	return nil
+}
+
+// ThreadHeadResult is the outcome of one thread head raise.
+type ThreadHeadResult struct {
+	// Head is the thread's head after the raise.
+	Head thread.Head
+	// Advanced is true when the raise moved the head's seq.
+	Advanced bool
+	Err      error
+}
+
+// RaiseThreadHeads merges heads into their channels' thread head hashes
+// (thread.MergeHead) and returns the head after each; heads of one
+// thread apply in their order. err is set when a round trip failed.
+func (s *Store) RaiseThreadHeads(ctx context.Context, heads []thread.Head) ([]ThreadHeadResult, error) {
+	out := make([]ThreadHeadResult, len(heads))
+	byRef := map[thread.Ref]*casCell{}
+	var cells []*casCell
+	for i, h := range heads {
+		out[i].Head = h
+		if _, err := encodeThreadHead(h); err != nil {
+			out[i].Err = err
+			continue
+		}
+		c := byRef[h.Ref]
+		if c == nil {
+			c = &casCell{hash: s.ThreadHeadsKey(h.Ref.Channel), field: rootField(h.Ref)}
+			byRef[h.Ref] = c
+			cells = append(cells, c)
+		}
+		c.items = append(c.items, i)
+	}
+	err := s.runCAS(ctx, cells, func(c *casCell) bool {
+		ref := heads[c.items[0]].Ref
+		stored := thread.Head{Ref: ref}
+		if c.cur != "" {
+			var derr error
+			if stored, derr = decodeThreadHead(ref, c.cur); derr != nil {
+				// An undecodable head reads as none; the merge replaces it.
+				s.skipUndecodable()
+				stored = thread.Head{Ref: ref}
+			}
+		}
+		for _, i := range c.items {
+			stored, out[i].Advanced = thread.MergeHead(stored, heads[i])
+			out[i].Head = stored
+		}
+		c.next, _ = encodeThreadHead(stored)
+		return c.next != c.cur
+	})
+	for _, c := range cells {
+		for _, i := range c.items {
+			if c.err != nil {
+				out[i].Err = c.err
+			}
+		}
+	}
+	return out, err
+}
+
+// ThreadHeads returns the heads Redis holds of refs; a thread it holds
+// nothing of is absent from the map.
+func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
+	cmds := make([]*redis.StringCmd, len(refs))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, r := range refs {
+			cmds[i] = pipe.HGet(ctx, s.ThreadHeadsKey(r.Channel), rootField(r))
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("reading thread heads: %w", err)
+	}
+	out := make(map[thread.Ref]thread.Head, len(refs))
+	err := s.readEach(cmds, func(i int, v string) error {
+		h, err := decodeThreadHead(refs[i], v)
+		if err == nil {
+			out[refs[i]] = h
+		}
+		return err
+	})
+	return out, err
+}
+
+// ThreadStateResult is the outcome of one register update.
+type ThreadStateResult struct {
+	// State is the register after the update, as stored.
+	State thread.State
+	// Changed is true when the update changed the stored register.
+	Changed bool
+	// Generation is the user's erasure generation read with the write (or
+	// with the read, when nothing was written); GenerationUnknown when
+	// Redis holds no tombstone hash for the user.
+	Generation int64
+	Err        error
+}
+
+// UpdateThreadStates merges, for each key, the register incoming builds
+// from the stored one (found: Redis holds one; a mark-unread needs the
+// stored epoch) with thread.Merge, by CAS. Keys repeated in one call
+// apply in their order, each incoming seeing the register after the
+// previous. incoming may be called again for a key whose CAS found it
+// moved, with the register then stored. An error from incoming, or a
+// register the layout cannot hold, fails that result alone and writes
+// nothing for it. err is set when a round trip failed.
+func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int,
+	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]ThreadStateResult, error) {
+	out := make([]ThreadStateResult, len(keys))
+	byKey := map[thread.Key]*casCell{}
+	var cells []*casCell
+	for i, k := range keys {
+		out[i].State.Key = k
+		c := byKey[k]
+		if c == nil {
+			c = &casCell{hash: s.UserThreadsKey(k.User), tomb: s.TombstoneKey(k.User), field: threadField(k.Ref)}
+			byKey[k] = c
+			cells = append(cells, c)
+		}
+		c.items = append(c.items, i)
+	}
+	err := s.runCAS(ctx, cells, func(c *casCell) bool {
+		k := keys[c.items[0]]
+		stored, derr := decodeThreadState(k, c.cur)
+		if derr != nil {
+			s.skipUndecodable()
+			stored = thread.State{Key: k}
+		}
+		found := c.cur != "" && derr == nil
+		v := c.cur
+		if derr != nil {
+			v = ""
+		}
+		for _, i := range c.items {
+			out[i] = ThreadStateResult{State: stored}
+			inc, err := incoming(i, stored, found)
+			if err == nil {
+				inc.Key = k
+				err = threadStorable(inc)
+			}
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			merged, _ := thread.Merge(stored, inc, mentionCap)
+			next, err := encodeThreadState(merged)
+			if err == nil && next != v {
+				merged, err = decodeThreadState(k, next)
+			}
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			out[i] = ThreadStateResult{State: merged, Changed: next != v}
+			stored, v, found = merged, next, found || next != ""
+		}
+		c.next = v
+		// "" is never written: the value read could not be decoded and
+		// nothing replaced it.
+		return c.next != c.cur && c.next != ""
+	})
+	for _, c := range cells {
+		for _, i := range c.items {
+			switch {
+			case c.err != nil:
+				out[i].Err = c.err
+			case out[i].Err == nil:
+				out[i].Generation = c.gen
+			}
+		}
+	}
+	return out, err
+}
+
+// MergeThreadStates merges registers (thread.Merge) into their users'
+// hashes, as UpdateThreadStates.
+func (s *Store) MergeThreadStates(ctx context.Context, states []thread.State, mentionCap int) ([]ThreadStateResult, error) {
+	keys := make([]thread.Key, len(states))
+	for i, st := range states {
+		keys[i] = st.Key
+	}
+	return s.UpdateThreadStates(ctx, keys, mentionCap, func(i int, _ thread.State, _ bool) (thread.State, error) {
+		return states[i], nil
+	})
+}
+
+// ThreadStates returns the registers Redis holds of keys, nil where it
+// holds none (or one it cannot decode: skipUndecodable).
+func (s *Store) ThreadStates(ctx context.Context, keys []thread.Key) ([]*thread.State, error) {
+	cmds := make([]*redis.StringCmd, len(keys))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, k := range keys {
+			cmds[i] = pipe.HGet(ctx, s.UserThreadsKey(k.User), threadField(k.Ref))
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("reading thread registers: %w", err)
+	}
+	out := make([]*thread.State, len(keys))
+	err := s.readEach(cmds, func(i int, v string) error {
+		st, err := decodeThreadState(keys[i], v)
+		if err == nil {
+			out[i] = &st
+		}
+		return err
+	})
+	return out, err
+}
+
+// UserThreads returns the user's registers, of one channel when channel is
+// not "", and whether the hash is complete (hydrated from Postgres since
+// it was last lost: a thread missing from it has no register). A user with
+// more than MaxUserThreads registers is refused (ErrTooManyThreads), the
+// channel filter notwithstanding: it is applied in the script, after the
+// count.
+func (s *Store) UserThreads(ctx context.Context, user, channel string) (states []thread.State, complete bool, err error) {
+	prefix := ""
+	if channel != "" {
+		prefix = channel + " "
+	}
+	res, err := userThreadsScript.Run(ctx, s.rdb, []string{s.UserThreadsKey(user)}, MaxUserThreads, prefix).Slice()
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: reading the threads of %s: %w", ErrUnavailable, user, err)
+	}
+	if flag, _ := res[0].(int64); flag == -1 {
+		n, _ := res[1].(int64)
+		return nil, false, fmt.Errorf("reading the threads of %s: %w: %d registers, the limit is %d", user, ErrTooManyThreads, n, MaxUserThreads)
+	}
+	loaded, _ := res[0].(int64)
+	for j := 1; j+1 < len(res); j += 2 {
+		f, _ := res[j].(string)
+		v, _ := res[j+1].(string)
+		ref, err := parseThreadField(f)
+		if err != nil {
+			s.skipUndecodable()
+			continue
+		}
+		st, err := decodeThreadState(thread.Key{User: user, Ref: ref}, v)
+		if err != nil {
+			s.skipUndecodable()
+			continue
+		}
+		states = append(states, st)
+	}
+	return states, loaded == 1, nil
+}
+
+// HydrateUserThreads merges the user's durable registers (Postgres') into
+// the hash by CAS, as every write, so a register written meanwhile keeps
+// what it advanced, and then marks the hash complete. Registers of another
+// user, or that the layout cannot hold, fail the call before anything is
+// written (the hash is not marked complete).
+func (s *Store) HydrateUserThreads(ctx context.Context, user string, states []thread.State, mentionCap int) error {
+	for _, st := range states {
+		if st.Key.User != user {
+			return fmt.Errorf("hydrating the threads of %s: a register of %s", user, st.Key.User)
+		}
+		if err := threadStorable(st); err != nil {
+			return fmt.Errorf("hydrating the threads of %s: %w", user, err)
+		}
+	}
+	if len(states) > 0 {
+		res, err := s.MergeThreadStates(ctx, states, mentionCap)
+		if err != nil {
+			return fmt.Errorf("hydrating the threads of %s: %w", user, err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return fmt.Errorf("hydrating the threads of %s: %w", user, r.Err)
+			}
+		}
+	}
+	if err := s.rdb.HSet(ctx, s.UserThreadsKey(user), loadedField, "1").Err(); err != nil {
+		return fmt.Errorf("%w: marking the threads of %s complete: %w", ErrUnavailable, user, err)
+	}
+	return nil
+}
+
+// ScanThreadUsers returns one SCAN page of the users with a thread
+// register hash and the cursor of the next page (the drift sweep's).
+func (s *Store) ScanThreadUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "tu:", cur, count)
+	return onlyWhole(ids, rests), next, err
+}
+
+// ScanThreadChannels returns one SCAN page of the channels with a thread
+// head hash and the cursor of the next page.
+func (s *Store) ScanThreadChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "th:", cur, count)
+	return onlyWhole(ids, rests), next, err
+}

@@ -1,0 +1,386 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+func newThreadStore(t *testing.T) *Store {
+	t.Helper()
+	rdb := redistest.Client(t)
+	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, s.Load(context.Background()))
+	return s
+}
+
+func tkey(user, ch string, root int64) thread.Key {
+	return thread.Key{User: user, Ref: thread.Ref{Channel: ch, Root: root}}
+}
+
+// randomThreadState is a register of k with message ids a function of
+// their seqs, so that the merge's outcome is order-free in every field the
+// differential compares.
+func randomThreadState(rng *rand.Rand, k thread.Key) thread.State {
+	st := thread.State{Key: k}
+	if rng.IntN(3) > 0 {
+		seq := 1 + rng.Int64N(40)
+		st.Cursors.Read = cursorAt(rng.Int64N(3), seq, "m"+strconv.FormatInt(seq, 10))
+	}
+	if rng.IntN(3) == 0 {
+		seq := 1 + rng.Int64N(40)
+		st.Cursors.Delivered = cursorAt(0, seq, "m"+strconv.FormatInt(seq, 10))
+	}
+	if rng.IntN(4) == 0 {
+		seq := 1 + rng.Int64N(40)
+		st.Cursors.PrivateRead = cursorAt(rng.Int64N(3), seq, "m"+strconv.FormatInt(seq, 10))
+	}
+	st.Cursors.DeviceID = "d" + strconv.Itoa(rng.IntN(3))
+	st.Cursors.UpdatedAtUnixMs = rng.Int64N(1000)
+	if rng.IntN(2) == 0 {
+		st.Follow = thread.Follow{Following: rng.IntN(2) == 0, VersionUnixMs: rng.Int64N(20)}
+	}
+	for range rng.IntN(4) {
+		st.Mentions = append(st.Mentions, 1+rng.Int64N(60))
+	}
+	slices.Sort(st.Mentions)
+	st.Mentions = slices.Compact(st.Mentions)
+	return st
+}
+
+// threadDiffs lists where got differs from want in what the merge decides
+// whatever the order: the cursors' positions, their message ids, the
+// follow register, the mentions (thread.Same, plus the ids).
+func threadDiffs(keys []thread.Key, want map[thread.Key]thread.State, got []*thread.State) []string {
+	var out []string
+	for i, k := range keys {
+		w, ok := want[k]
+		switch {
+		case !ok && got[i] == nil:
+		case !ok || got[i] == nil:
+			out = append(out, fmt.Sprintf("%v: want %v, got %v", k, ok, got[i] != nil))
+		case !thread.Same(w, *got[i]) || got[i].Key != k ||
+			w.Cursors.Read.MessageID != got[i].Cursors.Read.MessageID ||
+			w.Cursors.Delivered.MessageID != got[i].Cursors.Delivered.MessageID:
+			out = append(out, fmt.Sprintf("%v:\n want %+v\n  got %+v", k, w, *got[i]))
+		}
+	}
+	return out
+}
+
+// TestThreadMergesDifferential applies random histories of registers and
+// heads through the store in random orders and batches, with duplicates,
+// from concurrent goroutines writing the same keys, and compares what is
+// stored with thread.Merge and thread.MergeHead folded in Go.
+func TestThreadMergesDifferential(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	const mentionCap = 5
+	for seed := range uint64(3) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var keys []thread.Key
+		var refs []thread.Ref
+		for _, ch := range []string{"c" + strconv.FormatUint(seed, 10), "!r:x" + strconv.FormatUint(seed, 10)} {
+			for root := int64(1); root <= 3; root++ {
+				ref := thread.Ref{Channel: ch, Root: root * 1000}
+				refs = append(refs, ref)
+				for _, u := range []string{"u1", "u2"} {
+					keys = append(keys, thread.Key{User: u + "s" + strconv.FormatUint(seed, 10), Ref: ref})
+				}
+			}
+		}
+		var states []thread.State
+		var heads []thread.Head
+		for range 600 {
+			states = append(states, randomThreadState(rng, keys[rng.IntN(len(keys))]))
+			seq := rng.Int64N(50)
+			heads = append(heads, thread.Head{Ref: refs[rng.IntN(len(refs))], Seq: seq, MessageID: "h" + strconv.FormatInt(seq, 10), UpdatedAtUnixMs: rng.Int64N(1000)})
+		}
+		want := map[thread.Key]thread.State{}
+		for _, st := range states {
+			cur, ok := want[st.Key]
+			if !ok {
+				cur = thread.State{Key: st.Key}
+			}
+			want[st.Key], _ = thread.Merge(cur, st, mentionCap)
+		}
+		wantHeads := map[thread.Ref]thread.Head{}
+		for _, h := range heads {
+			wantHeads[h.Ref], _ = thread.MergeHead(wantHeads[h.Ref], h)
+		}
+
+		// Duplicates, then a random order, split among the writers.
+		for range 150 {
+			states = append(states, states[rng.IntN(len(states))])
+			heads = append(heads, heads[rng.IntN(len(heads))])
+		}
+		rng.Shuffle(len(states), func(i, j int) { states[i], states[j] = states[j], states[i] })
+		rng.Shuffle(len(heads), func(i, j int) { heads[i], heads[j] = heads[j], heads[i] })
+		const writers = 4
+		var wg sync.WaitGroup
+		errs := make(chan error, writers)
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wrng := rand.New(rand.NewPCG(seed, uint64(w)))
+				myStates := states[w*len(states)/writers : (w+1)*len(states)/writers]
+				myHeads := heads[w*len(heads)/writers : (w+1)*len(heads)/writers]
+				for len(myStates) > 0 || len(myHeads) > 0 {
+					n := min(len(myStates), 1+wrng.IntN(20))
+					res, err := s.MergeThreadStates(ctx, myStates[:n], mentionCap)
+					myStates = myStates[n:]
+					for _, r := range res {
+						err = errors.Join(err, r.Err)
+					}
+					n = min(len(myHeads), 1+wrng.IntN(20))
+					hres, herr := s.RaiseThreadHeads(ctx, myHeads[:n])
+					myHeads = myHeads[n:]
+					for _, r := range hres {
+						herr = errors.Join(herr, r.Err)
+					}
+					if err = errors.Join(err, herr); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+
+		got, err := s.ThreadStates(ctx, keys)
+		require.NoError(t, err)
+		require.Empty(t, threadDiffs(keys, want, got), "seed %d", seed)
+		gotHeads, err := s.ThreadHeads(ctx, refs)
+		require.NoError(t, err)
+		require.Equal(t, wantHeads, gotHeads, "seed %d", seed)
+
+		// The comparison sees a divergence: a planted one must show.
+		planted := *got[0]
+		planted.Mentions = append(slices.Clone(planted.Mentions), 59)
+		planted.Cursors.Delivered.Position.Seq++
+		require.Len(t, threadDiffs(keys[:1], want, []*thread.State{&planted}), 1)
+	}
+}
+
+func TestThreadHeadsOfOneThreadInOneCall(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	ref := thread.Ref{Channel: "c1", Root: 7}
+	res, err := s.RaiseThreadHeads(ctx, []thread.Head{
+		{Ref: ref, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 30},
+		{Ref: ref, Seq: 2, MessageID: "m2", UpdatedAtUnixMs: 40},
+		{Ref: ref, Seq: 5, MessageID: "m5", UpdatedAtUnixMs: 35},
+		{Ref: ref, Seq: -1},
+	})
+	require.NoError(t, err)
+	require.True(t, res[0].Advanced)
+	require.False(t, res[1].Advanced)
+	require.Equal(t, thread.Head{Ref: ref, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 40}, res[1].Head)
+	require.True(t, res[2].Advanced)
+	require.Equal(t, thread.Head{Ref: ref, Seq: 5, MessageID: "m5", UpdatedAtUnixMs: 40}, res[2].Head)
+	require.Error(t, res[3].Err, "a head the layout cannot hold fails alone")
+	heads, err := s.ThreadHeads(ctx, []thread.Ref{ref, {Channel: "c1", Root: 8}})
+	require.NoError(t, err)
+	require.Equal(t, map[thread.Ref]thread.Head{ref: res[2].Head}, heads)
+}
+
+func TestThreadCASConflictRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	other := New(s.rdb, Config{Prefix: s.prefix})
+	k := tkey("u1", "c1", 9)
+	read := thread.State{Key: k, Cursors: receipt.State{Read: cursorAt(0, 4, "m4")}}
+	follow := thread.State{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 10}}
+
+	// Another writer moves the field, and an erasure generation appears,
+	// between the read and the first two CAS rounds: both are retried.
+	var rounds []int
+	s.beforeThreadCAS = func(attempt int) {
+		rounds = append(rounds, attempt)
+		switch attempt {
+		case 0:
+			res, err := other.MergeThreadStates(ctx, []thread.State{follow}, 10)
+			require.NoError(t, err)
+			require.NoError(t, res[0].Err)
+		case 1:
+			require.NoError(t, s.rdb.HSet(ctx, s.TombstoneKey("u1"), "g", "7").Err())
+		}
+	}
+	res, err := s.MergeThreadStates(ctx, []thread.State{read}, 10)
+	require.NoError(t, err)
+	require.NoError(t, res[0].Err)
+	require.Equal(t, []int{0, 1, 2}, rounds)
+	require.True(t, res[0].Changed)
+	require.Equal(t, int64(7), res[0].Generation)
+	want, _ := thread.Merge(follow, read, 10)
+	require.True(t, thread.Same(want, res[0].State))
+	got, err := s.ThreadStates(ctx, []thread.Key{k})
+	require.NoError(t, err)
+	require.True(t, thread.Same(want, *got[0]))
+
+	// A field moved before every round: the bounded retries end in an
+	// error for that key alone.
+	s.beforeThreadCAS = func(attempt int) {
+		f := thread.State{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 100 + int64(attempt)}}
+		_, err := other.MergeThreadStates(ctx, []thread.State{f}, 10)
+		require.NoError(t, err)
+	}
+	k2 := tkey("u1", "c1", 10)
+	res, err = s.MergeThreadStates(ctx, []thread.State{{Key: k, Mentions: []int64{3}}, {Key: k2, Mentions: []int64{3}}}, 10)
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, ErrThreadContended)
+	require.NoError(t, res[1].Err)
+}
+
+func TestUpdateThreadStatesIncoming(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	k := tkey("u1", "c1", 9)
+	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}}}, 10)
+	require.NoError(t, err)
+	boom := errors.New("boom")
+	// A mark-unread built from the stored register, a failing incoming,
+	// and a follow, all of one key in one call: each sees the previous.
+	var seen []thread.State
+	res, err := s.UpdateThreadStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, 10, func(i int, stored thread.State, found bool) (thread.State, error) {
+		seen = append(seen, stored)
+		switch i {
+		case 0:
+			require.True(t, found)
+			return thread.MarkUnread(stored, 5), nil
+		case 1:
+			return thread.State{}, boom
+		case 2:
+			return thread.State{Follow: thread.Follow{Following: true, VersionUnixMs: 1}}, nil
+		}
+		require.False(t, found)
+		return thread.State{}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, res[0].State.Cursors.Read.Position)
+	require.True(t, res[0].Changed)
+	require.ErrorIs(t, res[1].Err, boom)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, seen[2].Cursors.Read.Position)
+	require.True(t, res[2].State.Follow.Following)
+	require.Equal(t, GenerationUnknown, res[2].Generation)
+	require.False(t, res[3].Changed, "an empty register is not stored")
+	got, err := s.ThreadStates(ctx, []thread.Key{k, tkey("u1", "c1", 10)})
+	require.NoError(t, err)
+	require.True(t, thread.Same(res[2].State, *got[0]))
+	require.Nil(t, got[1])
+}
+
+func TestUserThreads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	f := func(ch string, root, seq int64) thread.State {
+		return thread.State{Key: tkey("u1", ch, root), Cursors: receipt.State{Read: cursorAt(0, seq, "m")}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}
+	}
+	_, err := s.MergeThreadStates(ctx, []thread.State{f("c1", 1, 5), f("c1", 2, 5), f("c10", 1, 5), f("c", 1, 5)}, 10)
+	require.NoError(t, err)
+	all, complete, err := s.UserThreads(ctx, "u1", "")
+	require.NoError(t, err)
+	require.False(t, complete)
+	require.Len(t, all, 4)
+	c1, _, err := s.UserThreads(ctx, "u1", "c1")
+	require.NoError(t, err)
+	require.Len(t, c1, 2, "c1's threads only, not c10's")
+	for _, st := range c1 {
+		require.Equal(t, "c1", st.Key.Channel)
+	}
+
+	// Hydration merges (an older durable read does not win) and marks.
+	require.NoError(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, 10))
+	all, complete, err = s.UserThreads(ctx, "u1", "")
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Len(t, all, 5)
+	got, err := s.ThreadStates(ctx, []thread.Key{tkey("u1", "c1", 1)})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), got[0].Cursors.Read.Position.Seq)
+	require.Error(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10))
+
+	// Bounded: past MaxUserThreads registers the read is refused.
+	big := "u-big"
+	pipe := s.rdb.Pipeline()
+	for i := range MaxUserThreads + 1 {
+		pipe.HSet(ctx, s.UserThreadsKey(big), threadField(thread.Ref{Channel: "c", Root: int64(i + 1)}), "+1")
+	}
+	_, err = pipe.Exec(ctx)
+	require.NoError(t, err)
+	_, _, err = s.UserThreads(ctx, big, "c")
+	require.ErrorIs(t, err, ErrTooManyThreads)
+	require.NoError(t, s.rdb.HDel(ctx, s.UserThreadsKey(big), threadField(thread.Ref{Channel: "c", Root: 1})).Err())
+	require.NoError(t, s.rdb.HSet(ctx, s.UserThreadsKey(big), loadedField, "1").Err())
+	all, complete, err = s.UserThreads(ctx, big, "")
+	require.NoError(t, err)
+	require.True(t, complete)
+	require.Len(t, all, MaxUserThreads)
+}
+
+func TestThreadErasure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	k := tkey("u1", "c1", 3)
+	st := thread.State{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}, Follow: thread.Follow{Following: true, VersionUnixMs: 5}}
+	res, err := s.MergeThreadStates(ctx, []thread.State{st}, 10)
+	require.NoError(t, err)
+	require.Equal(t, GenerationUnknown, res[0].Generation)
+	ts, err := s.Erase(ctx, "u1", 1000, 0)
+	require.NoError(t, err)
+	all, complete, err := s.UserThreads(ctx, "u1", "")
+	require.NoError(t, err)
+	require.Empty(t, all)
+	require.True(t, complete, "an erased user's threads are complete, so reads do not fall back to Postgres")
+
+	// A register written after the erasure stays, stamped with its generation.
+	res, err = s.MergeThreadStates(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 6}}}, 10)
+	require.NoError(t, err)
+	require.Equal(t, ts.Generation, res[0].Generation)
+	require.Equal(t, thread.Follow{Following: true, VersionUnixMs: 6}, res[0].State.Follow)
+	require.Zero(t, res[0].State.Cursors.Read.Position.Seq)
+}
+
+func TestScanThreadKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: tkey("u1", "c1", 1), Mentions: []int64{1}}, {Key: tkey("u2", "c2", 1), Mentions: []int64{1}}}, 10)
+	require.NoError(t, err)
+	_, err = s.RaiseThreadHeads(ctx, []thread.Head{{Ref: thread.Ref{Channel: "c1", Root: 1}, Seq: 1}})
+	require.NoError(t, err)
+	walk := func(scan func(context.Context, ScanCursor, int64) ([]string, ScanCursor, error)) []string {
+		var out []string
+		for cur := (ScanCursor{}); !cur.Done(); {
+			ids, next, err := scan(ctx, cur, 100)
+			require.NoError(t, err)
+			out, cur = append(out, ids...), next
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	require.Equal(t, []string{"u1", "u2"}, walk(s.ScanThreadUsers))
+	require.Equal(t, []string{"c1"}, walk(s.ScanThreadChannels))
+}

@@ -1,0 +1,414 @@
+package gate
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// Bounds of ListThreads.
+const (
+	threadsPageDefault = 50
+	threadsPageMax     = 1000
+)
+
+// userThreads is a user's thread registers (of one channel, or all): Redis,
+// hydrated from Postgres when its hash is not complete.
+func (g *Gate) userThreads(ctx context.Context, user, ch string) ([]thread.State, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	states, complete, err := g.redis.UserThreads(rctx, user, ch)
+	cancel()
+	if errors.Is(err, redisstore.ErrTooManyThreads) {
+		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.InvalidField, err, apierr.Field("user_id"))
+	}
+	if err == nil && complete {
+		return states, nil
+	}
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+		g.warnRedis(redisOpGet, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	rows, perr := g.pg.UserThreadStates(pctx, user, "", redisstore.MaxUserThreads)
+	cancel()
+	if perr != nil {
+		return nil, g.durableErr(ctx, perr)
+	}
+	if err == nil {
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		if herr := g.redis.HydrateUserThreads(hctx, user, rows, g.cfg.MentionCap); herr != nil {
+			g.warnRedis(redisOpHydrate, herr)
+		}
+		cancel()
+	}
+	// What Redis holds (newer writes) merged over the rows.
+	byKey := map[thread.Key]thread.State{}
+	for _, st := range append(rows, states...) {
+		if ch != "" && st.Key.Channel != ch {
+			continue
+		}
+		byKey[st.Key], _ = thread.Merge(byKey[st.Key], st, g.cfg.MentionCap)
+	}
+	out := make([]thread.State, 0, len(byKey))
+	for _, st := range byKey {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b thread.State) int { return a.Key.Compare(b.Key) })
+	return out, nil
+}
+
+// followedThread is one counted thread of a user.
+type followedThread struct {
+	state thread.State
+	head  thread.Head
+}
+
+// followedThreads is the threads a user follows that count (the follow is
+// active in the channel), with their heads.
+func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followedThread, error) {
+	states, err := g.userThreads(ctx, user, ch)
+	if err != nil || len(states) == 0 {
+		return nil, err
+	}
+	var chans []string
+	for _, st := range states {
+		if st.Follow.Following && (len(chans) == 0 || chans[len(chans)-1] != st.Key.Channel) {
+			chans = append(chans, st.Key.Channel)
+		}
+	}
+	if len(chans) == 0 {
+		return nil, nil
+	}
+	regs, err := g.userRegisters(ctx, user, chans)
+	if err != nil {
+		return nil, err
+	}
+	var refs []thread.Ref
+	var kept []thread.State
+	for _, st := range states {
+		if activeFollow(st, regs[st.Key.Channel]) {
+			kept = append(kept, st)
+			refs = append(refs, st.Key.Ref)
+		}
+	}
+	heads, err := g.threadHeads(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]followedThread, len(kept))
+	for i, st := range kept {
+		h := heads[st.Key.Ref]
+		h.Ref = st.Key.Ref
+		out[i] = followedThread{state: st, head: h}
+	}
+	return out, nil
+}
+
+// userRegisters is the user's membership registers in chans (Redis, else
+// Postgres); a channel without one is absent.
+func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (map[string]channel.Membership, error) {
+	out := make(map[string]channel.Membership, len(chans))
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	regs, complete, err := g.redis.Memberships(rctx, user, chans)
+	cancel()
+	if err != nil || !complete {
+		if err != nil {
+			g.warnRedis(redisOpGet, err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		rows, perr := g.pg.Memberships(pctx, user, chans)
+		cancel()
+		if perr != nil {
+			return nil, g.durableErr(ctx, perr)
+		}
+		regs = append(regs, rows...)
+	}
+	for _, r := range regs {
+		out[r.Key.Channel], _ = channel.MergeMembership(out[r.Key.Channel], r)
+	}
+	return out, nil
+}
+
+// ListThreads implements receiptsv1connect.ReceiptServiceHandler: the
+// user's followed threads, newest activity first, then by (channel, root).
+func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.ListThreadsRequest]) (*connect.Response[receiptsv1.ListThreadsResponse], error) {
+	r := req.Msg
+	if err := receipt.ValidateID("user_id", r.GetUserId()); err != nil {
+		return nil, invalid(apierr.InvalidID, err)
+	}
+	if r.GetChannelId() != "" {
+		if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
+			return nil, invalid(apierr.InvalidID, err)
+		}
+	}
+	limit := int(r.GetLimit())
+	switch {
+	case limit == 0:
+		limit = threadsPageDefault
+	case limit < 0 || limit > threadsPageMax:
+		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be 1 to %d", limit, threadsPageMax)}, apierr.Limit(threadsPageMax))
+	}
+	after, hasAfter, err := decodeThreadToken(r.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	ts, err := g.followedThreads(ctx, r.GetUserId(), r.GetChannelId())
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(ts, func(a, b followedThread) int { return compareActivity(a.head, b.head) })
+	start := 0
+	if hasAfter {
+		start, _ = slices.BinarySearchFunc(ts, after, func(t followedThread, pos thread.Head) int {
+			if c := compareActivity(t.head, pos); c != 0 {
+				return c
+			}
+			return -1 // the token's own thread is before the page
+		})
+	}
+	out := &receiptsv1.ListThreadsResponse{UserId: r.GetUserId()}
+	end := min(len(ts), start+limit)
+	for _, t := range ts[start:end] {
+		out.Threads = append(out.Threads, g.threadUnread(t.state, t.head, true))
+	}
+	if end < len(ts) {
+		out.NextPageToken = encodeThreadToken(ts[end-1].head)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// compareActivity orders threads newest activity first, then by thread.
+func compareActivity(a, b thread.Head) int {
+	if a.UpdatedAtUnixMs != b.UpdatedAtUnixMs {
+		if a.UpdatedAtUnixMs > b.UpdatedAtUnixMs {
+			return -1
+		}
+		return 1
+	}
+	return a.Ref.Compare(b.Ref)
+}
+
+// A thread page token is the last thread's (activity, root, channel).
+func encodeThreadToken(h thread.Head) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(h.UpdatedAtUnixMs, 10) + " " + strconv.FormatInt(h.Root, 10) + " " + h.Channel))
+}
+
+func decodeThreadToken(tok string) (thread.Head, bool, error) {
+	if tok == "" {
+		return thread.Head{}, false, nil
+	}
+	bad := invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_token", Reason: "is not a token this call gave"})
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return thread.Head{}, false, bad
+	}
+	parts := strings.SplitN(string(b), " ", 3)
+	if len(parts) != 3 {
+		return thread.Head{}, false, bad
+	}
+	at, err1 := strconv.ParseInt(parts[0], 10, 64)
+	root, err2 := strconv.ParseInt(parts[1], 10, 64)
+	if err1 != nil || err2 != nil || (thread.Ref{Channel: parts[2], Root: root}).Validate() != nil {
+		return thread.Head{}, false, bad
+	}
+	return thread.Head{Ref: thread.Ref{Channel: parts[2], Root: root}, UpdatedAtUnixMs: at}, true, nil
+}
+
+// threadCounts is a user's thread counts in one channel.
+type threadCounts struct {
+	unreadThreads, mentions int64
+}
+
+// threadCountsByChannel sums the user's followed threads per channel.
+func (g *Gate) threadCountsByChannel(ctx context.Context, user string) (map[string]threadCounts, error) {
+	ts, err := g.followedThreads(ctx, user, "")
+	if err != nil || len(ts) == 0 {
+		return nil, err
+	}
+	out := map[string]threadCounts{}
+	for _, t := range ts {
+		c := t.state.CountsAt(t.head.Seq, g.cfg.MentionCap)
+		if c.Unread == 0 {
+			continue
+		}
+		tc := out[t.state.Key.Channel]
+		tc.unreadThreads++
+		tc.mentions += c.Mentions
+		out[t.state.Key.Channel] = tc
+	}
+	return out, nil
+}
+
+// threadSight is what a thread's read-by and ticks derive from: the
+// channel's members (small channels only) with their settings and their
+// thread registers.
+type threadSight struct {
+	ref         thread.Ref
+	head        thread.Head
+	memberCount int64
+	detailed    bool
+	members     []string
+	sharesRead  map[string]bool
+	states      map[string]thread.State
+}
+
+func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, error) {
+	n, err := g.memberCount(ctx, ref.Channel)
+	if err != nil {
+		return nil, g.durableErr(ctx, err)
+	}
+	s := &threadSight{ref: ref, memberCount: n, detailed: n <= g.cfg.ReadBy.detailThreshold()}
+	heads, err := g.threadHeads(ctx, []thread.Ref{ref})
+	if err != nil {
+		return nil, err
+	}
+	s.head = heads[ref]
+	if !s.detailed {
+		return s, nil // threads keep no per-channel counts: a large channel answers its size only
+	}
+	regs, err := g.membersOf(ctx, ref.Channel)
+	if err != nil {
+		return nil, g.durableErr(ctx, err)
+	}
+	for _, r := range regs {
+		if r.Member {
+			s.members = append(s.members, r.Key.User)
+		}
+	}
+	slices.Sort(s.members)
+	if len(s.members) == 0 {
+		return s, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	settings, err := g.settingsOf(rctx, s.members)
+	cancel()
+	if err != nil {
+		return nil, g.durableErr(ctx, err)
+	}
+	s.sharesRead = make(map[string]bool, len(s.members))
+	for _, u := range s.members {
+		s.sharesRead[u] = settings[u].ShareRead
+	}
+	keys := make([]thread.Key, len(s.members))
+	for i, u := range s.members {
+		keys[i] = thread.Key{User: u, Ref: ref}
+	}
+	s.states = make(map[string]thread.State, len(keys))
+	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	got, rerr := g.redis.ThreadStates(rctx, keys)
+	cancel()
+	var missing []string
+	for i, u := range s.members {
+		if rerr == nil && got[i] != nil {
+			s.states[u] = *got[i]
+		} else {
+			missing = append(missing, u)
+		}
+	}
+	if len(missing) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		rows, err := g.pg.ThreadMemberStates(pctx, ref, missing)
+		cancel()
+		if err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
+		for _, st := range rows {
+			s.states[st.Key.User] = st
+		}
+	}
+	return s, nil
+}
+
+// GetThreadMessageReceipts implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) GetThreadMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetThreadMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
+	r := req.Msg
+	ref, err := threadRef(r.GetChannelId(), r.GetRootSeq())
+	if err != nil {
+		return nil, err
+	}
+	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
+		return nil, invalid(apierr.InvalidSeq, err)
+	}
+	if err := receipt.ValidateOptionalID("sender_id", r.GetSenderId()); err != nil {
+		return nil, invalid(apierr.InvalidID, err)
+	}
+	s, err := g.threadSight(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	out := &receiptsv1.MessageReceipts{ChannelId: ref.Channel, ThreadRootSeq: ref.Root, Seq: r.GetSeq(),
+		Detailed: s.detailed, MemberCount: s.memberCount, SenderId: r.GetSenderId()}
+	if !s.detailed {
+		return connect.NewResponse(out), nil
+	}
+	for _, u := range s.members {
+		if u == r.GetSenderId() {
+			continue
+		}
+		st := s.states[u]
+		switch {
+		case !s.sharesRead[u]:
+			out.Pending = append(out.Pending, u)
+		case st.Cursors.Read.Position.Seq >= r.GetSeq():
+			out.ReadBy = append(out.ReadBy, &receiptsv1.MemberAt{UserId: u})
+			out.DeliveredTo = append(out.DeliveredTo, &receiptsv1.MemberAt{UserId: u})
+		default:
+			if st.Cursors.Delivered.Position.Seq >= r.GetSeq() {
+				out.DeliveredTo = append(out.DeliveredTo, &receiptsv1.MemberAt{UserId: u})
+			}
+			out.Pending = append(out.Pending, u)
+		}
+	}
+	out.ReadCount, out.DeliveredCount = int64(len(out.ReadBy)), int64(len(out.DeliveredTo))
+	return connect.NewResponse(out), nil
+}
+
+// GetThreadTicks implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) GetThreadTicks(ctx context.Context, req *connect.Request[receiptsv1.GetThreadTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
+	ref, err := threadRef(req.Msg.GetChannelId(), req.Msg.GetRootSeq())
+	if err != nil {
+		return nil, err
+	}
+	s, err := g.threadSight(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	out := &receiptsv1.ChannelTicks{ChannelId: ref.Channel, ThreadRootSeq: ref.Root, MemberCount: s.memberCount, Detailed: s.detailed}
+	if s.head.Seq > 0 {
+		out.Head = &receiptsv1.Position{Seq: s.head.Seq}
+	}
+	if !s.detailed {
+		return connect.NewResponse(out), nil
+	}
+	leastRead, leastDel := int64(-1), int64(-1)
+	for _, u := range s.members {
+		mc := &receiptsv1.MemberCursors{UserId: u}
+		if s.sharesRead[u] {
+			st := s.states[u]
+			mc.Read = positionProto(st.Cursors.Read.Position)
+			mc.Delivered = positionProto(st.Cursors.Delivered.Position)
+			if leastRead < 0 || st.Cursors.Read.Position.Seq < leastRead {
+				leastRead = st.Cursors.Read.Position.Seq
+			}
+			if leastDel < 0 || st.Cursors.Delivered.Position.Seq < leastDel {
+				leastDel = st.Cursors.Delivered.Position.Seq
+			}
+		}
+		out.Members = append(out.Members, mc)
+	}
+	out.ReadByAllUpTo, out.DeliveredToAllUpTo = max(leastRead, 0), max(leastDel, 0)
+	return connect.NewResponse(out), nil
+}

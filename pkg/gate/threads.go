@@ -1,0 +1,521 @@
+package gate
+
+// Threads: the write path. A thread write needs Redis (as mark-unread
+// does): the register's merge reads the stored epoch and follow there, and
+// the write is refused (Unavailable, nothing acknowledged) when Redis
+// cannot answer. Postgres then holds every acknowledged write through
+// Kafka, and the drift sweep and the hydrate keep the two in step.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// errStaleEpoch marks a thread read of an older epoch: a no-op.
+var errStaleEpoch = errors.New("stale epoch")
+
+// threadRef validates a thread's ids as a call names them.
+func threadRef(ch string, root int64) (thread.Ref, error) {
+	if err := receipt.ValidateID("channel_id", ch); err != nil {
+		return thread.Ref{}, invalid(apierr.InvalidID, err)
+	}
+	if err := receipt.ValidateSeq("root_seq", root); err != nil {
+		return thread.Ref{}, invalid(apierr.InvalidSeq, err)
+	}
+	return thread.Ref{Channel: ch, Root: root}, nil
+}
+
+func threadKey(user, ch string, root int64) (thread.Key, error) {
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return thread.Key{}, invalid(apierr.InvalidID, err)
+	}
+	ref, err := threadRef(ch, root)
+	return thread.Key{User: user, Ref: ref}, err
+}
+
+// checkThread checks a user's write in a thread against the channel: the
+// user is a member (where the channel tracks membership) and the root is
+// at or below the channel's head. It returns the facts it read.
+func (g *Gate) checkThread(ctx context.Context, k thread.Key) (*facts, error) {
+	f := g.lookup(ctx, []receipt.Key{k.ChannelKey()}, true)
+	if !f.known {
+		return f, unavailableError(errors.New("checking a thread write needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.cfg.RetryAfter))
+	}
+	if head := f.head(k.Channel); k.Root > head {
+		return f, headBehind("root_seq", k.Root, head)
+	}
+	if member, registered := f.member(k.ChannelKey()); registered && !member && !g.cfg.AllowNonMemberMarks {
+		return f, notMember("", k.ChannelKey())
+	}
+	return f, nil
+}
+
+// threadHead returns a thread's head: Redis, else Postgres (copied into
+// Redis by a merge); seq 0 when the thread has no reply.
+func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	got, err := g.redis.ThreadHeads(rctx, refs)
+	cancel()
+	if err != nil {
+		g.warnRedis(redisOpGet, err)
+		got = map[thread.Ref]thread.Head{}
+	}
+	var missing []thread.Ref
+	for _, r := range refs {
+		if _, ok := got[r]; !ok {
+			missing = append(missing, r)
+		}
+	}
+	if len(missing) == 0 {
+		return got, nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	heads, perr := g.pg.ThreadHeads(pctx, missing)
+	cancel()
+	if perr != nil {
+		if cerr := contextError(ctx, perr); cerr != nil {
+			return nil, cerr
+		}
+		return nil, unavailableError(fmt.Errorf("reading %d thread heads: %w; retry", len(missing), perr), apierr.RetryAfter(g.cfg.RetryAfter))
+	}
+	for _, h := range heads {
+		got[h.Ref] = h
+	}
+	if len(heads) > 0 && err == nil {
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		if _, err := g.redis.RaiseThreadHeads(hctx, heads); err != nil {
+			g.warnRedis(redisOpHydrate, err)
+		}
+		cancel()
+	}
+	return got, nil
+}
+
+// writeThreads merges each key's incoming register (built from the stored
+// one) into Redis, then makes every register that changed durable, with
+// the thread heads of extra, stamped with the erasure generation its
+// merge read. It returns the merge results and the durability.
+func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thread.Head,
+	incoming func(i int, stored thread.State) (thread.State, error),
+) ([]redisstore.ThreadStateResult, []redisstore.ThreadHeadResult, receiptsv1.Durability, error) {
+	var sent []thread.State
+	if len(keys) > 0 {
+		sent = make([]thread.State, len(keys))
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	var raised []redisstore.ThreadHeadResult
+	if len(heads) > 0 {
+		var err error
+		if raised, err = g.redis.RaiseThreadHeads(rctx, heads); err != nil {
+			return nil, nil, 0, g.threadUnavailable(ctx, err)
+		}
+		for _, r := range raised {
+			if r.Err != nil {
+				return nil, nil, 0, g.threadUnavailable(ctx, r.Err)
+			}
+		}
+	}
+	var res []redisstore.ThreadStateResult
+	if len(keys) > 0 {
+		var err error
+		res, err = g.redis.UpdateThreadStates(rctx, keys, g.cfg.MentionCap, func(i int, stored thread.State, _ bool) (thread.State, error) {
+			in, err := incoming(i, stored)
+			sent[i] = in
+			return in, err
+		})
+		if err != nil {
+			return nil, nil, 0, g.threadUnavailable(ctx, err)
+		}
+	}
+	var (
+		recs  []*kgo.Record
+		users []string
+		gens  []int64
+		which []int
+	)
+	for i, r := range res {
+		switch {
+		case r.Err == nil:
+		case errors.Is(r.Err, errStaleEpoch) || apierr.ReasonOf(r.Err) != "":
+			continue
+		default:
+			return nil, nil, 0, g.threadUnavailable(ctx, r.Err)
+		}
+		if !r.Changed {
+			continue
+		}
+		users, gens, which = append(users, keys[i].User), append(gens, r.Generation), append(which, i)
+	}
+	g.knownGenerations(ctx, users, gens)
+	for _, h := range heads {
+		rec, err := event.EncodeThreadHead(h)
+		if err != nil {
+			return nil, nil, 0, internal(err)
+		}
+		rec.Topic = g.durable.Topic()
+		recs = append(recs, rec)
+	}
+	for n, i := range which {
+		rec, err := event.EncodeThread(sent[i], 0, false)
+		if err != nil {
+			return nil, nil, 0, internal(err)
+		}
+		event.StampGeneration(rec, gens[n])
+		rec.Topic = g.durable.Topic()
+		recs = append(recs, rec)
+	}
+	dur, err := g.produce(ctx, recs)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return res, raised, dur, nil
+}
+
+func (g *Gate) threadUnavailable(ctx context.Context, err error) error {
+	g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
+	g.warnRedis(redisOpMerge, err)
+	if cerr := contextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	return unavailableError(fmt.Errorf("a thread write needs the real-time store: %w; nothing was acknowledged, retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
+}
+
+// MarkThreadRead implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receiptsv1.MarkThreadReadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+	r := req.Msg
+	k, err := threadKey(r.GetUserId(), r.GetChannelId(), r.GetRootSeq())
+	if err != nil {
+		return nil, err
+	}
+	for _, err := range []error{
+		invalid(apierr.InvalidSeq, receipt.ValidateSeq("seq", r.GetSeq())),
+		invalid(apierr.InvalidID, receipt.ValidateOptionalID("message_id", r.GetMessageId())),
+		invalid(apierr.InvalidID, receipt.ValidateOptionalID("device_id", r.GetDeviceId())),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if r.Epoch != nil {
+		if err := receipt.ValidateEpoch("epoch", r.GetEpoch()); err != nil {
+			return nil, invalid(apierr.InvalidEpoch, err)
+		}
+	}
+	f, err := g.checkThread(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
+	if err != nil {
+		return nil, err
+	}
+	if head := heads[k.Ref].Seq; r.GetSeq() > head {
+		return nil, headBehind("seq", r.GetSeq(), head)
+	}
+	now := g.nowMs()
+	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
+		epoch := stored.Cursors.Canonical().ReadEpoch()
+		if r.Epoch != nil {
+			switch e := r.GetEpoch(); {
+			case e > epoch:
+				return thread.State{}, invalid(apierr.EpochAhead, &receipt.FieldError{Field: "epoch", Reason: fmt.Sprintf(
+					"%d is ahead of the stored read epoch %d; send an epoch you read (only mark-unread moves it forward)", e, epoch)})
+			case e < epoch:
+				return thread.State{}, errStaleEpoch
+			}
+		}
+		in := thread.State{Key: k, Cursors: receipt.State{DeviceID: r.GetDeviceId(), UpdatedAtUnixMs: now}}
+		pos := receipt.Position{Epoch: epoch, Seq: r.GetSeq()}
+		if r.GetPrivate() {
+			in.Cursors.PrivateRead = receipt.Cursor{Position: pos}
+		} else {
+			in.Cursors.Read = receipt.Cursor{Position: pos, MessageID: r.GetMessageId()}
+			in.Cursors.Delivered = receipt.Cursor{Position: receipt.Position{Seq: r.GetSeq()}, MessageID: r.GetMessageId()}
+		}
+		return in, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+}
+
+// threadMarkAnswer is the answer of a write in one thread.
+func (g *Gate) threadMarkAnswer(f *facts, k thread.Key, head thread.Head, r redisstore.ThreadStateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+	out := &receiptsv1.ThreadMarkResponse{Durability: dur}
+	switch {
+	case errors.Is(r.Err, errStaleEpoch):
+		out.Reason = string(apierr.StaleEpoch)
+	case r.Err != nil:
+		return nil, r.Err
+	default:
+		out.Advanced = r.Changed
+	}
+	reg, _ := f.userRegister(k.ChannelKey())
+	out.Thread = g.threadUnread(r.State, head, activeFollow(r.State, reg))
+	return connect.NewResponse(out), nil
+}
+
+// MarkThreadUnread implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkThreadUnreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+	r := req.Msg
+	k, err := threadKey(r.GetUserId(), r.GetChannelId(), r.GetRootSeq())
+	if err != nil {
+		return nil, err
+	}
+	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
+		return nil, invalid(apierr.InvalidSeq, err)
+	}
+	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
+		return nil, invalid(apierr.InvalidID, err)
+	}
+	f, err := g.checkThread(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
+	if err != nil {
+		return nil, err
+	}
+	if head := heads[k.Ref].Seq; r.GetSeq() > head {
+		return nil, headBehind("seq", r.GetSeq(), head)
+	}
+	now := g.nowMs()
+	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
+		if !receipt.CanMarkUnread(stored.Cursors) {
+			return thread.State{}, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, receipt.ErrEpochLimit, apierr.Field("seq"))
+		}
+		in := thread.MarkUnread(thread.State{Key: k, Cursors: stored.Cursors}, r.GetSeq())
+		in.Follow, in.Mentions = thread.Follow{}, nil
+		in.Cursors.DeviceID, in.Cursors.UpdatedAtUnixMs = r.GetDeviceId(), now
+		return in, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+}
+
+// FollowThread implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) FollowThread(ctx context.Context, req *connect.Request[receiptsv1.FollowThreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+	return g.follow(ctx, req.Msg, true)
+}
+
+// UnfollowThread implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) UnfollowThread(ctx context.Context, req *connect.Request[receiptsv1.FollowThreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+	return g.follow(ctx, req.Msg, false)
+}
+
+func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, following bool) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+	k, err := threadKey(r.GetUserId(), r.GetChannelId(), r.GetRootSeq())
+	if err != nil {
+		return nil, err
+	}
+	f, err := g.checkThread(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
+	if err != nil {
+		return nil, err
+	}
+	now := g.nowMs()
+	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
+		// A version after the stored one, so the call wins even against
+		// a clock that stepped back.
+		v := max(now, stored.Follow.VersionUnixMs+1)
+		if stored.Follow.Following == following && stored.Follow.VersionUnixMs > 0 {
+			v = stored.Follow.VersionUnixMs // already so: a no-op
+		}
+		return thread.State{Key: k, Follow: thread.Follow{Following: following, VersionUnixMs: v}}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+}
+
+// activeFollow reports whether a register's follow counts, given the
+// user's membership register in the channel (none: the channel tracks no
+// membership for the user, so the follow counts as given).
+func activeFollow(st thread.State, reg channel.Membership) bool {
+	if reg.IsZero() {
+		return st.Follow.Following
+	}
+	return st.Active(reg)
+}
+
+// threadUnread is a register's counts at head, in the API's form.
+func (g *Gate) threadUnread(st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
+	c := st.CountsAt(head.Seq, g.cfg.MentionCap)
+	read := st.Cursors.EffectiveRead()
+	return &receiptsv1.ThreadUnread{
+		ChannelId: st.Key.Channel, RootSeq: st.Key.Root,
+		Head:               &receiptsv1.Position{Seq: head.Seq},
+		Read:               &receiptsv1.Position{Epoch: read.Epoch, Seq: read.Seq},
+		PublicRead:         &receiptsv1.Position{Epoch: st.Cursors.Read.Position.Epoch, Seq: st.Cursors.Read.Position.Seq},
+		UnreadCount:        c.Unread,
+		MentionCount:       c.Mentions,
+		MentionsCapped:     c.MentionsCapped,
+		FirstUnreadSeq:     c.FirstUnread,
+		Following:          following,
+		LastActivityUnixMs: head.UpdatedAtUnixMs,
+	}
+}
+
+// threadNotice is one validated thread reply notice.
+type threadNotice struct {
+	notice
+	root int64
+}
+
+func validateThreadNotice(prefix string, n *receiptsv1.MessageNotice) (threadNotice, error) {
+	v, err := validateNotice(prefix, n)
+	if err != nil {
+		return threadNotice{}, err
+	}
+	if err := receipt.ValidateSeq(prefix+"thread_root_seq", n.GetThreadRootSeq()); err != nil {
+		return threadNotice{}, invalid(apierr.InvalidSeq, err)
+	}
+	return threadNotice{notice: v, root: n.GetThreadRootSeq()}, nil
+}
+
+// NotifyThreadReply implements receiptsv1connect.ReceiptServiceHandler.
+func (g *Gate) NotifyThreadReply(ctx context.Context, req *connect.Request[receiptsv1.NotifyThreadReplyRequest]) (*connect.Response[receiptsv1.NotifyThreadReplyResponse], error) {
+	r := req.Msg
+	n, err := validateThreadNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
+		SenderId: r.GetSenderId(), Mentions: r.GetMentions(), ThreadRootSeq: r.GetRootSeq()})
+	if err != nil {
+		if _, rerr := threadRef(r.GetChannelId(), r.GetRootSeq()); rerr != nil {
+			return nil, rerr // named root_seq, as the route names it
+		}
+		return nil, err
+	}
+	results, err := g.notifyThreads(ctx, []threadNotice{n})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&receiptsv1.NotifyThreadReplyResponse{Result: results[0]}), nil
+}
+
+// notifyThreads runs the write path of thread reply notices: each raises
+// its thread's head and the sender's thread read cursor to its seq, makes
+// the sender and each mentioned member follow the thread, and adds the
+// seq to the mentioned members' thread mentions. The roots must be at or
+// below their channels' heads. Mentions of non-members are dropped.
+func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*receiptsv1.NoticeResult, error) {
+	cost := 0
+	var keys []receipt.Key
+	for _, n := range notices {
+		cost += len(n.mentions)
+		keys = append(keys, receipt.Key{User: n.sender, Channel: n.channel})
+		for _, u := range n.mentions {
+			keys = append(keys, receipt.Key{User: u, Channel: n.channel})
+		}
+	}
+	if err := charge(ctx, cost); err != nil {
+		return nil, err
+	}
+	f := g.lookup(ctx, keys, true)
+	if !f.known {
+		return nil, unavailableError(errors.New("a thread notice needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.cfg.RetryAfter))
+	}
+	now := g.nowMs()
+	results := make([]*receiptsv1.NoticeResult, len(notices))
+	heads := make([]thread.Head, len(notices))
+	idx := map[thread.Key]int{}
+	var (
+		tkeys []thread.Key
+		parts [][]thread.State // what each key receives, merged in incoming
+	)
+	add := func(st thread.State) {
+		i, ok := idx[st.Key]
+		if !ok {
+			i = len(tkeys)
+			idx[st.Key] = i
+			tkeys, parts = append(tkeys, st.Key), append(parts, nil)
+		}
+		parts[i] = append(parts[i], st)
+	}
+	prefix := func(i int) string {
+		if len(notices) == 1 {
+			return ""
+		}
+		return "notices[" + strconv.Itoa(i) + "]."
+	}
+	for i, n := range notices {
+		ref := thread.Ref{Channel: n.channel, Root: n.root}
+		if head := f.head(n.channel); n.root > head {
+			return nil, headBehind(prefix(i)+"thread_root_seq", n.root, head)
+		}
+		heads[i] = thread.Head{Ref: ref, Seq: n.seq, MessageID: n.messageID, UpdatedAtUnixMs: now}
+		res := &receiptsv1.NoticeResult{}
+		results[i] = res
+		follow := thread.Follow{Following: true, VersionUnixMs: now}
+		if n.sender != "" {
+			st := thread.State{Key: thread.Key{User: n.sender, Ref: ref}, Cursors: receipt.State{
+				Read:            receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: n.seq}, MessageID: n.messageID},
+				Delivered:       receipt.Cursor{Position: receipt.Position{Seq: n.seq}, MessageID: n.messageID},
+				UpdatedAtUnixMs: now,
+			}}
+			if member, registered := f.member(receipt.Key{User: n.sender, Channel: n.channel}); !registered || member {
+				st.Follow = follow
+			}
+			add(st)
+		}
+		for _, u := range n.mentions {
+			if member, registered := f.member(receipt.Key{User: u, Channel: n.channel}); registered && !member {
+				res.MentionsDropped = append(res.MentionsDropped, u)
+				continue
+			}
+			res.Mentioned = append(res.Mentioned, u)
+			add(thread.State{Key: thread.Key{User: u, Ref: ref}, Follow: follow, Mentions: []int64{n.seq}})
+		}
+	}
+	_, raised, dur, err := g.writeThreads(ctx, tkeys, heads, func(i int, stored thread.State) (thread.State, error) {
+		var in thread.State
+		epoch := stored.Cursors.Canonical().ReadEpoch()
+		for _, p := range parts[i] {
+			if p.Cursors.Read.Position.Epoch == receipt.EpochCurrent {
+				p.Cursors.Read.Position.Epoch = epoch // sending implies having read, at the current epoch
+			}
+			in, _ = thread.Merge(in, p, math.MaxInt32)
+		}
+		in.Key = tkeys[i]
+		in.Mentions = lastN(in.Mentions, g.cfg.MentionCap+1)
+		return in, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i, res := range results {
+		res.Durability = dur
+		h := raised[i]
+		res.Head = event.CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: h.Head.Seq}, MessageID: h.Head.MessageID})
+		res.Advanced = h.Advanced
+	}
+	return results, nil
+}
+
+// lastN keeps the last n of sorted seqs.
+func lastN(seqs []int64, n int) []int64 {
+	if len(seqs) > n {
+		return seqs[len(seqs)-n:]
+	}
+	return seqs
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -51,9 +52,21 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	if err != nil {
 		return nil, err
 	}
+	// The followed threads are read beside the channels (their own hash
+	// and heads), at once.
+	var (
+		threads    map[string]threadCounts
+		threadsErr error
+		wg         sync.WaitGroup
+	)
+	wg.Go(func() { threads, threadsErr = g.threadCountsByChannel(ctx, user) })
 	views, more, err := g.unreadPage(ctx, user, channels, page)
+	wg.Wait()
 	if err != nil {
 		return nil, err
+	}
+	if threadsErr != nil {
+		return nil, threadsErr
 	}
 	out := &receiptsv1.GetUnreadResponse{UserId: user, Channels: make([]*receiptsv1.ChannelUnread, len(views))}
 	if more {
@@ -70,6 +83,10 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 			MentionsCapped: v.MentionsCapped,
 			FirstUnreadSeq: v.FirstUnread,
 			Member:         v.HasMembership && v.Membership.Member,
+		}
+		if tc, ok := threads[v.Channel]; ok {
+			cu.UnreadThreads, cu.ThreadMentionCount = tc.unreadThreads, tc.mentions
+			out.UnreadThreadsTotal += tc.unreadThreads
 		}
 		out.Channels[i] = cu
 		out.UnreadTotal += cu.UnreadCount
@@ -401,6 +418,9 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 			return nil, err
 		}
 		out.Results = append(out.Results, res...)
+	}
+	if err := g.readAllThreads(ctx, user, channels, r.GetDeviceId()); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }

@@ -90,17 +90,47 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 	case len(ns) > MaxNotices:
 		return nil, tooMany("notices", fmt.Sprintf("has %d items", len(ns)), MaxNotices)
 	}
-	notices := make([]notice, len(ns))
+	// Thread replies (a thread_root_seq) take the thread path; the
+	// results keep the request's order.
+	var (
+		notices               []notice
+		threads               []threadNotice
+		channelIdx, threadIdx []int
+	)
 	for i, n := range ns {
-		v, err := validateNotice("notices["+strconv.Itoa(i)+"].", n)
+		prefix := "notices[" + strconv.Itoa(i) + "]."
+		if n.GetThreadRootSeq() != 0 {
+			v, err := validateThreadNotice(prefix, n)
+			if err != nil {
+				return nil, err
+			}
+			threads, threadIdx = append(threads, v), append(threadIdx, i)
+			continue
+		}
+		v, err := validateNotice(prefix, n)
 		if err != nil {
 			return nil, err
 		}
-		notices[i] = v
+		notices, channelIdx = append(notices, v), append(channelIdx, i)
 	}
-	results, err := g.notify(ctx, notices)
-	if err != nil {
-		return nil, err
+	results := make([]*receiptsv1.NoticeResult, len(ns))
+	if len(notices) > 0 {
+		res, err := g.notify(ctx, notices)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range channelIdx {
+			results[i] = res[j]
+		}
+	}
+	if len(threads) > 0 {
+		res, err := g.notifyThreads(ctx, threads)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range threadIdx {
+			results[i] = res[j]
+		}
 	}
 	return connect.NewResponse(&receiptsv1.NotifyMessagesResponse{Results: results}), nil
 }

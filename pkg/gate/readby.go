@@ -527,7 +527,14 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		if err := charge(ctx, len(views)+1); err != nil {
 			return nil, err
 		}
+		threads, err := g.threadCountsByChannel(ctx, u)
+		if err != nil {
+			return nil, err
+		}
 		b := &receiptsv1.Badge{UserId: u}
+		for _, tc := range threads {
+			b.UnreadThreadsTotal += tc.unreadThreads
+		}
 		for _, v := range views {
 			b.UnreadTotal += v.Unread
 			b.MentionTotal += min(v.Mentions, int64(g.cfg.MentionCap))

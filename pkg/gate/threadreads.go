@@ -412,3 +412,41 @@ func (g *Gate) GetThreadTicks(ctx context.Context, req *connect.Request[receipts
 	out.ReadByAllUpTo, out.DeliveredToAllUpTo = max(leastRead, 0), max(leastDel, 0)
 	return connect.NewResponse(out), nil
 }
+
+// readAllThreads reads every followed thread with unread replies (in the
+// listed channels, or all) up to its head, at its current epoch.
+func (g *Gate) readAllThreads(ctx context.Context, user string, channels []string, device string) error {
+	ts, err := g.followedThreads(ctx, user, "")
+	if err != nil {
+		return err
+	}
+	listed := map[string]bool{}
+	for _, ch := range channels {
+		listed[ch] = true
+	}
+	var (
+		keys  []thread.Key
+		heads []thread.Head
+	)
+	for _, t := range ts {
+		if (len(channels) == 0 || listed[t.state.Key.Channel]) && t.state.CountsAt(t.head.Seq, g.cfg.MentionCap).Unread > 0 {
+			keys, heads = append(keys, t.state.Key), append(heads, t.head)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := charge(ctx, len(keys)); err != nil {
+		return err
+	}
+	now := g.nowMs()
+	_, _, _, err = g.writeThreads(ctx, keys, nil, func(i int, stored thread.State) (thread.State, error) {
+		pos := receipt.Position{Epoch: stored.Cursors.Canonical().ReadEpoch(), Seq: heads[i].Seq}
+		return thread.State{Key: keys[i], Cursors: receipt.State{
+			Read:      receipt.Cursor{Position: pos, MessageID: heads[i].MessageID},
+			Delivered: receipt.Cursor{Position: receipt.Position{Seq: heads[i].Seq}, MessageID: heads[i].MessageID},
+			DeviceID:  device, UpdatedAtUnixMs: now,
+		}}, nil
+	})
+	return err
+}

@@ -313,6 +313,7 @@ func WriteGetUnread(w http.ResponseWriter, resp *receiptsv1.GetUnreadResponse) {
 			o.field("nextPageToken")
 			appendJSONString(b, v)
 		}
+		o.int64("unreadThreadsTotal", resp.GetUnreadThreadsTotal())
 		b.WriteByte('}')
 	})
 }
@@ -377,5 +378,7 @@ func appendChannelUnread(b *bytes.Buffer, c *receiptsv1.ChannelUnread) {
 	o.bool("mentionsCapped", c.GetMentionsCapped())
 	o.int64("firstUnreadSeq", c.GetFirstUnreadSeq())
 	o.bool("member", c.GetMember())
+	o.int64("unreadThreads", c.GetUnreadThreads())
+	o.int64("threadMentionCount", c.GetThreadMentionCount())
 	b.WriteByte('}')
 }

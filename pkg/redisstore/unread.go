@@ -371,8 +371,7 @@ type fieldTable struct {
 }
 
 // newFieldTable sorts a hash's fields and values in place, the markers
-// taken out. The pairs are sorted together, with a generic sort: sorting
-// two parallel slices through sort.Interface cost twice as much.
+// taken out.
 func newFieldTable(kvs []redis.KeyValue) fieldTable {
 	t := fieldTable{}
 	kept := kvs[:0]
@@ -383,9 +382,62 @@ func newFieldTable(kvs []redis.KeyValue) fieldTable {
 		}
 		kept = append(kept, kv)
 	}
-	slices.SortFunc(kept, func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+	sortByKey(kept)
 	t.entries = kept
 	return t
+}
+
+// sortByKey sorts pairs by key. Each key's 6 bytes after the keys'
+// common prefix (zero-padded, so that their order is the keys' order)
+// and its index are packed in an integer, the integers sorted (an
+// ordered sort, no comparison function, the integers side by side), and
+// only keys whose 6 bytes are equal compared whole: comparing a user's
+// channel ids as strings, with long shared prefixes and each a pointer
+// into memory scattered by the reply's decoding, made the sorts of a
+// 10,000-channel user's hashes a seventh of its call.
+func sortByKey(kvs []redis.KeyValue) {
+	if len(kvs) < 2 || len(kvs) > 1<<16 {
+		slices.SortFunc(kvs, func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+		return
+	}
+	first, lcp := kvs[0].Key, len(kvs[0].Key)
+	for _, kv := range kvs[1:] {
+		n := min(lcp, len(kv.Key))
+		i := 0
+		for i < n && kv.Key[i] == first[i] {
+			i++
+		}
+		lcp = i
+	}
+	ks := make([]uint64, len(kvs))
+	for i, kv := range kvs {
+		var k uint64
+		rest := kv.Key[lcp:]
+		for j := range 6 {
+			k <<= 8
+			if j < len(rest) {
+				k |= uint64(rest[j])
+			}
+		}
+		ks[i] = k<<16 | uint64(i)
+	}
+	slices.Sort(ks)
+	sorted := make([]redis.KeyValue, len(kvs))
+	for i, k := range ks {
+		sorted[i] = kvs[k&0xffff]
+	}
+	// Runs of equal 6 bytes, in index order so far: sorted whole.
+	for i := 0; i < len(ks); {
+		j := i + 1
+		for j < len(ks) && ks[j]>>16 == ks[i]>>16 {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(sorted[i:j], func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+		}
+		i = j
+	}
+	copy(kvs, sorted)
 }
 
 // next returns the value of field f; the fields asked for must come in

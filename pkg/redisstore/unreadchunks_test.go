@@ -3,9 +3,14 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
@@ -77,4 +82,33 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	require.Equal(t, []string{channels[14], channels[15], channels[30], channels[59], "u-extra"}, v.MissingHeads)
 	require.True(t, v.CursorsComplete && v.MembershipsComplete)
 	require.False(t, v.More)
+}
+
+// TestSortByKey holds sortByKey to a plain sort of the keys (distinct,
+// as a hash's fields are): prefixes shared or not, keys shorter and
+// longer than the 8 bytes compared first, keys that are prefixes of
+// others, NUL bytes and bytes above 0x7f.
+func TestSortByKey(t *testing.T) {
+	t.Parallel()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{0, 'a', 'b', 'z', 0x80, 0xff}
+	for round := range 300 {
+		prefix := strings.Repeat("ch-", rnd.IntN(3))
+		seen := map[string]bool{}
+		var kvs []redis.KeyValue
+		for i := range rnd.IntN(60) {
+			b := []byte(prefix)
+			for range rnd.IntN(12) {
+				b = append(b, alphabet[rnd.IntN(len(alphabet))])
+			}
+			if !seen[string(b)] {
+				seen[string(b)] = true
+				kvs = append(kvs, redis.KeyValue{Key: string(b), Value: strconv.Itoa(i)})
+			}
+		}
+		want := slices.Clone(kvs)
+		slices.SortFunc(want, func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+		sortByKey(kvs)
+		require.Equal(t, want, kvs, "round %d", round)
+	}
 }

@@ -18,7 +18,7 @@ func TestThreadEventsRoundTrip(t *testing.T) {
 	key := thread.Key{User: "u:1", Ref: thread.Ref{Channel: "c%1", Root: 42}}
 	states := []thread.State{
 		{Key: key, Cursors: receipt.State{Read: receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 3}, MessageID: "r3"},
-			Delivered: receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 3}, MessageID: "r3"},
+			Delivered:   receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 3}, MessageID: "r3"},
 			PrivateRead: receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 5}}, DeviceID: "d1", UpdatedAtUnixMs: 1700000000001},
 			Follow: thread.Follow{Following: true, VersionUnixMs: 1700000000001}, Mentions: []int64{2, 4}},
 		{Key: key, Follow: thread.Follow{VersionUnixMs: 1700000000002}},

@@ -56,6 +56,9 @@ type Store struct {
 	onScripted func(marks int)
 	// undecodable counts the fields reads skipped (nil: not counted).
 	undecodable prometheus.Counter
+	// unreadChunk is UnreadChunkDefault; the tests make it small, to
+	// read small users in parts.
+	unreadChunk int
 }
 
 // layout is how Merge writes a state: the script and its per-state ARGV.
@@ -81,7 +84,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = PrefixDefault
 	}
-	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable}
+	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable, unreadChunk: UnreadChunkDefault}
 }
 
 // Client returns the underlying client.

@@ -100,7 +100,14 @@ func writeAnswer(w http.ResponseWriter, encode func(*bytes.Buffer)) {
 	h["Content-Length"] = []string{strconv.Itoa(b.Len())}
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(b.Bytes())
-	if b.Cap() <= 1<<20 { // a huge answer's buffer is not kept
+	putBuf(b)
+}
+
+// putBuf keeps b for another answer, up to a whole unread page of 10,000
+// channels (about 1.7 MB): allocating and zeroing one anew was a few
+// percent of such a call. A bigger one is not kept.
+func putBuf(b *bytes.Buffer) {
+	if b.Cap() <= 4<<20 {
 		bufPool.Put(b)
 	}
 }
@@ -297,12 +304,7 @@ func WriteGetUnread(w http.ResponseWriter, resp *receiptsv1.GetUnreadResponse) {
 		if chs := resp.GetChannels(); len(chs) > 0 {
 			o.field("channels")
 			b.WriteByte('[')
-			for i, c := range chs {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				appendChannelUnread(b, c)
-			}
+			appendChannelsUnread(b, chs)
 			b.WriteByte(']')
 		}
 		o.int64("unreadTotal", resp.GetUnreadTotal())
@@ -361,6 +363,41 @@ func (o *object) position(name string, p *receiptsv1.Position) {
 	in.int64("epoch", p.GetEpoch())
 	in.int64("seq", p.GetSeq())
 	o.b.WriteByte('}')
+}
+
+// halvesFrom is the size of an unread answer whose channels are encoded
+// in two halves at once: encoding a page of 10,000 channels on one core
+// was a sixth of its call, while Redis and the other core were idle.
+const halvesFrom = 2000
+
+// appendChannelsUnread writes chs, comma-separated.
+func appendChannelsUnread(b *bytes.Buffer, chs []*receiptsv1.ChannelUnread) {
+	each := func(b *bytes.Buffer, chs []*receiptsv1.ChannelUnread) {
+		for i, c := range chs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			appendChannelUnread(b, c)
+		}
+	}
+	if len(chs) < halvesFrom {
+		each(b, chs)
+		return
+	}
+	half := len(chs) / 2
+	second := bufPool.Get().(*bytes.Buffer)
+	second.Reset()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		second.Grow(200 * (len(chs) - half))
+		each(second, chs[half:])
+	}()
+	each(b, chs[:half])
+	<-done
+	b.WriteByte(',')
+	b.Write(second.Bytes())
+	putBuf(second)
 }
 
 func appendChannelUnread(b *bytes.Buffer, c *receiptsv1.ChannelUnread) {

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,6 +108,26 @@ func TestWriteGetUnreadAsProtojson(t *testing.T) {
 	want, err := protojson.Marshal(resp)
 	require.NoError(t, err)
 	require.JSONEq(t, string(want), w.Body.String())
+}
+
+// A big answer, its channels encoded in two halves at once, answers as
+// protojson does too, in order (an odd count: halves of unequal size).
+func TestWriteGetUnreadHalvesAsProtojson(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{halvesFrom - 1, halvesFrom, 2*halvesFrom + 1} {
+		resp := &receiptsv1.GetUnreadResponse{UserId: "u", UnreadTotal: int64(n)}
+		for i := range n {
+			resp.Channels = append(resp.Channels, &receiptsv1.ChannelUnread{
+				ChannelId: "c" + strconv.Itoa(i), Head: &receiptsv1.Position{Seq: int64(i + 1)},
+				Read: &receiptsv1.Position{Epoch: int64(i % 3), Seq: int64(i)}, UnreadCount: 1, Member: i%2 == 0,
+			})
+		}
+		w := httptest.NewRecorder()
+		WriteGetUnread(w, resp)
+		want, err := protojson.Marshal(resp)
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), w.Body.String(), "%d channels", n)
+	}
 }
 
 func TestUnreadPageQuery(t *testing.T) {

@@ -1,0 +1,83 @@
+package redisstore
+
+// The read of a big page of a user's default channel set, in parts read
+// at once (see unreadChunked).
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// UnreadChunkDefault is the most channels whose heads one pipeline reads:
+// a bigger page is read in parts of at most this many. It also bounds the
+// user hashes read in one pipeline (bigger ones are read at once, one
+// connection each).
+const UnreadChunkDefault = 2000
+
+// unreadChunked ends unread for a page of more than s.unreadChunk
+// channels: the page is cut into parts read at once, each on its own
+// pooled connection, each part's heads read and its counts made in its
+// own goroutine. Redis runs one command at a time, but the gateway then
+// decodes a part while Redis answers the next, and the parts' decoding
+// uses every core (at 10,000 channels the one pipeline left Redis and the
+// gateway each waiting on the other for half the call). The mention hash
+// may still be arriving: each part waits for it after its heads. The
+// answer is the one unread gives: the same views and missing heads, in
+// channel order.
+func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []string, hs *userHashes, mentionCap int) (UnreadView, error) {
+	size := s.unreadChunk
+	type part struct {
+		lo      int
+		views   []ChannelView // within all, from lo
+		missing []string
+		err     error
+	}
+	parts := make([]part, (len(channels)+size-1)/size)
+	all := make([]ChannelView, len(channels))
+	var wg sync.WaitGroup
+	for i := range parts {
+		lo, hi := i*size, min((i+1)*size, len(channels))
+		wg.Go(func() {
+			p, chs := &parts[i], channels[lo:hi]
+			p.lo = lo
+			heads := make([]*redis.StringCmd, len(chs))
+			keys := s.channelKeys(chs)
+			if _, p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
+				for j, k := range keys {
+					heads[j] = pipe.HGet(ctx, k, headField)
+				}
+			}); p.err != nil {
+				return
+			}
+			mentions, err := hs.waitMentions()
+			if err != nil {
+				p.err = err
+				return
+			}
+			p.views, p.missing, p.err = s.channelViews(all[lo:lo:hi], nil, view.User, chs, heads,
+				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentions.from(chs[0]), true, mentionCap)
+		})
+	}
+	wg.Wait()
+	mentions, err := hs.waitMentions()
+	if err != nil {
+		return view, err
+	}
+	view.MembershipsComplete = hs.regs.loaded && mentions.loaded
+	// The parts' views, moved together where a part left some out.
+	n := 0
+	for _, p := range parts {
+		if p.err != nil {
+			return view, p.err
+		}
+		if p.lo != n {
+			copy(all[n:], p.views)
+		}
+		n += len(p.views)
+		view.MissingHeads = append(view.MissingHeads, p.missing...)
+	}
+	view.Channels = all[:n]
+	return view, nil
+}

@@ -1,0 +1,114 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// TestUnreadChunkedSameAnswer reads the same users' pages from two stores
+// on one Redis: one reading every page in one pipeline, the other (parts
+// of 7 channels) reading the user hashes on three connections at once and
+// the heads in parts. The answers must be the same: views, missing heads,
+// markers, More, channel order, with left channels, unknown heads,
+// cursors in some channels only, an undecodable head and pages cut.
+func TestUnreadChunkedSameAnswer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	whole := New(rdb, Config{Prefix: prefix})
+	whole.unreadChunk = 1000
+	parts := New(rdb, Config{Prefix: prefix})
+	parts.unreadChunk = 7
+
+	channels := setupUnreadUser(t, whole, "u", 60)
+	now := time.Now().UnixMilli()
+	// Left: channels 3, 20 and 21 (the last two across a part's edge).
+	var left []channel.Membership
+	for _, i := range []int{3, 20, 21} {
+		left = append(left, channel.Leave(receipt.Key{User: "u", Channel: channels[i]}, 2, now))
+	}
+	_, err := whole.MergeMemberships(ctx, left)
+	require.NoError(t, err)
+	// Heads Redis does not know (14, 15, 59) or cannot decode (30).
+	for _, i := range []int{14, 15, 59} {
+		require.NoError(t, rdb.Del(ctx, whole.ChannelKey(channels[i])).Err())
+	}
+	require.NoError(t, rdb.HSet(ctx, whole.ChannelKey(channels[30]), headField, "?").Err())
+	// A cursor without a register, read further in some channels.
+	st := receipt.State{Key: receipt.Key{User: "u", Channel: "u-extra"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}, MessageID: "m2"}, UpdatedAtUnixMs: now}
+	_, err = whole.Merge(ctx, []receipt.State{st})
+	require.NoError(t, err)
+	var further []receipt.State
+	for _, i := range []int{8, 9, 40} {
+		further = append(further, receipt.State{Key: receipt.Key{User: "u", Channel: channels[i]}, Read: receipt.Cursor{Position: receipt.Position{Seq: 8}, MessageID: "m8"}, UpdatedAtUnixMs: now + 1})
+	}
+	_, err = whole.Merge(ctx, further)
+	require.NoError(t, err)
+	// A user with no cursor hydrated: CursorsComplete false on both.
+	setupUnreadUser(t, whole, "v", 30)
+	require.NoError(t, rdb.Del(ctx, whole.UserKey("v")).Err())
+
+	pages := []Page{{}, {Limit: 1000}, {Limit: 25}, {After: channels[10], Limit: 30}, {After: channels[19]}, {After: "zz"}}
+	for _, user := range []string{"u", "v", "nobody"} {
+		for _, page := range pages {
+			t.Run(fmt.Sprintf("%s/%+v", user, page), func(t *testing.T) {
+				want, err := whole.UnreadPage(ctx, user, page, channel.MentionCapDefault)
+				require.NoError(t, err)
+				got, err := parts.UnreadPage(ctx, user, page, channel.MentionCapDefault)
+				require.NoError(t, err)
+				require.Equal(t, want, got)
+			})
+		}
+	}
+	// The case the parts are for: they did read in parts, with every
+	// kind of channel in the answer.
+	v, err := parts.UnreadPage(ctx, "u", Page{}, channel.MentionCapDefault)
+	require.NoError(t, err)
+	require.Len(t, v.Channels, 60+1-3)
+	require.Equal(t, []string{channels[14], channels[15], channels[30], channels[59], "u-extra"}, v.MissingHeads)
+	require.True(t, v.CursorsComplete && v.MembershipsComplete)
+	require.False(t, v.More)
+}
+
+// TestSortByKey holds sortByKey to a plain sort of the keys (distinct,
+// as a hash's fields are): prefixes shared or not, keys shorter and
+// longer than the 8 bytes compared first, keys that are prefixes of
+// others, NUL bytes and bytes above 0x7f.
+func TestSortByKey(t *testing.T) {
+	t.Parallel()
+	rnd := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte{0, 'a', 'b', 'z', 0x80, 0xff}
+	for round := range 300 {
+		prefix := strings.Repeat("ch-", rnd.IntN(3))
+		seen := map[string]bool{}
+		var kvs []redis.KeyValue
+		for i := range rnd.IntN(60) {
+			b := []byte(prefix)
+			for range rnd.IntN(12) {
+				b = append(b, alphabet[rnd.IntN(len(alphabet))])
+			}
+			if !seen[string(b)] {
+				seen[string(b)] = true
+				kvs = append(kvs, redis.KeyValue{Key: string(b), Value: strconv.Itoa(i)})
+			}
+		}
+		want := slices.Clone(kvs)
+		slices.SortFunc(want, func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+		sortByKey(kvs)
+		require.Equal(t, want, kvs, "round %d", round)
+	}
+}

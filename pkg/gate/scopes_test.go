@@ -47,7 +47,7 @@ func restRoute(rule *annotations.HttpRule) (method, path string, body bool) {
 	case *annotations.HttpRule_Patch:
 		method, path = http.MethodPatch, p.Patch
 	}
-	path = regexp.MustCompile(`\{seq\}`).ReplaceAllString(path, "1")
+	path = regexp.MustCompile(`\{(seq|root_seq)\}`).ReplaceAllString(path, "1")
 	path = regexp.MustCompile(`\{[a-z_]+\}`).ReplaceAllString(path, "u1")
 	return method, path, rule.GetBody() != ""
 }

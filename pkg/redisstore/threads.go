@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,8 +29,11 @@ import (
 const (
 	// MaxUserThreads bounds the registers UserThreads reads at once.
 	MaxUserThreads = 10000
-	// threadCASAttempts bounds the CAS rounds of one key in one call.
-	threadCASAttempts = 8
+	// threadCASAttempts bounds the CAS rounds of one key in one call;
+	// past the first few, each round waits a random pause that grows,
+	// so writers racing on one key fall out of step.
+	threadCASAttempts  = 32
+	threadCASQuietFrom = 3
 )
 
 // ErrTooManyThreads is UserThreads' refusal of a user with more than
@@ -114,6 +119,14 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 		}
 		if s.beforeThreadCAS != nil {
 			s.beforeThreadCAS(attempt)
+		}
+		if attempt >= threadCASQuietFrom {
+			pause := time.Duration(rand.Int64N(int64(attempt) * int64(100*time.Microsecond)))
+			select {
+			case <-time.After(pause):
+			case <-ctx.Done():
+				return s.failCells(writes, fmt.Errorf("%w: writing thread state: %w", ErrUnavailable, ctx.Err()))
+			}
 		}
 		cmds := make([]*redis.Cmd, len(writes))
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {

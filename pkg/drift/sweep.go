@@ -334,6 +334,9 @@ var (
 	KindMembers  = kinds.Members.Name()
 	KindMentions = kinds.Mentions.Name()
 	KindSettings = kinds.Settings.Name()
+
+	KindThreadHeads  = kinds.ThreadHeads.Name()
+	KindThreadStates = kinds.ThreadStates.Name()
 )
 
 // checkGuard checks, before each page, that this replica may still sweep.

@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Each kind's record key of a value is the key of the record it came from
@@ -20,11 +21,14 @@ func TestRecordKeyIsTheRecordsKey(t *testing.T) {
 	k := receipt.Key{User: "@alice:example.org", Channel: "!room%1:example.org"}
 	st := receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}}, UpdatedAtUnixMs: 1}
 	m := channel.Join(k, 2, 2, 2)
+	ref := thread.Ref{Channel: k.Channel, Root: 3}
 	seen := map[string]bool{}
 	for _, d := range []event.Decoded{
 		{Key: k, Receipt: &st, Membership: &m, Mentions: []int64{3}},
 		{Channel: &channel.Head{Channel: k.Channel, Seq: 4}},
 		{Settings: &privacy.Settings{User: k.User, ShareRead: true, VersionMs: 1}},
+		{Key: k, Thread: &thread.State{Key: thread.Key{User: k.User, Ref: ref}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}},
+		{ThreadHead: &thread.Head{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}},
 	} {
 		rec, err := event.EncodeDecoded(d)
 		require.NoError(t, err)

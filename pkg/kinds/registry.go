@@ -7,8 +7,13 @@ var (
 	Members  = New(memberSpec)
 	Mentions = New(mentionSpec)
 	Settings = New(settingsSpec)
+
+	ThreadHeads  = New(threadHeadSpec)
+	ThreadStates = New(threadStateSpec)
 )
 
 // All returns every kind of state. A caller may append kinds of its own
 // (a test's throwaway kind) and hand the list to a service's config.
-func All() []Kind { return []Kind{Cursors, Heads, Members, Mentions, Settings} }
+func All() []Kind {
+	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -293,6 +294,32 @@ func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.
 		return err
 	})
 	return out, err
+}
+
+// ChannelThreadHeads returns every thread head Redis holds of a channel,
+// by root (the drift sweep's scan); an undecodable field is skipped
+// (skipUndecodable), as ThreadHeads does.
+func (s *Store) ChannelThreadHeads(ctx context.Context, ch string) ([]thread.Head, error) {
+	m, err := s.rdb.HGetAll(ctx, s.ThreadHeadsKey(ch)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading the thread heads of %s: %w", ErrUnavailable, ch, err)
+	}
+	out := make([]thread.Head, 0, len(m))
+	for f, v := range m {
+		root, err := parseB62(f)
+		if err != nil {
+			s.skipUndecodable()
+			continue
+		}
+		h, err := decodeThreadHead(thread.Ref{Channel: ch, Root: root}, v)
+		if err != nil {
+			s.skipUndecodable()
+			continue
+		}
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b thread.Head) int { return a.Ref.Compare(b.Ref) })
+	return out, nil
 }
 
 // ThreadStateResult is the outcome of one register update.

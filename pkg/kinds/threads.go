@@ -1,0 +1,168 @@
+package kinds
+
+import (
+	"context"
+	"errors"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// threadHeadSpec is a thread's head: a max-register of the greatest reply
+// seq notified (thread.MergeHead), one thread_heads row and a field of
+// the channel's Redis thread head hash. It belongs to no user.
+var threadHeadSpec = &Spec[thread.Ref, thread.Head]{
+	Name: "thread_heads",
+	Key:  func(h thread.Head) thread.Ref { return h.Ref },
+	// (channel_id, root_seq): the page walk's order.
+	Compare: func(a, b thread.Head) int { return a.Ref.Compare(b.Ref) },
+	// A thread head travels on its channel's events.
+	RecordKey: func(r thread.Ref) string { return receipt.EscapeKeyID(r.Channel) },
+	Time:      func(h thread.Head) int64 { return h.UpdatedAtUnixMs },
+	Zero:      func(r thread.Ref) thread.Head { return thread.Head{Ref: r} },
+	Empty:     func(h thread.Head) bool { return h.Seq == 0 },
+	Merge:     func(_ *Env, a, b thread.Head) thread.Head { m, _ := thread.MergeHead(a, b); return m },
+	Same:      func(a, b thread.Head) bool { return a.Seq == b.Seq },
+	FromEvent: func(d *event.Decoded) (thread.Head, bool) {
+		if d.ThreadHead == nil {
+			return thread.Head{}, false
+		}
+		return *d.ThreadHead, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []thread.Head) (int64, error) {
+		return env.Postgres.UpsertThreadHeads(ctx, vals)
+	},
+	PGGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([]thread.Head, error) {
+		return env.Postgres.ThreadHeads(ctx, refs)
+	},
+	PGPage: func(ctx context.Context, env *Env, after thread.Ref, hasAfter bool, n int) ([]thread.Head, error) {
+		return env.Postgres.ThreadHeadsPage(ctx, after, hasAfter, n)
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []thread.Head) ([]error, error) {
+		res, err := env.Redis.RaiseThreadHeads(ctx, vals)
+		return resultErrs(res, err, func(r redisstore.ThreadHeadResult) error { return r.Err })
+	},
+	RedisGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([][]*thread.Head, error) {
+		got, err := env.Redis.ThreadHeads(ctx, refs)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*thread.Head, len(refs))
+		for i, r := range refs {
+			out[i] = []*thread.Head{nil}
+			if h, ok := got[r]; ok {
+				out[i][0] = &h
+			}
+		}
+		return out, nil
+	},
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[thread.Head], error) {
+		chs, next, err := env.Redis.ScanThreadChannels(ctx, cur, count)
+		if err != nil {
+			return ScanPage[thread.Head]{}, err
+		}
+		page := ScanPage[thread.Head]{Next: next}
+		for _, ch := range validIDs("channel_id", chs, &page.Scanned, &page.Invalid) {
+			heads, err := env.Redis.ChannelThreadHeads(ctx, ch)
+			if err != nil {
+				return page, err
+			}
+			for _, h := range heads {
+				if h.Validate() != nil {
+					page.Invalid++
+					continue
+				}
+				page.Values = append(page.Values, h)
+			}
+		}
+		return page, nil
+	},
+}
+
+// threadStateSpec is a user's register in a thread: cursors, follow and
+// mentions (thread.Merge), one thread_states row and a field of the
+// user's Redis thread hash.
+var threadStateSpec = &Spec[thread.Key, thread.State]{
+	Name: "thread_states",
+	Key:  func(st thread.State) thread.Key { return st.Key },
+	// (user_id, channel_id, root_seq): the page walk's order.
+	Compare: func(a, b thread.State) int { return a.Key.Compare(b.Key) },
+	// A user's thread events share the partition of the user's channel
+	// events, so that they keep their order.
+	RecordKey: func(k thread.Key) string { return k.ChannelKey().KafkaKey() },
+	User:      func(k thread.Key) string { return k.User },
+	Time:      thread.State.Time,
+	Zero:      func(k thread.Key) thread.State { return thread.State{Key: k} },
+	Empty:     thread.State.IsZero,
+	Merge: func(env *Env, a, b thread.State) thread.State {
+		m, _ := thread.Merge(a, b, env.mentionCap())
+		return m
+	},
+	Same: thread.Same,
+	FromEvent: func(d *event.Decoded) (thread.State, bool) {
+		if d.Thread == nil {
+			return thread.State{}, false
+		}
+		return *d.Thread, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []thread.State) (int64, error) {
+		return env.Postgres.UpsertThreadStates(ctx, vals, env.mentionCap())
+	},
+	PGGet: func(ctx context.Context, env *Env, keys []thread.Key) ([]thread.State, error) {
+		return env.Postgres.ThreadStates(ctx, keys)
+	},
+	PGPage: func(ctx context.Context, env *Env, after thread.Key, hasAfter bool, n int) ([]thread.State, error) {
+		return env.Postgres.ThreadStatesPage(ctx, after, hasAfter, n)
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []thread.State) ([]error, error) {
+		res, err := env.Redis.MergeThreadStates(ctx, vals, env.mentionCap())
+		return resultErrs(res, err, func(r redisstore.ThreadStateResult) error { return r.Err })
+	},
+	RedisGet: func(ctx context.Context, env *Env, keys []thread.Key) ([][]*thread.State, error) {
+		got, err := env.Redis.ThreadStates(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*thread.State, len(keys))
+		for i := range keys {
+			out[i] = []*thread.State{got[i]}
+		}
+		return out, nil
+	},
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[thread.State], error) {
+		users, next, err := env.Redis.ScanThreadUsers(ctx, cur, count)
+		if err != nil {
+			return ScanPage[thread.State]{}, err
+		}
+		page := ScanPage[thread.State]{Next: next}
+		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+			states, _, err := env.Redis.UserThreads(ctx, u, "")
+			if errors.Is(err, redisstore.ErrTooManyThreads) {
+				// The store refuses to read the hash whole; one stuck user
+				// must not stop the sweep. Its registers are still compared
+				// by the Postgres walk.
+				page.Invalid++
+				continue
+			}
+			if err != nil {
+				return page, err
+			}
+			for _, st := range states {
+				if st.Validate() != nil {
+					page.Invalid++
+					continue
+				}
+				if !st.IsZero() {
+					page.Values = append(page.Values, st)
+				}
+			}
+		}
+		return page, nil
+	},
+}

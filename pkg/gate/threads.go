@@ -64,7 +64,24 @@ func (g *Gate) checkThread(ctx context.Context, k thread.Key) (*facts, error) {
 	return f, nil
 }
 
-// threadHead returns a thread's head: Redis, else Postgres (copied into
+// checkThreadSeq is checkThread for a mark at seq, which must be at or
+// below the thread's head; it returns the head too.
+func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*facts, thread.Head, error) {
+	f, err := g.checkThread(ctx, k)
+	if err != nil {
+		return nil, thread.Head{}, err
+	}
+	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
+	if err != nil {
+		return nil, thread.Head{}, err
+	}
+	if head := heads[k.Ref]; seq > head.Seq {
+		return nil, thread.Head{}, headBehind("seq", seq, head.Seq)
+	}
+	return f, heads[k.Ref], nil
+}
+
+// threadHeads returns threads' heads: Redis, else Postgres (copied into
 // Redis by a merge); seq 0 when the thread has no reply.
 func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
@@ -216,16 +233,9 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 			return nil, invalid(apierr.InvalidEpoch, err)
 		}
 	}
-	f, err := g.checkThread(ctx, k)
+	f, head, err := g.checkThreadSeq(ctx, k, r.GetSeq())
 	if err != nil {
 		return nil, err
-	}
-	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
-	if err != nil {
-		return nil, err
-	}
-	if head := heads[k.Ref].Seq; r.GetSeq() > head {
-		return nil, headBehind("seq", r.GetSeq(), head)
 	}
 	now := g.nowMs()
 	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
@@ -252,7 +262,7 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+	return g.threadMarkAnswer(f, k, head, res[0], dur)
 }
 
 // threadMarkAnswer is the answer of a write in one thread.
@@ -284,16 +294,9 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
 		return nil, invalid(apierr.InvalidID, err)
 	}
-	f, err := g.checkThread(ctx, k)
+	f, head, err := g.checkThreadSeq(ctx, k, r.GetSeq())
 	if err != nil {
 		return nil, err
-	}
-	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
-	if err != nil {
-		return nil, err
-	}
-	if head := heads[k.Ref].Seq; r.GetSeq() > head {
-		return nil, headBehind("seq", r.GetSeq(), head)
 	}
 	now := g.nowMs()
 	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
@@ -308,7 +311,7 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+	return g.threadMarkAnswer(f, k, head, res[0], dur)
 }
 
 // FollowThread implements receiptsv1connect.ReceiptServiceHandler.

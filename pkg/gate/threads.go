@@ -129,9 +129,9 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.R
 func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thread.Head,
 	incoming func(i int, stored thread.State) (thread.State, error),
 ) ([]redisstore.ThreadStateResult, []redisstore.ThreadHeadResult, receiptsv1.Durability, error) {
-	var sent []thread.State
+	var sent, stored []thread.State
 	if len(keys) > 0 {
-		sent = make([]thread.State, len(keys))
+		sent, stored = make([]thread.State, len(keys)), make([]thread.State, len(keys))
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
@@ -150,9 +150,10 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	var res []redisstore.ThreadStateResult
 	if len(keys) > 0 {
 		var err error
-		res, err = g.redis.UpdateThreadStates(rctx, keys, g.cfg.MentionCap, func(i int, stored thread.State, _ bool) (thread.State, error) {
-			in, err := incoming(i, stored)
-			sent[i] = in
+		res, err = g.redis.UpdateThreadStates(rctx, keys, g.cfg.MentionCap, func(i int, was thread.State, _ bool) (thread.State, error) {
+			in, err := incoming(i, was)
+			// The last call is the one whose CAS held.
+			sent[i], stored[i] = in, was
 			return in, err
 		})
 		if err != nil {
@@ -196,7 +197,20 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 		rec.Topic = g.durable.Topic()
 		recs = append(recs, rec)
 	}
+	var before, after []thread.State
+	for _, i := range which {
+		before, after = append(before, stored[i]), append(after, res[i].State)
+	}
+	// Watchers see the moves while the records are produced, as the
+	// channel write path publishes its view (realtime state, not
+	// durability).
+	viewed := make(chan struct{})
+	go func() {
+		defer close(viewed)
+		g.publishThreadView(ctx, before, after, raised)
+	}()
 	dur, err := g.produce(ctx, recs)
+	<-viewed
 	if err != nil {
 		return nil, nil, 0, err
 	}

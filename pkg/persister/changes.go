@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // opChanges is the change feed's produce, retried like the dead letters.
@@ -28,6 +29,25 @@ const changeSchemaVersion = 1
 type changeSink struct {
 	mu      sync.Mutex
 	changes []pgstore.CursorChange
+	// threadChanges are the thread cursors' entries, from the thread
+	// statements that use upsertThreads.
+	threadChanges []pgstore.ThreadCursorChange
+}
+
+// upsertThreads is the thread register statement with the feed on:
+// UpsertThreadChanges. The thread kind's statements call it when the
+// feed is on, as the cursor statements call upsert.
+func (f *changeSink) upsertThreads(store *pgstore.Store, mentionCap int) func(context.Context, []thread.State) (int64, error) {
+	return func(ctx context.Context, states []thread.State) (int64, error) {
+		changes, err := store.UpsertThreadChanges(ctx, states, mentionCap)
+		if err != nil {
+			return 0, err
+		}
+		f.mu.Lock()
+		f.threadChanges = append(f.threadChanges, changes...)
+		f.mu.Unlock()
+		return int64(len(states)), nil
+	}
 }
 
 // upsert is the cursor statement with the feed on: UpsertChanges, for
@@ -64,19 +84,45 @@ func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
 	return &kgo.Record{Topic: topic, Key: []byte(c.Key.KafkaKey()), Value: v}, nil
 }
 
+// threadChangeRecord is one thread cursor's entry of the feed, keyed as
+// the source topic keys the user's thread events ("user:channel").
+func threadChangeRecord(topic string, c pgstore.ThreadCursorChange) (*kgo.Record, error) {
+	kind := receiptsv1.Kind_READ
+	if c.Delivered {
+		kind = receiptsv1.Kind_DELIVERED
+	}
+	v, err := proto.Marshal(&receiptsv1.ReadStateChange{
+		SchemaVersion: changeSchemaVersion, UserId: c.Key.User, ChannelId: c.Key.Channel, Kind: kind,
+		Position:  &receiptsv1.Position{Epoch: c.Cursor.Position.Epoch, Seq: c.Cursor.Position.Seq},
+		MessageId: c.Cursor.MessageID, AtUnixMs: c.AtUnixMs, ThreadRootSeq: c.Key.Root,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("encoding a thread change: %w", err)
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(c.Key.ChannelKey().KafkaKey()), Value: v}, nil
+}
+
 // produceChanges sends a window's feed and waits for every ack, retrying
 // the failed records for as long as Kafka is unavailable: the window's
 // offsets wait for it (at least once).
 func (p *Persister) produceChanges(ctx context.Context, feed *changeSink) error {
-	if feed == nil || len(feed.changes) == 0 {
+	if feed == nil || len(feed.changes)+len(feed.threadChanges) == 0 {
 		return nil
 	}
-	pending := feed.changes
+	// Each attempt builds its records afresh from the entries.
+	type entry func(topic string) (*kgo.Record, error)
+	pending := make([]entry, 0, len(feed.changes)+len(feed.threadChanges))
+	for _, c := range feed.changes {
+		pending = append(pending, func(topic string) (*kgo.Record, error) { return changeRecord(topic, c) })
+	}
+	for _, c := range feed.threadChanges {
+		pending = append(pending, func(topic string) (*kgo.Record, error) { return threadChangeRecord(topic, c) })
+	}
 	err := p.retry(ctx, p.log, opChanges, isProduceRetryable, func(ctx context.Context) error {
 		recs := make([]*kgo.Record, len(pending))
 		index := make(map[*kgo.Record]int, len(pending))
 		for i, c := range pending {
-			r, err := changeRecord(p.cfg.ChangesTopic, c)
+			r, err := c(p.cfg.ChangesTopic)
 			if err != nil {
 				return err
 			}
@@ -84,7 +130,7 @@ func (p *Persister) produceChanges(ctx context.Context, feed *changeSink) error 
 			index[r] = i
 		}
 		results := p.cl.ProduceSync(ctx, recs...)
-		var failed []pgstore.CursorChange
+		var failed []entry
 		for _, r := range results {
 			if r.Err != nil {
 				failed = append(failed, pending[index[r.Record]])

@@ -161,11 +161,25 @@ func (s *Store) UpsertThreadStates(ctx context.Context, states []thread.State, m
 	if mentionCap <= 0 {
 		mentionCap = channel.MentionCapDefault
 	}
-	sorted := states
-	if !slices.IsSortedFunc(states, compareThreadStates) {
-		sorted = slices.Clone(states)
-		slices.SortFunc(sorted, compareThreadStates)
+	tag, err := s.pool.Exec(ctx, upsertThreadStatesSQL, upsertThreadArgs(sortedThreadStates(states), mentionCap)...)
+	if err != nil {
+		return 0, classify(err)
 	}
+	return tag.RowsAffected(), nil
+}
+
+func sortedThreadStates(states []thread.State) []thread.State {
+	if slices.IsSortedFunc(states, compareThreadStates) {
+		return states
+	}
+	sorted := slices.Clone(states)
+	slices.SortFunc(sorted, compareThreadStates)
+	return sorted
+}
+
+// upsertThreadArgs are upsertThreadStatesSQL's parameters for sorted
+// states, each first merged into the empty register (UpsertThreadStates).
+func upsertThreadArgs(sorted []thread.State, mentionCap int) []any {
 	n := len(sorted)
 	users, chs, devs, rms, dms, mss := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	roots, res, rss, des, dss, pes, pss := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -181,12 +195,7 @@ func (s *Store) UpsertThreadStates(ctx context.Context, states []thread.State, m
 		fvs[i], fls[i] = st.Follow.VersionUnixMs, st.Follow.Following
 		mss[i] = int64ArrayLiteral(st.Mentions)
 	}
-	tag, err := s.pool.Exec(ctx, upsertThreadStatesSQL, users, chs, roots, res, rss, rms, des, dss, dms,
-		pes, pss, devs, times, fvs, fls, mss, mentionCap)
-	if err != nil {
-		return 0, classify(err)
-	}
-	return tag.RowsAffected(), nil
+	return []any{users, chs, roots, res, rss, rms, des, dss, dms, pes, pss, devs, times, fvs, fls, mss, mentionCap}
 }
 
 // int64ArrayLiteral is seqs as a Postgres array literal: unnest cannot

@@ -24,7 +24,8 @@ import (
 //	cv:{C}:d       zset: user → delivered seq    least gives the watermark)
 //	cv:{C}:s       stream of moves, MAXLEN ~ (default 10,000), fields
 //	               u user, k "r"|"d", e epoch, s seq, t at_unix_ms; and
-//	               of removals (RemoveFromView, Erase): u, k, rm "1", t
+//	               of removals (RemoveFromView, Erase): u, k, rm "1", t;
+//	               and of thread moves (threadview.go)
 //	cv:{C}:loaded  string, set with a TTL when the view was last rebuilt
 //	               from Postgres (see ViewLoaded)
 //

@@ -1,10 +1,12 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,8 +31,10 @@ type Subscription struct {
 	// merged is, per channel, the greatest stream id merged into pending
 	// or sent: the reader's entries at or below it are not offered again.
 	merged map[string]streamID
-	// pending holds the unsent updates, one per (channel, user, kind),
-	// each the highest position seen, at most MaxPending of them.
+	// pending holds the unsent updates, one per (channel, thread root,
+	// user, kind) (a channel cursor's root is 0, a thread head's user
+	// and kind are empty), each the highest position seen, at most
+	// MaxPending of them.
 	pending map[updateKey]*pendingUpdate
 	// overflow says pending passed MaxPending and was emptied: the next
 	// event is a snapshot marked expired.
@@ -38,8 +42,10 @@ type Subscription struct {
 }
 
 type updateKey struct {
-	channel, user string
-	kind          receiptsv1.Kind
+	channel string
+	root    int64
+	user    string
+	kind    receiptsv1.Kind
 }
 
 // pendingUpdate is one key's unsent state: the highest position of the
@@ -252,7 +258,7 @@ func (s *Subscription) offer(ch string, entries []entry, upTo streamID) {
 		if e.id.compare(merged) > 0 {
 			merged = e.id
 		}
-		k := updateKey{ch, e.user, e.kind}
+		k := updateKey{ch, e.root, e.user, e.kind}
 		p, ok := s.pending[k]
 		if !ok {
 			if len(s.pending) >= s.hub.cfg.MaxPending {
@@ -329,7 +335,7 @@ func (s *Subscription) Next(ctx context.Context) (*receiptsv1.WatchEvent, error)
 			ev := s.flushLocked()
 			s.mu.Unlock()
 			s.lastSent, s.lastToken = time.Now(), ev.GetResumeToken()
-			s.hub.m.delivered.Add(float64(len(ev.Updates)))
+			s.hub.m.delivered.Add(float64(len(ev.Updates) + len(ev.ThreadHeads)))
 			return ev, nil
 		}
 		s.mu.Unlock()
@@ -348,7 +354,12 @@ func (s *Subscription) Next(ctx context.Context) (*receiptsv1.WatchEvent, error)
 func (s *Subscription) flushLocked() *receiptsv1.WatchEvent {
 	ev := &receiptsv1.WatchEvent{Updates: make([]*receiptsv1.CursorUpdate, 0, len(s.pending))}
 	for k, p := range s.pending {
-		u := &receiptsv1.CursorUpdate{ChannelId: k.channel, UserId: k.user, Kind: k.kind, AtUnixMs: p.atUnix}
+		if k.root != 0 && k.user == "" {
+			ev.ThreadHeads = append(ev.ThreadHeads, &receiptsv1.ThreadHeadUpdate{ChannelId: k.channel, RootSeq: k.root,
+				Head: &receiptsv1.Position{Epoch: p.pos.epoch, Seq: p.pos.seq}, AtUnixMs: p.atUnix})
+			continue
+		}
+		u := &receiptsv1.CursorUpdate{ChannelId: k.channel, UserId: k.user, Kind: k.kind, AtUnixMs: p.atUnix, ThreadRootSeq: k.root}
 		if p.removed() {
 			u.Removed = true
 		} else {
@@ -357,6 +368,12 @@ func (s *Subscription) flushLocked() *receiptsv1.WatchEvent {
 		ev.Updates = append(ev.Updates, u)
 	}
 	slices.SortFunc(ev.Updates, compareUpdates)
+	slices.SortFunc(ev.ThreadHeads, func(a, b *receiptsv1.ThreadHeadUpdate) int {
+		if a.ChannelId != b.ChannelId {
+			return strings.Compare(a.ChannelId, b.ChannelId)
+		}
+		return cmp.Compare(a.RootSeq, b.RootSeq)
+	})
 	s.pending = map[updateKey]*pendingUpdate{}
 	ev.ResumeToken = encodeToken(s.merged)
 	return ev
@@ -369,6 +386,8 @@ func compareUpdates(a, b *receiptsv1.CursorUpdate) int {
 			return -1
 		}
 		return 1
+	case a.ThreadRootSeq != b.ThreadRootSeq:
+		return cmp.Compare(a.ThreadRootSeq, b.ThreadRootSeq)
 	case a.UserId != b.UserId:
 		if a.UserId < b.UserId {
 			return -1

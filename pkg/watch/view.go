@@ -20,7 +20,10 @@ import (
 //	cv:{C}:s    stream, one entry per public cursor advance: u user,
 //	            k "r"|"d", e epoch, s seq, t at_unix_ms; or per removal
 //	            from the view (a leave, a kind no longer shared, an
-//	            erasure): u, k, rm "1", t
+//	            erasure): u, k, rm "1", t; or per thread move (never in
+//	            the cursors hash): k "tr"|"td" a member's public thread
+//	            read / delivered cursor (u, root, e, s, t), k "th" a
+//	            thread's head (root, s, t)
 func streamKey(prefix, ch string) string  { return prefix + "cv:{" + ch + "}:s" }
 func cursorsKey(prefix, ch string) string { return prefix + "cv:{" + ch + "}:cur" }
 
@@ -30,7 +33,8 @@ func channelOfStream(prefix, key string) string {
 }
 
 // entry is one stream entry: a public cursor that advanced, or (removed)
-// one that left the view.
+// one that left the view. A thread's entry has its root: a member's
+// thread cursor, or (head, no user or kind) the thread's head.
 type entry struct {
 	id      streamID
 	user    string
@@ -38,6 +42,8 @@ type entry struct {
 	pos     position
 	atUnix  int64
 	removed bool
+	root    int64
+	head    bool
 }
 
 type position struct{ epoch, seq int64 }
@@ -75,6 +81,9 @@ func parseEntry(m redis.XMessage) (entry, bool) {
 		return entry{}, false
 	}
 	str := func(k string) string { s, _ := m.Values[k].(string); return s }
+	if k := str("k"); strings.HasPrefix(k, "t") {
+		return parseThreadEntry(id, k, str)
+	}
 	kind, ok := parseKind(str("k"))
 	user := str("u")
 	if str("rm") == "1" {
@@ -88,6 +97,26 @@ func parseEntry(m redis.XMessage) (entry, bool) {
 		return entry{}, false
 	}
 	return entry{id: id, user: user, kind: kind, pos: position{e, s}, atUnix: t}, true
+}
+
+// parseThreadEntry reads a thread move: kind "th" (a head) or "tr"/"td"
+// (a member's thread cursor).
+func parseThreadEntry(id streamID, k string, str func(string) string) (entry, bool) {
+	root, err1 := strconv.ParseInt(str("root"), 10, 64)
+	e, err2 := strconv.ParseInt(str("e"), 10, 64)
+	s, err3 := strconv.ParseInt(str("s"), 10, 64)
+	t, _ := strconv.ParseInt(str("t"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || root <= 0 {
+		return entry{}, false
+	}
+	out := entry{id: id, root: root, pos: position{e, s}, atUnix: t}
+	if k == "th" {
+		out.head = true
+		return out, true
+	}
+	kind, ok := parseKind(strings.TrimPrefix(k, "t"))
+	out.user, out.kind = str("u"), kind
+	return out, ok && out.user != ""
 }
 
 // probeScript answers, atomically for one channel: its stream's last

@@ -1,0 +1,76 @@
+package gate
+
+import (
+	"context"
+
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// publishThreadView streams thread moves to their channels' watchers: the
+// heads that advanced, and the public thread cursors (never the private
+// read) that advanced from stored to after, of users who share that kind.
+// Like publishView it is realtime state, not durability: a failure only
+// counts as degraded.
+func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.State, raised []redisstore.ThreadHeadResult) {
+	var entries []redisstore.ThreadViewEntry
+	for _, r := range raised {
+		if r.Err != nil || !r.Advanced {
+			continue
+		}
+		h := r.Head
+		entries = append(entries, redisstore.ThreadViewEntry{Channel: h.Channel, Root: h.Root, Kind: redisstore.ThreadViewHead,
+			Position: receipt.Position{Seq: h.Seq}, AtUnixMs: h.UpdatedAtUnixMs})
+	}
+	var users []string
+	seen := map[string]bool{}
+	var moves []redisstore.ThreadViewEntry
+	for i := range after {
+		was, now := stored[i].Cursors, after[i].Cursors
+		k := after[i].Key
+		if now.Read.Position.Compare(was.Read.Position) > 0 {
+			moves = append(moves, redisstore.ThreadViewEntry{Channel: k.Channel, Root: k.Root, User: k.User,
+				Kind: redisstore.ThreadViewRead, Position: now.Read.Position, AtUnixMs: now.UpdatedAtUnixMs})
+		}
+		if now.Delivered.Position.Compare(was.Delivered.Position) > 0 {
+			moves = append(moves, redisstore.ThreadViewEntry{Channel: k.Channel, Root: k.Root, User: k.User,
+				Kind: redisstore.ThreadViewDelivered, Position: now.Delivered.Position, AtUnixMs: now.UpdatedAtUnixMs})
+		}
+	}
+	for _, m := range moves {
+		if !seen[m.User] {
+			seen[m.User] = true
+			users = append(users, m.User)
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	if len(users) > 0 {
+		settings, err := g.settingsOf(rctx, users)
+		if err != nil {
+			// Unknown settings: share no cursor (privacy fails closed);
+			// the heads are no one's.
+			g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
+			g.warnRedis(redisOpSettings, err)
+			moves = nil
+		}
+		for _, m := range moves {
+			// The view's kinds are privacy's: "r" and "d".
+			kind := string(redisstore.ViewRead)
+			if m.Kind == redisstore.ThreadViewDelivered {
+				kind = string(redisstore.ViewDelivered)
+			}
+			if settings[m.User].Shares(kind) {
+				entries = append(entries, m)
+			}
+		}
+	}
+	if len(entries) == 0 {
+		return
+	}
+	if err := g.redis.AppendThreadViewEntries(rctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
+		g.warnRedis(redisOpView, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Env is what a kind's statements run against: the two stores and the
@@ -17,6 +18,10 @@ type Env struct {
 	// MentionCap is the mention retention (each key keeps its newest
 	// cap+1 seqs).
 	MentionCap int
+	// UpsertThreadStates, when set, writes the thread registers in place
+	// of the plain upsert: the persister's change feed reads the thread
+	// cursor moves it returns.
+	UpsertThreadStates func(ctx context.Context, vals []thread.State) (int64, error)
 	// ViewStreamMaxLen bounds the channel views' move streams when a
 	// settings register re-applies a user's views (0: the store's default).
 	ViewStreamMaxLen int64

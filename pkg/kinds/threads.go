@@ -111,6 +111,9 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 	},
 
 	PGWrite: func(ctx context.Context, env *Env, vals []thread.State) (int64, error) {
+		if env.UpsertThreadStates != nil {
+			return env.UpsertThreadStates(ctx, vals)
+		}
 		return env.Postgres.UpsertThreadStates(ctx, vals, env.mentionCap())
 	},
 	PGGet: func(ctx context.Context, env *Env, keys []thread.Key) ([]thread.State, error) {

@@ -13,13 +13,17 @@ import (
 
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Persister is one consumer-group member writing the topic to Postgres.
 // Build it with New, run it with Run, and Close it after Run returns.
 type Persister struct {
 	// env is what the kinds' statements run against.
-	env      *kinds.Env
+	env *kinds.Env
+	// feed is the window's change feed being written (nil: none); the
+	// thread registers' statements add their moves to it.
+	feed     atomic.Pointer[changeSink]
 	cfg      Config
 	log      *zap.Logger
 	m        *metrics
@@ -160,6 +164,14 @@ func newPersister(cfg Config) *Persister {
 		outage:    map[string]*outage{},
 		settled:   map[topicPartition]*kgo.Record{},
 		env:       &kinds.Env{Postgres: cfg.Store, MentionCap: cfg.MentionCap},
+	}
+	if cfg.ChangesTopic != "" {
+		p.env.UpsertThreadStates = func(ctx context.Context, vals []thread.State) (int64, error) {
+			if f := p.feed.Load(); f != nil {
+				return f.upsertThreads(p.store, p.env.MentionCap)(ctx, vals)
+			}
+			return p.store.UpsertThreadStates(ctx, vals, p.env.MentionCap)
+		}
 	}
 	for i := range cfg.Writers {
 		p.stmtLogs = append(p.stmtLogs, p.log.With(zap.Int("writer", i)))

@@ -58,6 +58,7 @@ func (p *Persister) settle(ctx context.Context, w *window, trigger string) error
 	if p.cfg.ChangesTopic != "" {
 		feed = &changeSink{}
 	}
+	p.feed.Store(feed)
 	written, skipped, failed, err := p.writeRows(ctx, w, feed)
 	if err != nil {
 		return fmt.Errorf("writing window of %d rows: %w", total, err)

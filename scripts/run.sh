@@ -232,6 +232,28 @@ if [ "$no_demo" != 1 ]; then
   body=$(api_call GET "/v1/channels/$ch")
   echo "  ${body:0:300}"
 
+  # ---- threads: replies on message 5, alice mentioned; her thread counts
+  # fall as she reads, the channel's count never moves ----
+  step "threads: replies to message 5 of $ch; alice is mentioned and follows"
+  thread_counts() { # alice's thread and channel counts; fails the demo when not the expected
+    local th un
+    th=$(api_call GET "/v1/users/$alice/threads")
+    un=$(api_call GET "/v1/users/$alice/unread")
+    printf '  %-34s thread: unread=%s mentions=%s | channel: unread=%s unread_threads=%s\n' "$1" \
+      "$(field unreadCount "$th")" "$(field mentionCount "$th")" "$(field unreadCount "$un")" "$(field unreadThreads "$un")"
+    [ "$(field unreadCount "$th")/$(field mentionCount "$th")/$(field unreadCount "$un")/$(field unreadThreads "$un")" = "$2" ] ||
+      die "demo: alice's (thread unread/mentions/channel unread/unread threads) are not $2"
+  }
+  echo "\$ curl -s -X POST $api/v1/channels/$ch/threads/5/messages -d '{\"seq\":1,\"sender_id\":\"bob\",\"mentions\":[\"alice\"]}'"
+  api_call POST "/v1/channels/$ch/threads/5/messages" "{\"seq\":1,\"message_id\":\"r1\",\"sender_id\":\"${prefix}bob\",\"mentions\":[\"$alice\"]}" >/dev/null
+  api_call POST "/v1/channels/$ch/threads/5/messages" "{\"seq\":2,\"message_id\":\"r2\",\"sender_id\":\"${prefix}carol\"}" >/dev/null
+  echo "\$ curl -s $api/v1/users/$alice/threads"
+  thread_counts "2 replies, 1 mentioning alice:" "2/1/0/1"
+  api_call POST "/v1/users/$alice/channels/$ch/threads/5/read" '{"seq": 1}' >/dev/null
+  thread_counts "alice read the thread to 1:" "1/0/0/1"
+  api_call POST "/v1/users/$alice/channels/$ch/threads/5/read" '{"seq": 2}' >/dev/null
+  thread_counts "alice read the thread to 2:" "0/0/0/0"
+
   # ---- watch: a live watch stream over server-sent events ----
   # curl -N on the SSE route in the background while carol reads;
   # each "data:" line is a WatchEvent (the first one the snapshot).

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -52,21 +51,18 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	if err != nil {
 		return nil, err
 	}
-	// The followed threads are read beside the channels (their own hash
-	// and heads), at once.
-	var (
-		threads    map[string]threadCounts
-		threadsErr error
-		wg         sync.WaitGroup
-	)
-	wg.Go(func() { threads, threadsErr = g.threadCountsByChannel(ctx, user) })
-	views, more, err := g.unreadPage(ctx, user, channels, page)
-	wg.Wait()
+	var threadsNone bool
+	views, more, err := g.unreadPage(ctx, user, channels, page, &threadsNone)
 	if err != nil {
 		return nil, err
 	}
-	if threadsErr != nil {
-		return nil, threadsErr
+	// The followed threads: read only when the unread read did not show
+	// the user has none (the common case costs no round trip).
+	var threads map[string]threadCounts
+	if !threadsNone {
+		if threads, err = g.threadCountsByChannel(ctx, user); err != nil {
+			return nil, err
+		}
 	}
 	out := &receiptsv1.GetUnreadResponse{UserId: user, Channels: make([]*receiptsv1.ChannelUnread, len(views))}
 	if more {
@@ -119,13 +115,15 @@ func positionProto(p receipt.Position) *receiptsv1.Position {
 // bounded reads. When Redis cannot answer, the counts come from Postgres
 // alone (which may lag by the persister's delay).
 func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
-	views, _, err := g.unreadPage(ctx, user, channels, redisstore.Page{})
+	views, _, err := g.unreadPage(ctx, user, channels, redisstore.Page{}, nil)
 	return views, err
 }
 
 // unreadPage is unread of a page of the default set (page applies only
 // when no channel is listed); more reports that the set goes on.
-func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page) (views []redisstore.ChannelView, more bool, err error) {
+// threadsNone, when not nil, is set when Redis showed the user has no
+// thread register.
+func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page, threadsNone *bool) (views []redisstore.ChannelView, more bool, err error) {
 	durable := func() ([]redisstore.ChannelView, bool, error) {
 		views, err := g.durableUnread(ctx, user, channels)
 		if err != nil || len(channels) > 0 {
@@ -157,6 +155,9 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		}
 		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
 		if complete {
+			if threadsNone != nil {
+				*threadsNone = view.ThreadsNone
+			}
 			return sortViews(view.Channels), view.More, nil
 		}
 		if attempt == 2 {

@@ -384,3 +384,24 @@ func TestScanThreadKeys(t *testing.T) {
 	require.Equal(t, []string{"u1", "u2"}, walk(s.ScanThreadUsers))
 	require.Equal(t, []string{"c1"}, walk(s.ScanThreadChannels))
 }
+
+// The unread read tells, in its own round trip, when a user surely has no
+// thread register: the hash hydrated and empty. Unknown (not hydrated) or
+// any register means the caller reads the threads.
+func TestUnreadProbesThreads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	none := func() bool {
+		t.Helper()
+		v, err := s.Unread(ctx, "pu", []string{"c1"}, 10)
+		require.NoError(t, err)
+		return v.ThreadsNone
+	}
+	require.False(t, none(), "never hydrated: unknown")
+	require.NoError(t, s.HydrateUserThreads(ctx, "pu", nil, 10))
+	require.True(t, none(), "hydrated and empty")
+	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: tkey("pu", "c1", 1), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}}, 10)
+	require.NoError(t, err)
+	require.False(t, none(), "a register")
+}

@@ -53,6 +53,10 @@ type UnreadView struct {
 	MissingHeads []string
 	// More: a page of the default set stopped short of its end.
 	More bool
+	// ThreadsNone: the user's thread hash is hydrated and holds no
+	// register, so there are no thread counts to read (read with the
+	// heads, when the answer has any channel).
+	ThreadsNone bool
 }
 
 // Page bounds a read of a user's default channel set: the channels after
@@ -123,20 +127,25 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		}
 		heads = make([]*redis.StringCmd, len(channels))
 		keys := s.channelKeys(channels)
+		var probe threadProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			probe = s.queueThreadProbe(ctx, pipe, user)
 			for i, k := range keys {
 				heads[i] = pipe.HGet(ctx, k, headField)
 			}
 		}); err != nil {
 			return view, err
 		}
+		view.ThreadsNone = probe.none()
 	} else {
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
 		heads = make([]*redis.StringCmd, len(channels))
 		keys := s.channelKeys(channels)
+		var probe threadProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+			probe = s.queueThreadProbe(ctx, pipe, user)
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
@@ -146,6 +155,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		}); err != nil {
 			return view, err
 		}
+		view.ThreadsNone = probe.none()
 		uv, uerr := ucmd.Result()
 		mv, merr := mcmd.Result()
 		nv, nerr := ncmd.Result()
@@ -469,4 +479,20 @@ func hmgetTable(fields []string, vals []any) fieldTable {
 		}
 	}
 	return t
+}
+
+// threadProbe tells, in the unread read's round trip, whether the user's
+// thread hash is hydrated and empty.
+type threadProbe struct {
+	n      *redis.IntCmd
+	loaded *redis.BoolCmd
+}
+
+func (s *Store) queueThreadProbe(ctx context.Context, pipe redis.Pipeliner, user string) threadProbe {
+	k := s.UserThreadsKey(user)
+	return threadProbe{n: pipe.HLen(ctx, k), loaded: pipe.HExists(ctx, k, loadedField)}
+}
+
+func (p threadProbe) none() bool {
+	return p.loaded != nil && p.loaded.Val() && p.n.Val() == 1
 }

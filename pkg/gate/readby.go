@@ -517,7 +517,8 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		out.Messages = append(out.Messages, r)
 	}
 	for _, u := range m.GetBadgeUserIds() {
-		views, err := g.unread(ctx, u, nil)
+		var threadsNone bool
+		views, _, err := g.unreadPage(ctx, u, nil, redisstore.Page{}, &threadsNone)
 		if err != nil {
 			return nil, err
 		}
@@ -527,9 +528,11 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		if err := charge(ctx, len(views)+1); err != nil {
 			return nil, err
 		}
-		threads, err := g.threadCountsByChannel(ctx, u)
-		if err != nil {
-			return nil, err
+		var threads map[string]threadCounts
+		if !threadsNone {
+			if threads, err = g.threadCountsByChannel(ctx, u); err != nil {
+				return nil, err
+			}
 		}
 		b := &receiptsv1.Badge{UserId: u}
 		for _, tc := range threads {

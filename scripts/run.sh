@@ -232,27 +232,40 @@ if [ "$no_demo" != 1 ]; then
   body=$(api_call GET "/v1/channels/$ch")
   echo "  ${body:0:300}"
 
-  # ---- threads: replies on message 5, alice mentioned; her thread counts
-  # fall as she reads, the channel's count never moves ----
-  step "threads: replies to message 5 of $ch; alice is mentioned and follows"
-  thread_counts() { # alice's thread and channel counts; fails the demo when not the expected
-    local th un
-    th=$(api_call GET "/v1/users/$alice/threads")
-    un=$(api_call GET "/v1/users/$alice/unread")
-    printf '  %-34s thread: unread=%s mentions=%s | channel: unread=%s unread_threads=%s\n' "$1" \
-      "$(field unreadCount "$th")" "$(field mentionCount "$th")" "$(field unreadCount "$un")" "$(field unreadThreads "$un")"
-    [ "$(field unreadCount "$th")/$(field mentionCount "$th")/$(field unreadCount "$un")/$(field unreadThreads "$un")" = "$2" ] ||
-      die "demo: alice's (thread unread/mentions/channel unread/unread threads) are not $2"
+  # ---- threads: replies to message 5, alice's followed threads ----
+  # A reply counts in its thread only: alice's channel unread stays as it
+  # was while unreadThreads says a followed thread has news. Each count is
+  # checked, so a wrong one fails the demo.
+  step "threads: bob and carol reply to message 5 of $ch, alice mentioned"
+  expect() { # NAME WANT GOT
+    [ "$3" = "$2" ] || die "demo: $1 is $3, want $2"
   }
-  echo "\$ curl -s -X POST $api/v1/channels/$ch/threads/5/messages -d '{\"seq\":1,\"sender_id\":\"bob\",\"mentions\":[\"alice\"]}'"
-  api_call POST "/v1/channels/$ch/threads/5/messages" "{\"seq\":1,\"message_id\":\"r1\",\"sender_id\":\"${prefix}bob\",\"mentions\":[\"$alice\"]}" >/dev/null
-  api_call POST "/v1/channels/$ch/threads/5/messages" "{\"seq\":2,\"message_id\":\"r2\",\"sender_id\":\"${prefix}carol\"}" >/dev/null
-  echo "\$ curl -s $api/v1/users/$alice/threads"
-  thread_counts "2 replies, 1 mentioning alice:" "2/1/0/1"
+  thread_counts() { # alice's followed threads and her unread, checked
+    local t u
+    t=$(api_call GET "/v1/users/$alice/threads")
+    u=$(api_call GET "/v1/users/$alice/unread")
+    printf '  %-34s thread: unread=%s mentions=%s following=%s | channel: unread=%s unreadThreads=%s threadMentions=%s\n' "$1" \
+      "$(field unreadCount "$t")" "$(field mentionCount "$t")" "$(field following "$t")" \
+      "$(field unreadCount "$u")" "$(field unreadThreads "$u")" "$(field threadMentionCount "$u")"
+    expect "thread unreadCount" "$2" "$(field unreadCount "$t")"
+    expect "thread mentionCount" "$3" "$(field mentionCount "$t")"
+    expect "channel unreadCount" "$chan_unread" "$(field unreadCount "$u")"
+    expect "unreadThreads" "$4" "$(field unreadThreads "$u")"
+  }
+  chan_unread=$(field unreadCount "$(api_call GET "/v1/users/$alice/unread")")
+  thread="/v1/channels/$ch/threads/5/messages"
+  echo "\$ curl -s -X POST $api$thread -d '{\"seq\":1,\"message_id\":\"r1\",\"sender_id\":\"${prefix}bob\",\"mentions\":[\"$alice\"]}'"
+  api_call POST "$thread" "{\"seq\":1,\"message_id\":\"r1\",\"sender_id\":\"${prefix}bob\",\"mentions\":[\"$alice\"]}" >/dev/null
+  echo "\$ curl -s -X POST $api$thread -d '{\"seq\":2,\"message_id\":\"r2\",\"sender_id\":\"${prefix}carol\"}'"
+  api_call POST "$thread" "{\"seq\":2,\"message_id\":\"r2\",\"sender_id\":\"${prefix}carol\"}" >/dev/null
+  echo "\$ curl -s $api/v1/users/$alice/threads; curl -s $api/v1/users/$alice/unread"
+  thread_counts "after 2 replies:" 2 1 1
+  echo "\$ curl -s -X POST $api/v1/users/$alice/channels/$ch/threads/5/read -d '{\"seq\": 1}'"
   api_call POST "/v1/users/$alice/channels/$ch/threads/5/read" '{"seq": 1}' >/dev/null
-  thread_counts "alice read the thread to 1:" "1/0/0/1"
+  thread_counts "alice read the thread to 1:" 1 0 1
   api_call POST "/v1/users/$alice/channels/$ch/threads/5/read" '{"seq": 2}' >/dev/null
-  thread_counts "alice read the thread to 2:" "0/0/0/0"
+  thread_counts "alice read the thread to 2:" 0 0 0
+  # ---- end threads ----
 
   # ---- watch: a live watch stream over server-sent events ----
   # curl -N on the SSE route in the background while carol reads;

@@ -74,3 +74,39 @@ func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	return nil
 }
+
+// runThreadBench measures a user's GET …/threads latency with the user
+// following --threads threads (set up first unless --no-setup).
+func runThreadBench(ctx context.Context, args []string, out io.Writer) error {
+	fs := commandFlags("thread-bench", "thread-bench [flags]")
+	var c loadgen.ThreadConfig
+	fs.StringVar(&c.Target, "target", loadgen.TargetDefault, "kafkagate base URL")
+	fs.StringVar(&c.User, "user", fmt.Sprintf("tb%d", time.Now().Unix()), "the user to read (fresh by default)")
+	fs.IntVar(&c.Threads, "threads", 100, "threads the user follows, each with 2 unread replies and 1 mention")
+	fs.IntVar(&c.PerChannel, "per-channel", 100, "thread roots per channel")
+	fs.IntVar(&c.SetupConcurrency, "setup-concurrency", 8, "calls in flight while setting up")
+	fs.DurationVar(&c.Duration, "duration", 20*time.Second, "how long to read")
+	fs.IntVar(&c.Concurrency, "concurrency", 1, "readers, each with one call in flight")
+	fs.IntVar(&c.Limit, "limit", 1000, "limit of each call (the server's maximum is 1,000)")
+	noSetup := fs.Bool("no-setup", false, "the user is already set up")
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	c.Client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: max(c.Concurrency, c.SetupConcurrency)}}
+	if !*noSetup {
+		start := time.Now()
+		if err := loadgen.SetupThreads(ctx, c); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "set up %s following %d threads in %s\n", c.User, c.Threads, time.Since(start).Round(time.Millisecond))
+	}
+	res, err := loadgen.RunThreads(ctx, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "threads (%d followed): %s\n", c.Threads, res)
+	if res.Errors > 0 {
+		return fmt.Errorf("thread-bench: %d calls failed", res.Errors)
+	}
+	return nil
+}

@@ -11,6 +11,8 @@
 //	receiptsbench notices [flags]        post message notices in a closed loop;
 //	                                     notices/s and latency
 //	receiptsbench unread-bench [flags]   a user in N channels; GET …/unread latency
+//	receiptsbench thread-bench [flags]   a user following N threads; GET …/threads
+//	                                     latency
 //	receiptsbench readby-bench [flags]   a small channel's receipts and ticks
 //	                                     latency beside unread and a Redis PING
 //	receiptsbench movelog-bench [flags]  cursor-move log rows per mark, for
@@ -42,6 +44,7 @@ Usage:
   receiptsbench http-floor [--addr A]   serve fixed mark answers: the HTTP floor a gateway is compared with
   receiptsbench notices [flags]         post message notices in a closed loop; notices/s and latency
   receiptsbench unread-bench [flags]    a user in N channels; GET /v1/users/USER/unread latency
+  receiptsbench thread-bench [flags]    a user following N threads; GET /v1/users/USER/threads latency
   receiptsbench readby-bench [flags]    a small channel's receipts and ticks latency beside unread and a Redis PING
   receiptsbench movelog-bench [flags]   cursor-move log rows per mark, for channels of several sizes
 
@@ -74,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		err = runNotices(ctx, args[1:], stdout)
 	case "unread-bench":
 		err = runUnreadBench(ctx, args[1:], stdout)
+	case "thread-bench":
+		err = runThreadBench(ctx, args[1:], stdout)
 	case "readby-bench":
 		err = runReadByBench(ctx, args[1:], stdout)
 	case "movelog-bench":

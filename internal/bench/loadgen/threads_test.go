@@ -38,7 +38,7 @@ func TestThreadsSetupAndRun(t *testing.T) {
 		mu.Lock()
 		calls[kind]++
 		mu.Unlock()
-		w.Write([]byte(`{}`))
+		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer srv.Close()
 	cfg := ThreadConfig{Target: srv.URL, User: "u", Threads: 5, PerChannel: 2, SetupConcurrency: 3,

@@ -58,6 +58,9 @@ type result struct {
 	// notices acknowledged, and (user, channel) counts that did not match
 	// the notice model once quiet.
 	notices, countMismatches int
+	// thread calls acknowledged, and threads whose counts (from the API)
+	// or durable state (in Postgres) differ from the thread model once quiet.
+	threadCalls, threadMismatches int
 	// the history checker's verdict, and the drift sweep's repairs into
 	// Postgres (-1: the sweep was off).
 	hist              historyVerdict
@@ -134,7 +137,8 @@ func runScenario(t *testing.T, sc scenario) result {
 	s := newStack(t, stackOptions{spool: true, ownServers: true, noSweep: !sc.redisLoss})
 	l := startLoad(t, s, faultLoad)
 	waitAcked(t, l.m, 2000, 60*time.Second)
-	before := l.m.n
+	l.th.waitAcked(t, 150, 60*time.Second)
+	before, threadsBefore := l.m.n, l.th.acked.Load()
 	if sc.redisLoss {
 		l.redisLost()
 	}
@@ -144,6 +148,7 @@ func runScenario(t *testing.T, sc scenario) result {
 	}
 	// Keep the load on until the system has acknowledged more after the fault.
 	waitAcked(t, l.m, before+2000, 120*time.Second)
+	l.th.waitAcked(t, threadsBefore+150, 120*time.Second)
 	return l.finish(t, s, sc.name, sc.redisLoss)
 }
 
@@ -155,6 +160,7 @@ func requireNoLoss(t *testing.T, r result, poison int) {
 	require.Zero(t, r.lost, "lost acknowledged writes")
 	require.Zero(t, r.regressed, "regressions")
 	require.Zero(t, r.countMismatches, "unread and mention counts differ from the notice model")
+	require.Zero(t, r.threadMismatches, "thread counts or Postgres differ from the thread model")
 	require.EqualValues(t, poison, r.deadLetters, "dead letters: an outage must not dead-letter good records")
 	require.Zero(t, r.hist.missing, "acknowledged writes missing from the topic: %v", r.hist.problems)
 	require.Zero(t, r.hist.lost, "keys where Postgres holds less than acknowledged: %v", r.hist.problems)
@@ -188,16 +194,16 @@ func (s *stack) sweptIntoPostgres(t *testing.T) int {
 
 func formatTable(rs []result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | marks acknowledged | writes in the history (KAFKA / SPOOLED) | API reads checked | not on the topic | behind in Postgres | reads backwards | lost | regressed | seconds to converge | dead letters | spooled | failed calls | notices acknowledged | count mismatches | sweep repairs into Postgres |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| scenario | marks acknowledged | writes in the history (KAFKA / SPOOLED) | API reads checked | not on the topic | behind in Postgres | reads backwards | lost | regressed | seconds to converge | dead letters | spooled | failed calls | notices acknowledged | count mismatches | thread calls acknowledged | thread mismatches | sweep repairs into Postgres |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rs {
 		sweep := "off"
 		if r.sweptIntoPG >= 0 {
 			sweep = strconv.Itoa(r.sweptIntoPG)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d (%d / %d) | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %s |\n", r.name, r.acked,
+		fmt.Fprintf(&b, "| %s | %d | %d (%d / %d) | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.name, r.acked,
 			r.hist.writes, r.kafka, r.spooledAll, r.hist.reads, r.hist.missing, r.hist.lost, r.hist.regressed, r.lost, r.regressed,
-			r.converge.Seconds(), r.deadLetters, r.spooled, r.callErrs, r.notices, r.countMismatches, sweep)
+			r.converge.Seconds(), r.deadLetters, r.spooled, r.callErrs, r.notices, r.countMismatches, r.threadCalls, r.threadMismatches, sweep)
 	}
 	return b.String()
 }

@@ -31,6 +31,7 @@ type load struct {
 	o   *ops
 	smp *sampler
 	nt  *noticer
+	th  *threader
 }
 
 func startLoad(t *testing.T, s *stack, shape loadShape) *load {
@@ -42,6 +43,7 @@ func startLoad(t *testing.T, s *stack, shape loadShape) *load {
 	l.o = startOps(s.apiAddr, l.d, l.h, seed+100)
 	l.smp = startSampler(s, l.m)
 	l.nt = startNoticer(s.apiAddr, shape.notices, l.h, seed+200)
+	l.th = startThreader(t, s.apiAddr, seed+300)
 	return l
 }
 
@@ -51,6 +53,7 @@ func startLoad(t *testing.T, s *stack, shape loadShape) *load {
 // repaired from Postgres, not a write that moved a key backwards).
 func (l *load) redisLost() {
 	l.smp.resetRedis()
+	l.th.redisLost()
 	l.h.barrier()
 }
 
@@ -63,6 +66,7 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 	l.d.halt()
 	l.o.halt()
 	l.nt.halt()
+	l.th.halt()
 	acked := l.m.snapshot()
 	took, v := s.waitConverged(context.Background(), acked, 180*time.Second)
 	l.smp.halt()
@@ -85,6 +89,22 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 	}
 	if mismatches != 0 {
 		t.Logf("count mismatches (%d): %v", mismatches, first)
+	}
+	// Threads: counts from the API equal the thread model, and Postgres
+	// holds every acknowledged thread write (persister lag: poll).
+	threadMismatches, tdeadline := -1, time.Now().Add(60*time.Second)
+	for {
+		counts, behind, f, err := l.th.check(context.Background(), s.store)
+		if err == nil {
+			threadMismatches, first = counts+behind, f
+		}
+		if threadMismatches == 0 || time.Now().After(tdeadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // poll with a deadline
+	}
+	if threadMismatches != 0 {
+		t.Logf("thread mismatches (%d): %v", threadMismatches, first)
 	}
 	// The history: every acknowledged write on the topic and in Postgres,
 	// no read backwards. Spooled writes may still be on their way to the
@@ -113,9 +133,10 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 	t.Logf("history: %d writes acknowledged (%d KAFKA, %d SPOOLED), %d reads, %d records on the topic; ops %v",
 		hv.writes, kafka, spooled, hv.reads, hv.records, l.o.summary())
 	return result{
-		name: name, acked: l.m.n, lost: v.lost + v.diverged, regressed: int(l.smp.regressed.Load()),
+		name: name, acked: l.m.n, lost: v.lost + v.diverged, regressed: int(l.smp.regressed.Load() + l.th.regressed.Load()),
 		converge: took, deadLetters: s.deadLetters(), spooled: l.d.spooled.Load(), callErrs: l.d.errs.Load() + l.o.errs.Load(),
 		notices: int(l.nt.acked.Load()), countMismatches: mismatches,
+		threadCalls: int(l.th.acked.Load()), threadMismatches: threadMismatches,
 		hist: hv, sweptIntoPG: sweptIntoPG, kafka: kafka, spooledAll: spooled, ops: l.o.summary(),
 	}
 }

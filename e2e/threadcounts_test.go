@@ -199,21 +199,8 @@ func TestThreadCountsMatchModel(t *testing.T) {
 		users = append(users, fmt.Sprintf("tu%d", i))
 	}
 	setup := receiptsv1connect.NewReceiptServiceClient(&http.Client{Timeout: 15 * time.Second}, "http://"+s.apiAddr, connect.WithProtoJSON())
-	var refs []thread.Ref
-	seqs := map[thread.Ref]*atomic.Int64{}
-	for c := range 3 {
-		ch := fmt.Sprintf("tc%d", c)
-		for _, u := range users {
-			_, err := setup.JoinChannel(ctx, connect.NewRequest(&receiptsv1.JoinChannelRequest{ChannelId: ch, UserId: u}))
-			require.NoError(t, err)
-		}
-		_, err := setup.NotifyMessage(ctx, connect.NewRequest(&receiptsv1.NotifyMessageRequest{ChannelId: ch, Seq: 4, SenderId: users[0]}))
-		require.NoError(t, err)
-		for root := int64(2); root <= 4; root += 2 {
-			ref := thread.Ref{Channel: ch, Root: root}
-			refs, seqs[ref] = append(refs, ref), &atomic.Int64{}
-		}
-	}
+	refs, seqs, err := setupThreads(ctx, setup, "tc", users)
+	require.NoError(t, err)
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	for c := range clients {
@@ -243,57 +230,7 @@ func TestThreadCountsMatchModel(t *testing.T) {
 	require.Zero(t, errs.Load(), "unexpected errors, or a stale ack that advanced")
 	t.Logf("%d thread operations acknowledged", m.ops)
 
-	check := func(phase string) error {
-		var problems []error
-		for _, u := range users {
-			res, err := setup.ListThreads(ctx, connect.NewRequest(&receiptsv1.ListThreadsRequest{UserId: u, Limit: 1000}))
-			if err != nil {
-				return err
-			}
-			got := map[thread.Ref][2]int64{}
-			for _, th := range res.Msg.GetThreads() {
-				got[thread.Ref{Channel: th.GetChannelId(), Root: th.GetRootSeq()}] = [2]int64{th.GetUnreadCount(), th.GetMentionCount()}
-			}
-			perChannel := map[string]int64{}
-			for _, ref := range refs {
-				k := thread.Key{User: u, Ref: ref}
-				mk := m.key(k)
-				g, listed := got[ref]
-				if listed != mk.member {
-					problems = append(problems, fmt.Errorf("%s %v: listed %v, model follows %v", phase, k, listed, mk.member))
-					continue
-				}
-				if !listed {
-					continue
-				}
-				un, me := m.counts(k)
-				if g != [2]int64{un, me} {
-					problems = append(problems, fmt.Errorf("%s %v: (unread, mentions) = %v, model %v (read %v private %v head %d)",
-						phase, k, g, [2]int64{un, me}, mk.read, mk.private, m.heads[ref]))
-				}
-				if un > 0 {
-					perChannel[ref.Channel]++
-				}
-			}
-			un, err := setup.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u}))
-			if err != nil {
-				return err
-			}
-			for _, c := range un.Msg.GetChannels() {
-				if c.GetUnreadThreads() != perChannel[c.GetChannelId()] {
-					problems = append(problems, fmt.Errorf("%s %s %s: unread threads %d, model %d", phase, u, c.GetChannelId(), c.GetUnreadThreads(), perChannel[c.GetChannelId()]))
-				}
-				want := int64(4) // the channel's own messages; its sender read them
-				if u == users[0] {
-					want = 0
-				}
-				if c.GetUnreadCount() != want {
-					problems = append(problems, fmt.Errorf("%s %s %s: channel unread %d, want %d: replies never count", phase, u, c.GetChannelId(), c.GetUnreadCount(), want))
-				}
-			}
-		}
-		return errors.Join(problems...)
-	}
+	check := func(phase string) error { return m.problems(ctx, setup, phase, users, refs) }
 	require.NoError(t, check("redis"))
 
 	require.Eventually(t, func() bool {
@@ -319,8 +256,89 @@ func TestThreadCountsMatchModel(t *testing.T) {
 		}
 	}
 	require.NotZero(t, victim.Root, "the workload left no thread with two replies")
-	_, err := s.store.Pool().Exec(ctx, `UPDATE thread_heads SET head_seq = head_seq - 1 WHERE channel_id = $1 AND root_seq = $2`, victim.Channel, victim.Root)
+	_, err = s.store.Pool().Exec(ctx, `UPDATE thread_heads SET head_seq = head_seq - 1 WHERE channel_id = $1 AND root_seq = $2`, victim.Channel, victim.Root)
 	require.NoError(t, err)
 	flush()
 	require.ErrorContains(t, check("planted"), victim.Channel)
+}
+
+// setupThreads makes users members of three channels named prefix0..2,
+// posts message 4 in each (sent by users[0]) and returns the threads on
+// messages 2 and 4 of each, with a reply seq counter per thread.
+func setupThreads(ctx context.Context, cl receiptsv1connect.ReceiptServiceClient, prefix string, users []string) ([]thread.Ref, map[thread.Ref]*atomic.Int64, error) {
+	var refs []thread.Ref
+	seqs := map[thread.Ref]*atomic.Int64{}
+	for c := range 3 {
+		ch := fmt.Sprintf("%s%d", prefix, c)
+		for _, u := range users {
+			if _, err := cl.JoinChannel(ctx, connect.NewRequest(&receiptsv1.JoinChannelRequest{ChannelId: ch, UserId: u})); err != nil {
+				return nil, nil, err
+			}
+		}
+		if _, err := cl.NotifyMessage(ctx, connect.NewRequest(&receiptsv1.NotifyMessageRequest{ChannelId: ch, Seq: 4, SenderId: users[0]})); err != nil {
+			return nil, nil, err
+		}
+		for root := int64(2); root <= 4; root += 2 {
+			ref := thread.Ref{Channel: ch, Root: root}
+			refs, seqs[ref] = append(refs, ref), &atomic.Int64{}
+		}
+	}
+	return refs, seqs, nil
+}
+
+// problems compares every user's followed threads (ListThreads) and
+// GetUnread's per-channel thread counts with the model, on threads set
+// up by setupThreads; phase names the moment in each problem.
+func (m *threadModel) problems(ctx context.Context, cl receiptsv1connect.ReceiptServiceClient, phase string, users []string, refs []thread.Ref) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var problems []error
+	for _, u := range users {
+		res, err := cl.ListThreads(ctx, connect.NewRequest(&receiptsv1.ListThreadsRequest{UserId: u, Limit: 1000}))
+		if err != nil {
+			return err
+		}
+		got := map[thread.Ref][2]int64{}
+		for _, th := range res.Msg.GetThreads() {
+			got[thread.Ref{Channel: th.GetChannelId(), Root: th.GetRootSeq()}] = [2]int64{th.GetUnreadCount(), th.GetMentionCount()}
+		}
+		perChannel := map[string]int64{}
+		for _, ref := range refs {
+			k := thread.Key{User: u, Ref: ref}
+			mk := m.key(k)
+			g, listed := got[ref]
+			if listed != mk.member {
+				problems = append(problems, fmt.Errorf("%s %v: listed %v, model follows %v", phase, k, listed, mk.member))
+				continue
+			}
+			if !listed {
+				continue
+			}
+			un, me := m.counts(k)
+			if g != [2]int64{un, me} {
+				problems = append(problems, fmt.Errorf("%s %v: (unread, mentions) = %v, model %v (read %v private %v head %d)",
+					phase, k, g, [2]int64{un, me}, mk.read, mk.private, m.heads[ref]))
+			}
+			if un > 0 {
+				perChannel[ref.Channel]++
+			}
+		}
+		un, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u}))
+		if err != nil {
+			return err
+		}
+		for _, c := range un.Msg.GetChannels() {
+			if c.GetUnreadThreads() != perChannel[c.GetChannelId()] {
+				problems = append(problems, fmt.Errorf("%s %s %s: unread threads %d, model %d", phase, u, c.GetChannelId(), c.GetUnreadThreads(), perChannel[c.GetChannelId()]))
+			}
+			want := int64(4) // the channel's own messages; its sender read them
+			if u == users[0] {
+				want = 0
+			}
+			if c.GetUnreadCount() != want {
+				problems = append(problems, fmt.Errorf("%s %s %s: channel unread %d, want %d: replies never count", phase, u, c.GetChannelId(), c.GetUnreadCount(), want))
+			}
+		}
+	}
+	return errors.Join(problems...)
 }

@@ -3187,7 +3187,9 @@ type CursorUpdate struct {
 	AtUnixMs int64 `protobuf:"varint,5,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
 	// The member's cursor of this kind left the channel's view: the member
 	// left the channel, stopped sharing this kind, or was erased. A watcher
-	// forgets it; a later update of the same key brings it back.
+	// forgets it, and the member's thread cursors of this kind in the
+	// channel with it (a removal never carries a thread_root_seq); a later
+	// update of the same key brings it back.
 	Removed bool `protobuf:"varint,6,opt,name=removed,proto3" json:"removed,omitempty"`
 	// Set when the cursor is a thread's (the thread of this root).
 	ThreadRootSeq int64 `protobuf:"varint,7,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
@@ -3289,7 +3291,8 @@ type WatchEvent struct {
 	Snapshot []*ChannelTicks `protobuf:"bytes,3,rep,name=snapshot,proto3" json:"snapshot,omitempty"`
 	// True when the stream's resume token was too old to resume from.
 	ResumeTokenExpired bool `protobuf:"varint,4,opt,name=resume_token_expired,json=resumeTokenExpired,proto3" json:"resume_token_expired,omitempty"`
-	// Thread heads that advanced (a reply was posted).
+	// Thread heads that advanced (a reply was posted). Snapshots carry no
+	// thread state: GetThreadTicks and ListThreads answer it.
 	ThreadHeads   []*ThreadHeadUpdate `protobuf:"bytes,5,rep,name=thread_heads,json=threadHeads,proto3" json:"thread_heads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

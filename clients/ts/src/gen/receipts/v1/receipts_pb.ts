@@ -1650,7 +1650,9 @@ export type CursorUpdate = Message<"receipts.v1.CursorUpdate"> & {
   /**
    * The member's cursor of this kind left the channel's view: the member
    * left the channel, stopped sharing this kind, or was erased. A watcher
-   * forgets it; a later update of the same key brings it back.
+   * forgets it, and the member's thread cursors of this kind in the
+   * channel with it (a removal never carries a thread_root_seq); a later
+   * update of the same key brings it back.
    *
    * @generated from field: bool removed = 6;
    */
@@ -1710,7 +1712,8 @@ export type WatchEvent = Message<"receipts.v1.WatchEvent"> & {
   resumeTokenExpired: boolean;
 
   /**
-   * Thread heads that advanced (a reply was posted).
+   * Thread heads that advanced (a reply was posted). Snapshots carry no
+   * thread state: GetThreadTicks and ListThreads answer it.
    *
    * @generated from field: repeated receipts.v1.ThreadHeadUpdate thread_heads = 5;
    */

@@ -286,16 +286,8 @@ func TestCountsMatchModel(t *testing.T) {
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	for c := range clients {
-		var opts []connect.ClientOption
-		hc := &http.Client{Timeout: 15 * time.Second}
-		if c%2 == 0 {
-			hc.Transport = h2cTransport()
-			opts = append(opts, connect.WithGRPC())
-		} else {
-			opts = append(opts, connect.WithProtoJSON())
-		}
 		w := &countsWorkload{
-			cl:  receiptsv1connect.NewReceiptServiceClient(hc, "http://"+s.apiAddr, opts...),
+			cl:  newAPIClient(s.apiAddr, c%2 == 0),
 			rng: rand.New(rand.NewPCG(uint64(c), 8)), users: users[c*usersPer : (c+1)*usersPer], all: users,
 			channels: channels, seqs: seqs, m: m, dup: 0.15, errs: &errs,
 		}

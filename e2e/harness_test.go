@@ -18,12 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkatest"
@@ -555,4 +557,15 @@ func (s *stack) waitConverged(ctx context.Context, acked map[receipt.Key]receipt
 		v.firstProblem = err.Error()
 	}
 	return time.Since(start), v
+}
+
+// newAPIClient is a client of the API at addr: gRPC over h2c, else
+// Connect with JSON over HTTP/1.1, as the model tests' clients alternate.
+func newAPIClient(addr string, grpc bool) receiptsv1connect.ReceiptServiceClient {
+	hc := &http.Client{Timeout: 15 * time.Second}
+	if grpc {
+		hc.Transport = h2cTransport()
+		return receiptsv1connect.NewReceiptServiceClient(hc, "http://"+addr, connect.WithGRPC())
+	}
+	return receiptsv1connect.NewReceiptServiceClient(hc, "http://"+addr, connect.WithProtoJSON())
 }

@@ -763,16 +763,8 @@ func TestReadByModel(t *testing.T) {
 	half := make(chan struct{})
 	var wg sync.WaitGroup
 	for c := range clients {
-		var opts []connect.ClientOption
-		hc := &http.Client{Timeout: 15 * time.Second}
-		if c%2 == 0 {
-			hc.Transport = h2cTransport()
-			opts = append(opts, connect.WithGRPC())
-		} else {
-			opts = append(opts, connect.WithProtoJSON())
-		}
 		w := &rbClient{
-			cl:  receiptsv1connect.NewReceiptServiceClient(hc, "http://"+s.apiAddr, opts...),
+			cl:  newAPIClient(s.apiAddr, c%2 == 0),
 			rng: rand.New(rand.NewPCG(uint64(c), 9)), chansOf: chansOf, pinned: pinned, seqs: seqs, m: m,
 			dup: 0.15, errs: errs, eraseAt: map[int]string{}, retired: map[string]bool{},
 		}

@@ -204,16 +204,8 @@ func TestThreadCountsMatchModel(t *testing.T) {
 	var errs atomic.Int64
 	var wg sync.WaitGroup
 	for c := range clients {
-		var opts []connect.ClientOption
-		hc := &http.Client{Timeout: 15 * time.Second}
-		if c%2 == 0 {
-			hc.Transport = h2cTransport()
-			opts = append(opts, connect.WithGRPC())
-		} else {
-			opts = append(opts, connect.WithProtoJSON())
-		}
 		w := &threadWorkload{
-			cl:  receiptsv1connect.NewReceiptServiceClient(hc, "http://"+s.apiAddr, opts...),
+			cl:  newAPIClient(s.apiAddr, c%2 == 0),
 			rng: rand.New(rand.NewPCG(uint64(c), 22)), users: users[c*usersPer : (c+1)*usersPer], all: users,
 			refs: refs, seqs: seqs, m: m, errs: &errs, errLog: func(err error) { t.Log(err) },
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,10 +54,10 @@ func startThreader(t *testing.T, api string, seed uint64) *threader {
 		th.users = append(th.users, fmt.Sprintf("thu%d", i))
 	}
 	var err error
-	th.refs, th.seqs, err = setupThreads(context.Background(), th.client(false), "thc", th.users)
+	th.refs, th.seqs, err = setupThreads(context.Background(), newAPIClient(th.api, false), "thc", th.users)
 	require.NoError(t, err)
 	for c := range 2 {
-		cl := th.client(c == 0)
+		cl := newAPIClient(api, c == 0)
 		rng := rand.New(rand.NewPCG(seed+uint64(c), 23))
 		th.wg.Go(func() {
 			for th.step(cl, rng) {
@@ -67,15 +66,6 @@ func startThreader(t *testing.T, api string, seed uint64) *threader {
 	}
 	th.wg.Go(th.read)
 	return th
-}
-
-func (th *threader) client(grpc bool) receiptsv1connect.ReceiptServiceClient {
-	hc := &http.Client{Timeout: 15 * time.Second}
-	if grpc {
-		hc.Transport = h2cTransport()
-		return receiptsv1connect.NewReceiptServiceClient(hc, "http://"+th.api, connect.WithGRPC())
-	}
-	return receiptsv1connect.NewReceiptServiceClient(hc, "http://"+th.api, connect.WithProtoJSON())
 }
 
 func (th *threader) halt() {
@@ -199,7 +189,7 @@ func (th *threader) step(cl receiptsv1connect.ReceiptServiceClient, rng *rand.Ra
 // read lists a user's followed threads every 200 ms and counts every
 // thread whose head or public read cursor went backwards.
 func (th *threader) read() {
-	cl := th.client(false)
+	cl := newAPIClient(th.api, false)
 	for i := 0; ; i++ {
 		select {
 		case <-th.stop:
@@ -239,7 +229,7 @@ func (th *threader) redisLost() {
 // follow (the durable path must hold them without the sweep). It returns
 // how many differ and the first few.
 func (th *threader) check(ctx context.Context, store *pgstore.Store) (counts, behind int, first []string, err error) {
-	if err := th.m.problems(ctx, th.client(false), "quiet", th.users, th.refs); err != nil {
+	if err := th.m.problems(ctx, newAPIClient(th.api, false), "quiet", th.users, th.refs); err != nil {
 		var joined interface{ Unwrap() []error }
 		if !errors.As(err, &joined) {
 			return 0, 0, nil, err // a call failed, not a count

@@ -87,6 +87,9 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	views, err := g.redis.ReadViewsUpTo(rctx, []string{ch}, most)
 	cancel()
+	if err != nil && ctx.Err() != nil {
+		return nil, g.durableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
+	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
 		g.warnRedis(redisOpView, err)
@@ -192,6 +195,9 @@ func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, 
 // channel's rebuild goes a page of members at a time into Redis, never
 // holding more than one page.
 func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *redisstore.ChannelViewState) error {
+	if err := ctx.Err(); err != nil {
+		return err // the caller left: start no rebuild for nobody
+	}
 	key := "l:" + ch
 	if small {
 		key = "s:" + ch

@@ -249,3 +249,31 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.Positive(t, rep.ByKind[drift.KindMentions].RedisMissing)
 	require.Equal(t, before, unreadOf(t, bd, user, nil, false), "the sweep alone restores every count")
 }
+
+// A mention set that Redis holds ahead with a new value at each pass (a
+// hot key under a lagging persister) stays in flight; once its value
+// stays the same for the grace, it is repaired.
+func TestMentionsAheadWithNewValuesStayInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bd := setup(t)
+	hot := receipt.Key{User: "hot", Channel: "m"}
+	sw := newSweeper(t, bd)
+	var clock atomic.Int64
+	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	for seq := int64(1); seq <= 3; seq++ {
+		require.NoError(t, bd.rs.AddMentions(ctx, []channel.Mentions{{Key: hot, Seqs: []int64{seq}}}, capN))
+		rep, err := sw.SweepOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, rep.InFlight, "pass %d: a new mention since the last pass is in flight", seq)
+		require.Zero(t, rep.Repaired, "pass %d", seq)
+		clock.Add(int64(40 * time.Second)) // each pass over half a grace after the last
+	}
+	clock.Add(int64(40 * time.Second)) // the same value, a grace (80 s) after it was first seen
+	rep, err := sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, drift.Counts{PostgresMissing: 1}, *rep.ByKind[drift.KindMentions])
+	pg, err := bd.pg.Mentions(ctx, "hot", []string{"m"}, capN)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Mentions{{Key: hot, Seqs: []int64{1, 2, 3}}}, pg)
+}

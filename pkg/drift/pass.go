@@ -131,7 +131,7 @@ func (s *Sweeper) graceOver(ms int64) bool {
 // settled reports whether merged, ahead of Postgres by Redis' copies, is
 // no longer in flight: its time is Grace old, or — a kind whose values
 // carry no time (mentions, which the persister may not have written yet)
-// — passes have found it ahead for Grace.
+// — passes have found it ahead, with the same value, for Grace.
 func (s *Sweeper) settled(k kinds.Kind, key, merged any) bool {
 	if s.cfg.Grace < 0 {
 		return true
@@ -144,8 +144,10 @@ func (s *Sweeper) settled(k kinds.Kind, key, merged any) bool {
 	s.aheadMu.Lock()
 	defer s.aheadMu.Unlock()
 	a, ok := s.ahead[id]
-	if !ok {
-		a.first = now
+	if !ok || !k.SameValues(a.value, merged) {
+		// New, or Redis moved again since: a hot key under a lagging
+		// persister stays ahead with new values, each of them in flight.
+		a.first, a.value = now, merged
 	}
 	a.pass = s.pass
 	s.ahead[id] = a

@@ -321,9 +321,11 @@ type Sweeper struct {
 	pass    uint64
 }
 
-// aheadSince is when a key was first found ahead, and the last pass that did.
+// aheadSince is when a key was first found ahead with value, and the last
+// pass that found it ahead.
 type aheadSince struct {
 	first time.Time
+	value any
 	pass  uint64
 }
 

@@ -379,20 +379,21 @@ func activeFollow(st thread.State, reg channel.Membership) bool {
 
 // threadUnread is a register's counts at head, in the API's form.
 func (g *Gate) threadUnread(st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
+	return g.fillThreadUnread(&receiptsv1.ThreadUnread{}, make([]receiptsv1.Position, 3), st, head, following)
+}
+
+// fillThreadUnread is threadUnread into out, its positions in pos[:3].
+func (g *Gate) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.Position, st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
 	c := st.CountsAt(head.Seq, g.cfg.MentionCap)
 	read := st.Cursors.EffectiveRead()
-	return &receiptsv1.ThreadUnread{
-		ChannelId: st.Key.Channel, RootSeq: st.Key.Root,
-		Head:               &receiptsv1.Position{Seq: head.Seq},
-		Read:               &receiptsv1.Position{Epoch: read.Epoch, Seq: read.Seq},
-		PublicRead:         &receiptsv1.Position{Epoch: st.Cursors.Read.Position.Epoch, Seq: st.Cursors.Read.Position.Seq},
-		UnreadCount:        c.Unread,
-		MentionCount:       c.Mentions,
-		MentionsCapped:     c.MentionsCapped,
-		FirstUnreadSeq:     c.FirstUnread,
-		Following:          following,
-		LastActivityUnixMs: head.UpdatedAtUnixMs,
-	}
+	pos[0].Seq = head.Seq
+	pos[1].Epoch, pos[1].Seq = read.Epoch, read.Seq
+	pos[2].Epoch, pos[2].Seq = st.Cursors.Read.Position.Epoch, st.Cursors.Read.Position.Seq
+	out.ChannelId, out.RootSeq = st.Key.Channel, st.Key.Root
+	out.Head, out.Read, out.PublicRead = &pos[0], &pos[1], &pos[2]
+	out.UnreadCount, out.MentionCount, out.MentionsCapped = c.Unread, c.Mentions, c.MentionsCapped
+	out.FirstUnreadSeq, out.Following, out.LastActivityUnixMs = c.FirstUnread, following, head.UpdatedAtUnixMs
+	return out
 }
 
 // threadNotice is one validated thread reply notice.

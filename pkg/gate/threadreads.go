@@ -103,7 +103,7 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 	out := make([]followedThread, len(kept))
 	for i := range kept {
 		st := &kept[i]
-		h := heads[st.Key.Ref]
+		h := heads[i]
 		h.Ref = st.Key.Ref
 		out[i] = followedThread{state: st, head: h}
 	}
@@ -326,7 +326,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if err != nil {
 		return nil, err
 	}
-	s.head = heads[ref]
+	s.head = heads[0]
 	if !s.detailed {
 		return s, nil // threads keep no per-channel counts: a large channel answers its size only
 	}

@@ -75,26 +75,27 @@ func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*fa
 	if err != nil {
 		return nil, thread.Head{}, err
 	}
-	if head := heads[k.Ref]; seq > head.Seq {
+	if head := heads[0]; seq > head.Seq {
 		return nil, thread.Head{}, headBehind("seq", seq, head.Seq)
 	}
-	return f, heads[k.Ref], nil
+	return f, heads[0], nil
 }
 
-// threadHeads returns threads' heads: Redis, else Postgres (copied into
-// Redis by a merge); seq 0 when the thread has no reply.
-func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
+// threadHeads returns threads' heads, in refs' order: Redis, else
+// Postgres (copied into Redis by a merge); the zero head when the thread
+// has no reply.
+func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	got, err := g.redis.ThreadHeads(rctx, refs)
+	got, err := g.redis.ThreadHeadsAt(rctx, refs)
 	cancel()
 	if err != nil {
 		g.warnRedis(redisOpGet, err)
-		got = map[thread.Ref]thread.Head{}
+		got = make([]thread.Head, len(refs))
 	}
 	var missing []thread.Ref
-	for _, r := range refs {
-		if _, ok := got[r]; !ok {
-			missing = append(missing, r)
+	for i, h := range got {
+		if h.Ref.Channel == "" {
+			missing = append(missing, refs[i])
 		}
 	}
 	if len(missing) == 0 {
@@ -109,8 +110,14 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.R
 		}
 		return nil, unavailableError(fmt.Errorf("reading %d thread heads: %w; retry", len(missing), perr), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
+	durable := make(map[thread.Ref]thread.Head, len(heads))
 	for _, h := range heads {
-		got[h.Ref] = h
+		durable[h.Ref] = h
+	}
+	for i, h := range got {
+		if h.Ref.Channel == "" {
+			got[i] = durable[refs[i]]
+		}
 	}
 	if len(heads) > 0 && err == nil {
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
@@ -364,7 +371,7 @@ func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, fo
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+	return g.threadMarkAnswer(f, k, heads[0], res[0], dur)
 }
 
 // activeFollow reports whether a register's follow counts, given the

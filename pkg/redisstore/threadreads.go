@@ -155,34 +155,51 @@ func btoi(b bool) int {
 }
 
 // ThreadHeads returns the heads Redis holds of refs; a thread it holds
-// nothing of is absent from the map. One HMGET per channel: a user's
-// followed threads are many roots of few channels.
+// nothing of is absent from the map.
 func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
+	heads, err := s.ThreadHeadsAt(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[thread.Ref]thread.Head, len(refs))
+	for _, h := range heads {
+		if h.Ref.Channel != "" {
+			out[h.Ref] = h
+		}
+	}
+	return out, nil
+}
+
+// ThreadHeadsAt returns the heads Redis holds of refs, in their order; a
+// thread it holds nothing of has the zero head (no Ref). One HMGET per
+// channel: a user's followed threads are many roots of few channels.
+func (s *Store) ThreadHeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
 	type channelRefs struct {
+		key    string
 		fields []string
-		refs   []thread.Ref
+		at     []int // the refs' indexes
 	}
 	var groups []*channelRefs
 	byChannel := map[string]*channelRefs{}
-	for _, r := range refs {
+	for i, r := range refs {
 		g := byChannel[r.Channel]
 		if g == nil {
-			g = &channelRefs{}
+			g = &channelRefs{key: s.ThreadHeadsKey(r.Channel)}
 			byChannel[r.Channel] = g
 			groups = append(groups, g)
 		}
 		g.fields = append(g.fields, rootField(r))
-		g.refs = append(g.refs, r)
+		g.at = append(g.at, i)
 	}
 	cmds := make([]*redis.SliceCmd, len(groups))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, g := range groups {
-			cmds[i] = pipe.HMGet(ctx, s.ThreadHeadsKey(g.refs[0].Channel), g.fields...)
+			cmds[i] = pipe.HMGet(ctx, g.key, g.fields...)
 		}
 	}); err != nil {
 		return nil, fmt.Errorf("reading thread heads: %w", err)
 	}
-	out := make(map[thread.Ref]thread.Head, len(refs))
+	out := make([]thread.Head, len(refs))
 	for i, g := range groups {
 		vals, err := cmds[i].Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -193,12 +210,10 @@ func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.
 			if !ok {
 				continue
 			}
-			h, err := decodeThreadHead(g.refs[j], str)
-			if err != nil {
+			k := g.at[j]
+			if out[k], err = decodeThreadHead(refs[k], str); err != nil {
 				s.skipUndecodable()
-				continue
 			}
-			out[g.refs[j]] = h
 		}
 	}
 	return out, nil

@@ -70,8 +70,8 @@ func BenchmarkFollowedThreads(b *testing.B) {
 		b.Run(fmt.Sprintf("heads/threads=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				heads, err := s.ThreadHeads(ctx, refs)
-				if err != nil || len(heads) != n {
+				heads, err := s.ThreadHeadsAt(ctx, refs)
+				if err != nil || len(heads) != n || heads[n-1].Seq != 2 {
 					b.Fatalf("%d heads, %v", len(heads), err)
 				}
 			}

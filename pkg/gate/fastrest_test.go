@@ -2,8 +2,12 @@ package gate_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -134,5 +138,100 @@ func TestFastUnreadAnswersAsVanguardDoes(t *testing.T) {
 	for _, p := range []string{"/v1/users//unread", "/v1/users/a/b/unread", "/v1/users/a%zz/unread", "/v1/users/u1/read"} {
 		_, ok := rest.UnreadRoute(p)
 		require.False(t, ok, p)
+	}
+}
+
+// GET …/threads on the fast path answers as vanguard does: a user
+// following threads in a few channels (read, unread, mentioned, one left
+// by leaving the channel), ids that need escaping, paging with the token
+// an answer gave, a channel filter in both spellings, errors, and the
+// queries left to vanguard. Both gates share one stepped clock, so the
+// activity times and the page tokens are the same.
+func TestFastThreadsAnswersAsVanguardDoes(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	now.Store(time.Now().UnixMilli())
+	clock := func() time.Time { return time.UnixMilli(now.Load()) }
+	fast := setup(t, setupOpts{config: func(c *testConfig) { c.Clock = clock }})
+	slow := setup(t, setupOpts{config: func(c *testConfig) { c.Clock, c.Server.TranscodeAllREST = clock, true }})
+	const (
+		odd     = `/v1/channels/%C3%A9t%C3%A9%22q%5C` // été"q\
+		oddUser = `/v1/users/%40a%3Ax.org`            // @a:x.org
+		left    = `/v1/channels/gone`
+	)
+	steps := []struct{ method, path, body string }{
+		{http.MethodPut, "/v1/channels/tc/members/u1", `{}`},
+		{http.MethodPut, "/v1/channels/tc/members/u2", `{}`},
+		{http.MethodPut, odd + "/members/u1", `{}`},
+		{http.MethodPut, odd + "/members/%40a%3Ax.org", `{}`},
+		{http.MethodPut, left + "/members/u1", `{}`},
+		{http.MethodPost, "/v1/channels/tc/messages", `{"seq": 9, "message_id": "m9", "sender_id": "u2"}`},
+		{http.MethodPost, odd + "/messages", `{"seq": 4, "sender_id": "u1"}`},
+		{http.MethodPost, left + "/messages", `{"seq": 2, "sender_id": "u2"}`},
+	}
+	for root := 1; root <= 5; root++ {
+		steps = append(steps, struct{ method, path, body string }{http.MethodPost, fmt.Sprintf("/v1/channels/tc/threads/%d/messages", root),
+			fmt.Sprintf(`{"seq": 1, "message_id": "r%d", "sender_id": "u2", "mentions": ["u1"]}`, root)})
+	}
+	steps = append(steps, []struct{ method, path, body string }{
+		{http.MethodPost, "/v1/channels/tc/threads/2/messages", `{"seq": 2, "sender_id": "u2"}`},
+		{http.MethodPost, "/v1/channels/tc/threads/2/messages", `{"seq": 3, "sender_id": "u2", "mentions": ["u1"]}`},
+		{http.MethodPost, "/v1/users/u1/channels/tc/threads/2/read", `{"seq": 2}`},
+		{http.MethodPost, "/v1/users/u1/channels/tc/threads/3/read", `{"seq": 1, "private": true}`},
+		{http.MethodPost, odd + "/threads/3/messages", `{"seq": 1, "sender_id": "u1", "mentions": ["@a:x.org"]}`},
+		{http.MethodPost, left + "/threads/1/messages", `{"seq": 1, "sender_id": "u2", "mentions": ["u1"]}`},
+		{http.MethodDelete, left + "/members/u1", ``},
+	}...)
+	for i, step := range steps {
+		now.Add(int64(1000 + i%3)) // ties of activity too: ordered by thread
+		for _, tb := range []*testBundle{fast, slow} {
+			status, body := tb.do(t, step.method, step.path, step.body)
+			require.Equal(t, http.StatusOK, status, "%s %s: %s", step.method, step.path, body)
+		}
+	}
+	var first struct {
+		NextPageToken string `json:"nextPageToken"`
+	}
+	_, body := fast.doResp(t, http.MethodGet, "/v1/users/u1/threads?limit=2", "")
+	require.NoError(t, json.Unmarshal(body, &first))
+	require.NotEmpty(t, first.NextPageToken, "a second page: %s", body)
+	paths := []struct {
+		path string
+		fast bool // the fast path takes it (else vanguard answers both)
+	}{
+		{"/v1/users/u1/threads", true},
+		{"/v1/users/u1/threads?limit=1000", true},
+		{"/v1/users/u1/threads?limit=2", true},
+		{"/v1/users/u1/threads?limit=2&page_token=" + first.NextPageToken, true},
+		{"/v1/users/u1/threads?pageToken=" + first.NextPageToken + "&limit=0", true},
+		{"/v1/users/u1/threads?channel_id=tc&limit=3", true},
+		{"/v1/users/u1/threads?channelId=%C3%A9t%C3%A9%22q%5C", true},
+		{"/v1/users/u1/threads?channel_id=gone", true},
+		{"/v1/users/u2/threads", true},
+		{"/v1/users/nobody/threads", true},
+		{oddUser + "/threads", true},
+		{"/v1/users/@a:x.org/threads", true},
+		{"/v1/users/a%20b/threads", true},
+		{"/v1/users/u1/threads?limit=5000", true},
+		{"/v1/users/u1/threads?limit=-1", true},
+		{"/v1/users/u1/threads?page_token=nope", true},
+		{"/v1/users/u1/threads?channel_id=a%7Bb", true},
+		// Left to vanguard.
+		{"/v1/users/u1/threads?limit=x", false},
+		{"/v1/users/u1/threads?limit=1&limit=2", false},
+		{"/v1/users/u1/threads?channel_id=tc&channelId=tc", false},
+		{"/v1/users/u1/threads?color=red", false},
+		{"/v1/users/u1/threads?limit=%zz", false},
+	}
+	for _, c := range paths {
+		u, err := url.Parse(c.path)
+		require.NoError(t, err)
+		_, routed := rest.ThreadsRoute(u.EscapedPath())
+		_, queried := rest.ThreadsQuery(u.RawQuery)
+		require.Equal(t, c.fast, routed && queried, "%s: fast path's decision", c.path)
+		fr, fb := fast.doResp(t, http.MethodGet, c.path, "")
+		sr, sb := slow.doResp(t, http.MethodGet, c.path, "")
+		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", c.path, sb, fb)
+		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", c.path)
 	}
 }

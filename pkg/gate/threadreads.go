@@ -25,12 +25,11 @@ const (
 	threadsPageMax     = 1000
 )
 
-// userThreads is a user's thread registers (of one channel, or all): Redis,
-// hydrated from Postgres when its hash is not complete.
-func (g *Gate) userThreads(ctx context.Context, user, ch string) ([]thread.State, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	states, complete, err := g.redis.UserThreads(rctx, user, ch)
-	cancel()
+// threadsOrDurable answers a read of the user's thread registers (of one
+// channel, or all) from Redis (states, complete, err): states when
+// complete, else Postgres' registers with Redis' merged over them (the
+// hash hydrated when Redis answered).
+func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []thread.State, complete bool, err error) ([]thread.State, error) {
 	if errors.Is(err, redisstore.ErrTooManyThreads) {
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.InvalidField, err, apierr.Field("user_id"))
 	}
@@ -70,64 +69,108 @@ func (g *Gate) userThreads(ctx context.Context, user, ch string) ([]thread.State
 	return out, nil
 }
 
-// followedThread is one counted thread of a user.
+// followedThread is one counted thread of a user. The register is
+// pointed to: a list of a thousand is sorted by activity.
 type followedThread struct {
-	state thread.State
+	state *thread.State
 	head  thread.Head
 }
 
 // followedThreads is the threads a user follows that count (the follow is
-// active in the channel), with their heads.
+// active in the channel), with their heads: two Redis round trips when
+// Redis holds the user's hashes whole (the registers with the
+// memberships, then the heads).
 func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followedThread, error) {
-	states, err := g.userThreads(ctx, user, ch)
+	states, regs, err := g.userThreadsAndRegisters(ctx, user, ch)
 	if err != nil || len(states) == 0 {
 		return nil, err
 	}
-	var chans []string
-	for _, st := range states {
-		if st.Follow.Following && (len(chans) == 0 || chans[len(chans)-1] != st.Key.Channel) {
-			chans = append(chans, st.Key.Channel)
-		}
-	}
-	if len(chans) == 0 {
-		return nil, nil
-	}
-	regs, err := g.userRegisters(ctx, user, chans)
-	if err != nil {
-		return nil, err
-	}
-	var refs []thread.Ref
-	var kept []thread.State
+	refs := make([]thread.Ref, 0, len(states))
+	kept := states[:0]
 	for _, st := range states {
 		if activeFollow(st, regs[st.Key.Channel]) {
 			kept = append(kept, st)
 			refs = append(refs, st.Key.Ref)
 		}
 	}
+	if len(kept) == 0 {
+		return nil, nil
+	}
 	heads, err := g.threadHeads(ctx, refs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]followedThread, len(kept))
-	for i, st := range kept {
-		h := heads[st.Key.Ref]
+	for i := range kept {
+		st := &kept[i]
+		h := heads[i]
 		h.Ref = st.Key.Ref
 		out[i] = followedThread{state: st, head: h}
 	}
 	return out, nil
 }
 
+// userThreadsAndRegisters is the user's thread registers (threadsOrDurable)
+// and the user's membership registers of the channels of those followed:
+// one script when Redis holds the registers' hash whole, else each read
+// on its own with its fallback.
+func (g *Gate) userThreadsAndRegisters(ctx context.Context, user, ch string) ([]thread.State, map[string]channel.Membership, error) {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	r, err := g.redis.UserThreadsWithMemberships(rctx, user, ch)
+	cancel()
+	if err == nil && r.Complete {
+		if len(r.States) == 0 {
+			return nil, nil, nil
+		}
+		regs, err := g.registersOrDurable(ctx, user, followedChannels(r.States), r.Memberships, r.MembershipsComplete)
+		return r.States, regs, err
+	}
+	states, serr := g.threadsOrDurable(ctx, user, ch, r.States, r.Complete, err)
+	if serr != nil || len(states) == 0 {
+		return nil, nil, serr
+	}
+	if err != nil {
+		// Redis failed the read: the memberships from Postgres alone.
+		regs, err := g.registersOrDurable(ctx, user, followedChannels(states), nil, false)
+		return states, regs, err
+	}
+	// Hydrated: channels the script did not see may be among them.
+	regs, err := g.userRegisters(ctx, user, followedChannels(states))
+	return states, regs, err
+}
+
+// followedChannels is the channels of the registers that follow, each once.
+func followedChannels(states []thread.State) []string {
+	var chans []string
+	seen := map[string]bool{}
+	for _, st := range states {
+		if st.Follow.Following && !seen[st.Key.Channel] {
+			seen[st.Key.Channel] = true
+			chans = append(chans, st.Key.Channel)
+		}
+	}
+	return chans
+}
+
 // userRegisters is the user's membership registers in chans (Redis, else
 // Postgres); a channel without one is absent.
 func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (map[string]channel.Membership, error) {
-	out := make(map[string]channel.Membership, len(chans))
+	if len(chans) == 0 {
+		return nil, nil
+	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	regs, complete, err := g.redis.Memberships(rctx, user, chans)
 	cancel()
-	if err != nil || !complete {
-		if err != nil {
-			g.warnRedis(redisOpGet, err)
-		}
+	if err != nil {
+		g.warnRedis(redisOpGet, err)
+	}
+	return g.registersOrDurable(ctx, user, chans, regs, err == nil && complete)
+}
+
+// registersOrDurable is regs (read from Redis) by channel, with Postgres'
+// registers of chans merged in unless Redis' hash was complete.
+func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
+	if !complete && len(chans) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		rows, perr := g.pg.Memberships(pctx, user, chans)
 		cancel()
@@ -136,6 +179,7 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 		}
 		regs = append(regs, rows...)
 	}
+	out := make(map[string]channel.Membership, len(regs))
 	for _, r := range regs {
 		out[r.Key.Channel], _ = channel.MergeMembership(out[r.Key.Channel], r)
 	}
@@ -181,8 +225,15 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 	}
 	out := &receiptsv1.ListThreadsResponse{UserId: r.GetUserId()}
 	end := min(len(ts), start+limit)
-	for _, t := range ts[start:end] {
-		out.Threads = append(out.Threads, g.threadUnread(t.state, t.head, true))
+	if end > start {
+		// One allocation for the page's messages, not four per thread.
+		page := ts[start:end]
+		units := make([]receiptsv1.ThreadUnread, len(page))
+		positions := make([]receiptsv1.Position, 3*len(page))
+		out.Threads = make([]*receiptsv1.ThreadUnread, len(page))
+		for i, t := range page {
+			out.Threads[i] = g.fillThreadUnread(&units[i], positions[3*i:3*i+3], *t.state, t.head, true)
+		}
 	}
 	if end < len(ts) {
 		out.NextPageToken = encodeThreadToken(ts[end-1].head)
@@ -275,7 +326,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if err != nil {
 		return nil, err
 	}
-	s.head = heads[ref]
+	s.head = heads[0]
 	if !s.detailed {
 		return s, nil // threads keep no per-channel counts: a large channel answers its size only
 	}

@@ -75,26 +75,27 @@ func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*fa
 	if err != nil {
 		return nil, thread.Head{}, err
 	}
-	if head := heads[k.Ref]; seq > head.Seq {
+	if head := heads[0]; seq > head.Seq {
 		return nil, thread.Head{}, headBehind("seq", seq, head.Seq)
 	}
-	return f, heads[k.Ref], nil
+	return f, heads[0], nil
 }
 
-// threadHeads returns threads' heads: Redis, else Postgres (copied into
-// Redis by a merge); seq 0 when the thread has no reply.
-func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
+// threadHeads returns threads' heads, in refs' order: Redis, else
+// Postgres (copied into Redis by a merge); the zero head when the thread
+// has no reply.
+func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	got, err := g.redis.ThreadHeads(rctx, refs)
+	got, err := g.redis.ThreadHeadsAt(rctx, refs)
 	cancel()
 	if err != nil {
 		g.warnRedis(redisOpGet, err)
-		got = map[thread.Ref]thread.Head{}
+		got = make([]thread.Head, len(refs))
 	}
 	var missing []thread.Ref
-	for _, r := range refs {
-		if _, ok := got[r]; !ok {
-			missing = append(missing, r)
+	for i, h := range got {
+		if h.Ref.Channel == "" {
+			missing = append(missing, refs[i])
 		}
 	}
 	if len(missing) == 0 {
@@ -109,8 +110,14 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) (map[thread.R
 		}
 		return nil, unavailableError(fmt.Errorf("reading %d thread heads: %w; retry", len(missing), perr), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
+	durable := make(map[thread.Ref]thread.Head, len(heads))
 	for _, h := range heads {
-		got[h.Ref] = h
+		durable[h.Ref] = h
+	}
+	for i, h := range got {
+		if h.Ref.Channel == "" {
+			got[i] = durable[refs[i]]
+		}
 	}
 	if len(heads) > 0 && err == nil {
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
@@ -364,7 +371,7 @@ func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, fo
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, heads[k.Ref], res[0], dur)
+	return g.threadMarkAnswer(f, k, heads[0], res[0], dur)
 }
 
 // activeFollow reports whether a register's follow counts, given the
@@ -379,20 +386,21 @@ func activeFollow(st thread.State, reg channel.Membership) bool {
 
 // threadUnread is a register's counts at head, in the API's form.
 func (g *Gate) threadUnread(st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
+	return g.fillThreadUnread(&receiptsv1.ThreadUnread{}, make([]receiptsv1.Position, 3), st, head, following)
+}
+
+// fillThreadUnread is threadUnread into out, its positions in pos[:3].
+func (g *Gate) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.Position, st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
 	c := st.CountsAt(head.Seq, g.cfg.MentionCap)
 	read := st.Cursors.EffectiveRead()
-	return &receiptsv1.ThreadUnread{
-		ChannelId: st.Key.Channel, RootSeq: st.Key.Root,
-		Head:               &receiptsv1.Position{Seq: head.Seq},
-		Read:               &receiptsv1.Position{Epoch: read.Epoch, Seq: read.Seq},
-		PublicRead:         &receiptsv1.Position{Epoch: st.Cursors.Read.Position.Epoch, Seq: st.Cursors.Read.Position.Seq},
-		UnreadCount:        c.Unread,
-		MentionCount:       c.Mentions,
-		MentionsCapped:     c.MentionsCapped,
-		FirstUnreadSeq:     c.FirstUnread,
-		Following:          following,
-		LastActivityUnixMs: head.UpdatedAtUnixMs,
-	}
+	pos[0].Seq = head.Seq
+	pos[1].Epoch, pos[1].Seq = read.Epoch, read.Seq
+	pos[2].Epoch, pos[2].Seq = st.Cursors.Read.Position.Epoch, st.Cursors.Read.Position.Seq
+	out.ChannelId, out.RootSeq = st.Key.Channel, st.Key.Root
+	out.Head, out.Read, out.PublicRead = &pos[0], &pos[1], &pos[2]
+	out.UnreadCount, out.MentionCount, out.MentionsCapped = c.Unread, c.Mentions, c.MentionsCapped
+	out.FirstUnreadSeq, out.Following, out.LastActivityUnixMs = c.FirstUnread, following, head.UpdatedAtUnixMs
+	return out
 }
 
 // threadNotice is one validated thread reply notice.

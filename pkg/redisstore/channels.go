@@ -238,19 +238,25 @@ func encodeHead(h channel.Head) (string, error) {
 }
 
 func decodeHead(ch, v string) (channel.Head, error) {
-	var f [3]string
-	bad := func() (channel.Head, error) {
+	seq, msg, at, ok := parseHead(v)
+	if !ok {
 		return channel.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ch, v)
 	}
+	return channel.Head{Channel: ch, Seq: seq, MessageID: msg, UpdatedAtUnixMs: at}, nil
+}
+
+// parseHead reads a head's value (a channel's or a thread's).
+func parseHead(v string) (seq int64, msg string, at int64, ok bool) {
+	var f [3]string
 	if splitSpaces(v, f[:]) != len(f) {
-		return bad()
+		return 0, "", 0, false
 	}
 	seq, err1 := parseB62(f[0])
-	ts, err2 := parseB62(f[2])
+	at, err2 := parseB62(f[2])
 	if err1 != nil || err2 != nil {
-		return bad()
+		return 0, "", 0, false
 	}
-	return channel.Head{Channel: ch, Seq: seq, MessageID: f[1], UpdatedAtUnixMs: ts}, nil
+	return seq, f[1], at, true
 }
 
 func encodeRegister(m channel.Membership) (string, error) {

@@ -61,12 +61,14 @@ func encodeThreadHead(h thread.Head) (string, error) {
 	return encodeHead(channel.Head{Channel: h.Ref.String(), Seq: h.Seq, MessageID: h.MessageID, UpdatedAtUnixMs: h.UpdatedAtUnixMs})
 }
 
+// decodeThreadHead names ref only in its error: a list of a user's
+// threads decodes a head per thread.
 func decodeThreadHead(ref thread.Ref, v string) (thread.Head, error) {
-	h, err := decodeHead(ref.String(), v)
-	if err != nil {
-		return thread.Head{}, err
+	seq, msg, at, ok := parseHead(v)
+	if !ok {
+		return thread.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ref, v)
 	}
-	return thread.Head{Ref: ref, Seq: h.Seq, MessageID: h.MessageID, UpdatedAtUnixMs: h.UpdatedAtUnixMs}, nil
+	return thread.Head{Ref: ref, Seq: seq, MessageID: msg, UpdatedAtUnixMs: at}, nil
 }
 
 // threadStorable refuses what the layout cannot hold: negative numbers

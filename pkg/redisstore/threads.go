@@ -66,26 +66,6 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 return {1, cur, g}
 `)
 
-// userThreadsScript reads a user's registers, of the fields starting with
-// ARGV[2] ("" all), unless there are more than ARGV[1]. KEYS[1] = tu hash.
-// Returns {loaded (0/1), field, value, ...} or {-1, count}.
-var userThreadsScript = redis.NewScript(`
-local loaded = redis.call('HEXISTS', KEYS[1], ':loaded')
-local n = redis.call('HLEN', KEYS[1]) - loaded
-if n > tonumber(ARGV[1]) then return {-1, n} end
-local all = redis.call('HGETALL', KEYS[1])
-local out = {loaded}
-local p = ARGV[2]
-for i = 1, #all, 2 do
-  local f = all[i]
-  if string.sub(f, 1, 1) ~= ":" and string.sub(f, 1, #p) == p then
-    out[#out + 1] = f
-    out[#out + 1] = all[i + 1]
-  end
-end
-return out
-`)
-
 var threadScripts = []*redis.Script{threadCASScript, userThreadsScript}
 
 // casCell is one field merged by CAS: the value read, the value to write.
@@ -274,28 +254,6 @@ func (s *Store) RaiseThreadHeads(ctx context.Context, heads []thread.Head) ([]Th
 	return out, err
 }
 
-// ThreadHeads returns the heads Redis holds of refs; a thread it holds
-// nothing of is absent from the map.
-func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
-	cmds := make([]*redis.StringCmd, len(refs))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for i, r := range refs {
-			cmds[i] = pipe.HGet(ctx, s.ThreadHeadsKey(r.Channel), rootField(r))
-		}
-	}); err != nil {
-		return nil, fmt.Errorf("reading thread heads: %w", err)
-	}
-	out := make(map[thread.Ref]thread.Head, len(refs))
-	err := s.readEach(cmds, func(i int, v string) error {
-		h, err := decodeThreadHead(refs[i], v)
-		if err == nil {
-			out[refs[i]] = h
-		}
-		return err
-	})
-	return out, err
-}
-
 // ChannelThreadHeads returns every thread head Redis holds of a channel,
 // by root (the drift sweep's scan); an undecodable field is skipped
 // (skipUndecodable), as ThreadHeads does.
@@ -443,44 +401,6 @@ func (s *Store) ThreadStates(ctx context.Context, keys []thread.Key) ([]*thread.
 		return err
 	})
 	return out, err
-}
-
-// UserThreads returns the user's registers, of one channel when channel is
-// not "", and whether the hash is complete (hydrated from Postgres since
-// it was last lost: a thread missing from it has no register). A user with
-// more than MaxUserThreads registers is refused (ErrTooManyThreads), the
-// channel filter notwithstanding: it is applied in the script, after the
-// count.
-func (s *Store) UserThreads(ctx context.Context, user, channel string) (states []thread.State, complete bool, err error) {
-	prefix := ""
-	if channel != "" {
-		prefix = channel + " "
-	}
-	res, err := userThreadsScript.Run(ctx, s.rdb, []string{s.UserThreadsKey(user)}, MaxUserThreads, prefix).Slice()
-	if err != nil {
-		return nil, false, fmt.Errorf("%w: reading the threads of %s: %w", ErrUnavailable, user, err)
-	}
-	if flag, _ := res[0].(int64); flag == -1 {
-		n, _ := res[1].(int64)
-		return nil, false, fmt.Errorf("reading the threads of %s: %w: %d registers, the limit is %d", user, ErrTooManyThreads, n, MaxUserThreads)
-	}
-	loaded, _ := res[0].(int64)
-	for j := 1; j+1 < len(res); j += 2 {
-		f, _ := res[j].(string)
-		v, _ := res[j+1].(string)
-		ref, err := parseThreadField(f)
-		if err != nil {
-			s.skipUndecodable()
-			continue
-		}
-		st, err := decodeThreadState(thread.Key{User: user, Ref: ref}, v)
-		if err != nil {
-			s.skipUndecodable()
-			continue
-		}
-		states = append(states, st)
-	}
-	return states, loaded == 1, nil
 }
 
 // HydrateUserThreads merges the user's durable registers (Postgres') into

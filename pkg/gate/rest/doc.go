@@ -1,8 +1,9 @@
-// Package rest is the fast JSON codec of kafkagate's hot REST write routes
-// (POST /v1/receipts:mark and /v1/users/{user}/channels/{channel}/read or
-// /delivered): it decodes a request body straight into its message and
-// encodes the answer by hand, byte for byte as protojson would (errors
-// are apierr.WriteREST's, as vanguard writes them).
+// Package rest is the fast JSON codec of kafkagate's hot REST routes: the
+// writes (POST /v1/receipts:mark and /v1/users/{user}/channels/{channel}/read
+// or /delivered) and the big reads (GET /v1/users/{user}/unread and
+// /threads). It decodes a request body or query straight into its message
+// and encodes the answer by hand, as protojson would (errors are
+// apierr.WriteREST's, as vanguard writes them).
 //
 // The decoder is strict: it accepts only what protojson reads the same
 // way — known fields in either spelling, each at most once; strings of

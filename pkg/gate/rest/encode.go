@@ -209,8 +209,8 @@ func appendInt64(b *bytes.Buffer, v int64) {
 	b.WriteByte('"')
 }
 
-// appendJSONString quotes s for JSON (UTF-8 kept; quotes, backslashes and
-// control characters escaped).
+// appendJSONString quotes s for JSON as protojson does (UTF-8 kept;
+// quotes, backslashes and control characters escaped).
 func appendJSONString(b *bytes.Buffer, s string) {
 	const hex = "0123456789abcdef"
 	b.WriteByte('"')
@@ -231,6 +231,10 @@ func appendJSONString(b *bytes.Buffer, s string) {
 			b.WriteString(`\r`)
 		case '\t':
 			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
 		default:
 			b.WriteString(`\u00`)
 			b.WriteByte(hex[c>>4])

@@ -16,15 +16,16 @@ import (
 )
 
 // The fast REST path of the hot write routes (POST /v1/receipts:mark and
-// the single-mark routes): the JSON body is decoded straight into the
+// the single-mark routes) and of the big reads (GET …/unread and
+// …/threads): the JSON body or the query is decoded straight into the
 // request message and the answer encoded by hand (pkg/gate/rest), instead
 // of vanguard transcoding REST to Connect and protojson (de)coding both
 // ways. The same handler methods run, so validation, the write path and
 // the errors are the same code, and an error is written as vanguard
-// writes it (apierr.WriteREST). A body the codec does not read exactly as
-// protojson would, query parameters, a compressed body or an unusual
-// content type fall back to vanguard, which gives the canonical answer,
-// error or success.
+// writes it (apierr.WriteREST). A body or query the codec does not read
+// exactly as vanguard would, a compressed body or an unusual content type
+// fall back to vanguard, which gives the canonical answer, error or
+// success.
 
 // serveFastREST answers r on the fast path and reports true, or reports
 // false without writing anything (the caller goes on to vanguard). body
@@ -34,7 +35,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		return false
 	}
 	if r.Method == http.MethodGet && len(body) == 0 {
-		return s.serveFastUnread(w, r)
+		return s.serveFastUnread(w, r) || s.serveFastThreads(w, r)
 	}
 	if r.URL.RawQuery != "" {
 		return false
@@ -151,5 +152,34 @@ func (s *Server) serveFastUnread(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	rest.WriteGetUnread(w, resp.Msg)
+	return true
+}
+
+// serveFastThreads answers GET /v1/users/{user_id}/threads (ListThreads)
+// with the hand-written encoder.
+func (s *Server) serveFastThreads(w http.ResponseWriter, r *http.Request) bool {
+	user, ok := rest.ThreadsRoute(r.URL.Path)
+	if !ok {
+		return false
+	}
+	req, ok := rest.ThreadsQuery(r.URL.RawQuery)
+	if !ok {
+		return false
+	}
+	req.UserId = user
+	start := time.Now()
+	creq := connect.NewRequest(req)
+	maps.Copy(creq.Header(), r.Header)
+	var resp *connect.Response[receiptsv1.ListThreadsResponse]
+	err := authorize(r.Context(), receiptsv1connect.ReceiptServiceListThreadsProcedure)
+	if err == nil {
+		resp, err = s.gate.ListThreads(r.Context(), creq)
+	}
+	s.m.observe("ListThreads", start, err)
+	if err != nil {
+		apierr.WriteREST(w, err)
+		return true
+	}
+	rest.WriteListThreads(w, resp.Msg)
 	return true
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -91,7 +92,8 @@ func (l levels) of(ch string) (level notification.Level, muted, unread, mentions
 }
 
 // levelsOf reads a user's default level and the registers of the listed
-// channels (none listed: nothing to read): from Redis when it holds the user's hash whole, else from
+// channels (none listed: nothing to read) in one Redis round trip when
+// Redis holds the user's settings and whole hash; else what it lacks from
 // Postgres, which then hydrates Redis (a merge: a change made meanwhile
 // wins). Without either store the call is Unavailable: a badge counted
 // at the wrong levels would look right and be wrong.
@@ -101,20 +103,26 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string) (le
 		return out, nil // no channel to count
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	sts, serr := g.settingsOf(rctx, []string{user})
-	regs, complete, rerr := g.redis.Notifications(rctx, user, channels)
+	lv, rerr := g.redis.LevelsOf(rctx, user, channels)
+	if rerr == nil && !lv.SettingsFound {
+		// Settings Redis lost (or never held): read and hydrated.
+		var sts map[string]privacy.Settings
+		if sts, rerr = g.settingsOf(rctx, []string{user}); rerr == nil {
+			lv.Settings = sts[user]
+		}
+	}
 	cancel()
-	if serr != nil {
+	if rerr != nil {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		durable, err := g.pg.Settings(pctx, []string{user})
 		cancel()
 		if err != nil {
 			return out, g.durableErr(ctx, err)
 		}
-		out.userDefault = durable[0].DefaultLevel
-	} else {
-		out.userDefault = sts[user].DefaultLevel
+		lv.Settings = durable[0]
 	}
+	out.userDefault = lv.Settings.DefaultLevel
+	regs, complete := lv.Registers, lv.Complete
 	if rerr == nil && complete {
 		out.byChannel = regs
 		return out, nil

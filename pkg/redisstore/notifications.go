@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/notification"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -199,6 +201,61 @@ func (s *Store) Notifications(ctx context.Context, user string, channels []strin
 		}
 	}
 	return out, vals[0] != nil, nil
+}
+
+// Levels is what a user's badge needs of the notification state, read in
+// one pipelined round trip.
+type Levels struct {
+	// Settings holds the default level; SettingsFound is false when Redis
+	// holds no settings (read Postgres, as Settings' callers do).
+	Settings      privacy.Settings
+	SettingsFound bool
+	// Registers are the listed channels' registers Redis holds; Complete
+	// says the hash is hydrated, so an absent one is unset.
+	Registers map[string]notification.Register
+	Complete  bool
+}
+
+// LevelsOf reads a user's settings and the registers of the listed
+// channels (at least one) in one pipeline.
+func (s *Store) LevelsOf(ctx context.Context, user string, channels []string) (Levels, error) {
+	var st *redis.StringCmd
+	var regs *redis.SliceCmd
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		st = pipe.HGet(ctx, s.SettingsKey(user), settingsField)
+		regs = pipe.HMGet(ctx, s.UserNotificationsKey(user), append([]string{loadedField}, channels...)...)
+	}); err != nil {
+		return Levels{}, err
+	}
+	out := Levels{Settings: privacy.Default(user), Registers: make(map[string]notification.Register)}
+	v, err := st.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return Levels{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	default:
+		if out.Settings, err = decodeSettings(user, v); err != nil {
+			return Levels{}, err
+		}
+		out.SettingsFound = true
+	}
+	vals, err := regs.Result()
+	if err != nil {
+		return Levels{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	out.Complete = vals[0] != nil
+	for i, v := range vals[1:] {
+		str, ok := v.(string)
+		if !ok {
+			continue
+		}
+		if r, err := decodeNotifications(receipt.Key{User: user, Channel: channels[i]}, str); err == nil {
+			out.Registers[channels[i]] = r
+		} else {
+			s.skipUndecodable()
+		}
+	}
+	return out, nil
 }
 
 // NotificationsOf returns each key's register (nil where absent) in one

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/notification"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -182,4 +183,32 @@ func TestNotificationBadInputWritesNothing(t *testing.T) {
 	}
 	require.Empty(t, tb.redisKeys(t))
 	require.Zero(t, tb.highWatermarks(t))
+}
+
+// An erasure takes the user's notification registers with it, in Redis
+// at once (the levels read back as the defaults) and in Postgres.
+func TestErasureRemovesNotificationLevels(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	ctx := context.Background()
+	cl := tb.client()
+	_, err := cl.SetNotifications(ctx, connect.NewRequest(&receiptsv1.SetNotificationsRequest{UserId: "eu", ChannelId: "ec", Level: "none", MutedUntilUnixMs: time.Now().Add(time.Hour).UnixMilli()}))
+	require.NoError(t, err)
+	_, err = tb.schema.Store.UpsertNotifications(ctx, []notification.Register{{Key: receipt.Key{User: "eu", Channel: "ec"}, Level: notification.None, VersionUnixMs: 1}})
+	require.NoError(t, err) // as the persister would have
+	level := func() string {
+		t.Helper()
+		resp, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "eu", ChannelId: []string{"ec"}}))
+		require.NoError(t, err)
+		c := resp.Msg.GetChannels()[0]
+		return fmt.Sprintf("%s muted=%v", c.GetLevel(), c.GetMuted())
+	}
+	require.Equal(t, "none muted=true", level())
+
+	_, err = cl.EraseUser(ctx, connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: "eu"}))
+	require.NoError(t, err)
+	require.Equal(t, "all muted=false", level())
+	regs, err := tb.schema.Store.Notifications(ctx, "eu", nil)
+	require.NoError(t, err)
+	require.Empty(t, regs)
 }

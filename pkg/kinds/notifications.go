@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"errors"
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/notification"
@@ -79,6 +80,13 @@ var notificationSpec = &Spec[receipt.Key, notification.Register]{
 		page := ScanPage[notification.Register]{Next: next}
 		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
 			regs, _, err := env.Redis.Notifications(ctx, u, nil)
+			if errors.Is(err, redisstore.ErrTooManyChannels) {
+				// Read whole it is over the bound; one such user must not
+				// stop the sweep. The Postgres walk still compares its
+				// registers.
+				page.Invalid++
+				continue
+			}
 			if err != nil {
 				return page, err
 			}

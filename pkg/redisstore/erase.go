@@ -159,7 +159,7 @@ return 1
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor, membership, mention and thread register hashes
+// returns: the cursor, membership, mention, thread and notification register hashes
 // (left empty and complete), the settings, the earlier layout's mention sets, and in
 // every channel the user had state in, their register, their
 // channel-view cursors and their moves in the view's stream (replaced by

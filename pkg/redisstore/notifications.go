@@ -154,9 +154,9 @@ func (s *Store) ChangeNotifications(ctx context.Context, r notification.Register
 }
 
 // Notifications returns a user's registers by channel, of all channels
-// (bounded by MaxUnreadChannels) or the listed ones, and whether the hash
-// is complete (hydrated): without it, absent registers are unknown, not
-// unset.
+// (more than MaxUnreadChannels: ErrTooManyChannels) or the listed ones,
+// and whether the hash is complete (hydrated): without it, absent
+// registers are unknown, not unset.
 func (s *Store) Notifications(ctx context.Context, user string, channels []string) (map[string]notification.Register, bool, error) {
 	key := s.UserNotificationsKey(user)
 	out := make(map[string]notification.Register)
@@ -166,7 +166,7 @@ func (s *Store) Notifications(ctx context.Context, user string, channels []strin
 			return nil, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		if n > MaxUnreadChannels+1 {
-			return nil, false, fmt.Errorf("notifications of %s: %d registers, more than %d", user, n, MaxUnreadChannels)
+			return nil, false, fmt.Errorf("notifications of %s: %d registers: %w", user, n, ErrTooManyChannels)
 		}
 		m, err := s.rdb.HGetAll(ctx, key).Result()
 		if err != nil {

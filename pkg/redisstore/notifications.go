@@ -60,11 +60,14 @@ end
 `
 
 // mergeNotificationsScript merges registers into a user's hash. KEYS[1] =
-// nl hash; ARGV = mark ("1": set ":loaded" after), then channel, register
-// pairs. Returns, per pair, {changed, register}.
+// nl hash; ARGV = mark ("1": set ":loaded" after), the TTL (ms) of a hash
+// that holds ":loaded" alone, then channel, register pairs. Returns, per
+// pair, {changed, register}. A hash of a user who set nothing only caches
+// "none" and expires, so only active users keep one; a register in it
+// never expires.
 var mergeNotificationsScript = redis.NewScript(luaViewCmp + luaNotifications + `
 local out = {}
-for i = 2, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local cur = redis.call('HGET', KEYS[1], ARGV[i])
   if cur and ncmp(nreg(ARGV[i+1]), nreg(cur)) <= 0 then
     out[#out+1] = 0 out[#out+1] = cur
@@ -74,6 +77,11 @@ for i = 2, #ARGV, 2 do
   end
 end
 if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
+if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], ':loaded') == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+  redis.call('PERSIST', KEYS[1])
+end
 return out
 `)
 
@@ -93,6 +101,7 @@ if cur then
 end
 local reg = ARGV[2] .. " " .. string.format("%d", v)
 redis.call('HSET', KEYS[1], ARGV[1], reg)
+redis.call('PERSIST', KEYS[1])
 return {1, reg, redis.call('HGET', KEYS[2], 'g') or "-1"}
 `)
 
@@ -116,7 +125,7 @@ func (s *Store) MergeNotifications(ctx context.Context, regs []notification.Regi
 	cmds := make([]*redis.Cmd, len(regs))
 	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, r := range regs {
-			cmds[i] = mergeNotificationsScript.EvalSha(ctx, pipe, []string{s.UserNotificationsKey(r.Key.User)}, "0", r.Key.Channel, encodeNotifications(r))
+			cmds[i] = mergeNotificationsScript.EvalSha(ctx, pipe, []string{s.UserNotificationsKey(r.Key.User)}, "0", defaultsTTL.Milliseconds(), r.Key.Channel, encodeNotifications(r))
 		}
 	})
 	for i := range regs {
@@ -290,7 +299,7 @@ func (s *Store) HydrateNotifications(ctx context.Context, user string, regs []no
 		if end == len(regs) {
 			mark = "1"
 		}
-		argv := []any{mark}
+		argv := []any{mark, defaultsTTL.Milliseconds()}
 		for _, r := range regs[start:end] {
 			argv = append(argv, r.Key.Channel, encodeNotifications(r))
 		}

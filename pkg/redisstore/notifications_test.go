@@ -55,6 +55,21 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 	require.True(t, lv.Complete)
 	require.Equal(t, map[string]notification.Register{"c": res.Register, "other": other}, lv.Registers, "a hydrate never undoes a newer change")
 
+	ttl, err := s.rdb.PTTL(ctx, s.UserNotificationsKey("u")).Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "a hash holding registers never expires")
+
+	// A user who set nothing: the hydrated hash only caches that, and expires.
+	require.NoError(t, s.HydrateNotifications(ctx, "quiet", nil))
+	ttl, err = s.rdb.PTTL(ctx, s.UserNotificationsKey("quiet")).Result()
+	require.NoError(t, err)
+	require.Positive(t, ttl)
+	res = s.ChangeNotifications(ctx, notification.Register{Key: receipt.Key{User: "quiet", Channel: "c"}, Level: notification.None})
+	require.NoError(t, res.Err)
+	ttl, err = s.rdb.PTTL(ctx, s.UserNotificationsKey("quiet")).Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "its first register makes it permanent")
+
 	_, err = s.Erase(ctx, "u", time.Now().UnixMilli(), 0)
 	require.NoError(t, err)
 	regs, complete, err := s.Notifications(ctx, "u", nil)

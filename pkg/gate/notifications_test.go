@@ -91,6 +91,10 @@ func TestNotificationLevelsShapeTheBadge(t *testing.T) {
 	require.Equal(t, badge{4, 1, 1}, totals())
 	require.Equal(t, map[string]string{"na": "none muted=false unread=3", "nb": "mentions muted=false unread=2", "nc": "all muted=false unread=4"}, levelsOf(),
 		"a channel's own counts never change with its level")
+	var restUnread receiptsv1.GetUnreadResponse
+	tb.doProto(t, http.MethodGet, "/v1/users/nu/unread", "", &restUnread)
+	require.Equal(t, int64(4), restUnread.GetUnreadTotal(), "the fast REST path counts by level too")
+	require.Equal(t, "none", restUnread.GetChannels()[0].GetLevel(), "and carries the level")
 
 	// c muted for a few seconds (Connect): nothing but b's mention counts,
 	// until the mute ends by itself.

@@ -1750,7 +1750,13 @@ type GetUnreadResponse struct {
 	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Channels []*ChannelUnread       `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
 	// Badge totals over the channels of this answer: when the default set
-	// spans pages, the user's totals are the sums over the pages.
+	// spans pages, the user's totals are the sums over the pages. A channel
+	// counts by its effective notification level and mute
+	// (ChannelUnread.level, .muted): unread_total and channels_with_unread
+	// only channels at "all" that are not muted; mention_total channels at
+	// "all" or "mentions", muted or not (a mention still reaches a muted
+	// channel's member, as in Slack); a channel at "none" adds nothing.
+	// unread_threads_total does not look at levels.
 	UnreadTotal        int64 `protobuf:"varint,3,opt,name=unread_total,json=unreadTotal,proto3" json:"unread_total,omitempty"`
 	ChannelsWithUnread int64 `protobuf:"varint,4,opt,name=channels_with_unread,json=channelsWithUnread,proto3" json:"channels_with_unread,omitempty"`
 	MentionTotal       int64 `protobuf:"varint,5,opt,name=mention_total,json=mentionTotal,proto3" json:"mention_total,omitempty"`
@@ -3242,7 +3248,8 @@ func (x *LookupReceiptsRequest) GetBadgeUserIds() []string {
 	return nil
 }
 
-// Badge is a user's unread totals.
+// Badge is a user's unread totals, counted by notification level and mute
+// as GetUnreadResponse's.
 type Badge struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	UserId             string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`

@@ -851,7 +851,13 @@ export type GetUnreadResponse = Message<"receipts.v1.GetUnreadResponse"> & {
 
   /**
    * Badge totals over the channels of this answer: when the default set
-   * spans pages, the user's totals are the sums over the pages.
+   * spans pages, the user's totals are the sums over the pages. A channel
+   * counts by its effective notification level and mute
+   * (ChannelUnread.level, .muted): unread_total and channels_with_unread
+   * only channels at "all" that are not muted; mention_total channels at
+   * "all" or "mentions", muted or not (a mention still reaches a muted
+   * channel's member, as in Slack); a channel at "none" adds nothing.
+   * unread_threads_total does not look at levels.
    *
    * @generated from field: int64 unread_total = 3;
    */
@@ -1664,7 +1670,8 @@ export const LookupReceiptsRequestSchema: GenMessage<LookupReceiptsRequest> = /*
   messageDesc(file_receipts_v1_receipts, 41);
 
 /**
- * Badge is a user's unread totals.
+ * Badge is a user's unread totals, counted by notification level and mute
+ * as GetUnreadResponse's.
  *
  * @generated from message receipts.v1.Badge
  */

@@ -25,6 +25,9 @@ const (
 	// InvalidField: another field's value is outside what the call takes
 	// (a private DELIVERED mark, a page size or token, a resume token).
 	InvalidField Reason = "INVALID_FIELD"
+	// InvalidLevel: a notification level is not "all", "mentions", "none"
+	// (or, where it may be, ""). Fix the request.
+	InvalidLevel Reason = "INVALID_LEVEL"
 	// EmptyRequest: the call has nothing to do (an empty batch, no
 	// setting to change, nothing to look up). Fix the request.
 	EmptyRequest Reason = "EMPTY_REQUEST"
@@ -86,7 +89,7 @@ const (
 
 // Reasons is every reason, in the order of the API reference.
 var Reasons = []Reason{
-	InvalidID, InvalidSeq, InvalidEpoch, InvalidKind, InvalidField, EmptyRequest,
+	InvalidID, InvalidSeq, InvalidEpoch, InvalidKind, InvalidField, InvalidLevel, EmptyRequest,
 	BatchTooLarge, BodyTooLarge, MalformedRequest, HeadBehind, SeqBeyondHead,
 	EpochAhead, StaleEpoch, EpochLimit, NotAMember, CredentialsMissing,
 	CredentialsInvalid, ScopeMissing, RateLimited, StreamLimit, Unavailable,

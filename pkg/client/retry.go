@@ -33,11 +33,11 @@ const MaxAttemptsDefault = 5
 //     (epoch, seq), so a mark applied twice, or applied by an attempt
 //     whose answer was lost, leaves the same state. A notice raises the
 //     head (max) and adds to mention sets, alike.
-//   - MarkUnread, JoinChannel, LeaveChannel, UpdateSettings and EraseUser
-//     are not idempotent: each attempt takes a new version (mark-unread
-//     moves the read cursor to the epoch after the stored one; a
-//     membership or settings change is versioned by the head and the
-//     clock at the time; an erasure raises the generation). Repeating one
+//   - MarkUnread, JoinChannel, LeaveChannel, UpdateSettings,
+//     SetNotifications and EraseUser are not idempotent: each attempt
+//     takes a new version (mark-unread moves the read cursor to the epoch
+//     after the stored one; a membership, settings or notification change
+//     is versioned by the head and the clock at the time; an erasure raises the generation). Repeating one
 //     that was applied but whose answer was lost (Unavailable: Redis
 //     answered, Kafka did not) could undo a change made in between, a
 //     read after the mark-unread or a leave after the join. They are
@@ -90,6 +90,7 @@ var writeOnce = map[string]bool{
 	receiptsv1connect.ReceiptServiceJoinChannelProcedure:      true,
 	receiptsv1connect.ReceiptServiceLeaveChannelProcedure:     true,
 	receiptsv1connect.ReceiptServiceUpdateSettingsProcedure:   true,
+	receiptsv1connect.ReceiptServiceSetNotificationsProcedure: true,
 	receiptsv1connect.ReceiptServiceEraseUserProcedure:        true,
 }
 

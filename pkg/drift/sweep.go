@@ -339,6 +339,8 @@ var (
 
 	KindThreadHeads  = kinds.ThreadHeads.Name()
 	KindThreadStates = kinds.ThreadStates.Name()
+
+	KindNotifications = kinds.Notifications.Name()
 )
 
 // checkGuard checks, before each page, that this replica may still sweep.

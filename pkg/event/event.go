@@ -11,6 +11,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -28,11 +29,15 @@ import (
 // Version 4 adds threads: a thread event (a user's thread register, a
 // thread's head) is written as version 4, everything else still as 3, so
 // channel-only traffic reads the same in builds before threads.
+//
+// Version 5 adds the notification register: only an event carrying one
+// is written as version 5.
 const (
-	SchemaVersion       = 3
-	ThreadSchemaVersion = 4
-	MinSchemaVersion    = 1
-	MaxSchemaVersion    = ThreadSchemaVersion
+	SchemaVersion             = 3
+	ThreadSchemaVersion       = 4
+	NotificationSchemaVersion = 5
+	MinSchemaVersion          = 1
+	MaxSchemaVersion          = NotificationSchemaVersion
 )
 
 // MaxValueBytes bounds a record value; a real event is well under 1 KiB
@@ -85,6 +90,9 @@ type Decoded struct {
 	// head (a channel event with a thread root). Nil for the other kinds.
 	Thread     *thread.State
 	ThreadHead *thread.Head
+	// Notifications is the user's notification register in the channel
+	// (a user event), nil when absent.
+	Notifications *notification.Register
 
 	// Extensions are a user event's fields this build's contract does not
 	// name (protobuf's unknown fields): a kind of state added without a
@@ -105,6 +113,8 @@ func (d Decoded) AcceptedAt() int64 {
 		return d.Membership.VersionUnixMs
 	case d.Thread != nil:
 		return d.Thread.Time()
+	case d.Notifications != nil:
+		return d.Notifications.VersionUnixMs
 	}
 	return 0
 }
@@ -252,8 +262,19 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if err := receipt.ValidateID("channel_id", d.Key.Channel); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
-	if d.Receipt == nil && d.Mentions == nil && d.Membership == nil && len(d.Extensions) == 0 {
-		return Decoded{}, fmt.Errorf("%w: invalid event: it carries no cursor, mention or membership", ErrUndecodable)
+	if d.Receipt == nil && d.Mentions == nil && d.Membership == nil && d.Notifications == nil && len(d.Extensions) == 0 {
+		return Decoded{}, fmt.Errorf("%w: invalid event: it carries no cursor, mention, membership or notifications", ErrUndecodable)
+	}
+	if n := ev.GetNotifications(); n != nil {
+		if v < NotificationSchemaVersion {
+			return Decoded{}, fmt.Errorf("%w: a notification register in a version-%d event", ErrUndecodable, v)
+		}
+		if d.Notifications == nil {
+			return Decoded{}, fmt.Errorf("%w: invalid event: unknown notification level %q", ErrUndecodable, n.GetLevel())
+		}
+		if err := d.Notifications.Validate(); err != nil {
+			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+		}
 	}
 	if d.Receipt != nil {
 		if err := d.Receipt.Validate(); err != nil {
@@ -350,6 +371,10 @@ func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
 		ev.Membership = &receiptsv1.Membership{ChannelId: key.Channel, UserId: key.User, Member: m.Member,
 			VersionSeq: m.VersionSeq, VersionUnixMs: m.VersionUnixMs, JoinSeq: m.JoinSeq}
 	}
+	if n := d.Notifications; n != nil {
+		ev.SchemaVersion = NotificationSchemaVersion
+		ev.Notifications = NotificationsToProto(*n)
+	}
 	return ev
 }
 
@@ -385,7 +410,24 @@ func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
 		d.Membership = &channel.Membership{Key: st.Key, Member: m.GetMember(), VersionSeq: m.GetVersionSeq(),
 			VersionUnixMs: m.GetVersionUnixMs(), JoinSeq: m.GetJoinSeq()}
 	}
+	if n := ev.GetNotifications(); n != nil {
+		// An unknown level leaves Notifications nil: DecodeRecord refuses it.
+		if l, ok := notification.Parse(n.GetLevel()); ok {
+			d.Notifications = &notification.Register{Key: st.Key, Level: l,
+				MutedUntilUnixMs: n.GetMutedUntilUnixMs(), VersionUnixMs: n.GetVersionUnixMs()}
+		}
+	}
 	return d
+}
+
+// NotificationsToProto converts a notification register to its API form.
+func NotificationsToProto(r notification.Register) *receiptsv1.NotificationRegister {
+	return &receiptsv1.NotificationRegister{Level: r.Level.String(), MutedUntilUnixMs: r.MutedUntilUnixMs, VersionUnixMs: r.VersionUnixMs}
+}
+
+// EncodeNotifications builds the user event of a notification register.
+func EncodeNotifications(r notification.Register, gen int64, stamped bool) (*kgo.Record, error) {
+	return EncodeDecoded(Decoded{Key: r.Key, Notifications: &r, Generation: gen, Stamped: stamped, AcceptedAtUnixMs: r.VersionUnixMs})
 }
 
 // CursorToProto converts a cursor to its API form.

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -23,7 +24,8 @@ func encodeSettings(d Decoded) (*kgo.Record, error) {
 		SchemaVersion: SchemaVersion,
 		UserId:        st.User,
 		Settings: &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
-			ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs},
+			ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs,
+			DefaultNotificationLevel: st.DefaultLevel.String()},
 		AcceptedAtUnixMs:      st.VersionMs,
 		UserGeneration:        d.Generation,
 		UserGenerationStamped: d.Stamped,
@@ -44,6 +46,11 @@ func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
 	if err := receipt.ValidateID("user_id", st.User); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
+	level, ok := notification.Parse(s.GetDefaultNotificationLevel())
+	if !ok {
+		return Decoded{}, fmt.Errorf("%w: invalid event: unknown default_notification_level %q", ErrUndecodable, s.GetDefaultNotificationLevel())
+	}
+	st.DefaultLevel = level
 	if s.GetUserId() != "" && s.GetUserId() != st.User {
 		return Decoded{}, fmt.Errorf("%w: invalid event: settings.user_id %q is not the event's user %q", ErrUndecodable, s.GetUserId(), st.User)
 	}

@@ -64,6 +64,10 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 			return nil, err
 		}
 	}
+	lv, err := g.levelsOf(ctx, user, viewChannels(views))
+	if err != nil {
+		return nil, err
+	}
 	out := &receiptsv1.GetUnreadResponse{UserId: user, Channels: make([]*receiptsv1.ChannelUnread, len(views))}
 	if more {
 		out.NextPageToken = nextPageToken(views[len(views)-1].Channel)
@@ -90,15 +94,30 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 			cu.UnreadThreads, cu.ThreadMentionCount = tc.unreadThreads, tc.mentions
 			out.UnreadThreadsTotal += tc.unreadThreads
 		}
+		level, muted, countsUnread, countsMentions := lv.of(v.Channel)
+		cu.Level, cu.Muted, cu.MutedUntilUnixMs = level.String(), muted, lv.byChannel[v.Channel].MutedUntilUnixMs
 		out.Channels[i] = cu
-		out.UnreadTotal += cu.UnreadCount
-		out.MentionTotal += cu.MentionCount
-		out.MentionsCapped = out.MentionsCapped || cu.MentionsCapped
-		if cu.UnreadCount > 0 {
-			out.ChannelsWithUnread++
+		if countsUnread {
+			out.UnreadTotal += cu.UnreadCount
+			if cu.UnreadCount > 0 {
+				out.ChannelsWithUnread++
+			}
+		}
+		if countsMentions {
+			out.MentionTotal += cu.MentionCount
+			out.MentionsCapped = out.MentionsCapped || cu.MentionsCapped
 		}
 	}
 	return connect.NewResponse(out), nil
+}
+
+// viewChannels is the channels of views, in their order.
+func viewChannels(views []redisstore.ChannelView) []string {
+	out := make([]string, len(views))
+	for i, v := range views {
+		out[i] = v.Channel
+	}
+	return out
 }
 
 func positionProto(p receipt.Position) *receiptsv1.Position {

@@ -13,13 +13,16 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
 func settingsProto(st privacy.Settings) *receiptsv1.UserSettings {
+	level, _ := notification.Register{}.Effective(st.DefaultLevel, 0)
 	return &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
-		ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs}
+		ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs,
+		DefaultNotificationLevel: level.String()}
 }
 
 // UpdateSettings implements receiptsv1connect.ReceiptServiceHandler: the
@@ -35,8 +38,16 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return nil, invalid(apierr.InvalidID, err)
 	}
-	if m.ShareReadReceipts == nil && m.ShareDeliveryReceipts == nil {
-		return nil, invalid(apierr.EmptyRequest, errors.New("nothing to change: set share_read_receipts or share_delivery_receipts"))
+	if m.ShareReadReceipts == nil && m.ShareDeliveryReceipts == nil && m.DefaultNotificationLevel == nil {
+		return nil, invalid(apierr.EmptyRequest, errors.New("nothing to change: set share_read_receipts, share_delivery_receipts or default_notification_level"))
+	}
+	var level notification.Level
+	if m.DefaultNotificationLevel != nil {
+		var ok bool
+		if level, ok = notification.Parse(*m.DefaultNotificationLevel); !ok || level == notification.Unset {
+			return nil, invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "default_notification_level",
+				Reason: fmt.Sprintf("must be all, mentions or none, got %q", *m.DefaultNotificationLevel)})
+		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	cur, err := g.settingsOf(rctx, []string{user})
@@ -57,6 +68,9 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	}
 	if m.ShareDeliveryReceipts != nil {
 		st.ShareDelivered = *m.ShareDeliveryReceipts
+	}
+	if m.DefaultNotificationLevel != nil {
+		st.DefaultLevel = level
 	}
 	// Sized with the longest version and stamp, so a full spool refuses
 	// before Redis.

@@ -540,16 +540,25 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 				return nil, err
 			}
 		}
+		lv, err := g.levelsOf(ctx, u, viewChannels(views))
+		if err != nil {
+			return nil, err
+		}
 		b := &receiptsv1.Badge{UserId: u}
 		for _, tc := range threads {
 			b.UnreadThreadsTotal += tc.unreadThreads
 		}
 		for _, v := range views {
-			b.UnreadTotal += v.Unread
-			b.MentionTotal += min(v.Mentions, int64(g.cfg.MentionCap))
-			b.MentionsCapped = b.MentionsCapped || v.MentionsCapped
-			if v.Unread > 0 {
-				b.ChannelsWithUnread++
+			_, _, countsUnread, countsMentions := lv.of(v.Channel)
+			if countsUnread {
+				b.UnreadTotal += v.Unread
+				if v.Unread > 0 {
+					b.ChannelsWithUnread++
+				}
+			}
+			if countsMentions {
+				b.MentionTotal += min(v.Mentions, int64(g.cfg.MentionCap))
+				b.MentionsCapped = b.MentionsCapped || v.MentionsCapped
 			}
 		}
 		out.Badges = append(out.Badges, b)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -64,7 +65,13 @@ var randomValue = map[string]func(r *rand.Rand) any{
 		return channel.Mentions{Key: randomKey(r), Seqs: channel.MergeMentions(nil, seqs, 1000)}
 	},
 	kinds.Settings.Name(): func(r *rand.Rand) any {
-		return privacy.Settings{User: "u" + strconv.Itoa(r.IntN(3)), ShareRead: r.IntN(2) == 0, ShareDelivered: r.IntN(2) == 0, VersionMs: 1 + r.Int64N(5)}
+		return privacy.Settings{User: "u" + strconv.Itoa(r.IntN(3)), ShareRead: r.IntN(2) == 0, ShareDelivered: r.IntN(2) == 0,
+			VersionMs: 1 + r.Int64N(5), DefaultLevel: notification.Level(r.IntN(4))}
+	},
+	kinds.Notifications.Name(): func(r *rand.Rand) any {
+		// Few versions, levels and mute ends, so that ties meet.
+		return notification.Register{Key: randomKey(r), Level: notification.Level(r.IntN(4)),
+			MutedUntilUnixMs: r.Int64N(3) * 1000, VersionUnixMs: 1 + r.Int64N(4)}
 	},
 	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
 		seq := 1 + r.Int64N(40)

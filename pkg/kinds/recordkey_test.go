@@ -8,6 +8,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -29,6 +30,7 @@ func TestRecordKeyIsTheRecordsKey(t *testing.T) {
 		{Settings: &privacy.Settings{User: k.User, ShareRead: true, VersionMs: 1}},
 		{Key: k, Thread: &thread.State{Key: thread.Key{User: k.User, Ref: ref}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}},
 		{ThreadHead: &thread.Head{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}},
+		{Key: k, Notifications: &notification.Register{Key: k, Level: notification.Mentions, VersionUnixMs: 1}},
 	} {
 		rec, err := event.EncodeDecoded(d)
 		require.NoError(t, err)

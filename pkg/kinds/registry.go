@@ -8,6 +8,8 @@ var (
 	Mentions = New(mentionSpec)
 	Settings = New(settingsSpec)
 
+	Notifications = New(notificationSpec)
+
 	ThreadHeads  = New(threadHeadSpec)
 	ThreadStates = New(threadStateSpec)
 )
@@ -15,5 +17,5 @@ var (
 // All returns every kind of state. A caller may append kinds of its own
 // (a test's throwaway kind) and hand the list to a service's config.
 func All() []Kind {
-	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates}
+	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -55,12 +56,13 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 		first = append(first, mark(u, "c1", 5, before, 0), mark(u, "c2", 7, before, 0),
 			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Membership: &channel.Membership{Key: receipt.Key{User: u, Channel: "c1"}, Member: true, VersionSeq: 1, VersionUnixMs: before, JoinSeq: 1}}),
 			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Mentions: []int64{3}, AcceptedAtUnixMs: before}),
-			encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: u, ShareDelivered: true, VersionMs: before}}))
+			encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: u, ShareDelivered: true, VersionMs: before}}),
+			encodeAny(t, event.Decoded{Key: receipt.Key{User: u, Channel: "c1"}, Notifications: &notification.Register{Key: receipt.Key{User: u, Channel: "c1"}, Level: notification.None, VersionUnixMs: before}}))
 	}
 	b.produce(b.cl, first...)
 	b.requireCommittedToEnd()
 	kept := b.userRowCounts("kept")
-	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0, "thread_states": 0}, kept)
+	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 1}, kept)
 	require.Equal(t, kept, b.userRowCounts("gone"))
 
 	erasure := tombstone.Tombstone{User: "gone", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
@@ -72,6 +74,7 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 		mark("gone", "c4", 9, erasedAt-10, erasedAt-99_999),
 		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Mentions: []int64{4}, AcceptedAtUnixMs: erasedAt - 1}),
 		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Membership: &channel.Membership{Key: receipt.Key{User: "gone", Channel: "c3"}, Member: true, VersionSeq: 2, VersionUnixMs: erasedAt}}),
+		encodeAny(t, event.Decoded{Key: receipt.Key{User: "gone", Channel: "c3"}, Notifications: &notification.Register{Key: receipt.Key{User: "gone", Channel: "c3"}, Level: notification.Mentions, VersionUnixMs: erasedAt - 10}}),
 		// a settings change accepted before it (a user-wide event, key
 		// "u::gone")
 		encodeAny(t, event.Decoded{Settings: &privacy.Settings{User: "gone", ShareRead: true, VersionMs: erasedAt - 10}}),
@@ -95,15 +98,15 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 			}
 		}
 		require.ElementsMatch(t, []string{"c5", "c6"}, gone, "only the events after the erasure are written")
-		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0}, b.userRowCounts("gone"))
-		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0, "thread_states": 0}, b.userRowCounts("kept"))
+		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 0}, b.userRowCounts("gone"))
+		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 1}, b.userRowCounts("kept"))
 		ts, err := b.schema.Store.Tombstone(context.Background(), "gone")
 		require.NoError(t, err)
 		require.Equal(t, erasure, ts)
 		require.Zero(t, b.dltEnd(), "dropped events are not dead letters")
 	}
 	check()
-	require.Equal(t, 5.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
+	require.Equal(t, 6.0, metric(t, reg, "receipts_persister_erased_events_dropped_total"))
 
 	// A replay of the whole topic (a fresh group's view, or a rewind):
 	// the erasure applies no more, and what predates it stays dropped.
@@ -156,7 +159,7 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 	b.requireCommittedToEnd()
 	require.True(t, erased.Load(), "the hook erased the user")
 
-	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0}, b.userRowCounts("raced"))
+	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 0}, b.userRowCounts("raced"))
 	rows := b.rows()
 	require.Contains(t, rows, receipt.Key{User: "raced", Channel: "c2"}, "the mark after the erasure is written back")
 	require.Contains(t, rows, receipt.Key{User: "kept", Channel: "c1"})
@@ -191,7 +194,7 @@ func TestAPostErasureMarkAheadOfItsErasureIsKept(t *testing.T) {
 	// gateway clock behind the eraser's, too).
 	b.produce(b.cl, mark("c2", 7, erasedAt-1_000, erasedAt))
 	b.requireCommittedToEnd()
-	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0},
+	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 0},
 		b.userRowCounts("late"), "the erasure the stamp names is applied first: c1 deleted, c2 written")
 	erasure := tombstone.Tombstone{User: "late", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
 	b.produce(b.cl, encodeAny(t, event.Decoded{Erasure: &erasure}))

@@ -14,7 +14,7 @@ import (
 // the user's rows from every one of them, in this order, in the
 // transaction that raises the tombstone. A new per-user table is added
 // here (TestErasedTablesCoverEveryUserTable fails until it is).
-var ErasedTables = []string{"read_receipts", "channel_members", "mentions", "user_settings", "cursor_moves", "thread_states"}
+var ErasedTables = []string{"read_receipts", "channel_members", "mentions", "user_settings", "cursor_moves", "thread_states", "channel_notifications"}
 
 // byUserChannels names the tables whose index leads with channel_id, not
 // user_id: their rows are found through the user's channels (every

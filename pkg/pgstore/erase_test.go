@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -31,6 +32,8 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 		_, err = s.Pool().Exec(ctx, `INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at) VALUES ($1, $2, 'r', 0, 5, now())`, ch, user)
 		require.NoError(t, err)
 		_, err = s.UpsertThreadStates(ctx, []thread.State{{Key: thread.Key{User: user, Ref: thread.Ref{Channel: ch, Root: 1}}, Follow: thread.Follow{Following: true, VersionUnixMs: 1000}}}, 0)
+		require.NoError(t, err)
+		_, err = s.UpsertNotifications(ctx, []notification.Register{{Key: k, Level: notification.None, VersionUnixMs: 1000}})
 		require.NoError(t, err)
 	}
 	_, err := s.UpsertSettings(ctx, []privacy.Settings{{User: user, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
@@ -73,7 +76,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	deleted, advanced, err := s.Erase(ctx, ts)
 	require.NoError(t, err)
 	require.True(t, advanced)
-	require.Equal(t, int64(2+2+4+1+2+2), deleted, "cursors, registers, mentions, settings, cursor moves, thread registers")
+	require.Equal(t, int64(2+2+4+1+2+2+2), deleted, "cursors, registers, mentions, settings, cursor moves, thread registers, notification registers")
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}
@@ -238,7 +241,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 
 	deleted, err := s.EraseAgain(ctx, "gone")
 	require.NoError(t, err)
-	require.Equal(t, int64(2+2+4+1+2+2), deleted)
+	require.Equal(t, int64(2+2+4+1+2+2+2), deleted)
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -27,21 +28,23 @@ func upsertSettings(ctx context.Context, db execer, sts []privacy.Settings) (int
 	}
 	users := make([]string, len(sts))
 	reads, dels := make([]bool, len(sts)), make([]bool, len(sts))
-	vers := make([]int64, len(sts))
+	vers, levels := make([]int64, len(sts)), make([]int16, len(sts))
 	for i, st := range sts {
 		users[i], reads[i], dels[i], vers[i] = st.User, st.ShareRead, st.ShareDelivered, st.VersionMs
+		levels[i] = int16(st.DefaultLevel)
 	}
 	// The tie rule compares (version, not share_read, not share_delivered)
 	// as privacy.Merge does: false sorts below true, so NOT puts "shares
-	// less" above.
+	// less" above; then the quieter default level.
 	tag, err := db.Exec(ctx, `
-		INSERT INTO user_settings AS t (user_id, share_read, share_delivered, version_ms)
-		SELECT * FROM unnest($1::text[], $2::boolean[], $3::boolean[], $4::bigint[])
+		INSERT INTO user_settings AS t (user_id, share_read, share_delivered, version_ms, default_level)
+		SELECT * FROM unnest($1::text[], $2::boolean[], $3::boolean[], $4::bigint[], $5::smallint[])
 		ON CONFLICT (user_id) DO UPDATE SET share_read = excluded.share_read,
-			share_delivered = excluded.share_delivered, version_ms = excluded.version_ms
-		WHERE (excluded.version_ms, NOT excluded.share_read, NOT excluded.share_delivered)
-			> (t.version_ms, NOT t.share_read, NOT t.share_delivered)`,
-		users, reads, dels, vers)
+			share_delivered = excluded.share_delivered, version_ms = excluded.version_ms,
+			default_level = excluded.default_level
+		WHERE (excluded.version_ms, NOT excluded.share_read, NOT excluded.share_delivered, excluded.default_level)
+			> (t.version_ms, NOT t.share_read, NOT t.share_delivered, t.default_level)`,
+		users, reads, dels, vers, levels)
 	if err != nil {
 		return 0, classify(fmt.Errorf("upserting %d settings: %w", len(sts), err))
 	}
@@ -68,7 +71,7 @@ func (s *Store) Settings(ctx context.Context, users []string) ([]privacy.Setting
 // StoredSettings returns the settings rows of users, by user; a user
 // without a row (the defaults) is absent.
 func (s *Store) StoredSettings(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
-	found, err := s.settings(ctx, `SELECT user_id, share_read, share_delivered, version_ms
+	found, err := s.settings(ctx, `SELECT user_id, share_read, share_delivered, version_ms, default_level
 		FROM user_settings WHERE user_id = ANY($1)`, users)
 	if err != nil {
 		return nil, err
@@ -83,7 +86,7 @@ func (s *Store) StoredSettings(ctx context.Context, users []string) (map[string]
 // SettingsPage returns up to limit settings rows with a user id after
 // after, in user order (the drift sweep's walk).
 func (s *Store) SettingsPage(ctx context.Context, after string, limit int) ([]privacy.Settings, error) {
-	return s.settings(ctx, `SELECT user_id, share_read, share_delivered, version_ms
+	return s.settings(ctx, `SELECT user_id, share_read, share_delivered, version_ms, default_level
 		FROM user_settings WHERE user_id > $1 ORDER BY user_id LIMIT $2`, after, limit)
 }
 
@@ -94,7 +97,9 @@ func (s *Store) settings(ctx context.Context, query string, args ...any) ([]priv
 	}
 	found, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (privacy.Settings, error) {
 		var st privacy.Settings
-		err := row.Scan(&st.User, &st.ShareRead, &st.ShareDelivered, &st.VersionMs)
+		var level int16
+		err := row.Scan(&st.User, &st.ShareRead, &st.ShareDelivered, &st.VersionMs, &level)
+		st.DefaultLevel = notification.Level(level)
 		return st, err
 	})
 	if err != nil {

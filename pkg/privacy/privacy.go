@@ -3,12 +3,17 @@
 // in any order, any number of times, by any store converge.
 package privacy
 
+import "github.com/readstate/receipts/pkg/notification"
+
 // Settings is what a user shares with the other members of their channels.
 type Settings struct {
 	User string
 	// ShareRead: the user's public reads appear in read-by, ticks, watch
 	// streams and the change feed. ShareDelivered: the same for delivery.
 	ShareRead, ShareDelivered bool
+	// DefaultLevel is the notification level of the user's channels
+	// without their own (Unset reads as notification.All).
+	DefaultLevel notification.Level
 	// VersionMs orders updates (the accepting gateway's clock); 0 is the
 	// default, which every update beats.
 	VersionMs int64
@@ -28,7 +33,7 @@ func (s Settings) Shares(kind string) bool {
 }
 
 // Merge keeps the greater version; on a tie the one sharing less wins
-// (read first, then delivered), so that the order of arrival never
+// (read first, then delivered), then the quieter default level, so that the order of arrival never
 // decides and a tie never leaks. advanced reports whether inc won.
 func Merge(stored, inc Settings) (merged Settings, advanced bool) {
 	if compare(inc, stored) > 0 {
@@ -51,6 +56,11 @@ func compare(a, b Settings) int {
 		return -1
 	case a.ShareDelivered != b.ShareDelivered:
 		if !a.ShareDelivered {
+			return 1
+		}
+		return -1
+	case a.DefaultLevel != b.DefaultLevel:
+		if a.DefaultLevel > b.DefaultLevel {
 			return 1
 		}
 		return -1

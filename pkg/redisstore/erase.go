@@ -80,8 +80,9 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // not deleted yet (nor re-populates Redis from them), the settings, and
 // the mention hash and the thread register hash (left empty and complete
 // too: a mention or register written after the script read the new
-// generation, so it must survive the erasure).
-// KEYS = t, u, um, us, mh, tu;
+// generation, so it must survive the erasure), and the notification hash
+// (left empty and complete).
+// KEYS = t, u, um, us, mh, tu, nl;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
 // (decimal). Returns {generation, time, then the channels the user had
 // cursors or registers in}. Generations and times are below 2^53, exact
@@ -109,6 +110,8 @@ redis.call('DEL', KEYS[5])
 redis.call('HSET', KEYS[5], ':loaded', '1')
 redis.call('DEL', KEYS[6])
 redis.call('HSET', KEYS[6], ':loaded', '1')
+redis.call('DEL', KEYS[7])
+redis.call('HSET', KEYS[7], ':loaded', '1')
 return out
 `)
 
@@ -156,7 +159,7 @@ return 1
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor, membership, mention and thread register hashes
+// returns: the cursor, membership, mention, thread and notification register hashes
 // (left empty and complete), the settings, the earlier layout's mention sets, and in
 // every channel the user had state in, their register, their
 // channel-view cursors and their moves in the view's stream (replaced by
@@ -166,7 +169,7 @@ return 1
 // returns an error and the caller retries the whole erasure, which is
 // harmless (a newer generation, nothing left to delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tombstone.Tombstone, error) {
-	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user)},
+	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.UserNotificationsKey(user)},
 		strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)

@@ -10,12 +10,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 )
 
 // A user's privacy settings live in us:{user}, field "s", as
-// "R D VERSION_MS" (R, D "1" share or "0" not; decimal version), merged by
-// privacy.Merge: the greater version, on a tie the one sharing less.
+// "R D VERSION_MS" (R, D "1" share or "0" not; decimal version), then
+// " L" when the default notification level L is set, merged by
+// privacy.Merge: the greater version, on a tie the one sharing less, then
+// the greater (quieter) level.
 
 const settingsField = "s"
 
@@ -33,19 +36,31 @@ func encodeSettings(st privacy.Settings) string {
 		}
 		return "0"
 	}
-	return b(st.ShareRead) + " " + b(st.ShareDelivered) + " " + strconv.FormatInt(st.VersionMs, 10)
+	v := b(st.ShareRead) + " " + b(st.ShareDelivered) + " " + strconv.FormatInt(st.VersionMs, 10)
+	if st.DefaultLevel != notification.Unset {
+		v += " " + strconv.Itoa(int(st.DefaultLevel))
+	}
+	return v
 }
 
 func decodeSettings(user, v string) (privacy.Settings, error) {
 	f := strings.Fields(v)
-	if len(f) != 3 {
-		return privacy.Settings{}, fmt.Errorf("settings of %s: %q: want 3 fields", user, v)
+	if len(f) != 3 && len(f) != 4 {
+		return privacy.Settings{}, fmt.Errorf("settings of %s: %q: want 3 or 4 fields", user, v)
 	}
 	ver, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil {
 		return privacy.Settings{}, fmt.Errorf("settings of %s: %q: %w", user, v, err)
 	}
-	return privacy.Settings{User: user, ShareRead: f[0] == "1", ShareDelivered: f[1] == "1", VersionMs: ver}, nil
+	st := privacy.Settings{User: user, ShareRead: f[0] == "1", ShareDelivered: f[1] == "1", VersionMs: ver}
+	if len(f) == 4 {
+		l, err := strconv.Atoi(f[3])
+		if err != nil || !notification.Level(l).Valid() {
+			return privacy.Settings{}, fmt.Errorf("settings of %s: %q: bad level", user, v)
+		}
+		st.DefaultLevel = notification.Level(l)
+	}
+	return st, nil
 }
 
 // settingsScript merges a settings register. KEYS[1] = us hash, KEYS[2]
@@ -61,28 +76,32 @@ func decodeSettings(user, v string) (privacy.Settings, error) {
 var settingsScript = redis.NewScript(luaViewCmp + `
 local cur = redis.call('HGET', KEYS[1], 's')
 local inc = ARGV[1]
+local b = {} for p in string.gmatch(inc, "[^ ]+") do b[#b+1] = p end
+local a = {}
+if cur then for p in string.gmatch(cur, "[^ ]+") do a[#a+1] = p end end
 if ARGV[3] == "1" then
   local t = redis.call('TIME')
   local v = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if cur then
-    local sv = tonumber(string.match(cur, "(%d+)$"))
+    local sv = tonumber(a[3])
     if sv and sv >= v then v = sv + 1 end
   end
-  inc = string.sub(inc, 1, 4) .. string.format("%d", v)
+  b[3] = string.format("%d", v)
+  inc = table.concat(b, " ")
 elseif cur then
-  local a = {} for p in string.gmatch(cur, "[^ ]+") do a[#a+1] = p end
-  local b = {} for p in string.gmatch(inc, "[^ ]+") do b[#b+1] = p end
   local c = cmp(b[3], a[3])
-  -- a tie: the one sharing less ("0" before "1") wins
+  -- a tie: the one sharing less ("0" before "1") wins, then the quieter
+  -- default level (an absent level is 0)
   if c == 0 then if b[1] ~= a[1] then if b[1] == "0" then c = 1 else c = -1 end end end
   if c == 0 then if b[2] ~= a[2] then if b[2] == "0" then c = 1 else c = -1 end end end
+  if c == 0 then c = cmp(b[4] or "0", a[4] or "0") end
   if c <= 0 then
     if KEYS[2] then return {0, cur, redis.call('HGET', KEYS[2], 'g') or "-1"} end
     return {0, cur}
   end
 end
 redis.call('HSET', KEYS[1], 's', inc)
-if string.sub(inc, -2) == " 0" then
+if b[3] == "0" then
   -- the defaults, cached after a Postgres read: expire, so only active
   -- users keep a key; a real setting (version > 0) never expires
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -1750,7 +1750,13 @@ type GetUnreadResponse struct {
 	UserId   string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	Channels []*ChannelUnread       `protobuf:"bytes,2,rep,name=channels,proto3" json:"channels,omitempty"`
 	// Badge totals over the channels of this answer: when the default set
-	// spans pages, the user's totals are the sums over the pages.
+	// spans pages, the user's totals are the sums over the pages. A channel
+	// counts by its effective notification level and mute
+	// (ChannelUnread.level, .muted): unread_total and channels_with_unread
+	// only channels at "all" that are not muted; mention_total channels at
+	// "all" or "mentions", muted or not (a mention still reaches a muted
+	// channel's member, as in Slack); a channel at "none" adds nothing.
+	// unread_threads_total does not look at levels.
 	UnreadTotal        int64 `protobuf:"varint,3,opt,name=unread_total,json=unreadTotal,proto3" json:"unread_total,omitempty"`
 	ChannelsWithUnread int64 `protobuf:"varint,4,opt,name=channels_with_unread,json=channelsWithUnread,proto3" json:"channels_with_unread,omitempty"`
 	MentionTotal       int64 `protobuf:"varint,5,opt,name=mention_total,json=mentionTotal,proto3" json:"mention_total,omitempty"`
@@ -1872,8 +1878,15 @@ type ChannelUnread struct {
 	// in them; replies never count in unread_count.
 	UnreadThreads      int64 `protobuf:"varint,10,opt,name=unread_threads,json=unreadThreads,proto3" json:"unread_threads,omitempty"`
 	ThreadMentionCount int64 `protobuf:"varint,11,opt,name=thread_mention_count,json=threadMentionCount,proto3" json:"thread_mention_count,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The effective notification level: the channel's (SetNotifications),
+	// else the user's default_notification_level: "all", "mentions" or
+	// "none". It changes the badge totals, never this channel's counts.
+	Level string `protobuf:"bytes,12,opt,name=level,proto3" json:"level,omitempty"`
+	// True while the channel is muted (muted_until_unix_ms is in the future).
+	Muted            bool  `protobuf:"varint,13,opt,name=muted,proto3" json:"muted,omitempty"`
+	MutedUntilUnixMs int64 `protobuf:"varint,14,opt,name=muted_until_unix_ms,json=mutedUntilUnixMs,proto3" json:"muted_until_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ChannelUnread) Reset() {
@@ -1979,6 +1992,27 @@ func (x *ChannelUnread) GetUnreadThreads() int64 {
 func (x *ChannelUnread) GetThreadMentionCount() int64 {
 	if x != nil {
 		return x.ThreadMentionCount
+	}
+	return 0
+}
+
+func (x *ChannelUnread) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *ChannelUnread) GetMuted() bool {
+	if x != nil {
+		return x.Muted
+	}
+	return false
+}
+
+func (x *ChannelUnread) GetMutedUntilUnixMs() int64 {
+	if x != nil {
+		return x.MutedUntilUnixMs
 	}
 	return 0
 }
@@ -2195,6 +2229,8 @@ type ReceiptEvent struct {
 	// thread's, and follow is the follow register.
 	ThreadRootSeq int64         `protobuf:"varint,13,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	Follow        *ThreadFollow `protobuf:"bytes,14,opt,name=follow,proto3" json:"follow,omitempty"`
+	// The notification register of (user, channel) (schema version 5).
+	Notifications *NotificationRegister `protobuf:"bytes,15,opt,name=notifications,proto3" json:"notifications,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2327,6 +2363,237 @@ func (x *ReceiptEvent) GetFollow() *ThreadFollow {
 	return nil
 }
 
+func (x *ReceiptEvent) GetNotifications() *NotificationRegister {
+	if x != nil {
+		return x.Notifications
+	}
+	return nil
+}
+
+// NotificationRegister is a user's notification state in a channel: the
+// greater version wins, a tie keeps the quieter level, then the later mute
+// end, so any arrival order converges.
+type NotificationRegister struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" (the user's default level), "all", "mentions" or "none".
+	Level            string `protobuf:"bytes,1,opt,name=level,proto3" json:"level,omitempty"`
+	MutedUntilUnixMs int64  `protobuf:"varint,2,opt,name=muted_until_unix_ms,json=mutedUntilUnixMs,proto3" json:"muted_until_unix_ms,omitempty"`
+	// The Redis server's clock when the change was accepted, in Unix ms.
+	VersionUnixMs int64 `protobuf:"varint,3,opt,name=version_unix_ms,json=versionUnixMs,proto3" json:"version_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotificationRegister) Reset() {
+	*x = NotificationRegister{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotificationRegister) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotificationRegister) ProtoMessage() {}
+
+func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotificationRegister.ProtoReflect.Descriptor instead.
+func (*NotificationRegister) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *NotificationRegister) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *NotificationRegister) GetMutedUntilUnixMs() int64 {
+	if x != nil {
+		return x.MutedUntilUnixMs
+	}
+	return 0
+}
+
+func (x *NotificationRegister) GetVersionUnixMs() int64 {
+	if x != nil {
+		return x.VersionUnixMs
+	}
+	return 0
+}
+
+type SetNotificationsRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// "all" (every message counts in the badge), "mentions" (only mentions
+	// do), "none" (nothing does), or "" (follow the user's
+	// default_notification_level). Anything else is refused (INVALID_LEVEL).
+	Level string `protobuf:"bytes,3,opt,name=level,proto3" json:"level,omitempty"`
+	// Mute the channel until this instant (Unix ms; 0 or a past instant: not
+	// muted). Negative is refused (INVALID_FIELD).
+	MutedUntilUnixMs int64 `protobuf:"varint,4,opt,name=muted_until_unix_ms,json=mutedUntilUnixMs,proto3" json:"muted_until_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetNotificationsRequest) Reset() {
+	*x = SetNotificationsRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetNotificationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetNotificationsRequest) ProtoMessage() {}
+
+func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetNotificationsRequest.ProtoReflect.Descriptor instead.
+func (*SetNotificationsRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SetNotificationsRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetNotificationsRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *SetNotificationsRequest) GetLevel() string {
+	if x != nil {
+		return x.Level
+	}
+	return ""
+}
+
+func (x *SetNotificationsRequest) GetMutedUntilUnixMs() int64 {
+	if x != nil {
+		return x.MutedUntilUnixMs
+	}
+	return 0
+}
+
+// ChannelNotifications is a user's notification register in a channel.
+type ChannelNotifications struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Notifications *NotificationRegister  `protobuf:"bytes,3,opt,name=notifications,proto3" json:"notifications,omitempty"`
+	// False when a newer change was already registered.
+	Changed          bool       `protobuf:"varint,4,opt,name=changed,proto3" json:"changed,omitempty"`
+	Durability       Durability `protobuf:"varint,5,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	RealtimeDegraded bool       `protobuf:"varint,6,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ChannelNotifications) Reset() {
+	*x = ChannelNotifications{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChannelNotifications) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChannelNotifications) ProtoMessage() {}
+
+func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChannelNotifications.ProtoReflect.Descriptor instead.
+func (*ChannelNotifications) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ChannelNotifications) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *ChannelNotifications) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *ChannelNotifications) GetNotifications() *NotificationRegister {
+	if x != nil {
+		return x.Notifications
+	}
+	return nil
+}
+
+func (x *ChannelNotifications) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *ChannelNotifications) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *ChannelNotifications) GetRealtimeDegraded() bool {
+	if x != nil {
+		return x.RealtimeDegraded
+	}
+	return false
+}
+
 // ChannelEvent is the value of a record on read-receipts keyed by the
 // channel id, escaped as in ReceiptEvent's key (so no bare ':'):
 // channel-wide state, merged by max (version 2).
@@ -2345,7 +2612,7 @@ type ChannelEvent struct {
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2624,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2637,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -2422,7 +2689,7 @@ type GetMessageReceiptsRequest struct {
 
 func (x *GetMessageReceiptsRequest) Reset() {
 	*x = GetMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2701,7 @@ func (x *GetMessageReceiptsRequest) String() string {
 func (*GetMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2714,7 @@ func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetMessageReceiptsRequest) GetChannelId() string {
@@ -2484,7 +2751,7 @@ type MemberAt struct {
 
 func (x *MemberAt) Reset() {
 	*x = MemberAt{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2763,7 @@ func (x *MemberAt) String() string {
 func (*MemberAt) ProtoMessage() {}
 
 func (x *MemberAt) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2776,7 @@ func (x *MemberAt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
 func (*MemberAt) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MemberAt) GetUserId() string {
@@ -2551,7 +2818,7 @@ type MessageReceipts struct {
 
 func (x *MessageReceipts) Reset() {
 	*x = MessageReceipts{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2830,7 @@ func (x *MessageReceipts) String() string {
 func (*MessageReceipts) ProtoMessage() {}
 
 func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2843,7 @@ func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
 func (*MessageReceipts) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *MessageReceipts) GetChannelId() string {
@@ -2665,7 +2932,7 @@ type GetTicksRequest struct {
 
 func (x *GetTicksRequest) Reset() {
 	*x = GetTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2944,7 @@ func (x *GetTicksRequest) String() string {
 func (*GetTicksRequest) ProtoMessage() {}
 
 func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2957,7 @@ func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetTicksRequest) GetChannelId() string {
@@ -2712,7 +2979,7 @@ type MemberCursors struct {
 
 func (x *MemberCursors) Reset() {
 	*x = MemberCursors{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2724,7 +2991,7 @@ func (x *MemberCursors) String() string {
 func (*MemberCursors) ProtoMessage() {}
 
 func (x *MemberCursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2737,7 +3004,7 @@ func (x *MemberCursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
 func (*MemberCursors) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MemberCursors) GetUserId() string {
@@ -2783,7 +3050,7 @@ type ChannelTicks struct {
 
 func (x *ChannelTicks) Reset() {
 	*x = ChannelTicks{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +3062,7 @@ func (x *ChannelTicks) String() string {
 func (*ChannelTicks) ProtoMessage() {}
 
 func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +3075,7 @@ func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
 func (*ChannelTicks) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ChannelTicks) GetChannelId() string {
@@ -2880,7 +3147,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3159,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3172,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MessageRef) GetChannelId() string {
@@ -2939,7 +3206,7 @@ type LookupReceiptsRequest struct {
 
 func (x *LookupReceiptsRequest) Reset() {
 	*x = LookupReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2951,7 +3218,7 @@ func (x *LookupReceiptsRequest) String() string {
 func (*LookupReceiptsRequest) ProtoMessage() {}
 
 func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2964,7 +3231,7 @@ func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
@@ -2981,7 +3248,8 @@ func (x *LookupReceiptsRequest) GetBadgeUserIds() []string {
 	return nil
 }
 
-// Badge is a user's unread totals.
+// Badge is a user's unread totals, counted by notification level and mute
+// as GetUnreadResponse's.
 type Badge struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	UserId             string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -2996,7 +3264,7 @@ type Badge struct {
 
 func (x *Badge) Reset() {
 	*x = Badge{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3276,7 @@ func (x *Badge) String() string {
 func (*Badge) ProtoMessage() {}
 
 func (x *Badge) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3289,7 @@ func (x *Badge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Badge.ProtoReflect.Descriptor instead.
 func (*Badge) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Badge) GetUserId() string {
@@ -3078,7 +3346,7 @@ type LookupReceiptsResponse struct {
 
 func (x *LookupReceiptsResponse) Reset() {
 	*x = LookupReceiptsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3090,7 +3358,7 @@ func (x *LookupReceiptsResponse) String() string {
 func (*LookupReceiptsResponse) ProtoMessage() {}
 
 func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3103,7 +3371,7 @@ func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
@@ -3133,7 +3401,7 @@ type WatchChannelsRequest struct {
 
 func (x *WatchChannelsRequest) Reset() {
 	*x = WatchChannelsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3413,7 @@ func (x *WatchChannelsRequest) String() string {
 func (*WatchChannelsRequest) ProtoMessage() {}
 
 func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3426,7 @@ func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
 func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchChannelsRequest) GetChannelId() []string {
@@ -3199,7 +3467,7 @@ type CursorUpdate struct {
 
 func (x *CursorUpdate) Reset() {
 	*x = CursorUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3479,7 @@ func (x *CursorUpdate) String() string {
 func (*CursorUpdate) ProtoMessage() {}
 
 func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3492,7 @@ func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
 func (*CursorUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CursorUpdate) GetChannelId() string {
@@ -3300,7 +3568,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3580,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3593,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchEvent) GetResumeToken() string {
@@ -3371,13 +3639,17 @@ type UpdateSettingsRequest struct {
 	ShareReadReceipts *bool `protobuf:"varint,2,opt,name=share_read_receipts,json=shareReadReceipts,proto3,oneof" json:"share_read_receipts,omitempty"`
 	// Whether the user's deliveries appear there (default true).
 	ShareDeliveryReceipts *bool `protobuf:"varint,3,opt,name=share_delivery_receipts,json=shareDeliveryReceipts,proto3,oneof" json:"share_delivery_receipts,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The notification level of every channel the user set none for: "all"
+	// (the default), "mentions" or "none"; anything else is refused
+	// (INVALID_LEVEL).
+	DefaultNotificationLevel *string `protobuf:"bytes,4,opt,name=default_notification_level,json=defaultNotificationLevel,proto3,oneof" json:"default_notification_level,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3661,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3674,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateSettingsRequest) GetUserId() string {
@@ -3426,6 +3698,13 @@ func (x *UpdateSettingsRequest) GetShareDeliveryReceipts() bool {
 	return false
 }
 
+func (x *UpdateSettingsRequest) GetDefaultNotificationLevel() string {
+	if x != nil && x.DefaultNotificationLevel != nil {
+		return *x.DefaultNotificationLevel
+	}
+	return ""
+}
+
 type GetSettingsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -3435,7 +3714,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3726,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3739,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -3478,13 +3757,15 @@ type UserSettings struct {
 	ShareDeliveryReceipts bool                   `protobuf:"varint,3,opt,name=share_delivery_receipts,json=shareDeliveryReceipts,proto3" json:"share_delivery_receipts,omitempty"`
 	// The settings register's version (Unix milliseconds of the change).
 	VersionUnixMs int64 `protobuf:"varint,4,opt,name=version_unix_ms,json=versionUnixMs,proto3" json:"version_unix_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The level of channels without their own (SetNotifications).
+	DefaultNotificationLevel string `protobuf:"bytes,5,opt,name=default_notification_level,json=defaultNotificationLevel,proto3" json:"default_notification_level,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *UserSettings) Reset() {
 	*x = UserSettings{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3496,7 +3777,7 @@ func (x *UserSettings) String() string {
 func (*UserSettings) ProtoMessage() {}
 
 func (x *UserSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3509,7 +3790,7 @@ func (x *UserSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
 func (*UserSettings) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UserSettings) GetUserId() string {
@@ -3540,6 +3821,13 @@ func (x *UserSettings) GetVersionUnixMs() int64 {
 	return 0
 }
 
+func (x *UserSettings) GetDefaultNotificationLevel() string {
+	if x != nil {
+		return x.DefaultNotificationLevel
+	}
+	return ""
+}
+
 type EraseUserRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -3549,7 +3837,7 @@ type EraseUserRequest struct {
 
 func (x *EraseUserRequest) Reset() {
 	*x = EraseUserRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3561,7 +3849,7 @@ func (x *EraseUserRequest) String() string {
 func (*EraseUserRequest) ProtoMessage() {}
 
 func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3574,7 +3862,7 @@ func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
 func (*EraseUserRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *EraseUserRequest) GetUserId() string {
@@ -3596,7 +3884,7 @@ type EraseUserResponse struct {
 
 func (x *EraseUserResponse) Reset() {
 	*x = EraseUserResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3896,7 @@ func (x *EraseUserResponse) String() string {
 func (*EraseUserResponse) ProtoMessage() {}
 
 func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3909,7 @@ func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
 func (*EraseUserResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EraseUserResponse) GetUserId() string {
@@ -3666,7 +3954,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3966,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3979,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -3764,7 +4052,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3776,7 +4064,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3789,7 +4077,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -3860,7 +4148,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3872,7 +4160,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3885,7 +4173,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -3920,7 +4208,7 @@ type NotifyThreadReplyRequest struct {
 
 func (x *NotifyThreadReplyRequest) Reset() {
 	*x = NotifyThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4220,7 @@ func (x *NotifyThreadReplyRequest) String() string {
 func (*NotifyThreadReplyRequest) ProtoMessage() {}
 
 func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4233,7 @@ func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NotifyThreadReplyRequest) GetChannelId() string {
@@ -3999,7 +4287,7 @@ type NotifyThreadReplyResponse struct {
 
 func (x *NotifyThreadReplyResponse) Reset() {
 	*x = NotifyThreadReplyResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4011,7 +4299,7 @@ func (x *NotifyThreadReplyResponse) String() string {
 func (*NotifyThreadReplyResponse) ProtoMessage() {}
 
 func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4024,7 +4312,7 @@ func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
@@ -4052,7 +4340,7 @@ type MarkThreadReadRequest struct {
 
 func (x *MarkThreadReadRequest) Reset() {
 	*x = MarkThreadReadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4352,7 @@ func (x *MarkThreadReadRequest) String() string {
 func (*MarkThreadReadRequest) ProtoMessage() {}
 
 func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4365,7 @@ func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *MarkThreadReadRequest) GetUserId() string {
@@ -4150,7 +4438,7 @@ type MarkThreadUnreadRequest struct {
 
 func (x *MarkThreadUnreadRequest) Reset() {
 	*x = MarkThreadUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4162,7 +4450,7 @@ func (x *MarkThreadUnreadRequest) String() string {
 func (*MarkThreadUnreadRequest) ProtoMessage() {}
 
 func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4175,7 +4463,7 @@ func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *MarkThreadUnreadRequest) GetUserId() string {
@@ -4224,7 +4512,7 @@ type FollowThreadRequest struct {
 
 func (x *FollowThreadRequest) Reset() {
 	*x = FollowThreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4236,7 +4524,7 @@ func (x *FollowThreadRequest) String() string {
 func (*FollowThreadRequest) ProtoMessage() {}
 
 func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4249,7 +4537,7 @@ func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
 func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FollowThreadRequest) GetUserId() string {
@@ -4289,7 +4577,7 @@ type ThreadMarkResponse struct {
 
 func (x *ThreadMarkResponse) Reset() {
 	*x = ThreadMarkResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4301,7 +4589,7 @@ func (x *ThreadMarkResponse) String() string {
 func (*ThreadMarkResponse) ProtoMessage() {}
 
 func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4314,7 +4602,7 @@ func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
 func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
@@ -4366,7 +4654,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4666,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4679,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ListThreadsRequest) GetUserId() string {
@@ -4433,7 +4721,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4445,7 +4733,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4458,7 +4746,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ListThreadsResponse) GetUserId() string {
@@ -4507,7 +4795,7 @@ type ThreadUnread struct {
 
 func (x *ThreadUnread) Reset() {
 	*x = ThreadUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4519,7 +4807,7 @@ func (x *ThreadUnread) String() string {
 func (*ThreadUnread) ProtoMessage() {}
 
 func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4532,7 +4820,7 @@ func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
 func (*ThreadUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ThreadUnread) GetChannelId() string {
@@ -4624,7 +4912,7 @@ type GetThreadMessageReceiptsRequest struct {
 
 func (x *GetThreadMessageReceiptsRequest) Reset() {
 	*x = GetThreadMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4636,7 +4924,7 @@ func (x *GetThreadMessageReceiptsRequest) String() string {
 func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4649,7 +4937,7 @@ func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
@@ -4690,7 +4978,7 @@ type GetThreadTicksRequest struct {
 
 func (x *GetThreadTicksRequest) Reset() {
 	*x = GetThreadTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4702,7 +4990,7 @@ func (x *GetThreadTicksRequest) String() string {
 func (*GetThreadTicksRequest) ProtoMessage() {}
 
 func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4715,7 +5003,7 @@ func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetThreadTicksRequest) GetChannelId() string {
@@ -4745,7 +5033,7 @@ type ThreadHeadUpdate struct {
 
 func (x *ThreadHeadUpdate) Reset() {
 	*x = ThreadHeadUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +5045,7 @@ func (x *ThreadHeadUpdate) String() string {
 func (*ThreadHeadUpdate) ProtoMessage() {}
 
 func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +5058,7 @@ func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
 func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ThreadHeadUpdate) GetChannelId() string {
@@ -4958,7 +5246,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\rmention_total\x18\x05 \x01(\x03R\fmentionTotal\x12'\n" +
 	"\x0fmentions_capped\x18\x06 \x01(\bR\x0ementionsCapped\x12&\n" +
 	"\x0fnext_page_token\x18\a \x01(\tR\rnextPageToken\x120\n" +
-	"\x14unread_threads_total\x18\b \x01(\x03R\x12unreadThreadsTotal\"\xc8\x03\n" +
+	"\x14unread_threads_total\x18\b \x01(\x03R\x12unreadThreadsTotal\"\xa3\x04\n" +
 	"\rChannelUnread\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12)\n" +
@@ -4973,7 +5261,10 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x06member\x18\t \x01(\bR\x06member\x12%\n" +
 	"\x0eunread_threads\x18\n" +
 	" \x01(\x03R\runreadThreads\x120\n" +
-	"\x14thread_mention_count\x18\v \x01(\x03R\x12threadMentionCount\"z\n" +
+	"\x14thread_mention_count\x18\v \x01(\x03R\x12threadMentionCount\x12\x14\n" +
+	"\x05level\x18\f \x01(\tR\x05level\x12\x14\n" +
+	"\x05muted\x18\r \x01(\bR\x05muted\x12-\n" +
+	"\x13muted_until_unix_ms\x18\x0e \x01(\x03R\x10mutedUntilUnixMs\"z\n" +
 	"\x11MarkUnreadRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -4986,7 +5277,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
 	"\x0fReadAllResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xe5\x04\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xae\x05\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -5005,7 +5296,28 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x0fuser_generation\x18\v \x01(\x03R\x0euserGeneration\x126\n" +
 	"\x17user_generation_stamped\x18\f \x01(\bR\x15userGenerationStamped\x12&\n" +
 	"\x0fthread_root_seq\x18\r \x01(\x03R\rthreadRootSeq\x121\n" +
-	"\x06follow\x18\x0e \x01(\v2\x19.receipts.v1.ThreadFollowR\x06follow\"\xd4\x01\n" +
+	"\x06follow\x18\x0e \x01(\v2\x19.receipts.v1.ThreadFollowR\x06follow\x12G\n" +
+	"\rnotifications\x18\x0f \x01(\v2!.receipts.v1.NotificationRegisterR\rnotifications\"\x83\x01\n" +
+	"\x14NotificationRegister\x12\x14\n" +
+	"\x05level\x18\x01 \x01(\tR\x05level\x12-\n" +
+	"\x13muted_until_unix_ms\x18\x02 \x01(\x03R\x10mutedUntilUnixMs\x12&\n" +
+	"\x0fversion_unix_ms\x18\x03 \x01(\x03R\rversionUnixMs\"\x96\x01\n" +
+	"\x17SetNotificationsRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x14\n" +
+	"\x05level\x18\x03 \x01(\tR\x05level\x12-\n" +
+	"\x13muted_until_unix_ms\x18\x04 \x01(\x03R\x10mutedUntilUnixMs\"\x97\x02\n" +
+	"\x14ChannelNotifications\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12G\n" +
+	"\rnotifications\x18\x03 \x01(\v2!.receipts.v1.NotificationRegisterR\rnotifications\x12\x18\n" +
+	"\achanged\x18\x04 \x01(\bR\achanged\x127\n" +
+	"\n" +
+	"durability\x18\x05 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\x12+\n" +
+	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xd4\x01\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
@@ -5093,20 +5405,23 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\aupdates\x18\x02 \x03(\v2\x19.receipts.v1.CursorUpdateR\aupdates\x125\n" +
 	"\bsnapshot\x18\x03 \x03(\v2\x19.receipts.v1.ChannelTicksR\bsnapshot\x120\n" +
 	"\x14resume_token_expired\x18\x04 \x01(\bR\x12resumeTokenExpired\x12@\n" +
-	"\fthread_heads\x18\x05 \x03(\v2\x1d.receipts.v1.ThreadHeadUpdateR\vthreadHeads\"\xd6\x01\n" +
+	"\fthread_heads\x18\x05 \x03(\v2\x1d.receipts.v1.ThreadHeadUpdateR\vthreadHeads\"\xb8\x02\n" +
 	"\x15UpdateSettingsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x123\n" +
 	"\x13share_read_receipts\x18\x02 \x01(\bH\x00R\x11shareReadReceipts\x88\x01\x01\x12;\n" +
-	"\x17share_delivery_receipts\x18\x03 \x01(\bH\x01R\x15shareDeliveryReceipts\x88\x01\x01B\x16\n" +
+	"\x17share_delivery_receipts\x18\x03 \x01(\bH\x01R\x15shareDeliveryReceipts\x88\x01\x01\x12A\n" +
+	"\x1adefault_notification_level\x18\x04 \x01(\tH\x02R\x18defaultNotificationLevel\x88\x01\x01B\x16\n" +
 	"\x14_share_read_receiptsB\x1a\n" +
-	"\x18_share_delivery_receipts\"-\n" +
+	"\x18_share_delivery_receiptsB\x1d\n" +
+	"\x1b_default_notification_level\"-\n" +
 	"\x12GetSettingsRequest\x12\x17\n" +
-	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xb7\x01\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\"\xf5\x01\n" +
 	"\fUserSettings\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12.\n" +
 	"\x13share_read_receipts\x18\x02 \x01(\bR\x11shareReadReceipts\x126\n" +
 	"\x17share_delivery_receipts\x18\x03 \x01(\bR\x15shareDeliveryReceipts\x12&\n" +
-	"\x0fversion_unix_ms\x18\x04 \x01(\x03R\rversionUnixMs\"+\n" +
+	"\x0fversion_unix_ms\x18\x04 \x01(\x03R\rversionUnixMs\x12<\n" +
+	"\x1adefault_notification_level\x18\x05 \x01(\tR\x18defaultNotificationLevel\"+\n" +
 	"\x10EraseUserRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\"\x85\x01\n" +
 	"\x11EraseUserResponse\x12\x17\n" +
@@ -5234,7 +5549,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\x91\x1c\n" +
+	"\aSPOOLED\x10\x022\xb3\x1d\n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
@@ -5264,7 +5579,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x0eUnfollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"K\x82\xd3\xe4\x93\x02E*C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12u\n" +
 	"\vListThreads\x12\x1f.receipts.v1.ListThreadsRequest\x1a .receipts.v1.ListThreadsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/users/{user_id}/threads\x12\xb4\x01\n" +
 	"\x18GetThreadMessageReceipts\x12,.receipts.v1.GetThreadMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"L\x82\xd3\xe4\x93\x02F\x12D/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}/receipts\x12\x8b\x01\n" +
-	"\x0eGetThreadTicks\x12\".receipts.v1.GetThreadTicksRequest\x1a\x19.receipts.v1.ChannelTicks\":\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticksB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
+	"\x0eGetThreadTicks\x12\".receipts.v1.GetThreadTicksRequest\x1a\x19.receipts.v1.ChannelTicks\":\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticks\x12\x9f\x01\n" +
+	"\x10SetNotifications\x12$.receipts.v1.SetNotificationsRequest\x1a!.receipts.v1.ChannelNotifications\"B\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notificationsB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
 var (
 	file_receipts_v1_receipts_proto_rawDescOnce sync.Once
@@ -5279,7 +5595,7 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_receipts_v1_receipts_proto_goTypes = []any{
 	(Kind)(0),                               // 0: receipts.v1.Kind
 	(Durability)(0),                         // 1: receipts.v1.Durability
@@ -5313,40 +5629,43 @@ var file_receipts_v1_receipts_proto_goTypes = []any{
 	(*ReadAllRequest)(nil),                  // 29: receipts.v1.ReadAllRequest
 	(*ReadAllResponse)(nil),                 // 30: receipts.v1.ReadAllResponse
 	(*ReceiptEvent)(nil),                    // 31: receipts.v1.ReceiptEvent
-	(*ChannelEvent)(nil),                    // 32: receipts.v1.ChannelEvent
-	(*GetMessageReceiptsRequest)(nil),       // 33: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                        // 34: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),                 // 35: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),                 // 36: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),                   // 37: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),                    // 38: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                      // 39: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),           // 40: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                           // 41: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),          // 42: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),            // 43: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),                    // 44: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                      // 45: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),           // 46: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),              // 47: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),                    // 48: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),                // 49: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),               // 50: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                       // 51: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),                 // 52: receipts.v1.ReadStateChange
-	(*ThreadFollow)(nil),                    // 53: receipts.v1.ThreadFollow
-	(*NotifyThreadReplyRequest)(nil),        // 54: receipts.v1.NotifyThreadReplyRequest
-	(*NotifyThreadReplyResponse)(nil),       // 55: receipts.v1.NotifyThreadReplyResponse
-	(*MarkThreadReadRequest)(nil),           // 56: receipts.v1.MarkThreadReadRequest
-	(*MarkThreadUnreadRequest)(nil),         // 57: receipts.v1.MarkThreadUnreadRequest
-	(*FollowThreadRequest)(nil),             // 58: receipts.v1.FollowThreadRequest
-	(*ThreadMarkResponse)(nil),              // 59: receipts.v1.ThreadMarkResponse
-	(*ListThreadsRequest)(nil),              // 60: receipts.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),             // 61: receipts.v1.ListThreadsResponse
-	(*ThreadUnread)(nil),                    // 62: receipts.v1.ThreadUnread
-	(*GetThreadMessageReceiptsRequest)(nil), // 63: receipts.v1.GetThreadMessageReceiptsRequest
-	(*GetThreadTicksRequest)(nil),           // 64: receipts.v1.GetThreadTicksRequest
-	(*ThreadHeadUpdate)(nil),                // 65: receipts.v1.ThreadHeadUpdate
+	(*NotificationRegister)(nil),            // 32: receipts.v1.NotificationRegister
+	(*SetNotificationsRequest)(nil),         // 33: receipts.v1.SetNotificationsRequest
+	(*ChannelNotifications)(nil),            // 34: receipts.v1.ChannelNotifications
+	(*ChannelEvent)(nil),                    // 35: receipts.v1.ChannelEvent
+	(*GetMessageReceiptsRequest)(nil),       // 36: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 37: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 38: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 39: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 40: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 41: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 42: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 43: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 44: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 45: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 46: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 47: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 48: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 49: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 50: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 51: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 52: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 53: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 54: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 55: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 56: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 57: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 58: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 59: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 60: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 61: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 62: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 63: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 64: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 65: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 66: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 67: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 68: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -5377,93 +5696,98 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 25: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
 	11, // 26: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
 	22, // 27: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	53, // 28: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
-	11, // 29: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	34, // 30: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	34, // 31: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 32: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 33: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 34: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	37, // 35: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	39, // 36: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	35, // 37: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	41, // 38: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 39: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 40: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	44, // 41: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	38, // 42: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	65, // 43: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
-	1,  // 44: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	48, // 45: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 46: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 47: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	18, // 48: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	62, // 49: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
-	1,  // 50: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	62, // 51: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
-	10, // 52: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
-	10, // 53: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
-	10, // 54: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
-	10, // 55: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
-	3,  // 56: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 57: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 58: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 59: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	14, // 60: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	16, // 61: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	19, // 62: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	20, // 63: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	23, // 64: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	25, // 65: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	28, // 66: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	29, // 67: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	33, // 68: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	36, // 69: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	40, // 70: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	43, // 71: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	46, // 72: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	47, // 73: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	49, // 74: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	54, // 75: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	56, // 76: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	57, // 77: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	58, // 78: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	58, // 79: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	60, // 80: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	63, // 81: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	64, // 82: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	4,  // 83: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 84: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 85: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 86: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	15, // 87: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	17, // 88: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	21, // 89: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	21, // 90: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	24, // 91: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	26, // 92: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 93: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	30, // 94: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	35, // 95: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	38, // 96: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	42, // 97: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	45, // 98: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	48, // 99: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	48, // 100: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	50, // 101: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	55, // 102: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	59, // 103: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	59, // 104: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	59, // 105: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	59, // 106: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	61, // 107: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	35, // 108: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	38, // 109: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	83, // [83:110] is the sub-list for method output_type
-	56, // [56:83] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	56, // 28: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	32, // 29: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
+	32, // 30: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
+	1,  // 31: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
+	11, // 32: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	37, // 33: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	37, // 34: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 35: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 36: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 37: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	40, // 38: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	42, // 39: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	38, // 40: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	44, // 41: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 42: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 43: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	47, // 44: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	41, // 45: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	68, // 46: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,  // 47: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	51, // 48: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 49: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 50: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	18, // 51: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	65, // 52: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,  // 53: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	65, // 54: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10, // 55: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10, // 56: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10, // 57: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	10, // 58: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,  // 59: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 60: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 61: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 62: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	14, // 63: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	16, // 64: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	19, // 65: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	20, // 66: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	23, // 67: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	25, // 68: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	28, // 69: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	29, // 70: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	36, // 71: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	39, // 72: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	43, // 73: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	46, // 74: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	49, // 75: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	50, // 76: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	52, // 77: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	57, // 78: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	59, // 79: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	60, // 80: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	61, // 81: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	61, // 82: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	63, // 83: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	66, // 84: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	67, // 85: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	33, // 86: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	4,  // 87: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 88: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 89: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 90: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	15, // 91: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	17, // 92: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	21, // 93: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	21, // 94: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	24, // 95: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	26, // 96: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 97: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	30, // 98: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	38, // 99: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	41, // 100: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	45, // 101: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	48, // 102: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	51, // 103: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	51, // 104: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	53, // 105: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	58, // 106: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	62, // 107: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	62, // 108: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	62, // 109: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	62, // 110: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	64, // 111: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	38, // 112: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	41, // 113: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	34, // 114: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	87, // [87:115] is the sub-list for method output_type
+	59, // [59:87] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -5474,15 +5798,15 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[44].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[54].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[47].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[57].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   64,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -18,6 +18,7 @@ export const Reason = {
   InvalidEpoch: "INVALID_EPOCH",
   InvalidKind: "INVALID_KIND",
   InvalidField: "INVALID_FIELD",
+  InvalidLevel: "INVALID_LEVEL",
   EmptyRequest: "EMPTY_REQUEST",
   BatchTooLarge: "BATCH_TOO_LARGE",
   BodyTooLarge: "BODY_TOO_LARGE",

@@ -56,7 +56,7 @@ export interface RetryInfo {
 }
 
 /** The RPCs a repeat could change the outcome of (RetryPolicy). */
-const writeOnce = new Set(["MarkUnread", "JoinChannel", "LeaveChannel", "UpdateSettings", "EraseUser"]);
+const writeOnce = new Set(["MarkUnread", "JoinChannel", "LeaveChannel", "UpdateSettings", "SetNotifications", "EraseUser"]);
 
 /** Whether a failure of method is retried (RetryPolicy). */
 export function retried(method: string, err: unknown): boolean {

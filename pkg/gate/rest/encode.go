@@ -421,5 +421,11 @@ func appendChannelUnread(b *bytes.Buffer, c *receiptsv1.ChannelUnread) {
 	o.bool("member", c.GetMember())
 	o.int64("unreadThreads", c.GetUnreadThreads())
 	o.int64("threadMentionCount", c.GetThreadMentionCount())
+	if v := c.GetLevel(); v != "" {
+		o.field("level")
+		appendJSONString(b, v)
+	}
+	o.bool("muted", c.GetMuted())
+	o.int64("mutedUntilUnixMs", c.GetMutedUntilUnixMs())
 	b.WriteByte('}')
 }

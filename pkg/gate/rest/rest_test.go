@@ -100,6 +100,7 @@ func TestWriteGetUnreadAsProtojson(t *testing.T) {
 		Channels: []*receiptsv1.ChannelUnread{{
 			ChannelId: "c", Head: &receiptsv1.Position{Seq: 9}, Read: &receiptsv1.Position{Epoch: 1, Seq: 2},
 			PublicRead: &receiptsv1.Position{Seq: 2}, UnreadCount: 7, MentionCount: 1, FirstUnreadSeq: 3, Member: true,
+			Level: "mentions", Muted: true, MutedUntilUnixMs: 5,
 		}},
 		UnreadTotal: 7, ChannelsWithUnread: 1, MentionTotal: 1, NextPageToken: "Yw",
 	}

@@ -37,6 +37,8 @@ var procedureScopes = map[string]apiauth.Scope{
 	rv1.ReceiptServiceMarkThreadUnreadProcedure:  apiauth.ScopeWrite,
 	rv1.ReceiptServiceFollowThreadProcedure:      apiauth.ScopeWrite,
 	rv1.ReceiptServiceUnfollowThreadProcedure:    apiauth.ScopeWrite,
+	// write: notification levels.
+	rv1.ReceiptServiceSetNotificationsProcedure: apiauth.ScopeWrite,
 	// read: read state, unread, receipts, ticks, lookups, channel and
 	// settings views.
 	rv1.ReceiptServiceGetReadStateProcedure:             apiauth.ScopeRead,

@@ -114,6 +114,9 @@ const (
 	// ReceiptServiceGetThreadTicksProcedure is the fully-qualified name of the ReceiptService's
 	// GetThreadTicks RPC.
 	ReceiptServiceGetThreadTicksProcedure = "/receipts.v1.ReceiptService/GetThreadTicks"
+	// ReceiptServiceSetNotificationsProcedure is the fully-qualified name of the ReceiptService's
+	// SetNotifications RPC.
+	ReceiptServiceSetNotificationsProcedure = "/receipts.v1.ReceiptService/SetNotifications"
 )
 
 // ReceiptServiceClient is a client for the receipts.v1.ReceiptService service.
@@ -210,6 +213,11 @@ type ReceiptServiceClient interface {
 	// GetThreadTicks returns a thread's watermarks and, for a small channel,
 	// each member's public thread cursors, as GetTicks for a channel.
 	GetThreadTicks(context.Context, *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error)
+	// SetNotifications sets the user's notification level and mute in a
+	// channel: a versioned register (the later call wins, whatever order its
+	// events reach the stores in). It changes what the channel adds to the
+	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
+	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
 }
 
 // NewReceiptServiceClient constructs a client for the receipts.v1.ReceiptService service. By
@@ -385,6 +393,12 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(receiptServiceMethods.ByName("GetThreadTicks")),
 			connect.WithClientOptions(opts...),
 		),
+		setNotifications: connect.NewClient[v1.SetNotificationsRequest, v1.ChannelNotifications](
+			httpClient,
+			baseURL+ReceiptServiceSetNotificationsProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("SetNotifications")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -417,6 +431,7 @@ type receiptServiceClient struct {
 	listThreads              *connect.Client[v1.ListThreadsRequest, v1.ListThreadsResponse]
 	getThreadMessageReceipts *connect.Client[v1.GetThreadMessageReceiptsRequest, v1.MessageReceipts]
 	getThreadTicks           *connect.Client[v1.GetThreadTicksRequest, v1.ChannelTicks]
+	setNotifications         *connect.Client[v1.SetNotificationsRequest, v1.ChannelNotifications]
 }
 
 // MarkReceipts calls receipts.v1.ReceiptService.MarkReceipts.
@@ -554,6 +569,11 @@ func (c *receiptServiceClient) GetThreadTicks(ctx context.Context, req *connect.
 	return c.getThreadTicks.CallUnary(ctx, req)
 }
 
+// SetNotifications calls receipts.v1.ReceiptService.SetNotifications.
+func (c *receiptServiceClient) SetNotifications(ctx context.Context, req *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error) {
+	return c.setNotifications.CallUnary(ctx, req)
+}
+
 // ReceiptServiceHandler is an implementation of the receipts.v1.ReceiptService service.
 type ReceiptServiceHandler interface {
 	// MarkReceipts records a batch of marks. Validation is all-or-nothing: one
@@ -648,6 +668,11 @@ type ReceiptServiceHandler interface {
 	// GetThreadTicks returns a thread's watermarks and, for a small channel,
 	// each member's public thread cursors, as GetTicks for a channel.
 	GetThreadTicks(context.Context, *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error)
+	// SetNotifications sets the user's notification level and mute in a
+	// channel: a versioned register (the later call wins, whatever order its
+	// events reach the stores in). It changes what the channel adds to the
+	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
+	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
 }
 
 // NewReceiptServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -819,6 +844,12 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		connect.WithSchema(receiptServiceMethods.ByName("GetThreadTicks")),
 		connect.WithHandlerOptions(opts...),
 	)
+	receiptServiceSetNotificationsHandler := connect.NewUnaryHandler(
+		ReceiptServiceSetNotificationsProcedure,
+		svc.SetNotifications,
+		connect.WithSchema(receiptServiceMethods.ByName("SetNotifications")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/receipts.v1.ReceiptService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReceiptServiceMarkReceiptsProcedure:
@@ -875,6 +906,8 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceGetThreadMessageReceiptsHandler.ServeHTTP(w, r)
 		case ReceiptServiceGetThreadTicksProcedure:
 			receiptServiceGetThreadTicksHandler.ServeHTTP(w, r)
+		case ReceiptServiceSetNotificationsProcedure:
+			receiptServiceSetNotificationsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -990,4 +1023,8 @@ func (UnimplementedReceiptServiceHandler) GetThreadMessageReceipts(context.Conte
 
 func (UnimplementedReceiptServiceHandler) GetThreadTicks(context.Context, *connect.Request[v1.GetThreadTicksRequest]) (*connect.Response[v1.ChannelTicks], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetThreadTicks is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.SetNotifications is not implemented"))
 }

@@ -1,0 +1,158 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/notification"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// SetNotifications implements receiptsv1connect.ReceiptServiceHandler.
+// The register's version is Redis' clock, above the stored one
+// (redisstore.ChangeNotifications), so two calls apply in their order
+// whatever the gateways' clocks; without Redis it is the gateway's clock.
+// The event, stamped with the erasure generation the write read, is made
+// durable before the answer, as a membership change's.
+func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receiptsv1.SetNotificationsRequest]) (*connect.Response[receiptsv1.ChannelNotifications], error) {
+	r := req.Msg
+	k, err := validateKey(r.GetUserId(), r.GetChannelId())
+	if err != nil {
+		return nil, err
+	}
+	level, ok := notification.Parse(r.GetLevel())
+	if !ok {
+		return nil, invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "level", Reason: fmt.Sprintf("must be all, mentions, none or empty, got %q", r.GetLevel())})
+	}
+	if r.GetMutedUntilUnixMs() < 0 {
+		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "muted_until_unix_ms", Reason: fmt.Sprintf("must be >= 0, got %d", r.GetMutedUntilUnixMs())})
+	}
+	reg := notification.Register{Key: k, Level: level, MutedUntilUnixMs: r.GetMutedUntilUnixMs(), VersionUnixMs: math.MaxInt64}
+	// Sized with the longest version and stamp, so a full spool refuses
+	// before Redis.
+	prov, err := event.EncodeNotifications(reg, 0, false)
+	if err == nil {
+		event.StampGeneration(prov, math.MaxInt64)
+	}
+	if _, err := g.admit(prov, err); err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	res := g.redis.ChangeNotifications(rctx, reg)
+	cancel()
+	degraded := res.Err != nil
+	if degraded {
+		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
+		g.warnRedis(redisOpMerge, res.Err)
+		reg.VersionUnixMs = g.nowMs()
+	} else {
+		reg = res.Register
+	}
+	rec, err := event.EncodeNotifications(reg, 0, false)
+	if err != nil {
+		return nil, internal(err)
+	}
+	rec.Topic = g.durable.Topic()
+	gens := []int64{generationOf(res.Generation, res.Err)}
+	g.knownGenerations(ctx, []string{k.User}, gens)
+	event.StampGeneration(rec, gens[0])
+	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&receiptsv1.ChannelNotifications{
+		UserId: k.User, ChannelId: k.Channel, Notifications: event.NotificationsToProto(reg),
+		Changed: !degraded && res.Changed, Durability: durability, RealtimeDegraded: degraded,
+	}), nil
+}
+
+// levels is what decides how a user's channels count in the badge: the
+// user's default level and the channels' registers.
+type levels struct {
+	userDefault notification.Level
+	byChannel   map[string]notification.Register
+	nowMs       int64
+}
+
+// of is a channel's effective level and mute, and what of it the badge
+// counts (notification.Counts).
+func (l levels) of(ch string) (level notification.Level, muted, unread, mentions bool) {
+	level, muted = l.byChannel[ch].Effective(l.userDefault, l.nowMs)
+	unread, mentions = notification.Counts(level, muted)
+	return level, muted, unread, mentions
+}
+
+// levelsOf reads a user's default level and the registers of the listed
+// channels (none listed: nothing to read) in one Redis round trip when
+// Redis holds the user's settings and whole hash; else what it lacks from
+// Postgres, which then hydrates Redis (a merge: a change made meanwhile
+// wins). Without either store the call is Unavailable: a badge counted
+// at the wrong levels would look right and be wrong.
+func (g *Gate) levelsOf(ctx context.Context, user string, channels []string) (levels, error) {
+	out := levels{nowMs: g.nowMs()}
+	if len(channels) == 0 {
+		return out, nil // no channel to count
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	lv, rerr := g.redis.LevelsOf(rctx, user, channels)
+	if rerr == nil && !lv.SettingsFound {
+		// Settings Redis lost (or never held): read and hydrated.
+		var sts map[string]privacy.Settings
+		if sts, rerr = g.settingsOf(rctx, []string{user}); rerr == nil {
+			lv.Settings = sts[user]
+		}
+	}
+	cancel()
+	if rerr != nil {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		durable, err := g.pg.Settings(pctx, []string{user})
+		cancel()
+		if err != nil {
+			return out, g.durableErr(ctx, err)
+		}
+		lv.Settings = durable[0]
+	}
+	out.userDefault = lv.Settings.DefaultLevel
+	regs, complete := lv.Registers, lv.Complete
+	if rerr == nil && complete {
+		out.byChannel = regs
+		return out, nil
+	}
+	if rerr != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+		g.warnRedis(redisOpGet, rerr)
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	durable, err := g.pg.Notifications(pctx, user, nil)
+	cancel()
+	if err != nil {
+		return out, g.durableErr(ctx, err)
+	}
+	out.byChannel = make(map[string]notification.Register, len(durable)+len(regs))
+	for _, r := range durable {
+		out.byChannel[r.Key.Channel] = r
+	}
+	for ch, r := range regs { // newer in Redis than in Postgres, maybe
+		out.byChannel[ch], _ = notification.Merge(out.byChannel[ch], r)
+	}
+	// A user with more registers than one read returns is answered, never
+	// marked complete in Redis.
+	if rerr == nil && len(durable) < pgstore.MaxChannelsPerRead {
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		if err := g.redis.HydrateNotifications(hctx, user, durable); err != nil {
+			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+			g.warnRedis(redisOpHydrate+" notifications", err)
+		}
+		cancel()
+	}
+	return out, nil
+}

@@ -1,0 +1,99 @@
+package kinds
+
+import (
+	"context"
+	"errors"
+
+	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/notification"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+)
+
+// notificationSpec is a user's notification register in a channel: the
+// greater (version, level, mute end) wins (notification.Merge), one
+// channel_notifications row and a field of the user's Redis hash.
+var notificationSpec = &Spec[receipt.Key, notification.Register]{
+	Name: "channel_notifications",
+	Key:  func(r notification.Register) receipt.Key { return r.Key },
+	// (user, channel): the order of the table's primary key.
+	Compare:   pgstore.CompareNotifications,
+	RecordKey: receipt.Key.KafkaKey,
+	User:      func(k receipt.Key) string { return k.User },
+	Time:      func(r notification.Register) int64 { return r.VersionUnixMs },
+	Zero:      func(k receipt.Key) notification.Register { return notification.Register{Key: k} },
+	Empty:     notification.Register.IsZero,
+	Merge: func(_ *Env, a, b notification.Register) notification.Register {
+		m, _ := notification.Merge(a, b)
+		return m
+	},
+	Same: func(a, b notification.Register) bool { return a.Compare(b) == 0 },
+	FromEvent: func(d *event.Decoded) (notification.Register, bool) {
+		if d.Notifications == nil {
+			return notification.Register{}, false
+		}
+		return *d.Notifications, true
+	},
+
+	PGWrite: func(ctx context.Context, env *Env, vals []notification.Register) (int64, error) {
+		return env.Postgres.UpsertNotifications(ctx, vals)
+	},
+	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]notification.Register, error) {
+		users, chs := byUser(keys)
+		var out []notification.Register
+		for _, u := range users {
+			for start := 0; start < len(chs[u]); start += pgGetChunk {
+				rows, err := env.Postgres.Notifications(ctx, u, chs[u][start:min(start+pgGetChunk, len(chs[u]))])
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, rows...)
+			}
+		}
+		return out, nil
+	},
+	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]notification.Register, error) {
+		return env.Postgres.NotificationsPage(ctx, after, n)
+	},
+
+	RedisWrite: func(ctx context.Context, env *Env, vals []notification.Register) ([]error, error) {
+		res, err := env.Redis.MergeNotifications(ctx, vals)
+		return resultErrs(res, err, func(r redisstore.NotificationsResult) error { return r.Err })
+	},
+	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*notification.Register, error) {
+		got, err := env.Redis.NotificationsOf(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		out := make([][]*notification.Register, len(keys))
+		for i := range keys {
+			out[i] = []*notification.Register{got[i]}
+		}
+		return out, nil
+	},
+	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[notification.Register], error) {
+		users, next, err := env.Redis.ScanNotificationUsers(ctx, cur, count)
+		if err != nil {
+			return ScanPage[notification.Register]{}, err
+		}
+		page := ScanPage[notification.Register]{Next: next}
+		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+			regs, _, err := env.Redis.Notifications(ctx, u, nil)
+			if errors.Is(err, redisstore.ErrTooManyChannels) {
+				// Read whole it is over the bound; one such user must not
+				// stop the sweep. The Postgres walk still compares its
+				// registers.
+				page.Invalid++
+				continue
+			}
+			if err != nil {
+				return page, err
+			}
+			for _, r := range regs {
+				page.Values = append(page.Values, r)
+			}
+		}
+		return page, nil
+	},
+}

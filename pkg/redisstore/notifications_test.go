@@ -1,0 +1,79 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/notification"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// A notification change is versioned by Redis as a membership change is:
+// Redis' clock, or one above a register stored from a clock ahead; the
+// badge's read sees it with the user's default level, complete only once
+// hydrated; an erasure empties the hash and leaves it complete.
+func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	k := receipt.Key{User: "u", Channel: "c"}
+	before := time.Now().Add(-time.Minute).UnixMilli()
+	ahead := time.Now().Add(10 * time.Minute).UnixMilli()
+
+	res := s.ChangeNotifications(ctx, notification.Register{Key: k, Level: notification.Mentions, MutedUntilUnixMs: 7, VersionUnixMs: ahead})
+	require.NoError(t, res.Err)
+	require.True(t, res.Changed)
+	require.Equal(t, GenerationUnknown, res.Generation, "no tombstone in Redis")
+	require.Greater(t, res.Register.VersionUnixMs, before)
+	require.Less(t, res.Register.VersionUnixMs, ahead, "Redis' clock, not the proposed one")
+
+	merged, err := s.MergeNotifications(ctx, []notification.Register{{Key: k, Level: notification.All, VersionUnixMs: ahead}})
+	require.NoError(t, err)
+	require.True(t, merged[0].Changed)
+	res = s.ChangeNotifications(ctx, notification.Register{Key: k, Level: notification.None})
+	require.NoError(t, res.Err)
+	require.Equal(t, notification.Register{Key: k, Level: notification.None, VersionUnixMs: ahead + 1}, res.Register, "above the register it read")
+
+	_, err = s.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, VersionMs: 5, DefaultLevel: notification.Mentions}})
+	require.NoError(t, err)
+	lv, err := s.LevelsOf(ctx, "u", []string{"c", "other"})
+	require.NoError(t, err)
+	require.True(t, lv.SettingsFound)
+	require.Equal(t, notification.Mentions, lv.Settings.DefaultLevel)
+	require.Equal(t, map[string]notification.Register{"c": res.Register}, lv.Registers)
+	require.False(t, lv.Complete, "never hydrated: an absent register is unknown")
+
+	other := notification.Register{Key: receipt.Key{User: "u", Channel: "other"}, Level: notification.All, VersionUnixMs: 1}
+	stale := notification.Register{Key: k, Level: notification.All, VersionUnixMs: 2}
+	require.NoError(t, s.HydrateNotifications(ctx, "u", []notification.Register{stale, other}))
+	lv, err = s.LevelsOf(ctx, "u", []string{"c", "other"})
+	require.NoError(t, err)
+	require.True(t, lv.Complete)
+	require.Equal(t, map[string]notification.Register{"c": res.Register, "other": other}, lv.Registers, "a hydrate never undoes a newer change")
+
+	ttl, err := s.rdb.PTTL(ctx, s.UserNotificationsKey("u")).Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "a hash holding registers never expires")
+
+	// A user who set nothing: the hydrated hash only caches that, and expires.
+	require.NoError(t, s.HydrateNotifications(ctx, "quiet", nil))
+	ttl, err = s.rdb.PTTL(ctx, s.UserNotificationsKey("quiet")).Result()
+	require.NoError(t, err)
+	require.Positive(t, ttl)
+	res = s.ChangeNotifications(ctx, notification.Register{Key: receipt.Key{User: "quiet", Channel: "c"}, Level: notification.None})
+	require.NoError(t, res.Err)
+	ttl, err = s.rdb.PTTL(ctx, s.UserNotificationsKey("quiet")).Result()
+	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "its first register makes it permanent")
+
+	_, err = s.Erase(ctx, "u", time.Now().UnixMilli(), 0)
+	require.NoError(t, err)
+	regs, complete, err := s.Notifications(ctx, "u", nil)
+	require.NoError(t, err)
+	require.Empty(t, regs)
+	require.True(t, complete, "erased: empty and complete, so reads never go back to Postgres rows not yet deleted")
+}

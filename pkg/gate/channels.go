@@ -51,20 +51,20 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	if err != nil {
 		return nil, err
 	}
-	var threadsNone bool
-	views, more, err := g.unreadPage(ctx, user, channels, page, &threadsNone)
+	var seen unreadSeen
+	views, more, err := g.unreadPage(ctx, user, channels, page, &seen)
 	if err != nil {
 		return nil, err
 	}
 	// The followed threads: read only when the unread read did not show
 	// the user has none (the common case costs no round trip).
 	var threads map[string]threadCounts
-	if !threadsNone {
+	if !seen.threadsNone {
 		if threads, err = g.threadCountsByChannel(ctx, user); err != nil {
 			return nil, err
 		}
 	}
-	lv, err := g.levelsOf(ctx, user, viewChannels(views))
+	lv, err := g.levelsOf(ctx, user, viewChannels(views), seen.levels)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +138,19 @@ func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]re
 	return views, err
 }
 
+// unreadSeen is what the unread read saw in Redis besides the counts.
+type unreadSeen struct {
+	// threadsNone: the user has no thread register.
+	threadsNone bool
+	// levels: the user's settings and notification registers (nil: not
+	// read; levelsOf reads them).
+	levels *redisstore.Levels
+}
+
 // unreadPage is unread of a page of the default set (page applies only
-// when no channel is listed); more reports that the set goes on.
-// threadsNone, when not nil, is set when Redis showed the user has no
-// thread register.
-func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page, threadsNone *bool) (views []redisstore.ChannelView, more bool, err error) {
+// when no channel is listed); more reports that the set goes on. seen,
+// when not nil, receives what Redis showed besides the counts.
+func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page, seen *unreadSeen) (views []redisstore.ChannelView, more bool, err error) {
 	durable := func() ([]redisstore.ChannelView, bool, error) {
 		views, err := g.durableUnread(ctx, user, channels)
 		if err != nil || len(channels) > 0 {
@@ -174,8 +182,8 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		}
 		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
 		if complete {
-			if threadsNone != nil {
-				*threadsNone = view.ThreadsNone
+			if seen != nil {
+				*seen = unreadSeen{threadsNone: view.ThreadsNone, levels: view.Levels}
 			}
 			return sortViews(view.Channels), view.More, nil
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // SetNotifications implements receiptsv1connect.ReceiptServiceHandler.
@@ -93,17 +94,24 @@ func (l levels) of(ch string) (level notification.Level, muted, unread, mentions
 
 // levelsOf reads a user's default level and the registers of the listed
 // channels (none listed: nothing to read) in one Redis round trip when
-// Redis holds the user's settings and whole hash; else what it lacks from
+// Redis holds the user's settings and whole hash (no round trip when the
+// unread read brought them: read); else what it lacks from
 // Postgres, which then hydrates Redis (a merge: a change made meanwhile
 // wins). Without either store the call is Unavailable: a badge counted
 // at the wrong levels would look right and be wrong.
-func (g *Gate) levelsOf(ctx context.Context, user string, channels []string) (levels, error) {
+func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, read *redisstore.Levels) (levels, error) {
 	out := levels{nowMs: g.nowMs()}
 	if len(channels) == 0 {
 		return out, nil // no channel to count
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	lv, rerr := g.redis.LevelsOf(rctx, user, channels)
+	var lv redisstore.Levels
+	var rerr error
+	if read != nil {
+		lv = *read // read with the counts: no round trip of its own
+	} else {
+		lv, rerr = g.redis.LevelsOf(rctx, user, channels)
+	}
 	if rerr == nil && !lv.SettingsFound {
 		// Settings Redis lost (or never held): read and hydrated.
 		var sts map[string]privacy.Settings

@@ -523,8 +523,8 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		out.Messages = append(out.Messages, r)
 	}
 	for _, u := range m.GetBadgeUserIds() {
-		var threadsNone bool
-		views, _, err := g.unreadPage(ctx, u, nil, redisstore.Page{}, &threadsNone)
+		var seen unreadSeen
+		views, _, err := g.unreadPage(ctx, u, nil, redisstore.Page{}, &seen)
 		if err != nil {
 			return nil, err
 		}
@@ -535,12 +535,12 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 			return nil, err
 		}
 		var threads map[string]threadCounts
-		if !threadsNone {
+		if !seen.threadsNone {
 			if threads, err = g.threadCountsByChannel(ctx, u); err != nil {
 				return nil, err
 			}
 		}
-		lv, err := g.levelsOf(ctx, u, viewChannels(views))
+		lv, err := g.levelsOf(ctx, u, viewChannels(views), seen.levels)
 		if err != nil {
 			return nil, err
 		}

@@ -228,27 +228,54 @@ type Levels struct {
 // LevelsOf reads a user's settings and the registers of the listed
 // channels (at least one) in one pipeline.
 func (s *Store) LevelsOf(ctx context.Context, user string, channels []string) (Levels, error) {
-	var st *redis.StringCmd
-	var regs *redis.SliceCmd
+	var probe levelsProbe
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		st = pipe.HGet(ctx, s.SettingsKey(user), settingsField)
-		regs = pipe.HMGet(ctx, s.UserNotificationsKey(user), append([]string{loadedField}, channels...)...)
+		probe = s.queueLevels(ctx, pipe, user, channels)
 	}); err != nil {
 		return Levels{}, err
 	}
-	out := Levels{Settings: privacy.Default(user), Registers: make(map[string]notification.Register)}
-	v, err := st.Result()
+	return probe.result(s)
+}
+
+// levelsProbe is LevelsOf queued on a pipeline that another read sends
+// (the unread read's), saving its round trip.
+type levelsProbe struct {
+	user     string
+	channels []string
+	settings *redis.StringCmd
+	regs     *redis.SliceCmd
+}
+
+func (s *Store) queueLevels(ctx context.Context, pipe redis.Pipeliner, user string, channels []string) levelsProbe {
+	return levelsProbe{user: user, channels: channels,
+		settings: pipe.HGet(ctx, s.SettingsKey(user), settingsField),
+		regs:     pipe.HMGet(ctx, s.UserNotificationsKey(user), append([]string{loadedField}, channels...)...)}
+}
+
+// readBy is the probe's answer, nil when it failed (the caller reads
+// LevelsOf then).
+func (p levelsProbe) readBy(s *Store) *Levels {
+	l, err := p.result(s)
+	if err != nil {
+		return nil
+	}
+	return &l
+}
+
+func (p levelsProbe) result(s *Store) (Levels, error) {
+	out := Levels{Settings: privacy.Default(p.user), Registers: make(map[string]notification.Register)}
+	v, err := p.settings.Result()
 	switch {
 	case errors.Is(err, redis.Nil):
 	case err != nil:
 		return Levels{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	default:
-		if out.Settings, err = decodeSettings(user, v); err != nil {
+		if out.Settings, err = decodeSettings(p.user, v); err != nil {
 			return Levels{}, err
 		}
 		out.SettingsFound = true
 	}
-	vals, err := regs.Result()
+	vals, err := p.regs.Result()
 	if err != nil {
 		return Levels{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
@@ -258,8 +285,8 @@ func (s *Store) LevelsOf(ctx context.Context, user string, channels []string) (L
 		if !ok {
 			continue
 		}
-		if r, err := decodeNotifications(receipt.Key{User: user, Channel: channels[i]}, str); err == nil {
-			out.Registers[channels[i]] = r
+		if r, err := decodeNotifications(receipt.Key{User: p.user, Channel: p.channels[i]}, str); err == nil {
+			out.Registers[p.channels[i]] = r
 		} else {
 			s.skipUndecodable()
 		}

@@ -54,6 +54,11 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, lv.Complete)
 	require.Equal(t, map[string]notification.Register{"c": res.Register, "other": other}, lv.Registers, "a hydrate never undoes a newer change")
+	// The unread read brings the same answer in its own round trip.
+	view, err := s.Unread(ctx, "u", []string{"c", "other"}, 10)
+	require.NoError(t, err)
+	require.NotNil(t, view.Levels, "read with the counts")
+	require.Equal(t, lv, *view.Levels)
 
 	ttl, err := s.rdb.PTTL(ctx, s.UserNotificationsKey("u")).Result()
 	require.NoError(t, err)

@@ -57,6 +57,9 @@ type UnreadView struct {
 	// register, so there are no thread counts to read (read with the
 	// heads, when the answer has any channel).
 	ThreadsNone bool
+	// Levels: the user's settings and notification registers of the
+	// channels, read with the heads (nil when not read: LevelsOf).
+	Levels *Levels
 }
 
 // Page bounds a read of a user's default channel set: the channels after
@@ -128,8 +131,10 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		heads = make([]*redis.StringCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
+		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
+			levels = s.queueLevels(ctx, pipe, user, channels)
 			for i, k := range keys {
 				heads[i] = pipe.HGet(ctx, k, headField)
 			}
@@ -137,6 +142,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			return view, err
 		}
 		view.ThreadsNone = probe.none()
+		view.Levels = levels.readBy(s)
 	} else {
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
@@ -144,8 +150,10 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		heads = make([]*redis.StringCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
+		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
+			levels = s.queueLevels(ctx, pipe, user, channels)
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
@@ -156,6 +164,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			return view, err
 		}
 		view.ThreadsNone = probe.none()
+		view.Levels = levels.readBy(s)
 		uv, uerr := ucmd.Result()
 		mv, merr := mcmd.Result()
 		nv, nerr := ncmd.Result()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,7 +32,17 @@ type threadModel struct {
 	mu    sync.Mutex
 	heads map[thread.Ref]int64
 	keys  map[thread.Key]*modelKey // read, private, mentions; member = follows
-	ops   int
+	// delivered: the greatest seq a user replied at or publicly read
+	// (reading implies delivery; a private read and mark-unread move none).
+	delivered map[thread.Key]int64
+	ops       int
+}
+
+func (m *threadModel) deliver(k thread.Key, seq int64) {
+	if m.delivered == nil {
+		m.delivered = map[thread.Key]int64{}
+	}
+	m.delivered[k] = max(m.delivered[k], seq)
 }
 
 func (m *threadModel) key(k thread.Key) *modelKey {
@@ -95,6 +106,7 @@ func (w *threadWorkload) reply(ctx context.Context, req *receiptsv1.NotifyThread
 		mk := w.m.key(thread.Key{User: req.SenderId, Ref: ref})
 		mk.raise(&mk.read, req.Seq)
 		mk.member = true
+		w.m.deliver(thread.Key{User: req.SenderId, Ref: ref}, req.Seq)
 		for _, u := range res.Msg.GetResult().GetMentioned() {
 			mu := w.m.key(thread.Key{User: u, Ref: ref})
 			mu.mentions[req.Seq], mu.member = true, true
@@ -141,6 +153,7 @@ func (w *threadWorkload) step(ctx context.Context) {
 			mk.raise(&mk.private, seq)
 		} else {
 			mk.raise(&mk.read, seq)
+			w.m.deliver(k, seq)
 		}
 		w.m.mu.Unlock()
 	case r < 0.80 && head > 0: // mark unread
@@ -224,6 +237,7 @@ func TestThreadCountsMatchModel(t *testing.T) {
 
 	check := func(phase string) error { return m.problems(ctx, setup, phase, users, refs) }
 	require.NoError(t, check("redis"))
+	require.NoError(t, m.readByProblems(ctx, setup, "redis", users, refs))
 
 	require.Eventually(t, func() bool {
 		lag, err := s.lag(ctx)
@@ -237,6 +251,7 @@ func TestThreadCountsMatchModel(t *testing.T) {
 	}
 	flush()
 	require.NoError(t, check("after the flush"))
+	require.NoError(t, m.readByProblems(ctx, setup, "after the flush", users, refs))
 
 	// The check can fail: a thread's head lowered in Postgres behind the
 	// stores' back, with Redis lost again, must show.
@@ -252,6 +267,21 @@ func TestThreadCountsMatchModel(t *testing.T) {
 	require.NoError(t, err)
 	flush()
 	require.ErrorContains(t, check("planted"), victim.Channel)
+
+	// The read-by check can fail too: a member's public thread read
+	// lowered in Postgres, Redis lost again.
+	var reader thread.Key
+	for k, mk := range m.keys {
+		if mk.read.Seq > 1 {
+			reader = k
+		}
+	}
+	require.NotEmpty(t, reader.User, "the workload left no public thread read past reply 1")
+	_, err = s.store.Pool().Exec(ctx, `UPDATE thread_states SET read_seq = 0 WHERE user_id = $1 AND channel_id = $2 AND root_seq = $3`,
+		reader.User, reader.Channel, reader.Root)
+	require.NoError(t, err)
+	flush()
+	require.ErrorContains(t, m.readByProblems(ctx, setup, "planted", users, refs), fmt.Sprintf("%v reply", reader.Ref))
 }
 
 // setupThreads makes users members of three channels named prefix0..2,
@@ -329,6 +359,57 @@ func (m *threadModel) problems(ctx context.Context, cl receiptsv1connect.Receipt
 			}
 			if c.GetUnreadCount() != want {
 				problems = append(problems, fmt.Errorf("%s %s %s: channel unread %d, want %d: replies never count", phase, u, c.GetChannelId(), c.GetUnreadCount(), want))
+			}
+		}
+	}
+	return errors.Join(problems...)
+}
+
+// readByProblems compares thread read-by (every reply of every thread:
+// who read it, who has it, who has not read it) with the model: a member
+// is a reader when their public thread read is at or past the reply
+// (private reads never show), has it when they also replied at or read
+// past it; the threads' channels are small, so the lists are detailed.
+func (m *threadModel) readByProblems(ctx context.Context, cl receiptsv1connect.ReceiptServiceClient, phase string, users []string, refs []thread.Ref) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var problems []error
+	names := func(ms []*receiptsv1.MemberAt) []string {
+		var out []string
+		for _, x := range ms {
+			out = append(out, x.GetUserId())
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, ref := range refs {
+		for seq := int64(1); seq <= m.heads[ref]; seq++ {
+			res, err := cl.GetThreadMessageReceipts(ctx, connect.NewRequest(&receiptsv1.GetThreadMessageReceiptsRequest{ChannelId: ref.Channel, RootSeq: ref.Root, Seq: seq}))
+			if err != nil {
+				return err
+			}
+			var readBy, deliveredTo, pending []string
+			for _, u := range users {
+				k := thread.Key{User: u, Ref: ref}
+				switch {
+				case m.key(k).read.Seq >= seq:
+					readBy, deliveredTo = append(readBy, u), append(deliveredTo, u)
+				default:
+					if m.delivered[k] >= seq {
+						deliveredTo = append(deliveredTo, u)
+					}
+					pending = append(pending, u)
+				}
+			}
+			slices.Sort(readBy)
+			slices.Sort(deliveredTo)
+			slices.Sort(pending)
+			got := res.Msg
+			gotPending := slices.Sorted(slices.Values(got.GetPending()))
+			if !got.GetDetailed() || !slices.Equal(names(got.GetReadBy()), readBy) || !slices.Equal(names(got.GetDeliveredTo()), deliveredTo) ||
+				!slices.Equal(gotPending, pending) || got.GetReadCount() != int64(len(readBy)) || got.GetDeliveredCount() != int64(len(deliveredTo)) {
+				problems = append(problems, fmt.Errorf("%s %v reply %d: read by %v, delivered to %v, pending %v (detailed %v); model %v, %v, %v",
+					phase, ref, seq, names(got.GetReadBy()), names(got.GetDeliveredTo()), gotPending, got.GetDetailed(), readBy, deliveredTo, pending))
 			}
 		}
 	}

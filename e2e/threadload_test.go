@@ -147,6 +147,7 @@ func (th *threader) step(cl receiptsv1connect.ReceiptServiceClient, rng *rand.Ra
 			mk := th.m.key(thread.Key{User: u, Ref: ref})
 			mk.raise(&mk.read, req.Seq)
 			mk.member = true
+			th.m.deliver(thread.Key{User: u, Ref: ref}, req.Seq)
 			for _, mu := range res.Msg.GetResult().GetMentioned() {
 				mm := th.m.key(thread.Key{User: mu, Ref: ref})
 				mm.mentions[req.Seq], mm.member = true, true
@@ -169,6 +170,7 @@ func (th *threader) step(cl receiptsv1connect.ReceiptServiceClient, rng *rand.Ra
 			mk.raise(&mk.private, seq)
 		} else {
 			mk.raise(&mk.read, seq)
+			th.m.deliver(k, seq)
 		}
 		th.m.mu.Unlock()
 	default:

@@ -301,10 +301,7 @@ func WriteGetUnread(w http.ResponseWriter, resp *receiptsv1.GetUnreadResponse) {
 		b.Grow(200 * len(resp.GetChannels()))
 		o := object{b: b}
 		o.open()
-		if v := resp.GetUserId(); v != "" {
-			o.field("userId")
-			appendJSONString(b, v)
-		}
+		o.string("userId", resp.GetUserId())
 		if chs := resp.GetChannels(); len(chs) > 0 {
 			o.field("channels")
 			b.WriteByte('[')
@@ -315,10 +312,7 @@ func WriteGetUnread(w http.ResponseWriter, resp *receiptsv1.GetUnreadResponse) {
 		o.int64("channelsWithUnread", resp.GetChannelsWithUnread())
 		o.int64("mentionTotal", resp.GetMentionTotal())
 		o.bool("mentionsCapped", resp.GetMentionsCapped())
-		if v := resp.GetNextPageToken(); v != "" {
-			o.field("nextPageToken")
-			appendJSONString(b, v)
-		}
+		o.string("nextPageToken", resp.GetNextPageToken())
 		o.int64("unreadThreadsTotal", resp.GetUnreadThreadsTotal())
 		b.WriteByte('}')
 	})
@@ -347,6 +341,14 @@ func (o *object) int64(name string, v int64) {
 	if v != 0 {
 		o.field(name)
 		appendInt64(o.b, v)
+	}
+}
+
+// string writes a string field; protojson omits an empty one.
+func (o *object) string(name, v string) {
+	if v != "" {
+		o.field(name)
+		appendJSONString(o.b, v)
 	}
 }
 
@@ -407,10 +409,7 @@ func appendChannelsUnread(b *bytes.Buffer, chs []*receiptsv1.ChannelUnread) {
 func appendChannelUnread(b *bytes.Buffer, c *receiptsv1.ChannelUnread) {
 	o := object{b: b}
 	o.open()
-	if v := c.GetChannelId(); v != "" {
-		o.field("channelId")
-		appendJSONString(b, v)
-	}
+	o.string("channelId", c.GetChannelId())
 	o.position("head", c.GetHead())
 	o.position("read", c.GetRead())
 	o.position("publicRead", c.GetPublicRead())
@@ -421,10 +420,7 @@ func appendChannelUnread(b *bytes.Buffer, c *receiptsv1.ChannelUnread) {
 	o.bool("member", c.GetMember())
 	o.int64("unreadThreads", c.GetUnreadThreads())
 	o.int64("threadMentionCount", c.GetThreadMentionCount())
-	if v := c.GetLevel(); v != "" {
-		o.field("level")
-		appendJSONString(b, v)
-	}
+	o.string("level", c.GetLevel())
 	o.bool("muted", c.GetMuted())
 	o.int64("mutedUntilUnixMs", c.GetMutedUntilUnixMs())
 	b.WriteByte('}')

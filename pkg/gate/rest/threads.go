@@ -71,10 +71,7 @@ func WriteListThreads(w http.ResponseWriter, resp *receiptsv1.ListThreadsRespons
 		b.Grow(64 + 280*len(resp.GetThreads()))
 		o := object{b: b}
 		o.open()
-		if v := resp.GetUserId(); v != "" {
-			o.field("userId")
-			appendJSONString(b, v)
-		}
+		o.string("userId", resp.GetUserId())
 		if ts := resp.GetThreads(); len(ts) > 0 {
 			o.field("threads")
 			b.WriteByte('[')
@@ -86,10 +83,7 @@ func WriteListThreads(w http.ResponseWriter, resp *receiptsv1.ListThreadsRespons
 			}
 			b.WriteByte(']')
 		}
-		if v := resp.GetNextPageToken(); v != "" {
-			o.field("nextPageToken")
-			appendJSONString(b, v)
-		}
+		o.string("nextPageToken", resp.GetNextPageToken())
 		b.WriteByte('}')
 	})
 }
@@ -97,10 +91,7 @@ func WriteListThreads(w http.ResponseWriter, resp *receiptsv1.ListThreadsRespons
 func appendThreadUnread(b *bytes.Buffer, t *receiptsv1.ThreadUnread) {
 	o := object{b: b}
 	o.open()
-	if v := t.GetChannelId(); v != "" {
-		o.field("channelId")
-		appendJSONString(b, v)
-	}
+	o.string("channelId", t.GetChannelId())
 	o.int64("rootSeq", t.GetRootSeq())
 	o.position("head", t.GetHead())
 	o.position("read", t.GetRead())

@@ -66,7 +66,7 @@ func TestRedisClusterFailover(t *testing.T) {
 	require.Zero(t, v.diverged, "diverged: %s", v.firstProblem)
 	require.Zero(t, smp.regressed.Load(), "regressed")
 	require.Eventually(t, func() bool {
-		n, _, err := nt.check(context.Background())
+		n, _, err := nt.check(context.Background(), s.store)
 		return err == nil && n == 0
 	}, 60*time.Second, 250*time.Millisecond, "counts match the notice model")
 	t.Logf("%d events acknowledged (%d spooled, %d failed calls) over %d keys; a master killed; converged %s after the load stopped",

@@ -31,6 +31,10 @@ type countsModel struct {
 	heads map[string]int64
 	keys  map[receipt.Key]*modelKey
 	ops   int
+	// levels are the acknowledged notification registers; lastMuteEnd is
+	// the end of the latest short mute (countslevels_test.go).
+	levels      map[receipt.Key]levelSet
+	lastMuteEnd int64
 }
 
 type modelKey struct {
@@ -151,6 +155,10 @@ func (w *countsWorkload) step(ctx context.Context) {
 	// Non-members of channels with members are refused (NOT_A_MEMBER): an
 	// expected refusal, not in the model.
 	denied := []apierr.Reason{apierr.NotAMember}
+	if w.rng.Float64() < 0.06 {
+		w.setLevel(ctx, k)
+		return
+	}
 	switch r := w.rng.Float64(); {
 	case r < 0.30: // a message, sometimes held back and posted later
 		req := &receiptsv1.NotifyMessageRequest{ChannelId: ch, Seq: w.seqs[ch].Add(1), SenderId: u}
@@ -262,7 +270,8 @@ func boolInt(b bool) int {
 }
 
 // TestCountsMatchModel drives messages, joins, leaves, public and private
-// marks, stale-epoch acks, mark-unread and read-all from several
+// marks, stale-epoch acks, mark-unread, read-all and notification levels and
+// mutes (some ending before the check) from several
 // concurrent clients (gRPC and Connect JSON) with duplicates and
 // reordering, then checks, for every (user, channel), that the API's
 // unread and mention counts equal the model's: from Redis, and again after
@@ -271,7 +280,7 @@ func boolInt(b bool) int {
 func TestCountsMatchModel(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	ctx := context.Background()
-	m := &countsModel{heads: map[string]int64{}, keys: map[receipt.Key]*modelKey{}}
+	m := &countsModel{heads: map[string]int64{}, keys: map[receipt.Key]*modelKey{}, levels: map[receipt.Key]levelSet{}}
 	const clients, usersPer, nChannels, opsPer = 4, 3, 4, 150
 	var users, channels []string
 	for i := range clients * usersPer {
@@ -302,7 +311,10 @@ func TestCountsMatchModel(t *testing.T) {
 	}
 	wg.Wait()
 	require.Zero(t, errs.Load(), "unexpected errors or a stale ack that advanced")
-	t.Logf("%d operations acknowledged", m.ops)
+	t.Logf("%d operations acknowledged, %d channels with a level set", m.ops, len(m.levels))
+	require.NotEmpty(t, m.levels, "the workload set no notification level")
+	// Every short mute has ended before the check (waiting for the clock).
+	require.Eventually(t, func() bool { return time.Now().UnixMilli() > m.lastMuteEnd+100 }, 10*time.Second, 50*time.Millisecond)
 
 	cl := receiptsv1connect.NewReceiptServiceClient(&http.Client{Timeout: 15 * time.Second}, "http://"+s.apiAddr, connect.WithProtoJSON())
 	check := func(phase string) error {
@@ -312,8 +324,12 @@ func TestCountsMatchModel(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			nowMs := time.Now().UnixMilli()
 			for _, c := range res.Msg.GetChannels() {
 				k := receipt.Key{User: u, Channel: c.GetChannelId()}
+				if err := m.levelProblem(phase, k, c, nowMs); err != nil {
+					problems = append(problems, err)
+				}
 				unread, mentions, first := m.counts(k)
 				got := [4]int64{c.GetHead().GetSeq(), c.GetUnreadCount(), c.GetMentionCount(), c.GetFirstUnreadSeq()}
 				want := [4]int64{m.heads[k.Channel], unread, mentions, first}
@@ -323,13 +339,13 @@ func TestCountsMatchModel(t *testing.T) {
 				}
 			}
 			// The default set: every channel with a cursor or a register,
-			// less those left; the badge sums it.
+			// less those left; the badge sums it by level and mute.
 			def, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u}))
 			if err != nil {
 				return err
 			}
 			var gotSet, wantSet []string
-			var wantTotal int64
+			var want badge
 			for _, c := range def.Msg.GetChannels() {
 				gotSet = append(gotSet, c.GetChannelId())
 			}
@@ -337,13 +353,16 @@ func TestCountsMatchModel(t *testing.T) {
 				mk := m.key(receipt.Key{User: u, Channel: ch})
 				if (mk.hasCursor || mk.hasRegister) && (!mk.hasRegister || mk.member) {
 					wantSet = append(wantSet, ch)
-					un, _, _ := m.counts(receipt.Key{User: u, Channel: ch})
-					wantTotal += un
+					k := receipt.Key{User: u, Channel: ch}
+					un, me, _ := m.counts(k)
+					l, muted := m.levelAt(k, nowMs)
+					want.add(l, muted, un, me)
 				}
 			}
-			if !slices.Equal(gotSet, wantSet) || def.Msg.GetUnreadTotal() != wantTotal {
-				problems = append(problems, fmt.Errorf("%s %s default set %v total %d, model %v total %d",
-					phase, u, gotSet, def.Msg.GetUnreadTotal(), wantSet, wantTotal))
+			got := badge{def.Msg.GetUnreadTotal(), def.Msg.GetChannelsWithUnread(), def.Msg.GetMentionTotal()}
+			if !slices.Equal(gotSet, wantSet) || got != want {
+				problems = append(problems, fmt.Errorf("%s %s default set %v badge (unread, channels, mentions) %v, model %v %v",
+					phase, u, gotSet, got, wantSet, want))
 			}
 		}
 		return errors.Join(problems...)
@@ -362,7 +381,8 @@ func TestCountsMatchModel(t *testing.T) {
 	require.NoError(t, s.rdb.Del(ctx, keys...).Err())
 	require.NoError(t, check("after the flush"))
 
-	// The check can fail: a counted mention deleted from Postgres behind
+	// The check can fail: a counted mention deleted from Postgres (and a
+	// level changed there) behind
 	// the stores' back, and Redis lost again, must show.
 	s.reconciler.stop() // its sweep would not repair this, but keep it out
 	var victim receipt.Key
@@ -381,8 +401,17 @@ func TestCountsMatchModel(t *testing.T) {
 	require.NotZero(t, seq, "the workload left no unread mention")
 	_, err = s.store.Pool().Exec(ctx, `DELETE FROM mentions WHERE user_id = $1 AND channel_id = $2 AND seq = $3`, victim.User, victim.Channel, seq)
 	require.NoError(t, err)
+	// And a level changed behind the stores' back.
+	var leveled receipt.Key
+	for k := range m.levels {
+		leveled = k
+	}
+	_, err = s.store.Pool().Exec(ctx, `UPDATE channel_notifications SET level = (level + 1) % 4 WHERE user_id = $1 AND channel_id = $2`, leveled.User, leveled.Channel)
+	require.NoError(t, err)
 	keys, err = s.rdb.Keys(ctx, s.prefix+"*").Result()
 	require.NoError(t, err)
 	require.NoError(t, s.rdb.Del(ctx, keys...).Err())
-	require.ErrorContains(t, check("planted"), victim.KafkaKey())
+	err = check("planted")
+	require.ErrorContains(t, err, victim.KafkaKey())
+	require.ErrorContains(t, err, leveled.KafkaKey()+": (level")
 }

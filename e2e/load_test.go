@@ -78,7 +78,7 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 	mismatches, deadline := -1, time.Now().Add(60*time.Second)
 	var first []string
 	for {
-		n, f, err := l.nt.check(context.Background())
+		n, f, err := l.nt.check(context.Background(), s.store)
 		if err == nil {
 			mismatches, first = n, f
 		}
@@ -135,7 +135,7 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 	return result{
 		name: name, acked: l.m.n, lost: v.lost + v.diverged, regressed: int(l.smp.regressed.Load() + l.th.regressed.Load()),
 		converge: took, deadLetters: s.deadLetters(), spooled: l.d.spooled.Load(), callErrs: l.d.errs.Load() + l.o.errs.Load(),
-		notices: int(l.nt.acked.Load()), countMismatches: mismatches,
+		notices: int(l.nt.acked.Load()), levelSets: int(l.nt.levelsAcked.Load()), countMismatches: mismatches,
 		threadCalls: int(l.th.acked.Load()), threadMismatches: threadMismatches,
 		hist: hv, sweptIntoPG: sweptIntoPG, kafka: kafka, spooledAll: spooled, ops: l.o.summary(),
 	}

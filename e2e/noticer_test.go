@@ -14,6 +14,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -23,7 +24,9 @@ import (
 // upstream chat server, it retries a notice until it is acknowledged, so
 // when it halts every notice it took a seq for was applied, and its model
 // is exact: every store merges notices (heads by max, the sender's read by
-// max, mentions by union), so neither order nor duplicates matter.
+// max, mentions by union), so neither order nor duplicates matter. It also
+// sets notification levels and mutes (noticerlevels_test.go), so the badge
+// totals are checked by level through every fault.
 type noticer struct {
 	api      string
 	channels []string
@@ -37,8 +40,12 @@ type noticer struct {
 	heads    map[string]int64
 	reads    map[receipt.Key]int64
 	mentions map[receipt.Key]map[int64]bool
+	levels   map[receipt.Key]levelSet
 	acked    atomic.Int64
-	retries  atomic.Int64
+	// levelsAcked counts acknowledged SetNotifications calls.
+	levelsAcked atomic.Int64
+	clients     int
+	retries     atomic.Int64
 	// h, when set, records every acknowledged notice.
 	h *history
 }
@@ -52,7 +59,8 @@ type noticeLoad struct {
 
 func startNoticer(api string, nl noticeLoad, h *history, seed uint64) *noticer {
 	n := &noticer{api: api, h: h, pause: nl.pause, seqs: make([]atomic.Int64, nl.channels), stop: make(chan struct{}),
-		heads: map[string]int64{}, reads: map[receipt.Key]int64{}, mentions: map[receipt.Key]map[int64]bool{}}
+		heads: map[string]int64{}, reads: map[receipt.Key]int64{}, mentions: map[receipt.Key]map[int64]bool{},
+		levels: map[receipt.Key]levelSet{}, clients: nl.clients}
 	for i := range nl.channels {
 		n.channels = append(n.channels, fmt.Sprintf("n%d", i))
 	}
@@ -83,6 +91,12 @@ func (n *noticer) client(i int, seed uint64) {
 		case <-n.stop:
 			return
 		default:
+		}
+		if rng.Float64() < 0.15 {
+			if !n.setLevel(cl, i, n.clients, rng) {
+				return // the check will report the register as missing
+			}
+			continue
 		}
 		req := &receiptsv1.NotifyMessagesRequest{}
 		for range 10 {
@@ -137,20 +151,29 @@ func (n *noticer) apply(req *receiptsv1.NotifyMessagesRequest, resp *receiptsv1.
 	}
 }
 
-// check compares every (user, channel)'s head, unread and mention counts
-// from the API with the model, and returns the mismatches (at most 5
-// described).
-func (n *noticer) check(ctx context.Context) (int, []string, error) {
+// check compares every (user, channel)'s head, unread and mention counts,
+// level and mute from the API, and each user's badge totals, with the
+// model; with store, also that Postgres holds every acknowledged
+// notification register. It returns the mismatches (at most 5 described).
+func (n *noticer) check(ctx context.Context, store *pgstore.Store) (int, []string, error) {
 	cl := receiptsv1connect.NewReceiptServiceClient(&http.Client{Timeout: 15 * time.Second}, "http://"+n.api, connect.WithProtoJSON())
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	bad := 0
 	var first []string
+	problem := func(p string) {
+		bad++
+		if len(first) < 5 {
+			first = append(first, p)
+		}
+	}
 	for _, u := range n.users {
 		resp, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u, ChannelId: n.channels}))
 		if err != nil {
 			return 0, nil, err
 		}
+		nowMs := time.Now().UnixMilli()
+		var want badge
 		for _, c := range resp.Msg.GetChannels() {
 			k := receipt.Key{User: u, Channel: c.GetChannelId()}
 			read, head := n.reads[k], n.heads[k.Channel]
@@ -161,14 +184,29 @@ func (n *noticer) check(ctx context.Context) (int, []string, error) {
 				}
 			}
 			capped := mentions > channel.MentionCapDefault
-			want := [4]int64{head, max(head-read, 0), min(mentions, channel.MentionCapDefault), boolInt64(capped)}
+			w := [4]int64{head, max(head-read, 0), min(mentions, channel.MentionCapDefault), boolInt64(capped)}
 			got := [4]int64{c.GetHead().GetSeq(), c.GetUnreadCount(), c.GetMentionCount(), boolInt64(c.GetMentionsCapped())}
-			if got != want {
-				bad++
-				if len(first) < 5 {
-					first = append(first, fmt.Sprintf("%s: (head, unread, mentions, capped) = %v, model %v", k.KafkaKey(), got, want))
-				}
+			if got != w {
+				problem(fmt.Sprintf("%s: (head, unread, mentions, capped) = %v, model %v", k.KafkaKey(), got, w))
 			}
+			if p := n.levelProblem(k, c, nowMs); p != "" {
+				problem(p)
+			}
+			l, muted := n.wantLevel(k, nowMs)
+			want.add(l, muted, w[1], w[2])
+		}
+		got := badge{resp.Msg.GetUnreadTotal(), resp.Msg.GetChannelsWithUnread(), resp.Msg.GetMentionTotal()}
+		if got != want {
+			problem(fmt.Sprintf("%s: badge (unread, channels, mentions) = %v, model %v", u, got, want))
+		}
+	}
+	if store != nil {
+		behind, err := n.levelsBehind(ctx, store)
+		if err != nil {
+			return 0, nil, err
+		}
+		for _, p := range behind {
+			problem(p)
 		}
 	}
 	return bad, first, nil

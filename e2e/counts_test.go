@@ -270,11 +270,11 @@ func boolInt(b bool) int {
 }
 
 // TestCountsMatchModel drives messages, joins, leaves, public and private
-// marks, stale-epoch acks, mark-unread, read-all and notification levels and
-// mutes (some ending before the check) from several
-// concurrent clients (gRPC and Connect JSON) with duplicates and
-// reordering, then checks, for every (user, channel), that the API's
-// unread and mention counts equal the model's: from Redis, and again after
+// marks, stale-epoch acks, mark-unread, read-all and notification levels
+// and mutes (some ending before the check) from several concurrent clients
+// (gRPC and Connect JSON) with duplicates and reordering, then checks, for
+// every (user, channel), that the API's unread and mention counts, level,
+// mute and badge totals equal the model's: from Redis, and again after
 // every key of the test's Redis prefix is deleted (the test's FLUSHALL:
 // other tests share the Redis), when the counts are rebuilt from Postgres.
 func TestCountsMatchModel(t *testing.T) {
@@ -382,8 +382,8 @@ func TestCountsMatchModel(t *testing.T) {
 	require.NoError(t, check("after the flush"))
 
 	// The check can fail: a counted mention deleted from Postgres (and a
-	// level changed there) behind
-	// the stores' back, and Redis lost again, must show.
+	// level changed there) behind the stores' back, and Redis lost again,
+	// must show.
 	s.reconciler.stop() // its sweep would not repair this, but keep it out
 	var victim receipt.Key
 	var seq int64

@@ -122,7 +122,7 @@ func TestTicksHeadFallsBackToPostgres(t *testing.T) {
 
 	_, err := tb.schema.Store.UpsertHeads(ctx, []channel.Head{{Channel: "g", Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
-	require.NoError(t, tb.rdb.Del(ctx, tb.store.ChannelKey("g")).Err())
+	require.NoError(t, tb.rdb.Del(ctx, tb.store.HeadKey("g")).Err())
 	ticks.Reset()
 	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
 	require.Equal(t, int64(3), ticks.GetHead().GetSeq(), "the head from Postgres")

@@ -112,7 +112,7 @@ func TestMemoryPerChannelState(t *testing.T) {
 	}
 	after, nAfter := bytesOf("*")
 	t.Logf("after: %d bytes in %d keys: %.1f bytes/pair (%.2f× before)", after, nAfter, float64(after)/float64(len(keys)), float64(after)/float64(before))
-	for _, kind := range []string{"u:", "um:", "cm:", "c:", "mh:"} {
+	for _, kind := range []string{"u:", "um:", "cm:", "hd:", "mh:"} {
 		b, n := bytesOf(kind + "*")
 		t.Logf("  %-4s %9d bytes in %6d keys: %6.1f bytes/pair", strings.TrimSuffix(kind, ":"), b, n, float64(b)/float64(len(keys)))
 	}

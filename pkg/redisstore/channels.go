@@ -17,8 +17,9 @@ import (
 // hash tag, {user} or {channel}, so Redis Cluster keeps what one script
 // touches in one slot:
 //
-//	c:{channel}          hash: "h" → the head, "SEQ MSG UPDATED_MS"
-//	                     (numbers base 62; "0  0" = known to have none)
+//	hd:{channel}         string: the head, "SEQ MSG UPDATED_MS" (numbers
+//	                     base 62; "0  0" = known to have none): a string,
+//	                     so a user's heads read with one MGET (heads.go)
 //	um:{user}            hash: channel → the membership register
 //	                     "M VERSION_SEQ VERSION_MS JOIN_SEQ" (M 1 or 0,
 //	                     numbers base 62); ":loaded" once hydrated (with
@@ -44,7 +45,6 @@ import (
 // no id can equal (an id may hold ':', never first: receipt.ValidateID).
 
 const (
-	headField  = "h"
 	countField = ":n"
 	// seqWidth is the width of a padded base-62 mention member.
 	seqWidth = 11
@@ -55,35 +55,6 @@ const (
 	// so that both stores answer the same users.
 	MaxUnreadChannels = 10000
 )
-
-// ChannelKey is a channel's hash (head).
-func (s *Store) ChannelKey(ch string) string { return s.prefix + "c:{" + ch + "}" }
-
-// channelKeys is ChannelKey of each channel, built in one allocation
-// (at a thousand channels, a string each showed in profiles).
-func (s *Store) channelKeys(channels []string) []string {
-	n := 0
-	for _, ch := range channels {
-		n += len(s.prefix) + len("c:{}") + len(ch)
-	}
-	var b strings.Builder
-	b.Grow(n)
-	ends := make([]int, len(channels))
-	for i, ch := range channels {
-		b.WriteString(s.prefix)
-		b.WriteString("c:{")
-		b.WriteString(ch)
-		b.WriteByte('}')
-		ends[i] = b.Len()
-	}
-	all := b.String()
-	keys := make([]string, len(channels))
-	start := 0
-	for i, end := range ends {
-		keys[i], start = all[start:end], end
-	}
-	return keys
-}
 
 // UserMembersKey is a user's membership hash.
 func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + user + "}" }
@@ -128,10 +99,10 @@ local function mergecm(key, field, inc)
 end
 `
 
-// headScript raises a channel's head. KEYS[1] = channel hash; ARGV = seq,
+// headScript raises a channel's head. KEYS[1] = the head key; ARGV = seq,
 // message id, time (numbers base 62). Returns {changed, head value}.
 var headScript = redis.NewScript(luaCommon + `
-local cur = redis.call('HGET', KEYS[1], 'h')
+local cur = redis.call('GET', KEYS[1])
 local ts = ARGV[3]
 if cur then
   local j = string.find(cur, " ", 1, true)
@@ -141,7 +112,7 @@ if cur then
   if cmp(cts, ts) > 0 then ts = cts end
 end
 local v = ARGV[1] .. " " .. ARGV[2] .. " " .. ts
-redis.call('HSET', KEYS[1], 'h', v)
+redis.call('SET', KEYS[1], v)
 return {1, v}
 `)
 
@@ -343,8 +314,8 @@ type HeadResult struct {
 	Err      error
 }
 
-// RaiseHeads max-merges heads into their channels' hashes in one pipeline
-// and returns the head after each.
+// RaiseHeads max-merges heads into their channels' head keys in one
+// pipeline and returns the head after each.
 func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadResult, error) {
 	out := make([]HeadResult, len(heads))
 	cmds := make([]*redis.Cmd, len(heads))
@@ -356,7 +327,7 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 				continue
 			}
 			f := strings.SplitN(v, " ", 3)
-			cmds[i] = headScript.EvalSha(ctx, pipe, []string{s.ChannelKey(h.Channel)}, f[0], f[1], f[2])
+			cmds[i] = headScript.EvalSha(ctx, pipe, []string{s.HeadKey(h.Channel)}, f[0], f[1], f[2])
 		}
 	})
 	for i, cmd := range cmds {
@@ -380,23 +351,28 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 // known to have no head maps to a Head with Seq 0; a channel Redis knows
 // nothing about is absent (read Postgres, then HydrateHeads).
 func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
-	cmds := make([]*redis.StringCmd, len(channels))
+	var heads *headsRead
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for i, ch := range channels {
-			cmds[i] = pipe.HGet(ctx, s.ChannelKey(ch), headField)
-		}
+		heads = s.queueHeads(ctx, pipe, s.headKeys(channels))
 	}); err != nil {
 		return nil, err
 	}
 	out := make(map[string]channel.Head, len(channels))
-	err := s.readEach(cmds, func(i int, v string) error {
-		h, err := decodeHead(channels[i], v)
-		if err == nil {
-			out[channels[i]] = h
+	for i, ch := range channels {
+		v, ok, err := heads.get(i)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
-		return err
-	})
-	return out, err
+		if !ok {
+			continue
+		}
+		if h, err := decodeHead(ch, v); err != nil {
+			s.skipUndecodable()
+		} else {
+			out[ch] = h
+		}
+	}
+	return out, nil
 }
 
 // HydrateHeads max-merges durable heads, and records the channels of none

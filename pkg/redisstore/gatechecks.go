@@ -76,7 +76,7 @@ func (s *Store) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []rec
 	for _, ch := range order {
 		c := chans[ch]
 		cm := s.ChannelMembersKey(ch)
-		c.head = pipe.HGet(ctx, s.ChannelKey(ch), headField)
+		c.head = pipe.Get(ctx, s.HeadKey(ch))
 		c.markers = pipe.HMGet(ctx, cm, loadedField, countField)
 		c.size = pipe.HLen(ctx, cm)
 		c.regs = pipe.HMGet(ctx, cm, c.users...)

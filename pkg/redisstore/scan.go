@@ -41,7 +41,7 @@ func (s *Store) ScanTagged(ctx context.Context, kind string, cur ScanCursor, cou
 // ScanChannels returns one SCAN page of the channels with a hash (head)
 // and the cursor of the next page.
 func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "c:", cur, count)
+	ids, rests, next, err := s.scanTagged(ctx, "hd:", cur, count)
 	return onlyWhole(ids, rests), next, err
 }
 

@@ -105,7 +105,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
 	var cursors, regs, mentions fieldTable
-	var heads []*redis.StringCmd
+	var heads *headsRead
 	defaultSet := len(channels) == 0
 	if defaultSet {
 		hs, err := s.userHashes(ctx, user)
@@ -128,16 +128,13 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
-		heads = make([]*redis.StringCmd, len(channels))
-		keys := s.channelKeys(channels)
+		keys := s.headKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
 			levels = s.queueLevels(ctx, pipe, user, channels)
-			for i, k := range keys {
-				heads[i] = pipe.HGet(ctx, k, headField)
-			}
+			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
 		}
@@ -147,8 +144,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
-		heads = make([]*redis.StringCmd, len(channels))
-		keys := s.channelKeys(channels)
+		keys := s.headKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
@@ -157,9 +153,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
-			for i, k := range keys {
-				heads[i] = pipe.HGet(ctx, k, headField)
-			}
+			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
 		}
@@ -181,10 +175,10 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 }
 
 // channelViews appends to views the counts of channels (ascending) from
-// their heads (one HGET each) and the user's tables, which are read from
+// their heads (queueHeads) and the user's tables, which are read from
 // their current positions on; missing gets the channels whose head Redis
 // does not know. defaultSet: a channel the user left is left out.
-func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.StringCmd,
+func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads *headsRead,
 	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int,
 ) ([]ChannelView, []string, error) {
 	var bound [seqWidth]byte
@@ -209,11 +203,11 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 		if defaultSet && cv.HasMembership && !cv.Membership.Member {
 			continue // left: the channel no longer counts
 		}
-		switch hv, herr := heads[i].Result(); {
-		case errors.Is(herr, redis.Nil):
-			missing = append(missing, ch)
+		switch hv, known, herr := heads.get(i); {
 		case herr != nil:
 			return views, missing, fmt.Errorf("%w: %w", ErrUnavailable, herr)
+		case !known:
+			missing = append(missing, ch)
 		default:
 			if h, err := decodeHead(ch, hv); err != nil {
 				s.skipUndecodable() // hydrated again from Postgres

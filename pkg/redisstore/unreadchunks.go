@@ -42,12 +42,10 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		wg.Go(func() {
 			p, chs := &parts[i], channels[lo:hi]
 			p.lo = lo
-			heads := make([]*redis.StringCmd, len(chs))
-			keys := s.channelKeys(chs)
+			var heads *headsRead
+			keys := s.headKeys(chs)
 			if _, p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
-				for j, k := range keys {
-					heads[j] = pipe.HGet(ctx, k, headField)
-				}
+				heads = s.queueHeads(ctx, pipe, keys)
 			}); p.err != nil {
 				return
 			}

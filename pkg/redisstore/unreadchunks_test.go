@@ -45,9 +45,9 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	require.NoError(t, err)
 	// Heads Redis does not know (14, 15, 59) or cannot decode (30).
 	for _, i := range []int{14, 15, 59} {
-		require.NoError(t, rdb.Del(ctx, whole.ChannelKey(channels[i])).Err())
+		require.NoError(t, rdb.Del(ctx, whole.HeadKey(channels[i])).Err())
 	}
-	require.NoError(t, rdb.HSet(ctx, whole.ChannelKey(channels[30]), headField, "?").Err())
+	require.NoError(t, rdb.Set(ctx, whole.HeadKey(channels[30]), "?", 0).Err())
 	// A cursor without a register, read further in some channels.
 	st := receipt.State{Key: receipt.Key{User: "u", Channel: "u-extra"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}, MessageID: "m2"}, UpdatedAtUnixMs: now}
 	_, err = whole.Merge(ctx, []receipt.State{st})

@@ -230,7 +230,7 @@ type Levels struct {
 func (s *Store) LevelsOf(ctx context.Context, user string, channels []string) (Levels, error) {
 	var probe levelsProbe
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		probe = s.queueLevels(ctx, pipe, user, channels)
+		probe = s.queueLevels(ctx, pipe, user, channels, false)
 	}); err != nil {
 		return Levels{}, err
 	}
@@ -244,12 +244,27 @@ type levelsProbe struct {
 	channels []string
 	settings *redis.StringCmd
 	regs     *redis.SliceCmd
+	// whole is the user's hash read whole, in place of regs.
+	whole *redis.KeyValueSliceCmd
 }
 
-func (s *Store) queueLevels(ctx context.Context, pipe redis.Pipeliner, user string, channels []string) levelsProbe {
-	return levelsProbe{user: user, channels: channels,
-		settings: pipe.HGet(ctx, s.SettingsKey(user), settingsField),
-		regs:     pipe.HMGet(ctx, s.UserNotificationsKey(user), append([]string{loadedField}, channels...)...)}
+// levelsWholeFrom is how many channels make queueLevels read the user's
+// notification hash whole when it may: a user sets levels in few of many
+// channels, and an HMGET of a thousand fields mostly answering nil cost
+// more than the hash.
+const levelsWholeFrom = 64
+
+// queueLevels queues LevelsOf's reads; mayReadWhole lets it read the whole
+// hash for many channels (its answer then fails for a hash over
+// MaxUnreadChannels: read LevelsOf).
+func (s *Store) queueLevels(ctx context.Context, pipe redis.Pipeliner, user string, channels []string, mayReadWhole bool) levelsProbe {
+	p := levelsProbe{user: user, channels: channels, settings: pipe.HGet(ctx, s.SettingsKey(user), settingsField)}
+	if mayReadWhole && len(channels) >= levelsWholeFrom {
+		p.whole = pipe.HRandFieldWithValues(ctx, s.UserNotificationsKey(user), userHashesCount)
+	} else {
+		p.regs = pipe.HMGet(ctx, s.UserNotificationsKey(user), append([]string{loadedField}, channels...)...)
+	}
+	return p
 }
 
 // readBy is the probe's answer, nil when it failed (the caller reads
@@ -275,6 +290,9 @@ func (p levelsProbe) result(s *Store) (Levels, error) {
 		}
 		out.SettingsFound = true
 	}
+	if p.whole != nil {
+		return p.wholeResult(s, out)
+	}
 	vals, err := p.regs.Result()
 	if err != nil {
 		return Levels{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -287,6 +305,33 @@ func (p levelsProbe) result(s *Store) (Levels, error) {
 		}
 		if r, err := decodeNotifications(receipt.Key{User: p.user, Channel: p.channels[i]}, str); err == nil {
 			out.Registers[p.channels[i]] = r
+		} else {
+			s.skipUndecodable()
+		}
+	}
+	return out, nil
+}
+
+// wholeResult is result from the hash read whole: the registers of every
+// channel it holds (a caller looks its channels up).
+func (p levelsProbe) wholeResult(s *Store, out Levels) (Levels, error) {
+	kvs, err := p.whole.Result()
+	switch {
+	case err != nil:
+		return Levels{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	case len(kvs) >= userHashesCount:
+		return Levels{}, fmt.Errorf("%w: user %s has more than %d notification registers", ErrTooManyChannels, p.user, MaxUnreadChannels)
+	}
+	for _, kv := range kvs {
+		if kv.Key == loadedField {
+			out.Complete = true
+			continue
+		}
+		if strings.HasPrefix(kv.Key, ":") {
+			continue // a marker
+		}
+		if r, err := decodeNotifications(receipt.Key{User: p.user, Channel: kv.Key}, kv.Value); err == nil {
+			out.Registers[kv.Key] = r
 		} else {
 			s.skipUndecodable()
 		}

@@ -82,3 +82,39 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 	require.Empty(t, regs)
 	require.True(t, complete, "erased: empty and complete, so reads never go back to Postgres rows not yet deleted")
 }
+
+// Over many channels the unread read takes the user's notification hash
+// whole: the same levels as LevelsOf's field read, and none (so the caller
+// reads LevelsOf) for a hash over the bound.
+func TestLevelsOfManyChannelsReadTheHashWhole(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	var channels []string
+	for i := range levelsWholeFrom + 10 {
+		channels = append(channels, "c"+padSeq(int64(i)))
+	}
+	var regs []notification.Register
+	for _, ch := range channels[:3] {
+		regs = append(regs, notification.Register{Key: receipt.Key{User: "u", Channel: ch}, Level: notification.None, VersionUnixMs: 9})
+	}
+	require.NoError(t, s.HydrateNotifications(ctx, "u", regs))
+	want, err := s.LevelsOf(ctx, "u", channels)
+	require.NoError(t, err)
+	require.Len(t, want.Registers, 3)
+	view, err := s.Unread(ctx, "u", channels, 10)
+	require.NoError(t, err)
+	require.NotNil(t, view.Levels)
+	require.Equal(t, want, *view.Levels, "the hash read whole")
+	require.True(t, view.Levels.Complete)
+
+	// A hash over the bound: no levels from the unread read.
+	fields := make([]any, 0, 2*userHashesCount)
+	for i := range userHashesCount {
+		fields = append(fields, "x"+padSeq(int64(i)), "junk")
+	}
+	require.NoError(t, s.rdb.HSet(ctx, s.UserNotificationsKey("u"), fields...).Err())
+	view, err = s.Unread(ctx, "u", channels, 10)
+	require.NoError(t, err)
+	require.Nil(t, view.Levels, "too many registers: read LevelsOf")
+}

@@ -133,7 +133,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
-			levels = s.queueLevels(ctx, pipe, user, channels)
+			levels = s.queueLevels(ctx, pipe, user, channels, true)
 			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
@@ -149,7 +149,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
-			levels = s.queueLevels(ctx, pipe, user, channels)
+			levels = s.queueLevels(ctx, pipe, user, channels, true)
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)

@@ -413,7 +413,8 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 
 // ReadAll implements receiptsv1connect.ReceiptServiceHandler: a public
 // read at the head of every listed channel (default: the user's channels)
-// whose public read cursor is behind it, through the mark write path. A
+// whose public or own read position is behind it, through the mark write
+// path. A
 // listed channel the user may not mark fails the call (nothing written);
 // in the default set such channels (a cursor left in a channel the user
 // is not a member of) are skipped.
@@ -433,7 +434,8 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 	}
 	var marks []mark
 	for _, v := range views {
-		if v.Head.Seq > v.State.Read.Position.Seq {
+		// Behind for others, or for the user alone after a mark-unread.
+		if v.Head.Seq > v.State.Read.Position.Seq || v.Head.Seq > v.State.EffectiveRead().Seq {
 			marks = append(marks, mark{key: receipt.Key{User: user, Channel: v.Channel}, kind: receiptsv1.Kind_READ,
 				seq: v.Head.Seq, messageID: v.Head.MessageID, deviceID: r.GetDeviceId(), epoch: receipt.EpochCurrent,
 				field: "channel_id[" + v.Channel + "]."})

@@ -1,9 +1,9 @@
 package pgstore_test
 
 import (
-	"strconv"
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"

@@ -29,8 +29,8 @@ const MaxAttemptsDefault = 5
 //
 //   - Marks (MarkReceipts, MarkRead, MarkDelivered, ReadAll), message
 //     notices and every read are retried on all of those. A mark is a
-//     max-register write: the stores keep max(stored, incoming) over
-//     (epoch, seq), so a mark applied twice, or applied by an attempt
+//     max-register write: the stores keep max(stored, incoming)
+//     (receipt.Merge), so a mark applied twice, or applied by an attempt
 //     whose answer was lost, leaves the same state. A notice raises the
 //     head (max) and adds to mention sets, alike.
 //   - MarkUnread, JoinChannel, LeaveChannel, UpdateSettings,

@@ -37,6 +37,9 @@ type countsModel struct {
 	lastMuteEnd int64
 }
 
+// modelKey is one key's model: read is the public read (the greatest by
+// (seq, epoch)), private the user's own position (the greatest by (epoch,
+// seq) of every read, private read and mark-unread).
 type modelKey struct {
 	read, private receipt.Position
 	hasCursor     bool
@@ -63,13 +66,26 @@ func (mk *modelKey) effective() receipt.Position {
 	return mk.read
 }
 
-// raise moves a cursor to seq at the current epoch, if that is forward.
-func (mk *modelKey) raise(cur *receipt.Position, seq int64) {
-	p := receipt.Position{Epoch: mk.epoch(), Seq: seq}
-	if p.Compare(*cur) > 0 {
-		*cur = p
+// raisePrivate moves the own position to p, if that is forward.
+func (mk *modelKey) raisePrivate(p receipt.Position) {
+	if p.Compare(mk.private) > 0 {
+		mk.private = p
 	}
 	mk.hasCursor = true
+}
+
+// raiseRead applies a public read at p: the public read by seq, the own
+// position by epoch.
+func (mk *modelKey) raiseRead(p receipt.Position) {
+	if p.CompareBySeq(mk.read) > 0 {
+		mk.read = p
+	}
+	mk.raisePrivate(p)
+}
+
+// at is seq at the current epoch (what a mark without an epoch applies at).
+func (mk *modelKey) at(seq int64) receipt.Position {
+	return receipt.Position{Epoch: mk.epoch(), Seq: seq}
 }
 
 // counts is (unread, mentions above the effective read, first unread).
@@ -141,7 +157,7 @@ func (w *countsWorkload) apply(req *receiptsv1.NotifyMessageRequest, res *receip
 	w.m.ops++
 	w.m.heads[req.ChannelId] = max(w.m.heads[req.ChannelId], req.Seq)
 	mk := w.m.key(receipt.Key{User: req.SenderId, Channel: req.ChannelId})
-	mk.raise(&mk.read, req.Seq)
+	mk.raiseRead(mk.at(req.Seq))
 	for _, u := range res.GetMentioned() {
 		w.m.key(receipt.Key{User: u, Channel: req.ChannelId}).mentions[req.Seq] = true
 	}
@@ -188,23 +204,32 @@ func (w *countsWorkload) step(ctx context.Context) {
 			w.m.ops++
 			mk := w.m.key(k)
 			if private {
-				mk.raise(&mk.private, seq)
+				mk.raisePrivate(mk.at(seq))
 			} else {
-				mk.raise(&mk.read, seq)
+				mk.raiseRead(mk.at(seq))
 			}
 			w.m.mu.Unlock()
 			_ = res
 		}
-	case r < 0.60 && head > 0: // mark unread
+	case r < 0.60 && head > 0: // mark unread: the own position only, at the next epoch
 		seq := 1 + w.rng.Int64N(head)
-		if _, ok := call(ctx, w, w.cl.MarkUnread, &receiptsv1.MarkUnreadRequest{UserId: u, ChannelId: ch, Seq: seq}, denied...); ok {
-			w.m.mu.Lock()
-			w.m.ops++
-			mk := w.m.key(k)
-			mk.read = receipt.Position{Epoch: mk.epoch() + 1, Seq: seq - 1}
-			mk.private = receipt.Position{}
-			mk.hasCursor = true
-			w.m.mu.Unlock()
+		res, ok := call(ctx, w, w.cl.MarkUnread, &receiptsv1.MarkUnreadRequest{UserId: u, ChannelId: ch, Seq: seq}, denied...)
+		if !ok {
+			return
+		}
+		w.m.mu.Lock()
+		w.m.ops++
+		mk := w.m.key(k)
+		mk.private = receipt.Position{Epoch: mk.epoch() + 1, Seq: seq - 1}
+		mk.hasCursor = true
+		w.m.mu.Unlock()
+		if w.rng.Float64() < w.dup {
+			// The retry with the epoch answered changes nothing.
+			e := res.GetResult().GetEpoch()
+			again, ok := call(ctx, w, w.cl.MarkUnread, &receiptsv1.MarkUnreadRequest{UserId: u, ChannelId: ch, Seq: seq, Epoch: &e}, denied...)
+			if ok && again.GetResult().GetAdvanced() {
+				w.errs.Add(1) // a retried mark-unread must never move anything
+			}
 		}
 	case r < 0.66 && head > 0: // a stale ack of an older epoch: changes nothing
 		w.m.mu.Lock()
@@ -241,10 +266,7 @@ func (w *countsWorkload) step(ctx context.Context) {
 		for _, r := range res.GetResults() {
 			mk := w.m.key(receipt.Key{User: u, Channel: r.GetState().GetChannelId()})
 			p := r.GetState().GetRead().GetPosition()
-			if q := (receipt.Position{Epoch: p.GetEpoch(), Seq: p.GetSeq()}); q.Compare(mk.read) > 0 {
-				mk.read = q
-			}
-			mk.hasCursor = true
+			mk.raiseRead(receipt.Position{Epoch: p.GetEpoch(), Seq: p.GetSeq()})
 		}
 		w.m.mu.Unlock()
 	}
@@ -258,7 +280,7 @@ func (w *countsWorkload) applyMembership(k receipt.Key, res *receiptsv1.Membersh
 	mk.hasRegister = true
 	mk.member = res.GetMembership().GetMember()
 	if res.GetChanged() && mk.member && res.GetMembership().GetJoinSeq() > 0 {
-		mk.raise(&mk.private, res.GetMembership().GetJoinSeq())
+		mk.raisePrivate(mk.at(res.GetMembership().GetJoinSeq()))
 	}
 }
 

@@ -107,11 +107,11 @@ func markWrite(k receipt.Key, kind string, seq int64, epoch *int64, device, dura
 }
 
 // unreadWrite is the expectation of an acknowledged mark-unread from seq:
-// the read cursor at seq-1 at an epoch above 0, and no delivered cursor.
+// the private read at seq-1 at an epoch above 0, and no public cursor.
 func unreadWrite(k receipt.Key, seq int64, device, durability string) ackedWrite {
 	return ackedWrite{what: "mark-unread", recordKey: k.KafkaKey(), durability: durability, match: func(d event.Decoded) bool {
-		return d.Receipt != nil && d.Receipt.DeviceID == device && d.Receipt.Read.Position.Seq == seq-1 &&
-			d.Receipt.Read.Position.Epoch > 0 && d.Receipt.Delivered.Position.IsZero()
+		return d.Receipt != nil && d.Receipt.DeviceID == device && d.Receipt.PrivateRead.Position.Seq == seq-1 &&
+			d.Receipt.PrivateRead.Position.Epoch > 0 && d.Receipt.Read.Position.IsZero() && d.Receipt.Delivered.Position.IsZero()
 	}}
 }
 
@@ -400,8 +400,9 @@ func checkReads(h *history, v *historyVerdict) int {
 	return bad
 }
 
-// below reports whether any cursor of a is behind the same cursor of b.
+// below reports whether any cursor of a is behind the same cursor of b
+// (the public read by seq, the own position by epoch).
 func below(a, b receipt.State) bool {
-	return a.Read.Position.Compare(b.Read.Position) < 0 || a.Delivered.Position.Compare(b.Delivered.Position) < 0 ||
+	return a.Read.Position.CompareBySeq(b.Read.Position) < 0 || a.Delivered.Position.Compare(b.Delivered.Position) < 0 ||
 		a.EffectiveRead().Compare(b.EffectiveRead()) < 0
 }

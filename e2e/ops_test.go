@@ -234,9 +234,7 @@ func (o *ops) markUnread(c *opsClient, rng *rand.Rand, device string) {
 	if res == nil {
 		return
 	}
-	if st := res.GetState(); st != nil {
-		o.d.sawEpoch(k, st.GetRead().GetPosition().GetEpoch())
-	}
+	o.d.sawEpoch(k, res.GetEpoch()+1) // the private read's
 	if res.GetDurability() != receiptsv1.Durability_DURABILITY_UNSPECIFIED {
 		o.count("mark-unread")
 		o.h.ack(unreadWrite(k, req.Seq, device, res.GetDurability().String()))

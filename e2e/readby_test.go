@@ -41,6 +41,9 @@ type rbMove struct{ seq, start int64 }
 
 // rbKey is the model of one (user, channel).
 type rbKey struct {
+	// read is the public read (the greatest by (seq, epoch)), private the
+	// user's own position (the greatest by (epoch, seq) of every read,
+	// private read and mark-unread).
 	read, private receipt.Position
 	delivered     int64
 	member        bool
@@ -63,8 +66,12 @@ func (k *rbKey) effective() receipt.Position {
 // raiseRead applies a public read at the current epoch: reading implies
 // delivery, whether or not the read moves.
 func (k *rbKey) raiseRead(seq, start int64) {
-	if p := (receipt.Position{Epoch: k.epoch(), Seq: seq}); p.Compare(k.read) > 0 {
+	p := receipt.Position{Epoch: k.epoch(), Seq: seq}
+	if p.CompareBySeq(k.read) > 0 {
 		k.read = p
+	}
+	if p.Compare(k.private) > 0 {
+		k.private = p
 	}
 	k.delivered = max(k.delivered, seq)
 	k.readMoves = append(k.readMoves, rbMove{seq, start})
@@ -388,9 +395,8 @@ func (w *rbClient) step(ctx context.Context, i int) {
 			mk.lastEnd = end
 			w.m.mu.Unlock()
 		}
-	case r < 0.55 && head > 0: // mark unread (never duplicated: each moves the epoch)
+	case r < 0.55 && head > 0: // mark unread: private, so others see nothing move
 		seq := 1 + w.rng.Int64N(head)
-		start := nowMs()
 		if _, ok := rbCall(ctx, w, "mark unread", w.cl.MarkUnread, &receiptsv1.MarkUnreadRequest{UserId: u, ChannelId: ch, Seq: seq}, !member); !ok {
 			return
 		}
@@ -398,11 +404,7 @@ func (w *rbClient) step(ctx context.Context, i int) {
 		w.m.mu.Lock()
 		w.m.ops++
 		mk := w.m.key(k)
-		mk.read = receipt.Position{Epoch: mk.epoch() + 1, Seq: seq - 1}
-		mk.private = receipt.Position{}
-		mk.delivered = max(mk.delivered, seq-1)
-		mk.readMoves = append(mk.readMoves, rbMove{seq - 1, start})
-		mk.delMoves = append(mk.delMoves, rbMove{seq - 1, start})
+		mk.private = receipt.Position{Epoch: mk.epoch() + 1, Seq: seq - 1}
 		mk.lastEnd = end
 		w.m.mu.Unlock()
 	case r < 0.58 && head > 0 && member: // a stale ack of an older epoch: changes nothing
@@ -464,14 +466,8 @@ func (w *rbClient) read(ctx context.Context, k receipt.Key, seq int64, private, 
 			if p := (receipt.Position{Epoch: mk.epoch(), Seq: seq}); p.Compare(mk.private) > 0 {
 				mk.private = p
 			}
-			if mk.private.Compare(mk.read) <= 0 {
-				mk.private = receipt.Position{}
-			}
 		} else {
 			mk.raiseRead(seq, start)
-			if mk.private.Compare(mk.read) <= 0 {
-				mk.private = receipt.Position{}
-			}
 		}
 		mk.lastEnd = end
 		w.m.mu.Unlock()

@@ -104,7 +104,7 @@ func (w *threadWorkload) reply(ctx context.Context, req *receiptsv1.NotifyThread
 		w.m.ops++
 		w.m.heads[ref] = max(w.m.heads[ref], req.Seq)
 		mk := w.m.key(thread.Key{User: req.SenderId, Ref: ref})
-		mk.raise(&mk.read, req.Seq)
+		mk.raiseRead(mk.at(req.Seq))
 		mk.member = true
 		w.m.deliver(thread.Key{User: req.SenderId, Ref: ref}, req.Seq)
 		for _, u := range res.Msg.GetResult().GetMentioned() {
@@ -150,24 +150,37 @@ func (w *threadWorkload) step(ctx context.Context) {
 		w.m.ops++
 		mk := w.m.key(k)
 		if private {
-			mk.raise(&mk.private, seq)
+			mk.raisePrivate(mk.at(seq))
 		} else {
-			mk.raise(&mk.read, seq)
+			mk.raiseRead(mk.at(seq))
 			w.m.deliver(k, seq)
 		}
 		w.m.mu.Unlock()
-	case r < 0.80 && head > 0: // mark unread
+	case r < 0.80 && head > 0: // mark unread: the own position only, at the next epoch
 		seq := 1 + w.rng.Int64N(head)
-		if _, err := w.cl.MarkThreadUnread(ctx, connect.NewRequest(&receiptsv1.MarkThreadUnreadRequest{UserId: u, ChannelId: ref.Channel, RootSeq: ref.Root, Seq: seq})); err != nil {
+		res, err := w.cl.MarkThreadUnread(ctx, connect.NewRequest(&receiptsv1.MarkThreadUnreadRequest{UserId: u, ChannelId: ref.Channel, RootSeq: ref.Root, Seq: seq}))
+		if err != nil {
 			w.failed(err)
 			return
 		}
 		w.m.mu.Lock()
 		w.m.ops++
 		mk := w.m.key(k)
-		mk.read = receipt.Position{Epoch: mk.epoch() + 1, Seq: seq - 1}
-		mk.private = receipt.Position{}
+		mk.private = receipt.Position{Epoch: mk.epoch() + 1, Seq: seq - 1}
+		mk.hasCursor = true
 		w.m.mu.Unlock()
+		if w.rng.Float64() < 0.15 {
+			// The retry with the epoch answered changes nothing.
+			e := res.Msg.GetEpoch()
+			again, err := w.cl.MarkThreadUnread(ctx, connect.NewRequest(&receiptsv1.MarkThreadUnreadRequest{UserId: u, ChannelId: ref.Channel, RootSeq: ref.Root, Seq: seq, Epoch: &e}))
+			if err != nil {
+				w.failed(err)
+				return
+			}
+			if again.Msg.GetAdvanced() {
+				w.failed(fmt.Errorf("a retried thread mark-unread of %v moved something", k))
+			}
+		}
 	case r < 0.90: // follow
 		if _, err := w.cl.FollowThread(ctx, connect.NewRequest(&receiptsv1.FollowThreadRequest{UserId: u, ChannelId: ref.Channel, RootSeq: ref.Root})); err != nil {
 			w.failed(err)

@@ -145,7 +145,7 @@ func (th *threader) step(cl receiptsv1connect.ReceiptServiceClient, rng *rand.Ra
 			th.m.ops++
 			th.m.heads[ref] = max(th.m.heads[ref], req.Seq)
 			mk := th.m.key(thread.Key{User: u, Ref: ref})
-			mk.raise(&mk.read, req.Seq)
+			mk.raiseRead(mk.at(req.Seq))
 			mk.member = true
 			th.m.deliver(thread.Key{User: u, Ref: ref}, req.Seq)
 			for _, mu := range res.Msg.GetResult().GetMentioned() {
@@ -167,9 +167,9 @@ func (th *threader) step(cl receiptsv1connect.ReceiptServiceClient, rng *rand.Ra
 		th.m.ops++
 		mk := th.m.key(k)
 		if private {
-			mk.raise(&mk.private, seq)
+			mk.raisePrivate(mk.at(seq))
 		} else {
-			mk.raise(&mk.read, seq)
+			mk.raiseRead(mk.at(seq))
 			th.m.deliver(k, seq)
 		}
 		th.m.mu.Unlock()

@@ -173,7 +173,7 @@ const MaxMentionSeqs = 128
 // up to "more than cap": the mentions above any read seq are the newest
 // ones, so if there are at most cap+1 of them all are kept, and if there
 // are more, cap+1 are — enough to say "cap+". And a mark-unread, which
-// moves the read cursor back, finds the mentions above its new position
+// moves the user's own read back, finds the mentions above its new position
 // still there, so they count again. (Trimming below the read cursor would
 // drop exactly those.) The newest cap+1 of a union is the newest cap+1 of
 // the parts' newest cap+1, so the retention commutes with the set union:

@@ -129,10 +129,10 @@ func TestMentionRetentionAndCap(t *testing.T) {
 	n, _ = channel.MentionCount(kept, 10, capN)
 	require.Zero(t, n)
 
-	// Read to 10, then mark unread from 9: the read cursor is 8, and the
+	// Read to 10, then mark unread from 9: the own read position is 8, and the
 	// mentions 9 and 10 count again — they were kept though read.
 	st, _ := receipt.Merge(receipt.State{}, receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 10}}})
-	st, _ = receipt.Merge(st, receipt.MarkUnread(st, 9))
+	st, _ = receipt.Merge(st, receipt.MarkUnread(k, 9, st.ReadEpoch()))
 	n, capped = channel.MentionCount(kept, st.EffectiveRead().Seq, capN)
 	require.Equal(t, int64(2), n)
 	require.False(t, capped)

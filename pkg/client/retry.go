@@ -29,14 +29,16 @@ const MaxAttemptsDefault = 5
 //
 //   - Marks (MarkReceipts, MarkRead, MarkDelivered, ReadAll), message
 //     notices and every read are retried on all of those. A mark is a
-//     max-register write: the stores keep max(stored, incoming) over
-//     (epoch, seq), so a mark applied twice, or applied by an attempt
+//     max-register write: the stores keep max(stored, incoming)
+//     (receipt.Merge), so a mark applied twice, or applied by an attempt
 //     whose answer was lost, leaves the same state. A notice raises the
 //     head (max) and adds to mention sets, alike.
 //   - MarkUnread, JoinChannel, LeaveChannel, UpdateSettings,
 //     SetNotifications and EraseUser are not idempotent: each attempt
-//     takes a new version (mark-unread moves the read cursor to the epoch
-//     after the stored one; a membership, settings or notification change
+//     takes a new version (a mark-unread without an epoch moves the user's
+//     own read to the epoch after the stored one; with the epoch of its
+//     first answer, or the one the caller read, a repeat changes nothing,
+//     so the caller may repeat it; a membership, settings or notification change
 //     is versioned by the head and the clock at the time; an erasure raises the generation). Repeating one
 //     that was applied but whose answer was lost (Unavailable: Redis
 //     answered, Kafka did not) could undo a change made in between, a

@@ -345,13 +345,16 @@ func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
 	return vs
 }
 
-// MarkUnread implements receiptsv1connect.ReceiptServiceHandler. The new
-// epoch is the one after the stored read epoch, which only Redis knows at
-// once (Postgres may not have the latest mark-unread yet), so without
-// Redis the call is Unavailable and nothing is acknowledged.
+// MarkUnread implements receiptsv1connect.ReceiptServiceHandler. It moves
+// only the user's private read, to the epoch after the one the client saw
+// (the stored one when it sent none), so others never see the public read
+// move back and the same call with the same epoch changes nothing twice.
+// The stored epoch is one only Redis knows at once (Postgres may not have
+// the latest mark-unread yet), so without Redis the call is Unavailable
+// and nothing is acknowledged.
 func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkUnreadRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
 	r := req.Msg
-	m, err := validateMark(markInput{user: r.GetUserId(), channel: r.GetChannelId(), kind: receiptsv1.Kind_READ, seq: r.GetSeq(), deviceID: r.GetDeviceId()})
+	m, err := validateMark(markInput{user: r.GetUserId(), channel: r.GetChannelId(), kind: receiptsv1.Kind_READ, seq: r.GetSeq(), deviceID: r.GetDeviceId(), epoch: r.Epoch})
 	if err != nil {
 		return nil, err
 	}
@@ -360,7 +363,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	}
 	now := g.nowMs()
 	// The record's size does not depend on the epoch Redis resolves.
-	prov, err := event.Encode(receipt.MarkUnread(receipt.State{Key: m.key, DeviceID: m.deviceID, UpdatedAtUnixMs: now}, m.seq))
+	prov, err := event.Encode(receipt.MarkUnread(m.key, m.seq, receipt.MaxEpoch-1))
 	if err != nil {
 		return nil, internal(err)
 	}
@@ -370,7 +373,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, g.unavailable(1, err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	res, err := g.redis.MarkUnread(rctx, m.key, m.seq, m.deviceID, now)
+	res, err := g.redis.MarkUnread(rctx, m.key, m.seq, m.epoch, m.deviceID, now)
 	cancel()
 	if errors.Is(err, receipt.ErrEpochLimit) {
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
@@ -384,7 +387,10 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, unavailableError(fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err),
 			apierr.RetryAfter(g.cfg.RetryAfter))
 	}
-	g.publishView(ctx, []redisstore.MergeResult{res}) // the public read moved back: others see it
+	if res.EpochAhead {
+		return nil, epochAhead(m, res.SeenEpoch)
+	}
+	// No publishView: the public read does not move, so others see nothing.
 	rec, err := event.Encode(res.Resolved)
 	if err != nil {
 		return nil, internal(err)
@@ -401,13 +407,14 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, err
 	}
 	return connect.NewResponse(&receiptsv1.MarkResponse{Result: &receiptsv1.ReceiptResult{
-		State: event.StateToProto(res.State), Advanced: res.Advanced, Durability: durability,
+		State: event.StateToProto(res.State), Advanced: res.Advanced, Durability: durability, Epoch: res.SeenEpoch,
 	}}), nil
 }
 
 // ReadAll implements receiptsv1connect.ReceiptServiceHandler: a public
 // read at the head of every listed channel (default: the user's channels)
-// whose public read cursor is behind it, through the mark write path. A
+// whose public or own read position is behind it, through the mark write
+// path. A
 // listed channel the user may not mark fails the call (nothing written);
 // in the default set such channels (a cursor left in a channel the user
 // is not a member of) are skipped.
@@ -427,7 +434,8 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 	}
 	var marks []mark
 	for _, v := range views {
-		if v.Head.Seq > v.State.Read.Position.Seq {
+		// Behind for others, or for the user alone after a mark-unread.
+		if v.Head.Seq > v.State.Read.Position.Seq || v.Head.Seq > v.State.EffectiveRead().Seq {
 			marks = append(marks, mark{key: receipt.Key{User: user, Channel: v.Channel}, kind: receiptsv1.Kind_READ,
 				seq: v.Head.Seq, messageID: v.Head.MessageID, deviceID: r.GetDeviceId(), epoch: receipt.EpochCurrent,
 				field: "channel_id[" + v.Channel + "]."})

@@ -131,14 +131,18 @@ func TestChannelFlowREST(t *testing.T) {
 	require.Equal(t, int64(1), c.GetMentionCount())
 	require.Equal(t, int64(4), c.GetFirstUnreadSeq())
 
-	// Mark unread from 2: epoch 1, read 1; mention 2 counts again.
+	// Mark unread from 2: her own read (1, 1); mention 2 counts again; the
+	// public read stays at 3.
 	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/unread", `{"seq": 2}`, &mr)
-	require.Equal(t, int64(1), mr.GetResult().GetState().GetRead().GetPosition().GetEpoch())
-	require.Equal(t, int64(1), mr.GetResult().GetState().GetRead().GetPosition().GetSeq())
+	require.Equal(t, int64(0), mr.GetResult().GetEpoch(), "the epoch the mark-unread saw")
+	require.Equal(t, int64(1), mr.GetResult().GetState().GetPrivateRead().GetPosition().GetEpoch())
+	require.Equal(t, int64(1), mr.GetResult().GetState().GetPrivateRead().GetPosition().GetSeq())
+	require.Equal(t, int64(3), mr.GetResult().GetState().GetRead().GetPosition().GetSeq())
 	c = channelCounts(t, tb.unreadOf(t, "alice", ""), "general")
 	require.Equal(t, int64(4), c.GetUnreadCount())
 	require.Equal(t, int64(2), c.GetMentionCount())
-	require.Equal(t, int64(1), c.GetPublicRead().GetEpoch())
+	require.Equal(t, int64(3), c.GetPublicRead().GetSeq())
+	require.Equal(t, int64(0), c.GetPublicRead().GetEpoch())
 
 	// A stale read of the old epoch is refused and changes nothing.
 	tb.doProto(t, http.MethodPost, "/v1/users/alice/channels/general/read", `{"seq": 3, "epoch": 0}`, &mr)
@@ -155,7 +159,7 @@ func TestChannelFlowREST(t *testing.T) {
 	c = channelCounts(t, tb.unreadOf(t, "alice", ""), "general")
 	require.Equal(t, int64(1), c.GetUnreadCount())
 	require.Equal(t, int64(4), c.GetRead().GetSeq())
-	require.Equal(t, int64(2), c.GetPublicRead().GetSeq())
+	require.Equal(t, int64(3), c.GetPublicRead().GetSeq())
 	require.Zero(t, c.GetMentionCount())
 
 	// Read-all reads to the head, publicly.

@@ -58,7 +58,9 @@ func TestExplicitEpochAheadRefused(t *testing.T) {
 	tb.doProto(t, http.MethodPost, "/v1/users/ann/channels/c/unread", `{"seq": 10}`, &mr)
 	tb.doProto(t, http.MethodPost, "/v1/users/ann/channels/c/read", `{"seq": 12, "epoch": 1}`, &mr)
 	require.True(t, mr.GetResult().GetAdvanced())
-	require.Equal(t, int64(1), mr.GetResult().GetState().GetRead().GetPosition().GetEpoch())
+	require.Equal(t, int64(901), mr.GetResult().GetState().GetRead().GetPosition().GetSeq(), "the public read never moves back")
+	require.Equal(t, int64(1), mr.GetResult().GetState().GetPrivateRead().GetPosition().GetEpoch())
+	require.Equal(t, int64(12), mr.GetResult().GetState().GetPrivateRead().GetPosition().GetSeq())
 	require.Empty(t, mr.GetResult().GetReason())
 }
 

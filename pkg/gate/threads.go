@@ -315,24 +315,43 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
 		return nil, invalid(apierr.InvalidID, err)
 	}
+	if r.Epoch != nil {
+		if err := receipt.ValidateEpoch("epoch", r.GetEpoch()); err != nil {
+			return nil, invalid(apierr.InvalidEpoch, err)
+		}
+	}
 	f, head, err := g.checkThreadSeq(ctx, k, r.GetSeq())
 	if err != nil {
 		return nil, err
 	}
 	now := g.nowMs()
+	var seen int64
 	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
-		if !receipt.CanMarkUnread(stored.Cursors) {
+		// Only the private read moves, to the epoch after the one seen:
+		// the same call with the same epoch changes nothing twice.
+		seen = stored.Cursors.Canonical().ReadEpoch()
+		if r.Epoch != nil {
+			if e := r.GetEpoch(); e > seen {
+				return thread.State{}, invalid(apierr.EpochAhead, &receipt.FieldError{Field: "epoch", Reason: fmt.Sprintf(
+					"%d is ahead of the stored read epoch %d; send an epoch you read (only mark-unread moves it forward)", e, seen)})
+			}
+			seen = r.GetEpoch()
+		}
+		if !receipt.CanMarkUnread(seen) {
 			return thread.State{}, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, receipt.ErrEpochLimit, apierr.Field("seq"))
 		}
-		in := thread.MarkUnread(thread.State{Key: k, Cursors: stored.Cursors}, r.GetSeq())
-		in.Follow, in.Mentions = thread.Follow{}, nil
+		in := thread.MarkUnread(k, r.GetSeq(), seen)
 		in.Cursors.DeviceID, in.Cursors.UpdatedAtUnixMs = r.GetDeviceId(), now
 		return in, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, head, res[0], dur)
+	out, err := g.threadMarkAnswer(f, k, head, res[0], dur)
+	if err == nil {
+		out.Msg.Epoch = seen
+	}
+	return out, err
 }
 
 // FollowThread implements receiptsv1connect.ReceiptServiceHandler.

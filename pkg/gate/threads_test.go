@@ -99,8 +99,17 @@ func TestThreadLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, stale.Msg.GetAdvanced(), "epoch 0 is the current epoch")
 
-	// Mark-unread (REST) moves it back at the next epoch; a read of the old epoch then loses.
-	rest(http.MethodPost, "/v1/users/tu3/channels/tc/threads/2/unread", `{"seq": 1}`, http.StatusOK)
+	// Mark-unread (REST) moves the own position back at the next epoch
+	// (the public read stays); a read of the old epoch then loses; the
+	// same call with the epoch it answered changes nothing.
+	var tm receiptsv1.ThreadMarkResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/tu3/channels/tc/threads/2/unread", `{"seq": 1}`, &tm)
+	require.True(t, tm.GetAdvanced())
+	require.Equal(t, int64(0), tm.GetEpoch())
+	require.Equal(t, int64(2), one("tu3").GetUnreadCount())
+	again, err := connectCl.MarkThreadUnread(ctx, connect.NewRequest(&receiptsv1.MarkThreadUnreadRequest{UserId: "tu3", ChannelId: "tc", RootSeq: 2, Seq: 1, Epoch: ptr(tm.GetEpoch())}))
+	require.NoError(t, err)
+	require.False(t, again.Msg.GetAdvanced(), "a retried mark-unread is a no-op")
 	require.Equal(t, int64(2), one("tu3").GetUnreadCount())
 	stale, err = connectCl.MarkThreadRead(ctx, connect.NewRequest(&receiptsv1.MarkThreadReadRequest{UserId: "tu3", ChannelId: "tc", RootSeq: 2, Seq: 2, Epoch: ptr(int64(0))}))
 	require.NoError(t, err)
@@ -124,12 +133,12 @@ func TestThreadLifecycle(t *testing.T) {
 	tb.doProto(t, http.MethodGet, "/v1/channels/tc/threads/2/messages/2/receipts", "", &rc)
 	require.True(t, rc.GetDetailed())
 	require.Equal(t, int64(2), rc.GetThreadRootSeq())
-	require.Equal(t, []string{"tu2"}, userIDs(rc.GetReadBy()))
-	require.Equal(t, []string{"tu1", "tu3"}, rc.GetPending())
+	require.Equal(t, []string{"tu2", "tu3"}, userIDs(rc.GetReadBy()), "tu3's mark-unread is private")
+	require.Equal(t, []string{"tu1"}, rc.GetPending())
 	ticks, err := grpcCl.GetThreadTicks(ctx, connect.NewRequest(&receiptsv1.GetThreadTicksRequest{ChannelId: "tc", RootSeq: 2}))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), ticks.Msg.GetHead().GetSeq())
-	require.Equal(t, int64(0), ticks.Msg.GetReadByAllUpTo(), "tu3's public read moved back to 0")
+	require.Equal(t, int64(1), ticks.Msg.GetReadByAllUpTo(), "tu3's mark-unread is private: only tu1 holds it back")
 	require.Len(t, ticks.Msg.GetMembers(), 3)
 
 	// Read-all reads the followed threads too.

@@ -29,7 +29,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 	for i := range after {
 		was, now := stored[i].Cursors, after[i].Cursors
 		k := after[i].Key
-		if now.Read.Position.Compare(was.Read.Position) > 0 {
+		if now.Read.Position.CompareBySeq(was.Read.Position) > 0 { // the public read, by seq
 			moves = append(moves, redisstore.ThreadViewEntry{Channel: k.Channel, Root: k.Root, User: k.User,
 				Kind: redisstore.ThreadViewRead, Position: now.Read.Position, AtUnixMs: now.UpdatedAtUnixMs})
 		}

@@ -36,6 +36,14 @@ var randomValue = map[string]func(r *rand.Rand) any{
 			}
 			return c
 		}
+		if r.IntN(5) == 0 {
+			// A mark-unread: a private read at the epoch after the one seen
+			// (so reads of higher seqs and lower epochs meet it), with the
+			// public read ordered by seq and the own position by epoch.
+			st := receipt.MarkUnread(randomKey(r), 1+r.Int64N(40), r.Int64N(3))
+			st.DeviceID, st.UpdatedAtUnixMs = "d", 1+r.Int64N(1e6)
+			return st
+		}
 		st := receipt.State{Key: randomKey(r), Read: cur(true), Delivered: cur(false), DeviceID: "d", UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
 		if p := cur(true); !p.Position.IsZero() {
 			st.PrivateRead = receipt.Cursor{Position: p.Position}
@@ -99,6 +107,9 @@ var randomValue = map[string]func(r *rand.Rand) any{
 			}
 			if r.IntN(3) == 0 {
 				c.PrivateRead = receipt.Cursor{Position: cur(true).Position}
+			}
+			if r.IntN(4) == 0 { // a mark-unread
+				c.PrivateRead = thread.MarkUnread(st.Key, 1+r.Int64N(40), r.Int64N(3)).Cursors.PrivateRead
 			}
 			st.Cursors, _ = receipt.Merge(receipt.State{}, c) // as the gateway hands it on
 			st.Cursors.Key = receipt.Key{}

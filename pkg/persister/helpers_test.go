@@ -265,6 +265,7 @@ func (b *bundle) requireRows(want map[receipt.Key]receipt.State) {
 	for k, w := range want {
 		g := got[k]
 		require.Equal(b.t, w.Read.Position, g.Read.Position, "read of %v", k)
+		require.Equal(b.t, w.EffectiveRead(), g.EffectiveRead(), "own read of %v", k)
 		require.Equal(b.t, w.Read.MessageID, g.Read.MessageID, "read message of %v", k)
 		require.Equal(b.t, w.Delivered.Position, g.Delivered.Position, "delivered of %v", k)
 		require.Equal(b.t, w.Delivered.MessageID, g.Delivered.MessageID, "delivered message of %v", k)

@@ -140,7 +140,10 @@ func maxPerKeyWorkload(t *testing.T, users, channels int) ([]*kgo.Record, map[re
 				}
 				s := state(user, ch, read, deliv)
 				if r.IntN(4) == 0 {
-					s.Read.Position.Epoch = 1 // a mark-unread epoch wins over any seq
+					s.Read.Position.Epoch = 1 // wins the own read over any seq of epoch 0, not the public one
+				}
+				if r.IntN(8) == 0 {
+					s = receipt.MarkUnread(s.Key, 1+int64(r.IntN(50)), int64(r.IntN(2)))
 				}
 				copies := 1 + r.IntN(3) // duplicates
 				for range copies {

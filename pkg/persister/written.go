@@ -24,11 +24,12 @@ type written struct {
 	m        map[receipt.Key]cursors
 }
 
-// cursors holds the greatest positions written per cursor. The private
-// read is compared as written: Postgres keeps its greatest position, or a
-// read cursor past it (which makes any private read up to it a no-op), so
-// "incoming ≤ remembered" still implies "incoming changes nothing".
-type cursors struct{ read, private, delivered receipt.Position }
+// cursors holds the greatest positions written per cursor, each in its
+// cursor's order (receipt.Merge): the public read by (seq, epoch), the own
+// read by (epoch, seq) over every read and private read written (Postgres
+// keeps that in its private read column), delivered by (epoch, seq). So
+// "incoming ≤ remembered" implies "incoming changes nothing".
+type cursors struct{ read, own, delivered receipt.Position }
 
 func newWritten(capacity int) *written {
 	return &written{capacity: capacity, m: make(map[receipt.Key]cursors, min(capacity, 1<<16))}
@@ -44,8 +45,8 @@ func (w *written) filter(rows []receipt.State) []receipt.State {
 	out := rows[:0:0]
 	for _, r := range rows {
 		c, ok := w.m[r.Key]
-		if ok && r.Read.Position.Compare(c.read) <= 0 && r.Delivered.Position.Compare(c.delivered) <= 0 &&
-			r.PrivateRead.Position.Compare(c.private) <= 0 {
+		if ok && r.Read.Position.CompareBySeq(c.read) <= 0 && r.Delivered.Position.Compare(c.delivered) <= 0 &&
+			r.Read.Position.Compare(c.own) <= 0 && r.PrivateRead.Position.Compare(c.own) <= 0 {
 			continue
 		}
 		out = append(out, r)
@@ -62,11 +63,13 @@ func (w *written) remember(rows []receipt.State) {
 	defer w.mu.Unlock()
 	for _, r := range rows {
 		c := w.m[r.Key]
-		if r.Read.Position.Compare(c.read) > 0 {
+		if r.Read.Position.CompareBySeq(c.read) > 0 {
 			c.read = r.Read.Position
 		}
-		if r.PrivateRead.Position.Compare(c.private) > 0 {
-			c.private = r.PrivateRead.Position
+		for _, p := range []receipt.Position{r.Read.Position, r.PrivateRead.Position} {
+			if p.Compare(c.own) > 0 {
+				c.own = p
+			}
 		}
 		if r.Delivered.Position.Compare(c.delivered) > 0 {
 			c.delivered = r.Delivered.Position

@@ -106,31 +106,55 @@ func (s *Store) Close() { s.pool.Close() }
 // Ping checks that Postgres answers.
 func (s *Store) Ping(ctx context.Context) error { return classify(s.pool.Ping(ctx)) }
 
+// readSetSQL merges the read cursors as receipt.Merge: the public read
+// takes the incoming (epoch, seq, message id) only when it is greater by
+// (seq, epoch), so others never see it move back; the private read column
+// keeps the (epoch, seq)-greatest of both sides' reads and private reads
+// (the user's own position: its epoch the greatest, its seq the greatest
+// of those at that epoch), and readers drop it when it is not ahead of the
+// read cursor (receipt.State.Canonical). Shared by thread_states.
+const readSetSQL = `
+    read_epoch      = CASE WHEN (excluded.read_seq, excluded.read_epoch) > (t.read_seq, t.read_epoch) THEN excluded.read_epoch ELSE t.read_epoch END,
+    read_seq        = CASE WHEN (excluded.read_seq, excluded.read_epoch) > (t.read_seq, t.read_epoch) THEN excluded.read_seq ELSE t.read_seq END,
+    read_message_id = CASE WHEN (excluded.read_seq, excluded.read_epoch) > (t.read_seq, t.read_epoch) THEN excluded.read_message_id ELSE t.read_message_id END,
+    private_read_epoch = ` + ownEpochSQL + `,
+    private_read_seq   = GREATEST(
+        CASE WHEN t.private_read_epoch = ` + ownEpochSQL + ` THEN t.private_read_seq END,
+        CASE WHEN t.read_epoch = ` + ownEpochSQL + ` THEN t.read_seq END,
+        CASE WHEN excluded.private_read_epoch = ` + ownEpochSQL + ` THEN excluded.private_read_seq END,
+        CASE WHEN excluded.read_epoch = ` + ownEpochSQL + ` THEN excluded.read_seq END),`
+
+// ownEpochSQL is the epoch of the user's own position after a merge.
+const ownEpochSQL = `GREATEST(t.private_read_epoch, t.read_epoch, excluded.private_read_epoch, excluded.read_epoch)`
+
+// readMovedSQL says whether the incoming row moves the stored read
+// cursors, as receipt.Merge's moved: the public read advances by (seq,
+// epoch), or the incoming read or private read is ahead of the user's own
+// position (the greater by (epoch, seq) of the stored read and private
+// read).
+const readMovedSQL = `(excluded.read_seq, excluded.read_epoch) > (t.read_seq, t.read_epoch)
+    OR ((excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
+        AND (excluded.read_epoch, excluded.read_seq) > (t.private_read_epoch, t.private_read_seq))
+    OR ((excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq)
+        AND (excluded.private_read_epoch, excluded.private_read_seq) > (t.read_epoch, t.read_seq))`
+
 // mergeSetSQL is the conflict clause of every upsert. Each cursor is a
 // max-register: it takes the incoming (epoch, seq, message id) only when
-// the incoming tuple is greater, so the id never pairs with the wrong seq.
-// Delivered needs no "reading implies delivery" here: every row written
-// already satisfies it (receipt.Merge), and the max of two such rows does
-// too. The private read keeps its greatest position (readers drop it when
-// it is not ahead of the read cursor, so a private read behind the stored
-// read alone writes nothing). The WHERE skips rows where nothing advances, which avoids a dead tuple
-// per duplicate. Rows must be unique per key (ON CONFLICT cannot touch a
-// row twice in one statement): callers dedupe first.
+// the incoming tuple is greater (the reads as readSetSQL), so the id never
+// pairs with the wrong seq. Delivered needs no "reading implies delivery"
+// here: every row written already satisfies it (receipt.Merge), and the
+// max of two such rows does too. The WHERE skips rows where nothing
+// advances, which avoids a dead tuple per duplicate. Rows must be unique
+// per key (ON CONFLICT cannot touch a row twice in one statement): callers
+// dedupe first.
 const mergeSetSQL = `
-ON CONFLICT (user_id, channel_id) DO UPDATE SET
-    read_epoch      = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_epoch ELSE t.read_epoch END,
-    read_seq        = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_seq ELSE t.read_seq END,
-    read_message_id = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_message_id ELSE t.read_message_id END,
-    private_read_epoch = CASE WHEN (excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq) THEN excluded.private_read_epoch ELSE t.private_read_epoch END,
-    private_read_seq   = CASE WHEN (excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq) THEN excluded.private_read_seq ELSE t.private_read_seq END,
+ON CONFLICT (user_id, channel_id) DO UPDATE SET` + readSetSQL + `
     delivered_epoch      = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_epoch ELSE t.delivered_epoch END,
     delivered_seq        = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_seq ELSE t.delivered_seq END,
     delivered_message_id = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_message_id ELSE t.delivered_message_id END,
     device_id  = excluded.device_id,
     updated_at = GREATEST(t.updated_at, excluded.updated_at)
-WHERE (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
-   OR ((excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq)
-       AND (excluded.private_read_epoch, excluded.private_read_seq) > (t.read_epoch, t.read_seq))
+WHERE ` + readMovedSQL + `
    OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq)`
 
 // upsertSQL writes a batch in one statement from parameter arrays: the

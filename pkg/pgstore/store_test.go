@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,14 +54,66 @@ func TestUpsertIsMaxRegister(t *testing.T) {
 	require.Equal(t, int64(12), got[0].Delivered.Position.Seq)
 	require.Equal(t, "m12", got[0].Delivered.MessageID)
 
-	// A higher epoch wins over a higher seq.
+	// A read of a higher epoch and a lower seq (an older build's
+	// mark-unread) wins the user's own position only: the public read is
+	// the greatest by seq.
 	e := st("u1", "c1", 3, 0, "m3")
 	e.Read.Position.Epoch = 1
 	_, err = s.Upsert(ctx, []receipt.State{e})
 	require.NoError(t, err)
 	got, err = s.Get(ctx, "u1", []string{"c1"})
 	require.NoError(t, err)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 3}, got[0].Read.Position)
+	require.Equal(t, receipt.Position{Seq: 10}, got[0].Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 3}, got[0].EffectiveRead())
+}
+
+// Mark-unread in Postgres: the private read moves to the next epoch, the
+// public read never moves back, the same mark-unread again writes nothing,
+// and a stale read of the old epoch moves the public read only; every step
+// agrees with receipt.Merge.
+func TestUpsertMarkUnreadIsPrivate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	k := receipt.Key{User: "u1", Channel: "c1"}
+	read := func(epoch, seq int64) receipt.State {
+		r := st(k.User, k.Channel, seq, 0, "m"+strconv.FormatInt(seq, 10))
+		r.Read.Position.Epoch = epoch
+		return r
+	}
+	var model receipt.State
+	step := func(in receipt.State, wantRows int64) receipt.State {
+		t.Helper()
+		n, err := s.Upsert(ctx, []receipt.State{in})
+		require.NoError(t, err)
+		require.EqualValues(t, wantRows, n, "%+v", in)
+		var moved bool
+		model, moved = receipt.Merge(model, in)
+		require.Equal(t, wantRows == 1, moved, "Postgres and receipt.Merge agree on moving: %+v", in)
+		got, err := s.Get(ctx, k.User, []string{k.Channel})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.True(t, got[0].SameCursors(model), "Postgres %+v, receipt.Merge %+v", got[0], model)
+		return got[0]
+	}
+	step(read(0, 10), 1)
+	got := step(receipt.MarkUnread(k, 6, 0), 1)
+	require.Equal(t, receipt.Position{Seq: 10}, got.Read.Position, "others still see the read at 10")
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 5}, got.EffectiveRead())
+	step(receipt.MarkUnread(k, 6, 0), 0) // the retry: nothing written
+	step(read(0, 8), 0)                  // a stale ack behind both
+	got = step(read(0, 12), 1)           // a stale ack past the public read
+	require.Equal(t, receipt.Position{Seq: 12}, got.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 5}, got.EffectiveRead(), "a stale ack does not undo the mark-unread")
+	got = step(read(1, 7), 1)
+	require.Equal(t, receipt.Position{Seq: 12}, got.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 7}, got.EffectiveRead())
+	got = step(read(1, 13), 1)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 13}, got.Read.Position)
+	require.True(t, got.PrivateRead.Position.IsZero())
+	got = step(read(0, 14), 1) // after the read caught up: the own position stays
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 13}, got.EffectiveRead())
+	require.Equal(t, receipt.Position{Seq: 14}, got.Read.Position)
 }
 
 func TestRejectedDataIsClassified(t *testing.T) {

@@ -94,13 +94,9 @@ func (s *Store) ThreadHeadsPage(ctx context.Context, after thread.Ref, hasAfter 
 }
 
 // threadCursorsMovedSQL says whether the incoming row moves the stored
-// thread cursors, as receipt.Merge's moved: the read or delivered cursor
-// advances, or the private read advances and is ahead of the stored read
-// (the column keeps the greatest private position merged; readers drop it
-// when it is not ahead of the read cursor).
-const threadCursorsMovedSQL = `((excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq)
-    OR ((excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq)
-        AND (excluded.private_read_epoch, excluded.private_read_seq) > (t.read_epoch, t.read_seq))
+// thread cursors, as receipt.Merge's moved: the reads as readMovedSQL, or
+// the delivered cursor advances.
+const threadCursorsMovedSQL = `(` + readMovedSQL + `
     OR (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq))`
 
 // threadMentionsMergedSQL is channel.MergeMentions of the stored and the
@@ -110,7 +106,7 @@ const threadMentionsMergedSQL = `ARRAY(SELECT m FROM (
     ORDER BY m)`
 
 // upsertThreadStatesSQL merges as thread.Merge. The cursors follow
-// mergeSetSQL (delivered needs no raise to the read seq: every row written
+// mergeSetSQL (readSetSQL) (delivered needs no raise to the read seq: every row written
 // already satisfies it, see UpsertThreadStates), except that the device
 // and time move only with a cursor, since a row also changes for a follow
 // or a mention alone. The follow register takes the greater (version,
@@ -125,12 +121,7 @@ FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6
             $7::bigint[], $8::bigint[], $9::text[], $10::bigint[], $11::bigint[], $12::text[],
             $13::bigint[], $14::bigint[], $15::boolean[], $16::text[])
      AS x(u, c, r, re, rs, rm, de, ds, dm, pe, ps, dev, ts, fv, fl, ms)
-ON CONFLICT (user_id, channel_id, root_seq) DO UPDATE SET
-    read_epoch      = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_epoch ELSE t.read_epoch END,
-    read_seq        = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_seq ELSE t.read_seq END,
-    read_message_id = CASE WHEN (excluded.read_epoch, excluded.read_seq) > (t.read_epoch, t.read_seq) THEN excluded.read_message_id ELSE t.read_message_id END,
-    private_read_epoch = CASE WHEN (excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq) THEN excluded.private_read_epoch ELSE t.private_read_epoch END,
-    private_read_seq   = CASE WHEN (excluded.private_read_epoch, excluded.private_read_seq) > (t.private_read_epoch, t.private_read_seq) THEN excluded.private_read_seq ELSE t.private_read_seq END,
+ON CONFLICT (user_id, channel_id, root_seq) DO UPDATE SET` + readSetSQL + `
     delivered_epoch      = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_epoch ELSE t.delivered_epoch END,
     delivered_seq        = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_seq ELSE t.delivered_seq END,
     delivered_message_id = CASE WHEN (excluded.delivered_epoch, excluded.delivered_seq) > (t.delivered_epoch, t.delivered_seq) THEN excluded.delivered_message_id ELSE t.delivered_message_id END,

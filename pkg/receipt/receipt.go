@@ -32,14 +32,18 @@ func (k Key) Less(o Key) bool {
 	return k.Channel < o.Channel
 }
 
-// Position is a max-register value ordered by (Epoch, Seq). Epoch is 0 until
-// an explicit mark-unread bumps it, so a later stale write still loses.
+// Position is a cursor's place: a seq and the read epoch it was written at.
+// Epoch is 0 until an explicit mark-unread bumps it. The user's own read
+// position is ordered by (Epoch, Seq) (Compare), so a stale read of an
+// older epoch loses to a mark-unread; the public read cursor others see is
+// ordered by (Seq, Epoch) (CompareBySeq), so it never moves back.
 type Position struct {
 	Epoch int64
 	Seq   int64
 }
 
-// Compare returns -1, 0 or +1 as p is before, equal to or after o.
+// Compare returns -1, 0 or +1 as p is before, equal to or after o in
+// (Epoch, Seq) order.
 func (p Position) Compare(o Position) int {
 	switch {
 	case p.Epoch < o.Epoch:
@@ -49,6 +53,28 @@ func (p Position) Compare(o Position) int {
 	case p.Seq < o.Seq:
 		return -1
 	case p.Seq > o.Seq:
+		return 1
+	}
+	return 0
+}
+
+// CompareBySeq returns -1, 0 or +1 as p is before, equal to or after o in
+// (Seq, Epoch) order: the public read cursor's.
+func (p Position) CompareBySeq(o Position) int {
+	switch {
+	case p.Seq < o.Seq:
+		return -1
+	case p.Seq > o.Seq:
+		return 1
+	}
+	return cmpInt(p.Epoch, o.Epoch)
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
 		return 1
 	}
 	return 0
@@ -65,10 +91,19 @@ type Cursor struct {
 	MessageID string
 }
 
-// MaxCursor returns the greater cursor; on a tie it keeps a, so a merge of
-// equal positions is a no-op.
+// MaxCursor returns the greater cursor in (Epoch, Seq) order; on a tie it
+// keeps a, so a merge of equal positions is a no-op.
 func MaxCursor(a, b Cursor) Cursor {
 	if b.Position.Compare(a.Position) > 0 {
+		return b
+	}
+	return a
+}
+
+// MaxCursorBySeq returns the greater cursor in (Seq, Epoch) order (the
+// public read's); on a tie it keeps a.
+func MaxCursorBySeq(a, b Cursor) Cursor {
+	if b.Position.CompareBySeq(a.Position) > 0 {
 		return b
 	}
 	return a
@@ -82,12 +117,17 @@ const EpochCurrent int64 = -1
 
 // State is everything stored for one key.
 type State struct {
-	Key  Key
+	Key Key
+	// Read is the public read cursor others see (read-by, ticks, watch
+	// streams): the greatest read by (Seq, Epoch), so it never moves back.
 	Read Cursor
 	// PrivateRead is the user's own read position, which others never see:
-	// the user's counts use the greater of Read and PrivateRead. It is kept
-	// only while it is ahead of Read (Merge drops it otherwise), and the
-	// stores keep its position only, not its message id.
+	// the greatest by (Epoch, Seq) of every read, private read and
+	// mark-unread merged. The user's counts use the (Epoch, Seq)-greater of
+	// Read and PrivateRead (EffectiveRead), so a mark-unread, which moves
+	// only PrivateRead to the next epoch, shows below the public seq. It
+	// is kept only while it is ahead of Read (Merge drops it otherwise),
+	// and the stores keep its position only, not its message id.
 	PrivateRead Cursor
 	Delivered   Cursor
 	// DeviceID is the device of the latest mark that advanced a cursor.
@@ -97,7 +137,7 @@ type State struct {
 }
 
 // EffectiveRead is the position the user's own counts derive from: the
-// greater of the public and the private read cursor.
+// (Epoch, Seq)-greater of the public and the private read cursor.
 func (s State) EffectiveRead() Position {
 	return MaxCursor(s.Read, s.PrivateRead).Position
 }
@@ -107,8 +147,9 @@ func (s State) EffectiveRead() Position {
 func (s State) ReadEpoch() int64 { return max(s.Read.Position.Epoch, s.PrivateRead.Position.Epoch) }
 
 // Canonical drops a private read cursor that is not ahead of the public
-// one (it changes nothing then), so that equal states compare equal
-// whatever the order their cursors arrived in.
+// one in (Epoch, Seq) order (the user's own position is then the public
+// one), so that equal states compare equal whatever the order their
+// cursors arrived in.
 func (s State) Canonical() State {
 	if s.PrivateRead.Position.Compare(s.Read.Position) <= 0 {
 		s.PrivateRead = Cursor{}
@@ -117,11 +158,9 @@ func (s State) Canonical() State {
 }
 
 // raiseDelivered applies "reading implies delivery" by seq: a read at seq
-// N shows that every message up to N was delivered, whatever its epoch (a
-// mark-unread bumps the read epoch and moves the read seq back; delivered
-// never moves back). Delivered keeps its own epoch — there is no
-// mark-undelivered, so it stays 0 — and takes the read's seq and message
-// id when they are ahead.
+// N shows that every message up to N was delivered, whatever its epoch.
+// Delivered keeps its own epoch — there is no mark-undelivered, so it
+// stays 0 — and takes the read's seq and message id when they are ahead.
 func raiseDelivered(delivered, read Cursor) Cursor {
 	if read.Position.Seq > delivered.Position.Seq {
 		return Cursor{Position: Position{Epoch: delivered.Position.Epoch, Seq: read.Position.Seq}, MessageID: read.MessageID}
@@ -129,15 +168,19 @@ func raiseDelivered(delivered, read Cursor) Cursor {
 	return delivered
 }
 
-// Merge applies the max-register rule field-wise: each cursor becomes the
-// greater of the two (ordered by (epoch, seq)), delivered is raised to the
-// seq of every read seen (reading implies delivery, by seq: see
-// raiseDelivered), a private read not ahead of the public one is dropped,
-// and the device and time follow whichever side moved a cursor forward.
-// Merge is idempotent, commutative and associative on the cursors (given
-// that delivered epochs agree, as they do: they are always 0), which is
-// what makes duplicates, reordering and replays harmless. It returns the
-// merged state and whether any cursor moved.
+// Merge applies the max-register rule field-wise on two registers: the
+// public read is the greater of both by (Seq, Epoch), so others never see
+// it move back; the user's own position (EffectiveRead) is the greater by
+// (Epoch, Seq) of every read and private read of both sides, kept as
+// PrivateRead while it is ahead of the public read; delivered is the
+// greater, raised to the seq of every read seen (reading implies
+// delivery, by seq: see raiseDelivered); the device and time follow
+// whichever side moved a cursor forward. Both registers are plain maxima
+// (PrivateRead is a function of them), so Merge is idempotent,
+// commutative and associative on the cursors (given that delivered epochs
+// agree, as they do: they are always 0), which is what makes duplicates,
+// reordering and replays harmless. It returns the merged state and
+// whether any cursor moved.
 func Merge(stored, incoming State) (State, bool) {
 	stored = stored.Canonical()
 	out := stored
@@ -145,8 +188,12 @@ func Merge(stored, incoming State) (State, bool) {
 	if stored.Key != (Key{}) {
 		out.Key = stored.Key
 	}
-	out.Read = MaxCursor(stored.Read, incoming.Read)
-	out.PrivateRead = MaxCursor(stored.PrivateRead, incoming.PrivateRead)
+	out.Read = MaxCursorBySeq(stored.Read, incoming.Read)
+	// The own position must include both reads: the public one alone no
+	// longer holds the (Epoch, Seq)-greatest read once it is ordered by seq.
+	// A read's message id stays with the public cursor.
+	out.PrivateRead = MaxCursor(MaxCursor(Cursor{Position: stored.Read.Position}, stored.PrivateRead),
+		MaxCursor(Cursor{Position: incoming.Read.Position}, incoming.PrivateRead))
 	out.Delivered = MaxCursor(stored.Delivered, incoming.Delivered)
 	// A read that did not win (a stale one) still proved delivery. The
 	// private read does not: delivered is shown to others.
@@ -162,22 +209,23 @@ func Merge(stored, incoming State) (State, bool) {
 }
 
 // MarkUnread is the incoming state of a mark-unread from seq (the first
-// unread message) on a stored state: the read cursor moves to seq-1 at the
-// next epoch, so any read of the current epoch that arrives later loses,
-// while a read at the new epoch advances it again. The private read cursor
-// moves with it (it is then not ahead of the public one, so it is
-// dropped). Delivered does not move.
-func MarkUnread(stored State, seq int64) State {
+// unread message) by a client that saw the read epoch seenEpoch: the
+// user's private read moves to seq-1 at epoch seenEpoch+1, so a read of
+// an older epoch arriving later loses in the user's own view, while a read
+// at the new epoch advances it again. The public read cursor and
+// delivered do not move. The same call repeated (same seq, same
+// seenEpoch) is the same register value, so it changes nothing twice.
+func MarkUnread(k Key, seq, seenEpoch int64) State {
 	return State{
-		Key:  stored.Key,
-		Read: Cursor{Position: Position{Epoch: stored.ReadEpoch() + 1, Seq: seq - 1}},
+		Key:         k,
+		PrivateRead: Cursor{Position: Position{Epoch: seenEpoch + 1, Seq: seq - 1}},
 	}
 }
 
 // Covers reports whether s holds at least the cursors of o: the check behind
 // the "no lost acknowledged write" invariant.
 func (s State) Covers(o State) bool {
-	return s.Read.Position.Compare(o.Read.Position) >= 0 &&
+	return s.Read.Position.CompareBySeq(o.Read.Position) >= 0 &&
 		s.Delivered.Position.Compare(o.Delivered.Position) >= 0 &&
 		s.EffectiveRead().Compare(o.EffectiveRead()) >= 0
 }
@@ -205,7 +253,7 @@ var ErrEpochLimit = errors.New("the read epoch is at its limit; mark-unread cann
 // is ahead of the stored read epoch. A client may send an epoch it saw
 // (the stored one or an older one, which makes the mark stale); only
 // mark-unread moves the epoch forward, so an epoch ahead of the stored one
-// would let a client move the public read cursor back without one. The
+// would let a client move its own read position back without one. The
 // gateway refuses such a mark whole; an epoch of EpochCurrent is never
 // ahead.
 func EpochAhead(stored, mark State) bool {
@@ -214,6 +262,6 @@ func EpochAhead(stored, mark State) bool {
 		!mark.PrivateRead.Position.IsZero() && mark.PrivateRead.Position.Epoch > e
 }
 
-// CanMarkUnread reports whether a mark-unread may bump stored's read epoch:
-// not when it is at MaxEpoch already.
-func CanMarkUnread(stored State) bool { return stored.ReadEpoch() < MaxEpoch }
+// CanMarkUnread reports whether a mark-unread that saw seenEpoch may move
+// the read epoch to the next one: not when it is at MaxEpoch already.
+func CanMarkUnread(seenEpoch int64) bool { return seenEpoch < MaxEpoch }

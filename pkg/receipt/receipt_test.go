@@ -48,15 +48,16 @@ func TestMergeReadImpliesDelivered(t *testing.T) {
 
 // Reading implies delivery by seq, not by (epoch, seq): a read at a bumped
 // epoch and a lower seq never drags delivered back, delivered keeps its
-// epoch, and even a stale read (one that loses to the current epoch) still
-// proves delivery up to its seq.
+// epoch, and even a stale read (one that loses to the current epoch in the
+// user's own view) still proves delivery up to its seq.
 func TestReadImpliesDeliveryBySeq(t *testing.T) {
 	t.Parallel()
 	k := receipt.Key{User: "u", Channel: "c"}
 	st := receipt.State{Key: k, Read: cur(0, 10, "m10"), Delivered: cur(0, 10, "m10")}
-	st, moved := receipt.Merge(st, receipt.MarkUnread(st, 5))
+	st, moved := receipt.Merge(st, receipt.MarkUnread(k, 5, st.ReadEpoch()))
 	require.True(t, moved)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, st.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, st.EffectiveRead())
+	require.Equal(t, cur(0, 10, "m10"), st.Read, "the public read never moves back")
 	require.Equal(t, cur(0, 10, "m10"), st.Delivered, "delivered never moves back")
 
 	// A read of the new epoch past delivered raises delivered's seq only.
@@ -64,11 +65,12 @@ func TestReadImpliesDeliveryBySeq(t *testing.T) {
 	require.Equal(t, cur(1, 12, "m12"), st.Read)
 	require.Equal(t, cur(0, 12, "m12"), st.Delivered)
 
-	// A stale read (epoch 0) ahead of delivered: the read cursor stays, the
-	// delivery it proves counts.
+	// A stale read (epoch 0) ahead of delivered: the user's own position
+	// stays, the public read and the delivery it proves count.
 	st, moved = receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 15, "m15")})
 	require.True(t, moved)
-	require.Equal(t, cur(1, 12, "m12"), st.Read)
+	require.Equal(t, cur(0, 15, "m15"), st.Read)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 12}, st.EffectiveRead())
 	require.Equal(t, cur(0, 15, "m15"), st.Delivered)
 
 	// A private read proves nothing to others: delivered does not move.
@@ -78,30 +80,70 @@ func TestReadImpliesDeliveryBySeq(t *testing.T) {
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 20}, st.EffectiveRead())
 }
 
-// The mark-unread epoch race: after a mark-unread, a stale ack of the old
-// epoch arriving late is ignored, while a new read at the new epoch
-// advances.
-func TestMarkUnreadEpochRace(t *testing.T) {
+// Mark-unread is private and idempotent, and the epoch race still holds
+// in the user's own view: public (0,100); mark-unread at 50 -> own (1,49),
+// public 100; a read at 60 of the new epoch -> own 60, public 100; a stale
+// ack (0,110) -> public 110 (the user did read it), own still 60; a read at
+// 120 of the new epoch -> both 120, the private cursor dropped.
+func TestMarkUnreadIsPrivate(t *testing.T) {
 	t.Parallel()
 	k := receipt.Key{User: "u", Channel: "c"}
-	st, _ := receipt.Merge(receipt.State{}, receipt.State{Key: k, Read: cur(0, 50, "m50"), PrivateRead: cur(0, 60, ""), Delivered: cur(0, 50, "m50")})
+	st, _ := receipt.Merge(receipt.State{}, receipt.State{Key: k, Read: cur(0, 100, "m100"), Delivered: cur(0, 100, "m100")})
 	require.Equal(t, int64(0), st.ReadEpoch())
-	unread := receipt.MarkUnread(st, 40)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 39}, unread.Read.Position)
+	unread := receipt.MarkUnread(k, 50, st.ReadEpoch())
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 49}, unread.PrivateRead.Position)
+	require.True(t, unread.Read.Position.IsZero(), "a mark-unread carries no public read")
 	st, moved := receipt.Merge(st, unread)
 	require.True(t, moved)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 39}, st.EffectiveRead(), "the private read moves back too")
-	require.True(t, st.PrivateRead.Position.IsZero(), "a private read not ahead of the public one is dropped")
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 49}, st.EffectiveRead())
+	require.Equal(t, cur(0, 100, "m100"), st.Read, "others still see the read at 100")
+	require.Equal(t, int64(1), st.ReadEpoch())
 
-	st2, _ := receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 55, "m55")})
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 39}, st2.Read.Position, "a stale ack of the old epoch is ignored")
-	require.Equal(t, int64(55), st2.Delivered.Position.Seq)
+	// The same call repeated (same seq, same epoch seen) changes nothing;
+	// one that saw the new epoch moves on to the next.
+	again, moved := receipt.Merge(st, receipt.MarkUnread(k, 50, 0))
+	require.False(t, moved, "a retried mark-unread is a no-op")
+	require.Equal(t, st, again)
+	next, _ := receipt.Merge(st, receipt.MarkUnread(k, 30, st.ReadEpoch()))
+	require.Equal(t, receipt.Position{Epoch: 2, Seq: 29}, next.EffectiveRead())
 
-	st3, moved := receipt.Merge(st2, receipt.State{Key: k, Read: cur(1, 45, "m45")})
+	// A stale ack of the old epoch (in flight before the mark-unread)
+	// moves the public read, not the user's own view.
+	stale, moved := receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 110, "m110")})
 	require.True(t, moved)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 45}, st3.Read.Position, "a read at the new epoch advances")
+	require.Equal(t, cur(0, 110, "m110"), stale.Read)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 49}, stale.EffectiveRead(), "a stale ack does not undo the mark-unread")
 
-	require.Equal(t, receipt.Position{Epoch: 2, Seq: 0}, receipt.MarkUnread(st3, 1).Read.Position)
+	st, moved = receipt.Merge(st, receipt.State{Key: k, Read: cur(1, 60, "m60")})
+	require.True(t, moved)
+	require.Equal(t, cur(0, 100, "m100"), st.Read, "a read below the public seq does not move it")
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 60}, st.EffectiveRead())
+
+	st, _ = receipt.Merge(st, receipt.State{Key: k, Read: cur(1, 120, "m120")})
+	require.Equal(t, cur(1, 120, "m120"), st.Read)
+	require.True(t, st.PrivateRead.Position.IsZero(), "a private read not ahead of the public one is dropped")
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 120}, st.EffectiveRead())
+
+	// A stale ack above the public seq after the read caught up: public
+	// moves, the own position stays (it is kept as the private cursor).
+	st, _ = receipt.Merge(st, receipt.State{Key: k, Read: cur(0, 130, "m130")})
+	require.Equal(t, cur(0, 130, "m130"), st.Read)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 120}, st.EffectiveRead())
+}
+
+// A state an older build stored, its public read moved back by a
+// mark-unread at epoch 1, keeps working: the user's view stays, and a stale
+// ack of epoch 0 may now win publicly.
+func TestMarkUnreadOlderBuildState(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u", Channel: "c"}
+	old := receipt.State{Key: k, Read: cur(1, 49, ""), Delivered: cur(0, 100, "m100")}
+	st, _ := receipt.Merge(old, receipt.State{Key: k, Read: cur(0, 110, "m110")})
+	require.Equal(t, cur(0, 110, "m110"), st.Read)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 49}, st.EffectiveRead())
+	st, _ = receipt.Merge(st, receipt.State{Key: k, Read: cur(1, 120, "m120")})
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 120}, st.EffectiveRead())
+	require.True(t, st.PrivateRead.Position.IsZero())
 }
 
 // Private vs public: a private read moves the user's effective read (what
@@ -125,24 +167,34 @@ func TestPrivateRead(t *testing.T) {
 }
 
 // The max-register laws, checked on random states: merging in any order, with
-// any duplicates, gives the same cursors.
+// any duplicates and any grouping, gives the same cursors; the public read is
+// the greatest read by (seq, epoch), the own position the greatest read or
+// private read by (epoch, seq).
 func TestMergeIsOrderInsensitive(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	k := receipt.Key{User: "u", Channel: "c"}
-	for trial := 0; trial < 500; trial++ {
+	random := func() receipt.State {
+		// Delivered epochs are always 0: there is no mark-undelivered.
+		st := receipt.State{Key: k, Read: cur(rng.Int64N(3), rng.Int64N(20), "r"), Delivered: cur(0, rng.Int64N(20), "d")}
+		switch rng.IntN(4) {
+		case 0:
+			st.PrivateRead = cur(rng.Int64N(3), rng.Int64N(20), "")
+		case 1: // a mark-unread
+			st = receipt.MarkUnread(k, 1+rng.Int64N(20), rng.Int64N(3))
+		}
+		return st
+	}
+	merge := func(a, b receipt.State) receipt.State { m, _ := receipt.Merge(a, b); return m }
+	for trial := 0; trial < 2000; trial++ {
 		events := make([]receipt.State, 1+rng.IntN(12))
 		for i := range events {
-			// Delivered epochs are always 0: there is no mark-undelivered.
-			events[i] = receipt.State{Key: k, Read: cur(rng.Int64N(3), rng.Int64N(20), "r"), Delivered: cur(0, rng.Int64N(20), "d")}
-			if rng.IntN(3) == 0 {
-				events[i].PrivateRead = cur(rng.Int64N(3), rng.Int64N(20), "")
-			}
+			events[i] = random()
 		}
 		fold := func(order []int) receipt.State {
 			var s receipt.State
 			for _, i := range order {
-				s, _ = receipt.Merge(s, events[i])
+				s = merge(s, events[i])
 			}
 			return s
 		}
@@ -151,11 +203,45 @@ func TestMergeIsOrderInsensitive(t *testing.T) {
 		rng.Shuffle(len(dup), func(i, j int) { dup[i], dup[j] = dup[j], dup[i] })
 		a, b := fold(order), fold(dup)
 		require.True(t, a.SameCursors(b), "trial %d: %+v vs %+v", trial, a, b)
+		var public, own receipt.Position
 		for _, e := range events {
 			require.True(t, a.Covers(e), "trial %d: %+v does not cover %+v", trial, a, e)
 			require.GreaterOrEqual(t, a.Delivered.Position.Seq, e.Read.Position.Seq, "reading implies delivery")
+			if e.Read.Position.CompareBySeq(public) > 0 {
+				public = e.Read.Position
+			}
+			own = receipt.MaxCursor(receipt.Cursor{Position: own}, receipt.MaxCursor(e.Read, e.PrivateRead)).Position
 		}
+		require.Equal(t, public, a.Read.Position, "trial %d: the public read is the greatest by seq", trial)
+		require.Equal(t, own, a.EffectiveRead(), "trial %d: the own position is the greatest by epoch", trial)
+
+		// Associativity and commutativity on three states (each possibly
+		// already a merge, so carrying a private cursor behind its read).
+		x, y, z := merge(random(), random()), merge(random(), random()), random()
+		l, r := merge(merge(x, y), z), merge(x, merge(y, z))
+		require.True(t, l.SameCursors(r), "trial %d: (x+y)+z %+v vs x+(y+z) %+v", trial, l, r)
+		require.True(t, merge(x, y).SameCursors(merge(y, x)), "trial %d: x+y vs y+x", trial)
+		require.True(t, merge(x, x).SameCursors(x), "trial %d: x+x vs x", trial)
 	}
+}
+
+// The ordering that makes the laws hold: were the own position only the
+// greater of the private cursors (not of the reads too), a private cursor
+// dropped behind a read of the new epoch would be lost once a stale read
+// with a higher seq takes the public cursor, and the grouping would matter.
+func TestMergeAssociativeAcrossPublicOrders(t *testing.T) {
+	t.Parallel()
+	k := receipt.Key{User: "u", Channel: "c"}
+	a := receipt.State{Key: k, Read: cur(1, 120, "m120")}
+	b := receipt.State{Key: k, PrivateRead: cur(1, 110, "")}
+	c := receipt.State{Key: k, Read: cur(0, 130, "m130")}
+	ab, _ := receipt.Merge(a, b)
+	l, _ := receipt.Merge(ab, c)
+	bc, _ := receipt.Merge(b, c)
+	r, _ := receipt.Merge(a, bc)
+	require.True(t, l.SameCursors(r), "%+v vs %+v", l, r)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 120}, l.EffectiveRead())
+	require.Equal(t, receipt.Position{Epoch: 0, Seq: 130}, l.Read.Position)
 }
 
 func TestKafkaKeyRoundTrip(t *testing.T) {
@@ -268,8 +354,8 @@ func TestEpochBounds(t *testing.T) {
 	require.False(t, receipt.EpochAhead(stored, receipt.State{Key: k, Read: cur(0, 1, "")}))
 	require.False(t, receipt.EpochAhead(stored, receipt.State{Key: k, Read: cur(receipt.EpochCurrent, 1, "")}))
 	require.False(t, receipt.EpochAhead(stored, receipt.State{Key: k, Delivered: cur(0, 1000, "")}))
-	require.True(t, receipt.CanMarkUnread(receipt.State{Read: cur(receipt.MaxEpoch-1, 1, "")}))
-	require.False(t, receipt.CanMarkUnread(receipt.State{Read: cur(receipt.MaxEpoch, 1, "")}))
+	require.True(t, receipt.CanMarkUnread(receipt.MaxEpoch-1))
+	require.False(t, receipt.CanMarkUnread(receipt.MaxEpoch))
 
 	require.NoError(t, receipt.State{Key: k, Read: cur(receipt.MaxEpoch, 1, "")}.Validate())
 	require.Error(t, receipt.State{Key: k, Read: cur(receipt.MaxEpoch+1, 1, "")}.Validate())

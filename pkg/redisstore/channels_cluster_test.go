@@ -76,9 +76,9 @@ func TestClusterChannelState(t *testing.T) {
 		require.Len(t, got, 1)
 		require.Equal(t, int64(3), got[0].Read.Position.Seq)
 	}
-	u, err := s.MarkUnread(ctx, receipt.Key{User: user, Channel: "ch0"}, 2, "d", 1)
+	u, err := s.MarkUnread(ctx, receipt.Key{User: user, Channel: "ch0"}, 2, receipt.EpochCurrent, "d", 1)
 	require.NoError(t, err)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.EffectiveRead())
 
 	view, err := s.Unread(ctx, user, nil, capN)
 	require.NoError(t, err)

@@ -120,8 +120,10 @@ for i = 2, #ARGV, 5 do
     if cur then
       local a = string.find(cur, ":", 1, true)
       local b = string.find(cur, ":", a + 1, true)
-      local c = cmp(e, string.sub(cur, 1, a - 1))
-      if c == 0 then c = cmp(s, string.sub(cur, a + 1, b - 1)) end
+      -- by (seq, epoch), as the public read merges (receipt.Merge);
+      -- delivered's epoch is always 0
+      local c = cmp(s, string.sub(cur, a + 1, b - 1))
+      if c == 0 then c = cmp(e, string.sub(cur, 1, a - 1)) end
       adv = c > 0
     end
     if adv then

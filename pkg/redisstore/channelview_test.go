@@ -13,8 +13,10 @@ import (
 
 // The view keeps each member's greatest public cursor per kind: a move
 // that does not advance (a duplicate, a reordered older one) changes
-// nothing and is not streamed; a mark-unread (a greater epoch, a lower
-// seq) advances; counts and the least seq follow the sorted sets; a member
+// nothing and is not streamed; the read is ordered by (seq, epoch), as the
+// public read merges, so a greater epoch at a lower seq (an older build's
+// mark-unread) does not move it back while a greater seq of an older epoch
+// moves it; counts and the least seq follow the sorted sets; a member
 // the register says has left is refused, and a removal takes a member out.
 func TestChannelViewMaxRegisterStreamAndCounts(t *testing.T) {
 	t.Parallel()
@@ -58,13 +60,18 @@ func TestChannelViewMaxRegisterStreamAndCounts(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), c.Read, "the excluded sender is not counted")
 
-	// Mark-unread: epoch 1, seq 2 beats (0, 5).
-	_, err = s.ApplyViewMoves(ctx, []ViewMove{mv("a", ViewRead, 1, 2, 300)}, 0)
+	// (1, 2) does not beat (0, 5); (1, 5) does, and (0, 6) beats (1, 5).
+	ids, err = s.ApplyViewMoves(ctx, []ViewMove{mv("a", ViewRead, 1, 2, 300)}, 0)
 	require.NoError(t, err)
-	c, err = s.CountView(ctx, "g", 5, "")
+	require.Equal(t, "", ids[0], "the public read never moves back")
+	ids, err = s.ApplyViewMoves(ctx, []ViewMove{mv("a", ViewRead, 1, 5, 300), mv("a", ViewRead, 0, 6, 301)}, 0)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), c.Read)
-	require.Equal(t, int64(2), c.LeastRead)
+	require.NotEmpty(t, ids[0])
+	require.NotEmpty(t, ids[1], "a greater seq of an older epoch moves the public read")
+	c, err = s.CountView(ctx, "g", 6, "")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), c.Read)
+	require.Equal(t, int64(6), c.LeastRead)
 
 	// A leave: the register says "not a member", so a late move is refused.
 	_, err = s.MergeMemberships(ctx, []channel.Membership{{Key: receipt.Key{User: "b", Channel: "g"}, Member: false, VersionSeq: 1, VersionUnixMs: 1}})

@@ -70,15 +70,15 @@ func TestMarkUnreadEpochBounded(t *testing.T) {
 
 	_, err := s.Merge(ctx, []receipt.State{mark("u", "c", receipt.MaxEpoch-1, 9, "m9", true)})
 	require.NoError(t, err)
-	res, err := s.MarkUnread(ctx, k, 5, "d", 1)
+	res, err := s.MarkUnread(ctx, k, 5, receipt.EpochCurrent, "d", 1)
 	require.NoError(t, err)
-	require.Equal(t, receipt.Position{Epoch: receipt.MaxEpoch, Seq: 4}, res.State.Read.Position)
-	_, err = s.MarkUnread(ctx, k, 3, "d", 2)
+	require.Equal(t, receipt.Position{Epoch: receipt.MaxEpoch, Seq: 4}, res.State.EffectiveRead())
+	_, err = s.MarkUnread(ctx, k, 3, receipt.EpochCurrent, "d", 2)
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
 
 	// int64's greatest epoch (written before the bound): no overflow.
 	require.NoError(t, rdb.HSet(ctx, s.UserKey("u"), "c", "AzL8n0Y58m7.9 m9 d 0").Err())
-	_, err = s.MarkUnread(ctx, k, 3, "d", 2)
+	_, err = s.MarkUnread(ctx, k, 3, receipt.EpochCurrent, "d", 2)
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
 	states, _, err := s.Get(ctx, "u", nil)
 	require.NoError(t, err)

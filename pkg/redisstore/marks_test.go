@@ -57,8 +57,12 @@ func TestMergeMarksMatchesTheScript(t *testing.T) {
 		case round%37 == 36:
 			k := receipt.Key{User: "u" + strconv.Itoa(rng.IntN(users)), Channel: "c" + strconv.Itoa(rng.IntN(channels))}
 			seq := 1 + rng.Int64N(20)
-			a, errA := cas.MarkUnread(ctx, k, seq, "dx", 5_000)
-			b, errB := script.MarkUnread(ctx, k, seq, "dx", 5_000)
+			seen := receipt.EpochCurrent
+			if rng.IntN(2) == 0 {
+				seen = rng.Int64N(3)
+			}
+			a, errA := cas.MarkUnread(ctx, k, seq, seen, "dx", 5_000)
+			b, errB := script.MarkUnread(ctx, k, seq, seen, "dx", 5_000)
 			require.NoError(t, errA)
 			require.NoError(t, errB)
 			require.Equal(t, b, a)

@@ -89,10 +89,12 @@ local function epoch(s)
   if s.pe and cmp(s.pe, s.re) > 0 then return s.pe end
   return s.re
 end
--- merge applies receipt.Merge to the field: each cursor the greater,
--- delivered raised to the seq of the incoming and the stored read (reading
--- implies delivery, by seq, delivered keeping its epoch), a private read
--- not ahead of the read dropped. An incoming epoch "-" (receipt.EpochCurrent)
+-- merge applies receipt.Merge to the field: the public read the greater by
+-- (seq, epoch), the private read the greatest by (epoch, seq) of both
+-- sides' reads and private reads, delivered the greater, raised to the seq
+-- of the incoming and the stored read (reading implies delivery, by seq,
+-- delivered keeping its epoch), a private read not ahead of the read
+-- dropped. An incoming epoch "-" (receipt.EpochCurrent)
 -- is resolved to the stored read epoch first; with strict, an incoming
 -- read or private read of an explicit epoch older than it is refused whole
 -- (stale 1), as is one ahead of it (stale 2: receipt.EpochAhead). fresh, when given, is what an empty field takes (the incoming
@@ -133,8 +135,15 @@ local function merge(key, field, inc, strict, fresh)
     if n.pe and cmp(n.pe, e) > 0 then return {0, cur or "", e, 2} end
   end
   local ore, ors, orm, ode, ods, ope, ops = s.re, s.rs, s.rm, s.de, s.ds, s.pe, s.ps
-  if cmppos(n.re, n.rs, s.re, s.rs) > 0 then s.re, s.rs, s.rm = n.re, n.rs, n.rm end
-  if n.pe and (not s.pe or cmppos(n.pe, n.ps, s.pe, s.ps) > 0) then s.pe, s.ps = n.pe, n.ps end
+  -- the user's own position: the (epoch, seq)-greatest of both sides'
+  -- reads and private reads
+  local we, ws = ore, ors
+  if ope and cmppos(ope, ops, we, ws) > 0 then we, ws = ope, ops end
+  if cmppos(n.re, n.rs, we, ws) > 0 then we, ws = n.re, n.rs end
+  if n.pe and cmppos(n.pe, n.ps, we, ws) > 0 then we, ws = n.pe, n.ps end
+  -- the public read: the greatest by (seq, epoch), so it never moves back
+  if cmppos(n.rs, n.re, s.rs, s.re) > 0 then s.re, s.rs, s.rm = n.re, n.rs, n.rm end
+  s.pe, s.ps = we, ws
   if cmppos(n.de, n.ds, s.de, s.ds) > 0 then s.de, s.ds, s.dm = n.de, n.ds, n.dm end
   if cmp(n.rs, s.ds) > 0 then s.ds, s.dm = n.rs, n.rm end
   if cmp(ors, s.ds) > 0 then s.ds, s.dm = ors, orm end
@@ -190,13 +199,17 @@ for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0", ARGV[i+1]) end
 return 1
 `)
 
-// markUnreadScript moves a user's read cursor in a channel back to seq-1
-// at the next epoch (receipt.MarkUnread): KEYS[1] = user hash, KEYS[2]
-// (optional) = the user's tombstone; ARGV = channel, seq-1 (base 62),
-// device, time (base 62), receipt.MaxEpoch (base 62). Returns
-// mergeScript's answer, its epoch being the new one, with KEYS[2] the
-// user's erasure generation read in the same script (as mergeScript);
-// stale 3 when the stored epoch is at receipt.MaxEpoch (nothing changed).
+// markUnreadScript moves a user's private read in a channel to seq-1 at
+// the epoch after the one the client saw (receipt.MarkUnread); the public
+// read does not move. KEYS[1] = user hash, KEYS[2] (optional) = the user's
+// tombstone; ARGV = channel, seq-1 (base 62), device, time (base 62),
+// receipt.MaxEpoch (base 62), the epoch the client saw (base 62; "" for
+// the stored read epoch). Returns mergeScript's answer, its epoch being
+// the one seen (a retry passes it to change nothing twice), with KEYS[2]
+// the user's erasure generation read in the same script (as mergeScript);
+// stale 2 when the epoch seen is ahead of the stored one
+// (receipt.EpochAhead), stale 3 when it is at receipt.MaxEpoch (nothing
+// changed either way).
 var markUnreadScript = redis.NewScript(luaCommon + `
 -- inc62 adds one to a base-62 numeral.
 local function inc62(d)
@@ -216,12 +229,17 @@ if cur then local s = parse(cur) if s then
   if s.pe and cmppos(s.pe, s.ps, s.re, s.rs) <= 0 then s.pe = nil end
   e = epoch(s)
 end end
+local seen = e
+if ARGV[6] ~= "" then
+  seen = ARGV[6]
+  -- only a mark-unread that saw the stored epoch moves past it
+  if cmp(seen, e) > 0 then return {0, cur or "", e, 2} end
+end
 -- the epoch is bounded (receipt.MaxEpoch, ARGV[5] in base 62): at the
 -- bound, nothing changes and the answer says so (stale 3)
-if cmp(e, ARGV[5]) >= 0 then return {0, cur or "", e, 3} end
-local ne = inc62(e)
-local r = merge(KEYS[1], ARGV[1], ne .. "." .. ARGV[2] .. "  " .. ARGV[3] .. " " .. ARGV[4] .. " 0 ", "0")
-r[3], r[4] = ne, r[4] or 0
+if cmp(seen, ARGV[5]) >= 0 then return {0, cur or "", seen, 3} end
+local r = merge(KEYS[1], ARGV[1], "0  " .. ARGV[3] .. " " .. ARGV[4] .. " " .. inc62(seen) .. "." .. ARGV[2], "0")
+r[3], r[4] = seen, 0
 if KEYS[2] then r[5] = redis.call('HGET', KEYS[2], 'g') or "-1" end
 return r
 `)

@@ -148,6 +148,10 @@ type MergeResult struct {
 	// nothing changed, the mark must not be produced, and the caller is
 	// told its request is invalid.
 	EpochAhead bool
+	// SeenEpoch is, for MarkUnread, the read epoch the mark-unread moved
+	// past (the client's, or the stored one it resolved): the private read
+	// is at the next. With EpochAhead, the stored read epoch.
+	SeenEpoch int64
 	// Generation is the user's erasure generation read in the merge's
 	// script (0: never erased, or a Redis that lost the tombstone): the
 	// gateway stamps it on the event (event.StampGeneration).
@@ -203,17 +207,24 @@ func resolve(st receipt.State, epoch int64) receipt.State {
 	return st
 }
 
-// MarkUnread moves the read cursor of k back to seq-1 at the next epoch
-// (receipt.MarkUnread, resolved against the stored state in one script):
-// Resolved is the incoming state to produce (read (e+1, seq-1)), State the
-// state after, Generation the user's erasure generation read in that
-// script (stamp it on the event). seq must be > 0.
-func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq int64, deviceID string, nowMs int64) (MergeResult, error) {
-	if seq <= 0 || nowMs < 0 || strings.IndexByte(deviceID, ' ') >= 0 {
-		return MergeResult{}, fmt.Errorf("marking %s unread: seq %d, time %d or device %q not storable", k.KafkaKey(), seq, nowMs, deviceID)
+// MarkUnread moves the user's private read of k to seq-1 at the epoch
+// after seenEpoch (receipt.EpochCurrent: the stored read epoch), resolved
+// against the stored state in one script (receipt.MarkUnread); the public
+// read does not move. Resolved is the incoming state to produce, State
+// the state after, SeenEpoch the epoch used (a retry passing it changes
+// nothing), Generation the user's erasure generation read in that script
+// (stamp it on the event). EpochAhead, with nothing changed, when
+// seenEpoch is ahead of the stored read epoch. seq must be > 0.
+func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq, seenEpoch int64, deviceID string, nowMs int64) (MergeResult, error) {
+	if seq <= 0 || nowMs < 0 || strings.IndexByte(deviceID, ' ') >= 0 || seenEpoch < receipt.EpochCurrent {
+		return MergeResult{}, fmt.Errorf("marking %s unread: seq %d, epoch %d, time %d or device %q not storable", k.KafkaKey(), seq, seenEpoch, nowMs, deviceID)
+	}
+	seen := ""
+	if seenEpoch != receipt.EpochCurrent {
+		seen = string(appendB62(nil, seenEpoch))
 	}
 	res, err := markUnreadScript.Run(ctx, s.rdb, []string{s.UserKey(k.User), s.TombstoneKey(k.User)}, k.Channel, string(appendB62(nil, seq-1)), deviceID, string(appendB62(nil, nowMs)),
-		string(appendB62(nil, receipt.MaxEpoch))).Slice()
+		string(appendB62(nil, receipt.MaxEpoch)), seen).Slice()
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("%w: marking %s unread: %w", ErrUnavailable, k.KafkaKey(), err)
 	}
@@ -226,8 +237,9 @@ func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq int64, device
 	if err != nil {
 		return MergeResult{}, err
 	}
-	out.Resolved = receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: out.Resolved.Read.Position.Epoch, Seq: seq - 1}},
-		DeviceID: deviceID, UpdatedAtUnixMs: nowMs}
+	out.SeenEpoch = out.Resolved.Read.Position.Epoch
+	out.Resolved = receipt.MarkUnread(k, seq, out.SeenEpoch)
+	out.Resolved.DeviceID, out.Resolved.UpdatedAtUnixMs = deviceID, nowMs
 	return out, nil
 }
 

@@ -62,9 +62,12 @@ func TestMergeIsMaxRegister(t *testing.T) {
 	require.Equal(t, int64(10), states[0].Read.Position.Seq)
 	require.Equal(t, int64(7), states[1].Read.Position.Seq)
 
-	// Mark-unread: a higher epoch wins over a higher seq.
+	// A read of a higher epoch and a lower seq (an older build's
+	// mark-unread): it wins the user's own position only; the public read
+	// is the greatest by seq.
 	res, err = s.Merge(ctx, []receipt.State{mark("u1", "c1", 1, 2, "m2", true)})
 	require.NoError(t, err)
 	require.True(t, res[0].Advanced)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 2}, res[0].State.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 2}, res[0].State.EffectiveRead())
+	require.Equal(t, receipt.Position{Seq: 10}, res[0].State.Read.Position)
 }

@@ -267,7 +267,7 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 		switch i {
 		case 0:
 			require.True(t, found)
-			return thread.MarkUnread(stored, 5), nil
+			return thread.MarkUnread(k, 5, stored.Cursors.ReadEpoch()), nil
 		case 1:
 			return thread.State{}, boom
 		case 2:
@@ -277,10 +277,11 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 		return thread.State{}, nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, res[0].State.Cursors.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, res[0].State.Cursors.EffectiveRead())
+	require.Equal(t, receipt.Position{Seq: 8}, res[0].State.Cursors.Read.Position, "the public thread read does not move back")
 	require.True(t, res[0].Changed)
 	require.ErrorIs(t, res[1].Err, boom)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, seen[2].Cursors.Read.Position)
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, seen[2].Cursors.EffectiveRead())
 	require.True(t, res[2].State.Follow.Following)
 	require.Equal(t, GenerationUnknown, res[2].Generation)
 	require.False(t, res[3].Changed, "an empty register is not stored")

@@ -229,10 +229,11 @@ func (s State) CountsAt(headSeq int64, mentionCap int) Counts {
 	return c
 }
 
-// MarkUnread is the incoming register of a mark-unread from seq: the read
-// cursor moves to seq-1 in the next epoch (receipt.MarkUnread).
-func MarkUnread(stored State, seq int64) State {
-	out := stored
-	out.Cursors = receipt.MarkUnread(stored.Cursors, seq)
+// MarkUnread is the incoming register of a mark-unread from seq by a
+// client that saw the read epoch seenEpoch: the user's private thread read
+// moves to seq-1 at the next epoch (receipt.MarkUnread); the public thread
+// read others see does not move.
+func MarkUnread(k Key, seq, seenEpoch int64) State {
+	out := State{Key: k, Cursors: receipt.MarkUnread(receipt.Key{}, seq, seenEpoch)}
 	return out
 }

@@ -71,15 +71,18 @@ func TestCountsAndFollows(t *testing.T) {
 	require.Equal(t, thread.Counts{Unread: 4, FirstUnread: 4, Mentions: 2}, st.CountsAt(7, 100))
 	require.Equal(t, thread.Counts{}, st.CountsAt(3, 100), "read to the head: no unread, no mentions")
 
-	un := thread.MarkUnread(st, 2)
+	un := thread.MarkUnread(k, 2, st.Cursors.ReadEpoch())
 	merged, moved := thread.Merge(st, un, 100)
 	require.True(t, moved)
-	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, merged.Cursors.Read.Position)
+	require.Equal(t, receipt.Position{Seq: 3}, merged.Cursors.Read.Position, "the public thread read does not move back")
+	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, merged.Cursors.EffectiveRead())
 	require.Equal(t, int64(6), merged.CountsAt(7, 100).Unread)
+	_, moved = thread.Merge(merged, thread.MarkUnread(k, 2, 0), 100)
+	require.False(t, moved, "a retried mark-unread is a no-op")
 	stale := thread.State{Key: k, Cursors: receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: 7}}}}
 	after, _ := thread.Merge(merged, stale, 100)
-	require.Equal(t, merged.Cursors.Read, after.Cursors.Read, "a read of the old epoch loses after a mark-unread")
-	require.Equal(t, int64(6), after.CountsAt(7, 100).Unread)
+	require.Equal(t, receipt.Position{Seq: 7}, after.Cursors.Read.Position, "the stale read was a read: public")
+	require.Equal(t, int64(6), after.CountsAt(7, 100).Unread, "a read of the old epoch loses in the user's view")
 
 	joined := channel.Join(k.ChannelKey(), 1, 5, 0)
 	require.True(t, st.Active(joined))

@@ -341,7 +341,12 @@ type ReceiptResult struct {
 	// (the ErrorInfo reason it would carry alone): STALE_EPOCH when its
 	// epoch is older than the stored read epoch. Empty for a mark taken
 	// (or a no-op behind the cursor).
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// MarkUnread only: the read epoch the mark-unread saw (the request's, or
+	// the stored one the server resolved); the private read is at epoch + 1.
+	// Pass it as MarkUnreadRequest.epoch to retry without moving the epoch
+	// again.
+	Epoch         int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +414,13 @@ func (x *ReceiptResult) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ReceiptResult) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type MarkRequest struct {
@@ -683,8 +695,11 @@ func (x *GetReadStateResponse) GetNextPageToken() string {
 	return ""
 }
 
-// Position is a max-register value: ordered by (epoch, seq). Epoch moves only
-// on an explicit mark-unread.
+// Position is a cursor's place. Epoch moves only on an explicit
+// mark-unread. A public read cursor is ordered by (seq, epoch), so it never
+// moves back; the user's own read position (the greater of read and
+// private_read) by (epoch, seq), so a mark-unread's newer epoch wins even
+// below the public seq.
 type Position struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Epoch         int64                  `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
@@ -799,8 +814,10 @@ type ChannelState struct {
 	DeviceId  string                 `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
 	// Wall-clock time of the last change, in Unix milliseconds.
 	UpdatedAtUnixMs int64 `protobuf:"varint,5,opt,name=updated_at_unix_ms,json=updatedAtUnixMs,proto3" json:"updated_at_unix_ms,omitempty"`
-	// The user's private read cursor (absent when it is not ahead of read):
-	// it counts for the user's own unread counts only.
+	// The user's own read position when it is ahead of read by (epoch, seq)
+	// (absent otherwise): a private read, or a mark-unread's position below
+	// the public read's seq at a newer epoch. It counts for the user's own
+	// unread counts only.
 	PrivateRead   *Cursor `protobuf:"bytes,6,opt,name=private_read,json=privateRead,proto3" json:"private_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2021,9 +2038,16 @@ type MarkUnreadRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	// The first unread seq: the read cursor becomes seq - 1; > 0.
-	Seq           int64  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	DeviceId      string `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The first unread seq: the user's own read position becomes seq - 1;
+	// > 0.
+	Seq      int64  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	DeviceId string `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The read epoch the client saw (ReceiptResult.epoch of the previous
+	// answer, or the greater epoch of the read and private read cursors it
+	// read); the private read moves to epoch + 1. Unset: the stored read
+	// epoch, so a retry without it moves the epoch again. Refused when ahead
+	// of the stored read epoch (EPOCH_AHEAD).
+	Epoch         *int64 `protobuf:"varint,5,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2084,6 +2108,13 @@ func (x *MarkUnreadRequest) GetDeviceId() string {
 		return x.DeviceId
 	}
 	return ""
+}
+
+func (x *MarkUnreadRequest) GetEpoch() int64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
 }
 
 type ReadAllRequest struct {
@@ -4429,9 +4460,12 @@ type MarkThreadUnreadRequest struct {
 	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
 	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
 	RootSeq   int64                  `protobuf:"varint,3,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
-	// The first unread reply: the thread read cursor becomes seq - 1; > 0.
-	Seq           int64  `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
-	DeviceId      string `protobuf:"bytes,5,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// The first unread reply: the user's own thread read position becomes
+	// seq - 1; > 0.
+	Seq      int64  `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	DeviceId string `protobuf:"bytes,5,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	// As MarkUnreadRequest.epoch, for the thread's read epoch.
+	Epoch         *int64 `protobuf:"varint,6,opt,name=epoch,proto3,oneof" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4499,6 +4533,13 @@ func (x *MarkThreadUnreadRequest) GetDeviceId() string {
 		return x.DeviceId
 	}
 	return ""
+}
+
+func (x *MarkThreadUnreadRequest) GetEpoch() int64 {
+	if x != nil && x.Epoch != nil {
+		return *x.Epoch
+	}
+	return 0
 }
 
 type FollowThreadRequest struct {
@@ -4570,7 +4611,9 @@ type ThreadMarkResponse struct {
 	Durability       Durability `protobuf:"varint,3,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
 	RealtimeDegraded bool       `protobuf:"varint,4,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
 	// As ReceiptResult.reason.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// MarkThreadUnread only: as ReceiptResult.epoch.
+	Epoch         int64 `protobuf:"varint,6,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4638,6 +4681,13 @@ func (x *ThreadMarkResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ThreadMarkResponse) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type ListThreadsRequest struct {
@@ -5109,7 +5159,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x13MarkReceiptsRequest\x120\n" +
 	"\breceipts\x18\x01 \x03(\v2\x14.receipts.v1.ReceiptR\breceipts\"L\n" +
 	"\x14MarkReceiptsResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xda\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xf0\x01\n" +
 	"\rReceiptResult\x12/\n" +
 	"\x05state\x18\x01 \x01(\v2\x19.receipts.v1.ChannelStateR\x05state\x12\x1a\n" +
 	"\badvanced\x18\x02 \x01(\bR\badvanced\x127\n" +
@@ -5117,7 +5167,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
 	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xd2\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\xd2\x01\n" +
 	"\vMarkRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -5264,13 +5315,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x14thread_mention_count\x18\v \x01(\x03R\x12threadMentionCount\x12\x14\n" +
 	"\x05level\x18\f \x01(\tR\x05level\x12\x14\n" +
 	"\x05muted\x18\r \x01(\bR\x05muted\x12-\n" +
-	"\x13muted_until_unix_ms\x18\x0e \x01(\x03R\x10mutedUntilUnixMs\"z\n" +
+	"\x13muted_until_unix_ms\x18\x0e \x01(\x03R\x10mutedUntilUnixMs\"\x9f\x01\n" +
 	"\x11MarkUnreadRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1b\n" +
-	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\"e\n" +
+	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\x12\x19\n" +
+	"\x05epoch\x18\x05 \x01(\x03H\x00R\x05epoch\x88\x01\x01B\b\n" +
+	"\x06_epoch\"e\n" +
 	"\x0eReadAllRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -5477,19 +5530,21 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tdevice_id\x18\x06 \x01(\tR\bdeviceId\x12\x19\n" +
 	"\x05epoch\x18\a \x01(\x03H\x00R\x05epoch\x88\x01\x01\x12\x18\n" +
 	"\aprivate\x18\b \x01(\bR\aprivateB\b\n" +
-	"\x06_epoch\"\x9b\x01\n" +
+	"\x06_epoch\"\xc0\x01\n" +
 	"\x17MarkThreadUnreadRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x19\n" +
 	"\broot_seq\x18\x03 \x01(\x03R\arootSeq\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x03R\x03seq\x12\x1b\n" +
-	"\tdevice_id\x18\x05 \x01(\tR\bdeviceId\"h\n" +
+	"\tdevice_id\x18\x05 \x01(\tR\bdeviceId\x12\x19\n" +
+	"\x05epoch\x18\x06 \x01(\x03H\x00R\x05epoch\x88\x01\x01B\b\n" +
+	"\x06_epoch\"h\n" +
 	"\x13FollowThreadRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x19\n" +
-	"\broot_seq\x18\x03 \x01(\x03R\arootSeq\"\xe1\x01\n" +
+	"\broot_seq\x18\x03 \x01(\x03R\arootSeq\"\xf7\x01\n" +
 	"\x12ThreadMarkResponse\x121\n" +
 	"\x06thread\x18\x01 \x01(\v2\x19.receipts.v1.ThreadUnreadR\x06thread\x12\x1a\n" +
 	"\badvanced\x18\x02 \x01(\bR\badvanced\x127\n" +
@@ -5497,7 +5552,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
 	"\x11realtime_degraded\x18\x04 \x01(\bR\x10realtimeDegraded\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x81\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05epoch\x18\x06 \x01(\x03R\x05epoch\"\x81\x01\n" +
 	"\x12ListThreadsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -5798,8 +5854,10 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[26].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[47].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[57].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[58].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

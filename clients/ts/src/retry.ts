@@ -20,7 +20,10 @@ export const MAX_ATTEMPTS_DEFAULT = 5;
  *   max-register write, so one applied twice leaves the same state.
  * - markUnread, joinChannel, leaveChannel, updateSettings and eraseUser
  *   take a new version on each attempt: repeating one that was applied
- *   but whose answer was lost could undo a change made in between. They
+ *   but whose answer was lost could undo a change made in between (a
+ *   markUnread that sets `epoch` — the one its first answer gave, or the
+ *   one the caller read — changes nothing twice: the caller may repeat
+ *   it). They
  *   are retried only on refusals given before anything is written
  *   (HEAD_BEHIND, RATE_LIMITED) and when the connection was refused; on
  *   any other failure the caller decides.

@@ -152,8 +152,13 @@ type ReceiptServiceClient interface {
 	// listed ones, or every channel the user is a member of or has a cursor
 	// in) and the badge totals, each count with the positions it derives from.
 	GetUnread(context.Context, *connect.Request[v1.GetUnreadRequest]) (*connect.Response[v1.GetUnreadResponse], error)
-	// MarkUnread moves the user's read cursor back to seq - 1 at the next
-	// epoch, so a stale read of the old epoch arriving later is ignored.
+	// MarkUnread moves the user's own read position back to seq - 1 at the
+	// epoch after the one the client saw: only the user's counts, badge,
+	// first unread seq and private read cursor change; the public read cursor
+	// others see (read-by, receipts, ticks, watch streams) never moves back.
+	// A stale read of the older epoch arriving later does not undo it in the
+	// user's view. Idempotent given the epoch: the same call with the same
+	// epoch changes nothing twice (the result's epoch is the one to pass).
 	MarkUnread(context.Context, *connect.Request[v1.MarkUnreadRequest]) (*connect.Response[v1.MarkResponse], error)
 	// ReadAll reads each listed channel (default: every channel the user is a
 	// member of or has a cursor in) up to its current head, in one call.
@@ -196,8 +201,9 @@ type ReceiptServiceClient interface {
 	// MarkThreadRead moves the user's read cursor in a thread, as MarkRead in
 	// a channel (private and epoch alike).
 	MarkThreadRead(context.Context, *connect.Request[v1.MarkThreadReadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
-	// MarkThreadUnread moves the user's thread read cursor back to seq - 1 at
-	// the next epoch, as MarkUnread in a channel.
+	// MarkThreadUnread moves the user's own thread read position back to
+	// seq - 1 at the epoch after the one seen, as MarkUnread in a channel
+	// (private, idempotent given the epoch).
 	MarkThreadUnread(context.Context, *connect.Request[v1.MarkThreadUnreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
 	// FollowThread makes the user follow a thread of a channel they are a
 	// member of: it counts toward their counts and badge.
@@ -607,8 +613,13 @@ type ReceiptServiceHandler interface {
 	// listed ones, or every channel the user is a member of or has a cursor
 	// in) and the badge totals, each count with the positions it derives from.
 	GetUnread(context.Context, *connect.Request[v1.GetUnreadRequest]) (*connect.Response[v1.GetUnreadResponse], error)
-	// MarkUnread moves the user's read cursor back to seq - 1 at the next
-	// epoch, so a stale read of the old epoch arriving later is ignored.
+	// MarkUnread moves the user's own read position back to seq - 1 at the
+	// epoch after the one the client saw: only the user's counts, badge,
+	// first unread seq and private read cursor change; the public read cursor
+	// others see (read-by, receipts, ticks, watch streams) never moves back.
+	// A stale read of the older epoch arriving later does not undo it in the
+	// user's view. Idempotent given the epoch: the same call with the same
+	// epoch changes nothing twice (the result's epoch is the one to pass).
 	MarkUnread(context.Context, *connect.Request[v1.MarkUnreadRequest]) (*connect.Response[v1.MarkResponse], error)
 	// ReadAll reads each listed channel (default: every channel the user is a
 	// member of or has a cursor in) up to its current head, in one call.
@@ -651,8 +662,9 @@ type ReceiptServiceHandler interface {
 	// MarkThreadRead moves the user's read cursor in a thread, as MarkRead in
 	// a channel (private and epoch alike).
 	MarkThreadRead(context.Context, *connect.Request[v1.MarkThreadReadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
-	// MarkThreadUnread moves the user's thread read cursor back to seq - 1 at
-	// the next epoch, as MarkUnread in a channel.
+	// MarkThreadUnread moves the user's own thread read position back to
+	// seq - 1 at the epoch after the one seen, as MarkUnread in a channel
+	// (private, idempotent given the epoch).
 	MarkThreadUnread(context.Context, *connect.Request[v1.MarkThreadUnreadRequest]) (*connect.Response[v1.ThreadMarkResponse], error)
 	// FollowThread makes the user follow a thread of a channel they are a
 	// member of: it counts toward their counts and badge.

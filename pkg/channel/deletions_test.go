@@ -63,14 +63,14 @@ func TestUnreadDeleted(t *testing.T) {
 		deleted      []int64
 		count, first int64
 	}{
-		"none":                {10, 0, nil, 10, 1},
-		"two deleted":         {10, 0, []int64{7, 9}, 8, 1},
-		"first deleted":       {10, 0, []int64{1, 2, 3}, 7, 4},
-		"below the read":      {10, 5, []int64{1, 5}, 5, 6},
-		"above the head":      {10, 5, []int64{11, 12}, 5, 6},
-		"all deleted":         {10, 5, []int64{6, 7, 8, 9, 10}, 0, 0},
-		"read at head":        {10, 10, []int64{3}, 0, 0},
-		"run after the read":  {10, 5, []int64{6, 7, 9}, 2, 8},
+		"none":                 {10, 0, nil, 10, 1},
+		"two deleted":          {10, 0, []int64{7, 9}, 8, 1},
+		"first deleted":        {10, 0, []int64{1, 2, 3}, 7, 4},
+		"below the read":       {10, 5, []int64{1, 5}, 5, 6},
+		"above the head":       {10, 5, []int64{11, 12}, 5, 6},
+		"all deleted":          {10, 5, []int64{6, 7, 8, 9, 10}, 0, 0},
+		"read at head":         {10, 10, []int64{3}, 0, 0},
+		"run after the read":   {10, 5, []int64{6, 7, 9}, 2, 8},
 		"deletion at the head": {10, 8, []int64{10}, 1, 9},
 	} {
 		c, f := channel.UnreadDeleted(tc.head, st(tc.read), tc.deleted)

@@ -49,8 +49,10 @@ type UnreadView struct {
 	// registers and the mention sets. When either is false, hydrate from
 	// Postgres (Hydrate, HydrateMemberships) and read again.
 	CursorsComplete, MembershipsComplete bool
-	// MissingHeads lists the channels whose head Redis does not know.
-	MissingHeads []string
+	// MissingHeads lists the channels whose head Redis does not know;
+	// MissingDeletions those whose deletions it does not (read Postgres
+	// and HydrateDeletions).
+	MissingHeads, MissingDeletions []string
 	// More: a page of the default set stopped short of its end.
 	More bool
 	// ThreadsNone: the user's thread hash is hydrated and holds no
@@ -105,7 +107,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
 	var cursors, regs, mentions fieldTable
-	var heads []*redis.StringCmd
+	var heads []*redis.SliceCmd
 	defaultSet := len(channels) == 0
 	if defaultSet {
 		hs, err := s.userHashes(ctx, user)
@@ -128,7 +130,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
-		heads = make([]*redis.StringCmd, len(channels))
+		heads = make([]*redis.SliceCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
@@ -136,7 +138,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			probe = s.queueThreadProbe(ctx, pipe, user)
 			levels = s.queueLevels(ctx, pipe, user, channels)
 			for i, k := range keys {
-				heads[i] = pipe.HGet(ctx, k, headField)
+				heads[i] = pipe.HMGet(ctx, k, headField, deletionsField)
 			}
 		}); err != nil {
 			return view, err
@@ -147,7 +149,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
-		heads = make([]*redis.StringCmd, len(channels))
+		heads = make([]*redis.SliceCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
@@ -158,7 +160,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
 			for i, k := range keys {
-				heads[i] = pipe.HGet(ctx, k, headField)
+				heads[i] = pipe.HMGet(ctx, k, headField, deletionsField)
 			}
 		}); err != nil {
 			return view, err
@@ -174,18 +176,25 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		cursors, regs, mentions = hmgetTable(channels, uv), hmgetTable(channels, mv), hmgetTable(channels, nv)
 		view.CursorsComplete, view.MembershipsComplete = cursors.loaded, regs.loaded && mentions.loaded
 	}
+	var del deletionPass
 	var err error
 	view.Channels, view.MissingHeads, err = s.channelViews(make([]ChannelView, 0, len(channels)), view.MissingHeads,
-		user, channels, heads, cursors, regs, mentions, defaultSet, mentionCap)
+		user, channels, heads, cursors, regs, mentions, defaultSet, mentionCap, &del)
+	if err == nil {
+		err = s.applyDeletions(ctx, view.Channels, &del, mentionCap)
+	}
+	view.MissingDeletions = del.missing
 	return view, err
 }
 
 // channelViews appends to views the counts of channels (ascending) from
-// their heads (one HGET each) and the user's tables, which are read from
-// their current positions on; missing gets the channels whose head Redis
-// does not know. defaultSet: a channel the user left is left out.
-func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.StringCmd,
-	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int,
+// their heads and deletion counts (one HMGET each) and the user's tables,
+// which are read from their current positions on; missing gets the
+// channels whose head Redis does not know, del the channels whose
+// deletions are to count (applyDeletions) or unknown. defaultSet: a
+// channel the user left is left out.
+func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.SliceCmd,
+	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int, del *deletionPass,
 ) ([]ChannelView, []string, error) {
 	var bound [seqWidth]byte
 	for i, ch := range channels {
@@ -209,11 +218,13 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 		if defaultSet && cv.HasMembership && !cv.Membership.Member {
 			continue // left: the channel no longer counts
 		}
-		switch hv, herr := heads[i].Result(); {
-		case errors.Is(herr, redis.Nil):
-			missing = append(missing, ch)
-		case herr != nil:
+		hd, herr := heads[i].Result()
+		if herr != nil {
 			return views, missing, fmt.Errorf("%w: %w", ErrUnavailable, herr)
+		}
+		switch hv, ok := hd[0].(string); {
+		case !ok:
+			missing = append(missing, ch)
 		default:
 			if h, err := decodeHead(ch, hv); err != nil {
 				s.skipUndecodable() // hydrated again from Postgres
@@ -223,11 +234,13 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 			}
 		}
 		cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
-		if v, _ := mentions.next(ch); v != "" && cv.Unread > 0 {
+		v, _ := mentions.next(ch)
+		if v != "" && cv.Unread > 0 {
 			n := countMentionsAbove(v, appendPadded(bound[:0], cv.State.EffectiveRead().Seq))
 			cv.Mentions, cv.MentionsCapped = n, n > int64(mentionCap)
 		}
 		views = append(views, cv)
+		del.note(views, hd[1], v)
 	}
 	return views, missing, nil
 }

@@ -32,6 +32,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		lo      int
 		views   []ChannelView // within all, from lo
 		missing []string
+		del     deletionPass
 		err     error
 	}
 	parts := make([]part, (len(channels)+size-1)/size)
@@ -42,11 +43,11 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		wg.Go(func() {
 			p, chs := &parts[i], channels[lo:hi]
 			p.lo = lo
-			heads := make([]*redis.StringCmd, len(chs))
+			heads := make([]*redis.SliceCmd, len(chs))
 			keys := s.channelKeys(chs)
 			if _, p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
 				for j, k := range keys {
-					heads[j] = pipe.HGet(ctx, k, headField)
+					heads[j] = pipe.HMGet(ctx, k, headField, deletionsField)
 				}
 			}); p.err != nil {
 				return
@@ -57,7 +58,10 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 				return
 			}
 			p.views, p.missing, p.err = s.channelViews(all[lo:lo:hi], nil, view.User, chs, heads,
-				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentions.from(chs[0]), true, mentionCap)
+				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentions.from(chs[0]), true, mentionCap, &p.del)
+			if p.err == nil {
+				p.err = s.applyDeletions(ctx, p.views, &p.del, mentionCap)
+			}
 		})
 	}
 	wg.Wait()
@@ -77,6 +81,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		}
 		n += len(p.views)
 		view.MissingHeads = append(view.MissingHeads, p.missing...)
+		view.MissingDeletions = append(view.MissingDeletions, p.del.missing...)
 	}
 	view.Channels = all[:n]
 	return view, nil

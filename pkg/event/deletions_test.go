@@ -29,9 +29,11 @@ func TestDeletionsEventRoundTrip(t *testing.T) {
 	for name, corrupt := range map[string]func(*receiptsv1.ChannelEvent){
 		"an old version": func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = event.NotificationSchemaVersion },
 		"a zero seq":     func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = []int64{0} },
-		"with a head":    func(ev *receiptsv1.ChannelEvent) { ev.Head = &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 3}} },
-		"too many":       func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = make([]int64, channel.MaxDeletedSeqs+1) },
-		"other channel":  func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "c2" },
+		"with a head": func(ev *receiptsv1.ChannelEvent) {
+			ev.Head = &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 3}}
+		},
+		"too many":      func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = make([]int64, channel.MaxDeletedSeqs+1) },
+		"other channel": func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "c2" },
 	} {
 		bad := proto.Clone(&ev).(*receiptsv1.ChannelEvent)
 		corrupt(bad)

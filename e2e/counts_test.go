@@ -31,6 +31,9 @@ type countsModel struct {
 	heads map[string]int64
 	keys  map[receipt.Key]*modelKey
 	ops   int
+	// deleted are the acknowledged deletes per channel
+	// (counts_deletions_test.go).
+	deleted map[string]map[int64]bool
 }
 
 type modelKey struct {
@@ -72,11 +75,9 @@ func (mk *modelKey) raise(cur *receipt.Position, seq int64) {
 func (m *countsModel) counts(k receipt.Key) (unread, mentions, first int64) {
 	mk := m.key(k)
 	eff := mk.effective().Seq
-	if h := m.heads[k.Channel]; h > eff {
-		unread, first = h-eff, eff+1
-	}
+	unread, first = m.unreadKept(k.Channel, eff)
 	for s := range mk.mentions {
-		if s > eff {
+		if s > eff && !m.deleted[k.Channel][s] {
 			mentions++
 		}
 	}
@@ -147,6 +148,10 @@ func (w *countsWorkload) step(ctx context.Context) {
 	u := w.users[w.rng.IntN(len(w.users))]
 	ch := w.channels[w.rng.IntN(len(w.channels))]
 	k := receipt.Key{User: u, Channel: ch}
+	if w.rng.Float64() < deleteShare {
+		w.deleteStep(ctx, ch)
+		return
+	}
 	head := w.ackedHead(ch)
 	// Non-members of channels with members are refused (NOT_A_MEMBER): an
 	// expected refusal, not in the model.
@@ -262,7 +267,7 @@ func boolInt(b bool) int {
 }
 
 // TestCountsMatchModel drives messages, joins, leaves, public and private
-// marks, stale-epoch acks, mark-unread and read-all from several
+// marks, stale-epoch acks, mark-unread, read-all and deletes from several
 // concurrent clients (gRPC and Connect JSON) with duplicates and
 // reordering, then checks, for every (user, channel), that the API's
 // unread and mention counts equal the model's: from Redis, and again after
@@ -271,7 +276,7 @@ func boolInt(b bool) int {
 func TestCountsMatchModel(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	ctx := context.Background()
-	m := &countsModel{heads: map[string]int64{}, keys: map[receipt.Key]*modelKey{}}
+	m := &countsModel{heads: map[string]int64{}, keys: map[receipt.Key]*modelKey{}, deleted: map[string]map[int64]bool{}}
 	const clients, usersPer, nChannels, opsPer = 4, 3, 4, 150
 	var users, channels []string
 	for i := range clients * usersPer {

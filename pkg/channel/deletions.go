@@ -102,7 +102,7 @@ func DeletedIn(deleted []int64, read, head int64) int64 {
 // AfterDeletions; this is the rule they are held to.
 func UnreadDeleted(headSeq int64, st receipt.State, deleted []int64) (count, firstUnread int64) {
 	read := st.EffectiveRead().Seq
-	count, firstUnread = Unread(headSeq, st)
+	count, _ = Unread(headSeq, st)
 	if count == 0 {
 		return 0, 0
 	}

@@ -181,10 +181,14 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			return durable()
 		}
 		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
-		if complete && len(view.MissingDeletions) > 0 && attempt < 2 {
+		if complete && len(view.MissingDeletions) > 0 {
 			// Only the deletions are unknown (a channel new to Redis):
 			// hydrate them and read again. Without Postgres, answer
 			// without them rather than fail.
+			if attempt == 2 {
+				g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+				return durable()
+			}
 			if err := g.hydrateDeletions(ctx, view.MissingDeletions); err == nil {
 				continue
 			} else if cerr := contextError(ctx, err); cerr != nil {

@@ -14,7 +14,11 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -129,4 +133,42 @@ func TestDeleteBadInputWritesNothing(t *testing.T) {
 	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidField, "connect")
 	require.Empty(t, tb.redisKeys(t))
 	require.Zero(t, tb.highWatermarks(t))
+}
+
+// Without Postgres, a channel whose deletions Redis does not know yet
+// still answers (without them), and one whose deletions Redis knows
+// counts them: the deletions cost Postgres nothing once hydrated.
+func TestDeletionsWithPostgresDown(t *testing.T) {
+	t.Parallel()
+	pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://postgres@" + closedAddr(t) + "/receipts?sslmode=disable&connect_timeout=1"})
+	require.NoError(t, err)
+	t.Cleanup(pg.Close)
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Postgres = pg }})
+	ctx := context.Background()
+	var regs []channel.Membership
+	var mentions []channel.Mentions
+	for _, ch := range []string{"known", "unknown"} {
+		k := receipt.Key{User: "pu", Channel: ch}
+		regs = append(regs, channel.Join(k, 1, 1, 0))
+		mentions = append(mentions, channel.Mentions{Key: k, Seqs: []int64{4}})
+		_, err := tb.store.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil))
+	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs, mentions, channel.MentionCapDefault))
+	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault))
+	require.NoError(t, tb.store.HydrateNotifications(ctx, "pu", nil))
+	_, err = tb.store.MergeSettings(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
+	require.NoError(t, err)
+	require.NoError(t, tb.store.HydrateDeletions(ctx, []string{"known"}, nil))
+	_, err = tb.store.AddDeletions(ctx, []channel.Deletions{{Channel: "known", Seqs: []int64{1, 4}}, {Channel: "unknown", Seqs: []int64{1, 4}}})
+	require.NoError(t, err)
+
+	resp, err := tb.client().GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "pu"}))
+	require.NoError(t, err)
+	got := map[string][3]int64{}
+	for _, c := range resp.Msg.GetChannels() {
+		got[c.GetChannelId()] = [3]int64{c.GetUnreadCount(), c.GetFirstUnreadSeq(), c.GetMentionCount()}
+	}
+	require.Equal(t, map[string][3]int64{"known": {4, 2, 0}, "unknown": {6, 1, 1}}, got)
 }

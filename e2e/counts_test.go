@@ -35,6 +35,9 @@ type countsModel struct {
 	// the end of the latest short mute (countslevels_test.go).
 	levels      map[receipt.Key]levelSet
 	lastMuteEnd int64
+	// deleted are the acknowledged deletes per channel
+	// (counts_deletions_test.go).
+	deleted map[string]map[int64]bool
 }
 
 // modelKey is one key's model: read is the public read (the greatest by
@@ -92,11 +95,9 @@ func (mk *modelKey) at(seq int64) receipt.Position {
 func (m *countsModel) counts(k receipt.Key) (unread, mentions, first int64) {
 	mk := m.key(k)
 	eff := mk.effective().Seq
-	if h := m.heads[k.Channel]; h > eff {
-		unread, first = h-eff, eff+1
-	}
+	unread, first = m.unreadKept(k.Channel, eff)
 	for s := range mk.mentions {
-		if s > eff {
+		if s > eff && !m.deleted[k.Channel][s] {
 			mentions++
 		}
 	}
@@ -167,6 +168,10 @@ func (w *countsWorkload) step(ctx context.Context) {
 	u := w.users[w.rng.IntN(len(w.users))]
 	ch := w.channels[w.rng.IntN(len(w.channels))]
 	k := receipt.Key{User: u, Channel: ch}
+	if w.rng.Float64() < deleteShare {
+		w.deleteStep(ctx, ch)
+		return
+	}
 	head := w.ackedHead(ch)
 	// Non-members of channels with members are refused (NOT_A_MEMBER): an
 	// expected refusal, not in the model.
@@ -292,17 +297,18 @@ func boolInt(b bool) int {
 }
 
 // TestCountsMatchModel drives messages, joins, leaves, public and private
-// marks, stale-epoch acks, mark-unread, read-all and notification levels
-// and mutes (some ending before the check) from several concurrent clients
-// (gRPC and Connect JSON) with duplicates and reordering, then checks, for
-// every (user, channel), that the API's unread and mention counts, level,
-// mute and badge totals equal the model's: from Redis, and again after
+// marks, stale-epoch acks, mark-unread, read-all, deletes and notification
+// levels and mutes (some ending before the check) from several concurrent
+// clients (gRPC and Connect JSON) with duplicates and reordering, then
+// checks, for every (user, channel), that the API's unread and mention
+// counts, level, mute and badge totals equal the model's: from Redis, and again after
 // every key of the test's Redis prefix is deleted (the test's FLUSHALL:
 // other tests share the Redis), when the counts are rebuilt from Postgres.
 func TestCountsMatchModel(t *testing.T) {
 	s := newStack(t, stackOptions{})
 	ctx := context.Background()
-	m := &countsModel{heads: map[string]int64{}, keys: map[receipt.Key]*modelKey{}, levels: map[receipt.Key]levelSet{}}
+	m := &countsModel{heads: map[string]int64{}, keys: map[receipt.Key]*modelKey{}, levels: map[receipt.Key]levelSet{},
+		deleted: map[string]map[int64]bool{}}
 	const clients, usersPer, nChannels, opsPer = 4, 3, 4, 150
 	var users, channels []string
 	for i := range clients * usersPer {

@@ -341,6 +341,7 @@ var (
 	KindThreadStates = kinds.ThreadStates.Name()
 
 	KindNotifications = kinds.Notifications.Name()
+	KindDeletions     = kinds.Deletions.Name()
 )
 
 // checkGuard checks, before each page, that this replica may still sweep.

@@ -32,12 +32,16 @@ import (
 //
 // Version 5 adds the notification register: only an event carrying one
 // is written as version 5.
+//
+// Version 6 adds a channel's deleted seqs: a channel event carrying them
+// (and no head) is written as version 6.
 const (
 	SchemaVersion             = 3
 	ThreadSchemaVersion       = 4
 	NotificationSchemaVersion = 5
+	DeletionSchemaVersion     = 6
 	MinSchemaVersion          = 1
-	MaxSchemaVersion          = NotificationSchemaVersion
+	MaxSchemaVersion          = DeletionSchemaVersion
 )
 
 // MaxValueBytes bounds a record value; a real event is well under 1 KiB
@@ -93,6 +97,9 @@ type Decoded struct {
 	// Notifications is the user's notification register in the channel
 	// (a user event), nil when absent.
 	Notifications *notification.Register
+	// Deletions are a channel's deleted seqs (a channel event without a
+	// head), nil for the other kinds.
+	Deletions *channel.Deletions
 
 	// Extensions are a user event's fields this build's contract does not
 	// name (protobuf's unknown fields): a kind of state added without a
@@ -142,6 +149,9 @@ func (d Decoded) RecordKey() string {
 	if d.ThreadHead != nil {
 		return receipt.EscapeKeyID(d.ThreadHead.Channel)
 	}
+	if d.Deletions != nil {
+		return receipt.EscapeKeyID(d.Deletions.Channel)
+	}
 	if d.Erasure != nil {
 		return UserKey(d.Erasure.User)
 	}
@@ -187,7 +197,15 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	if d.Thread != nil || d.ThreadHead != nil {
 		return encodeThread(d)
 	}
-	if d.Channel != nil {
+	if d.Deletions != nil {
+		key = receipt.EscapeKeyID(d.Deletions.Channel)
+		msg = &receiptsv1.ChannelEvent{
+			SchemaVersion:    DeletionSchemaVersion,
+			ChannelId:        d.Deletions.Channel,
+			DeletedSeqs:      d.Deletions.Seqs,
+			AcceptedAtUnixMs: d.Deletions.UpdatedAtUnixMs,
+		}
+	} else if d.Channel != nil {
 		h := d.Channel
 		key = receipt.EscapeKeyID(h.Channel)
 		msg = &receiptsv1.ChannelEvent{
@@ -315,6 +333,9 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	}
 	if ev.GetThreadRootSeq() != 0 {
 		return decodeThreadHead(r, &ev)
+	}
+	if len(ev.GetDeletedSeqs()) > 0 {
+		return decodeDeletions(r, &ev)
 	}
 	if ev.GetHead().GetPosition().GetEpoch() != 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)
@@ -467,4 +488,23 @@ func StateToProto(s receipt.State) *receiptsv1.ChannelState {
 		cs.Delivered = CursorToProto(s.Delivered)
 	}
 	return cs
+}
+
+// decodeDeletions reads a channel event of deleted seqs (version 6, no
+// head).
+func decodeDeletions(r *kgo.Record, ev *receiptsv1.ChannelEvent) (Decoded, error) {
+	if ev.GetSchemaVersion() < DeletionSchemaVersion {
+		return Decoded{}, fmt.Errorf("%w: deleted seqs in a version-%d event", ErrUndecodable, ev.GetSchemaVersion())
+	}
+	if ev.GetHead() != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: deleted seqs with a head", ErrUndecodable)
+	}
+	d := channel.Deletions{Channel: ev.GetChannelId(), Seqs: ev.GetDeletedSeqs(), UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs()}
+	if err := d.Validate(); err != nil {
+		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	if !matchesKey(r.Key, receipt.EscapeKeyID(d.Channel), "") {
+		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, d.Channel)
+	}
+	return Decoded{Deletions: &d}, nil
 }

@@ -181,6 +181,20 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			return durable()
 		}
 		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
+		if complete && len(view.MissingDeletions) > 0 {
+			// Only the deletions are unknown (a channel new to Redis):
+			// hydrate them and read again. Without Postgres, answer
+			// without them rather than fail.
+			if attempt == 2 {
+				g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+				return durable()
+			}
+			if err := g.hydrateDeletions(ctx, view.MissingDeletions); err == nil {
+				continue
+			} else if cerr := contextError(ctx, err); cerr != nil {
+				return nil, false, cerr
+			}
+		}
 		if complete {
 			if seen != nil {
 				*seen = unreadSeen{threadsNone: view.ThreadsNone, levels: view.Levels}
@@ -256,6 +270,28 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		}
 		hydrate("heads", func(c context.Context) error { return g.redis.HydrateHeads(c, heads, none) })
 	}
+	if len(view.MissingDeletions) > 0 {
+		return g.hydrateDeletions(ctx, view.MissingDeletions)
+	}
+	return nil
+}
+
+// hydrateDeletions copies the listed channels' deletions from Postgres
+// into Redis and marks them known. A Redis failure is only logged.
+func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	ds, err := g.pg.Deletions(pctx, channels)
+	cancel()
+	if err != nil {
+		g.log.Warn("reading deletions to hydrate", zap.Error(err))
+		return fmt.Errorf("reading the deletions of %d channels: %w", len(channels), err)
+	}
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	if err := g.redis.HydrateDeletions(hctx, channels, ds); err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+		g.warnRedis(redisOpHydrate+" deletions", err)
+	}
 	return nil
 }
 
@@ -326,11 +362,34 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 		seqs[m.Key.Channel] = m.Seqs
 	}
 	out := make([]redisstore.ChannelView, 0, len(set))
+	var qs []pgstore.DeletionQuery
+	var qv []int
 	for _, ch := range set {
 		v := byCh[ch]
 		v.Unread, v.FirstUnread = channel.Unread(v.Head.Seq, v.State)
-		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[ch], v.State.EffectiveRead().Seq, g.cfg.MentionCap)
+		read := v.State.EffectiveRead().Seq
+		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[ch], read, g.cfg.MentionCap)
+		if v.Unread > 0 {
+			q := pgstore.DeletionQuery{Channel: ch, Read: read, Head: v.Head.Seq}
+			for _, m := range seqs[ch] {
+				if m > read {
+					q.Mentions = append(q.Mentions, m)
+				}
+			}
+			qs, qv = append(qs, q), append(qv, len(out))
+		}
 		out = append(out, *v)
+	}
+	// The deletions, as the real-time read counts them.
+	dc, err := g.pg.DeletionCounts(pctx, qs)
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range qv {
+		v := &out[j]
+		v.Unread, v.FirstUnread = channel.AfterDeletions(v.Unread, dc[i].FirstKept, dc[i].Deleted)
+		v.Mentions = max(0, v.Mentions-int64(len(dc[i].DeletedMentions)))
+		v.MentionsCapped = v.Mentions > int64(g.cfg.MentionCap)
 	}
 	return sortViews(out), nil
 }

@@ -1,6 +1,10 @@
 package gate
 
-import "github.com/readstate/receipts/pkg/redisstore"
+import (
+	"context"
+
+	"github.com/readstate/receipts/pkg/redisstore"
+)
 
 // SetRebuildHook makes f run as each view rebuild starts (tests only).
 func SetRebuildHook(g *Gate, f func()) { g.rebuildHook = f }
@@ -8,4 +12,10 @@ func SetRebuildHook(g *Gate, f func()) { g.rebuildHook = f }
 // PageOfChannels is pageOf over channel ids (the Postgres fallbacks' cut).
 func PageOfChannels(channels []string, after string, limit int) ([]string, bool) {
 	return pageOf(channels, func(ch string) string { return ch }, redisstore.Page{After: after, Limit: limit})
+}
+
+// DurableUnread is GetUnread's Postgres fallback: the counts from
+// Postgres alone (tests only).
+func DurableUnread(ctx context.Context, g *Gate, user string) ([]redisstore.ChannelView, error) {
+	return g.durableUnread(ctx, user, nil)
 }

@@ -90,15 +90,24 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 	case len(ns) > MaxNotices:
 		return nil, tooMany("notices", fmt.Sprintf("has %d items", len(ns)), MaxNotices)
 	}
-	// Thread replies (a thread_root_seq) take the thread path; the
-	// results keep the request's order.
+	// Thread replies (a thread_root_seq) take the thread path, deletes
+	// (deleted) the deletion path; the results keep the request's order.
 	var (
-		notices               []notice
-		threads               []threadNotice
-		channelIdx, threadIdx []int
+		notices                          []notice
+		threads                          []threadNotice
+		dels                             []deletion
+		channelIdx, threadIdx, deleteIdx []int
 	)
 	for i, n := range ns {
 		prefix := "notices[" + strconv.Itoa(i) + "]."
+		if n.GetDeleted() {
+			v, err := validateDeletion(prefix, n)
+			if err != nil {
+				return nil, err
+			}
+			dels, deleteIdx = append(dels, v), append(deleteIdx, i)
+			continue
+		}
 		if n.GetThreadRootSeq() != 0 {
 			v, err := validateThreadNotice(prefix, n)
 			if err != nil {
@@ -130,6 +139,15 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 		}
 		for j, i := range threadIdx {
 			results[i] = res[j]
+		}
+	}
+	if len(dels) > 0 {
+		durability, degraded, err := g.deleteMessages(ctx, dels)
+		if err != nil {
+			return nil, err
+		}
+		for _, i := range deleteIdx {
+			results[i] = &receiptsv1.NoticeResult{Durability: durability, RealtimeDegraded: degraded}
 		}
 	}
 	return connect.NewResponse(&receiptsv1.NotifyMessagesResponse{Results: results}), nil

@@ -81,6 +81,18 @@ var randomValue = map[string]func(r *rand.Rand) any{
 		return notification.Register{Key: randomKey(r), Level: notification.Level(r.IntN(4)),
 			MutedUntilUnixMs: r.Int64N(3) * 1000, VersionUnixMs: 1 + r.Int64N(4)}
 	},
+	kinds.Deletions.Name(): func(r *rand.Rand) any {
+		// Now and then far above the rest, so that the window is part of
+		// the rule.
+		seqs := make([]int64, 1+r.IntN(4))
+		for i := range seqs {
+			seqs[i] = 1 + r.Int64N(30)
+			if r.IntN(12) == 0 {
+				seqs[i] += channel.DeletionWindow - 10
+			}
+		}
+		return channel.Deletions{Channel: "c" + strconv.Itoa(r.IntN(3)), Seqs: channel.MergeDeletions(nil, seqs), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
+	},
 	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
 		seq := 1 + r.Int64N(40)
 		return thread.Head{Ref: randomRef(r), Seq: seq, MessageID: "m" + strconv.FormatInt(seq, 10), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}

@@ -31,6 +31,7 @@ func TestRecordKeyIsTheRecordsKey(t *testing.T) {
 		{Key: k, Thread: &thread.State{Key: thread.Key{User: k.User, Ref: ref}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}},
 		{ThreadHead: &thread.Head{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}},
 		{Key: k, Notifications: &notification.Register{Key: k, Level: notification.Mentions, VersionUnixMs: 1}},
+		{Deletions: &channel.Deletions{Channel: k.Channel, Seqs: []int64{2, 3}, UpdatedAtUnixMs: 1}},
 	} {
 		rec, err := event.EncodeDecoded(d)
 		require.NoError(t, err)

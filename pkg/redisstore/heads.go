@@ -1,9 +1,9 @@
 package redisstore
 
-// Channel heads are string keys, so that the heads of a user's channels
-// read with one MGET (one per cluster slot) rather than a command per
-// channel: at a thousand channels, a pipeline of HGETs cost Redis and the
-// gateway about 2.5 times as much as one MGET.
+// Channel heads and deletion counts are string keys, so that those of a
+// user's channels read with one MGET (one per cluster slot) rather than a
+// command per channel: at a thousand channels, a pipeline of HGETs cost
+// Redis and the gateway about 2.5 times as much as one MGET.
 
 import (
 	"context"
@@ -15,25 +15,28 @@ import (
 // HeadKey is a channel's head (`SEQ MSG UPDATED_MS`, numbers base 62).
 func (s *Store) HeadKey(ch string) string { return s.prefix + "hd:{" + ch + "}" }
 
-// headKeys is HeadKey of each channel, built in one allocation (at a
-// thousand channels, a string each showed in profiles).
+// headKeys is, for each channel, HeadKey and DeletionCountKey (keys 2i
+// and 2i+1), built in one allocation (at a thousand channels, a string
+// each showed in profiles).
 func (s *Store) headKeys(channels []string) []string {
 	n := 0
 	for _, ch := range channels {
-		n += len(s.prefix) + len("hd:{}") + len(ch)
+		n += 2 * (len(s.prefix) + len("hd:{}") + len(ch))
 	}
 	var b strings.Builder
 	b.Grow(n)
-	ends := make([]int, len(channels))
+	ends := make([]int, 2*len(channels))
 	for i, ch := range channels {
-		b.WriteString(s.prefix)
-		b.WriteString("hd:{")
-		b.WriteString(ch)
-		b.WriteByte('}')
-		ends[i] = b.Len()
+		for j, kind := range [2]string{"hd:{", "dn:{"} {
+			b.WriteString(s.prefix)
+			b.WriteString(kind)
+			b.WriteString(ch)
+			b.WriteByte('}')
+			ends[2*i+j] = b.Len()
+		}
 	}
 	all := b.String()
-	keys := make([]string, len(channels))
+	keys := make([]string, len(ends))
 	start := 0
 	for i, end := range ends {
 		keys[i], start = all[start:end], end
@@ -79,16 +82,28 @@ func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []str
 	return r
 }
 
-// get returns key i's head value, and false when Redis holds none.
+// get returns channel i's head value, and false when Redis holds none.
 func (r *headsRead) get(i int) (string, bool, error) {
-	c, p := 0, i
+	v, err := r.value(2 * i)
+	s, ok := v.(string)
+	return s, ok, err
+}
+
+// deletions returns channel i's deletion count as MGET answered it (nil:
+// unknown; read after get, which reports the read's error).
+func (r *headsRead) deletions(i int) any {
+	v, _ := r.value(2*i + 1)
+	return v
+}
+
+func (r *headsRead) value(k int) (any, error) {
+	c, p := 0, k
 	if r.cmd != nil {
-		c, p = int(r.cmd[i]), int(r.pos[i])
+		c, p = int(r.cmd[k]), int(r.pos[k])
 	}
 	vals, err := r.cmds[c].Result()
 	if err != nil {
-		return "", false, err
+		return nil, err
 	}
-	v, ok := vals[p].(string)
-	return v, ok, nil
+	return vals[p], nil
 }

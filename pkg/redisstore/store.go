@@ -112,6 +112,7 @@ func (s *Store) Load(ctx context.Context) error {
 	scripts := append([]*redis.Script{s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
 	scripts = append(scripts, threadScripts...)
 	scripts = append(scripts, notificationScripts...)
+	scripts = append(scripts, deletionScripts...)
 	for _, sc := range append(scripts, viewScripts...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)

@@ -49,8 +49,10 @@ type UnreadView struct {
 	// registers and the mention sets. When either is false, hydrate from
 	// Postgres (Hydrate, HydrateMemberships) and read again.
 	CursorsComplete, MembershipsComplete bool
-	// MissingHeads lists the channels whose head Redis does not know.
-	MissingHeads []string
+	// MissingHeads lists the channels whose head Redis does not know;
+	// MissingDeletions those whose deletions it does not (read Postgres
+	// and HydrateDeletions).
+	MissingHeads, MissingDeletions []string
 	// More: a page of the default set stopped short of its end.
 	More bool
 	// ThreadsNone: the user's thread hash is hydrated and holds no
@@ -168,18 +170,25 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		cursors, regs, mentions = hmgetTable(channels, uv), hmgetTable(channels, mv), hmgetTable(channels, nv)
 		view.CursorsComplete, view.MembershipsComplete = cursors.loaded, regs.loaded && mentions.loaded
 	}
+	var del deletionPass
 	var err error
 	view.Channels, view.MissingHeads, err = s.channelViews(make([]ChannelView, 0, len(channels)), view.MissingHeads,
-		user, channels, heads, cursors, regs, mentions, defaultSet, mentionCap)
+		user, channels, heads, cursors, regs, mentions, defaultSet, mentionCap, &del)
+	if err == nil {
+		err = s.applyDeletions(ctx, view.Channels, &del, mentionCap)
+	}
+	view.MissingDeletions = del.missing
 	return view, err
 }
 
 // channelViews appends to views the counts of channels (ascending) from
-// their heads (queueHeads) and the user's tables, which are read from
-// their current positions on; missing gets the channels whose head Redis
-// does not know. defaultSet: a channel the user left is left out.
+// their heads and deletion counts (queueHeads) and the user's tables,
+// which are read from their current positions on; missing gets the
+// channels whose head Redis does not know, del the channels whose
+// deletions are to count (applyDeletions) or unknown. defaultSet: a
+// channel the user left is left out.
 func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads *headsRead,
-	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int,
+	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int, del *deletionPass,
 ) ([]ChannelView, []string, error) {
 	var bound [seqWidth]byte
 	for i, ch := range channels {
@@ -203,7 +212,8 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 		if defaultSet && cv.HasMembership && !cv.Membership.Member {
 			continue // left: the channel no longer counts
 		}
-		switch hv, known, herr := heads.get(i); {
+		hv, known, herr := heads.get(i)
+		switch {
 		case herr != nil:
 			return views, missing, fmt.Errorf("%w: %w", ErrUnavailable, herr)
 		case !known:
@@ -217,11 +227,13 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 			}
 		}
 		cv.Unread, cv.FirstUnread = channel.Unread(cv.Head.Seq, cv.State)
-		if v, _ := mentions.next(ch); v != "" && cv.Unread > 0 {
+		v, _ := mentions.next(ch)
+		if v != "" && cv.Unread > 0 {
 			n := countMentionsAbove(v, appendPadded(bound[:0], cv.State.EffectiveRead().Seq))
 			cv.Mentions, cv.MentionsCapped = n, n > int64(mentionCap)
 		}
 		views = append(views, cv)
+		del.note(views, heads.deletions(i), v)
 	}
 	return views, missing, nil
 }

@@ -32,6 +32,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		lo      int
 		views   []ChannelView // within all, from lo
 		missing []string
+		del     deletionPass
 		err     error
 	}
 	parts := make([]part, (len(channels)+size-1)/size)
@@ -55,7 +56,10 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 				return
 			}
 			p.views, p.missing, p.err = s.channelViews(all[lo:lo:hi], nil, view.User, chs, heads,
-				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentions.from(chs[0]), true, mentionCap)
+				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentions.from(chs[0]), true, mentionCap, &p.del)
+			if p.err == nil {
+				p.err = s.applyDeletions(ctx, p.views, &p.del, mentionCap)
+			}
 		})
 	}
 	wg.Wait()
@@ -75,6 +79,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		}
 		n += len(p.views)
 		view.MissingHeads = append(view.MissingHeads, p.missing...)
+		view.MissingDeletions = append(view.MissingDeletions, p.del.missing...)
 	}
 	view.Channels = all[:n]
 	return view, nil

@@ -43,9 +43,10 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	}
 	_, err := whole.MergeMemberships(ctx, left)
 	require.NoError(t, err)
-	// Heads Redis does not know (14, 15, 59) or cannot decode (30).
+	// Heads and deletion counts Redis does not know (14, 15, 59), a head it
+	// cannot decode (30).
 	for _, i := range []int{14, 15, 59} {
-		require.NoError(t, rdb.Del(ctx, whole.HeadKey(channels[i])).Err())
+		require.NoError(t, rdb.Del(ctx, whole.HeadKey(channels[i]), whole.DeletionCountKey(channels[i])).Err())
 	}
 	require.NoError(t, rdb.Set(ctx, whole.HeadKey(channels[30]), "?", 0).Err())
 	// A cursor without a register, read further in some channels.
@@ -57,6 +58,11 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 		further = append(further, receipt.State{Key: receipt.Key{User: "u", Channel: channels[i]}, Read: receipt.Cursor{Position: receipt.Position{Seq: 8}, MessageID: "m8"}, UpdatedAtUnixMs: now + 1})
 	}
 	_, err = whole.Merge(ctx, further)
+	require.NoError(t, err)
+	// Deletions: in channels 8 (read further), 12 (a run from the read
+	// and a mention) and 13 (everything unread), across a part's edge.
+	_, err = whole.AddDeletions(ctx, []channel.Deletions{{Channel: channels[8], Seqs: []int64{9, 10}},
+		{Channel: channels[12], Seqs: []int64{6, 7, 8}}, {Channel: channels[13], Seqs: []int64{6, 7, 8, 9, 10}}})
 	require.NoError(t, err)
 	// A user with no cursor hydrated: CursorsComplete false on both.
 	setupUnreadUser(t, whole, "v", 30)
@@ -84,6 +90,15 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	require.Equal(t, []string{channels[14], channels[15], channels[30], channels[59], "u-extra"}, v.MissingHeads)
 	require.True(t, v.CursorsComplete && v.MembershipsComplete)
 	require.False(t, v.More)
+	require.Equal(t, []string{channels[14], channels[15], channels[59], "u-extra"}, v.MissingDeletions, "a lost count is unknown")
+	byCh := map[string]ChannelView{}
+	for _, cv := range v.Channels {
+		byCh[cv.Channel] = cv
+	}
+	for ch, want := range map[string][3]int64{channels[8]: {0, 0, 0}, channels[12]: {2, 9, 1}, channels[13]: {0, 0, 0}, channels[11]: {5, 6, 2}} {
+		cv := byCh[ch]
+		require.Equal(t, want, [3]int64{cv.Unread, cv.FirstUnread, cv.Mentions}, ch)
+	}
 }
 
 // TestSortByKey holds sortByKey to a plain sort of the keys (distinct,

@@ -91,4 +91,17 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	rn, err := rs.NotificationsOf(ctx, []receipt.Key{k})
 	require.NoError(t, err)
 	require.Equal(t, newer, *rn[0])
+
+	// Deletions: each store holds a part; the record adds its own to both.
+	_, err = rs.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2}}})
+	require.NoError(t, err)
+	_, err = pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{3}}})
+	require.NoError(t, err)
+	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Deletions: &channel.Deletions{Channel: "c", Seqs: []int64{5, 7}, UpdatedAtUnixMs: 1}}))
+	pd, err := pg.Deletions(ctx, []string{"c"})
+	require.NoError(t, err)
+	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{2, 3, 5, 7}}}, pd)
+	rd, err := rs.Deletions(ctx, []string{"c"})
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{{2, 3, 5, 7}}, rd)
 }

@@ -907,6 +907,9 @@ type MessageNotice struct {
 	// Set for a thread reply: the notice is NotifyThreadReply's, seq the
 	// reply's seq in the thread of this root.
 	ThreadRootSeq int64 `protobuf:"varint,6,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	// Set to delete the message of seq instead of announcing it (as
+	// DeleteMessage; message_id, sender_id and mentions must be empty).
+	Deleted       bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -983,6 +986,118 @@ func (x *MessageNotice) GetThreadRootSeq() int64 {
 	return 0
 }
 
+func (x *MessageNotice) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+type DeleteMessageRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The deleted message's channel sequence; > 0.
+	Seq           int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMessageRequest) Reset() {
+	*x = DeleteMessageRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessageRequest) ProtoMessage() {}
+
+func (x *DeleteMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessageRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMessageRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteMessageRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *DeleteMessageRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type DeleteMessageResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Durability       Durability             `protobuf:"varint,1,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	RealtimeDegraded bool                   `protobuf:"varint,2,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *DeleteMessageResponse) Reset() {
+	*x = DeleteMessageResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessageResponse) ProtoMessage() {}
+
+func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteMessageResponse) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *DeleteMessageResponse) GetRealtimeDegraded() bool {
+	if x != nil {
+		return x.RealtimeDegraded
+	}
+	return false
+}
+
 type NotifyMessageRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -996,7 +1111,7 @@ type NotifyMessageRequest struct {
 
 func (x *NotifyMessageRequest) Reset() {
 	*x = NotifyMessageRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1123,7 @@ func (x *NotifyMessageRequest) String() string {
 func (*NotifyMessageRequest) ProtoMessage() {}
 
 func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1136,7 @@ func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyMessageRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{12}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NotifyMessageRequest) GetChannelId() string {
@@ -1068,7 +1183,7 @@ type NotifyMessageResponse struct {
 
 func (x *NotifyMessageResponse) Reset() {
 	*x = NotifyMessageResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1195,7 @@ func (x *NotifyMessageResponse) String() string {
 func (*NotifyMessageResponse) ProtoMessage() {}
 
 func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1208,7 @@ func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyMessageResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotifyMessageResponse) GetResult() *NoticeResult {
@@ -1112,7 +1227,7 @@ type NotifyMessagesRequest struct {
 
 func (x *NotifyMessagesRequest) Reset() {
 	*x = NotifyMessagesRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1239,7 @@ func (x *NotifyMessagesRequest) String() string {
 func (*NotifyMessagesRequest) ProtoMessage() {}
 
 func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1252,7 @@ func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessagesRequest.ProtoReflect.Descriptor instead.
 func (*NotifyMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NotifyMessagesRequest) GetNotices() []*MessageNotice {
@@ -1156,7 +1271,7 @@ type NotifyMessagesResponse struct {
 
 func (x *NotifyMessagesResponse) Reset() {
 	*x = NotifyMessagesResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1283,7 @@ func (x *NotifyMessagesResponse) String() string {
 func (*NotifyMessagesResponse) ProtoMessage() {}
 
 func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1296,7 @@ func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessagesResponse.ProtoReflect.Descriptor instead.
 func (*NotifyMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NotifyMessagesResponse) GetResults() []*NoticeResult {
@@ -1210,7 +1325,7 @@ type NoticeResult struct {
 
 func (x *NoticeResult) Reset() {
 	*x = NoticeResult{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1222,7 +1337,7 @@ func (x *NoticeResult) String() string {
 func (*NoticeResult) ProtoMessage() {}
 
 func (x *NoticeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1235,7 +1350,7 @@ func (x *NoticeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeResult.ProtoReflect.Descriptor instead.
 func (*NoticeResult) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NoticeResult) GetHead() *Cursor {
@@ -1292,7 +1407,7 @@ type JoinChannelRequest struct {
 
 func (x *JoinChannelRequest) Reset() {
 	*x = JoinChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1419,7 @@ func (x *JoinChannelRequest) String() string {
 func (*JoinChannelRequest) ProtoMessage() {}
 
 func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1432,7 @@ func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinChannelRequest.ProtoReflect.Descriptor instead.
 func (*JoinChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JoinChannelRequest) GetChannelId() string {
@@ -1351,7 +1466,7 @@ type LeaveChannelRequest struct {
 
 func (x *LeaveChannelRequest) Reset() {
 	*x = LeaveChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1478,7 @@ func (x *LeaveChannelRequest) String() string {
 func (*LeaveChannelRequest) ProtoMessage() {}
 
 func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1491,7 @@ func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveChannelRequest.ProtoReflect.Descriptor instead.
 func (*LeaveChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LeaveChannelRequest) GetChannelId() string {
@@ -1406,7 +1521,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1533,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1546,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MembershipResponse) GetMembership() *Membership {
@@ -1480,7 +1595,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1607,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1620,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Membership) GetChannelId() string {
@@ -1562,7 +1677,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1689,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1702,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetChannelRequest) GetChannelId() string {
@@ -1625,7 +1740,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1752,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1765,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetChannelResponse) GetChannelId() string {
@@ -1706,7 +1821,7 @@ type GetUnreadRequest struct {
 
 func (x *GetUnreadRequest) Reset() {
 	*x = GetUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1833,7 @@ func (x *GetUnreadRequest) String() string {
 func (*GetUnreadRequest) ProtoMessage() {}
 
 func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1846,7 @@ func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUnreadRequest.ProtoReflect.Descriptor instead.
 func (*GetUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetUnreadRequest) GetUserId() string {
@@ -1789,7 +1904,7 @@ type GetUnreadResponse struct {
 
 func (x *GetUnreadResponse) Reset() {
 	*x = GetUnreadResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1916,7 @@ func (x *GetUnreadResponse) String() string {
 func (*GetUnreadResponse) ProtoMessage() {}
 
 func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1929,7 @@ func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUnreadResponse.ProtoReflect.Descriptor instead.
 func (*GetUnreadResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetUnreadResponse) GetUserId() string {
@@ -1883,12 +1998,14 @@ type ChannelUnread struct {
 	// private read cursor.
 	Read *Position `protobuf:"bytes,3,opt,name=read,proto3" json:"read,omitempty"`
 	// The public read cursor (what others see).
-	PublicRead   *Position `protobuf:"bytes,4,opt,name=public_read,json=publicRead,proto3" json:"public_read,omitempty"`
-	UnreadCount  int64     `protobuf:"varint,5,opt,name=unread_count,json=unreadCount,proto3" json:"unread_count,omitempty"`
-	MentionCount int64     `protobuf:"varint,6,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
+	PublicRead *Position `protobuf:"bytes,4,opt,name=public_read,json=publicRead,proto3" json:"public_read,omitempty"`
+	// The messages in (read, head] less the deleted ones (DeleteMessage).
+	UnreadCount int64 `protobuf:"varint,5,opt,name=unread_count,json=unreadCount,proto3" json:"unread_count,omitempty"`
+	// The kept mentions of the user above read, less the deleted ones.
+	MentionCount int64 `protobuf:"varint,6,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
 	// True when there are more mentions than the cap (shown as "100+").
 	MentionsCapped bool `protobuf:"varint,7,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
-	// The first unread seq, when unread_count > 0.
+	// The first unread seq that is not deleted, when unread_count > 0.
 	FirstUnreadSeq int64 `protobuf:"varint,8,opt,name=first_unread_seq,json=firstUnreadSeq,proto3" json:"first_unread_seq,omitempty"`
 	Member         bool  `protobuf:"varint,9,opt,name=member,proto3" json:"member,omitempty"`
 	// Followed threads of the channel with unread replies, and the mentions
@@ -1908,7 +2025,7 @@ type ChannelUnread struct {
 
 func (x *ChannelUnread) Reset() {
 	*x = ChannelUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2037,7 @@ func (x *ChannelUnread) String() string {
 func (*ChannelUnread) ProtoMessage() {}
 
 func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2050,7 @@ func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelUnread.ProtoReflect.Descriptor instead.
 func (*ChannelUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ChannelUnread) GetChannelId() string {
@@ -2054,7 +2171,7 @@ type MarkUnreadRequest struct {
 
 func (x *MarkUnreadRequest) Reset() {
 	*x = MarkUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2183,7 @@ func (x *MarkUnreadRequest) String() string {
 func (*MarkUnreadRequest) ProtoMessage() {}
 
 func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2196,7 @@ func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MarkUnreadRequest) GetUserId() string {
@@ -2128,7 +2245,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2257,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2270,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReadAllRequest) GetUserId() string {
@@ -2187,7 +2304,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2316,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2329,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadAllResponse) GetResults() []*ReceiptResult {
@@ -2268,7 +2385,7 @@ type ReceiptEvent struct {
 
 func (x *ReceiptEvent) Reset() {
 	*x = ReceiptEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2397,7 @@ func (x *ReceiptEvent) String() string {
 func (*ReceiptEvent) ProtoMessage() {}
 
 func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2410,7 @@ func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptEvent.ProtoReflect.Descriptor instead.
 func (*ReceiptEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReceiptEvent) GetSchemaVersion() uint32 {
@@ -2417,7 +2534,7 @@ type NotificationRegister struct {
 
 func (x *NotificationRegister) Reset() {
 	*x = NotificationRegister{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2546,7 @@ func (x *NotificationRegister) String() string {
 func (*NotificationRegister) ProtoMessage() {}
 
 func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2559,7 @@ func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationRegister.ProtoReflect.Descriptor instead.
 func (*NotificationRegister) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NotificationRegister) GetLevel() string {
@@ -2483,7 +2600,7 @@ type SetNotificationsRequest struct {
 
 func (x *SetNotificationsRequest) Reset() {
 	*x = SetNotificationsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2495,7 +2612,7 @@ func (x *SetNotificationsRequest) String() string {
 func (*SetNotificationsRequest) ProtoMessage() {}
 
 func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2508,7 +2625,7 @@ func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*SetNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetNotificationsRequest) GetUserId() string {
@@ -2555,7 +2672,7 @@ type ChannelNotifications struct {
 
 func (x *ChannelNotifications) Reset() {
 	*x = ChannelNotifications{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2567,7 +2684,7 @@ func (x *ChannelNotifications) String() string {
 func (*ChannelNotifications) ProtoMessage() {}
 
 func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2580,7 +2697,7 @@ func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelNotifications.ProtoReflect.Descriptor instead.
 func (*ChannelNotifications) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ChannelNotifications) GetUserId() string {
@@ -2637,13 +2754,16 @@ type ChannelEvent struct {
 	AcceptedAtUnixMs int64   `protobuf:"varint,4,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
 	// Set when the head is the thread's of this root (schema version 4).
 	ThreadRootSeq int64 `protobuf:"varint,5,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	// Deleted message seqs to add to the channel's set (schema version 6;
+	// the event then carries no head).
+	DeletedSeqs   []int64 `protobuf:"varint,6,rep,packed,name=deleted_seqs,json=deletedSeqs,proto3" json:"deleted_seqs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2775,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2788,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -2706,6 +2826,13 @@ func (x *ChannelEvent) GetThreadRootSeq() int64 {
 	return 0
 }
 
+func (x *ChannelEvent) GetDeletedSeqs() []int64 {
+	if x != nil {
+		return x.DeletedSeqs
+	}
+	return nil
+}
+
 type GetMessageReceiptsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -2720,7 +2847,7 @@ type GetMessageReceiptsRequest struct {
 
 func (x *GetMessageReceiptsRequest) Reset() {
 	*x = GetMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2859,7 @@ func (x *GetMessageReceiptsRequest) String() string {
 func (*GetMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2872,7 @@ func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetMessageReceiptsRequest) GetChannelId() string {
@@ -2782,7 +2909,7 @@ type MemberAt struct {
 
 func (x *MemberAt) Reset() {
 	*x = MemberAt{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2921,7 @@ func (x *MemberAt) String() string {
 func (*MemberAt) ProtoMessage() {}
 
 func (x *MemberAt) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2934,7 @@ func (x *MemberAt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
 func (*MemberAt) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *MemberAt) GetUserId() string {
@@ -2849,7 +2976,7 @@ type MessageReceipts struct {
 
 func (x *MessageReceipts) Reset() {
 	*x = MessageReceipts{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2861,7 +2988,7 @@ func (x *MessageReceipts) String() string {
 func (*MessageReceipts) ProtoMessage() {}
 
 func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2874,7 +3001,7 @@ func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
 func (*MessageReceipts) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MessageReceipts) GetChannelId() string {
@@ -2963,7 +3090,7 @@ type GetTicksRequest struct {
 
 func (x *GetTicksRequest) Reset() {
 	*x = GetTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3102,7 @@ func (x *GetTicksRequest) String() string {
 func (*GetTicksRequest) ProtoMessage() {}
 
 func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3115,7 @@ func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetTicksRequest) GetChannelId() string {
@@ -3010,7 +3137,7 @@ type MemberCursors struct {
 
 func (x *MemberCursors) Reset() {
 	*x = MemberCursors{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3149,7 @@ func (x *MemberCursors) String() string {
 func (*MemberCursors) ProtoMessage() {}
 
 func (x *MemberCursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3162,7 @@ func (x *MemberCursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
 func (*MemberCursors) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MemberCursors) GetUserId() string {
@@ -3081,7 +3208,7 @@ type ChannelTicks struct {
 
 func (x *ChannelTicks) Reset() {
 	*x = ChannelTicks{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3220,7 @@ func (x *ChannelTicks) String() string {
 func (*ChannelTicks) ProtoMessage() {}
 
 func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3233,7 @@ func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
 func (*ChannelTicks) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ChannelTicks) GetChannelId() string {
@@ -3178,7 +3305,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3190,7 +3317,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3203,7 +3330,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MessageRef) GetChannelId() string {
@@ -3237,7 +3364,7 @@ type LookupReceiptsRequest struct {
 
 func (x *LookupReceiptsRequest) Reset() {
 	*x = LookupReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3376,7 @@ func (x *LookupReceiptsRequest) String() string {
 func (*LookupReceiptsRequest) ProtoMessage() {}
 
 func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3389,7 @@ func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
@@ -3295,7 +3422,7 @@ type Badge struct {
 
 func (x *Badge) Reset() {
 	*x = Badge{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3434,7 @@ func (x *Badge) String() string {
 func (*Badge) ProtoMessage() {}
 
 func (x *Badge) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3447,7 @@ func (x *Badge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Badge.ProtoReflect.Descriptor instead.
 func (*Badge) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Badge) GetUserId() string {
@@ -3377,7 +3504,7 @@ type LookupReceiptsResponse struct {
 
 func (x *LookupReceiptsResponse) Reset() {
 	*x = LookupReceiptsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3389,7 +3516,7 @@ func (x *LookupReceiptsResponse) String() string {
 func (*LookupReceiptsResponse) ProtoMessage() {}
 
 func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3402,7 +3529,7 @@ func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
@@ -3432,7 +3559,7 @@ type WatchChannelsRequest struct {
 
 func (x *WatchChannelsRequest) Reset() {
 	*x = WatchChannelsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3444,7 +3571,7 @@ func (x *WatchChannelsRequest) String() string {
 func (*WatchChannelsRequest) ProtoMessage() {}
 
 func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3457,7 +3584,7 @@ func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
 func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *WatchChannelsRequest) GetChannelId() []string {
@@ -3498,7 +3625,7 @@ type CursorUpdate struct {
 
 func (x *CursorUpdate) Reset() {
 	*x = CursorUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3637,7 @@ func (x *CursorUpdate) String() string {
 func (*CursorUpdate) ProtoMessage() {}
 
 func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3650,7 @@ func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
 func (*CursorUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CursorUpdate) GetChannelId() string {
@@ -3599,7 +3726,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3611,7 +3738,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3624,7 +3751,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchEvent) GetResumeToken() string {
@@ -3680,7 +3807,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3692,7 +3819,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3705,7 +3832,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *UpdateSettingsRequest) GetUserId() string {
@@ -3745,7 +3872,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3757,7 +3884,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3770,7 +3897,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -3796,7 +3923,7 @@ type UserSettings struct {
 
 func (x *UserSettings) Reset() {
 	*x = UserSettings{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3935,7 @@ func (x *UserSettings) String() string {
 func (*UserSettings) ProtoMessage() {}
 
 func (x *UserSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3948,7 @@ func (x *UserSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
 func (*UserSettings) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UserSettings) GetUserId() string {
@@ -3868,7 +3995,7 @@ type EraseUserRequest struct {
 
 func (x *EraseUserRequest) Reset() {
 	*x = EraseUserRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3880,7 +4007,7 @@ func (x *EraseUserRequest) String() string {
 func (*EraseUserRequest) ProtoMessage() {}
 
 func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3893,7 +4020,7 @@ func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
 func (*EraseUserRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EraseUserRequest) GetUserId() string {
@@ -3915,7 +4042,7 @@ type EraseUserResponse struct {
 
 func (x *EraseUserResponse) Reset() {
 	*x = EraseUserResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3927,7 +4054,7 @@ func (x *EraseUserResponse) String() string {
 func (*EraseUserResponse) ProtoMessage() {}
 
 func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3940,7 +4067,7 @@ func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
 func (*EraseUserResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EraseUserResponse) GetUserId() string {
@@ -3985,7 +4112,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3997,7 +4124,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4010,7 +4137,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -4083,7 +4210,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4095,7 +4222,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4108,7 +4235,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -4179,7 +4306,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4191,7 +4318,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4204,7 +4331,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -4239,7 +4366,7 @@ type NotifyThreadReplyRequest struct {
 
 func (x *NotifyThreadReplyRequest) Reset() {
 	*x = NotifyThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4378,7 @@ func (x *NotifyThreadReplyRequest) String() string {
 func (*NotifyThreadReplyRequest) ProtoMessage() {}
 
 func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4391,7 @@ func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NotifyThreadReplyRequest) GetChannelId() string {
@@ -4318,7 +4445,7 @@ type NotifyThreadReplyResponse struct {
 
 func (x *NotifyThreadReplyResponse) Reset() {
 	*x = NotifyThreadReplyResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4457,7 @@ func (x *NotifyThreadReplyResponse) String() string {
 func (*NotifyThreadReplyResponse) ProtoMessage() {}
 
 func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4470,7 @@ func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
@@ -4371,7 +4498,7 @@ type MarkThreadReadRequest struct {
 
 func (x *MarkThreadReadRequest) Reset() {
 	*x = MarkThreadReadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4383,7 +4510,7 @@ func (x *MarkThreadReadRequest) String() string {
 func (*MarkThreadReadRequest) ProtoMessage() {}
 
 func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4396,7 +4523,7 @@ func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *MarkThreadReadRequest) GetUserId() string {
@@ -4472,7 +4599,7 @@ type MarkThreadUnreadRequest struct {
 
 func (x *MarkThreadUnreadRequest) Reset() {
 	*x = MarkThreadUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4611,7 @@ func (x *MarkThreadUnreadRequest) String() string {
 func (*MarkThreadUnreadRequest) ProtoMessage() {}
 
 func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4624,7 @@ func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *MarkThreadUnreadRequest) GetUserId() string {
@@ -4553,7 +4680,7 @@ type FollowThreadRequest struct {
 
 func (x *FollowThreadRequest) Reset() {
 	*x = FollowThreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4692,7 @@ func (x *FollowThreadRequest) String() string {
 func (*FollowThreadRequest) ProtoMessage() {}
 
 func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4705,7 @@ func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
 func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *FollowThreadRequest) GetUserId() string {
@@ -4620,7 +4747,7 @@ type ThreadMarkResponse struct {
 
 func (x *ThreadMarkResponse) Reset() {
 	*x = ThreadMarkResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4632,7 +4759,7 @@ func (x *ThreadMarkResponse) String() string {
 func (*ThreadMarkResponse) ProtoMessage() {}
 
 func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4645,7 +4772,7 @@ func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
 func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
@@ -4704,7 +4831,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4716,7 +4843,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4729,7 +4856,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ListThreadsRequest) GetUserId() string {
@@ -4771,7 +4898,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4783,7 +4910,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4796,7 +4923,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ListThreadsResponse) GetUserId() string {
@@ -4845,7 +4972,7 @@ type ThreadUnread struct {
 
 func (x *ThreadUnread) Reset() {
 	*x = ThreadUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4857,7 +4984,7 @@ func (x *ThreadUnread) String() string {
 func (*ThreadUnread) ProtoMessage() {}
 
 func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4870,7 +4997,7 @@ func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
 func (*ThreadUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ThreadUnread) GetChannelId() string {
@@ -4962,7 +5089,7 @@ type GetThreadMessageReceiptsRequest struct {
 
 func (x *GetThreadMessageReceiptsRequest) Reset() {
 	*x = GetThreadMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4974,7 +5101,7 @@ func (x *GetThreadMessageReceiptsRequest) String() string {
 func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4987,7 +5114,7 @@ func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
@@ -5028,7 +5155,7 @@ type GetThreadTicksRequest struct {
 
 func (x *GetThreadTicksRequest) Reset() {
 	*x = GetThreadTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5040,7 +5167,7 @@ func (x *GetThreadTicksRequest) String() string {
 func (*GetThreadTicksRequest) ProtoMessage() {}
 
 func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5053,7 +5180,7 @@ func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetThreadTicksRequest) GetChannelId() string {
@@ -5083,7 +5210,7 @@ type ThreadHeadUpdate struct {
 
 func (x *ThreadHeadUpdate) Reset() {
 	*x = ThreadHeadUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5095,7 +5222,7 @@ func (x *ThreadHeadUpdate) String() string {
 func (*ThreadHeadUpdate) ProtoMessage() {}
 
 func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5108,7 +5235,7 @@ func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
 func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ThreadHeadUpdate) GetChannelId() string {
@@ -5207,7 +5334,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tdelivered\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\tdelivered\x12\x1b\n" +
 	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\x12+\n" +
 	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\x126\n" +
-	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\xc0\x01\n" +
+	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\xda\x01\n" +
 	"\rMessageNotice\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5216,7 +5343,17 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1b\n" +
 	"\tsender_id\x18\x04 \x01(\tR\bsenderId\x12\x1a\n" +
 	"\bmentions\x18\x05 \x03(\tR\bmentions\x12&\n" +
-	"\x0fthread_root_seq\x18\x06 \x01(\x03R\rthreadRootSeq\"\x9f\x01\n" +
+	"\x0fthread_root_seq\x18\x06 \x01(\x03R\rthreadRootSeq\x12\x18\n" +
+	"\adeleted\x18\a \x01(\bR\adeleted\"G\n" +
+	"\x14DeleteMessageRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"}\n" +
+	"\x15DeleteMessageResponse\x127\n" +
+	"\n" +
+	"durability\x18\x01 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\x12+\n" +
+	"\x11realtime_degraded\x18\x02 \x01(\bR\x10realtimeDegraded\"\x9f\x01\n" +
 	"\x14NotifyMessageRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5370,14 +5507,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\x05 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
-	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xd4\x01\n" +
+	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xf7\x01\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x02 \x01(\tR\tchannelId\x12'\n" +
 	"\x04head\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12-\n" +
 	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\x12&\n" +
-	"\x0fthread_root_seq\x18\x05 \x01(\x03R\rthreadRootSeq\"i\n" +
+	"\x0fthread_root_seq\x18\x05 \x01(\x03R\rthreadRootSeq\x12!\n" +
+	"\fdeleted_seqs\x18\x06 \x03(\x03R\vdeletedSeqs\"i\n" +
 	"\x19GetMessageReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5605,14 +5743,15 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\xb3\x1d\n" +
+	"\aSPOOLED\x10\x022\xbe\x1e\n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
 	"\rMarkDelivered\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v1/users/{user_id}/channels/{channel_id}/delivered\x12{\n" +
 	"\fGetReadState\x12 .receipts.v1.GetReadStateRequest\x1a!.receipts.v1.GetReadStateResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/users/{user_id}/read-state\x12\x85\x01\n" +
 	"\rNotifyMessage\x12!.receipts.v1.NotifyMessageRequest\x1a\".receipts.v1.NotifyMessageResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/channels/{channel_id}/messages\x12y\n" +
-	"\x0eNotifyMessages\x12\".receipts.v1.NotifyMessagesRequest\x1a#.receipts.v1.NotifyMessagesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/messages:notify\x12\x87\x01\n" +
+	"\x0eNotifyMessages\x12\".receipts.v1.NotifyMessagesRequest\x1a#.receipts.v1.NotifyMessagesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/messages:notify\x12\x88\x01\n" +
+	"\rDeleteMessage\x12!.receipts.v1.DeleteMessageRequest\x1a\".receipts.v1.DeleteMessageResponse\"0\x82\xd3\xe4\x93\x02**(/v1/channels/{channel_id}/messages/{seq}\x12\x87\x01\n" +
 	"\vJoinChannel\x12\x1f.receipts.v1.JoinChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"6\x82\xd3\xe4\x93\x020:\x01*\x1a+/v1/channels/{channel_id}/members/{user_id}\x12\x86\x01\n" +
 	"\fLeaveChannel\x12 .receipts.v1.LeaveChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"3\x82\xd3\xe4\x93\x02-*+/v1/channels/{channel_id}/members/{user_id}\x12p\n" +
 	"\n" +
@@ -5651,7 +5790,7 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_receipts_v1_receipts_proto_goTypes = []any{
 	(Kind)(0),                               // 0: receipts.v1.Kind
 	(Durability)(0),                         // 1: receipts.v1.Durability
@@ -5667,61 +5806,63 @@ var file_receipts_v1_receipts_proto_goTypes = []any{
 	(*Cursor)(nil),                          // 11: receipts.v1.Cursor
 	(*ChannelState)(nil),                    // 12: receipts.v1.ChannelState
 	(*MessageNotice)(nil),                   // 13: receipts.v1.MessageNotice
-	(*NotifyMessageRequest)(nil),            // 14: receipts.v1.NotifyMessageRequest
-	(*NotifyMessageResponse)(nil),           // 15: receipts.v1.NotifyMessageResponse
-	(*NotifyMessagesRequest)(nil),           // 16: receipts.v1.NotifyMessagesRequest
-	(*NotifyMessagesResponse)(nil),          // 17: receipts.v1.NotifyMessagesResponse
-	(*NoticeResult)(nil),                    // 18: receipts.v1.NoticeResult
-	(*JoinChannelRequest)(nil),              // 19: receipts.v1.JoinChannelRequest
-	(*LeaveChannelRequest)(nil),             // 20: receipts.v1.LeaveChannelRequest
-	(*MembershipResponse)(nil),              // 21: receipts.v1.MembershipResponse
-	(*Membership)(nil),                      // 22: receipts.v1.Membership
-	(*GetChannelRequest)(nil),               // 23: receipts.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),              // 24: receipts.v1.GetChannelResponse
-	(*GetUnreadRequest)(nil),                // 25: receipts.v1.GetUnreadRequest
-	(*GetUnreadResponse)(nil),               // 26: receipts.v1.GetUnreadResponse
-	(*ChannelUnread)(nil),                   // 27: receipts.v1.ChannelUnread
-	(*MarkUnreadRequest)(nil),               // 28: receipts.v1.MarkUnreadRequest
-	(*ReadAllRequest)(nil),                  // 29: receipts.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),                 // 30: receipts.v1.ReadAllResponse
-	(*ReceiptEvent)(nil),                    // 31: receipts.v1.ReceiptEvent
-	(*NotificationRegister)(nil),            // 32: receipts.v1.NotificationRegister
-	(*SetNotificationsRequest)(nil),         // 33: receipts.v1.SetNotificationsRequest
-	(*ChannelNotifications)(nil),            // 34: receipts.v1.ChannelNotifications
-	(*ChannelEvent)(nil),                    // 35: receipts.v1.ChannelEvent
-	(*GetMessageReceiptsRequest)(nil),       // 36: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                        // 37: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),                 // 38: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),                 // 39: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),                   // 40: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),                    // 41: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                      // 42: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),           // 43: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                           // 44: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),          // 45: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),            // 46: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),                    // 47: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                      // 48: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),           // 49: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),              // 50: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),                    // 51: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),                // 52: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),               // 53: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                       // 54: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),                 // 55: receipts.v1.ReadStateChange
-	(*ThreadFollow)(nil),                    // 56: receipts.v1.ThreadFollow
-	(*NotifyThreadReplyRequest)(nil),        // 57: receipts.v1.NotifyThreadReplyRequest
-	(*NotifyThreadReplyResponse)(nil),       // 58: receipts.v1.NotifyThreadReplyResponse
-	(*MarkThreadReadRequest)(nil),           // 59: receipts.v1.MarkThreadReadRequest
-	(*MarkThreadUnreadRequest)(nil),         // 60: receipts.v1.MarkThreadUnreadRequest
-	(*FollowThreadRequest)(nil),             // 61: receipts.v1.FollowThreadRequest
-	(*ThreadMarkResponse)(nil),              // 62: receipts.v1.ThreadMarkResponse
-	(*ListThreadsRequest)(nil),              // 63: receipts.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),             // 64: receipts.v1.ListThreadsResponse
-	(*ThreadUnread)(nil),                    // 65: receipts.v1.ThreadUnread
-	(*GetThreadMessageReceiptsRequest)(nil), // 66: receipts.v1.GetThreadMessageReceiptsRequest
-	(*GetThreadTicksRequest)(nil),           // 67: receipts.v1.GetThreadTicksRequest
-	(*ThreadHeadUpdate)(nil),                // 68: receipts.v1.ThreadHeadUpdate
+	(*DeleteMessageRequest)(nil),            // 14: receipts.v1.DeleteMessageRequest
+	(*DeleteMessageResponse)(nil),           // 15: receipts.v1.DeleteMessageResponse
+	(*NotifyMessageRequest)(nil),            // 16: receipts.v1.NotifyMessageRequest
+	(*NotifyMessageResponse)(nil),           // 17: receipts.v1.NotifyMessageResponse
+	(*NotifyMessagesRequest)(nil),           // 18: receipts.v1.NotifyMessagesRequest
+	(*NotifyMessagesResponse)(nil),          // 19: receipts.v1.NotifyMessagesResponse
+	(*NoticeResult)(nil),                    // 20: receipts.v1.NoticeResult
+	(*JoinChannelRequest)(nil),              // 21: receipts.v1.JoinChannelRequest
+	(*LeaveChannelRequest)(nil),             // 22: receipts.v1.LeaveChannelRequest
+	(*MembershipResponse)(nil),              // 23: receipts.v1.MembershipResponse
+	(*Membership)(nil),                      // 24: receipts.v1.Membership
+	(*GetChannelRequest)(nil),               // 25: receipts.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),              // 26: receipts.v1.GetChannelResponse
+	(*GetUnreadRequest)(nil),                // 27: receipts.v1.GetUnreadRequest
+	(*GetUnreadResponse)(nil),               // 28: receipts.v1.GetUnreadResponse
+	(*ChannelUnread)(nil),                   // 29: receipts.v1.ChannelUnread
+	(*MarkUnreadRequest)(nil),               // 30: receipts.v1.MarkUnreadRequest
+	(*ReadAllRequest)(nil),                  // 31: receipts.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),                 // 32: receipts.v1.ReadAllResponse
+	(*ReceiptEvent)(nil),                    // 33: receipts.v1.ReceiptEvent
+	(*NotificationRegister)(nil),            // 34: receipts.v1.NotificationRegister
+	(*SetNotificationsRequest)(nil),         // 35: receipts.v1.SetNotificationsRequest
+	(*ChannelNotifications)(nil),            // 36: receipts.v1.ChannelNotifications
+	(*ChannelEvent)(nil),                    // 37: receipts.v1.ChannelEvent
+	(*GetMessageReceiptsRequest)(nil),       // 38: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 39: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 40: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 41: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 42: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 43: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 44: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 45: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 46: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 47: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 48: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 49: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 50: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 51: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 52: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 53: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 54: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 55: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 56: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 57: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 58: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 59: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 60: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 61: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 62: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 63: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 64: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 65: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 66: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 67: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 68: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 69: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 70: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -5735,115 +5876,118 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 8: receipts.v1.ChannelState.read:type_name -> receipts.v1.Cursor
 	11, // 9: receipts.v1.ChannelState.delivered:type_name -> receipts.v1.Cursor
 	11, // 10: receipts.v1.ChannelState.private_read:type_name -> receipts.v1.Cursor
-	18, // 11: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
-	13, // 12: receipts.v1.NotifyMessagesRequest.notices:type_name -> receipts.v1.MessageNotice
-	18, // 13: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
-	11, // 14: receipts.v1.NoticeResult.head:type_name -> receipts.v1.Cursor
-	1,  // 15: receipts.v1.NoticeResult.durability:type_name -> receipts.v1.Durability
-	22, // 16: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
-	1,  // 17: receipts.v1.MembershipResponse.durability:type_name -> receipts.v1.Durability
-	11, // 18: receipts.v1.GetChannelResponse.head:type_name -> receipts.v1.Cursor
-	27, // 19: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
-	10, // 20: receipts.v1.ChannelUnread.head:type_name -> receipts.v1.Position
-	10, // 21: receipts.v1.ChannelUnread.read:type_name -> receipts.v1.Position
-	10, // 22: receipts.v1.ChannelUnread.public_read:type_name -> receipts.v1.Position
-	5,  // 23: receipts.v1.ReadAllResponse.results:type_name -> receipts.v1.ReceiptResult
-	11, // 24: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
-	11, // 25: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
-	11, // 26: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
-	22, // 27: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	56, // 28: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
-	32, // 29: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
-	32, // 30: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
-	1,  // 31: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
-	11, // 32: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	37, // 33: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	37, // 34: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 35: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 36: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 37: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	40, // 38: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	42, // 39: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	38, // 40: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	44, // 41: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 42: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 43: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	47, // 44: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	41, // 45: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	68, // 46: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
-	1,  // 47: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	51, // 48: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 49: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 50: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	18, // 51: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	65, // 52: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
-	1,  // 53: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	65, // 54: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
-	10, // 55: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
-	10, // 56: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
-	10, // 57: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
-	10, // 58: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
-	3,  // 59: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 60: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 61: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 62: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	14, // 63: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	16, // 64: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	19, // 65: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	20, // 66: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	23, // 67: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	25, // 68: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	28, // 69: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	29, // 70: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	36, // 71: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	39, // 72: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	43, // 73: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	46, // 74: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	49, // 75: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	50, // 76: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	52, // 77: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	57, // 78: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	59, // 79: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	60, // 80: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	61, // 81: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	61, // 82: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	63, // 83: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	66, // 84: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	67, // 85: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	33, // 86: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
-	4,  // 87: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 88: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 89: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 90: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	15, // 91: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	17, // 92: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	21, // 93: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	21, // 94: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	24, // 95: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	26, // 96: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 97: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	30, // 98: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	38, // 99: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	41, // 100: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	45, // 101: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	48, // 102: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	51, // 103: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	51, // 104: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	53, // 105: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	58, // 106: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	62, // 107: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	62, // 108: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	62, // 109: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	62, // 110: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	64, // 111: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	38, // 112: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	41, // 113: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	34, // 114: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
-	87, // [87:115] is the sub-list for method output_type
-	59, // [59:87] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	1,  // 11: receipts.v1.DeleteMessageResponse.durability:type_name -> receipts.v1.Durability
+	20, // 12: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
+	13, // 13: receipts.v1.NotifyMessagesRequest.notices:type_name -> receipts.v1.MessageNotice
+	20, // 14: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
+	11, // 15: receipts.v1.NoticeResult.head:type_name -> receipts.v1.Cursor
+	1,  // 16: receipts.v1.NoticeResult.durability:type_name -> receipts.v1.Durability
+	24, // 17: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
+	1,  // 18: receipts.v1.MembershipResponse.durability:type_name -> receipts.v1.Durability
+	11, // 19: receipts.v1.GetChannelResponse.head:type_name -> receipts.v1.Cursor
+	29, // 20: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
+	10, // 21: receipts.v1.ChannelUnread.head:type_name -> receipts.v1.Position
+	10, // 22: receipts.v1.ChannelUnread.read:type_name -> receipts.v1.Position
+	10, // 23: receipts.v1.ChannelUnread.public_read:type_name -> receipts.v1.Position
+	5,  // 24: receipts.v1.ReadAllResponse.results:type_name -> receipts.v1.ReceiptResult
+	11, // 25: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
+	11, // 26: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
+	11, // 27: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
+	24, // 28: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
+	58, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	34, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
+	34, // 31: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
+	1,  // 32: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
+	11, // 33: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	39, // 34: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	39, // 35: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 36: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 37: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 38: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	42, // 39: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	44, // 40: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	40, // 41: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	46, // 42: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 43: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 44: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	49, // 45: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	43, // 46: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	70, // 47: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,  // 48: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	53, // 49: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 50: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 51: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	20, // 52: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	67, // 53: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,  // 54: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	67, // 55: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10, // 56: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10, // 57: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10, // 58: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	10, // 59: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,  // 60: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 61: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 62: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 63: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	16, // 64: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	18, // 65: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	14, // 66: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
+	21, // 67: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	22, // 68: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	25, // 69: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	27, // 70: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	30, // 71: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	31, // 72: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	38, // 73: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	41, // 74: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	45, // 75: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	48, // 76: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	51, // 77: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	52, // 78: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	54, // 79: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	59, // 80: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	61, // 81: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	62, // 82: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	63, // 83: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	63, // 84: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	65, // 85: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	68, // 86: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	69, // 87: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	35, // 88: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	4,  // 89: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 90: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 91: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 92: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	17, // 93: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	19, // 94: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	15, // 95: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
+	23, // 96: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	23, // 97: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	26, // 98: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	28, // 99: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 100: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	32, // 101: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	40, // 102: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	43, // 103: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	47, // 104: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	50, // 105: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	53, // 106: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	53, // 107: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	55, // 108: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	60, // 109: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	64, // 110: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	64, // 111: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	64, // 112: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	64, // 113: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	66, // 114: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	40, // 115: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	43, // 116: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	36, // 117: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	89, // [89:118] is the sub-list for method output_type
+	60, // [60:89] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -5853,18 +5997,18 @@ func file_receipts_v1_receipts_proto_init() {
 	}
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[17].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[26].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[47].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[57].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[58].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[19].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[28].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[49].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[59].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[60].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

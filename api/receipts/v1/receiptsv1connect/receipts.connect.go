@@ -53,6 +53,9 @@ const (
 	// ReceiptServiceNotifyMessagesProcedure is the fully-qualified name of the ReceiptService's
 	// NotifyMessages RPC.
 	ReceiptServiceNotifyMessagesProcedure = "/receipts.v1.ReceiptService/NotifyMessages"
+	// ReceiptServiceDeleteMessageProcedure is the fully-qualified name of the ReceiptService's
+	// DeleteMessage RPC.
+	ReceiptServiceDeleteMessageProcedure = "/receipts.v1.ReceiptService/DeleteMessage"
 	// ReceiptServiceJoinChannelProcedure is the fully-qualified name of the ReceiptService's
 	// JoinChannel RPC.
 	ReceiptServiceJoinChannelProcedure = "/receipts.v1.ReceiptService/JoinChannel"
@@ -140,6 +143,12 @@ type ReceiptServiceClient interface {
 	// NotifyMessages is NotifyMessage for up to 500 notices, validated all or
 	// nothing, with one result per notice in order.
 	NotifyMessages(context.Context, *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error)
+	// DeleteMessage deletes a channel message: seq no longer counts in
+	// anyone's unread_count, first_unread_seq or mention_count, whether its
+	// notice came before or comes later (a grow-only set: a repeat changes
+	// nothing). Cursors, the head and the read-by of other messages are
+	// unchanged. A batch form is a MessageNotice with deleted set.
+	DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// JoinChannel registers user_id as a member of channel_id from the join
 	// point seq (default: the current head, so history is not unread).
 	JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
@@ -271,6 +280,12 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+ReceiptServiceNotifyMessagesProcedure,
 			connect.WithSchema(receiptServiceMethods.ByName("NotifyMessages")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteMessage: connect.NewClient[v1.DeleteMessageRequest, v1.DeleteMessageResponse](
+			httpClient,
+			baseURL+ReceiptServiceDeleteMessageProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("DeleteMessage")),
 			connect.WithClientOptions(opts...),
 		),
 		joinChannel: connect.NewClient[v1.JoinChannelRequest, v1.MembershipResponse](
@@ -416,6 +431,7 @@ type receiptServiceClient struct {
 	getReadState             *connect.Client[v1.GetReadStateRequest, v1.GetReadStateResponse]
 	notifyMessage            *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
 	notifyMessages           *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
+	deleteMessage            *connect.Client[v1.DeleteMessageRequest, v1.DeleteMessageResponse]
 	joinChannel              *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
 	leaveChannel             *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
 	getChannel               *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
@@ -468,6 +484,11 @@ func (c *receiptServiceClient) NotifyMessage(ctx context.Context, req *connect.R
 // NotifyMessages calls receipts.v1.ReceiptService.NotifyMessages.
 func (c *receiptServiceClient) NotifyMessages(ctx context.Context, req *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error) {
 	return c.notifyMessages.CallUnary(ctx, req)
+}
+
+// DeleteMessage calls receipts.v1.ReceiptService.DeleteMessage.
+func (c *receiptServiceClient) DeleteMessage(ctx context.Context, req *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error) {
+	return c.deleteMessage.CallUnary(ctx, req)
 }
 
 // JoinChannel calls receipts.v1.ReceiptService.JoinChannel.
@@ -601,6 +622,12 @@ type ReceiptServiceHandler interface {
 	// NotifyMessages is NotifyMessage for up to 500 notices, validated all or
 	// nothing, with one result per notice in order.
 	NotifyMessages(context.Context, *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error)
+	// DeleteMessage deletes a channel message: seq no longer counts in
+	// anyone's unread_count, first_unread_seq or mention_count, whether its
+	// notice came before or comes later (a grow-only set: a repeat changes
+	// nothing). Cursors, the head and the read-by of other messages are
+	// unchanged. A batch form is a MessageNotice with deleted set.
+	DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// JoinChannel registers user_id as a member of channel_id from the join
 	// point seq (default: the current head, so history is not unread).
 	JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
@@ -728,6 +755,12 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		ReceiptServiceNotifyMessagesProcedure,
 		svc.NotifyMessages,
 		connect.WithSchema(receiptServiceMethods.ByName("NotifyMessages")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceDeleteMessageHandler := connect.NewUnaryHandler(
+		ReceiptServiceDeleteMessageProcedure,
+		svc.DeleteMessage,
+		connect.WithSchema(receiptServiceMethods.ByName("DeleteMessage")),
 		connect.WithHandlerOptions(opts...),
 	)
 	receiptServiceJoinChannelHandler := connect.NewUnaryHandler(
@@ -876,6 +909,8 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceNotifyMessageHandler.ServeHTTP(w, r)
 		case ReceiptServiceNotifyMessagesProcedure:
 			receiptServiceNotifyMessagesHandler.ServeHTTP(w, r)
+		case ReceiptServiceDeleteMessageProcedure:
+			receiptServiceDeleteMessageHandler.ServeHTTP(w, r)
 		case ReceiptServiceJoinChannelProcedure:
 			receiptServiceJoinChannelHandler.ServeHTTP(w, r)
 		case ReceiptServiceLeaveChannelProcedure:
@@ -951,6 +986,10 @@ func (UnimplementedReceiptServiceHandler) NotifyMessage(context.Context, *connec
 
 func (UnimplementedReceiptServiceHandler) NotifyMessages(context.Context, *connect.Request[v1.NotifyMessagesRequest]) (*connect.Response[v1.NotifyMessagesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.NotifyMessages is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.DeleteMessage is not implemented"))
 }
 
 func (UnimplementedReceiptServiceHandler) JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error) {

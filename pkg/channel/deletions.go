@@ -1,0 +1,137 @@
+package channel
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// Deletions are the deleted message seqs of a channel: a grow-only set
+// (merge = union), so a delete that arrives before its message's notice,
+// twice, or in any order still applies. A deleted seq never counts as
+// unread, as the first unread seq or as a mention; the head, the cursors
+// and the read-by of other messages are unchanged.
+//
+// Retention: every store keeps the seqs within DeletionWindow of the
+// set's greatest seq (Retain), so a channel holds at most DeletionWindow
+// of them. The window commutes with the union (a seq kept by the union's
+// window is kept by its own part's, whose greatest seq is no greater), so
+// stores that trim at different moments converge. A deletion older than
+// the window counts again for a reader whose read cursor is below it:
+// a reader more than DeletionWindow messages behind.
+//
+// Redis (Lua), the persister's dedupe and Postgres (SQL) each apply this
+// rule; the kinds' differential test holds them to MergeDeletions.
+type Deletions struct {
+	Channel string
+	// Seqs ascending, distinct.
+	Seqs []int64
+	// UpdatedAtUnixMs is when the gateway accepted the deletions (0: a
+	// set read back from a store, which keeps no time).
+	UpdatedAtUnixMs int64
+}
+
+// DeletionWindow bounds a channel's deletions: the seqs more than this
+// below its greatest deletion are dropped (DeletionsRetain).
+const DeletionWindow = 1_000_000
+
+// MaxDeletedSeqs bounds the deleted seqs of one event (a notice batch is
+// cut into events of at most this many per channel).
+const MaxDeletedSeqs = 256
+
+// MergeDeletions is the union of two seq sets within the window, sorted
+// ascending, without duplicates.
+func MergeDeletions(a, b []int64) []int64 {
+	if len(a)+len(b) == 0 {
+		return nil
+	}
+	out := make([]int64, 0, len(a)+len(b))
+	out = append(append(out, a...), b...)
+	slices.Sort(out)
+	return DeletionsRetain(slices.Compact(out))
+}
+
+// DeletionsRetain keeps the sorted, distinct seqs above the greatest
+// minus DeletionWindow.
+func DeletionsRetain(sorted []int64) []int64 {
+	if len(sorted) == 0 {
+		return sorted
+	}
+	floor := sorted[len(sorted)-1] - DeletionWindow
+	i, _ := slices.BinarySearch(sorted, floor+1)
+	return sorted[i:]
+}
+
+// Validate checks deletions as they travel between stores.
+func (d Deletions) Validate() error {
+	if err := receipt.ValidateID("channel_id", d.Channel); err != nil {
+		return err
+	}
+	if len(d.Seqs) == 0 {
+		return &receipt.FieldError{Field: "deleted_seqs", Reason: "is empty"}
+	}
+	if len(d.Seqs) > MaxDeletedSeqs {
+		return &receipt.FieldError{Field: "deleted_seqs", Reason: fmt.Sprintf("has %d seqs; the limit is %d", len(d.Seqs), MaxDeletedSeqs)}
+	}
+	for i, s := range d.Seqs {
+		if err := receipt.ValidateSeq(fmt.Sprintf("deleted_seqs[%d]", i), s); err != nil {
+			return err
+		}
+	}
+	if d.UpdatedAtUnixMs < 0 {
+		return &receipt.FieldError{Field: "accepted_at_unix_ms", Reason: "is negative"}
+	}
+	return nil
+}
+
+// DeletedIn counts the deleted seqs in (read, head] of a sorted set.
+func DeletedIn(deleted []int64, read, head int64) int64 {
+	if head <= read {
+		return 0
+	}
+	lo, _ := slices.BinarySearch(deleted, read+1)
+	hi, _ := slices.BinarySearch(deleted, head+1)
+	return int64(hi - lo)
+}
+
+// UnreadDeleted is Unread less the deleted seqs: head minus the effective
+// read seq minus the deletions in between, and the first seq above the
+// read that is not deleted (0 when nothing is unread). Stores that count
+// deletions apart (a Redis ZCOUNT) combine them with Unread by
+// AfterDeletions; this is the rule they are held to.
+func UnreadDeleted(headSeq int64, st receipt.State, deleted []int64) (count, firstUnread int64) {
+	read := st.EffectiveRead().Seq
+	count, _ = Unread(headSeq, st)
+	if count == 0 {
+		return 0, 0
+	}
+	first := read + 1
+	i, _ := slices.BinarySearch(deleted, first)
+	for ; i < len(deleted) && deleted[i] == first; i++ {
+		first++
+	}
+	return AfterDeletions(count, first, DeletedIn(deleted, read, headSeq))
+}
+
+// AfterDeletions is an unread count and first unread seq with deleted
+// seqs of (read, head] taken out: firstKept is the first seq above the
+// read that is not deleted.
+func AfterDeletions(count, firstKept, deleted int64) (int64, int64) {
+	count -= deleted
+	if count <= 0 {
+		return 0, 0
+	}
+	return count, firstKept
+}
+
+// MentionCountDeleted is MentionCount of the kept seqs that are not
+// deleted.
+func MentionCountDeleted(kept []int64, readSeq int64, cap int, deleted []int64) (count int64, capped bool) {
+	for _, s := range kept {
+		if _, found := slices.BinarySearch(deleted, s); s > readSeq && !found {
+			count++
+		}
+	}
+	return count, count > int64(cap)
+}

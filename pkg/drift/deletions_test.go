@@ -1,0 +1,55 @@
+package drift_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/drift"
+)
+
+// Deletion drift each way is repaired by the union: what Postgres holds
+// beyond Redis at once, what Redis holds beyond Postgres (no time: maybe
+// in flight) once it is still ahead a grace later; a sweep after finds
+// nothing.
+func TestSweepRepairsDeletionsBothWays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bd := setup(t)
+	_, err := bd.pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "pg-ahead", Seqs: []int64{1, 2, 3}},
+		{Channel: "rd-ahead", Seqs: []int64{5}}, {Channel: "rd-missing", Seqs: []int64{8}}, {Channel: "same", Seqs: []int64{4}}})
+	require.NoError(t, err)
+	_, err = bd.rs.AddDeletions(ctx, []channel.Deletions{{Channel: "pg-ahead", Seqs: []int64{1}},
+		{Channel: "rd-ahead", Seqs: []int64{5, 6, 9}}, {Channel: "pg-missing", Seqs: []int64{2}}, {Channel: "same", Seqs: []int64{4}}})
+	require.NoError(t, err)
+
+	sw := newSweeper(t, bd)
+	var clock atomic.Int64
+	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	rep, err := sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, drift.Counts{PostgresAhead: 1, RedisMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
+	require.Equal(t, rep.Found, rep.Repaired)
+	clock.Store(int64(time.Minute))
+	rep, err = sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, drift.Counts{RedisAhead: 1, PostgresMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
+	require.Equal(t, rep.Found, rep.Repaired)
+
+	want := map[string][]int64{"pg-ahead": {1, 2, 3}, "rd-ahead": {5, 6, 9}, "rd-missing": {8}, "pg-missing": {2}, "same": {4}}
+	for ch, seqs := range want {
+		pg, err := bd.pg.Deletions(ctx, []string{ch})
+		require.NoError(t, err)
+		require.Equal(t, []channel.Deletions{{Channel: ch, Seqs: seqs}}, pg, ch)
+		rd, err := bd.rs.Deletions(ctx, []string{ch})
+		require.NoError(t, err)
+		require.Equal(t, [][]int64{seqs}, rd, ch)
+	}
+	rep, err = sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rep.ByKind[drift.KindDeletions].Total())
+}

@@ -1,0 +1,47 @@
+package event_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/event"
+)
+
+func TestDeletionsEventRoundTrip(t *testing.T) {
+	t.Parallel()
+	del := channel.Deletions{Channel: "c:1", Seqs: []int64{7, 9}, UpdatedAtUnixMs: 42}
+	rec, err := event.EncodeDecoded(event.Decoded{Deletions: &del})
+	require.NoError(t, err)
+	require.Equal(t, "c%3A1", string(rec.Key))
+	d, err := event.DecodeRecord(rec)
+	require.NoError(t, err)
+	require.Equal(t, &del, d.Deletions)
+	require.Nil(t, d.Channel)
+	require.Equal(t, string(rec.Key), d.RecordKey())
+
+	var ev receiptsv1.ChannelEvent
+	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
+	require.Equal(t, uint32(event.DeletionSchemaVersion), ev.GetSchemaVersion())
+	for name, corrupt := range map[string]func(*receiptsv1.ChannelEvent){
+		"an old version": func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = event.NotificationSchemaVersion },
+		"a zero seq":     func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = []int64{0} },
+		"with a head": func(ev *receiptsv1.ChannelEvent) {
+			ev.Head = &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 3}}
+		},
+		"too many":      func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = make([]int64, channel.MaxDeletedSeqs+1) },
+		"other channel": func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "c2" },
+	} {
+		bad := proto.Clone(&ev).(*receiptsv1.ChannelEvent)
+		corrupt(bad)
+		v, err := proto.Marshal(bad)
+		require.NoError(t, err)
+		badRec := *rec
+		badRec.Value = v
+		_, err = event.DecodeRecord(&badRec)
+		require.ErrorIs(t, err, event.ErrUndecodable, name)
+	}
+}

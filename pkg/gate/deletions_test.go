@@ -1,0 +1,174 @@
+package gate_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// Deleted messages stop counting, over REST, gRPC and Connect: in the
+// unread count, the first unread seq, the mention count and the badge
+// totals (GetUnread and LookupReceipts alike); a delete before its notice
+// applies, a repeat changes nothing, cursors stay where they were, and
+// the counts are the same from Postgres alone and after Redis loses every
+// key.
+func TestDeletedMessagesStopCounting(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	startPersister(t, tb)
+	ctx := context.Background()
+	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
+	rest := func(method, path, body string) {
+		t.Helper()
+		status, b := tb.do(t, method, path, body)
+		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
+	}
+	rest(http.MethodPut, "/v1/channels/dc/members/bob", `{}`)
+	var notices []string
+	for seq := 1; seq <= 10; seq++ {
+		n := `{"channel_id": "dc", "seq": ` + strconv.Itoa(seq) + `, "sender_id": "alice"`
+		if seq == 7 {
+			n += `, "mentions": ["bob"]`
+		}
+		notices = append(notices, n+"}")
+	}
+	rest(http.MethodPost, "/v1/messages:notify", `{"notices": [`+strings.Join(notices, ",")+`]}`)
+
+	type counts struct{ unread, first, mentions, head, read int64 }
+	get := func() counts {
+		t.Helper()
+		resp, err := connectCl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "bob"}))
+		require.NoError(t, err)
+		require.Len(t, resp.Msg.GetChannels(), 1)
+		c := resp.Msg.GetChannels()[0]
+		got := counts{c.GetUnreadCount(), c.GetFirstUnreadSeq(), c.GetMentionCount(), c.GetHead().GetSeq(), c.GetRead().GetSeq()}
+		require.Equal(t, badge{got.unread, min(got.unread, 1), got.mentions}, badge{resp.Msg.GetUnreadTotal(), resp.Msg.GetChannelsWithUnread(), resp.Msg.GetMentionTotal()})
+		lr, err := grpcCl.LookupReceipts(ctx, connect.NewRequest(&receiptsv1.LookupReceiptsRequest{BadgeUserIds: []string{"bob"}}))
+		require.NoError(t, err)
+		b := lr.Msg.GetBadges()[0]
+		require.Equal(t, badge{got.unread, min(got.unread, 1), got.mentions}, badge{b.GetUnreadTotal(), b.GetChannelsWithUnread(), b.GetMentionTotal()}, "the badge agrees")
+		var r receiptsv1.GetUnreadResponse
+		tb.doProto(t, http.MethodGet, "/v1/users/bob/unread", "", &r)
+		require.Equal(t, got.unread, r.GetChannels()[0].GetUnreadCount(), "the fast REST path agrees")
+		require.Equal(t, got.first, r.GetChannels()[0].GetFirstUnreadSeq())
+		return got
+	}
+	require.Equal(t, counts{10, 1, 1, 10, 0}, get())
+
+	// 7 (REST) and 9 (gRPC): the mention at 7 goes with it.
+	rest(http.MethodDelete, "/v1/channels/dc/messages/7", "")
+	del, err := grpcCl.DeleteMessage(ctx, connect.NewRequest(&receiptsv1.DeleteMessageRequest{ChannelId: "dc", Seq: 9}))
+	require.NoError(t, err)
+	require.Equal(t, receiptsv1.Durability_KAFKA, del.Msg.GetDurability())
+	require.False(t, del.Msg.GetRealtimeDegraded())
+	require.Equal(t, counts{8, 1, 0, 10, 0}, get())
+
+	// 1 in a notice batch (Connect): the first unread skips it. 12 before
+	// its notice, then 11 and 12 notified.
+	res, err := connectCl.NotifyMessages(ctx, connect.NewRequest(&receiptsv1.NotifyMessagesRequest{Notices: []*receiptsv1.MessageNotice{
+		{ChannelId: "dc", Seq: 1, Deleted: true}, {ChannelId: "dc", Seq: 12, Deleted: true},
+	}}))
+	require.NoError(t, err)
+	require.Equal(t, receiptsv1.Durability_KAFKA, res.Msg.GetResults()[1].GetDurability())
+	require.Equal(t, counts{7, 2, 0, 10, 0}, get())
+	rest(http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "dc", "seq": 11}, {"channel_id": "dc", "seq": 12}]}`)
+	want := counts{8, 2, 0, 12, 0}
+	require.Equal(t, want, get(), "a delete before its notice applies")
+
+	// A repeat, over every protocol: nothing changes.
+	rest(http.MethodDelete, "/v1/channels/dc/messages/7", "")
+	_, err = connectCl.DeleteMessage(ctx, connect.NewRequest(&receiptsv1.DeleteMessageRequest{ChannelId: "dc", Seq: 12}))
+	require.NoError(t, err)
+	require.Equal(t, want, get())
+
+	// From Postgres alone (once the persister has the deletions), and
+	// after Redis loses every key: the same counts.
+	require.Eventually(t, func() bool {
+		ds, err := tb.schema.Store.Deletions(ctx, []string{"dc"})
+		require.NoError(t, err)
+		return len(ds) == 1 && len(ds[0].Seqs) == 4
+	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the deletions")
+	require.Eventually(t, func() bool {
+		vs, err := gate.DurableUnread(ctx, tb.gate, "bob")
+		require.NoError(t, err)
+		return len(vs) == 1 && vs[0].Head.Seq == 12 && vs[0].Unread == 8 && vs[0].FirstUnread == 2 && vs[0].Mentions == 0
+	}, 15*time.Second, 20*time.Millisecond, "the Postgres fallback counts as Redis does")
+	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
+	require.Empty(t, tb.redisKeys(t))
+	require.Equal(t, want, get(), "rebuilt from Postgres")
+	require.Contains(t, tb.redisKeys(t), tb.store.DeletionsKey("dc"), "the read hydrated the deletions")
+
+	// A read moves as before: to 8, the unread are 10 and 11.
+	rest(http.MethodPost, "/v1/users/bob/channels/dc/read", `{"seq": 8}`)
+	require.Equal(t, counts{2, 10, 0, 12, 8}, get())
+}
+
+// Bad deletes are refused with their reason and write nothing.
+func TestDeleteBadInputWritesNothing(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	ctx := context.Background()
+	status, body := tb.do(t, http.MethodDelete, "/v1/channels/dc/messages/0", "")
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.InvalidSeq, "seq 0")
+	_, err := tb.client(connect.WithGRPC()).DeleteMessage(ctx, connect.NewRequest(&receiptsv1.DeleteMessageRequest{ChannelId: "a b", Seq: 1}))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID, "grpc")
+	_, err = tb.client().NotifyMessages(ctx, connect.NewRequest(&receiptsv1.NotifyMessagesRequest{Notices: []*receiptsv1.MessageNotice{
+		{ChannelId: "dc", Seq: 3, Deleted: true, Mentions: []string{"bob"}}}}))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidField, "connect")
+	require.Empty(t, tb.redisKeys(t))
+	require.Zero(t, tb.highWatermarks(t))
+}
+
+// Without Postgres, a channel whose deletions Redis does not know yet
+// still answers (without them), and one whose deletions Redis knows
+// counts them: the deletions cost Postgres nothing once hydrated.
+func TestDeletionsWithPostgresDown(t *testing.T) {
+	t.Parallel()
+	pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://postgres@" + closedAddr(t) + "/receipts?sslmode=disable&connect_timeout=1"})
+	require.NoError(t, err)
+	t.Cleanup(pg.Close)
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Postgres = pg }})
+	ctx := context.Background()
+	var regs []channel.Membership
+	var mentions []channel.Mentions
+	for _, ch := range []string{"known", "unknown"} {
+		k := receipt.Key{User: "pu", Channel: ch}
+		regs = append(regs, channel.Join(k, 1, 1, 0))
+		mentions = append(mentions, channel.Mentions{Key: k, Seqs: []int64{4}})
+		_, err := tb.store.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil))
+	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs, mentions, channel.MentionCapDefault))
+	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault))
+	require.NoError(t, tb.store.HydrateNotifications(ctx, "pu", nil))
+	_, err = tb.store.MergeSettings(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
+	require.NoError(t, err)
+	require.NoError(t, tb.store.HydrateDeletions(ctx, []string{"known"}, nil))
+	_, err = tb.store.AddDeletions(ctx, []channel.Deletions{{Channel: "known", Seqs: []int64{1, 4}}, {Channel: "unknown", Seqs: []int64{1, 4}}})
+	require.NoError(t, err)
+
+	resp, err := tb.client().GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "pu"}))
+	require.NoError(t, err)
+	got := map[string][3]int64{}
+	for _, c := range resp.Msg.GetChannels() {
+		got[c.GetChannelId()] = [3]int64{c.GetUnreadCount(), c.GetFirstUnreadSeq(), c.GetMentionCount()}
+	}
+	require.Equal(t, map[string][3]int64{"known": {4, 2, 0}, "unknown": {6, 1, 1}}, got)
+}

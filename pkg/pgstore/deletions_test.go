@@ -1,0 +1,102 @@
+package pgstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// Postgres's deletions are the union of the writes, within the window,
+// and its counts are the rule's (channel.UnreadDeleted,
+// channel.MentionCountDeleted) for random sets, reads and heads.
+func TestDeletionsCountAsTheRule(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	rng := rand.New(rand.NewPCG(9, 9))
+	var qs []pgstore.DeletionQuery
+	var want [][3]int64
+	var wantMentions [][]int64
+	for trial := range 40 {
+		ch := "c" + strconv.Itoa(trial)
+		var all []int64
+		for range 1 + rng.IntN(4) {
+			var seqs []int64
+			for range 1 + rng.IntN(10) {
+				seqs = append(seqs, 1+rng.Int64N(30))
+			}
+			seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
+			all = channel.MergeDeletions(all, seqs)
+			_, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: ch, Seqs: seqs, UpdatedAtUnixMs: 1000}})
+			require.NoError(t, err)
+		}
+		got, err := s.Deletions(ctx, []string{ch})
+		require.NoError(t, err)
+		require.Equal(t, []channel.Deletions{{Channel: ch, Seqs: all}}, got)
+
+		read, head := rng.Int64N(30), 1+rng.Int64N(32)
+		if head <= read {
+			continue
+		}
+		mentions := []int64{}
+		for s := read + 1; s <= head; s += 1 + rng.Int64N(4) {
+			mentions = append(mentions, s)
+		}
+		st := receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: read}}}
+		n, first := channel.UnreadDeleted(head, st, all)
+		m, _ := channel.MentionCountDeleted(mentions, read, 100, all)
+		qs = append(qs, pgstore.DeletionQuery{Channel: ch, Read: read, Head: head, Mentions: mentions})
+		want = append(want, [3]int64{n, first, m})
+		wantMentions = append(wantMentions, mentions)
+	}
+	got, err := s.DeletionCounts(ctx, qs)
+	require.NoError(t, err)
+	require.Len(t, got, len(qs))
+	for i, q := range qs {
+		n, first := channel.AfterDeletions(q.Head-q.Read, got[i].FirstKept, got[i].Deleted)
+		m, _ := channel.MentionCountDeleted(wantMentions[i], q.Read, 100, got[i].DeletedMentions)
+		require.Equal(t, want[i], [3]int64{n, first, m}, "query %+v: %+v", q, got[i])
+	}
+}
+
+// The window: a deletion more than channel.DeletionWindow below the
+// greatest is neither read nor counted, and the trim removes it.
+func TestDeletionsWindowAndTrim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	w := int64(channel.DeletionWindow)
+	_, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2, 3}}, {Channel: "d", Seqs: []int64{2}}})
+	require.NoError(t, err)
+	_, err = s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{w + 2}}})
+	require.NoError(t, err)
+	got, err := s.Deletions(ctx, []string{"c", "d"})
+	require.NoError(t, err)
+	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{3, w + 2}}, {Channel: "d", Seqs: []int64{2}}}, got)
+	page, err := s.DeletionsPage(ctx, "", 1)
+	require.NoError(t, err)
+	require.Equal(t, got[:1], page)
+	page, err = s.DeletionsPage(ctx, "c", 10)
+	require.NoError(t, err)
+	require.Equal(t, got[1:], page)
+
+	counts, err := s.DeletionCounts(ctx, []pgstore.DeletionQuery{{Channel: "c", Read: 1, Head: w + 2, Mentions: []int64{2, 3}}})
+	require.NoError(t, err)
+	require.Equal(t, pgstore.DeletionCount{Deleted: 2, FirstKept: 2, DeletedMentions: []int64{3}}, counts[0])
+
+	n, err := s.TrimDeletions(ctx, []string{"c", "d", "c"})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	n, err = s.TrimDeletions(ctx, []string{"c"})
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

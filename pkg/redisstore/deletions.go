@@ -1,0 +1,248 @@
+package redisstore
+
+// A channel's deleted messages (channel.Deletions):
+//
+//	del:{channel}  sorted set: member and score the deleted seq (exact
+//	               below 2^53, as every seq a chat assigns), kept within
+//	               channel.DeletionWindow of the greatest
+//	dn:{channel}   string: the set's size, present once the set is
+//	               hydrated from Postgres (absent: read Postgres,
+//	               HydrateDeletions). A channel without deletions holds
+//	               "0", so the unread read (one MGET of the heads and
+//	               these counts, heads.go) costs it nothing more; only a
+//	               channel with unread messages and deletions takes a
+//	               second read (countDeletionsScript).
+//
+// Both keys carry the channel's hash tag: one script writes them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/channel"
+)
+
+// hydrateDeletionsChunk bounds the seqs of one hydrate script call.
+const hydrateDeletionsChunk = 5000
+
+// DeletionCountKey is the size of a channel's deleted-seq set (absent:
+// unknown).
+func (s *Store) DeletionCountKey(ch string) string { return s.prefix + "dn:{" + ch + "}" }
+
+// DeletionsKey is a channel's deleted-seq set.
+func (s *Store) DeletionsKey(ch string) string { return s.prefix + "del:{" + ch + "}" }
+
+// deleteScript adds deleted seqs, trims the set to the window and, when
+// the channel's count is kept (hydrated) or ARGV[2] is "1" (a hydrate's
+// last part), sets it. KEYS[1] = dn:{channel}, KEYS[2] = del:{channel};
+// ARGV[1] = the window, ARGV[3..] = seqs. Returns the set's size.
+var deleteScript = redis.NewScript(`
+local args = {}
+for i = 3, #ARGV do args[#args+1] = ARGV[i] args[#args+1] = ARGV[i] end
+for i = 1, #args, 1000 do redis.call('ZADD', KEYS[2], unpack(args, i, math.min(i + 999, #args))) end
+local top = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+if top[2] then
+  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', tonumber(top[2]) - tonumber(ARGV[1])))
+end
+local n = redis.call('ZCARD', KEYS[2])
+if ARGV[2] == '1' or redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', KEYS[1], n) end
+return n
+`)
+
+// countDeletionsScript is how deletions change one user's counts in a
+// channel. KEYS[1] = del:{channel}; ARGV = the effective read seq, the
+// head, then the user's kept mention seqs above the read. Returns {-1}
+// when the set is gone (the count says it had some: hydrate), else {the
+// deletions in (read, head], the first seq above the read not deleted,
+// the deleted mention seqs…}. A run of deletions after the read is
+// searched by halving (each step a ZCOUNT): O(log(run) log n), never a
+// walk of the run.
+var countDeletionsScript = redis.NewScript(`
+local z = KEYS[1]
+if redis.call('EXISTS', z) == 0 then return {-1} end
+local read, head = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lo = '(' .. ARGV[1]
+local n = redis.call('ZCOUNT', z, lo, ARGV[2])
+local first = read + 1
+local function all(x) return redis.call('ZCOUNT', z, lo, string.format('%.0f', x)) == x - read end
+if n > 0 and redis.call('ZSCORE', z, string.format('%.0f', read + 1)) then
+  if all(head) then
+    first = head + 1
+  else
+    local a, b = first, head -- all(a), not all(b)
+    while b - a > 1 do
+      local mid = math.floor((a + b) / 2)
+      if all(mid) then a = mid else b = mid end
+    end
+    first = b
+  end
+end
+local out = {n, string.format('%.0f', first)}
+for i = 3, #ARGV do
+  if redis.call('ZSCORE', z, ARGV[i]) then out[#out+1] = ARGV[i] end
+end
+return out
+`)
+
+var deletionScripts = []*redis.Script{deleteScript, countDeletionsScript}
+
+func (s *Store) queueDelete(ctx context.Context, pipe redis.Pipeliner, ch string, seqs []int64, mark bool) *redis.Cmd {
+	args := make([]any, 0, len(seqs)+2)
+	m := "0"
+	if mark {
+		m = "1"
+	}
+	args = append(args, channel.DeletionWindow, m)
+	for _, q := range seqs {
+		args = append(args, q)
+	}
+	return deleteScript.EvalSha(ctx, pipe, []string{s.DeletionCountKey(ch), s.DeletionsKey(ch)}, args...)
+}
+
+// AddDeletions adds deleted seqs to their channels' sets in one pipeline
+// (a union: a repeat changes nothing); errs holds one error per value.
+func (s *Store) AddDeletions(ctx context.Context, ds []channel.Deletions) ([]error, error) {
+	cmds := make([]*redis.Cmd, len(ds))
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, d := range ds {
+			cmds[i] = s.queueDelete(ctx, pipe, d.Channel, d.Seqs, false)
+		}
+	})
+	errs := make([]error, len(ds))
+	for i, cmd := range cmds {
+		if cerr := cmd.Err(); cerr != nil {
+			errs[i] = fmt.Errorf("%w: deleting in %s: %w", ErrUnavailable, ds[i].Channel, cerr)
+		}
+	}
+	return errs, err
+}
+
+// HydrateDeletions merges the durable deletions of channels (ds: those
+// that have any) into their sets and marks every listed channel's count
+// as kept, so later reads need not ask Postgres again.
+func (s *Store) HydrateDeletions(ctx context.Context, channels []string, ds []channel.Deletions) error {
+	byCh := make(map[string][]int64, len(ds))
+	for _, d := range ds {
+		byCh[d.Channel] = d.Seqs
+	}
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for _, ch := range channels {
+			seqs := byCh[ch]
+			for len(seqs) > hydrateDeletionsChunk { // the marking part last
+				s.queueDelete(ctx, pipe, ch, seqs[:hydrateDeletionsChunk], false)
+				seqs = seqs[hydrateDeletionsChunk:]
+			}
+			s.queueDelete(ctx, pipe, ch, seqs, true)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("hydrating deletions: %w", err)
+	}
+	return nil
+}
+
+// Deletions returns, per channel, the deleted seqs Redis holds (nil: no
+// set), ascending.
+func (s *Store) Deletions(ctx context.Context, channels []string) ([][]int64, error) {
+	cmds := make([]*redis.StringSliceCmd, len(channels))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, ch := range channels {
+			cmds[i] = pipe.ZRange(ctx, s.DeletionsKey(ch), 0, -1)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make([][]int64, len(channels))
+	for i, cmd := range cmds {
+		ms, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the deletions of %s: %w", ErrUnavailable, channels[i], err)
+		}
+		for _, m := range ms {
+			q, err := strconv.ParseInt(m, 10, 64)
+			if err != nil || q <= 0 {
+				s.skipUndecodable()
+				continue
+			}
+			out[i] = append(out[i], q)
+		}
+	}
+	return out, nil
+}
+
+// ScanDeletionChannels returns one SCAN page of the channels with a
+// deletion set and the cursor of the next page.
+func (s *Store) ScanDeletionChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
+	return s.ScanTagged(ctx, "del:", cur, count)
+}
+
+// deletionPass collects, during an unread read, the channels whose counts
+// deletions may change, and those whose deletions Redis does not know.
+type deletionPass struct {
+	pending []pendingDeletion
+	missing []string
+}
+
+type pendingDeletion struct {
+	view     int // index in the views
+	mentions string
+}
+
+// note reads a channel's deletion count: absent, the channel's deletions are
+// unknown; above 0 with unread messages, they are counted after.
+func (p *deletionPass) note(views []ChannelView, d any, mentions string) {
+	cv := &views[len(views)-1]
+	switch v, ok := d.(string); {
+	case !ok:
+		p.missing = append(p.missing, cv.Channel)
+	case v != "0" && cv.Unread > 0:
+		p.pending = append(p.pending, pendingDeletion{view: len(views) - 1, mentions: mentions})
+	}
+}
+
+// apply counts the pending channels' deletions (one script each, in one
+// pipeline) into views.
+func (s *Store) applyDeletions(ctx context.Context, views []ChannelView, p *deletionPass, mentionCap int) error {
+	if len(p.pending) == 0 {
+		return nil
+	}
+	cmds := make([]*redis.Cmd, len(p.pending))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, pd := range p.pending {
+			cv := &views[pd.view]
+			read := cv.State.EffectiveRead().Seq
+			args := []any{read, cv.Head.Seq}
+			for m := range strings.FieldsSeq(pd.mentions) {
+				if q, err := parsePadded(m); err == nil && q > read {
+					args = append(args, q)
+				}
+			}
+			cmds[i] = countDeletionsScript.EvalSha(ctx, pipe, []string{s.DeletionsKey(cv.Channel)}, args...)
+		}
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	for i, pd := range p.pending {
+		cv := &views[pd.view]
+		res, err := cmds[i].Slice()
+		if err != nil {
+			return fmt.Errorf("%w: counting the deletions of %s: %w", ErrUnavailable, cv.Channel, err)
+		}
+		if n, _ := res[0].(int64); n < 0 || len(res) < 2 {
+			p.missing = append(p.missing, cv.Channel)
+			continue
+		}
+		n, _ := res[0].(int64)
+		fs, _ := res[1].(string)
+		first, _ := strconv.ParseInt(fs, 10, 64)
+		cv.Unread, cv.FirstUnread = channel.AfterDeletions(cv.Unread, first, n)
+		cv.Mentions = max(0, cv.Mentions-int64(len(res)-2))
+		cv.MentionsCapped = cv.Mentions > int64(mentionCap)
+	}
+	return nil
+}

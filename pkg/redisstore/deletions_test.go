@@ -1,0 +1,151 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+func counts(t *testing.T, s *Store, user string, channels ...string) (map[string][3]int64, UnreadView) {
+	t.Helper()
+	v, err := s.Unread(context.Background(), user, channels, channel.MentionCapDefault)
+	require.NoError(t, err)
+	out := map[string][3]int64{}
+	for _, cv := range v.Channels {
+		out[cv.Channel] = [3]int64{cv.Unread, cv.FirstUnread, cv.Mentions}
+	}
+	return out, v
+}
+
+// Deleted seqs leave the unread count, the first unread seq and the
+// mention count as the rule says (channel.UnreadDeleted,
+// channel.MentionCountDeleted); a repeat changes nothing.
+func TestUnreadWithDeletions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	chs := setupUnreadUser(t, s, "u", 4) // read 5, mentions 7 and 9, head 10
+	dels := []channel.Deletions{{Channel: chs[0], Seqs: []int64{7, 9}}, {Channel: chs[1], Seqs: []int64{6, 7, 8}},
+		{Channel: chs[2], Seqs: []int64{6, 7, 8, 9, 10}}, {Channel: chs[3], Seqs: []int64{2, 3, 11}}}
+	got, v := counts(t, s, "u", chs...)
+	require.Empty(t, v.MissingDeletions)
+	for _, ch := range chs {
+		require.Equal(t, [3]int64{5, 6, 2}, got[ch])
+	}
+	for range 2 {
+		errs, err := s.AddDeletions(ctx, dels)
+		require.NoError(t, err)
+		require.Equal(t, make([]error, len(dels)), errs)
+		got, v = counts(t, s, "u", chs...)
+		require.Empty(t, v.MissingDeletions)
+		st := receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: 5}}}
+		for _, d := range dels {
+			n, first := channel.UnreadDeleted(10, st, d.Seqs)
+			m, _ := channel.MentionCountDeleted([]int64{7, 9}, 5, channel.MentionCapDefault, d.Seqs)
+			require.Equal(t, [3]int64{n, first, m}, got[d.Channel], d.Channel)
+		}
+	}
+	require.Equal(t, [3]int64{5, 6, 2}, got[chs[3]], "deletions outside (read, head] change nothing")
+	seqs, err := s.Deletions(ctx, []string{chs[1], "nowhere"})
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{{6, 7, 8}, nil}, seqs)
+
+	// The set lost while its count says it had some: unknown, not none.
+	require.NoError(t, rdb.Del(ctx, s.DeletionsKey(chs[0])).Err())
+	_, v = counts(t, s, "u", chs...)
+	require.Equal(t, []string{chs[0]}, v.MissingDeletions)
+}
+
+// A delete that arrives before Redis knows the channel's deletions (and
+// before its message's notice) is kept: hydrating adds Postgres's to it,
+// and the count then holds both.
+func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	_, err := s.AddDeletions(ctx, []channel.Deletions{{Channel: "x", Seqs: []int64{3}}})
+	require.NoError(t, err)
+	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "x", Seq: 5, MessageID: "m5"}})
+	require.NoError(t, err)
+	_, v := counts(t, s, "u", "x")
+	require.Equal(t, []string{"x"}, v.MissingDeletions, "not hydrated: unknown")
+	require.NoError(t, s.HydrateDeletions(ctx, []string{"x"}, []channel.Deletions{{Channel: "x", Seqs: []int64{1}}}))
+	got, v := counts(t, s, "u", "x")
+	require.Empty(t, v.MissingDeletions)
+	require.Equal(t, [3]int64{3, 2, 0}, got["x"])
+	require.Equal(t, "2", rdb.Get(ctx, s.DeletionCountKey("x")).Val())
+}
+
+// fillDeletions puts n consecutive deletions 1..n into ch's set (a
+// pipeline of ZADDs) and marks its count.
+func fillDeletions(tb testing.TB, s *Store, ch string, n int64) {
+	tb.Helper()
+	ctx := context.Background()
+	const batch = 10000
+	for lo := int64(1); lo <= n; lo += batch {
+		pipe := s.rdb.Pipeline()
+		zs := make([]redis.Z, 0, batch)
+		for q := lo; q < lo+batch && q <= n; q++ {
+			zs = append(zs, redis.Z{Score: float64(q), Member: q})
+		}
+		pipe.ZAdd(ctx, s.DeletionsKey(ch), zs...)
+		_, err := pipe.Exec(ctx)
+		require.NoError(tb, err)
+	}
+	require.NoError(tb, s.HydrateDeletions(ctx, []string{ch}, nil))
+}
+
+// A channel with a million deletions, a run of them right after the read:
+// the count and the first unread seq are exact (the run is searched, not
+// walked: BenchmarkCountDeletions shows the time flat from 1,000).
+func TestMillionDeletions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	const n = 1_000_000
+	fillDeletions(t, s, "big", n)
+	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: n + 10, MessageID: "m"}})
+	require.NoError(t, err)
+	got, _ := counts(t, s, "u", "big")
+	require.Equal(t, [3]int64{10, n + 1, 0}, got["big"])
+	// A hole in the run.
+	require.NoError(t, rdb.ZRem(ctx, s.DeletionsKey("big"), 777_777).Err())
+	got, _ = counts(t, s, "u", "big")
+	require.Equal(t, [3]int64{11, 777_777, 0}, got["big"])
+}
+
+// BenchmarkCountDeletions reads one user's counts in a channel whose
+// unread messages start with a run of all its deletions (1,000 and
+// 1,000,000): the search costs O(log(run) log n), so the two take about
+// the same time.
+//
+//	go test -run '^$' -bench CountDeletions ./pkg/redisstore/
+func BenchmarkCountDeletions(b *testing.B) {
+	rdb := redistest.Client(b)
+	s := New(rdb, Config{Prefix: redistest.Prefix(b, rdb)})
+	ctx := context.Background()
+	for _, n := range []int64{1000, 1_000_000} {
+		ch := fmt.Sprintf("c%d", n)
+		fillDeletions(b, s, ch, n)
+		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: n + 10, MessageID: "m"}})
+		require.NoError(b, err)
+		b.Run(fmt.Sprintf("deletions=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				v, err := s.Unread(ctx, "u", []string{ch}, channel.MentionCapDefault)
+				if err != nil || v.Channels[0].Unread != 10 {
+					b.Fatal(err, v.Channels)
+				}
+			}
+		})
+	}
+}

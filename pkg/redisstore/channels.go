@@ -99,9 +99,18 @@ local function mergecm(key, field, inc)
 end
 `
 
-// headScript raises a channel's head. KEYS[1] = the head key; ARGV = seq,
-// message id, time (numbers base 62). Returns {changed, head value}.
+// headScript raises a channel's head and keeps the message's id among
+// the channel's newest. KEYS[1] = the head key, KEYS[2] = the message-id
+// set; ARGV = seq, message id, time (numbers base 62), then the seq in
+// decimal and how many ids to keep. Returns {changed, head value}.
 var headScript = redis.NewScript(luaCommon + `
+if ARGV[2] ~= "" and ARGV[4] ~= "0" then
+  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[4] .. " " .. ARGV[2])
+  local keep = tonumber(ARGV[5])
+  if redis.call('ZCARD', KEYS[2]) > keep + keep / 10 then
+    redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -keep - 1)
+  end
+end
 local cur = redis.call('GET', KEYS[1])
 local ts = ARGV[3]
 if cur then
@@ -327,7 +336,7 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 				continue
 			}
 			f := strings.SplitN(v, " ", 3)
-			cmds[i] = headScript.EvalSha(ctx, pipe, []string{s.HeadKey(h.Channel)}, f[0], f[1], f[2])
+			cmds[i] = headScript.EvalSha(ctx, pipe, []string{s.HeadKey(h.Channel), s.MessageIDsKey(h.Channel)}, f[0], f[1], f[2], h.Seq, MessageIDsKept)
 		}
 	})
 	for i, cmd := range cmds {

@@ -2583,6 +2583,199 @@ func (x *NotificationRegister) GetVersionUnixMs() int64 {
 	return 0
 }
 
+type GetInboxRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Lines per page (default 50, at most 200).
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_page_token of the previous page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInboxRequest) Reset() {
+	*x = GetInboxRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInboxRequest) ProtoMessage() {}
+
+func (x *GetInboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInboxRequest.ProtoReflect.Descriptor instead.
+func (*GetInboxRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GetInboxRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetInboxRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GetInboxRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+type GetInboxResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// Newest activity first (the head's time), then channel id. A channel
+	// whose activity changes between pages may show on both or neither:
+	// each page is ordered as of its own call.
+	Lines []*InboxLine `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	// Set when more lines follow: pass it as page_token.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInboxResponse) Reset() {
+	*x = GetInboxResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInboxResponse) ProtoMessage() {}
+
+func (x *GetInboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInboxResponse.ProtoReflect.Descriptor instead.
+func (*GetInboxResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetInboxResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *GetInboxResponse) GetLines() []*InboxLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *GetInboxResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// InboxLine is one channel of a user's inbox.
+type InboxLine struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The channel's counts, level and mute, as GetUnread answers them
+	// (unread_threads: its followed threads with unread replies).
+	Channel *ChannelUnread `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
+	// The time of the channel's head (its latest message), in Unix ms.
+	LastActivityUnixMs int64 `protobuf:"varint,2,opt,name=last_activity_unix_ms,json=lastActivityUnixMs,proto3" json:"last_activity_unix_ms,omitempty"`
+	// The id of the message at channel.first_unread_seq: known for the
+	// newest 1,000 messages of a channel (empty when older, or when Redis
+	// lost it: ids are kept in Redis only).
+	FirstUnreadMessageId string `protobuf:"bytes,3,opt,name=first_unread_message_id,json=firstUnreadMessageId,proto3" json:"first_unread_message_id,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *InboxLine) Reset() {
+	*x = InboxLine{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxLine) ProtoMessage() {}
+
+func (x *InboxLine) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxLine.ProtoReflect.Descriptor instead.
+func (*InboxLine) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *InboxLine) GetChannel() *ChannelUnread {
+	if x != nil {
+		return x.Channel
+	}
+	return nil
+}
+
+func (x *InboxLine) GetLastActivityUnixMs() int64 {
+	if x != nil {
+		return x.LastActivityUnixMs
+	}
+	return 0
+}
+
+func (x *InboxLine) GetFirstUnreadMessageId() string {
+	if x != nil {
+		return x.FirstUnreadMessageId
+	}
+	return ""
+}
+
 type SetNotificationsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -2600,7 +2793,7 @@ type SetNotificationsRequest struct {
 
 func (x *SetNotificationsRequest) Reset() {
 	*x = SetNotificationsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2612,7 +2805,7 @@ func (x *SetNotificationsRequest) String() string {
 func (*SetNotificationsRequest) ProtoMessage() {}
 
 func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2625,7 +2818,7 @@ func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*SetNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetNotificationsRequest) GetUserId() string {
@@ -2672,7 +2865,7 @@ type ChannelNotifications struct {
 
 func (x *ChannelNotifications) Reset() {
 	*x = ChannelNotifications{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2877,7 @@ func (x *ChannelNotifications) String() string {
 func (*ChannelNotifications) ProtoMessage() {}
 
 func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2890,7 @@ func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelNotifications.ProtoReflect.Descriptor instead.
 func (*ChannelNotifications) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ChannelNotifications) GetUserId() string {
@@ -2763,7 +2956,7 @@ type ChannelEvent struct {
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2775,7 +2968,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2788,7 +2981,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -2847,7 +3040,7 @@ type GetMessageReceiptsRequest struct {
 
 func (x *GetMessageReceiptsRequest) Reset() {
 	*x = GetMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +3052,7 @@ func (x *GetMessageReceiptsRequest) String() string {
 func (*GetMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +3065,7 @@ func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetMessageReceiptsRequest) GetChannelId() string {
@@ -2909,7 +3102,7 @@ type MemberAt struct {
 
 func (x *MemberAt) Reset() {
 	*x = MemberAt{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3114,7 @@ func (x *MemberAt) String() string {
 func (*MemberAt) ProtoMessage() {}
 
 func (x *MemberAt) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3127,7 @@ func (x *MemberAt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
 func (*MemberAt) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MemberAt) GetUserId() string {
@@ -2976,7 +3169,7 @@ type MessageReceipts struct {
 
 func (x *MessageReceipts) Reset() {
 	*x = MessageReceipts{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3181,7 @@ func (x *MessageReceipts) String() string {
 func (*MessageReceipts) ProtoMessage() {}
 
 func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3194,7 @@ func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
 func (*MessageReceipts) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MessageReceipts) GetChannelId() string {
@@ -3090,7 +3283,7 @@ type GetTicksRequest struct {
 
 func (x *GetTicksRequest) Reset() {
 	*x = GetTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3102,7 +3295,7 @@ func (x *GetTicksRequest) String() string {
 func (*GetTicksRequest) ProtoMessage() {}
 
 func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3115,7 +3308,7 @@ func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetTicksRequest) GetChannelId() string {
@@ -3137,7 +3330,7 @@ type MemberCursors struct {
 
 func (x *MemberCursors) Reset() {
 	*x = MemberCursors{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3342,7 @@ func (x *MemberCursors) String() string {
 func (*MemberCursors) ProtoMessage() {}
 
 func (x *MemberCursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3355,7 @@ func (x *MemberCursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
 func (*MemberCursors) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MemberCursors) GetUserId() string {
@@ -3208,7 +3401,7 @@ type ChannelTicks struct {
 
 func (x *ChannelTicks) Reset() {
 	*x = ChannelTicks{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3413,7 @@ func (x *ChannelTicks) String() string {
 func (*ChannelTicks) ProtoMessage() {}
 
 func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3426,7 @@ func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
 func (*ChannelTicks) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ChannelTicks) GetChannelId() string {
@@ -3305,7 +3498,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3510,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3523,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MessageRef) GetChannelId() string {
@@ -3364,7 +3557,7 @@ type LookupReceiptsRequest struct {
 
 func (x *LookupReceiptsRequest) Reset() {
 	*x = LookupReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3376,7 +3569,7 @@ func (x *LookupReceiptsRequest) String() string {
 func (*LookupReceiptsRequest) ProtoMessage() {}
 
 func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3389,7 +3582,7 @@ func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
@@ -3422,7 +3615,7 @@ type Badge struct {
 
 func (x *Badge) Reset() {
 	*x = Badge{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3434,7 +3627,7 @@ func (x *Badge) String() string {
 func (*Badge) ProtoMessage() {}
 
 func (x *Badge) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3447,7 +3640,7 @@ func (x *Badge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Badge.ProtoReflect.Descriptor instead.
 func (*Badge) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Badge) GetUserId() string {
@@ -3504,7 +3697,7 @@ type LookupReceiptsResponse struct {
 
 func (x *LookupReceiptsResponse) Reset() {
 	*x = LookupReceiptsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3709,7 @@ func (x *LookupReceiptsResponse) String() string {
 func (*LookupReceiptsResponse) ProtoMessage() {}
 
 func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,7 +3722,7 @@ func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
@@ -3559,7 +3752,7 @@ type WatchChannelsRequest struct {
 
 func (x *WatchChannelsRequest) Reset() {
 	*x = WatchChannelsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3571,7 +3764,7 @@ func (x *WatchChannelsRequest) String() string {
 func (*WatchChannelsRequest) ProtoMessage() {}
 
 func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3584,7 +3777,7 @@ func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
 func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *WatchChannelsRequest) GetChannelId() []string {
@@ -3625,7 +3818,7 @@ type CursorUpdate struct {
 
 func (x *CursorUpdate) Reset() {
 	*x = CursorUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3830,7 @@ func (x *CursorUpdate) String() string {
 func (*CursorUpdate) ProtoMessage() {}
 
 func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3843,7 @@ func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
 func (*CursorUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CursorUpdate) GetChannelId() string {
@@ -3726,7 +3919,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3931,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3944,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WatchEvent) GetResumeToken() string {
@@ -3807,7 +4000,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3819,7 +4012,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3832,7 +4025,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateSettingsRequest) GetUserId() string {
@@ -3872,7 +4065,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +4077,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +4090,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -3923,7 +4116,7 @@ type UserSettings struct {
 
 func (x *UserSettings) Reset() {
 	*x = UserSettings{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4128,7 @@ func (x *UserSettings) String() string {
 func (*UserSettings) ProtoMessage() {}
 
 func (x *UserSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4141,7 @@ func (x *UserSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
 func (*UserSettings) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UserSettings) GetUserId() string {
@@ -3995,7 +4188,7 @@ type EraseUserRequest struct {
 
 func (x *EraseUserRequest) Reset() {
 	*x = EraseUserRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4007,7 +4200,7 @@ func (x *EraseUserRequest) String() string {
 func (*EraseUserRequest) ProtoMessage() {}
 
 func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4020,7 +4213,7 @@ func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
 func (*EraseUserRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EraseUserRequest) GetUserId() string {
@@ -4042,7 +4235,7 @@ type EraseUserResponse struct {
 
 func (x *EraseUserResponse) Reset() {
 	*x = EraseUserResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4054,7 +4247,7 @@ func (x *EraseUserResponse) String() string {
 func (*EraseUserResponse) ProtoMessage() {}
 
 func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4067,7 +4260,7 @@ func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
 func (*EraseUserResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EraseUserResponse) GetUserId() string {
@@ -4112,7 +4305,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4124,7 +4317,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4137,7 +4330,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -4210,7 +4403,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4222,7 +4415,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4235,7 +4428,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -4306,7 +4499,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4318,7 +4511,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4331,7 +4524,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -4366,7 +4559,7 @@ type NotifyThreadReplyRequest struct {
 
 func (x *NotifyThreadReplyRequest) Reset() {
 	*x = NotifyThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4378,7 +4571,7 @@ func (x *NotifyThreadReplyRequest) String() string {
 func (*NotifyThreadReplyRequest) ProtoMessage() {}
 
 func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4391,7 +4584,7 @@ func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *NotifyThreadReplyRequest) GetChannelId() string {
@@ -4445,7 +4638,7 @@ type NotifyThreadReplyResponse struct {
 
 func (x *NotifyThreadReplyResponse) Reset() {
 	*x = NotifyThreadReplyResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4457,7 +4650,7 @@ func (x *NotifyThreadReplyResponse) String() string {
 func (*NotifyThreadReplyResponse) ProtoMessage() {}
 
 func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4470,7 +4663,7 @@ func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
@@ -4498,7 +4691,7 @@ type MarkThreadReadRequest struct {
 
 func (x *MarkThreadReadRequest) Reset() {
 	*x = MarkThreadReadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4510,7 +4703,7 @@ func (x *MarkThreadReadRequest) String() string {
 func (*MarkThreadReadRequest) ProtoMessage() {}
 
 func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4523,7 +4716,7 @@ func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *MarkThreadReadRequest) GetUserId() string {
@@ -4599,7 +4792,7 @@ type MarkThreadUnreadRequest struct {
 
 func (x *MarkThreadUnreadRequest) Reset() {
 	*x = MarkThreadUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4611,7 +4804,7 @@ func (x *MarkThreadUnreadRequest) String() string {
 func (*MarkThreadUnreadRequest) ProtoMessage() {}
 
 func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4624,7 +4817,7 @@ func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MarkThreadUnreadRequest) GetUserId() string {
@@ -4680,7 +4873,7 @@ type FollowThreadRequest struct {
 
 func (x *FollowThreadRequest) Reset() {
 	*x = FollowThreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4692,7 +4885,7 @@ func (x *FollowThreadRequest) String() string {
 func (*FollowThreadRequest) ProtoMessage() {}
 
 func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4705,7 +4898,7 @@ func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
 func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *FollowThreadRequest) GetUserId() string {
@@ -4747,7 +4940,7 @@ type ThreadMarkResponse struct {
 
 func (x *ThreadMarkResponse) Reset() {
 	*x = ThreadMarkResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4759,7 +4952,7 @@ func (x *ThreadMarkResponse) String() string {
 func (*ThreadMarkResponse) ProtoMessage() {}
 
 func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4772,7 +4965,7 @@ func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
 func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
@@ -4831,7 +5024,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4843,7 +5036,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4856,7 +5049,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ListThreadsRequest) GetUserId() string {
@@ -4898,7 +5091,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4910,7 +5103,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4923,7 +5116,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListThreadsResponse) GetUserId() string {
@@ -4972,7 +5165,7 @@ type ThreadUnread struct {
 
 func (x *ThreadUnread) Reset() {
 	*x = ThreadUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4984,7 +5177,7 @@ func (x *ThreadUnread) String() string {
 func (*ThreadUnread) ProtoMessage() {}
 
 func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4997,7 +5190,7 @@ func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
 func (*ThreadUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ThreadUnread) GetChannelId() string {
@@ -5089,7 +5282,7 @@ type GetThreadMessageReceiptsRequest struct {
 
 func (x *GetThreadMessageReceiptsRequest) Reset() {
 	*x = GetThreadMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5101,7 +5294,7 @@ func (x *GetThreadMessageReceiptsRequest) String() string {
 func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5114,7 +5307,7 @@ func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
@@ -5155,7 +5348,7 @@ type GetThreadTicksRequest struct {
 
 func (x *GetThreadTicksRequest) Reset() {
 	*x = GetThreadTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5167,7 +5360,7 @@ func (x *GetThreadTicksRequest) String() string {
 func (*GetThreadTicksRequest) ProtoMessage() {}
 
 func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5180,7 +5373,7 @@ func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetThreadTicksRequest) GetChannelId() string {
@@ -5210,7 +5403,7 @@ type ThreadHeadUpdate struct {
 
 func (x *ThreadHeadUpdate) Reset() {
 	*x = ThreadHeadUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5222,7 +5415,7 @@ func (x *ThreadHeadUpdate) String() string {
 func (*ThreadHeadUpdate) ProtoMessage() {}
 
 func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5235,7 +5428,7 @@ func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
 func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ThreadHeadUpdate) GetChannelId() string {
@@ -5491,7 +5684,20 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x14NotificationRegister\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12-\n" +
 	"\x13muted_until_unix_ms\x18\x02 \x01(\x03R\x10mutedUntilUnixMs\x12&\n" +
-	"\x0fversion_unix_ms\x18\x03 \x01(\x03R\rversionUnixMs\"\x96\x01\n" +
+	"\x0fversion_unix_ms\x18\x03 \x01(\x03R\rversionUnixMs\"_\n" +
+	"\x0fGetInboxRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x81\x01\n" +
+	"\x10GetInboxResponse\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12,\n" +
+	"\x05lines\x18\x02 \x03(\v2\x16.receipts.v1.InboxLineR\x05lines\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xab\x01\n" +
+	"\tInboxLine\x124\n" +
+	"\achannel\x18\x01 \x01(\v2\x1a.receipts.v1.ChannelUnreadR\achannel\x121\n" +
+	"\x15last_activity_unix_ms\x18\x02 \x01(\x03R\x12lastActivityUnixMs\x125\n" +
+	"\x17first_unread_message_id\x18\x03 \x01(\tR\x14firstUnreadMessageId\"\x96\x01\n" +
 	"\x17SetNotificationsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -5743,7 +5949,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\xbe\x1e\n" +
+	"\aSPOOLED\x10\x022\xaa\x1f\n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
@@ -5775,7 +5981,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\vListThreads\x12\x1f.receipts.v1.ListThreadsRequest\x1a .receipts.v1.ListThreadsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/users/{user_id}/threads\x12\xb4\x01\n" +
 	"\x18GetThreadMessageReceipts\x12,.receipts.v1.GetThreadMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"L\x82\xd3\xe4\x93\x02F\x12D/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}/receipts\x12\x8b\x01\n" +
 	"\x0eGetThreadTicks\x12\".receipts.v1.GetThreadTicksRequest\x1a\x19.receipts.v1.ChannelTicks\":\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticks\x12\x9f\x01\n" +
-	"\x10SetNotifications\x12$.receipts.v1.SetNotificationsRequest\x1a!.receipts.v1.ChannelNotifications\"B\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notificationsB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
+	"\x10SetNotifications\x12$.receipts.v1.SetNotificationsRequest\x1a!.receipts.v1.ChannelNotifications\"B\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notifications\x12j\n" +
+	"\bGetInbox\x12\x1c.receipts.v1.GetInboxRequest\x1a\x1d.receipts.v1.GetInboxResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/users/{user_id}/inboxB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
 var (
 	file_receipts_v1_receipts_proto_rawDescOnce sync.Once
@@ -5790,7 +5997,7 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
 var file_receipts_v1_receipts_proto_goTypes = []any{
 	(Kind)(0),                               // 0: receipts.v1.Kind
 	(Durability)(0),                         // 1: receipts.v1.Durability
@@ -5827,42 +6034,45 @@ var file_receipts_v1_receipts_proto_goTypes = []any{
 	(*ReadAllResponse)(nil),                 // 32: receipts.v1.ReadAllResponse
 	(*ReceiptEvent)(nil),                    // 33: receipts.v1.ReceiptEvent
 	(*NotificationRegister)(nil),            // 34: receipts.v1.NotificationRegister
-	(*SetNotificationsRequest)(nil),         // 35: receipts.v1.SetNotificationsRequest
-	(*ChannelNotifications)(nil),            // 36: receipts.v1.ChannelNotifications
-	(*ChannelEvent)(nil),                    // 37: receipts.v1.ChannelEvent
-	(*GetMessageReceiptsRequest)(nil),       // 38: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                        // 39: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),                 // 40: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),                 // 41: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),                   // 42: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),                    // 43: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                      // 44: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),           // 45: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                           // 46: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),          // 47: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),            // 48: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),                    // 49: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                      // 50: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),           // 51: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),              // 52: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),                    // 53: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),                // 54: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),               // 55: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                       // 56: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),                 // 57: receipts.v1.ReadStateChange
-	(*ThreadFollow)(nil),                    // 58: receipts.v1.ThreadFollow
-	(*NotifyThreadReplyRequest)(nil),        // 59: receipts.v1.NotifyThreadReplyRequest
-	(*NotifyThreadReplyResponse)(nil),       // 60: receipts.v1.NotifyThreadReplyResponse
-	(*MarkThreadReadRequest)(nil),           // 61: receipts.v1.MarkThreadReadRequest
-	(*MarkThreadUnreadRequest)(nil),         // 62: receipts.v1.MarkThreadUnreadRequest
-	(*FollowThreadRequest)(nil),             // 63: receipts.v1.FollowThreadRequest
-	(*ThreadMarkResponse)(nil),              // 64: receipts.v1.ThreadMarkResponse
-	(*ListThreadsRequest)(nil),              // 65: receipts.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),             // 66: receipts.v1.ListThreadsResponse
-	(*ThreadUnread)(nil),                    // 67: receipts.v1.ThreadUnread
-	(*GetThreadMessageReceiptsRequest)(nil), // 68: receipts.v1.GetThreadMessageReceiptsRequest
-	(*GetThreadTicksRequest)(nil),           // 69: receipts.v1.GetThreadTicksRequest
-	(*ThreadHeadUpdate)(nil),                // 70: receipts.v1.ThreadHeadUpdate
+	(*GetInboxRequest)(nil),                 // 35: receipts.v1.GetInboxRequest
+	(*GetInboxResponse)(nil),                // 36: receipts.v1.GetInboxResponse
+	(*InboxLine)(nil),                       // 37: receipts.v1.InboxLine
+	(*SetNotificationsRequest)(nil),         // 38: receipts.v1.SetNotificationsRequest
+	(*ChannelNotifications)(nil),            // 39: receipts.v1.ChannelNotifications
+	(*ChannelEvent)(nil),                    // 40: receipts.v1.ChannelEvent
+	(*GetMessageReceiptsRequest)(nil),       // 41: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 42: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 43: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 44: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 45: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 46: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 47: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 48: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 49: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 50: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 51: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 52: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 53: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 54: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 55: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 56: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 57: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 58: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 59: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 60: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 61: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 62: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 63: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 64: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 65: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 66: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 67: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 68: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 69: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 70: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 71: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 72: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 73: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -5894,100 +6104,104 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 26: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
 	11, // 27: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
 	24, // 28: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	58, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	61, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
 	34, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
-	34, // 31: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
-	1,  // 32: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
-	11, // 33: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	39, // 34: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	39, // 35: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 36: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 37: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 38: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	42, // 39: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	44, // 40: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	40, // 41: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	46, // 42: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 43: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 44: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	49, // 45: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	43, // 46: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	70, // 47: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
-	1,  // 48: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	53, // 49: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 50: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 51: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	20, // 52: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	67, // 53: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
-	1,  // 54: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	67, // 55: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
-	10, // 56: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
-	10, // 57: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
-	10, // 58: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
-	10, // 59: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
-	3,  // 60: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 61: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 62: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 63: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	16, // 64: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	18, // 65: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	14, // 66: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
-	21, // 67: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	22, // 68: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	25, // 69: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	27, // 70: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	30, // 71: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	31, // 72: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	38, // 73: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	41, // 74: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	45, // 75: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	48, // 76: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	51, // 77: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	52, // 78: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	54, // 79: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	59, // 80: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	61, // 81: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	62, // 82: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	63, // 83: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	63, // 84: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	65, // 85: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	68, // 86: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	69, // 87: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	35, // 88: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
-	4,  // 89: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 90: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 91: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 92: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	17, // 93: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	19, // 94: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	15, // 95: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
-	23, // 96: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	23, // 97: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	26, // 98: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	28, // 99: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 100: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	32, // 101: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	40, // 102: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	43, // 103: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	47, // 104: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	50, // 105: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	53, // 106: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	53, // 107: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	55, // 108: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	60, // 109: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	64, // 110: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	64, // 111: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	64, // 112: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	64, // 113: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	66, // 114: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	40, // 115: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	43, // 116: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	36, // 117: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
-	89, // [89:118] is the sub-list for method output_type
-	60, // [60:89] is the sub-list for method input_type
-	60, // [60:60] is the sub-list for extension type_name
-	60, // [60:60] is the sub-list for extension extendee
-	0,  // [0:60] is the sub-list for field type_name
+	37, // 31: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
+	29, // 32: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
+	34, // 33: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
+	1,  // 34: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
+	11, // 35: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	42, // 36: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	42, // 37: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 38: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 39: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 40: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	45, // 41: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	47, // 42: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	43, // 43: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	49, // 44: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 45: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 46: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	52, // 47: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	46, // 48: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	73, // 49: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,  // 50: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	56, // 51: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 52: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 53: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	20, // 54: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	70, // 55: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,  // 56: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	70, // 57: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10, // 58: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10, // 59: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10, // 60: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	10, // 61: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,  // 62: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 63: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 64: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 65: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	16, // 66: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	18, // 67: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	14, // 68: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
+	21, // 69: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	22, // 70: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	25, // 71: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	27, // 72: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	30, // 73: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	31, // 74: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	41, // 75: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	44, // 76: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	48, // 77: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	51, // 78: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	54, // 79: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	55, // 80: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	57, // 81: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	62, // 82: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	64, // 83: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	65, // 84: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	66, // 85: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	66, // 86: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	68, // 87: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	71, // 88: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	72, // 89: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	38, // 90: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	35, // 91: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
+	4,  // 92: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 93: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 94: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 95: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	17, // 96: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	19, // 97: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	15, // 98: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
+	23, // 99: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	23, // 100: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	26, // 101: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	28, // 102: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 103: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	32, // 104: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	43, // 105: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	46, // 106: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	50, // 107: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	53, // 108: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	56, // 109: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	56, // 110: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	58, // 111: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	63, // 112: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	67, // 113: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	67, // 114: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	67, // 115: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	67, // 116: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	69, // 117: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	43, // 118: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	46, // 119: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	39, // 120: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	36, // 121: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
+	92, // [92:122] is the sub-list for method output_type
+	62, // [62:92] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -5999,16 +6213,16 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[19].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[28].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[49].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[59].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[60].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[52].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[62].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[63].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   69,
+			NumMessages:   72,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -50,6 +50,7 @@ var procedureScopes = map[string]apiauth.Scope{
 	rv1.ReceiptServiceLookupReceiptsProcedure:           apiauth.ScopeRead,
 	rv1.ReceiptServiceGetSettingsProcedure:              apiauth.ScopeRead,
 	rv1.ReceiptServiceListThreadsProcedure:              apiauth.ScopeRead,
+	rv1.ReceiptServiceGetInboxProcedure:                 apiauth.ScopeRead,
 	rv1.ReceiptServiceGetThreadMessageReceiptsProcedure: apiauth.ScopeRead,
 	rv1.ReceiptServiceGetThreadTicksProcedure:           apiauth.ScopeRead,
 	// watch: the watch streams (also GET /v1/channels:watch).

@@ -120,6 +120,8 @@ const (
 	// ReceiptServiceSetNotificationsProcedure is the fully-qualified name of the ReceiptService's
 	// SetNotifications RPC.
 	ReceiptServiceSetNotificationsProcedure = "/receipts.v1.ReceiptService/SetNotifications"
+	// ReceiptServiceGetInboxProcedure is the fully-qualified name of the ReceiptService's GetInbox RPC.
+	ReceiptServiceGetInboxProcedure = "/receipts.v1.ReceiptService/GetInbox"
 )
 
 // ReceiptServiceClient is a client for the receipts.v1.ReceiptService service.
@@ -233,6 +235,11 @@ type ReceiptServiceClient interface {
 	// events reach the stores in). It changes what the channel adds to the
 	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
 	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
+	// GetInbox returns a user's channels (the default set of GetUnread),
+	// newest activity first, a page at a time, each line with the channel's
+	// counts as GetUnread answers them and the id of its first unread
+	// message: a client's sidebar at login.
+	GetInbox(context.Context, *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error)
 }
 
 // NewReceiptServiceClient constructs a client for the receipts.v1.ReceiptService service. By
@@ -420,6 +427,12 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(receiptServiceMethods.ByName("SetNotifications")),
 			connect.WithClientOptions(opts...),
 		),
+		getInbox: connect.NewClient[v1.GetInboxRequest, v1.GetInboxResponse](
+			httpClient,
+			baseURL+ReceiptServiceGetInboxProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("GetInbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -454,6 +467,7 @@ type receiptServiceClient struct {
 	getThreadMessageReceipts *connect.Client[v1.GetThreadMessageReceiptsRequest, v1.MessageReceipts]
 	getThreadTicks           *connect.Client[v1.GetThreadTicksRequest, v1.ChannelTicks]
 	setNotifications         *connect.Client[v1.SetNotificationsRequest, v1.ChannelNotifications]
+	getInbox                 *connect.Client[v1.GetInboxRequest, v1.GetInboxResponse]
 }
 
 // MarkReceipts calls receipts.v1.ReceiptService.MarkReceipts.
@@ -601,6 +615,11 @@ func (c *receiptServiceClient) SetNotifications(ctx context.Context, req *connec
 	return c.setNotifications.CallUnary(ctx, req)
 }
 
+// GetInbox calls receipts.v1.ReceiptService.GetInbox.
+func (c *receiptServiceClient) GetInbox(ctx context.Context, req *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error) {
+	return c.getInbox.CallUnary(ctx, req)
+}
+
 // ReceiptServiceHandler is an implementation of the receipts.v1.ReceiptService service.
 type ReceiptServiceHandler interface {
 	// MarkReceipts records a batch of marks. Validation is all-or-nothing: one
@@ -712,6 +731,11 @@ type ReceiptServiceHandler interface {
 	// events reach the stores in). It changes what the channel adds to the
 	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
 	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
+	// GetInbox returns a user's channels (the default set of GetUnread),
+	// newest activity first, a page at a time, each line with the channel's
+	// counts as GetUnread answers them and the id of its first unread
+	// message: a client's sidebar at login.
+	GetInbox(context.Context, *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error)
 }
 
 // NewReceiptServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -895,6 +919,12 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		connect.WithSchema(receiptServiceMethods.ByName("SetNotifications")),
 		connect.WithHandlerOptions(opts...),
 	)
+	receiptServiceGetInboxHandler := connect.NewUnaryHandler(
+		ReceiptServiceGetInboxProcedure,
+		svc.GetInbox,
+		connect.WithSchema(receiptServiceMethods.ByName("GetInbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/receipts.v1.ReceiptService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ReceiptServiceMarkReceiptsProcedure:
@@ -955,6 +985,8 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceGetThreadTicksHandler.ServeHTTP(w, r)
 		case ReceiptServiceSetNotificationsProcedure:
 			receiptServiceSetNotificationsHandler.ServeHTTP(w, r)
+		case ReceiptServiceGetInboxProcedure:
+			receiptServiceGetInboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1078,4 +1110,8 @@ func (UnimplementedReceiptServiceHandler) GetThreadTicks(context.Context, *conne
 
 func (UnimplementedReceiptServiceHandler) SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.SetNotifications is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) GetInbox(context.Context, *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.GetInbox is not implemented"))
 }

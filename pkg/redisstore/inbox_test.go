@@ -1,0 +1,43 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// A head raise keeps its message's id among the channel's newest
+// MessageIDsKept (late notices too), trimmed in steps; InboxOrder reads a
+// user's channels with their heads, complete only when Redis holds them.
+func TestMessageIDsKeptAndInboxOrder(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	n := MessageIDsKept + MessageIDsKept/10 + 50
+	var heads []channel.Head
+	for q := n; q >= 1; q-- { // newest first: every notice but one is late
+		heads = append(heads, channel.Head{Channel: "c", Seq: int64(q), MessageID: fmt.Sprintf("m%d", q), UpdatedAtUnixMs: int64(q)})
+	}
+	for i := 0; i < len(heads); i += 100 {
+		_, err := s.RaiseHeads(ctx, heads[i:min(i+100, len(heads))])
+		require.NoError(t, err)
+	}
+	size := s.rdb.ZCard(ctx, s.MessageIDsKey("c")).Val()
+	require.LessOrEqual(t, size, int64(MessageIDsKept+MessageIDsKept/10), "trimmed")
+	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", int64(n)}, {"c", int64(n - 900)}, {"c", 0}, {"other", 1}})
+	require.NoError(t, err)
+	require.Equal(t, []string{fmt.Sprintf("m%d", n), fmt.Sprintf("m%d", n-900), "", ""}, ids)
+
+	// InboxOrder: the channels of a user's hashes, with their heads.
+	_, err = s.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1}})
+	require.NoError(t, err)
+	got, complete, err := s.InboxOrder(ctx, "u")
+	require.NoError(t, err)
+	require.False(t, complete, "the user's hashes were never hydrated")
+	require.Equal(t, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}}, got)
+}

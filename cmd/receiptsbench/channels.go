@@ -52,6 +52,8 @@ func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.Concurrency, "concurrency", 1, "readers, each with one call in flight")
 	fs.IntVar(&c.PageSize, "page-size", 0, "page_size of each call (0: the server's default, 1,000)")
 	fs.BoolVar(&c.AllPages, "all-pages", false, "each call walks every page of the default set (items are pages)")
+	fs.BoolVar(&c.Inbox, "inbox", false, "read the user's inbox (GET …/inbox, its first page) in place of GetUnread")
+	fs.IntVar(&c.InboxLimit, "inbox-limit", 50, "lines of the inbox page")
 	noSetup := fs.Bool("no-setup", false, "the user is already set up")
 	if err := cli.Parse(fs, args); err != nil {
 		return err
@@ -68,7 +70,11 @@ func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "unread (%d channels): %s\n", c.Channels, res)
+	what := "unread"
+	if c.Inbox {
+		what = fmt.Sprintf("inbox of %d lines", c.InboxLimit)
+	}
+	fmt.Fprintf(out, "%s (%d channels): %s\n", what, c.Channels, res)
 	if res.Errors > 0 {
 		return fmt.Errorf("unread-bench: %d calls failed", res.Errors)
 	}

@@ -362,7 +362,7 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
 	var heads *headsRead
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		heads = s.queueHeads(ctx, pipe, s.headKeys(channels))
+		heads = s.queueHeads(ctx, pipe, s.headOnlyKeys(channels), false)
 	}); err != nil {
 		return nil, err
 	}

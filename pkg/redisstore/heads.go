@@ -19,20 +19,30 @@ func (s *Store) HeadKey(ch string) string { return s.prefix + "hd:{" + ch + "}" 
 // and 2i+1), built in one allocation (at a thousand channels, a string
 // each showed in profiles).
 func (s *Store) headKeys(channels []string) []string {
+	return s.channelStrings(channels, "hd:{", "dn:{")
+}
+
+// headOnlyKeys is HeadKey of each channel, for a read without counts
+// (queueHeads with counts false).
+func (s *Store) headOnlyKeys(channels []string) []string {
+	return s.channelStrings(channels, "hd:{")
+}
+
+func (s *Store) channelStrings(channels []string, kinds ...string) []string {
 	n := 0
 	for _, ch := range channels {
-		n += 2 * (len(s.prefix) + len("hd:{}") + len(ch))
+		n += len(kinds) * (len(s.prefix) + len("hd:{}") + len(ch))
 	}
 	var b strings.Builder
 	b.Grow(n)
-	ends := make([]int, 2*len(channels))
+	ends := make([]int, len(kinds)*len(channels))
 	for i, ch := range channels {
-		for j, kind := range [2]string{"hd:{", "dn:{"} {
+		for j, kind := range kinds {
 			b.WriteString(s.prefix)
 			b.WriteString(kind)
 			b.WriteString(ch)
 			b.WriteByte('}')
-			ends[2*i+j] = b.Len()
+			ends[len(kinds)*i+j] = b.Len()
 		}
 	}
 	all := b.String()
@@ -47,14 +57,20 @@ func (s *Store) headKeys(channels []string) []string {
 // headsRead is a queued read of heads: one MGET, or on a cluster one per
 // slot (an MGET may not cross slots).
 type headsRead struct {
-	cmds []*redis.SliceCmd
+	// stride is the keys per channel: 2 with the deletion counts, else 1.
+	stride int
+	cmds   []*redis.SliceCmd
 	// cmd and pos locate key i's answer (nil: one MGET, in key order).
 	cmd, pos []int32
 }
 
-// queueHeads queues the read of keys (headKeys) on pipe.
-func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []string) *headsRead {
-	r := &headsRead{}
+// queueHeads queues the read of keys (headKeys, or headOnlyKeys when
+// counts is false) on pipe.
+func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []string, counts bool) *headsRead {
+	r := &headsRead{stride: 1}
+	if counts {
+		r.stride = 2
+	}
 	if len(keys) == 0 {
 		return r
 	}
@@ -84,7 +100,7 @@ func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []str
 
 // get returns channel i's head value, and false when Redis holds none.
 func (r *headsRead) get(i int) (string, bool, error) {
-	v, err := r.value(2 * i)
+	v, err := r.value(r.stride * i)
 	s, ok := v.(string)
 	return s, ok, err
 }
@@ -92,6 +108,9 @@ func (r *headsRead) get(i int) (string, bool, error) {
 // deletions returns channel i's deletion count as MGET answered it (nil:
 // unknown; read after get, which reports the read's error).
 func (r *headsRead) deletions(i int) any {
+	if r.stride < 2 {
+		return nil
+	}
 	v, _ := r.value(2*i + 1)
 	return v
 }

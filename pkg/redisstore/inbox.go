@@ -61,30 +61,49 @@ func (s *Store) MessageIDs(ctx context.Context, refs []MessageRef) ([]string, er
 
 // InboxOrder reads a user's default channel set (as UnreadPage does, in
 // channel order) and the head of each of its channels, without counting:
-// what the inbox sorts by. complete is false when Redis cannot answer
-// alone (a user hash not hydrated, a head unknown or undecodable): read
-// the counts, which hydrate, and ask again.
+// what the inbox sorts by. Two round trips: the channels of the user's
+// cursor hash (fields only) with the membership registers, then one MGET
+// of the heads. complete is false when Redis cannot answer alone (a user
+// hash not hydrated, a head unknown or undecodable): read the counts,
+// which hydrate, and ask again.
 func (s *Store) InboxOrder(ctx context.Context, user string) (heads []channel.Head, complete bool, err error) {
-	hs, err := s.userHashes(ctx, user)
+	var fields *redis.StringSliceCmd
+	var regsCmd *redis.KeyValueSliceCmd
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		fields = pipe.HRandField(ctx, s.UserKey(user), userHashesCount)
+		regsCmd = pipe.HRandFieldWithValues(ctx, s.UserMembersKey(user), userHashesCount)
+	}); err != nil {
+		return nil, false, fmt.Errorf("reading the channels of %s: %w", user, err)
+	}
+	fs, err := fields.Result()
+	switch {
+	case err != nil:
+		return nil, false, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
+	case len(fs) >= userHashesCount:
+		return nil, false, fmt.Errorf("%w: user %s has more than %d", ErrTooManyChannels, user, MaxUnreadChannels)
+	}
+	kvs := make([]redis.KeyValue, len(fs))
+	for i, f := range fs {
+		kvs[i].Key = f
+	}
+	cursors := newFieldTable(kvs)
+	regs, err := userTable(user, regsCmd)
 	if err != nil {
 		return nil, false, err
 	}
-	if _, err := hs.waitMentions(); err != nil {
-		return nil, false, err
-	}
-	channels, err := unionOf(user, hs.cursors, hs.regs)
+	channels, err := unionOf(user, cursors, regs)
 	if err != nil {
 		return nil, false, err
 	}
-	complete = hs.cursors.loaded && hs.regs.loaded
-	channels, _ = s.pageOf(channels, hs.regs, user, Page{})
+	complete = cursors.loaded && regs.loaded
+	channels, _ = s.pageOf(channels, regs, user, Page{})
 	if len(channels) == 0 {
 		return nil, complete, nil
 	}
 	var read *headsRead
-	keys := s.headKeys(channels)
+	keys := s.headOnlyKeys(channels)
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		read = s.queueHeads(ctx, pipe, keys)
+		read = s.queueHeads(ctx, pipe, keys, false)
 	}); err != nil {
 		return nil, false, err
 	}

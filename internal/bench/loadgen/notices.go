@@ -158,6 +158,10 @@ type UnreadConfig struct {
 	// AllPages makes one call walk every page of the default set.
 	PageSize int
 	AllPages bool
+	// Inbox reads the user's inbox (its first page of InboxLimit lines) in
+	// place of the unread answer.
+	Inbox      bool
+	InboxLimit int
 }
 
 func (c UnreadConfig) client() *http.Client {
@@ -210,7 +214,10 @@ func RunUnread(ctx context.Context, cfg UnreadConfig) (ChannelLoadResult, error)
 	}
 	cl := cfg.client()
 	base := cfg.Target + "/v1/users/" + cfg.User + "/unread"
-	if cfg.PageSize > 0 {
+	switch {
+	case cfg.Inbox:
+		base = cfg.Target + "/v1/users/" + cfg.User + "/inbox?limit=" + strconv.Itoa(max(cfg.InboxLimit, 1))
+	case cfg.PageSize > 0:
 		base += "?page_size=" + strconv.Itoa(cfg.PageSize)
 	}
 	var l closedLoop

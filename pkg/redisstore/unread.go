@@ -38,6 +38,12 @@ type ChannelView struct {
 	MentionsCapped bool
 	// Unread and FirstUnread are channel.Unread of the head and the state.
 	Unread, FirstUnread int64
+
+	// groupTop is the channel's greatest group mention seq (padded; "":
+	// not known); the rest is the count with group mentions (MentionsAt).
+	groupTop                              string
+	groupMentions                         int64
+	groupMentionsCapped, hasGroupMentions bool
 }
 
 // UnreadView is one user's counts across channels, as Redis holds them.
@@ -49,8 +55,10 @@ type UnreadView struct {
 	// registers and the mention sets. When either is false, hydrate from
 	// Postgres (Hydrate, HydrateMemberships) and read again.
 	CursorsComplete, MembershipsComplete bool
-	// MissingHeads lists the channels whose head Redis does not know.
-	MissingHeads []string
+	// MissingHeads lists the channels whose head Redis does not know;
+	// MissingGroupMentions those whose group mentions it does not know
+	// (HydrateGroupMentions).
+	MissingHeads, MissingGroupMentions []string
 	// More: a page of the default set stopped short of its end.
 	More bool
 	// ThreadsNone: the user's thread hash is hydrated and holds no
@@ -105,7 +113,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
 	var cursors, regs, mentions fieldTable
-	var heads []*redis.StringCmd
+	var heads []*redis.SliceCmd
 	defaultSet := len(channels) == 0
 	if defaultSet {
 		hs, err := s.userHashes(ctx, user)
@@ -128,7 +136,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
-		heads = make([]*redis.StringCmd, len(channels))
+		heads = make([]*redis.SliceCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
@@ -136,7 +144,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			probe = s.queueThreadProbe(ctx, pipe, user)
 			levels = s.queueLevels(ctx, pipe, user, channels)
 			for i, k := range keys {
-				heads[i] = pipe.HGet(ctx, k, headField)
+				heads[i] = pipe.HMGet(ctx, k, headField, groupMentionsField)
 			}
 		}); err != nil {
 			return view, err
@@ -147,7 +155,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
-		heads = make([]*redis.StringCmd, len(channels))
+		heads = make([]*redis.SliceCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
@@ -158,7 +166,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
 			for i, k := range keys {
-				heads[i] = pipe.HGet(ctx, k, headField)
+				heads[i] = pipe.HMGet(ctx, k, headField, groupMentionsField)
 			}
 		}); err != nil {
 			return view, err
@@ -177,14 +185,17 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	var err error
 	view.Channels, view.MissingHeads, err = s.channelViews(make([]ChannelView, 0, len(channels)), view.MissingHeads,
 		user, channels, heads, cursors, regs, mentions, defaultSet, mentionCap)
-	return view, err
+	if err != nil {
+		return view, err
+	}
+	return view, s.countGroupMentions(ctx, &view, mentions, mentionCap)
 }
 
 // channelViews appends to views the counts of channels (ascending) from
 // their heads (one HGET each) and the user's tables, which are read from
 // their current positions on; missing gets the channels whose head Redis
 // does not know. defaultSet: a channel the user left is left out.
-func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.StringCmd,
+func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.SliceCmd,
 	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int,
 ) ([]ChannelView, []string, error) {
 	var bound [seqWidth]byte
@@ -209,7 +220,9 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 		if defaultSet && cv.HasMembership && !cv.Membership.Member {
 			continue // left: the channel no longer counts
 		}
-		switch hv, herr := heads[i].Result(); {
+		hv, top, herr := headAndGroupTop(heads[i])
+		cv.groupTop = top
+		switch {
 		case errors.Is(herr, redis.Nil):
 			missing = append(missing, ch)
 		case herr != nil:

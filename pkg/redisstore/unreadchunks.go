@@ -42,11 +42,11 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		wg.Go(func() {
 			p, chs := &parts[i], channels[lo:hi]
 			p.lo = lo
-			heads := make([]*redis.StringCmd, len(chs))
+			heads := make([]*redis.SliceCmd, len(chs))
 			keys := s.channelKeys(chs)
 			if _, p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
 				for j, k := range keys {
-					heads[j] = pipe.HGet(ctx, k, headField)
+					heads[j] = pipe.HMGet(ctx, k, headField, groupMentionsField)
 				}
 			}); p.err != nil {
 				return
@@ -79,5 +79,5 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		view.MissingHeads = append(view.MissingHeads, p.missing...)
 	}
 	view.Channels = all[:n]
-	return view, nil
+	return view, s.countGroupMentions(ctx, &view, mentions, mentionCap)
 }

@@ -10,6 +10,8 @@ var (
 
 	Notifications = New(notificationSpec)
 
+	GroupMentions = New(groupMentionSpec)
+
 	ThreadHeads  = New(threadHeadSpec)
 	ThreadStates = New(threadStateSpec)
 )
@@ -17,5 +19,5 @@ var (
 // All returns every kind of state. A caller may append kinds of its own
 // (a test's throwaway kind) and hand the list to a service's config.
 func All() []Kind {
-	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications}
+	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, GroupMentions}
 }

@@ -187,6 +187,9 @@ func (s *Store) countGroupMentions(ctx context.Context, view *UnreadView, mentio
 		switch {
 		case v.groupTop == "":
 			view.MissingGroupMentions = append(view.MissingGroupMentions, v.Channel)
+		case v.HasMembership && !v.Membership.Member:
+			// A group mention mentions members (a channel that tracks none
+			// counts everyone).
 		case v.Unread > 0 && v.groupTop > string(appendPadded(bound[:0], v.State.EffectiveRead().Seq)):
 			idx = append(idx, i)
 		}

@@ -96,7 +96,7 @@ func GroupMentionSeqsFor(gms []GroupMention, user string, readSeq int64) []int64
 	return out
 }
 
-// MentionCountWithGroup is MentionCount of the union of a user's kept
+// MentionCountWithGroup is MentionCount (at most cap+1) of the union of a user's kept
 // mention seqs and the group mention seqs that mention the user (both
 // ascending): a message both names and group-mentions the user once.
 func MentionCountWithGroup(kept, group []int64, readSeq int64, cap int) (count int64, capped bool) {
@@ -115,5 +115,6 @@ func MentionCountWithGroup(kept, group []int64, readSeq int64, cap int) (count i
 			count++
 		}
 	}
-	return count, count > int64(cap)
+	// Each set keeps cap+1: their union may hold more, shown as "cap+" too.
+	return min(count, int64(cap)+1), count > int64(cap)
 }

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 )
@@ -181,4 +183,45 @@ func TestGroupMentionOfAThreadReplyRefused(t *testing.T) {
 	}}))
 	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidField, "thread reply")
 	require.Empty(t, tb.redisKeys(t))
+}
+
+// Without Redis, the counts come from Postgres alone by the same rule.
+func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
+	t.Parallel()
+	down := redis.NewClient(&redis.Options{Addr: closedAddr(t), MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = down.Close() })
+	tb := setup(t, setupOpts{redis: down})
+	ctx := context.Background()
+	pg := tb.schema.Store
+	_, err := pg.UpsertHeads(ctx, []channel.Head{{Channel: "gc", Seq: 5, UpdatedAtUnixMs: 1}})
+	require.NoError(t, err)
+	var regs []channel.Membership
+	var states []receipt.State
+	for _, u := range []string{"s", "a", "m", "n"} {
+		k := receipt.Key{User: u, Channel: "gc"}
+		regs = append(regs, channel.Join(k, 1, 1, 0))
+		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: pos(1)}, Delivered: receipt.Cursor{Position: pos(1)}, UpdatedAtUnixMs: 1})
+	}
+	_, err = pg.UpsertMembers(ctx, regs)
+	require.NoError(t, err)
+	_, err = pg.Upsert(ctx, states)
+	require.NoError(t, err)
+	_, err = pg.UpsertNotifications(ctx, []notification.Register{
+		{Key: receipt.Key{User: "m", Channel: "gc"}, Level: notification.Mentions, VersionUnixMs: 1},
+		{Key: receipt.Key{User: "n", Channel: "gc"}, Level: notification.None, VersionUnixMs: 1},
+	})
+	require.NoError(t, err)
+	_, err = pg.InsertMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "m", Channel: "gc"}, Seqs: []int64{3}}})
+	require.NoError(t, err)
+	_, err = pg.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "gc", Mentions: []channel.GroupMention{{Seq: 2, Sender: "s"}, {Seq: 3, Sender: "x"}, {Seq: 4, Sender: "a"}}}})
+	require.NoError(t, err)
+
+	got := map[string]int64{}
+	for _, u := range []string{"s", "a", "m", "n"} {
+		resp, err := tb.client().GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u}))
+		require.NoError(t, err)
+		got[u] = resp.Msg.GetChannels()[0].GetMentionCount()
+	}
+	require.Equal(t, map[string]int64{"s": 2, "a": 2, "m": 3, "n": 0}, got)
+	require.Positive(t, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "redis_error"))
 }

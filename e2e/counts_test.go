@@ -31,6 +31,8 @@ type countsModel struct {
 	heads map[string]int64
 	keys  map[receipt.Key]*modelKey
 	ops   int
+	// groupMentions are each channel's mention_all notices: seq → sender.
+	groupMentions map[string]map[int64]string
 }
 
 type modelKey struct {
@@ -80,6 +82,7 @@ func (m *countsModel) counts(k receipt.Key) (unread, mentions, first int64) {
 			mentions++
 		}
 	}
+	mentions += m.groupMentionsAbove(k, eff)
 	return unread, mentions, first
 }
 
@@ -141,6 +144,7 @@ func (w *countsWorkload) apply(req *receiptsv1.NotifyMessageRequest, res *receip
 	for _, u := range res.GetMentioned() {
 		w.m.key(receipt.Key{User: u, Channel: req.ChannelId}).mentions[req.Seq] = true
 	}
+	w.m.applyGroupMention(req)
 }
 
 func (w *countsWorkload) step(ctx context.Context) {
@@ -158,6 +162,7 @@ func (w *countsWorkload) step(ctx context.Context) {
 		for range w.rng.IntN(3) {
 			req.Mentions = append(req.Mentions, w.all[w.rng.IntN(len(w.all))])
 		}
+		req.MentionAll = w.groupMention()
 		if w.rng.Float64() < 0.2 {
 			w.held = append(w.held, req)
 			return

@@ -341,6 +341,7 @@ var (
 	KindThreadStates = kinds.ThreadStates.Name()
 
 	KindNotifications = kinds.Notifications.Name()
+	KindGroupMentions = kinds.GroupMentions.Name()
 )
 
 // checkGuard checks, before each page, that this replica may still sweep.

@@ -19,7 +19,9 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
-	gm := func(seq int64, sender string) channel.GroupMention { return channel.GroupMention{Seq: seq, Sender: sender} }
+	gm := func(seq int64, sender string) channel.GroupMention {
+		return channel.GroupMention{Seq: seq, Sender: sender}
+	}
 	_, err := bd.pg.InsertGroupMentions(ctx, []channel.GroupMentions{
 		{Channel: "pg-ahead", Mentions: []channel.GroupMention{gm(1, "x"), gm(2, "y")}},
 		{Channel: "rd-missing", Mentions: []channel.GroupMention{gm(5, "x")}},

@@ -17,7 +17,9 @@ func TestGroupMentionsRows(t *testing.T) {
 	t.Parallel()
 	s := pgtest.NewSchema(t).Store
 	ctx := context.Background()
-	gm := func(seq int64, sender string) channel.GroupMention { return channel.GroupMention{Seq: seq, Sender: sender} }
+	gm := func(seq int64, sender string) channel.GroupMention {
+		return channel.GroupMention{Seq: seq, Sender: sender}
+	}
 	n, err := s.InsertGroupMentions(ctx, []channel.GroupMentions{
 		{Channel: "a", Mentions: []channel.GroupMention{gm(1, "x"), gm(2, "a"), gm(3, ""), gm(4, "y")}},
 		{Channel: "b", Mentions: []channel.GroupMention{gm(7, "z")}},

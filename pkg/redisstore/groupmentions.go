@@ -1,13 +1,14 @@
 package redisstore
 
 // A channel's group mentions (channel.GroupMentions): a sorted set per
-// channel, gm:{channel}, beside the channel's hash (the same slot). Every
-// member has score 0 and is the padded seq followed by the sender, so the
-// set's order is seq order (padded seqs sort as numbers) and a seq's
-// members sort by sender. The channel's hash holds the greatest kept seq
-// (field "gm", padded): a channel whose field is at or below a user's
-// read costs the unread read nothing more, and an absent field means
-// "not known" (hydrate from Postgres).
+// channel, gm:{channel}. Every member has score 0 and is the padded seq
+// followed by the sender, so the set's order is seq order (padded seqs
+// sort as numbers) and a seq's members sort by sender. A string key of
+// the same slot, gt:{channel}, holds the greatest kept seq (padded),
+// read with the heads: a channel whose top is at or below a user's read
+// costs the unread read nothing more, and an absent top means "not
+// known" (hydrate from Postgres). A string key, so that it can join the
+// heads' MGET.
 
 import (
 	"context"
@@ -19,17 +20,17 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 )
 
-// groupMentionsField is the channel hash's greatest group mention seq.
-const groupMentionsField = "gm"
-
 // GroupMentionsKey is the key of a channel's group mentions.
 func (s *Store) GroupMentionsKey(ch string) string { return s.prefix + "gm:{" + ch + "}" }
 
+// GroupMentionTopKey is the key of a channel's greatest group mention seq.
+func (s *Store) GroupMentionTopKey(ch string) string { return s.prefix + "gt:{" + ch + "}" }
+
 // groupMentionScript merges members into a channel's group mentions and
-// keeps the newest cap+1 seqs. KEYS[1] = the set, KEYS[2] = the channel's
-// hash; ARGV[1] = cap+1, ARGV[2] = "h" to hydrate (the hash's field then
-// becomes known) or "w" (a write raises the field only where it is
-// known: an unknown field still needs Postgres' older ones), then the
+// keeps the newest cap+1 seqs. KEYS[1] = the set, KEYS[2] = its top key;
+// ARGV[1] = cap+1, ARGV[2] = "h" to hydrate (the top then becomes known)
+// or "w" (a write raises the top only where it is known: an unknown top
+// still needs Postgres' older ones), then the
 // members. Of one seq's members the least (bytes) is kept, as
 // channel.MergeGroupMentions keeps the least sender. Returns the set's
 // size.
@@ -56,10 +57,10 @@ local over = n - tonumber(ARGV[1])
 if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1) n = n - over end
 local top = '00000000000'
 if n > 0 then top = string.sub(redis.call('ZRANGE', KEYS[1], -1, -1)[1], 1, 11) end
-local cur = redis.call('HGET', KEYS[2], 'gm')
+local cur = redis.call('GET', KEYS[2])
 if cur or ARGV[2] == 'h' then
   if cur and less(top, cur) then top = cur end
-  redis.call('HSET', KEYS[2], 'gm', top)
+  redis.call('SET', KEYS[2], top)
 end
 return n
 `)
@@ -89,7 +90,7 @@ func (s *Store) mergeGroupMentions(ctx context.Context, gms []channel.GroupMenti
 			for _, m := range g.Mentions {
 				argv = append(argv, padSeq(m.Seq)+m.Sender)
 			}
-			cmds = append(cmds, groupMentionScript.EvalSha(ctx, pipe, []string{s.GroupMentionsKey(g.Channel), s.ChannelKey(g.Channel)}, argv...))
+			cmds = append(cmds, groupMentionScript.EvalSha(ctx, pipe, []string{s.GroupMentionsKey(g.Channel), s.GroupMentionTopKey(g.Channel)}, argv...))
 		}
 	})
 	if err == nil {
@@ -157,20 +158,16 @@ func decodeGroupMember(m string) (channel.GroupMention, error) {
 	return channel.GroupMention{Seq: q, Sender: m[seqWidth:]}, nil
 }
 
-// headAndGroupTop reads a channel hash's HMGET of the head and the
-// greatest group mention seq: the head's value (redis.Nil when absent)
-// and the padded top ("" when not known).
-func headAndGroupTop(cmd *redis.SliceCmd) (string, string, error) {
-	vals, err := cmd.Result()
-	if err != nil {
-		return "", "", err
+// queueGroupTops queues the read of each channel's group mention top
+// into out (nil: a new slice), which it returns.
+func (s *Store) queueGroupTops(ctx context.Context, pipe redis.Pipeliner, channels []string, out []*redis.StringCmd) []*redis.StringCmd {
+	if out == nil {
+		out = make([]*redis.StringCmd, len(channels))
 	}
-	top, _ := vals[1].(string)
-	h, ok := vals[0].(string)
-	if !ok {
-		return "", top, redis.Nil
+	for i, ch := range channels {
+		out[i] = pipe.Get(ctx, s.GroupMentionTopKey(ch))
 	}
-	return h, top, nil
+	return out
 }
 
 // countGroupMentions gives the views that have group mentions above
@@ -178,19 +175,30 @@ func headAndGroupTop(cmd *redis.SliceCmd) (string, string, error) {
 // count with them (ChannelView.MentionsAt); mentions is the user's
 // mention table (explicit mentions, to count each message once). The
 // channels whose group mentions Redis does not know go to
-// view.MissingGroupMentions.
-func (s *Store) countGroupMentions(ctx context.Context, view *UnreadView, mentions fieldTable, mentionCap int) error {
+// view.MissingGroupMentions. tops are the tops of channels (ascending; the
+// views are some of them, in the same order).
+func (s *Store) countGroupMentions(ctx context.Context, view *UnreadView, channels []string, tops []*redis.StringCmd,
+	mentions fieldTable, mentionCap int,
+) error {
 	var idx []int
 	var bound [seqWidth]byte
+	j := 0
 	for i := range view.Channels {
 		v := &view.Channels[i]
+		for channels[j] != v.Channel {
+			j++
+		}
+		top, err := tops[j].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("%w: reading group mentions: %w", ErrUnavailable, err)
+		}
 		switch {
-		case v.groupTop == "":
+		case top == "":
 			view.MissingGroupMentions = append(view.MissingGroupMentions, v.Channel)
 		case v.HasMembership && !v.Membership.Member:
 			// A group mention mentions members (a channel that tracks none
 			// counts everyone).
-		case v.Unread > 0 && v.groupTop > string(appendPadded(bound[:0], v.State.EffectiveRead().Seq)):
+		case v.Unread > 0 && top > string(appendPadded(bound[:0], v.State.EffectiveRead().Seq)):
 			idx = append(idx, i)
 		}
 	}

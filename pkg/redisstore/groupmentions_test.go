@@ -99,7 +99,7 @@ func TestGroupMentionsMergeInRedis(t *testing.T) {
 	}
 	add(channel.GroupMention{Seq: 2, Sender: "b"}, channel.GroupMention{Seq: 1, Sender: "a"})
 	add(channel.GroupMention{Seq: 2, Sender: "B"}, channel.GroupMention{Seq: 2, Sender: "c"})
-	top, err := s.rdb.HGet(ctx, s.ChannelKey("c"), groupMentionsField).Result()
+	top, err := s.rdb.Get(ctx, s.GroupMentionTopKey("c")).Result()
 	require.Error(t, err, "not known before a hydrate: %q", top)
 	require.NoError(t, s.HydrateGroupMentions(ctx, []channel.GroupMentions{{Channel: "c"}}, 2))
 	add(channel.GroupMention{Seq: 5}, channel.GroupMention{Seq: 3, Sender: "z"})
@@ -107,7 +107,7 @@ func TestGroupMentionsMergeInRedis(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []channel.GroupMention{{Seq: 2, Sender: "B"}, {Seq: 3, Sender: "z"}, {Seq: 5}}, got[0].Mentions)
 	require.Nil(t, got[1])
-	top, err = s.rdb.HGet(ctx, s.ChannelKey("c"), groupMentionsField).Result()
+	top, err = s.rdb.Get(ctx, s.GroupMentionTopKey("c")).Result()
 	require.NoError(t, err)
 	require.Equal(t, padSeq(5), top)
 }

@@ -39,9 +39,7 @@ type ChannelView struct {
 	// Unread and FirstUnread are channel.Unread of the head and the state.
 	Unread, FirstUnread int64
 
-	// groupTop is the channel's greatest group mention seq (padded; "":
-	// not known); the rest is the count with group mentions (MentionsAt).
-	groupTop                              string
+	// The count with the channel's group mentions (MentionsAt).
 	groupMentions                         int64
 	groupMentionsCapped, hasGroupMentions bool
 }
@@ -113,7 +111,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
 	var cursors, regs, mentions fieldTable
-	var heads []*redis.SliceCmd
+	var heads, tops []*redis.StringCmd
 	defaultSet := len(channels) == 0
 	if defaultSet {
 		hs, err := s.userHashes(ctx, user)
@@ -136,7 +134,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		if len(channels) == 0 {
 			return view, nil // the markers alone say whether that is the truth
 		}
-		heads = make([]*redis.SliceCmd, len(channels))
+		heads = make([]*redis.StringCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
@@ -144,8 +142,9 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			probe = s.queueThreadProbe(ctx, pipe, user)
 			levels = s.queueLevels(ctx, pipe, user, channels)
 			for i, k := range keys {
-				heads[i] = pipe.HMGet(ctx, k, headField, groupMentionsField)
+				heads[i] = pipe.HGet(ctx, k, headField)
 			}
+			tops = s.queueGroupTops(ctx, pipe, channels, nil)
 		}); err != nil {
 			return view, err
 		}
@@ -155,7 +154,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
-		heads = make([]*redis.SliceCmd, len(channels))
+		heads = make([]*redis.StringCmd, len(channels))
 		keys := s.channelKeys(channels)
 		var probe threadProbe
 		var levels levelsProbe
@@ -166,8 +165,9 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
 			for i, k := range keys {
-				heads[i] = pipe.HMGet(ctx, k, headField, groupMentionsField)
+				heads[i] = pipe.HGet(ctx, k, headField)
 			}
+			tops = s.queueGroupTops(ctx, pipe, channels, nil)
 		}); err != nil {
 			return view, err
 		}
@@ -188,14 +188,14 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	if err != nil {
 		return view, err
 	}
-	return view, s.countGroupMentions(ctx, &view, mentions, mentionCap)
+	return view, s.countGroupMentions(ctx, &view, channels, tops, mentions, mentionCap)
 }
 
 // channelViews appends to views the counts of channels (ascending) from
 // their heads (one HGET each) and the user's tables, which are read from
 // their current positions on; missing gets the channels whose head Redis
 // does not know. defaultSet: a channel the user left is left out.
-func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.SliceCmd,
+func (s *Store) channelViews(views []ChannelView, missing []string, user string, channels []string, heads []*redis.StringCmd,
 	cursors, regs, mentions fieldTable, defaultSet bool, mentionCap int,
 ) ([]ChannelView, []string, error) {
 	var bound [seqWidth]byte
@@ -220,9 +220,7 @@ func (s *Store) channelViews(views []ChannelView, missing []string, user string,
 		if defaultSet && cv.HasMembership && !cv.Membership.Member {
 			continue // left: the channel no longer counts
 		}
-		hv, top, herr := headAndGroupTop(heads[i])
-		cv.groupTop = top
-		switch {
+		switch hv, herr := heads[i].Result(); {
 		case errors.Is(herr, redis.Nil):
 			missing = append(missing, ch)
 		case herr != nil:

@@ -36,18 +36,20 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 	}
 	parts := make([]part, (len(channels)+size-1)/size)
 	all := make([]ChannelView, len(channels))
+	tops := make([]*redis.StringCmd, len(channels))
 	var wg sync.WaitGroup
 	for i := range parts {
 		lo, hi := i*size, min((i+1)*size, len(channels))
 		wg.Go(func() {
 			p, chs := &parts[i], channels[lo:hi]
 			p.lo = lo
-			heads := make([]*redis.SliceCmd, len(chs))
+			heads := make([]*redis.StringCmd, len(chs))
 			keys := s.channelKeys(chs)
 			if _, p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
 				for j, k := range keys {
-					heads[j] = pipe.HMGet(ctx, k, headField, groupMentionsField)
+					heads[j] = pipe.HGet(ctx, k, headField)
 				}
+				s.queueGroupTops(ctx, pipe, chs, tops[lo:hi])
 			}); p.err != nil {
 				return
 			}
@@ -79,5 +81,5 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		view.MissingHeads = append(view.MissingHeads, p.missing...)
 	}
 	view.Channels = all[:n]
-	return view, s.countGroupMentions(ctx, &view, mentions, mentionCap)
+	return view, s.countGroupMentions(ctx, &view, channels, tops, mentions, mentionCap)
 }

@@ -38,6 +38,8 @@ type countsModel struct {
 	// deleted are the acknowledged deletes per channel
 	// (counts_deletions_test.go).
 	deleted map[string]map[int64]bool
+	// groupMentions are each channel's mention_all notices: seq → sender.
+	groupMentions map[string]map[int64]string
 }
 
 // modelKey is one key's model: read is the public read (the greatest by
@@ -101,6 +103,7 @@ func (m *countsModel) counts(k receipt.Key) (unread, mentions, first int64) {
 			mentions++
 		}
 	}
+	mentions += m.groupMentionsAbove(k, eff)
 	return unread, mentions, first
 }
 
@@ -162,6 +165,7 @@ func (w *countsWorkload) apply(req *receiptsv1.NotifyMessageRequest, res *receip
 	for _, u := range res.GetMentioned() {
 		w.m.key(receipt.Key{User: u, Channel: req.ChannelId}).mentions[req.Seq] = true
 	}
+	w.m.applyGroupMention(req)
 }
 
 func (w *countsWorkload) step(ctx context.Context) {
@@ -187,6 +191,7 @@ func (w *countsWorkload) step(ctx context.Context) {
 		for range w.rng.IntN(3) {
 			req.Mentions = append(req.Mentions, w.all[w.rng.IntN(len(w.all))])
 		}
+		req.MentionAll = w.groupMention()
 		if w.rng.Float64() < 0.2 {
 			w.held = append(w.held, req)
 			return

@@ -342,6 +342,7 @@ var (
 
 	KindNotifications = kinds.Notifications.Name()
 	KindDeletions     = kinds.Deletions.Name()
+	KindGroupMentions = kinds.GroupMentions.Name()
 )
 
 // checkGuard checks, before each page, that this replica may still sweep.

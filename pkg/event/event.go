@@ -35,13 +35,16 @@ import (
 //
 // Version 6 adds a channel's deleted seqs: a channel event carrying them
 // (and no head) is written as version 6.
+// Version 7 adds a channel's group mentions: only a channel event
+// carrying some is written as version 7.
 const (
 	SchemaVersion             = 3
 	ThreadSchemaVersion       = 4
 	NotificationSchemaVersion = 5
 	DeletionSchemaVersion     = 6
+	GroupMentionSchemaVersion = 7
 	MinSchemaVersion          = 1
-	MaxSchemaVersion          = DeletionSchemaVersion
+	MaxSchemaVersion          = GroupMentionSchemaVersion
 )
 
 // MaxValueBytes bounds a record value; a real event is well under 1 KiB
@@ -73,6 +76,9 @@ type Decoded struct {
 	Membership *channel.Membership
 	// Channel is the channel event's head, nil for a user event.
 	Channel *channel.Head
+	// GroupMentions are a channel event's group mentions (with its head),
+	// nil when it carries none.
+	GroupMentions *channel.GroupMentions
 	// Erasure is a user-wide event's tombstone (key "u::user"); nil for
 	// the other kinds.
 	Erasure *tombstone.Tombstone
@@ -214,6 +220,7 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 			Head:             CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: h.Seq}, MessageID: h.MessageID}),
 			AcceptedAtUnixMs: h.UpdatedAtUnixMs,
 		}
+		addGroupMentions(msg.(*receiptsv1.ChannelEvent), d.GroupMentions)
 	} else {
 		ev := UserEventToProto(d)
 		key = receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()}.KafkaKey()
@@ -352,7 +359,11 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	if !matchesKey(r.Key, receipt.EscapeKeyID(h.Channel), legacyChannelKey(h.Channel)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, h.Channel)
 	}
-	return Decoded{Channel: &h}, nil
+	gms, err := decodeGroupMentions(&ev)
+	if err != nil {
+		return Decoded{}, err
+	}
+	return Decoded{Channel: &h, GroupMentions: gms}, nil
 }
 
 // ToProto converts a state to the wire event.

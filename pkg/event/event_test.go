@@ -126,7 +126,7 @@ func TestDecodeRejects(t *testing.T) {
 		"head empty key":       {Key: []byte(""), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "" })},
 		"user event, bare key": {Key: []byte("u1c1"), Value: good.Value},
 		"garbage":              {Key: good.Key, Value: []byte{0xff, 0xff, 0xff, 0x01}},
-		"unknown version":      {Key: good.Key, Value: withVersion(7)},
+		"unknown version":      {Key: good.Key, Value: withVersion(event.MaxSchemaVersion + 1)},
 		"no version":           {Key: good.Key, Value: withVersion(0)},
 		"invalid id":           {Key: []byte("bad{id:c1"), Value: badID()},
 		"key mismatch":         {Key: []byte("u2:c1"), Value: good.Value},

@@ -86,15 +86,16 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		cu.ChannelId = v.Channel
 		cu.Head, cu.Read, cu.PublicRead = head, read, public
 		cu.UnreadCount = v.Unread
-		cu.MentionCount = min(v.Mentions, int64(g.cfg.MentionCap))
-		cu.MentionsCapped = v.MentionsCapped
+		level, muted, countsUnread, countsMentions := lv.of(v.Channel)
+		mentions, capped := v.MentionsAt(countsGroupMentions(level))
+		cu.MentionCount = min(mentions, int64(g.cfg.MentionCap))
+		cu.MentionsCapped = capped
 		cu.FirstUnreadSeq = v.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member
 		if tc, ok := threads[v.Channel]; ok {
 			cu.UnreadThreads, cu.ThreadMentionCount = tc.unreadThreads, tc.mentions
 			out.UnreadThreadsTotal += tc.unreadThreads
 		}
-		level, muted, countsUnread, countsMentions := lv.of(v.Channel)
 		cu.Level, cu.Muted, cu.MutedUntilUnixMs = level.String(), muted, lv.byChannel[v.Channel].MutedUntilUnixMs
 		out.Channels[i] = cu
 		if countsUnread {
@@ -180,7 +181,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 			return durable()
 		}
-		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
+		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0 && len(view.MissingGroupMentions) == 0
 		if complete && len(view.MissingDeletions) > 0 {
 			// Only the deletions are unknown (a channel new to Redis):
 			// hydrate them and read again. Without Postgres, answer
@@ -269,6 +270,11 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 			}
 		}
 		hydrate("heads", func(c context.Context) error { return g.redis.HydrateHeads(c, heads, none) })
+	}
+	if len(view.MissingGroupMentions) > 0 {
+		if err := g.hydrateGroupMentions(pctx, view.MissingGroupMentions, hydrate); err != nil {
+			return err
+		}
 	}
 	if len(view.MissingDeletions) > 0 {
 		return g.hydrateDeletions(ctx, view.MissingDeletions)
@@ -390,6 +396,9 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 		v.Unread, v.FirstUnread = channel.AfterDeletions(v.Unread, dc[i].FirstKept, dc[i].Deleted)
 		v.Mentions = max(0, v.Mentions-int64(len(dc[i].DeletedMentions)))
 		v.MentionsCapped = v.Mentions > int64(g.cfg.MentionCap)
+	}
+	if err := g.durableGroupMentions(pctx, user, out, seqs); err != nil {
+		return nil, err
 	}
 	return sortViews(out), nil
 }

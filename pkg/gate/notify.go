@@ -35,6 +35,8 @@ type notice struct {
 	sender    string
 	// mentions are distinct, in request order.
 	mentions []string
+	// mentionAll: the message mentions the whole channel (a group mention).
+	mentionAll bool
 }
 
 func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) {
@@ -53,7 +55,7 @@ func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) 
 		return notice{}, tooMany(prefix+"mentions", fmt.Sprintf("has %d users", len(ms)), MaxMentions)
 	}
 	seen := make(map[string]bool, len(ms))
-	out := notice{channel: n.GetChannelId(), seq: n.GetSeq(), messageID: n.GetMessageId(), sender: n.GetSenderId()}
+	out := notice{channel: n.GetChannelId(), seq: n.GetSeq(), messageID: n.GetMessageId(), sender: n.GetSenderId(), mentionAll: n.GetMentionAll()}
 	for i, u := range ms {
 		if err := receipt.ValidateID(prefix+"mentions["+strconv.Itoa(i)+"]", u); err != nil {
 			return notice{}, invalid(apierr.InvalidID, err)
@@ -70,7 +72,7 @@ func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) 
 func (g *Gate) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessageRequest]) (*connect.Response[receiptsv1.NotifyMessageResponse], error) {
 	r := req.Msg
 	n, err := validateNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
-		SenderId: r.GetSenderId(), Mentions: r.GetMentions()})
+		SenderId: r.GetSenderId(), Mentions: r.GetMentions(), MentionAll: r.GetMentionAll()})
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +114,9 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 			v, err := validateThreadNotice(prefix, n)
 			if err != nil {
 				return nil, err
+			}
+			if v.mentionAll {
+				return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + "mention_all", Reason: "is not for thread replies"})
 			}
 			threads, threadIdx = append(threads, v), append(threadIdx, i)
 			continue
@@ -167,6 +172,8 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	for _, n := range notices {
 		cost += len(n.mentions)
 	}
+	groups := groupMentionsOf(notices, g.cfg.MentionCap)
+	cost += len(groups)
 	if err := charge(ctx, cost); err != nil {
 		return nil, err
 	}
@@ -223,7 +230,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 
 	// The records' sizes do not depend on what Redis answers: check the
 	// spool's room with provisional ones before touching Redis.
-	recs, err := g.noticeRecords(heads, senders, mentions, nil)
+	recs, err := g.noticeRecords(heads, senders, mentions, groups, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -237,6 +244,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		merged      []redisstore.MergeResult
 		mentionGens []int64
 		mentionErr  error
+		groupErr    error
 	)
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	wg.Go(func() { raised = g.raiseHeads(rctx, heads) })
@@ -250,6 +258,9 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 				g.warnRedis(redisOpMerge, mentionErr)
 			}
 		})
+	}
+	if len(groups) > 0 {
+		wg.Go(func() { groupErr = g.addGroupMentions(rctx, groups) })
 	}
 	wg.Wait()
 	cancel()
@@ -275,7 +286,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		users = append(users, m.Key.User)
 	}
 	g.knownGenerations(ctx, users, gens)
-	if recs, err = g.noticeRecords(heads, resolved, mentions, gens); err != nil {
+	if recs, err = g.noticeRecords(heads, resolved, mentions, groups, gens); err != nil {
 		return nil, err
 	}
 	durability, err := g.produce(ctx, recs)
@@ -296,6 +307,9 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 			res.RealtimeDegraded = true
 		}
 		if mentionErr != nil && len(res.Mentioned) > 0 {
+			res.RealtimeDegraded = true
+		}
+		if groupErr != nil && notices[i].mentionAll {
 			res.RealtimeDegraded = true
 		}
 	}
@@ -330,7 +344,7 @@ func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstor
 // user event per sender's read and one per mention set, these stamped
 // with gens (senders', then mentions'; nil: the longest stamp, for
 // sizing).
-func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions, gens []int64) ([]*kgo.Record, error) {
+func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions, groups []channel.GroupMentions, gens []int64) ([]*kgo.Record, error) {
 	top := map[string]channel.Head{}
 	var order []string
 	for _, h := range heads {
@@ -360,6 +374,9 @@ func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, ment
 		if err := add(event.EncodeHead(top[ch])); err != nil {
 			return nil, err
 		}
+	}
+	if err := groupMentionRecords(top, groups, add); err != nil {
+		return nil, err
 	}
 	for i, s := range senders {
 		if err := add(event.Encode(s)); err != nil {

@@ -549,7 +549,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 			b.UnreadThreadsTotal += tc.unreadThreads
 		}
 		for _, v := range views {
-			_, _, countsUnread, countsMentions := lv.of(v.Channel)
+			level, _, countsUnread, countsMentions := lv.of(v.Channel)
 			if countsUnread {
 				b.UnreadTotal += v.Unread
 				if v.Unread > 0 {
@@ -557,8 +557,9 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 				}
 			}
 			if countsMentions {
-				b.MentionTotal += min(v.Mentions, int64(g.cfg.MentionCap))
-				b.MentionsCapped = b.MentionsCapped || v.MentionsCapped
+				mentions, capped := v.MentionsAt(countsGroupMentions(level))
+				b.MentionTotal += min(mentions, int64(g.cfg.MentionCap))
+				b.MentionsCapped = b.MentionsCapped || capped
 			}
 		}
 		out.Badges = append(out.Badges, b)

@@ -138,6 +138,16 @@ var randomValue = map[string]func(r *rand.Rand) any{
 		}
 		return st
 	},
+	kinds.GroupMentions.Name(): func(r *rand.Rand) any {
+		// Few seqs and senders whose byte order is not a collation's
+		// ("B" < "a"), so that two senders of one seq meet.
+		senders := []string{"", "B", "a", "a-b"}
+		ms := make([]channel.GroupMention, 1+r.IntN(3))
+		for i := range ms {
+			ms[i] = channel.GroupMention{Seq: 1 + r.Int64N(12), Sender: senders[r.IntN(len(senders))]}
+		}
+		return channel.GroupMentions{Channel: "c" + strconv.Itoa(r.IntN(2)), Mentions: channel.MergeGroupMentions(nil, ms, 1000)}
+	},
 }
 
 func randomRef(r *rand.Rand) thread.Ref {

@@ -27,6 +27,7 @@ func TestRecordKeyIsTheRecordsKey(t *testing.T) {
 	for _, d := range []event.Decoded{
 		{Key: k, Receipt: &st, Membership: &m, Mentions: []int64{3}},
 		{Channel: &channel.Head{Channel: k.Channel, Seq: 4}},
+		{Channel: &channel.Head{Channel: k.Channel, Seq: 4}, GroupMentions: &channel.GroupMentions{Channel: k.Channel, Mentions: []channel.GroupMention{{Seq: 4, Sender: k.User}}}},
 		{Settings: &privacy.Settings{User: k.User, ShareRead: true, VersionMs: 1}},
 		{Key: k, Thread: &thread.State{Key: thread.Key{User: k.User, Ref: ref}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}},
 		{ThreadHead: &thread.Head{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}},

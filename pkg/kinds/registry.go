@@ -11,6 +11,8 @@ var (
 	Notifications = New(notificationSpec)
 	Deletions     = New(deletionSpec)
 
+	GroupMentions = New(groupMentionSpec)
+
 	ThreadHeads  = New(threadHeadSpec)
 	ThreadStates = New(threadStateSpec)
 )
@@ -18,5 +20,5 @@ var (
 // All returns every kind of state. A caller may append kinds of its own
 // (a test's throwaway kind) and hand the list to a service's config.
 func All() []Kind {
-	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions}
+	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions}
 }

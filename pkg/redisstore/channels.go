@@ -185,7 +185,7 @@ out[#out+1] = tonumber(redis.call('HGET', KEYS[1], ':n') or "0")
 return out
 `)
 
-var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript}
+var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript, groupMentionScript}
 
 func padSeq(seq int64) string {
 	var buf [seqWidth]byte

@@ -212,16 +212,24 @@ func (s *Store) applyDeletions(ctx context.Context, views []ChannelView, p *dele
 		return nil
 	}
 	cmds := make([]*redis.Cmd, len(p.pending))
+	owns := make([]map[int64]bool, len(p.pending))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, pd := range p.pending {
 			cv := &views[pd.view]
 			read := cv.State.EffectiveRead().Seq
 			args := []any{read, cv.Head.Seq}
+			own := map[int64]bool{}
 			for m := range strings.FieldsSeq(pd.mentions) {
 				if q, err := parsePadded(m); err == nil && q > read {
+					args, own[q] = append(args, q), true
+				}
+			}
+			for _, q := range cv.groupSeqs { // asked once, counted in groupMentions
+				if q > read && !own[q] {
 					args = append(args, q)
 				}
 			}
+			owns[i] = own
 			cmds[i] = countDeletionsScript.EvalSha(ctx, pipe, []string{s.DeletionsKey(cv.Channel)}, args...)
 		}
 	}); err != nil && !errors.Is(err, redis.Nil) {
@@ -241,8 +249,18 @@ func (s *Store) applyDeletions(ctx context.Context, views []ChannelView, p *dele
 		fs, _ := res[1].(string)
 		first, _ := strconv.ParseInt(fs, 10, 64)
 		cv.Unread, cv.FirstUnread = channel.AfterDeletions(cv.Unread, first, n)
-		cv.Mentions = max(0, cv.Mentions-int64(len(res)-2))
+		var ownDeleted int64
+		for _, r := range res[2:] {
+			if q, err := strconv.ParseInt(fmt.Sprint(r), 10, 64); err == nil && owns[i][q] {
+				ownDeleted++
+			}
+		}
+		cv.Mentions = max(0, cv.Mentions-ownDeleted)
 		cv.MentionsCapped = cv.Mentions > int64(mentionCap)
+		if cv.hasGroupMentions {
+			cv.groupMentions = max(0, cv.groupMentions-int64(len(res)-2))
+			cv.groupMentionsCapped = cv.groupMentions > int64(mentionCap)
+		}
 	}
 	return nil
 }

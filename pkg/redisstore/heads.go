@@ -1,6 +1,6 @@
 package redisstore
 
-// Channel heads and deletion counts are string keys, so that those of a
+// Channel heads, deletion counts and group mention tops are string keys, so that those of a
 // user's channels read with one MGET (one per cluster slot) rather than a
 // command per channel: at a thousand channels, a pipeline of HGETs cost
 // Redis and the gateway about 2.5 times as much as one MGET.
@@ -15,11 +15,11 @@ import (
 // HeadKey is a channel's head (`SEQ MSG UPDATED_MS`, numbers base 62).
 func (s *Store) HeadKey(ch string) string { return s.prefix + "hd:{" + ch + "}" }
 
-// headKeys is, for each channel, HeadKey and DeletionCountKey (keys 2i
-// and 2i+1), built in one allocation (at a thousand channels, a string
-// each showed in profiles).
+// headKeys is, for each channel, HeadKey, DeletionCountKey and
+// GroupMentionTopKey (keys 3i, 3i+1 and 3i+2), built in one allocation (at
+// a thousand channels, a string each showed in profiles).
 func (s *Store) headKeys(channels []string) []string {
-	return s.channelStrings(channels, "hd:{", "dn:{")
+	return s.channelStrings(channels, "hd:{", "dn:{", "gt:{")
 }
 
 // headOnlyKeys is HeadKey of each channel, for a read without counts
@@ -57,7 +57,8 @@ func (s *Store) channelStrings(channels []string, kinds ...string) []string {
 // headsRead is a queued read of heads: one MGET, or on a cluster one per
 // slot (an MGET may not cross slots).
 type headsRead struct {
-	// stride is the keys per channel: 2 with the deletion counts, else 1.
+	// stride is the keys per channel: 3 with the deletion counts and group
+	// mention tops, else 1.
 	stride int
 	cmds   []*redis.SliceCmd
 	// cmd and pos locate key i's answer (nil: one MGET, in key order).
@@ -69,7 +70,7 @@ type headsRead struct {
 func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []string, counts bool) *headsRead {
 	r := &headsRead{stride: 1}
 	if counts {
-		r.stride = 2
+		r.stride = 3
 	}
 	if len(keys) == 0 {
 		return r
@@ -111,8 +112,21 @@ func (r *headsRead) deletions(i int) any {
 	if r.stride < 2 {
 		return nil
 	}
-	v, _ := r.value(2*i + 1)
+	v, _ := r.value(3*i + 1)
 	return v
+}
+
+// tops returns the group mention top of each of n channels ("": unknown).
+func (r *headsRead) tops(n int) []string {
+	out := make([]string, n)
+	if r.stride < 3 {
+		return out
+	}
+	for i := range out {
+		v, _ := r.value(3*i + 2)
+		out[i], _ = v.(string)
+	}
+	return out
 }
 
 func (r *headsRead) value(k int) (any, error) {

@@ -38,6 +38,13 @@ type ChannelView struct {
 	MentionsCapped bool
 	// Unread and FirstUnread are channel.Unread of the head and the state.
 	Unread, FirstUnread int64
+
+	// The count with the channel's group mentions (MentionsAt).
+	groupMentions                         int64
+	groupMentionsCapped, hasGroupMentions bool
+	// groupSeqs are the group mention seqs above the read by others (the
+	// deletions take the deleted ones out).
+	groupSeqs []int64
 }
 
 // UnreadView is one user's counts across channels, as Redis holds them.
@@ -51,8 +58,9 @@ type UnreadView struct {
 	CursorsComplete, MembershipsComplete bool
 	// MissingHeads lists the channels whose head Redis does not know;
 	// MissingDeletions those whose deletions it does not (read Postgres
-	// and HydrateDeletions).
-	MissingHeads, MissingDeletions []string
+	// and HydrateDeletions); MissingGroupMentions those whose group
+	// mentions it does not know (HydrateGroupMentions).
+	MissingHeads, MissingDeletions, MissingGroupMentions []string
 	// More: a page of the default set stopped short of its end.
 	More bool
 	// ThreadsNone: the user's thread hash is hydrated and holds no
@@ -174,6 +182,9 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	var err error
 	view.Channels, view.MissingHeads, err = s.channelViews(make([]ChannelView, 0, len(channels)), view.MissingHeads,
 		user, channels, heads, cursors, regs, mentions, defaultSet, mentionCap, &del)
+	if err == nil {
+		err = s.countGroupMentions(ctx, &view, channels, heads.tops(len(channels)), mentions, mentionCap)
+	}
 	if err == nil {
 		err = s.applyDeletions(ctx, view.Channels, &del, mentionCap)
 	}

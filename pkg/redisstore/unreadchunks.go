@@ -33,6 +33,9 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		views   []ChannelView // within all, from lo
 		missing []string
 		del     deletionPass
+		// groupMissing: the part's channels whose group mentions Redis
+		// does not know.
+		groupMissing []string
 		err     error
 	}
 	parts := make([]part, (len(channels)+size-1)/size)
@@ -58,6 +61,11 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 			p.views, p.missing, p.err = s.channelViews(all[lo:lo:hi], nil, view.User, chs, heads,
 				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentions.from(chs[0]), true, mentionCap, &p.del)
 			if p.err == nil {
+				pv := UnreadView{User: view.User, Channels: p.views}
+				p.err = s.countGroupMentions(ctx, &pv, chs, heads.tops(len(chs)), mentions.from(chs[0]), mentionCap)
+				p.groupMissing = pv.MissingGroupMentions
+			}
+			if p.err == nil {
 				p.err = s.applyDeletions(ctx, p.views, &p.del, mentionCap)
 			}
 		})
@@ -80,6 +88,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		n += len(p.views)
 		view.MissingHeads = append(view.MissingHeads, p.missing...)
 		view.MissingDeletions = append(view.MissingDeletions, p.del.missing...)
+		view.MissingGroupMentions = append(view.MissingGroupMentions, p.groupMissing...)
 	}
 	view.Channels = all[:n]
 	return view, nil

@@ -909,7 +909,12 @@ type MessageNotice struct {
 	ThreadRootSeq int64 `protobuf:"varint,6,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	// Set to delete the message of seq instead of announcing it (as
 	// DeleteMessage; message_id, sender_id and mentions must be empty).
-	Deleted       bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Deleted bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The message mentions the whole channel (@channel, @here): it counts as
+	// a mention for every member but the sender whose level is all or
+	// mentions, without listing them (stored once per channel, not per
+	// member). Not for thread replies.
+	MentionAll    bool `protobuf:"varint,8,opt,name=mention_all,json=mentionAll,proto3" json:"mention_all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -989,6 +994,13 @@ func (x *MessageNotice) GetThreadRootSeq() int64 {
 func (x *MessageNotice) GetDeleted() bool {
 	if x != nil {
 		return x.Deleted
+	}
+	return false
+}
+
+func (x *MessageNotice) GetMentionAll() bool {
+	if x != nil {
+		return x.MentionAll
 	}
 	return false
 }
@@ -1099,12 +1111,14 @@ func (x *DeleteMessageResponse) GetRealtimeDegraded() bool {
 }
 
 type NotifyMessageRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
-	Seq           int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	MessageId     string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	SenderId      string                 `protobuf:"bytes,4,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
-	Mentions      []string               `protobuf:"bytes,5,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	Seq       int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string                 `protobuf:"bytes,3,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	SenderId  string                 `protobuf:"bytes,4,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	Mentions  []string               `protobuf:"bytes,5,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	// As MessageNotice.mention_all.
+	MentionAll    bool `protobuf:"varint,6,opt,name=mention_all,json=mentionAll,proto3" json:"mention_all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1172,6 +1186,13 @@ func (x *NotifyMessageRequest) GetMentions() []string {
 		return x.Mentions
 	}
 	return nil
+}
+
+func (x *NotifyMessageRequest) GetMentionAll() bool {
+	if x != nil {
+		return x.MentionAll
+	}
+	return false
 }
 
 type NotifyMessageResponse struct {
@@ -2001,7 +2022,9 @@ type ChannelUnread struct {
 	PublicRead *Position `protobuf:"bytes,4,opt,name=public_read,json=publicRead,proto3" json:"public_read,omitempty"`
 	// The messages in (read, head] less the deleted ones (DeleteMessage).
 	UnreadCount int64 `protobuf:"varint,5,opt,name=unread_count,json=unreadCount,proto3" json:"unread_count,omitempty"`
-	// The kept mentions of the user above read, less the deleted ones.
+	// The kept mentions of the user above read, less the deleted ones: the
+	// user's own and, at level all or mentions, the channel's group mentions
+	// (mention_all) of other senders, each message once.
 	MentionCount int64 `protobuf:"varint,6,opt,name=mention_count,json=mentionCount,proto3" json:"mention_count,omitempty"`
 	// True when there are more mentions than the cap (shown as "100+").
 	MentionsCapped bool `protobuf:"varint,7,opt,name=mentions_capped,json=mentionsCapped,proto3" json:"mentions_capped,omitempty"`
@@ -2949,7 +2972,10 @@ type ChannelEvent struct {
 	ThreadRootSeq int64 `protobuf:"varint,5,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	// Deleted message seqs to add to the channel's set (schema version 6;
 	// the event then carries no head).
-	DeletedSeqs   []int64 `protobuf:"varint,6,rep,packed,name=deleted_seqs,json=deletedSeqs,proto3" json:"deleted_seqs,omitempty"`
+	DeletedSeqs []int64 `protobuf:"varint,6,rep,packed,name=deleted_seqs,json=deletedSeqs,proto3" json:"deleted_seqs,omitempty"`
+	// Group mentions (schema version 7): messages that mention every member
+	// but their sender, kept per channel (the newest mention cap + 1).
+	GroupMentions []*GroupMention `protobuf:"bytes,7,rep,name=group_mentions,json=groupMentions,proto3" json:"group_mentions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3026,6 +3052,66 @@ func (x *ChannelEvent) GetDeletedSeqs() []int64 {
 	return nil
 }
 
+func (x *ChannelEvent) GetGroupMentions() []*GroupMention {
+	if x != nil {
+		return x.GroupMentions
+	}
+	return nil
+}
+
+// GroupMention is one message that mentions the whole channel.
+type GroupMention struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	SenderId      string                 `protobuf:"bytes,2,opt,name=sender_id,json=senderId,proto3" json:"sender_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMention) Reset() {
+	*x = GroupMention{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMention) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMention) ProtoMessage() {}
+
+func (x *GroupMention) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMention.ProtoReflect.Descriptor instead.
+func (*GroupMention) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *GroupMention) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *GroupMention) GetSenderId() string {
+	if x != nil {
+		return x.SenderId
+	}
+	return ""
+}
+
 type GetMessageReceiptsRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -3040,7 +3126,7 @@ type GetMessageReceiptsRequest struct {
 
 func (x *GetMessageReceiptsRequest) Reset() {
 	*x = GetMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3052,7 +3138,7 @@ func (x *GetMessageReceiptsRequest) String() string {
 func (*GetMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3065,7 +3151,7 @@ func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetMessageReceiptsRequest) GetChannelId() string {
@@ -3102,7 +3188,7 @@ type MemberAt struct {
 
 func (x *MemberAt) Reset() {
 	*x = MemberAt{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3114,7 +3200,7 @@ func (x *MemberAt) String() string {
 func (*MemberAt) ProtoMessage() {}
 
 func (x *MemberAt) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3127,7 +3213,7 @@ func (x *MemberAt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
 func (*MemberAt) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MemberAt) GetUserId() string {
@@ -3169,7 +3255,7 @@ type MessageReceipts struct {
 
 func (x *MessageReceipts) Reset() {
 	*x = MessageReceipts{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3181,7 +3267,7 @@ func (x *MessageReceipts) String() string {
 func (*MessageReceipts) ProtoMessage() {}
 
 func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3194,7 +3280,7 @@ func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
 func (*MessageReceipts) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MessageReceipts) GetChannelId() string {
@@ -3283,7 +3369,7 @@ type GetTicksRequest struct {
 
 func (x *GetTicksRequest) Reset() {
 	*x = GetTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3381,7 @@ func (x *GetTicksRequest) String() string {
 func (*GetTicksRequest) ProtoMessage() {}
 
 func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3394,7 @@ func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetTicksRequest) GetChannelId() string {
@@ -3330,7 +3416,7 @@ type MemberCursors struct {
 
 func (x *MemberCursors) Reset() {
 	*x = MemberCursors{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3342,7 +3428,7 @@ func (x *MemberCursors) String() string {
 func (*MemberCursors) ProtoMessage() {}
 
 func (x *MemberCursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3355,7 +3441,7 @@ func (x *MemberCursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
 func (*MemberCursors) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MemberCursors) GetUserId() string {
@@ -3401,7 +3487,7 @@ type ChannelTicks struct {
 
 func (x *ChannelTicks) Reset() {
 	*x = ChannelTicks{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3413,7 +3499,7 @@ func (x *ChannelTicks) String() string {
 func (*ChannelTicks) ProtoMessage() {}
 
 func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3426,7 +3512,7 @@ func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
 func (*ChannelTicks) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ChannelTicks) GetChannelId() string {
@@ -3498,7 +3584,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3596,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3609,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MessageRef) GetChannelId() string {
@@ -3557,7 +3643,7 @@ type LookupReceiptsRequest struct {
 
 func (x *LookupReceiptsRequest) Reset() {
 	*x = LookupReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3569,7 +3655,7 @@ func (x *LookupReceiptsRequest) String() string {
 func (*LookupReceiptsRequest) ProtoMessage() {}
 
 func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3582,7 +3668,7 @@ func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
@@ -3615,7 +3701,7 @@ type Badge struct {
 
 func (x *Badge) Reset() {
 	*x = Badge{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3713,7 @@ func (x *Badge) String() string {
 func (*Badge) ProtoMessage() {}
 
 func (x *Badge) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3726,7 @@ func (x *Badge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Badge.ProtoReflect.Descriptor instead.
 func (*Badge) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Badge) GetUserId() string {
@@ -3697,7 +3783,7 @@ type LookupReceiptsResponse struct {
 
 func (x *LookupReceiptsResponse) Reset() {
 	*x = LookupReceiptsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3795,7 @@ func (x *LookupReceiptsResponse) String() string {
 func (*LookupReceiptsResponse) ProtoMessage() {}
 
 func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3808,7 @@ func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
@@ -3752,7 +3838,7 @@ type WatchChannelsRequest struct {
 
 func (x *WatchChannelsRequest) Reset() {
 	*x = WatchChannelsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3764,7 +3850,7 @@ func (x *WatchChannelsRequest) String() string {
 func (*WatchChannelsRequest) ProtoMessage() {}
 
 func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3777,7 +3863,7 @@ func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
 func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *WatchChannelsRequest) GetChannelId() []string {
@@ -3818,7 +3904,7 @@ type CursorUpdate struct {
 
 func (x *CursorUpdate) Reset() {
 	*x = CursorUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3830,7 +3916,7 @@ func (x *CursorUpdate) String() string {
 func (*CursorUpdate) ProtoMessage() {}
 
 func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3843,7 +3929,7 @@ func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
 func (*CursorUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *CursorUpdate) GetChannelId() string {
@@ -3919,7 +4005,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3931,7 +4017,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3944,7 +4030,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *WatchEvent) GetResumeToken() string {
@@ -4000,7 +4086,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4012,7 +4098,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4025,7 +4111,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateSettingsRequest) GetUserId() string {
@@ -4065,7 +4151,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4077,7 +4163,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4090,7 +4176,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4116,7 +4202,7 @@ type UserSettings struct {
 
 func (x *UserSettings) Reset() {
 	*x = UserSettings{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4128,7 +4214,7 @@ func (x *UserSettings) String() string {
 func (*UserSettings) ProtoMessage() {}
 
 func (x *UserSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4141,7 +4227,7 @@ func (x *UserSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
 func (*UserSettings) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UserSettings) GetUserId() string {
@@ -4188,7 +4274,7 @@ type EraseUserRequest struct {
 
 func (x *EraseUserRequest) Reset() {
 	*x = EraseUserRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4200,7 +4286,7 @@ func (x *EraseUserRequest) String() string {
 func (*EraseUserRequest) ProtoMessage() {}
 
 func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4213,7 +4299,7 @@ func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
 func (*EraseUserRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *EraseUserRequest) GetUserId() string {
@@ -4235,7 +4321,7 @@ type EraseUserResponse struct {
 
 func (x *EraseUserResponse) Reset() {
 	*x = EraseUserResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4247,7 +4333,7 @@ func (x *EraseUserResponse) String() string {
 func (*EraseUserResponse) ProtoMessage() {}
 
 func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4260,7 +4346,7 @@ func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
 func (*EraseUserResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EraseUserResponse) GetUserId() string {
@@ -4305,7 +4391,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4317,7 +4403,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4330,7 +4416,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -4403,7 +4489,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4501,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4514,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -4499,7 +4585,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4511,7 +4597,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4524,7 +4610,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -4559,7 +4645,7 @@ type NotifyThreadReplyRequest struct {
 
 func (x *NotifyThreadReplyRequest) Reset() {
 	*x = NotifyThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4571,7 +4657,7 @@ func (x *NotifyThreadReplyRequest) String() string {
 func (*NotifyThreadReplyRequest) ProtoMessage() {}
 
 func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4584,7 +4670,7 @@ func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NotifyThreadReplyRequest) GetChannelId() string {
@@ -4638,7 +4724,7 @@ type NotifyThreadReplyResponse struct {
 
 func (x *NotifyThreadReplyResponse) Reset() {
 	*x = NotifyThreadReplyResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4650,7 +4736,7 @@ func (x *NotifyThreadReplyResponse) String() string {
 func (*NotifyThreadReplyResponse) ProtoMessage() {}
 
 func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4663,7 +4749,7 @@ func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
@@ -4691,7 +4777,7 @@ type MarkThreadReadRequest struct {
 
 func (x *MarkThreadReadRequest) Reset() {
 	*x = MarkThreadReadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4703,7 +4789,7 @@ func (x *MarkThreadReadRequest) String() string {
 func (*MarkThreadReadRequest) ProtoMessage() {}
 
 func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4716,7 +4802,7 @@ func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *MarkThreadReadRequest) GetUserId() string {
@@ -4792,7 +4878,7 @@ type MarkThreadUnreadRequest struct {
 
 func (x *MarkThreadUnreadRequest) Reset() {
 	*x = MarkThreadUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4804,7 +4890,7 @@ func (x *MarkThreadUnreadRequest) String() string {
 func (*MarkThreadUnreadRequest) ProtoMessage() {}
 
 func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4817,7 +4903,7 @@ func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MarkThreadUnreadRequest) GetUserId() string {
@@ -4873,7 +4959,7 @@ type FollowThreadRequest struct {
 
 func (x *FollowThreadRequest) Reset() {
 	*x = FollowThreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4885,7 +4971,7 @@ func (x *FollowThreadRequest) String() string {
 func (*FollowThreadRequest) ProtoMessage() {}
 
 func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4898,7 +4984,7 @@ func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
 func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FollowThreadRequest) GetUserId() string {
@@ -4940,7 +5026,7 @@ type ThreadMarkResponse struct {
 
 func (x *ThreadMarkResponse) Reset() {
 	*x = ThreadMarkResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4952,7 +5038,7 @@ func (x *ThreadMarkResponse) String() string {
 func (*ThreadMarkResponse) ProtoMessage() {}
 
 func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4965,7 +5051,7 @@ func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
 func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
@@ -5024,7 +5110,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5122,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5135,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ListThreadsRequest) GetUserId() string {
@@ -5091,7 +5177,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5103,7 +5189,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5116,7 +5202,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListThreadsResponse) GetUserId() string {
@@ -5165,7 +5251,7 @@ type ThreadUnread struct {
 
 func (x *ThreadUnread) Reset() {
 	*x = ThreadUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5177,7 +5263,7 @@ func (x *ThreadUnread) String() string {
 func (*ThreadUnread) ProtoMessage() {}
 
 func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5190,7 +5276,7 @@ func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
 func (*ThreadUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ThreadUnread) GetChannelId() string {
@@ -5282,7 +5368,7 @@ type GetThreadMessageReceiptsRequest struct {
 
 func (x *GetThreadMessageReceiptsRequest) Reset() {
 	*x = GetThreadMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5294,7 +5380,7 @@ func (x *GetThreadMessageReceiptsRequest) String() string {
 func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5307,7 +5393,7 @@ func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
@@ -5348,7 +5434,7 @@ type GetThreadTicksRequest struct {
 
 func (x *GetThreadTicksRequest) Reset() {
 	*x = GetThreadTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5360,7 +5446,7 @@ func (x *GetThreadTicksRequest) String() string {
 func (*GetThreadTicksRequest) ProtoMessage() {}
 
 func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5373,7 +5459,7 @@ func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetThreadTicksRequest) GetChannelId() string {
@@ -5403,7 +5489,7 @@ type ThreadHeadUpdate struct {
 
 func (x *ThreadHeadUpdate) Reset() {
 	*x = ThreadHeadUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5415,7 +5501,7 @@ func (x *ThreadHeadUpdate) String() string {
 func (*ThreadHeadUpdate) ProtoMessage() {}
 
 func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5428,7 +5514,7 @@ func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
 func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ThreadHeadUpdate) GetChannelId() string {
@@ -5527,7 +5613,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tdelivered\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\tdelivered\x12\x1b\n" +
 	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\x12+\n" +
 	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\x126\n" +
-	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\xda\x01\n" +
+	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\xfb\x01\n" +
 	"\rMessageNotice\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5537,7 +5623,9 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tsender_id\x18\x04 \x01(\tR\bsenderId\x12\x1a\n" +
 	"\bmentions\x18\x05 \x03(\tR\bmentions\x12&\n" +
 	"\x0fthread_root_seq\x18\x06 \x01(\x03R\rthreadRootSeq\x12\x18\n" +
-	"\adeleted\x18\a \x01(\bR\adeleted\"G\n" +
+	"\adeleted\x18\a \x01(\bR\adeleted\x12\x1f\n" +
+	"\vmention_all\x18\b \x01(\bR\n" +
+	"mentionAll\"G\n" +
 	"\x14DeleteMessageRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5546,7 +5634,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\x01 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
-	"\x11realtime_degraded\x18\x02 \x01(\bR\x10realtimeDegraded\"\x9f\x01\n" +
+	"\x11realtime_degraded\x18\x02 \x01(\bR\x10realtimeDegraded\"\xc0\x01\n" +
 	"\x14NotifyMessageRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5554,7 +5642,9 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"message_id\x18\x03 \x01(\tR\tmessageId\x12\x1b\n" +
 	"\tsender_id\x18\x04 \x01(\tR\bsenderId\x12\x1a\n" +
-	"\bmentions\x18\x05 \x03(\tR\bmentions\"J\n" +
+	"\bmentions\x18\x05 \x03(\tR\bmentions\x12\x1f\n" +
+	"\vmention_all\x18\x06 \x01(\bR\n" +
+	"mentionAll\"J\n" +
 	"\x15NotifyMessageResponse\x121\n" +
 	"\x06result\x18\x01 \x01(\v2\x19.receipts.v1.NoticeResultR\x06result\"M\n" +
 	"\x15NotifyMessagesRequest\x124\n" +
@@ -5713,7 +5803,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\x05 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
-	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xf7\x01\n" +
+	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xb9\x02\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
@@ -5721,7 +5811,11 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x04head\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\x04head\x12-\n" +
 	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\x12&\n" +
 	"\x0fthread_root_seq\x18\x05 \x01(\x03R\rthreadRootSeq\x12!\n" +
-	"\fdeleted_seqs\x18\x06 \x03(\x03R\vdeletedSeqs\"i\n" +
+	"\fdeleted_seqs\x18\x06 \x03(\x03R\vdeletedSeqs\x12@\n" +
+	"\x0egroup_mentions\x18\a \x03(\v2\x19.receipts.v1.GroupMentionR\rgroupMentions\"=\n" +
+	"\fGroupMention\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x1b\n" +
+	"\tsender_id\x18\x02 \x01(\tR\bsenderId\"i\n" +
 	"\x19GetMessageReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -5997,7 +6091,7 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 72)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_receipts_v1_receipts_proto_goTypes = []any{
 	(Kind)(0),                               // 0: receipts.v1.Kind
 	(Durability)(0),                         // 1: receipts.v1.Durability
@@ -6040,39 +6134,40 @@ var file_receipts_v1_receipts_proto_goTypes = []any{
 	(*SetNotificationsRequest)(nil),         // 38: receipts.v1.SetNotificationsRequest
 	(*ChannelNotifications)(nil),            // 39: receipts.v1.ChannelNotifications
 	(*ChannelEvent)(nil),                    // 40: receipts.v1.ChannelEvent
-	(*GetMessageReceiptsRequest)(nil),       // 41: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                        // 42: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),                 // 43: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),                 // 44: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),                   // 45: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),                    // 46: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                      // 47: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),           // 48: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                           // 49: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),          // 50: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),            // 51: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),                    // 52: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                      // 53: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),           // 54: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),              // 55: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),                    // 56: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),                // 57: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),               // 58: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                       // 59: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),                 // 60: receipts.v1.ReadStateChange
-	(*ThreadFollow)(nil),                    // 61: receipts.v1.ThreadFollow
-	(*NotifyThreadReplyRequest)(nil),        // 62: receipts.v1.NotifyThreadReplyRequest
-	(*NotifyThreadReplyResponse)(nil),       // 63: receipts.v1.NotifyThreadReplyResponse
-	(*MarkThreadReadRequest)(nil),           // 64: receipts.v1.MarkThreadReadRequest
-	(*MarkThreadUnreadRequest)(nil),         // 65: receipts.v1.MarkThreadUnreadRequest
-	(*FollowThreadRequest)(nil),             // 66: receipts.v1.FollowThreadRequest
-	(*ThreadMarkResponse)(nil),              // 67: receipts.v1.ThreadMarkResponse
-	(*ListThreadsRequest)(nil),              // 68: receipts.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),             // 69: receipts.v1.ListThreadsResponse
-	(*ThreadUnread)(nil),                    // 70: receipts.v1.ThreadUnread
-	(*GetThreadMessageReceiptsRequest)(nil), // 71: receipts.v1.GetThreadMessageReceiptsRequest
-	(*GetThreadTicksRequest)(nil),           // 72: receipts.v1.GetThreadTicksRequest
-	(*ThreadHeadUpdate)(nil),                // 73: receipts.v1.ThreadHeadUpdate
+	(*GroupMention)(nil),                    // 41: receipts.v1.GroupMention
+	(*GetMessageReceiptsRequest)(nil),       // 42: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 43: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 44: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 45: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 46: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 47: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 48: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 49: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 50: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 51: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 52: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 53: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 54: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 55: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 56: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 57: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 58: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 59: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 60: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 61: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 62: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 63: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 64: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 65: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 66: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 67: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 68: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 69: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 70: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 71: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 72: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 73: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 74: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -6104,104 +6199,105 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 26: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
 	11, // 27: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
 	24, // 28: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	61, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	62, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
 	34, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
 	37, // 31: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
 	29, // 32: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
 	34, // 33: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
 	1,  // 34: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
 	11, // 35: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	42, // 36: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	42, // 37: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 38: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 39: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 40: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	45, // 41: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	47, // 42: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	43, // 43: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	49, // 44: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 45: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 46: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	52, // 47: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	46, // 48: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	73, // 49: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
-	1,  // 50: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	56, // 51: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 52: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 53: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	20, // 54: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	70, // 55: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
-	1,  // 56: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	70, // 57: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
-	10, // 58: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
-	10, // 59: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
-	10, // 60: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
-	10, // 61: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
-	3,  // 62: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 63: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 64: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 65: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	16, // 66: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	18, // 67: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	14, // 68: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
-	21, // 69: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	22, // 70: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	25, // 71: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	27, // 72: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	30, // 73: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	31, // 74: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	41, // 75: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	44, // 76: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	48, // 77: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	51, // 78: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	54, // 79: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	55, // 80: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	57, // 81: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	62, // 82: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	64, // 83: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	65, // 84: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	66, // 85: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	66, // 86: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	68, // 87: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	71, // 88: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	72, // 89: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	38, // 90: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
-	35, // 91: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
-	4,  // 92: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 93: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 94: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 95: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	17, // 96: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	19, // 97: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	15, // 98: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
-	23, // 99: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	23, // 100: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	26, // 101: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	28, // 102: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 103: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	32, // 104: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	43, // 105: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	46, // 106: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	50, // 107: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	53, // 108: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	56, // 109: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	56, // 110: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	58, // 111: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	63, // 112: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	67, // 113: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	67, // 114: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	67, // 115: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	67, // 116: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	69, // 117: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	43, // 118: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	46, // 119: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	39, // 120: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
-	36, // 121: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
-	92, // [92:122] is the sub-list for method output_type
-	62, // [62:92] is the sub-list for method input_type
-	62, // [62:62] is the sub-list for extension type_name
-	62, // [62:62] is the sub-list for extension extendee
-	0,  // [0:62] is the sub-list for field type_name
+	41, // 36: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
+	43, // 37: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	43, // 38: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 39: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 40: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 41: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	46, // 42: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	48, // 43: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	44, // 44: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	50, // 45: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 46: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 47: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	53, // 48: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	47, // 49: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	74, // 50: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,  // 51: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	57, // 52: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 53: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 54: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	20, // 55: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	71, // 56: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,  // 57: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	71, // 58: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10, // 59: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10, // 60: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10, // 61: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	10, // 62: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,  // 63: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 64: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 65: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 66: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	16, // 67: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	18, // 68: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	14, // 69: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
+	21, // 70: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	22, // 71: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	25, // 72: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	27, // 73: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	30, // 74: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	31, // 75: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	42, // 76: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	45, // 77: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	49, // 78: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	52, // 79: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	55, // 80: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	56, // 81: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	58, // 82: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	63, // 83: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	65, // 84: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	66, // 85: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	67, // 86: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	67, // 87: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	69, // 88: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	72, // 89: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	73, // 90: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	38, // 91: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	35, // 92: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
+	4,  // 93: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 94: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 95: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 96: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	17, // 97: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	19, // 98: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	15, // 99: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
+	23, // 100: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	23, // 101: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	26, // 102: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	28, // 103: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 104: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	32, // 105: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	44, // 106: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	47, // 107: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	51, // 108: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	54, // 109: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	57, // 110: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	57, // 111: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	59, // 112: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	64, // 113: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	68, // 114: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	68, // 115: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	68, // 116: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	68, // 117: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	70, // 118: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	44, // 119: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	47, // 120: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	39, // 121: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	36, // 122: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
+	93, // [93:123] is the sub-list for method output_type
+	63, // [63:93] is the sub-list for method input_type
+	63, // [63:63] is the sub-list for extension type_name
+	63, // [63:63] is the sub-list for extension extendee
+	0,  // [0:63] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -6213,16 +6309,16 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[19].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[28].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[52].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[62].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[53].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[63].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[64].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   72,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

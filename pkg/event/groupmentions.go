@@ -1,0 +1,53 @@
+package event
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/channel"
+)
+
+// EncodeHeadWithGroupMentions builds the channel event of a head that
+// carries group mentions (at most channel.MaxGroupMentionsPerEvent).
+func EncodeHeadWithGroupMentions(h channel.Head, gms []channel.GroupMention) (*kgo.Record, error) {
+	d := Decoded{Channel: &h}
+	if len(gms) > 0 {
+		d.GroupMentions = &channel.GroupMentions{Channel: h.Channel, Mentions: gms}
+	}
+	return EncodeDecoded(d)
+}
+
+// addGroupMentions sets a channel event's group mentions (version 7).
+func addGroupMentions(ev *receiptsv1.ChannelEvent, g *channel.GroupMentions) {
+	if g == nil || len(g.Mentions) == 0 {
+		return
+	}
+	ev.SchemaVersion = GroupMentionSchemaVersion
+	ev.GroupMentions = make([]*receiptsv1.GroupMention, len(g.Mentions))
+	for i, m := range g.Mentions {
+		ev.GroupMentions[i] = &receiptsv1.GroupMention{Seq: m.Seq, SenderId: m.Sender}
+	}
+}
+
+// decodeGroupMentions reads and validates a channel event's group
+// mentions (nil when it carries none).
+func decodeGroupMentions(ev *receiptsv1.ChannelEvent) (*channel.GroupMentions, error) {
+	pms := ev.GetGroupMentions()
+	if len(pms) == 0 {
+		return nil, nil
+	}
+	if ev.GetSchemaVersion() < GroupMentionSchemaVersion {
+		return nil, fmt.Errorf("%w: group mentions in a channel event of schema version %d", ErrUndecodable, ev.GetSchemaVersion())
+	}
+	g := &channel.GroupMentions{Channel: ev.GetChannelId(), Mentions: make([]channel.GroupMention, len(pms))}
+	for i, m := range pms {
+		g.Mentions[i] = channel.GroupMention{Seq: m.GetSeq(), Sender: m.GetSenderId()}
+	}
+	if err := g.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
+	}
+	g.Mentions = channel.MergeGroupMentions(nil, g.Mentions, len(g.Mentions))
+	return g, nil
+}

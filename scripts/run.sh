@@ -267,6 +267,62 @@ if [ "$no_demo" != 1 ]; then
   thread_counts "alice read the thread to 2:" 0 0 0
   # ---- end threads ----
 
+  # ---- counts people trust: deletions, @channel, mute, private mark-unread ----
+  # Each count is checked (expect), so a wrong one fails the demo.
+  tr="${prefix%-u}-trust"
+  step "counts people trust: $tr, members ${prefix}{alice,bob,carol}"
+  for u in alice bob carol; do api_call PUT "/v1/channels/$tr/members/${prefix}$u" '{}' >/dev/null; done
+  trust_counts() { # LABEL UNREAD MENTIONS FIRST: alice's counts in $tr, checked
+    local u c
+    u=$(api_call GET "/v1/users/$alice/unread?channel_id=$tr")
+    printf '  %-44s unread=%s mentions=%s first_unread=%s\n' "$1" \
+      "$(field unreadCount "$u")" "$(field mentionCount "$u")" "$(field firstUnreadSeq "$u")"
+    expect "unreadCount" "$2" "$(field unreadCount "$u")"
+    expect "mentionCount" "$3" "$(field mentionCount "$u")"
+    expect "firstUnreadSeq" "$4" "$(field firstUnreadSeq "$u")"
+  }
+  notices=""
+  for seq in 1 2 3 4 5 6; do
+    extra=""
+    [ "$seq" = 4 ] && extra=",\"mentions\":[\"$alice\"]"
+    [ "$seq" = 5 ] && extra=",\"mention_all\":true"
+    notices="$notices${notices:+,}{\"channel_id\":\"$tr\",\"seq\":$seq,\"message_id\":\"m$seq\",\"sender_id\":\"${prefix}bob\"$extra}"
+  done
+  echo "\$ curl -s -X POST $api/v1/messages:notify -d '{\"notices\":[...6 from bob: alice mentioned in 4, @channel (\"mention_all\":true) in 5...]}'"
+  api_call POST /v1/messages:notify "{\"notices\":[$notices]}" >/dev/null
+  trust_counts "after 6 messages:" 6 2 1
+  echo "\$ curl -s -X DELETE $api/v1/channels/$tr/messages/4   # and 1"
+  api_call DELETE "/v1/channels/$tr/messages/4" >/dev/null
+  api_call DELETE "/v1/channels/$tr/messages/1" >/dev/null
+  trust_counts "messages 1 and 4 deleted:" 4 1 2
+  badge() { field unreadTotal "$(api_call GET "/v1/users/$alice/unread")"; }
+  before=$(badge)
+  echo "\$ curl -s -X PUT $api/v1/users/$alice/channels/$tr/notifications -d '{\"level\":\"all\",\"muted_until_unix_ms\":<in an hour>}'"
+  api_call PUT "/v1/users/$alice/channels/$tr/notifications" "{\"level\":\"all\",\"muted_until_unix_ms\":$(( $(date +%s) * 1000 + 3600000 ))}" >/dev/null
+  after=$(badge)
+  trust_counts "muted (its own counts stay):" 4 1 2
+  printf '  %-44s unread_total %s -> %s\n' "alice's badge leaves the muted channel out:" "$before" "$after"
+  expect "badge unread_total after the mute" "$((before - 4))" "$after"
+  api_call PUT "/v1/users/$alice/channels/$tr/notifications" '{"level":"all"}' >/dev/null
+  api_call POST "/v1/users/$alice/channels/$tr/read" '{"seq": 6}' >/dev/null
+  readers() { # message 5's readers as bob sees them
+    api_call GET "/v1/channels/$tr/messages/5/receipts?sender_id=${prefix}bob" | grep -o '"readBy":\[[^]]*\]' |
+      grep -o '"userId":"[^"]*"' | sed "s/\"userId\":\"${prefix}//; s/\"//" | tr '\n' ' '
+  }
+  trust_counts "alice read to 6:" 0 0 0
+  echo "\$ curl -s -X POST $api/v1/users/$alice/channels/$tr/unread -d '{\"seq\": 5}'"
+  api_call POST "/v1/users/$alice/channels/$tr/unread" '{"seq": 5}' >/dev/null
+  trust_counts "alice marked 5 unread (her own view):" 2 1 5
+  printf '  %-44s %s\n' "message 5 read by, as bob sees it:" "$(readers)"
+  case " $(readers)" in *" alice "*) ;; *) die "demo: alice's mark-unread moved her public receipt" ;; esac
+  echo "\$ curl -s '$api/v1/users/$alice/inbox?limit=3'   # her channels, newest activity first"
+  inbox=$(api_call GET "/v1/users/$alice/inbox?limit=3")
+  printf '  first line: channel=%s unread=%s first_unread_message_id=%s\n' "$(grep -o '"channelId":"[^"]*"' <<<"$inbox" | head -1 | cut -d'"' -f4)" \
+    "$(field unreadCount "$inbox")" "$(field firstUnreadMessageId "$inbox")"
+  expect "the inbox's first channel" "$tr" "$(grep -o '"channelId":"[^"]*"' <<<"$inbox" | head -1 | cut -d'"' -f4)"
+  expect "firstUnreadMessageId" "m5" "$(field firstUnreadMessageId "$inbox")"
+  # ---- end counts people trust ----
+
   # ---- watch: a live watch stream over server-sent events ----
   # curl -N on the SSE route in the background while carol reads;
   # each "data:" line is a WatchEvent (the first one the snapshot).

@@ -181,16 +181,16 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 			return durable()
 		}
-		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0 && len(view.MissingGroupMentions) == 0
-		if complete && len(view.MissingDeletions) > 0 {
-			// Only the deletions are unknown (a channel new to Redis):
-			// hydrate them and read again. Without Postgres, answer
-			// without them rather than fail.
+		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
+		if complete && (len(view.MissingDeletions) > 0 || len(view.MissingGroupMentions) > 0) {
+			// Only a channel's deletions or group mentions are unknown (a
+			// channel new to Redis): hydrate them and read again. Without
+			// Postgres, answer without them rather than fail.
 			if attempt == 2 {
 				g.m.readFallbacks.WithLabelValues("incomplete").Inc()
 				return durable()
 			}
-			if err := g.hydrateDeletions(ctx, view.MissingDeletions); err == nil {
+			if err := g.hydrateChannelSets(ctx, view); err == nil {
 				continue
 			} else if cerr := contextError(ctx, err); cerr != nil {
 				return nil, false, cerr
@@ -271,15 +271,29 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		}
 		hydrate("heads", func(c context.Context) error { return g.redis.HydrateHeads(c, heads, none) })
 	}
+	return g.hydrateChannelSets(ctx, view)
+}
+
+// hydrateChannelSets copies from Postgres into Redis the deletions and
+// group mentions of the channels whose Redis does not know them.
+func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadView) error {
+	var errs []error
 	if len(view.MissingGroupMentions) > 0 {
-		if err := g.hydrateGroupMentions(pctx, view.MissingGroupMentions, hydrate); err != nil {
-			return err
-		}
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		errs = append(errs, g.hydrateGroupMentions(pctx, view.MissingGroupMentions, func(op string, do func(context.Context) error) {
+			hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+			defer cancel()
+			if err := do(hctx); err != nil {
+				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+				g.warnRedis(redisOpHydrate+" "+op, err)
+			}
+		}))
+		cancel()
 	}
 	if len(view.MissingDeletions) > 0 {
-		return g.hydrateDeletions(ctx, view.MissingDeletions)
+		errs = append(errs, g.hydrateDeletions(ctx, view.MissingDeletions))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // hydrateDeletions copies the listed channels' deletions from Postgres

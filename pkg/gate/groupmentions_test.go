@@ -117,7 +117,7 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 	require.Eventually(t, func() bool {
 		st, err := tb.schema.Store.Get(ctx, "s", []string{"gc"})
 		require.NoError(t, err)
-		return len(st) == 1 && st[0].Read.Position.Seq == 0 && st[0].Read.Position.Epoch > 0
+		return len(st) == 1 && st[0].EffectiveRead().Seq == 0 && st[0].EffectiveRead().Epoch > 0
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the mark-unread")
 	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
 	require.Empty(t, tb.redisKeys(t))

@@ -36,7 +36,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		// groupMissing: the part's channels whose group mentions Redis
 		// does not know.
 		groupMissing []string
-		err     error
+		err          error
 	}
 	parts := make([]part, (len(channels)+size-1)/size)
 	all := make([]ChannelView, len(channels))

@@ -41,7 +41,11 @@ type noticer struct {
 	reads    map[receipt.Key]int64
 	mentions map[receipt.Key]map[int64]bool
 	levels   map[receipt.Key]levelSet
-	acked    atomic.Int64
+	// deleted are the acknowledged deletions, groups the acknowledged
+	// mention_all notices (seq → sender), per channel.
+	deleted map[string]map[int64]bool
+	groups  map[string]map[int64]string
+	acked   atomic.Int64
 	// levelsAcked counts acknowledged SetNotifications calls.
 	levelsAcked atomic.Int64
 	clients     int
@@ -60,7 +64,8 @@ type noticeLoad struct {
 func startNoticer(api string, nl noticeLoad, h *history, seed uint64) *noticer {
 	n := &noticer{api: api, h: h, pause: nl.pause, seqs: make([]atomic.Int64, nl.channels), stop: make(chan struct{}),
 		heads: map[string]int64{}, reads: map[receipt.Key]int64{}, mentions: map[receipt.Key]map[int64]bool{},
-		levels: map[receipt.Key]levelSet{}, clients: nl.clients}
+		levels: map[receipt.Key]levelSet{}, clients: nl.clients,
+		deleted: map[string]map[int64]bool{}, groups: map[string]map[int64]string{}}
 	for i := range nl.channels {
 		n.channels = append(n.channels, fmt.Sprintf("n%d", i))
 	}
@@ -104,7 +109,10 @@ func (n *noticer) client(i int, seed uint64) {
 			seq := n.seqs[c].Add(1)
 			req.Notices = append(req.Notices, &receiptsv1.MessageNotice{ChannelId: n.channels[c], Seq: seq,
 				MessageId: fmt.Sprintf("m%d", seq), SenderId: n.users[rng.IntN(len(n.users))],
-				Mentions: []string{n.users[rng.IntN(len(n.users))]}})
+				Mentions: []string{n.users[rng.IntN(len(n.users))]}, MentionAll: rng.Float64() < 0.1})
+			if rng.Float64() < 0.05 { // a deletion, maybe of a message not yet announced
+				req.Notices = append(req.Notices, &receiptsv1.MessageNotice{ChannelId: n.channels[c], Seq: 1 + rng.Int64N(seq+2), Deleted: true})
+			}
 		}
 		// Until acknowledged: after halt, for at most a minute more.
 		deadline := time.Now().Add(time.Minute)
@@ -133,6 +141,19 @@ func (n *noticer) apply(req *receiptsv1.NotifyMessagesRequest, resp *receiptsv1.
 	defer n.mu.Unlock()
 	for i, nt := range req.GetNotices() {
 		n.acked.Add(1)
+		if nt.GetDeleted() {
+			if n.deleted[nt.ChannelId] == nil {
+				n.deleted[nt.ChannelId] = map[int64]bool{}
+			}
+			n.deleted[nt.ChannelId][nt.Seq] = true
+			continue
+		}
+		if nt.GetMentionAll() {
+			if n.groups[nt.ChannelId] == nil {
+				n.groups[nt.ChannelId] = map[int64]string{}
+			}
+			n.groups[nt.ChannelId][nt.Seq] = nt.SenderId
+		}
 		n.heads[nt.ChannelId] = max(n.heads[nt.ChannelId], nt.Seq)
 		k := receipt.Key{User: nt.SenderId, Channel: nt.ChannelId}
 		n.reads[k] = max(n.reads[k], nt.Seq)
@@ -177,14 +198,9 @@ func (n *noticer) check(ctx context.Context, store *pgstore.Store) (int, []strin
 		for _, c := range resp.Msg.GetChannels() {
 			k := receipt.Key{User: u, Channel: c.GetChannelId()}
 			read, head := n.reads[k], n.heads[k.Channel]
-			var mentions int64
-			for s := range n.mentions[k] {
-				if s > read {
-					mentions++
-				}
-			}
+			unread, mentions := n.wantCounts(k, read, head, nowMs)
 			capped := mentions > channel.MentionCapDefault
-			w := [4]int64{head, max(head-read, 0), min(mentions, channel.MentionCapDefault), boolInt64(capped)}
+			w := [4]int64{head, unread, min(mentions, channel.MentionCapDefault), boolInt64(capped)}
 			got := [4]int64{c.GetHead().GetSeq(), c.GetUnreadCount(), c.GetMentionCount(), boolInt64(c.GetMentionsCapped())}
 			if got != w {
 				problem(fmt.Sprintf("%s: (head, unread, mentions, capped) = %v, model %v", k.KafkaKey(), got, w))

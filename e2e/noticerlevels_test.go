@@ -117,3 +117,32 @@ func (n *noticer) levelsBehind(ctx context.Context, store *pgstore.Store) ([]str
 	}
 	return behind, nil
 }
+
+// wantCounts is the model's unread and mention counts of k: the messages
+// in (read, head] less the deleted ones, and the mentions above read that
+// are not deleted: its own, and the group mentions of others unless its
+// level is none (the noticer's channels track no members: a group mention
+// mentions everyone). The caller holds n.mu.
+func (n *noticer) wantCounts(k receipt.Key, read, head, nowMs int64) (unread, mentions int64) {
+	del := n.deleted[k.Channel]
+	unread = max(head-read, 0)
+	for s := range del {
+		if s > read && s <= head {
+			unread--
+		}
+	}
+	seen := map[int64]bool{}
+	for s := range n.mentions[k] {
+		if s > read && !del[s] {
+			seen[s] = true
+		}
+	}
+	if l, _ := n.wantLevel(k, nowMs); l != notification.None {
+		for s, sender := range n.groups[k.Channel] {
+			if s > read && !del[s] && sender != k.User {
+				seen[s] = true
+			}
+		}
+	}
+	return unread, int64(len(seen))
+}

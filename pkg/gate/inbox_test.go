@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -88,9 +89,13 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 				require.NoError(t, json.Unmarshal(rest(http.MethodGet, fmt.Sprintf("/v1/users/iu/inbox?limit=%d&page_token=%s", limit, token), ""), &body))
 				resp = &receiptsv1.GetInboxResponse{NextPageToken: body.NextPageToken}
 				for _, l := range body.Lines {
-					var at, un int64
-					fmt.Sscan(l.LastActivityUnixMs, &at)
-					fmt.Sscan(l.Channel.UnreadCount, &un)
+					at, err := strconv.ParseInt(l.LastActivityUnixMs, 10, 64)
+					require.NoError(t, err)
+					var un int64
+					if l.Channel.UnreadCount != "" { // protojson leaves 0 out
+						un, err = strconv.ParseInt(l.Channel.UnreadCount, 10, 64)
+						require.NoError(t, err)
+					}
 					resp.Lines = append(resp.Lines, &receiptsv1.InboxLine{Channel: &receiptsv1.ChannelUnread{ChannelId: l.Channel.ChannelID, UnreadCount: un},
 						LastActivityUnixMs: at, FirstUnreadMessageId: l.FirstUnreadMessageID})
 				}

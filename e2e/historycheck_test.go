@@ -153,7 +153,9 @@ func TestCheckReadsCountsRegressions(t *testing.T) {
 	require.Zero(t, checkReads(h, &historyVerdict{}))
 	h.reads = append(h.reads, at(30, 0, 6))
 	require.Equal(t, 1, checkReads(h, &historyVerdict{}))
-	h.reads = append(h.reads, at(40, 1, 2)) // mark-unread: forward in (epoch, seq), but no call made it
+	unread := at(40, 0, 7) // mark-unread: the own read forward in (epoch, seq), but no call made it
+	unread.state.PrivateRead = receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 2}}
+	h.reads = append(h.reads, unread)
 	require.Equal(t, 2, checkReads(h, &historyVerdict{}))
 	h.unreads[k] = 1
 	require.Equal(t, 1, checkReads(h, &historyVerdict{}))

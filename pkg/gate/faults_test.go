@@ -2,11 +2,14 @@ package gate_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/readstate/receipts/pkg/event"
 
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
@@ -138,4 +141,41 @@ func TestPostgresDownWithIncompleteRedisIsUnavailable(t *testing.T) {
 	e := parseRESTError(t, body)
 	require.Equal(t, int(connect.CodeUnavailable), e.Code)
 	require.True(t, strings.HasPrefix(e.Message, "reading durable state (real-time view incomplete)"), e.Message)
+}
+
+// A thread write whose produce failed after Redis took it is retried by
+// its client: the retry changes nothing in Redis, and must still be made
+// durable, or the acknowledged write never reaches Postgres.
+func TestThreadWriteRetriedAfterFailedProduceIsDurable(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Durable.ProduceTimeout = time.Second }})
+	ctx := context.Background()
+	cl := tb.client()
+	for _, u := range []string{"ru1", "ru2"} {
+		status, body := tb.do(t, http.MethodPut, "/v1/channels/rc/members/"+u, `{}`)
+		require.Equal(t, http.StatusOK, status, "%s", body)
+	}
+	for seq, path := range map[int64]string{5: "/v1/channels/rc/messages", 3: "/v1/channels/rc/threads/2/messages"} {
+		status, body := tb.do(t, http.MethodPost, path, fmt.Sprintf(`{"seq": %d, "sender_id": "ru1"}`, seq))
+		require.Equal(t, http.StatusOK, status, "%s", body)
+	}
+
+	fault := tb.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: tb.broker.Topic, Err: kerr.NotLeaderForPartition, Count: -1})
+	read := &receiptsv1.MarkThreadReadRequest{UserId: "ru2", ChannelId: "rc", RootSeq: 2, Seq: 3, Private: true}
+	_, err := cl.MarkThreadRead(ctx, connect.NewRequest(read))
+	apierrtest.Refused(t, err, connect.CodeUnavailable, apierr.Unavailable)
+	fault.Remove()
+
+	res, err := cl.MarkThreadRead(ctx, connect.NewRequest(read))
+	require.NoError(t, err)
+	require.False(t, res.Msg.GetAdvanced(), "Redis took the first call")
+	require.Equal(t, receiptsv1.Durability_KAFKA, res.Msg.GetDurability())
+	tb.decodedUntil(t, func(ds []event.Decoded) bool {
+		for _, d := range ds {
+			if d.Thread != nil && d.Key.User == "ru2" && d.Thread.Cursors.PrivateRead.Position.Seq == 3 {
+				return true
+			}
+		}
+		return false
+	})
 }

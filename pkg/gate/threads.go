@@ -130,7 +130,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 }
 
 // writeThreads merges each key's incoming register (built from the stored
-// one) into Redis, then makes every register that changed durable, with
+// one) into Redis, then makes every register not refused durable, with
 // the thread heads of extra, stamped with the erasure generation its
 // merge read. It returns the merge results and the durability.
 func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thread.Head,
@@ -181,9 +181,9 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 		default:
 			return nil, nil, 0, g.threadUnavailable(ctx, r.Err)
 		}
-		if !r.Changed {
-			continue
-		}
+		// Unchanged registers are produced too: a retry of a call whose
+		// produce failed after Redis took it finds nothing to change, and
+		// only its record carries the acknowledged write to Postgres.
 		users, gens, which = append(users, keys[i].User), append(gens, r.Generation), append(which, i)
 	}
 	g.knownGenerations(ctx, users, gens)

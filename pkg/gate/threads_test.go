@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
@@ -151,24 +148,18 @@ func TestThreadLifecycle(t *testing.T) {
 	require.Empty(t, threads("tu1"))
 
 	// Every thread write reached Kafka as a thread event.
-	cl := tb.broker.Client(t, kgo.ConsumeTopics(tb.broker.Topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	pollCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	var heads, regs int
-	for heads < 2 || regs < 8 {
-		fs := cl.PollFetches(pollCtx)
-		require.NoError(t, pollCtx.Err(), "thread events so far: %d heads, %d registers", heads, regs)
-		fs.EachRecord(func(r *kgo.Record) {
-			d, err := event.DecodeRecord(r)
-			require.NoError(t, err)
+	tb.decodedUntil(t, func(ds []event.Decoded) bool {
+		var heads, regs int
+		for _, d := range ds {
 			if d.ThreadHead != nil {
 				heads++
 			}
 			if d.Thread != nil {
 				regs++
 			}
-		})
-	}
+		}
+		return heads >= 2 && regs >= 8
+	})
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -134,7 +134,12 @@ lint: ## gofmt and golangci-lint (pinned in tools/lint/go.mod; .golangci.yml: go
 	$(GO) tool -modfile=tools/lint/go.mod golangci-lint run --allow-serial-runners ./...
 
 .PHONY: ci
-ci: verify lint test test-clients test-race faults ## what .ci/run runs: verify, lint, every test (make test), the TypeScript client's, the pipeline with race-built binaries, every fault scenario
+CI_TARGETS := verify lint test test-clients test-race faults
+ci: $(CI_TARGETS) ## what .ci/run runs: verify, lint, every test (make test), the TypeScript client's, the pipeline with race-built binaries, every fault scenario
+
+.PHONY: ci-targets
+ci-targets: ## the targets of make ci, in order (.ci/run times each)
+	@echo $(CI_TARGETS)
 
 .PHONY: clean
 clean: ## remove binaries and run logs (keeps .devdata/, the dev broker's data)

@@ -1,14 +1,10 @@
 package gate
 
 import (
-	"cmp"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
 
@@ -17,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Inbox page sizes.
@@ -27,8 +24,9 @@ const (
 
 // GetInbox implements receiptsv1connect.ReceiptServiceHandler. The order
 // comes from the user's channel set and the heads alone (no counting):
-// one read of the user's hashes and one MGET of the heads; the counts are
-// GetUnread's, of the page's channels only.
+// one read of the user's hashes and one MGET of the heads, and, for a user
+// with thread registers, the followed threads (ListThreads' read); the
+// counts of the page's channels are GetUnread's, of those only.
 func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.GetInboxRequest]) (*connect.Response[receiptsv1.GetInboxResponse], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
@@ -41,90 +39,126 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 	case limit < 0 || limit > MaxInboxLimit:
 		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxInboxLimit, limit)})
 	}
-	after, hasAfter, err := decodeInboxToken(req.Msg.GetPageToken())
+	after, hasAfter, err := decodeActivityToken(req.Msg.GetPageToken(), true)
 	if err != nil {
 		return nil, err
 	}
-	heads, err := g.inboxOrder(ctx, user)
+	items, threads, err := g.inboxItems(ctx, user)
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(heads, newestFirst)
+	slices.SortFunc(items, compareActivity)
 	start := 0
 	if hasAfter {
-		start, _ = slices.BinarySearchFunc(heads, after, newestFirst)
-		if start < len(heads) && newestFirst(heads[start], after) == 0 {
+		start, _ = slices.BinarySearchFunc(items, after, compareActivity)
+		if start < len(items) && compareActivity(items[start], after) == 0 {
 			start++
 		}
 	}
-	page := heads[start:min(start+limit, len(heads))]
+	page := items[start:min(start+limit, len(items))]
 	out := &receiptsv1.GetInboxResponse{UserId: user}
-	if start+limit < len(heads) {
-		out.NextPageToken = encodeInboxToken(page[len(page)-1])
+	if start+limit < len(items) {
+		out.NextPageToken = encodeActivityToken(page[len(page)-1])
 	}
 	if len(page) == 0 {
 		return connect.NewResponse(out), nil
 	}
-	listed := make([]string, len(page))
-	for i, h := range page {
-		listed[i] = h.Channel
+	var listed []string
+	for _, h := range page {
+		if h.Root == 0 {
+			listed = append(listed, h.Channel)
+		}
 	}
-	counts, err := g.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user, ChannelId: listed}))
-	if err != nil {
-		return nil, err
-	}
-	byChannel := make(map[string]*receiptsv1.ChannelUnread, len(page))
-	for _, c := range counts.Msg.GetChannels() {
-		byChannel[c.GetChannelId()] = c
+	byChannel := map[string]*receiptsv1.ChannelUnread{}
+	if len(listed) > 0 {
+		counts, err := g.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user, ChannelId: listed}))
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range counts.Msg.GetChannels() {
+			byChannel[c.GetChannelId()] = c
+		}
 	}
 	refs := make([]redisstore.MessageRef, 0, len(page))
 	for _, h := range page {
-		c := byChannel[h.Channel]
-		if c == nil {
-			continue // left between the two reads
+		line := &receiptsv1.InboxLine{LastActivityUnixMs: h.UpdatedAtUnixMs}
+		first := int64(0)
+		if h.Root == 0 {
+			if line.Channel = byChannel[h.Channel]; line.Channel == nil {
+				continue // left between the two reads
+			}
+			first = line.Channel.GetFirstUnreadSeq()
+		} else {
+			t := threads[h.Ref]
+			line.Thread = g.threadUnread(*t.state, t.head, true)
+			first = line.Thread.GetFirstUnreadSeq()
 		}
-		out.Lines = append(out.Lines, &receiptsv1.InboxLine{Channel: c, LastActivityUnixMs: h.UpdatedAtUnixMs})
-		refs = append(refs, redisstore.MessageRef{Channel: h.Channel, Seq: c.GetFirstUnreadSeq()})
+		out.Lines = append(out.Lines, line)
+		refs = append(refs, redisstore.MessageRef{Channel: h.Channel, Root: h.Root, Seq: first})
 	}
 	g.firstUnreadIDs(ctx, out.Lines, refs)
 	return connect.NewResponse(out), nil
 }
 
-// newestFirst orders heads by time, newest first, then by channel.
-func newestFirst(a, b channel.Head) int {
-	if c := cmp.Compare(b.UpdatedAtUnixMs, a.UpdatedAtUnixMs); c != 0 {
-		return c
+// inboxItems is what the inbox orders: the head of each channel of the
+// user's default set (root 0) and of each followed thread with unread
+// replies (those also by ref, with the user's register).
+func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[thread.Ref]followedThread, error) {
+	heads, threadsNone, err := g.inboxOrder(ctx, user)
+	if err != nil {
+		return nil, nil, err
 	}
-	return strings.Compare(a.Channel, b.Channel)
+	items := make([]thread.Head, len(heads), len(heads)+1)
+	for i, h := range heads {
+		items[i] = thread.Head{Ref: thread.Ref{Channel: h.Channel}, UpdatedAtUnixMs: h.UpdatedAtUnixMs}
+	}
+	if threadsNone {
+		return items, nil, nil
+	}
+	ts, err := g.followedThreads(ctx, user, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	threads := make(map[thread.Ref]followedThread, len(ts))
+	for _, t := range ts {
+		if t.state.CountsAt(t.head.Seq, g.cfg.MentionCap).Unread == 0 {
+			continue
+		}
+		items = append(items, t.head)
+		threads[t.head.Ref] = t
+	}
+	return items, threads, nil
 }
 
-// inboxOrder is the user's default channel set with each channel's head.
-// When Redis cannot answer alone, the unread read (which hydrates what
-// Redis lacks, or answers from Postgres) gives it.
-func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, error) {
+// inboxOrder is the user's default channel set with each channel's head,
+// and whether Redis showed the user has no thread register. When Redis
+// cannot answer alone, the unread read (which hydrates what Redis lacks,
+// or answers from Postgres) gives it.
+func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	heads, complete, err := g.redis.InboxOrder(rctx, user)
+	order, err := g.redis.InboxOrder(rctx, user)
 	cancel()
 	switch {
-	case err == nil && complete:
-		return heads, nil
+	case err == nil && order.Complete:
+		return order.Heads, order.ThreadsNone, nil
 	case err != nil && !errors.Is(err, redisstore.ErrTooManyChannels):
 		if cerr := contextError(ctx, err); cerr != nil {
-			return nil, cerr
+			return nil, false, cerr
 		}
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 		g.warnRedis(redisOpGet, err)
 	}
-	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: MaxChannelPageSize}, nil)
+	var seen unreadSeen
+	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: MaxChannelPageSize}, &seen)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	heads = make([]channel.Head, len(views))
+	heads := make([]channel.Head, len(views))
 	for i, v := range views {
 		heads[i] = v.Head
 		heads[i].Channel = v.Channel
 	}
-	return heads, nil
+	return heads, seen.threadsNone, nil
 }
 
 // firstUnreadIDs fills each line's first unread message id where Redis
@@ -141,26 +175,4 @@ func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine
 	for i, id := range ids {
 		lines[i].FirstUnreadMessageId = id
 	}
-}
-
-// An inbox page token is the last line's (activity, channel).
-func encodeInboxToken(h channel.Head) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(h.UpdatedAtUnixMs, 10) + " " + h.Channel))
-}
-
-func decodeInboxToken(tok string) (channel.Head, bool, error) {
-	if tok == "" {
-		return channel.Head{}, false, nil
-	}
-	bad := invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_token", Reason: "is not a token this call gave"})
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err != nil {
-		return channel.Head{}, false, bad
-	}
-	at, ch, ok := strings.Cut(string(b), " ")
-	ms, err := strconv.ParseInt(at, 10, 64)
-	if !ok || err != nil || ms < 0 || receipt.ValidateID("channel_id", ch) != nil {
-		return channel.Head{}, false, bad
-	}
-	return channel.Head{Channel: ch, UpdatedAtUnixMs: ms}, true, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // The inbox over REST, gRPC and Connect: a user's channels newest activity
@@ -181,4 +182,114 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 	for i := range after {
 		require.Equal(t, lines[i].unread, after[i].unread)
 	}
+}
+
+// A followed thread with unread replies is a line of its own, ordered by
+// its latest reply among the channels, with ListThreads' counts and the
+// id of its first unread reply (REST, gRPC and Connect); read up to its
+// head, it leaves the inbox; pages run across both kinds of line.
+func TestInboxThreadLines(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli()) // after the joins, which Redis' clock versions
+	tb := setup(t, setupOpts{config: func(c *testConfig) {
+		c.Clock = func() time.Time { return time.UnixMilli(clock.Add(1000)) }
+	}})
+	startPersister(t, tb)
+	ctx := context.Background()
+	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
+	rest := func(method, path, body string) []byte {
+		t.Helper()
+		status, b := tb.do(t, method, path, body)
+		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
+		return b
+	}
+	for _, ch := range []string{"ta", "tb"} {
+		rest(http.MethodPut, "/v1/channels/"+ch+"/members/tu", `{}`)
+		rest(http.MethodPut, "/v1/channels/"+ch+"/members/tx", `{}`)
+		rest(http.MethodPost, "/v1/channels/"+ch+"/messages", `{"seq": 1, "message_id": "`+ch+`-m1", "sender_id": "tx"}`)
+	}
+	// Thread ta/1: tu follows it; two replies, the second mentions tu.
+	rest(http.MethodPut, "/v1/users/tu/channels/ta/threads/1/follow", `{}`)
+	rest(http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 1, "message_id": "ta-r1", "sender_id": "tx"}`)
+	rest(http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 2, "message_id": "ta-r2", "sender_id": "tx", "mentions": ["tu"]}`)
+	rest(http.MethodPost, "/v1/channels/tb/messages", `{"seq": 2, "message_id": "tb-m2", "sender_id": "tx"}`)
+
+	type line struct {
+		ch               string
+		root, unread     int64
+		mentions         int64
+		firstID          string
+		hasChannelCounts bool
+	}
+	walk := func(limit int32) []line {
+		t.Helper()
+		var out []line
+		token := ""
+		for page := 0; ; page++ {
+			var resp *receiptsv1.GetInboxResponse
+			req := &receiptsv1.GetInboxRequest{UserId: "tu", Limit: limit, PageToken: token}
+			switch page % 3 {
+			case 0:
+				r, err := connectCl.GetInbox(ctx, connect.NewRequest(req))
+				require.NoError(t, err)
+				resp = r.Msg
+			case 1:
+				r, err := grpcCl.GetInbox(ctx, connect.NewRequest(req))
+				require.NoError(t, err)
+				resp = r.Msg
+			default:
+				resp = &receiptsv1.GetInboxResponse{}
+				tb.doProto(t, http.MethodGet, fmt.Sprintf("/v1/users/tu/inbox?limit=%d&page_token=%s", limit, token), "", resp)
+			}
+			require.LessOrEqual(t, len(resp.GetLines()), int(limit))
+			for _, l := range resp.GetLines() {
+				if th := l.GetThread(); th != nil {
+					require.Nil(t, l.GetChannel(), "a line is a channel or a thread")
+					out = append(out, line{th.GetChannelId(), th.GetRootSeq(), th.GetUnreadCount(), th.GetMentionCount(), l.GetFirstUnreadMessageId(), false})
+					continue
+				}
+				c := l.GetChannel()
+				out = append(out, line{c.GetChannelId(), 0, c.GetUnreadCount(), c.GetMentionCount(), l.GetFirstUnreadMessageId(), true})
+			}
+			if resp.GetNextPageToken() == "" {
+				return out
+			}
+			token = resp.GetNextPageToken()
+		}
+	}
+	want := []line{
+		{"tb", 0, 2, 0, "tb-m1", true},
+		{"ta", 1, 2, 1, "ta-r1", false},
+		{"ta", 0, 1, 0, "ta-m1", true},
+	}
+	for _, limit := range []int32{1, 2, 50} {
+		require.Equal(t, want, walk(limit), "limit %d", limit)
+	}
+
+	// A new reply moves the thread to the top; its first unread reply
+	// stays the first.
+	rest(http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 3, "message_id": "ta-r3", "sender_id": "tx"}`)
+	moved := []line{{"ta", 1, 3, 1, "ta-r1", false}, want[0], want[2]}
+	require.Equal(t, moved, walk(2))
+
+	// Redis loses everything: the same lines, from Postgres; of the ids
+	// (Redis keeps them alone) only the heads' come back, with the heads.
+	ref := thread.Ref{Channel: "ta", Root: 1}
+	require.Eventually(t, func() bool {
+		heads, err := tb.schema.Store.ThreadHeads(ctx, []thread.Ref{ref})
+		require.NoError(t, err)
+		sts, err := tb.schema.Store.ThreadStates(ctx, []thread.Key{{User: "tu", Ref: ref}})
+		require.NoError(t, err)
+		chHeads, err := tb.schema.Store.Heads(ctx, []string{"ta", "tb"})
+		require.NoError(t, err)
+		return len(heads) == 1 && heads[0].Seq == 3 && len(sts) == 1 && sts[0].Follow.Following && len(chHeads) == 2 && chHeads[1].Seq == 2
+	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the heads and the follow")
+	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
+	moved[0].firstID, moved[1].firstID = "", ""
+	require.Equal(t, moved, walk(2))
+
+	// Read up to its head, the thread leaves the inbox; the channels stay.
+	rest(http.MethodPost, "/v1/users/tu/channels/ta/threads/1/read", `{"seq": 3}`)
+	require.Equal(t, moved[1:], walk(50))
 }

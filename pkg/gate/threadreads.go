@@ -205,7 +205,7 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 	case limit < 0 || limit > threadsPageMax:
 		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be 1 to %d", limit, threadsPageMax)}, apierr.Limit(threadsPageMax))
 	}
-	after, hasAfter, err := decodeThreadToken(r.GetPageToken())
+	after, hasAfter, err := decodeActivityToken(r.GetPageToken(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +236,7 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 		}
 	}
 	if end < len(ts) {
-		out.NextPageToken = encodeThreadToken(ts[end-1].head)
+		out.NextPageToken = encodeActivityToken(ts[end-1].head)
 	}
 	return connect.NewResponse(out), nil
 }
@@ -252,12 +252,14 @@ func compareActivity(a, b thread.Head) int {
 	return a.Ref.Compare(b.Ref)
 }
 
-// A thread page token is the last thread's (activity, root, channel).
-func encodeThreadToken(h thread.Head) string {
+// A page token of a list ordered by activity (compareActivity: threads,
+// the inbox's lines) is its last item's (activity, root, channel); root 0
+// is a channel's own line, only in the inbox (channelLines).
+func encodeActivityToken(h thread.Head) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(h.UpdatedAtUnixMs, 10) + " " + strconv.FormatInt(h.Root, 10) + " " + h.Channel))
 }
 
-func decodeThreadToken(tok string) (thread.Head, bool, error) {
+func decodeActivityToken(tok string, channelLines bool) (thread.Head, bool, error) {
 	if tok == "" {
 		return thread.Head{}, false, nil
 	}
@@ -272,10 +274,12 @@ func decodeThreadToken(tok string) (thread.Head, bool, error) {
 	}
 	at, err1 := strconv.ParseInt(parts[0], 10, 64)
 	root, err2 := strconv.ParseInt(parts[1], 10, 64)
-	if err1 != nil || err2 != nil || (thread.Ref{Channel: parts[2], Root: root}).Validate() != nil {
+	ref := thread.Ref{Channel: parts[2], Root: root}
+	valid := ref.Validate() == nil || (channelLines && root == 0 && receipt.ValidateID("channel_id", ref.Channel) == nil)
+	if err1 != nil || err2 != nil || at < 0 || !valid {
 		return thread.Head{}, false, bad
 	}
-	return thread.Head{Ref: thread.Ref{Channel: parts[2], Root: root}, UpdatedAtUnixMs: at}, true, nil
+	return thread.Head{Ref: ref, UpdatedAtUnixMs: at}, true, nil
 }
 
 // threadCounts is a user's thread counts in one channel.

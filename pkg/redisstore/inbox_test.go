@@ -9,6 +9,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // A head raise keeps its message's id among the channel's newest
@@ -29,15 +30,39 @@ func TestMessageIDsKeptAndInboxOrder(t *testing.T) {
 	}
 	size := s.rdb.ZCard(ctx, s.MessageIDsKey("c")).Val()
 	require.LessOrEqual(t, size, int64(MessageIDsKept+MessageIDsKept/10), "trimmed")
-	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", int64(n)}, {"c", int64(n - 900)}, {"c", 0}, {"other", 1}})
+	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", 0, int64(n)}, {"c", 0, int64(n - 900)}, {"c", 0, 0}, {"other", 0, 1}})
 	require.NoError(t, err)
 	require.Equal(t, []string{fmt.Sprintf("m%d", n), fmt.Sprintf("m%d", n-900), "", ""}, ids)
 
 	// InboxOrder: the channels of a user's hashes, with their heads.
 	_, err = s.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
-	got, complete, err := s.InboxOrder(ctx, "u")
+	got, err := s.InboxOrder(ctx, "u")
 	require.NoError(t, err)
-	require.False(t, complete, "the user's hashes were never hydrated")
-	require.Equal(t, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}}, got)
+	require.False(t, got.Complete, "the user's hashes were never hydrated")
+	require.False(t, got.ThreadsNone, "the user's thread hash was never hydrated")
+	require.Equal(t, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}}, got.Heads)
+}
+
+// A thread head raise keeps its reply's id among the thread's newest
+// MessageIDsKept, apart from the channel's ids and other threads'.
+func TestReplyIDsKept(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	n := MessageIDsKept + 20
+	ref := thread.Ref{Channel: "c", Root: 7}
+	var heads []thread.Head
+	for q := 1; q <= n; q++ {
+		heads = append(heads, thread.Head{Ref: ref, Seq: int64(q), MessageID: fmt.Sprintf("r%d", q), UpdatedAtUnixMs: int64(q)})
+	}
+	heads = append(heads, thread.Head{Ref: thread.Ref{Channel: "c", Root: 8}, Seq: 1, MessageID: "other"})
+	for i := 0; i < len(heads); i += 100 {
+		_, err := s.RaiseThreadHeads(ctx, heads[i:min(i+100, len(heads))])
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(MessageIDsKept), s.rdb.ZCard(ctx, s.threadMessageIDsKey(ref)).Val(), "trimmed to the newest")
+	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", 7, int64(n)}, {"c", 7, 21}, {"c", 7, 20}, {"c", 8, 1}, {"c", 0, 1}})
+	require.NoError(t, err)
+	require.Equal(t, []string{fmt.Sprintf("r%d", n), "r21", "", "other", ""}, ids, "the oldest trimmed; threads and the channel apart")
 }

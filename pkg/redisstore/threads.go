@@ -251,6 +251,15 @@ func (s *Store) RaiseThreadHeads(ctx context.Context, heads []thread.Head) ([]Th
 			}
 		}
 	}
+	if err == nil {
+		var ok []thread.Head
+		for i, r := range out {
+			if r.Err == nil {
+				ok = append(ok, heads[i])
+			}
+		}
+		err = s.rememberReplyIDs(ctx, ok)
+	}
 	return out, err
 }
 

@@ -2671,9 +2671,10 @@ func (x *GetInboxRequest) GetPageToken() string {
 type GetInboxResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	UserId string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
-	// Newest activity first (the head's time), then channel id. A channel
-	// whose activity changes between pages may show on both or neither:
-	// each page is ordered as of its own call.
+	// Newest activity first (the head's time), then channel id, then thread
+	// root (a channel's line before its threads'). A line whose activity
+	// changes between pages may show on both or neither: each page is
+	// ordered as of its own call.
 	Lines []*InboxLine `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
 	// Set when more lines follow: pass it as page_token.
 	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
@@ -2732,20 +2733,25 @@ func (x *GetInboxResponse) GetNextPageToken() string {
 	return ""
 }
 
-// InboxLine is one channel of a user's inbox.
+// InboxLine is one channel of a user's inbox, or one followed thread with
+// unread replies: exactly one of channel and thread is set.
 type InboxLine struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The channel's counts, level and mute, as GetUnread answers them
-	// (unread_threads: its followed threads with unread replies).
+	// (unread_threads: its followed threads with unread replies, each also
+	// a line of its own).
 	Channel *ChannelUnread `protobuf:"bytes,1,opt,name=channel,proto3" json:"channel,omitempty"`
-	// The time of the channel's head (its latest message), in Unix ms.
+	// The time of the line's head (its latest message or reply), in Unix ms.
 	LastActivityUnixMs int64 `protobuf:"varint,2,opt,name=last_activity_unix_ms,json=lastActivityUnixMs,proto3" json:"last_activity_unix_ms,omitempty"`
-	// The id of the message at channel.first_unread_seq: known for the
-	// newest 1,000 messages of a channel (empty when older, or when Redis
-	// lost it: ids are kept in Redis only).
+	// The id of the message (or reply) at the line's first_unread_seq:
+	// known for the newest 1,000 messages of a channel or replies of a
+	// thread (empty when older, or when Redis lost it: ids are kept in
+	// Redis only).
 	FirstUnreadMessageId string `protobuf:"bytes,3,opt,name=first_unread_message_id,json=firstUnreadMessageId,proto3" json:"first_unread_message_id,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The thread's counts as ListThreads answers them.
+	Thread        *ThreadUnread `protobuf:"bytes,4,opt,name=thread,proto3" json:"thread,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InboxLine) Reset() {
@@ -2797,6 +2803,13 @@ func (x *InboxLine) GetFirstUnreadMessageId() string {
 		return x.FirstUnreadMessageId
 	}
 	return ""
+}
+
+func (x *InboxLine) GetThread() *ThreadUnread {
+	if x != nil {
+		return x.Thread
+	}
+	return nil
 }
 
 type SetNotificationsRequest struct {
@@ -5783,11 +5796,12 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x10GetInboxResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12,\n" +
 	"\x05lines\x18\x02 \x03(\v2\x16.receipts.v1.InboxLineR\x05lines\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xab\x01\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xde\x01\n" +
 	"\tInboxLine\x124\n" +
 	"\achannel\x18\x01 \x01(\v2\x1a.receipts.v1.ChannelUnreadR\achannel\x121\n" +
 	"\x15last_activity_unix_ms\x18\x02 \x01(\x03R\x12lastActivityUnixMs\x125\n" +
-	"\x17first_unread_message_id\x18\x03 \x01(\tR\x14firstUnreadMessageId\"\x96\x01\n" +
+	"\x17first_unread_message_id\x18\x03 \x01(\tR\x14firstUnreadMessageId\x121\n" +
+	"\x06thread\x18\x04 \x01(\v2\x19.receipts.v1.ThreadUnreadR\x06thread\"\x96\x01\n" +
 	"\x17SetNotificationsRequest\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -6203,101 +6217,102 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	34, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
 	37, // 31: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
 	29, // 32: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
-	34, // 33: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
-	1,  // 34: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
-	11, // 35: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	41, // 36: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
-	43, // 37: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	43, // 38: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 39: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 40: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 41: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	46, // 42: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	48, // 43: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	44, // 44: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	50, // 45: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 46: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 47: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	53, // 48: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	47, // 49: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	74, // 50: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
-	1,  // 51: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	57, // 52: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 53: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 54: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	20, // 55: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	71, // 56: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
-	1,  // 57: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	71, // 58: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
-	10, // 59: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
-	10, // 60: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
-	10, // 61: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
-	10, // 62: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
-	3,  // 63: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 64: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 65: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 66: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	16, // 67: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	18, // 68: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	14, // 69: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
-	21, // 70: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	22, // 71: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	25, // 72: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	27, // 73: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	30, // 74: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	31, // 75: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	42, // 76: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	45, // 77: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	49, // 78: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	52, // 79: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	55, // 80: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	56, // 81: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	58, // 82: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	63, // 83: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	65, // 84: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	66, // 85: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	67, // 86: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	67, // 87: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	69, // 88: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	72, // 89: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	73, // 90: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	38, // 91: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
-	35, // 92: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
-	4,  // 93: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 94: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 95: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 96: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	17, // 97: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	19, // 98: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	15, // 99: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
-	23, // 100: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	23, // 101: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	26, // 102: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	28, // 103: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 104: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	32, // 105: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	44, // 106: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	47, // 107: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	51, // 108: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	54, // 109: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	57, // 110: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	57, // 111: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	59, // 112: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	64, // 113: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	68, // 114: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	68, // 115: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	68, // 116: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	68, // 117: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	70, // 118: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	44, // 119: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	47, // 120: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	39, // 121: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
-	36, // 122: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
-	93, // [93:123] is the sub-list for method output_type
-	63, // [63:93] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	71, // 33: receipts.v1.InboxLine.thread:type_name -> receipts.v1.ThreadUnread
+	34, // 34: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
+	1,  // 35: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
+	11, // 36: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	41, // 37: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
+	43, // 38: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	43, // 39: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10, // 40: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10, // 41: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10, // 42: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	46, // 43: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	48, // 44: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	44, // 45: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	50, // 46: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,  // 47: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10, // 48: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	53, // 49: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	47, // 50: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	74, // 51: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,  // 52: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	57, // 53: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,  // 54: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10, // 55: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	20, // 56: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	71, // 57: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,  // 58: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	71, // 59: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10, // 60: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10, // 61: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10, // 62: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	10, // 63: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,  // 64: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,  // 65: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,  // 66: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,  // 67: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	16, // 68: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	18, // 69: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	14, // 70: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
+	21, // 71: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	22, // 72: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	25, // 73: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	27, // 74: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	30, // 75: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	31, // 76: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	42, // 77: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	45, // 78: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	49, // 79: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	52, // 80: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	55, // 81: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	56, // 82: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	58, // 83: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	63, // 84: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	65, // 85: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	66, // 86: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	67, // 87: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	67, // 88: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	69, // 89: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	72, // 90: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	73, // 91: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	38, // 92: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	35, // 93: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
+	4,  // 94: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 95: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 96: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 97: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	17, // 98: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	19, // 99: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	15, // 100: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
+	23, // 101: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	23, // 102: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	26, // 103: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	28, // 104: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 105: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	32, // 106: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	44, // 107: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	47, // 108: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	51, // 109: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	54, // 110: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	57, // 111: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	57, // 112: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	59, // 113: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	64, // 114: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	68, // 115: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	68, // 116: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	68, // 117: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	68, // 118: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	70, // 119: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	44, // 120: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	47, // 121: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	39, // 122: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	36, // 123: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
+	94, // [94:124] is the sub-list for method output_type
+	64, // [64:94] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }

@@ -235,10 +235,11 @@ type ReceiptServiceClient interface {
 	// events reach the stores in). It changes what the channel adds to the
 	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
 	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
-	// GetInbox returns a user's channels (the default set of GetUnread),
-	// newest activity first, a page at a time, each line with the channel's
-	// counts as GetUnread answers them and the id of its first unread
-	// message: a client's sidebar at login.
+	// GetInbox returns a user's channels (the default set of GetUnread) and
+	// followed threads with unread replies, newest activity first, a page at
+	// a time, each line with its counts as GetUnread (or ListThreads)
+	// answers them and the id of its first unread message: a client's
+	// sidebar at login.
 	GetInbox(context.Context, *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error)
 }
 
@@ -731,10 +732,11 @@ type ReceiptServiceHandler interface {
 	// events reach the stores in). It changes what the channel adds to the
 	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
 	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
-	// GetInbox returns a user's channels (the default set of GetUnread),
-	// newest activity first, a page at a time, each line with the channel's
-	// counts as GetUnread answers them and the id of its first unread
-	// message: a client's sidebar at login.
+	// GetInbox returns a user's channels (the default set of GetUnread) and
+	// followed threads with unread replies, newest activity first, a page at
+	// a time, each line with its counts as GetUnread (or ListThreads)
+	// answers them and the id of its first unread message: a client's
+	// sidebar at login.
 	GetInbox(context.Context, *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error)
 }
 

@@ -382,25 +382,29 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 		seqs[m.Key.Channel] = m.Seqs
 	}
 	out := make([]redisstore.ChannelView, 0, len(set))
-	var qs []pgstore.DeletionQuery
-	var qv []int
 	for _, ch := range set {
 		v := byCh[ch]
 		v.Unread, v.FirstUnread = channel.Unread(v.Head.Seq, v.State)
-		read := v.State.EffectiveRead().Seq
-		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[ch], read, g.cfg.MentionCap)
-		if v.Unread > 0 {
-			q := pgstore.DeletionQuery{Channel: ch, Read: read, Head: v.Head.Seq}
-			for _, m := range seqs[ch] {
-				if m > read {
-					q.Mentions = append(q.Mentions, m)
-				}
-			}
-			qs, qv = append(qs, q), append(qv, len(out))
-		}
 		out = append(out, *v)
 	}
-	// The deletions, as the real-time read counts them.
+	groups, err := g.durableGroupMentions(pctx, user, out)
+	if err != nil {
+		return nil, err
+	}
+	// The deletions, as the real-time read counts them: of the messages
+	// and of the mentions, explicit and group.
+	var qs []pgstore.DeletionQuery
+	var qv []int
+	for i := range out {
+		v := &out[i]
+		read := v.State.EffectiveRead().Seq
+		seqs[v.Channel] = slices.DeleteFunc(slices.Clone(seqs[v.Channel]), func(m int64) bool { return m <= read })
+		if v.Unread > 0 {
+			q := pgstore.DeletionQuery{Channel: v.Channel, Read: read, Head: v.Head.Seq}
+			q.Mentions = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(seqs[v.Channel]), groups[v.Channel]...))))
+			qs, qv = append(qs, q), append(qv, i)
+		}
+	}
 	dc, err := g.pg.DeletionCounts(pctx, qs)
 	if err != nil {
 		return nil, err
@@ -408,11 +412,17 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 	for i, j := range qv {
 		v := &out[j]
 		v.Unread, v.FirstUnread = channel.AfterDeletions(v.Unread, dc[i].FirstKept, dc[i].Deleted)
-		v.Mentions = max(0, v.Mentions-int64(len(dc[i].DeletedMentions)))
-		v.MentionsCapped = v.Mentions > int64(g.cfg.MentionCap)
+		deleted := func(m int64) bool { return slices.Contains(dc[i].DeletedMentions, m) }
+		seqs[v.Channel] = slices.DeleteFunc(seqs[v.Channel], deleted)
+		groups[v.Channel] = slices.DeleteFunc(groups[v.Channel], deleted)
 	}
-	if err := g.durableGroupMentions(pctx, user, out, seqs); err != nil {
-		return nil, err
+	for i := range out {
+		v := &out[i]
+		read := v.State.EffectiveRead().Seq
+		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[v.Channel], read, g.cfg.MentionCap)
+		if group := groups[v.Channel]; len(group) > 0 {
+			v.SetGroupMentions(channel.MentionCountWithGroup(seqs[v.Channel], group, read, g.cfg.MentionCap))
+		}
 	}
 	return sortViews(out), nil
 }

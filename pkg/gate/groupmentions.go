@@ -42,10 +42,11 @@ func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydr
 	return nil
 }
 
-// durableGroupMentions gives the views counted from Postgres their counts
-// with group mentions, as the Redis read does: only channels with unread
-// messages are read. explicit is the user's kept mention seqs by channel.
-func (g *Gate) durableGroupMentions(ctx context.Context, user string, views []redisstore.ChannelView, explicit map[string][]int64) error {
+// durableGroupMentions reads, for the views counted from Postgres, the
+// group mention seqs above the user's read that count for the user, by
+// channel, as the Redis read does: only channels with unread messages
+// are read.
+func (g *Gate) durableGroupMentions(ctx context.Context, user string, views []redisstore.ChannelView) (map[string][]int64, error) {
 	var chs []string
 	for _, v := range views {
 		if v.Unread > 0 && (!v.HasMembership || v.Membership.Member) {
@@ -53,28 +54,25 @@ func (g *Gate) durableGroupMentions(ctx context.Context, user string, views []re
 		}
 	}
 	if len(chs) == 0 {
-		return nil
+		return nil, nil
 	}
 	rows, err := g.pg.GroupMentions(ctx, chs, g.cfg.MentionCap)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	byCh := make(map[string][]channel.GroupMention, len(rows))
 	for _, r := range rows {
 		byCh[r.Channel] = r.Mentions
 	}
-	for i := range views {
-		v := &views[i]
-		gms := byCh[v.Channel]
-		if len(gms) == 0 {
-			continue
-		}
-		read := v.State.EffectiveRead().Seq
-		if group := channel.GroupMentionSeqsFor(gms, user, read); len(group) > 0 {
-			v.SetGroupMentions(channel.MentionCountWithGroup(explicit[v.Channel], group, read, g.cfg.MentionCap))
+	out := map[string][]int64{}
+	for _, v := range views {
+		if gms := byCh[v.Channel]; len(gms) > 0 {
+			if group := channel.GroupMentionSeqsFor(gms, user, v.State.EffectiveRead().Seq); len(group) > 0 {
+				out[v.Channel] = group
+			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // groupMentionsOf is the group mentions of notices, one entry per

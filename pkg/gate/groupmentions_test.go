@@ -216,12 +216,21 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	_, err = pg.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "gc", Mentions: []channel.GroupMention{{Seq: 2, Sender: "s"}, {Seq: 3, Sender: "x"}, {Seq: 4, Sender: "a"}}}})
 	require.NoError(t, err)
 
-	got := map[string]int64{}
-	for _, u := range []string{"s", "a", "m", "n"} {
-		resp, err := tb.client().GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u}))
-		require.NoError(t, err)
-		got[u] = resp.Msg.GetChannels()[0].GetMentionCount()
+	mentions := func() map[string]int64 {
+		t.Helper()
+		got := map[string]int64{}
+		for _, u := range []string{"s", "a", "m", "n"} {
+			resp, err := tb.client().GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: u}))
+			require.NoError(t, err)
+			got[u] = resp.Msg.GetChannels()[0].GetMentionCount()
+		}
+		return got
 	}
-	require.Equal(t, map[string]int64{"s": 2, "a": 2, "m": 3, "n": 0}, got)
+	require.Equal(t, map[string]int64{"s": 2, "a": 2, "m": 3, "n": 0}, mentions())
+
+	// Deleted messages stop counting as mentions, group or explicit.
+	_, err = pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "gc", Seqs: []int64{3, 4}}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"s": 0, "a": 1, "m": 1, "n": 0}, mentions())
 	require.Positive(t, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "redis_error"))
 }

@@ -100,10 +100,11 @@ end
 `
 
 // headScript raises a channel's head and keeps the message's id among
-// the channel's newest. KEYS[1] = the head key, KEYS[2] = the message-id
-// set; ARGV = seq, message id, time (numbers base 62), then the seq in
-// decimal and how many ids to keep. Returns {changed, head value}.
-var headScript = redis.NewScript(luaCommon + `
+// the channel's newest. KEYS[1] = the channel value (heads.go), KEYS[2] =
+// the message-id set; ARGV = seq, message id, time (numbers base 62),
+// then the seq in decimal and how many ids to keep. Returns {changed, the
+// channel value}.
+var headScript = redis.NewScript(luaCommon + luaChannelValue + `
 if ARGV[2] ~= "" and ARGV[4] ~= "0" then
   redis.call('ZADD', KEYS[2], ARGV[4], ARGV[4] .. " " .. ARGV[2])
   local keep = tonumber(ARGV[5])
@@ -111,18 +112,14 @@ if ARGV[2] ~= "" and ARGV[4] ~= "0" then
     redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -keep - 1)
   end
 end
-local cur = redis.call('GET', KEYS[1])
+local f = cvget(KEYS[1])
 local ts = ARGV[3]
-if cur then
-  local j = string.find(cur, " ", 1, true)
-  if cmp(ARGV[1], string.sub(cur, 1, j - 1)) <= 0 then return {0, cur} end
-  local k = string.find(cur, " ", j + 1, true)
-  local cts = string.sub(cur, k + 1)
-  if cmp(cts, ts) > 0 then ts = cts end
+if f[1] ~= "-" then
+  if cmp(ARGV[1], f[1]) <= 0 then return {0, table.concat(f, " ", 1, 5)} end
+  if cmp(f[3], ts) > 0 then ts = f[3] end
 end
-local v = ARGV[1] .. " " .. ARGV[2] .. " " .. ts
-redis.call('SET', KEYS[1], v)
-return {1, v}
+f[1], f[2], f[3] = ARGV[1], ARGV[2], ts
+return {1, cvset(KEYS[1], f)}
 `)
 
 // userMemberScript merges registers into a user's membership hash.
@@ -349,7 +346,7 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 			continue
 		}
 		changed, _ := res[0].(int64)
-		v, _ := res[1].(string)
+		v, _, _, _ := splitChannelValue(res[1])
 		out[i].Head, out[i].Err = decodeHead(heads[i].Channel, v)
 		out[i].Advanced = changed == 1
 	}
@@ -362,7 +359,7 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
 	var heads *headsRead
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		heads = s.queueHeads(ctx, pipe, s.headOnlyKeys(channels), false)
+		heads = s.queueHeads(ctx, pipe, s.headKeys(channels))
 	}); err != nil {
 		return nil, err
 	}

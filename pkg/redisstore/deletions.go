@@ -5,13 +5,13 @@ package redisstore
 //	del:{channel}  sorted set: member and score the deleted seq (exact
 //	               below 2^53, as every seq a chat assigns), kept within
 //	               channel.DeletionWindow of the greatest
-//	dn:{channel}   string: the set's size, present once the set is
-//	               hydrated from Postgres (absent: read Postgres,
-//	               HydrateDeletions). A channel without deletions holds
-//	               "0", so the unread read (one MGET of the heads and
-//	               these counts, heads.go) costs it nothing more; only a
-//	               channel with unread messages and deletions takes a
-//	               second read (countDeletionsScript).
+//	hd:{channel}   the channel value (heads.go), whose fourth part is
+//	               the set's size, known once the set is hydrated from
+//	               Postgres (else read Postgres, HydrateDeletions). A
+//	               channel without deletions holds "0", so the unread
+//	               read (one MGET of the channel values) costs it nothing
+//	               more; only a channel with unread messages and
+//	               deletions takes a second read (countDeletionsScript).
 //
 // Both keys carry the channel's hash tag: one script writes them.
 
@@ -30,18 +30,15 @@ import (
 // hydrateDeletionsChunk bounds the seqs of one hydrate script call.
 const hydrateDeletionsChunk = 5000
 
-// DeletionCountKey is the size of a channel's deleted-seq set (absent:
-// unknown).
-func (s *Store) DeletionCountKey(ch string) string { return s.prefix + "dn:{" + ch + "}" }
-
 // DeletionsKey is a channel's deleted-seq set.
 func (s *Store) DeletionsKey(ch string) string { return s.prefix + "del:{" + ch + "}" }
 
 // deleteScript adds deleted seqs, trims the set to the window and, when
 // the channel's count is kept (hydrated) or ARGV[2] is "1" (a hydrate's
-// last part), sets it. KEYS[1] = dn:{channel}, KEYS[2] = del:{channel};
-// ARGV[1] = the window, ARGV[3..] = seqs. Returns the set's size.
-var deleteScript = redis.NewScript(`
+// last part), sets it. KEYS[1] = the channel value, KEYS[2] =
+// del:{channel}; ARGV[1] = the window, ARGV[3..] = seqs. Returns the
+// set's size.
+var deleteScript = redis.NewScript(luaChannelValue + `
 local args = {}
 for i = 3, #ARGV do args[#args+1] = ARGV[i] args[#args+1] = ARGV[i] end
 for i = 1, #args, 1000 do redis.call('ZADD', KEYS[2], unpack(args, i, math.min(i + 999, #args))) end
@@ -50,7 +47,11 @@ if top[2] then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', tonumber(top[2]) - tonumber(ARGV[1])))
 end
 local n = redis.call('ZCARD', KEYS[2])
-if ARGV[2] == '1' or redis.call('EXISTS', KEYS[1]) == 1 then redis.call('SET', KEYS[1], n) end
+local f = cvget(KEYS[1])
+if ARGV[2] == '1' or f[4] ~= '-' then
+  f[4] = tostring(n)
+  cvset(KEYS[1], f)
+end
 return n
 `)
 
@@ -101,7 +102,7 @@ func (s *Store) queueDelete(ctx context.Context, pipe redis.Pipeliner, ch string
 	for _, q := range seqs {
 		args = append(args, q)
 	}
-	return deleteScript.EvalSha(ctx, pipe, []string{s.DeletionCountKey(ch), s.DeletionsKey(ch)}, args...)
+	return deleteScript.EvalSha(ctx, pipe, []string{s.HeadKey(ch), s.DeletionsKey(ch)}, args...)
 }
 
 // AddDeletions adds deleted seqs to their channels' sets in one pipeline
@@ -193,14 +194,14 @@ type pendingDeletion struct {
 	mentions string
 }
 
-// note reads a channel's deletion count: absent, the channel's deletions are
+// note reads a channel's deletion count: "", the channel's deletions are
 // unknown; above 0 with unread messages, they are counted after.
-func (p *deletionPass) note(views []ChannelView, d any, mentions string) {
+func (p *deletionPass) note(views []ChannelView, d string, mentions string) {
 	cv := &views[len(views)-1]
-	switch v, ok := d.(string); {
-	case !ok:
+	switch {
+	case d == "":
 		p.missing = append(p.missing, cv.Channel)
-	case v != "0" && cv.Unread > 0:
+	case d != "0" && cv.Unread > 0:
 		p.pending = append(p.pending, pendingDeletion{view: len(views) - 1, mentions: mentions})
 	}
 }

@@ -82,7 +82,8 @@ func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
 	got, v := counts(t, s, "u", "x")
 	require.Empty(t, v.MissingDeletions)
 	require.Equal(t, [3]int64{3, 2, 0}, got["x"])
-	require.Equal(t, "2", rdb.Get(ctx, s.DeletionCountKey("x")).Val())
+	_, _, count, _ := splitChannelValue(rdb.Get(ctx, s.HeadKey("x")).Val())
+	require.Equal(t, "2", count, "the count kept in the channel value")
 }
 
 // fillDeletions puts n consecutive deletions 1..n into ch's set (a

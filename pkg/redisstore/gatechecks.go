@@ -112,7 +112,11 @@ func parseFacts(keys []receipt.Key, order []string, chans map[string]*factsCmds,
 		case err != nil:
 			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		default:
-			if f.Head, err = decodeHead(ch, v); err != nil {
+			head, known, _, _ := splitChannelValue(v)
+			if !known {
+				break
+			}
+			if f.Head, err = decodeHead(ch, head); err != nil {
 				return nil, nil, err
 			}
 			f.HeadKnown = true

@@ -3,12 +3,11 @@ package redisstore
 // A channel's group mentions (channel.GroupMentions): a sorted set per
 // channel, gm:{channel}. Every member has score 0 and is the padded seq
 // followed by the sender, so the set's order is seq order (padded seqs
-// sort as numbers) and a seq's members sort by sender. A string key of
-// the same slot, gt:{channel}, holds the greatest kept seq (padded),
-// read with the heads: a channel whose top is at or below a user's read
-// costs the unread read nothing more, and an absent top means "not
-// known" (hydrate from Postgres). A string key, so that it can join the
-// heads' MGET.
+// sort as numbers) and a seq's members sort by sender. The channel value
+// (heads.go) holds the greatest kept seq (padded) as its fifth part, read
+// with the heads: a channel whose top is at or below a user's read costs
+// the unread read nothing more, and an unknown top means "not known"
+// (hydrate from Postgres).
 
 import (
 	"context"
@@ -23,18 +22,16 @@ import (
 // GroupMentionsKey is the key of a channel's group mentions.
 func (s *Store) GroupMentionsKey(ch string) string { return s.prefix + "gm:{" + ch + "}" }
 
-// GroupMentionTopKey is the key of a channel's greatest group mention seq.
-func (s *Store) GroupMentionTopKey(ch string) string { return s.prefix + "gt:{" + ch + "}" }
-
 // groupMentionScript merges members into a channel's group mentions and
-// keeps the newest cap+1 seqs. KEYS[1] = the set, KEYS[2] = its top key;
+// keeps the newest cap+1 seqs. KEYS[1] = the set, KEYS[2] = the channel
+// value (its top is the fifth part);
 // ARGV[1] = cap+1, ARGV[2] = "h" to hydrate (the top then becomes known)
 // or "w" (a write raises the top only where it is known: an unknown top
 // still needs Postgres' older ones), then the
 // members. Of one seq's members the least (bytes) is kept, as
 // channel.MergeGroupMentions keeps the least sender. Returns the set's
 // size.
-var groupMentionScript = redis.NewScript(`
+var groupMentionScript = redis.NewScript(luaChannelValue + `
 local function less(a, b)
   local n = math.min(#a, #b)
   for i = 1, n do
@@ -57,10 +54,12 @@ local over = n - tonumber(ARGV[1])
 if over > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1) n = n - over end
 local top = '00000000000'
 if n > 0 then top = string.sub(redis.call('ZRANGE', KEYS[1], -1, -1)[1], 1, 11) end
-local cur = redis.call('GET', KEYS[2])
+local f = cvget(KEYS[2])
+local cur = f[5] ~= '-' and f[5]
 if cur or ARGV[2] == 'h' then
   if cur and less(top, cur) then top = cur end
-  redis.call('SET', KEYS[2], top)
+  f[5] = top
+  cvset(KEYS[2], f)
 end
 return n
 `)
@@ -90,7 +89,7 @@ func (s *Store) mergeGroupMentions(ctx context.Context, gms []channel.GroupMenti
 			for _, m := range g.Mentions {
 				argv = append(argv, padSeq(m.Seq)+m.Sender)
 			}
-			cmds = append(cmds, groupMentionScript.EvalSha(ctx, pipe, []string{s.GroupMentionsKey(g.Channel), s.GroupMentionTopKey(g.Channel)}, argv...))
+			cmds = append(cmds, groupMentionScript.EvalSha(ctx, pipe, []string{s.GroupMentionsKey(g.Channel), s.HeadKey(g.Channel)}, argv...))
 		}
 	})
 	if err == nil {

@@ -1,9 +1,18 @@
 package redisstore
 
-// Channel heads, deletion counts and group mention tops are string keys, so that those of a
-// user's channels read with one MGET (one per cluster slot) rather than a
-// command per channel: at a thousand channels, a pipeline of HGETs cost
-// Redis and the gateway about 2.5 times as much as one MGET.
+// A channel's head, deletion count and group mention top are one string
+// key, hd:{channel}, so that those of a user's channels read with one MGET
+// (one per cluster slot) of one key per channel: at a thousand channels a
+// pipeline of HGETs cost Redis and the gateway about 2.5 times as much as
+// one MGET, and an MGET of three keys per channel about 2 times as much as
+// one of one (each key a lookup in the keyspace, mostly a cache miss).
+//
+// The value is `SEQ MSG UPDATED_MS DELETIONS GROUP_TOP`: the head (SEQ
+// "-" when Redis does not know it), the size of the channel's deletion set
+// (deletions.go) and its greatest group mention seq, padded
+// (groupmentions.go); "-" for either, or a value of the head alone (older
+// builds'), means not known: read Postgres and hydrate. The scripts that
+// write one part keep the others (luaChannelValue).
 
 import (
 	"context"
@@ -15,35 +24,22 @@ import (
 // HeadKey is a channel's head (`SEQ MSG UPDATED_MS`, numbers base 62).
 func (s *Store) HeadKey(ch string) string { return s.prefix + "hd:{" + ch + "}" }
 
-// headKeys is, for each channel, HeadKey, DeletionCountKey and
-// GroupMentionTopKey (keys 3i, 3i+1 and 3i+2), built in one allocation (at
-// a thousand channels, a string each showed in profiles).
+// headKeys is HeadKey of each channel, built in one allocation (at a
+// thousand channels, a string each showed in profiles).
 func (s *Store) headKeys(channels []string) []string {
-	return s.channelStrings(channels, "hd:{", "dn:{", "gt:{")
-}
-
-// headOnlyKeys is HeadKey of each channel, for a read without counts
-// (queueHeads with counts false).
-func (s *Store) headOnlyKeys(channels []string) []string {
-	return s.channelStrings(channels, "hd:{")
-}
-
-func (s *Store) channelStrings(channels []string, kinds ...string) []string {
 	n := 0
 	for _, ch := range channels {
-		n += len(kinds) * (len(s.prefix) + len("hd:{}") + len(ch))
+		n += len(s.prefix) + len("hd:{}") + len(ch)
 	}
 	var b strings.Builder
 	b.Grow(n)
-	ends := make([]int, len(kinds)*len(channels))
+	ends := make([]int, len(channels))
 	for i, ch := range channels {
-		for j, kind := range kinds {
-			b.WriteString(s.prefix)
-			b.WriteString(kind)
-			b.WriteString(ch)
-			b.WriteByte('}')
-			ends[len(kinds)*i+j] = b.Len()
-		}
+		b.WriteString(s.prefix)
+		b.WriteString("hd:{")
+		b.WriteString(ch)
+		b.WriteByte('}')
+		ends[i] = b.Len()
 	}
 	all := b.String()
 	keys := make([]string, len(ends))
@@ -54,24 +50,18 @@ func (s *Store) channelStrings(channels []string, kinds ...string) []string {
 	return keys
 }
 
-// headsRead is a queued read of heads: one MGET, or on a cluster one per
-// slot (an MGET may not cross slots).
+// headsRead is a queued read of channel values (heads, deletion counts
+// and group mention tops): one MGET, or on a cluster one per slot (an
+// MGET may not cross slots).
 type headsRead struct {
-	// stride is the keys per channel: 3 with the deletion counts and group
-	// mention tops, else 1.
-	stride int
-	cmds   []*redis.SliceCmd
+	cmds []*redis.SliceCmd
 	// cmd and pos locate key i's answer (nil: one MGET, in key order).
 	cmd, pos []int32
 }
 
-// queueHeads queues the read of keys (headKeys, or headOnlyKeys when
-// counts is false) on pipe.
-func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []string, counts bool) *headsRead {
-	r := &headsRead{stride: 1}
-	if counts {
-		r.stride = 3
-	}
+// queueHeads queues the read of keys (headKeys) on pipe.
+func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []string) *headsRead {
+	r := &headsRead{}
 	if len(keys) == 0 {
 		return r
 	}
@@ -99,32 +89,28 @@ func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []str
 	return r
 }
 
-// get returns channel i's head value, and false when Redis holds none.
+// get returns channel i's head (`SEQ MSG UPDATED_MS`), and false when
+// Redis does not know it.
 func (r *headsRead) get(i int) (string, bool, error) {
-	v, err := r.value(r.stride * i)
-	s, ok := v.(string)
-	return s, ok, err
+	v, err := r.value(i)
+	head, known, _, _ := splitChannelValue(v)
+	return head, known, err
 }
 
-// deletions returns channel i's deletion count as MGET answered it (nil:
-// unknown; read after get, which reports the read's error).
-func (r *headsRead) deletions(i int) any {
-	if r.stride < 2 {
-		return nil
-	}
-	v, _ := r.value(3*i + 1)
-	return v
+// deletions returns channel i's deletion count ("": unknown; read after
+// get, which reports the read's error).
+func (r *headsRead) deletions(i int) string {
+	v, _ := r.value(i)
+	_, _, dn, _ := splitChannelValue(v)
+	return dn
 }
 
 // tops returns the group mention top of each of n channels ("": unknown).
 func (r *headsRead) tops(n int) []string {
 	out := make([]string, n)
-	if r.stride < 3 {
-		return out
-	}
 	for i := range out {
-		v, _ := r.value(3*i + 2)
-		out[i], _ = v.(string)
+		v, _ := r.value(i)
+		_, _, _, out[i] = splitChannelValue(v)
 	}
 	return out
 }
@@ -140,3 +126,68 @@ func (r *headsRead) value(k int) (any, error) {
 	}
 	return vals[p], nil
 }
+
+// unknownPart marks a part of a channel value Redis does not know.
+const unknownPart = "-"
+
+// splitChannelValue splits a channel value (nil: no key) into its head,
+// deletion count and group mention top; known is false, and the others
+// "", where Redis does not know them.
+func splitChannelValue(v any) (head string, known bool, deletions, top string) {
+	s, ok := v.(string)
+	if !ok || s == "" {
+		return "", false, "", ""
+	}
+	// The head's three fields, then the two parts (or none: an older
+	// build's value).
+	end, spaces := len(s), 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == ' ' {
+			if spaces++; spaces == 3 {
+				end = i
+				break
+			}
+		}
+	}
+	head, rest := s[:end], ""
+	if end < len(s) {
+		rest = s[end+1:]
+	}
+	known = !strings.HasPrefix(head, unknownPart+" ")
+	if !known {
+		head = ""
+	}
+	if d, t, ok := strings.Cut(rest, " "); ok {
+		if d != unknownPart {
+			deletions = d
+		}
+		if t != unknownPart {
+			top = t
+		}
+	}
+	return head, known, deletions, top
+}
+
+// luaChannelValue reads and writes channel values in scripts: cvget(key)
+// is the five parts ("-" where not known), cvset(key, parts) writes them.
+const luaChannelValue = `
+local function cvget(k)
+  local v = redis.call('GET', k)
+  if not v then return {"-", "-", "-", "-", "-"} end
+  local f, i = {}, 1
+  while #f < 4 do
+    local j = string.find(v, " ", i, true)
+    if not j then break end
+    f[#f+1] = string.sub(v, i, j - 1)
+    i = j + 1
+  end
+  f[#f+1] = string.sub(v, i)
+  if #f < 5 then f[4], f[5] = "-", "-" end
+  return f
+end
+local function cvset(k, f)
+  local v = table.concat(f, " ", 1, 5)
+  redis.call('SET', k, v)
+  return v
+end
+`

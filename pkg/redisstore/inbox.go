@@ -157,9 +157,9 @@ func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
 		return out, nil
 	}
 	var read *headsRead
-	keys := s.headOnlyKeys(channels)
+	keys := s.headKeys(channels)
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		read = s.queueHeads(ctx, pipe, keys, false)
+		read = s.queueHeads(ctx, pipe, keys)
 	}); err != nil {
 		return Inbox{}, err
 	}

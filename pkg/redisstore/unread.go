@@ -144,7 +144,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
 			levels = s.queueLevels(ctx, pipe, user, channels, true)
-			heads = s.queueHeads(ctx, pipe, keys, true)
+			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
 		}
@@ -163,7 +163,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
-			heads = s.queueHeads(ctx, pipe, keys, true)
+			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
 		}

@@ -49,7 +49,7 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 			var heads *headsRead
 			keys := s.headKeys(chs)
 			if _, p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
-				heads = s.queueHeads(ctx, pipe, keys, true)
+				heads = s.queueHeads(ctx, pipe, keys)
 			}); p.err != nil {
 				return
 			}

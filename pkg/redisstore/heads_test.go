@@ -1,0 +1,78 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/channel"
+)
+
+// The head, the deletion count and the group mention top share the
+// channel value: each script writes its part and keeps the others, in any
+// order; an older build's value (the head alone) reads as the head with
+// the other parts unknown.
+func TestChannelValueKeepsItsParts(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	rdb := s.rdb
+	ctx := context.Background()
+	// parts is the head ("?" when unknown), the deletion count and the
+	// group mention top of a channel.
+	parts := func(ch string) [3]string {
+		t.Helper()
+		head, known, dn, top := splitChannelValue(rdb.Get(ctx, s.HeadKey(ch)).Val())
+		if !known {
+			head = "?"
+		}
+		return [3]string{head, dn, top}
+	}
+	deletions := func(ch string, seqs ...int64) {
+		t.Helper()
+		require.NoError(t, s.HydrateDeletions(ctx, []string{ch}, []channel.Deletions{{Channel: ch, Seqs: seqs}}))
+	}
+	raise := func(ch string, seq int64) {
+		t.Helper()
+		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: seq, MessageID: "m", UpdatedAtUnixMs: 62}})
+		require.NoError(t, err)
+	}
+	groups := func(ch string, seq int64) {
+		t.Helper()
+		require.NoError(t, s.HydrateGroupMentions(ctx, []channel.GroupMentions{{Channel: ch, Mentions: []channel.GroupMention{{Seq: seq, Sender: "x"}}}}, 10))
+	}
+
+	// Deletions first: the head stays unknown until raised.
+	deletions("a", 1, 2)
+	require.Equal(t, [3]string{"?", "2", ""}, parts("a"))
+	raise("a", 3)
+	groups("a", 2)
+	require.Equal(t, [3]string{"3 m 10", "2", padSeq(2)}, parts("a"))
+	// A lower head changes nothing; a higher one keeps the other parts.
+	raise("a", 2)
+	raise("a", 4)
+	deletions("a", 4)
+	require.Equal(t, [3]string{"4 m 10", "3", padSeq(2)}, parts("a"))
+
+	// The other order.
+	groups("b", 7)
+	raise("b", 9)
+	deletions("b")
+	require.Equal(t, [3]string{"9 m 10", "0", padSeq(7)}, parts("b"))
+	_, err := s.AddDeletions(ctx, []channel.Deletions{{Channel: "b", Seqs: []int64{8}}})
+	require.NoError(t, err)
+	require.Equal(t, [3]string{"9 m 10", "1", padSeq(7)}, parts("b"), "a kept count follows each deletion")
+
+	// An older build's value: the head, the rest unknown; writes fill it.
+	require.NoError(t, rdb.Set(ctx, s.HeadKey("c"), "5 m 10", 0).Err())
+	require.Equal(t, [3]string{"5 m 10", "", ""}, parts("c"))
+	_, err = s.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{1}}})
+	require.NoError(t, err)
+	require.Equal(t, [3]string{"5 m 10", "", ""}, parts("c"), "an unknown count stays unknown until hydrated")
+	deletions("c", 2)
+	require.Equal(t, [3]string{"5 m 10", "2", ""}, parts("c"))
+	heads, err := s.Heads(ctx, []string{"a", "b", "c", "none"})
+	require.NoError(t, err)
+	require.Len(t, heads, 3)
+	require.Equal(t, channel.Head{Channel: "c", Seq: 5, MessageID: "m", UpdatedAtUnixMs: 62}, heads["c"])
+}

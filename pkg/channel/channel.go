@@ -110,16 +110,7 @@ func (m Membership) IsZero() bool {
 // MergeMembership keeps the greater register (equal ones: stored). It
 // returns the merged register and whether incoming changed it.
 func MergeMembership(stored, incoming Membership) (Membership, bool) {
-	key := stored.Key
-	if key == (receipt.Key{}) {
-		key = incoming.Key
-	}
-	if incoming.Compare(stored) > 0 {
-		incoming.Key = key
-		return incoming, true
-	}
-	stored.Key = key
-	return stored, false
+	return receipt.MergeRegister(stored, incoming, func(m *Membership) *receipt.Key { return &m.Key })
 }
 
 // Validate checks a register as it travels between stores.

@@ -88,16 +88,7 @@ func cmpInt(a, b int64) int {
 // Merge keeps the greater register (equal ones: stored) under stored's
 // key. It returns the merged register and whether incoming changed it.
 func Merge(stored, incoming Register) (Register, bool) {
-	key := stored.Key
-	if key == (receipt.Key{}) {
-		key = incoming.Key
-	}
-	if incoming.Compare(stored) > 0 {
-		incoming.Key = key
-		return incoming, true
-	}
-	stored.Key = key
-	return stored, false
+	return receipt.MergeRegister(stored, incoming, func(r *Register) *receipt.Key { return &r.Key })
 }
 
 // Validate checks a register as it travels between stores.

@@ -34,12 +34,7 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 	startPersister(t, tb)
 	ctx := context.Background()
 	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
-	rest := func(method, path, body string) {
-		t.Helper()
-		status, b := tb.do(t, method, path, body)
-		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
-	}
-	rest(http.MethodPut, "/v1/channels/dc/members/bob", `{}`)
+	tb.ok(t, http.MethodPut, "/v1/channels/dc/members/bob", `{}`)
 	var notices []string
 	for seq := 1; seq <= 10; seq++ {
 		n := `{"channel_id": "dc", "seq": ` + strconv.Itoa(seq) + `, "sender_id": "alice"`
@@ -48,7 +43,7 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 		}
 		notices = append(notices, n+"}")
 	}
-	rest(http.MethodPost, "/v1/messages:notify", `{"notices": [`+strings.Join(notices, ",")+`]}`)
+	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [`+strings.Join(notices, ",")+`]}`)
 
 	type counts struct{ unread, first, mentions, head, read int64 }
 	get := func() counts {
@@ -72,7 +67,7 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 	require.Equal(t, counts{10, 1, 1, 10, 0}, get())
 
 	// 7 (REST) and 9 (gRPC): the mention at 7 goes with it.
-	rest(http.MethodDelete, "/v1/channels/dc/messages/7", "")
+	tb.ok(t, http.MethodDelete, "/v1/channels/dc/messages/7", "")
 	del, err := grpcCl.DeleteMessage(ctx, connect.NewRequest(&receiptsv1.DeleteMessageRequest{ChannelId: "dc", Seq: 9}))
 	require.NoError(t, err)
 	require.Equal(t, receiptsv1.Durability_KAFKA, del.Msg.GetDurability())
@@ -87,12 +82,12 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, receiptsv1.Durability_KAFKA, res.Msg.GetResults()[1].GetDurability())
 	require.Equal(t, counts{7, 2, 0, 10, 0}, get())
-	rest(http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "dc", "seq": 11}, {"channel_id": "dc", "seq": 12}]}`)
+	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "dc", "seq": 11}, {"channel_id": "dc", "seq": 12}]}`)
 	want := counts{8, 2, 0, 12, 0}
 	require.Equal(t, want, get(), "a delete before its notice applies")
 
 	// A repeat, over every protocol: nothing changes.
-	rest(http.MethodDelete, "/v1/channels/dc/messages/7", "")
+	tb.ok(t, http.MethodDelete, "/v1/channels/dc/messages/7", "")
 	_, err = connectCl.DeleteMessage(ctx, connect.NewRequest(&receiptsv1.DeleteMessageRequest{ChannelId: "dc", Seq: 12}))
 	require.NoError(t, err)
 	require.Equal(t, want, get())
@@ -115,7 +110,7 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 	require.Contains(t, tb.redisKeys(t), tb.store.DeletionsKey("dc"), "the read hydrated the deletions")
 
 	// A read moves as before: to 8, the unread are 10 and 11.
-	rest(http.MethodPost, "/v1/users/bob/channels/dc/read", `{"seq": 8}`)
+	tb.ok(t, http.MethodPost, "/v1/users/bob/channels/dc/read", `{"seq": 8}`)
 	require.Equal(t, counts{2, 10, 0, 12, 8}, get())
 }
 

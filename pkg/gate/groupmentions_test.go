@@ -33,16 +33,11 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 	startPersister(t, tb)
 	ctx := context.Background()
 	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
-	rest := func(method, path, body string) {
-		t.Helper()
-		status, b := tb.do(t, method, path, body)
-		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
-	}
 	for _, u := range []string{"s", "a", "m", "n"} {
-		rest(http.MethodPut, "/v1/channels/gc/members/"+u, `{}`)
+		tb.ok(t, http.MethodPut, "/v1/channels/gc/members/"+u, `{}`)
 	}
-	rest(http.MethodPut, "/v1/users/m/channels/gc/notifications", `{"level": "mentions"}`)
-	rest(http.MethodPut, "/v1/users/n/channels/gc/notifications", `{"level": "none"}`)
+	tb.ok(t, http.MethodPut, "/v1/users/m/channels/gc/notifications", `{"level": "mentions"}`)
+	tb.ok(t, http.MethodPut, "/v1/users/n/channels/gc/notifications", `{"level": "none"}`)
 	_, err := grpcCl.SetNotifications(ctx, connect.NewRequest(&receiptsv1.SetNotificationsRequest{UserId: "a", ChannelId: "gc",
 		MutedUntilUnixMs: time.Now().Add(time.Hour).UnixMilli()}))
 	require.NoError(t, err)
@@ -76,7 +71,7 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 	}
 
 	// REST: s group-mentions the channel.
-	rest(http.MethodPost, "/v1/channels/gc/messages", `{"seq": 1, "sender_id": "s", "mention_all": true}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/gc/messages", `{"seq": 1, "sender_id": "s", "mention_all": true}`)
 	require.Equal(t, map[string]counts{
 		"s": {0, 0, false}, "a": {1, 1, false}, "m": {1, 1, false}, "n": {1, 0, false},
 	}, everyone(), "the sender and a member at none are not mentioned; a muted member is")

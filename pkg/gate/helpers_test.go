@@ -217,6 +217,14 @@ func (tb *testBundle) consumeUntil(t *testing.T, done func([]*kgo.Record, []rece
 	return recs, states
 }
 
+// ok makes a REST call that must answer 200 and returns its body.
+func (tb *testBundle) ok(t *testing.T, method, path, body string) []byte {
+	t.Helper()
+	status, b := tb.do(t, method, path, body)
+	require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
+	return b
+}
+
 // highWatermarks sums the topic's high watermarks: 0 means nothing was ever
 // produced.
 func (tb *testBundle) highWatermarks(t *testing.T) int64 {

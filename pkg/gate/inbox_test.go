@@ -36,22 +36,16 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 	startPersister(t, tb)
 	ctx := context.Background()
 	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
-	rest := func(method, path, body string) []byte {
-		t.Helper()
-		status, b := tb.do(t, method, path, body)
-		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
-		return b
-	}
 	// Seven channels; channel ib<i> gets i+1 messages, the last at time i.
 	const n = 7
 	for i := range n {
 		ch := fmt.Sprintf("ib%d", i)
-		rest(http.MethodPut, "/v1/channels/"+ch+"/members/iu", `{}`)
+		tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/iu", `{}`)
 		for q := 1; q <= i+1; q++ {
-			rest(http.MethodPost, "/v1/channels/"+ch+"/messages", fmt.Sprintf(`{"seq": %d, "message_id": "%s-m%d", "sender_id": "x"}`, q, ch, q))
+			tb.ok(t, http.MethodPost, "/v1/channels/"+ch+"/messages", fmt.Sprintf(`{"seq": %d, "message_id": "%s-m%d", "sender_id": "x"}`, q, ch, q))
 		}
 	}
-	rest(http.MethodPost, "/v1/users/iu/channels/ib4/read", `{"seq": 2}`)
+	tb.ok(t, http.MethodPost, "/v1/users/iu/channels/ib4/read", `{"seq": 2}`)
 
 	// All pages, each protocol in turn.
 	type line struct {
@@ -87,7 +81,7 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 					} `json:"lines"`
 					NextPageToken string `json:"nextPageToken"`
 				}
-				require.NoError(t, json.Unmarshal(rest(http.MethodGet, fmt.Sprintf("/v1/users/iu/inbox?limit=%d&page_token=%s", limit, token), ""), &body))
+				require.NoError(t, json.Unmarshal(tb.ok(t, http.MethodGet, fmt.Sprintf("/v1/users/iu/inbox?limit=%d&page_token=%s", limit, token), ""), &body))
 				resp = &receiptsv1.GetInboxResponse{NextPageToken: body.NextPageToken}
 				for _, l := range body.Lines {
 					at, err := strconv.ParseInt(l.LastActivityUnixMs, 10, 64)
@@ -138,8 +132,8 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 
 	// A new message moves its channel to the top; a deleted first unread
 	// message moves the id to the next.
-	rest(http.MethodPost, "/v1/channels/ib1/messages", `{"seq": 3, "message_id": "ib1-m3", "sender_id": "x"}`)
-	rest(http.MethodDelete, "/v1/channels/ib4/messages/3", ``)
+	tb.ok(t, http.MethodPost, "/v1/channels/ib1/messages", `{"seq": 3, "message_id": "ib1-m3", "sender_id": "x"}`)
+	tb.ok(t, http.MethodDelete, "/v1/channels/ib4/messages/3", ``)
 	lines = walk(2)
 	require.Equal(t, []string{"ib1", "ib6", "ib5", "ib4", "ib3", "ib2", "ib0"}, order(lines))
 	require.Equal(t, "ib4-m4", lines[3].firstID)
@@ -198,22 +192,16 @@ func TestInboxThreadLines(t *testing.T) {
 	startPersister(t, tb)
 	ctx := context.Background()
 	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
-	rest := func(method, path, body string) []byte {
-		t.Helper()
-		status, b := tb.do(t, method, path, body)
-		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
-		return b
-	}
 	for _, ch := range []string{"ta", "tb"} {
-		rest(http.MethodPut, "/v1/channels/"+ch+"/members/tu", `{}`)
-		rest(http.MethodPut, "/v1/channels/"+ch+"/members/tx", `{}`)
-		rest(http.MethodPost, "/v1/channels/"+ch+"/messages", `{"seq": 1, "message_id": "`+ch+`-m1", "sender_id": "tx"}`)
+		tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/tu", `{}`)
+		tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/tx", `{}`)
+		tb.ok(t, http.MethodPost, "/v1/channels/"+ch+"/messages", `{"seq": 1, "message_id": "`+ch+`-m1", "sender_id": "tx"}`)
 	}
 	// Thread ta/1: tu follows it; two replies, the second mentions tu.
-	rest(http.MethodPut, "/v1/users/tu/channels/ta/threads/1/follow", `{}`)
-	rest(http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 1, "message_id": "ta-r1", "sender_id": "tx"}`)
-	rest(http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 2, "message_id": "ta-r2", "sender_id": "tx", "mentions": ["tu"]}`)
-	rest(http.MethodPost, "/v1/channels/tb/messages", `{"seq": 2, "message_id": "tb-m2", "sender_id": "tx"}`)
+	tb.ok(t, http.MethodPut, "/v1/users/tu/channels/ta/threads/1/follow", `{}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 1, "message_id": "ta-r1", "sender_id": "tx"}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 2, "message_id": "ta-r2", "sender_id": "tx", "mentions": ["tu"]}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/tb/messages", `{"seq": 2, "message_id": "tb-m2", "sender_id": "tx"}`)
 
 	type line struct {
 		ch               string
@@ -269,7 +257,7 @@ func TestInboxThreadLines(t *testing.T) {
 
 	// A new reply moves the thread to the top; its first unread reply
 	// stays the first.
-	rest(http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 3, "message_id": "ta-r3", "sender_id": "tx"}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/ta/threads/1/messages", `{"seq": 3, "message_id": "ta-r3", "sender_id": "tx"}`)
 	moved := []line{{"ta", 1, 3, 1, "ta-r1", false}, want[0], want[2]}
 	require.Equal(t, moved, walk(2))
 
@@ -290,6 +278,6 @@ func TestInboxThreadLines(t *testing.T) {
 	require.Equal(t, moved, walk(2))
 
 	// Read up to its head, the thread leaves the inbox; the channels stay.
-	rest(http.MethodPost, "/v1/users/tu/channels/ta/threads/1/read", `{"seq": 3}`)
+	tb.ok(t, http.MethodPost, "/v1/users/tu/channels/ta/threads/1/read", `{"seq": 3}`)
 	require.Equal(t, moved[1:], walk(50))
 }

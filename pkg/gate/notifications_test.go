@@ -33,19 +33,13 @@ func TestNotificationLevelsShapeTheBadge(t *testing.T) {
 	startPersister(t, tb)
 	ctx := context.Background()
 	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
-	rest := func(method, path, body string) []byte {
-		t.Helper()
-		status, b := tb.do(t, method, path, body)
-		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
-		return b
-	}
 	// Channel a: 3 unread; b: 2 unread, one a mention; c: 4 unread.
 	for _, ch := range []string{"na", "nb", "nc"} {
-		rest(http.MethodPut, "/v1/channels/"+ch+"/members/nu", `{}`)
+		tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/nu", `{}`)
 	}
-	rest(http.MethodPost, "/v1/channels/na/messages", `{"seq": 3, "sender_id": "x"}`)
-	rest(http.MethodPost, "/v1/channels/nb/messages", `{"seq": 2, "sender_id": "x", "mentions": ["nu"]}`)
-	rest(http.MethodPost, "/v1/channels/nc/messages", `{"seq": 4, "sender_id": "x"}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/na/messages", `{"seq": 3, "sender_id": "x"}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/nb/messages", `{"seq": 2, "sender_id": "x", "mentions": ["nu"]}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/nc/messages", `{"seq": 4, "sender_id": "x"}`)
 
 	unread := func() (*receiptsv1.GetUnreadResponse, map[string]*receiptsv1.ChannelUnread) {
 		t.Helper()

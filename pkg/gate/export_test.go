@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -19,3 +20,6 @@ func PageOfChannels(channels []string, after string, limit int) ([]string, bool)
 func DurableUnread(ctx context.Context, g *Gate, user string) ([]redisstore.ChannelView, error) {
 	return g.durableUnread(ctx, user, nil)
 }
+
+// FirstInOrder is firstInOrder of ints, ascending.
+func FirstInOrder(items []int, n int) []int { return firstInOrder(items, n, cmp.Compare[int]) }

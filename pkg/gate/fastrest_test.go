@@ -238,3 +238,65 @@ func TestFastThreadsAnswersAsVanguardDoes(t *testing.T) {
 		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", c.path)
 	}
 }
+
+// GET …/inbox on the fast path answers as vanguard does: channel and
+// thread lines, paging with the token an answer gave, both spellings,
+// errors, and the queries left to vanguard.
+func TestFastInboxAnswersAsVanguardDoes(t *testing.T) {
+	t.Parallel()
+	var now atomic.Int64
+	clock := func() time.Time { return time.UnixMilli(now.Load()) }
+	fast := setup(t, setupOpts{config: func(c *testConfig) { c.Clock = clock }})
+	slow := setup(t, setupOpts{config: func(c *testConfig) { c.Clock, c.Server.TranscodeAllREST = clock, true }})
+	now.Store(time.Now().UnixMilli())               // after the joins, which Redis' clock versions
+	const odd = `/v1/channels/%C3%A9t%C3%A9%22q%5C` // été"q\
+	steps := []struct{ method, path, body string }{
+		{http.MethodPut, "/v1/channels/a/members/u1", `{}`},
+		{http.MethodPut, "/v1/channels/b/members/u1", `{}`},
+		{http.MethodPut, odd + "/members/u1", `{}`},
+		{http.MethodPost, "/v1/channels/a/messages", `{"seq": 3, "message_id": "a3", "sender_id": "u2"}`},
+		{http.MethodPost, odd + "/messages", `{"seq": 2, "message_id": "x\"2", "sender_id": "u2", "mentions": ["u1"]}`},
+		{http.MethodPost, "/v1/channels/b/messages", `{"seq": 1, "sender_id": "u1"}`},
+		{http.MethodPut, "/v1/users/u1/channels/a/threads/1/follow", `{}`},
+		{http.MethodPost, "/v1/channels/a/threads/1/messages", `{"seq": 1, "message_id": "r1", "sender_id": "u2"}`},
+		{http.MethodPut, "/v1/users/u1/channels/a/notifications", `{"level": "mentions"}`},
+	}
+	for _, step := range steps {
+		now.Add(1000)
+		for _, tb := range []*testBundle{fast, slow} {
+			tb.ok(t, step.method, step.path, step.body)
+		}
+	}
+	var first struct {
+		NextPageToken string `json:"nextPageToken"`
+	}
+	require.NoError(t, json.Unmarshal(fast.ok(t, http.MethodGet, "/v1/users/u1/inbox?limit=1", ""), &first))
+	require.NotEmpty(t, first.NextPageToken)
+	require.Contains(t, string(fast.ok(t, http.MethodGet, "/v1/users/u1/inbox", "")), `"thread":{`, "a thread line among the channels")
+	for _, c := range []struct {
+		path string
+		fast bool
+	}{
+		{"/v1/users/u1/inbox", true},
+		{"/v1/users/u1/inbox?limit=1", true},
+		{"/v1/users/u1/inbox?limit=2&page_token=" + first.NextPageToken, true},
+		{"/v1/users/u1/inbox?pageToken=" + first.NextPageToken, true},
+		{"/v1/users/nobody/inbox", true},
+		{"/v1/users/u1/inbox?limit=500", true},
+		{"/v1/users/u1/inbox?page_token=nope", true},
+		{"/v1/users/a%7Bb/inbox", true},
+		// Left to vanguard.
+		{"/v1/users/u1/inbox?limit=x", false},
+		{"/v1/users/u1/inbox?color=red", false},
+	} {
+		u, err := url.Parse(c.path)
+		require.NoError(t, err)
+		_, routed := rest.InboxRoute(u.EscapedPath())
+		_, queried := rest.InboxQuery(u.RawQuery)
+		require.Equal(t, c.fast, routed && queried, "%s: fast path's decision", c.path)
+		fr, fb := fast.doResp(t, http.MethodGet, c.path, "")
+		sr, sb := slow.doResp(t, http.MethodGet, c.path, "")
+		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", c.path, sb, fb)
+		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", c.path)
+	}
+}

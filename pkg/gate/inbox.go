@@ -47,17 +47,12 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(items, compareActivity)
-	start := 0
 	if hasAfter {
-		start, _ = slices.BinarySearchFunc(items, after, compareActivity)
-		if start < len(items) && compareActivity(items[start], after) == 0 {
-			start++
-		}
+		items = slices.DeleteFunc(items, func(h thread.Head) bool { return compareActivity(h, after) <= 0 })
 	}
-	page := items[start:min(start+limit, len(items))]
+	page := firstInOrder(items, limit, compareActivity)
 	out := &receiptsv1.GetInboxResponse{UserId: user}
-	if start+limit < len(items) {
+	if len(items) > limit {
 		out.NextPageToken = encodeActivityToken(page[len(page)-1])
 	}
 	if len(page) == 0 {
@@ -175,4 +170,27 @@ func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine
 	for i, id := range ids {
 		lines[i].FirstUnreadMessageId = id
 	}
+}
+
+// firstInOrder is the first n of items by cmp, in order, without sorting
+// the rest: a page of 50 of a thousand channels took a fifth of the
+// inbox's time in a whole sort. Items are kept by index, so an insertion
+// moves ints, not heads.
+func firstInOrder[T any](items []T, n int, cmp func(a, b T) int) []T {
+	idx := make([]int, 0, n+1)
+	for i := range items {
+		if len(idx) == n && cmp(items[i], items[idx[n-1]]) >= 0 {
+			continue
+		}
+		at, _ := slices.BinarySearchFunc(idx, i, func(j, i int) int { return cmp(items[j], items[i]) })
+		idx = slices.Insert(idx, at, i)
+		if len(idx) > n {
+			idx = idx[:n]
+		}
+	}
+	out := make([]T, len(idx))
+	for k, i := range idx {
+		out[k] = items[i]
+	}
+	return out
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -280,4 +283,21 @@ func TestInboxThreadLines(t *testing.T) {
 	// Read up to its head, the thread leaves the inbox; the channels stay.
 	tb.ok(t, http.MethodPost, "/v1/users/tu/channels/ta/threads/1/read", `{"seq": 3}`)
 	require.Equal(t, moved[1:], walk(50))
+}
+
+// The inbox's page selection is the first n of a full sort, for any n
+// and order, duplicates included.
+func TestFirstInOrderIsASortsPrefix(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		items := make([]int, rng.IntN(60))
+		for i := range items {
+			items[i] = rng.IntN(40)
+		}
+		n := 1 + rng.IntN(70)
+		sorted := slices.Sorted(slices.Values(items))
+		want := append([]int{}, sorted[:min(n, len(sorted))]...)
+		require.Equal(t, want, gate.FirstInOrder(slices.Clone(items), n), "%v, n %d", items, n)
+	}
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // The fast REST path of the hot write routes (POST /v1/receipts:mark and
-// the single-mark routes) and of the big reads (GET …/unread and
-// …/threads): the JSON body or the query is decoded straight into the
+// the single-mark routes) and of the big reads (GET …/unread, …/threads
+// and …/inbox): the JSON body or the query is decoded straight into the
 // request message and the answer encoded by hand (pkg/gate/rest), instead
 // of vanguard transcoding REST to Connect and protojson (de)coding both
 // ways. The same handler methods run, so validation, the write path and
@@ -35,7 +35,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		return false
 	}
 	if r.Method == http.MethodGet && len(body) == 0 {
-		return s.serveFastUnread(w, r) || s.serveFastThreads(w, r)
+		return s.serveFastUnread(w, r) || s.serveFastThreads(w, r) || s.serveFastInbox(w, r)
 	}
 	if r.URL.RawQuery != "" {
 		return false
@@ -181,5 +181,34 @@ func (s *Server) serveFastThreads(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	rest.WriteListThreads(w, resp.Msg)
+	return true
+}
+
+// serveFastInbox answers GET /v1/users/{user_id}/inbox (GetInbox) with
+// the hand-written encoder.
+func (s *Server) serveFastInbox(w http.ResponseWriter, r *http.Request) bool {
+	user, ok := rest.InboxRoute(r.URL.Path)
+	if !ok {
+		return false
+	}
+	req, ok := rest.InboxQuery(r.URL.RawQuery)
+	if !ok {
+		return false
+	}
+	req.UserId = user
+	start := time.Now()
+	creq := connect.NewRequest(req)
+	maps.Copy(creq.Header(), r.Header)
+	var resp *connect.Response[receiptsv1.GetInboxResponse]
+	err := authorize(r.Context(), receiptsv1connect.ReceiptServiceGetInboxProcedure)
+	if err == nil {
+		resp, err = s.gate.GetInbox(r.Context(), creq)
+	}
+	s.m.observe("GetInbox", start, err)
+	if err != nil {
+		apierr.WriteREST(w, err)
+		return true
+	}
+	rest.WriteGetInbox(w, resp.Msg)
 	return true
 }

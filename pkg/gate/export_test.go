@@ -22,4 +22,6 @@ func DurableUnread(ctx context.Context, g *Gate, user string) ([]redisstore.Chan
 }
 
 // FirstInOrder is firstInOrder of ints, ascending.
-func FirstInOrder(items []int, n int) []int { return firstInOrder(items, n, cmp.Compare[int]) }
+func FirstInOrder(items []int, n int) []int {
+	return firstInOrder(items, n, func(a, b *int) int { return cmp.Compare(*a, *b) })
+}

@@ -155,3 +155,19 @@ func TestUnreadPageQuery(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWriteGetUnread encodes the answer of a user in 1,000 channels,
+// each with unread messages and a mention.
+func BenchmarkWriteGetUnread(b *testing.B) {
+	resp := &receiptsv1.GetUnreadResponse{UserId: "ubr-1000", UnreadTotal: 10000, ChannelsWithUnread: 1000, MentionTotal: 2000}
+	for i := range 1000 {
+		resp.Channels = append(resp.Channels, &receiptsv1.ChannelUnread{
+			ChannelId: "ubr-1000-c" + strconv.Itoa(i), Head: &receiptsv1.Position{Seq: 10}, Read: &receiptsv1.Position{},
+			PublicRead: &receiptsv1.Position{}, UnreadCount: 10, MentionCount: 2, FirstUnreadSeq: 1, Member: true, Level: "all",
+		})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		WriteGetUnread(httptest.NewRecorder(), resp)
+	}
+}

@@ -110,27 +110,41 @@ func faultScenarios() []scenario {
 // TestFaults runs every scenario (make faults; part of make ci).
 func TestFaults(t *testing.T) {
 	start := time.Now()
-	var results []result
-	for _, sc := range faultScenarios() {
+	scenarios := faultScenarios()
+	// The scenarios run side by side, -parallel at a time (each on servers
+	// of its own; most of a scenario is waiting out its fault); the table
+	// keeps their order.
+	results := make([]result, len(scenarios))
+	ran := make([]bool, len(scenarios))
+	t.Cleanup(func() {
+		var done []result
+		for i, r := range results {
+			if ran[i] {
+				done = append(done, r)
+			}
+		}
+		took := time.Since(start)
+		table := formatTable(done)
+		t.Logf("\n%s\nsuite: %s", table, took.Round(time.Second))
+		if out := os.Getenv("RECEIPTS_FAULTS_TABLE"); out != "" {
+			f, err := os.OpenFile(out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+			require.NoError(t, err)
+			fmt.Fprintf(f, "\nRun at %s:\n\n%s", time.Now().UTC().Format(time.RFC3339), table)
+			f.Close()
+		}
+		if *updateDoc {
+			require.False(t, t.Failed(), "the table is written only from a passing run")
+			require.Len(t, done, len(scenarios), "the table is written only from a run of every scenario")
+			writeFaultsDoc(t, table, took)
+		}
+	})
+	for i, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			r := runScenario(t, sc)
-			results = append(results, r)
+			results[i], ran[i] = r, true
 			requireNoLoss(t, r, sc.poison)
 		})
-	}
-	took := time.Since(start)
-	table := formatTable(results)
-	t.Logf("\n%s\nsuite: %s", table, took.Round(time.Second))
-	if out := os.Getenv("RECEIPTS_FAULTS_TABLE"); out != "" {
-		f, err := os.OpenFile(out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		require.NoError(t, err)
-		fmt.Fprintf(f, "\nRun at %s:\n\n%s", time.Now().UTC().Format(time.RFC3339), table)
-		f.Close()
-	}
-	if *updateDoc {
-		require.False(t, t.Failed(), "the table is written only from a passing run")
-		require.Len(t, results, len(faultScenarios()), "the table is written only from a run of every scenario")
-		writeFaultsDoc(t, table, took)
 	}
 }
 

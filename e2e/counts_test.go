@@ -425,7 +425,10 @@ func TestCountsMatchModel(t *testing.T) {
 		un, me, _ := m.counts(k)
 		total, mentioned = total+un, mentioned+me
 		for q := range mk.mentions {
-			if q > mk.effective().Seq {
+			// Not at a group mention's or a deleted seq: there the explicit
+			// mention's loss would not change the count.
+			_, group := m.groupMentions[k.Channel][q]
+			if q > mk.effective().Seq && !group && !m.deleted[k.Channel][q] {
 				victim, seq = k, q
 			}
 		}

@@ -29,6 +29,7 @@ var procedureScopes = map[string]apiauth.Scope{
 	rv1.ReceiptServiceNotifyMessageProcedure:  apiauth.ScopeWrite,
 	rv1.ReceiptServiceNotifyMessagesProcedure: apiauth.ScopeWrite,
 	rv1.ReceiptServiceDeleteMessageProcedure:  apiauth.ScopeWrite,
+	rv1.ReceiptServiceDeleteThreadReplyProcedure: apiauth.ScopeWrite,
 	rv1.ReceiptServiceJoinChannelProcedure:    apiauth.ScopeWrite,
 	rv1.ReceiptServiceLeaveChannelProcedure:   apiauth.ScopeWrite,
 	rv1.ReceiptServiceUpdateSettingsProcedure: apiauth.ScopeWrite,

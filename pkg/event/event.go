@@ -41,10 +41,10 @@ import (
 // seqs and a thread root is written as version 8 (an older build refuses
 // it rather than read it as a thread head).
 const (
-	SchemaVersion             = 3
-	ThreadSchemaVersion       = 4
-	NotificationSchemaVersion = 5
-	DeletionSchemaVersion     = 6
+	SchemaVersion               = 3
+	ThreadSchemaVersion         = 4
+	NotificationSchemaVersion   = 5
+	DeletionSchemaVersion       = 6
 	GroupMentionSchemaVersion   = 7
 	ThreadDeletionSchemaVersion = 8
 	MinSchemaVersion            = 1

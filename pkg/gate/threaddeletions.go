@@ -117,7 +117,7 @@ func applyThreadDeletions(c *thread.Counts, deleted, firstKept int64, deletedMen
 	c.MentionsCapped = c.Mentions > int64(mentionCap)
 }
 
-// threadCounts is one thread's counts for a write's answer, its deleted
+// threadCountsOf is one thread's counts for a write's answer, its deleted
 // replies taken out; a failed deletion read answers the counts without
 // them (the write itself succeeded).
 func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {

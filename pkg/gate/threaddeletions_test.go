@@ -119,6 +119,12 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	// A read moves as before: to 4, the unread are 5 and 6.
 	rest(http.MethodPost, "/v1/users/bob/channels/tdc/threads/2/read", `{"seq": 4}`)
 	require.Equal(t, counts{2, 5, 0, 4, 1, 0, 5}, get())
+
+	// A mark-unread from 3 answers the counts without 3 and 7: 4, 5 and 6.
+	mu, err := connectCl.MarkThreadUnread(ctx, connect.NewRequest(&receiptsv1.MarkThreadUnreadRequest{UserId: "bob", ChannelId: "tdc", RootSeq: 2, Seq: 3}))
+	require.NoError(t, err)
+	require.Equal(t, [3]int64{3, 4, 0}, [3]int64{mu.Msg.GetThread().GetUnreadCount(), mu.Msg.GetThread().GetFirstUnreadSeq(), mu.Msg.GetThread().GetMentionCount()})
+	require.Equal(t, counts{3, 4, 0, 2, 1, 0, 5}, get())
 }
 
 // With Redis down, thread counts from Postgres alone leave the deleted

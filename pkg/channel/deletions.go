@@ -21,10 +21,16 @@ import (
 // the window counts again for a reader whose read cursor is below it:
 // a reader more than DeletionWindow messages behind.
 //
+// A thread's deleted replies are the same set keyed by the thread's root
+// (Root > 0; 0 is the channel itself): reply seqs, counted against the
+// thread's head and cursors by the same rule.
+//
 // Redis (Lua), the persister's dedupe and Postgres (SQL) each apply this
 // rule; the kinds' differential test holds them to MergeDeletions.
 type Deletions struct {
 	Channel string
+	// Root is the thread root's channel seq (0: the channel's messages).
+	Root int64
 	// Seqs ascending, distinct.
 	Seqs []int64
 	// UpdatedAtUnixMs is when the gateway accepted the deletions (0: a
@@ -67,6 +73,9 @@ func DeletionsRetain(sorted []int64) []int64 {
 func (d Deletions) Validate() error {
 	if err := receipt.ValidateID("channel_id", d.Channel); err != nil {
 		return err
+	}
+	if d.Root < 0 {
+		return &receipt.FieldError{Field: "thread_root_seq", Reason: "is negative"}
 	}
 	if len(d.Seqs) == 0 {
 		return &receipt.FieldError{Field: "deleted_seqs", Reason: "is empty"}

@@ -120,4 +120,6 @@ func TestDeletionsValidate(t *testing.T) {
 	require.Error(t, channel.Deletions{Channel: "c", Seqs: []int64{0}}.Validate())
 	require.Error(t, channel.Deletions{Channel: "", Seqs: []int64{1}}.Validate())
 	require.Error(t, channel.Deletions{Channel: "c", Seqs: make([]int64, channel.MaxDeletedSeqs+1)}.Validate())
+	require.NoError(t, channel.Deletions{Channel: "c", Root: 4, Seqs: []int64{1}}.Validate(), "a thread's replies")
+	require.Error(t, channel.Deletions{Channel: "c", Root: -1, Seqs: []int64{1}}.Validate())
 }

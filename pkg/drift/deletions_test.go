@@ -10,6 +10,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Deletion drift each way is repaired by the union: what Postgres holds
@@ -52,4 +53,37 @@ func TestSweepRepairsDeletionsBothWays(t *testing.T) {
 	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, rep.ByKind[drift.KindDeletions].Total())
+}
+
+// A thread's deleted replies are swept as their own set, beside their
+// channel's: each side's missing set is copied to the other.
+func TestSweepRepairsThreadDeletions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bd := setup(t)
+	pgOnly, rdOnly := thread.Ref{Channel: "c", Root: 2}, thread.Ref{Channel: "c", Root: 3}
+	_, err := bd.pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 2, Seqs: []int64{1, 5}}})
+	require.NoError(t, err)
+	_, err = bd.rs.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 3, Seqs: []int64{7}}})
+	require.NoError(t, err)
+
+	sw := newSweeper(t, bd)
+	var clock atomic.Int64
+	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	rep, err := sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, drift.Counts{RedisMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
+	clock.Store(int64(time.Minute))
+	rep, err = sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, drift.Counts{PostgresMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
+
+	refs := []thread.Ref{{Channel: "c"}, pgOnly, rdOnly}
+	pg, err := bd.pg.DeletionSets(ctx, refs)
+	require.NoError(t, err)
+	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 2, Seqs: []int64{1, 5}},
+		{Channel: "c", Root: 3, Seqs: []int64{7}}}, pg)
+	rd, err := bd.rs.DeletionSets(ctx, refs)
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{{4}, {1, 5}, {7}}, rd)
 }

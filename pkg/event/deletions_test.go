@@ -45,3 +45,36 @@ func TestDeletionsEventRoundTrip(t *testing.T) {
 		require.ErrorIs(t, err, event.ErrUndecodable, name)
 	}
 }
+
+// A thread's deleted replies travel as the channel's do, with the root
+// and version 8; a version before 8 with a root is refused, never read
+// as a thread head.
+func TestThreadDeletionsEventRoundTrip(t *testing.T) {
+	t.Parallel()
+	del := channel.Deletions{Channel: "c:1", Root: 5, Seqs: []int64{2, 3}, UpdatedAtUnixMs: 42}
+	rec, err := event.EncodeDecoded(event.Decoded{Deletions: &del})
+	require.NoError(t, err)
+	require.Equal(t, "c%3A1", string(rec.Key), "the channel's partition")
+	d, err := event.DecodeRecord(rec)
+	require.NoError(t, err)
+	require.Equal(t, &del, d.Deletions)
+	require.Nil(t, d.ThreadHead)
+
+	var ev receiptsv1.ChannelEvent
+	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
+	require.Equal(t, uint32(event.ThreadDeletionSchemaVersion), ev.GetSchemaVersion())
+	require.Equal(t, int64(5), ev.GetThreadRootSeq())
+	for name, corrupt := range map[string]func(*receiptsv1.ChannelEvent){
+		"version 6":     func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = event.DeletionSchemaVersion },
+		"negative root": func(ev *receiptsv1.ChannelEvent) { ev.ThreadRootSeq = -1 },
+	} {
+		bad := proto.Clone(&ev).(*receiptsv1.ChannelEvent)
+		corrupt(bad)
+		v, err := proto.Marshal(bad)
+		require.NoError(t, err)
+		badRec := *rec
+		badRec.Value = v
+		_, err = event.DecodeRecord(&badRec)
+		require.ErrorIs(t, err, event.ErrUndecodable, name)
+	}
+}

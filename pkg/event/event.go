@@ -37,14 +37,18 @@ import (
 // (and no head) is written as version 6.
 // Version 7 adds a channel's group mentions: only a channel event
 // carrying some is written as version 7.
+// Version 8 adds a thread's deleted replies: a channel event with deleted
+// seqs and a thread root is written as version 8 (an older build refuses
+// it rather than read it as a thread head).
 const (
-	SchemaVersion             = 3
-	ThreadSchemaVersion       = 4
-	NotificationSchemaVersion = 5
-	DeletionSchemaVersion     = 6
-	GroupMentionSchemaVersion = 7
-	MinSchemaVersion          = 1
-	MaxSchemaVersion          = GroupMentionSchemaVersion
+	SchemaVersion               = 3
+	ThreadSchemaVersion         = 4
+	NotificationSchemaVersion   = 5
+	DeletionSchemaVersion       = 6
+	GroupMentionSchemaVersion   = 7
+	ThreadDeletionSchemaVersion = 8
+	MinSchemaVersion            = 1
+	MaxSchemaVersion            = ThreadDeletionSchemaVersion
 )
 
 // MaxValueBytes bounds a record value; a real event is well under 1 KiB
@@ -205,9 +209,14 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	}
 	if d.Deletions != nil {
 		key = receipt.EscapeKeyID(d.Deletions.Channel)
+		version := uint32(DeletionSchemaVersion)
+		if d.Deletions.Root != 0 {
+			version = ThreadDeletionSchemaVersion
+		}
 		msg = &receiptsv1.ChannelEvent{
-			SchemaVersion:    DeletionSchemaVersion,
+			SchemaVersion:    version,
 			ChannelId:        d.Deletions.Channel,
+			ThreadRootSeq:    d.Deletions.Root,
 			DeletedSeqs:      d.Deletions.Seqs,
 			AcceptedAtUnixMs: d.Deletions.UpdatedAtUnixMs,
 		}
@@ -338,11 +347,11 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	if v := ev.GetSchemaVersion(); v < 2 || v > MaxSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: unknown channel event schema version %d", ErrUndecodable, v)
 	}
-	if ev.GetThreadRootSeq() != 0 {
-		return decodeThreadHead(r, &ev)
-	}
 	if len(ev.GetDeletedSeqs()) > 0 {
 		return decodeDeletions(r, &ev)
+	}
+	if ev.GetThreadRootSeq() != 0 {
+		return decodeThreadHead(r, &ev)
 	}
 	if ev.GetHead().GetPosition().GetEpoch() != 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)
@@ -502,15 +511,18 @@ func StateToProto(s receipt.State) *receiptsv1.ChannelState {
 }
 
 // decodeDeletions reads a channel event of deleted seqs (version 6, no
-// head).
+// head; with a thread root, version 8).
 func decodeDeletions(r *kgo.Record, ev *receiptsv1.ChannelEvent) (Decoded, error) {
 	if ev.GetSchemaVersion() < DeletionSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: deleted seqs in a version-%d event", ErrUndecodable, ev.GetSchemaVersion())
 	}
+	if ev.GetThreadRootSeq() != 0 && ev.GetSchemaVersion() < ThreadDeletionSchemaVersion {
+		return Decoded{}, fmt.Errorf("%w: deleted thread replies in a version-%d event", ErrUndecodable, ev.GetSchemaVersion())
+	}
 	if ev.GetHead() != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: deleted seqs with a head", ErrUndecodable)
 	}
-	d := channel.Deletions{Channel: ev.GetChannelId(), Seqs: ev.GetDeletedSeqs(), UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs()}
+	d := channel.Deletions{Channel: ev.GetChannelId(), Root: ev.GetThreadRootSeq(), Seqs: ev.GetDeletedSeqs(), UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs()}
 	if err := d.Validate(); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // DeleteMessage implements receiptsv1connect.ReceiptServiceHandler.
@@ -23,21 +24,41 @@ func (g *Gate) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
 		return nil, invalid(apierr.InvalidSeq, err)
 	}
-	durability, degraded, err := g.deleteMessages(ctx, []deletion{{channel: r.GetChannelId(), seq: r.GetSeq()}})
+	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: thread.Ref{Channel: r.GetChannelId()}, seq: r.GetSeq()}})
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&receiptsv1.DeleteMessageResponse{Durability: durability, RealtimeDegraded: degraded}), nil
 }
 
-// deletion is one validated delete.
-type deletion struct {
-	channel string
-	seq     int64
+// DeleteThreadReply implements receiptsv1connect.ReceiptServiceHandler.
+// The root is not checked against the channel's head: a delete may come
+// before the notices it follows, as a channel message's may.
+func (g *Gate) DeleteThreadReply(ctx context.Context, req *connect.Request[receiptsv1.DeleteThreadReplyRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
+	r := req.Msg
+	ref, err := threadRef(r.GetChannelId(), r.GetRootSeq())
+	if err != nil {
+		return nil, err
+	}
+	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
+		return nil, invalid(apierr.InvalidSeq, err)
+	}
+	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: ref, seq: r.GetSeq()}})
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&receiptsv1.DeleteMessageResponse{Durability: durability, RealtimeDegraded: degraded}), nil
 }
 
-// validateDeletion checks a notice that deletes: a channel and a seq,
-// nothing that only announcing carries.
+// deletion is one validated delete: of a channel message (ref.Root 0) or
+// a thread reply.
+type deletion struct {
+	ref thread.Ref
+	seq int64
+}
+
+// validateDeletion checks a notice that deletes: a channel and a seq (a
+// reply's with a thread_root_seq), nothing that only announcing carries.
 func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, error) {
 	if err := receipt.ValidateID(prefix+"channel_id", n.GetChannelId()); err != nil {
 		return deletion{}, invalid(apierr.InvalidID, err)
@@ -45,38 +66,42 @@ func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, err
 	if err := receipt.ValidateSeq(prefix+"seq", n.GetSeq()); err != nil {
 		return deletion{}, invalid(apierr.InvalidSeq, err)
 	}
+	if n.GetThreadRootSeq() != 0 {
+		if err := receipt.ValidateSeq(prefix+"thread_root_seq", n.GetThreadRootSeq()); err != nil {
+			return deletion{}, invalid(apierr.InvalidSeq, err)
+		}
+	}
 	for _, f := range []struct {
 		name string
 		set  bool
-	}{{"message_id", n.GetMessageId() != ""}, {"sender_id", n.GetSenderId() != ""}, {"mentions", len(n.GetMentions()) > 0},
-		{"thread_root_seq", n.GetThreadRootSeq() != 0}} {
+	}{{"message_id", n.GetMessageId() != ""}, {"sender_id", n.GetSenderId() != ""}, {"mentions", len(n.GetMentions()) > 0}} {
 		if f.set {
 			return deletion{}, invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + f.name, Reason: "must be empty when deleted is set"})
 		}
 	}
-	return deletion{channel: n.GetChannelId(), seq: n.GetSeq()}, nil
+	return deletion{ref: thread.Ref{Channel: n.GetChannelId(), Root: n.GetThreadRootSeq()}, seq: n.GetSeq()}, nil
 }
 
-// deleteMessages adds the seqs to their channels' deletion sets: Redis
-// first, then one channel event per channel (per MaxDeletedSeqs) made
-// durable before the answer. degraded: Redis did not take them (the
+// deleteMessages adds the seqs to their deletion sets (a channel's or a
+// thread's): Redis first, then one channel event per set (per
+// MaxDeletedSeqs) made durable before the answer. degraded: Redis did not take them (the
 // persister will, from the events).
 func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.Durability, bool, error) {
 	now := g.nowMs()
-	byCh := map[string][]int64{}
-	var order []string
+	bySet := map[thread.Ref][]int64{}
+	var order []thread.Ref
 	for _, d := range dels {
-		if _, ok := byCh[d.channel]; !ok {
-			order = append(order, d.channel)
+		if _, ok := bySet[d.ref]; !ok {
+			order = append(order, d.ref)
 		}
-		byCh[d.channel] = append(byCh[d.channel], d.seq)
+		bySet[d.ref] = append(bySet[d.ref], d.seq)
 	}
 	var sets []channel.Deletions
-	for _, ch := range order {
-		seqs := slices.Compact(slices.Sorted(slices.Values(byCh[ch])))
+	for _, ref := range order {
+		seqs := slices.Compact(slices.Sorted(slices.Values(bySet[ref])))
 		for len(seqs) > 0 {
 			part := seqs[:min(len(seqs), channel.MaxDeletedSeqs)]
-			sets = append(sets, channel.Deletions{Channel: ch, Seqs: part, UpdatedAtUnixMs: now})
+			sets = append(sets, channel.Deletions{Channel: ref.Channel, Root: ref.Root, Seqs: part, UpdatedAtUnixMs: now})
 			seqs = seqs[len(part):]
 		}
 	}

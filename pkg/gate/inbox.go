@@ -85,7 +85,7 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 			first = line.Channel.GetFirstUnreadSeq()
 		} else {
 			t := threads[h.Ref]
-			line.Thread = g.threadUnread(*t.state, t.head, true)
+			line.Thread = g.threadUnread(*t.state, t.head, t.counts, true)
 			first = line.Thread.GetFirstUnreadSeq()
 		}
 		out.Lines = append(out.Lines, line)
@@ -116,7 +116,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 	}
 	threads := make(map[thread.Ref]followedThread, len(ts))
 	for _, t := range ts {
-		if t.state.CountsAt(t.head.Seq, g.cfg.MentionCap).Unread == 0 {
+		if t.counts.Unread == 0 {
 			continue
 		}
 		items = append(items, t.head)

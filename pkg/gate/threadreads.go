@@ -74,6 +74,9 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 type followedThread struct {
 	state *thread.State
 	head  thread.Head
+	// counts are the register's at the head less the deleted replies
+	// (countThreads).
+	counts thread.Counts
 }
 
 // followedThreads is the threads a user follows that count (the follow is
@@ -106,6 +109,9 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 		h := heads[i]
 		h.Ref = st.Key.Ref
 		out[i] = followedThread{state: st, head: h}
+	}
+	if err := g.countThreads(ctx, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -232,7 +238,7 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 		positions := make([]receiptsv1.Position, 3*len(page))
 		out.Threads = make([]*receiptsv1.ThreadUnread, len(page))
 		for i, t := range page {
-			out.Threads[i] = g.fillThreadUnread(&units[i], positions[3*i:3*i+3], *t.state, t.head, true)
+			out.Threads[i] = g.fillThreadUnread(&units[i], positions[3*i:3*i+3], *t.state, t.head, t.counts, true)
 		}
 	}
 	if end < len(ts) {
@@ -295,7 +301,7 @@ func (g *Gate) threadCountsByChannel(ctx context.Context, user string) (map[stri
 	}
 	out := map[string]threadCounts{}
 	for _, t := range ts {
-		c := t.state.CountsAt(t.head.Seq, g.cfg.MentionCap)
+		c := t.counts
 		if c.Unread == 0 {
 			continue
 		}
@@ -484,7 +490,7 @@ func (g *Gate) readAllThreads(ctx context.Context, user string, channels []strin
 		heads []thread.Head
 	)
 	for _, t := range ts {
-		if (len(channels) == 0 || listed[t.state.Key.Channel]) && t.state.CountsAt(t.head.Seq, g.cfg.MentionCap).Unread > 0 {
+		if (len(channels) == 0 || listed[t.state.Key.Channel]) && t.counts.Unread > 0 {
 			keys, heads = append(keys, t.state.Key), append(heads, t.head)
 		}
 	}

@@ -283,11 +283,11 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, head, res[0], dur)
+	return g.threadMarkAnswer(ctx, f, k, head, res[0], dur)
 }
 
 // threadMarkAnswer is the answer of a write in one thread.
-func (g *Gate) threadMarkAnswer(f *facts, k thread.Key, head thread.Head, r redisstore.ThreadStateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Gate) threadMarkAnswer(ctx context.Context, f *facts, k thread.Key, head thread.Head, r redisstore.ThreadStateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	out := &receiptsv1.ThreadMarkResponse{Durability: dur}
 	switch {
 	case errors.Is(r.Err, errStaleEpoch):
@@ -298,7 +298,7 @@ func (g *Gate) threadMarkAnswer(f *facts, k thread.Key, head thread.Head, r redi
 		out.Advanced = r.Changed
 	}
 	reg, _ := f.userRegister(k.ChannelKey())
-	out.Thread = g.threadUnread(r.State, head, activeFollow(r.State, reg))
+	out.Thread = g.threadUnread(r.State, head, g.threadCountsOf(ctx, r.State, head), activeFollow(r.State, reg))
 	return connect.NewResponse(out), nil
 }
 
@@ -347,7 +347,7 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 	if err != nil {
 		return nil, err
 	}
-	out, err := g.threadMarkAnswer(f, k, head, res[0], dur)
+	out, err := g.threadMarkAnswer(ctx, f, k, head, res[0], dur)
 	if err == nil {
 		out.Msg.Epoch = seen
 	}
@@ -390,7 +390,7 @@ func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, fo
 	if err != nil {
 		return nil, err
 	}
-	return g.threadMarkAnswer(f, k, heads[0], res[0], dur)
+	return g.threadMarkAnswer(ctx, f, k, heads[0], res[0], dur)
 }
 
 // activeFollow reports whether a register's follow counts, given the
@@ -403,14 +403,13 @@ func activeFollow(st thread.State, reg channel.Membership) bool {
 	return st.Active(reg)
 }
 
-// threadUnread is a register's counts at head, in the API's form.
-func (g *Gate) threadUnread(st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
-	return g.fillThreadUnread(&receiptsv1.ThreadUnread{}, make([]receiptsv1.Position, 3), st, head, following)
+// threadUnread is a register's counts c at head, in the API's form.
+func (g *Gate) threadUnread(st thread.State, head thread.Head, c thread.Counts, following bool) *receiptsv1.ThreadUnread {
+	return g.fillThreadUnread(&receiptsv1.ThreadUnread{}, make([]receiptsv1.Position, 3), st, head, c, following)
 }
 
 // fillThreadUnread is threadUnread into out, its positions in pos[:3].
-func (g *Gate) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.Position, st thread.State, head thread.Head, following bool) *receiptsv1.ThreadUnread {
-	c := st.CountsAt(head.Seq, g.cfg.MentionCap)
+func (g *Gate) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.Position, st thread.State, head thread.Head, c thread.Counts, following bool) *receiptsv1.ThreadUnread {
 	read := st.Cursors.EffectiveRead()
 	pos[0].Seq = head.Seq
 	pos[1].Epoch, pos[1].Seq = read.Epoch, read.Seq

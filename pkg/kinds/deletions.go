@@ -3,32 +3,34 @@ package kinds
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
-// deletionSpec is a channel's deleted message seqs: a set union kept
-// within channel.DeletionWindow (channel.MergeDeletions), one
-// channel_deletions row per seq and a member of the channel's Redis
-// sorted set. It belongs to no user, like a head, and carries no time.
-var deletionSpec = &Spec[string, channel.Deletions]{
+// deletionSpec is a channel's deleted message seqs, or a thread's deleted
+// reply seqs (keyed by the thread's root; root 0 is the channel): a set
+// union kept within channel.DeletionWindow (channel.MergeDeletions), one
+// channel_deletions row per seq and a member of the set's Redis sorted
+// set. It belongs to no user, like a head, and carries no time; its
+// events are keyed by the channel, whose events they share.
+var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 	Name:      "channel_deletions",
-	Key:       func(d channel.Deletions) string { return d.Channel },
-	Compare:   func(a, b channel.Deletions) int { return strings.Compare(a.Channel, b.Channel) },
-	RecordKey: receipt.EscapeKeyID,
+	Key:       func(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} },
+	Compare:   func(a, b channel.Deletions) int { return deletionRef(a).Compare(deletionRef(b)) },
+	RecordKey: func(r thread.Ref) string { return receipt.EscapeKeyID(r.Channel) },
 	Time:      func(channel.Deletions) int64 { return 0 },
-	Zero:      func(ch string) channel.Deletions { return channel.Deletions{Channel: ch} },
+	Zero:      func(r thread.Ref) channel.Deletions { return channel.Deletions{Channel: r.Channel, Root: r.Root} },
 	Empty:     func(d channel.Deletions) bool { return len(d.Seqs) == 0 },
 	Merge: func(_ *Env, a, b channel.Deletions) channel.Deletions {
-		ch := a.Channel
-		if ch == "" {
-			ch = b.Channel
+		ref := deletionRef(a)
+		if ref.Channel == "" {
+			ref = deletionRef(b)
 		}
-		return channel.Deletions{Channel: ch, Seqs: channel.MergeDeletions(a.Seqs, b.Seqs),
+		return channel.Deletions{Channel: ref.Channel, Root: ref.Root, Seqs: channel.MergeDeletions(a.Seqs, b.Seqs),
 			UpdatedAtUnixMs: max(a.UpdatedAtUnixMs, b.UpdatedAtUnixMs)}
 	},
 	Same: func(a, b channel.Deletions) bool { return slices.Equal(a.Seqs, b.Seqs) },
@@ -44,52 +46,63 @@ var deletionSpec = &Spec[string, channel.Deletions]{
 		return env.Postgres.InsertDeletions(ctx, vals)
 	},
 	PGTrim: func(ctx context.Context, env *Env, vals []channel.Deletions) (int64, error) {
-		chs := make([]string, len(vals))
+		refs := make([]thread.Ref, len(vals))
 		for i, d := range vals {
-			chs[i] = d.Channel
+			refs[i] = deletionRef(d)
 		}
-		return env.Postgres.TrimDeletions(ctx, chs)
+		return env.Postgres.TrimDeletions(ctx, refs)
 	},
-	PGGet: func(ctx context.Context, env *Env, chs []string) ([]channel.Deletions, error) {
-		return env.Postgres.Deletions(ctx, chs)
+	PGGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([]channel.Deletions, error) {
+		return env.Postgres.DeletionSets(ctx, refs)
 	},
-	PGPage: func(ctx context.Context, env *Env, after string, _ bool, n int) ([]channel.Deletions, error) {
+	PGPage: func(ctx context.Context, env *Env, after thread.Ref, _ bool, n int) ([]channel.Deletions, error) {
 		return env.Postgres.DeletionsPage(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Deletions) ([]error, error) {
 		return env.Redis.AddDeletions(ctx, vals)
 	},
-	RedisGet: func(ctx context.Context, env *Env, chs []string) ([][]*channel.Deletions, error) {
-		got, err := env.Redis.Deletions(ctx, chs)
+	RedisGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([][]*channel.Deletions, error) {
+		got, err := env.Redis.DeletionSets(ctx, refs)
 		if err != nil {
 			return nil, err
 		}
-		out := make([][]*channel.Deletions, len(chs))
-		for i, ch := range chs {
+		out := make([][]*channel.Deletions, len(refs))
+		for i, r := range refs {
 			out[i] = []*channel.Deletions{nil}
 			if got[i] != nil {
-				out[i][0] = &channel.Deletions{Channel: ch, Seqs: got[i]}
+				out[i][0] = &channel.Deletions{Channel: r.Channel, Root: r.Root, Seqs: got[i]}
 			}
 		}
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Deletions], error) {
-		chs, next, err := env.Redis.ScanDeletionChannels(ctx, cur, count)
+		refs, next, err := env.Redis.ScanDeletionSets(ctx, cur, count)
 		if err != nil {
 			return ScanPage[channel.Deletions]{}, err
 		}
-		page := ScanPage[channel.Deletions]{Next: next}
-		valid := validIDs("channel_id", chs, &page.Scanned, &page.Invalid)
-		got, err := env.Redis.Deletions(ctx, valid)
+		slices.SortFunc(refs, thread.Ref.Compare)
+		refs = slices.Compact(refs)
+		page := ScanPage[channel.Deletions]{Next: next, Scanned: len(refs)}
+		valid := refs[:0]
+		for _, r := range refs {
+			if receipt.ValidateID("channel_id", r.Channel) != nil {
+				page.Invalid++
+				continue
+			}
+			valid = append(valid, r)
+		}
+		got, err := env.Redis.DeletionSets(ctx, valid)
 		if err != nil {
 			return page, err
 		}
-		for i, ch := range valid {
+		for i, r := range valid {
 			if len(got[i]) > 0 {
-				page.Values = append(page.Values, channel.Deletions{Channel: ch, Seqs: got[i]})
+				page.Values = append(page.Values, channel.Deletions{Channel: r.Channel, Root: r.Root, Seqs: got[i]})
 			}
 		}
 		return page, nil
 	},
 }
+
+func deletionRef(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} }

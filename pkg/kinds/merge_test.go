@@ -91,7 +91,8 @@ var randomValue = map[string]func(r *rand.Rand) any{
 				seqs[i] += channel.DeletionWindow - 10
 			}
 		}
-		return channel.Deletions{Channel: "c" + strconv.Itoa(r.IntN(3)), Seqs: channel.MergeDeletions(nil, seqs), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
+		// Root 0 is the channel's set, 1 and 2 threads' sets beside it.
+		return channel.Deletions{Channel: "c" + strconv.Itoa(r.IntN(3)), Root: r.Int64N(3), Seqs: channel.MergeDeletions(nil, seqs), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
 	},
 	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
 		seq := 1 + r.Int64N(40)

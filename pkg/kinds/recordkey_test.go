@@ -33,6 +33,7 @@ func TestRecordKeyIsTheRecordsKey(t *testing.T) {
 		{ThreadHead: &thread.Head{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}},
 		{Key: k, Notifications: &notification.Register{Key: k, Level: notification.Mentions, VersionUnixMs: 1}},
 		{Deletions: &channel.Deletions{Channel: k.Channel, Seqs: []int64{2, 3}, UpdatedAtUnixMs: 1}},
+		{Deletions: &channel.Deletions{Channel: k.Channel, Root: 3, Seqs: []int64{2, 3}, UpdatedAtUnixMs: 1}},
 	} {
 		rec, err := event.EncodeDecoded(d)
 		require.NoError(t, err)

@@ -9,24 +9,27 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // The deleted messages of migration 0012: a grow-only seq set per channel
 // (channel.Deletions), kept within channel.DeletionWindow of its greatest
 // seq. Readers apply the window themselves (windowFloor), so a trim that
-// lags changes no count.
+// lags changes no count. Migration 0014 keys each set by (channel, root):
+// root 0 is the channel's messages, a root > 0 the thread's replies; a
+// set is named by a thread.Ref.
 
 const insertDeletionsSQL = `
-INSERT INTO channel_deletions (channel_id, seq, deleted_at)
-SELECT c, s, to_timestamp(ts / 1000.0) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x(c, s, ts)
-ORDER BY c, s
+INSERT INTO channel_deletions (channel_id, root_seq, seq, deleted_at)
+SELECT c, r, s, to_timestamp(ts / 1000.0) FROM unnest($1::text[], $4::bigint[], $2::bigint[], $3::bigint[]) AS x(c, r, s, ts)
+ORDER BY c, r, s
 ON CONFLICT DO NOTHING`
 
 // InsertDeletions adds deleted seqs (a set union: an existing seq keeps
 // its time) in one statement and returns how many rows were new.
 func (s *Store) InsertDeletions(ctx context.Context, ds []channel.Deletions) (int64, error) {
 	var chs []string
-	var seqs, times []int64
+	var seqs, times, roots []int64
 	now := time.Now().UnixMilli()
 	for _, d := range ds {
 		ts := d.UpdatedAtUnixMs
@@ -34,35 +37,48 @@ func (s *Store) InsertDeletions(ctx context.Context, ds []channel.Deletions) (in
 			ts = now
 		}
 		for _, q := range d.Seqs {
-			chs, seqs, times = append(chs, d.Channel), append(seqs, q), append(times, ts)
+			chs, seqs, times, roots = append(chs, d.Channel), append(seqs, q), append(times, ts), append(roots, d.Root)
 		}
 	}
 	if len(seqs) == 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, insertDeletionsSQL, chs, seqs, times)
+	tag, err := s.pool.Exec(ctx, insertDeletionsSQL, chs, seqs, times, roots)
 	if err != nil {
 		return 0, classify(err)
 	}
 	return tag.RowsAffected(), nil
 }
 
-// windowFloor is, for the channel of alias t, the greatest seq the window
-// drops (deletions at or below it never count).
-const windowFloor = `(SELECT coalesce(max(x.seq), 0) - $2 FROM channel_deletions x WHERE x.channel_id = %s)`
+// windowFloor is, for the set of channel %s and root %r, the greatest seq
+// the window drops (deletions at or below it never count).
+const windowFloor = `(SELECT coalesce(max(x.seq), 0) - $2 FROM channel_deletions x WHERE x.channel_id = %s AND x.root_seq = %r)`
 
-func floorOf(col string) string { return strings.Replace(windowFloor, "%s", col, 1) }
+func floorOf(ch, root string) string {
+	return strings.Replace(strings.Replace(windowFloor, "%s", ch, 1), "%r", root, 1)
+}
+
+// refColumns splits deletion sets' names into the channel and root
+// arrays a statement unnests.
+func refColumns(refs []thread.Ref) ([]string, []int64) {
+	chs, roots := make([]string, len(refs)), make([]int64, len(refs))
+	for i, r := range refs {
+		chs[i], roots[i] = r.Channel, r.Root
+	}
+	return chs, roots
+}
 
 // TrimDeletions deletes, in one statement, the deletions of the listed
-// channels below their window (an index range per channel) and returns
-// how many rows went.
-func (s *Store) TrimDeletions(ctx context.Context, channels []string) (int64, error) {
-	if len(channels) == 0 {
+// sets below their window (an index range per set) and returns how many
+// rows went.
+func (s *Store) TrimDeletions(ctx context.Context, refs []thread.Ref) (int64, error) {
+	if len(refs) == 0 {
 		return 0, nil
 	}
-	sorted := slices.Compact(slices.Sorted(slices.Values(channels)))
-	tag, err := s.pool.Exec(ctx, `DELETE FROM channel_deletions d USING unnest($1::text[]) AS k(c)
-		WHERE d.channel_id = k.c AND d.seq <= `+floorOf("k.c"), sorted, channel.DeletionWindow)
+	sorted := slices.CompactFunc(slices.SortedFunc(slices.Values(refs), thread.Ref.Compare), func(a, b thread.Ref) bool { return a == b })
+	chs, roots := refColumns(sorted)
+	tag, err := s.pool.Exec(ctx, `DELETE FROM channel_deletions d USING unnest($1::text[], $3::bigint[]) AS k(c, r)
+		WHERE d.channel_id = k.c AND d.root_seq = k.r AND d.seq <= `+floorOf("k.c", "k.r"), chs, channel.DeletionWindow, roots)
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -76,10 +92,10 @@ func (s *Store) deletions(ctx context.Context, sql string, args ...any) ([]chann
 	}
 	var out []channel.Deletions
 	var ch string
-	var seq int64
-	_, err = pgx.ForEachRow(rows, []any{&ch, &seq}, func() error {
-		if n := len(out); n == 0 || out[n-1].Channel != ch {
-			out = append(out, channel.Deletions{Channel: ch})
+	var root, seq int64
+	_, err = pgx.ForEachRow(rows, []any{&ch, &root, &seq}, func() error {
+		if n := len(out); n == 0 || out[n-1].Channel != ch || out[n-1].Root != root {
+			out = append(out, channel.Deletions{Channel: ch, Root: root})
 		}
 		out[len(out)-1].Seqs = append(out[len(out)-1].Seqs, seq)
 		return nil
@@ -88,26 +104,42 @@ func (s *Store) deletions(ctx context.Context, sql string, args ...any) ([]chann
 }
 
 // Deletions returns the deleted seqs (within the window, ascending) of
-// the listed channels that have any, in channel order.
+// the listed channels' messages (root 0) where they have any, in channel
+// order.
 func (s *Store) Deletions(ctx context.Context, channels []string) ([]channel.Deletions, error) {
-	return s.deletions(ctx, `SELECT d.channel_id, d.seq FROM channel_deletions d
-		WHERE d.channel_id = ANY($1) AND d.seq > `+floorOf("d.channel_id")+` ORDER BY 1, 2`, channels, channel.DeletionWindow)
+	refs := make([]thread.Ref, len(channels))
+	for i, ch := range channels {
+		refs[i].Channel = ch
+	}
+	return s.DeletionSets(ctx, refs)
 }
 
-// DeletionsPage returns the deletions of up to limit channels after the
-// given one, in channel order: the drift sweep's walk.
-func (s *Store) DeletionsPage(ctx context.Context, after string, limit int) ([]channel.Deletions, error) {
-	return s.deletions(ctx, `SELECT d.channel_id, d.seq FROM (
-		SELECT DISTINCT channel_id FROM channel_deletions WHERE channel_id > $1 ORDER BY channel_id LIMIT $3) k
-		JOIN channel_deletions d ON d.channel_id = k.channel_id
-		WHERE d.seq > `+floorOf("k.channel_id")+` ORDER BY 1, 2`, after, channel.DeletionWindow, limit)
+// DeletionSets returns the deleted seqs (within the window, ascending) of
+// the listed sets (a channel's messages, root 0, or a thread's replies)
+// that have any, in (channel, root) order.
+func (s *Store) DeletionSets(ctx context.Context, refs []thread.Ref) ([]channel.Deletions, error) {
+	chs, roots := refColumns(refs)
+	return s.deletions(ctx, `SELECT d.channel_id, d.root_seq, d.seq FROM unnest($1::text[], $3::bigint[]) AS k(c, r)
+		JOIN channel_deletions d ON d.channel_id = k.c AND d.root_seq = k.r
+		WHERE d.seq > `+floorOf("k.c", "k.r")+` GROUP BY 1, 2, 3 ORDER BY 1, 2, 3`, chs, channel.DeletionWindow, roots)
 }
 
-// DeletionQuery asks how deletions change a user's counts in a channel:
-// the effective read seq, the head, and the kept mention seqs above the
-// read.
+// DeletionsPage returns the deletions of up to limit sets after the given
+// one, in (channel, root) order: the drift sweep's walk.
+func (s *Store) DeletionsPage(ctx context.Context, after thread.Ref, limit int) ([]channel.Deletions, error) {
+	return s.deletions(ctx, `SELECT d.channel_id, d.root_seq, d.seq FROM (
+		SELECT DISTINCT channel_id, root_seq FROM channel_deletions WHERE (channel_id, root_seq) > ($1, $4)
+		ORDER BY channel_id, root_seq LIMIT $3) k
+		JOIN channel_deletions d ON d.channel_id = k.channel_id AND d.root_seq = k.root_seq
+		WHERE d.seq > `+floorOf("k.channel_id", "k.root_seq")+` ORDER BY 1, 2, 3`, after.Channel, channel.DeletionWindow, limit, after.Root)
+}
+
+// DeletionQuery asks how deletions change a user's counts in a channel
+// (Root 0) or a thread: the effective read seq, the head, and the kept
+// mention seqs above the read.
 type DeletionQuery struct {
 	Channel    string
+	Root       int64
 	Read, Head int64
 	Mentions   []int64
 }
@@ -126,11 +158,11 @@ type DeletionCount struct {
 // read whose successor is not deleted: an index walk of the run).
 const deletionCountsSQL = `
 SELECT q.i,
-  (SELECT count(*) FROM channel_deletions d WHERE d.channel_id = q.c AND d.seq > greatest(q.r, f.floor) AND d.seq <= q.h),
-  CASE WHEN NOT EXISTS (SELECT 1 FROM channel_deletions d WHERE d.channel_id = q.c AND d.seq = q.r + 1 AND d.seq > f.floor) THEN q.r + 1
-  ELSE (SELECT min(d.seq) + 1 FROM channel_deletions d WHERE d.channel_id = q.c AND d.seq > q.r
-        AND NOT EXISTS (SELECT 1 FROM channel_deletions e WHERE e.channel_id = q.c AND e.seq = d.seq + 1)) END
-FROM unnest($1::text[], $3::bigint[], $4::bigint[]) WITH ORDINALITY AS q(c, r, h, i)
+  (SELECT count(*) FROM channel_deletions d WHERE d.channel_id = q.c AND d.root_seq = q.t AND d.seq > greatest(q.r, f.floor) AND d.seq <= q.h),
+  CASE WHEN NOT EXISTS (SELECT 1 FROM channel_deletions d WHERE d.channel_id = q.c AND d.root_seq = q.t AND d.seq = q.r + 1 AND d.seq > f.floor) THEN q.r + 1
+  ELSE (SELECT min(d.seq) + 1 FROM channel_deletions d WHERE d.channel_id = q.c AND d.root_seq = q.t AND d.seq > q.r
+        AND NOT EXISTS (SELECT 1 FROM channel_deletions e WHERE e.channel_id = q.c AND e.root_seq = q.t AND e.seq = d.seq + 1)) END
+FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[]) WITH ORDINALITY AS q(c, r, h, t, i)
 CROSS JOIN LATERAL (SELECT ` + windowFloor + ` AS floor) f`
 
 // DeletionCounts answers queries in two statements (the counts, then the
@@ -140,16 +172,17 @@ func (s *Store) DeletionCounts(ctx context.Context, qs []DeletionQuery) ([]Delet
 	if len(qs) == 0 {
 		return out, nil
 	}
-	chs, reads, heads := make([]string, len(qs)), make([]int64, len(qs)), make([]int64, len(qs))
+	chs, reads, heads, roots := make([]string, len(qs)), make([]int64, len(qs)), make([]int64, len(qs)), make([]int64, len(qs))
 	var mch []string
-	var mseq, midx []int64
+	var mseq, midx, mroot []int64
 	for i, q := range qs {
-		chs[i], reads[i], heads[i] = q.Channel, q.Read, q.Head
+		chs[i], reads[i], heads[i], roots[i] = q.Channel, q.Read, q.Head, q.Root
 		for _, m := range q.Mentions {
-			mch, mseq, midx = append(mch, q.Channel), append(mseq, m), append(midx, int64(i))
+			mch, mseq, midx, mroot = append(mch, q.Channel), append(mseq, m), append(midx, int64(i)), append(mroot, q.Root)
 		}
 	}
-	rows, err := s.pool.Query(ctx, strings.Replace(deletionCountsSQL, "%s", "q.c", 1), chs, channel.DeletionWindow, reads, heads)
+	countsSQL := strings.Replace(strings.Replace(deletionCountsSQL, "%s", "q.c", 1), "%r", "q.t", 1)
+	rows, err := s.pool.Query(ctx, countsSQL, chs, channel.DeletionWindow, reads, heads, roots)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -163,9 +196,9 @@ func (s *Store) DeletionCounts(ctx context.Context, qs []DeletionQuery) ([]Delet
 	if len(mseq) == 0 {
 		return out, nil
 	}
-	rows, err = s.pool.Query(ctx, `SELECT m.i, m.s FROM unnest($1::text[], $3::bigint[], $4::bigint[]) AS m(c, s, i)
-		WHERE EXISTS (SELECT 1 FROM channel_deletions d WHERE d.channel_id = m.c AND d.seq = m.s AND d.seq > `+floorOf("m.c")+`)
-		ORDER BY 1, 2`, mch, channel.DeletionWindow, mseq, midx)
+	rows, err = s.pool.Query(ctx, `SELECT m.i, m.s FROM unnest($1::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS m(c, s, i, t)
+		WHERE EXISTS (SELECT 1 FROM channel_deletions d WHERE d.channel_id = m.c AND d.root_seq = m.t AND d.seq = m.s AND d.seq > `+floorOf("m.c", "m.t")+`)
+		ORDER BY 1, 2`, mch, channel.DeletionWindow, mseq, midx, mroot)
 	if err != nil {
 		return nil, classify(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Postgres's deletions are the union of the writes, within the window,
@@ -82,10 +83,10 @@ func TestDeletionsWindowAndTrim(t *testing.T) {
 	got, err := s.Deletions(ctx, []string{"c", "d"})
 	require.NoError(t, err)
 	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{3, w + 2}}, {Channel: "d", Seqs: []int64{2}}}, got)
-	page, err := s.DeletionsPage(ctx, "", 1)
+	page, err := s.DeletionsPage(ctx, thread.Ref{}, 1)
 	require.NoError(t, err)
 	require.Equal(t, got[:1], page)
-	page, err = s.DeletionsPage(ctx, "c", 10)
+	page, err = s.DeletionsPage(ctx, thread.Ref{Channel: "c"}, 10)
 	require.NoError(t, err)
 	require.Equal(t, got[1:], page)
 
@@ -93,10 +94,47 @@ func TestDeletionsWindowAndTrim(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pgstore.DeletionCount{Deleted: 2, FirstKept: 2, DeletedMentions: []int64{3}}, counts[0])
 
-	n, err := s.TrimDeletions(ctx, []string{"c", "d", "c"})
+	n, err := s.TrimDeletions(ctx, []thread.Ref{{Channel: "c"}, {Channel: "d"}, {Channel: "c"}})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
-	n, err = s.TrimDeletions(ctx, []string{"c"})
+	n, err = s.TrimDeletions(ctx, []thread.Ref{{Channel: "c"}})
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// A thread's deleted replies are their own set beside the channel's
+// (same table, root_seq > 0): read, counted, paged and trimmed apart.
+func TestThreadDeletionsApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	w := int64(channel.DeletionWindow)
+	n, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2}},
+		{Channel: "c", Root: 5, Seqs: []int64{2, 3}}, {Channel: "c", Root: 7, Seqs: []int64{1, w + 1}}})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+	n, err = s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Root: 5, Seqs: []int64{3}}})
+	require.NoError(t, err)
+	require.Zero(t, n, "a repeated delete adds no row")
+
+	got, err := s.Deletions(ctx, []string{"c"})
+	require.NoError(t, err)
+	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{2}}}, got, "the channel's set holds no reply")
+	got, err = s.DeletionSets(ctx, []thread.Ref{{Channel: "c", Root: 7}, {Channel: "c", Root: 5}, {Channel: "c", Root: 9}})
+	require.NoError(t, err)
+	require.Equal(t, []channel.Deletions{{Channel: "c", Root: 5, Seqs: []int64{2, 3}}, {Channel: "c", Root: 7, Seqs: []int64{w + 1}}}, got,
+		"each thread's window is its own")
+	page, err := s.DeletionsPage(ctx, thread.Ref{Channel: "c"}, 1)
+	require.NoError(t, err)
+	require.Equal(t, got[:1], page)
+
+	counts, err := s.DeletionCounts(ctx, []pgstore.DeletionQuery{{Channel: "c", Root: 5, Read: 1, Head: 4, Mentions: []int64{3, 4}},
+		{Channel: "c", Read: 1, Head: 4, Mentions: []int64{3}}})
+	require.NoError(t, err)
+	require.Equal(t, pgstore.DeletionCount{Deleted: 2, FirstKept: 4, DeletedMentions: []int64{3}}, counts[0])
+	require.Equal(t, pgstore.DeletionCount{Deleted: 1, FirstKept: 3}, counts[1])
+
+	n, err = s.TrimDeletions(ctx, []thread.Ref{{Channel: "c", Root: 7}, {Channel: "c", Root: 5}})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n, "only thread 7's seq 1 is below its window")
 }

@@ -13,7 +13,11 @@ package redisstore
 //	               more; only a channel with unread messages and
 //	               deletions takes a second read (countDeletionsScript).
 //
-// Both keys carry the channel's hash tag: one script writes them.
+// Both keys carry the channel's hash tag: one script writes them. A
+// thread's deleted replies (channel.Deletions with a root) are the same
+// pair suffixed by the root, del:{channel}:root and dn:{channel}:root, in
+// the channel's slot; the thread read counts them after its registers
+// (DeletionCountsOf).
 
 import (
 	"context"
@@ -25,6 +29,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // hydrateDeletionsChunk bounds the seqs of one hydrate script call.
@@ -33,11 +38,32 @@ const hydrateDeletionsChunk = 5000
 // DeletionsKey is a channel's deleted-seq set.
 func (s *Store) DeletionsKey(ch string) string { return s.prefix + "del:{" + ch + "}" }
 
+// rootSuffix names a thread's set beside its channel's ("": the channel).
+func rootSuffix(root int64) string {
+	if root == 0 {
+		return ""
+	}
+	return ":" + strconv.FormatInt(root, 10)
+}
+
+// SetDeletionsKey is the deleted-seq set of a channel (Root 0) or a
+// thread.
+func (s *Store) SetDeletionsKey(r thread.Ref) string {
+	return s.DeletionsKey(r.Channel) + rootSuffix(r.Root)
+}
+
+// SetDeletionCountKey is the size of a thread's SetDeletionsKey (absent:
+// unknown); a channel's is part of its channel value (heads.go).
+func (s *Store) SetDeletionCountKey(r thread.Ref) string {
+	return s.prefix + "dn:{" + r.Channel + "}" + rootSuffix(r.Root)
+}
+
 // deleteScript adds deleted seqs, trims the set to the window and, when
-// the channel's count is kept (hydrated) or ARGV[2] is "1" (a hydrate's
-// last part), sets it. KEYS[1] = the channel value, KEYS[2] =
-// del:{channel}; ARGV[1] = the window, ARGV[3..] = seqs. Returns the
-// set's size.
+// the set's count is kept (hydrated) or ARGV[2] is "1" (a hydrate's last
+// part), sets it. KEYS[1] = the count: a thread's count key, or the
+// channel value (its fourth part) when ARGV[2] starts with "v"; KEYS[2] =
+// the set; ARGV[1] = the window, ARGV[3..] = seqs. Returns the set's
+// size.
 var deleteScript = redis.NewScript(luaChannelValue + `
 local args = {}
 for i = 3, #ARGV do args[#args+1] = ARGV[i] args[#args+1] = ARGV[i] end
@@ -47,10 +73,14 @@ if top[2] then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%.0f', tonumber(top[2]) - tonumber(ARGV[1])))
 end
 local n = redis.call('ZCARD', KEYS[2])
-local f = cvget(KEYS[1])
-if ARGV[2] == '1' or f[4] ~= '-' then
-  f[4] = tostring(n)
-  cvset(KEYS[1], f)
+if ARGV[2] == 'v0' or ARGV[2] == 'v1' then
+  local f = cvget(KEYS[1])
+  if ARGV[2] == 'v1' or f[4] ~= '-' then
+    f[4] = tostring(n)
+    cvset(KEYS[1], f)
+  end
+elseif ARGV[2] == '1' or redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('SET', KEYS[1], n)
 end
 return n
 `)
@@ -63,7 +93,18 @@ return n
 // the deleted mention seqs…}. A run of deletions after the read is
 // searched by halving (each step a ZCOUNT): O(log(run) log n), never a
 // walk of the run.
-var countDeletionsScript = redis.NewScript(`
+var countDeletionsScript = redis.NewScript(countDeletionsBody)
+
+// countSetDeletionsScript is countDeletionsScript for a set whose count
+// is not read beforehand (a thread's): KEYS[2] = its dn key; absent, the
+// set is unknown ({-1}); "0", nothing is deleted.
+var countSetDeletionsScript = redis.NewScript(`
+local c = redis.call('GET', KEYS[2])
+if not c then return {-1} end
+if c == '0' then return {0, string.format('%.0f', tonumber(ARGV[1]) + 1)} end
+` + countDeletionsBody)
+
+const countDeletionsBody = `
 local z = KEYS[1]
 if redis.call('EXISTS', z) == 0 then return {-1} end
 local read, head = tonumber(ARGV[1]), tonumber(ARGV[2])
@@ -88,11 +129,11 @@ for i = 3, #ARGV do
   if redis.call('ZSCORE', z, ARGV[i]) then out[#out+1] = ARGV[i] end
 end
 return out
-`)
+`
 
-var deletionScripts = []*redis.Script{deleteScript, countDeletionsScript}
+var deletionScripts = []*redis.Script{deleteScript, countDeletionsScript, countSetDeletionsScript}
 
-func (s *Store) queueDelete(ctx context.Context, pipe redis.Pipeliner, ch string, seqs []int64, mark bool) *redis.Cmd {
+func (s *Store) queueDelete(ctx context.Context, pipe redis.Pipeliner, ref thread.Ref, seqs []int64, mark bool) *redis.Cmd {
 	args := make([]any, 0, len(seqs)+2)
 	m := "0"
 	if mark {
@@ -102,7 +143,11 @@ func (s *Store) queueDelete(ctx context.Context, pipe redis.Pipeliner, ch string
 	for _, q := range seqs {
 		args = append(args, q)
 	}
-	return deleteScript.EvalSha(ctx, pipe, []string{s.HeadKey(ch), s.DeletionsKey(ch)}, args...)
+	if ref.Root == 0 {
+		args[1] = "v" + m
+		return deleteScript.EvalSha(ctx, pipe, []string{s.HeadKey(ref.Channel), s.SetDeletionsKey(ref)}, args...)
+	}
+	return deleteScript.EvalSha(ctx, pipe, []string{s.SetDeletionCountKey(ref), s.SetDeletionsKey(ref)}, args...)
 }
 
 // AddDeletions adds deleted seqs to their channels' sets in one pipeline
@@ -111,7 +156,7 @@ func (s *Store) AddDeletions(ctx context.Context, ds []channel.Deletions) ([]err
 	cmds := make([]*redis.Cmd, len(ds))
 	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, d := range ds {
-			cmds[i] = s.queueDelete(ctx, pipe, d.Channel, d.Seqs, false)
+			cmds[i] = s.queueDelete(ctx, pipe, thread.Ref{Channel: d.Channel, Root: d.Root}, d.Seqs, false)
 		}
 	})
 	errs := make([]error, len(ds))
@@ -127,18 +172,24 @@ func (s *Store) AddDeletions(ctx context.Context, ds []channel.Deletions) ([]err
 // that have any) into their sets and marks every listed channel's count
 // as kept, so later reads need not ask Postgres again.
 func (s *Store) HydrateDeletions(ctx context.Context, channels []string, ds []channel.Deletions) error {
-	byCh := make(map[string][]int64, len(ds))
+	return s.HydrateDeletionSets(ctx, channelRefs(channels), ds)
+}
+
+// HydrateDeletionSets is HydrateDeletions of sets named by refs (a
+// channel's, Root 0, or a thread's).
+func (s *Store) HydrateDeletionSets(ctx context.Context, refs []thread.Ref, ds []channel.Deletions) error {
+	bySet := make(map[thread.Ref][]int64, len(ds))
 	for _, d := range ds {
-		byCh[d.Channel] = d.Seqs
+		bySet[thread.Ref{Channel: d.Channel, Root: d.Root}] = d.Seqs
 	}
 	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for _, ch := range channels {
-			seqs := byCh[ch]
+		for _, ref := range refs {
+			seqs := bySet[ref]
 			for len(seqs) > hydrateDeletionsChunk { // the marking part last
-				s.queueDelete(ctx, pipe, ch, seqs[:hydrateDeletionsChunk], false)
+				s.queueDelete(ctx, pipe, ref, seqs[:hydrateDeletionsChunk], false)
 				seqs = seqs[hydrateDeletionsChunk:]
 			}
-			s.queueDelete(ctx, pipe, ch, seqs, true)
+			s.queueDelete(ctx, pipe, ref, seqs, true)
 		}
 	})
 	if err != nil {
@@ -150,19 +201,33 @@ func (s *Store) HydrateDeletions(ctx context.Context, channels []string, ds []ch
 // Deletions returns, per channel, the deleted seqs Redis holds (nil: no
 // set), ascending.
 func (s *Store) Deletions(ctx context.Context, channels []string) ([][]int64, error) {
-	cmds := make([]*redis.StringSliceCmd, len(channels))
+	return s.DeletionSets(ctx, channelRefs(channels))
+}
+
+func channelRefs(channels []string) []thread.Ref {
+	refs := make([]thread.Ref, len(channels))
+	for i, ch := range channels {
+		refs[i].Channel = ch
+	}
+	return refs
+}
+
+// DeletionSets is Deletions of sets named by refs (a channel's, Root 0,
+// or a thread's).
+func (s *Store) DeletionSets(ctx context.Context, refs []thread.Ref) ([][]int64, error) {
+	cmds := make([]*redis.StringSliceCmd, len(refs))
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		for i, ch := range channels {
-			cmds[i] = pipe.ZRange(ctx, s.DeletionsKey(ch), 0, -1)
+		for i, ref := range refs {
+			cmds[i] = pipe.ZRange(ctx, s.SetDeletionsKey(ref), 0, -1)
 		}
 	}); err != nil {
 		return nil, err
 	}
-	out := make([][]int64, len(channels))
+	out := make([][]int64, len(refs))
 	for i, cmd := range cmds {
 		ms, err := cmd.Result()
 		if err != nil {
-			return nil, fmt.Errorf("%w: reading the deletions of %s: %w", ErrUnavailable, channels[i], err)
+			return nil, fmt.Errorf("%w: reading the deletions of %s: %w", ErrUnavailable, refs[i], err)
 		}
 		for _, m := range ms {
 			q, err := strconv.ParseInt(m, 10, 64)
@@ -180,6 +245,85 @@ func (s *Store) Deletions(ctx context.Context, channels []string) ([][]int64, er
 // deletion set and the cursor of the next page.
 func (s *Store) ScanDeletionChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
 	return s.ScanTagged(ctx, "del:", cur, count)
+}
+
+// ScanDeletionSets returns one SCAN page of the deletion sets, channels'
+// and threads' (a key whose root does not parse is skipped), and the
+// cursor of the next page.
+func (s *Store) ScanDeletionSets(ctx context.Context, cur ScanCursor, count int64) ([]thread.Ref, ScanCursor, error) {
+	ids, rests, next, err := s.scanTagged(ctx, "del:", cur, count)
+	refs := make([]thread.Ref, 0, len(ids))
+	for i, id := range ids {
+		ref := thread.Ref{Channel: id}
+		if rests[i] != "" {
+			root, ok := strings.CutPrefix(rests[i], ":")
+			q, perr := strconv.ParseInt(root, 10, 64)
+			if !ok || perr != nil || q <= 0 {
+				s.skipUndecodable()
+				continue
+			}
+			ref.Root = q
+		}
+		refs = append(refs, ref)
+	}
+	return refs, next, err
+}
+
+// SetDeletionQuery asks how a set's deletions change one user's counts:
+// the effective read seq, the head, and the user's kept mentions above
+// the read.
+type SetDeletionQuery struct {
+	Ref        thread.Ref
+	Read, Head int64
+	Mentions   []int64
+}
+
+// SetDeletionCount answers a SetDeletionQuery: Known false when Redis
+// does not know the set (read Postgres, HydrateDeletionSets); else the
+// deletions in (read, head], the first seq above the read not deleted and
+// the deleted mentions.
+type SetDeletionCount struct {
+	Known              bool
+	Deleted, FirstKept int64
+	DeletedMentions    []int64
+}
+
+// DeletionCountsOf answers queries in one pipeline (a script each).
+func (s *Store) DeletionCountsOf(ctx context.Context, qs []SetDeletionQuery) ([]SetDeletionCount, error) {
+	cmds := make([]*redis.Cmd, len(qs))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, q := range qs {
+			args := make([]any, 0, 2+len(q.Mentions))
+			args = append(args, q.Read, q.Head)
+			for _, m := range q.Mentions {
+				args = append(args, m)
+			}
+			cmds[i] = countSetDeletionsScript.EvalSha(ctx, pipe, []string{s.SetDeletionsKey(q.Ref), s.SetDeletionCountKey(q.Ref)}, args...)
+		}
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	out := make([]SetDeletionCount, len(qs))
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if err != nil {
+			return nil, fmt.Errorf("%w: counting the deletions of %s: %w", ErrUnavailable, qs[i].Ref, err)
+		}
+		if n, _ := res[0].(int64); n < 0 || len(res) < 2 {
+			continue
+		}
+		c := &out[i]
+		c.Known = true
+		c.Deleted, _ = res[0].(int64)
+		fs, _ := res[1].(string)
+		c.FirstKept, _ = strconv.ParseInt(fs, 10, 64)
+		for _, r := range res[2:] {
+			if q, err := strconv.ParseInt(fmt.Sprint(r), 10, 64); err == nil {
+				c.DeletedMentions = append(c.DeletedMentions, q)
+			}
+		}
+	}
+	return out, nil
 }
 
 // deletionPass collects, during an unread read, the channels whose counts

@@ -229,6 +229,18 @@ func (s State) CountsAt(headSeq int64, mentionCap int) Counts {
 	return c
 }
 
+// CountsDeleted is CountsAt less the thread's deleted replies (sorted,
+// channel.Deletions with the thread's root): a deleted reply counts
+// neither as unread, as the first unread nor as a mention.
+func (s State) CountsDeleted(headSeq int64, mentionCap int, deleted []int64) Counts {
+	var c Counts
+	c.Unread, c.FirstUnread = channel.UnreadDeleted(headSeq, s.Cursors, deleted)
+	if c.Unread > 0 {
+		c.Mentions, c.MentionsCapped = channel.MentionCountDeleted(s.Mentions, s.Cursors.EffectiveRead().Seq, mentionCap, deleted)
+	}
+	return c
+}
+
 // MarkUnread is the incoming register of a mark-unread from seq by a
 // client that saw the read epoch seenEpoch: the user's private thread read
 // moves to seq-1 at the next epoch (receipt.MarkUnread); the public thread

@@ -2,6 +2,7 @@ package thread_test
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -95,4 +96,44 @@ func TestCountsAndFollows(t *testing.T) {
 
 	unf, _ := thread.Merge(st, thread.State{Key: k, Follow: thread.Follow{VersionUnixMs: 31}}, 100)
 	require.True(t, unf.Follow.Following, "a follow wins over an unfollow of the same version")
+}
+
+// A thread's deleted replies leave its counts as a brute-force count
+// says: the unread are the replies in (read, head] not deleted, the first
+// unread the least of them, the mentions the kept ones among them; no
+// deletions are CountsAt.
+func TestCountsDeleted(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(3, 4))
+	const mentionCap = 3
+	for range 2000 {
+		st := randomState(r, thread.Key{User: "u", Ref: thread.Ref{Channel: "c", Root: 1}})
+		head := int64(r.IntN(25))
+		var deleted []int64
+		for range r.IntN(8) {
+			deleted = append(deleted, int64(1+r.IntN(25)))
+		}
+		deleted = channel.MergeDeletions(nil, deleted)
+		require.Equal(t, st.CountsAt(head, mentionCap), st.CountsDeleted(head, mentionCap, nil))
+
+		read := st.Cursors.EffectiveRead().Seq
+		var want thread.Counts
+		for q := read + 1; q <= head; q++ {
+			if !slices.Contains(deleted, q) {
+				want.Unread++
+				if want.FirstUnread == 0 {
+					want.FirstUnread = q
+				}
+			}
+		}
+		if want.Unread > 0 {
+			for _, m := range st.Mentions {
+				if m > read && !slices.Contains(deleted, m) {
+					want.Mentions++
+				}
+			}
+			want.MentionsCapped = want.Mentions > mentionCap
+		}
+		require.Equal(t, want, st.CountsDeleted(head, mentionCap, deleted), "read %d head %d deleted %v mentions %v", read, head, deleted, st.Mentions)
+	}
 }

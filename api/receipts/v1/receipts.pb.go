@@ -908,7 +908,8 @@ type MessageNotice struct {
 	// reply's seq in the thread of this root.
 	ThreadRootSeq int64 `protobuf:"varint,6,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	// Set to delete the message of seq instead of announcing it (as
-	// DeleteMessage; message_id, sender_id and mentions must be empty).
+	// DeleteMessage, or DeleteThreadReply with thread_root_seq; message_id,
+	// sender_id and mentions must be empty).
 	Deleted bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// The message mentions the whole channel (@channel, @here): it counts as
 	// a mention for every member but the sender whose level is all or
@@ -1058,6 +1059,68 @@ func (x *DeleteMessageRequest) GetSeq() int64 {
 	return 0
 }
 
+type DeleteThreadReplyRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The thread's root: its channel sequence; > 0.
+	RootSeq int64 `protobuf:"varint,2,opt,name=root_seq,json=rootSeq,proto3" json:"root_seq,omitempty"`
+	// The deleted reply's sequence in the thread; > 0.
+	Seq           int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteThreadReplyRequest) Reset() {
+	*x = DeleteThreadReplyRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteThreadReplyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteThreadReplyRequest) ProtoMessage() {}
+
+func (x *DeleteThreadReplyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteThreadReplyRequest.ProtoReflect.Descriptor instead.
+func (*DeleteThreadReplyRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DeleteThreadReplyRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *DeleteThreadReplyRequest) GetRootSeq() int64 {
+	if x != nil {
+		return x.RootSeq
+	}
+	return 0
+}
+
+func (x *DeleteThreadReplyRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type DeleteMessageResponse struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Durability       Durability             `protobuf:"varint,1,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
@@ -1068,7 +1131,7 @@ type DeleteMessageResponse struct {
 
 func (x *DeleteMessageResponse) Reset() {
 	*x = DeleteMessageResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1143,7 @@ func (x *DeleteMessageResponse) String() string {
 func (*DeleteMessageResponse) ProtoMessage() {}
 
 func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1156,7 @@ func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteMessageResponse) GetDurability() Durability {
@@ -1125,7 +1188,7 @@ type NotifyMessageRequest struct {
 
 func (x *NotifyMessageRequest) Reset() {
 	*x = NotifyMessageRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1200,7 @@ func (x *NotifyMessageRequest) String() string {
 func (*NotifyMessageRequest) ProtoMessage() {}
 
 func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1213,7 @@ func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyMessageRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotifyMessageRequest) GetChannelId() string {
@@ -1204,7 +1267,7 @@ type NotifyMessageResponse struct {
 
 func (x *NotifyMessageResponse) Reset() {
 	*x = NotifyMessageResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1279,7 @@ func (x *NotifyMessageResponse) String() string {
 func (*NotifyMessageResponse) ProtoMessage() {}
 
 func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1292,7 @@ func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyMessageResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NotifyMessageResponse) GetResult() *NoticeResult {
@@ -1248,7 +1311,7 @@ type NotifyMessagesRequest struct {
 
 func (x *NotifyMessagesRequest) Reset() {
 	*x = NotifyMessagesRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1323,7 @@ func (x *NotifyMessagesRequest) String() string {
 func (*NotifyMessagesRequest) ProtoMessage() {}
 
 func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1336,7 @@ func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessagesRequest.ProtoReflect.Descriptor instead.
 func (*NotifyMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NotifyMessagesRequest) GetNotices() []*MessageNotice {
@@ -1292,7 +1355,7 @@ type NotifyMessagesResponse struct {
 
 func (x *NotifyMessagesResponse) Reset() {
 	*x = NotifyMessagesResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1367,7 @@ func (x *NotifyMessagesResponse) String() string {
 func (*NotifyMessagesResponse) ProtoMessage() {}
 
 func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1380,7 @@ func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessagesResponse.ProtoReflect.Descriptor instead.
 func (*NotifyMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NotifyMessagesResponse) GetResults() []*NoticeResult {
@@ -1346,7 +1409,7 @@ type NoticeResult struct {
 
 func (x *NoticeResult) Reset() {
 	*x = NoticeResult{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1421,7 @@ func (x *NoticeResult) String() string {
 func (*NoticeResult) ProtoMessage() {}
 
 func (x *NoticeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1434,7 @@ func (x *NoticeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeResult.ProtoReflect.Descriptor instead.
 func (*NoticeResult) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NoticeResult) GetHead() *Cursor {
@@ -1428,7 +1491,7 @@ type JoinChannelRequest struct {
 
 func (x *JoinChannelRequest) Reset() {
 	*x = JoinChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1503,7 @@ func (x *JoinChannelRequest) String() string {
 func (*JoinChannelRequest) ProtoMessage() {}
 
 func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1516,7 @@ func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinChannelRequest.ProtoReflect.Descriptor instead.
 func (*JoinChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JoinChannelRequest) GetChannelId() string {
@@ -1487,7 +1550,7 @@ type LeaveChannelRequest struct {
 
 func (x *LeaveChannelRequest) Reset() {
 	*x = LeaveChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1562,7 @@ func (x *LeaveChannelRequest) String() string {
 func (*LeaveChannelRequest) ProtoMessage() {}
 
 func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1575,7 @@ func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveChannelRequest.ProtoReflect.Descriptor instead.
 func (*LeaveChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LeaveChannelRequest) GetChannelId() string {
@@ -1542,7 +1605,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1554,7 +1617,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1567,7 +1630,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MembershipResponse) GetMembership() *Membership {
@@ -1616,7 +1679,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1691,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1704,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Membership) GetChannelId() string {
@@ -1698,7 +1761,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1773,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1786,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetChannelRequest) GetChannelId() string {
@@ -1761,7 +1824,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1836,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1849,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetChannelResponse) GetChannelId() string {
@@ -1842,7 +1905,7 @@ type GetUnreadRequest struct {
 
 func (x *GetUnreadRequest) Reset() {
 	*x = GetUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1917,7 @@ func (x *GetUnreadRequest) String() string {
 func (*GetUnreadRequest) ProtoMessage() {}
 
 func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +1930,7 @@ func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUnreadRequest.ProtoReflect.Descriptor instead.
 func (*GetUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetUnreadRequest) GetUserId() string {
@@ -1925,7 +1988,7 @@ type GetUnreadResponse struct {
 
 func (x *GetUnreadResponse) Reset() {
 	*x = GetUnreadResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2000,7 @@ func (x *GetUnreadResponse) String() string {
 func (*GetUnreadResponse) ProtoMessage() {}
 
 func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2013,7 @@ func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUnreadResponse.ProtoReflect.Descriptor instead.
 func (*GetUnreadResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetUnreadResponse) GetUserId() string {
@@ -2048,7 +2111,7 @@ type ChannelUnread struct {
 
 func (x *ChannelUnread) Reset() {
 	*x = ChannelUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2123,7 @@ func (x *ChannelUnread) String() string {
 func (*ChannelUnread) ProtoMessage() {}
 
 func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2136,7 @@ func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelUnread.ProtoReflect.Descriptor instead.
 func (*ChannelUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ChannelUnread) GetChannelId() string {
@@ -2194,7 +2257,7 @@ type MarkUnreadRequest struct {
 
 func (x *MarkUnreadRequest) Reset() {
 	*x = MarkUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2269,7 @@ func (x *MarkUnreadRequest) String() string {
 func (*MarkUnreadRequest) ProtoMessage() {}
 
 func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2282,7 @@ func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MarkUnreadRequest) GetUserId() string {
@@ -2268,7 +2331,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2343,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2356,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadAllRequest) GetUserId() string {
@@ -2327,7 +2390,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2402,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2415,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadAllResponse) GetResults() []*ReceiptResult {
@@ -2408,7 +2471,7 @@ type ReceiptEvent struct {
 
 func (x *ReceiptEvent) Reset() {
 	*x = ReceiptEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2483,7 @@ func (x *ReceiptEvent) String() string {
 func (*ReceiptEvent) ProtoMessage() {}
 
 func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2496,7 @@ func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptEvent.ProtoReflect.Descriptor instead.
 func (*ReceiptEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReceiptEvent) GetSchemaVersion() uint32 {
@@ -2557,7 +2620,7 @@ type NotificationRegister struct {
 
 func (x *NotificationRegister) Reset() {
 	*x = NotificationRegister{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +2632,7 @@ func (x *NotificationRegister) String() string {
 func (*NotificationRegister) ProtoMessage() {}
 
 func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +2645,7 @@ func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationRegister.ProtoReflect.Descriptor instead.
 func (*NotificationRegister) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NotificationRegister) GetLevel() string {
@@ -2619,7 +2682,7 @@ type GetInboxRequest struct {
 
 func (x *GetInboxRequest) Reset() {
 	*x = GetInboxRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2694,7 @@ func (x *GetInboxRequest) String() string {
 func (*GetInboxRequest) ProtoMessage() {}
 
 func (x *GetInboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2707,7 @@ func (x *GetInboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboxRequest.ProtoReflect.Descriptor instead.
 func (*GetInboxRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetInboxRequest) GetUserId() string {
@@ -2684,7 +2747,7 @@ type GetInboxResponse struct {
 
 func (x *GetInboxResponse) Reset() {
 	*x = GetInboxResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2759,7 @@ func (x *GetInboxResponse) String() string {
 func (*GetInboxResponse) ProtoMessage() {}
 
 func (x *GetInboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2772,7 @@ func (x *GetInboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboxResponse.ProtoReflect.Descriptor instead.
 func (*GetInboxResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetInboxResponse) GetUserId() string {
@@ -2756,7 +2819,7 @@ type InboxLine struct {
 
 func (x *InboxLine) Reset() {
 	*x = InboxLine{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2831,7 @@ func (x *InboxLine) String() string {
 func (*InboxLine) ProtoMessage() {}
 
 func (x *InboxLine) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2844,7 @@ func (x *InboxLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxLine.ProtoReflect.Descriptor instead.
 func (*InboxLine) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InboxLine) GetChannel() *ChannelUnread {
@@ -2829,7 +2892,7 @@ type SetNotificationsRequest struct {
 
 func (x *SetNotificationsRequest) Reset() {
 	*x = SetNotificationsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2904,7 @@ func (x *SetNotificationsRequest) String() string {
 func (*SetNotificationsRequest) ProtoMessage() {}
 
 func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2917,7 @@ func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*SetNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetNotificationsRequest) GetUserId() string {
@@ -2901,7 +2964,7 @@ type ChannelNotifications struct {
 
 func (x *ChannelNotifications) Reset() {
 	*x = ChannelNotifications{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2913,7 +2976,7 @@ func (x *ChannelNotifications) String() string {
 func (*ChannelNotifications) ProtoMessage() {}
 
 func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2926,7 +2989,7 @@ func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelNotifications.ProtoReflect.Descriptor instead.
 func (*ChannelNotifications) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ChannelNotifications) GetUserId() string {
@@ -2984,7 +3047,8 @@ type ChannelEvent struct {
 	// Set when the head is the thread's of this root (schema version 4).
 	ThreadRootSeq int64 `protobuf:"varint,5,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
 	// Deleted message seqs to add to the channel's set (schema version 6;
-	// the event then carries no head).
+	// the event then carries no head), or with thread_root_seq to the
+	// thread's set of deleted replies (schema version 8).
 	DeletedSeqs []int64 `protobuf:"varint,6,rep,packed,name=deleted_seqs,json=deletedSeqs,proto3" json:"deleted_seqs,omitempty"`
 	// Group mentions (schema version 7): messages that mention every member
 	// but their sender, kept per channel (the newest mention cap + 1).
@@ -2995,7 +3059,7 @@ type ChannelEvent struct {
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3007,7 +3071,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3020,7 +3084,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -3083,7 +3147,7 @@ type GroupMention struct {
 
 func (x *GroupMention) Reset() {
 	*x = GroupMention{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +3159,7 @@ func (x *GroupMention) String() string {
 func (*GroupMention) ProtoMessage() {}
 
 func (x *GroupMention) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3108,7 +3172,7 @@ func (x *GroupMention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMention.ProtoReflect.Descriptor instead.
 func (*GroupMention) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GroupMention) GetSeq() int64 {
@@ -3139,7 +3203,7 @@ type GetMessageReceiptsRequest struct {
 
 func (x *GetMessageReceiptsRequest) Reset() {
 	*x = GetMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3215,7 @@ func (x *GetMessageReceiptsRequest) String() string {
 func (*GetMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3228,7 @@ func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetMessageReceiptsRequest) GetChannelId() string {
@@ -3201,7 +3265,7 @@ type MemberAt struct {
 
 func (x *MemberAt) Reset() {
 	*x = MemberAt{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3213,7 +3277,7 @@ func (x *MemberAt) String() string {
 func (*MemberAt) ProtoMessage() {}
 
 func (x *MemberAt) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3226,7 +3290,7 @@ func (x *MemberAt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
 func (*MemberAt) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MemberAt) GetUserId() string {
@@ -3268,7 +3332,7 @@ type MessageReceipts struct {
 
 func (x *MessageReceipts) Reset() {
 	*x = MessageReceipts{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3344,7 @@ func (x *MessageReceipts) String() string {
 func (*MessageReceipts) ProtoMessage() {}
 
 func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3357,7 @@ func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
 func (*MessageReceipts) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MessageReceipts) GetChannelId() string {
@@ -3382,7 +3446,7 @@ type GetTicksRequest struct {
 
 func (x *GetTicksRequest) Reset() {
 	*x = GetTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3458,7 @@ func (x *GetTicksRequest) String() string {
 func (*GetTicksRequest) ProtoMessage() {}
 
 func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3471,7 @@ func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetTicksRequest) GetChannelId() string {
@@ -3429,7 +3493,7 @@ type MemberCursors struct {
 
 func (x *MemberCursors) Reset() {
 	*x = MemberCursors{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3505,7 @@ func (x *MemberCursors) String() string {
 func (*MemberCursors) ProtoMessage() {}
 
 func (x *MemberCursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3518,7 @@ func (x *MemberCursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
 func (*MemberCursors) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MemberCursors) GetUserId() string {
@@ -3500,7 +3564,7 @@ type ChannelTicks struct {
 
 func (x *ChannelTicks) Reset() {
 	*x = ChannelTicks{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3576,7 @@ func (x *ChannelTicks) String() string {
 func (*ChannelTicks) ProtoMessage() {}
 
 func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3589,7 @@ func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
 func (*ChannelTicks) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ChannelTicks) GetChannelId() string {
@@ -3597,7 +3661,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3609,7 +3673,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3622,7 +3686,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MessageRef) GetChannelId() string {
@@ -3656,7 +3720,7 @@ type LookupReceiptsRequest struct {
 
 func (x *LookupReceiptsRequest) Reset() {
 	*x = LookupReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3732,7 @@ func (x *LookupReceiptsRequest) String() string {
 func (*LookupReceiptsRequest) ProtoMessage() {}
 
 func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3745,7 @@ func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
@@ -3714,7 +3778,7 @@ type Badge struct {
 
 func (x *Badge) Reset() {
 	*x = Badge{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3726,7 +3790,7 @@ func (x *Badge) String() string {
 func (*Badge) ProtoMessage() {}
 
 func (x *Badge) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3739,7 +3803,7 @@ func (x *Badge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Badge.ProtoReflect.Descriptor instead.
 func (*Badge) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Badge) GetUserId() string {
@@ -3796,7 +3860,7 @@ type LookupReceiptsResponse struct {
 
 func (x *LookupReceiptsResponse) Reset() {
 	*x = LookupReceiptsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3808,7 +3872,7 @@ func (x *LookupReceiptsResponse) String() string {
 func (*LookupReceiptsResponse) ProtoMessage() {}
 
 func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3821,7 +3885,7 @@ func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
@@ -3851,7 +3915,7 @@ type WatchChannelsRequest struct {
 
 func (x *WatchChannelsRequest) Reset() {
 	*x = WatchChannelsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +3927,7 @@ func (x *WatchChannelsRequest) String() string {
 func (*WatchChannelsRequest) ProtoMessage() {}
 
 func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +3940,7 @@ func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
 func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *WatchChannelsRequest) GetChannelId() []string {
@@ -3917,7 +3981,7 @@ type CursorUpdate struct {
 
 func (x *CursorUpdate) Reset() {
 	*x = CursorUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3929,7 +3993,7 @@ func (x *CursorUpdate) String() string {
 func (*CursorUpdate) ProtoMessage() {}
 
 func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3942,7 +4006,7 @@ func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
 func (*CursorUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CursorUpdate) GetChannelId() string {
@@ -4018,7 +4082,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4030,7 +4094,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4043,7 +4107,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *WatchEvent) GetResumeToken() string {
@@ -4099,7 +4163,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4111,7 +4175,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4124,7 +4188,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateSettingsRequest) GetUserId() string {
@@ -4164,7 +4228,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4176,7 +4240,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4189,7 +4253,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4215,7 +4279,7 @@ type UserSettings struct {
 
 func (x *UserSettings) Reset() {
 	*x = UserSettings{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4227,7 +4291,7 @@ func (x *UserSettings) String() string {
 func (*UserSettings) ProtoMessage() {}
 
 func (x *UserSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4240,7 +4304,7 @@ func (x *UserSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
 func (*UserSettings) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UserSettings) GetUserId() string {
@@ -4287,7 +4351,7 @@ type EraseUserRequest struct {
 
 func (x *EraseUserRequest) Reset() {
 	*x = EraseUserRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4299,7 +4363,7 @@ func (x *EraseUserRequest) String() string {
 func (*EraseUserRequest) ProtoMessage() {}
 
 func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4312,7 +4376,7 @@ func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
 func (*EraseUserRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *EraseUserRequest) GetUserId() string {
@@ -4334,7 +4398,7 @@ type EraseUserResponse struct {
 
 func (x *EraseUserResponse) Reset() {
 	*x = EraseUserResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4346,7 +4410,7 @@ func (x *EraseUserResponse) String() string {
 func (*EraseUserResponse) ProtoMessage() {}
 
 func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4359,7 +4423,7 @@ func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
 func (*EraseUserResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *EraseUserResponse) GetUserId() string {
@@ -4404,7 +4468,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4480,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4493,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -4502,7 +4566,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4578,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4591,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -4598,7 +4662,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4610,7 +4674,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4623,7 +4687,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -4658,7 +4722,7 @@ type NotifyThreadReplyRequest struct {
 
 func (x *NotifyThreadReplyRequest) Reset() {
 	*x = NotifyThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4670,7 +4734,7 @@ func (x *NotifyThreadReplyRequest) String() string {
 func (*NotifyThreadReplyRequest) ProtoMessage() {}
 
 func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4683,7 +4747,7 @@ func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NotifyThreadReplyRequest) GetChannelId() string {
@@ -4737,7 +4801,7 @@ type NotifyThreadReplyResponse struct {
 
 func (x *NotifyThreadReplyResponse) Reset() {
 	*x = NotifyThreadReplyResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4749,7 +4813,7 @@ func (x *NotifyThreadReplyResponse) String() string {
 func (*NotifyThreadReplyResponse) ProtoMessage() {}
 
 func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4762,7 +4826,7 @@ func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
@@ -4790,7 +4854,7 @@ type MarkThreadReadRequest struct {
 
 func (x *MarkThreadReadRequest) Reset() {
 	*x = MarkThreadReadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4802,7 +4866,7 @@ func (x *MarkThreadReadRequest) String() string {
 func (*MarkThreadReadRequest) ProtoMessage() {}
 
 func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4815,7 +4879,7 @@ func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *MarkThreadReadRequest) GetUserId() string {
@@ -4891,7 +4955,7 @@ type MarkThreadUnreadRequest struct {
 
 func (x *MarkThreadUnreadRequest) Reset() {
 	*x = MarkThreadUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4903,7 +4967,7 @@ func (x *MarkThreadUnreadRequest) String() string {
 func (*MarkThreadUnreadRequest) ProtoMessage() {}
 
 func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4916,7 +4980,7 @@ func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *MarkThreadUnreadRequest) GetUserId() string {
@@ -4972,7 +5036,7 @@ type FollowThreadRequest struct {
 
 func (x *FollowThreadRequest) Reset() {
 	*x = FollowThreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4984,7 +5048,7 @@ func (x *FollowThreadRequest) String() string {
 func (*FollowThreadRequest) ProtoMessage() {}
 
 func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4997,7 +5061,7 @@ func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
 func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *FollowThreadRequest) GetUserId() string {
@@ -5039,7 +5103,7 @@ type ThreadMarkResponse struct {
 
 func (x *ThreadMarkResponse) Reset() {
 	*x = ThreadMarkResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5051,7 +5115,7 @@ func (x *ThreadMarkResponse) String() string {
 func (*ThreadMarkResponse) ProtoMessage() {}
 
 func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5064,7 +5128,7 @@ func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
 func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
@@ -5123,7 +5187,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5135,7 +5199,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5148,7 +5212,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListThreadsRequest) GetUserId() string {
@@ -5190,7 +5254,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5202,7 +5266,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5215,7 +5279,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *ListThreadsResponse) GetUserId() string {
@@ -5264,7 +5328,7 @@ type ThreadUnread struct {
 
 func (x *ThreadUnread) Reset() {
 	*x = ThreadUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5276,7 +5340,7 @@ func (x *ThreadUnread) String() string {
 func (*ThreadUnread) ProtoMessage() {}
 
 func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5289,7 +5353,7 @@ func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
 func (*ThreadUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ThreadUnread) GetChannelId() string {
@@ -5381,7 +5445,7 @@ type GetThreadMessageReceiptsRequest struct {
 
 func (x *GetThreadMessageReceiptsRequest) Reset() {
 	*x = GetThreadMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5393,7 +5457,7 @@ func (x *GetThreadMessageReceiptsRequest) String() string {
 func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5406,7 +5470,7 @@ func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
@@ -5447,7 +5511,7 @@ type GetThreadTicksRequest struct {
 
 func (x *GetThreadTicksRequest) Reset() {
 	*x = GetThreadTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5523,7 @@ func (x *GetThreadTicksRequest) String() string {
 func (*GetThreadTicksRequest) ProtoMessage() {}
 
 func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5536,7 @@ func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *GetThreadTicksRequest) GetChannelId() string {
@@ -5502,7 +5566,7 @@ type ThreadHeadUpdate struct {
 
 func (x *ThreadHeadUpdate) Reset() {
 	*x = ThreadHeadUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5514,7 +5578,7 @@ func (x *ThreadHeadUpdate) String() string {
 func (*ThreadHeadUpdate) ProtoMessage() {}
 
 func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5527,7 +5591,7 @@ func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
 func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{72}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ThreadHeadUpdate) GetChannelId() string {
@@ -5642,7 +5706,12 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x14DeleteMessageRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x03R\x03seq\"}\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\"f\n" +
+	"\x18DeleteThreadReplyRequest\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
+	"\broot_seq\x18\x02 \x01(\x03R\arootSeq\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"}\n" +
 	"\x15DeleteMessageResponse\x127\n" +
 	"\n" +
 	"durability\x18\x01 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
@@ -6057,7 +6126,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\xaa\x1f\n" +
+	"\aSPOOLED\x10\x022\xd0 \n" +
 	"\x0eReceiptService\x12q\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
 	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
@@ -6065,7 +6134,8 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\fGetReadState\x12 .receipts.v1.GetReadStateRequest\x1a!.receipts.v1.GetReadStateResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/users/{user_id}/read-state\x12\x85\x01\n" +
 	"\rNotifyMessage\x12!.receipts.v1.NotifyMessageRequest\x1a\".receipts.v1.NotifyMessageResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/channels/{channel_id}/messages\x12y\n" +
 	"\x0eNotifyMessages\x12\".receipts.v1.NotifyMessagesRequest\x1a#.receipts.v1.NotifyMessagesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/messages:notify\x12\x88\x01\n" +
-	"\rDeleteMessage\x12!.receipts.v1.DeleteMessageRequest\x1a\".receipts.v1.DeleteMessageResponse\"0\x82\xd3\xe4\x93\x02**(/v1/channels/{channel_id}/messages/{seq}\x12\x87\x01\n" +
+	"\rDeleteMessage\x12!.receipts.v1.DeleteMessageRequest\x1a\".receipts.v1.DeleteMessageResponse\"0\x82\xd3\xe4\x93\x02**(/v1/channels/{channel_id}/messages/{seq}\x12\xa3\x01\n" +
+	"\x11DeleteThreadReply\x12%.receipts.v1.DeleteThreadReplyRequest\x1a\".receipts.v1.DeleteMessageResponse\"C\x82\xd3\xe4\x93\x02=*;/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}\x12\x87\x01\n" +
 	"\vJoinChannel\x12\x1f.receipts.v1.JoinChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"6\x82\xd3\xe4\x93\x020:\x01*\x1a+/v1/channels/{channel_id}/members/{user_id}\x12\x86\x01\n" +
 	"\fLeaveChannel\x12 .receipts.v1.LeaveChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"3\x82\xd3\xe4\x93\x02-*+/v1/channels/{channel_id}/members/{user_id}\x12p\n" +
 	"\n" +
@@ -6105,7 +6175,7 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_receipts_v1_receipts_proto_goTypes = []any{
 	(Kind)(0),                               // 0: receipts.v1.Kind
 	(Durability)(0),                         // 1: receipts.v1.Durability
@@ -6122,66 +6192,67 @@ var file_receipts_v1_receipts_proto_goTypes = []any{
 	(*ChannelState)(nil),                    // 12: receipts.v1.ChannelState
 	(*MessageNotice)(nil),                   // 13: receipts.v1.MessageNotice
 	(*DeleteMessageRequest)(nil),            // 14: receipts.v1.DeleteMessageRequest
-	(*DeleteMessageResponse)(nil),           // 15: receipts.v1.DeleteMessageResponse
-	(*NotifyMessageRequest)(nil),            // 16: receipts.v1.NotifyMessageRequest
-	(*NotifyMessageResponse)(nil),           // 17: receipts.v1.NotifyMessageResponse
-	(*NotifyMessagesRequest)(nil),           // 18: receipts.v1.NotifyMessagesRequest
-	(*NotifyMessagesResponse)(nil),          // 19: receipts.v1.NotifyMessagesResponse
-	(*NoticeResult)(nil),                    // 20: receipts.v1.NoticeResult
-	(*JoinChannelRequest)(nil),              // 21: receipts.v1.JoinChannelRequest
-	(*LeaveChannelRequest)(nil),             // 22: receipts.v1.LeaveChannelRequest
-	(*MembershipResponse)(nil),              // 23: receipts.v1.MembershipResponse
-	(*Membership)(nil),                      // 24: receipts.v1.Membership
-	(*GetChannelRequest)(nil),               // 25: receipts.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),              // 26: receipts.v1.GetChannelResponse
-	(*GetUnreadRequest)(nil),                // 27: receipts.v1.GetUnreadRequest
-	(*GetUnreadResponse)(nil),               // 28: receipts.v1.GetUnreadResponse
-	(*ChannelUnread)(nil),                   // 29: receipts.v1.ChannelUnread
-	(*MarkUnreadRequest)(nil),               // 30: receipts.v1.MarkUnreadRequest
-	(*ReadAllRequest)(nil),                  // 31: receipts.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),                 // 32: receipts.v1.ReadAllResponse
-	(*ReceiptEvent)(nil),                    // 33: receipts.v1.ReceiptEvent
-	(*NotificationRegister)(nil),            // 34: receipts.v1.NotificationRegister
-	(*GetInboxRequest)(nil),                 // 35: receipts.v1.GetInboxRequest
-	(*GetInboxResponse)(nil),                // 36: receipts.v1.GetInboxResponse
-	(*InboxLine)(nil),                       // 37: receipts.v1.InboxLine
-	(*SetNotificationsRequest)(nil),         // 38: receipts.v1.SetNotificationsRequest
-	(*ChannelNotifications)(nil),            // 39: receipts.v1.ChannelNotifications
-	(*ChannelEvent)(nil),                    // 40: receipts.v1.ChannelEvent
-	(*GroupMention)(nil),                    // 41: receipts.v1.GroupMention
-	(*GetMessageReceiptsRequest)(nil),       // 42: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                        // 43: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),                 // 44: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),                 // 45: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),                   // 46: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),                    // 47: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                      // 48: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),           // 49: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                           // 50: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),          // 51: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),            // 52: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),                    // 53: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                      // 54: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),           // 55: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),              // 56: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),                    // 57: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),                // 58: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),               // 59: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                       // 60: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),                 // 61: receipts.v1.ReadStateChange
-	(*ThreadFollow)(nil),                    // 62: receipts.v1.ThreadFollow
-	(*NotifyThreadReplyRequest)(nil),        // 63: receipts.v1.NotifyThreadReplyRequest
-	(*NotifyThreadReplyResponse)(nil),       // 64: receipts.v1.NotifyThreadReplyResponse
-	(*MarkThreadReadRequest)(nil),           // 65: receipts.v1.MarkThreadReadRequest
-	(*MarkThreadUnreadRequest)(nil),         // 66: receipts.v1.MarkThreadUnreadRequest
-	(*FollowThreadRequest)(nil),             // 67: receipts.v1.FollowThreadRequest
-	(*ThreadMarkResponse)(nil),              // 68: receipts.v1.ThreadMarkResponse
-	(*ListThreadsRequest)(nil),              // 69: receipts.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),             // 70: receipts.v1.ListThreadsResponse
-	(*ThreadUnread)(nil),                    // 71: receipts.v1.ThreadUnread
-	(*GetThreadMessageReceiptsRequest)(nil), // 72: receipts.v1.GetThreadMessageReceiptsRequest
-	(*GetThreadTicksRequest)(nil),           // 73: receipts.v1.GetThreadTicksRequest
-	(*ThreadHeadUpdate)(nil),                // 74: receipts.v1.ThreadHeadUpdate
+	(*DeleteThreadReplyRequest)(nil),        // 15: receipts.v1.DeleteThreadReplyRequest
+	(*DeleteMessageResponse)(nil),           // 16: receipts.v1.DeleteMessageResponse
+	(*NotifyMessageRequest)(nil),            // 17: receipts.v1.NotifyMessageRequest
+	(*NotifyMessageResponse)(nil),           // 18: receipts.v1.NotifyMessageResponse
+	(*NotifyMessagesRequest)(nil),           // 19: receipts.v1.NotifyMessagesRequest
+	(*NotifyMessagesResponse)(nil),          // 20: receipts.v1.NotifyMessagesResponse
+	(*NoticeResult)(nil),                    // 21: receipts.v1.NoticeResult
+	(*JoinChannelRequest)(nil),              // 22: receipts.v1.JoinChannelRequest
+	(*LeaveChannelRequest)(nil),             // 23: receipts.v1.LeaveChannelRequest
+	(*MembershipResponse)(nil),              // 24: receipts.v1.MembershipResponse
+	(*Membership)(nil),                      // 25: receipts.v1.Membership
+	(*GetChannelRequest)(nil),               // 26: receipts.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),              // 27: receipts.v1.GetChannelResponse
+	(*GetUnreadRequest)(nil),                // 28: receipts.v1.GetUnreadRequest
+	(*GetUnreadResponse)(nil),               // 29: receipts.v1.GetUnreadResponse
+	(*ChannelUnread)(nil),                   // 30: receipts.v1.ChannelUnread
+	(*MarkUnreadRequest)(nil),               // 31: receipts.v1.MarkUnreadRequest
+	(*ReadAllRequest)(nil),                  // 32: receipts.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),                 // 33: receipts.v1.ReadAllResponse
+	(*ReceiptEvent)(nil),                    // 34: receipts.v1.ReceiptEvent
+	(*NotificationRegister)(nil),            // 35: receipts.v1.NotificationRegister
+	(*GetInboxRequest)(nil),                 // 36: receipts.v1.GetInboxRequest
+	(*GetInboxResponse)(nil),                // 37: receipts.v1.GetInboxResponse
+	(*InboxLine)(nil),                       // 38: receipts.v1.InboxLine
+	(*SetNotificationsRequest)(nil),         // 39: receipts.v1.SetNotificationsRequest
+	(*ChannelNotifications)(nil),            // 40: receipts.v1.ChannelNotifications
+	(*ChannelEvent)(nil),                    // 41: receipts.v1.ChannelEvent
+	(*GroupMention)(nil),                    // 42: receipts.v1.GroupMention
+	(*GetMessageReceiptsRequest)(nil),       // 43: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 44: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 45: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 46: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 47: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 48: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 49: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 50: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 51: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 52: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 53: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 54: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 55: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 56: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 57: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 58: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 59: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 60: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 61: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 62: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 63: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 64: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 65: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 66: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 67: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 68: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 69: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 70: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 71: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 72: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 73: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 74: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 75: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
@@ -6196,15 +6267,15 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 9: receipts.v1.ChannelState.delivered:type_name -> receipts.v1.Cursor
 	11, // 10: receipts.v1.ChannelState.private_read:type_name -> receipts.v1.Cursor
 	1,  // 11: receipts.v1.DeleteMessageResponse.durability:type_name -> receipts.v1.Durability
-	20, // 12: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
+	21, // 12: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
 	13, // 13: receipts.v1.NotifyMessagesRequest.notices:type_name -> receipts.v1.MessageNotice
-	20, // 14: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
+	21, // 14: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
 	11, // 15: receipts.v1.NoticeResult.head:type_name -> receipts.v1.Cursor
 	1,  // 16: receipts.v1.NoticeResult.durability:type_name -> receipts.v1.Durability
-	24, // 17: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
+	25, // 17: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
 	1,  // 18: receipts.v1.MembershipResponse.durability:type_name -> receipts.v1.Durability
 	11, // 19: receipts.v1.GetChannelResponse.head:type_name -> receipts.v1.Cursor
-	29, // 20: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
+	30, // 20: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
 	10, // 21: receipts.v1.ChannelUnread.head:type_name -> receipts.v1.Position
 	10, // 22: receipts.v1.ChannelUnread.read:type_name -> receipts.v1.Position
 	10, // 23: receipts.v1.ChannelUnread.public_read:type_name -> receipts.v1.Position
@@ -6212,38 +6283,38 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	11, // 25: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
 	11, // 26: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
 	11, // 27: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
-	24, // 28: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	62, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
-	34, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
-	37, // 31: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
-	29, // 32: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
-	71, // 33: receipts.v1.InboxLine.thread:type_name -> receipts.v1.ThreadUnread
-	34, // 34: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
+	25, // 28: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
+	63, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	35, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
+	38, // 31: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
+	30, // 32: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
+	72, // 33: receipts.v1.InboxLine.thread:type_name -> receipts.v1.ThreadUnread
+	35, // 34: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
 	1,  // 35: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
 	11, // 36: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	41, // 37: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
-	43, // 38: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	43, // 39: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	42, // 37: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
+	44, // 38: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	44, // 39: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
 	10, // 40: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
 	10, // 41: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
 	10, // 42: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	46, // 43: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	48, // 44: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	44, // 45: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	50, // 46: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	47, // 43: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	49, // 44: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	45, // 45: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	51, // 46: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
 	0,  // 47: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
 	10, // 48: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	53, // 49: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	47, // 50: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	74, // 51: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	54, // 49: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	48, // 50: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	75, // 51: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
 	1,  // 52: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	57, // 53: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	58, // 53: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
 	0,  // 54: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
 	10, // 55: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	20, // 56: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	71, // 57: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	21, // 56: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	72, // 57: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
 	1,  // 58: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	71, // 59: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	72, // 59: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
 	10, // 60: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
 	10, // 61: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
 	10, // 62: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
@@ -6252,64 +6323,66 @@ var file_receipts_v1_receipts_proto_depIdxs = []int32{
 	6,  // 65: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
 	6,  // 66: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
 	8,  // 67: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	16, // 68: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	18, // 69: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	17, // 68: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	19, // 69: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
 	14, // 70: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
-	21, // 71: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	22, // 72: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	25, // 73: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	27, // 74: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	30, // 75: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	31, // 76: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	42, // 77: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	45, // 78: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	49, // 79: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	52, // 80: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	55, // 81: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	56, // 82: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	58, // 83: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	63, // 84: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	65, // 85: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	66, // 86: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	67, // 87: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	67, // 88: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	69, // 89: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	72, // 90: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	73, // 91: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	38, // 92: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
-	35, // 93: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
-	4,  // 94: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 95: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 96: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 97: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	17, // 98: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	19, // 99: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	15, // 100: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
-	23, // 101: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	23, // 102: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	26, // 103: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	28, // 104: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 105: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	32, // 106: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	44, // 107: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	47, // 108: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	51, // 109: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	54, // 110: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	57, // 111: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	57, // 112: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	59, // 113: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	64, // 114: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	68, // 115: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	68, // 116: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	68, // 117: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	68, // 118: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	70, // 119: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	44, // 120: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	47, // 121: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	39, // 122: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
-	36, // 123: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
-	94, // [94:124] is the sub-list for method output_type
-	64, // [64:94] is the sub-list for method input_type
+	15, // 71: receipts.v1.ReceiptService.DeleteThreadReply:input_type -> receipts.v1.DeleteThreadReplyRequest
+	22, // 72: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	23, // 73: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	26, // 74: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	28, // 75: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	31, // 76: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	32, // 77: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	43, // 78: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	46, // 79: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	50, // 80: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	53, // 81: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	56, // 82: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	57, // 83: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	59, // 84: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	64, // 85: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	66, // 86: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	67, // 87: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	68, // 88: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	68, // 89: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	70, // 90: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	73, // 91: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	74, // 92: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	39, // 93: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	36, // 94: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
+	4,  // 95: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,  // 96: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,  // 97: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,  // 98: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	18, // 99: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	20, // 100: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	16, // 101: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
+	16, // 102: receipts.v1.ReceiptService.DeleteThreadReply:output_type -> receipts.v1.DeleteMessageResponse
+	24, // 103: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	24, // 104: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	27, // 105: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	29, // 106: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,  // 107: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	33, // 108: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	45, // 109: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	48, // 110: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	52, // 111: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	55, // 112: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	58, // 113: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	58, // 114: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	60, // 115: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	65, // 116: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	69, // 117: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	69, // 118: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	69, // 119: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	69, // 120: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	71, // 121: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	45, // 122: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	48, // 123: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	40, // 124: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	37, // 125: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
+	95, // [95:126] is the sub-list for method output_type
+	64, // [64:95] is the sub-list for method input_type
 	64, // [64:64] is the sub-list for extension type_name
 	64, // [64:64] is the sub-list for extension extendee
 	0,  // [0:64] is the sub-list for field type_name
@@ -6322,18 +6395,18 @@ func file_receipts_v1_receipts_proto_init() {
 	}
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[19].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[28].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[53].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[63].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[20].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[29].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[54].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[64].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   73,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,6 +56,9 @@ const (
 	// ReceiptServiceDeleteMessageProcedure is the fully-qualified name of the ReceiptService's
 	// DeleteMessage RPC.
 	ReceiptServiceDeleteMessageProcedure = "/receipts.v1.ReceiptService/DeleteMessage"
+	// ReceiptServiceDeleteThreadReplyProcedure is the fully-qualified name of the ReceiptService's
+	// DeleteThreadReply RPC.
+	ReceiptServiceDeleteThreadReplyProcedure = "/receipts.v1.ReceiptService/DeleteThreadReply"
 	// ReceiptServiceJoinChannelProcedure is the fully-qualified name of the ReceiptService's
 	// JoinChannel RPC.
 	ReceiptServiceJoinChannelProcedure = "/receipts.v1.ReceiptService/JoinChannel"
@@ -151,6 +154,11 @@ type ReceiptServiceClient interface {
 	// nothing). Cursors, the head and the read-by of other messages are
 	// unchanged. A batch form is a MessageNotice with deleted set.
 	DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
+	// DeleteThreadReply deletes a thread reply: seq no longer counts in
+	// anyone's thread unread_count, first_unread_seq or mention_count, as
+	// DeleteMessage for a channel message (a grow-only set per thread).
+	// A batch form is a MessageNotice with deleted and thread_root_seq set.
+	DeleteThreadReply(context.Context, *connect.Request[v1.DeleteThreadReplyRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// JoinChannel registers user_id as a member of channel_id from the join
 	// point seq (default: the current head, so history is not unread).
 	JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
@@ -294,6 +302,12 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+ReceiptServiceDeleteMessageProcedure,
 			connect.WithSchema(receiptServiceMethods.ByName("DeleteMessage")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteThreadReply: connect.NewClient[v1.DeleteThreadReplyRequest, v1.DeleteMessageResponse](
+			httpClient,
+			baseURL+ReceiptServiceDeleteThreadReplyProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("DeleteThreadReply")),
 			connect.WithClientOptions(opts...),
 		),
 		joinChannel: connect.NewClient[v1.JoinChannelRequest, v1.MembershipResponse](
@@ -446,6 +460,7 @@ type receiptServiceClient struct {
 	notifyMessage            *connect.Client[v1.NotifyMessageRequest, v1.NotifyMessageResponse]
 	notifyMessages           *connect.Client[v1.NotifyMessagesRequest, v1.NotifyMessagesResponse]
 	deleteMessage            *connect.Client[v1.DeleteMessageRequest, v1.DeleteMessageResponse]
+	deleteThreadReply        *connect.Client[v1.DeleteThreadReplyRequest, v1.DeleteMessageResponse]
 	joinChannel              *connect.Client[v1.JoinChannelRequest, v1.MembershipResponse]
 	leaveChannel             *connect.Client[v1.LeaveChannelRequest, v1.MembershipResponse]
 	getChannel               *connect.Client[v1.GetChannelRequest, v1.GetChannelResponse]
@@ -504,6 +519,11 @@ func (c *receiptServiceClient) NotifyMessages(ctx context.Context, req *connect.
 // DeleteMessage calls receipts.v1.ReceiptService.DeleteMessage.
 func (c *receiptServiceClient) DeleteMessage(ctx context.Context, req *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error) {
 	return c.deleteMessage.CallUnary(ctx, req)
+}
+
+// DeleteThreadReply calls receipts.v1.ReceiptService.DeleteThreadReply.
+func (c *receiptServiceClient) DeleteThreadReply(ctx context.Context, req *connect.Request[v1.DeleteThreadReplyRequest]) (*connect.Response[v1.DeleteMessageResponse], error) {
+	return c.deleteThreadReply.CallUnary(ctx, req)
 }
 
 // JoinChannel calls receipts.v1.ReceiptService.JoinChannel.
@@ -648,6 +668,11 @@ type ReceiptServiceHandler interface {
 	// nothing). Cursors, the head and the read-by of other messages are
 	// unchanged. A batch form is a MessageNotice with deleted set.
 	DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
+	// DeleteThreadReply deletes a thread reply: seq no longer counts in
+	// anyone's thread unread_count, first_unread_seq or mention_count, as
+	// DeleteMessage for a channel message (a grow-only set per thread).
+	// A batch form is a MessageNotice with deleted and thread_root_seq set.
+	DeleteThreadReply(context.Context, *connect.Request[v1.DeleteThreadReplyRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// JoinChannel registers user_id as a member of channel_id from the join
 	// point seq (default: the current head, so history is not unread).
 	JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error)
@@ -787,6 +812,12 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		ReceiptServiceDeleteMessageProcedure,
 		svc.DeleteMessage,
 		connect.WithSchema(receiptServiceMethods.ByName("DeleteMessage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	receiptServiceDeleteThreadReplyHandler := connect.NewUnaryHandler(
+		ReceiptServiceDeleteThreadReplyProcedure,
+		svc.DeleteThreadReply,
+		connect.WithSchema(receiptServiceMethods.ByName("DeleteThreadReply")),
 		connect.WithHandlerOptions(opts...),
 	)
 	receiptServiceJoinChannelHandler := connect.NewUnaryHandler(
@@ -943,6 +974,8 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceNotifyMessagesHandler.ServeHTTP(w, r)
 		case ReceiptServiceDeleteMessageProcedure:
 			receiptServiceDeleteMessageHandler.ServeHTTP(w, r)
+		case ReceiptServiceDeleteThreadReplyProcedure:
+			receiptServiceDeleteThreadReplyHandler.ServeHTTP(w, r)
 		case ReceiptServiceJoinChannelProcedure:
 			receiptServiceJoinChannelHandler.ServeHTTP(w, r)
 		case ReceiptServiceLeaveChannelProcedure:
@@ -1024,6 +1057,10 @@ func (UnimplementedReceiptServiceHandler) NotifyMessages(context.Context, *conne
 
 func (UnimplementedReceiptServiceHandler) DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.DeleteMessage is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) DeleteThreadReply(context.Context, *connect.Request[v1.DeleteThreadReplyRequest]) (*connect.Response[v1.DeleteMessageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.DeleteThreadReply is not implemented"))
 }
 
 func (UnimplementedReceiptServiceHandler) JoinChannel(context.Context, *connect.Request[v1.JoinChannelRequest]) (*connect.Response[v1.MembershipResponse], error) {

@@ -1,0 +1,129 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// countThreads sets each thread's counts: its register at its head less
+// its deleted replies (thread.State.CountsDeleted). Only threads with
+// unread replies ask: one Redis pipeline, then Postgres for the sets
+// Redis does not know (hydrated) or for all of them when Redis fails.
+func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
+	var qs []redisstore.SetDeletionQuery
+	var idx []int
+	for i := range ts {
+		t := &ts[i]
+		t.counts = t.state.CountsAt(t.head.Seq, g.cfg.MentionCap)
+		if t.counts.Unread == 0 {
+			continue
+		}
+		read := t.state.Cursors.EffectiveRead().Seq
+		q := redisstore.SetDeletionQuery{Ref: t.state.Key.Ref, Read: read, Head: t.head.Seq}
+		for _, m := range t.state.Mentions {
+			if m > read {
+				q.Mentions = append(q.Mentions, m)
+			}
+		}
+		qs, idx = append(qs, q), append(idx, i)
+	}
+	if len(qs) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	got, err := g.redis.DeletionCountsOf(rctx, qs)
+	cancel()
+	if err != nil {
+		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
+		g.warnRedis(redisOpGet, err)
+		return g.countThreadsDurable(ctx, ts, qs, idx)
+	}
+	var missing []thread.Ref
+	var missingIdx []int
+	for j, c := range got {
+		if !c.Known {
+			missing, missingIdx = append(missing, qs[j].Ref), append(missingIdx, idx[j])
+			continue
+		}
+		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.cfg.MentionCap)
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return g.hydrateThreadDeletions(ctx, ts, missing, missingIdx)
+}
+
+// hydrateThreadDeletions counts the threads whose deletions Redis does
+// not know from Postgres' sets, and copies those sets into Redis.
+func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, refs []thread.Ref, idx []int) error {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	ds, err := g.pg.DeletionSets(pctx, refs)
+	cancel()
+	if err != nil {
+		g.log.Warn("reading thread deletions to hydrate", zap.Error(err))
+		return g.durableErr(ctx, fmt.Errorf("reading the deletions of %d threads: %w", len(refs), err))
+	}
+	bySet := make(map[thread.Ref][]int64, len(ds))
+	for _, d := range ds {
+		bySet[thread.Ref{Channel: d.Channel, Root: d.Root}] = d.Seqs
+	}
+	for j, ref := range refs {
+		t := &ts[idx[j]]
+		t.counts = t.state.CountsDeleted(t.head.Seq, g.cfg.MentionCap, bySet[ref])
+	}
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	if err := g.redis.HydrateDeletionSets(hctx, refs, ds); err != nil {
+		g.warnRedis(redisOpHydrate+" deletions", err)
+	}
+	cancel()
+	return nil
+}
+
+// countThreadsDurable counts the queried threads' deletions from Postgres
+// alone (Redis failed), as the real-time read counts them.
+func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs []redisstore.SetDeletionQuery, idx []int) error {
+	pqs := make([]pgstore.DeletionQuery, len(qs))
+	for j, q := range qs {
+		pqs[j] = pgstore.DeletionQuery{Channel: q.Ref.Channel, Root: q.Ref.Root, Read: q.Read, Head: q.Head, Mentions: q.Mentions}
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	dc, err := g.pg.DeletionCounts(pctx, pqs)
+	cancel()
+	if err != nil {
+		return g.durableErr(ctx, err)
+	}
+	for j, c := range dc {
+		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.cfg.MentionCap)
+	}
+	return nil
+}
+
+// applyThreadDeletions takes a thread's deleted replies in (read, head]
+// and its deleted mentions above the read out of its counts.
+func applyThreadDeletions(c *thread.Counts, deleted, firstKept int64, deletedMentions, mentionCap int) {
+	c.Unread, c.FirstUnread = channel.AfterDeletions(c.Unread, firstKept, deleted)
+	if c.Unread == 0 {
+		c.Mentions, c.MentionsCapped = 0, false
+		return
+	}
+	c.Mentions = max(0, c.Mentions-int64(deletedMentions))
+	c.MentionsCapped = c.Mentions > int64(mentionCap)
+}
+
+// threadCountsOf is one thread's counts for a write's answer, its deleted
+// replies taken out; a failed deletion read answers the counts without
+// them (the write itself succeeded).
+func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {
+	ts := []followedThread{{state: &st, head: head}}
+	if err := g.countThreads(ctx, ts); err != nil {
+		g.log.Warn("counting a thread's deleted replies", zap.Error(err))
+	}
+	return ts[0].counts
+}

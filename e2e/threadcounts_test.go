@@ -35,7 +35,9 @@ type threadModel struct {
 	// delivered: the greatest seq a user replied at or publicly read
 	// (reading implies delivery; a private read and mark-unread move none).
 	delivered map[thread.Key]int64
-	ops       int
+	// deleted are the acknowledged reply deletions of each thread.
+	deleted map[thread.Ref]map[int64]bool
+	ops     int
 }
 
 func (m *threadModel) deliver(k thread.Key, seq int64) {
@@ -60,8 +62,13 @@ func (m *threadModel) counts(k thread.Key) (unread, mentions int64) {
 	eff := mk.effective().Seq
 	if h := m.heads[k.Ref]; h > eff {
 		unread = h - eff
+		for s := range m.deleted[k.Ref] {
+			if s > eff && s <= h {
+				unread--
+			}
+		}
 		for s := range mk.mentions {
-			if s > eff {
+			if s > eff && !m.deleted[k.Ref][s] {
 				mentions++
 			}
 		}
@@ -181,6 +188,29 @@ func (w *threadWorkload) step(ctx context.Context) {
 				w.failed(fmt.Errorf("a retried thread mark-unread of %v moved something", k))
 			}
 		}
+	case r < 0.85 && w.seqs[ref].Load() > 0: // delete a reply, sometimes one not notified yet; over the route or the batch form
+		seq := 1 + w.rng.Int64N(w.seqs[ref].Load())
+		var err error
+		if w.rng.Float64() < 0.5 {
+			_, err = w.cl.DeleteThreadReply(ctx, connect.NewRequest(&receiptsv1.DeleteThreadReplyRequest{ChannelId: ref.Channel, RootSeq: ref.Root, Seq: seq}))
+		} else {
+			_, err = w.cl.NotifyMessages(ctx, connect.NewRequest(&receiptsv1.NotifyMessagesRequest{Notices: []*receiptsv1.MessageNotice{
+				{ChannelId: ref.Channel, ThreadRootSeq: ref.Root, Seq: seq, Deleted: true}}}))
+		}
+		if err != nil {
+			w.failed(err)
+			return
+		}
+		w.m.mu.Lock()
+		w.m.ops++
+		if w.m.deleted == nil {
+			w.m.deleted = map[thread.Ref]map[int64]bool{}
+		}
+		if w.m.deleted[ref] == nil {
+			w.m.deleted[ref] = map[int64]bool{}
+		}
+		w.m.deleted[ref][seq] = true
+		w.m.mu.Unlock()
 	case r < 0.90: // follow
 		if _, err := w.cl.FollowThread(ctx, connect.NewRequest(&receiptsv1.FollowThreadRequest{UserId: u, ChannelId: ref.Channel, RootSeq: ref.Root})); err != nil {
 			w.failed(err)
@@ -209,8 +239,8 @@ func (w *threadWorkload) step(ctx context.Context) {
 }
 
 // TestThreadCountsMatchModel drives thread replies (mentions, duplicates,
-// reordering), public and private thread reads, mark-unread, follows and
-// stale acks from concurrent clients (gRPC and Connect JSON), then checks
+// reordering), public and private thread reads, mark-unread, deleted
+// replies (some before their notice), follows and stale acks from concurrent clients (gRPC and Connect JSON), then checks
 // every user's followed threads (ListThreads) and GetUnread's thread
 // counts against the model: from Redis, after the test's Redis keys are
 // deleted (rebuilt from Postgres), and that the check fails on a planted

@@ -21,7 +21,7 @@ import (
 
 // threader keeps thread traffic on a stack during a fault run, on channels
 // and users of its own (thc0..2, thu0..9): replies (mentions, duplicates), public and private
-// thread reads and follows. Every one is a merge, so each call is retried
+// thread reads, deleted replies and follows. Every one is a merge, so each call is retried
 // until it is acknowledged (a retry after an ambiguous failure changes
 // nothing) and the model of what was acknowledged is exact once the
 // threader halts. Mark-unread is left to the thread model test: each takes
@@ -173,6 +173,24 @@ func (th *threader) step(cl receiptsv1connect.ReceiptServiceClient, rng *rand.Ra
 			th.m.deliver(k, seq)
 		}
 		th.m.mu.Unlock()
+	case r < 0.94 && th.seqs[ref].Load() > 0: // delete a reply, sometimes one not notified yet
+		seq := 1 + rng.Int64N(th.seqs[ref].Load())
+		if !th.until(func(ctx context.Context) error {
+			_, err := cl.DeleteThreadReply(ctx, connect.NewRequest(&receiptsv1.DeleteThreadReplyRequest{ChannelId: ref.Channel, RootSeq: ref.Root, Seq: seq}))
+			return err
+		}) {
+			return false
+		}
+		th.m.mu.Lock()
+		th.m.ops++
+		if th.m.deleted == nil {
+			th.m.deleted = map[thread.Ref]map[int64]bool{}
+		}
+		if th.m.deleted[ref] == nil {
+			th.m.deleted[ref] = map[int64]bool{}
+		}
+		th.m.deleted[ref][seq] = true
+		th.m.mu.Unlock()
 	default:
 		if !th.until(func(ctx context.Context) error {
 			_, err := cl.FollowThread(ctx, connect.NewRequest(&receiptsv1.FollowThreadRequest{UserId: u, ChannelId: ref.Channel, RootSeq: ref.Root}))
@@ -257,6 +275,26 @@ func (th *threader) check(ctx context.Context, store *pgstore.Store) (counts, be
 		if pgHeads[ref] < th.m.heads[ref] {
 			behind++
 			first = append(first, fmt.Sprintf("thread %v: head %d in Postgres, %d acknowledged", ref, pgHeads[ref], th.m.heads[ref]))
+		}
+	}
+	dels, err := store.DeletionSets(ctx, th.refs)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	pgDeleted := map[thread.Ref]map[int64]bool{}
+	for _, d := range dels {
+		ref := thread.Ref{Channel: d.Channel, Root: d.Root}
+		pgDeleted[ref] = map[int64]bool{}
+		for _, q := range d.Seqs {
+			pgDeleted[ref][q] = true
+		}
+	}
+	for ref, seqs := range th.m.deleted {
+		for q := range seqs {
+			if !pgDeleted[ref][q] {
+				behind++
+				first = append(first, fmt.Sprintf("thread %v: reply %d deleted, not in Postgres", ref, q))
+			}
 		}
 	}
 	var keys []thread.Key

@@ -248,12 +248,15 @@ func appendJSONString(b *bytes.Buffer, s string) {
 
 // UnreadRoute matches /v1/users/{user_id}/unread; path is the escaped
 // path, as SingleMarkRoute's.
-func UnreadRoute(path string) (user string, ok bool) {
+func UnreadRoute(path string) (user string, ok bool) { return userRoute(path, "/unread") }
+
+// userRoute matches /v1/users/{user_id}<suffix> (a user's read route).
+func userRoute(path, suffix string) (user string, ok bool) {
 	rest, found := strings.CutPrefix(path, restUsersPrefix)
 	if !found {
 		return "", false
 	}
-	user, found = strings.CutSuffix(rest, "/unread")
+	user, found = strings.CutSuffix(rest, suffix)
 	if !found || user == "" || strings.ContainsRune(user, '/') {
 		return "", false
 	}

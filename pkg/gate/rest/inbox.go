@@ -3,61 +3,20 @@ package rest
 import (
 	"bytes"
 	"net/http"
-	"net/url"
-	"strconv"
-	"strings"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
 // InboxRoute matches /v1/users/{user_id}/inbox; path is the escaped path,
 // as SingleMarkRoute's.
-func InboxRoute(path string) (user string, ok bool) {
-	rest, found := strings.CutPrefix(path, restUsersPrefix)
-	if !found {
-		return "", false
-	}
-	user, found = strings.CutSuffix(rest, "/inbox")
-	if !found || user == "" || strings.ContainsRune(user, '/') {
-		return "", false
-	}
-	return pathSegment(user)
-}
+func InboxRoute(path string) (user string, ok bool) { return userRoute(path, "/inbox") }
 
 // InboxQuery reads the query of a GetInbox call: limit (an int32) and
 // page_token, each at most once, in either spelling; anything else is not
 // ok (vanguard answers it, errors included).
 func InboxQuery(raw string) (req *receiptsv1.GetInboxRequest, ok bool) {
 	req = &receiptsv1.GetInboxRequest{}
-	if raw == "" {
-		return req, true
-	}
-	q, err := url.ParseQuery(raw)
-	if err != nil {
-		return nil, false
-	}
-	for k, v := range q {
-		if len(v) != 1 {
-			return nil, false
-		}
-		switch k {
-		case "limit":
-			n, err := strconv.ParseInt(v[0], 10, 32)
-			if err != nil {
-				return nil, false
-			}
-			req.Limit = int32(n)
-		case "page_token", "pageToken":
-			req.PageToken = v[0]
-		default:
-			return nil, false
-		}
-	}
-	// Both spellings of one field: vanguard decides which wins.
-	if len(q["page_token"])+len(q["pageToken"]) > 1 {
-		return nil, false
-	}
-	return req, true
+	return req, pageQuery(raw, &req.Limit, &req.PageToken, nil)
 }
 
 // WriteGetInbox writes a GetInbox answer as protojson does: the sidebar

@@ -5,61 +5,68 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
 // ThreadsRoute matches /v1/users/{user_id}/threads; path is the escaped
 // path, as SingleMarkRoute's.
-func ThreadsRoute(path string) (user string, ok bool) {
-	rest, found := strings.CutPrefix(path, restUsersPrefix)
-	if !found {
-		return "", false
-	}
-	user, found = strings.CutSuffix(rest, "/threads")
-	if !found || user == "" || strings.ContainsRune(user, '/') {
-		return "", false
-	}
-	return pathSegment(user)
-}
+func ThreadsRoute(path string) (user string, ok bool) { return userRoute(path, "/threads") }
 
 // ThreadsQuery reads the query of a ListThreads call: channel_id, limit
 // (an int32) and page_token, each at most once, in either spelling;
 // anything else is not ok (vanguard answers it, errors included).
 func ThreadsQuery(raw string) (req *receiptsv1.ListThreadsRequest, ok bool) {
 	req = &receiptsv1.ListThreadsRequest{}
+	ok = pageQuery(raw, &req.Limit, &req.PageToken, func(k, v string) bool {
+		if k != "channel_id" && k != "channelId" {
+			return false
+		}
+		req.ChannelId = v
+		return true
+	}, "channel_id", "channelId")
+	return req, ok
+}
+
+// pageQuery reads a paged list's query: limit (an int32) and page_token,
+// and the fields other takes, each at most once, in either spelling
+// (spellings: the pairs of names of one field beyond page_token);
+// anything else is not ok (vanguard answers it, errors included).
+func pageQuery(raw string, limit *int32, token *string, other func(k, v string) bool, spellings ...string) bool {
 	if raw == "" {
-		return req, true
+		return true
 	}
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return nil, false
+		return false
 	}
 	for k, v := range q {
 		if len(v) != 1 {
-			return nil, false
+			return false
 		}
 		switch k {
-		case "channel_id", "channelId":
-			req.ChannelId = v[0]
 		case "limit":
 			n, err := strconv.ParseInt(v[0], 10, 32)
 			if err != nil {
-				return nil, false
+				return false
 			}
-			req.Limit = int32(n)
+			*limit = int32(n)
 		case "page_token", "pageToken":
-			req.PageToken = v[0]
+			*token = v[0]
 		default:
-			return nil, false
+			if other == nil || !other(k, v[0]) {
+				return false
+			}
 		}
 	}
 	// Both spellings of one field: vanguard decides which wins.
-	if len(q["channel_id"])+len(q["channelId"]) > 1 || len(q["page_token"])+len(q["pageToken"]) > 1 {
-		return nil, false
+	spellings = append(spellings, "page_token", "pageToken")
+	for i := 0; i+1 < len(spellings); i += 2 {
+		if len(q[spellings[i]])+len(q[spellings[i+1]]) > 1 {
+			return false
+		}
 	}
-	return req, true
+	return true
 }
 
 // WriteListThreads writes a ListThreads answer as protojson does: a page

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"time"
@@ -137,21 +138,8 @@ func (s *Server) serveFastUnread(w http.ResponseWriter, r *http.Request) bool {
 	if !ok {
 		return false
 	}
-	start := time.Now()
-	creq := connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: user, PageSize: size, PageToken: token})
-	maps.Copy(creq.Header(), r.Header)
-	// The fast path skips the interceptors: it checks the scope itself.
-	var resp *connect.Response[receiptsv1.GetUnreadResponse]
-	err := authorize(r.Context(), receiptsv1connect.ReceiptServiceGetUnreadProcedure)
-	if err == nil {
-		resp, err = s.gate.GetUnread(r.Context(), creq)
-	}
-	s.m.observe("GetUnread", start, err)
-	if err != nil {
-		apierr.WriteREST(w, err)
-		return true
-	}
-	rest.WriteGetUnread(w, resp.Msg)
+	req := &receiptsv1.GetUnreadRequest{UserId: user, PageSize: size, PageToken: token}
+	serveFastRead(s, w, r, "GetUnread", receiptsv1connect.ReceiptServiceGetUnreadProcedure, req, s.gate.GetUnread, rest.WriteGetUnread)
 	return true
 }
 
@@ -167,20 +155,7 @@ func (s *Server) serveFastThreads(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	req.UserId = user
-	start := time.Now()
-	creq := connect.NewRequest(req)
-	maps.Copy(creq.Header(), r.Header)
-	var resp *connect.Response[receiptsv1.ListThreadsResponse]
-	err := authorize(r.Context(), receiptsv1connect.ReceiptServiceListThreadsProcedure)
-	if err == nil {
-		resp, err = s.gate.ListThreads(r.Context(), creq)
-	}
-	s.m.observe("ListThreads", start, err)
-	if err != nil {
-		apierr.WriteREST(w, err)
-		return true
-	}
-	rest.WriteListThreads(w, resp.Msg)
+	serveFastRead(s, w, r, "ListThreads", receiptsv1connect.ReceiptServiceListThreadsProcedure, req, s.gate.ListThreads, rest.WriteListThreads)
 	return true
 }
 
@@ -196,19 +171,29 @@ func (s *Server) serveFastInbox(w http.ResponseWriter, r *http.Request) bool {
 		return false
 	}
 	req.UserId = user
+	serveFastRead(s, w, r, "GetInbox", receiptsv1connect.ReceiptServiceGetInboxProcedure, req, s.gate.GetInbox, rest.WriteGetInbox)
+	return true
+}
+
+// serveFastRead runs a read's handler method for the fast path: the
+// request's headers passed on, the scope checked here (the fast path
+// skips the interceptors), the call observed, the answer or the error
+// written.
+func serveFastRead[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Request, rpc, procedure string, req *Req,
+	call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), write func(http.ResponseWriter, *Resp),
+) {
 	start := time.Now()
 	creq := connect.NewRequest(req)
 	maps.Copy(creq.Header(), r.Header)
-	var resp *connect.Response[receiptsv1.GetInboxResponse]
-	err := authorize(r.Context(), receiptsv1connect.ReceiptServiceGetInboxProcedure)
+	var resp *connect.Response[Resp]
+	err := authorize(r.Context(), procedure)
 	if err == nil {
-		resp, err = s.gate.GetInbox(r.Context(), creq)
+		resp, err = call(r.Context(), creq)
 	}
-	s.m.observe("GetInbox", start, err)
+	s.m.observe(rpc, start, err)
 	if err != nil {
 		apierr.WriteREST(w, err)
-		return true
+		return
 	}
-	rest.WriteGetInbox(w, resp.Msg)
-	return true
+	write(w, resp.Msg)
 }

@@ -32,20 +32,15 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	startPersister(t, tb)
 	ctx := context.Background()
 	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
-	rest := func(method, path, body string) {
-		t.Helper()
-		status, b := tb.do(t, method, path, body)
-		require.Equal(t, http.StatusOK, status, "%s %s: %s", method, path, b)
-	}
 	for _, u := range []string{"alice", "bob"} {
-		rest(http.MethodPut, "/v1/channels/tdc/members/"+u, `{}`)
+		tb.ok(t, http.MethodPut, "/v1/channels/tdc/members/"+u, `{}`)
 	}
 	for seq := 1; seq <= 5; seq++ {
 		tb.post(t, "tdc", seq, "alice")
 	}
 	for _, body := range []string{`{"seq": 1, "sender_id": "alice"}`, `{"seq": 2, "sender_id": "alice"}`,
 		`{"seq": 3, "sender_id": "alice", "mentions": ["bob"]}`, `{"seq": 4, "sender_id": "alice"}`, `{"seq": 5, "sender_id": "alice"}`} {
-		rest(http.MethodPost, "/v1/channels/tdc/threads/2/messages", body)
+		tb.ok(t, http.MethodPost, "/v1/channels/tdc/threads/2/messages", body)
 	}
 
 	// unread, first unread, mentions and the read cursor of bob's thread;
@@ -68,7 +63,7 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	require.Equal(t, counts{5, 1, 1, 0, 1, 1, 5}, get())
 
 	// 3 (REST): the mention goes with it; 1 (gRPC): the first unread skips it.
-	rest(http.MethodDelete, "/v1/channels/tdc/threads/2/messages/3", "")
+	tb.ok(t, http.MethodDelete, "/v1/channels/tdc/threads/2/messages/3", "")
 	require.Equal(t, counts{4, 1, 0, 0, 1, 0, 5}, get(), "a deleted mention reply is no thread mention")
 	del, err := grpcCl.DeleteThreadReply(ctx, connect.NewRequest(&receiptsv1.DeleteThreadReplyRequest{ChannelId: "tdc", RootSeq: 2, Seq: 1}))
 	require.NoError(t, err)
@@ -83,13 +78,13 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	require.Equal(t, receiptsv1.Durability_KAFKA, res.Msg.GetResults()[0].GetDurability())
 	require.Equal(t, counts{3, 2, 0, 0, 1, 0, 5}, get())
 	for _, body := range []string{`{"seq": 6, "sender_id": "alice"}`, `{"seq": 7, "sender_id": "alice", "mentions": ["bob"]}`} {
-		rest(http.MethodPost, "/v1/channels/tdc/threads/2/messages", body)
+		tb.ok(t, http.MethodPost, "/v1/channels/tdc/threads/2/messages", body)
 	}
 	want := counts{4, 2, 0, 0, 1, 0, 5}
 	require.Equal(t, want, get(), "a delete before its reply's notice applies")
 
 	// A repeat, over every protocol: nothing changes.
-	rest(http.MethodDelete, "/v1/channels/tdc/threads/2/messages/3", "")
+	tb.ok(t, http.MethodDelete, "/v1/channels/tdc/threads/2/messages/3", "")
 	_, err = connectCl.DeleteThreadReply(ctx, connect.NewRequest(&receiptsv1.DeleteThreadReplyRequest{ChannelId: "tdc", RootSeq: 2, Seq: 7}))
 	require.NoError(t, err)
 	require.Equal(t, want, get())
@@ -117,7 +112,7 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	require.Contains(t, tb.redisKeys(t), tb.store.SetDeletionsKey(thread.Ref{Channel: "tdc", Root: 2}), "the read hydrated the thread's deletions")
 
 	// A read moves as before: to 4, the unread are 5 and 6.
-	rest(http.MethodPost, "/v1/users/bob/channels/tdc/threads/2/read", `{"seq": 4}`)
+	tb.ok(t, http.MethodPost, "/v1/users/bob/channels/tdc/threads/2/read", `{"seq": 4}`)
 	require.Equal(t, counts{2, 5, 0, 4, 1, 0, 5}, get())
 
 	// A mark-unread from 3 answers the counts without 3 and 7: 4, 5 and 6.

@@ -74,7 +74,10 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 			byChannel[c.GetChannelId()] = c
 		}
 	}
+	// A first unread message that is the head's (often the one new
+	// message) has its id in the head already; the others are looked up.
 	refs := make([]redisstore.MessageRef, 0, len(page))
+	var lookedUp []*receiptsv1.InboxLine
 	for _, h := range page {
 		line := &receiptsv1.InboxLine{LastActivityUnixMs: h.UpdatedAtUnixMs}
 		first := int64(0)
@@ -89,9 +92,18 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 			first = line.Thread.GetFirstUnreadSeq()
 		}
 		out.Lines = append(out.Lines, line)
-		refs = append(refs, redisstore.MessageRef{Channel: h.Channel, Root: h.Root, Seq: first})
+		switch {
+		case first == 0:
+		case first == h.Seq && h.MessageID != "":
+			line.FirstUnreadMessageId = h.MessageID
+		default:
+			refs = append(refs, redisstore.MessageRef{Channel: h.Channel, Root: h.Root, Seq: first})
+			lookedUp = append(lookedUp, line)
+		}
 	}
-	g.firstUnreadIDs(ctx, out.Lines, refs)
+	if len(refs) > 0 {
+		g.firstUnreadIDs(ctx, lookedUp, refs)
+	}
 	return connect.NewResponse(out), nil
 }
 
@@ -105,7 +117,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 	}
 	items := make([]thread.Head, len(heads), len(heads)+1)
 	for i, h := range heads {
-		items[i] = thread.Head{Ref: thread.Ref{Channel: h.Channel}, UpdatedAtUnixMs: h.UpdatedAtUnixMs}
+		items[i] = thread.Head{Ref: thread.Ref{Channel: h.Channel}, Seq: h.Seq, MessageID: h.MessageID, UpdatedAtUnixMs: h.UpdatedAtUnixMs}
 	}
 	if threadsNone {
 		return items, nil, nil

@@ -26,6 +26,16 @@ func newSweeper(t *testing.T, bd *bundle) *drift.Sweeper {
 	return sw
 }
 
+// clockedSweeper is newSweeper with a clock the test moves: how far it is
+// ahead of the wall clock.
+func clockedSweeper(t *testing.T, bd *bundle) (*drift.Sweeper, *atomic.Int64) {
+	t.Helper()
+	sw := newSweeper(t, bd)
+	ahead := new(atomic.Int64)
+	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+	return sw, ahead
+}
+
 // Drift of heads, membership registers and mentions, each way, is found
 // and repaired with the merge rules; in-flight Redis heads are left; a
 // second sweep finds nothing.
@@ -60,9 +70,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, bd.rs.AddMentions(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1}}, {Key: mk("rd-ahead"), Seqs: []int64{5, 6, 9}}, {Key: mk("pg-missing"), Seqs: []int64{2}}}, capN))
 
-	sw := newSweeper(t, bd)
-	var clock atomic.Int64 // how far the sweeper's clock is ahead
-	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	// Mentions carry no time: what Redis holds ahead of Postgres may be in
@@ -258,9 +266,7 @@ func TestMentionsAheadWithNewValuesStayInFlight(t *testing.T) {
 	ctx := context.Background()
 	bd := setup(t)
 	hot := receipt.Key{User: "hot", Channel: "m"}
-	sw := newSweeper(t, bd)
-	var clock atomic.Int64
-	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	sw, clock := clockedSweeper(t, bd)
 	for seq := int64(1); seq <= 3; seq++ {
 		require.NoError(t, bd.rs.AddMentions(ctx, []channel.Mentions{{Key: hot, Seqs: []int64{seq}}}, capN))
 		rep, err := sw.SweepOnce(ctx)

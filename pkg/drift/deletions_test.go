@@ -2,7 +2,6 @@ package drift_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,9 +27,7 @@ func TestSweepRepairsDeletionsBothWays(t *testing.T) {
 		{Channel: "rd-ahead", Seqs: []int64{5, 6, 9}}, {Channel: "pg-missing", Seqs: []int64{2}}, {Channel: "same", Seqs: []int64{4}}})
 	require.NoError(t, err)
 
-	sw := newSweeper(t, bd)
-	var clock atomic.Int64
-	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, drift.Counts{PostgresAhead: 1, RedisMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
@@ -67,9 +64,7 @@ func TestSweepRepairsThreadDeletions(t *testing.T) {
 	_, err = bd.rs.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 3, Seqs: []int64{7}}})
 	require.NoError(t, err)
 
-	sw := newSweeper(t, bd)
-	var clock atomic.Int64
-	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, drift.Counts{RedisMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)

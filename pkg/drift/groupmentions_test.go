@@ -2,7 +2,6 @@ package drift_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,9 +33,7 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 		{Channel: "same", Mentions: []channel.GroupMention{gm(3, "")}},
 	}, capN))
 
-	sw := newSweeper(t, bd)
-	var clock atomic.Int64
-	drift.SetNow(sw, func() time.Time { return time.Now().Add(time.Duration(clock.Load())) })
+	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, drift.Counts{PostgresAhead: 1, RedisMissing: 1}, *rep.ByKind[drift.KindGroupMentions], "%+v", rep)

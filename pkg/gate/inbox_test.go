@@ -2,12 +2,10 @@ package gate_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -38,7 +36,7 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 	}})
 	startPersister(t, tb)
 	ctx := context.Background()
-	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
+	connectCl := tb.client()
 	// Seven channels; channel ib<i> gets i+1 messages, the last at time i.
 	const n = 7
 	for i := range n {
@@ -60,53 +58,10 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 	walk := func(limit int32) []line {
 		t.Helper()
 		var out []line
-		token := ""
-		for page := 0; ; page++ {
-			var resp *receiptsv1.GetInboxResponse
-			switch page % 3 {
-			case 0:
-				r, err := connectCl.GetInbox(ctx, connect.NewRequest(&receiptsv1.GetInboxRequest{UserId: "iu", Limit: limit, PageToken: token}))
-				require.NoError(t, err)
-				resp = r.Msg
-			case 1:
-				r, err := grpcCl.GetInbox(ctx, connect.NewRequest(&receiptsv1.GetInboxRequest{UserId: "iu", Limit: limit, PageToken: token}))
-				require.NoError(t, err)
-				resp = r.Msg
-			default:
-				var body struct {
-					Lines []struct {
-						Channel struct {
-							ChannelID   string `json:"channelId"`
-							UnreadCount string `json:"unreadCount"`
-						} `json:"channel"`
-						LastActivityUnixMs   string `json:"lastActivityUnixMs"`
-						FirstUnreadMessageID string `json:"firstUnreadMessageId"`
-					} `json:"lines"`
-					NextPageToken string `json:"nextPageToken"`
-				}
-				require.NoError(t, json.Unmarshal(tb.ok(t, http.MethodGet, fmt.Sprintf("/v1/users/iu/inbox?limit=%d&page_token=%s", limit, token), ""), &body))
-				resp = &receiptsv1.GetInboxResponse{NextPageToken: body.NextPageToken}
-				for _, l := range body.Lines {
-					at, err := strconv.ParseInt(l.LastActivityUnixMs, 10, 64)
-					require.NoError(t, err)
-					var un int64
-					if l.Channel.UnreadCount != "" { // protojson leaves 0 out
-						un, err = strconv.ParseInt(l.Channel.UnreadCount, 10, 64)
-						require.NoError(t, err)
-					}
-					resp.Lines = append(resp.Lines, &receiptsv1.InboxLine{Channel: &receiptsv1.ChannelUnread{ChannelId: l.Channel.ChannelID, UnreadCount: un},
-						LastActivityUnixMs: at, FirstUnreadMessageId: l.FirstUnreadMessageID})
-				}
-			}
-			require.LessOrEqual(t, len(resp.GetLines()), int(limit))
-			for _, l := range resp.GetLines() {
-				out = append(out, line{l.GetChannel().GetChannelId(), l.GetLastActivityUnixMs(), l.GetChannel().GetUnreadCount(), l.GetFirstUnreadMessageId()})
-			}
-			if resp.GetNextPageToken() == "" {
-				return out
-			}
-			token = resp.GetNextPageToken()
+		for _, l := range inboxPages(t, tb, "iu", limit) {
+			out = append(out, line{l.GetChannel().GetChannelId(), l.GetLastActivityUnixMs(), l.GetChannel().GetUnreadCount(), l.GetFirstUnreadMessageId()})
 		}
+		return out
 	}
 	order := func(ls []line) []string {
 		var out []string
@@ -194,7 +149,6 @@ func TestInboxThreadLines(t *testing.T) {
 	}})
 	startPersister(t, tb)
 	ctx := context.Background()
-	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
 	for _, ch := range []string{"ta", "tb"} {
 		tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/tu", `{}`)
 		tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/tx", `{}`)
@@ -216,38 +170,16 @@ func TestInboxThreadLines(t *testing.T) {
 	walk := func(limit int32) []line {
 		t.Helper()
 		var out []line
-		token := ""
-		for page := 0; ; page++ {
-			var resp *receiptsv1.GetInboxResponse
-			req := &receiptsv1.GetInboxRequest{UserId: "tu", Limit: limit, PageToken: token}
-			switch page % 3 {
-			case 0:
-				r, err := connectCl.GetInbox(ctx, connect.NewRequest(req))
-				require.NoError(t, err)
-				resp = r.Msg
-			case 1:
-				r, err := grpcCl.GetInbox(ctx, connect.NewRequest(req))
-				require.NoError(t, err)
-				resp = r.Msg
-			default:
-				resp = &receiptsv1.GetInboxResponse{}
-				tb.doProto(t, http.MethodGet, fmt.Sprintf("/v1/users/tu/inbox?limit=%d&page_token=%s", limit, token), "", resp)
+		for _, l := range inboxPages(t, tb, "tu", limit) {
+			if th := l.GetThread(); th != nil {
+				require.Nil(t, l.GetChannel(), "a line is a channel or a thread")
+				out = append(out, line{th.GetChannelId(), th.GetRootSeq(), th.GetUnreadCount(), th.GetMentionCount(), l.GetFirstUnreadMessageId(), false})
+				continue
 			}
-			require.LessOrEqual(t, len(resp.GetLines()), int(limit))
-			for _, l := range resp.GetLines() {
-				if th := l.GetThread(); th != nil {
-					require.Nil(t, l.GetChannel(), "a line is a channel or a thread")
-					out = append(out, line{th.GetChannelId(), th.GetRootSeq(), th.GetUnreadCount(), th.GetMentionCount(), l.GetFirstUnreadMessageId(), false})
-					continue
-				}
-				c := l.GetChannel()
-				out = append(out, line{c.GetChannelId(), 0, c.GetUnreadCount(), c.GetMentionCount(), l.GetFirstUnreadMessageId(), true})
-			}
-			if resp.GetNextPageToken() == "" {
-				return out
-			}
-			token = resp.GetNextPageToken()
+			c := l.GetChannel()
+			out = append(out, line{c.GetChannelId(), 0, c.GetUnreadCount(), c.GetMentionCount(), l.GetFirstUnreadMessageId(), true})
 		}
+		return out
 	}
 	want := []line{
 		{"tb", 0, 2, 0, "tb-m1", true},
@@ -299,5 +231,39 @@ func TestFirstInOrderIsASortsPrefix(t *testing.T) {
 		sorted := slices.Sorted(slices.Values(items))
 		want := append([]int{}, sorted[:min(n, len(sorted))]...)
 		require.Equal(t, want, gate.FirstInOrder(slices.Clone(items), n), "%v, n %d", items, n)
+	}
+}
+
+// inboxPages walks a user's whole inbox, limit lines a page, each page
+// over the next protocol in turn (Connect, gRPC, REST), and returns its
+// lines in order.
+func inboxPages(t *testing.T, tb *testBundle, user string, limit int32) []*receiptsv1.InboxLine {
+	t.Helper()
+	ctx := context.Background()
+	connectCl, grpcCl := tb.client(), tb.client(connect.WithGRPC())
+	var out []*receiptsv1.InboxLine
+	token := ""
+	for page := 0; ; page++ {
+		req := &receiptsv1.GetInboxRequest{UserId: user, Limit: limit, PageToken: token}
+		var resp *receiptsv1.GetInboxResponse
+		switch page % 3 {
+		case 0:
+			r, err := connectCl.GetInbox(ctx, connect.NewRequest(req))
+			require.NoError(t, err)
+			resp = r.Msg
+		case 1:
+			r, err := grpcCl.GetInbox(ctx, connect.NewRequest(req))
+			require.NoError(t, err)
+			resp = r.Msg
+		default:
+			resp = &receiptsv1.GetInboxResponse{}
+			tb.doProto(t, http.MethodGet, fmt.Sprintf("/v1/users/%s/inbox?limit=%d&page_token=%s", user, limit, token), "", resp)
+		}
+		require.LessOrEqual(t, len(resp.GetLines()), int(limit))
+		out = append(out, resp.GetLines()...)
+		if resp.GetNextPageToken() == "" {
+			return out
+		}
+		token = resp.GetNextPageToken()
 	}
 }

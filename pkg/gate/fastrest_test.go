@@ -125,10 +125,7 @@ func TestFastUnreadAnswersAsVanguardDoes(t *testing.T) {
 		"/v1/users/u1/unread?page_size=1", "/v1/users/u1/unread?pageSize=1&page_token=YzE", "/v1/users/u1/unread?page_size=x",
 		"/v1/users/u1/unread?page_size=0&page_token=%21",
 		"/v1/users/%40a%3Ab/unread", "/v1/users/@a:b/unread", "/v1/users/a%2Fb/unread", "/v1/users/a%7Bb/unread"} {
-		fr, fb := fast.doResp(t, http.MethodGet, path, "")
-		sr, sb := slow.doResp(t, http.MethodGet, path, "")
-		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", path, sb, fb)
-		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", path)
+		requireSameGET(t, fast, slow, path)
 	}
 	_, ok := rest.UnreadRoute("/v1/users/u1/unread")
 	require.True(t, ok)
@@ -232,10 +229,7 @@ func TestFastThreadsAnswersAsVanguardDoes(t *testing.T) {
 		_, routed := rest.ThreadsRoute(u.EscapedPath())
 		_, queried := rest.ThreadsQuery(u.RawQuery)
 		require.Equal(t, c.fast, routed && queried, "%s: fast path's decision", c.path)
-		fr, fb := fast.doResp(t, http.MethodGet, c.path, "")
-		sr, sb := slow.doResp(t, http.MethodGet, c.path, "")
-		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", c.path, sb, fb)
-		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", c.path)
+		requireSameGET(t, fast, slow, c.path)
 	}
 }
 
@@ -294,9 +288,16 @@ func TestFastInboxAnswersAsVanguardDoes(t *testing.T) {
 		_, routed := rest.InboxRoute(u.EscapedPath())
 		_, queried := rest.InboxQuery(u.RawQuery)
 		require.Equal(t, c.fast, routed && queried, "%s: fast path's decision", c.path)
-		fr, fb := fast.doResp(t, http.MethodGet, c.path, "")
-		sr, sb := slow.doResp(t, http.MethodGet, c.path, "")
-		require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", c.path, sb, fb)
-		require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", c.path)
+		requireSameGET(t, fast, slow, c.path)
 	}
+}
+
+// requireSameGET requires the fast path's gate and vanguard's to answer a
+// GET of path alike: the status and the JSON.
+func requireSameGET(t *testing.T, fast, slow *testBundle, path string) {
+	t.Helper()
+	fr, fb := fast.doResp(t, http.MethodGet, path, "")
+	sr, sb := slow.doResp(t, http.MethodGet, path, "")
+	require.Equal(t, sr.StatusCode, fr.StatusCode, "%s: status; vanguard %s, fast %s", path, sb, fb)
+	require.Equal(t, normalizedJSON(t, sb), normalizedJSON(t, fb), "%s: answer", path)
 }

@@ -457,10 +457,25 @@ func sortByKey(kvs []redis.KeyValue) {
 		}
 		ks[i] = k<<16 | uint64(i)
 	}
-	slices.Sort(ks)
-	sorted := make([]redis.KeyValue, len(kvs))
-	for i, k := range ks {
-		sorted[i] = kvs[k&0xffff]
+	sortPackedKeys(ks)
+	// Position i takes the pair at index ks[i]'s: the permutation's cycles
+	// are followed in place (a sorted copy was, at 10,000 fields, 320 kB
+	// of pointers to clear, scan and copy back).
+	moved := make([]uint64, (len(kvs)+63)/64)
+	for i := range kvs {
+		if moved[i/64]&(1<<(i%64)) != 0 {
+			continue
+		}
+		first, j := kvs[i], i
+		for {
+			moved[j/64] |= 1 << (j % 64)
+			from := int(ks[j] & 0xffff)
+			if from == i {
+				kvs[j] = first
+				break
+			}
+			kvs[j], j = kvs[from], from
+		}
 	}
 	// Runs of equal 6 bytes, in index order so far: sorted whole.
 	for i := 0; i < len(ks); {
@@ -469,21 +484,58 @@ func sortByKey(kvs []redis.KeyValue) {
 			j++
 		}
 		if j-i > 1 {
-			slices.SortFunc(sorted[i:j], func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
+			slices.SortFunc(kvs[i:j], func(a, b redis.KeyValue) int { return strings.Compare(a.Key, b.Key) })
 		}
 		i = j
 	}
-	copy(kvs, sorted)
+}
+
+// sortPackedKeys sorts sortByKey's integers, whose low 16 bits (the
+// index) ascend: a stable radix sort of the six key bytes, a byte a pass,
+// leaves them in integer order. A comparison sort mispredicts a branch
+// in about every other comparison: with it and a sorted copy, sortByKey
+// of 10,000 fields took twice as long (BenchmarkSortByKey).
+func sortPackedKeys(ks []uint64) {
+	if len(ks) < 256 {
+		slices.Sort(ks)
+		return
+	}
+	src, dst := ks, make([]uint64, len(ks))
+	for shift := 16; shift < 64; shift += 8 {
+		var at [256]int
+		for _, k := range src {
+			at[byte(k>>shift)]++
+		}
+		if at[byte(src[0]>>shift)] == len(src) {
+			continue // one value of this byte: the pass would change nothing
+		}
+		pos := 0
+		for d, n := range at {
+			at[d], pos = pos, pos+n
+		}
+		for _, k := range src {
+			d := byte(k >> shift)
+			dst[at[d]] = k
+			at[d]++
+		}
+		src, dst = dst, src
+	}
+	copy(ks, src)
 }
 
 // next returns the value of field f; the fields asked for must come in
-// ascending order.
+// ascending order. Equality is tried first: mostly the field is the next
+// one, often the same string (the union of the tables is made of their
+// keys), and an ordered comparison of channel ids sharing long prefixes
+// cost more than the rest of the lookup.
 func (t *fieldTable) next(f string) (string, bool) {
-	for t.at < len(t.entries) && t.entries[t.at].Key < f {
-		t.at++
-	}
-	if t.at < len(t.entries) && t.entries[t.at].Key == f {
-		return t.entries[t.at].Value, true
+	for ; t.at < len(t.entries); t.at++ {
+		switch k := t.entries[t.at].Key; {
+		case k == f:
+			return t.entries[t.at].Value, true
+		case k > f:
+			return "", false
+		}
 	}
 	return "", false
 }

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"bytes"
 	"net/http"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
@@ -23,17 +22,17 @@ func InboxQuery(raw string) (req *receiptsv1.GetInboxRequest, ok bool) {
 // a client asks for at login, where protojson's reflection cost as much
 // as a Redis round trip.
 func WriteGetInbox(w http.ResponseWriter, resp *receiptsv1.GetInboxResponse) {
-	writeAnswer(w, func(b *bytes.Buffer) {
-		b.Grow(64 + 300*len(resp.GetLines()))
+	writeAnswer(w, func(b *jsonBuf) {
+		b.grow(64 + 300*len(resp.GetLines()))
 		o := object{b: b}
 		o.open()
 		o.string("userId", resp.GetUserId())
 		if ls := resp.GetLines(); len(ls) > 0 {
 			o.field("lines")
-			b.WriteByte('[')
+			b.ch('[')
 			for i, l := range ls {
 				if i > 0 {
-					b.WriteByte(',')
+					b.ch(',')
 				}
 				lo := object{b: b}
 				lo.open()
@@ -47,11 +46,11 @@ func WriteGetInbox(w http.ResponseWriter, resp *receiptsv1.GetInboxResponse) {
 					lo.field("thread")
 					appendThreadUnread(b, t)
 				}
-				b.WriteByte('}')
+				b.ch('}')
 			}
-			b.WriteByte(']')
+			b.ch(']')
 		}
 		o.string("nextPageToken", resp.GetNextPageToken())
-		b.WriteByte('}')
+		b.ch('}')
 	})
 }

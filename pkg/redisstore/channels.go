@@ -23,7 +23,10 @@ import (
 //	um:{user}            hash: channel → the membership register
 //	                     "M VERSION_SEQ VERSION_MS JOIN_SEQ" (M 1 or 0,
 //	                     numbers base 62); ":loaded" once hydrated (with
-//	                     the user's mentions)
+//	                     the user's mentions); ":l" → how many registers
+//	                     say "left", kept by the scripts in a hash made
+//	                     with it (an older build's hash has none), so a
+//	                     user who left nothing is read without values
 //	cm:{channel}         hash: user → the same register; ":n" → the
 //	                     joined-member count, kept by the script on every
 //	                     member/non-member transition (in the same key as
@@ -46,6 +49,8 @@ import (
 
 const (
 	countField = ":n"
+	// leftCountField counts a membership hash's left registers.
+	leftCountField = ":l"
 	// seqWidth is the width of a padded base-62 mention member.
 	seqWidth = 11
 	// memberChunk bounds the registers of one hydrate script call.
@@ -84,6 +89,31 @@ local function mergereg(key, field, inc)
   if cur and cmpreg(reg(inc), reg(cur)) <= 0 then return {0, cur, cur} end
   redis.call('HSET', key, field, inc)
   return {1, inc, cur or ""}
+end
+-- A user's membership hash counts its left registers in ':l' when it
+-- has had the count since it was made (an older build's hash has none:
+-- readers then decode every register). leftcount starts the count of a
+-- hash about to be made and tells whether the hash keeps one; countleft
+-- moves it for a register changed from was to now ("" or false: none).
+local function leftcount(key)
+  if redis.call('HEXISTS', key, ':l') == 1 then return true end
+  if redis.call('EXISTS', key) == 1 then return false end
+  redis.call('HSET', key, ':l', '0')
+  return true
+end
+local function countleft(key, was, now)
+  local wasleft, nowleft = was and string.sub(was, 1, 1) == "0", string.sub(now, 1, 1) == "0"
+  if wasleft ~= nowleft then
+    local d = -1
+    if nowleft then d = 1 end
+    redis.call('HINCRBY', key, ':l', d)
+  end
+end
+local function mergeum(key, field, inc)
+  local counted = leftcount(key)
+  local r = mergereg(key, field, inc)
+  if counted and r[1] == 1 then countleft(key, r[3], r[2]) end
+  return r
 end
 local function mergecm(key, field, inc)
   local r = mergereg(key, field, inc)
@@ -132,7 +162,7 @@ return {1, cvset(KEYS[1], f)}
 var userMemberScript = redis.NewScript(luaCommon + luaRegister + `
 local out = {}
 for i = 2, #ARGV, 2 do
-  local r = mergereg(KEYS[1], ARGV[i], ARGV[i+1])
+  local r = mergeum(KEYS[1], ARGV[i], ARGV[i+1])
   out[#out+1] = r[1] out[#out+1] = r[2]
 end
 if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
@@ -163,7 +193,9 @@ if cur then
   end
 end
 local v = table.concat(inc, " ")
+local counted = leftcount(KEYS[1])
 redis.call('HSET', KEYS[1], ARGV[1], v)
+if counted then countleft(KEYS[1], cur, v) end
 return {1, v, redis.call('HGET', KEYS[2], 'g') or "-1"}
 `)
 

@@ -76,12 +76,13 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 
 // eraseScript raises the tombstone and deletes the user's cursor and
 // membership hashes in one step, leaving both marked complete (":loaded")
-// and empty, so a read never falls back to Postgres rows the persister has
-// not deleted yet (nor re-populates Redis from them), the settings, and
-// the mention hash and the thread register hash (left empty and complete
-// too: a mention or register written after the script read the new
-// generation, so it must survive the erasure), and the notification hash
-// (left empty and complete).
+// and empty (the membership hash counting no left register), so a read
+// never falls back to Postgres rows the persister has not deleted yet
+// (nor re-populates Redis from them), the settings, and the mention hash
+// and the thread register hash (left empty and complete too: a mention or
+// register written after the script read the new generation, so it must
+// survive the erasure), and the notification hash (left empty and
+// complete).
 // KEYS = t, u, um, us, mh, tu, nl;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
 // (decimal). Returns {generation, time, then the channels the user had
@@ -105,6 +106,7 @@ for _, k in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('DEL', k)
   redis.call('HSET', k, ':loaded', '1')
 end
+redis.call('HSET', KEYS[3], ':l', '0')
 redis.call('DEL', KEYS[4])
 redis.call('DEL', KEYS[5])
 redis.call('HSET', KEYS[5], ':loaded', '1')

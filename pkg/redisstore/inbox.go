@@ -116,34 +116,29 @@ type Inbox struct {
 
 // InboxOrder reads a user's default channel set (as UnreadPage does, in
 // channel order) and the head of each of its channels, without counting.
-// Two round trips: the channels of the user's cursor hash (fields only)
-// with the membership registers and the thread probe, then one MGET of
-// the heads.
+// Two round trips: the channels of the user's cursor and membership
+// hashes (fields only), the hash's count of left registers and the thread
+// probe; then one MGET of the heads, with the registers' values only when
+// the user may have left a channel (the count is not 0) to leave those
+// out. The values were a third of the strings the inbox read, to find
+// channels most users never left.
 func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
-	var fields *redis.StringSliceCmd
-	var regsCmd *redis.KeyValueSliceCmd
+	var fields, regFields *redis.StringSliceCmd
+	var leftCount *redis.StringCmd
 	var probe threadProbe
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		fields = pipe.HRandField(ctx, s.UserKey(user), userHashesCount)
-		regsCmd = pipe.HRandFieldWithValues(ctx, s.UserMembersKey(user), userHashesCount)
+		regFields = pipe.HRandField(ctx, s.UserMembersKey(user), userHashesCount)
+		leftCount = pipe.HGet(ctx, s.UserMembersKey(user), leftCountField)
 		probe = s.queueThreadProbe(ctx, pipe, user)
 	}); err != nil {
 		return Inbox{}, fmt.Errorf("reading the channels of %s: %w", user, err)
 	}
-	fs, err := fields.Result()
-	switch {
-	case err != nil:
-		return Inbox{}, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
-	case len(fs) >= userHashesCount:
-		return Inbox{}, fmt.Errorf("%w: user %s has more than %d", ErrTooManyChannels, user, MaxUnreadChannels)
+	cursors, err := keysTable(user, fields)
+	if err != nil {
+		return Inbox{}, err
 	}
-	out := Inbox{ThreadsNone: probe.none()}
-	kvs := make([]redis.KeyValue, len(fs))
-	for i, f := range fs {
-		kvs[i].Key = f
-	}
-	cursors := newFieldTable(kvs)
-	regs, err := userTable(user, regsCmd)
+	regs, err := keysTable(user, regFields)
 	if err != nil {
 		return Inbox{}, err
 	}
@@ -151,20 +146,40 @@ func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
 	if err != nil {
 		return Inbox{}, err
 	}
-	out.Complete = cursors.loaded && regs.loaded
-	channels, _ = s.pageOf(channels, regs, user, Page{})
+	out := Inbox{ThreadsNone: probe.none(), Complete: cursors.loaded && regs.loaded}
 	if len(channels) == 0 {
 		return out, nil
 	}
 	var read *headsRead
+	var regValues *redis.SliceCmd
 	keys := s.headKeys(channels)
+	mayHaveLeft := leftCount.Val() != "0"
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		read = s.queueHeads(ctx, pipe, keys)
+		if mayHaveLeft && len(regs.entries) > 0 {
+			regValues = pipe.HMGet(ctx, s.UserMembersKey(user), regKeys(regs)...)
+		}
 	}); err != nil {
 		return Inbox{}, err
 	}
-	out.Heads = make([]channel.Head, 0, len(channels))
+	kept := channels
+	if regValues != nil {
+		vals, err := regValues.Result()
+		if err != nil {
+			return Inbox{}, fmt.Errorf("%w: reading the memberships of %s: %w", ErrUnavailable, user, err)
+		}
+		for i, v := range vals {
+			regs.entries[i].Value, _ = v.(string) // gone meanwhile (erased): no register
+		}
+		kept, _ = s.pageOf(slices.Clone(channels), regs, user, Page{})
+	}
+	out.Heads = make([]channel.Head, 0, len(kept))
+	k := 0
 	for i, ch := range channels {
+		if k == len(kept) || kept[k] != ch {
+			continue // left
+		}
+		k++
 		v, known, err := read.get(i)
 		if err != nil {
 			return Inbox{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
@@ -182,4 +197,30 @@ func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
 		out.Heads = append(out.Heads, h)
 	}
 	return out, nil
+}
+
+// keysTable is a user hash's fields (an HRANDFIELD without values) as a
+// table without values.
+func keysTable(user string, cmd *redis.StringSliceCmd) (fieldTable, error) {
+	fs, err := cmd.Result()
+	switch {
+	case err != nil:
+		return fieldTable{}, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
+	case len(fs) >= userHashesCount:
+		return fieldTable{}, fmt.Errorf("%w: user %s has more than %d", ErrTooManyChannels, user, MaxUnreadChannels)
+	}
+	kvs := make([]redis.KeyValue, len(fs))
+	for i, f := range fs {
+		kvs[i].Key = f
+	}
+	return newFieldTable(kvs), nil
+}
+
+// regKeys is a table's fields, in its order.
+func regKeys(t fieldTable) []string {
+	out := make([]string, len(t.entries))
+	for i, kv := range t.entries {
+		out[i] = kv.Key
+	}
+	return out
 }

@@ -3,7 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -65,4 +69,100 @@ func TestReplyIDsKept(t *testing.T) {
 	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", 7, int64(n)}, {"c", 7, 21}, {"c", 7, 20}, {"c", 8, 1}, {"c", 0, 1}})
 	require.NoError(t, err)
 	require.Equal(t, []string{fmt.Sprintf("r%d", n), "r21", "", "other", ""}, ids, "the oldest trimmed; threads and the channel apart")
+}
+
+// A membership hash made by this build counts its left registers (":l")
+// through merges in any order, API joins and leaves, hydration and
+// erasure; a hash an older build made (no count) never gains a wrong one.
+func TestLeftCountKeptByEveryWrite(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	rnd := rand.New(rand.NewPCG(3, 4))
+	leftIn := func(user string) (int, string) {
+		all := s.rdb.HGetAll(ctx, s.UserMembersKey(user)).Val()
+		n := 0
+		for f, v := range all {
+			if !strings.HasPrefix(f, ":") && strings.HasPrefix(v, "0") {
+				n++
+			}
+		}
+		return n, all[leftCountField]
+	}
+	register := func(user string) channel.Membership {
+		k := receipt.Key{User: user, Channel: fmt.Sprintf("c%d", rnd.IntN(12))}
+		if rnd.IntN(2) == 0 {
+			return channel.Leave(k, rnd.Int64N(5), rnd.Int64N(5))
+		}
+		return channel.Join(k, rnd.Int64N(5), rnd.Int64N(5), rnd.Int64N(3))
+	}
+	// An older build's hash: a left register and no count.
+	require.NoError(t, s.rdb.HSet(ctx, s.UserMembersKey("old"), "c0", "0 1 1 0").Err())
+	for step := range 400 {
+		for _, user := range []string{"u", "old"} {
+			switch rnd.IntN(3) {
+			case 0:
+				_, err := s.MergeMemberships(ctx, []channel.Membership{register(user), register(user)})
+				require.NoError(t, err)
+			case 1:
+				require.NoError(t, s.ChangeMembership(ctx, register(user)).Err)
+			default:
+				require.NoError(t, s.HydrateMemberships(ctx, user, []channel.Membership{register(user)}, nil, channel.MentionCapDefault))
+			}
+			n, count := leftIn(user)
+			if user == "old" {
+				require.Empty(t, count, "step %d: an older build's hash has no count", step)
+				continue
+			}
+			require.Equal(t, strconv.Itoa(n), count, "step %d", step)
+		}
+	}
+	_, err := s.Erase(ctx, "u", time.Now().UnixMilli(), 0)
+	require.NoError(t, err)
+	n, count := leftIn("u")
+	require.Equal(t, "0", count)
+	require.Zero(t, n)
+}
+
+// InboxOrder leaves out the channels a user left: read without the
+// registers' values when the hash counts no left register, with them when
+// it counts some or has no count (an older build's hash).
+func TestInboxOrderLeavesLeftChannelsOut(t *testing.T) {
+	t.Parallel()
+	s, _ := newTestStore(t)
+	ctx := context.Background()
+	var regs []channel.Membership
+	var heads []channel.Head
+	for i := range 5 {
+		ch := fmt.Sprintf("c%d", i)
+		regs = append(regs, channel.Join(receipt.Key{User: "u", Channel: ch}, 1, 1, 0))
+		heads = append(heads, channel.Head{Channel: ch, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: int64(10 + i)})
+	}
+	require.NoError(t, s.HydrateMemberships(ctx, "u", regs, nil, channel.MentionCapDefault))
+	_, err := s.RaiseHeads(ctx, heads)
+	require.NoError(t, err)
+	channelsOf := func() []string {
+		t.Helper()
+		got, err := s.InboxOrder(ctx, "u")
+		require.NoError(t, err)
+		var out []string
+		for _, h := range got.Heads {
+			out = append(out, h.Channel)
+		}
+		return out
+	}
+	require.Equal(t, "0", s.rdb.HGet(ctx, s.UserMembersKey("u"), leftCountField).Val())
+	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, channelsOf())
+
+	require.NoError(t, s.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: "c1"}, 2, 2)).Err)
+	require.Equal(t, "1", s.rdb.HGet(ctx, s.UserMembersKey("u"), leftCountField).Val())
+	require.Equal(t, []string{"c0", "c2", "c3", "c4"}, channelsOf(), "counted: the values read")
+
+	require.NoError(t, s.rdb.HDel(ctx, s.UserMembersKey("u"), leftCountField).Err())
+	require.Equal(t, []string{"c0", "c2", "c3", "c4"}, channelsOf(), "no count: the values read")
+
+	// A count that says none while a register says left cannot be: it
+	// shows the values are not read then.
+	require.NoError(t, s.rdb.HSet(ctx, s.UserMembersKey("u"), leftCountField, "0").Err())
+	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, channelsOf(), "counted none: fields only")
 }

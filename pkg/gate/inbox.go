@@ -48,9 +48,9 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 		return nil, err
 	}
 	if hasAfter {
-		items = slices.DeleteFunc(items, func(h thread.Head) bool { return compareActivity(h, after) <= 0 })
+		items = slices.DeleteFunc(items, func(h thread.Head) bool { return compareActivity(&h, &after) <= 0 })
 	}
-	page := firstInOrder(items, limit, func(a, b *thread.Head) int { return compareActivity(*a, *b) })
+	page := firstInOrder(items, limit, compareActivity)
 	out := &receiptsv1.GetInboxResponse{UserId: user}
 	if len(items) > limit {
 		out.NextPageToken = encodeActivityToken(page[len(page)-1])

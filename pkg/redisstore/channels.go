@@ -165,7 +165,10 @@ for i = 2, #ARGV, 2 do
   local r = mergeum(KEYS[1], ARGV[i], ARGV[i+1])
   out[#out+1] = r[1] out[#out+1] = r[2]
 end
-if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
+if ARGV[1] == "1" then
+  leftcount(KEYS[1])
+  redis.call('HSET', KEYS[1], ':loaded', '1')
+end
 if KEYS[2] then out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "-1" end
 return out
 `)
@@ -648,7 +651,8 @@ func (s *Store) HydrateMemberships(ctx context.Context, user string, regs []chan
 		return fmt.Errorf("hydrating the mentions of %s: %w", user, err)
 	}
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		pipe.HSet(ctx, s.UserMembersKey(user), loadedField, "1")
+		// The script, not an HSET: a hash it makes counts its left registers.
+		userMemberScript.EvalSha(ctx, pipe, []string{s.UserMembersKey(user)}, "1")
 		pipe.HSet(ctx, s.UserMentionsKey(user), loadedField, "1")
 	}); err != nil {
 		return fmt.Errorf("marking the memberships of %s complete: %w", user, err)

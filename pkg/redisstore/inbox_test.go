@@ -98,8 +98,10 @@ func TestLeftCountKeptByEveryWrite(t *testing.T) {
 	}
 	// An older build's hash: a left register and no count.
 	require.NoError(t, s.rdb.HSet(ctx, s.UserMembersKey("old"), "c0", "0 1 1 0").Err())
+	// A user hydrated with no register at all: the hash is made counted.
+	require.NoError(t, s.HydrateMemberships(ctx, "empty", nil, nil, channel.MentionCapDefault))
 	for step := range 400 {
-		for _, user := range []string{"u", "old"} {
+		for _, user := range []string{"u", "old", "empty"} {
 			switch rnd.IntN(3) {
 			case 0:
 				_, err := s.MergeMemberships(ctx, []channel.Membership{register(user), register(user)})

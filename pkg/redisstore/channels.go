@@ -90,41 +90,36 @@ local function mergereg(key, field, inc)
   redis.call('HSET', key, field, inc)
   return {1, inc, cur or ""}
 end
+-- countflag moves the count in field counter of key for a register
+-- changed from was to now ("" or false: none), by whether each starts with
+-- flag.
+local function countflag(key, counter, was, now, flag)
+  local a, b = was and string.sub(was, 1, 1) == flag, string.sub(now, 1, 1) == flag
+  if a ~= b then
+    local d = -1
+    if b then d = 1 end
+    redis.call('HINCRBY', key, counter, d)
+  end
+end
 -- A user's membership hash counts its left registers in ':l' when it
 -- has had the count since it was made (an older build's hash has none:
 -- readers then decode every register). leftcount starts the count of a
--- hash about to be made and tells whether the hash keeps one; countleft
--- moves it for a register changed from was to now ("" or false: none).
+-- hash about to be made and tells whether the hash keeps one.
 local function leftcount(key)
   if redis.call('HEXISTS', key, ':l') == 1 then return true end
   if redis.call('EXISTS', key) == 1 then return false end
   redis.call('HSET', key, ':l', '0')
   return true
 end
-local function countleft(key, was, now)
-  local wasleft, nowleft = was and string.sub(was, 1, 1) == "0", string.sub(now, 1, 1) == "0"
-  if wasleft ~= nowleft then
-    local d = -1
-    if nowleft then d = 1 end
-    redis.call('HINCRBY', key, ':l', d)
-  end
-end
 local function mergeum(key, field, inc)
   local counted = leftcount(key)
   local r = mergereg(key, field, inc)
-  if counted and r[1] == 1 then countleft(key, r[3], r[2]) end
+  if counted and r[1] == 1 then countflag(key, ':l', r[3], r[2], "0") end
   return r
 end
 local function mergecm(key, field, inc)
   local r = mergereg(key, field, inc)
-  if r[1] == 1 then
-    local was, now = string.sub(r[3], 1, 1) == "1", string.sub(r[2], 1, 1) == "1"
-    if was ~= now then
-      local d = -1
-      if now then d = 1 end
-      redis.call('HINCRBY', key, ':n', d)
-    end
-  end
+  if r[1] == 1 then countflag(key, ':n', r[3], r[2], "1") end
   return r
 end
 `
@@ -198,7 +193,7 @@ end
 local v = table.concat(inc, " ")
 local counted = leftcount(KEYS[1])
 redis.call('HSET', KEYS[1], ARGV[1], v)
-if counted then countleft(KEYS[1], cur, v) end
+if counted then countflag(KEYS[1], ':l', cur, v, "0") end
 return {1, v, redis.call('HGET', KEYS[2], 'g') or "-1"}
 `)
 

@@ -203,11 +203,8 @@ func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
 // table without values.
 func keysTable(user string, cmd *redis.StringSliceCmd) (fieldTable, error) {
 	fs, err := cmd.Result()
-	switch {
-	case err != nil:
-		return fieldTable{}, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
-	case len(fs) >= userHashesCount:
-		return fieldTable{}, fmt.Errorf("%w: user %s has more than %d", ErrTooManyChannels, user, MaxUnreadChannels)
+	if err := userHashErr(user, len(fs), err); err != nil {
+		return fieldTable{}, err
 	}
 	kvs := make([]redis.KeyValue, len(fs))
 	for i, f := range fs {

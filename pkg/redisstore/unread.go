@@ -337,13 +337,22 @@ func (s *Store) userHashes(ctx context.Context, user string) (*userHashes, error
 // userTable is one user hash's HRANDFIELD answer as a sorted table.
 func userTable(user string, cmd *redis.KeyValueSliceCmd) (fieldTable, error) {
 	kvs, err := cmd.Result()
-	switch {
-	case err != nil:
-		return fieldTable{}, fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
-	case len(kvs) >= userHashesCount:
-		return fieldTable{}, fmt.Errorf("%w: user %s has more than %d", ErrTooManyChannels, user, MaxUnreadChannels)
+	if err := userHashErr(user, len(kvs), err); err != nil {
+		return fieldTable{}, err
 	}
 	return newFieldTable(kvs), nil
+}
+
+// userHashErr is the error of an HRANDFIELD of a user hash that answered
+// n fields: a failed read, or more than a default channel set holds.
+func userHashErr(user string, n int, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: reading the channels of %s: %w", ErrUnavailable, user, err)
+	case n >= userHashesCount:
+		return fmt.Errorf("%w: user %s has more than %d", ErrTooManyChannels, user, MaxUnreadChannels)
+	}
+	return nil
 }
 
 // unionOf is the union of the channels of the cursors and the registers,

@@ -22,35 +22,21 @@ func InboxQuery(raw string) (req *receiptsv1.GetInboxRequest, ok bool) {
 // a client asks for at login, where protojson's reflection cost as much
 // as a Redis round trip.
 func WriteGetInbox(w http.ResponseWriter, resp *receiptsv1.GetInboxResponse) {
-	writeAnswer(w, func(b *jsonBuf) {
-		b.grow(64 + 300*len(resp.GetLines()))
-		o := object{b: b}
-		o.open()
-		o.string("userId", resp.GetUserId())
-		if ls := resp.GetLines(); len(ls) > 0 {
-			o.field("lines")
-			b.ch('[')
-			for i, l := range ls {
-				if i > 0 {
-					b.ch(',')
-				}
-				lo := object{b: b}
-				lo.open()
-				if c := l.GetChannel(); c != nil {
-					lo.field("channel")
-					appendChannelUnread(b, c)
-				}
-				lo.int64("lastActivityUnixMs", l.GetLastActivityUnixMs())
-				lo.string("firstUnreadMessageId", l.GetFirstUnreadMessageId())
-				if t := l.GetThread(); t != nil {
-					lo.field("thread")
-					appendThreadUnread(b, t)
-				}
-				b.ch('}')
-			}
-			b.ch(']')
+	ls := resp.GetLines()
+	writeUserPage(w, resp.GetUserId(), "lines", len(ls), 300, resp.GetNextPageToken(), func(b *jsonBuf, i int) {
+		l := ls[i]
+		lo := object{b: b}
+		lo.open()
+		if c := l.GetChannel(); c != nil {
+			lo.field("channel")
+			appendChannelUnread(b, c)
 		}
-		o.string("nextPageToken", resp.GetNextPageToken())
+		lo.int64("lastActivityUnixMs", l.GetLastActivityUnixMs())
+		lo.string("firstUnreadMessageId", l.GetFirstUnreadMessageId())
+		if t := l.GetThread(); t != nil {
+			lo.field("thread")
+			appendThreadUnread(b, t)
+		}
 		b.ch('}')
 	})
 }

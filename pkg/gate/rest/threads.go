@@ -72,24 +72,34 @@ func pageQuery(raw string, limit *int32, token *string, other func(k, v string) 
 // of up to 1,000 threads, where protojson's reflection cost more than the
 // reads behind it.
 func WriteListThreads(w http.ResponseWriter, resp *receiptsv1.ListThreadsResponse) {
+	ts := resp.GetThreads()
+	// About 250 bytes a thread.
+	writeUserPage(w, resp.GetUserId(), "threads", len(ts), 280, resp.GetNextPageToken(), func(b *jsonBuf, i int) {
+		appendThreadUnread(b, ts[i])
+	})
+}
+
+// writeUserPage writes a page of a user's list as protojson does:
+// {"userId", field: [n items, each by item], "nextPageToken"}, the buffer
+// grown once for about size bytes an item, not doubled up to it.
+func writeUserPage(w http.ResponseWriter, user, field string, n, size int, token string, item func(b *jsonBuf, i int)) {
 	writeAnswer(w, func(b *jsonBuf) {
-		// About 250 bytes a thread: grown once, not doubled up to it.
-		b.grow(64 + 280*len(resp.GetThreads()))
+		b.grow(64 + size*n)
 		o := object{b: b}
 		o.open()
-		o.string("userId", resp.GetUserId())
-		if ts := resp.GetThreads(); len(ts) > 0 {
-			o.field("threads")
+		o.string("userId", user)
+		if n > 0 {
+			o.field(field)
 			b.ch('[')
-			for i, t := range ts {
+			for i := range n {
 				if i > 0 {
 					b.ch(',')
 				}
-				appendThreadUnread(b, t)
+				item(b, i)
 			}
 			b.ch(']')
 		}
-		o.string("nextPageToken", resp.GetNextPageToken())
+		o.string("nextPageToken", token)
 		b.ch('}')
 	})
 }

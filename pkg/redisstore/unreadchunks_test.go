@@ -100,6 +100,66 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	}
 }
 
+// TestUnreadReadsMembersOnlyWhenNoneLeft: the default set's membership
+// hash is read without its values when it counts no left register, in
+// one pipeline and in parts alike. The answer is the one the values give
+// (counts, member flags, channels); a channel left is out whether the
+// count or the values say so; a count of none while a register says
+// "left", which the scripts never leave, shows the values were not read.
+func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	whole := New(rdb, Config{Prefix: prefix})
+	parts := New(rdb, Config{Prefix: prefix})
+	parts.unreadChunk = 3
+	channels := setupUnreadUser(t, whole, "u", 12)
+	left := whole.UserMembersKey("u")
+	type line struct {
+		ch                           string
+		unread, first, mentions      int64
+		member, hasMember, headKnown bool
+	}
+	read := func(s *Store) []line {
+		t.Helper()
+		v, err := s.UnreadPage(ctx, "u", Page{}, channel.MentionCapDefault)
+		require.NoError(t, err)
+		require.True(t, v.MembershipsComplete)
+		var out []line
+		for _, cv := range v.Channels {
+			out = append(out, line{cv.Channel, cv.Unread, cv.FirstUnread, cv.Mentions, cv.Membership.Member, cv.HasMembership, cv.HeadKnown})
+		}
+		return out
+	}
+	names := func(ls []line) []string {
+		var out []string
+		for _, l := range ls {
+			out = append(out, l.ch)
+		}
+		return out
+	}
+	for _, s := range []*Store{whole, parts} {
+		require.NoError(t, rdb.HSet(ctx, left, leftCountField, "0").Err())
+		fieldsOnly := read(s)
+		require.Len(t, fieldsOnly, 12)
+		require.Equal(t, line{channels[0], 5, 6, 2, true, true, true}, fieldsOnly[0])
+		require.NoError(t, rdb.HDel(ctx, left, leftCountField).Err())
+		require.Equal(t, read(s), fieldsOnly, "no count: the values read give the same answer")
+	}
+
+	require.NoError(t, rdb.HSet(ctx, left, leftCountField, "0").Err())
+	require.NoError(t, whole.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: channels[4]}, 2, time.Now().UnixMilli())).Err)
+	want := slices.Delete(slices.Clone(channels), 4, 5)
+	for _, s := range []*Store{whole, parts} {
+		require.Equal(t, "1", rdb.HGet(ctx, left, leftCountField).Val())
+		require.Equal(t, want, names(read(s)), "counted: the values read")
+		require.NoError(t, rdb.HSet(ctx, left, leftCountField, "0").Err())
+		require.Equal(t, channels, names(read(s)), "counted none: fields only")
+		require.NoError(t, rdb.HSet(ctx, left, leftCountField, "1").Err())
+	}
+}
+
 // TestSortByKey holds sortByKey to a plain sort of the keys (distinct,
 // as a hash's fields are): prefixes shared or not, keys shorter and
 // longer than the 6 bytes compared first, keys that are prefixes of

@@ -287,7 +287,8 @@ func (h *userHashes) waitMentions() (fieldTable, error) {
 // without its values when it counts no left register (its ":l" field,
 // read with the sizes): every register in it then says "member", all
 // this read needs of them, and its values were half the Redis time and
-// a third of the strings decoded.
+// a third of the strings decoded. A leave between the two round trips
+// reads as if this read came just before it.
 func (s *Store) userHashes(ctx context.Context, user string) (*userHashes, error) {
 	var ulen, mlen *redis.IntCmd
 	var leftCount *redis.StringCmd

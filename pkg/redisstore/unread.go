@@ -306,48 +306,43 @@ func (s *Store) userHashes(ctx context.Context, user string) (*userHashes, error
 	}
 	keys := [3]string{s.UserKey(user), s.UserMembersKey(user), s.UserMentionsKey(user)}
 	membersOnly := leftCount.Val() == "0"
+	// read sends (or queues, on a pipeline) the read of keys[i]; its
+	// answer's table comes from the function it returns.
+	read := func(c redis.Cmdable, i int) func() (fieldTable, error) {
+		if i == 1 && membersOnly {
+			cmd := c.HRandField(ctx, keys[i], userHashesCount)
+			return func() (fieldTable, error) { return membersTable(user, cmd) }
+		}
+		cmd := c.HRandFieldWithValues(ctx, keys[i], userHashesCount)
+		return func() (fieldTable, error) { return userTable(user, cmd) }
+	}
 	var tables [3]fieldTable
 	var errs [3]error
 	h := &userHashes{mentionsDone: make(chan struct{})}
 	if n <= int64(s.unreadChunk) {
-		var cmds [3]*redis.KeyValueSliceCmd
-		var regFields *redis.StringSliceCmd
+		var answers [3]func() (fieldTable, error)
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-			for i, k := range keys {
-				if i == 1 && membersOnly {
-					regFields = pipe.HRandField(ctx, k, userHashesCount)
-					continue
-				}
-				cmds[i] = pipe.HRandFieldWithValues(ctx, k, userHashesCount)
+			for i := range keys {
+				answers[i] = read(pipe, i)
 			}
 		}); err != nil {
 			return nil, fmt.Errorf("reading the channels of %s: %w", user, err)
 		}
-		for i, cmd := range cmds {
-			if i == 1 && membersOnly {
-				tables[i], errs[i] = membersTable(user, regFields)
-				continue
-			}
-			tables[i], errs[i] = userTable(user, cmd)
+		for i, answer := range answers {
+			tables[i], errs[i] = answer()
 		}
 		h.mentions, h.mentionsErr = tables[2], errs[2]
 		close(h.mentionsDone)
 	} else {
-		read := func(i int) {
-			if i == 1 && membersOnly {
-				tables[i], errs[i] = membersTable(user, s.rdb.HRandField(ctx, keys[i], userHashesCount))
-				return
-			}
-			tables[i], errs[i] = userTable(user, s.rdb.HRandFieldWithValues(ctx, keys[i], userHashesCount))
-		}
+		readOne := func(i int) { tables[i], errs[i] = read(s.rdb, i)() }
 		go func() {
 			defer close(h.mentionsDone)
-			read(2)
+			readOne(2)
 			h.mentions, h.mentionsErr = tables[2], errs[2]
 		}()
 		var wg sync.WaitGroup
-		wg.Go(func() { read(1) })
-		read(0)
+		wg.Go(func() { readOne(1) })
+		readOne(0)
 		wg.Wait()
 	}
 	if err := errors.Join(errs[0], errs[1]); err != nil {

@@ -18,6 +18,20 @@ import (
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
+// wholeAndParts is two stores on one test prefix: one reading every page
+// of up to 1,000 channels in one pipeline, the other pages of more than
+// chunk channels in parts.
+func wholeAndParts(t *testing.T, chunk int) (*redis.Client, *Store, *Store) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	whole := New(rdb, Config{Prefix: prefix})
+	whole.unreadChunk = 1000
+	parts := New(rdb, Config{Prefix: prefix})
+	parts.unreadChunk = chunk
+	return rdb, whole, parts
+}
+
 // TestUnreadChunkedSameAnswer reads the same users' pages from two stores
 // on one Redis: one reading every page in one pipeline, the other (parts
 // of 7 channels) reading the user hashes on three connections at once and
@@ -28,12 +42,7 @@ import (
 func TestUnreadChunkedSameAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	whole := New(rdb, Config{Prefix: prefix})
-	whole.unreadChunk = 1000
-	parts := New(rdb, Config{Prefix: prefix})
-	parts.unreadChunk = 7
+	rdb, whole, parts := wholeAndParts(t, 7)
 
 	channels := setupUnreadUser(t, whole, "u", 60)
 	now := time.Now().UnixMilli()
@@ -109,11 +118,7 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	whole := New(rdb, Config{Prefix: prefix})
-	parts := New(rdb, Config{Prefix: prefix})
-	parts.unreadChunk = 3
+	rdb, whole, parts := wholeAndParts(t, 3)
 	channels := setupUnreadUser(t, whole, "u", 12)
 	left := whole.UserMembersKey("u")
 	type line struct {

@@ -512,7 +512,7 @@ func (s *stack) check(ctx context.Context, acked map[receipt.Key]receipt.State) 
 	if n := rep.Found.Total(); n > 0 {
 		v.diverged += n
 		if v.firstProblem == "" {
-			v.firstProblem = fmt.Sprintf("the stores differ in %d keys: %s", n, byKind(rep))
+			v.firstProblem = fmt.Sprintf("the stores differ in %d keys: %s; first: %+v", n, byKind(rep), rep.Samples)
 		}
 	}
 	return v, nil

@@ -62,6 +62,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 type work struct {
 	kind            kinds.Kind
 	found           Counts
+	samples         []Sample
 	inFlight        int
 	toPG, toRedis   []any
 	dirPG, dirRedis []string // direction of each repair, for counting
@@ -102,6 +103,7 @@ func (s *Sweeper) compare(w *work, key, pg any, copies []any) {
 			dir = DirPostgresMissing
 		}
 		w.found.add(dir, 1)
+		w.sample(dir, key, pg, copies)
 		w.toPG, w.dirPG = append(w.toPG, merged), append(w.dirPG, dir)
 	}
 	for _, c := range copies {
@@ -119,9 +121,19 @@ func (s *Sweeper) compare(w *work, key, pg any, copies []any) {
 			dir = DirRedisMissing
 		}
 		w.found.add(dir, 1)
+		w.sample(dir, key, pg, copies)
 		w.toRedis, w.dirRedis = append(w.toRedis, merged), append(w.dirRedis, dir)
 		return // one merge writes every copy
 	}
+}
+
+// sample keeps a disagreement for the report while it has room.
+func (w *work) sample(dir string, key, pg any, copies []any) {
+	if len(w.samples) >= MaxSamples {
+		return
+	}
+	w.samples = append(w.samples, Sample{Kind: w.kind.Name(), Direction: dir, Key: fmt.Sprintf("%+v", key),
+		Postgres: fmt.Sprintf("%+v", pg), Redis: fmt.Sprintf("%+v", copies)})
 }
 
 func (s *Sweeper) graceOver(ms int64) bool {
@@ -258,6 +270,9 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 func (s *Sweeper) apply(ctx context.Context, w *work, rep *Report) error {
 	rep.Found.merge(w.found)
 	rep.byKind(w.kind.Name()).merge(w.found)
+	if room := MaxSamples - len(rep.Samples); room > 0 {
+		rep.Samples = append(rep.Samples, w.samples[:min(room, len(w.samples))]...)
+	}
 	rep.InFlight += w.inFlight
 	s.m.inFlight.Add(float64(w.inFlight))
 	for _, d := range directions {

@@ -150,6 +150,19 @@ type Report struct {
 	Erased int
 	// Failed counts repairs that could not be written.
 	Failed int
+	// Samples are the first disagreements found (at most MaxSamples):
+	// enough for an operator, or a test, to see which keys drift and how.
+	Samples []Sample
+}
+
+// MaxSamples bounds Report.Samples.
+const MaxSamples = 5
+
+// Sample is one disagreement as the sweep found it, each value formatted
+// with %+v ("<nil>": the store holds none).
+type Sample struct {
+	Kind, Direction, Key string
+	Postgres, Redis      string
 }
 
 // Config configures a Sweeper.
@@ -435,7 +448,8 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 			s.log.Info("drift sweep repaired disagreements", append(fields,
 				zap.Int("redis_ahead", rep.Found.RedisAhead), zap.Int("postgres_ahead", rep.Found.PostgresAhead),
 				zap.Int("redis_missing", rep.Found.RedisMissing), zap.Int("postgres_missing", rep.Found.PostgresMissing),
-				zap.Int("invalid", rep.Invalid), zap.Int("erased", rep.Erased), zap.Any("by_kind", rep.ByKind))...)
+				zap.Int("invalid", rep.Invalid), zap.Int("erased", rep.Erased), zap.Any("by_kind", rep.ByKind),
+				zap.Any("samples", rep.Samples))...)
 		default:
 			s.log.Debug("drift sweep found no disagreement", fields...)
 		}

@@ -3,6 +3,8 @@ package drift_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,17 @@ func TestSweepRepairsBothWays(t *testing.T) {
 	require.Zero(t, rep.Failed)
 	require.Zero(t, rep.InFlight)
 	require.Greater(t, rep.Pages, 6, "both walks are paged")
+	// The report names the first disagreements, each a drifting key.
+	require.Len(t, rep.Samples, drift.MaxSamples)
+	for _, smp := range rep.Samples {
+		require.Equal(t, drift.KindCursors, smp.Kind)
+		require.True(t, slices.ContainsFunc([]receipt.Key{redisAhead, pgAhead, redisMissing, pgMissing, newUser, mixed}, func(k receipt.Key) bool {
+			return strings.Contains(smp.Key, k.User) && strings.Contains(smp.Key, k.Channel)
+		}), "a sample of an agreeing key: %+v", smp)
+		if smp.Direction == drift.DirRedisMissing {
+			require.Equal(t, "[<nil>]", smp.Redis)
+		}
+	}
 	for dir, n := range map[string]int{drift.DirRedisAhead: 2, drift.DirPostgresAhead: 2,
 		drift.DirRedisMissing: 1, drift.DirPostgresMissing: 2} {
 		require.Equal(t, float64(n), metric(t, bd.reg, "receipts_reconciler_drift_found_total", "direction", dir), dir)
@@ -97,6 +110,7 @@ func TestSweepRepairsBothWays(t *testing.T) {
 	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, rep.Found.Total(), "%+v", rep.Found)
+	require.Empty(t, rep.Samples)
 	require.Equal(t, 2.0, metric(t, bd.reg, "receipts_reconciler_sweeps_total", "result", "ok"))
 }
 

@@ -3,6 +3,7 @@ package gate_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -147,9 +149,8 @@ func TestPostgresDownWithIncompleteRedisIsUnavailable(t *testing.T) {
 // durable, or the acknowledged write never reaches Postgres.
 func TestThreadWriteRetriedAfterFailedProduceIsDurable(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Durable.ProduceTimeout = time.Second }})
+	tb, cl := retrySetup(t)
 	ctx := context.Background()
-	cl := tb.client()
 	for _, u := range []string{"ru1", "ru2"} {
 		status, body := tb.do(t, http.MethodPut, "/v1/channels/rc/members/"+u, `{}`)
 		require.Equal(t, http.StatusOK, status, "%s", body)
@@ -175,5 +176,100 @@ func TestThreadWriteRetriedAfterFailedProduceIsDurable(t *testing.T) {
 			}
 		}
 		return false
+	})
+}
+
+// retrySetup is a gateway whose produce gives up within a second, and
+// its client.
+func retrySetup(t *testing.T) (*testBundle, receiptsv1connect.ReceiptServiceClient) {
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Durable.ProduceTimeout = time.Second }})
+	return tb, tb.client()
+}
+
+// producedOnRetry fails every produce while first runs (its call must be
+// refused Unavailable, after Redis took it), then runs retry and waits
+// for a record of the topic that found says holds what first wrote.
+func producedOnRetry(t *testing.T, tb *testBundle, first func() error, retry func(), found func(event.Decoded) bool) {
+	t.Helper()
+	fault := tb.broker.Cluster.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: tb.broker.Topic, Err: kerr.NotLeaderForPartition, Count: -1})
+	apierrtest.Refused(t, first(), connect.CodeUnavailable, apierr.Unavailable)
+	fault.Remove()
+	retry()
+	tb.decodedUntil(t, func(ds []event.Decoded) bool { return slices.ContainsFunc(ds, found) })
+}
+
+// A join whose produce failed after Redis took it (the register and the
+// read raised to the join point): the retry changes nothing in Redis, so
+// it produces the cursors Redis holds, or the join read never reaches
+// Postgres and Redis stays ahead of it.
+func TestJoinRetriedAfterFailedProduceMakesItsReadDurable(t *testing.T) {
+	t.Parallel()
+	tb, cl := retrySetup(t)
+	ctx := context.Background()
+	tb.ok(t, http.MethodPut, "/v1/channels/jc/members/ja", `{}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/jc/messages", `{"seq": 8, "sender_id": "ja"}`)
+	join := &receiptsv1.JoinChannelRequest{ChannelId: "jc", UserId: "jb", Seq: new(int64(6))}
+	producedOnRetry(t, tb, func() error {
+		_, err := cl.JoinChannel(ctx, connect.NewRequest(join))
+		return err
+	}, func() {
+		res, err := cl.JoinChannel(ctx, connect.NewRequest(join))
+		require.NoError(t, err)
+		require.False(t, res.Msg.GetChanged(), "Redis took the first call")
+		require.Equal(t, receiptsv1.Durability_KAFKA, res.Msg.GetDurability())
+	}, func(d event.Decoded) bool {
+		return d.Key == receipt.Key{User: "jb", Channel: "jc"} && d.Membership != nil && d.Receipt != nil && d.Receipt.PrivateRead.Position.Seq == 6
+	})
+}
+
+// A mark whose produce failed after Redis took it, retried after a
+// mark-unread moved the epoch: the retry is stale and changes nothing, so
+// what Redis holds of the key goes in its place, or the read Redis took
+// never reaches Postgres (the mark-unread's record carries only the
+// private read).
+func TestStaleRetryAfterFailedProduceMakesRedisDurable(t *testing.T) {
+	t.Parallel()
+	tb, cl := retrySetup(t)
+	ctx := context.Background()
+	tb.ok(t, http.MethodPost, "/v1/channels/sc/messages", `{"seq": 10, "sender_id": "sx"}`)
+	mark := &receiptsv1.MarkReceiptsRequest{Receipts: []*receiptsv1.Receipt{
+		{UserId: "su", ChannelId: "sc", Kind: receiptsv1.Kind_READ, Seq: 5, Epoch: new(int64(0))},
+	}}
+	producedOnRetry(t, tb, func() error {
+		_, err := cl.MarkReceipts(ctx, connect.NewRequest(mark))
+		return err
+	}, func() {
+		_, err := cl.MarkUnread(ctx, connect.NewRequest(&receiptsv1.MarkUnreadRequest{UserId: "su", ChannelId: "sc", Seq: 2}))
+		require.NoError(t, err)
+		res, err := cl.MarkReceipts(ctx, connect.NewRequest(mark))
+		require.NoError(t, err)
+		require.Equal(t, string(apierr.StaleEpoch), res.Msg.GetResults()[0].GetReason())
+		require.Equal(t, receiptsv1.Durability_DURABILITY_UNSPECIFIED, res.Msg.GetResults()[0].GetDurability(), "the stale mark itself was not written")
+	}, func(d event.Decoded) bool {
+		return d.Key == receipt.Key{User: "su", Channel: "sc"} && d.Receipt != nil && d.Receipt.Read.Position.Seq == 5
+	})
+}
+
+// The same for a thread read: its stale retry produces the thread
+// register Redis holds.
+func TestStaleThreadRetryAfterFailedProduceMakesRedisDurable(t *testing.T) {
+	t.Parallel()
+	tb, cl := retrySetup(t)
+	ctx := context.Background()
+	tb.ok(t, http.MethodPost, "/v1/channels/stc/messages", `{"seq": 5, "sender_id": "stx"}`)
+	tb.ok(t, http.MethodPost, "/v1/channels/stc/threads/2/messages", `{"seq": 4, "sender_id": "stx"}`)
+	read := &receiptsv1.MarkThreadReadRequest{UserId: "stu", ChannelId: "stc", RootSeq: 2, Seq: 3, Epoch: new(int64(0))}
+	producedOnRetry(t, tb, func() error {
+		_, err := cl.MarkThreadRead(ctx, connect.NewRequest(read))
+		return err
+	}, func() {
+		_, err := cl.MarkThreadUnread(ctx, connect.NewRequest(&receiptsv1.MarkThreadUnreadRequest{UserId: "stu", ChannelId: "stc", RootSeq: 2, Seq: 1}))
+		require.NoError(t, err)
+		res, err := cl.MarkThreadRead(ctx, connect.NewRequest(read))
+		require.NoError(t, err)
+		require.Equal(t, string(apierr.StaleEpoch), res.Msg.GetReason())
+		require.Equal(t, receiptsv1.Durability_DURABILITY_UNSPECIFIED, res.Msg.GetDurability(), "the stale read itself was not written")
+	}, func(d event.Decoded) bool {
+		return d.Thread != nil && d.Thread.Key.User == "stu" && d.Thread.Cursors.Read.Position.Seq == 3
 	})
 }

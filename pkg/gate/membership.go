@@ -146,6 +146,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if res.Err == nil && res.Changed && res.Membership.Member {
 		g.joinView(ctx, reg.Key) // back in read-by and ticks
 	}
+	if read == nil && !change && res.Err == nil && reg.Member && reg.JoinSeq > 0 {
+		read = g.heldCursors(ctx, k)
+	}
 	rec, err := event.EncodeMembership(reg, read)
 	if err != nil {
 		return nil, internal(err)
@@ -163,6 +166,22 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		out.Membership, out.Changed = membershipProto(res.Membership), res.Changed
 	}
 	return connect.NewResponse(out), nil
+}
+
+// heldCursors is what Redis holds of k's cursors (nil: nothing, or Redis
+// failed), produced with an unchanged join: an earlier attempt of the
+// same join may have raised them in Redis and failed before its produce,
+// and this retry, which changes nothing, is the only one left to make
+// them durable. (The join read itself is not merged again: it would undo
+// a mark-unread made since the join.)
+func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	held, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
+	cancel()
+	if err != nil || len(held) == 0 {
+		return nil
+	}
+	return &held[0]
 }
 
 // writeMembership writes reg into Redis: a change with the version Redis

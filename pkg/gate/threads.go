@@ -172,11 +172,19 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 		users []string
 		gens  []int64
 		which []int
+		stale []int
 	)
 	for i, r := range res {
 		switch {
 		case r.Err == nil:
-		case errors.Is(r.Err, errStaleEpoch) || apierr.ReasonOf(r.Err) != "":
+		case errors.Is(r.Err, errStaleEpoch):
+			// In the stale write's place, what Redis holds: the retry of a
+			// write whose produce failed turns stale when a mark-unread
+			// moved the epoch meanwhile, and it is the last call that can
+			// make what Redis took durable.
+			stale = append(stale, i)
+			continue
+		case apierr.ReasonOf(r.Err) != "":
 			continue
 		default:
 			return nil, nil, 0, g.threadUnavailable(ctx, r.Err)
@@ -185,6 +193,9 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 		// produce failed after Redis took it finds nothing to change, and
 		// only its record carries the acknowledged write to Postgres.
 		users, gens, which = append(users, keys[i].User), append(gens, r.Generation), append(which, i)
+	}
+	for _, i := range stale {
+		users, gens = append(users, keys[i].User), append(gens, res[i].Generation)
 	}
 	g.knownGenerations(ctx, users, gens)
 	for _, h := range heads {
@@ -201,6 +212,15 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 			return nil, nil, 0, internal(err)
 		}
 		event.StampGeneration(rec, gens[n])
+		rec.Topic = g.durable.Topic()
+		recs = append(recs, rec)
+	}
+	for n, i := range stale {
+		rec, err := event.EncodeThread(res[i].State, 0, false)
+		if err != nil {
+			return nil, nil, 0, internal(err)
+		}
+		event.StampGeneration(rec, gens[len(which)+n])
 		rec.Topic = g.durable.Topic()
 		recs = append(recs, rec)
 	}
@@ -291,7 +311,8 @@ func (g *Gate) threadMarkAnswer(ctx context.Context, f *facts, k thread.Key, hea
 	out := &receiptsv1.ThreadMarkResponse{Durability: dur}
 	switch {
 	case errors.Is(r.Err, errStaleEpoch):
-		out.Reason = string(apierr.StaleEpoch)
+		// Written: nothing (what went durable in its place changes nothing).
+		out.Reason, out.Durability = string(apierr.StaleEpoch), receiptsv1.Durability_DURABILITY_UNSPECIFIED
 	case r.Err != nil:
 		return nil, r.Err
 	default:

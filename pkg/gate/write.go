@@ -172,7 +172,10 @@ func checkEpochs(vals *redisstore.MarkValues, marks []mark, states []receipt.Sta
 // Every mark is produced, including those Redis found to be no-ops: Redis
 // may hold a value whose own produce failed (the caller got Unavailable
 // and is retrying now), and only this produce makes it durable. A stale
-// mark (an older epoch) changes nothing anywhere.
+// mark (an older epoch) changes nothing anywhere: in its place goes what
+// Redis holds of its key, since the retry of a mark whose produce failed
+// turns stale when a mark-unread moved the epoch meanwhile, and the mark
+// Redis took would otherwise never reach Postgres.
 func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	jobs, vals := g.checkJobs(jobs)
 	if len(jobs) == 0 {
@@ -235,10 +238,14 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	off = 0
 	for _, j := range jobs {
 		for i := range j.states {
-			if m := merged[off+i]; m.Err == nil && (m.Stale || m.EpochAhead) {
+			st := resolved[off+i]
+			switch m := merged[off+i]; {
+			case m.Err == nil && m.EpochAhead:
 				continue
+			case m.Err == nil && m.Stale:
+				st = m.State // what Redis holds, in place of the refused mark
 			}
-			produced = append(produced, resolved[off+i])
+			produced = append(produced, st)
 			gens = append(gens, generationOf(merged[off+i].Generation, merged[off+i].Err))
 			j.produced++
 		}

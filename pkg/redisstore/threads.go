@@ -367,11 +367,10 @@ func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, menti
 	})
 	for _, c := range cells {
 		for _, i := range c.items {
-			switch {
-			case c.err != nil:
+			if c.err != nil {
 				out[i].Err = c.err
-			case out[i].Err == nil:
-				out[i].Generation = c.gen
+			} else {
+				out[i].Generation = c.gen // also for a refused incoming: State is what was read with it
 			}
 		}
 	}

@@ -345,4 +345,7 @@ func dltPrintReport(out io.Writer, r drift.Report) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "in flight (left alone): %d, invalid Redis fields: %d, failed repairs: %d\n", r.InFlight, r.Invalid, r.Failed)
+	for _, smp := range r.Samples {
+		fmt.Fprintf(out, "found %s %s %s: postgres %s, redis %s\n", smp.Kind, smp.Direction, smp.Key, smp.Postgres, smp.Redis)
+	}
 }

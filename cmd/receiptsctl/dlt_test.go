@@ -341,6 +341,8 @@ func TestSweepCommandRepairsBothWaysAndReports(t *testing.T) {
 	}
 	require.Regexp(t, `sweep took \S+: 4 Postgres rows, 5 Redis users \(5 fields\), \d+ pages`, out)
 	require.Contains(t, out, "in flight (left alone): 0, invalid Redis fields: 0, failed repairs: 0")
+	require.Regexp(t, `found read_receipts redis_ahead \{User:s3 Channel:redis-ahead\}: postgres .*Seq:2.*, redis .*Seq:8`, out)
+	require.Equal(t, 4, strings.Count(out, "\nfound "), "one line per disagreement (at most drift.MaxSamples):\n%s", out)
 
 	// Both stores now agree on every key, at the max of both.
 	for k, seq := range map[receipt.Key]int64{same.Key: 3, pgAhead: 9, redisAhead: 8, redisMissing: 6, pgMissing: 5} {

@@ -331,9 +331,12 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"--admin-addr", s.admin["persister"], "--group", s.group, "--topic", s.topic, "--dlt-topic", s.dltTopic, "--session-timeout", "6s"},
 		append(common, opts.extraPersisterArgs...)...)}
 	// The sweep runs every 2s here (1m by default) so that repairs after a
-	// Redis loss show up within a test's patience.
+	// Redis loss show up within a test's patience. Its grace stays the
+	// default (30s): a write the persister has not reached yet is in
+	// flight, not drift, and a loaded run's persister can be seconds
+	// behind (Redis-side repairs do not wait for it).
 	reconcilerArgs := []string{"--admin-addr", s.admin["dlt-reconciler"], "--group", "reconciler-" + sfx, "--dlt-topic", s.dltTopic,
-		"--sweep-interval", "2s", "--sweep-grace", "3s", "--session-timeout", "6s"}
+		"--sweep-interval", "2s", "--session-timeout", "6s"}
 	if opts.noSweep {
 		reconcilerArgs = append(reconcilerArgs, "--sweep=false")
 	}

@@ -63,6 +63,7 @@ type work struct {
 	kind            kinds.Kind
 	found           Counts
 	samples         []Sample
+	sampleRoom      int // what the report can still take: no value is formatted to be dropped
 	inFlight        int
 	toPG, toRedis   []any
 	dirPG, dirRedis []string // direction of each repair, for counting
@@ -129,7 +130,7 @@ func (s *Sweeper) compare(w *work, key, pg any, copies []any) {
 
 // sample keeps a disagreement for the report while it has room.
 func (w *work) sample(dir string, key, pg any, copies []any) {
-	if len(w.samples) >= MaxSamples {
+	if len(w.samples) >= w.sampleRoom {
 		return
 	}
 	w.samples = append(w.samples, Sample{Kind: w.kind.Name(), Direction: dir, Key: fmt.Sprintf("%+v", key),
@@ -203,7 +204,7 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Rep
 		if err != nil {
 			return fmt.Errorf("reading %d redis values of %s: %w", len(keys), k.Name(), err)
 		}
-		w := &work{kind: k}
+		w := &work{kind: k, sampleRoom: MaxSamples - len(rep.Samples)}
 		for i := range page {
 			s.compare(w, keys[i], page[i], held[i])
 		}
@@ -248,7 +249,7 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 				inPG[k.KeyOf(r)] = r
 			}
 		}
-		w := &work{kind: k}
+		w := &work{kind: k, sampleRoom: MaxSamples - len(rep.Samples)}
 		for _, v := range page.Values {
 			if key := k.KeyOf(v); inPG[key] == nil {
 				s.compare(w, key, nil, []any{v})
@@ -270,9 +271,7 @@ func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report
 func (s *Sweeper) apply(ctx context.Context, w *work, rep *Report) error {
 	rep.Found.merge(w.found)
 	rep.byKind(w.kind.Name()).merge(w.found)
-	if room := MaxSamples - len(rep.Samples); room > 0 {
-		rep.Samples = append(rep.Samples, w.samples[:min(room, len(w.samples))]...)
-	}
+	rep.Samples = append(rep.Samples, w.samples...)
 	rep.InFlight += w.inFlight
 	s.m.inFlight.Add(float64(w.inFlight))
 	for _, d := range directions {

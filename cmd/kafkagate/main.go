@@ -38,7 +38,9 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/server"
+	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/watch"
@@ -63,6 +65,9 @@ type config struct {
 	gate  gate.Config
 	api   server.Config
 	watch watch.Config
+	// persisterGroup is the persister's consumer group: restores after a
+	// Redis loss wait for its committed offsets.
+	persisterGroup string
 }
 
 func newConfig() *config {
@@ -94,6 +99,10 @@ func (c *config) registerFlags(fs *flag.FlagSet) {
 	c.gate.ReadBy.RegisterFlags(fs)
 	c.api.RegisterFlags(fs)
 	c.watch.RegisterFlags(fs)
+	if c.persisterGroup == "" {
+		c.persisterGroup = persister.GroupDefault
+	}
+	fs.StringVar(&c.persisterGroup, "persister-group", c.persisterGroup, "the persister's consumer group: after Redis lost data, restores from Postgres wait until it has written what was in flight")
 }
 
 // run parses args and runs until ctx ends (main's signal context).
@@ -122,6 +131,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	c.gate.Watch = hub
 
+	// Restores after a Redis loss wait until the persister has written
+	// what was in flight (pkg/gate/restore.go).
+	c.gate.Restore.Barrier = grouplag.NewBarrier(grouplag.BarrierConfig{
+		Admin: prod.Admin(), Group: c.persisterGroup, Topic: c.prod.Topic, Pending: prod.Unsent,
+	})
 	c.gate.Producer, c.gate.Redis, c.gate.RedisPrefix, c.gate.Postgres = prod, b.Redis, c.redis.Prefix, b.Postgres
 	c.gate.Logger, c.gate.Registerer = b.Log, b.Registry
 	g, err := gate.New(c.gate)

@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -146,7 +147,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 	if hydrate {
 		cur, err := bd.pg.Get(ctx, user, nil)
 		require.NoError(t, err)
-		require.NoError(t, bd.rs.Hydrate(ctx, user, cur))
+		require.NoError(t, bd.rs.Hydrate(ctx, user, cur, redisstore.Incarnation{}))
 		regs, err := bd.pg.Memberships(ctx, user, nil)
 		require.NoError(t, err)
 		mn, err := bd.pg.Mentions(ctx, user, nil, capN)

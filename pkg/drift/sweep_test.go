@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 func TestSweepRepairsBothWays(t *testing.T) {
@@ -53,7 +54,7 @@ func TestSweepRepairsBothWays(t *testing.T) {
 	_, err = bd.rs.Merge(ctx, redisSeed)
 	require.NoError(t, err)
 	// One user's hash is complete (hydrated); the others are not.
-	require.NoError(t, bd.rs.Hydrate(ctx, "user00", pgSeed[:3]))
+	require.NoError(t, bd.rs.Hydrate(ctx, "user00", pgSeed[:3], redisstore.Incarnation{}))
 
 	// The floor every key must keep: the greatest value seeded anywhere.
 	floor := map[receipt.Key]receipt.State{}

@@ -221,8 +221,6 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 // lacks. A Redis failure here is only logged: the next read tells.
 func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
 	g.m.readFallbacks.WithLabelValues("incomplete").Inc()
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	defer cancel()
 	hydrate := func(op string, do func(context.Context) error) {
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		defer cancel()
@@ -232,15 +230,22 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		}
 	}
 	if !view.CursorsComplete {
-		states, err := g.pg.Get(pctx, user, nil)
-		if err != nil {
-			return fmt.Errorf("reading the cursors of %s: %w", user, err)
+		if err := g.restore.cursors(ctx, []string{user}); err != nil {
+			return err
 		}
-		if len(states) >= pgstore.MaxChannelsPerRead {
-			return fmt.Errorf("user %s has more than %d channels", user, pgstore.MaxChannelsPerRead)
-		}
-		hydrate("cursors", func(c context.Context) error { return g.redis.Hydrate(c, user, states) })
 	}
+	// What Postgres answers below must hold what Redis lost.
+	keys := []string{g.redis.UserKey(user)}
+	for _, ch := range view.MissingHeads {
+		keys = append(keys, g.redis.HeadKey(ch))
+	}
+	if !view.MembershipsComplete || len(view.MissingHeads) > 0 {
+		if _, err := g.restore.settle(ctx, keys...); err != nil {
+			return err
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
 	if !view.MembershipsComplete {
 		regs, err := g.pg.Memberships(pctx, user, nil)
 		if err != nil {
@@ -299,6 +304,9 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 // hydrateDeletions copies the listed channels' deletions from Postgres
 // into Redis and marks them known. A Redis failure is only logged.
 func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
+	if err := g.settled(ctx, nil, channels); err != nil {
+		return err
+	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	ds, err := g.pg.Deletions(pctx, channels)
 	cancel()
@@ -317,7 +325,14 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 
 // durableUnread computes the counts from Postgres alone.
 func (g *Gate) durableUnread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
-	views, err := g.durableViews(ctx, user, channels)
+	// Redis is away (or lacks the user): Postgres answers once it holds
+	// what was in flight. The user's keys stand for the channels' (one
+	// marker, or one fence of the reader's own with Redis away).
+	err := g.settled(ctx, []string{user}, nil)
+	var views []redisstore.ChannelView
+	if err == nil {
+		views, err = g.durableViews(ctx, user, channels)
+	}
 	if err != nil {
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
@@ -464,9 +479,19 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	if err := g.durable.Refuse([]*kgo.Record{prov}); err != nil {
 		return nil, g.unavailable(1, err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	res, err := g.redis.MarkUnread(rctx, m.key, m.seq, m.epoch, m.deviceID, now)
-	cancel()
+	unread := func() (redisstore.MergeResult, error) {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		defer cancel()
+		return g.redis.MarkUnread(rctx, m.key, m.seq, m.epoch, m.deviceID, now)
+	}
+	res, err := unread()
+	if errors.Is(err, redisstore.ErrNotLoaded) {
+		// Redis lost the user's cursors (or never restored them): the
+		// epoch to move past is the restored one.
+		if err = g.restore.cursors(ctx, []string{m.key.User}); err == nil {
+			res, err = unread()
+		}
+	}
 	if errors.Is(err, receipt.ErrEpochLimit) {
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
 	}

@@ -122,6 +122,8 @@ type Config struct {
 
 	// Coalesce bounds the group commit of concurrent calls' marks.
 	Coalesce CoalesceConfig
+	// Restore configures the restores after Redis lost data.
+	Restore RestoreConfig
 	// Watch serves WatchChannels (and the server's server-sent events
 	// route); nil answers Unimplemented. The hub is its own lifecycle
 	// component.
@@ -150,6 +152,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MentionCap, "mention-cap", c.MentionCap, "mention counts above it show as cap+ (must match the persister's and dlt-reconciler's)")
 	fs.BoolVar(&c.AllowNonMemberMarks, "allow-non-member-marks", c.AllowNonMemberMarks, "accept marks by non-members of channels that have registered members (default: PermissionDenied)")
 	c.Coalesce.RegisterFlags(fs)
+	c.Restore.RegisterFlags(fs)
 }
 
 // withDefaults returns a copy with every zero field set to its default.
@@ -163,6 +166,7 @@ func (c Config) withDefaults() Config {
 	c.MaxUnreadChannels = cmp.Or(c.MaxUnreadChannels, MaxUnreadChannelsDefault)
 	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
 	c.Coalesce = c.Coalesce.withDefaults()
+	c.Restore = c.Restore.withDefaults()
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -149,9 +150,9 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 		_, err := tb.store.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
 		require.NoError(t, err)
 	}
-	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil))
+	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs, mentions, channel.MentionCapDefault))
-	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault))
+	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault, redisstore.Incarnation{}))
 	require.NoError(t, tb.store.HydrateNotifications(ctx, "pu", nil))
 	_, err = tb.store.MergeSettings(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)

@@ -131,6 +131,10 @@ func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redi
 // fillHeads reads heads Redis lacks from Postgres and copies them (and
 // the channels known to have none) into Redis.
 func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.ChannelFacts, missing []string) {
+	if err := g.settled(ctx, nil, missing); err != nil {
+		g.log.Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
+		return
+	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	heads, err := g.pg.Heads(pctx, missing)
 	cancel()
@@ -202,6 +206,9 @@ func (g *Gate) fillMembers(ctx context.Context, f *facts, ch string) {
 // errTooManyMembers past MaxHydrateMembers. hydrated says Redis now holds
 // the channel's whole membership hash.
 func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Membership, hydrated bool, err error) {
+	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+		return nil, false, fmt.Errorf("reading the members of %s: %w", ch, err)
+	}
 	var all []channel.Membership
 	after := ""
 	for {

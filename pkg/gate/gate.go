@@ -32,6 +32,8 @@ type Gate struct {
 	m       *metrics
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
+	// restore puts back what Redis lost before a write or read uses it.
+	restore *restorer
 
 	// redisWarn lets the "Redis degraded" log line through once a second:
 	// during an outage every call would log it.
@@ -72,6 +74,7 @@ func New(cfg Config) (*Gate, error) {
 	}
 	g.redisWarn.Interval, g.durableWarn.Interval, g.resolveWarn.Interval = warnInterval, warnInterval, warnInterval
 	g.writes = newWriteCoalescer(g)
+	g.restore = newRestorer(g, cfg.Restore, cfg.Registerer)
 	g.live = newLive(cfg, g.watchTicks)
 	return g, nil
 }

@@ -26,6 +26,9 @@ func countsGroupMentions(l notification.Level) bool {
 // hydrateGroupMentions copies the group mentions of channels from
 // Postgres into Redis (a channel without any is recorded as such).
 func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydrate func(string, func(context.Context) error)) error {
+	if err := g.settled(ctx, nil, channels); err != nil {
+		return err
+	}
 	rows, err := g.pg.GroupMentions(ctx, channels, g.cfg.MentionCap)
 	if err != nil {
 		return fmt.Errorf("reading the group mentions of %d channels: %w", len(channels), err)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -25,6 +26,7 @@ import (
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/server"
 	"github.com/readstate/receipts/pkg/gatetest"
+	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -65,6 +67,10 @@ type setupOpts struct {
 	config func(*testConfig)
 	// redis replaces the test Redis client (e.g. one on a closed port).
 	redis redis.UniversalClient
+	// restoreTimeout, when set, gives the gate the persister group's
+	// barrier, as kafkagate does, with this bound: restores after a
+	// Redis loss wait for the persister (restore.go).
+	restoreTimeout time.Duration
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -101,6 +107,13 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 			Logger:           log,
 			Registerer:       tb.reg,
 		},
+	}
+	if o.restoreTimeout > 0 {
+		cl := tb.broker.Client(t)
+		cfg.Restore = gate.RestoreConfig{
+			Barrier: grouplag.NewBarrier(grouplag.BarrierConfig{Admin: kadm.NewClient(cl), Group: tb.broker.Group, Topic: tb.broker.Topic, Poll: 5 * time.Millisecond}),
+			Timeout: o.restoreTimeout, Cooldown: 10 * time.Millisecond,
+		}
 	}
 	if o.config != nil {
 		o.config(&cfg)

@@ -203,9 +203,13 @@ func (g *Gate) headOf(ctx context.Context, f *facts, ch string) (int64, error) {
 	if f.known {
 		return f.head(ch), nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	heads, err := g.pg.Heads(pctx, []string{ch})
-	cancel()
+	err := g.settled(ctx, nil, []string{ch})
+	var heads []channel.Head
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		heads, err = g.pg.Heads(pctx, []string{ch})
+		cancel()
+	}
 	if err != nil {
 		if cerr := contextError(ctx, err); cerr != nil {
 			return 0, cerr
@@ -305,6 +309,9 @@ func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]
 }
 
 func (g *Gate) durableMemberPage(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
+	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+		return nil, 0, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
 	regs, err := g.pg.ChannelMembers(pctx, ch, after, size+1, true)

@@ -27,6 +27,8 @@ const (
 	redisOpGet     = "get"
 	redisOpHydrate = "hydrate"
 	redisOpErase   = "erase"
+	// redisOpRestore: a restore from Postgres after Redis lost data failed.
+	redisOpRestore = "restore"
 )
 
 type metrics struct {
@@ -73,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// alert's rate() sees 0, not an absent series.
 	m.staleMarks.WithLabelValues(staleDuplicate)
 	m.staleMarks.WithLabelValues(staleBehind)
-	for _, op := range []string{redisOpMerge, redisOpGet, redisOpHydrate} {
+	for _, op := range []string{redisOpMerge, redisOpGet, redisOpHydrate, redisOpRestore} {
 		m.redisDegraded.WithLabelValues(op)
 	}
 	for _, reason := range []string{"incomplete", "redis_error", "too_many_channels"} {

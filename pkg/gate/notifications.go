@@ -121,9 +121,7 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	}
 	cancel()
 	if rerr != nil {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		durable, err := g.pg.Settings(pctx, []string{user})
-		cancel()
+		durable, err := g.durableSettings(ctx, []string{user})
 		if err != nil {
 			return out, g.durableErr(ctx, err)
 		}
@@ -138,6 +136,9 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	if rerr != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 		g.warnRedis(redisOpGet, rerr)
+	}
+	if err := g.settled(ctx, []string{user}, nil); err != nil {
+		return out, g.durableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	durable, err := g.pg.Notifications(pctx, user, nil)

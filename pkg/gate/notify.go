@@ -249,7 +249,9 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	wg.Go(func() { raised = g.raiseHeads(rctx, heads) })
 	if len(senders) > 0 {
-		wg.Go(func() { merged = g.mergeRedis(rctx, senders) })
+		// Under the caller's ctx: mergeMarksRedis bounds its Redis calls,
+		// and a restore of a sender Redis lost needs longer.
+		wg.Go(func() { merged = g.mergeRedis(ctx, senders) })
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {

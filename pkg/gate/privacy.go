@@ -54,9 +54,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	cancel()
 	if err != nil {
 		// The stored version is unknown: Postgres alone orders it.
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		sts, perr := g.pg.Settings(pctx, []string{user})
-		cancel()
+		sts, perr := g.durableSettings(ctx, []string{user})
 		if perr != nil {
 			return nil, g.durableErr(ctx, perr)
 		}
@@ -160,9 +158,7 @@ func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.
 	sts, err := g.settingsOf(rctx, []string{user})
 	cancel()
 	if err != nil {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		durable, perr := g.pg.Settings(pctx, []string{user})
-		cancel()
+		durable, perr := g.durableSettings(ctx, []string{user})
 		if perr != nil {
 			return nil, g.durableErr(ctx, perr)
 		}

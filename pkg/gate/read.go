@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -20,23 +20,44 @@ import (
 // read answers a user's state for the listed channels (all when empty),
 // in channel order.
 //
-// Redis answers alone only when the user's hash is complete (hydrated since
-// it was last lost). Otherwise Postgres is read and the answer is the
-// field-wise max of both: Redis may hold acknowledged marks the persister has
-// not written yet, Postgres what Redis lost. With Redis up, the user's whole
-// durable state is then max-merged into the hash, which marks it complete; a
-// newer value written meanwhile wins the merge, so the hydrate cannot undo it.
+// Redis answers alone only when the user's hash is loaded (restored since
+// it was last lost). Otherwise the hash is restored from Postgres first
+// (restore.go: once the persister has written what was in flight when
+// Redis lost it) and Redis answers. Without Redis the answer is the
+// field-wise max of Postgres and what Redis answered, once Postgres holds
+// what was in flight when the read began.
 func (g *Gate) read(ctx context.Context, user string, channels []string, page redisstore.Page) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
 	// Repeated channel ids are answered once.
 	channels = batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept })
 
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	cached, complete, rerr := g.redis.Get(rctx, user, channels)
-	cancel()
+	get := func() ([]receipt.State, bool, error) {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		defer cancel()
+		return g.redis.Get(rctx, user, channels)
+	}
+	cached, complete, rerr := get()
 	if rerr == nil && complete {
 		return readResponse(user, cached, page), nil
 	}
 	reason := "incomplete"
+	if rerr == nil {
+		err := g.restore.cursors(ctx, []string{user})
+		if err == nil {
+			if cached, complete, rerr = get(); rerr == nil && complete {
+				g.m.readFallbacks.WithLabelValues(reason).Inc()
+				return readResponse(user, cached, page), nil
+			}
+		}
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, cerr
+		}
+		if err != nil && !errors.Is(err, redisstore.ErrUnavailable) {
+			// Postgres may be behind what Redis lost: no answer rather
+			// than one that goes back.
+			g.log.Warn("restoring read state Redis lost", zap.Error(err))
+			return nil, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
+		}
+	}
 	if rerr != nil {
 		reason = "redis_error"
 		cached = nil
@@ -45,39 +66,29 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 	}
 	g.m.readFallbacks.WithLabelValues(reason).Inc()
 
-	// Hydrating marks the hash complete, so it needs all of the user's
-	// rows; without Redis only the asked channels are worth reading.
-	pgChannels := channels
-	if rerr == nil {
-		pgChannels = nil
-	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	durable, perr := g.pg.Get(pctx, user, pgChannels)
-	cancel()
-	if perr != nil {
-		if cerr := contextError(ctx, perr); cerr != nil {
+	durable, err := g.durableStates(ctx, user, channels)
+	if err != nil {
+		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
 		// Redis alone may be missing or behind on channels: answering with
 		// it would show wrong badges without saying so.
-		g.log.Warn("reading durable state", zap.String("reason", reason), zap.Error(perr))
-		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), perr))
-	}
-
-	if rerr == nil {
-		if len(durable) >= pgstore.MaxChannelsPerRead {
-			// The read was truncated: the hash cannot be called complete.
-			g.log.Warn("not hydrating a user with too many channels", zap.Int("num_channels", len(durable)))
-		} else {
-			hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-			if err := g.redis.Hydrate(hctx, user, durable); err != nil {
-				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-				g.warnRedis(redisOpHydrate, err)
-			}
-			cancel()
-		}
+		g.log.Warn("reading durable state", zap.String("reason", reason), zap.Error(err))
+		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), err))
 	}
 	return readResponse(user, mergeStates(durable, cached, channels), page), nil
+}
+
+// durableStates reads a user's states from Postgres (the listed channels,
+// else the first pgstore.MaxChannelsPerRead) once it holds what may be
+// in flight.
+func (g *Gate) durableStates(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
+	if _, err := g.restore.settle(ctx, g.redis.UserKey(user)); err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	return g.pg.Get(pctx, user, channels)
 }
 
 // mergeStates max-merges the two views per channel and keeps only the

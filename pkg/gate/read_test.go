@@ -55,9 +55,10 @@ func TestHydrateDoesNotUndoNewerRedisValue(t *testing.T) {
 		{Key: receipt.Key{User: "frank", Channel: "c2"}, Read: receipt.Cursor{Position: pos(4)}, Delivered: receipt.Cursor{Position: pos(4)}, UpdatedAtUnixMs: 1000},
 	})
 	require.NoError(t, err)
-	// ... and a newer mark is already in Redis, hash not complete.
-	var mr receiptsv1.MarkResponse
-	tb.doProto(t, http.MethodPost, "/v1/users/frank/channels/c1/read", `{"seq": 9, "message_id": "m9"}`, &mr)
+	// ... and a newer value is already in Redis (a repair's, which needs
+	// no restore), hash not complete.
+	_, err = tb.store.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "frank", Channel: "c1"}, Read: receipt.Cursor{Position: pos(9), MessageID: "m9"}, UpdatedAtUnixMs: 2000}})
+	require.NoError(t, err)
 	_, complete, err := tb.store.Get(ctx, "frank", nil)
 	require.NoError(t, err)
 	require.False(t, complete)

@@ -61,6 +61,9 @@ func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 		g.warnRedis(redisOpGet, err)
 	}
+	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+		return 0, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
 	return g.pg.MemberCount(pctx, ch)
@@ -148,6 +151,9 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 	} else {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 		g.warnRedis(redisOpGet, rerr)
+	}
+	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	durable, err := g.pg.Heads(pctx, []string{ch})
@@ -250,6 +256,12 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 	ttl := g.cfg.ReadBy.viewRefresh()
 	if !small {
 		ttl *= 60
+	}
+	// The members' cursors are in many users' keys: settled as the
+	// channel's (in a cluster, a user's slot may have lost data apart;
+	// the user's restore, when the user next writes or reads, covers it).
+	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+		return nil, fmt.Errorf("rebuilding the view of %s: %w", ch, err)
 	}
 	var kept []redisstore.ViewMove
 	after := ""

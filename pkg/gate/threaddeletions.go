@@ -63,6 +63,9 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 // hydrateThreadDeletions counts the threads whose deletions Redis does
 // not know from Postgres' sets, and copies those sets into Redis.
 func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, refs []thread.Ref, idx []int) error {
+	if err := g.settled(ctx, nil, refChannels(refs)); err != nil {
+		return g.durableErr(ctx, err)
+	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	ds, err := g.pg.DeletionSets(pctx, refs)
 	cancel()
@@ -92,6 +95,13 @@ func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs 
 	pqs := make([]pgstore.DeletionQuery, len(qs))
 	for j, q := range qs {
 		pqs[j] = pgstore.DeletionQuery{Channel: q.Ref.Channel, Root: q.Ref.Root, Read: q.Read, Head: q.Head, Mentions: q.Mentions}
+	}
+	refs := make([]thread.Ref, len(qs))
+	for j, q := range qs {
+		refs[j] = q.Ref
+	}
+	if err := g.settled(ctx, nil, refChannels(refs)); err != nil {
+		return g.durableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	dc, err := g.pg.DeletionCounts(pctx, pqs)
@@ -126,4 +136,17 @@ func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.
 		g.log.Warn("counting a thread's deleted replies", zap.Error(err))
 	}
 	return ts[0].counts
+}
+
+// refChannels lists the channels of refs, once each.
+func refChannels(refs []thread.Ref) []string {
+	seen := make(map[string]bool, len(refs))
+	var out []string
+	for _, r := range refs {
+		if !seen[r.Channel] {
+			seen[r.Channel] = true
+			out = append(out, r.Channel)
+		}
+	}
+	return out
 }

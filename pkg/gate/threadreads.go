@@ -40,18 +40,27 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
 		g.warnRedis(redisOpGet, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	rows, perr := g.pg.UserThreadStates(pctx, user, "", redisstore.MaxUserThreads)
-	cancel()
-	if perr != nil {
-		return nil, g.durableErr(ctx, perr)
+	// Postgres answers once it holds what Redis may have lost (restore.go).
+	incs, serr := g.restore.settle(ctx, g.redis.UserThreadsKey(user))
+	if serr != nil {
+		return nil, g.durableErr(ctx, serr)
 	}
+	var rows []thread.State
 	if err == nil {
-		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-		if herr := g.redis.HydrateUserThreads(hctx, user, rows, g.cfg.MentionCap); herr != nil {
+		var herr error
+		if rows, herr = g.hydrateThreads(ctx, user, incs[0]); herr != nil && rows == nil {
+			return nil, g.durableErr(ctx, herr)
+		} else if herr != nil {
 			g.warnRedis(redisOpHydrate, herr)
 		}
+	} else {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		var perr error
+		rows, perr = g.pg.UserThreadStates(pctx, user, "", redisstore.MaxUserThreads)
 		cancel()
+		if perr != nil {
+			return nil, g.durableErr(ctx, perr)
+		}
 	}
 	// What Redis holds (newer writes) merged over the rows.
 	byKey := map[thread.Key]thread.State{}
@@ -177,6 +186,9 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 // registers of chans merged in unless Redis' hash was complete.
 func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
 	if !complete && len(chans) > 0 {
+		if err := g.settled(ctx, []string{user}, nil); err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		rows, perr := g.pg.Memberships(pctx, user, chans)
 		cancel()
@@ -382,6 +394,9 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 		}
 	}
 	if len(missing) > 0 {
+		if err := g.settled(ctx, missing, nil); err != nil {
+			return nil, g.durableErr(ctx, err)
+		}
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		rows, err := g.pg.ThreadMemberStates(pctx, ref, missing)
 		cancel()

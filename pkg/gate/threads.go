@@ -101,9 +101,13 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	if len(missing) == 0 {
 		return got, nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	heads, perr := g.pg.ThreadHeads(pctx, missing)
-	cancel()
+	perr := g.settled(ctx, nil, refChannels(missing))
+	var heads []thread.Head
+	if perr == nil {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		heads, perr = g.pg.ThreadHeads(pctx, missing)
+		cancel()
+	}
 	if perr != nil {
 		if cerr := contextError(ctx, perr); cerr != nil {
 			return nil, cerr
@@ -127,6 +131,40 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 		cancel()
 	}
 	return got, nil
+}
+
+// restoreThreadsAndRetry restores the users whose thread writes found
+// their hash not loaded (Redis lost it, or never restored it) and writes
+// those keys again with update, once, setting their results in res.
+func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, res []redisstore.ThreadStateResult,
+	update func(context.Context, []int) ([]redisstore.ThreadStateResult, error)) error {
+	var idx []int
+	seen := map[string]bool{}
+	for i, r := range res {
+		if !errors.Is(r.Err, redisstore.ErrNotLoaded) {
+			continue
+		}
+		idx = append(idx, i)
+		if u := keys[i].User; !seen[u] {
+			seen[u] = true
+			if err := g.restore.threads(ctx, u); err != nil {
+				return err
+			}
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	again, err := update(rctx, idx)
+	if err != nil {
+		return err
+	}
+	for j, i := range idx {
+		res[i] = again[j]
+	}
+	return nil
 }
 
 // writeThreads merges each key's incoming register (built from the stored
@@ -156,14 +194,28 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	}
 	var res []redisstore.ThreadStateResult
 	if len(keys) > 0 {
+		update := func(rctx context.Context, idx []int) ([]redisstore.ThreadStateResult, error) {
+			sub := make([]thread.Key, len(idx))
+			for j, i := range idx {
+				sub[j] = keys[i]
+			}
+			return g.redis.UpdateThreadStates(rctx, sub, g.cfg.MentionCap, func(j int, was thread.State, _ bool) (thread.State, error) {
+				i := idx[j]
+				in, err := incoming(i, was)
+				// The last call is the one whose CAS held.
+				sent[i], stored[i] = in, was
+				return in, err
+			})
+		}
+		all := make([]int, len(keys))
+		for i := range all {
+			all[i] = i
+		}
 		var err error
-		res, err = g.redis.UpdateThreadStates(rctx, keys, g.cfg.MentionCap, func(i int, was thread.State, _ bool) (thread.State, error) {
-			in, err := incoming(i, was)
-			// The last call is the one whose CAS held.
-			sent[i], stored[i] = in, was
-			return in, err
-		})
-		if err != nil {
+		if res, err = update(rctx, all); err != nil {
+			return nil, nil, 0, g.threadUnavailable(ctx, err)
+		}
+		if err := g.restoreThreadsAndRetry(ctx, keys, res, update); err != nil {
 			return nil, nil, 0, g.threadUnavailable(ctx, err)
 		}
 	}

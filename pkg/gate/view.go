@@ -190,6 +190,9 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 
 // durableSettings reads users' settings from Postgres under PostgresTimeout.
 func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.Settings, error) {
+	if err := g.settled(ctx, users, nil); err != nil {
+		return nil, err
+	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
 	return g.pg.Settings(pctx, users)

@@ -322,8 +322,11 @@ func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisst
 // state; failures are per result.
 func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	defer cancel()
 	merged, err := g.redis.MergeMarksFrom(rctx, vals, states)
+	cancel()
+	if len(merged) == len(states) {
+		g.restoreAndRemerge(ctx, states, merged)
+	}
 	if len(merged) != len(states) {
 		// Merge gave up before running the pipeline (e.g. reloading scripts).
 		if err == nil {
@@ -350,6 +353,45 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 	return merged
 }
 
+// restoreAndRemerge restores the users whose marks found their hash not
+// loaded (redisstore.ErrNotLoaded: Redis lost it, or it was never
+// restored) and merges those marks again, once; what still fails keeps
+// its error.
+func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) {
+	var idx []int
+	var users []string
+	seen := map[string]bool{}
+	for i, r := range merged {
+		if errors.Is(r.Err, redisstore.ErrNotLoaded) {
+			idx = append(idx, i)
+			if u := states[i].Key.User; !seen[u] {
+				seen[u] = true
+				users = append(users, u)
+			}
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	if err := g.restore.cursors(ctx, users); err != nil {
+		g.warnRedis(redisOpRestore, err)
+		return
+	}
+	again := make([]receipt.State, len(idx))
+	for j, i := range idx {
+		again[j] = states[i]
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	res, _ := g.redis.MergeMarksFrom(rctx, nil, again)
+	if len(res) != len(again) {
+		return
+	}
+	for j, i := range idx {
+		merged[i] = res[j]
+	}
+}
+
 // checkJobs applies the channel rules (checkMarks) to the calls of a
 // flush with one lookup for all of them; a call that fails is answered
 // with its error and left out of the returned jobs. The lookup also read
@@ -364,23 +406,62 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 		ctxs[i] = j.ctx
 	}
 	ctx, cancel := batchContext(ctxs)
+	defer cancel()
 	f, vals := g.lookupForWrite(ctx, keys)
-	cancel()
 	if !f.known {
 		return jobs, vals
 	}
+	refuse := func(j *writeJob, err error) {
+		j.err = err
+		close(j.done)
+	}
 	kept = jobs[:0]
 	for _, j := range jobs {
-		err := g.checkEach(f, j.marks)
-		if err == nil {
-			err = checkEpochs(vals, j.marks, j.states)
-		}
-		if err != nil {
-			j.err = err
-			close(j.done)
+		if err := g.checkEach(f, j.marks); err != nil {
+			refuse(j, err)
 			continue
 		}
 		kept = append(kept, j)
 	}
-	return kept, vals
+	if users := unloadedOf(vals, kept); len(users) > 0 {
+		// Redis lost these users' cursors, or never restored them: put
+		// them back first, so that the epoch checks and the merge act on
+		// what the durable path holds. A restore that fails leaves the
+		// merge to answer ErrNotLoaded (the marks degrade, still made
+		// durable).
+		if err := g.restore.cursors(ctx, users); err != nil {
+			g.warnRedis(redisOpRestore, err)
+		}
+		vals.Forget(users)
+	}
+	checked := kept[:0]
+	for _, j := range kept {
+		if err := checkEpochs(vals, j.marks, j.states); err != nil {
+			refuse(j, err)
+			continue
+		}
+		checked = append(checked, j)
+	}
+	return checked, vals
+}
+
+// unloadedOf lists the users of jobs whose hash vals found not loaded.
+func unloadedOf(vals *redisstore.MarkValues, jobs []*writeJob) []string {
+	unloaded := vals.Unloaded()
+	if len(unloaded) == 0 {
+		return nil
+	}
+	in := map[string]bool{}
+	for _, j := range jobs {
+		for _, m := range j.marks {
+			in[m.key.User] = true
+		}
+	}
+	out := unloaded[:0]
+	for _, u := range unloaded {
+		if in[u] {
+			out = append(out, u)
+		}
+	}
+	return out
 }

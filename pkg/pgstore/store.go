@@ -410,6 +410,19 @@ func (s *Store) Get(ctx context.Context, user string, channels []string) ([]rece
 	return out, nil
 }
 
+// UserStatesAfter returns up to limit of a user's states with a channel
+// after the given one ("" starts at the first), in channel order: a whole
+// user read in bounded pages, however many channels it has.
+func (s *Store) UserStatesAfter(ctx context.Context, user, after string, limit int) ([]receipt.State, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts
+		WHERE user_id = $1 AND channel_id > $2 ORDER BY channel_id LIMIT $3`, user, after, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (receipt.State, error) { return scanState(r) })
+	return out, classify(err)
+}
+
 // GetKeys returns the stored states of keys (any users, in no order; a
 // key without a row is left out) in one statement: the drift sweep's
 // lookup of a whole page of Redis keys, instead of a query per user.

@@ -322,6 +322,16 @@ func (p *Producer) Spooling() bool {
 	return p.spooler != nil && p.spooler.open.Load()
 }
 
+// Unsent reports whether records acknowledged as spooled are still
+// waiting to reach Kafka: a reader of the topic cannot see them yet.
+func (p *Producer) Unsent() bool {
+	return p.spooler != nil && p.spooler.sp.Stats().Records > 0
+}
+
+// Admin is an admin client on the producer's connection (its lifetime is
+// the producer's).
+func (p *Producer) Admin() *kadm.Client { return kadm.NewClient(p.cl) }
+
 // Refuse fails fast, with ErrFull, a call that is bound for the spool
 // (circuit open) and cannot fit in it, so the caller can answer before
 // doing any other work. Write still decides; nil without a spool.

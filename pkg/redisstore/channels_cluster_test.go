@@ -26,6 +26,7 @@ func TestClusterChannelState(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	s := openStore(t, cfg)
 	const user, capN = "alice", 5
+	redisstore.Restored(t, s, user)
 	var channels []string
 	var heads []channel.Head
 	var regs []channel.Membership
@@ -63,6 +64,9 @@ func TestClusterChannelState(t *testing.T) {
 	// Marks of many users (slots on every master) in one call: each
 	// compare-and-set script gets the keys of one slot.
 	var many []receipt.State
+	for i := range 40 {
+		redisstore.Restored(t, s, "m"+strconv.Itoa(i))
+	}
 	for i := range 40 {
 		many = append(many, receipt.State{Key: receipt.Key{User: "m" + strconv.Itoa(i), Channel: "ch0"}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 3}}})
 	}

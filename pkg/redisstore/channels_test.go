@@ -37,6 +37,7 @@ func TestMarksAndMarkUnread(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestStore(t)
 	k := receipt.Key{User: "mu", Channel: "c"}
+	Restored(t, s, "mu")
 	read := func(epoch, seq int64) receipt.State {
 		c := cur(epoch, seq, "m"+strconv.FormatInt(seq, 10))
 		return receipt.State{Key: k, Read: c, Delivered: receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: c.MessageID}, DeviceID: "d", UpdatedAtUnixMs: 7}
@@ -278,7 +279,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.Len(t, view.Channels, nch-nch/10, "left channels do not count")
 
 	// Hydrated: complete, and a channel known to have no head has seq 0.
-	require.NoError(t, s.Hydrate(ctx, user, nil))
+	require.NoError(t, s.Hydrate(ctx, user, nil, Incarnation{}))
 	require.NoError(t, s.HydrateMemberships(ctx, user, nil, nil, capN))
 	require.NoError(t, s.HydrateHeads(ctx, nil, []string{"ch999"}))
 	view, err = s.Unread(ctx, user, []string{"ch999", "nowhere"}, capN)

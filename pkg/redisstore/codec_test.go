@@ -403,7 +403,7 @@ func TestV1ValuesStillMerge(t *testing.T) {
 		{Key: k("e"), Read: cur(0, 19, "m19"), Delivered: cur(0, 22, "m22"), DeviceID: "pg", UpdatedAtUnixMs: 10},
 		{Key: k("a"), Read: cur(0, 1, "m1"), DeviceID: "pg"},
 		{Key: k("f"), Read: cur(0, 1, "m1"), DeviceID: "pg", UpdatedAtUnixMs: 1},
-	}))
+	}, Incarnation{}))
 	all, complete, err := s.Get(ctx, "old", nil)
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -429,7 +429,7 @@ func TestHydrateChunks(t *testing.T) {
 	for i := range states {
 		states[i] = receipt.State{Key: receipt.Key{User: "h", Channel: "c" + strconv.Itoa(i)}, Read: cur(0, int64(i+1), "m"+strconv.Itoa(i+1)), DeviceID: "pg", UpdatedAtUnixMs: 1}
 	}
-	require.NoError(t, s.Hydrate(ctx, "h", states))
+	require.NoError(t, s.Hydrate(ctx, "h", states, Incarnation{}))
 	all, complete, err := s.Get(ctx, "h", nil)
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -443,7 +443,7 @@ func TestHydrateChunks(t *testing.T) {
 	require.Error(t, s.Hydrate(ctx, "h2", []receipt.State{
 		{Key: receipt.Key{User: "h2", Channel: "a"}, Read: cur(0, 1, "ok")},
 		{Key: receipt.Key{User: "h2", Channel: "b"}, Read: cur(0, 1, "not ok")},
-	}))
+	}, Incarnation{}))
 	n, err := s.rdb.Exists(ctx, s.UserKey("h2")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)

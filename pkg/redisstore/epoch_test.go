@@ -25,6 +25,7 @@ func TestUndecodableFieldSkippedAndCounted(t *testing.T) {
 	bad := prometheus.NewCounter(prometheus.CounterOpts{Name: "undecodable"})
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb), Undecodable: bad})
 	require.NoError(t, s.Load(ctx))
+	redisstore.Restored(t, s, "u")
 	_, err := s.Merge(ctx, []receipt.State{mark("u", "good", 0, 7, "m7", true)})
 	require.NoError(t, err)
 	require.NoError(t, rdb.HSet(ctx, s.UserKey("u"), "bad", "zzzzzzzzzzzz.5 m5 d 0").Err())
@@ -66,6 +67,7 @@ func TestMarkUnreadEpochBounded(t *testing.T) {
 	rdb := redistest.Client(t)
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, s.Load(ctx))
+	redisstore.Restored(t, s, "u")
 	k := receipt.Key{User: "u", Channel: "c"}
 
 	_, err := s.Merge(ctx, []receipt.State{mark("u", "c", receipt.MaxEpoch-1, 9, "m9", true)})
@@ -95,6 +97,7 @@ func TestMergeMarksEpochAheadRefused(t *testing.T) {
 	rdb := redistest.Client(t)
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, s.Load(ctx))
+	redisstore.Restored(t, s, "u")
 	_, err := s.Merge(ctx, []receipt.State{mark("u", "c", 0, 900, "m900", true)})
 	require.NoError(t, err)
 

@@ -35,6 +35,8 @@ func TestMergeMarksFromTheChecksReadMatchesMergeMarks(t *testing.T) {
 	shared := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
 	alone := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, shared.Load(ctx))
+	Restored(t, shared, "u0", "u1", "u2", "u3")
+	Restored(t, alone, "u0", "u1", "u2", "u3")
 	for _, s := range []*Store{shared, alone} {
 		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "c0", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1}})
 		require.NoError(t, err)
@@ -77,6 +79,7 @@ func TestMergeMarksFromAStaleReadLosesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
+	Restored(t, s, "race")
 	k := receipt.Key{User: "race", Channel: "c"}
 	read := func(seq int64) receipt.State {
 		return receipt.State{Key: k, Read: cur(receipt.EpochCurrent, seq, "m"+strconv.FormatInt(seq, 10)), DeviceID: "d", UpdatedAtUnixMs: 10}
@@ -112,6 +115,7 @@ func TestFactsAndValuesReloadScriptsAfterScriptFlush(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestStore(t)
 	keys := []receipt.Key{{User: "u1", Channel: "no-head"}, {User: "u2", Channel: "no-head"}}
+	Restored(t, s, "u1", "u2")
 	_, err := s.MergeMarks(ctx, []receipt.State{{Key: keys[0], Delivered: cur(0, 7, "m7"), DeviceID: "d", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	require.NoError(t, s.rdb.ScriptFlush(ctx).Err())

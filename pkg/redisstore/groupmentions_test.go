@@ -26,7 +26,7 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 			require.NoError(t, err)
 			for _, ch := range []string{"c", "d"} {
 				st := receipt.State{Key: receipt.Key{User: "u", Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}
-				require.NoError(t, s.Hydrate(ctx, "u", []receipt.State{st}))
+				require.NoError(t, s.Hydrate(ctx, "u", []receipt.State{st}, Incarnation{}))
 				_, err = s.Merge(ctx, []receipt.State{st})
 				require.NoError(t, err)
 			}

@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -27,9 +26,10 @@ import (
 // for many keys in one call (of one cluster slot). KEYS = pairs of a user
 // hash and that user's tombstone; ARGV = field, expected value ("" for
 // none), new value, per pair. Returns per pair: 1 and the generation when
-// written, else 0, the generation and the current value ("" none). The
-// generation is "-1" when Redis holds no tombstone hash for the user
-// (GenerationUnknown). The
+// written, 2 when the user's hash is not loaded (Redis lost it, or never
+// restored it: nothing is written), else 0, the generation and the
+// current value ("" none). The generation is "-1" when Redis holds no
+// tombstone hash for the user (GenerationUnknown). The
 // generation is read in the same script as the write, so the event stamped
 // with it is ordered against an erasure exactly as its Redis write is.
 var casScript = redis.NewScript(`
@@ -44,7 +44,11 @@ for i = 1, #KEYS, 2 do
     gens[KEYS[i + 1]] = g
   end
   local c = redis.call('HGET', KEYS[i], f) or ""
-  if c == want then
+  if redis.call('HEXISTS', KEYS[i], ':loaded') == 0 then
+    out[#out + 1] = 2
+    out[#out + 1] = g
+    out[#out + 1] = ""
+  elseif c == want then
     redis.call('HSET', KEYS[i], f, ARGV[a + 3])
     out[#out + 1] = 1
     out[#out + 1] = g
@@ -60,19 +64,27 @@ return out
 
 // readMarksScript reads fields with their users' generations. KEYS =
 // pairs of a user hash and that user's tombstone; ARGV = one field per
-// pair. Returns per pair the generation ("-1": GenerationUnknown) and the
-// value ("" none).
+// pair. Returns per pair the generation ("-1": GenerationUnknown), the
+// value ("" none) and "1" when the user's hash is loaded ("0": Redis lost
+// it or never restored it, and the value says nothing).
 var readMarksScript = redis.NewScript(`
 local out = {}
 local gens = {}
+local loaded = {}
 for i = 1, #KEYS, 2 do
   local g = gens[KEYS[i + 1]]
   if not g then
     g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
     gens[KEYS[i + 1]] = g
   end
+  local l = loaded[KEYS[i]]
+  if not l then
+    l = tostring(redis.call('HEXISTS', KEYS[i], ':loaded'))
+    loaded[KEYS[i]] = l
+  end
   out[#out + 1] = g
   out[#out + 1] = redis.call('HGET', KEYS[i], ARGV[(i + 1) / 2]) or ""
+  out[#out + 1] = l
 end
 return out
 `)
@@ -97,6 +109,8 @@ type markChain struct {
 	gen   int64
 	// scripted: merged by the merge script after the CAS attempts ran out.
 	scripted bool
+	// unloaded: the user's hash is not loaded (ErrNotLoaded).
+	unloaded bool
 }
 
 // MergeMarks merges the gateway's marks like Merge, with two differences:
@@ -122,6 +136,39 @@ type MarkValues struct {
 	read map[receipt.Key]storedMark
 }
 
+// Unloaded lists the users whose hash vals found not loaded: their
+// values say nothing until they are restored (Hydrate).
+func (v *MarkValues) Unloaded() []string {
+	if v == nil {
+		return nil
+	}
+	var users []string
+	seen := map[string]bool{}
+	for k, m := range v.read {
+		if m.unloaded && !seen[k.User] {
+			seen[k.User] = true
+			users = append(users, k.User)
+		}
+	}
+	return users
+}
+
+// Forget drops what vals read of users' keys (a merge reads them again).
+func (v *MarkValues) Forget(users []string) {
+	if v == nil || len(users) == 0 {
+		return
+	}
+	drop := make(map[string]bool, len(users))
+	for _, u := range users {
+		drop[u] = true
+	}
+	for k := range v.read {
+		if drop[k.User] {
+			delete(v.read, k)
+		}
+	}
+}
+
 // Stored is the state vals read for k, when it read k's value and could
 // decode it (an absent value is the zero state of k).
 func (v *MarkValues) Stored(k receipt.Key) (receipt.State, bool) {
@@ -129,7 +176,7 @@ func (v *MarkValues) Stored(k receipt.Key) (receipt.State, bool) {
 		return receipt.State{}, false
 	}
 	m, ok := v.read[k]
-	if !ok {
+	if !ok || m.unloaded {
 		return receipt.State{}, false
 	}
 	st, err := decodeValue(k, m.cur)
@@ -141,8 +188,9 @@ func (v *MarkValues) Stored(k receipt.Key) (receipt.State, bool) {
 }
 
 type storedMark struct {
-	cur string
-	gen int64
+	cur      string
+	gen      int64
+	unloaded bool
 }
 
 // MergeMarksFrom is MergeMarks merging from the values vals read (nil:
@@ -183,7 +231,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		unread = nil
 		for _, c := range chains {
 			if v, ok := vals.read[c.key]; ok {
-				c.cur, c.gen = v.cur, v.gen
+				c.cur, c.gen, c.unloaded = v.cur, v.gen, v.unloaded
 			} else {
 				unread = append(unread, c)
 			}
@@ -201,11 +249,21 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		}
 	}
 
+	// A chain whose user's hash is not loaded merges nothing: its stored
+	// value says nothing of what Redis lost.
+	pending := make([]*markChain, 0, len(chains))
+	for _, c := range chains {
+		if c.unloaded {
+			notLoaded(c, out)
+			continue
+		}
+		pending = append(pending, c)
+	}
+
 	// Merge and write the chains that change their key, until every CAS
 	// held or the attempts ran out. A chain that changes nothing is
 	// answered by apply (a flush of stale marks runs no script); pending is
 	// a slice of its own, as chains is walked again below.
-	pending := slices.Clone(chains)
 	for attempt := 0; attempt < casAttempts && len(pending) > 0; attempt++ {
 		var writes []*markChain
 		for _, c := range pending {
@@ -249,6 +307,11 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 				if c.gen, err = parseGeneration(g); err != nil {
 					return fail(writes, err)
 				}
+				if written == 2 {
+					c.unloaded = true
+					notLoaded(c, out)
+					continue
+				}
 				if written != 1 {
 					// Another writer moved the key: merge again from its value.
 					c.cur, _ = res[3*n+2].(string)
@@ -282,7 +345,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		}
 	}
 	for _, c := range chains {
-		if c.scripted {
+		if c.scripted || c.unloaded {
 			continue
 		}
 		for _, i := range c.marks {
@@ -292,6 +355,13 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		}
 	}
 	return out, nil
+}
+
+// notLoaded answers a chain's marks with ErrNotLoaded.
+func notLoaded(c *markChain, out []MergeResult) {
+	for _, i := range c.marks {
+		out[i] = MergeResult{State: receipt.State{Key: c.key}, Err: ErrNotLoaded}
+	}
 }
 
 // apply merges the chain's marks in order from c.cur, setting their
@@ -421,17 +491,17 @@ func (s *Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, group
 	return func() error {
 		for j, grp := range groups {
 			res, err := reads[j].StringSlice()
-			if err == nil && len(res) != 2*len(grp) {
+			if err == nil && len(res) != 3*len(grp) {
 				err = fmt.Errorf("%d answers for %d keys", len(res), len(grp))
 			}
 			if err != nil {
 				return err
 			}
 			for n, c := range grp {
-				if c.gen, err = parseGeneration(res[2*n]); err != nil {
+				if c.gen, err = parseGeneration(res[3*n]); err != nil {
 					return err
 				}
-				c.cur = res[2*n+1]
+				c.cur, c.unloaded = res[3*n+1], res[3*n+2] != "1"
 			}
 		}
 		return nil
@@ -475,7 +545,7 @@ func (s *Store) FactsAndValues(ctx context.Context, keys []receipt.Key) (map[str
 	if parseReads() == nil {
 		vals.read = make(map[receipt.Key]storedMark, len(chains))
 		for _, c := range chains {
-			vals.read[c.key] = storedMark{cur: c.cur, gen: c.gen}
+			vals.read[c.key] = storedMark{cur: c.cur, gen: c.gen, unloaded: c.unloaded}
 		}
 	}
 	return chs, kfs, vals, nil

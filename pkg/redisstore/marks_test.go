@@ -50,6 +50,8 @@ func TestMergeMarksMatchesTheScript(t *testing.T) {
 	cas := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
 	script := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, cas.Load(ctx))
+	Restored(t, cas, "u0", "u1", "u2", "u3")
+	Restored(t, script, "u0", "u1", "u2", "u3")
 	rng := rand.New(rand.NewPCG(7, 11))
 	const users, channels = 4, 3
 	for round := range 300 {
@@ -118,6 +120,7 @@ func TestMergeMarksUnderContention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
+	Restored(t, s, "u0", "u1")
 	const workers, calls, seedEpoch = 8, 40, 2
 	seeded := map[receipt.Key]receipt.State{}
 	for u := range 2 {
@@ -201,6 +204,7 @@ func TestMergeMarksRetriesAMovedKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
+	Restored(t, s, "race")
 	k := receipt.Key{User: "race", Channel: "c"}
 	read := func(seq int64) receipt.State {
 		c := cur(receipt.EpochCurrent, seq, "m"+strconv.FormatInt(seq, 10))
@@ -250,6 +254,7 @@ func TestMergeMarksOfNothingNewRunsNoScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
+	Restored(t, s, "u0", "u1", "u2", "u3", "u4", "u5", "u6")
 	scripted := 0
 	s.onScripted = func(n int) { scripted += n }
 	cas := 0

@@ -85,7 +85,7 @@ func exerciseStore(t *testing.T, s *redisstore.Store) {
 	require.NoError(t, err)
 	require.False(t, complete)
 	require.Len(t, got, 2)
-	require.NoError(t, s.Hydrate(ctx, "user42", []receipt.State{mark("user42", "c1", 0, 5, "m5", true), mark("user42", "c9", 0, 9, "m9", true)}))
+	require.NoError(t, s.Hydrate(ctx, "user42", []receipt.State{mark("user42", "c1", 0, 5, "m5", true), mark("user42", "c9", 0, 9, "m9", true)}, redisstore.Incarnation{}))
 	got, complete, err = s.Get(ctx, "user42", []string{"c1", "c9"})
 	require.NoError(t, err)
 	require.True(t, complete)

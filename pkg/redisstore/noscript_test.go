@@ -38,7 +38,7 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 
 	log.Reset()
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	require.NoError(t, s.Hydrate(ctx, "u2", durable), "hydrate after SCRIPT FLUSH")
+	require.NoError(t, s.Hydrate(ctx, "u2", durable, redisstore.Incarnation{}), "hydrate after SCRIPT FLUSH")
 	res, err := s.Merge(ctx, []receipt.State{
 		mark("u1", "c1", 0, 3, "m3", true), // stale: the stored 5 stays
 		mark("u1", "c2", 0, 2, "m2", true),
@@ -86,5 +86,5 @@ func TestMergeFailsUnavailableWhenRedisIsGone(t *testing.T) {
 	s := redisstore.New(rdb, redisstore.Config{})
 	_, err = s.Merge(context.Background(), []receipt.State{mark("u1", "c1", 0, 5, "m5", true)})
 	require.ErrorIs(t, err, redisstore.ErrUnavailable)
-	require.ErrorIs(t, s.Hydrate(context.Background(), "u1", []receipt.State{mark("u1", "c1", 0, 5, "m5", true)}), redisstore.ErrUnavailable)
+	require.ErrorIs(t, s.Hydrate(context.Background(), "u1", []receipt.State{mark("u1", "c1", 0, 5, "m5", true)}, redisstore.Incarnation{}), redisstore.ErrUnavailable)
 }

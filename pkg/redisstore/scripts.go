@@ -175,6 +175,8 @@ end
 // with it is ordered against an erasure (eraseScript) exactly as its
 // Redis write is.
 var mergeScript = redis.NewScript(luaCommon + `
+-- a mark (strict) never merges into a hash Redis lost (stale 4)
+if ARGV[3] == "1" and redis.call('HEXISTS', KEYS[1], ':loaded') == 0 then return {0, "", "0", 4} end
 local r = merge(KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
 if KEYS[2] then
   r[3], r[4] = r[3] or "0", r[4] or 0
@@ -185,10 +187,18 @@ return r
 
 // hydrateScript merges many channels of one user at once and then marks the
 // hash complete (field ":loaded", which no channel id can equal), so later
-// reads trust the hash alone. KEYS[1] = user hash; ARGV = channel, value
-// pairs, as for mergeScript (never strict).
-var hydrateScript = redis.NewScript(luaCommon + `
-for i = 1, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0", ARGV[i+1]) end
+// reads trust the hash alone. KEYS[1] = user hash, KEYS[2] (optional) =
+// the incarnation marker the restore waited for; ARGV = with KEYS[2] its
+// generation, then channel, value pairs, as for mergeScript (never
+// strict). Returns 0, having changed nothing, when the marker is no
+// longer of that generation (Redis lost data again meanwhile).
+var hydrateScript = redis.NewScript(luaCommon + luaIntact + `
+local from = 1
+if KEYS[2] then
+  if not intact(KEYS[2], ARGV[1]) then return 0 end
+  from = 2
+end
+for i = from, #ARGV, 2 do merge(KEYS[1], ARGV[i], ARGV[i+1], "0", ARGV[i+1]) end
 redis.call('HSET', KEYS[1], ':loaded', '1')
 return 1
 `)
@@ -208,8 +218,8 @@ return 1
 // the one seen (a retry passes it to change nothing twice), with KEYS[2]
 // the user's erasure generation read in the same script (as mergeScript);
 // stale 2 when the epoch seen is ahead of the stored one
-// (receipt.EpochAhead), stale 3 when it is at receipt.MaxEpoch (nothing
-// changed either way).
+// (receipt.EpochAhead), stale 3 when it is at receipt.MaxEpoch, stale 4
+// when the user's hash is not loaded (nothing changed in any case).
 var markUnreadScript = redis.NewScript(luaCommon + `
 -- inc62 adds one to a base-62 numeral.
 local function inc62(d)
@@ -223,6 +233,8 @@ local function inc62(d)
   end
   return "1" .. out
 end
+-- never into a hash Redis lost (stale 4)
+if redis.call('HEXISTS', KEYS[1], ':loaded') == 0 then return {0, "", "0", 4} end
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 local e = "0"
 if cur then local s = parse(cur) if s then

@@ -109,7 +109,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // Load registers the scripts so that EVALSHA finds them (go-redis also falls
 // back to EVAL on NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context) error {
-	scripts := append([]*redis.Script{s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
+	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
 	scripts = append(scripts, threadScripts...)
 	scripts = append(scripts, notificationScripts...)
 	scripts = append(scripts, deletionScripts...)
@@ -235,6 +235,9 @@ func (s *Store) MarkUnread(ctx context.Context, k receipt.Key, seq, seenEpoch in
 		}
 	}
 	out, err := mergeResult(k, res)
+	if err == nil {
+		err = out.Err
+	}
 	if err != nil {
 		return MergeResult{}, err
 	}
@@ -261,6 +264,9 @@ func mergeResult(k receipt.Key, res []any) (MergeResult, error) {
 			return MergeResult{}, fmt.Errorf("decoding the resolved epoch of %s: %q: %w", k.KafkaKey(), e, err)
 		}
 		stale, _ := res[3].(int64)
+		if stale == 4 {
+			return MergeResult{State: receipt.State{Key: k}, Err: ErrNotLoaded}, nil
+		}
 		out.Stale = stale == 1
 		out.EpochAhead = stale == 2
 	}
@@ -451,8 +457,11 @@ func (s *Store) userStatesOfFields(user string, channels []string, vals []any) (
 // Hydrate max-merges a user's durable states into the hash and marks it
 // complete. Concurrent writes are safe: every value goes through the merge.
 // A state the layout cannot hold fails the call before anything is written
-// (the hash is not marked complete).
-func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State) error {
+// (the hash is not marked complete). inc is the incarnation marker the
+// restore waited for (RestoreFence): the hash is marked complete only if
+// it is still the marker (else ErrMarkerMoved, the restore starts over);
+// the zero Incarnation checks none.
+func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State, inc Incarnation) error {
 	key := s.UserKey(user)
 	argvAll := make([]any, 0, 2*len(states))
 	for _, st := range states {
@@ -466,14 +475,21 @@ func (s *Store) Hydrate(ctx context.Context, user string, states []receipt.State
 		end := min(start+hydrateChunk, len(states))
 		argv := argvAll[2*start : 2*end]
 		// Only the last chunk sets the marker; earlier chunks merge only.
-		sc := hydrateScript
+		sc, keys := hydrateScript, []string{key}
 		if end < len(states) {
 			sc = mergeManyScript
+		} else if inc.Gen > 0 {
+			keys = append(keys, s.IncarnationKey(key))
+			argv = append([]any{strconv.FormatInt(inc.Gen, 10)}, argv...)
 		}
-		if err := sc.Run(ctx, s.rdb, []string{key}, argv...).Err(); err != nil {
+		n, err := sc.Run(ctx, s.rdb, keys, argv...).Int()
+		if err != nil {
 			return fmt.Errorf("%w: hydrating %s: %w", ErrUnavailable, user, err)
 		}
 		if end == len(states) {
+			if n == 0 {
+				return fmt.Errorf("hydrating %s: %w", user, ErrMarkerMoved)
+			}
 			return nil
 		}
 	}

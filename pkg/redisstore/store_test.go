@@ -54,7 +54,7 @@ func TestMergeIsMaxRegister(t *testing.T) {
 	require.Len(t, states, 2)
 
 	// Hydrating with older durable values never undoes a newer write.
-	require.NoError(t, s.Hydrate(ctx, "u1", []receipt.State{mark("u1", "c1", 0, 3, "m3", true), mark("u1", "c3", 0, 7, "m7", true)}))
+	require.NoError(t, s.Hydrate(ctx, "u1", []receipt.State{mark("u1", "c1", 0, 3, "m3", true), mark("u1", "c3", 0, 7, "m7", true)}, redisstore.Incarnation{}))
 	states, complete, err = s.Get(ctx, "u1", []string{"c1", "c3", "nope"})
 	require.NoError(t, err)
 	require.True(t, complete)

@@ -47,7 +47,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	require.Len(t, r.Memberships, 1)
 	require.Equal(t, "c1", r.Memberships[0].Key.Channel)
 
-	require.NoError(t, s.HydrateUserThreads(ctx, "u1", nil, 10))
+	require.NoError(t, s.HydrateUserThreads(ctx, "u1", nil, 10, Incarnation{}))
 	r, err = s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, r.Complete)

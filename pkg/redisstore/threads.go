@@ -55,12 +55,17 @@ func (s *Store) UserThreadsKey(user string) string { return s.prefix + "tu:{" + 
 // value and, with KEYS[2] (the user's tombstone), the user's erasure
 // generation is still the expected one. KEYS[1] = hash; ARGV = field,
 // expected value ("" none), expected generation ("-1": no tombstone hash),
-// new value. Returns {written (0/1), the value found, the generation found
-// ("-1" without KEYS[2] or without a tombstone hash)}.
+// new value, "1" when a user's hash (KEYS[2] given) must be loaded.
+// Returns {written (0/1), the value found, the generation found ("-1"
+// without KEYS[2] or without a tombstone hash)}; written is 2, with
+// nothing written, when the hash must be loaded and is not.
 var threadCASScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ""
 local g = "-1"
-if KEYS[2] then g = redis.call('HGET', KEYS[2], 'g') or "-1" end
+if KEYS[2] then
+  g = redis.call('HGET', KEYS[2], 'g') or "-1"
+  if ARGV[5] == "1" and redis.call('HEXISTS', KEYS[1], ':loaded') == 0 then return {2, cur, g} end
+end
 if cur ~= ARGV[2] or g ~= ARGV[3] then return {0, cur, g} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 return {1, cur, g}
@@ -71,6 +76,9 @@ var threadScripts = []*redis.Script{threadCASScript, userThreadsScript}
 // casCell is one field merged by CAS: the value read, the value to write.
 type casCell struct {
 	hash, tomb, field string // tomb "": no generation (thread heads)
+	// loaded: the write needs the user's hash loaded (a gateway write);
+	// repairs and hydrates merge into any.
+	loaded bool
 	cur, next         string // "" none
 	gen               int64
 	err               error
@@ -86,7 +94,12 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 	if err := s.readCells(ctx, cells); err != nil {
 		return err
 	}
-	pending := cells
+	pending := make([]*casCell, 0, len(cells))
+	for _, c := range cells {
+		if !errors.Is(c.err, ErrNotLoaded) {
+			pending = append(pending, c)
+		}
+	}
 	for attempt := 0; attempt < threadCASAttempts && len(pending) > 0; attempt++ {
 		var writes []*casCell
 		for _, c := range pending {
@@ -116,7 +129,11 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 				if c.tomb != "" {
 					keys = append(keys, c.tomb)
 				}
-				cmds[j] = threadCASScript.EvalSha(ctx, pipe, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next)
+				must := "0"
+				if c.loaded {
+					must = "1"
+				}
+				cmds[j] = threadCASScript.EvalSha(ctx, pipe, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next, must)
 			}
 		}); err != nil {
 			return s.failCells(writes, fmt.Errorf("writing thread state: %w", err))
@@ -133,6 +150,10 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 			g, _ := res[2].(string)
 			if c.gen, err = parseGeneration(g); err != nil {
 				c.err = err
+				continue
+			}
+			if written == 2 {
+				c.err = ErrNotLoaded
 				continue
 			}
 			if written != 1 {
@@ -180,8 +201,8 @@ func (s *Store) readCells(ctx context.Context, cells []*casCell) error {
 			c.cur = v
 		case *redis.Cmd:
 			res, err := cmd.Slice()
-			if err == nil && len(res) != 2 {
-				err = fmt.Errorf("%d answers, want 2", len(res))
+			if err == nil && len(res) != 3 {
+				err = fmt.Errorf("%d answers, want 3", len(res))
 			}
 			if err != nil {
 				return s.failCells(cells, fmt.Errorf("%w: reading thread state: %w", ErrUnavailable, err))
@@ -190,6 +211,9 @@ func (s *Store) readCells(ctx context.Context, cells []*casCell) error {
 			c.cur, _ = res[1].(string)
 			if c.gen, err = parseGeneration(g); err != nil {
 				c.err = err
+			}
+			if loaded, _ := res[2].(string); c.loaded && loaded != "1" {
+				c.err = ErrNotLoaded
 			}
 		}
 	}
@@ -310,7 +334,15 @@ type ThreadStateResult struct {
 // moved, with the register then stored. An error from incoming, or a
 // register the layout cannot hold, fails that result alone and writes
 // nothing for it. err is set when a round trip failed.
+//
+// It is the gateway's write: a user whose hash is not loaded (Redis lost
+// it, or never restored it) has ErrNotLoaded results and nothing written.
 func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int,
+	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]ThreadStateResult, error) {
+	return s.updateThreadStates(ctx, keys, mentionCap, true, incoming)
+}
+
+func (s *Store) updateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int, loaded bool,
 	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]ThreadStateResult, error) {
 	out := make([]ThreadStateResult, len(keys))
 	byKey := map[thread.Key]*casCell{}
@@ -319,7 +351,7 @@ func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, menti
 		out[i].State.Key = k
 		c := byKey[k]
 		if c == nil {
-			c = &casCell{hash: s.UserThreadsKey(k.User), tomb: s.TombstoneKey(k.User), field: threadField(k.Ref)}
+			c = &casCell{hash: s.UserThreadsKey(k.User), tomb: s.TombstoneKey(k.User), field: threadField(k.Ref), loaded: loaded}
 			byKey[k] = c
 			cells = append(cells, c)
 		}
@@ -378,13 +410,14 @@ func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, menti
 }
 
 // MergeThreadStates merges registers (thread.Merge) into their users'
-// hashes, as UpdateThreadStates.
+// hashes, as UpdateThreadStates, loaded or not (the repairs' and the
+// hydrate's merge).
 func (s *Store) MergeThreadStates(ctx context.Context, states []thread.State, mentionCap int) ([]ThreadStateResult, error) {
 	keys := make([]thread.Key, len(states))
 	for i, st := range states {
 		keys[i] = st.Key
 	}
-	return s.UpdateThreadStates(ctx, keys, mentionCap, func(i int, _ thread.State, _ bool) (thread.State, error) {
+	return s.updateThreadStates(ctx, keys, mentionCap, false, func(i int, _ thread.State, _ bool) (thread.State, error) {
 		return states[i], nil
 	})
 }
@@ -415,8 +448,9 @@ func (s *Store) ThreadStates(ctx context.Context, keys []thread.Key) ([]*thread.
 // the hash by CAS, as every write, so a register written meanwhile keeps
 // what it advanced, and then marks the hash complete. Registers of another
 // user, or that the layout cannot hold, fail the call before anything is
-// written (the hash is not marked complete).
-func (s *Store) HydrateUserThreads(ctx context.Context, user string, states []thread.State, mentionCap int) error {
+// written (the hash is not marked complete). inc is the incarnation
+// marker the restore waited for, as for Hydrate.
+func (s *Store) HydrateUserThreads(ctx context.Context, user string, states []thread.State, mentionCap int, inc Incarnation) error {
 	for _, st := range states {
 		if st.Key.User != user {
 			return fmt.Errorf("hydrating the threads of %s: a register of %s", user, st.Key.User)
@@ -436,10 +470,7 @@ func (s *Store) HydrateUserThreads(ctx context.Context, user string, states []th
 			}
 		}
 	}
-	if err := s.rdb.HSet(ctx, s.UserThreadsKey(user), loadedField, "1").Err(); err != nil {
-		return fmt.Errorf("%w: marking the threads of %s complete: %w", ErrUnavailable, user, err)
-	}
-	return nil
+	return s.markLoaded(ctx, s.UserThreadsKey(user), inc)
 }
 
 // ScanThreadUsers returns one SCAN page of the users with a thread

@@ -255,6 +255,7 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newThreadStore(t)
+	Restored(t, s, "u1")
 	k := tkey("u1", "c1", 9)
 	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}}}, 10)
 	require.NoError(t, err)
@@ -312,7 +313,7 @@ func TestUserThreads(t *testing.T) {
 	}
 
 	// Hydration merges (an older durable read does not win) and marks.
-	require.NoError(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, 10))
+	require.NoError(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, 10, Incarnation{}))
 	all, complete, err = s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -320,7 +321,7 @@ func TestUserThreads(t *testing.T) {
 	got, err := s.ThreadStates(ctx, []thread.Key{tkey("u1", "c1", 1)})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), got[0].Cursors.Read.Position.Seq)
-	require.Error(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10))
+	require.Error(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10, Incarnation{}))
 
 	// Bounded: past MaxUserThreads registers the read is refused.
 	big := "u-big"
@@ -400,7 +401,7 @@ func TestUnreadProbesThreads(t *testing.T) {
 		return v.ThreadsNone
 	}
 	require.False(t, none(), "never hydrated: unknown")
-	require.NoError(t, s.HydrateUserThreads(ctx, "pu", nil, 10))
+	require.NoError(t, s.HydrateUserThreads(ctx, "pu", nil, 10, Incarnation{}))
 	require.True(t, none(), "hydrated and empty")
 	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: tkey("pu", "c1", 1), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}}, 10)
 	require.NoError(t, err)

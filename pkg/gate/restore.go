@@ -1,0 +1,383 @@
+package gate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/readstate/receipts/pkg/grouplag"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// Restores: no answer below what the durable path holds.
+//
+// A write never acts on state Redis lost: the scripts of the user hashes
+// refuse one that is not loaded (redisstore.ErrNotLoaded), and the gate
+// restores it from Postgres first, then writes. A restore, and a read
+// answered from Postgres, first settles what may be in flight between
+// Kafka and Postgres: with Redis up, by the incarnation marker
+// (redisstore/loss.go: a loss since it was written means a new fence,
+// and every restore waits until the persister has passed it); with
+// Redis away, by a fence of its own (the barrier's CatchUp). A restore
+// that cannot settle within RestoreConfig.Timeout fails: a write is then
+// answered as when Redis is down (durable, realtime_degraded), a read
+// Unavailable; for RestoreConfig.Cooldown after such a failure restores
+// fail at once instead of each waiting out the bound.
+
+// Restore defaults.
+const (
+	// RestoreTimeoutDefault bounds a restore's wait for the persister: a
+	// few of its windows (LingerMaxDefault 250 ms plus the write).
+	RestoreTimeoutDefault = 5 * time.Second
+	// RestoreCooldownDefault is how long restores fail fast after one
+	// ran out of time (the persister or Kafka is down).
+	RestoreCooldownDefault = time.Second
+	// MaxRestoreChannels bounds the cursors of one user a restore reads.
+	MaxRestoreChannels = 1_000_000
+	restorePage        = 10_000
+	// restoreAttempts bounds the restores of one hash that lost its
+	// marker again while it ran.
+	restoreAttempts = 3
+	// restoreParallel bounds the users restored at once for one flush.
+	restoreParallel = 8
+)
+
+// RestoreConfig configures the restores after a Redis loss.
+type RestoreConfig struct {
+	// Barrier tells when the persister has written what was on the topic
+	// (grouplag.Barrier on its group). Nil: restores never wait, which is
+	// right only where nothing is in flight (tests without a persister).
+	Barrier *grouplag.Barrier
+	// Timeout bounds a restore's wait. Defaults to RestoreTimeoutDefault.
+	Timeout time.Duration
+	// Cooldown: after a restore ran out of time, restores fail at once
+	// for this long. Defaults to RestoreCooldownDefault.
+	Cooldown time.Duration
+}
+
+// RegisterFlags registers the restores' flags.
+func (c *RestoreConfig) RegisterFlags(fs *flag.FlagSet) {
+	d := c.withDefaults()
+	c.Timeout, c.Cooldown = d.Timeout, d.Cooldown
+	fs.DurationVar(&c.Timeout, "restore-timeout", c.Timeout, "bound on a restore's wait for the persister after Redis lost data (then: writes realtime_degraded, reads Unavailable)")
+	fs.DurationVar(&c.Cooldown, "restore-cooldown", c.Cooldown, "after a restore ran out of time, restores fail at once for this long")
+}
+
+func (c RestoreConfig) withDefaults() RestoreConfig {
+	c.Timeout = cmp.Or(c.Timeout, RestoreTimeoutDefault)
+	c.Cooldown = cmp.Or(c.Cooldown, RestoreCooldownDefault)
+	return c
+}
+
+// errRestoreCooling is the failure of a restore during the cooldown.
+var errRestoreCooling = errors.New("restores are failing: the persister did not catch up in time")
+
+// restorer puts back what Redis lost, once per hash at a time.
+type restorer struct {
+	g       *Gate
+	cfg     RestoreConfig
+	flights singleflight.Group
+	// coolUntil is the Unix nanosecond until which restores fail fast.
+	coolUntil atomic.Int64
+	m         restoreMetrics
+}
+
+type restoreMetrics struct {
+	losses   *prometheus.CounterVec
+	restores *prometheus.CounterVec
+	wait     prometheus.Histogram
+}
+
+func newRestorer(g *Gate, cfg RestoreConfig, reg prometheus.Registerer) *restorer {
+	f := promauto.With(reg)
+	r := &restorer{g: g, cfg: cfg.withDefaults(), m: restoreMetrics{
+		losses: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
+			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
+		}, []string{"loss"}),
+		restores: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "restores_total",
+			Help: "Hashes restored from Postgres before a write or a read, by state kind and outcome (ok, failed).",
+		}, []string{"kind", "outcome"}),
+		wait: f.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "restore_wait_seconds",
+			Help:    "Time restores and Postgres reads waited for the persister to write what was in flight when Redis lost data (or was away).",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+	}}
+	for _, l := range []redisstore.Loss{redisstore.LossMissing, redisstore.LossFailover, redisstore.LossEviction} {
+		r.m.losses.WithLabelValues(l.String())
+	}
+	for _, k := range []string{"cursors", "threads"} {
+		r.m.restores.WithLabelValues(k, "ok")
+		r.m.restores.WithLabelValues(k, "failed")
+	}
+	return r
+}
+
+// bounded is ctx bounded by the restore timeout, unless cooling down.
+func (r *restorer) bounded(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if time.Now().UnixNano() < r.coolUntil.Load() {
+		return nil, nil, errRestoreCooling
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	return ctx, cancel, nil
+}
+
+// timedOut starts the cooldown after a wait that ran out of time.
+func (r *restorer) timedOut(ctx context.Context, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		r.coolUntil.Store(time.Now().Add(r.cfg.Cooldown).UnixNano())
+	}
+	return err
+}
+
+// settle returns once Postgres holds everything acknowledged that Redis
+// may have lost of keys (any keys of ours: their incarnation markers
+// cover them), and each key's marker to restore under. With Redis away
+// it waits for a fence of its own (zero Incarnations).
+func (r *restorer) settle(ctx context.Context, keys ...string) ([]redisstore.Incarnation, error) {
+	bctx, cancel, err := r.bounded(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	start := time.Now()
+	incs, err := r.fence(bctx, keys)
+	if errors.Is(err, redisstore.ErrUnavailable) {
+		// Redis is away: the read answers from Postgres, once it holds
+		// what was in flight when the read began.
+		incs, err = make([]redisstore.Incarnation, len(keys)), nil
+		if r.cfg.Barrier != nil {
+			err = r.cfg.Barrier.CatchUp(bctx)
+		}
+	}
+	if waited := time.Since(start); waited > time.Millisecond {
+		r.m.wait.Observe(waited.Seconds())
+	}
+	if err != nil {
+		return nil, r.timedOut(bctx, fmt.Errorf("settling what Redis may have lost: %w", err))
+	}
+	return incs, nil
+}
+
+// fence checks the keys' markers, writes a new one with a new fence where
+// Redis lost data since, and waits for the markers' fences.
+func (r *restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incarnation, error) {
+	rs := r.g.redis
+	incs, losses, err := rs.CheckIncarnations(ctx, keys)
+	if err != nil {
+		return nil, err
+	}
+	renewed := map[string]redisstore.Incarnation{} // by marker key
+	var fence string
+	for i, loss := range losses {
+		mk := rs.IncarnationKey(keys[i])
+		if loss == redisstore.LossNone {
+			continue
+		}
+		if inc, ok := renewed[mk]; ok {
+			incs[i] = inc
+			continue
+		}
+		if fence == "" {
+			fence = redisstore.NoFence
+			if r.cfg.Barrier != nil {
+				// Taken after the loss was seen: everything acknowledged
+				// before the loss is below it.
+				f, err := r.cfg.Barrier.Mark(ctx)
+				if err != nil {
+					return nil, err
+				}
+				fence = f.String()
+			}
+		}
+		inc, err := rs.RenewIncarnation(ctx, keys[i], incs[i], fence)
+		if err != nil {
+			return nil, err
+		}
+		incs[i], renewed[mk] = inc, inc
+		r.m.losses.WithLabelValues(loss.String()).Inc()
+		r.g.log.Warn("redis lost data: restores wait for the persister to write what was in flight", zap.Stringer("loss", loss), zap.String("marker", mk), zap.String("fence", fence))
+	}
+	if r.cfg.Barrier == nil {
+		return incs, nil
+	}
+	waited := map[string]bool{}
+	for i, inc := range incs {
+		if !inc.Fenced() || waited[inc.Fence] {
+			continue
+		}
+		f, err := grouplag.ParseFence(inc.Fence)
+		if err != nil {
+			return nil, err
+		}
+		if err := r.cfg.Barrier.Wait(ctx, f); err != nil {
+			return nil, err
+		}
+		waited[inc.Fence] = true
+		// Others need not ask Kafka again; a failure here only costs them that.
+		_ = rs.ClearFence(ctx, keys[i], inc)
+	}
+	return incs, nil
+}
+
+// settled returns once Postgres holds what Redis may have lost of the
+// users' and channels' keys: call it before a Postgres read whose answer
+// goes to a caller or into Redis (restore.go).
+func (g *Gate) settled(ctx context.Context, users, channels []string) error {
+	keys := make([]string, 0, len(users)+len(channels))
+	for _, u := range users {
+		keys = append(keys, g.redis.UserKey(u))
+	}
+	for _, ch := range channels {
+		keys = append(keys, g.redis.HeadKey(ch))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := g.restore.settle(ctx, keys...)
+	return err
+}
+
+// shared runs fn once per name at a time: concurrent restores of one hash
+// share one, each caller bounded by its own ctx.
+func (r *restorer) shared(ctx context.Context, name string, fn func(context.Context) error) error {
+	ch := r.flights.DoChan(name, func() (any, error) {
+		// Detached from the first caller, bounded by the restore timeout
+		// in settle.
+		return nil, fn(context.WithoutCancel(ctx))
+	})
+	select {
+	case res := <-ch:
+		return res.Err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// cursors restores the users' cursor hashes, a few users at a time. It
+// returns the first failure (the others may have been restored).
+func (r *restorer) cursors(ctx context.Context, users []string) error {
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, restoreParallel)
+	)
+	for _, u := range users {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := r.shared(ctx, "u\x00"+u, func(c context.Context) error { return r.cursorsOf(c, u) }); err != nil {
+				mu.Lock()
+				first = cmp.Or(first, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+func (r *restorer) cursorsOf(ctx context.Context, user string) error {
+	err := r.restore(ctx, r.g.redis.UserKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
+		states, err := r.durableCursors(ctx, user)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+		defer cancel()
+		return r.g.redis.Hydrate(rctx, user, states, inc)
+	})
+	r.count("cursors", err)
+	return err
+}
+
+// restore settles key's marker, then runs load under it, again when the
+// marker moved meanwhile (Redis lost data during the restore).
+func (r *restorer) restore(ctx context.Context, key string, load func(context.Context, redisstore.Incarnation) error) error {
+	var err error
+	for range restoreAttempts {
+		incs, err := r.settle(ctx, key)
+		if err != nil {
+			return err
+		}
+		if err = load(ctx, incs[0]); !errors.Is(err, redisstore.ErrMarkerMoved) {
+			return err
+		}
+	}
+	return err
+}
+
+func (r *restorer) count(kind string, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	r.m.restores.WithLabelValues(kind, outcome).Inc()
+}
+
+// durableCursors reads every cursor of user from Postgres, in pages.
+func (r *restorer) durableCursors(ctx context.Context, user string) ([]receipt.State, error) {
+	var all []receipt.State
+	after := ""
+	for {
+		pctx, cancel := context.WithTimeout(ctx, r.g.cfg.PostgresTimeout)
+		page, err := r.g.pg.UserStatesAfter(pctx, user, after, restorePage)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("reading the cursors of %s: %w", user, err)
+		}
+		all = append(all, page...)
+		if len(page) < restorePage {
+			return all, nil
+		}
+		if len(all) >= MaxRestoreChannels {
+			return nil, fmt.Errorf("restoring the cursors of %s: more than %d channels", user, MaxRestoreChannels)
+		}
+		after = page[len(page)-1].Key.Channel
+	}
+}
+
+// threads restores a user's thread registers.
+func (r *restorer) threads(ctx context.Context, user string) error {
+	return r.shared(ctx, "t\x00"+user, func(ctx context.Context) error {
+		err := r.restore(ctx, r.g.redis.UserThreadsKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
+			_, err := r.g.hydrateThreads(ctx, user, inc)
+			return err
+		})
+		r.count("threads", err)
+		return err
+	})
+}
+
+// hydrateThreads reads a user's registers from Postgres and restores the
+// hash with them under inc; the rows are returned also when Redis did
+// not take them (err then says why).
+func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	rows, err := g.pg.UserThreadStates(pctx, user, "", redisstore.MaxUserThreads)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) >= redisstore.MaxUserThreads {
+		return rows, fmt.Errorf("restoring the threads of %s: %w", user, redisstore.ErrTooManyThreads)
+	}
+	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	return rows, g.redis.HydrateUserThreads(hctx, user, rows, g.cfg.MentionCap, inc)
+}

@@ -78,10 +78,10 @@ type casCell struct {
 	hash, tomb, field string // tomb "": no generation (thread heads)
 	// loaded: the write needs the user's hash loaded (a gateway write);
 	// repairs and hydrates merge into any.
-	loaded bool
-	cur, next         string // "" none
-	gen               int64
-	err               error
+	loaded    bool
+	cur, next string // "" none
+	gen       int64
+	err       error
 	// items are the indexes of the call's inputs for this field, in order.
 	items []int
 }

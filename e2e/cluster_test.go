@@ -21,18 +21,34 @@ import (
 )
 
 // TestRedisClusterFailover runs the three binaries on a Redis Cluster of
-// their own (3 masters, 3 replicas): marks, message notices (counts) and a
-// watch stream go on while a master is killed and its replica promoted.
-// Once quiet: nothing acknowledged is lost or regressed, both stores agree
-// on every kind, the counts match the notice model, and the watch stream
+// their own (3 masters, 3 replicas): marks, message notices (counts), a
+// watch stream and the linearizability workload go on while a master is
+// killed and its replica promoted, with the reconciler's drift sweep and
+// without it. Once quiet: nothing acknowledged is lost or regressed, the
+// marks, mark-unreads and reads are linearizable, both stores agree on
+// every kind, the counts match the notice model, and the watch stream
 // (the gateway's cluster reader) still delivers.
 func TestRedisClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: builds and runs the binaries")
 	}
+	for _, sweep := range []bool{true, false} {
+		name := "sweep"
+		if !sweep {
+			name = "no sweep"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			clusterFailover(t, sweep)
+		})
+	}
+}
+
+func clusterFailover(t *testing.T, sweep bool) {
 	c := redistest.StartReplicatedCluster(t, 3, 1)
-	s := newStack(t, stackOptions{spool: true, redisCluster: c})
+	s := newStack(t, stackOptions{spool: true, redisCluster: c, noSweep: !sweep})
 	m := newModel()
+	lz := startLinearizer(s.apiAddr, linearDefault, 11)
 	d := startDriver(s.apiAddr, workload{clients: 4, users: 40, channels: 10, batch: 20, dup: 0.2, reorder: 0.15}, m, 7)
 	smp := startSampler(s, m)
 	nt := startNoticer(s.apiAddr, noticeLoad{channels: 6, users: 20, clients: 2}, nil, 7)
@@ -54,11 +70,18 @@ func TestRedisClusterFailover(t *testing.T) {
 	waitClusterOK(t, c, victim)
 	seen := events.Load()
 	waitAcked(t, m, before+2000, 120*time.Second)
+	lz.waitOps(t, lz.recorded()+linearAfterFault, 120*time.Second)
 	require.Eventually(t, func() bool { return events.Load() > seen }, 60*time.Second, 50*time.Millisecond,
 		"the watch stream delivers after the failover")
+	lv := lz.finish()
+	t.Logf("linearizability: %s; %d calls, %d failed, %d degraded", lv, lz.calls.Load(), lz.failed.Load(), lz.degraded.Load())
+	require.True(t, lv.ok(), "marks, mark-unreads and reads are not linearizable across the failover: %s", lv)
 	d.halt()
 	nt.halt()
 	watched()
+	if !sweep {
+		require.Zero(t, s.sweepOnce(t), "the sweep after the load repaired Postgres from Redis")
+	}
 	acked := m.snapshot()
 	took, v := s.waitConverged(context.Background(), acked, 120*time.Second)
 	smp.halt()

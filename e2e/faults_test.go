@@ -38,13 +38,17 @@ type scenario struct {
 	poison int
 	// inject runs while the load is running.
 	inject func(t *testing.T, s *stack)
-	// redisLoss: Redis loses its data in this scenario. Reads through the
-	// API and the sampler's memory of Redis values are compared only
-	// within the times before, during and after the fault (a lost
-	// real-time view is the fault, repaired from Postgres), and the drift
-	// sweep runs: it is what restores the real-time view of keys nobody
-	// reads. It must repair nothing into Postgres.
+	// redisLoss: Redis loses data in this scenario. Nothing is excused
+	// for it: every read through the API is held to every earlier one,
+	// and the linearizability checker runs over a workload of its own.
+	// Only the sampler's memory of raw Redis values starts over (a lower
+	// value in Redis itself is the loss, which the gateway restores).
 	redisLoss bool
+	// sweep runs the reconciler's drift sweep during the load (it must
+	// repair nothing into Postgres). Without it, a sweep of the test's own
+	// runs once the load has stopped, to make the stores agree on the
+	// keys nobody read again, and must repair nothing into Postgres either.
+	sweep bool
 }
 
 // result is one row of the table.
@@ -66,6 +70,8 @@ type result struct {
 	// Postgres (-1: the sweep was off).
 	hist              historyVerdict
 	sweptIntoPG       int
+	// linear is the linearizability checker's verdict (nil: not run).
+	linear *linearVerdict
 	kafka, spooledAll int
 	ops               map[string]int64
 }
@@ -73,8 +79,10 @@ type result struct {
 // faultScenarios are every scenario of the suite, all run in CI. Each
 // stack has its own Postgres and Redis servers (own ports and data
 // directories), so stopping them touches none of the machine's services.
+// Each way Redis loses data runs with the reconciler's drift sweep and
+// without it: what the API answers must never depend on the sweep.
 func faultScenarios() []scenario {
-	return []scenario{
+	out := []scenario{
 		{name: "kill -9 persister mid-batch, restart", inject: func(t *testing.T, s *stack) {
 			killAndRestart(t, s, s.persister)
 		}},
@@ -89,10 +97,7 @@ func faultScenarios() []scenario {
 			time.Sleep(30 * time.Second) // the fault's duration
 			s.pgServer.Start(t)
 		}},
-		{name: "FLUSHALL Redis", redisLoss: true, inject: func(t *testing.T, s *stack) {
-			require.NoError(t, s.rdb.FlushAll(context.Background()).Err())
-		}},
-		{name: "stop Redis 20s, start", redisLoss: true, inject: func(t *testing.T, s *stack) {
+		{name: "stop Redis 20s, start", redisLoss: true, sweep: true, inject: func(t *testing.T, s *stack) {
 			bounceRedis(t, s, 20*time.Second)
 		}},
 		{name: "stop Kafka broker 20s, restart on its data dir", inject: func(t *testing.T, s *stack) {
@@ -105,6 +110,62 @@ func faultScenarios() []scenario {
 			rewindPersister(t, s)
 		}},
 	}
+	losses := []scenario{
+		{name: "FLUSHALL Redis", inject: func(t *testing.T, s *stack) {
+			require.NoError(t, s.rdb.FlushAll(context.Background()).Err())
+		}},
+		{name: "Redis restarted empty", inject: func(t *testing.T, s *stack) {
+			bounceRedis(t, s, 0)
+		}},
+		{name: "Redis evicts keys", inject: evictRedis},
+	}
+	for _, l := range losses {
+		for _, sweep := range []bool{true, false} {
+			sc := l
+			sc.redisLoss, sc.sweep = true, sweep
+			if !sweep {
+				sc.name += ", no sweep"
+			}
+			out = append(out, sc)
+		}
+	}
+	return out
+}
+
+// evictRedis makes the stack's Redis evict keys, as one short of memory
+// does: maxmemory below what it holds, with allkeys-lru, until it has
+// evicted some, then back to no limit.
+func evictRedis(t *testing.T, s *stack) {
+	ctx := context.Background()
+	info, err := s.rdb.Info(ctx, "memory").Result()
+	require.NoError(t, err)
+	used := infoInt(t, info, "used_memory")
+	require.NoError(t, s.rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+	require.NoError(t, s.rdb.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used*3/4, 10)).Err())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := s.rdb.Info(ctx, "stats").Result()
+		require.NoError(t, err)
+		if infoInt(t, st, "evicted_keys") >= 50 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "Redis evicted fewer than 50 keys in 30s")
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
+	}
+	require.NoError(t, s.rdb.ConfigSet(ctx, "maxmemory", "0").Err())
+}
+
+func infoInt(t *testing.T, info, field string) int64 {
+	t.Helper()
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("INFO has no %s", field)
+	return 0
 }
 
 // TestFaults runs every scenario (make faults; part of make ci).
@@ -149,8 +210,8 @@ func TestFaults(t *testing.T) {
 }
 
 func runScenario(t *testing.T, sc scenario) result {
-	s := newStack(t, stackOptions{spool: true, ownServers: true, noSweep: !sc.redisLoss})
-	l := startLoad(t, s, faultLoad)
+	s := newStack(t, stackOptions{spool: true, ownServers: true, noSweep: !sc.sweep})
+	l := startLoad(t, s, faultLoad, sc.redisLoss)
 	waitAcked(t, l.m, 2000, 60*time.Second)
 	l.th.waitAcked(t, 150, 60*time.Second)
 	before, threadsBefore := l.m.n, l.th.acked.Load()
@@ -164,7 +225,10 @@ func runScenario(t *testing.T, sc scenario) result {
 	// Keep the load on until the system has acknowledged more after the fault.
 	waitAcked(t, l.m, before+2000, 120*time.Second)
 	l.th.waitAcked(t, threadsBefore+150, 120*time.Second)
-	return l.finish(t, s, sc.name, sc.redisLoss)
+	if l.lz != nil {
+		l.lz.waitOps(t, l.lz.recorded()+linearAfterFault, 120*time.Second)
+	}
+	return l.finish(t, s, sc.name, sc.sweep, sc.redisLoss && !sc.sweep)
 }
 
 // requireNoLoss holds a finished run to the invariants: nothing lost or
@@ -181,6 +245,9 @@ func requireNoLoss(t *testing.T, r result, poison int) {
 	require.Zero(t, r.hist.lost, "keys where Postgres holds less than acknowledged: %v", r.hist.problems)
 	require.Zero(t, r.hist.regressed, "reads through the API that went backwards: %v", r.hist.problems)
 	require.LessOrEqual(t, r.sweptIntoPG, 0, "the drift sweep repaired Postgres from Redis: the durable path lost what it did")
+	if r.linear != nil {
+		require.True(t, r.linear.ok(), "marks, mark-unreads and reads are not linearizable: %s", r.linear)
+	}
 }
 
 // sweptIntoPostgres is how many keys the reconciler's drift sweep repaired
@@ -209,16 +276,20 @@ func (s *stack) sweptIntoPostgres(t *testing.T) int {
 
 func formatTable(rs []result) string {
 	var b strings.Builder
-	b.WriteString("| scenario | marks acknowledged | writes in the history (KAFKA / SPOOLED) | API reads checked | not on the topic | behind in Postgres | reads backwards | lost | regressed | seconds to converge | dead letters | spooled | failed calls | notices acknowledged | level changes acknowledged | count mismatches | thread calls acknowledged | thread mismatches | sweep repairs into Postgres |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| scenario | marks acknowledged | writes in the history (KAFKA / SPOOLED) | API reads checked | not on the topic | behind in Postgres | reads backwards | lost | regressed | seconds to converge | dead letters | spooled | failed calls | notices acknowledged | level changes acknowledged | count mismatches | thread calls acknowledged | thread mismatches | sweep repairs into Postgres | linearizable (operations) |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rs {
 		sweep := "off"
 		if r.sweptIntoPG >= 0 {
 			sweep = strconv.Itoa(r.sweptIntoPG)
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d (%d / %d) | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n", r.name, r.acked,
+		linear := "not run"
+		if r.linear != nil {
+			linear = fmt.Sprintf("%s (%d)", r.linear.result, r.linear.ops)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d (%d / %d) | %d | %d | %d | %d | %d | %d | %.1f | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n", r.name, r.acked,
 			r.hist.writes, r.kafka, r.spooledAll, r.hist.reads, r.hist.missing, r.hist.lost, r.hist.regressed, r.lost, r.regressed,
-			r.converge.Seconds(), r.deadLetters, r.spooled, r.callErrs, r.notices, r.levelSets, r.countMismatches, r.threadCalls, r.threadMismatches, sweep)
+			r.converge.Seconds(), r.deadLetters, r.spooled, r.callErrs, r.notices, r.levelSets, r.countMismatches, r.threadCalls, r.threadMismatches, sweep, linear)
 	}
 	return b.String()
 }

@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/drift"
 )
 
 // loadShape is the mixed workload a fault run keeps on a stack: the mark
@@ -32,13 +35,20 @@ type load struct {
 	smp *sampler
 	nt  *noticer
 	th  *threader
+	// lz, when running, is the linearizability workload (linear_test.go).
+	lz *linearizer
 }
 
-func startLoad(t *testing.T, s *stack, shape loadShape) *load {
+// startLoad starts the shape's load on s, and with linear the
+// linearizability workload beside it.
+func startLoad(t *testing.T, s *stack, shape loadShape, linear bool) *load {
 	t.Helper()
 	l := &load{m: newModel(), h: newHistory()}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
+	if linear {
+		l.lz = startLinearizer(s.apiAddr, linearDefault, seed+400)
+	}
 	l.d = startRecordingDriver(s.apiAddr, shape.w, l.m, l.h, seed)
 	l.o = startOps(s.apiAddr, l.d, l.h, seed+100)
 	l.smp = startSampler(s, l.m)
@@ -48,25 +58,39 @@ func startLoad(t *testing.T, s *stack, shape loadShape) *load {
 }
 
 // redisLost marks a moment Redis lost its data, once before the fault and
-// once after: the readers' memories of Redis are compared only within the
-// times between such moments (the lost real-time view is the fault,
-// repaired from Postgres, not a write that moved a key backwards).
+// once after: the sampler's memory of raw Redis values starts over (a
+// lower value in Redis itself is the loss, which the gateway restores
+// before anyone is answered from it). Nothing an API read answers is
+// excused.
 func (l *load) redisLost() {
 	l.smp.resetRedis()
-	l.th.redisLost()
-	l.h.barrier()
 }
 
 // finish stops the load, waits for quiet and runs every check: the stores
 // against the model, the counts against the notice model, the history
 // checker, and (swept: the reconciler's drift sweep ran) what the sweep
 // repaired into Postgres.
-func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
+//
+// With sweepAtEnd (a Redis loss without the reconciler's sweep), a sweep
+// of the test's own makes Redis agree with Postgres on the keys nobody
+// used again once the persister is quiet; it must repair nothing into
+// Postgres.
+func (l *load) finish(t *testing.T, s *stack, name string, swept, sweepAtEnd bool) result {
 	t.Helper()
+	var lv *linearVerdict
+	if l.lz != nil {
+		v := l.lz.finish()
+		t.Logf("linearizability: %s; %d calls, %d failed, %d degraded", v, l.lz.calls.Load(), l.lz.failed.Load(), l.lz.degraded.Load())
+		lv = &v
+	}
 	l.d.halt()
 	l.o.halt()
 	l.nt.halt()
 	l.th.halt()
+	sweptIntoPG := -1
+	if sweepAtEnd {
+		sweptIntoPG = s.sweepOnce(t)
+	}
 	acked := l.m.snapshot()
 	took, v := s.waitConverged(context.Background(), acked, 180*time.Second)
 	l.smp.halt()
@@ -123,7 +147,6 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 	if len(hv.problems) > 0 {
 		t.Logf("history problems: %v", hv.problems)
 	}
-	sweptIntoPG := -1
 	if swept {
 		sweptIntoPG = s.sweptIntoPostgres(t)
 	}
@@ -137,7 +160,7 @@ func (l *load) finish(t *testing.T, s *stack, name string, swept bool) result {
 		converge: took, deadLetters: s.deadLetters(), spooled: l.d.spooled.Load(), callErrs: l.d.errs.Load() + l.o.errs.Load(),
 		notices: int(l.nt.acked.Load()), levelSets: int(l.nt.levelsAcked.Load()), countMismatches: mismatches,
 		threadCalls: int(l.th.acked.Load()), threadMismatches: threadMismatches,
-		hist: hv, sweptIntoPG: sweptIntoPG, kafka: kafka, spooledAll: spooled, ops: l.o.summary(),
+		hist: hv, sweptIntoPG: sweptIntoPG, kafka: kafka, spooledAll: spooled, ops: l.o.summary(), linear: lv,
 	}
 }
 
@@ -167,4 +190,22 @@ func bounceRedis(t *testing.T, s *stack, down time.Duration) {
 	s.redisServer.Stop()
 	time.Sleep(down) // the fault's duration
 	s.redisServer.Start(t)
+}
+
+// sweepOnce waits for the persister to be quiet, then runs one drift sweep
+// that repairs both ways, and returns how many keys it repaired into
+// Postgres.
+func (s *stack) sweepOnce(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		lag, err := s.lag(ctx)
+		return err == nil && lag == 0
+	}, 120*time.Second, 250*time.Millisecond, "the persister catches up")
+	sw, err := drift.New(drift.Config{Postgres: s.store, Redis: s.rstore, Grace: -1, PagesPerSecond: 1e6, Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	rep, err := sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	t.Logf("the sweep after the load: found %+v, repaired %+v", rep.Found, rep.Repaired)
+	return rep.Repaired.RedisAhead + rep.Repaired.PostgresMissing
 }

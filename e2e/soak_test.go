@@ -121,7 +121,7 @@ func TestSoak(t *testing.T) {
 	// repair of Postgres from Redis still fails the run.
 	s := newStack(t, stackOptions{spool: true, ownServers: true, extraReconcilerArgs: []string{"--sweep-grace", "60s"}})
 	start := time.Now()
-	l := startLoad(t, s, soakLoad)
+	l := startLoad(t, s, soakLoad, false)
 	ps := startProcSampler(s.admin, start, cfg.sampleEvery)
 	var runs []soakFaultRun
 	faults := soakFaults()
@@ -150,7 +150,7 @@ func TestSoak(t *testing.T) {
 	time.Sleep(time.Until(start.Add(cfg.duration))) // the schedule, not synchronisation
 	ps.halt()
 	samples, misses := ps.snapshot()
-	r := l.finish(t, s, fmt.Sprintf("soak %s, %d faults", cfg.duration, len(runs)), true)
+	r := l.finish(t, s, fmt.Sprintf("soak %s, %d faults", cfg.duration, len(runs)), true, false)
 	flat := judgeFlatness(samples)
 
 	report := soakReport(t, cfg, runs, r, flat, samples, misses)

@@ -236,14 +236,6 @@ func (th *threader) read() {
 	}
 }
 
-// redisLost forgets what the reader saw: after Redis loses its data, a
-// lower answer (rebuilt from a Postgres that lags) is the loss itself.
-func (th *threader) redisLost() {
-	th.seenMu.Lock()
-	th.seen = map[thread.Key][2]int64{}
-	th.seenMu.Unlock()
-}
-
 // check compares, once the threader halted, the API's thread counts with
 // the model, and Postgres with every acknowledged thread cursor, head and
 // follow (the durable path must hold them without the sweep). It returns

@@ -160,6 +160,12 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		views, more := pageOf(views, func(v redisstore.ChannelView) string { return v.Channel }, page)
 		return views, more, nil
 	}
+	if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
+		// Redis is behind a write acknowledged without it.
+		g.warnRedis(redisOpGet, err)
+		g.m.readFallbacks.WithLabelValues("redis_error").Inc()
+		return durable()
+	}
 	for attempt := 0; ; attempt++ {
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		var view redisstore.UnreadView
@@ -480,6 +486,9 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, g.unavailable(1, err)
 	}
 	unread := func() (redisstore.MergeResult, error) {
+		if err := g.restore.settleDegraded(ctx, []string{m.key.User}); err != nil {
+			return redisstore.MergeResult{}, err
+		}
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		defer cancel()
 		return g.redis.MarkUnread(rctx, m.key, m.seq, m.epoch, m.deviceID, now)

@@ -161,6 +161,9 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if err != nil {
 		return nil, err
 	}
+	if read != nil && degraded {
+		g.restore.noteDegraded([]string{k.User})
+	}
 	out := &receiptsv1.MembershipResponse{Membership: membershipProto(reg), Durability: durability, RealtimeDegraded: degraded}
 	if !degraded {
 		out.Membership, out.Changed = membershipProto(res.Membership), res.Changed

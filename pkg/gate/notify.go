@@ -295,6 +295,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	if err != nil {
 		return nil, err
 	}
+	g.restore.noteDegraded(degradedUsers(senders, merged))
 	for i, res := range results {
 		res.Durability = durability
 		h := raised[i]

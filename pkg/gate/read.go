@@ -31,6 +31,10 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 	channels = batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept })
 
 	get := func() ([]receipt.State, bool, error) {
+		// Redis is behind a degraded write until the user is unloaded.
+		if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
+			return nil, false, err
+		}
 		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		defer cancel()
 		return g.redis.Get(rctx, user, channels)

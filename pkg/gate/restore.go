@@ -92,6 +92,13 @@ type restorer struct {
 	// coolUntil is the Unix nanosecond until which restores fail fast.
 	coolUntil atomic.Int64
 	m         restoreMetrics
+
+	// degraded are the users with writes acknowledged while Redis could
+	// not take them: their hashes are unloaded (with a fence of their
+	// own) before this gateway answers anything of them from Redis.
+	degradedMu sync.Mutex
+	degraded   map[string]bool
+	nDegraded  atomic.Int64
 }
 
 type restoreMetrics struct {
@@ -102,7 +109,7 @@ type restoreMetrics struct {
 
 func newRestorer(g *Gate, cfg RestoreConfig, reg prometheus.Registerer) *restorer {
 	f := promauto.With(reg)
-	r := &restorer{g: g, cfg: cfg.withDefaults(), m: restoreMetrics{
+	r := &restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, m: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
@@ -294,16 +301,111 @@ func (r *restorer) cursors(ctx context.Context, users []string) error {
 
 func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 	err := r.restore(ctx, r.g.redis.UserKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
+		fence, err := r.userFence(ctx, user)
+		if err != nil {
+			return err
+		}
 		states, err := r.durableCursors(ctx, user)
 		if err != nil {
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
 		defer cancel()
-		return r.g.redis.Hydrate(rctx, user, states, inc)
+		if err := r.g.redis.Hydrate(rctx, user, states, inc); err != nil {
+			return err
+		}
+		if fence != "" {
+			_ = r.g.redis.ClearUserFence(rctx, user, fence) // else the next restore waits for nothing new
+		}
+		return nil
 	})
 	r.count("cursors", err)
 	return err
+}
+
+// userFence waits for the fence a degraded write left on user (see
+// noteDegraded) and returns it ("" none).
+func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	fence, err := r.g.redis.UserFence(rctx, user)
+	cancel()
+	if err != nil || fence == "" || fence == redisstore.NoFence || r.cfg.Barrier == nil {
+		return fence, err
+	}
+	f, err := grouplag.ParseFence(fence)
+	if err != nil {
+		return "", err
+	}
+	bctx, cancel, err := r.bounded(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer cancel()
+	if err := r.cfg.Barrier.Wait(bctx, f); err != nil {
+		return "", r.timedOut(bctx, err)
+	}
+	return fence, nil
+}
+
+// noteDegraded records users whose writes were acknowledged while Redis
+// did not take them (durable in Kafka only): until settleDegraded has
+// unloaded their hashes, Redis is behind what they were told.
+func (r *restorer) noteDegraded(users []string) {
+	if len(users) == 0 {
+		return
+	}
+	r.degradedMu.Lock()
+	for _, u := range users {
+		r.degraded[u] = true
+	}
+	r.nDegraded.Store(int64(len(r.degraded)))
+	r.degradedMu.Unlock()
+}
+
+// settleDegraded unloads, with a fence taken now (after their writes were
+// acknowledged), the hashes of those of users with degraded writes, so
+// that they are restored, past their writes, before Redis answers of them.
+// It returns an error while it cannot: the caller answers without Redis.
+func (r *restorer) settleDegraded(ctx context.Context, users []string) error {
+	if r.nDegraded.Load() == 0 {
+		return nil
+	}
+	r.degradedMu.Lock()
+	var todo []string
+	for _, u := range users {
+		if r.degraded[u] {
+			todo = append(todo, u)
+		}
+	}
+	r.degradedMu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	fence := redisstore.NoFence
+	if r.cfg.Barrier != nil {
+		bctx, cancel, err := r.bounded(ctx)
+		if err != nil {
+			return err
+		}
+		f, err := r.cfg.Barrier.Mark(bctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("fencing degraded writes: %w", err)
+		}
+		fence = f.String()
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	defer cancel()
+	if err := r.g.redis.UnloadUsers(rctx, todo, fence); err != nil {
+		return err
+	}
+	r.degradedMu.Lock()
+	for _, u := range todo {
+		delete(r.degraded, u)
+	}
+	r.nDegraded.Store(int64(len(r.degraded)))
+	r.degradedMu.Unlock()
+	return nil
 }
 
 // restore settles key's marker, then runs load under it, again when the

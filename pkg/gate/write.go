@@ -128,6 +128,9 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 	}
 
 	merged := j.merged
+	if j.produced > 0 {
+		g.restore.noteDegraded(degradedUsers(states, merged))
+	}
 	results := make([]*receiptsv1.ReceiptResult, len(marks))
 	for i := range marks {
 		res := &receiptsv1.ReceiptResult{Durability: durability}
@@ -321,9 +324,13 @@ func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisst
 // epochs resolved, stale marks refused). It always returns one result per
 // state; failures are per result.
 func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	merged, err := g.redis.MergeMarksFrom(rctx, vals, states)
-	cancel()
+	var merged []redisstore.MergeResult
+	err := g.restore.settleDegraded(ctx, usersOf(states))
+	if err == nil {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		merged, err = g.redis.MergeMarksFrom(rctx, vals, states)
+		cancel()
+	}
 	if len(merged) == len(states) {
 		g.restoreAndRemerge(ctx, states, merged)
 	}
@@ -351,6 +358,18 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 		g.warnRedis(redisOpMerge, err)
 	}
 	return merged
+}
+
+// degradedUsers are the users of the states whose merge failed: their
+// acknowledged writes are in Kafka but not in Redis.
+func degradedUsers(states []receipt.State, merged []redisstore.MergeResult) []string {
+	var users []string
+	for i, r := range merged {
+		if r.Err != nil {
+			users = append(users, states[i].Key.User)
+		}
+	}
+	return users
 }
 
 // restoreAndRemerge restores the users whose marks found their hash not
@@ -407,6 +426,13 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 	}
 	ctx, cancel := batchContext(ctxs)
 	defer cancel()
+	users := make([]string, len(keys))
+	for i, k := range keys {
+		users[i] = k.User
+	}
+	// Users with degraded writes are unloaded first (else the merge fails
+	// them: mergeMarksRedis settles them again).
+	_ = g.restore.settleDegraded(ctx, users)
 	f, vals := g.lookupForWrite(ctx, keys)
 	if !f.known {
 		return jobs, vals
@@ -464,4 +490,13 @@ func unloadedOf(vals *redisstore.MarkValues, jobs []*writeJob) []string {
 		}
 	}
 	return out
+}
+
+// usersOf lists the users of states.
+func usersOf(states []receipt.State) []string {
+	users := make([]string, len(states))
+	for i, st := range states {
+		users[i] = st.Key.User
+	}
+	return users
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -297,4 +298,53 @@ func slotTag(slot int) string {
 		}
 	})
 	return slotTags[slot]
+}
+
+// A write the gateway acknowledged while Redis could not take it (a
+// degraded write: durable in Kafka only) leaves the user's hash behind
+// what was acknowledged, though nothing was lost. Once Redis answers
+// again the gateway unloads the hash and leaves a fence of the user's own
+// (taken after the write was acknowledged): the next restore of the user
+// waits for it as for the marker's.
+
+// userFenceTTL bounds how long a user's fence outlives its restore
+// (the persister passes it within seconds).
+const userFenceTTL = time.Hour
+
+// UserFenceKey holds the fence a user's next restore waits for.
+func (s *Store) UserFenceKey(user string) string { return s.prefix + "uf:{" + user + "}" }
+
+// UnloadUsers marks the users' cursor hashes not loaded and leaves fence
+// for their next restore.
+func (s *Store) UnloadUsers(ctx context.Context, users []string, fence string) error {
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for _, u := range users {
+			pipe.Set(ctx, s.UserFenceKey(u), fence, userFenceTTL)
+			pipe.HDel(ctx, s.UserKey(u), loadedField)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("unloading %d users: %w", len(users), err)
+	}
+	return nil
+}
+
+// UserFence is the fence a user's restore must wait for ("" none).
+func (s *Store) UserFence(ctx context.Context, user string) (string, error) {
+	v, err := s.rdb.Get(ctx, s.UserFenceKey(user)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the fence of %s: %w", ErrUnavailable, user, err)
+	}
+	return v, nil
+}
+
+// ClearUserFence drops the user's fence if it is still fence.
+func (s *Store) ClearUserFence(ctx context.Context, user, fence string) error {
+	if err := markerSwapScript.Run(ctx, s.rdb, []string{s.UserFenceKey(user)}, fence, "").Err(); err != nil {
+		return fmt.Errorf("%w: clearing the fence of %s: %w", ErrUnavailable, user, err)
+	}
+	return nil
 }

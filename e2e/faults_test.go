@@ -68,10 +68,10 @@ type result struct {
 	threadCalls, threadMismatches int
 	// the history checker's verdict, and the drift sweep's repairs into
 	// Postgres (-1: the sweep was off).
-	hist              historyVerdict
-	sweptIntoPG       int
+	hist        historyVerdict
+	sweptIntoPG int
 	// linear is the linearizability checker's verdict (nil: not run).
-	linear *linearVerdict
+	linear            *linearVerdict
 	kafka, spooledAll int
 	ops               map[string]int64
 }

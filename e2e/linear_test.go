@@ -177,8 +177,8 @@ type linearizer struct {
 	wg   sync.WaitGroup
 	t0   time.Time
 
-	mu  sync.Mutex
-	ops []porcupine.Operation
+	mu                      sync.Mutex
+	ops                     []porcupine.Operation
 	calls, failed, degraded atomic.Int64
 	// frontier is each key's greatest mark seq sent.
 	frontier []atomic.Int64

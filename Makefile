@@ -75,7 +75,7 @@ e2e: services promtool ## end-to-end tests only: the binaries against Postgres, 
 
 .PHONY: faults
 faults: services ## fault-injection suite, every scenario, then a 90-second soak, binaries built with -race (each stack on Postgres and Redis servers of its own: the machine's are never stopped)
-	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -run '^(TestFaults|TestSoak)$$' -timeout 30m -v $(TEST_FLAGS) ./e2e/
+	RECEIPTS_E2E_RACE=1 $(GO) test -count=1 -run '^(TestFaults|TestSoak)$$' -parallel 3 -timeout 30m -v $(TEST_FLAGS) ./e2e/
 
 SOAK_DURATION     ?= 30m
 SOAK_FAULT_EVERY  ?= 3m

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,8 +51,6 @@ const (
 	// restoreAttempts bounds the restores of one hash that lost its
 	// marker again while it ran.
 	restoreAttempts = 3
-	// restoreParallel bounds the users restored at once for one flush.
-	restoreParallel = 8
 )
 
 // RestoreConfig configures the restores after a Redis loss.
@@ -275,28 +274,99 @@ func (r *restorer) shared(ctx context.Context, name string, fn func(context.Cont
 	}
 }
 
-// cursors restores the users' cursor hashes, a few users at a time. It
-// returns the first failure (the others may have been restored).
+// cursors restores the users' cursor hashes. One user is restored alone
+// (concurrent restores of it share one); several, as a write's flush
+// brings them, in one round trip per store: one marker check, one
+// Postgres read, one pipeline of hydrates. A user with a fence of its own
+// or more rows than one batch reads is restored alone. It returns the
+// first failure (the others may have been restored).
 func (r *restorer) cursors(ctx context.Context, users []string) error {
-	var (
-		mu    sync.Mutex
-		first error
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, restoreParallel)
-	)
-	for _, u := range users {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := r.shared(ctx, "u\x00"+u, func(c context.Context) error { return r.cursorsOf(c, u) }); err != nil {
-				mu.Lock()
-				first = cmp.Or(first, err)
-				mu.Unlock()
-			}
-		})
+	users = slices.Compact(slices.Sorted(slices.Values(users)))
+	if len(users) == 1 {
+		return r.cursorsOfShared(ctx, users[0])
 	}
-	wg.Wait()
-	return first
+	var err error
+	for range restoreAttempts {
+		var again []string
+		if again, err = r.cursorsBatch(ctx, users); err != nil || len(again) == 0 {
+			break
+		}
+		users = again
+	}
+	r.count("cursors", err)
+	return err
+}
+
+// cursorsOfShared restores one user, sharing a restore already running.
+func (r *restorer) cursorsOfShared(ctx context.Context, user string) error {
+	return r.shared(ctx, "u\x00"+user, func(c context.Context) error { return r.cursorsOf(c, user) })
+}
+
+// cursorsBatch restores users together; again are those whose marker
+// moved meanwhile.
+func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []string, err error) {
+	keys := make([]string, len(users))
+	for i, u := range users {
+		keys[i] = r.g.redis.UserKey(u)
+	}
+	incs, err := r.settle(ctx, keys...)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	fenced, err := r.g.redis.UserFences(rctx, users)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	var alone []string
+	if len(fenced) > 0 {
+		alone = fenced
+		users = slices.DeleteFunc(users, func(u string) bool { return slices.Contains(fenced, u) })
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.g.cfg.PostgresTimeout)
+	rows, more, err := r.g.pg.UsersStates(pctx, users, restorePage)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("reading the cursors of %d users: %w", len(users), err)
+	}
+	if more {
+		alone, users = append(alone, users...), nil
+	}
+	byUser := make(map[string][]receipt.State, len(users))
+	incOf := make(map[string]redisstore.Incarnation, len(users))
+	incByKey := make(map[string]redisstore.Incarnation, len(keys))
+	for i, k := range keys {
+		incByKey[k] = incs[i]
+	}
+	for _, u := range users {
+		byUser[u] = nil
+		incOf[u] = incByKey[r.g.redis.UserKey(u)]
+	}
+	for _, st := range rows {
+		byUser[st.Key.User] = append(byUser[st.Key.User], st)
+	}
+	var first error
+	if len(byUser) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+		res, err := r.g.redis.HydrateMany(rctx, byUser, incOf)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for u, err := range res {
+			switch {
+			case errors.Is(err, redisstore.ErrMarkerMoved):
+				again = append(again, u)
+			case err != nil:
+				first = cmp.Or(first, err)
+			}
+		}
+	}
+	for _, u := range alone {
+		first = cmp.Or(first, r.cursorsOfShared(ctx, u))
+	}
+	return again, first
 }
 
 func (r *restorer) cursorsOf(ctx context.Context, user string) error {

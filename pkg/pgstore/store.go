@@ -423,6 +423,25 @@ func (s *Store) UserStatesAfter(ctx context.Context, user, after string, limit i
 	return out, classify(err)
 }
 
+// UsersStates returns every state of the users, in (user, channel)
+// order, up to limit rows in all; more reports that the limit cut it
+// short (the caller pages those users with UserStatesAfter).
+func (s *Store) UsersStates(ctx context.Context, users []string, limit int) (states []receipt.State, more bool, err error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+selectColumns+` FROM read_receipts
+		WHERE user_id = ANY($1) ORDER BY user_id, channel_id LIMIT $2`, users, limit+1)
+	if err != nil {
+		return nil, false, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (receipt.State, error) { return scanState(r) })
+	if err != nil {
+		return nil, false, classify(err)
+	}
+	if len(out) > limit {
+		return out[:limit], true, nil
+	}
+	return out, false, nil
+}
+
 // GetKeys returns the stored states of keys (any users, in no order; a
 // key without a row is left out) in one statement: the drift sweep's
 // lookup of a whole page of Redis keys, instead of a query per user.

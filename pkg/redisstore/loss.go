@@ -329,6 +329,25 @@ func (s *Store) UnloadUsers(ctx context.Context, users []string, fence string) e
 	return nil
 }
 
+// UserFences lists, of users, those with a fence to wait for.
+func (s *Store) UserFences(ctx context.Context, users []string) ([]string, error) {
+	cmds := make([]*redis.StringCmd, len(users))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, u := range users {
+			cmds[i] = pipe.Get(ctx, s.UserFenceKey(u))
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("reading the fences of %d users: %w", len(users), err)
+	}
+	var fenced []string
+	for i, c := range cmds {
+		if v, err := c.Result(); err == nil && v != "" {
+			fenced = append(fenced, users[i])
+		}
+	}
+	return fenced, nil
+}
+
 // UserFence is the fence a user's restore must wait for ("" none).
 func (s *Store) UserFence(ctx context.Context, user string) (string, error) {
 	v, err := s.rdb.Get(ctx, s.UserFenceKey(user)).Result()

@@ -454,6 +454,63 @@ func (s *Store) userStatesOfFields(user string, channels []string, vals []any) (
 	return out, nil
 }
 
+// HydrateMany is Hydrate for several users in one pipeline: each user's
+// states (by user, in states) under incs[user]. It returns, per user, nil
+// or what failed (ErrMarkerMoved for a marker that moved); err when the
+// round trip failed. A user with more states than one chunk of the
+// hydrate script is hydrated alone, by Hydrate.
+func (s *Store) HydrateMany(ctx context.Context, states map[string][]receipt.State, incs map[string]Incarnation) (map[string]error, error) {
+	out := make(map[string]error, len(states))
+	cmds := map[string]*redis.Cmd{}
+	var big []string
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for user, sts := range states {
+			if len(sts) > hydrateChunk {
+				big = append(big, user)
+				continue
+			}
+			key := s.UserKey(user)
+			argv := make([]any, 0, 2*len(sts)+1)
+			keys := []string{key}
+			if inc := incs[user]; inc.Gen > 0 {
+				keys = append(keys, s.IncarnationKey(key))
+				argv = append(argv, strconv.FormatInt(inc.Gen, 10))
+			}
+			var encErr error
+			for _, st := range sts {
+				v, err := encodeValue(st)
+				if err != nil {
+					encErr = fmt.Errorf("hydrating %s: %w", user, err)
+					break
+				}
+				argv = append(argv, st.Key.Channel, v)
+			}
+			if encErr != nil {
+				out[user] = encErr
+				continue
+			}
+			cmds[user] = hydrateScript.EvalSha(ctx, pipe, keys, argv...)
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("hydrating %d users: %w", len(states), err)
+	}
+	for user, cmd := range cmds {
+		n, err := cmd.Int()
+		switch {
+		case err != nil:
+			out[user] = fmt.Errorf("%w: hydrating %s: %w", ErrUnavailable, user, err)
+		case n == 0:
+			out[user] = fmt.Errorf("hydrating %s: %w", user, ErrMarkerMoved)
+		default:
+			out[user] = nil
+		}
+	}
+	for _, user := range big {
+		out[user] = s.Hydrate(ctx, user, states[user], incs[user])
+	}
+	return out, nil
+}
+
 // Hydrate max-merges a user's durable states into the hash and marks it
 // complete. Concurrent writes are safe: every value goes through the merge.
 // A state the layout cannot hold fails the call before anything is written

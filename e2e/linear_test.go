@@ -48,7 +48,7 @@ type linearLoad struct {
 	pause        time.Duration
 }
 
-var linearDefault = linearLoad{clients: 8, keys: 12, unread: 0.04, read: 0.35}
+var linearDefault = linearLoad{clients: 8, keys: 12, unread: 0.04, read: 0.35, pause: time.Millisecond}
 
 // lzInput is one call: a mark at seq, a mark-unread from seq, or a read.
 type lzInput struct {
@@ -392,7 +392,7 @@ func describeViolation(ops []porcupine.Operation, info porcupine.LinearizationIn
 
 // linearAfterFault is how many calls the linearizability workload makes
 // after a fault before the load stops.
-const linearAfterFault = 5000
+const linearAfterFault = 3000
 
 // recorded is how many calls the history holds.
 func (lz *linearizer) recorded() int {

@@ -50,8 +50,8 @@ func (h Head) Validate() error {
 	if err := receipt.ValidateSeq("head.seq", h.Seq); err != nil {
 		return err
 	}
-	if h.UpdatedAtUnixMs < 0 {
-		return &receipt.FieldError{Field: "head.updated_at", Reason: "is negative"}
+	if err := receipt.ValidateBounded("head.updated_at", h.UpdatedAtUnixMs); err != nil {
+		return err
 	}
 	return receipt.ValidateOptionalID("head.message_id", h.MessageID)
 }
@@ -121,8 +121,13 @@ func (m Membership) Validate() error {
 	if err := receipt.ValidateID("channel_id", m.Key.Channel); err != nil {
 		return err
 	}
-	if m.VersionSeq < 0 || m.VersionUnixMs < 0 || m.JoinSeq < 0 {
-		return &receipt.FieldError{Field: "membership", Reason: "has a negative version or join point"}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"membership.version_seq", m.VersionSeq}, {"membership.version_unix_ms", m.VersionUnixMs}, {"membership.join_seq", m.JoinSeq}} {
+		if err := receipt.ValidateBounded(f.name, f.v); err != nil {
+			return err
+		}
 	}
 	if m.VersionSeq == 0 && m.VersionUnixMs == 0 {
 		return &receipt.FieldError{Field: "membership", Reason: "has no version"}

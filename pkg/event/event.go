@@ -140,6 +140,16 @@ func (d Decoded) AcceptedAt() int64 {
 // (which only a stamp sets: events of builds before the flag).
 func stamped(flag bool, gen int64) bool { return flag || gen > 0 }
 
+// validateStamp bounds an event's erasure generation and acceptance time
+// (0 … receipt.MaxSeq): a generation past every real one would keep the
+// event through any erasure.
+func validateStamp(gen, acceptedAtMs int64) error {
+	if gen < 0 || gen > receipt.MaxSeq || acceptedAtMs < 0 || acceptedAtMs > receipt.MaxSeq {
+		return fmt.Errorf("%w: invalid event: user_generation %d or accepted_at_unix_ms %d outside 0 … %d", ErrUndecodable, gen, acceptedAtMs, receipt.MaxSeq)
+	}
+	return nil
+}
+
 // User is the user an event is about ("" for a channel event).
 func (d Decoded) User() string {
 	if d.Erasure != nil {
@@ -284,8 +294,8 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	}
 	d := UserEventFromProto(&ev)
 	d.Extensions = ev.ProtoReflect().GetUnknown()
-	if d.Generation < 0 || d.AcceptedAtUnixMs < 0 {
-		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation or accepted_at_unix_ms", ErrUndecodable)
+	if err := validateStamp(d.Generation, d.AcceptedAtUnixMs); err != nil {
+		return Decoded{}, err
 	}
 	if v == 1 && (d.Receipt == nil || d.Mentions != nil || d.Membership != nil || !d.Receipt.PrivateRead.Position.IsZero()) {
 		return Decoded{}, fmt.Errorf("%w: a version-1 event carries cursors only", ErrUndecodable)

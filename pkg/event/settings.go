@@ -54,14 +54,14 @@ func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
 	if s.GetUserId() != "" && s.GetUserId() != st.User {
 		return Decoded{}, fmt.Errorf("%w: invalid event: settings.user_id %q is not the event's user %q", ErrUndecodable, s.GetUserId(), st.User)
 	}
-	if st.VersionMs <= 0 {
-		return Decoded{}, fmt.Errorf("%w: invalid event: settings.version_unix_ms must be > 0", ErrUndecodable)
+	if st.VersionMs <= 0 || st.VersionMs > receipt.MaxSeq {
+		return Decoded{}, fmt.Errorf("%w: invalid event: settings.version_unix_ms must be between 1 and %d", ErrUndecodable, receipt.MaxSeq)
 	}
 	if !matchesKey(r.Key, UserKey(st.User), legacyUserKey(st.User)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match user event key %q", ErrUndecodable, r.Key, UserKey(st.User))
 	}
-	if ev.GetUserGeneration() < 0 {
-		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation", ErrUndecodable)
+	if err := validateStamp(ev.GetUserGeneration(), ev.GetAcceptedAtUnixMs()); err != nil {
+		return Decoded{}, err
 	}
 	return Decoded{Settings: &st, AcceptedAtUnixMs: ev.GetAcceptedAtUnixMs(),
 		Generation: ev.GetUserGeneration(), Stamped: stamped(ev.GetUserGenerationStamped(), ev.GetUserGeneration())}, nil

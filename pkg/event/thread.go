@@ -90,8 +90,8 @@ func decodeThreadUser(r *kgo.Record, ev *receiptsv1.ReceiptEvent) (Decoded, erro
 	if !hasCursor {
 		d.AcceptedAtUnixMs = ev.GetAcceptedAtUnixMs()
 	}
-	if d.Generation < 0 || d.AcceptedAtUnixMs < 0 {
-		return Decoded{}, fmt.Errorf("%w: invalid event: negative user_generation or accepted_at_unix_ms", ErrUndecodable)
+	if err := validateStamp(d.Generation, d.AcceptedAtUnixMs); err != nil {
+		return Decoded{}, err
 	}
 	if !hasCursor && st.Follow == (thread.Follow{}) && len(st.Mentions) == 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a thread event carries no cursor, follow or mention", ErrUndecodable)

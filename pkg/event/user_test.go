@@ -61,7 +61,7 @@ func TestErasureRejects(t *testing.T) {
 		"old version":    {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.SchemaVersion = 2 }), "schema version 2"},
 		"not protobuf":   {"u::u1", []byte{0xff, 0xff}, "unmarshalling"},
 		"negative time":  {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.AcceptedAtUnixMs = -1 }), "accepted_at_unix_ms"},
-		"empty settings": {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0; ev.Settings = &receiptsv1.UserSettings{} }), "settings.version_unix_ms must be > 0"},
+		"empty settings": {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0; ev.Settings = &receiptsv1.UserSettings{} }), "settings.version_unix_ms must be between 1 and"},
 	} {
 		_, err := event.DecodeRecord(&kgo.Record{Key: []byte(tc.key), Value: tc.val})
 		require.ErrorIs(t, err, event.ErrUndecodable, name)

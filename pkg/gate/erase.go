@@ -63,7 +63,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	ts, err := g.redis.Erase(rctx, user, g.nowMs(), durable[user].Generation+1)
+	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation))
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()

@@ -33,8 +33,10 @@ func (g *Gate) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.
 	if err != nil {
 		return nil, err
 	}
-	if r.Seq != nil && *r.Seq < 0 {
-		return nil, invalid(apierr.InvalidSeq, &receipt.FieldError{Field: "seq", Reason: fmt.Sprintf("must be >= 0, got %d", *r.Seq)})
+	if r.Seq != nil {
+		if err := receipt.ValidateBounded("seq", *r.Seq); err != nil {
+			return nil, invalid(apierr.InvalidSeq, err)
+		}
 	}
 	return g.changeMembership(ctx, k, true, r.Seq)
 }
@@ -137,6 +139,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		if err != nil {
 			return nil, err
 		}
+		g.mergeUnloaded(ctx, merged, resolved)
 		degraded = degraded || merged[0].Err != nil
 		if merged[0].Err == nil {
 			gen = max(gen, merged[0].Generation) // Unstamped is the least

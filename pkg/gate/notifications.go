@@ -34,8 +34,8 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	if !ok {
 		return nil, invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "level", Reason: fmt.Sprintf("must be all, mentions, none or empty, got %q", r.GetLevel())})
 	}
-	if r.GetMutedUntilUnixMs() < 0 {
-		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "muted_until_unix_ms", Reason: fmt.Sprintf("must be >= 0, got %d", r.GetMutedUntilUnixMs())})
+	if err := receipt.ValidateBounded("muted_until_unix_ms", r.GetMutedUntilUnixMs()); err != nil {
+		return nil, invalid(apierr.InvalidField, err)
 	}
 	reg := notification.Register{Key: k, Level: level, MutedUntilUnixMs: r.GetMutedUntilUnixMs(), VersionUnixMs: math.MaxInt64}
 	// Sized with the longest version and stamp, so a full spool refuses

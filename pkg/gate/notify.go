@@ -270,6 +270,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	if err != nil {
 		return nil, err
 	}
+	g.mergeUnloaded(ctx, merged, resolved)
 	// Each sender's read and mention set is stamped with the generation
 	// its script read in the user's slot (the mention hash, mh:{user},
 	// lives beside the user's tombstone), as marks are.

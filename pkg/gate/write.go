@@ -232,6 +232,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 		finish(producer.Unacknowledged, err)
 		return
 	}
+	g.mergeUnloaded(ctx, merged, resolved)
 	// Each mark's record is encoded once, here, with its epochs resolved
 	// and stamped with the generation read with its merge: consumers drop
 	// the event only if the user was erased after it (tombstone.Drops).
@@ -358,6 +359,28 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 		g.warnRedis(redisOpMerge, err)
 	}
 	return merged
+}
+
+// mergeUnloaded merges, as a repair does (no answer is read from it), the
+// states whose merge found their user's hash not loaded and could not
+// restore it: Redis then holds what is made durable (the user's next
+// restore merges Postgres in and marks the hash loaded), so the stores
+// agree without a sweep. Best effort: Redis may be failing.
+func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResult, resolved []receipt.State) {
+	var states []receipt.State
+	for i, r := range merged {
+		if errors.Is(r.Err, redisstore.ErrNotLoaded) {
+			states = append(states, resolved[i])
+		}
+	}
+	if len(states) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	defer cancel()
+	if _, err := g.redis.Merge(rctx, states); err != nil {
+		g.warnRedis(redisOpMerge, err)
+	}
 }
 
 // degradedUsers are the users of the states whose merge failed: their

@@ -102,11 +102,14 @@ func (r Register) Validate() error {
 	if !r.Level.Valid() {
 		return &receipt.FieldError{Field: "level", Reason: "is unknown"}
 	}
-	if r.MutedUntilUnixMs < 0 {
-		return &receipt.FieldError{Field: "muted_until_unix_ms", Reason: "is negative"}
+	if err := receipt.ValidateBounded("muted_until_unix_ms", r.MutedUntilUnixMs); err != nil {
+		return err
 	}
 	if r.VersionUnixMs <= 0 {
 		return &receipt.FieldError{Field: "notifications", Reason: "has no version"}
+	}
+	if err := receipt.ValidateBounded("notifications.version", r.VersionUnixMs); err != nil {
+		return err
 	}
 	return nil
 }

@@ -339,7 +339,14 @@ func TestValidateID(t *testing.T) {
 	require.ErrorContains(t, receipt.ValidateOptionalID("device_id", "d\tx"), "whitespace")
 	require.Error(t, receipt.ValidateSeq("seq", 0))
 	require.Error(t, receipt.ValidateSeq("seq", -1))
-	require.NoError(t, receipt.ValidateSeq("seq", 1<<62))
+	// Seqs are exact in doubles (Lua, JavaScript): 1 … 2^53−1.
+	require.NoError(t, receipt.ValidateSeq("seq", receipt.MaxSeq))
+	require.ErrorContains(t, receipt.ValidateSeq("seq", receipt.MaxSeq+1), "must be between 1 and 9007199254740991")
+	require.Error(t, receipt.ValidateSeq("seq", 1<<62))
+	st := receipt.State{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: receipt.MaxSeq + 1}}}
+	require.ErrorContains(t, st.Validate(), "read.seq")
+	st.Read.Position.Seq, st.UpdatedAtUnixMs = receipt.MaxSeq, receipt.MaxSeq+1
+	require.ErrorContains(t, st.Validate(), "updated_at")
 }
 
 // TestEpochBounds: an explicit epoch may not be ahead of the stored read

@@ -61,10 +61,26 @@ func ValidateOptionalID(field, id string) error {
 	return nil
 }
 
-// ValidateSeq checks a channel sequence: > 0 (int64 bounds the top).
+// MaxSeq bounds every seq, head, position, version and time the service
+// stores: 2^53−1, the greatest integer exact in a double, so that Redis'
+// Lua (which computes in doubles) and JavaScript clients hold it exactly.
+// Past it a seq would compare wrong in a script, and a script's loop over
+// seqs could run forever.
+const MaxSeq int64 = 1<<53 - 1
+
+// ValidateSeq checks a channel sequence: 1 … MaxSeq.
 func ValidateSeq(field string, seq int64) error {
-	if seq <= 0 {
-		return &FieldError{Field: field, Reason: fmt.Sprintf("must be > 0, got %d", seq)}
+	if seq <= 0 || seq > MaxSeq {
+		return &FieldError{Field: field, Reason: fmt.Sprintf("must be between 1 and %d, got %d", MaxSeq, seq)}
+	}
+	return nil
+}
+
+// ValidateBounded checks a number that may be 0 (a join point, a
+// version, a time): 0 … MaxSeq.
+func ValidateBounded(field string, n int64) error {
+	if n < 0 || n > MaxSeq {
+		return &FieldError{Field: field, Reason: fmt.Sprintf("must be between 0 and %d, got %d", MaxSeq, n)}
 	}
 	return nil
 }
@@ -95,6 +111,9 @@ func (s State) Validate() error {
 		if c.c.Position.Epoch < 0 || c.c.Position.Seq < 0 {
 			return &FieldError{Field: c.name, Reason: "has a negative position"}
 		}
+		if c.c.Position.Seq > MaxSeq {
+			return ValidateSeq(c.name+".seq", c.c.Position.Seq)
+		}
 		// The field names are built only on failure: this runs for every
 		// record the persister decodes.
 		if c.c.Position.Epoch > MaxEpoch {
@@ -107,8 +126,8 @@ func (s State) Validate() error {
 	if s.Read.Position.IsZero() && s.Delivered.Position.IsZero() && s.PrivateRead.Position.IsZero() {
 		return &FieldError{Field: "read", Reason: "neither read, private read nor delivered carries a position"}
 	}
-	if s.UpdatedAtUnixMs < 0 {
-		return &FieldError{Field: "updated_at", Reason: "is negative"}
+	if s.UpdatedAtUnixMs < 0 || s.UpdatedAtUnixMs > MaxSeq {
+		return ValidateBounded("updated_at", s.UpdatedAtUnixMs)
 	}
 	return ValidateOptionalID("device_id", s.DeviceID)
 }

@@ -107,8 +107,8 @@ func (h Head) Validate() error {
 	if err := receipt.ValidateSeq("thread_head.seq", h.Seq); err != nil {
 		return err
 	}
-	if h.UpdatedAtUnixMs < 0 {
-		return &receipt.FieldError{Field: "thread_head.updated_at", Reason: "is negative"}
+	if err := receipt.ValidateBounded("thread_head.updated_at", h.UpdatedAtUnixMs); err != nil {
+		return err
 	}
 	return receipt.ValidateOptionalID("thread_head.message_id", h.MessageID)
 }
@@ -197,8 +197,8 @@ func (s State) Validate() error {
 			return err
 		}
 	}
-	if s.Follow.VersionUnixMs < 0 {
-		return &receipt.FieldError{Field: "follow.version", Reason: "is negative"}
+	if err := receipt.ValidateBounded("follow.version", s.Follow.VersionUnixMs); err != nil {
+		return err
 	}
 	return channel.ValidateMentionSeqs(s.Mentions)
 }

@@ -6,6 +6,7 @@
 package tombstone
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/readstate/receipts/pkg/receipt"
@@ -75,20 +76,35 @@ func (t Tombstone) Predates(updatedAtMs int64) bool {
 	return !t.IsZero() && updatedAtMs <= t.ErasedAtUnixMs+ClockSkew.Milliseconds()
 }
 
-// Validate checks a tombstone as it travels: a valid user id, a positive
-// generation and a non-negative time.
+// MaxGenerationLead bounds how far a generation may be ahead of its
+// erasure's time. A gateway hands out max(stored + 1, its clock in ms,
+// Postgres' + 1): a generation is its erasure's time, or one more than
+// an erasure's of the same milliseconds. A generation far ahead would
+// make every later write of the user be dropped as older than the
+// erasure, for as long as the lead.
+const MaxGenerationLead int64 = 24 * 60 * 60 * 1000
+
+// Validate checks a tombstone as it travels: a valid user id, a
+// generation of 1 … receipt.MaxSeq at most MaxGenerationLead ahead of its
+// time, a time of 0 … receipt.MaxSeq.
 func (t Tombstone) Validate() error {
 	if err := receipt.ValidateID("user_id", t.User); err != nil {
 		return err
 	}
-	if t.Generation <= 0 {
-		return &receipt.FieldError{Field: "erased_generation", Reason: "must be > 0"}
+	if err := receipt.ValidateSeq("erased_generation", t.Generation); err != nil {
+		return err
 	}
-	if t.ErasedAtUnixMs < 0 {
-		return &receipt.FieldError{Field: "accepted_at_unix_ms", Reason: "must be >= 0"}
+	if err := receipt.ValidateBounded("accepted_at_unix_ms", t.ErasedAtUnixMs); err != nil {
+		return err
+	}
+	if t.Generation > t.ErasedAtUnixMs+MaxGenerationLead {
+		return &receipt.FieldError{Field: "erased_generation", Reason: fmt.Sprintf("%d is more than %d ahead of the erasure's time %d", t.Generation, MaxGenerationLead, t.ErasedAtUnixMs)}
 	}
 	return nil
 }
+
+// Next is the generation after gen, saturating at receipt.MaxSeq.
+func Next(gen int64) int64 { return min(gen+1, receipt.MaxSeq) }
 
 // Set is the tombstones of some users, by user id.
 type Set map[string]Tombstone

@@ -1,10 +1,12 @@
 package tombstone_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
@@ -80,6 +82,13 @@ func TestValidate(t *testing.T) {
 	require.ErrorContains(t, tombstone.Tombstone{User: "", Generation: 1}.Validate(), "user_id: is required")
 	require.NoError(t, tombstone.Tombstone{User: "@a:b", Generation: 1}.Validate())
 	require.ErrorContains(t, tombstone.Tombstone{User: "a}b", Generation: 1}.Validate(), "contains '}'")
-	require.ErrorContains(t, tombstone.Tombstone{User: "u"}.Validate(), "erased_generation: must be > 0")
+	require.ErrorContains(t, tombstone.Tombstone{User: "u"}.Validate(), "erased_generation: must be between 1 and")
 	require.ErrorContains(t, tombstone.Tombstone{User: "u", Generation: 1, ErasedAtUnixMs: -1}.Validate(), "accepted_at_unix_ms")
+	// A foreign record's generation far past its time would drop every
+	// later write of the user: refused.
+	require.ErrorContains(t, tombstone.Tombstone{User: "u", Generation: math.MaxInt64, ErasedAtUnixMs: 1}.Validate(), "erased_generation")
+	require.ErrorContains(t, tombstone.Tombstone{User: "u", Generation: 1_000 + tombstone.MaxGenerationLead + 1, ErasedAtUnixMs: 1_000}.Validate(), "ahead of the erasure's time")
+	require.NoError(t, tombstone.Tombstone{User: "u", Generation: 1_000 + tombstone.MaxGenerationLead, ErasedAtUnixMs: 1_000}.Validate())
+	require.Equal(t, receipt.MaxSeq, tombstone.Next(receipt.MaxSeq), "saturates")
+	require.EqualValues(t, 8, tombstone.Next(7))
 }

@@ -59,9 +59,9 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"tab in message id", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": "READ", "seq": 1, "message_id": "$m:1\tx"}`),
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "receipts[0].message_id: contains whitespace at byte 4"},
 		{"seq 0", "POST", "/v1/receipts:mark", markBody(item(`"u"`, 0)),
-			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be > 0, got 0"},
+			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be between 1 and 9007199254740991, got 0"},
 		{"negative seq", "POST", "/v1/receipts:mark", markBody(item(`"u"`, -5)),
-			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be > 0, got -5"},
+			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "receipts[0].seq: must be between 1 and 9007199254740991, got -5"},
 		{"missing kind", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "seq": 1}`),
 			400, connect.CodeInvalidArgument, apierr.InvalidKind, "receipts[0].kind: is missing or unknown; use READ or DELIVERED"},
 		{"unknown kind number", "POST", "/v1/receipts:mark", markBody(`{"user_id": "u", "channel_id": "c", "kind": 7, "seq": 1}`),
@@ -88,7 +88,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"single: escaped space in path id", "POST", "/v1/users/u/channels/%21a%20b/read", `{"seq": 1}`,
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "channel_id: contains whitespace at byte 2"},
 		{"single: seq 0", "POST", "/v1/users/u/channels/c/delivered", `{"seq": 0}`,
-			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "seq: must be > 0, got 0"},
+			400, connect.CodeInvalidArgument, apierr.InvalidSeq, "seq: must be between 1 and 9007199254740991, got 0"},
 		{"single: bad device id", "POST", "/v1/users/u/channels/c/read", `{"seq": 1, "device_id": "my phone"}`,
 			400, connect.CodeInvalidArgument, apierr.InvalidID, "device_id: contains whitespace at byte 2"},
 		{"read: bad channel id", "GET", "/v1/users/u/read-state?channel_id=x%3Ay&channel_id=x%7By", "",
@@ -115,7 +115,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	}}))
 	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidSeq)
 	require.Equal(t, "receipts[1].seq", apierr.InfoOf(err).GetMetadata()["field"])
-	require.Equal(t, "receipts[1].seq: must be > 0, got -1", connectMessage(err))
+	require.Equal(t, "receipts[1].seq: must be between 1 and 9007199254740991, got -1", connectMessage(err))
 	_, err = grpc.MarkRead(ctx, connect.NewRequest(&receiptsv1.MarkRequest{ChannelId: "c", Seq: 1}))
 	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.InvalidID)
 	require.Equal(t, "user_id: is required", connectMessage(err))

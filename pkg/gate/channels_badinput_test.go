@@ -38,7 +38,7 @@ func TestChannelBadInputWritesNothing(t *testing.T) {
 		reason                   apierr.Reason
 		msg                      string
 	}{
-		{"notice: seq 0", "POST", "/v1/channels/c/messages", `{"seq": 0}`, 400, apierr.InvalidSeq, "seq: must be > 0, got 0"},
+		{"notice: seq 0", "POST", "/v1/channels/c/messages", `{"seq": 0}`, 400, apierr.InvalidSeq, "seq: must be between 1 and 9007199254740991, got 0"},
 		{"notice: bad channel", "POST", "/v1/channels/%21a%3Ab%7D/messages", notice(""), 400, apierr.InvalidID, "channel_id: contains '}' at byte 4"},
 		{"notice: bad sender", "POST", "/v1/channels/c/messages", `{"seq": 1, "sender_id": "s s"}`, 400, apierr.InvalidID, "sender_id: contains whitespace at byte 1"},
 		{"notice: bad message id", "POST", "/v1/channels/c/messages", `{"seq": 1, "message_id": "$m:1\u0000"}`, 400, apierr.InvalidID, "message_id: contains a control or non-printable character at byte 4"},
@@ -48,9 +48,9 @@ func TestChannelBadInputWritesNothing(t *testing.T) {
 		{"read: malformed JSON", "POST", "/v1/users/u/channels/c/read", `{"seq": `, 400, apierr.MalformedRequest, "request body is not valid JSON: unexpected end of JSON input"},
 		{"notices: empty", "POST", "/v1/messages:notify", `{"notices": []}`, 400, apierr.EmptyRequest, "notices: must not be empty"},
 		{"notices: too many", "POST", "/v1/messages:notify", `{"notices": [` + strings.Join(notices, ",") + `]}`, 400, apierr.BatchTooLarge, "notices: has 501 items; the limit is 500"},
-		{"notices: one bad", "POST", "/v1/messages:notify", `{"notices": [{"channel_id": "c", "seq": 1}, {"channel_id": "c", "seq": -2}]}`, 400, apierr.InvalidSeq, "notices[1].seq: must be > 0, got -2"},
+		{"notices: one bad", "POST", "/v1/messages:notify", `{"notices": [{"channel_id": "c", "seq": 1}, {"channel_id": "c", "seq": -2}]}`, 400, apierr.InvalidSeq, "notices[1].seq: must be between 1 and 9007199254740991, got -2"},
 		{"join: bad user", "PUT", "/v1/channels/c/members/a%20b", `{}`, 400, apierr.InvalidID, "user_id: contains whitespace at byte 1"},
-		{"join: negative seq", "PUT", "/v1/channels/c/members/u", `{"seq": -1}`, 400, apierr.InvalidSeq, "seq: must be >= 0, got -1"},
+		{"join: negative seq", "PUT", "/v1/channels/c/members/u", `{"seq": -1}`, 400, apierr.InvalidSeq, "seq: must be between 0 and 9007199254740991, got -1"},
 		{"leave: bad channel", "DELETE", "/v1/channels/c%09/members/u", ``, 400, apierr.InvalidID, "channel_id: contains whitespace at byte 1"},
 		{"channel: page size", "GET", "/v1/channels/c?page_size=1001", ``, 400, apierr.InvalidField, "page_size: must be within [1, 1000], got 1001"},
 		{"channel: bad token", "GET", "/v1/channels/c?page_token=%21%21", ``, 400, apierr.InvalidField, "page_token: is not a token this service issued"},
@@ -58,7 +58,7 @@ func TestChannelBadInputWritesNothing(t *testing.T) {
 		{"unread: long user", "GET", "/v1/users/" + strings.Repeat("%3A", 129) + "/unread", ``, 400, apierr.InvalidID, "user_id: is 129 bytes long; the limit is 128"},
 		{"unread: too many channels", "GET", "/v1/users/u/unread?" + many, ``, 400, apierr.BatchTooLarge, "channel_id: has 1001 ids; the limit is 1000"},
 		{"unread: bad channel", "GET", "/v1/users/u/unread?channel_id=x%3Ay&channel_id=x%0Ay", ``, 400, apierr.InvalidID, "channel_id[1]: contains whitespace at byte 1"},
-		{"mark unread: seq 0", "POST", "/v1/users/u/channels/c/unread", `{"seq": 0}`, 400, apierr.InvalidSeq, "seq: must be > 0, got 0"},
+		{"mark unread: seq 0", "POST", "/v1/users/u/channels/c/unread", `{"seq": 0}`, 400, apierr.InvalidSeq, "seq: must be between 1 and 9007199254740991, got 0"},
 		{"read all: too many", "POST", "/v1/users/u/read-all", `{"channel_id": [` + strings.Repeat(`"c",`, gate.MaxUnreadChannelsDefault) + `"c"]}`, 400, apierr.BatchTooLarge, "channel_id: has 1001 ids; the limit is 1000"},
 		{"read all: bad device", "POST", "/v1/users/u/read-all", `{"device_id": "a b"}`, 400, apierr.InvalidID, "device_id: contains whitespace"},
 		{"read: private delivered", "POST", "/v1/receipts:mark", `{"receipts": [{"user_id": "u", "channel_id": "c", "kind": "DELIVERED", "seq": 1, "private": true}]}`, 400, apierr.InvalidField, "receipts[0].private: applies to READ marks only"},

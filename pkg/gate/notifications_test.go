@@ -161,7 +161,7 @@ func TestNotificationBadInputWritesNothing(t *testing.T) {
 		msg                      string
 	}{
 		{"unknown level", "PUT", "/v1/users/u/channels/c/notifications", `{"level": "loud"}`, apierr.InvalidLevel, `level: must be all, mentions, none or empty, got "loud"`},
-		{"negative mute", "PUT", "/v1/users/u/channels/c/notifications", `{"muted_until_unix_ms": -1}`, apierr.InvalidField, "muted_until_unix_ms: must be >= 0, got -1"},
+		{"negative mute", "PUT", "/v1/users/u/channels/c/notifications", `{"muted_until_unix_ms": -1}`, apierr.InvalidField, "muted_until_unix_ms: must be between 0 and 9007199254740991, got -1"},
 		{"bad user", "PUT", "/v1/users/a%20b/channels/c/notifications", `{"level": "all"}`, apierr.InvalidID, "user_id: contains whitespace at byte 1"},
 		{"bad channel", "PUT", "/v1/users/u/channels/c%09/notifications", `{"level": "all"}`, apierr.InvalidID, "channel_id: contains whitespace at byte 1"},
 		{"unknown default", "PUT", "/v1/users/u/settings", `{"default_notification_level": "loud"}`, apierr.InvalidLevel, `default_notification_level: must be all, mentions or none, got "loud"`},

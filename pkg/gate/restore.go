@@ -51,6 +51,8 @@ const (
 	// restoreAttempts bounds the restores of one hash that lost its
 	// marker again while it ran.
 	restoreAttempts = 3
+	// restoreParallel bounds the restores writes run beside their flushes.
+	restoreParallel = 8
 )
 
 // RestoreConfig configures the restores after a Redis loss.
@@ -98,6 +100,8 @@ type restorer struct {
 	degradedMu sync.Mutex
 	degraded   map[string]bool
 	nDegraded  atomic.Int64
+	// slots bounds the restores writes run beside their flushes.
+	slots chan struct{}
 }
 
 type restoreMetrics struct {
@@ -108,7 +112,7 @@ type restoreMetrics struct {
 
 func newRestorer(g *Gate, cfg RestoreConfig, reg prometheus.Registerer) *restorer {
 	f := promauto.With(reg)
-	r := &restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, m: restoreMetrics{
+	r := &restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"slices"
 	"fmt"
 	"time"
 
@@ -27,6 +28,8 @@ type writeJob struct {
 
 	merged   []redisstore.MergeResult
 	produced int // records of this call in the flush's durable write
+	// restored: the call left a flush once to have its users restored.
+	restored bool
 	dur      producer.Durability
 	err      error
 	done     chan struct{}
@@ -472,16 +475,27 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 		}
 		kept = append(kept, j)
 	}
-	if users := unloadedOf(vals, kept); len(users) > 0 {
-		// Redis lost these users' cursors, or never restored them: put
-		// them back first, so that the epoch checks and the merge act on
-		// what the durable path holds. A restore that fails leaves the
-		// merge to answer ErrNotLoaded (the marks degrade, still made
-		// durable).
-		if err := g.restore.cursors(ctx, users); err != nil {
-			g.warnRedis(redisOpRestore, err)
+	// Calls with users whose cursors Redis lost (or never restored) leave
+	// the flush: their users are restored beside it, off the flush's Redis
+	// stage, and the calls come back in a later one, so that their epoch
+	// checks and merges act on what the durable path holds. A call that
+	// comes back still unloaded (its restore failed) merges anyway: its
+	// marks degrade (restoreAndRemerge), still made durable.
+	if unloaded := vals.Unloaded(); len(unloaded) > 0 {
+		lost := make(map[string]bool, len(unloaded))
+		for _, u := range unloaded {
+			lost[u] = true
 		}
-		vals.Forget(users)
+		stay := kept[:0]
+		for _, j := range kept {
+			if users := j.usersIn(lost); len(users) > 0 && !j.restored {
+				g.bounce(j, users)
+				continue
+			}
+			stay = append(stay, j)
+		}
+		kept = stay
+		vals.Forget(unloaded)
 	}
 	checked := kept[:0]
 	for _, j := range kept {
@@ -494,25 +508,32 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 	return checked, vals
 }
 
-// unloadedOf lists the users of jobs whose hash vals found not loaded.
-func unloadedOf(vals *redisstore.MarkValues, jobs []*writeJob) []string {
-	unloaded := vals.Unloaded()
-	if len(unloaded) == 0 {
-		return nil
-	}
-	in := map[string]bool{}
-	for _, j := range jobs {
-		for _, m := range j.marks {
-			in[m.key.User] = true
+// usersIn lists the users of j's marks that lost names.
+func (j *writeJob) usersIn(lost map[string]bool) []string {
+	var users []string
+	for _, m := range j.marks {
+		if lost[m.key.User] && !slices.Contains(users, m.key.User) {
+			users = append(users, m.key.User)
 		}
 	}
-	out := unloaded[:0]
-	for _, u := range unloaded {
-		if in[u] {
-			out = append(out, u)
+	return users
+}
+
+// bounce restores users beside the flush, then submits j again, once.
+func (g *Gate) bounce(j *writeJob, users []string) {
+	j.restored = true
+	go func() {
+		g.restore.slots <- struct{}{}
+		err := g.restore.cursors(j.ctx, users)
+		<-g.restore.slots
+		if err != nil {
+			g.warnRedis(redisOpRestore, err)
 		}
-	}
-	return out
+		if err := g.writes.submit(j); err != nil {
+			j.err = g.unavailable(len(j.states), err)
+			close(j.done)
+		}
+	}()
 }
 
 // usersOf lists the users of states.

@@ -44,7 +44,9 @@ for i = 1, #KEYS, 2 do
     gens[KEYS[i + 1]] = g
   end
   local c = redis.call('HGET', KEYS[i], f) or ""
-  if redis.call('HEXISTS', KEYS[i], ':loaded') == 0 then
+  -- A hash Redis lost holds no field: only a write of a new field (want
+  -- "") could land in one, so only it asks whether the hash is loaded.
+  if want == "" and c == "" and redis.call('HEXISTS', KEYS[i], ':loaded') == 0 then
     out[#out + 1] = 2
     out[#out + 1] = g
     out[#out + 1] = ""
@@ -78,12 +80,16 @@ for i = 1, #KEYS, 2 do
     gens[KEYS[i + 1]] = g
   end
   local l = loaded[KEYS[i]]
-  if not l then
-    l = tostring(redis.call('HEXISTS', KEYS[i], ':loaded'))
+  local v
+  if l then
+    v = redis.call('HGET', KEYS[i], ARGV[(i + 1) / 2]) or ""
+  else
+    local r = redis.call('HMGET', KEYS[i], ARGV[(i + 1) / 2], ':loaded')
+    v, l = r[1] or "", r[2] and "1" or "0"
     loaded[KEYS[i]] = l
   end
   out[#out + 1] = g
-  out[#out + 1] = redis.call('HGET', KEYS[i], ARGV[(i + 1) / 2]) or ""
+  out[#out + 1] = v
   out[#out + 1] = l
 end
 return out

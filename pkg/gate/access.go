@@ -33,13 +33,13 @@ func (g *Gate) Members(ctx context.Context, user string, channels []string) (map
 		return out, nil
 	}
 	if err := g.settled(ctx, nil, channels); err != nil {
-		return nil, g.membersUnavailable(ctx, err)
+		return nil, membersUnavailable(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	regs, err := g.pg.Memberships(pctx, user, channels)
 	cancel()
 	if err != nil {
-		return nil, g.membersUnavailable(ctx, err)
+		return nil, membersUnavailable(ctx, err)
 	}
 	for _, r := range regs {
 		out[r.Key.Channel] = r.Member
@@ -47,7 +47,7 @@ func (g *Gate) Members(ctx context.Context, user string, channels []string) (map
 	return out, nil
 }
 
-func (g *Gate) membersUnavailable(ctx context.Context, err error) error {
+func membersUnavailable(ctx context.Context, err error) error {
 	if cerr := contextError(ctx, err); cerr != nil {
 		return cerr
 	}

@@ -48,9 +48,8 @@ const (
 	verifiedCacheSize = 16 << 10
 )
 
-// jwtAlgs are the signing algorithms of end-user tokens: HS256 with the
-// key file, RS256 and ES256 with a JWKS. "none" and every other one are
-// refused.
+// The signing algorithms of end-user tokens: HS256 with the key file,
+// RS256 and ES256 with a JWKS. "none" and every other one are refused.
 const (
 	algHS256 = "HS256"
 	algRS256 = "RS256"

@@ -10,7 +10,9 @@
 #     browser test page (esbuild);
 #  4. starts devbroker and kafkagate on free ports, on a Postgres database
 #     and a Redis key prefix of this run alone (dropped and deleted at the
-#     end), with a bearer token and CORS allowed for the test page's origin;
+#     end), with a server token (the tests' chat backend), an HS256 key for
+#     end-user tokens (the tests mint them: the browser page holds one, as
+#     an app would) and CORS allowed for the test page's origin;
 #  5. runs node --test over clients/ts/dist/test/.
 #
 # The persister and the reconciler are not started: the client's calls are
@@ -61,6 +63,9 @@ redis_db=${redis_url##*/}
 prefix="$run:"
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf 'clients-test:%s\n' "$token" >"$dir/tokens"
+jwt_key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf '%s\n' "$jwt_key" >"$dir/jwt.key"
+jwt_audience=receipts-clients-test
 
 pids=()
 cleanup() {
@@ -97,7 +102,8 @@ pids+=($!)
 page_origin=http://127.0.0.1:$page_port
 bin/kafkagate --listen "127.0.0.1:$api_port" --admin-addr "127.0.0.1:$admin_port" \
   --brokers "127.0.0.1:$broker_port" --pg-url "$pg_url" --redis-url "$redis_url" --redis-prefix "$prefix" \
-  --spool-dir "$dir/spool" --auth-token-file "$dir/tokens" --cors-allowed-origins "$page_origin" \
+  --spool-dir "$dir/spool" --auth-token-file "$dir/tokens" \
+  --auth-jwt-hs256-key-file "$dir/jwt.key" --auth-jwt-audience "$jwt_audience" --cors-allowed-origins "$page_origin" \
   --log-level warn >"$dir/kafkagate.log" 2>&1 &
 pids+=($!)
 deadline=$((SECONDS + ${READY_TIMEOUT:-60}))
@@ -110,5 +116,6 @@ say "stack ready in $((SECONDS - start)) s: API 127.0.0.1:$api_port, page origin
 
 # 5. The tests.
 (cd clients/ts && RECEIPTS_API="http://127.0.0.1:$api_port" RECEIPTS_TOKEN="$token" RECEIPTS_RUN="$run" \
+  RECEIPTS_JWT_KEY="$jwt_key" RECEIPTS_JWT_AUDIENCE="$jwt_audience" \
   PAGE_PORT="$page_port" CHROMIUM="$chromium" node --test --test-concurrency=1 --test-timeout=60000 --test-reporter=spec dist/test/*.test.js)
 say "passed in $((SECONDS - start)) s"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the protobuf stubs, the REST contract api/openapi.json
-# (tools/openapigen) and the TypeScript client's code (clients/ts/src/gen)
+# (tools/openapigen) and the TypeScript client's code (clients/ts/src/gen,
+# with the retry table of api/retries/retries.json)
 # with version-pinned plugins: Go ones from tools/go.mod, protoc-gen-es
 # from clients/ts/package-lock.json. googleapis' http annotations come from
 # the Go module cache into a git-ignored third_party/ folder: nothing
@@ -16,3 +17,5 @@ go tool -modfile=tools/go.mod buf generate
 source scripts/lib/npm.sh
 ts_deps
 go tool -modfile=tools/go.mod buf generate --template clients/ts/buf.gen.yaml
+# After buf, which empties clients/ts/src/gen: the retry table's copy.
+node clients/ts/scripts/retries.mjs

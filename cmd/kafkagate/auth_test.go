@@ -14,6 +14,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/jwttest"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -32,12 +33,14 @@ func TestRefusesAnOpenNonLoopbackAPI(t *testing.T) {
 }
 
 // TestTokenFileFromEnvironment: RECEIPTS_AUTH_TOKEN_FILE (the chart's
-// way) turns on bearer tokens; /readyz and /metrics on the admin port stay
-// open.
+// way) turns on bearer tokens, RECEIPTS_AUTH_JWT_HS256_KEY_FILE end-user
+// tokens; /readyz and /metrics on the admin port stay open.
 func TestTokenFileFromEnvironment(t *testing.T) {
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	require.NoError(t, os.WriteFile(tokens, []byte("chat:chat-token-0123456789\n"), 0o600))
 	t.Setenv("RECEIPTS_AUTH_TOKEN_FILE", tokens)
+	iss := jwttest.New(t)
+	t.Setenv("RECEIPTS_AUTH_JWT_HS256_KEY_FILE", iss.HS256KeyFile)
 	broker := kafkatest.New(t)
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
@@ -80,6 +83,10 @@ func TestTokenFileFromEnvironment(t *testing.T) {
 	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsMissing)
 	code, body = post("chat-token-0123456789")
 	require.Equal(t, http.StatusOK, code, body)
+	code, body = post(iss.HS256(t, jwttest.Claims("u1")))
+	require.Equal(t, http.StatusOK, code, "u1's own mark: %s", body)
+	code, body = post(iss.HS256(t, jwttest.Claims("u2")))
+	apierrtest.RefusedREST(t, code, []byte(body), http.StatusForbidden, apierr.NotYourUser)
 
 	resp, err := hc.Get("http://" + adminAddr + "/metrics")
 	require.NoError(t, err)

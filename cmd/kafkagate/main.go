@@ -15,11 +15,14 @@
 // a persistent volume, one per replica. --spool-dir "" disables the spool:
 // Kafka failures then answer 503.
 //
-// The API authenticates its callers (pkg/apiauth): bearer tokens from
-// --auth-token-file, client certificates with --tls-client-ca-file (TLS with
-// --tls-cert-file and --tls-key-file), and limits each client to
-// --rate-limit events/s. Without authentication it serves only a loopback
-// --listen address, unless --insecure-allow-unauthenticated.
+// The API authenticates its callers (pkg/apiauth): server bearer tokens
+// from --auth-token-file, client certificates with --tls-client-ca-file
+// (TLS with --tls-cert-file and --tls-key-file), and end-user tokens
+// (JWTs acting for their own user only: --auth-jwt-hs256-key-file, or
+// --auth-jwks-url / --auth-jwks-file with --auth-jwt-audience); it limits
+// each server client to --rate-limit events/s and each end-user to
+// --rate-limit-user (on by default). Without authentication it serves
+// only a loopback --listen address, unless --insecure-allow-unauthenticated.
 //
 //	kafkagate [flags]          run
 //	kafkagate migrate [flags]  apply the migrations and exit

@@ -1,14 +1,18 @@
 // Package apiauth guards an HTTP API listener: it authenticates every
-// request (a bearer token from a token file, or a client certificate
-// verified against a CA), names the client and its scopes (write, read,
-// watch, erase: what it may call), limits each client's events per second,
-// and refuses in the caller's protocol (REST and Connect: HTTP 401 or 429;
-// gRPC: Unauthenticated or ResourceExhausted), with Retry-After on a rate
-// limit. Require checks a call's scope; the transport answers a missing
-// one as HTTP 403 / PermissionDenied. It also builds the listener's TLS
-// configuration and reloads the token file, the client scopes file and the
-// server certificate when they change: a file that fails to reload keeps
-// the previous version in force, and Status and a metric say so.
+// request (a server's bearer token from a token file, a client certificate
+// verified against a CA, or an end-user's JWT signed with the HS256 key
+// file or a key of the JWKS), names the client, its scopes (mark, notify,
+// read, watch, erase: what it may call) and, for an end-user token, its
+// user; limits each client's events per second (each end-user's by
+// default); and refuses in the caller's protocol (REST and Connect: HTTP
+// 401 or 429; gRPC: Unauthenticated or ResourceExhausted), with
+// Retry-After on a rate limit. Require checks a call's scope; the
+// transport answers a missing one as HTTP 403 / PermissionDenied, and
+// holds an end-user token to its own user. It also builds the listener's
+// TLS configuration and reloads the token file, the client scopes file,
+// the JWT keys and the server certificate when they change: a file that
+// fails to reload keeps the previous version in force, and Status and a
+// metric say so.
 package apiauth
 
 import (
@@ -21,6 +25,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,6 +46,17 @@ const (
 	ReloadIntervalDefault = 5 * time.Second
 	MaxClientsDefault     = 10000
 	ClientIdleDefault     = 10 * time.Minute
+	// UserRateLimitDefault is each end-user's events per second: a person
+	// clicking through channels sends a few; a script sends thousands.
+	UserRateLimitDefault = 20
+	// UserRateLimitBurstDefault lets a client's start (inbox, counts,
+	// ticks of the open channel, a watch) through at once.
+	UserRateLimitBurstDefault = 100
+	// MaxUsersDefault bounds the per-user limiter table.
+	MaxUsersDefault = 100_000
+	// UserIdleDefault is how long an end-user's limiter is kept without a
+	// call: its bucket has refilled by then.
+	UserIdleDefault = time.Minute
 )
 
 // Config configures a Guard. The zero value serves an open API (every
@@ -68,6 +84,28 @@ type Config struct {
 	// signs holds DefaultScopes. Requires ClientCAFile.
 	ClientScopesFile string
 
+	// JWTHS256KeyFile holds the key of end-user tokens signed HS256: the
+	// file's bytes, one trailing newline trimmed, at least
+	// MinHS256KeyBytes. Empty: no HS256 tokens.
+	JWTHS256KeyFile string
+	// JWKSFile and JWKSURL give the JWK Set whose keys verify end-user
+	// tokens signed RS256 or ES256 (at most one of them). The file is
+	// reloaded when it changes, the URL fetched every JWKSRefresh and when
+	// a token names a key id it lacks (at most every 30 s). The parsed
+	// keys are kept between reloads.
+	JWKSFile, JWKSURL string
+	// JWKSRefresh is how often JWKSURL is fetched. Defaults to
+	// JWKSRefreshDefault.
+	JWKSRefresh time.Duration
+	// JWTAudience, when set, must be among a token's aud. Required with a
+	// JWKS: an identity provider signs tokens for other services too.
+	JWTAudience string
+	// JWTIssuer, when set, must be a token's iss.
+	JWTIssuer string
+	// JWTLeeway is the clock skew allowed on exp, nbf and iat. Defaults
+	// to JWTLeewayDefault.
+	JWTLeeway time.Duration
+
 	// InsecureAllowUnauthenticated lets a non-loopback listener serve
 	// without any authentication.
 	InsecureAllowUnauthenticated bool
@@ -84,6 +122,16 @@ type Config struct {
 	// ClientIdle is how long a client's limiter is kept without a call.
 	// Defaults to ClientIdleDefault.
 	ClientIdle time.Duration
+	// UserRateLimit is each end-user's sustained events per second (an
+	// end-user token's own budget, whatever RateLimit says). Defaults to
+	// UserRateLimitDefault; negative turns it off.
+	UserRateLimit float64
+	// UserRateLimitBurst is how many events an end-user may send at
+	// once. Defaults to UserRateLimitBurstDefault.
+	UserRateLimitBurst int
+	// MaxUsers bounds the per-user limiter table. Defaults to
+	// MaxUsersDefault.
+	MaxUsers int
 
 	// Metrics are named Namespace_Subsystem_name.
 	Namespace, Subsystem string
@@ -98,7 +146,16 @@ type Config struct {
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
 	c.ReloadInterval, c.MaxClients, c.ClientIdle = d.ReloadInterval, d.MaxClients, d.ClientIdle
-	fs.StringVar(&c.TokenFile, "auth-token-file", c.TokenFile, "file of accepted API bearer tokens, one a line: name:token (scopes write,read,watch) or name:token:scope,scope (write, read, watch, erase); reloaded on change and SIGHUP; empty: no token auth")
+	c.JWTLeeway, c.JWKSRefresh = d.JWTLeeway, d.JWKSRefresh
+	c.UserRateLimit, c.UserRateLimitBurst, c.MaxUsers = d.UserRateLimit, d.UserRateLimitBurst, d.MaxUsers
+	fs.StringVar(&c.TokenFile, "auth-token-file", c.TokenFile, "file of accepted server bearer tokens, one a line: name:token (scopes mark,notify,read,watch) or name:token:scope,scope (mark, notify, read, watch, erase; write is mark,notify); reloaded on change and SIGHUP; empty: no token auth")
+	fs.StringVar(&c.JWTHS256KeyFile, "auth-jwt-hs256-key-file", c.JWTHS256KeyFile, "key of end-user tokens (JWT, HS256): the file's bytes, one trailing newline trimmed, at least 32; reloaded on change; an end-user token acts on its own user (sub) only")
+	fs.StringVar(&c.JWKSFile, "auth-jwks-file", c.JWKSFile, "JWK Set (JSON) whose keys verify end-user tokens signed RS256 or ES256; reloaded on change")
+	fs.StringVar(&c.JWKSURL, "auth-jwks-url", c.JWKSURL, "URL of the JWK Set whose keys verify end-user tokens signed RS256 or ES256; fetched every --auth-jwks-refresh and when a token names an unknown kid")
+	fs.DurationVar(&c.JWKSRefresh, "auth-jwks-refresh", c.JWKSRefresh, "how often --auth-jwks-url is fetched again")
+	fs.StringVar(&c.JWTAudience, "auth-jwt-audience", c.JWTAudience, "an end-user token's aud must name this (required with a JWKS)")
+	fs.StringVar(&c.JWTIssuer, "auth-jwt-issuer", c.JWTIssuer, "when set, an end-user token's iss must be this")
+	fs.DurationVar(&c.JWTLeeway, "auth-jwt-leeway", c.JWTLeeway, "clock skew allowed on an end-user token's exp, nbf and iat")
 	fs.StringVar(&c.CertFile, "tls-cert-file", c.CertFile, "API listener's TLS certificate (PEM); with --tls-key-file the API serves TLS (h2 and HTTP/1.1)")
 	fs.StringVar(&c.KeyFile, "tls-key-file", c.KeyFile, "API listener's TLS private key (PEM)")
 	fs.StringVar(&c.ClientCAFile, "tls-client-ca-file", c.ClientCAFile, "CA bundle (PEM) whose client certificates authenticate API callers (mTLS)")
@@ -109,12 +166,20 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.RateLimitBurst, "rate-limit-burst", c.RateLimitBurst, "events a client may send at once; 0: one second's worth, and at least the largest batch")
 	fs.IntVar(&c.MaxClients, "rate-limit-max-clients", c.MaxClients, "most clients whose rate-limit state is kept (idle ones are dropped first)")
 	fs.DurationVar(&c.ClientIdle, "rate-limit-client-idle", c.ClientIdle, "a client's rate-limit state is dropped after this long without a call")
+	fs.Float64Var(&c.UserRateLimit, "rate-limit-user", c.UserRateLimit, "events per second per end-user (the sub of a JWT), whatever --rate-limit says; negative: no limit")
+	fs.IntVar(&c.UserRateLimitBurst, "rate-limit-user-burst", c.UserRateLimitBurst, "events an end-user may send at once")
+	fs.IntVar(&c.MaxUsers, "rate-limit-max-users", c.MaxUsers, "most end-users whose rate-limit state is kept (idle ones are dropped first)")
 }
 
 func (c Config) withDefaults() Config {
 	c.ReloadInterval = cmp.Or(c.ReloadInterval, ReloadIntervalDefault)
 	c.MaxClients = cmp.Or(c.MaxClients, MaxClientsDefault)
 	c.ClientIdle = cmp.Or(c.ClientIdle, ClientIdleDefault)
+	c.JWTLeeway = cmp.Or(c.JWTLeeway, JWTLeewayDefault)
+	c.JWKSRefresh = cmp.Or(c.JWKSRefresh, JWKSRefreshDefault)
+	c.UserRateLimit = cmp.Or(c.UserRateLimit, UserRateLimitDefault)
+	c.UserRateLimitBurst = cmp.Or(c.UserRateLimitBurst, UserRateLimitBurstDefault)
+	c.MaxUsers = cmp.Or(c.MaxUsers, MaxUsersDefault)
 	if c.RateLimitBurst == 0 && c.RateLimit > 0 {
 		c.RateLimitBurst = max(1, int(c.RateLimit+0.999))
 	}
@@ -128,7 +193,17 @@ func (c Config) withDefaults() Config {
 }
 
 // Authenticates reports whether callers must prove who they are.
-func (c Config) Authenticates() bool { return c.TokenFile != "" || c.ClientCAFile != "" }
+func (c Config) Authenticates() bool {
+	return c.TokenFile != "" || c.ClientCAFile != "" || c.EndUserTokens()
+}
+
+// EndUserTokens reports whether end-user tokens (JWTs) are accepted.
+func (c Config) EndUserTokens() bool {
+	return c.JWTHS256KeyFile != "" || c.JWKSFile != "" || c.JWKSURL != ""
+}
+
+// bearerTokens reports whether an Authorization header is read.
+func (c Config) bearerTokens() bool { return c.TokenFile != "" || c.EndUserTokens() }
 
 // TLS reports whether the listener serves TLS.
 func (c Config) TLS() bool { return c.CertFile != "" }
@@ -151,6 +226,29 @@ func (c Config) Check(addr string) error {
 	if !c.Authenticates() && !c.InsecureAllowUnauthenticated && !IsLoopback(addr) {
 		bad("API authentication: the listener %s is not loopback and no authentication is configured: "+
 			"set --auth-token-file or --tls-client-ca-file, or --insecure-allow-unauthenticated to serve it open on purpose", addr)
+	}
+	if c.JWKSFile != "" && c.JWKSURL != "" {
+		bad("JWT: --auth-jwks-file and --auth-jwks-url: give one")
+	}
+	if (c.JWKSFile != "" || c.JWKSURL != "") && c.JWTAudience == "" {
+		bad("JWT: a JWKS needs --auth-jwt-audience: its provider signs tokens for other services too")
+	}
+	if c.JWKSURL != "" {
+		if u, err := url.Parse(c.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("JWT: --auth-jwks-url must be an http(s) URL")
+		}
+	}
+	if c.JWTLeeway < 0 || c.JWTLeeway > MaxJWTLeeway {
+		bad("JWTLeeway: must be within [0, %s], got %s", MaxJWTLeeway, c.JWTLeeway)
+	}
+	if c.JWKSRefresh < 0 {
+		bad("JWKSRefresh: must be positive")
+	}
+	if c.UserRateLimit > 1e9 || c.UserRateLimitBurst < 0 || c.UserRateLimitBurst > 1e9 {
+		bad("UserRateLimit, UserRateLimitBurst: must be within 1e9, got %g and %d", c.UserRateLimit, c.UserRateLimitBurst)
+	}
+	if c.MaxUsers < 0 || c.MaxUsers > 10_000_000 {
+		bad("MaxUsers: must be within [1, 1e7], got %d", c.MaxUsers)
 	}
 	if c.RateLimit < 0 || c.RateLimit > 1e9 {
 		bad("RateLimit: must be within [0, 1e9] events/s, got %g", c.RateLimit)
@@ -185,7 +283,8 @@ func IsLoopback(addr string) bool {
 // Rejection reasons (label values of auth_rejected_total).
 const (
 	reasonMissing = "missing" // no credentials at all
-	reasonInvalid = "invalid" // a token that is not in the file, or a malformed header
+	reasonInvalid = "invalid" // a token that is not in the file, or a malformed header or JWT
+	reasonExpired = "expired" // an end-user token past its exp
 )
 
 type metrics struct {
@@ -202,6 +301,8 @@ const (
 	fileTokens       = "token_file"
 	fileClientScopes = "client_scopes_file"
 	fileCertificate  = "tls_certificate"
+	fileHS256Key     = "jwt_hs256_key_file"
+	fileJWKS         = "jwks"
 )
 
 // Guard authenticates and rate-limits the requests of an API listener.
@@ -217,6 +318,15 @@ type Guard struct {
 	reloadErr atomic.Pointer[reloadFailure]
 	tlsCfg    *tls.Config
 	limits    *limiterTable
+	// jwt verifies end-user tokens (nil when none are accepted); users
+	// limits them, one bucket per user (nil: no limit).
+	jwt   *jwtVerifier
+	users *limiterTable
+	// jwksClient fetches JWKSURL; jwksFetched is when it last did (Unix
+	// ns), jwksErr its last failure (nil after one that worked).
+	jwksClient  *http.Client
+	jwksFetched atomic.Int64
+	jwksErr     atomic.Pointer[reloadFailure]
 	// loadedFP fingerprints the watched files as New found them (taken
 	// before loading, so a change while loading is seen as one).
 	loadedFP string
@@ -234,7 +344,7 @@ func New(cfg Config, addr string) (*Guard, error) {
 	g.m = metrics{
 		rejected: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_rejected_total",
-			Help: "API requests refused as unauthenticated, by reason (missing: no credentials; invalid: an unknown or malformed token).",
+			Help: "API requests refused as unauthenticated, by reason (missing: no credentials; invalid: an unknown or malformed token, or an end-user token that does not verify; expired: an end-user token past its exp).",
 		}, []string{"reason"}),
 		forbidden: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_forbidden_total",
@@ -242,7 +352,7 @@ func New(cfg Config, addr string) (*Guard, error) {
 		}, []string{"scope"}),
 		reloadFailures: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_reload_failures_total",
-			Help: "Reloads of the token file, the client scopes file or the TLS certificate that failed (the previous version stays in force), by file.",
+			Help: "Reloads of the token file, the client scopes file, the TLS certificate or the JWT keys (HS256 key file, JWKS file or URL) that failed (the previous version stays in force), by file.",
 		}, []string{"file"}),
 		reloadOK: f.NewGauge(prometheus.GaugeOpts{
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "auth_last_reload_successful",
@@ -259,10 +369,11 @@ func New(cfg Config, addr string) (*Guard, error) {
 	}
 	g.m.rejected.WithLabelValues(reasonMissing)
 	g.m.rejected.WithLabelValues(reasonInvalid)
+	g.m.rejected.WithLabelValues(reasonExpired)
 	for _, name := range scopeNames {
 		g.m.forbidden.WithLabelValues(name)
 	}
-	for _, file := range []string{fileTokens, fileClientScopes, fileCertificate} {
+	for _, file := range []string{fileTokens, fileClientScopes, fileCertificate, fileHS256Key, fileJWKS} {
 		g.m.reloadFailures.WithLabelValues(file)
 	}
 	g.m.reloadOK.Set(1)
@@ -280,6 +391,9 @@ func New(cfg Config, addr string) (*Guard, error) {
 			return nil, err
 		}
 		g.certScopes.Store(&m)
+	}
+	if err := g.loadJWTKeys(); err != nil {
+		return nil, err
 	}
 	if cfg.TLS() {
 		if err := g.loadCert(); err != nil {
@@ -310,6 +424,13 @@ func New(cfg Config, addr string) (*Guard, error) {
 			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "rate_limit_clients",
 			Help: "Clients whose rate-limit state is kept.",
 		}, func() float64 { return float64(g.limits.size()) })
+	}
+	if cfg.EndUserTokens() && cfg.UserRateLimit > 0 {
+		g.users = newLimiterTable(cfg.UserRateLimit, cfg.UserRateLimitBurst, cfg.MaxUsers, UserIdleDefault, g.m.evictions.Inc)
+		f.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: cfg.Namespace, Subsystem: cfg.Subsystem, Name: "rate_limit_users",
+			Help: "End-users whose rate-limit state is kept.",
+		}, func() float64 { return float64(g.users.size()) })
 	}
 	return g, nil
 }
@@ -346,13 +467,25 @@ func (g *Guard) storeTokens(s *tokenSet) {
 
 // Client is an authenticated caller.
 type Client struct {
-	// Name identifies the caller: "token:<name>", "cert:<subject>" or
-	// "ip:<address>" (an open API).
+	// Name identifies the caller: "token:<name>", "cert:<subject>",
+	// "user:<id>" (an end-user token) or "ip:<address>" (an open API).
 	Name string
 	// Scopes are what it may call (Require): its token's or
-	// certificate's, AllScopes on an open API.
+	// certificate's, EndUserScopes for an end-user token, AllScopes on
+	// an open API.
 	Scopes Scope
-	g      *Guard
+	// User is the user an end-user token names (its sub): such a client
+	// acts on that user only. Empty for a server client.
+	User string
+	g    *Guard
+}
+
+// limits is the rate-limit table the client spends from (nil: none).
+func (c *Client) limits() *limiterTable {
+	if c.User != "" {
+		return c.g.users
+	}
+	return c.g.limits
 }
 
 type clientKey struct{}
@@ -380,17 +513,21 @@ func (e *RateLimitedError) Error() string { return e.msg }
 // without a rate limit or a client.
 func Charge(ctx context.Context, n int) error {
 	c, ok := ClientFrom(ctx)
-	if !ok || c.g.limits == nil || n <= 0 {
+	if !ok || n <= 0 {
 		return nil
 	}
-	return c.g.take(c.Name, min(n, c.g.cfg.RateLimitBurst-1))
+	t := c.limits()
+	if t == nil {
+		return nil
+	}
+	return c.g.take(t, c.Name, min(n, t.burst-1))
 }
 
-func (g *Guard) take(client string, n int) error {
+func (g *Guard) take(t *limiterTable, client string, n int) error {
 	if n <= 0 {
 		return nil
 	}
-	wait, err := g.limits.take(client, n, time.Now())
+	wait, err := t.take(client, n, time.Now())
 	if err != nil {
 		g.m.rateLimited.Inc()
 		return &RateLimitedError{Client: client, msg: err.Error()}
@@ -398,7 +535,7 @@ func (g *Guard) take(client string, n int) error {
 	if wait > 0 {
 		g.m.rateLimited.Inc()
 		return &RateLimitedError{Client: client, RetryAfter: wait, msg: fmt.Sprintf(
-			"rate limit of %g events/s (burst %d) for client %s exceeded; retry after %s", g.cfg.RateLimit, g.cfg.RateLimitBurst, client, apierr.Seconds(wait)+"s")}
+			"rate limit of %g events/s (burst %d) for client %s exceeded; retry after %s", float64(t.limit), t.burst, client, apierr.Seconds(wait)+"s")}
 	}
 	return nil
 }
@@ -407,47 +544,34 @@ func (g *Guard) take(client string, n int) error {
 // and puts the Client in the request's context.
 func (g *Guard) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, scopes, rj, ok := g.authenticate(r)
-		if !ok {
+		c, rj := g.authenticate(r)
+		if rj != nil {
 			g.log.Debug("refusing an unauthenticated API request", zap.String("remote", r.RemoteAddr), zap.String("path", r.URL.Path), zap.String("reason", rj.Message()))
 			apierr.Write(w, r, rj)
 			return
 		}
-		if g.limits != nil {
-			if err := g.take(name, 1); err != nil {
+		if t := c.limits(); t != nil {
+			if err := g.take(t, c.Name, 1); err != nil {
 				apierr.Write(w, r, RateLimited(err))
 				return
 			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, &Client{Name: name, Scopes: scopes, g: g})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), clientKey{}, c)))
 	})
 }
 
 // authenticate names the caller and its scopes: by its bearer token when
-// tokens are configured and it sends one, else by its verified client
-// certificate, else (open API only) by its remote IP, with every scope.
-func (g *Guard) authenticate(r *http.Request) (string, Scope, *connect.Error, bool) {
-	tokens := g.tokens.Load()
-	var cert *x509.Certificate
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		cert = r.TLS.VerifiedChains[0][0]
-	}
-	if tokens != nil {
+// tokens are configured and it sends one (a token of the file, else a JWT
+// when end-user tokens are on), else by its verified client certificate,
+// else (open API only) by its remote IP, with every scope.
+func (g *Guard) authenticate(r *http.Request) (*Client, *connect.Error) {
+	if g.cfg.bearerTokens() {
 		if h := r.Header.Get("Authorization"); h != "" {
-			scheme, token, _ := strings.Cut(h, " ")
-			if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-				g.m.rejected.WithLabelValues(reasonInvalid).Inc()
-				return "", 0, unauthenticated(apierr.CredentialsInvalid, `malformed Authorization header: want "Bearer <token>"`), false
-			}
-			name, scopes, ok := tokens.lookup(strings.TrimSpace(token))
-			if !ok {
-				g.m.rejected.WithLabelValues(reasonInvalid).Inc()
-				return "", 0, unauthenticated(apierr.CredentialsInvalid, "invalid bearer token: it is not among the API's accepted tokens"), false
-			}
-			return "token:" + name, scopes, nil, true
+			return g.bearer(h)
 		}
 	}
-	if cert != nil {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		cert := r.TLS.VerifiedChains[0][0]
 		subject := cert.Subject.CommonName
 		if subject == "" {
 			subject = cert.Subject.String()
@@ -456,35 +580,71 @@ func (g *Guard) authenticate(r *http.Request) (string, Scope, *connect.Error, bo
 		if m := g.certScopes.Load(); m != nil {
 			scopes = (*m)[subject]
 		}
-		return "cert:" + subject, scopes, nil, true
+		return &Client{Name: "cert:" + subject, Scopes: scopes, g: g}, nil
 	}
 	if g.cfg.Authenticates() {
 		g.m.rejected.WithLabelValues(reasonMissing).Inc()
 		var msg string
 		switch {
-		case tokens != nil && g.cfg.ClientCAFile != "":
+		case g.cfg.bearerTokens() && g.cfg.ClientCAFile != "":
 			msg = `missing credentials: send "Authorization: Bearer <token>" or a client certificate the API's CA signed`
-		case tokens != nil:
+		case g.cfg.bearerTokens():
 			msg = `missing bearer token: send "Authorization: Bearer <token>"`
 		default:
 			msg = "missing client certificate: this API requires mTLS with a certificate its CA signed"
 		}
-		return "", 0, unauthenticated(apierr.CredentialsMissing, msg), false
+		return nil, unauthenticated(apierr.CredentialsMissing, msg)
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	return "ip:" + host, AllScopes, nil, true
+	return &Client{Name: "ip:" + host, Scopes: AllScopes, g: g}, nil
 }
 
-// Run reloads the token file, the client scopes file and the server
-// certificate when they change (checked every ReloadInterval) or on SIGHUP,
-// until ctx ends. A file that fails to load keeps the previous version (see
-// Reload). Without any of them it only waits for ctx.
+// bearer authenticates an Authorization header: a token of the token
+// file, else (when end-user tokens are on and it has a JWT's shape) an
+// end-user token.
+func (g *Guard) bearer(header string) (*Client, *connect.Error) {
+	scheme, token, _ := strings.Cut(header, " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
+		g.m.rejected.WithLabelValues(reasonInvalid).Inc()
+		return nil, unauthenticated(apierr.CredentialsInvalid, `malformed Authorization header: want "Bearer <token>"`)
+	}
+	if tokens := g.tokens.Load(); tokens != nil {
+		if name, scopes, ok := tokens.lookup(token); ok {
+			return &Client{Name: "token:" + name, Scopes: scopes, g: g}, nil
+		}
+	}
+	if g.jwt != nil && looksLikeJWT(token) {
+		user, refusal := g.jwt.verify(token)
+		if refusal != nil {
+			g.m.rejected.WithLabelValues(refusal.label).Inc()
+			return nil, refusal.connectError()
+		}
+		return &Client{Name: "user:" + user, Scopes: EndUserScopes, User: user, g: g}, nil
+	}
+	g.m.rejected.WithLabelValues(reasonInvalid).Inc()
+	return nil, unauthenticated(apierr.CredentialsInvalid, "invalid bearer token: it is not among the API's accepted tokens")
+}
+
+// Run reloads the token file, the client scopes file, the JWT key files
+// and the server certificate when they change (checked every
+// ReloadInterval) or on SIGHUP, and fetches the JWKS URL every
+// JWKSRefresh (and for a token whose key id it lacks), until ctx ends. A
+// file that fails to load keeps the previous version (see Reload).
+// Without any of them it only waits for ctx.
 func (g *Guard) Run(ctx context.Context) error {
 	files := g.watchedFiles()
-	if len(files) == 0 {
+	var refresh <-chan time.Time
+	var refetch <-chan struct{}
+	if g.cfg.JWKSURL != "" {
+		t := time.NewTicker(g.cfg.JWKSRefresh)
+		defer t.Stop()
+		refresh, refetch = t.C, g.jwt.refetch
+	}
+	if len(files) == 0 && refresh == nil {
 		<-ctx.Done()
 		return nil
 	}
@@ -501,11 +661,18 @@ func (g *Guard) Run(ctx context.Context) error {
 		case <-hup:
 			g.Reload()
 			last = fingerprint(files)
+			if refresh != nil {
+				g.refreshJWKS(ctx)
+			}
 		case <-tick.C:
 			if fp := fingerprint(files); fp != last {
 				last = fp
 				g.Reload()
 			}
+		case <-refresh:
+			g.refreshJWKS(ctx)
+		case <-refetch:
+			g.refreshJWKSSoon(ctx)
 		}
 	}
 }
@@ -516,8 +683,8 @@ type reloadFailure struct {
 	err error
 }
 
-// Reload re-reads the token file, the client scopes file and the
-// certificate pair now. A file that fails to load keeps its previous
+// Reload re-reads the token file, the client scopes file, the JWT key
+// files and the certificate pair now. A file that fails to load keeps its previous
 // version in force (a broken Secret edit does not lock the clients out),
 // counts in auth_reload_failures_total, sets auth_last_reload_successful
 // to 0 and shows in Status until a reload succeeds.
@@ -545,6 +712,9 @@ func (g *Guard) Reload() {
 			g.log.Info("reloaded the API client scopes file", zap.Int("num_subjects", len(m)))
 		}
 	}
+	if g.jwt != nil {
+		g.reloadJWTFiles(failed)
+	}
 	if g.cfg.TLS() {
 		if err := g.loadCert(); err != nil {
 			g.log.Error("reloading the API's TLS certificate; keeping the previous one", zap.Error(err))
@@ -553,11 +723,10 @@ func (g *Guard) Reload() {
 	}
 	if err := errors.Join(errs...); err != nil {
 		g.reloadErr.Store(&reloadFailure{at: time.Now(), err: err})
-		g.m.reloadOK.Set(0)
-		return
+	} else {
+		g.reloadErr.Store(nil)
 	}
-	g.reloadErr.Store(nil)
-	g.m.reloadOK.Set(1)
+	g.updateReloadOK()
 }
 
 // Status is "" while the files in force are the latest, else what failed
@@ -566,17 +735,21 @@ func (g *Guard) Reload() {
 // previous tokens still serve, and every replica reads the same Secret, so
 // unready would take the whole API out of service over a bad edit.
 func (g *Guard) Status() string {
-	f := g.reloadErr.Load()
-	if f == nil {
-		return ""
+	var lines []string
+	if f := g.reloadErr.Load(); f != nil {
+		lines = append(lines, fmt.Sprintf("auth files failed to reload at %s, the previous versions are in force: %s",
+			f.at.UTC().Format(time.RFC3339), strings.ReplaceAll(f.err.Error(), "\n", "; ")))
 	}
-	return fmt.Sprintf("auth files failed to reload at %s, the previous versions are in force: %s",
-		f.at.UTC().Format(time.RFC3339), strings.ReplaceAll(f.err.Error(), "\n", "; "))
+	if f := g.jwksErr.Load(); f != nil {
+		lines = append(lines, fmt.Sprintf("the JWKS failed to load at %s, the previous keys (if any) are in force: %s",
+			f.at.UTC().Format(time.RFC3339), f.err))
+	}
+	return strings.Join(lines, "; ")
 }
 
 func (g *Guard) watchedFiles() []string {
 	var files []string
-	for _, f := range []string{g.cfg.TokenFile, g.cfg.ClientScopesFile, g.cfg.CertFile, g.cfg.KeyFile} {
+	for _, f := range []string{g.cfg.TokenFile, g.cfg.ClientScopesFile, g.cfg.CertFile, g.cfg.KeyFile, g.cfg.JWTHS256KeyFile, g.cfg.JWKSFile} {
 		if f != "" {
 			files = append(files, f)
 		}

@@ -144,11 +144,11 @@ func TestScopes(t *testing.T) {
 
 	code, body := serveAs(t, g, ScopeWrite, bearer(legacy))
 	require.Equal(t, http.StatusOK, code, body)
-	require.Equal(t, "token:chat write,read,watch", body)
+	require.Equal(t, "token:chat mark,notify,read,watch", body)
 	code, body = serveAs(t, g, ScopeErase, bearer(legacy))
 	require.Equal(t, http.StatusForbidden, code)
-	require.Contains(t, body, `permission denied: Call needs the "erase" scope, which client token:chat lacks (it holds write,read,watch)`)
-	for _, need := range []Scope{ScopeWrite, ScopeWatch, ScopeErase} {
+	require.Contains(t, body, `permission denied: Call needs the "erase" scope, which client token:chat lacks (it holds mark,notify,read,watch)`)
+	for _, need := range []Scope{ScopeMark, ScopeNotify, ScopeWatch, ScopeErase} {
 		code, body = serveAs(t, g, need, bearer(reader))
 		require.Equal(t, http.StatusForbidden, code, "%s", need)
 		require.Contains(t, body, fmt.Sprintf("needs the %q scope", need.String()))
@@ -165,7 +165,7 @@ func TestScopes(t *testing.T) {
 	code, body = serveAs(t, g, ScopeRead, bearer("unknown-token-0123456789"))
 	apierrtest.RefusedREST(t, code, []byte(body), http.StatusUnauthorized, apierr.CredentialsInvalid)
 
-	for scope, want := range map[string]float64{"erase": 2, "write": 1, "watch": 1, "read": 1} {
+	for scope, want := range map[string]float64{"erase": 2, "mark": 1, "notify": 1, "watch": 1, "read": 1} {
 		require.Equal(t, want, testutil.ToFloat64(g.m.forbidden.WithLabelValues(scope)), scope)
 	}
 
@@ -173,7 +173,7 @@ func TestScopes(t *testing.T) {
 	require.NoError(t, err)
 	code, body = serveAs(t, open, ScopeErase, nil)
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "ip:192.0.2.1 write,read,watch,erase", body, "an open API grants every scope")
+	require.Equal(t, "ip:192.0.2.1 mark,notify,read,watch,erase", body, "an open API grants every scope")
 }
 
 // TestEmptyTokenFileDeniesAll: a token file without tokens starts (a
@@ -258,6 +258,6 @@ func TestCertificatesWithoutScopesFile(t *testing.T) {
 		r.TLS = &tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{pki.ClientCert.Leaf}}}
 	})
 	require.Equal(t, http.StatusOK, code)
-	require.Equal(t, "cert:receipts write,read,watch", body)
+	require.Equal(t, "cert:receipts mark,notify,read,watch", body)
 	require.ErrorContains(t, Config{ClientScopesFile: "s"}.Check("127.0.0.1:1"), "--tls-client-scopes-file needs --tls-client-ca-file")
 }

@@ -15,11 +15,16 @@ type Scope uint8
 
 // The scopes.
 const (
-	// ScopeWrite changes read state: marks, message notices, membership,
-	// settings, mark-unread, read-all.
-	ScopeWrite Scope = 1 << iota
-	// ScopeRead reads it: read state, unread counts, receipts, ticks,
-	// lookups.
+	// ScopeMark changes a user's own read state on the user's behalf:
+	// marks, mark-unread, read-all, thread marks and follows, settings,
+	// notification levels.
+	ScopeMark Scope = 1 << iota
+	// ScopeNotify tells what happened in a channel: message notices,
+	// deletions, membership. Kept apart from ScopeMark so that a tier that
+	// relays users' reads cannot move heads or members.
+	ScopeNotify
+	// ScopeRead reads read state: read state, unread counts, receipts,
+	// ticks, lookups.
 	ScopeRead
 	// ScopeWatch opens watch streams.
 	ScopeWatch
@@ -27,16 +32,26 @@ const (
 	// or certificate has it only when its line names it.
 	ScopeErase
 
+	// ScopeWrite is what the scope name "write" of older files grants:
+	// mark and notify.
+	ScopeWrite = ScopeMark | ScopeNotify
 	// DefaultScopes is what a token or certificate line that names no
 	// scopes grants.
-	DefaultScopes = ScopeWrite | ScopeRead | ScopeWatch
+	DefaultScopes = ScopeMark | ScopeNotify | ScopeRead | ScopeWatch
+	// EndUserScopes is what an end-user token (a JWT) holds, always on
+	// its own user only (the transport checks that): never notices,
+	// deletions, membership or erasure.
+	EndUserScopes = ScopeMark | ScopeRead | ScopeWatch
 	// AllScopes is every scope: what a caller of an open API (no
 	// authentication configured) holds.
-	AllScopes = ScopeWrite | ScopeRead | ScopeWatch | ScopeErase
+	AllScopes = DefaultScopes | ScopeErase
 )
 
 // scopeNames are the scopes' names in files and messages, in bit order.
-var scopeNames = [...]string{"write", "read", "watch", "erase"}
+var scopeNames = [...]string{"mark", "notify", "read", "watch", "erase"}
+
+// scopeAliases are names a file may use for a set of scopes.
+var scopeAliases = map[string]Scope{"write": ScopeWrite}
 
 // String lists the scopes by name, comma-separated ("none" for none).
 func (s Scope) String() string {
@@ -55,24 +70,30 @@ func (s Scope) String() string {
 // Has reports whether s holds every scope of need.
 func (s Scope) Has(need Scope) bool { return s&need == need }
 
-// ParseScopes reads a comma-separated list of scope names (write, read,
-// watch, erase). An empty list or an unknown name is an error; the error
-// does not repeat the text, which may be part of a mistyped secret.
+// ParseScopes reads a comma-separated list of scope names (mark, notify,
+// read, watch, erase; write is mark and notify). An empty list or an
+// unknown name is an error; the error does not repeat the text, which may
+// be part of a mistyped secret.
 func ParseScopes(list string) (Scope, error) {
 	var s Scope
 	for i, name := range strings.Split(list, ",") {
-		found := false
-		for bit, n := range scopeNames {
-			if strings.TrimSpace(name) == n {
-				s |= 1 << bit
-				found = true
-			}
+		bits, ok := scopeNamed(strings.TrimSpace(name))
+		if !ok {
+			return 0, fmt.Errorf("scope %d of the list is not one of %s (or write: mark and notify)", i+1, strings.Join(scopeNames[:], ", "))
 		}
-		if !found {
-			return 0, fmt.Errorf("scope %d of the list is not one of %s", i+1, strings.Join(scopeNames[:], ", "))
-		}
+		s |= bits
 	}
 	return s, nil
+}
+
+func scopeNamed(name string) (Scope, bool) {
+	for bit, n := range scopeNames {
+		if name == n {
+			return 1 << bit, true
+		}
+	}
+	s, ok := scopeAliases[name]
+	return s, ok
 }
 
 // ForbiddenError is a call its authenticated client lacks the scope of.

@@ -13,13 +13,14 @@ import (
 func TestParseTokens(t *testing.T) {
 	t.Parallel()
 	s, err := parseTokens([]byte("# upstream chat servers\n\nchat-eu:aaaaaaaaaaaaaaaa1\n  chat-eu:aaaaaaaaaaaaaaaa2  \nbbbbbbbbbbbbbbbbbbbb\n" +
-		"gdpr:cccccccccccccccc1:erase\nviewer:cccccccccccccccc2:read, watch\nall:cccccccccccccccc3:write,read,watch,erase\n"))
+		"gdpr:cccccccccccccccc1:erase\nviewer:cccccccccccccccc2:read, watch\nall:cccccccccccccccc3:write,read,watch,erase\n" +
+		"relay:dddddddddddddddd1:mark,read\nbackend:dddddddddddddddd2:notify\n"))
 	require.NoError(t, err)
 	name, scopes, ok := s.lookup("aaaaaaaaaaaaaaaa1")
 	require.True(t, ok)
 	require.Equal(t, "chat-eu", name)
-	require.Equal(t, DefaultScopes, scopes, "name:token, today's format, grants write, read and watch")
-	require.Equal(t, "write,read,watch", scopes.String())
+	require.Equal(t, DefaultScopes, scopes, "name:token, the first format, grants mark, notify, read and watch")
+	require.Equal(t, "mark,notify,read,watch", scopes.String())
 	name, _, ok = s.lookup("aaaaaaaaaaaaaaaa2")
 	require.True(t, ok)
 	require.Equal(t, "chat-eu", name, "two tokens of one client (rotation)")
@@ -37,7 +38,13 @@ func TestParseTokens(t *testing.T) {
 	_, scopes, _ = s.lookup("cccccccccccccccc2")
 	require.Equal(t, ScopeRead|ScopeWatch, scopes)
 	_, scopes, _ = s.lookup("cccccccccccccccc3")
-	require.Equal(t, AllScopes, scopes)
+	require.Equal(t, AllScopes, scopes, "write, the older name, is mark and notify")
+	_, scopes, _ = s.lookup("dddddddddddddddd1")
+	require.Equal(t, ScopeMark|ScopeRead, scopes, "a tier that relays reads: no notices, deletions or membership")
+	require.False(t, scopes.Has(ScopeNotify))
+	_, scopes, _ = s.lookup("dddddddddddddddd2")
+	require.Equal(t, ScopeNotify, scopes)
+	require.Equal(t, "notify", scopes.String())
 
 	for _, miss := range []string{"", "aaaaaaaaaaaaaaaa", "aaaaaaaaaaaaaaaa1 ", "chat-eu:aaaaaaaaaaaaaaaa1", "AAAAAAAAAAAAAAAA1", "cccccccccccccccc1:erase"} {
 		_, _, ok := s.lookup(miss)
@@ -63,7 +70,7 @@ func TestParseClientScopes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]Scope{"chat-web": DefaultScopes, "CN=ops,O=Example": ScopeErase | ScopeRead, "analytics": ScopeRead}, m)
 	for _, c := range []struct{ file, want string }{
-		{"a:writ\n", "line 1: scope 1 of the list is not one of write, read, watch, erase"},
+		{"a:writ\n", "line 1: scope 1 of the list is not one of mark, notify, read, watch, erase (or write: mark and notify)"},
 		{"a:\n", "line 1: scope 1 of the list"},
 		{":read\n", "line 1: subject of 0 characters"},
 		{"a\nb\na:read\n", `line 3: subject "a" again (first on line 1)`},
@@ -76,7 +83,7 @@ func TestParseClientScopes(t *testing.T) {
 func TestParseTokensRejects(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ file, want string }{
-		{"svc:" + strings.Repeat("x", 16) + ":wirte\n", "line 1: scope 1 of the list is not one of write, read, watch, erase"},
+		{"svc:" + strings.Repeat("x", 16) + ":wirte\n", "line 1: scope 1 of the list is not one of mark, notify, read, watch, erase (or write: mark and notify)"},
 		{"svc:" + strings.Repeat("x", 16) + ":read,\n", "line 1: scope 2 of the list"},
 		{"svc:" + strings.Repeat("x", 16) + ":\n", "a token cannot contain ':'"},
 		{"svc:abc:" + strings.Repeat("x", 16) + "\n", "line 1: scope 1 of the list"},

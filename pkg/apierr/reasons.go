@@ -57,13 +57,24 @@ const (
 	EpochLimit Reason = "EPOCH_LIMIT"
 	// NotAMember: the user is not a member of a channel that has
 	// registered members (metadata "field"). A dropped mention has the
-	// same cause.
+	// same cause, and so has an end-user token's watch or receipt read of
+	// a channel its user is not a member of (metadata "field" and
+	// "scope": what a server token would need).
 	NotAMember Reason = "NOT_A_MEMBER"
+	// NotYourUser: an end-user token names another user than the one it
+	// acts for (metadata "field"; "scope": what a server token would
+	// need). An end-user token acts on its own user only.
+	NotYourUser Reason = "NOT_YOUR_USER"
 	// CredentialsMissing: the call carries no bearer token or client
 	// certificate, and the API requires one.
 	CredentialsMissing Reason = "CREDENTIALS_MISSING"
-	// CredentialsInvalid: the bearer token is malformed or not accepted.
+	// CredentialsInvalid: the bearer token is malformed or not accepted
+	// (an end-user token: a bad signature, key, audience, issuer or
+	// time, the message says which).
 	CredentialsInvalid Reason = "CREDENTIALS_INVALID"
+	// CredentialsExpired: the end-user token's exp has passed; get a new
+	// token, then retry.
+	CredentialsExpired Reason = "CREDENTIALS_EXPIRED"
 	// ScopeMissing: the caller lacks the scope the call needs (metadata
 	// "scope").
 	ScopeMissing Reason = "SCOPE_MISSING"
@@ -91,8 +102,8 @@ const (
 var Reasons = []Reason{
 	InvalidID, InvalidSeq, InvalidEpoch, InvalidKind, InvalidField, InvalidLevel, EmptyRequest,
 	BatchTooLarge, BodyTooLarge, MalformedRequest, HeadBehind, SeqBeyondHead,
-	EpochAhead, StaleEpoch, EpochLimit, NotAMember, CredentialsMissing,
-	CredentialsInvalid, ScopeMissing, RateLimited, StreamLimit, Unavailable,
+	EpochAhead, StaleEpoch, EpochLimit, NotAMember, NotYourUser, CredentialsMissing,
+	CredentialsInvalid, CredentialsExpired, ScopeMissing, RateLimited, StreamLimit, Unavailable,
 	NotEnabled, DeadlineExceeded, Canceled, Internal,
 }
 
@@ -106,7 +117,9 @@ const (
 	// KeyHead is the channel head the service knows (HEAD_BEHIND,
 	// SEQ_BEYOND_HEAD).
 	KeyHead = "head"
-	// KeyScope is the scope a call lacks (SCOPE_MISSING).
+	// KeyScope is the scope a call lacks (SCOPE_MISSING), or the one a
+	// server token would need for what an end-user token may not do
+	// (NOT_YOUR_USER, NOT_A_MEMBER).
 	KeyScope = "scope"
 	// KeyRetryAfter is the retry delay in whole seconds, as the
 	// Retry-After header says it.

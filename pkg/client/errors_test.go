@@ -12,6 +12,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/api/retries"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/backoff"
 	"github.com/readstate/receipts/pkg/client"
@@ -65,6 +66,31 @@ func TestErrorHelpers(t *testing.T) {
 }
 
 func fmtWrap(err error) error { return errors.Join(errors.New("calling"), err) }
+
+// TestRetriedFollowsTheTable: for every procedure of the service, a
+// failure after a possible write (Unavailable) is retried exactly when
+// the clients' one table (api/retries/retries.json) says blind, and a
+// refusal before any write (RATE_LIMITED) always is. The TypeScript
+// client's test holds it to the same table.
+func TestRetriedFollowsTheTable(t *testing.T) {
+	t.Parallel()
+	afterWrite := apierr.New(connect.CodeUnavailable, apierr.Unavailable, errors.New("kafka down"))
+	beforeWrite := apierr.New(connect.CodeResourceExhausted, apierr.RateLimited, errors.New("slow down"))
+	svc := receiptsv1.File_receipts_v1_receipts_proto.Services().ByName("ReceiptService")
+	for i := range svc.Methods().Len() {
+		m := svc.Methods().Get(i)
+		proc := "/" + string(svc.FullName()) + "/" + string(m.Name())
+		blind := retries.Of(proc) == retries.Blind
+		require.Equal(t, blind, client.Retried(proc, afterWrite), proc)
+		require.True(t, client.Retried(proc, beforeWrite), proc)
+	}
+	for _, proc := range []string{
+		receiptsv1connect.ReceiptServiceFollowThreadProcedure, receiptsv1connect.ReceiptServiceUnfollowThreadProcedure,
+		receiptsv1connect.ReceiptServiceMarkThreadUnreadProcedure, receiptsv1connect.ReceiptServiceMarkUnreadProcedure,
+	} {
+		require.False(t, client.Retried(proc, afterWrite), "%s is never repeated blindly", proc)
+	}
+}
 
 // TestRetriesUnopenedConnection: a connection that cannot be opened sent
 // nothing, so even mark-unread is retried, up to MaxAttempts.

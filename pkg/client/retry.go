@@ -11,7 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/sethvargo/go-retry"
 
-	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/api/retries"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/backoff"
 )
@@ -25,27 +25,31 @@ const MaxAttemptsDefault = 5
 //
 // A call is retried only on a refusal that says "later" (IsRetryable:
 // Unavailable; ResourceExhausted with reason RATE_LIMITED; Aborted with
-// reason HEAD_BEHIND) and only where a retry cannot change the outcome:
+// reason HEAD_BEHIND) and only where a retry cannot change the outcome,
+// as the one table of both clients says (api/retries/retries.json):
 //
-//   - Marks (MarkReceipts, MarkRead, MarkDelivered, ReadAll), message
-//     notices and every read are retried on all of those. A mark is a
-//     max-register write: the stores keep max(stored, incoming)
-//     (receipt.Merge), so a mark applied twice, or applied by an attempt
-//     whose answer was lost, leaves the same state. A notice raises the
-//     head (max) and adds to mention sets, alike.
-//   - MarkUnread, JoinChannel, LeaveChannel, UpdateSettings,
-//     SetNotifications and EraseUser are not idempotent: each attempt
-//     takes a new version (a mark-unread without an epoch moves the user's
-//     own read to the epoch after the stored one; with the epoch of its
-//     first answer, or the one the caller read, a repeat changes nothing,
-//     so the caller may repeat it; a membership, settings or notification change
-//     is versioned by the head and the clock at the time; an erasure raises the generation). Repeating one
-//     that was applied but whose answer was lost (Unavailable: Redis
-//     answered, Kafka did not) could undo a change made in between, a
-//     read after the mark-unread or a leave after the join. They are
-//     retried only on refusals the gateway gives before it writes
-//     anything (HEAD_BEHIND, RATE_LIMITED) and when the connection could
-//     not be opened; on any other failure the caller decides.
+//   - Marks (MarkReceipts, MarkRead, MarkDelivered, ReadAll,
+//     MarkThreadRead), message notices, deletions and every read are
+//     retried on all of those. A mark is a max-register write: the stores
+//     keep max(stored, incoming) (receipt.Merge), so a mark applied twice,
+//     or applied by an attempt whose answer was lost, leaves the same
+//     state. A notice raises the head (max) and adds to mention sets, a
+//     deletion adds to a grow-only set, alike.
+//   - MarkUnread, MarkThreadUnread, FollowThread, UnfollowThread,
+//     JoinChannel, LeaveChannel, UpdateSettings, SetNotifications and
+//     EraseUser are not idempotent: each attempt takes a new version (a
+//     mark-unread without an epoch moves the user's own read to the epoch
+//     after the stored one; with the epoch of its first answer, or the one
+//     the caller read, a repeat changes nothing, so the caller may repeat
+//     it; a membership, follow, settings or notification change is
+//     versioned by the head and the clock at the time; an erasure raises
+//     the generation). Repeating one that was applied but whose answer was
+//     lost (Unavailable: Redis answered, Kafka did not) could undo a
+//     change made in between, a read after the mark-unread or a leave
+//     after the join. They are retried only on refusals the gateway gives
+//     before it writes anything (HEAD_BEHIND, RATE_LIMITED) and when the
+//     connection could not be opened; on any other failure the caller
+//     decides.
 //
 // Each wait is the backoff's, raised to the Retry-After the server sent.
 // A wait that would outlast the caller's context deadline is not begun:
@@ -82,23 +86,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	return p
 }
 
-// writeOnce lists the RPCs a retry could change the outcome of (see
-// RetryPolicy).
-var writeOnce = map[string]bool{
-	receiptsv1connect.ReceiptServiceMarkUnreadProcedure:       true,
-	receiptsv1connect.ReceiptServiceMarkThreadUnreadProcedure: true,
-	receiptsv1connect.ReceiptServiceFollowThreadProcedure:     true,
-	receiptsv1connect.ReceiptServiceUnfollowThreadProcedure:   true,
-	receiptsv1connect.ReceiptServiceJoinChannelProcedure:      true,
-	receiptsv1connect.ReceiptServiceLeaveChannelProcedure:     true,
-	receiptsv1connect.ReceiptServiceUpdateSettingsProcedure:   true,
-	receiptsv1connect.ReceiptServiceSetNotificationsProcedure: true,
-	receiptsv1connect.ReceiptServiceEraseUserProcedure:        true,
-}
-
 // Retried reports whether a failure of procedure is retried (RetryPolicy).
 func Retried(procedure string, err error) bool {
-	if !writeOnce[procedure] {
+	if retries.Of(procedure) == retries.Blind {
 		return IsRetryable(err)
 	}
 	if neverSent(err) {

@@ -38,7 +38,7 @@ func tokenFile(t *testing.T) string {
 }
 
 // restCall sends a REST request with an optional bearer token.
-func restCall(t *testing.T, c *http.Client, url, method, path, body, token string) (*http.Response, string) {
+func restCall(t testing.TB, c *http.Client, url, method, path, body, token string) (*http.Response, string) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {

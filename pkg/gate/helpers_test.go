@@ -73,7 +73,7 @@ type setupOpts struct {
 	restoreTimeout time.Duration
 }
 
-func setup(t *testing.T, o setupOpts) *testBundle {
+func setup(t testing.TB, o setupOpts) *testBundle {
 	t.Helper()
 	rdb := redistest.Client(t)
 	tb := &testBundle{
@@ -132,7 +132,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 
 // startGate serves a gate built from cfg on 127.0.0.1:0 until stop or
 // the end of the test (gatetest.Serve: as kafkagate's runner does).
-func startGate(t *testing.T, cfg testConfig) (g *gate.Gate, srv *server.Server, url string, stop func()) {
+func startGate(t testing.TB, cfg testConfig) (g *gate.Gate, srv *server.Server, url string, stop func()) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

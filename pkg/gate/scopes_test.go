@@ -23,15 +23,20 @@ import (
 	"github.com/readstate/receipts/pkg/gate/server"
 )
 
-// One token per scope, and one in today's name:token format.
+// One token per scope, one in the first name:token format and one of
+// the older write scope.
 var scopeTokens = map[apiauth.Scope]string{
-	apiauth.ScopeWrite: "writer-token-0123456789",
-	apiauth.ScopeRead:  "reader-token-0123456789",
-	apiauth.ScopeWatch: "watcher-token-0123456789",
-	apiauth.ScopeErase: "eraser-token-0123456789",
+	apiauth.ScopeMark:   "marker-token-0123456789",
+	apiauth.ScopeNotify: "notifier-token-0123456789",
+	apiauth.ScopeRead:   "reader-token-0123456789",
+	apiauth.ScopeWatch:  "watcher-token-0123456789",
+	apiauth.ScopeErase:  "eraser-token-0123456789",
 }
 
-const legacyToken = "legacy-token-0123456789"
+const (
+	legacyToken = "legacy-token-0123456789"
+	writeToken  = "writer-token-0123456789"
+)
 
 // restRoute is a method's REST route with its path variables filled in.
 func restRoute(rule *annotations.HttpRule) (method, path string, body bool) {
@@ -65,6 +70,7 @@ func TestScopesPerProcedure(t *testing.T) {
 		fmt.Fprintf(&file, "only-%s:%s:%s\n", scope, tok, scope)
 	}
 	fmt.Fprintf(&file, "legacy:%s\n", legacyToken)
+	fmt.Fprintf(&file, "older:%s:write,read\n", writeToken)
 	require.NoError(t, os.WriteFile(path, []byte(file.String()), 0o600))
 	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Server.Auth.TokenFile = path }})
 
@@ -171,11 +177,21 @@ func TestScopesPerProcedure(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, got)
 	resp, got = restCall(t, tb.h1, tb.url, http.MethodDelete, "/v1/users/ann", "", legacyToken)
 	apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing)
-	require.Contains(t, parseRESTError(t, []byte(got)).Message, `EraseUser needs the "erase" scope, which client token:legacy lacks (it holds write,read,watch)`)
+	require.Contains(t, parseRESTError(t, []byte(got)).Message, `EraseUser needs the "erase" scope, which client token:legacy lacks (it holds mark,notify,read,watch)`)
 	// The fast REST path refuses before writing.
 	resp, got = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, scopeTokens[apiauth.ScopeRead])
 	apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing)
-	require.Equal(t, "write", apierr.InfoOfREST([]byte(got)).GetMetadata()["scope"])
+	require.Equal(t, "mark", apierr.InfoOfREST([]byte(got)).GetMetadata()["scope"])
+	// The tier that relays reads (mark) cannot move heads.
+	resp, got = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/channels/c1/messages", `{"seq": 9, "sender_id": "ann"}`, scopeTokens[apiauth.ScopeMark])
+	apierrtest.RefusedREST(t, resp.StatusCode, []byte(got), http.StatusForbidden, apierr.ScopeMissing)
+	require.Equal(t, "notify", apierr.InfoOfREST([]byte(got)).GetMetadata()["scope"])
+	// A write line of an older file still marks and notifies.
+	resp, got = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/channels/c1/messages", `{"seq": 9, "sender_id": "ann"}`, writeToken)
+	require.Equal(t, http.StatusOK, resp.StatusCode, got)
+	resp, got = restCall(t, tb.h1, tb.url, http.MethodPost, "/v1/receipts:mark", mark, writeToken)
+	require.Equal(t, http.StatusOK, resp.StatusCode, got)
 	require.Positive(t, gatheredLabel(t, tb, "receipts_kafkagate_auth_forbidden_total", "erase"))
-	require.Positive(t, gatheredLabel(t, tb, "receipts_kafkagate_auth_forbidden_total", "write"))
+	require.Positive(t, gatheredLabel(t, tb, "receipts_kafkagate_auth_forbidden_total", "mark"))
+	require.Positive(t, gatheredLabel(t, tb, "receipts_kafkagate_auth_forbidden_total", "notify"))
 }

@@ -81,10 +81,22 @@ export function createReceiptsClient(transport: Transport, options: ClientOption
   });
 }
 
-/** Sets "Authorization: Bearer <token>" on every call, unary or streaming (the gateway's --auth-token-file). */
-export function bearerToken(token: string): Interceptor {
-  return (next) => (req) => {
-    req.header.set("Authorization", `Bearer ${token}`);
+/**
+ * A bearer token: the token itself, or a function that returns the
+ * current one (asked before every attempt of every call and every watch
+ * reconnect, so a refreshed end-user token is picked up: an expired one
+ * is refused with reason CREDENTIALS_EXPIRED).
+ */
+export type TokenSource = string | (() => string | Promise<string>);
+
+/**
+ * Sets "Authorization: Bearer <token>" on every call, unary or streaming:
+ * a server token (the gateway's --auth-token-file) on a server, an
+ * end-user token (a JWT for the signed-in user) in a browser or app.
+ */
+export function bearerToken(token: TokenSource): Interceptor {
+  return (next) => async (req) => {
+    req.header.set("Authorization", `Bearer ${typeof token === "function" ? await token() : token}`);
     return next(req);
   };
 }

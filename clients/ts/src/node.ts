@@ -3,14 +3,19 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 
-import { bearerToken, createReceiptsClient, type ClientOptions, type ReceiptsClient } from "./client.js";
+import { bearerToken, createReceiptsClient, type ClientOptions, type ReceiptsClient, type TokenSource } from "./client.js";
 
 export * from "./index.js";
 
 /** Options of a Node.js client. */
 export interface NodeClientOptions extends ClientOptions {
-  /** Bearer token sent on every call (the gateway's --auth-token-file); unset: none. */
-  token?: string;
+  /**
+   * Bearer token sent on every call: the chat backend's server token (the
+   * gateway's --auth-token-file, with the scopes its calls need), or an
+   * end-user token (a JWT) acting for one user; or a function returning
+   * the current one. Unset: none.
+   */
+  token?: TokenSource;
   /** Wire protocol: "connect" (default), "grpc" (HTTP/2 only) or "grpc-web". */
   protocol?: "connect" | "grpc" | "grpc-web";
   /** HTTP version: "1.1" by default, "2" for grpc (h2c on http:// URLs). */

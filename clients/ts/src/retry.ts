@@ -1,9 +1,11 @@
 // When and how patiently calls are retried; the same rules as the Go
-// client (pkg/client/retry.go), so that both behave alike against one
-// gateway.
+// client (pkg/client/retry.go), and which calls may be retried blindly
+// from the same table (api/retries/retries.json, as gen/retries.ts), so
+// that both behave alike against one gateway.
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { Reason, connectionFailed, isRetryable, reason, retryAfterMs } from "./errors.js";
+import { callRetry } from "./gen/retries.js";
 
 /** The attempts of one call, the first included, unless RetryPolicy.maxAttempts says otherwise. */
 export const MAX_ATTEMPTS_DEFAULT = 5;
@@ -15,18 +17,19 @@ export const MAX_ATTEMPTS_DEFAULT = 5;
  * Unavailable; ResourceExhausted with reason RATE_LIMITED; Aborted with
  * reason HEAD_BEHIND), and only where a retry cannot change the outcome:
  *
- * - Marks (markReceipts, markRead, markDelivered, readAll), message
- *   notices and every read are retried on all of those: a mark is a
- *   max-register write, so one applied twice leaves the same state.
- * - markUnread, joinChannel, leaveChannel, updateSettings and eraseUser
- *   take a new version on each attempt: repeating one that was applied
- *   but whose answer was lost could undo a change made in between (a
- *   markUnread that sets `epoch` — the one its first answer gave, or the
- *   one the caller read — changes nothing twice: the caller may repeat
- *   it). They
- *   are retried only on refusals given before anything is written
- *   (HEAD_BEHIND, RATE_LIMITED) and when the connection was refused; on
- *   any other failure the caller decides.
+ * - Marks (markReceipts, markRead, markDelivered, readAll,
+ *   markThreadRead), message notices, deletions and every read are
+ *   retried on all of those: a mark is a max-register write, so one
+ *   applied twice leaves the same state ("blind" in gen/retries.ts).
+ * - markUnread, markThreadUnread, followThread, unfollowThread,
+ *   joinChannel, leaveChannel, updateSettings, setNotifications and
+ *   eraseUser take a new version on each attempt: repeating one that was
+ *   applied but whose answer was lost could undo a change made in between
+ *   (a markUnread that sets `epoch` — the one its first answer gave, or
+ *   the one the caller read — changes nothing twice: the caller may
+ *   repeat it). They are retried only on refusals given before anything
+ *   is written (HEAD_BEHIND, RATE_LIMITED) and when the connection was
+ *   refused; on any other failure the caller decides ("once").
  *
  * Each wait is exponential from baseDelayMs, capped at maxDelayMs, ±
  * jitter, and at least the server's Retry-After. A wait that would
@@ -58,12 +61,9 @@ export interface RetryInfo {
   waitMs: number;
 }
 
-/** The RPCs a repeat could change the outcome of (RetryPolicy). */
-const writeOnce = new Set(["MarkUnread", "JoinChannel", "LeaveChannel", "UpdateSettings", "SetNotifications", "EraseUser"]);
-
-/** Whether a failure of method is retried (RetryPolicy). */
+/** Whether a failure of method ("MarkRead") is retried (RetryPolicy). A method the table lacks is not retried blindly. */
 export function retried(method: string, err: unknown): boolean {
-  if (!writeOnce.has(method)) {
+  if (callRetry[method] === "blind") {
     return isRetryable(err);
   }
   if (neverSent(err)) {

@@ -5,7 +5,10 @@ import { test } from "node:test";
 
 import { BinaryWriter } from "@bufbuild/protobuf/wire";
 
-import { Code, ConnectError, Reason, errorInfo, isRetryable, reason, retried, retryAfterMs } from "../src/index.js";
+import { readFileSync } from "node:fs";
+
+import { Code, ConnectError, Reason, ReceiptService, errorInfo, isRetryable, reason, retried, retryAfterMs } from "../src/index.js";
+import { callRetry } from "../src/gen/retries.js";
 
 function refusal(code: Code, info?: { reason: string; domain?: string; metadata?: Record<string, string> }, headers?: HeadersInit): ConnectError {
   const err = new ConnectError("refused", code, headers);
@@ -62,4 +65,24 @@ test("what is retryable, and what is retried for calls that must not repeat", ()
   assert.equal(retried("JoinChannel", refusal(Code.ResourceExhausted, { reason: Reason.RateLimited })), true);
   const refused = new ConnectError("connect ECONNREFUSED", Code.Unavailable, undefined, undefined, Object.assign(new Error("refused"), { code: "ECONNREFUSED" }));
   assert.equal(retried("EraseUser", refused), true, "never sent");
+});
+
+test("which calls are retried blindly is the Go client's table, for every method", () => {
+  // The one table, as the Go client embeds it; gen/retries.ts is its copy.
+  const table = JSON.parse(readFileSync(new URL("../../../../api/retries/retries.json", import.meta.url), "utf8")) as {
+    methods: Record<string, string>;
+  };
+  assert.deepEqual({ ...callRetry }, table.methods, "gen/retries.ts is stale: run make generate");
+  const lost = refusal(Code.Unavailable, { reason: Reason.Unavailable });
+  const beforeWrite = refusal(Code.ResourceExhausted, { reason: Reason.RateLimited });
+  const names = ReceiptService.methods.map((m) => m.name);
+  assert.deepEqual(Object.keys(table.methods).sort(), [...names].sort(), "every method of the service, none that is gone");
+  for (const m of names) {
+    assert.equal(retried(m, lost), table.methods[m] === "blind", m);
+    assert.equal(retried(m, beforeWrite), true, m);
+  }
+  for (const m of ["FollowThread", "UnfollowThread", "MarkThreadUnread", "MarkUnread"]) {
+    assert.equal(retried(m, lost), false, `${m} is never repeated blindly`);
+  }
+  assert.equal(retried("SomeNewCall", lost), false, "a call the table lacks is not repeated blindly");
 });

@@ -56,7 +56,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		if !ok {
 			return false
 		}
-		if err := authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReceiptsProcedure); err != nil {
+		if err := s.auth.authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReceiptsProcedure, req); err != nil {
 			s.m.observe("MarkReceipts", start, err)
 			apierr.WriteREST(w, err)
 			return true
@@ -108,12 +108,12 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 	)
 	if kind == receiptsv1.Kind_READ {
 		rpc = "MarkRead"
-		if err = authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReadProcedure); err == nil {
+		if err = s.auth.authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReadProcedure, req); err == nil {
 			resp, err = s.gate.MarkRead(r.Context(), creq)
 		}
 	} else {
 		rpc = "MarkDelivered"
-		if err = authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkDeliveredProcedure); err == nil {
+		if err = s.auth.authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkDeliveredProcedure, req); err == nil {
 			resp, err = s.gate.MarkDelivered(r.Context(), creq)
 		}
 	}
@@ -176,8 +176,8 @@ func (s *Server) serveFastInbox(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // serveFastRead runs a read's handler method for the fast path: the
-// request's headers passed on, the scope checked here (the fast path
-// skips the interceptors), the call observed, the answer or the error
+// request's headers passed on, the scope (and an end-user token's
+// request) checked here (the fast path skips the interceptors), the call observed, the answer or the error
 // written.
 func serveFastRead[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Request, rpc, procedure string, req *Req,
 	call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), write func(http.ResponseWriter, *Resp),
@@ -186,7 +186,7 @@ func serveFastRead[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Requ
 	creq := connect.NewRequest(req)
 	maps.Copy(creq.Header(), r.Header)
 	var resp *connect.Response[Resp]
-	err := authorize(r.Context(), procedure)
+	err := s.auth.authorize(r.Context(), procedure, req)
 	if err == nil {
 		resp, err = call(r.Context(), creq)
 	}

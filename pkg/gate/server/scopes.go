@@ -16,31 +16,31 @@ import (
 // procedureScopes is the one table of what each call of the ReceiptService
 // needs: every protocol (gRPC, gRPC-Web, Connect, the REST routes vanguard
 // transcodes, the fast REST path and the server-sent events route) checks
-// this scope before the handler runs. A test holds it to the service's
-// descriptor, so a new RPC without a scope fails the build's tests; at run
-// time a procedure missing from it is refused (authorize).
+// this scope before the handler runs, and for an end-user token also what
+// endUserRules says of the request. A test holds it to the service's
+// descriptor, so a new RPC without a scope fails the build's tests; at
+// run time a procedure missing from it is refused (authorize).
 var procedureScopes = map[string]apiauth.Scope{
-	// write: marks, message notices, membership, settings.
-	rv1.ReceiptServiceMarkReceiptsProcedure:      apiauth.ScopeWrite,
-	rv1.ReceiptServiceMarkReadProcedure:          apiauth.ScopeWrite,
-	rv1.ReceiptServiceMarkDeliveredProcedure:     apiauth.ScopeWrite,
-	rv1.ReceiptServiceMarkUnreadProcedure:        apiauth.ScopeWrite,
-	rv1.ReceiptServiceReadAllProcedure:           apiauth.ScopeWrite,
-	rv1.ReceiptServiceNotifyMessageProcedure:     apiauth.ScopeWrite,
-	rv1.ReceiptServiceNotifyMessagesProcedure:    apiauth.ScopeWrite,
-	rv1.ReceiptServiceDeleteMessageProcedure:     apiauth.ScopeWrite,
-	rv1.ReceiptServiceDeleteThreadReplyProcedure: apiauth.ScopeWrite,
-	rv1.ReceiptServiceJoinChannelProcedure:       apiauth.ScopeWrite,
-	rv1.ReceiptServiceLeaveChannelProcedure:      apiauth.ScopeWrite,
-	rv1.ReceiptServiceUpdateSettingsProcedure:    apiauth.ScopeWrite,
-	// write: threads.
-	rv1.ReceiptServiceNotifyThreadReplyProcedure: apiauth.ScopeWrite,
-	rv1.ReceiptServiceMarkThreadReadProcedure:    apiauth.ScopeWrite,
-	rv1.ReceiptServiceMarkThreadUnreadProcedure:  apiauth.ScopeWrite,
-	rv1.ReceiptServiceFollowThreadProcedure:      apiauth.ScopeWrite,
-	rv1.ReceiptServiceUnfollowThreadProcedure:    apiauth.ScopeWrite,
-	// write: notification levels.
-	rv1.ReceiptServiceSetNotificationsProcedure: apiauth.ScopeWrite,
+	// mark: a user's own read state, on the user's behalf.
+	rv1.ReceiptServiceMarkReceiptsProcedure:     apiauth.ScopeMark,
+	rv1.ReceiptServiceMarkReadProcedure:         apiauth.ScopeMark,
+	rv1.ReceiptServiceMarkDeliveredProcedure:    apiauth.ScopeMark,
+	rv1.ReceiptServiceMarkUnreadProcedure:       apiauth.ScopeMark,
+	rv1.ReceiptServiceReadAllProcedure:          apiauth.ScopeMark,
+	rv1.ReceiptServiceUpdateSettingsProcedure:   apiauth.ScopeMark,
+	rv1.ReceiptServiceMarkThreadReadProcedure:   apiauth.ScopeMark,
+	rv1.ReceiptServiceMarkThreadUnreadProcedure: apiauth.ScopeMark,
+	rv1.ReceiptServiceFollowThreadProcedure:     apiauth.ScopeMark,
+	rv1.ReceiptServiceUnfollowThreadProcedure:   apiauth.ScopeMark,
+	rv1.ReceiptServiceSetNotificationsProcedure: apiauth.ScopeMark,
+	// notify: what happened in a channel (messages, deletions, members).
+	rv1.ReceiptServiceNotifyMessageProcedure:     apiauth.ScopeNotify,
+	rv1.ReceiptServiceNotifyMessagesProcedure:    apiauth.ScopeNotify,
+	rv1.ReceiptServiceNotifyThreadReplyProcedure: apiauth.ScopeNotify,
+	rv1.ReceiptServiceDeleteMessageProcedure:     apiauth.ScopeNotify,
+	rv1.ReceiptServiceDeleteThreadReplyProcedure: apiauth.ScopeNotify,
+	rv1.ReceiptServiceJoinChannelProcedure:       apiauth.ScopeNotify,
+	rv1.ReceiptServiceLeaveChannelProcedure:      apiauth.ScopeNotify,
 	// read: read state, unread, receipts, ticks, lookups, channel and
 	// settings views.
 	rv1.ReceiptServiceGetReadStateProcedure:             apiauth.ScopeRead,
@@ -60,50 +60,90 @@ var procedureScopes = map[string]apiauth.Scope{
 	rv1.ReceiptServiceEraseUserProcedure: apiauth.ScopeErase,
 }
 
-// authorize returns nil when the caller holds the scope procedure needs,
-// else PermissionDenied (HTTP 403, SCOPE_MISSING) naming the call and the
-// missing scope (metadata "scope"). A procedure the table lacks is
-// refused: a call nobody gave a scope is nobody's to make.
-func authorize(ctx context.Context, procedure string) error {
+// authorizer checks calls: the scope of procedureScopes, and for an
+// end-user token the request itself (endUserRules), with members to ask
+// about channels.
+type authorizer struct{ members Memberships }
+
+// authorize returns nil when the caller may make the call with msg (the
+// request message), else PermissionDenied (HTTP 403) naming the call and
+// what is missing: SCOPE_MISSING with the missing scope (metadata
+// "scope"), or for an end-user token NOT_YOUR_USER or NOT_A_MEMBER with
+// the field. A procedure the table lacks is refused: a call nobody gave a
+// scope is nobody's to make. A server token's call costs a map lookup;
+// only an end-user token's request is read.
+func (a authorizer) authorize(ctx context.Context, procedure string, msg any) error {
+	call, need, err := scope(ctx, procedure)
+	if err != nil {
+		return err
+	}
+	if c, ok := apiauth.ClientFrom(ctx); ok && c.User != "" {
+		return a.ownOnly(ctx, c, procedure, call, need, msg)
+	}
+	return nil
+}
+
+// scope checks the caller's scope for procedure; it returns the call's
+// name and the scope it needs.
+func scope(ctx context.Context, procedure string) (string, apiauth.Scope, error) {
 	call := procedure[strings.LastIndexByte(procedure, '/')+1:]
 	need, ok := procedureScopes[procedure]
 	if !ok {
-		return apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing, fmt.Errorf("permission denied: %s has no scope in the API's table", call))
+		return call, 0, apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing, fmt.Errorf("permission denied: %s has no scope in the API's table", call))
 	}
 	if err := apiauth.Require(ctx, call, need); err != nil {
 		var missing apiauth.Scope
 		if fe, ok := errors.AsType[*apiauth.ForbiddenError](err); ok {
 			missing = fe.Missing
 		}
-		return apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing, err, apierr.Meta{Key: apierr.KeyScope, Value: missing.String()})
+		return call, need, apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing, err, apierr.Meta{Key: apierr.KeyScope, Value: missing.String()})
 	}
-	return nil
+	return call, need, nil
 }
 
-// scopeInterceptor checks every call's scope before its handler runs,
-// unary or streaming.
-type scopeInterceptor struct{}
-
-func (scopeInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+// WrapUnary checks every unary call before its handler runs.
+func (a authorizer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := authorize(ctx, req.Spec().Procedure); err != nil {
+		if err := a.authorize(ctx, req.Spec().Procedure, req.Any()); err != nil {
 			return nil, err
 		}
 		return next(ctx, req)
 	}
 }
 
-func (scopeInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+func (authorizer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return next
 }
 
-func (scopeInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+// WrapStreamingHandler checks a stream's scope before its handler runs,
+// and an end-user token's request as the handler receives it.
+func (a authorizer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := authorize(ctx, conn.Spec().Procedure); err != nil {
+		procedure := conn.Spec().Procedure
+		call, need, err := scope(ctx, procedure)
+		if err != nil {
 			return err
+		}
+		if c, ok := apiauth.ClientFrom(ctx); ok && c.User != "" {
+			conn = &checkedConn{StreamingHandlerConn: conn, check: func(msg any) error {
+				return a.ownOnly(ctx, c, procedure, call, need, msg)
+			}}
 		}
 		return next(ctx, conn)
 	}
+}
+
+// checkedConn checks each request message a stream's handler receives.
+type checkedConn struct {
+	connect.StreamingHandlerConn
+	check func(msg any) error
+}
+
+func (c *checkedConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	return c.check(msg)
 }
 
 // ScopeOf is the scope a procedure of the ReceiptService needs
@@ -111,4 +151,11 @@ func (scopeInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 func ScopeOf(procedure string) (apiauth.Scope, bool) {
 	s, ok := procedureScopes[procedure]
 	return s, ok
+}
+
+// EndUserMay reports whether an end-user token may call a procedure at
+// all (on its own user, or its user's channels; see endUserRules).
+func EndUserMay(procedure string) bool {
+	_, ok := endUserRules[procedure]
+	return ok && apiauth.EndUserScopes.Has(procedureScopes[procedure])
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apiauth"
@@ -25,7 +26,7 @@ func TestEveryProcedureHasAScope(t *testing.T) {
 		procedures[proc] = true
 		scope, ok := procedureScopes[proc]
 		require.True(t, ok, "%s has no scope in procedureScopes", proc)
-		require.Contains(t, []apiauth.Scope{apiauth.ScopeWrite, apiauth.ScopeRead, apiauth.ScopeWatch, apiauth.ScopeErase}, scope,
+		require.Contains(t, []apiauth.Scope{apiauth.ScopeMark, apiauth.ScopeNotify, apiauth.ScopeRead, apiauth.ScopeWatch, apiauth.ScopeErase}, scope,
 			"%s needs exactly one scope", proc)
 		if m.IsStreamingServer() {
 			require.Equal(t, apiauth.ScopeWatch, scope, "%s is a stream", proc)
@@ -41,5 +42,47 @@ func TestEveryProcedureHasAScope(t *testing.T) {
 		} else {
 			require.True(t, apiauth.DefaultScopes.Has(scope), "%s", proc)
 		}
+	}
+}
+
+// TestEndUserRules holds endUserRules to procedureScopes: an end-user
+// token may call exactly the procedures whose scope it holds, each with a
+// rule that reads the request's user ids or channels; notices, deletions,
+// membership and erasure stay with server tokens. Each rule reads a
+// request of its procedure's type.
+func TestEndUserRules(t *testing.T) {
+	t.Parallel()
+	svc := receiptsv1.File_receipts_v1_receipts_proto.Services().ByName("ReceiptService")
+	methods := svc.Methods()
+	for i := range methods.Len() {
+		m := methods.Get(i)
+		proc := "/" + string(svc.FullName()) + "/" + string(m.Name())
+		rule, ok := endUserRules[proc]
+		holds := apiauth.EndUserScopes.Has(procedureScopes[proc])
+		require.Equal(t, holds, ok, "%s: an end-user token holds its scope (%v) iff it has a rule", proc, holds)
+		require.Equal(t, holds, EndUserMay(proc), proc)
+		if !ok {
+			continue
+		}
+		require.True(t, rule.users != nil || rule.channels != nil, "%s: a rule checks something", proc)
+		req, err := protoregistry.GlobalTypes.FindMessageByName(m.Input().FullName())
+		require.NoError(t, err)
+		msg := req.New().Interface()
+		require.NotPanics(t, func() {
+			if rule.users != nil {
+				rule.users(msg)
+			}
+			if rule.channels != nil {
+				rule.channels(msg)
+			}
+		}, proc)
+		// A call on a user's own state names its user; a read of
+		// receipts or a watch names channels.
+		if m.Input().Fields().ByName("user_id") != nil {
+			require.NotNil(t, rule.users, "%s has a user_id: it must be the token's", proc)
+		}
+	}
+	for _, server := range []string{"NotifyMessage", "NotifyMessages", "NotifyThreadReply", "DeleteMessage", "DeleteThreadReply", "JoinChannel", "LeaveChannel", "EraseUser"} {
+		require.False(t, EndUserMay("/receipts.v1.ReceiptService/"+server), server)
 	}
 }

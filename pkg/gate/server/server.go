@@ -41,6 +41,7 @@ type Server struct {
 	log     *zap.Logger
 	m       *metrics
 	guard   *apiauth.Guard
+	auth    authorizer
 	handler http.Handler
 	// serving is set while Serve serves.
 	serving atomic.Bool
@@ -53,7 +54,7 @@ func New(cfg Config, g *gate.Gate) (*Server, error) {
 	if err := cfg.validate(g.MaxBatchItems(), g.CallBound()); err != nil {
 		return nil, fmt.Errorf("configuring api server: %w", err)
 	}
-	s := &Server{cfg: cfg, gate: g, log: cfg.Logger.Named("gate"), m: newMetrics(cfg.Registerer)}
+	s := &Server{cfg: cfg, gate: g, log: cfg.Logger.Named("gate"), m: newMetrics(cfg.Registerer), auth: authorizer{members: g}}
 	// A second server on the same registry (tests) shares the process's
 	// collector.
 	if err := cfg.Registerer.Register(newGCPauseCollector()); err != nil {
@@ -102,7 +103,7 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	}
 	path, svc := receiptsv1connect.NewReceiptServiceHandler(watching{s.gate, s},
 		connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)),
-		connect.WithInterceptors(s.m.interceptor(), scopeInterceptor{}, chargeEvents()),
+		connect.WithInterceptors(s.m.interceptor(), s.auth, chargeEvents()),
 	)
 	tc, err := vanguard.NewTranscoder([]*vanguard.Service{
 		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(s.cfg.MaxBodyBytes))),

@@ -31,11 +31,11 @@ const watchRPCPath = rpcPathPrefix + "WatchChannels"
 // is dropped. A failure after the stream started is an "error" event whose
 // data is the REST error body (a google.rpc.Status with its ErrorInfo).
 func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
-	if err := authorize(r.Context(), watchRPCPath); err != nil {
+	q := r.URL.Query()
+	if err := s.auth.authorize(r.Context(), watchRPCPath, &receiptsv1.WatchChannelsRequest{ChannelId: q["channel_id"]}); err != nil {
 		apierr.WriteREST(w, err)
 		return
 	}
-	q := r.URL.Query()
 	token := q.Get("resume_token")
 	if token == "" {
 		token = r.Header.Get("Last-Event-ID")

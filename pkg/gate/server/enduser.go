@@ -1,0 +1,191 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	rv1 "github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/apiauth"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// MaxEndUserChannels bounds the distinct channels one call of an end-user
+// token names for the membership check (a watch's, a lookup's).
+const MaxEndUserChannels = 1000
+
+// Memberships answers which of channels a user is a member of now
+// (gate.Gate.Members): what an end-user token's watch and receipt reads
+// are checked against.
+type Memberships interface {
+	Members(ctx context.Context, user string, channels []string) (map[string]bool, error)
+}
+
+// idField is one id of a request, with its field's name in the request's
+// terms ("receipts[3].user_id").
+type idField struct{ name, id string }
+
+// ownRule is what of a request an end-user token must own: every user id
+// users lists must be the token's user, and the token's user must be a
+// member of every channel channels lists.
+type ownRule struct {
+	users    func(proto.Message) []idField
+	channels func(proto.Message) []idField
+}
+
+// userIDRequest is a request about one user.
+type userIDRequest interface {
+	proto.Message
+	GetUserId() string
+}
+
+// channelIDRequest is a request about one channel.
+type channelIDRequest interface {
+	proto.Message
+	GetChannelId() string
+}
+
+// ofUser is the rule of a call on one user's own state.
+func ofUser[M userIDRequest]() ownRule {
+	return ownRule{users: func(m proto.Message) []idField { return []idField{{"user_id", m.(M).GetUserId()}} }}
+}
+
+// inChannel is the rule of a receipt read of one channel.
+func inChannel[M channelIDRequest]() ownRule {
+	return ownRule{channels: func(m proto.Message) []idField { return []idField{{"channel_id", m.(M).GetChannelId()}} }}
+}
+
+// endUserRules is the one table of what an end-user token may call, and
+// on what: its own user's marks, mark-unread, read state and counts,
+// inbox, threads, settings and levels; receipts, ticks, the channel view
+// and watch streams of its user's channels. A procedure missing here
+// (notices, deletions, membership, erasure) is a server token's alone; a
+// test holds the table to procedureScopes and EndUserScopes.
+var endUserRules = map[string]ownRule{
+	rv1.ReceiptServiceMarkReceiptsProcedure: {users: func(m proto.Message) []idField {
+		rs := m.(*receiptsv1.MarkReceiptsRequest).GetReceipts()
+		out := make([]idField, len(rs))
+		for i, r := range rs {
+			out[i] = idField{fmt.Sprintf("receipts[%d].user_id", i), r.GetUserId()}
+		}
+		return out
+	}},
+	rv1.ReceiptServiceMarkReadProcedure:         ofUser[*receiptsv1.MarkRequest](),
+	rv1.ReceiptServiceMarkDeliveredProcedure:    ofUser[*receiptsv1.MarkRequest](),
+	rv1.ReceiptServiceMarkUnreadProcedure:       ofUser[*receiptsv1.MarkUnreadRequest](),
+	rv1.ReceiptServiceReadAllProcedure:          ofUser[*receiptsv1.ReadAllRequest](),
+	rv1.ReceiptServiceUpdateSettingsProcedure:   ofUser[*receiptsv1.UpdateSettingsRequest](),
+	rv1.ReceiptServiceMarkThreadReadProcedure:   ofUser[*receiptsv1.MarkThreadReadRequest](),
+	rv1.ReceiptServiceMarkThreadUnreadProcedure: ofUser[*receiptsv1.MarkThreadUnreadRequest](),
+	rv1.ReceiptServiceFollowThreadProcedure:     ofUser[*receiptsv1.FollowThreadRequest](),
+	rv1.ReceiptServiceUnfollowThreadProcedure:   ofUser[*receiptsv1.FollowThreadRequest](),
+	rv1.ReceiptServiceSetNotificationsProcedure: ofUser[*receiptsv1.SetNotificationsRequest](),
+	rv1.ReceiptServiceGetReadStateProcedure:     ofUser[*receiptsv1.GetReadStateRequest](),
+	rv1.ReceiptServiceGetUnreadProcedure:        ofUser[*receiptsv1.GetUnreadRequest](),
+	rv1.ReceiptServiceGetSettingsProcedure:      ofUser[*receiptsv1.GetSettingsRequest](),
+	rv1.ReceiptServiceListThreadsProcedure:      ofUser[*receiptsv1.ListThreadsRequest](),
+	rv1.ReceiptServiceGetInboxProcedure:         ofUser[*receiptsv1.GetInboxRequest](),
+
+	rv1.ReceiptServiceGetChannelProcedure:               inChannel[*receiptsv1.GetChannelRequest](),
+	rv1.ReceiptServiceGetMessageReceiptsProcedure:       inChannel[*receiptsv1.GetMessageReceiptsRequest](),
+	rv1.ReceiptServiceGetTicksProcedure:                 inChannel[*receiptsv1.GetTicksRequest](),
+	rv1.ReceiptServiceGetThreadMessageReceiptsProcedure: inChannel[*receiptsv1.GetThreadMessageReceiptsRequest](),
+	rv1.ReceiptServiceGetThreadTicksProcedure:           inChannel[*receiptsv1.GetThreadTicksRequest](),
+	rv1.ReceiptServiceLookupReceiptsProcedure: {
+		users: func(m proto.Message) []idField {
+			ids := m.(*receiptsv1.LookupReceiptsRequest).GetBadgeUserIds()
+			out := make([]idField, len(ids))
+			for i, u := range ids {
+				out[i] = idField{fmt.Sprintf("badge_user_ids[%d]", i), u}
+			}
+			return out
+		},
+		channels: func(m proto.Message) []idField {
+			ms := m.(*receiptsv1.LookupReceiptsRequest).GetMessages()
+			out := make([]idField, len(ms))
+			for i, r := range ms {
+				out[i] = idField{fmt.Sprintf("messages[%d].channel_id", i), r.GetChannelId()}
+			}
+			return out
+		},
+	},
+	rv1.ReceiptServiceWatchChannelsProcedure: {channels: func(m proto.Message) []idField {
+		chs := m.(*receiptsv1.WatchChannelsRequest).GetChannelId()
+		out := make([]idField, len(chs))
+		for i, ch := range chs {
+			out[i] = idField{fmt.Sprintf("channel_id[%d]", i), ch}
+		}
+		return out
+	}},
+}
+
+// ownOnly holds an end-user client's call to its own user and its user's
+// channels (endUserRules): nil when msg stays within them; else
+// PermissionDenied naming the field and the reason (NOT_YOUR_USER,
+// NOT_A_MEMBER) with the scope a server token would need, or the
+// membership check's own failure.
+func (a authorizer) ownOnly(ctx context.Context, c *apiauth.Client, procedure, call string, need apiauth.Scope, msg any) error {
+	rule, ok := endUserRules[procedure]
+	m, isMsg := msg.(proto.Message)
+	if !ok || !isMsg {
+		return apierr.New(connect.CodePermissionDenied, apierr.ScopeMissing,
+			fmt.Errorf("permission denied: %s is a server token's call, which end-user token %s cannot make", call, c.Name),
+			apierr.Meta{Key: apierr.KeyScope, Value: need.String()})
+	}
+	if rule.users != nil {
+		for _, f := range rule.users(m) {
+			if f.id != c.User {
+				return apierr.New(connect.CodePermissionDenied, apierr.NotYourUser,
+					fmt.Errorf("permission denied: %s of user %q: the end-user token of %q acts on its own user only (a server token with the %q scope acts for any)", call, f.id, c.User, need),
+					apierr.Field(f.name), apierr.Meta{Key: apierr.KeyScope, Value: need.String()})
+			}
+		}
+	}
+	if rule.channels == nil {
+		return nil
+	}
+	return a.inChannels(ctx, c, call, need, rule.channels(m))
+}
+
+// inChannels requires c's user to be a member of every channel of fields.
+func (a authorizer) inChannels(ctx context.Context, c *apiauth.Client, call string, need apiauth.Scope, fields []idField) error {
+	if len(fields) == 0 {
+		return nil // the handler refuses an empty list
+	}
+	var channels []string
+	first := make(map[string]string, len(fields)) // channel → its first field
+	for _, f := range fields {
+		if err := receipt.ValidateID(f.name, f.id); err != nil {
+			return apierr.New(connect.CodeInvalidArgument, apierr.InvalidID, err, apierr.Field(f.name))
+		}
+		if _, dup := first[f.id]; !dup {
+			first[f.id] = f.name
+			channels = append(channels, f.id)
+		}
+	}
+	if len(channels) > MaxEndUserChannels {
+		return apierr.New(connect.CodeInvalidArgument, apierr.BatchTooLarge,
+			fmt.Errorf("%s names %d channels; an end-user token's call names at most %d", call, len(channels), MaxEndUserChannels),
+			apierr.Limit(MaxEndUserChannels))
+	}
+	if a.members == nil {
+		return apierr.New(connect.CodePermissionDenied, apierr.NotAMember, errors.New("permission denied: this API cannot check channel membership"))
+	}
+	member, err := a.members.Members(ctx, c.User, channels)
+	if err != nil {
+		return err
+	}
+	for _, ch := range channels {
+		if !member[ch] {
+			return apierr.New(connect.CodePermissionDenied, apierr.NotAMember,
+				fmt.Errorf("permission denied: %s of channel %q: user %q is not a member of it, and an end-user token watches and reads receipts only of its user's channels (a server token with the %q scope reads any)", call, ch, c.User, need),
+				apierr.Field(first[ch]), apierr.Meta{Key: apierr.KeyScope, Value: need.String()})
+		}
+	}
+	return nil
+}

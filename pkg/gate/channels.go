@@ -60,7 +60,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	// the user has none (the common case costs no round trip).
 	var threads map[string]threadCounts
 	if !seen.threadsNone {
-		if threads, err = g.threadCountsByChannel(ctx, user); err != nil {
+		if threads, err = g.threadCountsOrNone(ctx, user); err != nil {
 			return nil, err
 		}
 	}

@@ -124,6 +124,10 @@ type Config struct {
 	Coalesce CoalesceConfig
 	// Restore configures the restores after Redis lost data.
 	Restore RestoreConfig
+	// ThreadsPerUser bounds a user's thread registers in Redis: past it
+	// the least recently active are collected (threadcollect.go). At most
+	// redisstore.MaxUserThreads, the default.
+	ThreadsPerUser int
 	// Watch serves WatchChannels (and the server's server-sent events
 	// route); nil answers Unimplemented. The hub is its own lifecycle
 	// component.
@@ -167,6 +171,7 @@ func (c Config) withDefaults() Config {
 	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
 	c.Coalesce = c.Coalesce.withDefaults()
 	c.Restore = c.Restore.withDefaults()
+	c.ThreadsPerUser = cmp.Or(c.ThreadsPerUser, redisstore.MaxUserThreads)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
@@ -206,6 +211,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxReadChannels < 1 {
 		bad("MaxReadChannels: must be >= 1, got %d", c.MaxReadChannels)
+	}
+	if c.ThreadsPerUser < 2 || c.ThreadsPerUser > redisstore.MaxUserThreads {
+		bad("ThreadsPerUser: must be between 2 and %d, got %d", redisstore.MaxUserThreads, c.ThreadsPerUser)
 	}
 	if err := c.Coalesce.validate(); err != nil {
 		errs = append(errs, err)

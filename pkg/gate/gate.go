@@ -48,6 +48,9 @@ type Gate struct {
 	// rebuilds runs one view rebuild per channel at a time (readby.go):
 	// concurrent reads of a channel whose view is not loaded share it.
 	rebuilds singleflight.Group
+	// collecting runs one collection of a user's thread registers at a
+	// time (threadcollect.go).
+	collecting singleflight.Group
 	// rebuildHook, set by tests only, runs as a rebuild starts.
 	rebuildHook func()
 }

@@ -124,7 +124,13 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 	}
 	ts, err := g.followedThreads(ctx, user, "")
 	if err != nil {
-		return nil, nil, err
+		// The channel lines still answer: a thread problem never fails
+		// them (a caller that left still ends the call).
+		if cerr := contextError(ctx, err); cerr != nil {
+			return nil, nil, cerr
+		}
+		g.warnRedis(redisOpGet+" threads", err)
+		return items, nil, nil
 	}
 	threads := make(map[thread.Ref]followedThread, len(ts))
 	for _, t := range ts {

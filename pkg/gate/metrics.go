@@ -37,6 +37,9 @@ type metrics struct {
 	produce       prometheus.Histogram
 	redisDegraded *prometheus.CounterVec
 	readFallbacks *prometheus.CounterVec
+	// threadsCollected counts the thread registers collected past the
+	// per-user bound (threadcollect.go).
+	threadsCollected prometheus.Counter
 	// undecodable counts the Redis fields reads skipped
 	// (redisstore.Config.Undecodable).
 	undecodable prometheus.Counter
@@ -65,6 +68,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		undecodable: f.NewCounter(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_undecodable_fields_total",
 			Help: "Stored Redis fields a read skipped because they could not be decoded (read as absent; the next merge or the drift sweep replaces them).",
+		}),
+		threadsCollected: f.NewCounter(prometheus.CounterOpts{
+			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "threads_collected_total",
+			Help: "Thread registers dropped from Redis past the per-user bound (the least recently active; the followed among them unfollowed first).",
 		}),
 		readFallbacks: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "read_fallbacks_total",

@@ -548,7 +548,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		}
 		var threads map[string]threadCounts
 		if !seen.threadsNone {
-			if threads, err = g.threadCountsByChannel(ctx, u); err != nil {
+			if threads, err = g.threadCountsOrNone(ctx, u); err != nil {
 				return nil, err
 			}
 		}

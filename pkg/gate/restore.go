@@ -421,6 +421,26 @@ func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
 	return fence, nil
 }
 
+// fenceUser leaves a fence of now for the user's next restores: what the
+// gateway wrote of the user is then in Postgres before a restore reads it.
+func (r *restorer) fenceUser(ctx context.Context, user string) error {
+	if r.cfg.Barrier == nil {
+		return nil
+	}
+	bctx, cancel, err := r.bounded(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := r.cfg.Barrier.Mark(bctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	defer cancel()
+	return r.g.redis.SetUserFence(rctx, user, f.String())
+}
+
 // noteDegraded records users whose writes were acknowledged while Redis
 // did not take them (durable in Kafka only): until settleDegraded has
 // unloaded their hashes, Redis is behind what they were told.
@@ -545,15 +565,29 @@ func (r *restorer) threads(ctx context.Context, user string) error {
 // not take them (err then says why).
 func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	rows, err := g.pg.UserThreadStates(pctx, user, "", redisstore.MaxUserThreads)
+	rows, err := g.pg.UserThreadStates(pctx, user, "", g.cfg.ThreadsPerUser+1)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
-	if len(rows) >= redisstore.MaxUserThreads {
-		return rows, fmt.Errorf("restoring the threads of %s: %w", user, redisstore.ErrTooManyThreads)
+	collected := len(rows) > g.cfg.ThreadsPerUser
+	if collected {
+		// More than Redis keeps: the most recently followed, and the hash
+		// marked collected (a register absent from it is looked up in
+		// Postgres before a write: threadcollect.go).
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		rows, err = g.pg.RecentThreadStates(pctx, user, g.threadsKept())
+		cancel()
+		if err != nil {
+			return nil, err
+		}
 	}
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
+	if collected {
+		if err := g.redis.MarkThreadsCollected(hctx, user); err != nil {
+			return rows, err
+		}
+	}
 	return rows, g.redis.HydrateUserThreads(hctx, user, rows, g.cfg.MentionCap, inc)
 }

@@ -307,6 +307,21 @@ type threadCounts struct {
 	unreadThreads, mentions int64
 }
 
+// threadCountsOrNone is threadCountsByChannel, and none when the threads
+// cannot be read: a thread problem never fails a user's channel counts
+// (a caller that left still ends the call).
+func (g *Gate) threadCountsOrNone(ctx context.Context, user string) (map[string]threadCounts, error) {
+	threads, err := g.threadCountsByChannel(ctx, user)
+	if err == nil {
+		return threads, nil
+	}
+	if cerr := contextError(ctx, err); cerr != nil {
+		return nil, cerr
+	}
+	g.warnRedis(redisOpGet+" threads", err)
+	return nil, nil
+}
+
 // threadCountsByChannel sums the user's followed threads per channel.
 func (g *Gate) threadCountsByChannel(ctx context.Context, user string) (map[string]threadCounts, error) {
 	ts, err := g.followedThreads(ctx, user, "")

@@ -136,28 +136,42 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 // restoreThreadsAndRetry restores the users whose thread writes found
 // their hash not loaded (Redis lost it, or never restored it) and writes
 // those keys again with update, once, setting their results in res.
+//
+// A register collected from the user's hash (ErrThreadCollected) is read
+// from Postgres and merged in first, and written again as known.
 func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, res []redisstore.ThreadStateResult,
-	update func(context.Context, []int) ([]redisstore.ThreadStateResult, error)) error {
+	update func(context.Context, []int, map[thread.Key]bool) ([]redisstore.ThreadStateResult, error)) error {
 	var idx []int
+	var collected []thread.Key
 	seen := map[string]bool{}
 	for i, r := range res {
-		if !errors.Is(r.Err, redisstore.ErrNotLoaded) {
-			continue
-		}
-		idx = append(idx, i)
-		if u := keys[i].User; !seen[u] {
-			seen[u] = true
-			if err := g.restore.threads(ctx, u); err != nil {
-				return err
+		switch {
+		case errors.Is(r.Err, redisstore.ErrThreadCollected):
+			idx = append(idx, i)
+			collected = append(collected, keys[i])
+		case errors.Is(r.Err, redisstore.ErrNotLoaded):
+			idx = append(idx, i)
+			if u := keys[i].User; !seen[u] {
+				seen[u] = true
+				if err := g.restore.threads(ctx, u); err != nil {
+					return err
+				}
 			}
 		}
 	}
 	if len(idx) == 0 {
 		return nil
 	}
+	var known map[thread.Key]bool
+	if len(collected) > 0 {
+		var err error
+		if known, err = g.restoreCollected(ctx, collected); err != nil {
+			return err
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
-	again, err := update(rctx, idx)
+	again, err := update(rctx, idx, known)
 	if err != nil {
 		return err
 	}
@@ -194,12 +208,12 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	}
 	var res []redisstore.ThreadStateResult
 	if len(keys) > 0 {
-		update := func(rctx context.Context, idx []int) ([]redisstore.ThreadStateResult, error) {
+		update := func(rctx context.Context, idx []int, known map[thread.Key]bool) ([]redisstore.ThreadStateResult, error) {
 			sub := make([]thread.Key, len(idx))
 			for j, i := range idx {
 				sub[j] = keys[i]
 			}
-			return g.redis.UpdateThreadStates(rctx, sub, g.cfg.MentionCap, func(j int, was thread.State, _ bool) (thread.State, error) {
+			return g.redis.UpdateThreadStates(rctx, sub, g.cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
 				i := idx[j]
 				in, err := incoming(i, was)
 				// The last call is the one whose CAS held.
@@ -212,7 +226,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 			all[i] = i
 		}
 		var err error
-		if res, err = update(rctx, all); err != nil {
+		if res, err = update(rctx, all, nil); err != nil {
 			return nil, nil, 0, g.threadUnavailable(ctx, err)
 		}
 		if err := g.restoreThreadsAndRetry(ctx, keys, res, update); err != nil {
@@ -293,6 +307,14 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	// New registers may take a user past the bound (threadcollect.go).
+	var grew []string
+	for _, i := range which {
+		if res[i].Changed && stored[i].IsZero() {
+			grew = append(grew, keys[i].User)
+		}
+	}
+	g.collectThreadsOf(ctx, grew)
 	return res, raised, dur, nil
 }
 

@@ -124,8 +124,36 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 	},
 
 	RedisWrite: func(ctx context.Context, env *Env, vals []thread.State) ([]error, error) {
-		res, err := env.Redis.MergeThreadStates(ctx, vals, env.mentionCap())
-		return resultErrs(res, err, func(r redisstore.ThreadStateResult) error { return r.Err })
+		// A register not followed, absent from a hash the gateway
+		// collected (registers past the per-user bound), is absent on
+		// purpose: a write looks it up in Postgres. It is not put back.
+		users := make([]string, len(vals))
+		for i, st := range vals {
+			users[i] = st.Key.User
+		}
+		collected, err := env.Redis.ThreadsCollected(ctx, users)
+		if err != nil {
+			return nil, err
+		}
+		var put []thread.State
+		var at []int
+		for i, st := range vals {
+			if !collected[st.Key.User] || st.Follow.Following {
+				put, at = append(put, st), append(at, i)
+			}
+		}
+		errs := make([]error, len(vals))
+		if len(put) == 0 {
+			return errs, nil
+		}
+		res, err := env.Redis.MergeThreadStates(ctx, put, env.mentionCap())
+		perr, err := resultErrs(res, err, func(r redisstore.ThreadStateResult) error { return r.Err })
+		for j, i := range at {
+			if j < len(perr) {
+				errs[i] = perr[j]
+			}
+		}
+		return errs, err
 	},
 	RedisGet: func(ctx context.Context, env *Env, keys []thread.Key) ([][]*thread.State, error) {
 		got, err := env.Redis.ThreadStates(ctx, keys)

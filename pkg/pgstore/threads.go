@@ -263,6 +263,14 @@ func (s *Store) UserThreadStates(ctx context.Context, user, channel string, limi
 		WHERE user_id = $1 AND channel_id = $2`+threadStateOrder+` LIMIT $3`, user, channel, limit)
 }
 
+// RecentThreadStates returns up to limit of a user's followed registers,
+// the most recently active first (a restore of a user with more
+// registers than Redis keeps).
+func (s *Store) RecentThreadStates(ctx context.Context, user string, limit int) ([]thread.State, error) {
+	return s.threadStates(ctx, `SELECT `+threadStateColumns+` FROM thread_states
+		WHERE user_id = $1 AND following ORDER BY greatest(updated_ms, follow_version_ms) DESC LIMIT $2`, user, limit)
+}
+
 // ThreadStatesPage returns up to limit states in key order, after the
 // given key when hasAfter: the drift sweep's walk.
 func (s *Store) ThreadStatesPage(ctx context.Context, after thread.Key, hasAfter bool, limit int) ([]thread.State, error) {

@@ -329,6 +329,15 @@ func (s *Store) UnloadUsers(ctx context.Context, users []string, fence string) e
 	return nil
 }
 
+// SetUserFence leaves fence for the user's next restores (of cursors or
+// of collected thread registers) to wait for.
+func (s *Store) SetUserFence(ctx context.Context, user, fence string) error {
+	if err := s.rdb.Set(ctx, s.UserFenceKey(user), fence, userFenceTTL).Err(); err != nil {
+		return fmt.Errorf("%w: fencing %s: %w", ErrUnavailable, user, err)
+	}
+	return nil
+}
+
 // UserFences lists, of users, those with a fence to wait for.
 func (s *Store) UserFences(ctx context.Context, users []string) ([]string, error) {
 	cmds := make([]*redis.StringCmd, len(users))

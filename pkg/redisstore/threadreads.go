@@ -25,7 +25,7 @@ import (
 // only with KEYS[2]), or {-1, count}.
 var userThreadsScript = redis.NewScript(`
 local loaded = redis.call('HEXISTS', KEYS[1], ':loaded')
-local n = redis.call('HLEN', KEYS[1]) - loaded
+local n = redis.call('HLEN', KEYS[1]) - loaded - redis.call('HEXISTS', KEYS[1], ':collected')
 if n > tonumber(ARGV[1]) then return {-1, n} end
 local all = redis.call('HGETALL', KEYS[1])
 local regs, chans, seen = {}, {}, {}
@@ -83,7 +83,18 @@ func (s *Store) UserThreadsWithMemberships(ctx context.Context, user, channel st
 	return s.userThreads(ctx, user, channel, true)
 }
 
+// AllUserThreads reads every register of a user (the collector's read),
+// up to limit: ErrTooManyThreads past it.
+func (s *Store) AllUserThreads(ctx context.Context, user string, limit int) ([]thread.State, error) {
+	r, err := s.userThreadsUpTo(ctx, user, "", false, limit)
+	return r.States, err
+}
+
 func (s *Store) userThreads(ctx context.Context, user, ch string, memberships bool) (UserThreadsRead, error) {
+	return s.userThreadsUpTo(ctx, user, ch, memberships, ReadThreadsMax)
+}
+
+func (s *Store) userThreadsUpTo(ctx context.Context, user, ch string, memberships bool, limit int) (UserThreadsRead, error) {
 	prefix := ""
 	if ch != "" {
 		prefix = ch + " "
@@ -92,13 +103,13 @@ func (s *Store) userThreads(ctx context.Context, user, ch string, memberships bo
 	if memberships {
 		keys = append(keys, s.UserMembersKey(user))
 	}
-	res, err := userThreadsScript.Run(ctx, s.rdb, keys, MaxUserThreads, prefix).Slice()
+	res, err := userThreadsScript.Run(ctx, s.rdb, keys, limit, prefix).Slice()
 	if err != nil {
 		return UserThreadsRead{}, fmt.Errorf("%w: reading the threads of %s: %w", ErrUnavailable, user, err)
 	}
 	if flag, _ := res[0].(int64); flag == -1 {
 		n, _ := res[1].(int64)
-		return UserThreadsRead{}, fmt.Errorf("reading the threads of %s: %w: %d registers, the limit is %d", user, ErrTooManyThreads, n, MaxUserThreads)
+		return UserThreadsRead{}, fmt.Errorf("reading the threads of %s: %w: %d registers, the limit is %d", user, ErrTooManyThreads, n, limit)
 	}
 	if want := 2 + 2*btoi(memberships); len(res) != want {
 		return UserThreadsRead{}, fmt.Errorf("%w: reading the threads of %s: %d answers, want %d", ErrUnavailable, user, len(res), want)

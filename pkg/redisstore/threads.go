@@ -28,8 +28,12 @@ import (
 // the merge is redone from it, at most threadCASAttempts times.
 
 const (
-	// MaxUserThreads bounds the registers UserThreads reads at once.
+	// MaxUserThreads bounds a user's registers in Redis: past it the
+	// gateway collects the least recently active (pkg/gate).
 	MaxUserThreads = 10000
+	// ReadThreadsMax bounds the registers UserThreads reads at once:
+	// twice the bound, so reads go on while a collection runs.
+	ReadThreadsMax = 2 * MaxUserThreads
 	// threadCASAttempts bounds the CAS rounds of one key in one call;
 	// past the first few, each round waits a random pause that grows,
 	// so writers racing on one key fall out of step.
@@ -40,6 +44,16 @@ const (
 // ErrTooManyThreads is UserThreads' refusal of a user with more than
 // MaxUserThreads registers.
 var ErrTooManyThreads = errors.New("too many thread registers to read at once")
+
+// ErrThreadCollected answers a gateway write of a register absent from a
+// hash whose registers were collected: it may be in Postgres only (look
+// it up, merge it in, write again naming it known).
+var ErrThreadCollected = errors.New("thread register collected from redis")
+
+// collectedField marks a user's thread hash from which registers were
+// collected (CollectThreads): a register absent from it may be in
+// Postgres.
+const collectedField = ":collected"
 
 // ErrThreadContended is the failure of a key whose every CAS round found
 // it moved by another writer.
@@ -55,16 +69,20 @@ func (s *Store) UserThreadsKey(user string) string { return s.prefix + "tu:{" + 
 // value and, with KEYS[2] (the user's tombstone), the user's erasure
 // generation is still the expected one. KEYS[1] = hash; ARGV = field,
 // expected value ("" none), expected generation ("-1": no tombstone hash),
-// new value, "1" when a user's hash (KEYS[2] given) must be loaded.
-// Returns {written (0/1), the value found, the generation found ("-1"
-// without KEYS[2] or without a tombstone hash)}; written is 2, with
-// nothing written, when the hash must be loaded and is not.
+// new value, "1" when a user's hash (KEYS[2] given) must be loaded, "1"
+// when an absent register was looked up in Postgres. Returns {written
+// (0/1), the value found, the generation found ("-1" without KEYS[2] or
+// without a tombstone hash)}; written is 2, with nothing written, when
+// the hash must be loaded and is not, 3 when the register is absent from
+// a collected hash and was not looked up.
 var threadCASScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ""
 local g = "-1"
 if KEYS[2] then
   g = redis.call('HGET', KEYS[2], 'g') or "-1"
   if ARGV[5] == "1" and redis.call('HEXISTS', KEYS[1], ':loaded') == 0 then return {2, cur, g} end
+  -- a register absent from a collected hash may be in Postgres only
+  if ARGV[5] == "1" and cur == "" and ARGV[6] ~= "1" and redis.call('HEXISTS', KEYS[1], ':collected') == 1 then return {3, cur, g} end
 end
 if cur ~= ARGV[2] or g ~= ARGV[3] then return {0, cur, g} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
@@ -78,7 +96,12 @@ type casCell struct {
 	hash, tomb, field string // tomb "": no generation (thread heads)
 	// loaded: the write needs the user's hash loaded (a gateway write);
 	// repairs and hydrates merge into any.
-	loaded    bool
+	loaded bool
+	// known: the register was looked up in Postgres for this write (it
+	// may be absent from a collected hash: see CollectThreads).
+	known bool
+	// collected: the hash had registers collected (":collected").
+	collected *redis.BoolCmd
 	cur, next string // "" none
 	gen       int64
 	err       error
@@ -96,7 +119,7 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 	}
 	pending := make([]*casCell, 0, len(cells))
 	for _, c := range cells {
-		if !errors.Is(c.err, ErrNotLoaded) {
+		if !errors.Is(c.err, ErrNotLoaded) && !errors.Is(c.err, ErrThreadCollected) {
 			pending = append(pending, c)
 		}
 	}
@@ -129,11 +152,14 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 				if c.tomb != "" {
 					keys = append(keys, c.tomb)
 				}
-				must := "0"
+				must, known := "0", "0"
 				if c.loaded {
 					must = "1"
 				}
-				cmds[j] = threadCASScript.EvalSha(ctx, pipe, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next, must)
+				if c.known {
+					known = "1"
+				}
+				cmds[j] = threadCASScript.EvalSha(ctx, pipe, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next, must, known)
 			}
 		}); err != nil {
 			return s.failCells(writes, fmt.Errorf("writing thread state: %w", err))
@@ -154,6 +180,10 @@ func (s *Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *ca
 			}
 			if written == 2 {
 				c.err = ErrNotLoaded
+				continue
+			}
+			if written == 3 {
+				c.err = ErrThreadCollected
 				continue
 			}
 			if written != 1 {
@@ -185,6 +215,9 @@ func (s *Store) readCells(ctx context.Context, cells []*casCell) error {
 				cmds[j] = pipe.HGet(ctx, c.hash, c.field)
 			} else {
 				cmds[j] = readMarksScript.EvalSha(ctx, pipe, []string{c.hash, c.tomb}, c.field)
+				if c.loaded && !c.known {
+					c.collected = pipe.HExists(ctx, c.hash, collectedField)
+				}
 			}
 		}
 	}); err != nil {
@@ -214,6 +247,8 @@ func (s *Store) readCells(ctx context.Context, cells []*casCell) error {
 			}
 			if loaded, _ := res[2].(string); c.loaded && loaded != "1" {
 				c.err = ErrNotLoaded
+			} else if c.cur == "" && c.collected != nil && c.collected.Val() {
+				c.err = ErrThreadCollected
 			}
 		}
 	}
@@ -337,12 +372,17 @@ type ThreadStateResult struct {
 //
 // It is the gateway's write: a user whose hash is not loaded (Redis lost
 // it, or never restored it) has ErrNotLoaded results and nothing written.
-func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int,
+//
+// A register absent from a hash whose registers were collected
+// (CollectThreads) may be in Postgres only: its result is
+// ErrThreadCollected, nothing written, unless known (the caller looked it
+// up in Postgres and merged it in: MergeThreadStates) names its key.
+func (s *Store) UpdateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int, known map[thread.Key]bool,
 	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]ThreadStateResult, error) {
-	return s.updateThreadStates(ctx, keys, mentionCap, true, incoming)
+	return s.updateThreadStates(ctx, keys, mentionCap, true, known, incoming)
 }
 
-func (s *Store) updateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int, loaded bool,
+func (s *Store) updateThreadStates(ctx context.Context, keys []thread.Key, mentionCap int, loaded bool, known map[thread.Key]bool,
 	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]ThreadStateResult, error) {
 	out := make([]ThreadStateResult, len(keys))
 	byKey := map[thread.Key]*casCell{}
@@ -351,7 +391,7 @@ func (s *Store) updateThreadStates(ctx context.Context, keys []thread.Key, menti
 		out[i].State.Key = k
 		c := byKey[k]
 		if c == nil {
-			c = &casCell{hash: s.UserThreadsKey(k.User), tomb: s.TombstoneKey(k.User), field: threadField(k.Ref), loaded: loaded}
+			c = &casCell{hash: s.UserThreadsKey(k.User), tomb: s.TombstoneKey(k.User), field: threadField(k.Ref), loaded: loaded, known: known[k]}
 			byKey[k] = c
 			cells = append(cells, c)
 		}
@@ -417,7 +457,7 @@ func (s *Store) MergeThreadStates(ctx context.Context, states []thread.State, me
 	for i, st := range states {
 		keys[i] = st.Key
 	}
-	return s.updateThreadStates(ctx, keys, mentionCap, false, func(i int, _ thread.State, _ bool) (thread.State, error) {
+	return s.updateThreadStates(ctx, keys, mentionCap, false, nil, func(i int, _ thread.State, _ bool) (thread.State, error) {
 		return states[i], nil
 	})
 }
@@ -485,4 +525,86 @@ func (s *Store) ScanThreadUsers(ctx context.Context, cur ScanCursor, count int64
 func (s *Store) ScanThreadChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
 	ids, rests, next, err := s.scanTagged(ctx, "th:", cur, count)
 	return onlyWhole(ids, rests), next, err
+}
+
+// ThreadCounts is the number of each user's thread registers in Redis
+// (its markers included).
+func (s *Store) ThreadCounts(ctx context.Context, users []string) ([]int64, error) {
+	cmds := make([]*redis.IntCmd, len(users))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, u := range users {
+			cmds[i] = pipe.HLen(ctx, s.UserThreadsKey(u))
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("counting thread registers: %w", err)
+	}
+	out := make([]int64, len(users))
+	for i, c := range cmds {
+		out[i] = c.Val()
+	}
+	return out, nil
+}
+
+// collectThreadsScript drops registers still holding what the collector
+// read and marks the hash collected. KEYS[1] = tu hash; ARGV = field,
+// value pairs. Returns how many went.
+var collectThreadsScript = redis.NewScript(`
+local n = 0
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    n = n + 1
+  end
+end
+redis.call('HSET', KEYS[1], ':collected', '1')
+return n
+`)
+
+// CollectThreads drops the registers states from the user's hash where
+// they still are as given, and marks the hash collected: a register
+// absent from it is then looked up in Postgres before a write
+// (ErrThreadCollected). It returns how many went.
+func (s *Store) CollectThreads(ctx context.Context, user string, states []thread.State) (int, error) {
+	args := make([]any, 0, 2*len(states))
+	for _, st := range states {
+		v, err := encodeThreadState(st)
+		if err != nil {
+			return 0, fmt.Errorf("collecting the threads of %s: %w", user, err)
+		}
+		args = append(args, threadField(st.Key.Ref), v)
+	}
+	n, err := collectThreadsScript.Run(ctx, s.rdb, []string{s.UserThreadsKey(user)}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("%w: collecting the threads of %s: %w", ErrUnavailable, user, err)
+	}
+	return n, nil
+}
+
+// ThreadsCollected reports, per user, whether registers were collected
+// from the user's hash.
+func (s *Store) ThreadsCollected(ctx context.Context, users []string) (map[string]bool, error) {
+	cmds := make([]*redis.BoolCmd, len(users))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, u := range users {
+			cmds[i] = pipe.HExists(ctx, s.UserThreadsKey(u), collectedField)
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("reading whether thread registers were collected: %w", err)
+	}
+	out := make(map[string]bool, len(users))
+	for i, c := range cmds {
+		if c.Val() {
+			out[users[i]] = true
+		}
+	}
+	return out, nil
+}
+
+// MarkThreadsCollected marks the user's hash collected (a hydrate that
+// loaded only some of the user's registers).
+func (s *Store) MarkThreadsCollected(ctx context.Context, user string) error {
+	if err := s.rdb.HSet(ctx, s.UserThreadsKey(user), collectedField, "1").Err(); err != nil {
+		return fmt.Errorf("%w: marking the threads of %s collected: %w", ErrUnavailable, user, err)
+	}
+	return nil
 }

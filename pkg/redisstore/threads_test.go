@@ -263,7 +263,7 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 	// A mark-unread built from the stored register, a failing incoming,
 	// and a follow, all of one key in one call: each sees the previous.
 	var seen []thread.State
-	res, err := s.UpdateThreadStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, 10, func(i int, stored thread.State, found bool) (thread.State, error) {
+	res, err := s.UpdateThreadStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, 10, nil, func(i int, stored thread.State, found bool) (thread.State, error) {
 		seen = append(seen, stored)
 		switch i {
 		case 0:
@@ -323,10 +323,11 @@ func TestUserThreads(t *testing.T) {
 	require.Equal(t, int64(5), got[0].Cursors.Read.Position.Seq)
 	require.Error(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10, Incarnation{}))
 
-	// Bounded: past MaxUserThreads registers the read is refused.
+	// Bounded: past ReadThreadsMax registers the read is refused (the
+	// gateway collects a user's registers back under MaxUserThreads).
 	big := "u-big"
 	pipe := s.rdb.Pipeline()
-	for i := range MaxUserThreads + 1 {
+	for i := range ReadThreadsMax + 1 {
 		pipe.HSet(ctx, s.UserThreadsKey(big), threadField(thread.Ref{Channel: "c", Root: int64(i + 1)}), "+1")
 	}
 	_, err = pipe.Exec(ctx)
@@ -338,7 +339,7 @@ func TestUserThreads(t *testing.T) {
 	all, complete, err = s.UserThreads(ctx, big, "")
 	require.NoError(t, err)
 	require.True(t, complete)
-	require.Len(t, all, MaxUserThreads)
+	require.Len(t, all, ReadThreadsMax)
 }
 
 func TestThreadErasure(t *testing.T) {

@@ -1,0 +1,164 @@
+package gate
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// Thread registers are bounded per user, whoever writes them: a reply
+// that mentions a user makes the user follow its thread, so other users
+// could otherwise grow one user's registers past what a read may load
+// and lock the user out of their counts. When a write leaves a user with
+// more than Config.ThreadsPerUser registers in Redis, the gateway
+// collects the user's least recently active ones down to 90 % of it:
+// the followed among them are unfollowed (a durable write, as the user's
+// own unfollow would be), then dropped from Redis and the hash marked
+// collected. A register absent from a collected hash is looked up in
+// Postgres before a write (restoreCollected), so no answer goes back; the
+// reads (thread lists, counts, the inbox) read the bounded hash.
+
+// threadsKept is what a collection leaves: room for the next writes
+// before another.
+func (g *Gate) threadsKept() int { return g.cfg.ThreadsPerUser * 9 / 10 }
+
+// threadCollectTimeout bounds one collection.
+const threadCollectTimeout = 30 * time.Second
+
+// collectThreadsOf collects, in the background, the thread registers of
+// the users past the bound. One collection per user at a time.
+func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
+	if len(users) == 0 {
+		return
+	}
+	users = slices.Compact(slices.Sorted(slices.Values(users)))
+	go func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), threadCollectTimeout)
+		defer cancel()
+		rctx, rcancel := context.WithTimeout(cctx, g.cfg.RedisTimeout)
+		counts, err := g.redis.ThreadCounts(rctx, users)
+		rcancel()
+		if err != nil {
+			return
+		}
+		for i, u := range users {
+			if counts[i] <= int64(g.cfg.ThreadsPerUser) {
+				continue
+			}
+			_, _, _ = g.collecting.Do(u, func() (any, error) {
+				return nil, g.collectThreads(cctx, u)
+			})
+		}
+	}()
+}
+
+// collectThreads brings the user's registers down to threadsKept.
+func (g *Gate) collectThreads(ctx context.Context, user string) error {
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	states, err := g.redis.AllUserThreads(rctx, user, 4*redisstore.MaxUserThreads)
+	cancel()
+	if err != nil || len(states) <= g.cfg.ThreadsPerUser {
+		return err
+	}
+	// The inactive first, then the least recently active.
+	slices.SortFunc(states, func(a, b thread.State) int {
+		if a.Follow.Following != b.Follow.Following {
+			if a.Follow.Following {
+				return 1
+			}
+			return -1
+		}
+		return cmp.Compare(a.Time(), b.Time())
+	})
+	victims := states[:len(states)-g.threadsKept()]
+	var follows []thread.Key
+	for _, st := range victims {
+		if st.Follow.Following {
+			follows = append(follows, st.Key)
+		}
+	}
+	// Before anything is dropped: a restore of a dropped register waits
+	// until the persister has written what the gateway wrote of it.
+	if err := g.restore.fenceUser(ctx, user); err != nil {
+		return err
+	}
+	now := g.nowMs()
+	drop := slices.Clone(victims)
+	if len(follows) > 0 {
+		res, _, _, err := g.writeThreads(ctx, follows, nil, func(_ int, stored thread.State) (thread.State, error) {
+			return thread.State{Key: stored.Key, Follow: thread.Follow{Following: false, VersionUnixMs: max(now, stored.Follow.VersionUnixMs+1)}}, nil
+		})
+		if err != nil {
+			return err
+		}
+		// The unfollows are durable now, after the fence above: again.
+		if err := g.restore.fenceUser(ctx, user); err != nil {
+			return err
+		}
+		after := make(map[thread.Key]thread.State, len(res))
+		for _, r := range res {
+			if r.Err == nil {
+				after[r.State.Key] = r.State
+			}
+		}
+		for i, st := range drop {
+			if st.Follow.Following {
+				if a, ok := after[st.Key]; ok {
+					drop[i] = a
+				} else {
+					drop[i] = thread.State{} // not unfollowed: kept
+				}
+			}
+		}
+		drop = slices.DeleteFunc(drop, func(st thread.State) bool { return st.Key.User == "" })
+	}
+	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	n, err := g.redis.CollectThreads(rctx, user, drop)
+	cancel()
+	if err != nil {
+		return err
+	}
+	g.m.threadsCollected.Add(float64(n))
+	g.log.Info("collected thread registers past the bound", zap.Int("registers", len(states)), zap.Int("dropped", n), zap.Int("unfollowed", len(follows)))
+	return nil
+}
+
+// restoreCollected reads from Postgres the registers of keys (absent from
+// collected hashes) and merges them into Redis; it returns the keys as
+// known for the write that follows (a key without a row is new).
+func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thread.Key]bool, error) {
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if !seen[k.User] {
+			seen[k.User] = true
+			if _, err := g.restore.userFence(ctx, k.User); err != nil {
+				return nil, err
+			}
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	rows, err := g.pg.ThreadStates(pctx, keys)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		_, err := g.redis.MergeThreadStates(rctx, rows, g.cfg.MentionCap)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	known := make(map[thread.Key]bool, len(keys))
+	for _, k := range keys {
+		known[k] = true
+	}
+	return known, nil
+}

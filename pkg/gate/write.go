@@ -3,8 +3,8 @@ package gate
 import (
 	"context"
 	"errors"
-	"slices"
 	"fmt"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"

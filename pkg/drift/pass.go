@@ -33,7 +33,18 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	// A burst of 1 spaces pages evenly, 1/PagesPerSecond apart.
 	lim := rate.NewLimiter(rate.Limit(s.cfg.PagesPerSecond), 1)
 	var err error
+	if !s.cfg.DryRun {
+		// An erasure cut short (its caller gave up, its gateway stopped)
+		// is finished here, whoever retries it or not.
+		rep.ErasuresFinished, err = s.cfg.Redis.FinishErasures(ctx, s.now().UnixMilli())
+		if rep.ErasuresFinished > 0 {
+			s.log.Info("finished erasures cut short", zap.Int("channels", rep.ErasuresFinished))
+		}
+	}
 	for _, k := range s.kinds {
+		if err != nil {
+			break
+		}
 		if err = s.sweepPostgres(ctx, lim, &rep, k); err != nil {
 			break
 		}

@@ -150,6 +150,9 @@ type Report struct {
 	Erased int
 	// Failed counts repairs that could not be written.
 	Failed int
+	// ErasuresFinished counts the channels of erasures cut short that the
+	// pass cleaned (redisstore.FinishErasures).
+	ErasuresFinished int
 	// Samples are the first disagreements found (at most MaxSamples):
 	// enough for an operator, or a test, to see which keys drift and how.
 	Samples []Sample

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +122,60 @@ func TestEraseUserRefusesBadInput(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, name)
 	}
 	require.Zero(t, tb.highWatermarks(t), "nothing was produced")
+}
+
+// An erasure cut short (here: a Redis timeout far below what cleaning 300
+// channels takes) answers Unavailable; its retries go on from the
+// channels still pending, and one never retried is finished by the
+// reconciler's pass (FinishErasures). Afterwards no channel's members,
+// view or group mentions name the user.
+func TestErasureCutShortIsFinished(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.RedisTimeout = 20 * time.Millisecond }})
+	ctx := context.Background()
+	const n = 300
+	join := func(u string) []string {
+		var chs []string
+		var items []string
+		for i := range n {
+			ch := u + "-ch" + strconv.Itoa(i)
+			chs = append(chs, ch)
+			tb.ok(t, http.MethodPut, "/v1/channels/"+ch+"/members/"+u, `{}`)
+			items = append(items, `{"user_id":"`+u+`","channel_id":"`+ch+`","kind":"READ","seq":1}`)
+		}
+		tb.ok(t, http.MethodPost, "/v1/channels/"+chs[0]+"/messages", `{"seq": 1, "sender_id": "`+u+`", "mention_all": true}`)
+		tb.ok(t, http.MethodPost, "/v1/receipts:mark", `{"receipts":[`+strings.Join(items, ",")+`]}`)
+		return chs
+	}
+	clean := func(u string, chs []string) bool {
+		for _, ch := range chs {
+			if tb.rdb.HExists(ctx, tb.store.ChannelMembersKey(ch), u).Val() || tb.rdb.HExists(ctx, tb.store.ViewCurKey(ch), "r:"+u).Val() {
+				return false
+			}
+		}
+		for _, m := range tb.rdb.ZRange(ctx, tb.store.GroupMentionsKey(chs[0]), 0, -1).Val() {
+			if strings.HasSuffix(m, u) {
+				return false
+			}
+		}
+		return tb.rdb.Exists(ctx, tb.store.ErasurePendingKey(u)).Val() == 0
+	}
+
+	eve := join("eve")
+	status, _ := tb.do(t, http.MethodDelete, "/v1/users/eve", "")
+	require.Equal(t, http.StatusServiceUnavailable, status, "300 channels do not fit in 20 ms")
+	require.False(t, clean("eve", eve))
+	for attempt := 0; status != http.StatusOK; attempt++ {
+		require.Less(t, attempt, 200, "the retries finish the erasure")
+		status, _ = tb.do(t, http.MethodDelete, "/v1/users/eve", "")
+	}
+	require.True(t, clean("eve", eve), "the retries cleaned every channel")
+
+	fay := join("fay")
+	status, _ = tb.do(t, http.MethodDelete, "/v1/users/fay", "")
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	n2, err := tb.store.FinishErasures(ctx, time.Now().UnixMilli())
+	require.NoError(t, err)
+	require.Positive(t, n2)
+	require.True(t, clean("fay", fay), "the reconciler's pass cleaned every channel")
 }

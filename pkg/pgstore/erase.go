@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
@@ -15,6 +16,12 @@ import (
 // transaction that raises the tombstone. A new per-user table is added
 // here (TestErasedTablesCoverEveryUserTable fails until it is).
 var ErasedTables = []string{"read_receipts", "channel_members", "mentions", "user_settings", "cursor_moves", "thread_states", "channel_notifications"}
+
+// RedactedColumns are the columns that name a user in rows that are not
+// the user's: an erasure redacts them (deleteUserRows), and
+// TestErasureCoversEveryColumnNamingAUser fails until a new one is
+// listed.
+var RedactedColumns = []string{"channel_group_mentions.sender_id", "parked_dead_letters.record_key", "parked_dead_letters.record_value"}
 
 // byUserChannels names the tables whose index leads with channel_id, not
 // user_id: their rows are found through the user's channels (every
@@ -100,6 +107,20 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 			return 0, fmt.Errorf("deleting from %s: %w", table, err)
 		}
 		deleted += tag.RowsAffected()
+	}
+	// What names the user in rows that are not the user's: the sender of
+	// their group mentions (kept, with no sender: the least, which every
+	// store converges to), and the dead letters parked under the user's
+	// record keys (their values redacted: the row stays, as a count of
+	// what failed, with no content).
+	if _, err := tx.Exec(ctx, `UPDATE channel_group_mentions SET sender_id = '' WHERE channel_id = ANY($2) AND sender_id = $1`, user, channels); err != nil {
+		return 0, fmt.Errorf("redacting group mention senders: %w", err)
+	}
+	esc := receipt.EscapeKeyID(user)
+	if _, err := tx.Exec(ctx, `UPDATE parked_dead_letters SET record_key = NULL, record_value = NULL, reason = 'erased'
+		WHERE record_key = $1::bytea OR substring(record_key FROM 1 FOR $3) = $2::bytea`,
+		[]byte("u::"+esc), []byte(esc+":"), len(esc)+1); err != nil {
+		return 0, fmt.Errorf("redacting parked dead letters: %w", err)
 	}
 	return deleted, nil
 }

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -252,4 +253,51 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	now, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 	require.Equal(t, clock, now)
+}
+
+// Every column that may name a user is the user_id of a table erased
+// whole or one of RedactedColumns; an erasure leaves no group mention
+// sender and no parked dead letter of the user.
+func TestErasureCoversEveryColumnNamingAUser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgtest.NewSchema(t).Store
+	rows, err := s.Pool().Query(ctx, `SELECT c.relname, a.attname FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+WHERE (a.attname LIKE '%user_id' OR a.attname LIKE '%sender_id' OR a.attname LIKE 'record_%')
+AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+AND c.relnamespace = current_schema()::regnamespace`)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		var table, col string
+		require.NoError(t, rows.Scan(&table, &col))
+		n++
+		if col == "user_id" && (table == "user_tombstones" || slices.Contains(pgstore.ErasedTables, table)) {
+			continue
+		}
+		require.Contains(t, pgstore.RedactedColumns, table+"."+col, "%s.%s may name a user: erase or redact it", table, col)
+	}
+	require.NoError(t, rows.Err())
+	require.Positive(t, n)
+
+	withMovePartition(t, s)
+	seedUser(t, s, "gone")
+	_, err = s.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}}}})
+	require.NoError(t, err)
+	for _, key := range []string{"gone:c1", "u::gone", "gonex:c1"} {
+		_, err = s.Park(ctx, pgstore.ParkedRecord{Reason: "test", SourceOffset: -1, SourcePartition: -1, Key: []byte(key), Value: []byte("v")})
+		require.NoError(t, err)
+	}
+	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10})
+	require.NoError(t, err)
+	gms, err := s.GroupMentions(ctx, []string{"c1"}, 100)
+	require.NoError(t, err)
+	require.Len(t, gms, 1)
+	require.Equal(t, []channel.GroupMention{{Seq: 7}}, gms[0].Mentions, "the mention stays, without its sender")
+	var named, others int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE record_key IN ('gone:c1'::bytea, 'u::gone'::bytea) OR record_value IS NOT NULL AND reason = 'erased'),
+		count(*) FILTER (WHERE record_key = 'gonex:c1'::bytea) FROM parked_dead_letters`).Scan(&named, &others))
+	require.Zero(t, named, "the user's parked letters are redacted")
+	require.Equal(t, 1, others, "another user's are not")
 }

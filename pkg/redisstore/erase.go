@@ -83,11 +83,15 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // register written after the script read the new generation, so it must
 // survive the erasure), and the notification hash (left empty and
 // complete).
-// KEYS = t, u, um, us, mh, tu, nl;
+// The channels the user had cursors, registers or thread registers in
+// are added to the erasure's pending set (KEYS[8]) before anything is
+// deleted; each channel leaves it once cleaned (Erase), so an erasure cut
+// short is finished by its retry or by FinishErasures, even though the
+// hashes that named the channels are gone.
+// KEYS = t, u, um, us, mh, tu, nl, the pending set;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
-// (decimal). Returns {generation, time, then the channels the user had
-// cursors or registers in}. Generations and times are below 2^53, exact
-// as Lua numbers.
+// (decimal). Returns {generation, time, then the pending channels}.
+// Generations and times are below 2^53, exact as Lua numbers.
 var eraseScript = redis.NewScript(`
 local g = tonumber(redis.call('HGET', KEYS[1], 'g') or "0")
 local now = tonumber(ARGV[1])
@@ -98,11 +102,19 @@ local gs = string.format("%d", ng)
 redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
 local out = {gs, ARGV[1]}
-local seen = {}
+local function pend(ch)
+  if #ch > 0 then redis.call('SADD', KEYS[8], ch) end
+end
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
   for _, ch in ipairs(redis.call('HKEYS', k)) do
-    if string.sub(ch, 1, 1) ~= ":" and not seen[ch] then seen[ch] = true out[#out+1] = ch end
+    if string.sub(ch, 1, 1) ~= ":" then pend(ch) end
   end
+end
+for _, f in ipairs(redis.call('HKEYS', KEYS[6])) do
+  if string.sub(f, 1, 1) ~= ":" then pend(string.match(f, "^[^ ]+") or "") end
+end
+for _, ch in ipairs(redis.call('SMEMBERS', KEYS[8])) do out[#out+1] = ch end
+for _, k in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('DEL', k)
   redis.call('HSET', k, ':loaded', '1')
 end
@@ -124,9 +136,18 @@ return out
 // each kind the view showed, a removal entry (u, k, rm "1", t: no
 // position) so that live watchers stop showing the user — it names the
 // user until the stream's MAXLEN trims it. KEYS = cm, cv cur, cv r, cv d,
-// cv s; ARGV[1] = the user, ARGV[2] = the erasure's time (Unix ms).
+// cv s, gm; ARGV[1] = the user, ARGV[2] = the erasure's time (Unix ms).
+// The user's group mentions keep their seq with no sender (the least
+// sender: stores that still name the user converge to it).
 var eraseChannelScript = redis.NewScript(`
 local u = ARGV[1]
+-- a member is the seq (11 characters) then the sender
+for _, m in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+  if string.sub(m, 12) == u then
+    redis.call('ZREM', KEYS[6], m)
+    redis.call('ZADD', KEYS[6], 0, string.sub(m, 1, 11))
+  end
+end
 local cur = redis.call('HGET', KEYS[1], u)
 if cur then
   if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
@@ -171,7 +192,7 @@ return 1
 // returns an error and the caller retries the whole erasure, which is
 // harmless (a newer generation, nothing left to delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tombstone.Tombstone, error) {
-	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.UserNotificationsKey(user)},
+	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.UserNotificationsKey(user), s.ErasurePendingKey(user)},
 		strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
@@ -184,13 +205,58 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tom
 	if err := s.deleteMentionSets(ctx, user); err != nil {
 		return t, err
 	}
-	for _, ch := range res[2:] {
-		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch)}
+	return t, s.eraseChannels(ctx, user, nowMs, res[2:])
+}
+
+// ErasurePendingKey is the set of channels an erasure of user has yet to
+// clean (the user's slot).
+func (s *Store) ErasurePendingKey(user string) string { return s.prefix + "ep:{" + user + "}" }
+
+// eraseChannels cleans the user out of each channel and takes it off the
+// erasure's pending set; the set goes with its last channel.
+func (s *Store) eraseChannels(ctx context.Context, user string, nowMs int64, channels []string) error {
+	for _, ch := range channels {
+		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch), s.GroupMentionsKey(ch)}
 		if err := eraseChannelScript.Run(ctx, s.rdb, keys, user, strconv.FormatInt(nowMs, 10)).Err(); err != nil {
-			return t, fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
+			return fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
+		}
+		if err := s.rdb.SRem(ctx, s.ErasurePendingKey(user), ch).Err(); err != nil {
+			return fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
 		}
 	}
-	return t, nil
+	return nil
+}
+
+// FinishErasures finishes the erasures cut short (a call that failed
+// midway and was not retried, a gateway that stopped): it walks the
+// pending sets, in bounded pages, and cleans their channels. It returns
+// how many channels it cleaned.
+func (s *Store) FinishErasures(ctx context.Context, nowMs int64) (int, error) {
+	n := 0
+	var cur ScanCursor
+	for !cur.Done() {
+		keys, next, err := s.scanKeys(ctx, cur, 100, s.prefix+"ep:{*}")
+		if err != nil {
+			return n, err
+		}
+		cur = next
+		for _, k := range keys {
+			user, ok := strings.CutPrefix(k, s.prefix+"ep:{")
+			if !ok || !strings.HasSuffix(user, "}") {
+				continue
+			}
+			user = strings.TrimSuffix(user, "}")
+			chs, err := s.rdb.SMembers(ctx, k).Result()
+			if err != nil {
+				return n, fmt.Errorf("%w: reading the pending erasure of %s: %w", ErrUnavailable, user, err)
+			}
+			if err := s.eraseChannels(ctx, user, nowMs, chs); err != nil {
+				return n, err
+			}
+			n += len(chs)
+		}
+	}
+	return n, nil
 }
 
 // deleteMentionSets deletes any mention sets of the earlier layout (a

@@ -153,12 +153,43 @@ type unreadSeen struct {
 // when not nil, receives what Redis showed besides the counts.
 func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page, seen *unreadSeen) (views []redisstore.ChannelView, more bool, err error) {
 	durable := func() ([]redisstore.ChannelView, bool, error) {
-		views, err := g.durableUnread(ctx, user, channels)
-		if err != nil || len(channels) > 0 {
+		if len(channels) > 0 {
+			views, err := g.durableUnread(ctx, user, channels)
 			return views, false, err
 		}
-		views, more := pageOf(views, func(v redisstore.ChannelView) string { return v.Channel }, page)
-		return views, more, nil
+		// The page of the default set, however many channels the user
+		// has: its channels first, then their counts as if listed (no
+		// page: every page, a badge's whole set).
+		var all []redisstore.ChannelView
+		after := page.After
+		for {
+			limit := page.Limit
+			if limit == 0 {
+				limit = MaxChannelPageSize
+			}
+			pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+			chs, err := g.pg.DefaultChannelsAfter(pctx, user, after, limit+1)
+			cancel()
+			if err != nil {
+				return nil, false, g.durableErr(ctx, err)
+			}
+			more := len(chs) > limit
+			chs = chs[:min(len(chs), limit)]
+			if len(chs) > 0 {
+				views, err := g.durableUnread(ctx, user, chs)
+				if err != nil {
+					return nil, false, err
+				}
+				all = append(all, views...)
+			}
+			if page.Limit > 0 || !more {
+				return all, more && page.Limit > 0, nil
+			}
+			if len(all) >= MaxRestoreChannels {
+				return nil, false, unavailableError(fmt.Errorf("user %s has more than %d channels", user, MaxRestoreChannels))
+			}
+			after = chs[len(chs)-1]
+		}
 	}
 	if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
 		// Redis is behind a write acknowledged without it.
@@ -253,13 +284,9 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
 	if !view.MembershipsComplete {
-		regs, err := g.pg.Memberships(pctx, user, nil)
+		regs, mentions, err := g.durableMemberships(ctx, user)
 		if err != nil {
-			return fmt.Errorf("reading the memberships of %s: %w", user, err)
-		}
-		mentions, err := g.pg.Mentions(pctx, user, nil, g.cfg.MentionCap)
-		if err != nil {
-			return fmt.Errorf("reading the mentions of %s: %w", user, err)
+			return err
 		}
 		hydrate("memberships", func(c context.Context) error {
 			return g.redis.HydrateMemberships(c, user, regs, mentions, g.cfg.MentionCap)
@@ -283,6 +310,39 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		hydrate("heads", func(c context.Context) error { return g.redis.HydrateHeads(c, heads, none) })
 	}
 	return g.hydrateChannelSets(ctx, view)
+}
+
+// durableMemberships reads every membership register and the mentions of
+// a user from Postgres, in pages (the hash they hydrate is marked
+// complete: a cut-short read would hide the channels past it).
+func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.Membership, []channel.Mentions, error) {
+	var regs []channel.Membership
+	var mentions []channel.Mentions
+	after := ""
+	for {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		page, err := g.pg.MembershipsAfter(pctx, user, after, restorePage)
+		var ms []channel.Mentions
+		if err == nil {
+			upTo := ""
+			if len(page) == restorePage {
+				upTo = page[len(page)-1].Key.Channel
+			}
+			ms, err = g.pg.MentionsOfRange(pctx, user, after, upTo, g.cfg.MentionCap)
+		}
+		cancel()
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the memberships of %s: %w", user, err)
+		}
+		regs, mentions = append(regs, page...), append(mentions, ms...)
+		if len(page) < restorePage {
+			return regs, mentions, nil
+		}
+		if len(regs) >= MaxRestoreChannels {
+			return nil, nil, fmt.Errorf("reading the memberships of %s: more than %d channels", user, MaxRestoreChannels)
+		}
+		after = page[len(page)-1].Key.Channel
+	}
 }
 
 // hydrateChannelSets copies from Postgres into Redis the deletions and

@@ -209,6 +209,30 @@ func (s *Store) Memberships(ctx context.Context, user string, channels []string)
 	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members WHERE user_id = $1 AND channel_id = ANY($2) ORDER BY channel_id`, user, channels)
 }
 
+// MembershipsAfter returns up to limit of a user's registers with a
+// channel after the given one ("" first), in channel order: a whole user
+// in bounded pages, however many channels.
+func (s *Store) MembershipsAfter(ctx context.Context, user, after string, limit int) ([]channel.Membership, error) {
+	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members WHERE user_id = $1 AND channel_id > $2 ORDER BY channel_id LIMIT $3`, user, after, limit)
+}
+
+// DefaultChannelsAfter returns up to limit channels of a user's default
+// set (those with a cursor or a register, less those the user left)
+// after the given one ("" first), in channel order: the default set of a
+// user of any size in bounded pages.
+func (s *Store) DefaultChannelsAfter(ctx context.Context, user, after string, limit int) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT c FROM (
+		SELECT channel_id AS c FROM read_receipts WHERE user_id = $1 AND channel_id > $2
+		UNION SELECT channel_id FROM channel_members WHERE user_id = $1 AND channel_id > $2) x
+		WHERE NOT EXISTS (SELECT 1 FROM channel_members m WHERE m.user_id = $1 AND m.channel_id = x.c AND NOT m.member)
+		ORDER BY c LIMIT $3`, user, after, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, classify(err)
+}
+
 // ChannelMembers returns up to limit registers of a channel with user ids
 // after afterUser, in user order; membersOnly leaves out those who left.
 func (s *Store) ChannelMembers(ctx context.Context, ch, afterUser string, limit int, membersOnly bool) ([]channel.Membership, error) {
@@ -252,6 +276,21 @@ func (s *Store) Mentions(ctx context.Context, user string, channels []string, me
 		SELECT user_id, channel_id, seq, row_number() OVER (PARTITION BY channel_id ORDER BY seq DESC) AS rn
 		FROM mentions WHERE user_id = $1 AND (coalesce(cardinality($2::text[]), 0) = 0 OR channel_id = ANY($2))) r
 		WHERE rn <= $3 + 1 ORDER BY channel_id, seq`, user, channels, mentionCap)
+	if err != nil {
+		return nil, classify(err)
+	}
+	return collectMentions(rows)
+}
+
+// MentionsOfRange returns a user's mentions in the channels of (after,
+// upTo] ("" after: from the first; "" upTo: to the last), each key's
+// newest cap+1 seqs ascending, in channel order: MembershipsAfter's pages
+// give the ranges.
+func (s *Store) MentionsOfRange(ctx context.Context, user, after, upTo string, mentionCap int) ([]channel.Mentions, error) {
+	rows, err := s.pool.Query(ctx, `SELECT user_id, channel_id, seq FROM (
+		SELECT user_id, channel_id, seq, row_number() OVER (PARTITION BY channel_id ORDER BY seq DESC) AS rn
+		FROM mentions WHERE user_id = $1 AND channel_id > $2 AND ($3 = '' OR channel_id <= $3)) r
+		WHERE rn <= $4 + 1 ORDER BY channel_id, seq`, user, after, upTo, mentionCap)
 	if err != nil {
 		return nil, classify(err)
 	}

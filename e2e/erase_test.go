@@ -95,7 +95,7 @@ func TestErasureEndToEnd(t *testing.T) {
 		{"user_id":"olga","channel_id":"c3","kind":"READ","seq":7}]}`)
 	preErasure := time.Now().UnixMilli() - 10_000
 
-	out, err := exec.Command(filepath.Join(binDir, "receiptsctl"), "erase", "--target", "http://"+s.apiAddr, "--user", "erin").CombinedOutput()
+	out, err := exec.Command(filepath.Join(binDir, "receiptsctl"), "erase", "--target", "http://"+s.apiAddr, "--user", "erin", "--auth-token", serverToken).CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Contains(t, string(out), "erased erin: generation ")
 	require.Zero(t, s.redisTraces(t, "erin"), "Redis is clean when the erasure is acknowledged")

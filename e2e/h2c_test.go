@@ -5,8 +5,8 @@ import (
 )
 
 // h2cTransport speaks HTTP/2 without TLS, as gRPC clients do.
-func h2cTransport() *http.Transport {
+func h2cTransport() http.RoundTripper {
 	var p http.Protocols
 	p.SetUnencryptedHTTP2(true)
-	return &http.Transport{Protocols: &p}
+	return withServerToken{&http.Transport{Protocols: &p}}
 }

@@ -318,7 +318,7 @@ func newStack(t testing.TB, opts stackOptions) *stack {
 		"--topic", s.topic, "--partitions", "8", "--dlt-topic", s.dltTopic, "--dlt-partitions", "2"}}
 	common := []string{"--brokers", s.brokerAddr, "--pg-url", s.schema.URL, "--log-format", "json"}
 	gateArgs := append([]string{"--listen", s.apiAddr, "--admin-addr", s.admin["kafkagate"], "--topic", s.topic, "--persister-group", s.group}, common...)
-	gateArgs = append(append(gateArgs, redisArgs...), opts.extraGateArgs...)
+	gateArgs = append(append(append(gateArgs, redisArgs...), authArgs(t, s.dir)...), opts.extraGateArgs...)
 	spoolDir := ""
 	if opts.spool {
 		spoolDir = filepath.Join(s.dir, "spool")

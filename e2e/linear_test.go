@@ -269,6 +269,8 @@ func (lz *linearizer) do(hc *http.Client, in lzInput) (lzOutput, bool) {
 		return lzOutput{}, false
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// The user's own end-user token: what a browser or app would send.
+	req.Header.Set("Authorization", "Bearer "+endUserToken(in.key.User))
 	resp, err := hc.Do(req)
 	if err != nil {
 		return lzOutput{}, false

@@ -243,6 +243,8 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	} else {
 		ev := UserEventToProto(d)
 		key = receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()}.KafkaKey()
+		// The fields this build does not name travel on as they came.
+		ev.ProtoReflect().SetUnknown(d.Extensions)
 		msg = ev
 	}
 	v, err := proto.Marshal(msg)

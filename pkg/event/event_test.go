@@ -1,6 +1,7 @@
 package event_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -217,6 +218,19 @@ func FuzzDecode(f *testing.F) {
 		r, _ := event.EncodeDecoded(d)
 		f.Add(r.Key, r.Value)
 	}
+	// Past the bounds: each must be refused.
+	huge := int64(receipt.MaxSeq) + 1
+	for _, d := range []event.Decoded{
+		{Channel: &channel.Head{Channel: "c", Seq: huge}},
+		{Key: k, Receipt: &receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: huge}}}},
+		{Key: k, Mentions: []int64{huge}},
+		{Erasure: &tombstone.Tombstone{User: "u", Generation: math.MaxInt64, ErasedAtUnixMs: 1}},
+		{Deletions: &channel.Deletions{Channel: "c", Seqs: []int64{math.MaxInt64}}},
+	} {
+		if r, err := event.EncodeDecoded(d); err == nil {
+			f.Add(r.Key, r.Value)
+		}
+	}
 	f.Add([]byte("u:c"), []byte{})
 	f.Add([]byte("u:c"), []byte{0x08, 0x01})
 	ev := &receiptsv1.ReceiptEvent{SchemaVersion: 2, UserId: "u", ChannelId: "c"}
@@ -240,6 +254,7 @@ func FuzzDecode(f *testing.F) {
 		if d.Channel != nil {
 			require.NoError(t, d.Channel.Validate())
 		}
+		requireBounded(t, d)
 		re, err := event.EncodeDecoded(d)
 		require.NoError(t, err)
 		again, err := event.DecodeRecord(re)
@@ -251,4 +266,69 @@ func FuzzDecode(f *testing.F) {
 			require.Equal(t, *d.Receipt, st)
 		}
 	})
+}
+
+// requireBounded holds a decoded record to the bounds every store relies
+// on: seqs, heads, positions, versions and times 0 … receipt.MaxSeq
+// (exact in Lua's doubles and in JavaScript).
+func requireBounded(t *testing.T, d event.Decoded) {
+	t.Helper()
+	in := func(what string, v int64) {
+		require.GreaterOrEqual(t, v, int64(0), what)
+		require.LessOrEqual(t, v, receipt.MaxSeq, what)
+	}
+	in("generation", d.Generation)
+	in("accepted_at", d.AcceptedAtUnixMs)
+	cursors := func(st receipt.State) {
+		for _, c := range []receipt.Cursor{st.Read, st.PrivateRead, st.Delivered} {
+			in("seq", c.Position.Seq)
+			require.LessOrEqual(t, c.Position.Epoch, receipt.MaxEpoch)
+		}
+		in("updated_at", st.UpdatedAtUnixMs)
+	}
+	if d.Receipt != nil {
+		cursors(*d.Receipt)
+	}
+	if d.Channel != nil {
+		in("head", d.Channel.Seq)
+	}
+	for _, m := range d.Mentions {
+		in("mention", m)
+	}
+	if d.Membership != nil {
+		in("version_seq", d.Membership.VersionSeq)
+		in("join_seq", d.Membership.JoinSeq)
+		in("version_ms", d.Membership.VersionUnixMs)
+	}
+	if d.Erasure != nil {
+		in("erased_generation", d.Erasure.Generation)
+	}
+	if d.Deletions != nil {
+		for _, s := range d.Deletions.Seqs {
+			in("deleted", s)
+		}
+	}
+	if d.GroupMentions != nil {
+		for _, m := range d.GroupMentions.Mentions {
+			in("group mention", m.Seq)
+		}
+	}
+	if d.Thread != nil {
+		cursors(d.Thread.Cursors)
+		in("root", d.Thread.Key.Ref.Root)
+		in("follow", d.Thread.Follow.VersionUnixMs)
+		for _, m := range d.Thread.Mentions {
+			in("thread mention", m)
+		}
+	}
+	if d.ThreadHead != nil {
+		in("thread head", d.ThreadHead.Seq)
+	}
+	if d.Notifications != nil {
+		in("muted_until", d.Notifications.MutedUntilUnixMs)
+		in("notifications version", d.Notifications.VersionUnixMs)
+	}
+	if d.Settings != nil {
+		in("settings version", d.Settings.VersionMs)
+	}
 }

@@ -46,6 +46,11 @@ const (
 	// SeqBeyondHead: a join point is beyond the channel's head. Fix the
 	// request (or notify the message first).
 	SeqBeyondHead Reason = "SEQ_BEYOND_HEAD"
+	// DeletionBeyondHead: a deleted seq is further beyond the channel's
+	// (or thread's) head than a delete may run ahead of its notice
+	// (metadata "head" and "limit"): a seq from another id space, or a
+	// mistake. Fix the request (or notify the message first).
+	DeletionBeyondHead Reason = "DELETION_BEYOND_HEAD"
 	// EpochAhead: a mark's explicit epoch is ahead of the stored read
 	// epoch; send an epoch a read answered.
 	EpochAhead Reason = "EPOCH_AHEAD"
@@ -102,7 +107,7 @@ const (
 var Reasons = []Reason{
 	InvalidID, InvalidSeq, InvalidEpoch, InvalidKind, InvalidField, InvalidLevel, EmptyRequest,
 	BatchTooLarge, BodyTooLarge, MalformedRequest, HeadBehind, SeqBeyondHead,
-	EpochAhead, StaleEpoch, EpochLimit, NotAMember, NotYourUser, CredentialsMissing,
+	DeletionBeyondHead, EpochAhead, StaleEpoch, EpochLimit, NotAMember, NotYourUser, CredentialsMissing,
 	CredentialsInvalid, CredentialsExpired, ScopeMissing, RateLimited, StreamLimit, Unavailable,
 	NotEnabled, DeadlineExceeded, Canceled, Internal,
 }

@@ -42,20 +42,71 @@ type Deletions struct {
 // below its greatest deletion are dropped (DeletionsRetain).
 const DeletionWindow = 1_000_000
 
+// DeletionLead is how far beyond the channel's (or thread's) head a
+// deleted seq may be: a delete may arrive before its message's notice,
+// not a hundred thousand messages before it. The gateway refuses a
+// deletion further ahead (DELETION_BEYOND_HEAD), so the window, kept
+// below the greatest deletion, always holds the deletions of the last
+// DeletionWindow − DeletionLead seqs below the head: one huge seq (a
+// foreign id space, a typo) cannot push the channel's deletions out.
+//
+// The window is kept relative to the greatest deletion, not to the head
+// itself, because every store trims with what it holds: the deletion
+// set's own greatest seq is in the set (the trim commutes with the
+// union), while a head travels as another kind and may reach a store
+// later than the deletions it bounds.
+const DeletionLead = 100_000
+
 // MaxDeletedSeqs bounds the deleted seqs of one event (a notice batch is
 // cut into events of at most this many per channel).
 const MaxDeletedSeqs = 256
 
 // MergeDeletions is the union of two seq sets within the window, sorted
-// ascending, without duplicates.
+// ascending, without duplicates. Sorted, distinct inputs (as every store
+// keeps them) merge in one linear pass; others are sorted first.
 func MergeDeletions(a, b []int64) []int64 {
 	if len(a)+len(b) == 0 {
 		return nil
 	}
+	if !sortedDistinct(a) {
+		a = slices.Compact(slices.Sorted(slices.Values(a)))
+	}
+	if !sortedDistinct(b) {
+		b = slices.Compact(slices.Sorted(slices.Values(b)))
+	}
+	// Only the part above the greater top's floor can survive the window.
+	top := int64(0)
+	if len(a) > 0 {
+		top = a[len(a)-1]
+	}
+	if len(b) > 0 {
+		top = max(top, b[len(b)-1])
+	}
+	floor := top - DeletionWindow
+	ia, _ := slices.BinarySearch(a, floor+1)
+	ib, _ := slices.BinarySearch(b, floor+1)
+	a, b = a[ia:], b[ib:]
 	out := make([]int64, 0, len(a)+len(b))
-	out = append(append(out, a...), b...)
-	slices.Sort(out)
-	return DeletionsRetain(slices.Compact(out))
+	for len(a) > 0 && len(b) > 0 {
+		switch {
+		case a[0] < b[0]:
+			out, a = append(out, a[0]), a[1:]
+		case b[0] < a[0]:
+			out, b = append(out, b[0]), b[1:]
+		default:
+			out, a, b = append(out, a[0]), a[1:], b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+func sortedDistinct(s []int64) bool {
+	for i := 1; i < len(s); i++ {
+		if s[i] <= s[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 // DeletionsRetain keeps the sorted, distinct seqs above the greatest

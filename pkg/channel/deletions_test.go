@@ -123,3 +123,22 @@ func TestDeletionsValidate(t *testing.T) {
 	require.NoError(t, channel.Deletions{Channel: "c", Root: 4, Seqs: []int64{1}}.Validate(), "a thread's replies")
 	require.Error(t, channel.Deletions{Channel: "c", Root: -1, Seqs: []int64{1}}.Validate())
 }
+
+// A persister batch folds one channel's deletion events into its set:
+// from a set at the window's size, each event of MaxDeletedSeqs costs one
+// linear pass.
+func BenchmarkMergeDeletionsFold(b *testing.B) {
+	set := make([]int64, channel.DeletionWindow/2)
+	for i := range set {
+		set[i] = int64(2*i + 1)
+	}
+	top := set[len(set)-1]
+	ev := make([]int64, channel.MaxDeletedSeqs)
+	b.ResetTimer()
+	for i := range b.N {
+		for j := range ev {
+			ev[j] = top + int64(i*len(ev)+j+1)
+		}
+		set = channel.MergeDeletions(set, ev)
+	}
+}

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"connectrpc.com/connect"
@@ -24,7 +25,7 @@ func (g *Gate) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
 		return nil, invalid(apierr.InvalidSeq, err)
 	}
-	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: thread.Ref{Channel: r.GetChannelId()}, seq: r.GetSeq()}})
+	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: thread.Ref{Channel: r.GetChannelId()}, seq: r.GetSeq(), field: "seq"}})
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +44,7 @@ func (g *Gate) DeleteThreadReply(ctx context.Context, req *connect.Request[recei
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
 		return nil, invalid(apierr.InvalidSeq, err)
 	}
-	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: ref, seq: r.GetSeq()}})
+	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: ref, seq: r.GetSeq(), field: "seq"}})
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +54,9 @@ func (g *Gate) DeleteThreadReply(ctx context.Context, req *connect.Request[recei
 // deletion is one validated delete: of a channel message (ref.Root 0) or
 // a thread reply.
 type deletion struct {
-	ref thread.Ref
-	seq int64
+	ref   thread.Ref
+	seq   int64
+	field string // the seq's, in the request's terms
 }
 
 // validateDeletion checks a notice that deletes: a channel and a seq (a
@@ -79,14 +81,82 @@ func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, err
 			return deletion{}, invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + f.name, Reason: "must be empty when deleted is set"})
 		}
 	}
-	return deletion{ref: thread.Ref{Channel: n.GetChannelId(), Root: n.GetThreadRootSeq()}, seq: n.GetSeq()}, nil
+	return deletion{ref: thread.Ref{Channel: n.GetChannelId(), Root: n.GetThreadRootSeq()}, seq: n.GetSeq(), field: prefix + "seq"}, nil
 }
 
-// deleteMessages adds the seqs to their deletion sets (a channel's or a
+// checkDeletionLeads refuses a deletion more than channel.DeletionLead
+// beyond its channel's (or thread's) head: the deletion window is kept
+// below the greatest deletion, so one seq from another id space would
+// push every real deletion of the channel out of it.
+func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
+	var chans []string
+	var threads []thread.Ref
+	seen := map[thread.Ref]bool{}
+	for _, d := range dels {
+		if seen[d.ref] {
+			continue
+		}
+		seen[d.ref] = true
+		if d.ref.Root == 0 {
+			chans = append(chans, d.ref.Channel)
+		} else {
+			threads = append(threads, d.ref)
+		}
+	}
+	heads := make(map[thread.Ref]int64, len(seen))
+	if len(chans) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		known, err := g.redis.Heads(rctx, chans)
+		cancel()
+		if err != nil {
+			g.warnRedis(redisOpGet, err)
+			known = nil
+		}
+		for _, ch := range chans {
+			h, ok := known[ch]
+			if !ok {
+				durable, err := g.channelHead(ctx, ch)
+				if err != nil {
+					if cerr := contextError(ctx, err); cerr != nil {
+						return cerr
+					}
+					return unavailableError(err, apierr.RetryAfter(g.cfg.RetryAfter))
+				}
+				if durable != nil {
+					h = *durable
+				}
+			}
+			heads[thread.Ref{Channel: ch}] = h.Seq
+		}
+	}
+	if len(threads) > 0 {
+		ths, err := g.threadHeads(ctx, threads)
+		if err != nil {
+			return err
+		}
+		for i, h := range ths {
+			heads[threads[i]] = h.Seq
+		}
+	}
+	for _, d := range dels {
+		head := heads[d.ref]
+		if d.seq-head > channel.DeletionLead {
+			return invalid(apierr.DeletionBeyondHead, &receipt.FieldError{Field: d.field, Reason: fmt.Sprintf(
+				"deleted seq %d is more than %d beyond the head %d; a delete may run at most that far ahead of its notice",
+				d.seq, channel.DeletionLead, head)}, apierr.Head(head), apierr.Limit(channel.DeletionLead))
+		}
+	}
+	return nil
+}
+
+// deleteMessages checks the seqs against their heads, then adds them to their deletion sets (a channel's or a
 // thread's): Redis first, then one channel event per set (per
 // MaxDeletedSeqs) made durable before the answer. degraded: Redis did not take them (the
 // persister will, from the events).
 func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.Durability, bool, error) {
+	if err := g.checkDeletionLeads(ctx, dels); err != nil {
+		return 0, false, err
+	}
 	now := g.nowMs()
 	bySet := map[thread.Ref][]int64{}
 	var order []thread.Ref

@@ -168,3 +168,61 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 	}
 	require.Equal(t, map[string][3]int64{"known": {4, 2, 0}, "unknown": {6, 1, 1}}, got)
 }
+
+// Hostile deletes do no lasting damage: a seq past 2^53−1 is refused, one
+// far beyond the head (another id space, a typo) is refused with its own
+// reason and drops no other deletion; at the very top of the exact range
+// the counts still work and Redis keeps answering.
+func TestHostileDeletesChangeNothing(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{})
+	ctx := context.Background()
+	cl := tb.client()
+	tb.ok(t, http.MethodPut, "/v1/channels/hc/members/bob", `{}`)
+	var notices []string
+	for seq := 1; seq <= 20; seq++ {
+		notices = append(notices, `{"channel_id": "hc", "seq": `+strconv.Itoa(seq)+`, "sender_id": "alice"}`)
+	}
+	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [`+strings.Join(notices, ",")+`]}`)
+	tb.ok(t, http.MethodDelete, "/v1/channels/hc/messages/3", "")
+	tb.ok(t, http.MethodDelete, "/v1/channels/hc/messages/5", "")
+	unread := func(ch string) int64 {
+		t.Helper()
+		resp, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "bob", ChannelId: []string{ch}}))
+		require.NoError(t, err)
+		return resp.Msg.GetChannels()[0].GetUnreadCount()
+	}
+	require.Equal(t, int64(18), unread("hc"))
+
+	status, body := tb.do(t, http.MethodDelete, "/v1/channels/hc/messages/9223372036854775807", "")
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.InvalidSeq, "9007199254740991")
+	status, body = tb.do(t, http.MethodDelete, "/v1/channels/hc/messages/"+strconv.FormatInt(receipt.MaxSeq, 10), "")
+	apierrtest.RefusedREST(t, status, body, http.StatusBadRequest, apierr.DeletionBeyondHead, "beyond the head 20")
+	_, err := cl.NotifyMessages(ctx, connect.NewRequest(&receiptsv1.NotifyMessagesRequest{Notices: []*receiptsv1.MessageNotice{
+		{ChannelId: "hc", Seq: 21 + channel.DeletionLead, Deleted: true}}}))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.DeletionBeyondHead, "a batch")
+	_, err = cl.DeleteThreadReply(ctx, connect.NewRequest(&receiptsv1.DeleteThreadReplyRequest{ChannelId: "hc", RootSeq: 2, Seq: 1_000_000}))
+	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.DeletionBeyondHead, "a thread's head")
+	tb.ok(t, http.MethodDelete, "/v1/channels/hc/messages/"+strconv.Itoa(20+channel.DeletionLead), "") // as far ahead as a delete may run
+	require.Equal(t, int64(18), unread("hc"), "every deletion still counts")
+	sets, err := tb.store.Deletions(ctx, []string{"hc"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 5, 20 + channel.DeletionLead}, sets[0])
+
+	// The top of the exact range: a head at 2^53−1, a read 10 below it, a
+	// deletion right after the read.
+	top := receipt.MaxSeq
+	tb.ok(t, http.MethodPut, "/v1/channels/top/members/bob", `{}`)
+	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "top", "seq": `+strconv.FormatInt(top, 10)+`, "sender_id": "alice"}]}`)
+	tb.ok(t, http.MethodPost, "/v1/receipts:mark", `{"receipts": [{"user_id": "bob", "channel_id": "top", "seq": `+strconv.FormatInt(top-10, 10)+`, "kind": "READ"}]}`)
+	for _, q := range []int64{top - 9, top - 8} {
+		tb.ok(t, http.MethodDelete, "/v1/channels/top/messages/"+strconv.FormatInt(q, 10), "")
+	}
+	resp, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "bob", ChannelId: []string{"top"}}))
+	require.NoError(t, err)
+	c := resp.Msg.GetChannels()[0]
+	require.Equal(t, [2]int64{8, top - 7}, [2]int64{c.GetUnreadCount(), c.GetFirstUnreadSeq()})
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.NoError(t, tb.rdb.Ping(pctx).Err(), "Redis answers within a second")
+}

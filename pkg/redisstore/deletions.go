@@ -92,7 +92,7 @@ return n
 // deletions in (read, head], the first seq above the read not deleted,
 // the deleted mention seqs…}. A run of deletions after the read is
 // searched by halving (each step a ZCOUNT): O(log(run) log n), never a
-// walk of the run.
+// walk of the run, and at most 64 steps whatever the values.
 var countDeletionsScript = redis.NewScript(countDeletionsBody)
 
 // countSetDeletionsScript is countDeletionsScript for a set whose count
@@ -117,7 +117,12 @@ if n > 0 and redis.call('ZSCORE', z, string.format('%.0f', read + 1)) then
     first = head + 1
   else
     local a, b = first, head -- all(a), not all(b)
-    while b - a > 1 do
+    -- Seqs are exact doubles (at most 2^53-1, checked where they enter),
+    -- so halving ends within 53 steps; the step bound keeps a value that
+    -- slipped past the checks from spinning the script (and Redis).
+    local steps = 0
+    while b - a > 1 and steps < 64 do
+      steps = steps + 1
       local mid = math.floor((a + b) / 2)
       if all(mid) then a = mid else b = mid end
     end

@@ -3,7 +3,9 @@ package redisstore
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
@@ -61,4 +63,26 @@ func TestThreadDeletionSets(t *testing.T) {
 	got, err = s.DeletionCountsOf(ctx, q[:1])
 	require.NoError(t, err)
 	require.False(t, got[0].Known)
+}
+
+// Values past 2^53 are refused where they enter, but one that slipped
+// into Redis (a store written by hand, an older version) cannot spin the
+// deletion count: at 2^53 the doubles of Lua no longer halve, and the
+// search is bounded by its step count. Redis keeps answering.
+func TestDeletionCountPastExactSeqsEnds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	th := thread.Ref{Channel: "wedge", Root: 1}
+	const read, deleted, head = 9007199254740991, 9007199254740992, 9007199254741002
+	require.NoError(t, rdb.ZAdd(ctx, s.SetDeletionsKey(th), redis.Z{Score: deleted, Member: "9007199254740992"}).Err())
+	require.NoError(t, rdb.Set(ctx, s.SetDeletionCountKey(th), "1", 0).Err())
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.DeletionCountsOf(cctx, []SetDeletionQuery{{Ref: th, Read: read, Head: head}})
+	require.NoError(t, err, "the count ends")
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	require.NoError(t, rdb.Ping(pctx).Err(), "Redis answers within a second")
 }

@@ -25,6 +25,7 @@ export const Reason = {
   MalformedRequest: "MALFORMED_REQUEST",
   HeadBehind: "HEAD_BEHIND",
   SeqBeyondHead: "SEQ_BEYOND_HEAD",
+  DeletionBeyondHead: "DELETION_BEYOND_HEAD",
   EpochAhead: "EPOCH_AHEAD",
   StaleEpoch: "STALE_EPOCH",
   EpochLimit: "EPOCH_LIMIT",

@@ -151,12 +151,15 @@ type ReceiptServiceClient interface {
 	// DeleteMessage deletes a channel message: seq no longer counts in
 	// anyone's unread_count, first_unread_seq or mention_count, whether its
 	// notice came before or comes later (a grow-only set: a repeat changes
-	// nothing). Cursors, the head and the read-by of other messages are
+	// nothing); at most 100,000 beyond the channel's head (further is
+	// DELETION_BEYOND_HEAD: a delete may run that far ahead of its notice,
+	// no further). Cursors, the head and the read-by of other messages are
 	// unchanged. A batch form is a MessageNotice with deleted set.
 	DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// DeleteThreadReply deletes a thread reply: seq no longer counts in
 	// anyone's thread unread_count, first_unread_seq or mention_count, as
-	// DeleteMessage for a channel message (a grow-only set per thread).
+	// DeleteMessage for a channel message (a grow-only set per thread; at
+	// most 100,000 beyond the thread's head).
 	// A batch form is a MessageNotice with deleted and thread_root_seq set.
 	DeleteThreadReply(context.Context, *connect.Request[v1.DeleteThreadReplyRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// JoinChannel registers user_id as a member of channel_id from the join
@@ -665,12 +668,15 @@ type ReceiptServiceHandler interface {
 	// DeleteMessage deletes a channel message: seq no longer counts in
 	// anyone's unread_count, first_unread_seq or mention_count, whether its
 	// notice came before or comes later (a grow-only set: a repeat changes
-	// nothing). Cursors, the head and the read-by of other messages are
+	// nothing); at most 100,000 beyond the channel's head (further is
+	// DELETION_BEYOND_HEAD: a delete may run that far ahead of its notice,
+	// no further). Cursors, the head and the read-by of other messages are
 	// unchanged. A batch form is a MessageNotice with deleted set.
 	DeleteMessage(context.Context, *connect.Request[v1.DeleteMessageRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// DeleteThreadReply deletes a thread reply: seq no longer counts in
 	// anyone's thread unread_count, first_unread_seq or mention_count, as
-	// DeleteMessage for a channel message (a grow-only set per thread).
+	// DeleteMessage for a channel message (a grow-only set per thread; at
+	// most 100,000 beyond the thread's head).
 	// A batch form is a MessageNotice with deleted and thread_root_seq set.
 	DeleteThreadReply(context.Context, *connect.Request[v1.DeleteThreadReplyRequest]) (*connect.Response[v1.DeleteMessageResponse], error)
 	// JoinChannel registers user_id as a member of channel_id from the join

@@ -3076,7 +3076,9 @@ export const ReceiptService: GenService<{
    * DeleteMessage deletes a channel message: seq no longer counts in
    * anyone's unread_count, first_unread_seq or mention_count, whether its
    * notice came before or comes later (a grow-only set: a repeat changes
-   * nothing). Cursors, the head and the read-by of other messages are
+   * nothing); at most 100,000 beyond the channel's head (further is
+   * DELETION_BEYOND_HEAD: a delete may run that far ahead of its notice,
+   * no further). Cursors, the head and the read-by of other messages are
    * unchanged. A batch form is a MessageNotice with deleted set.
    *
    * @generated from rpc receipts.v1.ReceiptService.DeleteMessage
@@ -3089,7 +3091,8 @@ export const ReceiptService: GenService<{
   /**
    * DeleteThreadReply deletes a thread reply: seq no longer counts in
    * anyone's thread unread_count, first_unread_seq or mention_count, as
-   * DeleteMessage for a channel message (a grow-only set per thread).
+   * DeleteMessage for a channel message (a grow-only set per thread; at
+   * most 100,000 beyond the thread's head).
    * A batch form is a MessageNotice with deleted and thread_root_seq set.
    *
    * @generated from rpc receipts.v1.ReceiptService.DeleteThreadReply

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,7 +90,7 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 return {1, cur, g}
 `)
 
-var threadScripts = []*redis.Script{threadCASScript, userThreadsScript}
+var threadScripts = []*redis.Script{threadCASScript, userThreadsScript, threadHeadScript}
 
 // casCell is one field merged by CAS: the value read, the value to write.
 type casCell struct {
@@ -264,50 +265,77 @@ type ThreadHeadResult struct {
 	Err      error
 }
 
+// threadHeadScript max-merges thread heads into a channel's thread head
+// hash (thread.MergeHead): a pure max in the script, so a hot thread's
+// writers never retry each other as a compare-and-set would. KEYS[1] =
+// the hash; ARGV = root field, seq, message id, time (base 62), per head,
+// applied in order. Returns {advanced, value} per head. A stored value
+// that does not parse reads as none (the merge replaces it).
+var threadHeadScript = redis.NewScript(luaCommon + `
+local out = {}
+for i = 1, #ARGV, 4 do
+  local field, seq, msg, at = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3]
+  local cur = redis.call('HGET', KEYS[1], field)
+  local s, m, t
+  if cur then s, m, t = string.match(cur, '^(%w+) (%S*) (%w+)$') end
+  local adv, v = 0, cur
+  if s and cmp(seq, s) <= 0 then
+    if cmp(at, t) > 0 then v = s .. ' ' .. m .. ' ' .. at end
+  else
+    if t and cmp(t, at) > 0 then at = t end
+    adv, v = 1, seq .. ' ' .. msg .. ' ' .. at
+  end
+  if v ~= cur then redis.call('HSET', KEYS[1], field, v) end
+  out[#out+1] = adv out[#out+1] = v
+end
+return out
+`)
+
 // RaiseThreadHeads merges heads into their channels' thread head hashes
-// (thread.MergeHead) and returns the head after each; heads of one
-// thread apply in their order. err is set when a round trip failed.
+// (thread.MergeHead, one script per channel) and returns the head after
+// each; heads of one thread apply in their order. err is set when a
+// round trip failed.
 func (s *Store) RaiseThreadHeads(ctx context.Context, heads []thread.Head) ([]ThreadHeadResult, error) {
 	out := make([]ThreadHeadResult, len(heads))
-	byRef := map[thread.Ref]*casCell{}
-	var cells []*casCell
+	byChannel := map[string][]int{}
+	var order []string
+	args := map[string][]any{}
 	for i, h := range heads {
 		out[i].Head = h
-		if _, err := encodeThreadHead(h); err != nil {
+		v, err := encodeThreadHead(h)
+		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		c := byRef[h.Ref]
-		if c == nil {
-			c = &casCell{hash: s.ThreadHeadsKey(h.Ref.Channel), field: rootField(h.Ref)}
-			byRef[h.Ref] = c
-			cells = append(cells, c)
+		f := strings.SplitN(v, " ", 3)
+		ch := h.Ref.Channel
+		if _, ok := byChannel[ch]; !ok {
+			order = append(order, ch)
 		}
-		c.items = append(c.items, i)
+		byChannel[ch] = append(byChannel[ch], i)
+		args[ch] = append(args[ch], rootField(h.Ref), f[0], f[1], f[2])
 	}
-	err := s.runCAS(ctx, cells, func(c *casCell) bool {
-		ref := heads[c.items[0]].Ref
-		stored := thread.Head{Ref: ref}
-		if c.cur != "" {
-			var derr error
-			if stored, derr = decodeThreadHead(ref, c.cur); derr != nil {
-				// An undecodable head reads as none; the merge replaces it.
-				s.skipUndecodable()
-				stored = thread.Head{Ref: ref}
-			}
+	cmds := make(map[string]*redis.Cmd, len(order))
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for _, ch := range order {
+			cmds[ch] = threadHeadScript.EvalSha(ctx, pipe, []string{s.ThreadHeadsKey(ch)}, args[ch]...)
 		}
-		for _, i := range c.items {
-			stored, out[i].Advanced = thread.MergeHead(stored, heads[i])
-			out[i].Head = stored
-		}
-		c.next, _ = encodeThreadHead(stored)
-		return c.next != c.cur
 	})
-	for _, c := range cells {
-		for _, i := range c.items {
-			if c.err != nil {
-				out[i].Err = c.err
+	for _, ch := range order {
+		res, cerr := cmds[ch].Slice()
+		for j, i := range byChannel[ch] {
+			if cerr != nil || len(res) < 2*j+2 {
+				out[i].Err = fmt.Errorf("%w: raising the thread head of %s: %v", ErrUnavailable, heads[i].Ref, cerr)
+				continue
 			}
+			adv, _ := res[2*j].(int64)
+			v, _ := res[2*j+1].(string)
+			h, derr := decodeThreadHead(heads[i].Ref, v)
+			if derr != nil {
+				out[i].Err = derr
+				continue
+			}
+			out[i].Head, out[i].Advanced = h, adv == 1
 		}
 	}
 	if err == nil {

@@ -408,3 +408,35 @@ func TestUnreadProbesThreads(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, none(), "a register")
 }
+
+// A hot thread's head takes every raise, however many writers race: the
+// merge is a max in one script, with nothing to retry or exhaust.
+func TestHotThreadHeadTakesEveryRaise(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newThreadStore(t)
+	ref := thread.Ref{Channel: "hot", Root: 1}
+	const writers, raises = 16, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range raises {
+				seq := int64(i*writers + w + 1)
+				res, err := s.RaiseThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: seq, MessageID: "m", UpdatedAtUnixMs: seq}})
+				if err = errors.Join(err, res[0].Err); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	heads, err := s.ThreadHeads(ctx, []thread.Ref{ref})
+	require.NoError(t, err)
+	require.Equal(t, int64(writers*raises), heads[ref].Seq)
+}

@@ -158,11 +158,7 @@ func TestThreadMergesDifferential(t *testing.T) {
 				}
 			}()
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			require.NoError(t, err)
-		}
+		requireNoErrors(t, &wg, errs)
 
 		got, err := s.ThreadStates(ctx, keys)
 		require.NoError(t, err)
@@ -431,12 +427,18 @@ func TestHotThreadHeadTakesEveryRaise(t *testing.T) {
 			}
 		})
 	}
+	requireNoErrors(t, &wg, errs)
+	heads, err := s.ThreadHeads(ctx, []thread.Ref{ref})
+	require.NoError(t, err)
+	require.Equal(t, int64(writers*raises), heads[ref].Seq)
+}
+
+// requireNoErrors waits for the writers, then fails on any error they sent.
+func requireNoErrors(t *testing.T, wg *sync.WaitGroup, errs chan error) {
+	t.Helper()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	heads, err := s.ThreadHeads(ctx, []thread.Ref{ref})
-	require.NoError(t, err)
-	require.Equal(t, int64(writers*raises), heads[ref].Seq)
 }

@@ -97,7 +97,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Var(cfg.brokerConfigs, "broker-config", "broker config key=value (repeatable or comma-separated)")
 	fs.StringVar(&cfg.kfakeLogLevel, "kfake-log-level", "none", "kfake's own log level: none, error, warn, info, debug")
 	cfg.log.RegisterFlags(fs)
+	cli.RegisterVersionFlag(fs)
 	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if err := cli.VersionRequested(fs, "devbroker", os.Stdout); err != nil {
 		return err
 	}
 	log, err := cfg.log.New("devbroker")

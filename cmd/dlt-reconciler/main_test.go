@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -258,6 +259,8 @@ func TestServiceRepairsADeadLetterAndStops(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return strings.Contains(s.metrics(t), "receipts_reconciler_reconciled_total 1")
 	}, waitFor, 20*time.Millisecond)
+	bi := cli.Build()
+	require.Contains(t, s.metrics(t), fmt.Sprintf("receipts_build_info{goversion=%q,revision=%q,version=%q} 1", bi.GoVersion, bi.Revision, bi.Version))
 	require.Eventually(t, func() bool {
 		m := s.metrics(t)
 		return strings.Contains(m, `receipts_reconciler_sweeps_total{result="ok"} `) &&

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -103,6 +104,9 @@ func TestRunServesMarksAndDrains(t *testing.T) {
 	require.Contains(t, string(body), `receipts_kafkagate_kafka_produce_bytes_total`)
 	require.Contains(t, string(body), "receipts_kafkagate_spool_records 0")
 	require.Contains(t, string(body), "receipts_kafkagate_spool_max_bytes 2.68435456e+08")
+	bi := cli.Build()
+	require.Contains(t, string(body), fmt.Sprintf("receipts_build_info{goversion=%q,revision=%q,version=%q} 1", bi.GoVersion, bi.Revision, bi.Version))
+	require.Contains(t, string(body), "go_sched_pauses_total_gc_seconds_bucket")
 
 	cancel()
 	select {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -146,6 +147,13 @@ func TestServiceRunsTheMoveLogUpkeep(t *testing.T) {
 		body = string(b)
 		return resp.StatusCode == http.StatusOK && strings.Contains(body, "move-log upkeep: leader (holds the Postgres advisory lock)")
 	}, 30*time.Second, 20*time.Millisecond, "readiness never named the upkeep's leader: %q", &body)
+	resp, err := http.Get("http://" + admin + "/metrics")
+	require.NoError(t, err)
+	metrics, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	bi := cli.Build()
+	require.Contains(t, string(metrics), fmt.Sprintf("receipts_build_info{goversion=%q,revision=%q,version=%q} 1", bi.GoVersion, bi.Revision, bi.Version))
 	var n int
 	require.NoError(t, schema.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_inherits i
 		JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace ns ON ns.oid = p.relnamespace

@@ -48,7 +48,8 @@ Usage:
   receiptsbench readby-bench [flags]    a small channel's receipts and ticks latency beside unread and a Redis PING
   receiptsbench movelog-bench [flags]   cursor-move log rows per mark, for channels of several sizes
 
-Run "receiptsbench <command> --help" for a command's flags. Every flag can also be
+Run "receiptsbench <command> --help" for a command's flags, "receiptsbench --version"
+for the version. Every flag can also be
 set as RECEIPTS_<FLAG_NAME> in the environment (--pg-url <- RECEIPTS_PG_URL).
 The load itself is driven by "receiptsctl load".
 `
@@ -64,6 +65,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("a subcommand is required")
+	}
+	if cli.IsVersionArg(args) {
+		cli.PrintVersion(stdout, "receiptsbench")
+		return nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

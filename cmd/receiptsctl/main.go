@@ -43,7 +43,8 @@ Usage:
   receiptsctl spool replay --dir D [flags]   send an orphaned spool directory to Kafka
   receiptsctl topics ensure [flags]   create the topics when missing; report how existing ones differ
 
-Run "receiptsctl <command> -h" for a command's flags. Every flag can also be set
+Run "receiptsctl <command> -h" for a command's flags, "receiptsctl --version"
+for the version. Every flag can also be set
 as RECEIPTS_<FLAG_NAME> in the environment (--pg-url <- RECEIPTS_PG_URL).
 The benchmark harnesses (http-floor, notices, unread-bench, readby-bench,
 movelog-bench, persister) are receiptsbench's.
@@ -77,6 +78,10 @@ func dispatch(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return &exitError{code: 2, msg: "no command given"}
+	}
+	if cli.IsVersionArg(args) {
+		cli.PrintVersion(os.Stdout, "receiptsctl")
+		return nil
 	}
 	switch args[0] {
 	case "load":

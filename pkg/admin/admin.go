@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 )
@@ -41,10 +42,41 @@ type Config struct {
 	Logger *zap.Logger
 }
 
-// NewRegistry returns a registry with the Go and process collectors.
-func NewRegistry() *prometheus.Registry {
+// Build describes the running binary: the labels of receipts_build_info.
+type Build struct {
+	// Version is the binary's version (e.g. v1.2.3), Revision the VCS
+	// revision it was built from ("" when unknown), GoVersion the
+	// toolchain's (runtime.Version()).
+	Version, Revision, GoVersion string
+}
+
+// goRuntimeGC are the runtime/metrics the Go collector adds to its
+// defaults: every /gc/ metric (cycles, heap goal, allocations by size,
+// stack and global roots) and the stop-the-world pauses for GC,
+// /sched/pauses/total/gc:seconds, as the histogram
+// go_sched_pauses_total_gc_seconds (the one to set tail latency beside).
+var goRuntimeGC = []collectors.GoRuntimeMetricsRule{
+	collectors.MetricsGC,
+	{Matcher: regexp.MustCompile(`^/sched/pauses/total/gc:seconds$`)},
+}
+
+// NewRegistry returns a registry with the Go collector (its defaults and
+// the GC metrics of goRuntimeGC), the process collector, and
+// receipts_build_info: a gauge of 1 labelled with build's version,
+// revision and goversion, so a dashboard can tell which build runs where.
+func NewRegistry(build Build) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(goRuntimeGC...)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	promauto.With(reg).NewGauge(prometheus.GaugeOpts{
+		Name: "receipts_build_info",
+		Help: "Always 1; the labels say which build runs: version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{
+			"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion,
+		},
+	}).Set(1)
 	return reg
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/admin"
@@ -113,13 +116,53 @@ receipts_admintest_things_total{kind="b"} 1
 
 func TestNewRegistryHasTheGoAndProcessCollectors(t *testing.T) {
 	t.Parallel()
-	reg := admin.NewRegistry()
+	reg := admin.NewRegistry(admin.Build{Version: "v1.2.3"})
 	n, err := testutil.GatherAndCount(reg, "go_goroutines", "process_start_time_seconds")
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	// Registering the same collectors again fails: a fresh registry per
 	// binary, never the global one.
 	require.Error(t, reg.Register(collectors.NewGoCollector()))
+}
+
+// TestBuildInfo: receipts_build_info is 1, labelled with the build.
+func TestBuildInfo(t *testing.T) {
+	t.Parallel()
+	reg := admin.NewRegistry(admin.Build{Version: "v1.2.3", Revision: "0123456789abcdef", GoVersion: "go1.99.1"})
+	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP receipts_build_info Always 1; the labels say which build runs: version, VCS revision and Go version.
+# TYPE receipts_build_info gauge
+receipts_build_info{goversion="go1.99.1",revision="0123456789abcdef",version="v1.2.3"} 1
+`), "receipts_build_info"))
+}
+
+// TestGCPausesAreExported: the Go collector exports the runtime's GC
+// pauses as a histogram (what the gateway's own summary was), and the GC
+// cycle counts; after a collection the histogram has counted a pause, and
+// promtool check metrics has nothing to say of any of it.
+func TestGCPausesAreExported(t *testing.T) {
+	t.Parallel()
+	reg := admin.NewRegistry(admin.Build{Version: "dev"})
+	runtime.GC()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	byName := map[string]*dto.MetricFamily{}
+	for _, mf := range mfs {
+		byName[mf.GetName()] = mf
+	}
+	pauses := byName["go_sched_pauses_total_gc_seconds"]
+	require.NotNil(t, pauses, "no go_sched_pauses_total_gc_seconds")
+	require.Equal(t, dto.MetricType_HISTOGRAM, pauses.GetType())
+	h := pauses.GetMetric()[0].GetHistogram()
+	require.GreaterOrEqual(t, h.GetSampleCount(), uint64(1), "runtime.GC() paused the world at least once")
+	require.NotEmpty(t, h.GetBucket())
+	require.NotNil(t, byName["go_gc_cycles_total_gc_cycles_total"], "the /gc/ metrics")
+	require.GreaterOrEqual(t, byName["go_gc_cycles_total_gc_cycles_total"].GetMetric()[0].GetCounter().GetValue(), 1.0)
+	require.NotNil(t, byName["go_gc_duration_seconds"], "the collector's defaults are kept")
+
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	require.NoError(t, err)
+	require.Empty(t, problems, "promtool check metrics would report them")
 }
 
 // TestPprofOnlyWithTheFlag: the admin port is unauthenticated, so pprof

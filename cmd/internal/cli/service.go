@@ -22,29 +22,6 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// Version is the build's version, set with
-// -ldflags "-X github.com/readstate/receipts/cmd/internal/cli.Version=v1.2.3";
-// without it, the VCS revision Go stamped into the binary, or "dev".
-var Version = ""
-
-// version returns Version or what the build info knows.
-func version() string {
-	if Version != "" {
-		return Version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				return "dev-" + s.Value[:12]
-			}
-		}
-	}
-	return "dev"
-}
-
-// ErrVersionShown ends a run after --version printed the version.
-var ErrVersionShown = errors.New("version shown")
-
 // Main runs a command with a context that SIGINT and SIGTERM cancel, and
 // exits 1 with the error on failure (0 after -h or --version).
 func Main(name string, run func(ctx context.Context, args []string, stderr io.Writer) error) {
@@ -89,6 +66,8 @@ type Service struct {
 	PoolSize func(maxConns int32) int32
 	// GCPercent is --gc-percent, the garbage collector's target (GOGC).
 	GCPercent int
+	// Stdout is where --version prints (os.Stdout when nil).
+	Stdout io.Writer
 }
 
 // GCPercentDefault is the services' GC target: their live heaps are small
@@ -142,7 +121,7 @@ func (s *Service) Boot(ctx context.Context, args []string, stderr io.Writer, reg
 	if err != nil {
 		return nil, true, err
 	}
-	b = &Boot{Log: log, Postgres: store, Registry: admin.NewRegistry()}
+	b = &Boot{Log: log, Postgres: store, Registry: admin.NewRegistry(Build().Admin())}
 	if s.MigrateOnly {
 		defer b.Close()
 		return nil, true, RunMigrations(ctx, store, log)
@@ -168,11 +147,11 @@ func (s *Service) Parse(args []string, stderr io.Writer, register func(fs *flag.
 	if err := Parse(fs, args); err != nil {
 		return err
 	}
-	if fs.Lookup("version").Value.String() == "true" {
-		fmt.Fprintln(stderr, s.Name, version())
-		return ErrVersionShown
+	out := s.Stdout
+	if out == nil {
+		out = os.Stdout
 	}
-	return nil
+	return VersionRequested(fs, s.Name, out)
 }
 
 // FlagSet builds the flag set of the service's command line (of the migrate
@@ -184,7 +163,7 @@ func (s *Service) FlagSet(out io.Writer, register func(fs *flag.FlagSet)) *flag.
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	fs.Bool("version", false, "print the version and exit")
+	RegisterVersionFlag(fs)
 	s.Postgres.RegisterFlags(fs)
 	s.Log.RegisterFlags(fs)
 	if !s.MigrateOnly {

@@ -163,8 +163,22 @@ scenario() {
   echo "$pb $pa" | awk '{c = $6 - $1; w = $7 - $2; b = $8 - $3; us = $9 - $4; uc = $10 - $5
     printf "persister: %d records consumed, %d rows written (%.2f rows/record after dedupe), %d batches (%.0f records/batch), upsert %.1f ms avg\n",
       c, w, (c ? w / c : 0), b, (b ? c / b : 0), (uc ? us / uc * 1000 : 0)}' >>"$out/$name.cpu"
-  # GC pauses of the gateway since it started (runtime/metrics quantiles).
-  curl -s "127.0.0.1:$gate_admin/metrics" | awk '/^receipts_kafkagate_gc_pause/ {printf "%s %s\n", $1, $2}' >"$out/$name.gc" || true
+  # GC pauses of the gateway since it started: the Go collector's histogram
+  # (runtime/metrics), its count and the upper bound of the bucket holding
+  # each quantile.
+  curl -s "127.0.0.1:$gate_admin/metrics" | awk -F'[{}" ]+' '
+    /^go_sched_pauses_total_gc_seconds_bucket/ { le[n] = $3; cum[n] = $NF; n++ }
+    END {
+      if (!n) exit
+      total = cum[n - 1]
+      printf "gc pauses: %d", total
+      split("0.5 0.99 0.999 1", qs, " ")
+      for (i = 1; i <= 4; i++) {
+        for (j = 0; j < n; j++) if (cum[j] >= qs[i] * total) break
+        printf ", p%s <= %s s", qs[i] * 100, le[j]
+      }
+      printf "\n"
+    }' >"$out/$name.gc" || true
   cat "$out/$name.txt" "$out/$name.cpu" "$out/$name.loadcpu" "$out/$name.gc"
 }
 

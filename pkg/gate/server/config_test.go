@@ -2,13 +2,10 @@ package server
 
 import (
 	"flag"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/apiauth"
@@ -53,31 +50,6 @@ func TestAuthRequiredOffLoopback(t *testing.T) {
 	}
 	require.NotContains(t, errString(Config{Addr: "127.0.0.1:8080"}.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0)), "authentication")
 	require.ErrorContains(t, Config{Auth: apiauth.Config{RateLimit: 5, RateLimitBurst: 100}}.withDefaults(gate.MaxBatchItemsDefault).validate(gate.MaxBatchItemsDefault, 0), "RateLimitBurst: 100 is below MaxBatchItems 500")
-}
-
-func TestGCPauseQuantilesAreExported(t *testing.T) {
-	t.Parallel()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newGCPauseCollector())
-	runtime.GC()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			got[mf.GetName()] = m.GetCounter().GetValue() + float64(m.GetSummary().GetSampleCount())
-			for _, q := range m.GetSummary().GetQuantile() {
-				got[mf.GetName()+"{"+strconv.FormatFloat(q.GetQuantile(), 'f', -1, 64)+"}"] = q.GetValue()
-			}
-		}
-	}
-	require.Equal(t, got["receipts_kafkagate_gc_pauses_total"], got["receipts_kafkagate_gc_pause_seconds"], "the summary's count")
-	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
-	require.NoError(t, err)
-	require.Empty(t, problems, "promtool check metrics would report them")
-	require.GreaterOrEqual(t, got["receipts_kafkagate_gc_pauses_total"], 1.0, "%v", got)
-	require.Greater(t, got["receipts_kafkagate_gc_pause_seconds{1}"], 0.0, "%v", got)
-	require.LessOrEqual(t, got["receipts_kafkagate_gc_pause_seconds{0.5}"], got["receipts_kafkagate_gc_pause_seconds{0.999}"])
 }
 
 func errString(err error) string {

@@ -16,7 +16,6 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/vanguard"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -55,13 +54,6 @@ func New(cfg Config, g *gate.Gate) (*Server, error) {
 		return nil, fmt.Errorf("configuring api server: %w", err)
 	}
 	s := &Server{cfg: cfg, gate: g, log: cfg.Logger.Named("gate"), m: newMetrics(cfg.Registerer), auth: authorizer{members: g}}
-	// A second server on the same registry (tests) shares the process's
-	// collector.
-	if err := cfg.Registerer.Register(newGCPauseCollector()); err != nil {
-		if _, dup := errors.AsType[prometheus.AlreadyRegisteredError](err); !dup {
-			return nil, fmt.Errorf("registering gc metrics: %w", err)
-		}
-	}
 	var err error
 	if s.handler, err = s.buildHandler(); err != nil {
 		return nil, err

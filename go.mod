@@ -19,6 +19,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/rs/cors v1.11.1
 	github.com/sethvargo/go-retry v0.5.0
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.0

@@ -125,7 +125,7 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.wrap(root), nil
+	return c.Handler(root), nil
 }
 
 // chargeEvents charges a call's client the rest of its cost in events: the

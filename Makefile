@@ -129,9 +129,10 @@ verify: generate ## fail when generated code (stubs, api/openapi.json, clients/t
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 
 .PHONY: lint
-lint: ## gofmt and golangci-lint (pinned in tools/lint/go.mod; .golangci.yml: go vet, layering, errcheck, no global metrics)
+lint: ## gofmt, golangci-lint (pinned in tools/lint/go.mod; .golangci.yml: go vet, layering, errcheck, no global metrics) and goreleaser check of .goreleaser.yaml
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:" >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) tool -modfile=tools/lint/go.mod golangci-lint run --allow-serial-runners ./...
+	scripts/release.sh check
 
 .PHONY: ci
 CI_TARGETS := verify lint test test-clients test-race faults
@@ -169,6 +170,10 @@ image: ## build the container image IMAGE:VERSION with docker build (says so and
 	  for b in .cache/image/bin/*; do $(GO) version -m $$b | grep -q 'CGO_ENABLED=0' || { echo "$$b is not static" >&2; exit 1; }; done && \
 	  echo "make image: the build stage works; the image itself was not built (exit 0)."; \
 	fi
+
+.PHONY: release-snapshot
+release-snapshot: ## the release build without publishing (scripts/release.sh, .goreleaser.yaml): linux amd64/arm64 archives of every binary, CycloneDX SBOMs, checksums, into dist/; offline once the pinned goreleaser and cyclonedx-gomod are in .cache/bin
+	scripts/release.sh snapshot
 
 .PHONY: chart-test
 chart-test: ## the Helm chart, alerts and dashboard: lint, kubeconform, bad values, promtool tests (scripts/chart-test.sh)

@@ -18,6 +18,11 @@ import (
 // …@v1.2.3`, or the VCS revision of a build in a checkout.
 var Version = ""
 
+// Revision is the VCS revision the build came from, set with -X like
+// Version (the release build does: its builds may run without VCS
+// stamping); without it, the vcs.revision Go stamped, if any.
+var Revision = ""
+
 // ErrVersionShown ends a run after --version printed the version.
 var ErrVersionShown = errors.New("version shown")
 
@@ -39,12 +44,12 @@ type BuildInfo struct {
 // Build returns the running binary's BuildInfo.
 func Build() BuildInfo {
 	bi, _ := debug.ReadBuildInfo()
-	return buildInfo(Version, bi)
+	return buildInfo(Version, Revision, bi)
 }
 
-// buildInfo resolves a BuildInfo from the -X version and the build info
-// (nil when the binary has none).
-func buildInfo(version string, bi *debug.BuildInfo) BuildInfo {
+// buildInfo resolves a BuildInfo from the -X version and revision and the
+// build info (nil when the binary has none).
+func buildInfo(version, revision string, bi *debug.BuildInfo) BuildInfo {
 	b := BuildInfo{Version: version, GoVersion: runtime.Version()}
 	if bi != nil {
 		if bi.GoVersion != "" {
@@ -61,6 +66,9 @@ func buildInfo(version string, bi *debug.BuildInfo) BuildInfo {
 		if b.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 			b.Version = bi.Main.Version
 		}
+	}
+	if revision != "" {
+		b.Revision, b.Modified = revision, false
 	}
 	if b.Version == "" {
 		b.Version = "dev"

@@ -27,10 +27,11 @@ var binaries = []string{"kafkagate", "persister", "dlt-reconciler", "receiptsctl
 // stdout and exits 0, and the services also take it after other flags.
 func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	t.Parallel()
-	const version = "v9.8.7-versiontest"
+	const version, revision = "v9.8.7-versiontest", "0123456789abcdef0123456789abcdef01234567"
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"-ldflags", "-X github.com/readstate/receipts/cmd/internal/cli.Version="+version,
+		"-ldflags", "-X github.com/readstate/receipts/cmd/internal/cli.Version="+version+
+			" -X github.com/readstate/receipts/cmd/internal/cli.Revision="+revision,
 		"github.com/readstate/receipts/cmd/...")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)
@@ -42,7 +43,7 @@ func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
 			require.NoError(t, cmd.Run(), "%s %v: %s", name, args, stderr.String())
 			line := strings.TrimSpace(stdout.String())
-			require.True(t, strings.HasPrefix(line, name+" "+version+" "), "%s %v printed %q", name, args, line)
+			require.True(t, strings.HasPrefix(line, name+" "+version+" (revision "+revision+") "), "%s %v printed %q", name, args, line)
 			require.True(t, strings.HasSuffix(line, " "+runtime.Version()+" "+runtime.GOOS+"/"+runtime.GOARCH), "%s: %q", name, line)
 			require.Empty(t, stderr.String(), name)
 		}

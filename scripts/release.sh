@@ -66,9 +66,12 @@ case "${1:-}" in
   snapshot)
     tools
     git_env
-    # Every module the build and the SBOMs read, into the module cache
-    # (nothing to do once cached); the release itself then runs offline.
-    "$GO" mod download all
+    # What cyclonedx-gomod reads of the module graph (go list -m all: the
+    # .info of modules no build needs) into the module cache, the one
+    # step that may ask the module proxy (nothing to fetch once cached;
+    # -mod=readonly: go.mod and go.sum stay as they are); the release
+    # itself then runs offline.
+    "$GO" list -mod=readonly -m -json all >/dev/null
     start=$SECONDS
     GOPROXY=off GOFLAGS=-mod=readonly goreleaser release --snapshot --clean
     log "release snapshot in $((SECONDS - start)) s; dist/:"

@@ -110,8 +110,8 @@ func RegisterVersionFlag(fs *flag.FlagSet) {
 	fs.Bool("version", false, "print the version and exit")
 }
 
-// VersionRequested, after fs was parsed, prints the version to w and
-// returns ErrVersionShown when --version was given (nil otherwise).
+// VersionRequested prints the version to w and returns ErrVersionShown
+// when the parsed fs had --version (nil otherwise).
 func VersionRequested(fs *flag.FlagSet, name string, w io.Writer) error {
 	if f := fs.Lookup("version"); f == nil || f.Value.String() != "true" {
 		return nil

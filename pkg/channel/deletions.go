@@ -100,6 +100,20 @@ func MergeDeletions(a, b []int64) []int64 {
 	return append(append(out, a...), b...)
 }
 
+// SettleDeletions is MergeDeletions of any number of sets at once, given
+// their concatenation: sorted, without duplicates, within the window. It
+// sorts seqs in place.
+func SettleDeletions(seqs []int64) []int64 {
+	if len(seqs) == 0 {
+		return nil
+	}
+	if !sortedDistinct(seqs) {
+		slices.Sort(seqs)
+		seqs = slices.Compact(seqs)
+	}
+	return DeletionsRetain(seqs)
+}
+
 func sortedDistinct(s []int64) bool {
 	for i := 1; i < len(s); i++ {
 		if s[i] <= s[i-1] {

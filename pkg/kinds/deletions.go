@@ -35,6 +35,21 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 	},
 	Same: func(a, b channel.Deletions) bool { return slices.Equal(a.Seqs, b.Seqs) },
 	Rows: func(d channel.Deletions) int { return len(d.Seqs) },
+	// A window's deletions of a channel gather unsorted and are sorted
+	// once: a channel deleting thousands of seqs in one window costs a
+	// sort of them, not a copy of the growing set per record.
+	Gather: func(acc, d channel.Deletions) channel.Deletions {
+		if acc.Channel == "" {
+			acc.Channel, acc.Root = d.Channel, d.Root
+		}
+		acc.Seqs = append(acc.Seqs, d.Seqs...)
+		acc.UpdatedAtUnixMs = max(acc.UpdatedAtUnixMs, d.UpdatedAtUnixMs)
+		return acc
+	},
+	Settle: func(_ *Env, acc channel.Deletions) channel.Deletions {
+		acc.Seqs = channel.SettleDeletions(acc.Seqs)
+		return acc
+	},
 	FromEvent: func(d *event.Decoded) (channel.Deletions, bool) {
 		if d.Deletions == nil {
 			return channel.Deletions{}, false

@@ -51,6 +51,9 @@ type Gate struct {
 	// collecting runs one collection of a user's thread registers at a
 	// time (threadcollect.go).
 	collecting singleflight.Group
+	// hydratingSets runs one background copy of a deletion set at a time
+	// (deletionsets.go).
+	hydratingSets singleflight.Group
 	// rebuildHook, set by tests only, runs as a rebuild starts.
 	rebuildHook func()
 }

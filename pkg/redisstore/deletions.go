@@ -203,6 +203,18 @@ func (s *Store) HydrateDeletionSets(ctx context.Context, refs []thread.Ref, ds [
 	return nil
 }
 
+// HydrateDeletionPage adds one page of a set copied from Postgres in
+// pages, ascending; the last page marks the set's count as kept. Live
+// deletions may land between pages (a union), and until the last page
+// the set reads as unknown.
+func (s *Store) HydrateDeletionPage(ctx context.Context, ref thread.Ref, seqs []int64, last bool) error {
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) { s.queueDelete(ctx, pipe, ref, seqs, last) })
+	if err != nil {
+		return fmt.Errorf("hydrating the deletions of %s: %w", ref, err)
+	}
+	return nil
+}
+
 // Deletions returns, per channel, the deleted seqs Redis holds (nil: no
 // set), ascending.
 func (s *Store) Deletions(ctx context.Context, channels []string) ([][]int64, error) {

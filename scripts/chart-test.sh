@@ -117,6 +117,11 @@ done
 if grep -q 'served without authentication' "$TMP/notes-default.txt"; then bad "default NOTES say the API is unauthenticated"; else ok; fi
 notes -f "$CHART/ci/production-values.yaml" >"$TMP/notes-prod.txt"
 if grep -q WARNING "$TMP/notes-prod.txt"; then grep WARNING "$TMP/notes-prod.txt" >&2; bad "production NOTES warn"; else ok; fi
+notes -f "$CHART/ci/operators-values.yaml" >"$TMP/notes-ops.txt"
+for want in 'Topics are KafkaTopics of the Strimzi cluster events' 'copy it there from the Kafka cluster' 'scaled by KEDA on the lag of group receipts-persister'; do
+  if grep -qF -- "$want" "$TMP/notes-ops.txt"; then ok; else cat "$TMP/notes-ops.txt" >&2; bad "operators NOTES lack '$want'"; fi
+done
+if grep -q -- '-topics" hook Job' "$TMP/notes-ops.txt"; then bad "operators NOTES name the topic Job"; else ok; fi
 notes --set kafkagate.auth.insecureAllowUnauthenticated=true >"$TMP/notes-open.txt"
 if grep -q 'WARNING: the API is served without authentication' "$TMP/notes-open.txt"; then ok; else bad "NOTES do not warn of an open API"; fi
 # The change feed (persister.changeFeed): off by default, so neither the

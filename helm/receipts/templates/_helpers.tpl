@@ -143,6 +143,9 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- if and $v.kafka.tls.existingSecret (not $v.kafka.tls.enabled) -}}
 {{- fail "kafka.tls.existingSecret is set but kafka.tls.enabled is false" -}}
 {{- end -}}
+{{- if and (or $v.kafka.tls.caSecret $v.kafka.tls.certSecret) (not $v.kafka.tls.enabled) -}}
+{{- fail "kafka.tls.caSecret or kafka.tls.certSecret is set but kafka.tls.enabled is false" -}}
+{{- end -}}
 {{- if and $v.kafkagate.tls.clientScopesKey (not $v.kafkagate.tls.clientAuth) -}}
 {{- fail "kafkagate.tls.clientScopesKey needs kafkagate.tls.clientAuth (the scopes are of client certificates)" -}}
 {{- end -}}

@@ -57,6 +57,20 @@ const DeletionWindow = 1_000_000
 // later than the deletions it bounds.
 const DeletionLead = 100_000
 
+// SetDigest summarises a deletion set within its window: how many seqs,
+// the least and the greatest (zero: no set). The drift sweep compares
+// the stores' digests before it reads a set.
+type SetDigest struct{ Count, Least, Greatest int64 }
+
+// Digest is the digest of sorted, distinct seqs, within the window.
+func Digest(sorted []int64) SetDigest {
+	kept := DeletionsRetain(sorted)
+	if len(kept) == 0 {
+		return SetDigest{}
+	}
+	return SetDigest{Count: int64(len(kept)), Least: kept[0], Greatest: kept[len(kept)-1]}
+}
+
 // MaxDeletedSeqs bounds the deleted seqs of one event (a notice batch is
 // cut into events of at most this many per channel).
 const MaxDeletedSeqs = 256

@@ -97,6 +97,11 @@ type Spec[K comparable, V any] struct {
 	RedisGet   func(ctx context.Context, env *Env, keys []K) ([][]*V, error)
 	RedisScan  func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[V], error)
 
+	// Digests, when set, has the drift sweep compare the stores' digests
+	// of the kind's values and read whole only the keys whose digests
+	// differ: for values that are large sets.
+	Digests *Digests[K]
+
 	// InChangeFeed and InWatch say whether the kind's changes appear in
 	// the change feed and the watch streams.
 	InChangeFeed, InWatch bool

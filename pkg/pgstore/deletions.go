@@ -248,3 +248,59 @@ func (s *Store) DeletionSeqsAfter(ctx context.Context, ref thread.Ref, after int
 	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	return seqs, classify(err)
 }
+
+// deletionDigest is the digest columns of the set k.c, k.r whose
+// greatest seq is k.top: the count and least seq within its window.
+const deletionDigest = `CROSS JOIN LATERAL (SELECT count(*) AS n, coalesce(min(d.seq), 0) AS least FROM channel_deletions d
+	WHERE d.channel_id = k.c AND d.root_seq = k.r AND d.seq > k.top - $2) s`
+
+func (s *Store) digests(ctx context.Context, sql string, args ...any) ([]thread.Ref, []channel.SetDigest, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	var refs []thread.Ref
+	var ds []channel.SetDigest
+	var ref thread.Ref
+	var d channel.SetDigest
+	_, err = pgx.ForEachRow(rows, []any{&ref.Channel, &ref.Root, &d.Count, &d.Least, &d.Greatest}, func() error {
+		refs, ds = append(refs, ref), append(ds, d)
+		return nil
+	})
+	return refs, ds, classify(err)
+}
+
+// DeletionDigestsPage returns the digests of up to limit sets after the
+// given one, in (channel, root) order: the drift sweep's walk, which
+// reads no set.
+func (s *Store) DeletionDigestsPage(ctx context.Context, after thread.Ref, limit int) ([]thread.Ref, []channel.SetDigest, error) {
+	return s.digests(ctx, `SELECT k.c, k.r, s.n, s.least, k.top FROM (
+		SELECT channel_id AS c, root_seq AS r, max(seq) AS top FROM channel_deletions
+		WHERE (channel_id, root_seq) > ($1, $4) GROUP BY 1, 2 ORDER BY 1, 2 LIMIT $3) k
+		`+deletionDigest+` ORDER BY 1, 2`, after.Channel, channel.DeletionWindow, limit, after.Root)
+}
+
+// DeletionDigests returns, per set of refs (in order), its digest (zero:
+// no deletions).
+func (s *Store) DeletionDigests(ctx context.Context, refs []thread.Ref) ([]channel.SetDigest, error) {
+	out := make([]channel.SetDigest, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	chs, roots := refColumns(refs)
+	got, ds, err := s.digests(ctx, `SELECT k.c, k.r, s.n, s.least, k.top FROM (
+		SELECT q.c, q.r, (SELECT max(x.seq) FROM channel_deletions x WHERE x.channel_id = q.c AND x.root_seq = q.r) AS top
+		FROM unnest($1::text[], $3::bigint[]) AS q(c, r)) k
+		`+deletionDigest+` WHERE k.top IS NOT NULL`, chs, channel.DeletionWindow, roots)
+	if err != nil {
+		return nil, err
+	}
+	at := make(map[thread.Ref]channel.SetDigest, len(got))
+	for i, r := range got {
+		at[r] = ds[i]
+	}
+	for i, r := range refs {
+		out[i] = at[r]
+	}
+	return out, nil
+}

@@ -162,6 +162,9 @@ type UnreadConfig struct {
 	// place of the unread answer.
 	Inbox      bool
 	InboxLimit int
+	// Deletions is how many of each channel's messages the setup deletes
+	// (from its second on, so each counts in the unread answer).
+	Deletions int
 }
 
 func (c UnreadConfig) client() *http.Client {
@@ -195,7 +198,8 @@ func SetupUnread(ctx context.Context, cfg UnreadConfig) error {
 				if seq%5 == 0 {
 					mentions = `"` + cfg.User + `"`
 				}
-				fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"sender_id":"%s-peer","mentions":[%s]}`, cfg.User, i, seq, cfg.User, mentions)
+				deleted := seq >= 2 && seq < 2+cfg.Deletions
+				fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"sender_id":"%s-peer","mentions":[%s],"deleted":%t}`, cfg.User, i, seq, cfg.User, mentions, deleted)
 			}
 		}
 		b.WriteString(`]}`)

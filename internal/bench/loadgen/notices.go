@@ -198,8 +198,11 @@ func SetupUnread(ctx context.Context, cfg UnreadConfig) error {
 				if seq%5 == 0 {
 					mentions = `"` + cfg.User + `"`
 				}
-				deleted := seq >= 2 && seq < 2+cfg.Deletions
-				fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"sender_id":"%s-peer","mentions":[%s],"deleted":%t}`, cfg.User, i, seq, cfg.User, mentions, deleted)
+				if seq >= 2 && seq < 2+cfg.Deletions {
+					fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"deleted":true}`, cfg.User, i, seq)
+					continue
+				}
+				fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"sender_id":"%s-peer","mentions":[%s]}`, cfg.User, i, seq, cfg.User, mentions)
 			}
 		}
 		b.WriteString(`]}`)

@@ -11,6 +11,8 @@
 #   AB_CHANNELS [50], AB_SCENARIOS ["batch single"]
 #     batch:  100 marks a call, 16 callers, as fast as they go
 #     single: one mark a call (the REST route), 64 callers
+#     unread: GET /v1/users/U/unread of one user in 1,000 channels (10
+#             messages, 2 mentions and a deleted message each), 1 caller
 #   each on users new to the stack (a prefix per run: every user's first
 #   mark is in the run) and again on the same users (warm).
 #   RUN_API_PORT, RUN_BROKER_PORT, RUN_ADMIN_PORTS as scripts/run.sh; the
@@ -68,7 +70,19 @@ start_gate new bin/kafkagate $((RUN_API_PORT + 1)) 9111
 start_gate old ".cache/ab/bin-$old/kafkagate" $((RUN_API_PORT + 2)) 9112
 declare -A port=([new]=$((RUN_API_PORT + 1)) [old]=$((RUN_API_PORT + 2)))
 
-run() { # WHICH SCENARIO PREFIX: prints events/s
+unread_user="abu$(date +%s)-1000"
+if [[ " $scenarios " == *" unread "* ]]; then
+  bin/receiptsbench unread-bench --target "http://127.0.0.1:${port[new]}" --user "$unread_user" --channels 1000 \
+    --deletions 1 --duration 1s --concurrency 1 >"$out/unread-setup.txt"
+fi
+
+run() { # WHICH SCENARIO PREFIX: prints events/s (unread: calls/s) and p99 ms
+  if [ "$2" = unread ]; then
+    bin/receiptsbench unread-bench --target "http://127.0.0.1:${port[$1]}" --user "$unread_user" --no-setup \
+      --channels 1000 --duration "$duration" --concurrency 1 >"$out/$3.txt" 2>&1
+    python3 -c 'import re,sys; t=open(sys.argv[1]).read(); print(re.search(r"([0-9.]+)/s", t).group(1), (re.search(r"p99[ =:]*([0-9.]+)", t) or [None, "-"])[1])' "$out/$3.txt"
+    return
+  fi
   local args=(--duration "$duration" --rate 0 --users "$users" --channels "$channels" --zipf 1.1 --dup 0.2 --reorder 0.1)
   case $2 in
     batch) args+=(--batch 100 --concurrency 16) ;;
@@ -87,7 +101,7 @@ for r in $(seq "$rounds"); do
     for which in $order; do
       prefix="ab$(date +%s)$which$sc-u"
       read -r eps p99 <<<"$(run "$which" "$sc" "$prefix")"
-      echo "$r $sc fresh $which $eps $p99" | tee -a "$out/rounds.txt"
+      if [ "$sc" != unread ]; then echo "$r $sc fresh $which $eps $p99" | tee -a "$out/rounds.txt"; fi
       read -r eps p99 <<<"$(run "$which" "$sc" "$prefix")"
       echo "$r $sc warm $which $eps $p99" | tee -a "$out/rounds.txt"
     done

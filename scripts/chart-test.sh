@@ -8,9 +8,12 @@
 #      and NOTES.txt says how to read the token and warns of plaintext;
 #   2. helm template of each, validated by kubeconform -strict against schemas
 #      generated offline from the Kubernetes OpenAPI spec (and minimal
-#      Prometheus Operator CRDs), and by chartcheck's policy checks
-#      (restricted security contexts, probes, grace periods, credentials only
-#      in Secrets);
+#      Prometheus Operator, KEDA and Strimzi CRDs), and by chartcheck's
+#      policy checks (restricted security contexts, probes, grace periods
+#      covering each container's shutdown delay and drain, credentials only
+#      in Secrets); KEDA's ScaledObject and Strimzi's KafkaTopics and
+#      KafkaUsers (their ACLs against tests/strimzi-acls.txt) carry the
+#      values they are built from;
 #   3. every bad values file in helm/receipts/tests/bad-values/ makes helm
 #      template (and, for schema errors, helm lint) fail with the expected
 #      message;
@@ -51,7 +54,7 @@ ensure_schemas
 HELM=$BIN/helm
 CHECK=$BIN/chartcheck
 
-VALUES_SETS=(default "$CHART/ci/production-values.yaml" "$CHART/ci/variants-values.yaml")
+VALUES_SETS=(default "$CHART/ci/production-values.yaml" "$CHART/ci/variants-values.yaml" "$CHART/ci/operators-values.yaml")
 values_args() { [ "$1" = default ] && return 0; echo "-f $1"; }
 
 step "helm lint --strict"
@@ -114,6 +117,11 @@ done
 if grep -q 'served without authentication' "$TMP/notes-default.txt"; then bad "default NOTES say the API is unauthenticated"; else ok; fi
 notes -f "$CHART/ci/production-values.yaml" >"$TMP/notes-prod.txt"
 if grep -q WARNING "$TMP/notes-prod.txt"; then grep WARNING "$TMP/notes-prod.txt" >&2; bad "production NOTES warn"; else ok; fi
+notes -f "$CHART/ci/operators-values.yaml" >"$TMP/notes-ops.txt"
+for want in 'Topics are KafkaTopics of the Strimzi cluster events' 'copy it there from the Kafka cluster' 'scaled by KEDA on the lag of group receipts-persister'; do
+  if grep -qF -- "$want" "$TMP/notes-ops.txt"; then ok; else cat "$TMP/notes-ops.txt" >&2; bad "operators NOTES lack '$want'"; fi
+done
+if grep -q -- '-topics" hook Job' "$TMP/notes-ops.txt"; then bad "operators NOTES name the topic Job"; else ok; fi
 notes --set kafkagate.auth.insecureAllowUnauthenticated=true >"$TMP/notes-open.txt"
 if grep -q 'WARNING: the API is served without authentication' "$TMP/notes-open.txt"; then ok; else bad "NOTES do not warn of an open API"; fi
 # The change feed (persister.changeFeed): off by default, so neither the
@@ -140,6 +148,101 @@ if grep -q RECEIPTS_CORS_ALLOWED_ORIGINS "$RENDERED"; then bad "default render t
 if grep -A1 'name: RECEIPTS_CORS_ALLOWED_ORIGINS' "$TMP/rendered-variants-values.yaml" |
   grep -qF 'value: "https://chat.example.com,http://localhost:3000"'; then ok
 else bad "variants render lacks RECEIPTS_CORS_ALLOWED_ORIGINS=https://chat.example.com,http://localhost:3000"; fi
+
+# KEDA (persister.autoscaling.keda, on in the operators values): a
+# ScaledObject on the persister group's lag built from the chart's values,
+# and then no CPU HPA for the persister and no replicas in its Deployment.
+OPS=$TMP/rendered-operators-values.yaml
+for kind in ScaledObject TriggerAuthentication KafkaTopic KafkaUser; do
+  if grep -q "^kind: $kind$" "$OPS"; then ok; else bad "operators render has no $kind"; fi
+  if grep -q "^kind: $kind$" "$RENDERED" "$PROD"; then bad "default or production render has a $kind (off by default)"; else ok; fi
+done
+# doc KIND NAME FILE: the one rendered object of that kind and name.
+doc() { awk -v k="$1" -v n="$2" '/^---/{if (hit) exit; buf=""; kind=""; next} /^kind: /{kind=$2} {buf = buf $0 "\n"} kind==k && $0 == "  name: " n {hit=1} END{if (hit) printf "%s", buf}' "$3"; }
+doc ScaledObject receipts-persister "$OPS" >"$TMP/so.yaml"
+for want in 'name: receipts-persister' 'type: kafka' 'bootstrapServers: "events-kafka-bootstrap.kafka.svc:9093"' 'consumerGroup: "receipts-persister"' \
+  'topic: "read-receipts"' 'lagThreshold: "200000"' 'minReplicaCount: 2' 'maxReplicaCount: 16' 'offsetResetPolicy: earliest' 'tls: enable' \
+  'name: receipts-persister-kafka'; do
+  if grep -qF -- "$want" "$TMP/so.yaml"; then ok; else cat "$TMP/so.yaml" >&2; bad "ScaledObject lacks '$want'"; fi
+done
+if doc HorizontalPodAutoscaler receipts-persister "$OPS" | grep -q .; then bad "operators render has a persister HPA beside KEDA"; else ok; fi
+if doc Deployment receipts-persister "$OPS" | grep -q '^  replicas:'; then bad "persister Deployment sets replicas under KEDA"; else ok; fi
+# The TriggerAuthentication is the persister's own Kafka credentials.
+doc TriggerAuthentication receipts-persister-kafka "$OPS" | tr -d '\n' | sed 's/ \+/ /g' >"$TMP/ta.txt"
+for want in '- parameter: ca name: events-cluster-ca-cert key: ca.crt' '- parameter: cert name: receipts-persister key: user.crt' \
+  '- parameter: key name: receipts-persister key: user.key'; do
+  if grep -qF -- "$want" "$TMP/ta.txt"; then ok; else cat "$TMP/ta.txt" >&2; bad "TriggerAuthentication lacks '$want'"; fi
+done
+# KEDA over SCRAM and one TLS Secret (the production values with KEDA
+# instead of the HPA): the password from the SASL Secret, the username from
+# the persister container.
+if "$HELM" template receipts "$CHART" --namespace receipts -f "$CHART/ci/production-values.yaml" --set persister.autoscaling.enabled=false \
+  --set persister.autoscaling.keda.enabled=true --set persister.autoscaling.keda.maxReplicaCount=32 >"$TMP/keda-prod.yaml" 2>"$TMP/err"; then
+  if kubeconform_strict "$TMP/keda-prod.yaml" >"$TMP/kc" 2>&1 && grep -q 'Skipped: 0' "$TMP/kc"; then ok; else cat "$TMP/kc" >&2; bad "kubeconform (production values with KEDA)"; fi
+  doc TriggerAuthentication receipts-persister-kafka "$TMP/keda-prod.yaml" | tr -d '\n' | sed 's/ \+/ /g' >"$TMP/ta.txt"
+  for want in '- parameter: username name: RECEIPTS_KAFKA_SASL_USERNAME containerName: persister' '- parameter: password name: receipts-kafka-sasl key: password' \
+    '- parameter: ca name: receipts-kafka-tls key: ca.crt' '- parameter: cert name: receipts-kafka-tls key: tls.crt'; do
+    if grep -qF -- "$want" "$TMP/ta.txt"; then ok; else cat "$TMP/ta.txt" >&2; bad "TriggerAuthentication (SCRAM) lacks '$want'"; fi
+  done
+  if doc ScaledObject receipts-persister "$TMP/keda-prod.yaml" | grep -qF 'sasl: scram_sha512'; then ok; else bad "ScaledObject lacks sasl: scram_sha512"; fi
+  if grep -q '^kind: HorizontalPodAutoscaler$' "$TMP/keda-prod.yaml" && doc HorizontalPodAutoscaler receipts-persister "$TMP/keda-prod.yaml" | grep -q .; then
+    bad "a persister HPA beside KEDA"; else ok; fi
+else cat "$TMP/err" >&2; bad "helm template (production values with KEDA)"; fi
+# The consumer group is one value: the persister joins it, kafkagate waits
+# on it, KEDA reads its lag, its KafkaUser may read it.
+"$HELM" template receipts "$CHART" -f "$CHART/ci/operators-values.yaml" --set persister.consumerGroup=g-x >"$TMP/group.yaml"
+if [ "$(grep -A1 -E 'name: RECEIPTS_(PERSISTER_)?GROUP$' "$TMP/group.yaml" | grep -cF 'value: "g-x"')" = 2 ] &&
+  doc ScaledObject receipts-persister "$TMP/group.yaml" | grep -qF 'consumerGroup: "g-x"' &&
+  doc KafkaUser receipts-persister "$TMP/group.yaml" | grep -qF 'name: g-x'; then ok
+else bad "persister.consumerGroup does not reach the persister, kafkagate, the ScaledObject and the KafkaUser"; fi
+
+# Strimzi (on in the operators values): KafkaTopics from the topic values
+# (and no topic Job), KafkaUsers with exactly the ACLs of
+# tests/strimzi-acls.txt, and mutual TLS from two Secrets: the cluster CA
+# and each component's user Secret.
+if grep -q '^  name: receipts-topics$' <(awk '/^kind: Job$/,/^---/' "$OPS"); then bad "the topic Job runs beside the KafkaTopics"; else ok; fi
+for t in "topic read-receipts 16" "dlt read-receipts-dlt 4" "changes read-state-changes 32"; do
+  set -- $t
+  doc KafkaTopic "receipts-$1" "$OPS" >"$TMP/kt.yaml"
+  if grep -qF "topicName: $2" "$TMP/kt.yaml" && grep -qF "partitions: $3" "$TMP/kt.yaml" && grep -qF 'replicas: 3' "$TMP/kt.yaml" &&
+    grep -qF 'namespace: kafka' "$TMP/kt.yaml" && grep -qF 'strimzi.io/cluster: events' "$TMP/kt.yaml" &&
+    grep -qF 'helm.sh/resource-policy: keep' "$TMP/kt.yaml" && grep -qF 'min.insync.replicas: "2"' "$TMP/kt.yaml"; then ok
+  else cat "$TMP/kt.yaml" >&2; bad "KafkaTopic receipts-$1 is not $2 with $3 partitions, 3 replicas, in kafka, kept"; fi
+done
+# acls FILE: "user resource-type:name operations" for each ACL rule.
+acls() { awk '/^kind: /{u=($2=="KafkaUser")} u && /^  name: /{user=$2} u && /^          name: /{rn=$2} u && /^          type: /{rt=$2}
+  u && /^          - /{ops = ops (ops == "" ? "" : ",") $2} u && /^        host: /{print user, rt ":" rn, ops; ops=""}' "$1"; }
+# With the topic Job on (Strimzi users without Strimzi topics), the Job has
+# a user of its own too.
+"$HELM" template receipts "$CHART" -f "$CHART/ci/operators-values.yaml" --set strimzi.topics.enabled=false >"$TMP/users.yaml"
+acls "$TMP/users.yaml" >"$TMP/acls.txt"
+if diff -u "$CHART/tests/strimzi-acls.txt" "$TMP/acls.txt" >"$TMP/diff"; then ok; else cat "$TMP/diff" >&2; bad "KafkaUser ACLs differ from $CHART/tests/strimzi-acls.txt"; fi
+if doc KafkaUser receipts-topics "$TMP/users.yaml" | grep -qF 'helm.sh/hook-weight: "-6"' && grep -q '^  name: receipts-topics$' <(awk '/^kind: Job$/,/^---/' "$TMP/users.yaml"); then ok
+else bad "with the topic Job, its KafkaUser is not a hook before it"; fi
+if doc KafkaUser receipts-topics "$OPS" | grep -q .; then bad "a topic KafkaUser without the topic Job"; else ok; fi
+for c in kafkagate persister dlt-reconciler; do
+  w=$(awk -v n="  name: receipts-$c" '/^kind: (Deployment|StatefulSet)$/{d=1} /^---/{d=0; p=0} d && $0 == n {p=1} p' "$OPS")
+  if grep -q 'name: events-cluster-ca-cert' <<<"$w" && grep -A3 "name: receipts-$c$" <<<"$w" | grep -q 'key: user.crt' &&
+    grep -qF 'value: /etc/receipts/kafka-tls/tls.crt' <<<"$w"; then ok
+  else bad "$c does not mount the cluster CA and its own user certificate"; fi
+done
+# SCRAM users: each component's name and the password from its user Secret.
+"$HELM" template receipts "$CHART" -f "$CHART/ci/operators-values.yaml" --set strimzi.users.authentication=scram-sha-512 >"$TMP/scram.yaml"
+if kubeconform_strict "$TMP/scram.yaml" >"$TMP/kc" 2>&1 && "$CHECK" manifests "$TMP/scram.yaml"; then ok; else cat "$TMP/kc" >&2; bad "Strimzi SCRAM render invalid"; fi
+if grep -A1 'name: RECEIPTS_KAFKA_SASL_USERNAME' "$TMP/scram.yaml" | grep -qF 'value: "receipts-persister"' &&
+  grep -A4 'name: RECEIPTS_KAFKA_SASL_PASSWORD' "$TMP/scram.yaml" | grep -A1 'name: receipts-persister$' | grep -q 'key: password' &&
+  ! grep -q RECEIPTS_KAFKA_TLS_CERT_FILE "$TMP/scram.yaml"; then ok
+else bad "Strimzi SCRAM users: the persister does not authenticate as receipts-persister with its user Secret's password"; fi
+# The one-Secret way still works: the production render mounts
+# receipts-kafka-tls for the CA and the client certificate.
+if grep -A12 'name: kafka-tls$' "$PROD" | grep -q 'name: receipts-kafka-tls' && grep -qF 'value: /etc/receipts/kafka-tls/ca.crt' "$PROD"; then ok
+else bad "production render lost the one-Secret Kafka TLS"; fi
+
+# kafkagate's shutdown delay reaches the binary, and the grace period
+# covers delay + drain (chartcheck fails a grace period shorter than that).
+if grep -A1 'name: RECEIPTS_SHUTDOWN_DELAY' "$RENDERED" | grep -qF 'value: "5s"'; then ok; else bad "default render lacks RECEIPTS_SHUTDOWN_DELAY=5s"; fi
+"$HELM" template receipts "$CHART" --set kafkagate.shutdownDelay=40s >"$TMP/long-delay.yaml"
+expect_fail "policy check on a grace period shorter than delay + drain" "$CHECK" manifests "$TMP/long-delay.yaml"
 
 step "bad values files must fail"
 for f in "$CHART"/tests/bad-values/*.yaml; do
@@ -187,6 +290,17 @@ expect_fail "policy check on a literal RECEIPTS_PG_URL" "$CHECK" manifests "$TMP
 # Two dashboard panels at the same place.
 jq '.panels[2].gridPos = .panels[1].gridPos' "$DASH" >"$TMP/dash.json"
 expect_fail "dashboard check on overlapping panels" "$CHECK" dashboard "$TMP/dash.json"
+# A KEDA trigger metadata value that is not a string, and an ACL operation
+# Strimzi does not know.
+sed 's/allowIdleConsumers: "false"/allowIdleConsumers: false/' "$OPS" >"$TMP/planted-keda.yaml"
+grep -q 'allowIdleConsumers: false' "$TMP/planted-keda.yaml" || bad "planting the KEDA fault failed"
+expect_fail "kubeconform on a non-string KEDA trigger value" kubeconform_strict "$TMP/planted-keda.yaml"
+sed '0,/          - Write/s//          - Wrte/' "$OPS" >"$TMP/planted-acl.yaml"
+expect_fail "kubeconform on an unknown ACL operation" kubeconform_strict "$TMP/planted-acl.yaml"
+# An ACL more than the table allows.
+sed '0,/          - Write/s//          - Write\n          - Alter/' "$TMP/users.yaml" >"$TMP/planted-acl.yaml"
+acls "$TMP/planted-acl.yaml" >"$TMP/acls.txt"
+expect_fail "ACL check on an extra operation" diff -q "$CHART/tests/strimzi-acls.txt" "$TMP/acls.txt"
 # A test file without the not-firing cases.
 grep -v 'exp_alerts: \[\]' "$CHART/tests/rules-test.yaml" >"$TMP/rules-test.yaml"
 expect_fail "rules check without not-firing cases" "$CHECK" rules -rules "$RULES" -tests "$TMP/rules-test.yaml" -runbook docs/operations.md

@@ -3,10 +3,10 @@
 #
 # Starts etcd and kube-apiserver (the k8s.io/kubernetes release of
 # tools/kubeapiserver/go.mod) on loopback, applies the minimal Prometheus
-# Operator CRDs (tools/k8s/crds/), creates the namespaces (Pod Security
+# Operator, KEDA and Strimzi CRDs (tools/k8s/crds/), creates the namespaces (Pod Security
 # "restricted" enforced, warned and audited) and their default
 # ServiceAccounts (no controller-manager runs), then for the default,
-# production and variant values:
+# production, variant and operators (KEDA, Strimzi) values:
 #
 #   kubectl apply --dry-run=server --validate=strict   every rendered object:
 #       real validation and admission (selectors, names, immutable shapes,
@@ -125,10 +125,13 @@ fi
 log "API server ready after $((SECONDS - start)) s: $(kubectl version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1)"
 
 # CRDs for real (the dry-run of their objects needs them established).
-kubectl apply -f tools/k8s/crds/monitoring.coreos.com.yaml
+for f in tools/k8s/crds/*.yaml; do kubectl apply -f "$f"; done
 kubectl wait --for condition=established --timeout=60s \
-  crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com
-for ns in "$NS" monitoring; do
+  crd/servicemonitors.monitoring.coreos.com crd/prometheusrules.monitoring.coreos.com \
+  crd/scaledobjects.keda.sh crd/triggerauthentications.keda.sh \
+  crd/kafkatopics.kafka.strimzi.io crd/kafkausers.kafka.strimzi.io
+# kafka: where ci/operators-values.yaml puts its KafkaTopics.
+for ns in "$NS" monitoring kafka; do
   kubectl create namespace "$ns"
   kubectl label namespace "$ns" pod-security.kubernetes.io/enforce=restricted \
     pod-security.kubernetes.io/warn=restricted pod-security.kubernetes.io/audit=restricted
@@ -157,6 +160,7 @@ check() {
 check default
 check production -f "$CHART/ci/production-values.yaml"
 check variants -f "$CHART/ci/variants-values.yaml"
+check operators -f "$CHART/ci/operators-values.yaml"
 
 # The server must catch what a client-side check cannot: a Deployment whose
 # selector does not match its template's labels, and a privileged pod.

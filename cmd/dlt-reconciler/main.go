@@ -103,6 +103,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 		return nil
 	})
+	r.Wait("shared settings", cons.AgreeSettings)
 	r.Add("dead-letter consumer", cons)
 	if c.sweepOn {
 		c.sweep.Postgres, c.sweep.Redis, c.sweep.Logger, c.sweep.Registerer = b.Postgres, rs, b.Log, b.Registry

@@ -4,8 +4,10 @@
 // reflection and health; the admin address serves /metrics, /healthz,
 // /readyz and, with --pprof, pprof. It applies the embedded Postgres migrations at start-up
 // (unless --migrate=false) in the background, so a Postgres outage never
-// stops marks from being accepted. On SIGINT or SIGTERM it drains in-flight
-// calls, then stops the spool replayer and closes the producer.
+// stops marks from being accepted. On SIGINT or SIGTERM readiness fails at
+// once (/readyz and gRPC health), the API keeps serving for
+// --shutdown-delay (while the load balancers stop routing here), then it
+// drains in-flight calls, stops the spool replayer and closes the producer.
 //
 // Marks Kafka does not ack within --spool-after are appended to a local,
 // fsynced spool in --spool-dir (answered with durability SPOOLED) and
@@ -43,6 +45,7 @@ import (
 	"github.com/readstate/receipts/pkg/gate/server"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -150,6 +153,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// The API keeps serving for --shutdown-delay before its drain: the
+	// ordered stop's bound grows by as much.
+	c.svc.StopTimeout = lifecycle.StopTimeoutDefault + c.api.ShutdownDelay
 	r := c.svc.Runner(b)
 	// The detail threshold must be the persister's (stored once in Postgres).
 	r.Wait("detail threshold", g.AgreeSettings)

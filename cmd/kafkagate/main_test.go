@@ -150,3 +150,91 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, ln.Close())
 	return addr
 }
+
+// TestShutdownDelayServesWhileUnready: once the run's context ends (what
+// SIGTERM does, through cli.Main), /readyz and gRPC health fail at once,
+// while the API keeps answering calls for --shutdown-delay; only then does
+// the listener close.
+func TestShutdownDelayServesWhileUnready(t *testing.T) {
+	t.Parallel()
+	const delay = 3 * time.Second
+	broker := kafkatest.New(t)
+	rdb := redistest.Client(t)
+	prefix := redistest.Prefix(t, rdb)
+	schema := pgtest.NewSchema(t)
+	listen, adminAddr := freeAddr(t), freeAddr(t)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{
+			"--listen", listen, "--admin-addr", adminAddr,
+			"--brokers", strings.Join(broker.Seeds, ","), "--topic", broker.Topic,
+			"--redis-prefix", prefix, "--pg-url", schema.URL, "--log-level", "warn",
+			"--spool-dir", t.TempDir(), "--shutdown-delay", delay.String(),
+		}, io.Discard)
+	}()
+
+	hc := &http.Client{Timeout: 10 * time.Second}
+	status := func(method, url, body string) (int, string) {
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	readyz := func() int { code, _ := status(http.MethodGet, "http://"+adminAddr+"/readyz", ""); return code }
+	health := func() string {
+		_, body := status(http.MethodPost, "http://"+listen+"/grpc.health.v1.Health/Check", "{}")
+		return body
+	}
+	require.Eventually(t, func() bool { return readyz() == http.StatusOK }, 20*time.Second, 50*time.Millisecond, "admin /readyz never became ready")
+	require.Contains(t, health(), `"SERVING_STATUS_SERVING"`)
+	mark := func(seq int) (int, string) {
+		return status(http.MethodPost, "http://"+listen+"/v1/users/u1/channels/c1/read", fmt.Sprintf(`{"seq": %d}`, seq))
+	}
+	code, body := mark(1)
+	require.Equal(t, http.StatusOK, code, body)
+
+	stopped := time.Now()
+	cancel()
+	// Readiness fails at once: long before the delay is over.
+	require.Eventually(t, func() bool { return readyz() == http.StatusServiceUnavailable }, delay/3, 10*time.Millisecond,
+		"/readyz still ready after the stop began")
+	require.Contains(t, health(), `"SERVING_STATUS_NOT_SERVING"`)
+	require.Less(t, time.Since(stopped), delay, "readiness failed only after the delay")
+
+	// Every call made during the delay (with a margin for the last one to
+	// be sent before it ends) succeeds, marks included.
+	calls := 0
+	for seq := 2; time.Since(stopped) < delay-time.Second; seq++ {
+		code, body := mark(seq)
+		require.Equal(t, http.StatusOK, code, "mark %d, %s after the stop began: %s", seq, time.Since(stopped), body)
+		calls++
+	}
+	require.Positive(t, calls, "no call was made during the delay")
+
+	// Then the listener closes (connections are refused), not before the delay.
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", listen, time.Second)
+		if err != nil {
+			return true
+		}
+		_ = c.Close()
+		return false
+	}, delay+10*time.Second, 20*time.Millisecond, "the API listener never closed")
+	require.GreaterOrEqual(t, time.Since(stopped), delay, "the listener closed before --shutdown-delay")
+
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("kafkagate did not stop after the delay and the drain")
+	}
+}

@@ -54,6 +54,7 @@ func runUnreadBench(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&c.AllPages, "all-pages", false, "each call walks every page of the default set (items are pages)")
 	fs.BoolVar(&c.Inbox, "inbox", false, "read the user's inbox (GET …/inbox, its first page) in place of GetUnread")
 	fs.IntVar(&c.InboxLimit, "inbox-limit", 50, "lines of the inbox page")
+	fs.IntVar(&c.Deletions, "deletions", 0, "messages of each channel the setup deletes (from its second on)")
 	noSetup := fs.Bool("no-setup", false, "the user is already set up")
 	if err := cli.Parse(fs, args); err != nil {
 		return err

@@ -62,14 +62,14 @@ func fmtWrap(err error) error { return errors.Join(errors.New("context"), err) }
 // reference lists each with its meaning.
 func TestReasonsAreDocumented(t *testing.T) {
 	t.Parallel()
-	readme, err := readFile("../../README.md")
+	readme, err := readFile("../../docs/api.md")
 	require.NoError(t, err)
 	seen := map[apierr.Reason]bool{}
 	for _, r := range apierr.Reasons {
 		require.Regexp(t, regexp.MustCompile(`^[A-Z]+(_[A-Z]+)*$`), string(r))
 		require.False(t, seen[r], "%s listed twice", r)
 		seen[r] = true
-		require.True(t, strings.Contains(readme, "| `"+string(r)+"` |"), "README's error table lacks %s", r)
+		require.True(t, strings.Contains(readme, "| `"+string(r)+"` |"), "docs/api.md's error table lacks %s", r)
 	}
 }
 

@@ -57,6 +57,20 @@ const DeletionWindow = 1_000_000
 // later than the deletions it bounds.
 const DeletionLead = 100_000
 
+// SetDigest summarises a deletion set within its window: how many seqs,
+// the least and the greatest (zero: no set). The drift sweep compares
+// the stores' digests before it reads a set.
+type SetDigest struct{ Count, Least, Greatest int64 }
+
+// Digest is the digest of sorted, distinct seqs, within the window.
+func Digest(sorted []int64) SetDigest {
+	kept := DeletionsRetain(sorted)
+	if len(kept) == 0 {
+		return SetDigest{}
+	}
+	return SetDigest{Count: int64(len(kept)), Least: kept[0], Greatest: kept[len(kept)-1]}
+}
+
 // MaxDeletedSeqs bounds the deleted seqs of one event (a notice batch is
 // cut into events of at most this many per channel).
 const MaxDeletedSeqs = 256
@@ -98,6 +112,20 @@ func MergeDeletions(a, b []int64) []int64 {
 		}
 	}
 	return append(append(out, a...), b...)
+}
+
+// SettleDeletions is MergeDeletions of any number of sets at once, given
+// their concatenation: sorted, without duplicates, within the window. It
+// sorts seqs in place.
+func SettleDeletions(seqs []int64) []int64 {
+	if len(seqs) == 0 {
+		return nil
+	}
+	if !sortedDistinct(seqs) {
+		slices.Sort(seqs)
+		seqs = slices.Compact(seqs)
+	}
+	return DeletionsRetain(seqs)
 }
 
 func sortedDistinct(s []int64) bool {

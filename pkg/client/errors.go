@@ -14,7 +14,7 @@ import (
 
 // Reason is the stable reason of err's google.rpc.ErrorInfo (domain
 // receipts.v1): "HEAD_BEHIND", "INVALID_ID", "RATE_LIMITED" … (the
-// constants of pkg/apierr; the README's "Errors" lists them). "" when
+// constants of pkg/apierr; docs/api.md, "Errors", lists them). "" when
 // err carries none: nil, or a failure that never reached the gateway.
 // Branch on it, never on the message.
 func Reason(err error) string { return string(apierr.ReasonOf(err)) }

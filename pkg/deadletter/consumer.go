@@ -438,3 +438,20 @@ func (c *Consumer) Close() {
 		c.cl.Close()
 	})
 }
+
+// AgreeSettings checks the mention cap, which repairs apply, against the
+// one the deployment stored in Postgres (storing it when none is). It
+// fails only on a disagreement; when Postgres cannot answer it logs and
+// returns nil (the persister checks at its own start).
+func (c *Consumer) AgreeSettings(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := c.cfg.Postgres.AgreeSetting(ctx, pgstore.SettingMentionCap, int64(c.cfg.MentionCap))
+	if errors.Is(err, pgstore.ErrSettingDisagrees) {
+		return fmt.Errorf("dlt consumer: %w", err)
+	}
+	if err != nil {
+		c.log.Warn("cannot check the mention cap against Postgres; the persister checks it at its start", zap.Error(err))
+	}
+	return nil
+}

@@ -82,3 +82,37 @@ func TestSweepRepairsThreadDeletions(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{{4}, {1, 5}, {7}}, rd)
 }
+
+// Deletion sets are compared by digest: sets that agree (a large one
+// among them) are never read whole, and one seq missing from a large
+// set's Redis copy is found, read whole and repaired.
+func TestSweepComparesDeletionDigests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bd := setup(t)
+	big := make([]int64, 50_000)
+	for i := range big {
+		big[i] = int64(2*i + 1)
+	}
+	sets := []channel.Deletions{{Channel: "big", Seqs: big}, {Channel: "small", Seqs: []int64{3, 4}}}
+	_, err := bd.pg.InsertDeletions(ctx, sets)
+	require.NoError(t, err)
+	_, err = bd.rs.AddDeletions(ctx, sets)
+	require.NoError(t, err)
+
+	sw, _ := clockedSweeper(t, bd)
+	rep, err := sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rep.ReadWhole, "%+v", rep)
+	require.Zero(t, rep.ByKind[drift.KindDeletions].Total())
+
+	// Redis loses a seq in the middle: the count differs, the bounds not.
+	require.NoError(t, bd.rs.Client().ZRem(ctx, bd.rs.DeletionsKey("big"), "501").Err())
+	rep, err = sw.SweepOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.ReadWhole, "%+v", rep)
+	require.Equal(t, drift.Counts{PostgresAhead: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
+	rd, err := bd.rs.Deletions(ctx, []string{"big"})
+	require.NoError(t, err)
+	require.Equal(t, [][]int64{big}, rd)
+}

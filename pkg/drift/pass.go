@@ -192,6 +192,9 @@ func (s *Sweeper) forgetSettled() {
 // sweepPostgres walks a kind's Postgres rows in key order; each page's
 // keys are read from Redis in one pipeline.
 func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Report, k kinds.Kind) error {
+	if dk := k.Digested(); dk != nil {
+		return s.sweepPostgresDigests(ctx, lim, rep, k, dk)
+	}
 	var after any
 	for {
 		if err := s.pageWait(ctx, lim); err != nil {
@@ -232,6 +235,9 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Rep
 // Cluster, every master in turn); each page's keys are looked up in
 // Postgres in one statement per pgPageChunk keys.
 func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report, k kinds.Kind) error {
+	if dk := k.Digested(); dk != nil {
+		return s.sweepRedisDigests(ctx, lim, rep, k, dk)
+	}
 	var cursor redisstore.ScanCursor
 	for {
 		if err := s.pageWait(ctx, lim); err != nil {

@@ -132,6 +132,9 @@ type Report struct {
 	RedisFields int
 	// Pages counts Postgres pages and Redis SCAN pages.
 	Pages int
+	// ReadWhole counts the values of kinds swept by digest (large sets)
+	// whose digests differed, so the pass read them whole.
+	ReadWhole int
 	// Found counts disagreements by direction; Repaired the ones whose
 	// repair was written. Both cover every kind of state.
 	Found    Counts

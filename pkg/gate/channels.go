@@ -21,6 +21,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // validateChannelList checks a user id and a bounded list of channel ids,
@@ -231,6 +232,9 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 				continue
 			} else if cerr := contextError(ctx, err); cerr != nil {
 				return nil, false, cerr
+			} else if setsHydrating(err) {
+				g.m.readFallbacks.WithLabelValues("hydrating").Inc()
+				return durable()
 			}
 		}
 		if complete {
@@ -245,7 +249,10 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			g.m.readFallbacks.WithLabelValues("incomplete").Inc()
 			return durable()
 		}
-		if err := g.hydrateUnread(ctx, user, view); err != nil {
+		if err := g.hydrateUnread(ctx, user, view); setsHydrating(err) {
+			g.m.readFallbacks.WithLabelValues("hydrating").Inc()
+			return durable()
+		} else if err != nil {
 			if cerr := contextError(ctx, err); cerr != nil {
 				return nil, false, cerr
 			}
@@ -368,23 +375,24 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 }
 
 // hydrateDeletions copies the listed channels' deletions from Postgres
-// into Redis and marks them known. A Redis failure is only logged.
+// into Redis and marks them known (hydrateSets); errSetsHydrating when
+// some are large and copied in the background. A Redis failure is only
+// logged.
 func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 	if err := g.settled(ctx, nil, channels); err != nil {
 		return err
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	ds, err := g.pg.Deletions(pctx, channels)
-	cancel()
+	refs := make([]thread.Ref, len(channels))
+	for i, ch := range channels {
+		refs[i].Channel = ch
+	}
+	deferred, err := g.hydrateSets(ctx, refs)
 	if err != nil {
 		g.log.Warn("reading deletions to hydrate", zap.Error(err))
-		return fmt.Errorf("reading the deletions of %d channels: %w", len(channels), err)
+		return err
 	}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	defer cancel()
-	if err := g.redis.HydrateDeletions(hctx, channels, ds); err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-		g.warnRedis(redisOpHydrate+" deletions", err)
+	if len(deferred) > 0 {
+		return errSetsHydrating
 	}
 	return nil
 }

@@ -226,3 +226,59 @@ func TestHostileDeletesChangeNothing(t *testing.T) {
 	defer cancel()
 	require.NoError(t, tb.rdb.Ping(pctx).Err(), "Redis answers within a second")
 }
+
+// A deletion set too large for a read to copy (past the inline budget)
+// is copied into Redis in the background, in pages; the reads meanwhile
+// answer Postgres' counts, which read the counts and the run after the
+// read, not the set. Once the copy is done, Redis answers alone.
+func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
+	t.Parallel()
+	// About bounds, not speed: Postgres' counts of a 30,000-seq run can
+	// pass the 2 s default under a loaded CI.
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.PostgresTimeout = 30 * time.Second }})
+	startPersister(t, tb)
+	ctx := context.Background()
+	const head, deleted = 60_000, 30_000
+	tb.ok(t, http.MethodPut, "/v1/channels/big/members/bob", `{}`)
+	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "big", "seq": `+strconv.Itoa(head)+`}]}`)
+	require.Eventually(t, func() bool {
+		hs, err := tb.schema.Store.Heads(ctx, []string{"big"})
+		require.NoError(t, err)
+		ms, err := tb.schema.Store.Memberships(ctx, "bob", []string{"big"})
+		require.NoError(t, err)
+		return len(hs) == 1 && hs[0].Seq == head && len(ms) == 1
+	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the head and the membership")
+	// Seqs 1..30,000 deleted (a run right after bob's read at 0), written
+	// to Postgres only, then Redis loses everything.
+	seqs := make([]int64, deleted)
+	for i := range seqs {
+		seqs[i] = int64(i + 1)
+	}
+	_, err := tb.schema.Store.InsertDeletions(ctx, []channel.Deletions{{Channel: "big", Seqs: seqs}})
+	require.NoError(t, err)
+	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
+
+	cl := tb.client()
+	get := func() (unread, first int64) {
+		t.Helper()
+		resp, err := cl.GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "bob"}))
+		require.NoError(t, err)
+		require.Len(t, resp.Msg.GetChannels(), 1)
+		c := resp.Msg.GetChannels()[0]
+		return c.GetUnreadCount(), c.GetFirstUnreadSeq()
+	}
+	u, f := get()
+	require.Equal(t, [2]int64{head - deleted, deleted + 1}, [2]int64{u, f}, "the first read counts from Postgres")
+	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "hydrating"), "the set was not copied by the read")
+	require.Eventually(t, func() bool {
+		n, err := tb.rdb.ZCard(ctx, tb.store.DeletionsKey("big")).Result()
+		require.NoError(t, err)
+		return n == deleted
+	}, 15*time.Second, 20*time.Millisecond, "the background copy brought the whole set")
+	require.Eventually(t, func() bool {
+		before := tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "hydrating")
+		u, f := get()
+		require.Equal(t, [2]int64{head - deleted, deleted + 1}, [2]int64{u, f})
+		return tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "hydrating") == before
+	}, 15*time.Second, 20*time.Millisecond, "once copied (the last page marks the set known), Redis answers alone")
+}

@@ -51,6 +51,9 @@ type Gate struct {
 	// collecting runs one collection of a user's thread registers at a
 	// time (threadcollect.go).
 	collecting singleflight.Group
+	// hydratingSets runs one background copy of a deletion set at a time
+	// (deletionsets.go).
+	hydratingSets singleflight.Group
 	// rebuildHook, set by tests only, runs as a rebuild starts.
 	rebuildHook func()
 }
@@ -214,7 +217,8 @@ func internal(err error) error { return apierr.New(connect.CodeInternal, apierr.
 
 // AgreeSettings checks the settings the gateway shares with the persister
 // against the ones the deployment stored in Postgres (storing them when
-// none is): the detail threshold. It fails only on a disagreement; when
+// none is): the detail threshold and the mention cap. It fails only on a
+// disagreement; when
 // Postgres cannot answer (down, or its migrations still running) it logs
 // and returns nil, as the gateway takes marks without Postgres — the
 // persister, which cannot, checks at its own start.
@@ -222,11 +226,14 @@ func (g *Gate) AgreeSettings(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
 	err := g.pg.AgreeSetting(ctx, pgstore.SettingDetailThreshold, g.cfg.ReadBy.detailThreshold())
+	if err == nil {
+		err = g.pg.AgreeSetting(ctx, pgstore.SettingMentionCap, int64(g.cfg.MentionCap))
+	}
 	if errors.Is(err, pgstore.ErrSettingDisagrees) {
 		return fmt.Errorf("gate: %w", err)
 	}
 	if err != nil {
-		g.log.Warn("cannot check the detail threshold against Postgres; the persister checks it at its start", zap.Error(err))
+		g.log.Warn("cannot check the shared settings against Postgres; the persister checks them at its start", zap.Error(err))
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		readFallbacks: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "read_fallbacks_total",
-			Help: "Reads answered with Postgres, by reason (incomplete: hash not hydrated; redis_error; too_many_channels: a default channel set over the cap, which Postgres pages).",
+			Help: "Reads answered with Postgres, by reason (incomplete: hash not hydrated; redis_error; too_many_channels: a default channel set over the cap, which Postgres pages; hydrating: a large deletion set being copied into Redis).",
 		}, []string{"reason"}),
 	}
 	// Every label value exists from the start, so a dashboard's or an
@@ -85,7 +85,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, op := range []string{redisOpMerge, redisOpGet, redisOpHydrate, redisOpRestore} {
 		m.redisDegraded.WithLabelValues(op)
 	}
-	for _, reason := range []string{"incomplete", "redis_error", "too_many_channels"} {
+	for _, reason := range []string{"incomplete", "redis_error", "too_many_channels", "hydrating"} {
 		m.readFallbacks.WithLabelValues(reason)
 	}
 	return m

@@ -23,3 +23,15 @@ func TestDetailThresholdMustAgree(t *testing.T) {
 	require.NoError(t, other.schema.Store.AgreeSetting(ctx, pgstore.SettingDetailThreshold, 50)) // the persister's
 	require.ErrorIs(t, other.gate.AgreeSettings(ctx), pgstore.ErrSettingDisagrees)
 }
+
+// The mention cap too: every store keeps the newest cap+1 mentions, so a
+// gateway with another cap than the deployment's refuses to start.
+func TestMentionCapMustAgree(t *testing.T) {
+	t.Parallel()
+	tb := setup(t, setupOpts{config: func(c *testConfig) { c.MentionCap = 7 }})
+	ctx := context.Background()
+	require.NoError(t, tb.schema.Store.AgreeSetting(ctx, pgstore.SettingMentionCap, 100)) // the persister's
+	err := tb.gate.AgreeSettings(ctx)
+	require.ErrorIs(t, err, pgstore.ErrSettingDisagrees)
+	require.ErrorContains(t, err, "mention_cap is 7 here and 100 in Postgres")
+}

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"fmt"
 
 	"go.uber.org/zap"
 
@@ -45,11 +44,11 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 		g.warnRedis(redisOpGet, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
 	}
-	var missing []thread.Ref
+	var missing []redisstore.SetDeletionQuery
 	var missingIdx []int
 	for j, c := range got {
 		if !c.Known {
-			missing, missingIdx = append(missing, qs[j].Ref), append(missingIdx, idx[j])
+			missing, missingIdx = append(missing, qs[j]), append(missingIdx, idx[j])
 			continue
 		}
 		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.cfg.MentionCap)
@@ -61,31 +60,19 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 }
 
 // hydrateThreadDeletions counts the threads whose deletions Redis does
-// not know from Postgres' sets, and copies those sets into Redis.
-func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, refs []thread.Ref, idx []int) error {
-	if err := g.settled(ctx, nil, refChannels(refs)); err != nil {
-		return g.durableErr(ctx, err)
+// not know from Postgres' counts, and copies those sets into Redis
+// (hydrateSets: the small ones now, the large in the background).
+func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, qs []redisstore.SetDeletionQuery, idx []int) error {
+	if err := g.countThreadsDurable(ctx, ts, qs, idx); err != nil {
+		return err
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	ds, err := g.pg.DeletionSets(pctx, refs)
-	cancel()
-	if err != nil {
+	refs := make([]thread.Ref, len(qs))
+	for j, q := range qs {
+		refs[j] = q.Ref
+	}
+	if _, err := g.hydrateSets(ctx, refs); err != nil {
 		g.log.Warn("reading thread deletions to hydrate", zap.Error(err))
-		return g.durableErr(ctx, fmt.Errorf("reading the deletions of %d threads: %w", len(refs), err))
 	}
-	bySet := make(map[thread.Ref][]int64, len(ds))
-	for _, d := range ds {
-		bySet[thread.Ref{Channel: d.Channel, Root: d.Root}] = d.Seqs
-	}
-	for j, ref := range refs {
-		t := &ts[idx[j]]
-		t.counts = t.state.CountsDeleted(t.head.Seq, g.cfg.MentionCap, bySet[ref])
-	}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	if err := g.redis.HydrateDeletionSets(hctx, refs, ds); err != nil {
-		g.warnRedis(redisOpHydrate+" deletions", err)
-	}
-	cancel()
 	return nil
 }
 

@@ -35,6 +35,21 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 	},
 	Same: func(a, b channel.Deletions) bool { return slices.Equal(a.Seqs, b.Seqs) },
 	Rows: func(d channel.Deletions) int { return len(d.Seqs) },
+	// A window's deletions of a channel gather unsorted and are sorted
+	// once: a channel deleting thousands of seqs in one window costs a
+	// sort of them, not a copy of the growing set per record.
+	Gather: func(acc, d channel.Deletions) channel.Deletions {
+		if acc.Channel == "" {
+			acc.Channel, acc.Root = d.Channel, d.Root
+		}
+		acc.Seqs = append(acc.Seqs, d.Seqs...)
+		acc.UpdatedAtUnixMs = max(acc.UpdatedAtUnixMs, d.UpdatedAtUnixMs)
+		return acc
+	},
+	Settle: func(_ *Env, acc channel.Deletions) channel.Deletions {
+		acc.Seqs = channel.SettleDeletions(acc.Seqs)
+		return acc
+	},
 	FromEvent: func(d *event.Decoded) (channel.Deletions, bool) {
 		if d.Deletions == nil {
 			return channel.Deletions{}, false
@@ -77,32 +92,58 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Deletions], error) {
-		refs, next, err := env.Redis.ScanDeletionSets(ctx, cur, count)
+		refs, page, err := scanDeletionRefs(ctx, env, cur, count)
+		out := ScanPage[channel.Deletions]{Next: page.Next, Scanned: page.Scanned, Invalid: page.Invalid}
 		if err != nil {
-			return ScanPage[channel.Deletions]{}, err
+			return out, err
 		}
-		slices.SortFunc(refs, thread.Ref.Compare)
-		refs = slices.Compact(refs)
-		page := ScanPage[channel.Deletions]{Next: next, Scanned: len(refs)}
-		valid := refs[:0]
-		for _, r := range refs {
-			if receipt.ValidateID("channel_id", r.Channel) != nil {
-				page.Invalid++
-				continue
-			}
-			valid = append(valid, r)
-		}
-		got, err := env.Redis.DeletionSets(ctx, valid)
+		got, err := env.Redis.DeletionSets(ctx, refs)
 		if err != nil {
-			return page, err
+			return out, err
 		}
-		for i, r := range valid {
+		for i, r := range refs {
 			if len(got[i]) > 0 {
-				page.Values = append(page.Values, channel.Deletions{Channel: r.Channel, Root: r.Root, Seqs: got[i]})
+				out.Values = append(out.Values, channel.Deletions{Channel: r.Channel, Root: r.Root, Seqs: got[i]})
 			}
 		}
-		return page, nil
+		return out, nil
 	},
+
+	// A set is up to channel.DeletionWindow seqs: the sweep compares
+	// digests and reads whole only the sets whose digests differ.
+	Digests: &Digests[thread.Ref]{
+		PGPage: func(ctx context.Context, env *Env, after thread.Ref, _ bool, n int) ([]thread.Ref, []Digest, error) {
+			return env.Postgres.DeletionDigestsPage(ctx, after, n)
+		},
+		PG: func(ctx context.Context, env *Env, refs []thread.Ref) ([]Digest, error) {
+			return env.Postgres.DeletionDigests(ctx, refs)
+		},
+		Redis: func(ctx context.Context, env *Env, refs []thread.Ref) ([]Digest, error) {
+			return env.Redis.DeletionDigests(ctx, refs)
+		},
+		RedisScan: scanDeletionRefs,
+	},
+}
+
+// scanDeletionRefs is one SCAN page of the deletion sets Redis holds, by
+// name, in order, those with an invalid channel id counted apart.
+func scanDeletionRefs(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) ([]thread.Ref, ScanPage[struct{}], error) {
+	refs, next, err := env.Redis.ScanDeletionSets(ctx, cur, count)
+	if err != nil {
+		return nil, ScanPage[struct{}]{}, err
+	}
+	slices.SortFunc(refs, thread.Ref.Compare)
+	refs = slices.Compact(refs)
+	page := ScanPage[struct{}]{Next: next, Scanned: len(refs)}
+	valid := refs[:0]
+	for _, r := range refs {
+		if receipt.ValidateID("channel_id", r.Channel) != nil {
+			page.Invalid++
+			continue
+		}
+		valid = append(valid, r)
+	}
+	return valid, page, nil
 }
 
 func deletionRef(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} }

@@ -36,6 +36,9 @@ type Kind interface {
 	GetRedis(ctx context.Context, env *Env, keys []any) ([][]any, error)
 	ScanRedis(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[any], error)
 
+	// Digested is the kind's digest reads (nil: none; digest.go).
+	Digested() DigestKind
+
 	// NewPart starts the kind's part of a persister window, sized for
 	// about sizeHint keys.
 	NewPart(env *Env, sizeHint int) Part

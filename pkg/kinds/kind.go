@@ -61,6 +61,15 @@ type Spec[K comparable, V any] struct {
 	Same  func(a, b V) bool
 	// Rows is how many Postgres rows a value costs (nil: one).
 	Rows func(V) int
+	// Gather and Settle, when set, fold a persister window's values of
+	// one key in linear time where a pairwise Merge would copy a growing
+	// value per record (a set's union): Gather appends v to acc, a value
+	// the window owns and may grow in place, and Settle brings the
+	// gathered value to Merge's result once, before the window is read.
+	// Settle(Gather(…Gather(Zero, v1)…, vn)) must equal Merge's fold of
+	// v1…vn.
+	Gather func(acc, v V) V
+	Settle func(env *Env, acc V) V
 
 	// FromEvent is the kind's part of a decoded record, if it carries one.
 	FromEvent func(d *event.Decoded) (V, bool)
@@ -87,6 +96,11 @@ type Spec[K comparable, V any] struct {
 	RedisWrite func(ctx context.Context, env *Env, vals []V) (errs []error, err error)
 	RedisGet   func(ctx context.Context, env *Env, keys []K) ([][]*V, error)
 	RedisScan  func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[V], error)
+
+	// Digests, when set, has the drift sweep compare the stores' digests
+	// of the kind's values and read whole only the keys whose digests
+	// differ: for values that are large sets.
+	Digests *Digests[K]
 
 	// InChangeFeed and InWatch say whether the kind's changes appear in
 	// the change feed and the watch streams.

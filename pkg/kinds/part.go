@@ -48,6 +48,9 @@ type part[K comparable, V any] struct {
 	env    *Env
 	vals   map[K]V
 	sorted []V // nil until Sort, and after a change
+	// gathered are the keys whose values Spec.Gather grew since the last
+	// settle: the part owns those values' memory.
+	gathered map[K]struct{}
 }
 
 func (k kind[K, V]) NewPart(env *Env, sizeHint int) Part {
@@ -67,6 +70,22 @@ func (p *part[K, V]) put(v V) {
 	p.sorted = nil
 	k := p.s.Key(v)
 	cur, ok := p.vals[k]
+	if p.s.Gather != nil {
+		if _, owned := p.gathered[k]; !owned {
+			// A settled value may be shared (Only): gather onto a copy.
+			acc := p.s.Zero(k)
+			if ok {
+				acc = p.s.Gather(acc, cur)
+			}
+			cur = acc
+			if p.gathered == nil {
+				p.gathered = map[K]struct{}{}
+			}
+			p.gathered[k] = struct{}{}
+		}
+		p.vals[k] = p.s.Gather(cur, v)
+		return
+	}
 	if !ok {
 		// Merging into the zero value applies the rule to a lone value
 		// too (reading implies delivery), so what Postgres ends with does
@@ -76,9 +95,19 @@ func (p *part[K, V]) put(v V) {
 	p.vals[k] = p.s.Merge(p.env, cur, v)
 }
 
-func (p *part[K, V]) Keys() int { return len(p.vals) }
+// settle brings the gathered values to their merged form; every read of
+// the part calls it first.
+func (p *part[K, V]) settle() {
+	for k := range p.gathered {
+		p.vals[k] = p.s.Settle(p.env, p.vals[k])
+	}
+	clear(p.gathered)
+}
+
+func (p *part[K, V]) Keys() int { p.settle(); return len(p.vals) }
 
 func (p *part[K, V]) Rows() int {
+	p.settle()
 	if p.s.Rows == nil {
 		return len(p.vals)
 	}
@@ -90,6 +119,7 @@ func (p *part[K, V]) Rows() int {
 }
 
 func (p *part[K, V]) AddUsers(users map[string]struct{}) {
+	p.settle()
 	if p.s.User == nil {
 		return
 	}
@@ -99,6 +129,7 @@ func (p *part[K, V]) AddUsers(users map[string]struct{}) {
 }
 
 func (p *part[K, V]) Drop(drop func(string) bool) {
+	p.settle()
 	if p.s.User == nil {
 		return
 	}
@@ -111,6 +142,7 @@ func (p *part[K, V]) Drop(drop func(string) bool) {
 }
 
 func (p *part[K, V]) Only(keep func(string) bool) Part {
+	p.settle()
 	out := &part[K, V]{s: p.s, env: p.env, vals: map[K]V{}}
 	if p.s.User == nil {
 		return out
@@ -124,6 +156,7 @@ func (p *part[K, V]) Only(keep func(string) bool) Part {
 }
 
 func (p *part[K, V]) Sort() {
+	p.settle()
 	if p.sorted != nil {
 		return
 	}

@@ -196,9 +196,13 @@ func (p *Persister) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("persister: Run called twice")
 	}
-	// The detail threshold is the gateway's too: stored once, checked here.
+	// The detail threshold and the mention cap are the gateway's too:
+	// stored once, checked here.
 	if err := p.retry(ctx, p.log, opUpsert, isUnavailable, func(ctx context.Context) error {
-		return p.store.AgreeSetting(ctx, pgstore.SettingDetailThreshold, int64(p.cfg.DetailThreshold))
+		if err := p.store.AgreeSetting(ctx, pgstore.SettingDetailThreshold, int64(p.cfg.DetailThreshold)); err != nil {
+			return err
+		}
+		return p.store.AgreeSetting(ctx, pgstore.SettingMentionCap, int64(p.cfg.MentionCap))
 	}); err != nil {
 		return fmt.Errorf("persister: %w", err)
 	}

@@ -35,3 +35,19 @@ func TestDetailThresholdMustAgree(t *testing.T) {
 	r := b.start(cfg)
 	require.Eventually(t, func() bool { return r.p.Ready(context.Background()) == nil }, waitFor, 20*time.Millisecond)
 }
+
+// TestMentionCapMustAgree: the mention cap is stored once as well.
+func TestMentionCapMustAgree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.schema.Store.AgreeSetting(context.Background(), pgstore.SettingMentionCap, 7)) // the gateway's
+
+	p, err := persister.New(b.config(prometheus.NewRegistry()))
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = p.Run(ctx)
+	require.ErrorIs(t, err, pgstore.ErrSettingDisagrees)
+	require.ErrorContains(t, err, "mention_cap is 100 here and 7 in Postgres")
+}

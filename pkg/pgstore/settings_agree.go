@@ -11,6 +11,11 @@ import (
 // the same one.
 const SettingDetailThreshold = "detail_threshold"
 
+// SettingMentionCap names the mention cap in deployment_settings: every
+// store keeps each key's newest cap+1 mention seqs, so the gateway (Redis),
+// the persister (Postgres) and the reconciler's repairs must use the same.
+const SettingMentionCap = "mention_cap"
+
 // ErrSettingDisagrees is AgreeSetting's answer when the deployment stored
 // another value.
 var ErrSettingDisagrees = errors.New("disagrees with the value the deployment stored")

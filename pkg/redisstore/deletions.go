@@ -203,6 +203,18 @@ func (s *Store) HydrateDeletionSets(ctx context.Context, refs []thread.Ref, ds [
 	return nil
 }
 
+// HydrateDeletionPage adds one page of a set copied from Postgres in
+// pages, ascending; the last page marks the set's count as kept. Live
+// deletions may land between pages (a union), and until the last page
+// the set reads as unknown.
+func (s *Store) HydrateDeletionPage(ctx context.Context, ref thread.Ref, seqs []int64, last bool) error {
+	_, err := s.exec(ctx, func(pipe redis.Pipeliner) { s.queueDelete(ctx, pipe, ref, seqs, last) })
+	if err != nil {
+		return fmt.Errorf("hydrating the deletions of %s: %w", ref, err)
+	}
+	return nil
+}
+
 // Deletions returns, per channel, the deleted seqs Redis holds (nil: no
 // set), ascending.
 func (s *Store) Deletions(ctx context.Context, channels []string) ([][]int64, error) {
@@ -413,4 +425,45 @@ func (s *Store) applyDeletions(ctx context.Context, views []ChannelView, p *dele
 		}
 	}
 	return nil
+}
+
+// DeletionDigests returns, per set of refs, its size and its least and
+// greatest seqs (zero: no set) in one pipeline of O(log n) reads: what
+// the drift sweep compares before it reads a set.
+func (s *Store) DeletionDigests(ctx context.Context, refs []thread.Ref) ([]channel.SetDigest, error) {
+	type cmds struct {
+		n      *redis.IntCmd
+		lo, hi *redis.StringSliceCmd
+	}
+	cs := make([]cmds, len(refs))
+	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		for i, ref := range refs {
+			k := s.SetDeletionsKey(ref)
+			cs[i] = cmds{pipe.ZCard(ctx, k), pipe.ZRange(ctx, k, 0, 0), pipe.ZRange(ctx, k, -1, -1)}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]channel.SetDigest, len(refs))
+	for i, c := range cs {
+		n, err := c.n.Result()
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading the deletions of %s: %w", ErrUnavailable, refs[i], err)
+		}
+		if n == 0 {
+			continue
+		}
+		lo, hi := c.lo.Val(), c.hi.Val()
+		if len(lo) == 0 || len(hi) == 0 {
+			continue // gone between the reads: no set
+		}
+		least, err1 := strconv.ParseInt(lo[0], 10, 64)
+		greatest, err2 := strconv.ParseInt(hi[0], 10, 64)
+		if err1 != nil || err2 != nil {
+			s.skipUndecodable()
+			least, greatest = -1, -1 // never equal to a Postgres digest: read whole
+		}
+		out[i] = channel.SetDigest{Count: n, Least: least, Greatest: greatest}
+	}
+	return out, nil
 }

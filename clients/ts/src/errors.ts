@@ -8,7 +8,7 @@ import { BinaryReader, WireType } from "@bufbuild/protobuf/wire";
 export const DOMAIN = "receipts.v1";
 
 /**
- * The stable reasons of the API's refusals (the README's "Errors" lists
+ * The stable reasons of the API's refusals (docs/api.md, "Errors", lists
  * what each means). A newer server may send one not listed here: compare
  * with strings, and treat an unknown reason by its code.
  */

@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -68,6 +69,10 @@ type Service struct {
 	GCPercent int
 	// Stdout is where --version prints (os.Stdout when nil).
 	Stdout io.Writer
+	// StopTimeout bounds the runner's ordered stop (lifecycle.Config);
+	// zero: lifecycle.StopTimeoutDefault. A service that waits on purpose
+	// when it stops (kafkagate's --shutdown-delay) adds its wait.
+	StopTimeout time.Duration
 }
 
 // GCPercentDefault is the services' GC target: their live heaps are small
@@ -218,7 +223,7 @@ func RunMigrations(ctx context.Context, store *pgstore.Store, log *zap.Logger) e
 func (s *Service) Runner(b *Boot) *lifecycle.Runner {
 	ac := s.Admin
 	ac.Gatherer, ac.Logger = b.Registry, b.Log
-	r := lifecycle.New(lifecycle.Config{Admin: ac, Logger: b.Log})
+	r := lifecycle.New(lifecycle.Config{Admin: ac, Logger: b.Log, StopTimeout: s.StopTimeout})
 	if s.Migrate {
 		migrate := func(ctx context.Context) error { return RunMigrations(ctx, b.Postgres, b.Log) }
 		if s.MigrateInBackground {

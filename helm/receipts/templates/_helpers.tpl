@@ -88,7 +88,14 @@ true
 {{- end -}}
 
 {{- define "receipts.needsChartSecret" -}}
-{{- if or (not .Values.postgres.existingSecret) (not .Values.redis.existingSecret) (and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret)) -}}
+{{- if or (not .Values.postgres.existingSecret) (not .Values.redis.existingSecret) (include "receipts.chartSASLPassword" .) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The chart's Secret holds the SASL password (kafka.sasl.password). */}}
+{{- define "receipts.chartSASLPassword" -}}
+{{- if and .Values.kafka.sasl.mechanism (not .Values.kafka.sasl.existingSecret) (not .Values.strimzi.users.enabled) -}}
 true
 {{- end -}}
 {{- end -}}
@@ -136,6 +143,9 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- if and $v.kafka.tls.existingSecret (not $v.kafka.tls.enabled) -}}
 {{- fail "kafka.tls.existingSecret is set but kafka.tls.enabled is false" -}}
 {{- end -}}
+{{- if and (or $v.kafka.tls.caSecret $v.kafka.tls.certSecret) (not $v.kafka.tls.enabled) -}}
+{{- fail "kafka.tls.caSecret or kafka.tls.certSecret is set but kafka.tls.enabled is false" -}}
+{{- end -}}
 {{- if and $v.kafkagate.tls.clientScopesKey (not $v.kafkagate.tls.clientAuth) -}}
 {{- fail "kafkagate.tls.clientScopesKey needs kafkagate.tls.clientAuth (the scopes are of client certificates)" -}}
 {{- end -}}
@@ -152,7 +162,18 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- fail (printf "persister.changeFeed.topic %q must differ from kafka.topic and kafka.dltTopic" $p.changeFeed.topic) -}}
 {{- end -}}
 {{- end -}}
-{{- if $p.autoscaling.enabled -}}
+{{- $keda := $p.autoscaling.keda -}}
+{{- if and $p.autoscaling.enabled $keda.enabled -}}
+{{- fail "persister.autoscaling.enabled and persister.autoscaling.keda.enabled are exclusive: KEDA makes its own HPA and refuses a workload another HPA scales; turn one off" -}}
+{{- end -}}
+{{- if $keda.enabled -}}
+{{- if gt (int $keda.maxReplicaCount) $parts -}}
+{{- fail (printf "persister.autoscaling.keda.maxReplicaCount (%d) exceeds kafka.topicPartitions (%d): consumers beyond the partition count sit idle" (int $keda.maxReplicaCount) $parts) -}}
+{{- end -}}
+{{- if gt (int $keda.minReplicaCount) (int $keda.maxReplicaCount) -}}
+{{- fail "persister.autoscaling.keda.minReplicaCount exceeds maxReplicaCount" -}}
+{{- end -}}
+{{- else if $p.autoscaling.enabled -}}
 {{- if gt (int $p.autoscaling.maxReplicas) $parts -}}
 {{- fail (printf "persister.autoscaling.maxReplicas (%d) exceeds kafka.topicPartitions (%d): consumers beyond the partition count sit idle" (int $p.autoscaling.maxReplicas) $parts) -}}
 {{- end -}}
@@ -161,6 +182,19 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- end -}}
 {{- else if gt (int $p.replicas) $parts -}}
 {{- fail (printf "persister.replicas (%d) exceeds kafka.topicPartitions (%d): consumers beyond the partition count sit idle" (int $p.replicas) $parts) -}}
+{{- end -}}
+{{- $s := $v.strimzi -}}
+{{- if and (or $s.topics.enabled $s.users.enabled) (not $s.cluster) -}}
+{{- fail "strimzi.cluster: Strimzi topics and users need the Kafka cluster's name (their strimzi.io/cluster label)" -}}
+{{- end -}}
+{{- if and (include "receipts.strimziTLS" .) (not $v.kafka.tls.enabled) -}}
+{{- fail "strimzi.users.authentication tls needs kafka.tls.enabled (the client certificate is presented over TLS)" -}}
+{{- end -}}
+{{- if and $s.users.enabled $v.kafka.sasl.mechanism -}}
+{{- fail "kafka.sasl.mechanism must be empty with strimzi.users.enabled: each component authenticates as its own KafkaUser" -}}
+{{- end -}}
+{{- if and $s.users.enabled $v.kafka.tls.certSecret -}}
+{{- fail "kafka.tls.certSecret must be empty with strimzi.users.enabled: each component's certificate is its KafkaUser's Secret" -}}
 {{- end -}}
 {{- if and $v.kafkagate.autoscaling.enabled (gt (int $v.kafkagate.autoscaling.minReplicas) (int $v.kafkagate.autoscaling.maxReplicas)) -}}
 {{- fail "kafkagate.autoscaling.minReplicas exceeds maxReplicas" -}}
@@ -189,10 +223,10 @@ seccompProfile:
   type: RuntimeDefault
 {{- end -}}
 
-{{/* Environment shared by every service binary and the migration Job:
-logging, Kafka (with TLS/SASL), Postgres. Call with $. */}}
+{{/* Environment shared by every service binary: logging, Kafka (with
+TLS/SASL), Postgres. Call with (dict "ctx" $ "component" "persister"). */}}
 {{- define "receipts.env.common" -}}
-{{- $v := .Values -}}
+{{- $v := .ctx.Values -}}
 - name: RECEIPTS_LOG_FORMAT
   value: {{ $v.log.format | quote }}
 - name: RECEIPTS_LOG_LEVEL
@@ -200,37 +234,46 @@ logging, Kafka (with TLS/SASL), Postgres. Call with $. */}}
 - name: RECEIPTS_PG_URL
   valueFrom:
     secretKeyRef:
-      {{- include "receipts.secretRef" (dict "ctx" . "which" "postgres") | nindent 6 }}
+      {{- include "receipts.secretRef" (dict "ctx" .ctx "which" "postgres") | nindent 6 }}
 {{ include "receipts.env.kafka" . }}
 {{- end -}}
 
 {{/* The Kafka connection alone (brokers, TLS, SASL): the topic Job needs
-nothing else. Call with $. */}}
+nothing else. Call with (dict "ctx" $ "component" "topics"). */}}
 {{- define "receipts.env.kafka" -}}
-{{- $v := .Values -}}
+{{- $v := .ctx.Values -}}
+{{- $tls := include "receipts.kafkaTLS" . | fromJson -}}
 - name: RECEIPTS_BROKERS
   value: {{ join "," $v.kafka.brokers | quote }}
 {{- if $v.kafka.tls.enabled }}
 - name: RECEIPTS_KAFKA_TLS
   value: "true"
-{{- if $v.kafka.tls.existingSecret }}
-{{- if $v.kafka.tls.caKey }}
+{{- if $tls.caSecret }}
 - name: RECEIPTS_KAFKA_TLS_CA_FILE
-  value: /etc/receipts/kafka-tls/{{ $v.kafka.tls.caKey }}
+  value: /etc/receipts/kafka-tls/ca.crt
 {{- end }}
-{{- if and $v.kafka.tls.certKey $v.kafka.tls.keyKey }}
+{{- if $tls.certSecret }}
 - name: RECEIPTS_KAFKA_TLS_CERT_FILE
-  value: /etc/receipts/kafka-tls/{{ $v.kafka.tls.certKey }}
+  value: /etc/receipts/kafka-tls/tls.crt
 - name: RECEIPTS_KAFKA_TLS_KEY_FILE
-  value: /etc/receipts/kafka-tls/{{ $v.kafka.tls.keyKey }}
-{{- end }}
+  value: /etc/receipts/kafka-tls/tls.key
 {{- end }}
 {{- if $v.kafka.tls.serverName }}
 - name: RECEIPTS_KAFKA_TLS_SERVER_NAME
   value: {{ $v.kafka.tls.serverName | quote }}
 {{- end }}
 {{- end }}
-{{- if $v.kafka.sasl.mechanism }}
+{{- if include "receipts.strimziSCRAM" .ctx }}
+- name: RECEIPTS_KAFKA_SASL_MECHANISM
+  value: SCRAM-SHA-512
+- name: RECEIPTS_KAFKA_SASL_USERNAME
+  value: {{ include "receipts.kafkaUserName" . | quote }}
+- name: RECEIPTS_KAFKA_SASL_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "receipts.kafkaUserName" . }}
+      key: password
+{{- else if $v.kafka.sasl.mechanism }}
 - name: RECEIPTS_KAFKA_SASL_MECHANISM
   value: {{ $v.kafka.sasl.mechanism | quote }}
 - name: RECEIPTS_KAFKA_SASL_USERNAME
@@ -238,8 +281,63 @@ nothing else. Call with $. */}}
 - name: RECEIPTS_KAFKA_SASL_PASSWORD
   valueFrom:
     secretKeyRef:
-      {{- include "receipts.secretRef" (dict "ctx" . "which" "sasl") | nindent 6 }}
+      {{- include "receipts.secretRef" (dict "ctx" .ctx "which" "sasl") | nindent 6 }}
 {{- end }}
+{{- end -}}
+
+{{/* Kafka TLS material of a component, as JSON: caSecret/caKey (the CA
+bundle) and certSecret/certKey/keyKey (the client certificate); an empty
+secret means none. The CA and the certificate may come from one Secret
+(kafka.tls.existingSecret), from two (caSecret, certSecret), or from
+Strimzi (the cluster CA Secret and the component's KafkaUser Secret).
+Call with (dict "ctx" $ "component" "persister"). */}}
+{{- define "receipts.kafkaTLS" -}}
+{{- $t := .ctx.Values.kafka.tls -}}
+{{- $out := dict "caSecret" "" "caKey" $t.caKey "certSecret" "" "certKey" $t.certKey "keyKey" $t.keyKey -}}
+{{- if $t.enabled -}}
+{{- if $t.caKey -}}
+{{- $_ := set $out "caSecret" (default $t.existingSecret $t.caSecret) -}}
+{{- end -}}
+{{- if and $t.certKey $t.keyKey -}}
+{{- $_ := set $out "certSecret" (default $t.existingSecret $t.certSecret) -}}
+{{- end -}}
+{{- if and .ctx.Values.strimzi.users.enabled (not $out.caSecret) -}}
+{{- $_ := set $out "caSecret" (printf "%s-cluster-ca-cert" .ctx.Values.strimzi.cluster) -}}
+{{- $_ := set $out "caKey" "ca.crt" -}}
+{{- end -}}
+{{- if include "receipts.strimziTLS" .ctx -}}
+{{- $_ := set $out "certSecret" (include "receipts.kafkaUserName" .) -}}
+{{- $_ := set $out "certKey" "user.crt" -}}
+{{- $_ := set $out "keyKey" "user.key" -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* Strimzi users: on, and how they authenticate. Call with $. */}}
+{{- define "receipts.strimziTLS" -}}
+{{- if and .Values.strimzi.users.enabled (eq .Values.strimzi.users.authentication "tls") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- define "receipts.strimziSCRAM" -}}
+{{- if and .Values.strimzi.users.enabled (eq .Values.strimzi.users.authentication "scram-sha-512") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The topic Job runs: topics.create, unless Strimzi manages the topics. */}}
+{{- define "receipts.topicJob" -}}
+{{- if and .Values.topics.create (not .Values.strimzi.topics.enabled) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* A component's KafkaUser (and its Secret's) name:
+(dict "ctx" $ "component" "persister"). */}}
+{{- define "receipts.kafkaUserName" -}}
+{{- printf "%s-%s" (include "receipts.fullname" .ctx) .component -}}
 {{- end -}}
 
 {{/* Environment of the long-running services (not the hook Jobs). */}}
@@ -303,23 +401,43 @@ collected sooner instead of the pod being killed. */}}
 {{- end }}
 {{- end -}}
 
-{{/* Volumes and mounts every pod has: a writable /tmp, Kafka TLS material. */}}
+{{/* Volumes and mounts every pod has: a writable /tmp, and the Kafka TLS
+material projected into one directory (ca.crt, tls.crt, tls.key) from one
+Secret or two. Call with (dict "ctx" $ "component" "persister"). */}}
 {{- define "receipts.volumes.common" -}}
+{{- $tls := include "receipts.kafkaTLS" . | fromJson -}}
 - name: tmp
   emptyDir:
     sizeLimit: 64Mi
-{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.existingSecret }}
+{{- if or $tls.caSecret $tls.certSecret }}
 - name: kafka-tls
-  secret:
-    secretName: {{ .Values.kafka.tls.existingSecret }}
+  projected:
     defaultMode: 0440
+    sources:
+      {{- if $tls.caSecret }}
+      - secret:
+          name: {{ $tls.caSecret }}
+          items:
+            - key: {{ $tls.caKey }}
+              path: ca.crt
+      {{- end }}
+      {{- if $tls.certSecret }}
+      - secret:
+          name: {{ $tls.certSecret }}
+          items:
+            - key: {{ $tls.certKey }}
+              path: tls.crt
+            - key: {{ $tls.keyKey }}
+              path: tls.key
+      {{- end }}
 {{- end }}
 {{- end -}}
 
 {{- define "receipts.mounts.common" -}}
+{{- $tls := include "receipts.kafkaTLS" . | fromJson -}}
 - name: tmp
   mountPath: /tmp
-{{- if and .Values.kafka.tls.enabled .Values.kafka.tls.existingSecret }}
+{{- if or $tls.caSecret $tls.certSecret }}
 - name: kafka-tls
   mountPath: /etc/receipts/kafka-tls
   readOnly: true

@@ -162,6 +162,9 @@ type UnreadConfig struct {
 	// place of the unread answer.
 	Inbox      bool
 	InboxLimit int
+	// Deletions is how many of each channel's messages the setup deletes
+	// (from its second on, so each counts in the unread answer).
+	Deletions int
 }
 
 func (c UnreadConfig) client() *http.Client {
@@ -194,6 +197,10 @@ func SetupUnread(ctx context.Context, cfg UnreadConfig) error {
 				mentions := ""
 				if seq%5 == 0 {
 					mentions = `"` + cfg.User + `"`
+				}
+				if seq >= 2 && seq < 2+cfg.Deletions {
+					fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"deleted":true}`, cfg.User, i, seq)
+					continue
 				}
 				fmt.Fprintf(&b, `{"channel_id":"%s-c%d","seq":%d,"sender_id":"%s-peer","mentions":[%s]}`, cfg.User, i, seq, cfg.User, mentions)
 			}

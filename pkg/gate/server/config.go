@@ -26,6 +26,10 @@ const (
 	WriteTimeoutDefault      = 30 * time.Second
 	IdleTimeoutDefault       = 2 * time.Minute
 	ShutdownTimeoutDefault   = 10 * time.Second
+	// ShutdownDelayDefault is no delay: outside Kubernetes (the dev stack,
+	// tests, a process manager) nothing routes by readiness, so a delay
+	// would only slow every stop. The chart sets one (kafkagate.shutdownDelay).
+	ShutdownDelayDefault = 0
 
 	// WatchHeartbeatDefault is the pause after which an idle server-sent
 	// events stream gets a comment line, so proxies keep it open.
@@ -61,6 +65,13 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain of in-flight calls.
 	// Defaults to ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long the API keeps serving after the stop
+	// began, while readiness (the admin /readyz and gRPC health) already
+	// fails: the time for endpoint controllers, kube-proxy and load
+	// balancers to stop sending new calls to a terminating pod. Only then
+	// does the drain (ShutdownTimeout) start. Defaults to
+	// ShutdownDelayDefault (none).
+	ShutdownDelay time.Duration
 
 	// WatchHeartbeat is the idle pause before a watch stream's heartbeat
 	// (server-sent events: a comment line; gRPC and Connect: an event
@@ -110,7 +121,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "HTTP server: bound on reading a whole request")
 	fs.DurationVar(&c.WriteTimeout, "write-timeout", c.WriteTimeout, "HTTP server: bound on a whole call; must exceed redis-timeout + the produce bound")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "HTTP server: keep-alive idle bound")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGINT/SIGTERM, how long in-flight calls may finish (after --shutdown-delay)")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "on SIGINT/SIGTERM, how long the API keeps serving while readiness already fails, before draining: the time the load balancers need to stop routing here (Kubernetes: endpoint propagation, a few seconds); 0: drain at once")
 	fs.DurationVar(&c.WatchHeartbeat, "watch-heartbeat", c.WatchHeartbeat, "idle pause before a heartbeat on a watch stream (SSE: a comment; gRPC/Connect: an event without updates)")
 	fs.DurationVar(&c.WatchWriteTimeout, "watch-write-timeout", c.WatchWriteTimeout, "bound on writing one watch event or heartbeat; a stream whose client does not read in time is dropped")
 	fs.Var((*originList)(&c.CORSAllowedOrigins), "cors-allowed-origins", "comma-separated browser origins (scheme://host[:port]) allowed to call the API cross-origin (CORS); empty: CORS off")
@@ -150,6 +162,7 @@ func (c Config) validate(maxBatchItems int, callBound time.Duration) error {
 	}{
 		{"ReadHeaderTimeout", c.ReadHeaderTimeout}, {"ReadTimeout", c.ReadTimeout},
 		{"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout}, {"ShutdownTimeout", c.ShutdownTimeout},
+		{"ShutdownDelay", c.ShutdownDelay},
 		{"WatchHeartbeat", c.WatchHeartbeat}, {"WatchWriteTimeout", c.WatchWriteTimeout},
 	} {
 		if d.v < 0 {

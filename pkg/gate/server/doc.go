@@ -18,6 +18,8 @@
 // API (cors.go): their preflights are answered before the guard, their
 // calls still need credentials.
 // Readiness is the gate's, once the server serves; on shutdown the server
-// ends the watch streams (clients resume with their last token) and drains
+// is unready at once (gRPC health NOT_SERVING) but keeps serving for
+// Config.ShutdownDelay, while load balancers stop routing to it, then ends
+// the watch streams (clients resume with their last token) and drains
 // in-flight calls for up to Config.ShutdownTimeout.
 package server

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -42,8 +43,9 @@ type Server struct {
 	guard   *apiauth.Guard
 	auth    authorizer
 	handler http.Handler
-	// serving is set while Serve serves.
-	serving atomic.Bool
+	// serving is set while Serve serves; stopping once its context ended
+	// (the shutdown delay and the drain).
+	serving, stopping atomic.Bool
 }
 
 // New fills defaults, validates cfg against the gate (all problems at
@@ -73,11 +75,14 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // Serving reports whether Serve is serving.
 func (s *Server) Serving() bool { return s.serving.Load() }
 
-// Ready reports whether the API can accept durable writes: it serves, and
-// the gate is ready (gate.Gate.Ready).
+// Ready reports whether the API can accept durable writes: it serves, is
+// not stopping, and the gate is ready (gate.Gate.Ready).
 func (s *Server) Ready(ctx context.Context) error {
 	if !s.serving.Load() {
 		return errors.New("api not serving")
+	}
+	if s.stopping.Load() {
+		return errors.New("api shutting down")
 	}
 	return s.gate.Ready(ctx)
 }
@@ -280,13 +285,16 @@ func (s *Server) HTTPServer() *http.Server {
 	return srv
 }
 
-// Serve serves the API on ln (over TLS when configured) until ctx ends,
-// then drains in-flight calls for up to ShutdownTimeout; meanwhile the
-// guard reloads its token file and certificate when they change. It
-// returns nil after a clean drain.
+// Serve serves the API on ln (over TLS when configured) until ctx ends;
+// then it is no longer ready (gRPC health says NOT_SERVING) but keeps
+// serving for ShutdownDelay, so that calls routed here before the load
+// balancers saw the pod go still succeed, and then drains in-flight calls
+// for up to ShutdownTimeout. Meanwhile the guard reloads its token file
+// and certificate when they change. It returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := s.HTTPServer()
 	s.serving.Store(true)
+	s.stopping.Store(false)
 	defer s.serving.Store(false)
 	gctx, stopGuard := context.WithCancel(ctx)
 	guarded := make(chan struct{})
@@ -305,6 +313,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving api: %w", err)
 	case <-ctx.Done():
 	}
+	s.stopping.Store(true)
+	if err := s.delayShutdown(errc); err != nil {
+		return err
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -312,6 +324,23 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("draining api server: %w", err)
 	}
 	return nil
+}
+
+// delayShutdown keeps serving for ShutdownDelay (the server is already
+// not ready), unless the server fails meanwhile.
+func (s *Server) delayShutdown(errc <-chan error) error {
+	if s.cfg.ShutdownDelay <= 0 {
+		return nil
+	}
+	s.log.Info("stopping: serving on while the endpoints are removed", zap.Duration("shutdown_delay", s.cfg.ShutdownDelay))
+	t := time.NewTimer(s.cfg.ShutdownDelay)
+	defer t.Stop()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving api: %w", err)
+	case <-t.C:
+		return nil
+	}
 }
 
 // Run listens on cfg.Addr and serves until ctx ends, then drains (the

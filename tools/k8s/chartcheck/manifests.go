@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -90,6 +92,35 @@ var credentialText = regexp.MustCompile(`(?i)://[^/\s:@]+:[^/\s@]+@|password|sec
 // period must leave room beyond it.
 const drainBound = 10
 
+// closeMargin is what a stop takes beyond the configured delay and drain:
+// the spool replayer's and the producer's close, the admin port's.
+const closeMargin = 5 * time.Second
+
+// stopEnv are the environment variables whose durations add up to a
+// container's stop: kafkagate's shutdown delay (serving on, unready) and
+// drain, the persister's and reconciler's drain.
+var stopEnv = []string{"RECEIPTS_SHUTDOWN_DELAY", "RECEIPTS_SHUTDOWN_TIMEOUT", "RECEIPTS_DRAIN_TIMEOUT"}
+
+// stopNeeds is how long a container's configured stop takes at most (the
+// stopEnv durations plus closeMargin), or 0 when it sets none of them.
+func stopNeeds(c container) (time.Duration, error) {
+	var total time.Duration
+	for _, e := range c.Env {
+		if !slices.Contains(stopEnv, e.Name) || e.ValueFrom != nil {
+			continue
+		}
+		d, err := time.ParseDuration(e.Value)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", e.Name, err)
+		}
+		total += d
+	}
+	if total == 0 {
+		return 0, nil
+	}
+	return total + closeMargin, nil
+}
+
 func checkManifests(path string) ([]string, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -162,6 +193,14 @@ func checkManifests(path string) ([]string, error) {
 				}
 				if !tmp {
 					add("%s: no writable /tmp mount (the root filesystem is read-only)", cw)
+				}
+				if !isJob && ps.TerminationGracePeriodSeconds != nil {
+					need, err := stopNeeds(c)
+					if err != nil {
+						add("%s: %v", cw, err)
+					} else if grace := time.Duration(*ps.TerminationGracePeriodSeconds) * time.Second; grace < need {
+						add("%s: terminationGracePeriodSeconds (%s) is shorter than its stop (%s: %s, plus %s to close)", cw, grace, strings.Join(stopEnv, " + "), need-closeMargin, closeMargin)
+					}
 				}
 				if !isJob {
 					if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {

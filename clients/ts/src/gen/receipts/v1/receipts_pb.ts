@@ -2998,7 +2998,7 @@ export const DurabilitySchema: GenEnum<Durability> = /*@__PURE__*/
  * ReceiptService records read and delivered marks and answers read state.
  * Every refusal carries a google.rpc.ErrorInfo of domain receipts.v1: a
  * stable reason and the offending field in its metadata (the reasons are
- * listed in the README, "Errors"). A mark beyond the channel head the
+ * listed in docs/api.md, "Errors"). A mark beyond the channel head the
  * service knows is Aborted (HTTP 409) with reason HEAD_BEHIND and a
  * Retry-After: its message's notice has not arrived yet; retry it.
  *

@@ -1,0 +1,117 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/readstate/receipts/pkg/thread"
+)
+
+// A deletion set Redis does not know (a channel new to it, a Redis that
+// lost it) is copied from Postgres. A read copies the small ones itself,
+// within a budget of seqs per call; a larger set (up to
+// channel.DeletionWindow seqs, 8 MB) is copied in the background, in
+// pages, one copy per set at a time, and the reads answer from Postgres'
+// counts meanwhile (pgstore.DeletionCounts: the counts and the run after
+// the read, never the set). So no read carries more than the budget.
+
+// hydrateInlineSeqs is the budget of deleted seqs one read copies into
+// Redis itself (about 160 KB).
+const hydrateInlineSeqs = 20_000
+
+// hydratePageSeqs is one background page.
+const hydratePageSeqs = 5_000
+
+// hydrateSetTimeout bounds one background copy.
+const hydrateSetTimeout = 2 * time.Minute
+
+// errSetsHydrating says a read needs sets that are being copied in the
+// background: answer from Postgres.
+var errSetsHydrating = errors.New("deletion sets are being copied into Redis")
+
+// hydrateSets copies into Redis the listed sets that fit the budget (a
+// set without deletions is marked known too) and starts a background copy
+// of the others, which it returns. The caller has settled the sets'
+// channels.
+func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
+	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	defer cancel()
+	sizes, err := g.pg.DeletionSetSizes(pctx, refs, hydrateInlineSeqs+1)
+	if err != nil {
+		return nil, fmt.Errorf("sizing the deletions of %d sets: %w", len(refs), err)
+	}
+	var inline []thread.Ref
+	budget := int64(hydrateInlineSeqs)
+	for i, ref := range refs {
+		if sizes[i] <= budget {
+			budget -= sizes[i]
+			inline = append(inline, ref)
+			continue
+		}
+		deferred = append(deferred, ref)
+	}
+	if len(inline) > 0 {
+		ds, err := g.pg.DeletionSets(pctx, inline)
+		if err != nil {
+			return nil, fmt.Errorf("reading the deletions of %d sets: %w", len(inline), err)
+		}
+		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		if err := g.redis.HydrateDeletionSets(hctx, inline, ds); err != nil {
+			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+			g.warnRedis(redisOpHydrate+" deletions", err)
+		}
+		cancel()
+	}
+	for _, ref := range deferred {
+		g.hydrateSetLater(ctx, ref)
+	}
+	return deferred, nil
+}
+
+// hydrateSetLater copies one set into Redis in the background, in pages;
+// a copy of the set already running is left to finish.
+func (g *Gate) hydrateSetLater(ctx context.Context, ref thread.Ref) {
+	go func() {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hydrateSetTimeout)
+		defer cancel()
+		_, _, _ = g.hydratingSets.Do(ref.String(), func() (any, error) {
+			err := g.hydrateSetPages(hctx, ref)
+			if err != nil {
+				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
+				g.log.Warn("copying a deletion set into redis", zap.Stringer("set", ref), zap.Error(err))
+			}
+			return nil, err
+		})
+	}()
+}
+
+func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
+	var after int64
+	for {
+		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		// One seq more than a page: the page that holds the set's end is
+		// known to be its last, and marks it.
+		seqs, err := g.pg.DeletionSeqsAfter(pctx, ref, after, hydratePageSeqs+1)
+		cancel()
+		if err != nil {
+			return err
+		}
+		last := len(seqs) <= hydratePageSeqs
+		seqs = seqs[:min(len(seqs), hydratePageSeqs)]
+		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		err = g.redis.HydrateDeletionPage(rctx, ref, seqs, last)
+		cancel()
+		if err != nil || last {
+			return err
+		}
+		after = seqs[len(seqs)-1]
+	}
+}
+
+// setsHydrating reports whether err says the read needs sets still being
+// copied (the caller answers from Postgres).
+func setsHydrating(err error) bool { return errors.Is(err, errSetsHydrating) }

@@ -87,6 +87,9 @@ func WriteRESTStatus(w http.ResponseWriter, status int, err error) {
 // unary call the Connect error JSON, and REST WriteREST. cerr's metadata
 // goes out as headers in every protocol.
 func Write(w http.ResponseWriter, r *http.Request, cerr *connect.Error) {
+	if e, ok := errors.AsType[*connect.Error](WithRequestInfo(r.Context(), cerr)); ok {
+		cerr = e
+	}
 	ct := r.Header.Get("Content-Type")
 	if !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+") && !isConnectUnary(r) {
 		WriteREST(w, cerr)

@@ -21,6 +21,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // validateChannelList checks a user id and a bounded list of channel ids,
@@ -193,7 +194,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 	}
 	if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
 		// Redis is behind a write acknowledged without it.
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 		return durable()
 	}
@@ -214,7 +215,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		}
 		if err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-			g.warnRedis(redisOpGet, err)
+			g.warnRedis(ctx, redisOpGet, err)
 			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 			return durable()
 		}
@@ -263,7 +264,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		defer cancel()
 		if err := do(hctx); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(redisOpHydrate+" "+op, err)
+			g.warnRedis(ctx, redisOpHydrate+" "+op, err)
 		}
 	}
 	if !view.CursorsComplete {
@@ -356,7 +357,7 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 			defer cancel()
 			if err := do(hctx); err != nil {
 				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-				g.warnRedis(redisOpHydrate+" "+op, err)
+				g.warnRedis(ctx, redisOpHydrate+" "+op, err)
 			}
 		}))
 		cancel()
@@ -377,14 +378,14 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 	ds, err := g.pg.Deletions(pctx, channels)
 	cancel()
 	if err != nil {
-		g.log.Warn("reading deletions to hydrate", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading deletions to hydrate", zap.Error(err))
 		return fmt.Errorf("reading the deletions of %d channels: %w", len(channels), err)
 	}
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
 	if err := g.redis.HydrateDeletions(hctx, channels, ds); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-		g.warnRedis(redisOpHydrate+" deletions", err)
+		g.warnRedis(ctx, redisOpHydrate+" deletions", err)
 	}
 	return nil
 }
@@ -403,7 +404,7 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		g.log.Warn("reading durable unread state", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading durable unread state", zap.Error(err))
 		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
 	}
 	return views, nil
@@ -543,7 +544,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	event.StampGeneration(prov, math.MaxInt64)
 	prov.Topic = g.durable.Topic()
 	if err := g.durable.Refuse([]*kgo.Record{prov}); err != nil {
-		return nil, g.unavailable(1, err)
+		return nil, g.unavailable(ctx, 1, err)
 	}
 	unread := func() (redisstore.MergeResult, error) {
 		if err := g.restore.settleDegraded(ctx, []string{m.key.User}); err != nil {
@@ -566,7 +567,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // countThreads sets each thread's counts: its register at its head less
@@ -42,7 +43,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
 	}
 	var missing []thread.Ref
@@ -70,7 +71,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 	ds, err := g.pg.DeletionSets(pctx, refs)
 	cancel()
 	if err != nil {
-		g.log.Warn("reading thread deletions to hydrate", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading thread deletions to hydrate", zap.Error(err))
 		return g.durableErr(ctx, fmt.Errorf("reading the deletions of %d threads: %w", len(refs), err))
 	}
 	bySet := make(map[thread.Ref][]int64, len(ds))
@@ -83,7 +84,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 	}
 	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	if err := g.redis.HydrateDeletionSets(hctx, refs, ds); err != nil {
-		g.warnRedis(redisOpHydrate+" deletions", err)
+		g.warnRedis(ctx, redisOpHydrate+" deletions", err)
 	}
 	cancel()
 	return nil
@@ -133,7 +134,7 @@ func applyThreadDeletions(c *thread.Counts, deleted, firstKept int64, deletedMen
 func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {
 	ts := []followedThread{{state: &st, head: head}}
 	if err := g.countThreads(ctx, ts); err != nil {
-		g.log.Warn("counting a thread's deleted replies", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("counting a thread's deleted replies", zap.Error(err))
 	}
 	return ts[0].counts
 }

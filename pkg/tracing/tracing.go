@@ -158,3 +158,23 @@ func exporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExp
 	}
 	return nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q: want http/protobuf or grpc", proto)
 }
+
+// ChildOnly is tp for the client libraries (Redis, Postgres) whose calls
+// are worth a span only inside a traced request or window: a call whose
+// context holds no span context (a background loop's) starts none.
+func ChildOnly(tp trace.TracerProvider) trace.TracerProvider { return childOnlyProvider{tp} }
+
+type childOnlyProvider struct{ trace.TracerProvider }
+
+func (p childOnlyProvider) Tracer(name string, opts ...trace.TracerOption) trace.Tracer {
+	return childOnlyTracer{p.TracerProvider.Tracer(name, opts...)}
+}
+
+type childOnlyTracer struct{ trace.Tracer }
+
+func (t childOnlyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return t.Tracer.Start(ctx, name, opts...)
+}

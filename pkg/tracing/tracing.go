@@ -19,6 +19,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -177,4 +179,22 @@ func (t childOnlyTracer) Start(ctx context.Context, name string, opts ...trace.S
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	return t.Tracer.Start(ctx, name, opts...)
+}
+
+// New is tracing on tp (a test's, or an embedding program's own SDK
+// provider); nil is Off.
+func New(tp *sdktrace.TracerProvider) *Tracing { return &Tracing{sdk: tp} }
+
+// InstrumentRedis traces rdb's commands (their names, never their
+// arguments: keys hold user ids) as children of the caller's span; a
+// command outside any span starts none. Off: nothing.
+func (t *Tracing) InstrumentRedis(rdb redis.UniversalClient) error {
+	if !t.Enabled() {
+		return nil
+	}
+	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(ChildOnly(t.sdk)),
+		redisotel.WithDBStatement(false), redisotel.WithDialFilter(true)); err != nil {
+		return fmt.Errorf("tracing redis: %w", err)
+	}
+	return nil
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
@@ -186,13 +185,9 @@ func (s *Service) Boot(ctx context.Context, args []string, stderr io.Writer, reg
 			b.Close()
 			return nil, true, err
 		}
-		if tr.Enabled() {
-			// Commands only, never their arguments (keys hold user ids).
-			if err := redisotel.InstrumentTracing(b.Redis, redisotel.WithTracerProvider(tracing.ChildOnly(tr.Provider())),
-				redisotel.WithDBStatement(false), redisotel.WithDialFilter(true)); err != nil {
-				b.Close()
-				return nil, true, fmt.Errorf("tracing redis: %w", err)
-			}
+		if err := tr.InstrumentRedis(b.Redis); err != nil {
+			b.Close()
+			return nil, true, err
 		}
 	}
 	return b, false, nil

@@ -100,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pc.ConnConfig.ConnectTimeout = 5 * time.Second
 	if cfg.TracerProvider != nil {
 		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tracing.ChildOnly(cfg.TracerProvider)),
-			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()), otelpgx.WithTrimSQLInSpanName(), otelpgx.WithDisableAcquireTracer())
+			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()), otelpgx.WithDisableAcquireTracer())
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

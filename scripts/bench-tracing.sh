@@ -4,8 +4,9 @@
 # kfake, 16 callers) on this tree — tracing off, on at 1 % and at 100 %
 # (OTLP/HTTP to a receiver in the process) — beside the same benchmark
 # on REV, a revision without tracing ("none": no instrumentation at all),
-# in turns, the order reversed every other round. Prints each run and the
-# median of each variant with its ratio to none.
+# in turns, the order reversed every other round. Prints each run, then
+# per variant the median and the best run (the least disturbed by other
+# work on the machine) with their ratios to none.
 #
 # Usage: scripts/bench-tracing.sh [REV]   (REV defaults to where this
 #   branch left main: git merge-base HEAD main)
@@ -52,7 +53,9 @@ awk '{ name=$1; sub(/^BenchmarkMarks\//, "", name); sub(/-[0-9]+$/, "", name)
                                   if ($(i+1) == "B/op") by[name] = by[name] " " $i; if ($(i+1) == "allocs/op") al[name] = al[name] " " $i } }
      function median(s,   a, n, i, j, t) { n = split(s, a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
                                           return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-     END { base = median(ns["none"]); printf "%-10s %10s %10s %8s %10s %10s\n", "variant", "ns/op", "marks/s", "x none", "B/op", "allocs/op"
+     function least(s,   a, n, i, m) { n = split(s, a, " "); m = a[1]; for (i = 2; i <= n; i++) if (a[i] + 0 < m + 0) m = a[i]; return m }
+     END { base = median(ns["none"]); best = least(ns["none"])
+           printf "%-10s %10s %10s %8s %10s %8s %10s %10s\n", "variant", "ns/op", "marks/s", "x none", "best ns", "x none", "B/op", "allocs/op"
            split("none off on-1pct on-100pct", order, " ")
            for (k = 1; k <= 4; k++) { v = order[k]; if (!(v in ns)) continue; m = median(ns[v])
-             printf "%-10s %10.0f %10.0f %8.3f %10.0f %10.0f\n", v, m, median(ms[v]), m / base, median(by[v]), median(al[v]) } }' "$tmp/all.txt"
+             printf "%-10s %10.0f %10.0f %8.3f %10.0f %8.3f %10.0f %10.0f\n", v, m, median(ms[v]), m / base, least(ns[v]), least(ns[v]) / best, median(by[v]), median(al[v]) } }' "$tmp/all.txt"

@@ -163,7 +163,8 @@ func exporter(ctx context.Context, getenv func(string) string) (sdktrace.SpanExp
 
 // ChildOnly is tp for the client libraries (Redis, Postgres) whose calls
 // are worth a span only inside a traced request or window: a call whose
-// context holds no span context (a background loop's) starts none.
+// context holds no sampled span context (a background loop's, or a
+// request the sampler left out) starts none, and costs no span.
 func ChildOnly(tp trace.TracerProvider) trace.TracerProvider { return childOnlyProvider{tp} }
 
 type childOnlyProvider struct{ trace.TracerProvider }
@@ -175,7 +176,7 @@ func (p childOnlyProvider) Tracer(name string, opts ...trace.TracerOption) trace
 type childOnlyTracer struct{ trace.Tracer }
 
 func (t childOnlyTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
+	if !trace.SpanContextFromContext(ctx).IsSampled() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	return t.Tracer.Start(ctx, name, opts...)
@@ -192,8 +193,10 @@ func (t *Tracing) InstrumentRedis(rdb redis.UniversalClient) error {
 	if !t.Enabled() {
 		return nil
 	}
+	// No caller attributes: redisotel would walk the stack of every
+	// command, sampled or not.
 	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(ChildOnly(t.sdk)),
-		redisotel.WithDBStatement(false), redisotel.WithDialFilter(true)); err != nil {
+		redisotel.WithDBStatement(false), redisotel.WithDialFilter(true), redisotel.WithCallerEnabled(false)); err != nil {
 		return fmt.Errorf("tracing redis: %w", err)
 	}
 	return nil

@@ -116,6 +116,11 @@ func TestChildOnly(t *testing.T) {
 	_, orphan := lib.Start(context.Background(), "orphan")
 	require.False(t, orphan.IsRecording())
 	orphan.End()
+	unsampled := trace.ContextWithRemoteSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, Remote: true}))
+	_, skipped := lib.Start(unsampled, "under an unsampled parent")
+	require.False(t, skipped.IsRecording())
+	skipped.End()
 	ctx, parent := tr.Provider().Tracer("t").Start(context.Background(), "parent")
 	_, child := lib.Start(ctx, "child")
 	require.True(t, child.IsRecording())

@@ -88,7 +88,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 	rs := redisstore.New(b.Redis, rsc)
 
-	c.dlt.Postgres, c.dlt.Redis, c.dlt.Logger, c.dlt.Registerer = b.Postgres, rs, b.Log, b.Registry
+	c.dlt.Postgres, c.dlt.Redis, c.dlt.Logger, c.dlt.Registerer, c.dlt.Tracing = b.Postgres, rs, b.Log, b.Registry, b.Tracing
 	cons, err := deadletter.NewConsumer(c.dlt)
 	if err != nil {
 		return err

@@ -148,7 +148,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	c.api.Logger, c.api.Registerer = b.Log, b.Registry
+	c.api.Logger, c.api.Registerer, c.api.Tracing = b.Log, b.Registry, b.Tracing
 	api, err := server.New(c.api, g)
 	if err != nil {
 		return err

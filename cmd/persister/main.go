@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer b.Close()
-	c.per.Store, c.per.Logger, c.per.Registerer = b.Postgres, b.Log, b.Registry
+	c.per.Store, c.per.Logger, c.per.Registerer, c.per.Tracing = b.Postgres, b.Log, b.Registry, b.Tracing
 	per, err := persister.New(c.per)
 	if err != nil {
 		return err

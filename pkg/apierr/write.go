@@ -85,8 +85,12 @@ func WriteRESTStatus(w http.ResponseWriter, status int, err error) {
 // a trailers-only response (grpc-status and grpc-status-details-bin in
 // the headers), a Connect stream its end-of-stream message, a Connect
 // unary call the Connect error JSON, and REST WriteREST. cerr's metadata
-// goes out as headers in every protocol.
+// goes out as headers in every protocol, and its details gain the
+// request's RequestInfo (WithRequestInfo).
 func Write(w http.ResponseWriter, r *http.Request, cerr *connect.Error) {
+	if e, ok := errors.AsType[*connect.Error](WithRequestInfo(r.Context(), cerr)); ok {
+		cerr = e
+	}
 	ct := r.Header.Get("Content-Type")
 	if !strings.HasPrefix(ct, "application/grpc") && !strings.HasPrefix(ct, "application/connect+") && !isConnectUnary(r) {
 		WriteREST(w, cerr)

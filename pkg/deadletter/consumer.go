@@ -22,6 +22,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/sethvargo/go-retry"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/backoff"
@@ -33,6 +36,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/repair"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Defaults.
@@ -80,6 +84,9 @@ type Config struct {
 	Redis *redisstore.Store
 	// Kafka is the connection config.
 	Kafka kafkaconf.Config
+	// Tracing, when on, gives each dead letter's repair a span, a child
+	// of the trace its record carries (the call that produced its source).
+	Tracing *tracing.Tracing
 	// DLTTopic is the dead-letter topic. Defaults to event.DLTTopicDefault.
 	DLTTopic string
 	// Group is the consumer group. Defaults to GroupDefault.
@@ -206,6 +213,7 @@ type Consumer struct {
 	log     *zap.Logger
 	m       *consumerMetrics
 	rep     *repair.Repairer
+	tracer  trace.Tracer
 	running atomic.Bool
 	// stall holds why parking is stuck (nil when it is not), for Ready.
 	stall     atomic.Pointer[error]
@@ -233,7 +241,8 @@ func NewConsumer(cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
-	c := &Consumer{cfg: cfg, cl: cl, log: log, m: newConsumerMetrics(cfg.Registerer)}
+	c := &Consumer{cfg: cfg, cl: cl, log: log, m: newConsumerMetrics(cfg.Registerer),
+		tracer: cfg.Tracing.Provider().Tracer("github.com/readstate/receipts/pkg/deadletter")}
 	c.rep = &repair.Repairer{Postgres: cfg.Postgres, Redis: cfg.Redis, Logger: log, OnRedisDegraded: c.m.redisDegraded.Inc, MentionCap: cfg.MentionCap}
 	return c, nil
 }
@@ -296,7 +305,19 @@ func (c *Consumer) handleBatch(ctx context.Context, recs []*kgo.Record) error {
 
 // handle repairs one record, or parks it. It returns an error only when ctx
 // ended first; then the record is not committed.
-func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
+func (c *Consumer) handle(ctx context.Context, r *kgo.Record) (err error) {
+	if c.cfg.Tracing.Enabled() {
+		var span trace.Span
+		env := event.ParseDeadLetter(r)
+		ctx, span = c.tracer.Start(tracing.Extract(ctx, r), "dlt-reconciler.repair", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(attribute.String("receipts.dlt_reason_kind", reasonKind(env.Reason)), attribute.Int("receipts.dlt_attempt", env.Attempt)))
+		defer func() {
+			if err != nil {
+				span.SetStatus(codes.Error, "not handled")
+			}
+			span.End()
+		}()
+	}
 	d, err := event.DecodeRecord(r)
 	if err != nil {
 		return c.park(ctx, r, KindUndecodable, err, 1)
@@ -454,4 +475,16 @@ func (c *Consumer) AgreeSettings(ctx context.Context) error {
 		c.log.Warn("cannot check the mention cap against Postgres; the persister checks it at its start", zap.Error(err))
 	}
 	return nil
+}
+
+// reasonKind is the first word of a dead letter's reason (a short,
+// bounded attribute; the reason itself may hold ids).
+func reasonKind(reason string) string {
+	if i := strings.IndexAny(reason, " :"); i >= 0 {
+		reason = reason[:i]
+	}
+	if len(reason) > 32 {
+		reason = reason[:32]
+	}
+	return reason
 }

@@ -21,6 +21,19 @@ const (
 	HeaderOriginalValueBytes = "dlt-original-value-bytes"
 )
 
+// Trace headers: the W3C trace context of the call that produced a record
+// (set only when that call was traced; pkg/tracing writes and reads them).
+// A dead letter keeps its source's, so that its repair continues the trace.
+// No consumer requires them, and none refuses a record that has them.
+const (
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
+)
+
+// maxTraceHeaderBytes bounds a trace header a dead letter copies (W3C
+// bounds tracestate at 512 bytes; a foreign record's larger one is dropped).
+const maxTraceHeaderBytes = 512
+
 // maxReasonBytes bounds the reason header.
 const maxReasonBytes = 1024
 
@@ -86,6 +99,11 @@ func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
 			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(attempt))},
 		},
 	}
+	for _, h := range src.Headers {
+		if (h.Key == HeaderTraceParent || h.Key == HeaderTraceState) && len(h.Value) <= maxTraceHeaderBytes {
+			dl.Headers = append(dl.Headers, h)
+		}
+	}
 	if len(src.Key) > MaxDeadLetterKeyBytes {
 		dl.Key = src.Key[:MaxDeadLetterKeyBytes:MaxDeadLetterKeyBytes]
 		dl.Headers = append(dl.Headers, kgo.RecordHeader{Key: HeaderOriginalKeyBytes, Value: []byte(strconv.Itoa(len(src.Key)))})
@@ -118,6 +136,9 @@ func ParseDeadLetter(r *kgo.Record) Envelope {
 		OriginalValueBytes: headerInt(r, HeaderOriginalValueBytes, 64, -1),
 	}
 }
+
+// HeaderValue is the value of the record's first header named name, or "".
+func HeaderValue(r *kgo.Record, name string) string { return header(r, name) }
 
 // header returns the value of the named header, or "".
 func header(r *kgo.Record, name string) string {

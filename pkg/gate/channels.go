@@ -22,6 +22,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // validateChannelList checks a user id and a bounded list of channel ids,
@@ -194,7 +195,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 	}
 	if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
 		// Redis is behind a write acknowledged without it.
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 		return durable()
 	}
@@ -215,7 +216,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		}
 		if err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-			g.warnRedis(redisOpGet, err)
+			g.warnRedis(ctx, redisOpGet, err)
 			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 			return durable()
 		}
@@ -270,7 +271,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		defer cancel()
 		if err := do(hctx); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(redisOpHydrate+" "+op, err)
+			g.warnRedis(ctx, redisOpHydrate+" "+op, err)
 		}
 	}
 	if !view.CursorsComplete {
@@ -363,7 +364,7 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 			defer cancel()
 			if err := do(hctx); err != nil {
 				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-				g.warnRedis(redisOpHydrate+" "+op, err)
+				g.warnRedis(ctx, redisOpHydrate+" "+op, err)
 			}
 		}))
 		cancel()
@@ -388,7 +389,7 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 	}
 	deferred, err := g.hydrateSets(ctx, refs)
 	if err != nil {
-		g.log.Warn("reading deletions to hydrate", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading deletions to hydrate", zap.Error(err))
 		return err
 	}
 	if len(deferred) > 0 {
@@ -411,7 +412,7 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		g.log.Warn("reading durable unread state", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading durable unread state", zap.Error(err))
 		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
 	}
 	return views, nil
@@ -551,7 +552,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	event.StampGeneration(prov, math.MaxInt64)
 	prov.Topic = g.durable.Topic()
 	if err := g.durable.Refuse([]*kgo.Record{prov}); err != nil {
-		return nil, g.unavailable(1, err)
+		return nil, g.unavailable(ctx, 1, err)
 	}
 	unread := func() (redisstore.MergeResult, error) {
 		if err := g.restore.settleDegraded(ctx, []string{m.key.User}); err != nil {
@@ -574,7 +575,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}

@@ -109,7 +109,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 		known, err := g.redis.Heads(rctx, chans)
 		cancel()
 		if err != nil {
-			g.warnRedis(redisOpGet, err)
+			g.warnRedis(ctx, redisOpGet, err)
 			known = nil
 		}
 		for _, ch := range chans {
@@ -185,7 +185,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 		recs[i] = rec
 	}
 	if err := g.durable.Refuse(recs); err != nil {
-		return 0, false, g.unavailable(len(recs), err)
+		return 0, false, g.unavailable(ctx, len(recs), err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	errs, err := g.redis.AddDeletions(rctx, sets)
@@ -198,7 +198,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 	}
 	if degraded {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 	}
 	durability, err := g.produce(ctx, recs)
 	if err != nil {

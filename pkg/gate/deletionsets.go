@@ -62,7 +62,7 @@ func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []t
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		if err := g.redis.HydrateDeletionSets(hctx, inline, ds); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(redisOpHydrate+" deletions", err)
+			g.warnRedis(ctx, redisOpHydrate+" deletions", err)
 		}
 		cancel()
 	}

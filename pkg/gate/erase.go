@@ -20,13 +20,13 @@ import (
 // admit readies one encoded record for the durable producer (its topic)
 // and refuses the call at once, before Redis is touched, when the record
 // is bound for a spool it does not fit in.
-func (g *Gate) admit(rec *kgo.Record, err error) (*kgo.Record, error) {
+func (g *Gate) admit(ctx context.Context, rec *kgo.Record, err error) (*kgo.Record, error) {
 	if err != nil {
 		return nil, internal(err)
 	}
 	rec.Topic = g.durable.Topic()
 	if err := g.durable.Refuse([]*kgo.Record{rec}); err != nil {
-		return nil, g.unavailable(1, err)
+		return nil, g.unavailable(ctx, 1, err)
 	}
 	return rec, nil
 }
@@ -52,7 +52,8 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 		return nil, invalid(apierr.InvalidID, err)
 	}
 	// Sized like the real record, so a full spool refuses before Redis.
-	if _, err := g.admit(event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})); err != nil {
+	sized, err := event.EncodeErasure(tombstone.Tombstone{User: user, Generation: math.MaxInt64, ErasedAtUnixMs: math.MaxInt64})
+	if _, err := g.admit(ctx, sized, err); err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
@@ -142,7 +143,7 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	if err := g.redis.RememberTombstones(rctx, unknown, pg); err != nil {
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 	}
 	cancel()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // MaxHydrateMembers bounds the registers of a channel the gate copies
@@ -104,7 +105,7 @@ func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, 
 func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redisstore.ChannelFacts, kfs []redisstore.KeyFacts, err error) {
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		return
 	}
 	f.known, f.channels = true, chs
@@ -132,14 +133,14 @@ func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redi
 // the channels known to have none) into Redis.
 func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.ChannelFacts, missing []string) {
 	if err := g.settled(ctx, nil, missing); err != nil {
-		g.log.Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	heads, err := g.pg.Heads(pctx, missing)
 	cancel()
 	if err != nil {
-		g.log.Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
 		return
 	}
 	found := map[string]bool{}
@@ -158,7 +159,7 @@ func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.Channel
 	defer cancel()
 	if err := g.redis.HydrateHeads(hctx, heads, none); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-		g.warnRedis(redisOpHydrate, err)
+		g.warnRedis(ctx, redisOpHydrate, err)
 	}
 }
 
@@ -185,7 +186,7 @@ func (g *Gate) fillMembers(ctx context.Context, f *facts, ch string) {
 		c.Registered = true
 	}
 	if err != nil {
-		g.log.Warn("reading channel members Redis lacks; checking with what Redis holds", zap.String("channel_id", ch), zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading channel members Redis lacks; checking with what Redis holds", zap.String("channel_id", ch), zap.Error(err))
 		return
 	}
 	for _, r := range regs {
@@ -231,7 +232,7 @@ func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Me
 	defer cancel()
 	if err := g.redis.HydrateChannelMembers(hctx, ch, all, true); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-		g.warnRedis(redisOpHydrate, err)
+		g.warnRedis(ctx, redisOpHydrate, err)
 		return all, false, nil
 	}
 	return all, true, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Gate is the kafkagate service: the ReceiptService handler on its
@@ -177,15 +178,15 @@ func (g *Gate) GetReadState(ctx context.Context, req *connect.Request[receiptsv1
 
 // warnRedis logs a Redis failure at most once a second; the
 // redis_degraded_total metric counts every one.
-func (g *Gate) warnRedis(op string, err error) {
+func (g *Gate) warnRedis(ctx context.Context, op string, err error) {
 	if redisstore.Classify(err) != errclass.Unavailable {
 		// Redis answered and refused the command: a bug or a foreign
 		// value under our prefix, not an outage.
-		g.log.Error("redis refuses the command; answering from the durable path", zap.String("op", op), zap.Error(err))
+		tracing.Logger(ctx, g.log).Error("redis refuses the command; answering from the durable path", zap.String("op", op), zap.Error(err))
 		return
 	}
 	g.redisWarn.Do(func() {
-		g.log.Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("redis degraded; answering from the durable path", zap.String("op", op), zap.Error(err))
 	})
 }
 
@@ -233,7 +234,7 @@ func (g *Gate) AgreeSettings(ctx context.Context) error {
 		return fmt.Errorf("gate: %w", err)
 	}
 	if err != nil {
-		g.log.Warn("cannot check the shared settings against Postgres; the persister checks them at its start", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("cannot check the shared settings against Postgres; the persister checks them at its start", zap.Error(err))
 	}
 	return nil
 }

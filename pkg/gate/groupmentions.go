@@ -108,7 +108,7 @@ func (g *Gate) addGroupMentions(ctx context.Context, groups []channel.GroupMenti
 	err := g.redis.AddGroupMentions(ctx, groups, g.cfg.MentionCap)
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 	}
 	return err
 }

@@ -129,7 +129,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, nil, cerr
 		}
-		g.warnRedis(redisOpGet+" threads", err)
+		g.warnRedis(ctx, redisOpGet+" threads", err)
 		return items, nil, nil
 	}
 	threads := make(map[thread.Ref]followedThread, len(ts))
@@ -159,7 +159,7 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 			return nil, false, cerr
 		}
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 	}
 	var seen unreadSeen
 	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: MaxChannelPageSize}, &seen)
@@ -182,7 +182,7 @@ func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		return
 	}
 	for i, id := range ids {

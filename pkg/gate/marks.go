@@ -11,6 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // redisOpResolve labels the redis_degraded_total count of marks whose
@@ -139,7 +140,7 @@ func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged
 		// which is why a client that saw an epoch should send it.
 		g.m.redisDegraded.WithLabelValues(redisOpResolve).Add(float64(len(unresolved)))
 		g.resolveWarn.Do(func() {
-			g.log.Warn("resolving read epochs without Redis or Postgres; marks without an epoch travel at epoch 0",
+			tracing.Logger(ctx, g.log).Warn("resolving read epochs without Redis or Postgres; marks without an epoch travel at epoch 0",
 				zap.Int("num_marks", len(unresolved)), zap.Error(err))
 		})
 		epochs = nil

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Member paging of GetChannel.
@@ -112,7 +113,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if err == nil {
 		event.StampGeneration(prov, math.MaxInt64)
 	}
-	if _, err := g.admit(prov, err); err != nil {
+	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
 
@@ -121,7 +122,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	cancel()
 	if res.Err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, res.Err)
+		g.warnRedis(ctx, redisOpMerge, res.Err)
 	}
 	if change {
 		reg = res.Membership // versioned by Redis, once its user's hash took it
@@ -332,7 +333,7 @@ func (g *Gate) durableMemberPage(ctx context.Context, ch, after string, size int
 	for i, m := range regs {
 		members[i] = m.Key.User
 	}
-	g.log.Debug("channel members answered from Postgres", zap.String("channel_id", ch))
+	tracing.Logger(ctx, g.log).Debug("channel members answered from Postgres", zap.String("channel_id", ch))
 	return members, n, nil
 }
 

@@ -44,7 +44,7 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	if err == nil {
 		event.StampGeneration(prov, math.MaxInt64)
 	}
-	if _, err := g.admit(prov, err); err != nil {
+	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
@@ -53,7 +53,7 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	degraded := res.Err != nil
 	if degraded {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(redisOpMerge, res.Err)
+		g.warnRedis(ctx, redisOpMerge, res.Err)
 		reg.VersionUnixMs = g.nowMs()
 	} else {
 		reg = res.Register
@@ -135,7 +135,7 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	}
 	if rerr != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, rerr)
+		g.warnRedis(ctx, redisOpGet, rerr)
 	}
 	if err := g.settled(ctx, []string{user}, nil); err != nil {
 		return out, g.durableErr(ctx, err)
@@ -159,7 +159,7 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		if err := g.redis.HydrateNotifications(hctx, user, durable); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(redisOpHydrate+" notifications", err)
+			g.warnRedis(ctx, redisOpHydrate+" notifications", err)
 		}
 		cancel()
 	}

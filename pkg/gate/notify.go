@@ -235,7 +235,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		return nil, err
 	}
 	if err := g.durable.Refuse(recs); err != nil {
-		return nil, g.unavailable(len(recs), err)
+		return nil, g.unavailable(ctx, len(recs), err)
 	}
 
 	var (
@@ -257,7 +257,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		wg.Go(func() {
 			if mentionGens, mentionErr = g.redis.AddMentionsReadingGenerations(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
 				g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-				g.warnRedis(redisOpMerge, mentionErr)
+				g.warnRedis(ctx, redisOpMerge, mentionErr)
 			}
 		})
 	}
@@ -338,7 +338,7 @@ func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstor
 	}
 	if failed > 0 {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 	}
 	return out
 }

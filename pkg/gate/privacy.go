@@ -77,7 +77,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if err == nil {
 		event.StampGeneration(prov, math.MaxInt64)
 	}
-	if _, err := g.admit(prov, err); err != nil {
+	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
 	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
@@ -90,7 +90,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		// Answering success while Redis may still show what the user
 		// hides would break the promise: refuse, nothing produced.
 		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-		g.warnRedis(redisOpSettings, err)
+		g.warnRedis(ctx, redisOpSettings, err)
 		return nil, unavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
 	rec, err := event.EncodeSettings(st)
@@ -113,7 +113,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		// returns nothing the user hid can show anywhere.
 		if err := g.settleHiding(ctx, user); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-			g.warnRedis(redisOpSettings, err)
+			g.warnRedis(ctx, redisOpSettings, err)
 		}
 	}
 	return connect.NewResponse(settingsProto(st)), nil

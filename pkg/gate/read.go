@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // read answers a user's state for the listed channels (all when empty),
@@ -58,7 +59,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 		if err != nil && !errors.Is(err, redisstore.ErrUnavailable) {
 			// Postgres may be behind what Redis lost: no answer rather
 			// than one that goes back.
-			g.log.Warn("restoring read state Redis lost", zap.Error(err))
+			tracing.Logger(ctx, g.log).Warn("restoring read state Redis lost", zap.Error(err))
 			return nil, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
 		}
 	}
@@ -66,7 +67,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 		reason = "redis_error"
 		cached = nil
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, rerr)
+		g.warnRedis(ctx, redisOpGet, rerr)
 	}
 	g.m.readFallbacks.WithLabelValues(reason).Inc()
 
@@ -77,7 +78,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 		}
 		// Redis alone may be missing or behind on channels: answering with
 		// it would show wrong badges without saying so.
-		g.log.Warn("reading durable state", zap.String("reason", reason), zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading durable state", zap.String("reason", reason), zap.Error(err))
 		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), err))
 	}
 	return readResponse(user, mergeStates(durable, cached, channels), page), nil

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // rebuildPage bounds one Postgres page of a view rebuild.
@@ -59,7 +60,7 @@ func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
 	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 	}
 	if err := g.settled(ctx, nil, []string{ch}); err != nil {
 		return 0, err
@@ -95,7 +96,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(redisOpView, err)
+		g.warnRedis(ctx, redisOpView, err)
 		views = []redisstore.ChannelViewState{{Channel: ch}}
 	}
 	s.view = views[0]
@@ -150,7 +151,7 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 		}
 	} else {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, rerr)
+		g.warnRedis(ctx, redisOpGet, rerr)
 	}
 	if err := g.settled(ctx, nil, []string{ch}); err != nil {
 		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
@@ -172,7 +173,7 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		if err := g.redis.HydrateHeads(hctx, durable, none); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(redisOpHydrate+" heads", err)
+			g.warnRedis(ctx, redisOpHydrate+" heads", err)
 		}
 		cancel()
 	}
@@ -307,7 +308,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 		if err != nil {
 			// Not marked loaded: the next read rebuilds again.
 			g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-			g.warnRedis(redisOpView, err)
+			g.warnRedis(ctx, redisOpView, err)
 			if !small {
 				return nil, nil // counts from what the view holds
 			}
@@ -327,7 +328,7 @@ func (g *Gate) durableErr(ctx context.Context, err error) error {
 	if cerr := contextError(ctx, err); cerr != nil {
 		return cerr
 	}
-	g.log.Warn("read-by: reading durable state", zap.Error(err))
+	tracing.Logger(ctx, g.log).Warn("read-by: reading durable state", zap.Error(err))
 	return unavailableError(fmt.Errorf("reading channel state: %w; retry", err))
 }
 
@@ -412,7 +413,7 @@ func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sende
 		cancel()
 		if err != nil {
 			// The view's times stand in: when each cursor reached where it is.
-			g.log.Warn("read-by: reading the cursor-move log; answering with the view's times", zap.Error(err))
+			tracing.Logger(ctx, g.log).Warn("read-by: reading the cursor-move log; answering with the view's times", zap.Error(err))
 		}
 		for _, ma := range out.ReadBy {
 			if at, ok := read[ma.UserId]; ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Thread registers are bounded per user, whoever writes them: a reply
@@ -125,7 +126,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 		return err
 	}
 	g.m.threadsCollected.Add(float64(n))
-	g.log.Info("collected thread registers past the bound", zap.Int("registers", len(states)), zap.Int("dropped", n), zap.Int("unfollowed", len(follows)))
+	tracing.Logger(ctx, g.log).Info("collected thread registers past the bound", zap.Int("registers", len(states)), zap.Int("dropped", n), zap.Int("unfollowed", len(follows)))
 	return nil
 }
 

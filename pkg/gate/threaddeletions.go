@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // countThreads sets each thread's counts: its register at its head less
@@ -41,7 +42,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
 	}
 	var missing []redisstore.SetDeletionQuery
@@ -71,7 +72,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 		refs[j] = q.Ref
 	}
 	if _, err := g.hydrateSets(ctx, refs); err != nil {
-		g.log.Warn("reading thread deletions to hydrate", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("reading thread deletions to hydrate", zap.Error(err))
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func applyThreadDeletions(c *thread.Counts, deleted, firstKept int64, deletedMen
 func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {
 	ts := []followedThread{{state: &st, head: head}}
 	if err := g.countThreads(ctx, ts); err != nil {
-		g.log.Warn("counting a thread's deleted replies", zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("counting a thread's deleted replies", zap.Error(err))
 	}
 	return ts[0].counts
 }

@@ -38,7 +38,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 	}
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 	}
 	// Postgres answers once it holds what Redis may have lost (restore.go).
 	incs, serr := g.restore.settle(ctx, g.redis.UserThreadsKey(user))
@@ -51,7 +51,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		if rows, herr = g.hydrateThreads(ctx, user, incs[0]); herr != nil && rows == nil {
 			return nil, g.durableErr(ctx, herr)
 		} else if herr != nil {
-			g.warnRedis(redisOpHydrate, herr)
+			g.warnRedis(ctx, redisOpHydrate, herr)
 		}
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
@@ -177,7 +177,7 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 	regs, complete, err := g.redis.Memberships(rctx, user, chans)
 	cancel()
 	if err != nil {
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 	}
 	return g.registersOrDurable(ctx, user, chans, regs, err == nil && complete)
 }
@@ -318,7 +318,7 @@ func (g *Gate) threadCountsOrNone(ctx context.Context, user string) (map[string]
 	if cerr := contextError(ctx, err); cerr != nil {
 		return nil, cerr
 	}
-	g.warnRedis(redisOpGet+" threads", err)
+	g.warnRedis(ctx, redisOpGet+" threads", err)
 	return nil, nil
 }
 

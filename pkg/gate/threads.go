@@ -89,7 +89,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	got, err := g.redis.ThreadHeadsAt(rctx, refs)
 	cancel()
 	if err != nil {
-		g.warnRedis(redisOpGet, err)
+		g.warnRedis(ctx, redisOpGet, err)
 		got = make([]thread.Head, len(refs))
 	}
 	var missing []thread.Ref
@@ -126,7 +126,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	if len(heads) > 0 && err == nil {
 		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 		if _, err := g.redis.RaiseThreadHeads(hctx, heads); err != nil {
-			g.warnRedis(redisOpHydrate, err)
+			g.warnRedis(ctx, redisOpHydrate, err)
 		}
 		cancel()
 	}
@@ -320,7 +320,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 
 func (g *Gate) threadUnavailable(ctx context.Context, err error) error {
 	g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-	g.warnRedis(redisOpMerge, err)
+	g.warnRedis(ctx, redisOpMerge, err)
 	if cerr := contextError(ctx, err); cerr != nil {
 		return cerr
 	}

@@ -52,7 +52,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 			// Unknown settings: share no cursor (privacy fails closed);
 			// the heads are no one's.
 			g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-			g.warnRedis(redisOpSettings, err)
+			g.warnRedis(ctx, redisOpSettings, err)
 			moves = nil
 		}
 		for _, m := range moves {
@@ -71,6 +71,6 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 	}
 	if err := g.redis.AppendThreadViewEntries(rctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(redisOpView, err)
+		g.warnRedis(ctx, redisOpView, err)
 	}
 }

@@ -86,7 +86,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 		// Unknown settings: share nothing (privacy fails closed); the
 		// next rebuild of the view adds what may be shown.
 		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-		g.warnRedis(redisOpSettings, err)
+		g.warnRedis(ctx, redisOpSettings, err)
 		return
 	}
 	shown := moves[:0]
@@ -97,7 +97,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	}
 	if _, err := g.redis.ApplyViewMoves(rctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(redisOpView, err)
+		g.warnRedis(ctx, redisOpView, err)
 	}
 }
 
@@ -207,7 +207,7 @@ func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 	defer cancel()
 	if err := g.redis.RemoveFromView(rctx, k.Channel, []string{k.User}, redisstore.ViewRead, redisstore.ViewDelivered); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(redisOpView, err)
+		g.warnRedis(ctx, redisOpView, err)
 	}
 }
 
@@ -222,7 +222,7 @@ func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(redisOpView, err)
+		g.warnRedis(ctx, redisOpView, err)
 		return
 	}
 	var held []redisstore.MergeResult

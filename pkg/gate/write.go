@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // writeJob is one call's states on their way through a shared flush
@@ -77,13 +78,13 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 			recs[i] = rec
 		}
 		if err := g.durable.Refuse(recs); err != nil {
-			return nil, g.unavailable(len(recs), err)
+			return nil, g.unavailable(ctx, len(recs), err)
 		}
 	}
 
 	j := &writeJob{ctx: ctx, marks: marks, states: states, done: make(chan struct{})}
 	if err := g.writes.submit(j); err != nil {
-		return nil, g.unavailable(len(states), err)
+		return nil, g.unavailable(ctx, len(states), err)
 	}
 	select {
 	case <-j.done:
@@ -111,7 +112,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 				g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(j.produced))
 				return nil, cerr
 			}
-			return nil, g.unavailable(j.produced, j.err)
+			return nil, g.unavailable(ctx, j.produced, j.err)
 		}
 		outcome := outcomeKafka
 		durability = receiptsv1.Durability_KAFKA
@@ -127,7 +128,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 		if _, ok := errors.AsType[*connect.Error](j.err); ok {
 			return nil, j.err
 		}
-		return nil, g.unavailable(len(states), j.err)
+		return nil, g.unavailable(ctx, len(states), j.err)
 	}
 
 	merged := j.merged
@@ -242,8 +243,10 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	// The ids were validated, so the encoding cannot fail.
 	produced := make([]receipt.State, 0, len(states))
 	gens := make([]int64, 0, len(states))
+	// ends[i] is the end of job i's records in produced.
+	ends := make([]int, len(jobs))
 	off = 0
-	for _, j := range jobs {
+	for ji, j := range jobs {
 		for i := range j.states {
 			st := resolved[off+i]
 			switch m := merged[off+i]; {
@@ -257,6 +260,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 			j.produced++
 		}
 		off += len(j.states)
+		ends[ji] = len(produced)
 	}
 	users := make([]string, len(produced))
 	for i, st := range produced {
@@ -268,12 +272,18 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 		finish(producer.Unacknowledged, nil)
 		return
 	}
+	// Each call's records carry its own trace context (none untraced).
+	start := 0
+	for ji, j := range jobs {
+		tracing.Inject(j.ctx, recs[start:ends[ji]])
+		start = ends[ji]
+	}
 	// Redis is done with this flush: the next one may merge while these
 	// records wait for their acks.
 	handOff()
-	start := time.Now()
+	began := time.Now()
 	dur, err := g.durable.Write(ctx, recs)
-	g.m.produce.Observe(time.Since(start).Seconds())
+	g.m.produce.Observe(time.Since(began).Seconds())
 	finish(dur, err)
 }
 
@@ -283,6 +293,7 @@ func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 	if len(recs) == 0 {
 		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, nil
 	}
+	tracing.Inject(ctx, recs)
 	start := time.Now()
 	dur, err := g.durable.Write(ctx, recs)
 	g.m.produce.Observe(time.Since(start).Seconds())
@@ -291,7 +302,7 @@ func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 			g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(recs)))
 			return 0, cerr
 		}
-		return 0, g.unavailable(len(recs), err)
+		return 0, g.unavailable(ctx, len(recs), err)
 	}
 	outcome, durability := outcomeKafka, receiptsv1.Durability_KAFKA
 	if dur == producer.Spooled {
@@ -307,10 +318,10 @@ func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 // acknowledged; Redis may already hold the marks (the write path merges it
 // first), which is harmless: the caller retries, and if it does not, the
 // drift sweep makes Postgres agree with Redis.
-func (g *Gate) unavailable(n int, err error) error {
+func (g *Gate) unavailable(ctx context.Context, n int, err error) error {
 	g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(n))
 	g.durableWarn.Do(func() {
-		g.log.Warn("making marks durable; answering unavailable", zap.Int("num_records", n), zap.String("topic", g.durable.Topic()), zap.Error(err))
+		tracing.Logger(ctx, g.log).Warn("making marks durable; answering unavailable", zap.Int("num_records", n), zap.String("topic", g.durable.Topic()), zap.Error(err))
 	})
 	return unavailableError(fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err), apierr.RetryAfter(g.cfg.RetryAfter))
 }
@@ -359,7 +370,7 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 	}
 	if failed > 0 {
 		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 	}
 	return merged
 }
@@ -382,7 +393,7 @@ func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResul
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
 	defer cancel()
 	if _, err := g.redis.Merge(rctx, states); err != nil {
-		g.warnRedis(redisOpMerge, err)
+		g.warnRedis(ctx, redisOpMerge, err)
 	}
 }
 
@@ -419,7 +430,7 @@ func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, me
 		return
 	}
 	if err := g.restore.cursors(ctx, users); err != nil {
-		g.warnRedis(redisOpRestore, err)
+		g.warnRedis(ctx, redisOpRestore, err)
 		return
 	}
 	again := make([]receipt.State, len(idx))
@@ -527,10 +538,10 @@ func (g *Gate) bounce(j *writeJob, users []string) {
 		err := g.restore.cursors(j.ctx, users)
 		<-g.restore.slots
 		if err != nil {
-			g.warnRedis(redisOpRestore, err)
+			g.warnRedis(j.ctx, redisOpRestore, err)
 		}
 		if err := g.writes.submit(j); err != nil {
-			j.err = g.unavailable(len(j.states), err)
+			j.err = g.unavailable(j.ctx, len(j.states), err)
 			close(j.done)
 		}
 	}()

@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Defaults.
@@ -195,6 +196,11 @@ type Config struct {
 	// share first, and Kafka holds the rest. 0 (the default) is no cap.
 	MaxWriteRate float64
 
+	// Tracing, when on, gives every window a span linked to the spans of
+	// the records it wrote (their traceparent headers; at most MaxLinks),
+	// with its statements as children (when the persister opens its own
+	// store). Nil or off: nothing.
+	Tracing *tracing.Tracing
 	// Logger defaults to a no-op logger.
 	Logger *zap.Logger
 	// LagInterval is how often the consumer group's lag is read from the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/kinds"
@@ -30,6 +31,7 @@ type Persister struct {
 	store    *pgstore.Store
 	ownStore bool
 	cl       *kgo.Client
+	tracer   trace.Tracer
 	lag      *LagExporter // nil when LagInterval < 0
 	// written lets a row that cannot advance Postgres skip its write.
 	written *written
@@ -95,6 +97,9 @@ func New(cfg Config) (*Persister, error) {
 	}
 	p := newPersister(cfg)
 	if p.store == nil {
+		if cfg.Tracing.Enabled() && cfg.Postgres.TracerProvider == nil {
+			cfg.Postgres.TracerProvider = cfg.Tracing.Provider()
+		}
 		st, err := pgstore.Open(context.Background(), cfg.Postgres)
 		if err != nil {
 			return nil, fmt.Errorf("opening postgres: %w", err)
@@ -164,6 +169,7 @@ func newPersister(cfg Config) *Persister {
 		outage:    map[string]*outage{},
 		settled:   map[topicPartition]*kgo.Record{},
 		env:       &kinds.Env{Postgres: cfg.Store, MentionCap: cfg.MentionCap},
+		tracer:    cfg.Tracing.Provider().Tracer(tracerName),
 	}
 	if cfg.ChangesTopic != "" {
 		p.env.UpsertThreadStates = func(ctx context.Context, vals []thread.State) (int64, error) {

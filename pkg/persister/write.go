@@ -31,7 +31,9 @@ import (
 // dead-letter topic, then its offsets are handed to the committer. It
 // returns an error only when ctx ends first; then nothing of the window is
 // committed.
-func (p *Persister) settle(ctx context.Context, w *window, trigger string) error {
+func (p *Persister) settle(ctx context.Context, w *window, trigger string) (err error) {
+	ctx, end := p.windowSpan(ctx, w, trigger)
+	defer func() { end(err) }()
 	start := time.Now()
 	p.m.batches.WithLabelValues(trigger).Inc()
 	p.m.batchSize.Observe(float64(w.len()))

@@ -10,11 +10,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Defaults.
@@ -32,6 +36,10 @@ type Config struct {
 	Schema string
 	// MaxConns bounds the pool. Defaults to MaxConnsDefault.
 	MaxConns int32
+	// TracerProvider, when set, traces every statement as a span (SQL
+	// text, never its arguments) under the caller's span; a call outside
+	// any span starts none. Nil: no tracing, no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // RegisterFlags registers --pg-url and --pg-max-conns with the config's
@@ -90,6 +98,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pc.ConnConfig.RuntimeParams["application_name"] = "receipts"
 	}
 	pc.ConnConfig.ConnectTimeout = 5 * time.Second
+	if cfg.TracerProvider != nil {
+		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(tracing.ChildOnly(cfg.TracerProvider)),
+			otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()), otelpgx.WithDisableAcquireTracer())
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("creating postgres pool: %w", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/admin"
@@ -21,6 +22,7 @@ import (
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Main runs a command with a context that SIGINT and SIGTERM cancel, and
@@ -73,6 +75,9 @@ type Service struct {
 	// zero: lifecycle.StopTimeoutDefault. A service that waits on purpose
 	// when it stops (kafkagate's --shutdown-delay) adds its wait.
 	StopTimeout time.Duration
+	// Tracing is --trace-sample-ratio; the OTEL_* variables do the rest
+	// (pkg/tracing: off without an OTLP endpoint).
+	Tracing tracing.Config
 }
 
 // GCPercentDefault is the services' GC target: their live heaps are small
@@ -91,14 +96,25 @@ type Boot struct {
 	Registry *prometheus.Registry
 	// Redis is the client of Service.Redis (nil without it).
 	Redis redis.UniversalClient
+	// Tracing is the tracer provider (off unless the environment names an
+	// OTLP endpoint); Postgres and Redis are traced with it when on.
+	Tracing *tracing.Tracing
 }
 
-// Close closes the clients and flushes the logger.
+// tracingShutdownTimeout bounds the flush of the last spans at exit.
+const tracingShutdownTimeout = 5 * time.Second
+
+// Close closes the clients, flushes the spans and the logger.
 func (b *Boot) Close() {
 	if b.Redis != nil {
 		_ = b.Redis.Close()
 	}
 	b.Postgres.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
+	if err := b.Tracing.Shutdown(ctx); err != nil {
+		b.Log.Warn("flushing the last spans", zap.Error(err))
+	}
+	cancel()
 	_ = b.Log.Sync()
 }
 
@@ -118,21 +134,41 @@ func (s *Service) Boot(ctx context.Context, args []string, stderr io.Writer, reg
 	if _, set := os.LookupEnv("GOGC"); !set && s.GCPercent != 0 {
 		debug.SetGCPercent(s.GCPercent)
 	}
+	tr := tracing.Off()
+	if !s.MigrateOnly {
+		s.Tracing.ServiceName, s.Tracing.Version = s.Name, Build().Version
+		if tr, err = tracing.Setup(ctx, s.Tracing); err != nil {
+			return nil, true, err
+		}
+	}
 	pc := s.Postgres
 	if s.PoolSize != nil {
 		pc.MaxConns = s.PoolSize(pc.MaxConns)
 	}
+	if tr.Enabled() {
+		// The libraries that read the globals (none of ours: each component
+		// is handed the provider) see the same.
+		otel.SetTracerProvider(tr.Provider())
+		otel.SetTextMapPropagator(tracing.Propagator)
+		pc.TracerProvider = tr.Provider()
+		log.Info("tracing on: spans exported over OTLP", zap.Float64("sample_ratio", s.Tracing.SampleRatio))
+	}
 	store, err := pgstore.Open(ctx, pc)
 	if err != nil {
+		_ = tr.Shutdown(ctx)
 		return nil, true, err
 	}
-	b = &Boot{Log: log, Postgres: store, Registry: admin.NewRegistry(Build().Admin())}
+	b = &Boot{Log: log, Postgres: store, Registry: admin.NewRegistry(Build().Admin()), Tracing: tr}
 	if s.MigrateOnly {
 		defer b.Close()
 		return nil, true, RunMigrations(ctx, store, log)
 	}
 	if s.Redis != nil {
 		if b.Redis, err = s.Redis.NewClient(); err != nil {
+			b.Close()
+			return nil, true, err
+		}
+		if err := tr.InstrumentRedis(b.Redis); err != nil {
 			b.Close()
 			return nil, true, err
 		}
@@ -174,6 +210,7 @@ func (s *Service) FlagSet(out io.Writer, register func(fs *flag.FlagSet)) *flag.
 	if !s.MigrateOnly {
 		s.Admin.RegisterFlags(fs)
 		fs.BoolVar(&s.Migrate, "migrate", true, "apply the embedded migrations at start-up")
+		s.Tracing.RegisterFlags(fs)
 		fs.IntVar(&s.GCPercent, "gc-percent", GCPercentDefault, "garbage collector target percentage, as GOGC (which wins when set); 100 is Go's default, a negative value turns the collector off")
 		if s.Redis != nil {
 			s.Redis.RegisterFlags(fs)

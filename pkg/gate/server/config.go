@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/lifecycle"
+	"github.com/readstate/receipts/pkg/tracing"
 )
 
 // Defaults. Each Config field names its default.
@@ -101,6 +102,10 @@ type Config struct {
 	// at least the gate's MaxBatchItems, so that a full batch can pass.
 	Auth apiauth.Config
 
+	// Tracing, when on, gives every call a server span (RPCs by
+	// otelconnect, REST and the fast path by the HTTP layer) and the
+	// trace context to the gate. Nil or off: no instrumentation.
+	Tracing *tracing.Tracing
 	// Logger defaults to zap.NewNop().
 	Logger *zap.Logger
 	// Registerer receives the server's request and GC metrics. Defaults to

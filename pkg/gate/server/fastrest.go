@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
-	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/gate/rest"
 )
@@ -56,9 +56,10 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		if !ok {
 			return false
 		}
+		fastSpan(r.Context(), "MarkReceipts", req)
 		if err := s.auth.authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReceiptsProcedure, req); err != nil {
-			s.m.observe("MarkReceipts", start, err)
-			apierr.WriteREST(w, err)
+			s.observeFast(r.Context(), "MarkReceipts", start, err)
+			s.writeREST(w, r, err)
 			return true
 		}
 		// The batch's cost beyond the guard's door charge, as
@@ -66,8 +67,8 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		if n > 1 {
 			if err := apiauth.Charge(r.Context(), n-1); err != nil {
 				err = apiauth.RateLimited(err)
-				s.m.observe("MarkReceipts", start, err)
-				apierr.WriteREST(w, err)
+				s.observeFast(r.Context(), "MarkReceipts", start, err)
+				s.writeREST(w, r, err)
 				return true
 			}
 		}
@@ -75,16 +76,16 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 			// Refused while decoding: the receipts past the limit were
 			// counted, never kept.
 			err := gate.BatchTooLarge(n, s.gate.MaxBatchItems())
-			s.m.observe("MarkReceipts", start, err)
-			apierr.WriteREST(w, err)
+			s.observeFast(r.Context(), "MarkReceipts", start, err)
+			s.writeREST(w, r, err)
 			return true
 		}
 		creq := connect.NewRequest(req)
 		maps.Copy(creq.Header(), r.Header)
 		resp, err := s.gate.MarkReceipts(r.Context(), creq)
-		s.m.observe("MarkReceipts", start, err)
+		s.observeFast(r.Context(), "MarkReceipts", start, err)
 		if err != nil {
-			apierr.WriteREST(w, err)
+			s.writeREST(w, r, err)
 			return true
 		}
 		rest.WriteMarkReceipts(w, resp.Msg)
@@ -99,27 +100,29 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		return false
 	}
 	req.UserId, req.ChannelId = user, channel
+	rpc := "MarkDelivered"
+	if kind == receiptsv1.Kind_READ {
+		rpc = "MarkRead"
+	}
+	fastSpan(r.Context(), rpc, req)
 	creq := connect.NewRequest(req)
 	maps.Copy(creq.Header(), r.Header)
 	var (
 		resp *connect.Response[receiptsv1.MarkResponse]
 		err  error
-		rpc  string
 	)
 	if kind == receiptsv1.Kind_READ {
-		rpc = "MarkRead"
 		if err = s.auth.authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkReadProcedure, req); err == nil {
 			resp, err = s.gate.MarkRead(r.Context(), creq)
 		}
 	} else {
-		rpc = "MarkDelivered"
 		if err = s.auth.authorize(r.Context(), receiptsv1connect.ReceiptServiceMarkDeliveredProcedure, req); err == nil {
 			resp, err = s.gate.MarkDelivered(r.Context(), creq)
 		}
 	}
-	s.m.observe(rpc, start, err)
+	s.observeFast(r.Context(), rpc, start, err)
 	if err != nil {
-		apierr.WriteREST(w, err)
+		s.writeREST(w, r, err)
 		return true
 	}
 	rest.WriteMark(w, resp.Msg)
@@ -183,6 +186,9 @@ func serveFastRead[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Requ
 	call func(context.Context, *connect.Request[Req]) (*connect.Response[Resp], error), write func(http.ResponseWriter, *Resp),
 ) {
 	start := time.Now()
+	if msg, ok := any(req).(proto.Message); ok {
+		fastSpan(r.Context(), rpc, msg)
+	}
 	creq := connect.NewRequest(req)
 	maps.Copy(creq.Header(), r.Header)
 	var resp *connect.Response[Resp]
@@ -190,10 +196,17 @@ func serveFastRead[Req, Resp any](s *Server, w http.ResponseWriter, r *http.Requ
 	if err == nil {
 		resp, err = call(r.Context(), creq)
 	}
-	s.m.observe(rpc, start, err)
+	s.observeFast(r.Context(), rpc, start, err)
 	if err != nil {
-		apierr.WriteREST(w, err)
+		s.writeREST(w, r, err)
 		return
 	}
 	write(w, resp.Msg)
+}
+
+// observeFast counts a fast-path call (as the interceptor counts the
+// others) and records its result on its span.
+func (s *Server) observeFast(ctx context.Context, rpc string, start time.Time, err error) {
+	s.m.observe(rpc, start, err)
+	fastDone(ctx, err)
 }

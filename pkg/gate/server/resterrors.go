@@ -2,10 +2,12 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -23,7 +25,7 @@ const maxVanguardErrorBytes = 64 << 10
 // reason in every bad-request answer. Every other answer passes through
 // as written.
 func reasonedREST(next http.Handler, w http.ResponseWriter, r *http.Request) {
-	rw := &reasonWriter{ResponseWriter: w}
+	rw := &reasonWriter{ResponseWriter: w, ctx: r.Context()}
 	next.ServeHTTP(rw, r)
 	rw.finish()
 }
@@ -32,6 +34,9 @@ func reasonedREST(next http.Handler, w http.ResponseWriter, r *http.Request) {
 // done, then writes it with its reason.
 type reasonWriter struct {
 	http.ResponseWriter
+	// ctx is the request's: its RequestInfo goes into vanguard's own
+	// refusals (the service's have it from the interceptor).
+	ctx    context.Context
 	status int
 	body   bytes.Buffer
 }
@@ -70,6 +75,11 @@ func (w *reasonWriter) finish() {
 	}
 	if json.Unmarshal(body, &st) == nil && st.Code == int(connect.CodeInvalidArgument) && apierr.InfoOfREST(body) == nil {
 		body = apierr.StatusJSON(apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, errors.New(st.Message)))
+	}
+	if w.Header().Get("Content-Type") == "application/json" || strings.HasPrefix(w.Header().Get("Content-Type"), "application/json;") {
+		body = apierr.WithRequestInfoJSON(w.ctx, body)
+	}
+	if w.Header().Get("Content-Length") != "" || len(body) != w.body.Len() {
 		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	}
 	w.ResponseWriter.WriteHeader(w.status)

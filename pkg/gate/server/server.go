@@ -98,9 +98,13 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	if s.guard, err = apiauth.New(s.cfg.Auth, s.cfg.Addr); err != nil {
 		return nil, fmt.Errorf("configuring API authentication: %w", err)
 	}
+	otelIcs, err := s.tracingInterceptors()
+	if err != nil {
+		return nil, fmt.Errorf("configuring tracing: %w", err)
+	}
 	path, svc := receiptsv1connect.NewReceiptServiceHandler(watching{s.gate, s},
 		connect.WithReadMaxBytes(int(s.cfg.MaxBodyBytes)),
-		connect.WithInterceptors(s.m.interceptor(), s.auth, chargeEvents()),
+		connect.WithInterceptors(append(otelIcs, s.m.interceptor(), s.auth, chargeEvents())...),
 	)
 	tc, err := vanguard.NewTranscoder([]*vanguard.Service{
 		vanguard.NewService(path, svc, vanguard.WithMaxMessageBufferBytes(uint32(s.cfg.MaxBodyBytes))),
@@ -122,15 +126,16 @@ func (s *Server) buildHandler() (http.Handler, error) {
 	root := http.NewServeMux()
 	root.Handle("GET "+OpenAPIPath, openAPIHandler())
 	root.Handle("/", s.guard.Wrap(mux))
+	traced := s.traceHTTP(root)
 	if len(s.cfg.CORSAllowedOrigins) == 0 {
-		return root, nil
+		return traced, nil
 	}
 	// Outside the guard: a preflight carries no credentials.
 	c, err := newCORS(s.cfg.CORSAllowedOrigins)
 	if err != nil {
 		return nil, err
 	}
-	return c.Handler(root), nil
+	return c.Handler(traced), nil
 }
 
 // chargeEvents charges a call's client the rest of its cost in events: the
@@ -189,8 +194,8 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 			return
 		}
 		tooLarge := func() {
-			apierr.WriteRESTStatus(w, http.StatusRequestEntityTooLarge, apierr.New(connect.CodeResourceExhausted, apierr.BodyTooLarge,
-				fmt.Errorf("request body is larger than the limit of %d bytes", limit), apierr.Limit(limit)))
+			apierr.WriteRESTStatus(w, http.StatusRequestEntityTooLarge, apierr.WithRequestInfo(r.Context(), apierr.New(connect.CodeResourceExhausted, apierr.BodyTooLarge,
+				fmt.Errorf("request body is larger than the limit of %d bytes", limit), apierr.Limit(limit))))
 		}
 		if r.ContentLength > limit {
 			tooLarge()
@@ -202,7 +207,7 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 				tooLarge()
 				return
 			}
-			apierr.WriteREST(w, apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, fmt.Errorf("reading request body: %w", err)))
+			s.writeREST(w, r, apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, fmt.Errorf("reading request body: %w", err)))
 			return
 		}
 		// The fast path reads only valid JSON, so the syntax check below
@@ -215,7 +220,7 @@ func (s *Server) limitREST(next http.Handler) http.Handler {
 		if len(body) > 0 && strings.Contains(r.Header.Get("Content-Type"), "json") && !json.Valid(body) {
 			var syntax any
 			err := json.Unmarshal(body, &syntax)
-			apierr.WriteREST(w, apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, fmt.Errorf("request body is not valid JSON: %w", err)))
+			s.writeREST(w, r, apierr.New(connect.CodeInvalidArgument, apierr.MalformedRequest, fmt.Errorf("request body is not valid JSON: %w", err)))
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

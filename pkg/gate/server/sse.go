@@ -33,7 +33,7 @@ const watchRPCPath = rpcPathPrefix + "WatchChannels"
 func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if err := s.auth.authorize(r.Context(), watchRPCPath, &receiptsv1.WatchChannelsRequest{ChannelId: q["channel_id"]}); err != nil {
-		apierr.WriteREST(w, err)
+		s.writeREST(w, r, err)
 		return
 	}
 	token := q.Get("resume_token")
@@ -42,7 +42,7 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 	}
 	sub, err := s.gate.Subscribe(r.Context(), q["channel_id"], token)
 	if err != nil {
-		apierr.WriteREST(w, err)
+		s.writeREST(w, r, err)
 		return
 	}
 	defer sub.Close()
@@ -77,7 +77,7 @@ func (s *Server) serveWatchSSE(w http.ResponseWriter, r *http.Request) {
 			return // the client went away
 		default:
 			werr := s.gate.WatchStreamError(r.Context(), err)
-			_, _ = fmt.Fprintf(sw, "event: error\ndata: %s\n\n", apierr.StatusJSON(werr))
+			_, _ = fmt.Fprintf(sw, "event: error\ndata: %s\n\n", apierr.StatusJSON(apierr.WithRequestInfo(r.Context(), werr)))
 			_ = sw.flush()
 			return
 		}

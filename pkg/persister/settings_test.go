@@ -20,17 +20,9 @@ func TestDetailThresholdMustAgree(t *testing.T) {
 	b := setup(t)
 	require.NoError(t, b.schema.Store.AgreeSetting(context.Background(), pgstore.SettingDetailThreshold, 20)) // the gateway's
 
-	cfg := b.config(prometheus.NewRegistry())
-	p, err := persister.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = p.Run(ctx)
-	require.ErrorIs(t, err, pgstore.ErrSettingDisagrees)
-	require.ErrorContains(t, err, "50 here and 20 in Postgres")
+	requireRefused(t, b, "50 here and 20 in Postgres")
 
-	cfg = b.config(prometheus.NewRegistry())
+	cfg := b.config(prometheus.NewRegistry())
 	cfg.DetailThreshold = 20
 	r := b.start(cfg)
 	require.Eventually(t, func() bool { return r.p.Ready(context.Background()) == nil }, waitFor, 20*time.Millisecond)
@@ -42,6 +34,13 @@ func TestMentionCapMustAgree(t *testing.T) {
 	b := setup(t)
 	require.NoError(t, b.schema.Store.AgreeSetting(context.Background(), pgstore.SettingMentionCap, 7)) // the gateway's
 
+	requireRefused(t, b, "mention_cap is 100 here and 7 in Postgres")
+}
+
+// requireRefused runs a persister of b's default config and expects it
+// to refuse the deployment's settings with the message part want.
+func requireRefused(t *testing.T, b *bundle, want string) {
+	t.Helper()
 	p, err := persister.New(b.config(prometheus.NewRegistry()))
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
@@ -49,5 +48,5 @@ func TestMentionCapMustAgree(t *testing.T) {
 	defer cancel()
 	err = p.Run(ctx)
 	require.ErrorIs(t, err, pgstore.ErrSettingDisagrees)
-	require.ErrorContains(t, err, "mention_cap is 100 here and 7 in Postgres")
+	require.ErrorContains(t, err, want)
 }

@@ -17,3 +17,5 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+func unlockDir(f *os.File) error { return f.Close() }

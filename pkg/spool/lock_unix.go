@@ -27,3 +27,16 @@ func lockDir(dir string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// unlockDir drops the flock before closing: a child forked by another
+// goroutine holds a copy of the descriptor until it execs, and the lock
+// belongs to the open file, so closing ours alone would keep the directory
+// locked for that moment.
+func unlockDir(f *os.File) error {
+	unlockErr := syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	closeErr := f.Close()
+	if unlockErr != nil {
+		return fmt.Errorf("unlocking spool: %w", unlockErr)
+	}
+	return closeErr
+}

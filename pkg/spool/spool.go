@@ -677,7 +677,7 @@ func (s *Spool) Close() error {
 		s.wf = nil
 	}
 	s.wmu.Unlock()
-	errs = append(errs, s.ckpt.close(), s.lock.Close())
+	errs = append(errs, s.ckpt.close(), unlockDir(s.lock))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("closing spool: %w", err)
 	}

@@ -200,7 +200,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		return durable()
 	}
 	for attempt := 0; ; attempt++ {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		var view redisstore.UnreadView
 		if len(channels) == 0 {
 			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap)
@@ -267,7 +267,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
 	g.m.readFallbacks.WithLabelValues("incomplete").Inc()
 	hydrate := func(op string, do func(context.Context) error) {
-		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		hctx, cancel := g.redisCtx(ctx)
 		defer cancel()
 		if err := do(hctx); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
@@ -360,7 +360,7 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 	if len(view.MissingGroupMentions) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		errs = append(errs, g.hydrateGroupMentions(pctx, view.MissingGroupMentions, func(op string, do func(context.Context) error) {
-			hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+			hctx, cancel := g.redisCtx(ctx)
 			defer cancel()
 			if err := do(hctx); err != nil {
 				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
@@ -558,7 +558,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		if err := g.restore.settleDegraded(ctx, []string{m.key.User}); err != nil {
 			return redisstore.MergeResult{}, err
 		}
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		defer cancel()
 		return g.redis.MarkUnread(rctx, m.key, m.seq, m.epoch, m.deviceID, now)
 	}

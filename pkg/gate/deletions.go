@@ -105,7 +105,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	}
 	heads := make(map[thread.Ref]int64, len(seen))
 	if len(chans) > 0 {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		known, err := g.redis.Heads(rctx, chans)
 		cancel()
 		if err != nil {
@@ -187,7 +187,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 	if err := g.durable.Refuse(recs); err != nil {
 		return 0, false, g.unavailable(ctx, len(recs), err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	errs, err := g.redis.AddDeletions(rctx, sets)
 	cancel()
 	degraded := err != nil

@@ -59,7 +59,7 @@ func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []t
 		if err != nil {
 			return nil, fmt.Errorf("reading the deletions of %d sets: %w", len(inline), err)
 		}
-		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		hctx, cancel := g.redisCtx(ctx)
 		if err := g.redis.HydrateDeletionSets(hctx, inline, ds); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" deletions", err)
@@ -102,7 +102,7 @@ func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 		}
 		last := len(seqs) <= hydratePageSeqs
 		seqs = seqs[:min(len(seqs), hydratePageSeqs)]
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		err = g.redis.HydrateDeletionPage(rctx, ref, seqs, last)
 		cancel()
 		if err != nil || last {

@@ -63,7 +63,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 		return nil, g.eraseUnavailable(ctx, user, "reading the user's tombstone from postgres", err)
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation))
 	cancel()
 	if err != nil {
@@ -141,7 +141,7 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 	if err != nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	if err := g.redis.RememberTombstones(rctx, unknown, pg); err != nil {
 		g.warnRedis(ctx, redisOpMerge, err)
 	}

@@ -76,7 +76,7 @@ func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters boo
 		f.known = true
 		return f
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	chs, kfs, err := g.redis.Facts(rctx, keys, userRegisters)
 	cancel()
 	g.completeFacts(ctx, f, chs, kfs, err)
@@ -92,7 +92,7 @@ func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, 
 		f.known = true
 		return f, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	chs, kfs, vals, err := g.redis.FactsAndValues(rctx, keys)
 	cancel()
 	g.completeFacts(ctx, f, chs, kfs, err)
@@ -155,7 +155,7 @@ func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.Channel
 			none = append(none, ch)
 		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	hctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if err := g.redis.HydrateHeads(hctx, heads, none); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
@@ -228,7 +228,7 @@ func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Me
 		}
 		after = page[len(page)-1].Key.User
 	}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	hctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if err := g.redis.HydrateChannelMembers(hctx, ch, all, true); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()

@@ -148,7 +148,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // cannot answer alone, the unread read (which hydrates what Redis lacks,
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	order, err := g.redis.InboxOrder(rctx, user)
 	cancel()
 	switch {
@@ -177,7 +177,7 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 // firstUnreadIDs fills each line's first unread message id where Redis
 // keeps it; without Redis the lines go without.
 func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine, refs []redisstore.MessageRef) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	ids, err := g.redis.MessageIDs(rctx, refs)
 	cancel()
 	if err != nil {

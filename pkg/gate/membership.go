@@ -117,7 +117,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		return nil, err
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	res := g.writeMembership(rctx, reg, change)
 	cancel()
 	if res.Err != nil {
@@ -182,7 +182,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 // them durable. (The join read itself is not merged again: it would undo
 // a mark-unread made since the join.)
 func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	held, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
 	cancel()
 	if err != nil || len(held) == 0 {
@@ -295,7 +295,7 @@ func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.G
 // redisMembers answers up to size+1 members after the given user, and the
 // member count, from the channel's (complete) Redis hash.
 func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	regs, _, err := g.redis.ChannelMembers(rctx, ch, nil)
 	if err != nil {

@@ -246,7 +246,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		mentionErr  error
 		groupErr    error
 	)
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	wg.Go(func() { raised = g.raiseHeads(rctx, heads) })
 	if len(senders) > 0 {
 		// Under the caller's ctx: mergeMarksRedis bounds its Redis calls,

@@ -49,7 +49,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 				Reason: fmt.Sprintf("must be all, mentions or none, got %q", *m.DefaultNotificationLevel)})
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	cur, err := g.settingsOf(rctx, []string{user})
 	cancel()
 	if err != nil {
@@ -80,7 +80,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
-	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel = g.redisCtx(ctx)
 	st, gen, err := g.redis.ChangeSettings(rctx, st)
 	if err == nil {
 		err = g.applySettingsToViews(rctx, st)
@@ -128,7 +128,7 @@ func (g *Gate) settleHiding(ctx context.Context, user string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	sts, err := g.settingsOf(rctx, []string{user})
 	if err != nil {
@@ -154,7 +154,7 @@ func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return nil, invalid(apierr.InvalidID, err)
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	sts, err := g.settingsOf(rctx, []string{user})
 	cancel()
 	if err != nil {

@@ -52,7 +52,7 @@ type channelSight struct {
 // memberCount is a channel's joined-member count: Redis when its
 // membership hash is complete, else Postgres.
 func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	n, complete, err := g.redis.MemberCount(rctx, ch)
 	cancel()
 	if err == nil && complete {
@@ -88,7 +88,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 	if s.detailed {
 		most = 2 * int(g.cfg.ReadBy.detailThreshold())
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	views, err := g.redis.ReadViewsUpTo(rctx, []string{ch}, most)
 	cancel()
 	if err != nil && ctx.Err() != nil {
@@ -125,7 +125,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 	}
 	slices.Sort(s.members)
 	if len(s.members) > 0 {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		s.settings, err = g.settingsOf(rctx, s.members)
 		cancel()
 		if err != nil {
@@ -139,7 +139,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 // else Postgres, hydrating Redis (a max-merge), so that ticks keep their
 // head after Redis lost it (a FLUSHALL, an eviction).
 func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	heads, rerr := g.redis.Heads(rctx, []string{ch})
 	cancel()
 	if rerr == nil {
@@ -170,7 +170,7 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 		none = []string{ch}
 	}
 	if rerr == nil {
-		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		hctx, cancel := g.redisCtx(ctx)
 		if err := g.redis.HydrateHeads(hctx, durable, none); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" heads", err)
@@ -183,7 +183,7 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 // membersOf returns a small channel's registers: Redis when its hash is
 // complete, else Postgres (hydrating Redis).
 func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	regs, complete, err := g.redis.ChannelMembers(rctx, ch, nil)
 	cancel()
 	if err == nil && complete {
@@ -279,7 +279,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 		for i, c := range page {
 			users[i] = c.User
 		}
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		tombs, err := g.redis.Tombstones(rctx, users)
 		cancel()
 		if err != nil {
@@ -302,7 +302,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 		if last {
 			loaded = []string{ch}
 		}
-		rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel = g.redisCtx(ctx)
 		err = g.redis.RebuildView(rctx, loaded, moves, ttl)
 		cancel()
 		if err != nil {
@@ -382,7 +382,7 @@ func (g *Gate) messageReceipts(ctx context.Context, ch string, seq int64, sender
 func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
 	out := &receiptsv1.MessageReceipts{ChannelId: s.channel, Seq: seq, Detailed: s.detailed, MemberCount: s.memberCount, SenderId: sender}
 	if !s.detailed {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		c, err := g.redis.CountView(rctx, s.channel, seq, sender)
 		cancel()
 		if err != nil {
@@ -458,7 +458,7 @@ func (g *Gate) ticksOf(ctx context.Context, s *channelSight) (*receiptsv1.Channe
 		out.Head = &receiptsv1.Position{Seq: s.head.Seq}
 	}
 	if !s.detailed {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		c, err := g.redis.CountView(rctx, s.channel, 0, "")
 		cancel()
 		if err != nil {

@@ -317,7 +317,7 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	rctx, cancel := r.g.redisCtx(ctx)
 	fenced, err := r.g.redis.UserFences(rctx, users)
 	cancel()
 	if err != nil {
@@ -352,7 +352,7 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	}
 	var first error
 	if len(byUser) > 0 {
-		rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+		rctx, cancel := r.g.redisCtx(ctx)
 		res, err := r.g.redis.HydrateMany(rctx, byUser, incOf)
 		cancel()
 		if err != nil {
@@ -383,7 +383,7 @@ func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 		if err != nil {
 			return err
 		}
-		rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+		rctx, cancel := r.g.redisCtx(ctx)
 		defer cancel()
 		if err := r.g.redis.Hydrate(rctx, user, states, inc); err != nil {
 			return err
@@ -400,7 +400,7 @@ func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 // userFence waits for the fence a degraded write left on user (see
 // noteDegraded) and returns it ("" none).
 func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
-	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	rctx, cancel := r.g.redisCtx(ctx)
 	fence, err := r.g.redis.UserFence(rctx, user)
 	cancel()
 	if err != nil || fence == "" || fence == redisstore.NoFence || r.cfg.Barrier == nil {
@@ -436,7 +436,7 @@ func (r *restorer) fenceUser(ctx context.Context, user string) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	rctx, cancel := r.g.redisCtx(ctx)
 	defer cancel()
 	return r.g.redis.SetUserFence(rctx, user, f.String())
 }
@@ -488,7 +488,7 @@ func (r *restorer) settleDegraded(ctx context.Context, users []string) error {
 		}
 		fence = f.String()
 	}
-	rctx, cancel := context.WithTimeout(ctx, r.g.cfg.RedisTimeout)
+	rctx, cancel := r.g.redisCtx(ctx)
 	defer cancel()
 	if err := r.g.redis.UnloadUsers(rctx, todo, fence); err != nil {
 		return err
@@ -582,7 +582,7 @@ func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.I
 			return nil, err
 		}
 	}
-	hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	hctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if collected {
 		if err := g.redis.MarkThreadsCollected(hctx, user); err != nil {

@@ -42,7 +42,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), threadCollectTimeout)
 		defer cancel()
-		rctx, rcancel := context.WithTimeout(cctx, g.cfg.RedisTimeout)
+		rctx, rcancel := g.redisCtx(cctx)
 		counts, err := g.redis.ThreadCounts(rctx, users)
 		rcancel()
 		if err != nil {
@@ -61,7 +61,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 
 // collectThreads brings the user's registers down to threadsKept.
 func (g *Gate) collectThreads(ctx context.Context, user string) error {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	states, err := g.redis.AllUserThreads(rctx, user, 4*redisstore.MaxUserThreads)
 	cancel()
 	if err != nil || len(states) <= g.cfg.ThreadsPerUser {
@@ -119,7 +119,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 		}
 		drop = slices.DeleteFunc(drop, func(st thread.State) bool { return st.Key.User == "" })
 	}
-	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel = g.redisCtx(ctx)
 	n, err := g.redis.CollectThreads(rctx, user, drop)
 	cancel()
 	if err != nil {
@@ -150,7 +150,7 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 		return nil, err
 	}
 	if len(rows) > 0 {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		_, err := g.redis.MergeThreadStates(rctx, rows, g.cfg.MentionCap)
 		cancel()
 		if err != nil {

@@ -37,7 +37,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	if len(qs) == 0 {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	got, err := g.redis.DeletionCountsOf(rctx, qs)
 	cancel()
 	if err != nil {

@@ -130,7 +130,7 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 // one script when Redis holds the registers' hash whole, else each read
 // on its own with its fallback.
 func (g *Gate) userThreadsAndRegisters(ctx context.Context, user, ch string) ([]thread.State, map[string]channel.Membership, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	r, err := g.redis.UserThreadsWithMemberships(rctx, user, ch)
 	cancel()
 	if err == nil && r.Complete {
@@ -173,7 +173,7 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 	if len(chans) == 0 {
 		return nil, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	regs, complete, err := g.redis.Memberships(rctx, user, chans)
 	cancel()
 	if err != nil {
@@ -382,7 +382,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if len(s.members) == 0 {
 		return s, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	settings, err := g.settingsOf(rctx, s.members)
 	cancel()
 	if err != nil {
@@ -397,7 +397,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 		keys[i] = thread.Key{User: u, Ref: ref}
 	}
 	s.states = make(map[string]thread.State, len(keys))
-	rctx, cancel = context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel = g.redisCtx(ctx)
 	got, rerr := g.redis.ThreadStates(rctx, keys)
 	cancel()
 	var missing []string

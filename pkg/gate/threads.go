@@ -85,7 +85,7 @@ func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*fa
 // Postgres (copied into Redis by a merge); the zero head when the thread
 // has no reply.
 func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	got, err := g.redis.ThreadHeadsAt(rctx, refs)
 	cancel()
 	if err != nil {
@@ -124,7 +124,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 		}
 	}
 	if len(heads) > 0 && err == nil {
-		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		hctx, cancel := g.redisCtx(ctx)
 		if _, err := g.redis.RaiseThreadHeads(hctx, heads); err != nil {
 			g.warnRedis(ctx, redisOpHydrate, err)
 		}
@@ -169,7 +169,7 @@ func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, re
 			return err
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	again, err := update(rctx, idx, known)
 	if err != nil {
@@ -192,7 +192,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	if len(keys) > 0 {
 		sent, stored = make([]thread.State, len(keys)), make([]thread.State, len(keys))
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	var raised []redisstore.ThreadHeadResult
 	if len(heads) > 0 {

@@ -44,7 +44,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 			users = append(users, m.User)
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if len(users) > 0 {
 		settings, err := g.settingsOf(rctx, users)

@@ -76,7 +76,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	if len(moves) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if moves, users = g.trackedMoves(rctx, moves, users); len(moves) == 0 {
 		return
@@ -203,7 +203,7 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 // leftover entry is never shown, and the view's script refuses later
 // moves of a user whose register says "left".
 func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if err := g.redis.RemoveFromView(rctx, k.Channel, []string{k.User}, redisstore.ViewRead, redisstore.ViewDelivered); err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
@@ -217,7 +217,7 @@ func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 // nothing by itself. A failure only counts as degraded (a rebuild of the
 // view from Postgres repairs it).
 func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	states, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
 	cancel()
 	if err != nil {

@@ -281,10 +281,17 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	// Redis is done with this flush: the next one may merge while these
 	// records wait for their acks.
 	handOff()
+	finish(g.makeDurable(ctx, recs))
+}
+
+// makeDurable is the gateway's one call of the producer: records go to
+// Kafka, or to the spool while Kafka is away, and the time it took is
+// observed.
+func (g *Gate) makeDurable(ctx context.Context, recs []*kgo.Record) (producer.Durability, error) {
 	began := time.Now()
 	dur, err := g.durable.Write(ctx, recs)
 	g.m.produce.Observe(time.Since(began).Seconds())
-	finish(dur, err)
+	return dur, err
 }
 
 // produce makes records durable and answers where; no records is a
@@ -294,9 +301,7 @@ func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, nil
 	}
 	tracing.Inject(ctx, recs)
-	start := time.Now()
-	dur, err := g.durable.Write(ctx, recs)
-	g.m.produce.Observe(time.Since(start).Seconds())
+	dur, err := g.makeDurable(ctx, recs)
 	if err != nil {
 		if cerr := contextError(ctx, err); cerr != nil {
 			g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(recs)))
@@ -342,7 +347,7 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 	var merged []redisstore.MergeResult
 	err := g.restore.settleDegraded(ctx, usersOf(states))
 	if err == nil {
-		rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+		rctx, cancel := g.redisCtx(ctx)
 		merged, err = g.redis.MergeMarksFrom(rctx, vals, states)
 		cancel()
 	}
@@ -390,7 +395,7 @@ func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResul
 	if len(states) == 0 {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if _, err := g.redis.Merge(rctx, states); err != nil {
 		g.warnRedis(ctx, redisOpMerge, err)
@@ -437,7 +442,7 @@ func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, me
 	for j, i := range idx {
 		again[j] = states[i]
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
+	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	res, _ := g.redis.MergeMarksFrom(rctx, nil, again)
 	if len(res) != len(again) {

@@ -215,8 +215,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			return durable()
 		}
 		if err != nil {
-			g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-			g.warnRedis(ctx, redisOpGet, err)
+			g.redisDegradedOn(ctx, redisOpGet, 1, err)
 			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
 			return durable()
 		}
@@ -574,8 +573,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
 	}
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(ctx, redisOpMerge, err)
+		g.redisDegradedOn(ctx, redisOpMerge, 1, err)
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
@@ -593,11 +591,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	// Stamped with the erasure generation the script read: an erasure
 	// drops the event only if it came first in Redis (tombstone.Drops),
 	// whatever the clocks say.
-	gens := []int64{res.Generation}
-	g.knownGenerations(ctx, []string{m.key.User}, gens)
-	event.StampGeneration(rec, gens[0])
-	rec.Topic = g.durable.Topic()
-	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	durability, err := g.produceUserRecord(ctx, rec, m.key.User, res.Generation)
 	if err != nil {
 		return nil, err
 	}

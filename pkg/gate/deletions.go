@@ -197,8 +197,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 		}
 	}
 	if degraded {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(ctx, redisOpMerge, err)
+		g.redisDegradedOn(ctx, redisOpMerge, 1, err)
 	}
 	durability, err := g.produce(ctx, recs)
 	if err != nil {

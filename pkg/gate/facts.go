@@ -104,8 +104,7 @@ func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, 
 // Redis lacks.
 func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redisstore.ChannelFacts, kfs []redisstore.KeyFacts, err error) {
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, err)
+		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 		return
 	}
 	f.known, f.channels = true, chs
@@ -158,8 +157,7 @@ func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.Channel
 	hctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if err := g.redis.HydrateHeads(hctx, heads, none); err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-		g.warnRedis(ctx, redisOpHydrate, err)
+		g.redisDegradedOn(ctx, redisOpHydrate, 1, err)
 	}
 }
 
@@ -231,8 +229,7 @@ func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Me
 	hctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if err := g.redis.HydrateChannelMembers(hctx, ch, all, true); err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-		g.warnRedis(ctx, redisOpHydrate, err)
+		g.redisDegradedOn(ctx, redisOpHydrate, 1, err)
 		return all, false, nil
 	}
 	return all, true, nil

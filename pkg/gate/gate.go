@@ -183,6 +183,13 @@ func (g *Gate) GetReadState(ctx context.Context, req *connect.Request[receiptsv1
 	return g.read(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId(), page)
 }
 
+// redisDegradedOn counts n items whose Redis step op failed with err (the
+// answer goes on without the real-time view) and warns of it.
+func (g *Gate) redisDegradedOn(ctx context.Context, op string, n int, err error) {
+	g.m.redisDegraded.WithLabelValues(op).Add(float64(n))
+	g.warnRedis(ctx, op, err)
+}
+
 // warnRedis logs a Redis failure at most once a second; the
 // redis_degraded_total metric counts every one.
 func (g *Gate) warnRedis(ctx context.Context, op string, err error) {

@@ -107,8 +107,7 @@ func groupMentionsOf(notices []notice, mentionCap int) []channel.GroupMentions {
 func (g *Gate) addGroupMentions(ctx context.Context, groups []channel.GroupMentions) error {
 	err := g.redis.AddGroupMentions(ctx, groups, g.cfg.MentionCap)
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(ctx, redisOpMerge, err)
+		g.redisDegradedOn(ctx, redisOpMerge, 1, err)
 	}
 	return err
 }

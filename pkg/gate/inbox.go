@@ -158,8 +158,7 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, false, cerr
 		}
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, err)
+		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 	}
 	var seen unreadSeen
 	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: MaxChannelPageSize}, &seen)
@@ -181,8 +180,7 @@ func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine
 	ids, err := g.redis.MessageIDs(rctx, refs)
 	cancel()
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, err)
+		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 		return
 	}
 	for i, id := range ids {

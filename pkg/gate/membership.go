@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
@@ -121,8 +120,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	res := g.writeMembership(rctx, reg, change)
 	cancel()
 	if res.Err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(ctx, redisOpMerge, res.Err)
+		g.redisDegradedOn(ctx, redisOpMerge, 1, res.Err)
 	}
 	if change {
 		reg = res.Membership // versioned by Redis, once its user's hash took it
@@ -157,11 +155,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if err != nil {
 		return nil, internal(err)
 	}
-	rec.Topic = g.durable.Topic()
-	gens := []int64{gen}
-	g.knownGenerations(ctx, []string{k.User}, gens)
-	event.StampGeneration(rec, gens[0])
-	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	durability, err := g.produceUserRecord(ctx, rec, k.User, gen)
 	if err != nil {
 		return nil, err
 	}

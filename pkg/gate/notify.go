@@ -256,8 +256,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	if len(mentions) > 0 {
 		wg.Go(func() {
 			if mentionGens, mentionErr = g.redis.AddMentionsReadingGenerations(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
-				g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-				g.warnRedis(ctx, redisOpMerge, mentionErr)
+				g.redisDegradedOn(ctx, redisOpMerge, 1, mentionErr)
 			}
 		})
 	}
@@ -337,8 +336,7 @@ func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstor
 		}
 	}
 	if failed > 0 {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
-		g.warnRedis(ctx, redisOpMerge, err)
+		g.redisDegradedOn(ctx, redisOpMerge, failed, err)
 	}
 	return out
 }

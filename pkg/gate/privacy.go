@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
@@ -89,19 +88,14 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if err != nil {
 		// Answering success while Redis may still show what the user
 		// hides would break the promise: refuse, nothing produced.
-		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-		g.warnRedis(ctx, redisOpSettings, err)
+		g.redisDegradedOn(ctx, redisOpSettings, 1, err)
 		return nil, unavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
 	}
 	rec, err := event.EncodeSettings(st)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	rec.Topic = g.durable.Topic()
-	gens := []int64{gen}
-	g.knownGenerations(ctx, []string{user}, gens)
-	event.StampGeneration(rec, gens[0])
-	if _, err := g.produce(ctx, []*kgo.Record{rec}); err != nil {
+	if _, err := g.produceUserRecord(ctx, rec, user, gen); err != nil {
 		return nil, err
 	}
 	if hides := (!st.ShareRead && cur[user].ShareRead) || (!st.ShareDelivered && cur[user].ShareDelivered); hides {
@@ -112,8 +106,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		// settings Redis holds now once more, so that when this call
 		// returns nothing the user hid can show anywhere.
 		if err := g.settleHiding(ctx, user); err != nil {
-			g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-			g.warnRedis(ctx, redisOpSettings, err)
+			g.redisDegradedOn(ctx, redisOpSettings, 1, err)
 		}
 	}
 	return connect.NewResponse(settingsProto(st)), nil

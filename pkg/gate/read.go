@@ -66,8 +66,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 	if rerr != nil {
 		reason = "redis_error"
 		cached = nil
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, rerr)
+		g.redisDegradedOn(ctx, redisOpGet, 1, rerr)
 	}
 	g.m.readFallbacks.WithLabelValues(reason).Inc()
 

@@ -59,8 +59,7 @@ func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
 		return n, nil
 	}
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, err)
+		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 	}
 	if err := g.settled(ctx, nil, []string{ch}); err != nil {
 		return 0, err
@@ -95,8 +94,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 		return nil, g.durableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
 	}
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(ctx, redisOpView, err)
+		g.redisDegradedOn(ctx, redisOpView, 1, err)
 		views = []redisstore.ChannelViewState{{Channel: ch}}
 	}
 	s.view = views[0]
@@ -150,8 +148,7 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 			return &h, nil
 		}
 	} else {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, rerr)
+		g.redisDegradedOn(ctx, redisOpGet, 1, rerr)
 	}
 	if err := g.settled(ctx, nil, []string{ch}); err != nil {
 		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
@@ -307,8 +304,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 		cancel()
 		if err != nil {
 			// Not marked loaded: the next read rebuilds again.
-			g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-			g.warnRedis(ctx, redisOpView, err)
+			g.redisDegradedOn(ctx, redisOpView, 1, err)
 			if !small {
 				return nil, nil // counts from what the view holds
 			}

@@ -41,8 +41,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	got, err := g.redis.DeletionCountsOf(rctx, qs)
 	cancel()
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, err)
+		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
 	}
 	var missing []redisstore.SetDeletionQuery

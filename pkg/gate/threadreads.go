@@ -37,8 +37,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		return states, nil
 	}
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, err)
+		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 	}
 	// Postgres answers once it holds what Redis may have lost (restore.go).
 	incs, serr := g.restore.settle(ctx, g.redis.UserThreadsKey(user))

@@ -319,8 +319,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 }
 
 func (g *Gate) threadUnavailable(ctx context.Context, err error) error {
-	g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-	g.warnRedis(ctx, redisOpMerge, err)
+	g.redisDegradedOn(ctx, redisOpMerge, 1, err)
 	if cerr := contextError(ctx, err); cerr != nil {
 		return cerr
 	}

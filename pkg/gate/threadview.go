@@ -51,8 +51,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 		if err != nil {
 			// Unknown settings: share no cursor (privacy fails closed);
 			// the heads are no one's.
-			g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-			g.warnRedis(ctx, redisOpSettings, err)
+			g.redisDegradedOn(ctx, redisOpSettings, 1, err)
 			moves = nil
 		}
 		for _, m := range moves {
@@ -70,7 +69,6 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 		return
 	}
 	if err := g.redis.AppendThreadViewEntries(rctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(ctx, redisOpView, err)
+		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }

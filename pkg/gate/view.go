@@ -85,8 +85,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	if err != nil {
 		// Unknown settings: share nothing (privacy fails closed); the
 		// next rebuild of the view adds what may be shown.
-		g.m.redisDegraded.WithLabelValues(redisOpSettings).Inc()
-		g.warnRedis(ctx, redisOpSettings, err)
+		g.redisDegradedOn(ctx, redisOpSettings, 1, err)
 		return
 	}
 	shown := moves[:0]
@@ -96,8 +95,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 		}
 	}
 	if _, err := g.redis.ApplyViewMoves(rctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(ctx, redisOpView, err)
+		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
 
@@ -206,8 +204,7 @@ func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if err := g.redis.RemoveFromView(rctx, k.Channel, []string{k.User}, redisstore.ViewRead, redisstore.ViewDelivered); err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(ctx, redisOpView, err)
+		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
 
@@ -221,8 +218,7 @@ func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
 	states, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
 	cancel()
 	if err != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpView).Inc()
-		g.warnRedis(ctx, redisOpView, err)
+		g.redisDegradedOn(ctx, redisOpView, 1, err)
 		return
 	}
 	var held []redisstore.MergeResult

@@ -317,6 +317,19 @@ func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 	return durability, nil
 }
 
+// produceUserRecord makes one user event durable, stamped with the
+// erasure generation its Redis write read (gen; event.Unstamped or
+// redisstore.GenerationUnknown when that write failed or read none:
+// knownGenerations asks Postgres), so that an erasure drops it only if
+// it came first.
+func (g *Gate) produceUserRecord(ctx context.Context, rec *kgo.Record, user string, gen int64) (receiptsv1.Durability, error) {
+	rec.Topic = g.durable.Topic()
+	gens := []int64{gen}
+	g.knownGenerations(ctx, []string{user}, gens)
+	event.StampGeneration(rec, gens[0])
+	return g.produce(ctx, []*kgo.Record{rec})
+}
+
 // unavailable is the answer when a call's marks could not be made durable:
 // Unavailable (HTTP 503) with a Retry-After hint, which connect sends as a
 // header (trailer for gRPC) and vanguard as a REST header. Nothing was
@@ -374,8 +387,7 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 		}
 	}
 	if failed > 0 {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Add(float64(failed))
-		g.warnRedis(ctx, redisOpMerge, err)
+		g.redisDegradedOn(ctx, redisOpMerge, failed, err)
 	}
 	return merged
 }

@@ -58,7 +58,7 @@ func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.R
 		buf = AppendKafkaKey(buf, s.Key)
 		mid := len(buf)
 		buf = AppendReceipt(buf, s, gens[i])
-		recs[i] = kgo.Record{Topic: topic, Key: buf[start:mid:mid], Value: buf[mid:len(buf):len(buf)]}
+		recs[i] = kgo.Record{Topic: topic, Key: buf[start:mid:mid], Value: buf[mid:len(buf):len(buf)], Headers: headersForKey(buf[start:mid])}
 		out[i] = &recs[i]
 	}
 	return out

@@ -99,6 +99,9 @@ func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
 			{Key: HeaderAttempt, Value: []byte(strconv.Itoa(attempt))},
 		},
 	}
+	if h, ok := typeHeaderOf(src); ok {
+		dl.Headers = append(dl.Headers, h)
+	}
 	for _, h := range src.Headers {
 		if (h.Key == HeaderTraceParent || h.Key == HeaderTraceState) && len(h.Value) <= maxTraceHeaderBytes {
 			dl.Headers = append(dl.Headers, h)
@@ -119,7 +122,7 @@ func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
 // dead letter: its key and value, and the parked id.
 func Replayed(topic string, parkedID int64, key, value []byte) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: key, Value: value,
-		Headers: []kgo.RecordHeader{{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(parkedID, 10))}}}
+		Headers: append(headersForKey(key), kgo.RecordHeader{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(parkedID, 10))})}
 }
 
 // ParseDeadLetter reads a record's dead-letter headers.

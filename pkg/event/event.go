@@ -251,7 +251,7 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling event %s: %w", key, err)
 	}
-	return &kgo.Record{Key: []byte(key), Value: v}, nil
+	return typed(&kgo.Record{Key: []byte(key), Value: v}), nil
 }
 
 // Decode parses and validates a record carrying cursors (any user event
@@ -276,6 +276,9 @@ func Decode(r *kgo.Record) (receipt.State, error) {
 func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if len(r.Value) > MaxValueBytes {
 		return Decoded{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
+	}
+	if err := checkType(r); err != nil {
+		return Decoded{}, err
 	}
 	if bytes.HasPrefix(r.Key, []byte(userKeyPrefix)) {
 		return decodeUser(r)

@@ -34,7 +34,7 @@ func encodeSettings(d Decoded) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling the settings event of %s: %w", st.User, err)
 	}
-	return &kgo.Record{Key: []byte(UserKey(st.User)), Value: v}, nil
+	return typed(&kgo.Record{Key: []byte(UserKey(st.User)), Value: v}), nil
 }
 
 // decodeSettings validates a settings user event (schema version checked

@@ -62,7 +62,7 @@ func encodeThread(d Decoded) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling thread event %s: %w", key, err)
 	}
-	return &kgo.Record{Key: []byte(key), Value: v}, nil
+	return typed(&kgo.Record{Key: []byte(key), Value: v}), nil
 }
 
 func decodeThreadUser(r *kgo.Record, ev *receiptsv1.ReceiptEvent) (Decoded, error) {

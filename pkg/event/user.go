@@ -59,7 +59,7 @@ func encodeUser(d Decoded) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("marshalling the user event of %s: %w", t.User, err)
 	}
-	return &kgo.Record{Key: []byte(UserKey(t.User)), Value: v}, nil
+	return typed(&kgo.Record{Key: []byte(UserKey(t.User)), Value: v}), nil
 }
 
 // decodeUser reads a user-wide event. An event without an erasure (a

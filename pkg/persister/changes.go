@@ -11,6 +11,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/errclass"
+	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -81,7 +82,7 @@ func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding a change: %w", err)
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(c.Key.KafkaKey()), Value: v}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(c.Key.KafkaKey()), Value: v, Headers: event.ChangeHeaders()}, nil
 }
 
 // threadChangeRecord is one thread cursor's entry of the feed, keyed as
@@ -99,7 +100,7 @@ func threadChangeRecord(topic string, c pgstore.ThreadCursorChange) (*kgo.Record
 	if err != nil {
 		return nil, fmt.Errorf("encoding a thread change: %w", err)
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(c.Key.ChannelKey().KafkaKey()), Value: v}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(c.Key.ChannelKey().KafkaKey()), Value: v, Headers: event.ChangeHeaders()}, nil
 }
 
 // produceChanges sends a window's feed and waits for every ack, retrying

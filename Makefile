@@ -129,9 +129,10 @@ verify: generate ## fail when generated code (stubs, api/openapi.json, clients/t
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy and commit the result" >&2; exit 1; }
 
 .PHONY: lint
-lint: ## gofmt, golangci-lint (pinned in tools/lint/go.mod; .golangci.yml: go vet, layering, errcheck, no global metrics) and goreleaser check of .goreleaser.yaml
+lint: ## gofmt, golangci-lint (pinned in tools/lint/go.mod; .golangci.yml: go vet, layering, errcheck, no global metrics), planted layering violations refused (scripts/layering-test.sh) and goreleaser check of .goreleaser.yaml
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:" >&2; echo "$$out" >&2; exit 1; fi
 	$(GO) tool -modfile=tools/lint/go.mod golangci-lint run --allow-serial-runners ./...
+	scripts/layering-test.sh
 	scripts/release.sh check
 
 .PHONY: ci

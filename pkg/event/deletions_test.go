@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 )
@@ -23,19 +23,19 @@ func TestDeletionsEventRoundTrip(t *testing.T) {
 	require.Nil(t, d.Channel)
 	require.Equal(t, string(rec.Key), d.RecordKey())
 
-	var ev receiptsv1.ChannelEvent
+	var ev recordv1.ChannelEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.DeletionSchemaVersion), ev.GetSchemaVersion())
-	for name, corrupt := range map[string]func(*receiptsv1.ChannelEvent){
-		"an old version": func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = event.NotificationSchemaVersion },
-		"a zero seq":     func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = []int64{0} },
-		"with a head": func(ev *receiptsv1.ChannelEvent) {
-			ev.Head = &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 3}}
+	for name, corrupt := range map[string]func(*recordv1.ChannelEvent){
+		"an old version": func(ev *recordv1.ChannelEvent) { ev.SchemaVersion = event.NotificationSchemaVersion },
+		"a zero seq":     func(ev *recordv1.ChannelEvent) { ev.DeletedSeqs = []int64{0} },
+		"with a head": func(ev *recordv1.ChannelEvent) {
+			ev.Head = &recordv1.Cursor{Position: &recordv1.Position{Seq: 3}}
 		},
-		"too many":      func(ev *receiptsv1.ChannelEvent) { ev.DeletedSeqs = make([]int64, channel.MaxDeletedSeqs+1) },
-		"other channel": func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "c2" },
+		"too many":      func(ev *recordv1.ChannelEvent) { ev.DeletedSeqs = make([]int64, channel.MaxDeletedSeqs+1) },
+		"other channel": func(ev *recordv1.ChannelEvent) { ev.ChannelId = "c2" },
 	} {
-		bad := proto.Clone(&ev).(*receiptsv1.ChannelEvent)
+		bad := proto.Clone(&ev).(*recordv1.ChannelEvent)
 		corrupt(bad)
 		v, err := proto.Marshal(bad)
 		require.NoError(t, err)
@@ -60,15 +60,15 @@ func TestThreadDeletionsEventRoundTrip(t *testing.T) {
 	require.Equal(t, &del, d.Deletions)
 	require.Nil(t, d.ThreadHead)
 
-	var ev receiptsv1.ChannelEvent
+	var ev recordv1.ChannelEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.ThreadDeletionSchemaVersion), ev.GetSchemaVersion())
 	require.Equal(t, int64(5), ev.GetThreadRootSeq())
-	for name, corrupt := range map[string]func(*receiptsv1.ChannelEvent){
-		"version 6":     func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = event.DeletionSchemaVersion },
-		"negative root": func(ev *receiptsv1.ChannelEvent) { ev.ThreadRootSeq = -1 },
+	for name, corrupt := range map[string]func(*recordv1.ChannelEvent){
+		"version 6":     func(ev *recordv1.ChannelEvent) { ev.SchemaVersion = event.DeletionSchemaVersion },
+		"negative root": func(ev *recordv1.ChannelEvent) { ev.ThreadRootSeq = -1 },
 	} {
-		bad := proto.Clone(&ev).(*receiptsv1.ChannelEvent)
+		bad := proto.Clone(&ev).(*recordv1.ChannelEvent)
 		corrupt(bad)
 		v, err := proto.Marshal(bad)
 		require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/notification"
@@ -223,7 +224,7 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 		if d.Deletions.Root != 0 {
 			version = ThreadDeletionSchemaVersion
 		}
-		msg = &receiptsv1.ChannelEvent{
+		msg = &recordv1.ChannelEvent{
 			SchemaVersion:    version,
 			ChannelId:        d.Deletions.Channel,
 			ThreadRootSeq:    d.Deletions.Root,
@@ -233,13 +234,13 @@ func EncodeDecoded(d Decoded) (*kgo.Record, error) {
 	} else if d.Channel != nil {
 		h := d.Channel
 		key = receipt.EscapeKeyID(h.Channel)
-		msg = &receiptsv1.ChannelEvent{
+		msg = &recordv1.ChannelEvent{
 			SchemaVersion:    SchemaVersion,
 			ChannelId:        h.Channel,
-			Head:             CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: h.Seq}, MessageID: h.MessageID}),
+			Head:             recordCursor(receipt.Cursor{Position: receipt.Position{Seq: h.Seq}, MessageID: h.MessageID}),
 			AcceptedAtUnixMs: h.UpdatedAtUnixMs,
 		}
-		addGroupMentions(msg.(*receiptsv1.ChannelEvent), d.GroupMentions)
+		addGroupMentions(msg.(*recordv1.ChannelEvent), d.GroupMentions)
 	} else {
 		ev := UserEventToProto(d)
 		key = receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()}.KafkaKey()
@@ -286,7 +287,7 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if !bytes.ContainsRune(r.Key, ':') {
 		return decodeChannel(r)
 	}
-	var ev receiptsv1.ReceiptEvent
+	var ev recordv1.ReceiptEvent
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
@@ -355,7 +356,7 @@ func legacyChannelKey(ch string) string {
 }
 
 func decodeChannel(r *kgo.Record) (Decoded, error) {
-	var ev receiptsv1.ChannelEvent
+	var ev recordv1.ChannelEvent
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
@@ -391,17 +392,17 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 }
 
 // ToProto converts a state to the wire event.
-func ToProto(s receipt.State) *receiptsv1.ReceiptEvent {
+func ToProto(s receipt.State) *recordv1.ReceiptEvent {
 	return UserEventToProto(Decoded{Key: s.Key, Receipt: &s})
 }
 
 // UserEventToProto converts a user event to the wire event.
-func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
+func UserEventToProto(d Decoded) *recordv1.ReceiptEvent {
 	key := d.Key
 	if d.Receipt != nil && key == (receipt.Key{}) {
 		key = d.Receipt.Key
 	}
-	ev := &receiptsv1.ReceiptEvent{
+	ev := &recordv1.ReceiptEvent{
 		SchemaVersion: SchemaVersion,
 		UserId:        key.User,
 		ChannelId:     key.Channel,
@@ -414,34 +415,34 @@ func UserEventToProto(d Decoded) *receiptsv1.ReceiptEvent {
 	if s := d.Receipt; s != nil {
 		ev.DeviceId, ev.AcceptedAtUnixMs = s.DeviceID, s.UpdatedAtUnixMs
 		if !s.Read.Position.IsZero() {
-			ev.Read = CursorToProto(s.Read)
+			ev.Read = recordCursor(s.Read)
 		}
 		if !s.Delivered.Position.IsZero() {
-			ev.Delivered = CursorToProto(s.Delivered)
+			ev.Delivered = recordCursor(s.Delivered)
 		}
 		if !s.PrivateRead.Position.IsZero() {
-			ev.PrivateRead = CursorToProto(s.PrivateRead)
+			ev.PrivateRead = recordCursor(s.PrivateRead)
 		}
 	}
 	if m := d.Membership; m != nil {
-		ev.Membership = &receiptsv1.Membership{ChannelId: key.Channel, UserId: key.User, Member: m.Member,
+		ev.Membership = &recordv1.Membership{ChannelId: key.Channel, UserId: key.User, Member: m.Member,
 			VersionSeq: m.VersionSeq, VersionUnixMs: m.VersionUnixMs, JoinSeq: m.JoinSeq}
 	}
 	if n := d.Notifications; n != nil {
 		ev.SchemaVersion = NotificationSchemaVersion
-		ev.Notifications = NotificationsToProto(*n)
+		ev.Notifications = recordNotifications(*n)
 	}
 	return ev
 }
 
 // FromProto converts a wire event's cursors to a state, without
 // validating it.
-func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
+func FromProto(ev *recordv1.ReceiptEvent) receipt.State {
 	return receipt.State{
 		Key:             receipt.Key{User: ev.GetUserId(), Channel: ev.GetChannelId()},
-		Read:            CursorFromProto(ev.GetRead()),
-		PrivateRead:     CursorFromProto(ev.GetPrivateRead()),
-		Delivered:       CursorFromProto(ev.GetDelivered()),
+		Read:            cursorFromRecord(ev.GetRead()),
+		PrivateRead:     cursorFromRecord(ev.GetPrivateRead()),
+		Delivered:       cursorFromRecord(ev.GetDelivered()),
 		DeviceID:        ev.GetDeviceId(),
 		UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs(),
 	}
@@ -451,7 +452,7 @@ func FromProto(ev *receiptsv1.ReceiptEvent) receipt.State {
 // Receipt is set when a cursor carries a position, Membership when the
 // event has one (its ids are the event's: the register's own copies are
 // redundant and ignored).
-func UserEventFromProto(ev *receiptsv1.ReceiptEvent) Decoded {
+func UserEventFromProto(ev *recordv1.ReceiptEvent) Decoded {
 	st := FromProto(ev)
 	d := Decoded{Key: st.Key, Generation: ev.GetUserGeneration(), Stamped: stamped(ev.GetUserGenerationStamped(), ev.GetUserGeneration())}
 	if !st.Read.Position.IsZero() || !st.Delivered.Position.IsZero() || !st.PrivateRead.Position.IsZero() {
@@ -527,7 +528,7 @@ func StateToProto(s receipt.State) *receiptsv1.ChannelState {
 
 // decodeDeletions reads a channel event of deleted seqs (version 6, no
 // head; with a thread root, version 8).
-func decodeDeletions(r *kgo.Record, ev *receiptsv1.ChannelEvent) (Decoded, error) {
+func decodeDeletions(r *kgo.Record, ev *recordv1.ChannelEvent) (Decoded, error) {
 	if ev.GetSchemaVersion() < DeletionSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: deleted seqs in a version-%d event", ErrUndecodable, ev.GetSchemaVersion())
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -92,39 +92,39 @@ func TestDecodeRejects(t *testing.T) {
 		b, _ := proto.Marshal(ev)
 		return b
 	}
-	v2 := func(f func(*receiptsv1.ReceiptEvent)) []byte {
+	v2 := func(f func(*recordv1.ReceiptEvent)) []byte {
 		ev := event.ToProto(sample())
 		f(ev)
 		b, _ := proto.Marshal(ev)
 		return b
 	}
-	ch := func(f func(*receiptsv1.ChannelEvent)) []byte {
-		ev := &receiptsv1.ChannelEvent{SchemaVersion: 2, ChannelId: "c1", Head: &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 5}}}
+	ch := func(f func(*recordv1.ChannelEvent)) []byte {
+		ev := &recordv1.ChannelEvent{SchemaVersion: 2, ChannelId: "c1", Head: &recordv1.Cursor{Position: &recordv1.Position{Seq: 5}}}
 		f(ev)
 		b, _ := proto.Marshal(ev)
 		return b
 	}
 	cases := map[string]*kgo.Record{
-		"v1 with mentions": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.SchemaVersion = 1; ev.MentionSeqs = []int64{3} })},
-		"v1 with private": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) {
+		"v1 with mentions": {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) { ev.SchemaVersion = 1; ev.MentionSeqs = []int64{3} })},
+		"v1 with private": {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) {
 			ev.SchemaVersion = 1
-			ev.PrivateRead = &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 3}}
+			ev.PrivateRead = &recordv1.Cursor{Position: &recordv1.Position{Seq: 3}}
 		})},
-		"negative private": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) {
-			ev.PrivateRead = &receiptsv1.Cursor{Position: &receiptsv1.Position{Epoch: -1, Seq: 3}}
+		"negative private": {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) {
+			ev.PrivateRead = &recordv1.Cursor{Position: &recordv1.Position{Epoch: -1, Seq: 3}}
 		})},
-		"mention seq 0":     {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.MentionSeqs = []int64{4, 0} })},
-		"too many mentions": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.MentionSeqs = make([]int64, 200) })},
-		"membership without version": {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) {
+		"mention seq 0":     {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) { ev.MentionSeqs = []int64{4, 0} })},
+		"too many mentions": {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) { ev.MentionSeqs = make([]int64, 200) })},
+		"membership without version": {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) {
 			ev.Read, ev.Delivered = nil, nil
-			ev.Membership = &receiptsv1.Membership{Member: true}
+			ev.Membership = &recordv1.Membership{Member: true}
 		})},
-		"nothing carried":      {Key: good.Key, Value: v2(func(ev *receiptsv1.ReceiptEvent) { ev.Read, ev.Delivered = nil, nil })},
-		"head seq 0":           {Key: []byte("c1"), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.Head = nil })},
-		"head with epoch":      {Key: []byte("c1"), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.Head.Position.Epoch = 1 })},
-		"head key mismatch":    {Key: []byte("c2"), Value: ch(func(*receiptsv1.ChannelEvent) {})},
-		"head v1":              {Key: []byte("c1"), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = 1 })},
-		"head empty key":       {Key: []byte(""), Value: ch(func(ev *receiptsv1.ChannelEvent) { ev.ChannelId = "" })},
+		"nothing carried":      {Key: good.Key, Value: v2(func(ev *recordv1.ReceiptEvent) { ev.Read, ev.Delivered = nil, nil })},
+		"head seq 0":           {Key: []byte("c1"), Value: ch(func(ev *recordv1.ChannelEvent) { ev.Head = nil })},
+		"head with epoch":      {Key: []byte("c1"), Value: ch(func(ev *recordv1.ChannelEvent) { ev.Head.Position.Epoch = 1 })},
+		"head key mismatch":    {Key: []byte("c2"), Value: ch(func(*recordv1.ChannelEvent) {})},
+		"head v1":              {Key: []byte("c1"), Value: ch(func(ev *recordv1.ChannelEvent) { ev.SchemaVersion = 1 })},
+		"head empty key":       {Key: []byte(""), Value: ch(func(ev *recordv1.ChannelEvent) { ev.ChannelId = "" })},
 		"user event, bare key": {Key: []byte("u1c1"), Value: good.Value},
 		"garbage":              {Key: good.Key, Value: []byte{0xff, 0xff, 0xff, 0x01}},
 		"unknown version":      {Key: good.Key, Value: withVersion(event.MaxSchemaVersion + 1)},
@@ -233,7 +233,7 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte("u:c"), []byte{})
 	f.Add([]byte("u:c"), []byte{0x08, 0x01})
-	ev := &receiptsv1.ReceiptEvent{SchemaVersion: 2, UserId: "u", ChannelId: "c"}
+	ev := &recordv1.ReceiptEvent{SchemaVersion: 2, UserId: "u", ChannelId: "c"}
 	b, _ := proto.Marshal(ev)
 	f.Add([]byte("u:c"), b)
 	f.Fuzz(func(t *testing.T, key, value []byte) {

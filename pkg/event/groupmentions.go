@@ -5,7 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/channel"
 )
 
@@ -20,20 +20,20 @@ func EncodeHeadWithGroupMentions(h channel.Head, gms []channel.GroupMention) (*k
 }
 
 // addGroupMentions sets a channel event's group mentions (version 7).
-func addGroupMentions(ev *receiptsv1.ChannelEvent, g *channel.GroupMentions) {
+func addGroupMentions(ev *recordv1.ChannelEvent, g *channel.GroupMentions) {
 	if g == nil || len(g.Mentions) == 0 {
 		return
 	}
 	ev.SchemaVersion = GroupMentionSchemaVersion
-	ev.GroupMentions = make([]*receiptsv1.GroupMention, len(g.Mentions))
+	ev.GroupMentions = make([]*recordv1.GroupMention, len(g.Mentions))
 	for i, m := range g.Mentions {
-		ev.GroupMentions[i] = &receiptsv1.GroupMention{Seq: m.Seq, SenderId: m.Sender}
+		ev.GroupMentions[i] = &recordv1.GroupMention{Seq: m.Seq, SenderId: m.Sender}
 	}
 }
 
 // decodeGroupMentions reads and validates a channel event's group
 // mentions (nil when it carries none).
-func decodeGroupMentions(ev *receiptsv1.ChannelEvent) (*channel.GroupMentions, error) {
+func decodeGroupMentions(ev *recordv1.ChannelEvent) (*channel.GroupMentions, error) {
 	pms := ev.GetGroupMentions()
 	if len(pms) == 0 {
 		return nil, nil

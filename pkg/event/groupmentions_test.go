@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 )
@@ -16,7 +16,7 @@ func TestGroupMentionsRoundTrip(t *testing.T) {
 	gms := []channel.GroupMention{{Seq: 4, Sender: "u1"}, {Seq: 9}}
 	rec, err := event.EncodeHeadWithGroupMentions(h, gms)
 	require.NoError(t, err)
-	var ev receiptsv1.ChannelEvent
+	var ev recordv1.ChannelEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.GroupMentionSchemaVersion), ev.GetSchemaVersion())
 	d, err := event.DecodeRecord(rec)
@@ -34,19 +34,19 @@ func TestGroupMentionsRoundTrip(t *testing.T) {
 }
 
 func TestGroupMentionsRejected(t *testing.T) {
-	for name, edit := range map[string]func(*receiptsv1.ChannelEvent){
-		"an old version": func(ev *receiptsv1.ChannelEvent) { ev.SchemaVersion = event.NotificationSchemaVersion },
-		"seq 0":          func(ev *receiptsv1.ChannelEvent) { ev.GroupMentions[0].Seq = 0 },
-		"too many": func(ev *receiptsv1.ChannelEvent) {
+	for name, edit := range map[string]func(*recordv1.ChannelEvent){
+		"an old version": func(ev *recordv1.ChannelEvent) { ev.SchemaVersion = event.NotificationSchemaVersion },
+		"seq 0":          func(ev *recordv1.ChannelEvent) { ev.GroupMentions[0].Seq = 0 },
+		"too many": func(ev *recordv1.ChannelEvent) {
 			for i := range channel.MaxGroupMentionsPerEvent {
-				ev.GroupMentions = append(ev.GroupMentions, &receiptsv1.GroupMention{Seq: int64(i + 1)})
+				ev.GroupMentions = append(ev.GroupMentions, &recordv1.GroupMention{Seq: int64(i + 1)})
 			}
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec, err := event.EncodeHeadWithGroupMentions(channel.Head{Channel: "c1", Seq: 9}, []channel.GroupMention{{Seq: 4}})
 			require.NoError(t, err)
-			var ev receiptsv1.ChannelEvent
+			var ev recordv1.ChannelEvent
 			require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 			edit(&ev)
 			rec.Value, err = proto.Marshal(&ev)

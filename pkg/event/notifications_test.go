@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -25,16 +25,16 @@ func TestNotificationsEventRoundTrip(t *testing.T) {
 	require.Equal(t, int64(42), d.AcceptedAt())
 	require.Equal(t, int64(3), d.Generation)
 
-	var ev receiptsv1.ReceiptEvent
+	var ev recordv1.ReceiptEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.NotificationSchemaVersion), ev.GetSchemaVersion())
-	for name, corrupt := range map[string]func(*receiptsv1.ReceiptEvent){
-		"unknown level":  func(ev *receiptsv1.ReceiptEvent) { ev.Notifications.Level = "loud" },
-		"negative mute":  func(ev *receiptsv1.ReceiptEvent) { ev.Notifications.MutedUntilUnixMs = -1 },
-		"no version":     func(ev *receiptsv1.ReceiptEvent) { ev.Notifications.VersionUnixMs = 0 },
-		"an old version": func(ev *receiptsv1.ReceiptEvent) { ev.SchemaVersion = event.ThreadSchemaVersion },
+	for name, corrupt := range map[string]func(*recordv1.ReceiptEvent){
+		"unknown level":  func(ev *recordv1.ReceiptEvent) { ev.Notifications.Level = "loud" },
+		"negative mute":  func(ev *recordv1.ReceiptEvent) { ev.Notifications.MutedUntilUnixMs = -1 },
+		"no version":     func(ev *recordv1.ReceiptEvent) { ev.Notifications.VersionUnixMs = 0 },
+		"an old version": func(ev *recordv1.ReceiptEvent) { ev.SchemaVersion = event.ThreadSchemaVersion },
 	} {
-		bad := proto.Clone(&ev).(*receiptsv1.ReceiptEvent)
+		bad := proto.Clone(&ev).(*recordv1.ReceiptEvent)
 		corrupt(bad)
 		v, err := proto.Marshal(bad)
 		require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -20,10 +20,10 @@ func EncodeSettings(st privacy.Settings) (*kgo.Record, error) {
 
 func encodeSettings(d Decoded) (*kgo.Record, error) {
 	st := *d.Settings
-	ev := &receiptsv1.UserEvent{
+	ev := &recordv1.UserEvent{
 		SchemaVersion: SchemaVersion,
 		UserId:        st.User,
-		Settings: &receiptsv1.UserSettings{UserId: st.User, ShareReadReceipts: st.ShareRead,
+		Settings: &recordv1.Settings{UserId: st.User, ShareReadReceipts: st.ShareRead,
 			ShareDeliveryReceipts: st.ShareDelivered, VersionUnixMs: st.VersionMs,
 			DefaultNotificationLevel: st.DefaultLevel.String()},
 		AcceptedAtUnixMs:      st.VersionMs,
@@ -39,7 +39,7 @@ func encodeSettings(d Decoded) (*kgo.Record, error) {
 
 // decodeSettings validates a settings user event (schema version checked
 // by the caller).
-func decodeSettings(r *kgo.Record, ev *receiptsv1.UserEvent) (Decoded, error) {
+func decodeSettings(r *kgo.Record, ev *recordv1.UserEvent) (Decoded, error) {
 	s := ev.GetSettings()
 	st := privacy.Settings{User: ev.GetUserId(), ShareRead: s.GetShareReadReceipts(),
 		ShareDelivered: s.GetShareDeliveryReceipts(), VersionMs: s.GetVersionUnixMs()}

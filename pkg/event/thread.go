@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -34,11 +34,11 @@ func encodeThread(d Decoded) (*kgo.Record, error) {
 	)
 	if h := d.ThreadHead; h != nil {
 		key = receipt.EscapeKeyID(h.Channel)
-		msg = &receiptsv1.ChannelEvent{
+		msg = &recordv1.ChannelEvent{
 			SchemaVersion:    ThreadSchemaVersion,
 			ChannelId:        h.Channel,
 			ThreadRootSeq:    h.Root,
-			Head:             CursorToProto(receipt.Cursor{Position: receipt.Position{Seq: h.Seq}, MessageID: h.MessageID}),
+			Head:             recordCursor(receipt.Cursor{Position: receipt.Position{Seq: h.Seq}, MessageID: h.MessageID}),
 			AcceptedAtUnixMs: h.UpdatedAtUnixMs,
 		}
 	} else {
@@ -53,7 +53,7 @@ func encodeThread(d Decoded) (*kgo.Record, error) {
 		ev.ThreadRootSeq = st.Key.Root
 		ev.MentionSeqs = st.Mentions
 		if st.Follow != (thread.Follow{}) {
-			ev.Follow = &receiptsv1.ThreadFollow{Following: st.Follow.Following, VersionUnixMs: st.Follow.VersionUnixMs}
+			ev.Follow = &recordv1.ThreadFollow{Following: st.Follow.Following, VersionUnixMs: st.Follow.VersionUnixMs}
 		}
 		key = cur.Key.KafkaKey()
 		msg = ev
@@ -65,7 +65,7 @@ func encodeThread(d Decoded) (*kgo.Record, error) {
 	return typed(&kgo.Record{Key: []byte(key), Value: v}), nil
 }
 
-func decodeThreadUser(r *kgo.Record, ev *receiptsv1.ReceiptEvent) (Decoded, error) {
+func decodeThreadUser(r *kgo.Record, ev *recordv1.ReceiptEvent) (Decoded, error) {
 	if ev.GetSchemaVersion() < ThreadSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: a thread event of schema version %d", ErrUndecodable, ev.GetSchemaVersion())
 	}
@@ -108,7 +108,7 @@ func decodeThreadUser(r *kgo.Record, ev *receiptsv1.ReceiptEvent) (Decoded, erro
 	return d, nil
 }
 
-func decodeThreadHead(r *kgo.Record, ev *receiptsv1.ChannelEvent) (Decoded, error) {
+func decodeThreadHead(r *kgo.Record, ev *recordv1.ChannelEvent) (Decoded, error) {
 	if ev.GetSchemaVersion() < ThreadSchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: a thread event of schema version %d", ErrUndecodable, ev.GetSchemaVersion())
 	}

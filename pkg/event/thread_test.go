@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -62,18 +62,18 @@ func TestThreadEventsRefused(t *testing.T) {
 	}
 	ck := key.ChannelKey().KafkaKey()
 	for name, rec := range map[string]*kgo.Record{
-		"old version": enc(&receiptsv1.ReceiptEvent{SchemaVersion: 3, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1,
-			Follow: &receiptsv1.ThreadFollow{Following: true, VersionUnixMs: 1}}, ck),
-		"empty": enc(&receiptsv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1}, ck),
-		"negative root": enc(&receiptsv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: -1,
-			Follow: &receiptsv1.ThreadFollow{Following: true, VersionUnixMs: 1}}, ck),
-		"membership": enc(&receiptsv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1,
-			Follow: &receiptsv1.ThreadFollow{Following: true, VersionUnixMs: 1}, Membership: &receiptsv1.Membership{Member: true, VersionUnixMs: 1}}, ck),
-		"wrong key": enc(&receiptsv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1,
-			Follow: &receiptsv1.ThreadFollow{Following: true, VersionUnixMs: 1}}, "u1:c2"),
-		"head of old version": enc(&receiptsv1.ChannelEvent{SchemaVersion: 3, ChannelId: "c1", ThreadRootSeq: 1,
-			Head: &receiptsv1.Cursor{Position: &receiptsv1.Position{Seq: 1}}}, "c1"),
-		"head without seq": enc(&receiptsv1.ChannelEvent{SchemaVersion: 4, ChannelId: "c1", ThreadRootSeq: 1}, "c1"),
+		"old version": enc(&recordv1.ReceiptEvent{SchemaVersion: 3, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1,
+			Follow: &recordv1.ThreadFollow{Following: true, VersionUnixMs: 1}}, ck),
+		"empty": enc(&recordv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1}, ck),
+		"negative root": enc(&recordv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: -1,
+			Follow: &recordv1.ThreadFollow{Following: true, VersionUnixMs: 1}}, ck),
+		"membership": enc(&recordv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1,
+			Follow: &recordv1.ThreadFollow{Following: true, VersionUnixMs: 1}, Membership: &recordv1.Membership{Member: true, VersionUnixMs: 1}}, ck),
+		"wrong key": enc(&recordv1.ReceiptEvent{SchemaVersion: 4, UserId: "u1", ChannelId: "c1", ThreadRootSeq: 1,
+			Follow: &recordv1.ThreadFollow{Following: true, VersionUnixMs: 1}}, "u1:c2"),
+		"head of old version": enc(&recordv1.ChannelEvent{SchemaVersion: 3, ChannelId: "c1", ThreadRootSeq: 1,
+			Head: &recordv1.Cursor{Position: &recordv1.Position{Seq: 1}}}, "c1"),
+		"head without seq": enc(&recordv1.ChannelEvent{SchemaVersion: 4, ChannelId: "c1", ThreadRootSeq: 1}, "c1"),
 	} {
 		_, err := event.DecodeRecord(rec)
 		require.ErrorIs(t, err, event.ErrUndecodable, name)

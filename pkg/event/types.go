@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 )
 
 // HeaderType names the protobuf message a record's value holds, by its
@@ -21,13 +21,13 @@ const HeaderType = "receipts-type"
 // The message types of the records, as HeaderType names them.
 var (
 	// TypeReceiptEvent is a user's state in a channel (key "user:channel").
-	TypeReceiptEvent = messageName(&receiptsv1.ReceiptEvent{})
+	TypeReceiptEvent = messageName(&recordv1.ReceiptEvent{})
 	// TypeChannelEvent is a channel's state (key "channel").
-	TypeChannelEvent = messageName(&receiptsv1.ChannelEvent{})
+	TypeChannelEvent = messageName(&recordv1.ChannelEvent{})
 	// TypeUserEvent is a user-wide event (key "u::user").
-	TypeUserEvent = messageName(&receiptsv1.UserEvent{})
+	TypeUserEvent = messageName(&recordv1.UserEvent{})
 	// TypeReadStateChange is an entry of the change feed.
-	TypeReadStateChange = messageName(&receiptsv1.ReadStateChange{})
+	TypeReadStateChange = messageName(&recordv1.ReadStateChange{})
 )
 
 func messageName(m proto.Message) string { return string(m.ProtoReflect().Descriptor().FullName()) }

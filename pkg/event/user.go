@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -49,7 +49,7 @@ func encodeUser(d Decoded) (*kgo.Record, error) {
 		return encodeSettings(d)
 	}
 	t := d.Erasure
-	ev := &receiptsv1.UserEvent{
+	ev := &recordv1.UserEvent{
 		SchemaVersion:    SchemaVersion,
 		UserId:           t.User,
 		ErasedGeneration: t.Generation,
@@ -65,7 +65,7 @@ func encodeUser(d Decoded) (*kgo.Record, error) {
 // decodeUser reads a user-wide event. An event without an erasure (a
 // later kind this build does not apply) is refused like any invalid event.
 func decodeUser(r *kgo.Record) (Decoded, error) {
-	var ev receiptsv1.UserEvent
+	var ev recordv1.UserEvent
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}

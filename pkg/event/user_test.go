@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -42,8 +42,8 @@ func TestErasureRoundTrip(t *testing.T) {
 
 func TestErasureRejects(t *testing.T) {
 	t.Parallel()
-	val := func(f func(*receiptsv1.UserEvent)) []byte {
-		ev := &receiptsv1.UserEvent{SchemaVersion: event.SchemaVersion, UserId: "u1", ErasedGeneration: 5, AcceptedAtUnixMs: 5}
+	val := func(f func(*recordv1.UserEvent)) []byte {
+		ev := &recordv1.UserEvent{SchemaVersion: event.SchemaVersion, UserId: "u1", ErasedGeneration: 5, AcceptedAtUnixMs: 5}
 		f(ev)
 		b, _ := proto.Marshal(ev)
 		return b
@@ -53,15 +53,15 @@ func TestErasureRejects(t *testing.T) {
 		val  []byte
 		want string
 	}{
-		"no generation":  {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0 }), "without erased_generation"},
-		"negative":       {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = -1 }), "erased_generation"},
-		"empty user":     {"u::", val(func(ev *receiptsv1.UserEvent) { ev.UserId = "" }), "user_id: is required"},
-		"oversized user": {"u::" + string(make([]byte, 129)), val(func(ev *receiptsv1.UserEvent) { ev.UserId = string(make([]byte, 129)) }), "user_id"},
-		"key mismatch":   {"u::u2", val(func(*receiptsv1.UserEvent) {}), "does not match"},
-		"old version":    {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.SchemaVersion = 2 }), "schema version 2"},
+		"no generation":  {"u::u1", val(func(ev *recordv1.UserEvent) { ev.ErasedGeneration = 0 }), "without erased_generation"},
+		"negative":       {"u::u1", val(func(ev *recordv1.UserEvent) { ev.ErasedGeneration = -1 }), "erased_generation"},
+		"empty user":     {"u::", val(func(ev *recordv1.UserEvent) { ev.UserId = "" }), "user_id: is required"},
+		"oversized user": {"u::" + string(make([]byte, 129)), val(func(ev *recordv1.UserEvent) { ev.UserId = string(make([]byte, 129)) }), "user_id"},
+		"key mismatch":   {"u::u2", val(func(*recordv1.UserEvent) {}), "does not match"},
+		"old version":    {"u::u1", val(func(ev *recordv1.UserEvent) { ev.SchemaVersion = 2 }), "schema version 2"},
 		"not protobuf":   {"u::u1", []byte{0xff, 0xff}, "unmarshalling"},
-		"negative time":  {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.AcceptedAtUnixMs = -1 }), "accepted_at_unix_ms"},
-		"empty settings": {"u::u1", val(func(ev *receiptsv1.UserEvent) { ev.ErasedGeneration = 0; ev.Settings = &receiptsv1.UserSettings{} }), "settings.version_unix_ms must be between 1 and"},
+		"negative time":  {"u::u1", val(func(ev *recordv1.UserEvent) { ev.AcceptedAtUnixMs = -1 }), "accepted_at_unix_ms"},
+		"empty settings": {"u::u1", val(func(ev *recordv1.UserEvent) { ev.ErasedGeneration = 0; ev.Settings = &recordv1.Settings{} }), "settings.version_unix_ms must be between 1 and"},
 	} {
 		_, err := event.DecodeRecord(&kgo.Record{Key: []byte(tc.key), Value: tc.val})
 		require.ErrorIs(t, err, event.ErrUndecodable, name)

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
@@ -70,13 +70,13 @@ func (f *changeSink) upsert(store *pgstore.Store) func(context.Context, []receip
 // changeRecord is one entry of the feed, keyed "user:channel" like the
 // source topic, so a key's changes stay in order on one partition.
 func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
-	kind := receiptsv1.Kind_READ
+	kind := recordv1.Kind_READ
 	if c.Delivered {
-		kind = receiptsv1.Kind_DELIVERED
+		kind = recordv1.Kind_DELIVERED
 	}
-	v, err := proto.Marshal(&receiptsv1.ReadStateChange{
+	v, err := proto.Marshal(&recordv1.ReadStateChange{
 		SchemaVersion: changeSchemaVersion, UserId: c.Key.User, ChannelId: c.Key.Channel, Kind: kind,
-		Position:  &receiptsv1.Position{Epoch: c.Cursor.Position.Epoch, Seq: c.Cursor.Position.Seq},
+		Position:  &recordv1.Position{Epoch: c.Cursor.Position.Epoch, Seq: c.Cursor.Position.Seq},
 		MessageId: c.Cursor.MessageID, AtUnixMs: c.AtUnixMs,
 	})
 	if err != nil {
@@ -88,13 +88,13 @@ func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
 // threadChangeRecord is one thread cursor's entry of the feed, keyed as
 // the source topic keys the user's thread events ("user:channel").
 func threadChangeRecord(topic string, c pgstore.ThreadCursorChange) (*kgo.Record, error) {
-	kind := receiptsv1.Kind_READ
+	kind := recordv1.Kind_READ
 	if c.Delivered {
-		kind = receiptsv1.Kind_DELIVERED
+		kind = recordv1.Kind_DELIVERED
 	}
-	v, err := proto.Marshal(&receiptsv1.ReadStateChange{
+	v, err := proto.Marshal(&recordv1.ReadStateChange{
 		SchemaVersion: changeSchemaVersion, UserId: c.Key.User, ChannelId: c.Key.Channel, Kind: kind,
-		Position:  &receiptsv1.Position{Epoch: c.Cursor.Position.Epoch, Seq: c.Cursor.Position.Seq},
+		Position:  &recordv1.Position{Epoch: c.Cursor.Position.Epoch, Seq: c.Cursor.Position.Seq},
 		MessageId: c.Cursor.MessageID, AtUnixMs: c.AtUnixMs, ThreadRootSeq: c.Key.Root,
 	})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -31,7 +31,7 @@ func (b *bundle) changes(topic string) []string {
 		fs := cl.PollFetches(ctx)
 		require.NoError(b.t, ctx.Err(), "read %d of %d changes", len(out), n)
 		for _, r := range fs.Records() {
-			var c receiptsv1.ReadStateChange
+			var c recordv1.ReadStateChange
 			require.NoError(b.t, proto.Unmarshal(r.Value, &c))
 			require.Equal(b.t, c.GetUserId()+":"+c.GetChannelId(), string(r.Key), "keyed user:channel")
 			require.Equal(b.t, uint32(1), c.GetSchemaVersion())

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -31,7 +31,7 @@ func TestThreadChangesFeed(t *testing.T) {
 		rec, err := threadChangeRecord("feed", c)
 		require.NoError(t, err)
 		require.Equal(t, "u:c", string(rec.Key))
-		var got receiptsv1.ReadStateChange
+		var got recordv1.ReadStateChange
 		require.NoError(t, proto.Unmarshal(rec.Value, &got))
 		require.Equal(t, int64(9), got.GetThreadRootSeq())
 		require.Equal(t, int64(3), got.GetPosition().GetSeq())

@@ -4,9 +4,10 @@
 // 	protoc        (unknown)
 // source: receipts/v1/receipts.proto
 
-// receipts.v1 is the single contract of the receipts system: the API that
-// upstream chat servers call on kafkagate (gRPC, Connect, HTTP/JSON) and the
-// versioned event that travels on the Kafka topic read-receipts.
+// receipts.v1 is the API that upstream chat servers call on kafkagate
+// (gRPC, Connect, HTTP/JSON). The Kafka records' contract is
+// receipts.record.v1 (api/receipts/record/v1/records.proto); the record
+// messages still declared here are its earlier copies, deprecated.
 
 package receiptsv1
 
@@ -2430,6 +2431,8 @@ func (x *ReadAllResponse) GetResults() []*ReceiptResult {
 // each id (records of earlier builds carry the ids as they are; read the
 // ids from the value). Consumers merge it field-wise with max, so any
 // number of duplicates in any order converge to the same row.
+//
+// Deprecated: Marked as deprecated in receipts/v1/receipts.proto.
 type ReceiptEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The event schema version; consumers reject versions they do not know.
@@ -3037,6 +3040,8 @@ func (x *ChannelNotifications) GetRealtimeDegraded() bool {
 // ChannelEvent is the value of a record on read-receipts keyed by the
 // channel id, escaped as in ReceiptEvent's key (so no bare ':'):
 // channel-wide state, merged by max (version 2).
+//
+// Deprecated: Marked as deprecated in receipts/v1/receipts.proto.
 type ChannelEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -4450,6 +4455,8 @@ func (x *EraseUserResponse) GetDurability() Durability {
 // UserEvent is the value of a record on read-receipts that carries a
 // user-wide register (schema version 3): settings, or an erasure tombstone.
 // Its key is "u::" and the user id escaped as in ReceiptEvent's key.
+//
+// Deprecated: Marked as deprecated in receipts/v1/receipts.proto.
 type UserEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -4548,6 +4555,8 @@ func (x *UserEvent) GetUserGenerationStamped() bool {
 // ReadStateChange is the value of a record on the change-feed topic
 // read-state-changes, keyed as ReceiptEvent, written by the persister
 // after its database commit: a public cursor advanced.
+//
+// Deprecated: Marked as deprecated in receipts/v1/receipts.proto.
 type ReadStateChange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -5832,7 +5841,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"channel_id\x18\x02 \x03(\tR\tchannelId\x12\x1b\n" +
 	"\tdevice_id\x18\x03 \x01(\tR\bdeviceId\"G\n" +
 	"\x0fReadAllResponse\x124\n" +
-	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xae\x05\n" +
+	"\aresults\x18\x01 \x03(\v2\x1a.receipts.v1.ReceiptResultR\aresults\"\xb2\x05\n" +
 	"\fReceiptEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -5852,7 +5861,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x17user_generation_stamped\x18\f \x01(\bR\x15userGenerationStamped\x12&\n" +
 	"\x0fthread_root_seq\x18\r \x01(\x03R\rthreadRootSeq\x121\n" +
 	"\x06follow\x18\x0e \x01(\v2\x19.receipts.v1.ThreadFollowR\x06follow\x12G\n" +
-	"\rnotifications\x18\x0f \x01(\v2!.receipts.v1.NotificationRegisterR\rnotifications\"\x83\x01\n" +
+	"\rnotifications\x18\x0f \x01(\v2!.receipts.v1.NotificationRegisterR\rnotifications:\x02\x18\x01\"\x83\x01\n" +
 	"\x14NotificationRegister\x12\x14\n" +
 	"\x05level\x18\x01 \x01(\tR\x05level\x12-\n" +
 	"\x13muted_until_unix_ms\x18\x02 \x01(\x03R\x10mutedUntilUnixMs\x12&\n" +
@@ -5886,7 +5895,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
 	"durability\x18\x05 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
 	"durability\x12+\n" +
-	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xb9\x02\n" +
+	"\x11realtime_degraded\x18\x06 \x01(\bR\x10realtimeDegraded\"\xbd\x02\n" +
 	"\fChannelEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x1d\n" +
 	"\n" +
@@ -5895,7 +5904,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x13accepted_at_unix_ms\x18\x04 \x01(\x03R\x10acceptedAtUnixMs\x12&\n" +
 	"\x0fthread_root_seq\x18\x05 \x01(\x03R\rthreadRootSeq\x12!\n" +
 	"\fdeleted_seqs\x18\x06 \x03(\x03R\vdeletedSeqs\x12@\n" +
-	"\x0egroup_mentions\x18\a \x03(\v2\x19.receipts.v1.GroupMentionR\rgroupMentions\"=\n" +
+	"\x0egroup_mentions\x18\a \x03(\v2\x19.receipts.v1.GroupMentionR\rgroupMentions:\x02\x18\x01\"=\n" +
 	"\fGroupMention\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x1b\n" +
 	"\tsender_id\x18\x02 \x01(\tR\bsenderId\"i\n" +
@@ -6005,7 +6014,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"generation\x127\n" +
 	"\n" +
 	"durability\x18\x03 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
-	"durability\"\xbf\x02\n" +
+	"durability\"\xc3\x02\n" +
 	"\tUserEvent\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x125\n" +
@@ -6013,7 +6022,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x11erased_generation\x18\x04 \x01(\x03R\x10erasedGeneration\x12-\n" +
 	"\x13accepted_at_unix_ms\x18\x05 \x01(\x03R\x10acceptedAtUnixMs\x12'\n" +
 	"\x0fuser_generation\x18\x06 \x01(\x03R\x0euserGeneration\x126\n" +
-	"\x17user_generation_stamped\x18\a \x01(\bR\x15userGenerationStamped\"\xaf\x02\n" +
+	"\x17user_generation_stamped\x18\a \x01(\bR\x15userGenerationStamped:\x02\x18\x01\"\xb3\x02\n" +
 	"\x0fReadStateChange\x12%\n" +
 	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
 	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
@@ -6025,7 +6034,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"message_id\x18\x06 \x01(\tR\tmessageId\x12\x1c\n" +
 	"\n" +
 	"at_unix_ms\x18\a \x01(\x03R\batUnixMs\x12&\n" +
-	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq\"T\n" +
+	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq:\x02\x18\x01\"T\n" +
 	"\fThreadFollow\x12\x1c\n" +
 	"\tfollowing\x18\x01 \x01(\bR\tfollowing\x12&\n" +
 	"\x0fversion_unix_ms\x18\x02 \x01(\x03R\rversionUnixMs\"\xbe\x01\n" +

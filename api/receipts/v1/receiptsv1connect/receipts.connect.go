@@ -2,9 +2,10 @@
 //
 // Source: receipts/v1/receipts.proto
 
-// receipts.v1 is the single contract of the receipts system: the API that
-// upstream chat servers call on kafkagate (gRPC, Connect, HTTP/JSON) and the
-// versioned event that travels on the Kafka topic read-receipts.
+// receipts.v1 is the API that upstream chat servers call on kafkagate
+// (gRPC, Connect, HTTP/JSON). The Kafka records' contract is
+// receipts.record.v1 (api/receipts/record/v1/records.proto); the record
+// messages still declared here are its earlier copies, deprecated.
 package receiptsv1connect
 
 import (

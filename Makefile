@@ -154,21 +154,25 @@ clean-data: ## remove the dev broker's data directory (.devdata/)
 # --- deployment: image, Helm chart, alerts (docs/operations.md) -------------
 IMAGE   ?= receipts
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The commit the image is built from: cli.Revision (the Dockerfile's ARG REVISION).
+REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
+IMAGE_BUILD_ARGS = --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION)
 
 .PHONY: image
-image: ## build the container image IMAGE:VERSION with docker build (says so and exits 0 where no builder runs)
+image: ## build the container image IMAGE:VERSION with docker build, VERSION and REVISION stamped (says so and exits 0 where no builder runs)
 	@if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
-	  echo "docker build -t $(IMAGE):$(VERSION) --build-arg VERSION=$(VERSION) ."; \
-	  docker build -t $(IMAGE):$(VERSION) --build-arg VERSION=$(VERSION) .; \
+	  echo "docker build -t $(IMAGE):$(VERSION) $(IMAGE_BUILD_ARGS) ."; \
+	  docker build -t $(IMAGE):$(VERSION) $(IMAGE_BUILD_ARGS) .; \
 	else \
 	  echo "make image: no container builder available here (docker info fails): image not built."; \
-	  echo "make image: build it where Docker or BuildKit runs: docker build -t $(IMAGE):$(VERSION) --build-arg VERSION=$(VERSION) ."; \
-	  echo "make image: checking the build stage's command locally instead (CGO_ENABLED=0 -trimpath, cli.Version=$(VERSION)) into .cache/image/"; \
+	  echo "make image: build it where Docker or BuildKit runs: docker build -t $(IMAGE):$(VERSION) $(IMAGE_BUILD_ARGS) ."; \
+	  echo "make image: checking the build stage's command locally instead (CGO_ENABLED=0 -trimpath, cli.Version=$(VERSION), cli.Revision=$(REVISION)) into .cache/image/"; \
 	  rm -rf .cache/image && mkdir -p .cache/image/src && \
 	  tar --exclude-from=.dockerignore --exclude=./.git -cf - . | tar -xf - -C .cache/image/src && \
-	  (cd .cache/image/src && CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) build -trimpath -ldflags "-X github.com/readstate/receipts/cmd/internal/cli.Version=$(VERSION)" -o ../bin/ ./cmd/...) && \
+	  (cd .cache/image/src && CGO_ENABLED=0 GOFLAGS=-buildvcs=false $(GO) build -trimpath -ldflags "-X github.com/readstate/receipts/cmd/internal/cli.Version=$(VERSION) -X github.com/readstate/receipts/cmd/internal/cli.Revision=$(REVISION)" -o ../bin/ ./cmd/...) && \
 	  ls -l .cache/image/bin/ && \
 	  for b in .cache/image/bin/*; do $(GO) version -m $$b | grep -q 'CGO_ENABLED=0' || { echo "$$b is not static" >&2; exit 1; }; done && \
+	  .cache/image/bin/receiptsctl --version | tee /dev/stderr | grep -qF -- "$(REVISION)" || { echo "receiptsctl --version does not show the revision $(REVISION)" >&2; exit 1; } && \
 	  echo "make image: the build stage works; the image itself was not built (exit 0)."; \
 	fi
 

@@ -13,7 +13,9 @@
 #      covering each container's shutdown delay and drain, credentials only
 #      in Secrets); KEDA's ScaledObject and Strimzi's KafkaTopics and
 #      KafkaUsers (their ACLs against tests/strimzi-acls.txt) carry the
-#      values they are built from;
+#      values they are built from; the tracing values reach each service
+#      as OTEL_* variables and --trace-sample-ratio, and nothing of them
+#      renders while tracing is off;
 #   3. every bad values file in helm/receipts/tests/bad-values/ makes helm
 #      template (and, for schema errors, helm lint) fail with the expected
 #      message;
@@ -149,6 +151,42 @@ if grep -A1 'name: RECEIPTS_CORS_ALLOWED_ORIGINS' "$TMP/rendered-variants-values
   grep -qF 'value: "https://chat.example.com,http://localhost:3000"'; then ok
 else bad "variants render lacks RECEIPTS_CORS_ALLOWED_ORIGINS=https://chat.example.com,http://localhost:3000"; fi
 
+# doc KIND NAME FILE: the one rendered object of that kind and name.
+doc() { awk -v k="$1" -v n="$2" '/^---/{if (hit) exit; buf=""; kind=""; next} /^kind: /{kind=$2} {buf = buf $0 "\n"} kind==k && $0 == "  name: " n {hit=1} END{if (hit) printf "%s", buf}' "$3"; }
+
+# Tracing (tracing.*): off by default, so no OTEL_* variable, no sample
+# ratio and no collector egress; on (the variants values), each service
+# exports to the endpoint with its own service name, the sample ratio as
+# --trace-sample-ratio and the headers from their Secret; the hook Jobs
+# never trace.
+for f in "$RENDERED" "$PROD"; do
+  if grep -qE 'OTEL_|RECEIPTS_TRACE_SAMPLE_RATIO|port: 431[78]$' "$f"; then bad "$(basename "$f"): tracing rendered while off"; else ok; fi
+done
+VAR=$TMP/rendered-variants-values.yaml
+# workload NAME FILE: the Deployment or StatefulSet of that name.
+workload() { awk -v n="  name: $1" '/^kind: (Deployment|StatefulSet)$/{d=1} /^---/{d=0; p=0} d && $0 == n {p=1} p' "$2"; }
+# env_value NAME: the quoted value of env variable NAME in stdin.
+env_value() { grep -A1 -- "- name: $1\$" | sed -n 's/^ *value: //p'; }
+for c in kafkagate persister dlt-reconciler; do
+  w=$(workload "receipts-$c" "$VAR")
+  got="$(env_value OTEL_EXPORTER_OTLP_ENDPOINT <<<"$w") $(env_value OTEL_EXPORTER_OTLP_PROTOCOL <<<"$w") $(env_value OTEL_SERVICE_NAME <<<"$w") $(env_value RECEIPTS_TRACE_SAMPLE_RATIO <<<"$w")"
+  want='"http://otel-collector.observability:4317" "grpc" "'$c'" "0.25"'
+  if [ "$got" = "$want" ]; then ok; else bad "variants $c tracing env: got $got, want $want"; fi
+  if grep -A4 -- '- name: OTEL_EXPORTER_OTLP_HEADERS$' <<<"$w" | tr -d '\n' | sed 's/ \+/ /g' |
+    grep -qF 'valueFrom: secretKeyRef: name: otlp-auth key: otlp-headers'; then ok
+  else bad "variants $c: OTEL_EXPORTER_OTLP_HEADERS is not from Secret otlp-auth, key otlp-headers"; fi
+  if grep -F 'value: "k8s.namespace.name=receipts,k8s.pod.name=$(RECEIPTS_CLIENT_ID)"' <<<"$w" >/dev/null &&
+    [ "$(grep -n -- '- name: RECEIPTS_CLIENT_ID$' <<<"$w" | cut -d: -f1)" -lt "$(grep -n -- '- name: OTEL_RESOURCE_ATTRIBUTES$' <<<"$w" | cut -d: -f1)" ]; then ok
+  else bad "variants $c: OTEL_RESOURCE_ATTRIBUTES does not name the namespace and the pod (after RECEIPTS_CLIENT_ID)"; fi
+done
+if awk '/^kind: NetworkPolicy$/,/^---/' "$VAR" | grep -q 'port: 4317$'; then ok; else bad "variants render: no egress to the OTLP collector"; fi
+"$HELM" template receipts "$CHART" --namespace receipts --set tracing.enabled=true --set tracing.endpoint=http://otel:4318 >"$TMP/tracing.yaml"
+for j in topics migrate; do
+  if doc Job "receipts-$j" "$TMP/tracing.yaml" | grep -q 'OTEL_\|TRACE_SAMPLE'; then bad "the $j Job traces"; else ok; fi
+done
+if workload receipts-persister "$TMP/tracing.yaml" | grep -q OTEL_EXPORTER_OTLP_HEADERS; then bad "headers rendered without tracing.headersSecret"; else ok; fi
+if workload receipts-kafkagate "$TMP/tracing.yaml" | env_value OTEL_EXPORTER_OTLP_PROTOCOL | grep -qx '"http/protobuf"'; then ok; else bad "tracing's default protocol is not http/protobuf"; fi
+
 # KEDA (persister.autoscaling.keda, on in the operators values): a
 # ScaledObject on the persister group's lag built from the chart's values,
 # and then no CPU HPA for the persister and no replicas in its Deployment.
@@ -157,8 +195,6 @@ for kind in ScaledObject TriggerAuthentication KafkaTopic KafkaUser; do
   if grep -q "^kind: $kind$" "$OPS"; then ok; else bad "operators render has no $kind"; fi
   if grep -q "^kind: $kind$" "$RENDERED" "$PROD"; then bad "default or production render has a $kind (off by default)"; else ok; fi
 done
-# doc KIND NAME FILE: the one rendered object of that kind and name.
-doc() { awk -v k="$1" -v n="$2" '/^---/{if (hit) exit; buf=""; kind=""; next} /^kind: /{kind=$2} {buf = buf $0 "\n"} kind==k && $0 == "  name: " n {hit=1} END{if (hit) printf "%s", buf}' "$3"; }
 doc ScaledObject receipts-persister "$OPS" >"$TMP/so.yaml"
 for want in 'name: receipts-persister' 'type: kafka' 'bootstrapServers: "events-kafka-bootstrap.kafka.svc:9093"' 'consumerGroup: "receipts-persister"' \
   'topic: "read-receipts"' 'lagThreshold: "200000"' 'minReplicaCount: 2' 'maxReplicaCount: 16' 'offsetResetPolicy: earliest' 'tls: enable' \
@@ -287,6 +323,10 @@ sed '0,/readOnlyRootFilesystem: true/s//readOnlyRootFilesystem: false/' "$RENDER
 expect_fail "policy check on a writable root filesystem" "$CHECK" manifests "$TMP/insecure.yaml"
 awk '/name: RECEIPTS_PG_URL/ && !done {print; print "              value: postgres://u:p@db/x"; getline; getline; getline; getline; done=1; next} {print}' "$RENDERED" >"$TMP/literal.yaml"
 expect_fail "policy check on a literal RECEIPTS_PG_URL" "$CHECK" manifests "$TMP/literal.yaml"
+# The OTLP exporter's headers (the collector's credentials) as a literal.
+"$HELM" template receipts "$CHART" --set tracing.enabled=true --set tracing.endpoint=http://otel:4318 \
+  --set 'persister.extraEnv[0].name=OTEL_EXPORTER_OTLP_HEADERS' --set 'persister.extraEnv[0].value=x-api-key=abc' >"$TMP/otlp-literal.yaml"
+expect_fail "policy check on literal OTLP headers" "$CHECK" manifests "$TMP/otlp-literal.yaml"
 # Two dashboard panels at the same place.
 jq '.panels[2].gridPos = .panels[1].gridPos' "$DASH" >"$TMP/dash.json"
 expect_fail "dashboard check on overlapping panels" "$CHECK" dashboard "$TMP/dash.json"

@@ -6,11 +6,13 @@
 # Operator, KEDA and Strimzi CRDs (tools/k8s/crds/), creates the namespaces (Pod Security
 # "restricted" enforced, warned and audited) and their default
 # ServiceAccounts (no controller-manager runs), then for the default,
-# production, variant and operators (KEDA, Strimzi) values:
+# production, variant and operators (KEDA, Strimzi; also SCRAM users, the
+# topic Job beside Strimzi users, and KEDA on the production values) values:
 #
 #   kubectl apply --dry-run=server --validate=strict   every rendered object:
 #       real validation and admission (selectors, names, immutable shapes,
-#       CRD schemas); a Pod Security warning on a workload fails the check;
+#       CRD schemas); a Pod Security warning on a workload fails the check,
+#       and so does an object the server did not apply;
 #   kubectl apply --dry-run=server                    one Pod per workload
 #       (its pod template): Pod Security "restricted" is enforced on Pods.
 #
@@ -148,10 +150,21 @@ check() {
   echo
   echo "== $name: helm template $*"
   "$BIN/helm" template receipts "$CHART" --namespace "$NS" "$@" >"$out"
-  echo "-- kubectl apply --dry-run=server --validate=strict ($(grep -c '^kind:' "$out") objects)"
+  local objects
+  objects=$(grep -c '^kind:' "$out")
+  echo "-- kubectl apply --dry-run=server --validate=strict ($objects objects)"
   if kubectl apply --dry-run=server --validate=strict -f "$out" >"$TMP/apply.out" 2>&1; then ok; else bad "$name: the API server rejected the chart"; fi
   cat "$TMP/apply.out"
   if grep -qi '^warning' "$TMP/apply.out"; then bad "$name: warnings (Pod Security or deprecations) above"; else ok; fi
+  # Every object went through the server, the operators' kinds included.
+  local applied
+  applied=$(grep -cE ' (created|configured|unchanged) \(server dry run\)$' "$TMP/apply.out" || true)
+  if [ "$applied" = "$objects" ]; then ok; else bad "$name: $applied of $objects objects applied"; fi
+  local kind
+  for kind in ${EXPECT_KINDS:-}; do
+    if grep -q "^kind: $kind$" "$out" && grep -qE "^${kind,,}\.[a-z.]+/.* created \(server dry run\)$" "$TMP/apply.out"; then ok
+    else bad "$name: no $kind rendered and admitted"; fi
+  done
   "$BIN/chartcheck" pods "$out" >"$TMP/$name-pods.yaml"
   echo "-- kubectl apply --dry-run=server: one Pod per workload, Pod Security restricted enforced"
   if kubectl apply --dry-run=server --validate=strict -f "$TMP/$name-pods.yaml" >"$TMP/apply.out" 2>&1; then ok; else bad "$name: pods rejected"; fi
@@ -160,7 +173,16 @@ check() {
 check default
 check production -f "$CHART/ci/production-values.yaml"
 check variants -f "$CHART/ci/variants-values.yaml"
-check operators -f "$CHART/ci/operators-values.yaml"
+# KEDA and Strimzi (their CRDs' schemas validate the objects): mutual TLS
+# users and a ScaledObject (the operators values); SCRAM users; Strimzi
+# users with the topic Job (its own KafkaUser, a hook); KEDA over SASL
+# SCRAM with one TLS Secret (the production values, KEDA for the HPA).
+EXPECT_KINDS="ScaledObject TriggerAuthentication KafkaTopic KafkaUser" check operators -f "$CHART/ci/operators-values.yaml"
+EXPECT_KINDS="ScaledObject TriggerAuthentication KafkaTopic KafkaUser" check operators-scram -f "$CHART/ci/operators-values.yaml" \
+  --set strimzi.users.authentication=scram-sha-512
+EXPECT_KINDS="KafkaUser Job" check strimzi-topic-job -f "$CHART/ci/operators-values.yaml" --set strimzi.topics.enabled=false
+EXPECT_KINDS="ScaledObject TriggerAuthentication" check keda-production -f "$CHART/ci/production-values.yaml" \
+  --set persister.autoscaling.enabled=false --set persister.autoscaling.keda.enabled=true
 
 # The server must catch what a client-side check cannot: a Deployment whose
 # selector does not match its template's labels, and a privileged pod.
@@ -175,6 +197,32 @@ else ok; grep -i 'selector' "$TMP/apply.out" | head -2; fi
 sed '0,/allowPrivilegeEscalation: false/s//allowPrivilegeEscalation: true/' "$TMP/default-pods.yaml" >"$TMP/planted-pods.yaml"
 if kubectl apply --dry-run=server -f "$TMP/planted-pods.yaml" >"$TMP/apply.out" 2>&1; then bad "a pod allowing privilege escalation was admitted"
 else ok; grep -i 'violate' "$TMP/apply.out" | head -2; fi
+
+# The KEDA and Strimzi objects are checked against their CRDs' schemas (a
+# CRD without one accepts anything): each planted fault, in one object of
+# the operators render, must be rejected naming its field.
+# doc KIND NAME FILE: the one rendered object of that kind and name.
+doc() { awk -v k="$1" -v n="$2" '/^---/{if (hit) exit; buf=""; kind=""; next} /^kind: /{kind=$2} {buf = buf $0 "\n"} kind==k && $0 == "  name: " n {hit=1} END{if (hit) printf "%s", buf}' "$3"; }
+# plant DESCRIPTION KIND NAME SED-SCRIPT WANT: the object with the sed
+# script applied must change, and be rejected with WANT in the message.
+plant() {
+  local what=$1 kind=$2 obj=$3 script=$4 want=$5
+  doc "$kind" "$obj" "$TMP/operators.yaml" >"$TMP/crd-ok.yaml"
+  sed "$script" "$TMP/crd-ok.yaml" >"$TMP/crd-planted.yaml"
+  if [ ! -s "$TMP/crd-ok.yaml" ] || cmp -s "$TMP/crd-ok.yaml" "$TMP/crd-planted.yaml"; then bad "planting '$what' in $kind $obj failed"; return; fi
+  if kubectl apply --dry-run=server --validate=strict -f "$TMP/crd-planted.yaml" >"$TMP/apply.out" 2>&1; then bad "$kind with $what accepted"
+  elif grep -qF -- "$want" "$TMP/apply.out"; then ok; echo "$kind, $what: $(grep -F -- "$want" "$TMP/apply.out" | head -1)"
+  else cat "$TMP/apply.out" >&2; bad "$kind with $what rejected without '$want'"; fi
+}
+plant "a non-string trigger value" ScaledObject receipts-persister 's/allowIdleConsumers: "false"/allowIdleConsumers: false/' \
+  'spec.triggers[0].metadata.allowIdleConsumers'
+plant "an unknown field" ScaledObject receipts-persister 's/^  minReplicaCount: /  minReplicas: /' 'unknown field "spec.minReplicas"'
+plant "no scale target" ScaledObject receipts-persister '/^  scaleTargetRef:$/,/^    name: /d' 'spec.scaleTargetRef: Required value'
+plant "a secretTargetRef without its key" TriggerAuthentication receipts-persister-kafka '0,/^      key: /{/^      key: /d}' \
+  'spec.secretTargetRef[0].key: Required value'
+plant "zero partitions" KafkaTopic receipts-topic 's/^  partitions: .*/  partitions: 0/' 'spec.partitions: Invalid value'
+plant "an unknown ACL operation" KafkaUser receipts-persister '0,/^          - Read$/s//          - Reed/' 'Unsupported value: "Reed"'
+plant "an unknown authentication" KafkaUser receipts-persister 's/^    type: tls$/    type: mtls/' 'spec.authentication.type: Unsupported value: "mtls"'
 
 echo
 echo "k8s-check: took $((SECONDS - start)) s"

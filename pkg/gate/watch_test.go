@@ -316,11 +316,28 @@ func TestWatchRefusals(t *testing.T) {
 	apierrtest.RefusedREST(t, code, b, http.StatusBadRequest, apierr.InvalidID)
 	require.Contains(t, parseRESTError(t, b).Message, "channel_id[0]")
 
-	client := receiptsv1connect.NewReceiptServiceClient(tb.h2c, base)
-	stream, err := client.WatchChannels(ctx, connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{"a"}, ResumeToken: "nope"}))
-	require.NoError(t, err)
-	require.False(t, stream.Receive())
-	apierrtest.Refused(t, stream.Err(), connect.CodeInvalidArgument, apierr.InvalidField)
+	// Over Connect and gRPC, the refusal names the request: the caller's
+	// X-Request-Id in a RequestInfo beside the ErrorInfo.
+	for _, proto := range []struct {
+		name string
+		opts []connect.ClientOption
+	}{{"connect", nil}, {"grpc", []connect.ClientOption{connect.WithGRPC()}}} {
+		client := receiptsv1connect.NewReceiptServiceClient(tb.h2c, base, proto.opts...)
+		stream, err := client.WatchChannels(ctx, connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{"a"}, ResumeToken: "nope"}))
+		require.NoError(t, err)
+		require.False(t, stream.Receive())
+		apierrtest.Refused(t, stream.Err(), connect.CodeInvalidArgument, apierr.InvalidField, proto.name)
+		require.Nil(t, apierr.RequestInfoOf(stream.Err()), "%s: no request id, no tracing: no RequestInfo", proto.name)
+
+		req := connect.NewRequest(&receiptsv1.WatchChannelsRequest{ChannelId: []string{"a{b"}})
+		req.Header().Set(apierr.RequestIDHeader, "watch-"+proto.name)
+		stream, err = client.WatchChannels(ctx, req)
+		require.NoError(t, err)
+		require.False(t, stream.Receive())
+		apierrtest.Refused(t, stream.Err(), connect.CodeInvalidArgument, apierr.InvalidID, proto.name)
+		require.Equal(t, "watch-"+proto.name, apierr.RequestInfoOf(stream.Err()).GetRequestId(), "%s: %v", proto.name, stream.Err())
+		require.NoError(t, stream.Close())
+	}
 }
 
 // TestWatchThroughMarks: marks made through the gateway reach a watcher

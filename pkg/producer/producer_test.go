@@ -30,8 +30,10 @@ const testTopic = "receipts-test"
 // bubble is one test's broker and producer, inside a synctest bubble.
 type bubble struct {
 	cluster *kfake.Cluster
-	prod    *Producer
-	reg     *prometheus.Registry
+	// opts reach the cluster from inside the bubble (a test's consumer).
+	opts []kgo.Opt
+	prod *Producer
+	reg  *prometheus.Registry
 	// release lets held produce requests through (holdProduce).
 	release func()
 }
@@ -55,7 +57,7 @@ func newBubble(t *testing.T, cfg Config) *bubble {
 	p, err := New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(p.Close)
-	return &bubble{cluster: c, prod: p, reg: reg, release: func() {}}
+	return &bubble{cluster: c, opts: cfg.KafkaOpts, prod: p, reg: reg, release: func() {}}
 }
 
 func cmpOr(v, d int) int {
@@ -219,5 +221,55 @@ func TestStopDrainsTheSpool(t *testing.T) {
 		require.NoError(t, b.prod.Run(ctx))
 		require.Zero(t, b.prod.spooler.sp.Stats().Records)
 		require.GreaterOrEqual(t, testutil.ToFloat64(b.prod.m.spoolReplayed), 2.0)
+	})
+}
+
+// TestSpooledRecordsKeepTheirHeaders: a record spooled with the trace
+// context (traceparent, tracestate) reaches Kafka through the replayer
+// with those headers, and one without headers gains none; a header past
+// the spool's bounds is dropped, the record kept.
+func TestSpooledRecordsKeepTheirHeaders(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newBubble(t, Config{SpoolDir: t.TempDir(), SpoolAfter: 300 * time.Millisecond, ProduceTimeout: time.Second})
+		ctx, stop := context.WithCancel(context.Background())
+		replayed := make(chan error, 1)
+		go func() { replayed <- b.prod.Run(ctx) }()
+		b.holdProduce(t)
+		// The first call opens the circuit; the next ones then go to the
+		// spool only, never to Kafka: what Kafka gets of them, the
+		// replayer sent.
+		dur, err := b.prod.Write(context.Background(), records("open:1"))
+		require.NoError(t, err)
+		require.Equal(t, Spooled, dur)
+		tp := []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+		recs := records("traced:1", "plain:1", "huge:1")
+		recs[0].Headers = []kgo.RecordHeader{{Key: "traceparent", Value: tp}, {Key: "tracestate", Value: []byte("congo=t61rcWkgMzE")}}
+		recs[2].Headers = []kgo.RecordHeader{{Key: "traceparent", Value: tp}, {Key: "tracestate", Value: make([]byte, spool.MaxHeaderBytes)}}
+		start := time.Now()
+		dur, err = b.prod.Write(context.Background(), recs)
+		require.NoError(t, err)
+		require.Equal(t, Spooled, dur)
+		require.Zero(t, time.Since(start), "spooled at once: the circuit is open")
+
+		b.release()
+		for b.prod.spooler.sp.Stats().Records != 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		stop()
+		require.NoError(t, <-replayed)
+
+		cl, err := kgo.NewClient(append(b.opts, kgo.ConsumeTopics(testTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+		require.NoError(t, err)
+		defer cl.Close()
+		got := map[string][]kgo.RecordHeader{}
+		for len(got) < 4 {
+			fctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			fs := cl.PollFetches(fctx)
+			cancel()
+			fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)] = r.Headers })
+		}
+		require.Equal(t, []kgo.RecordHeader{{Key: "traceparent", Value: tp}, {Key: "tracestate", Value: []byte("congo=t61rcWkgMzE")}}, got["traced:1"])
+		require.Empty(t, got["plain:1"])
+		require.Equal(t, []kgo.RecordHeader{{Key: "traceparent", Value: tp}}, got["huge:1"], "the oversized tracestate is dropped, the traceparent kept")
 	})
 }

@@ -79,7 +79,7 @@ func (r *replayer) run(ctx context.Context, untilEmpty bool) {
 		}
 		recs := make([]*kgo.Record, len(batch))
 		for i, sr := range batch {
-			recs[i] = &kgo.Record{Topic: r.topic, Key: sr.Key, Value: sr.Value}
+			recs[i] = &kgo.Record{Topic: r.topic, Key: sr.Key, Value: sr.Value, Headers: kafkaHeaders(sr.Headers)}
 		}
 		err = retry.Do(ctx, replayBackoff.New(), func(ctx context.Context) error {
 			if _, err := r.kafka.Write(ctx, recs); err != nil {

@@ -113,7 +113,7 @@ func (w *spoolWriter) Write(ctx context.Context, recs []*kgo.Record) (Durability
 func (w *spoolWriter) append(recs []*kgo.Record) error {
 	srecs := make([]spool.Record, len(recs))
 	for i, r := range recs {
-		srecs[i] = spool.Record{Key: r.Key, Value: r.Value}
+		srecs[i] = spoolRecord(r)
 	}
 	err := w.sp.Append(srecs...)
 	if errors.Is(err, spool.ErrFull) {
@@ -131,7 +131,7 @@ func (w *spoolWriter) refuse(recs []*kgo.Record) error {
 	}
 	size := int64(spoolSegmentHeader)
 	for _, r := range recs {
-		size += int64(spool.FrameOverhead + len(r.Key) + len(r.Value))
+		size += int64(spool.FrameSize(spoolRecord(r)))
 	}
 	st := w.sp.Stats()
 	if st.Bytes+size <= st.MaxBytes {
@@ -159,4 +159,39 @@ func (w *spoolWriter) hasRoom() error {
 		return fmt.Errorf("%d of %d bytes in use (%d records): %w", st.Bytes, st.MaxBytes, st.Records, spool.ErrFull)
 	}
 	return nil
+}
+
+// spoolRecord is r as the spool keeps it: key, value and headers (the
+// trace context: the replayed record stays in its trace). Headers past the
+// spool's bounds (spool.MaxHeaders, spool.MaxHeaderBytes) are dropped, the
+// first ones kept (traceparent comes before tracestate): a caller's
+// oversized trace state never costs the mark itself.
+func spoolRecord(r *kgo.Record) spool.Record {
+	sr := spool.Record{Key: r.Key, Value: r.Value}
+	if len(r.Headers) == 0 {
+		return sr
+	}
+	sr.Headers = make([]spool.Header, 0, min(len(r.Headers), spool.MaxHeaders))
+	size := 0
+	for _, h := range r.Headers {
+		n := spool.HeaderOverhead + len(h.Key) + len(h.Value)
+		if len(sr.Headers) == spool.MaxHeaders || size+n > spool.MaxHeaderBytes {
+			continue
+		}
+		sr.Headers = append(sr.Headers, spool.Header{Key: h.Key, Value: h.Value})
+		size += n
+	}
+	return sr
+}
+
+// kafkaHeaders are a spooled record's headers as a Kafka record's.
+func kafkaHeaders(hs []spool.Header) []kgo.RecordHeader {
+	if len(hs) == 0 {
+		return nil
+	}
+	out := make([]kgo.RecordHeader, len(hs))
+	for i, h := range hs {
+		out[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+	}
+	return out
 }

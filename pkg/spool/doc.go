@@ -1,5 +1,5 @@
 // Package spool is a local, append-only, fsynced and byte-bounded queue of
-// opaque (key, value) records with in-order replay. kafkagate appends the
+// opaque (key, value, headers) records with in-order replay. kafkagate appends the
 // events Kafka did not acknowledge in time, answers the caller once Append
 // returns (the records are then on disk), and a replayer drains the spool to
 // Kafka in order when the broker is back, also after a crash.
@@ -8,7 +8,16 @@
 // frames [length u32][crc32c u32][key length u32][key][value], little
 // endian; the CRC covers the length and the payload), a two-slot checkpoint
 // file with the position of the oldest record not yet acknowledged by a
-// reader, and a LOCK file that keeps a second process out.
+// reader, and a LOCK file that keeps a second process out. Format v2
+// (magic spool\0v2, what new segments get) adds headers: a frame whose key
+// length has its top bit set is [length][crc][key length | 1<<31][headers
+// length u32][key][headers][value], the headers [name length u16][value
+// length u16][name][value] each, at most MaxHeaders and MaxHeaderBytes
+// (Append refuses more with ErrTooLarge; the reader takes a frame past
+// them for damage). A record without headers keeps v1's frame, and v1
+// segments (magic spool\0v1) are read as they are. A binary from before
+// v2 takes a v2 segment's header and its frames with headers for damage:
+// drain the spool before downgrading kafkagate.
 //
 // Guarantees:
 //   - Append returns only after its frames are written and fsynced;

@@ -11,42 +11,175 @@ import (
 )
 
 // On-disk format. Changing any of these needs a new segmentMagic.
+//
+// Version 2 (segmentMagic) adds record headers: a frame whose key-length
+// word has headersFlag set holds a headers block after the key. New
+// segments are written as v2 and a record without headers is still written
+// as a v1 frame; segments of v1 (segmentMagicV1) are read as they are.
 const (
-	segmentMagic      = "spool\x00v1"
+	segmentMagic      = "spool\x00v2"
+	segmentMagicV1    = "spool\x00v1"
 	headerSize        = int64(len(segmentMagic))
 	frameHeaderSize   = 8 // length u32, crc32c u32
-	payloadHeaderSize = 4 // key length u32
+	payloadHeaderSize = 4 // key length u32 (| headersFlag)
 
-	// FrameOverhead is what a record costs on disk beyond its key and value.
+	// FrameOverhead is what a record without headers costs on disk beyond
+	// its key and value (FrameSize: with them).
 	FrameOverhead = frameHeaderSize + payloadHeaderSize
 
 	// maxRecordBytesLimit caps Config.MaxRecordBytes. The reader enforces it
 	// rather than the configured bound, so records written under a larger
 	// setting stay readable after the setting is lowered.
 	maxRecordBytesLimit = 64 << 20
+
+	// headersFlag marks a v2 frame with headers: after the key-length word
+	// come the headers block's length (u32), the key, the block, the value.
+	// The block is entries of [name length u16][value length u16][name]
+	// [value]. A key never reaches 2 GiB, so no v1 frame has the bit set.
+	headersFlag       = 1 << 31
+	headersLengthSize = 4
+	headerEntryHeader = HeaderOverhead
+	maxPayloadBytes   = payloadHeaderSize + headersLengthSize + maxRecordBytesLimit + MaxHeaderBytes
+)
+
+// Bounds of a record's headers, checked by Append (ErrTooLarge) and by the
+// reader (a frame past them is damage, so they are part of the format:
+// lowering them needs a new segmentMagic). W3C trace context needs well
+// under a KiB.
+const (
+	// MaxHeaders bounds the number of a record's headers.
+	MaxHeaders = 32
+	// MaxHeaderBytes bounds a record's encoded headers: the names and
+	// values plus HeaderOverhead each.
+	MaxHeaderBytes = 4 << 10
+	// HeaderOverhead is what a header costs beyond its name and value.
+	HeaderOverhead = 4
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Record is one opaque entry. The spool never interprets Key or Value.
-type Record struct {
-	Key   []byte
+// Header is one record header (a Kafka record header: the trace context,
+// for one). The spool never interprets it.
+type Header struct {
+	Key   string
 	Value []byte
 }
 
+// Record is one opaque entry. The spool never interprets Key, Value or
+// Headers.
+type Record struct {
+	Key     []byte
+	Value   []byte
+	Headers []Header
+}
+
+// recordBytes is what MaxRecordBytes and ReadBatchBytes bound: the key and
+// the value (headers are bounded on their own, MaxHeaderBytes).
 func recordBytes(r Record) int { return len(r.Key) + len(r.Value) }
 
-// appendFrame appends r's frame to dst.
+// headersBytes is the size of r's encoded headers block.
+func headersBytes(hs []Header) int {
+	n := 0
+	for _, h := range hs {
+		n += headerEntryHeader + len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// FrameSize is what r costs on disk, headers included.
+func FrameSize(r Record) int {
+	n := FrameOverhead + recordBytes(r)
+	if len(r.Headers) > 0 {
+		n += headersLengthSize + headersBytes(r.Headers)
+	}
+	return n
+}
+
+// checkHeaders reports headers over the bounds.
+func checkHeaders(hs []Header) error {
+	if len(hs) > MaxHeaders {
+		return fmt.Errorf("%d headers (max %d): %w", len(hs), MaxHeaders, ErrTooLarge)
+	}
+	if n := headersBytes(hs); n > MaxHeaderBytes {
+		return fmt.Errorf("headers of %d bytes (max %d): %w", n, MaxHeaderBytes, ErrTooLarge)
+	}
+	return nil
+}
+
+// appendFrame appends r's frame to dst: v1's layout without headers, v2's
+// with them. r's headers are within bounds (checkHeaders).
 func appendFrame(dst []byte, r Record) []byte {
 	start := len(dst)
-	n := payloadHeaderSize + len(r.Key) + len(r.Value)
+	n := FrameSize(r) - frameHeaderSize
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
 	dst = binary.LittleEndian.AppendUint32(dst, 0) // CRC, filled below
-	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Key)))
-	dst = append(dst, r.Key...)
+	if len(r.Headers) == 0 {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Key)))
+		dst = append(dst, r.Key...)
+	} else {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(len(r.Key))|headersFlag)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(headersBytes(r.Headers)))
+		dst = append(dst, r.Key...)
+		for _, h := range r.Headers {
+			dst = binary.LittleEndian.AppendUint16(dst, uint16(len(h.Key)))
+			dst = binary.LittleEndian.AppendUint16(dst, uint16(len(h.Value)))
+			dst = append(dst, h.Key...)
+			dst = append(dst, h.Value...)
+		}
+	}
 	dst = append(dst, r.Value...)
 	binary.LittleEndian.PutUint32(dst[start+4:], frameCRC(dst[start:start+4], dst[start+frameHeaderSize:]))
 	return dst
+}
+
+// decodePayload splits a frame's payload p (its CRC checked) into its
+// record; ok is false when the lengths inside do not fit together or
+// exceed the bounds (bytes no writer produced). With build false it only
+// checks, allocating nothing. The record's slices alias p.
+func decodePayload(p []byte, build bool) (rec Record, ok bool) {
+	n := int64(len(p))
+	word := binary.LittleEndian.Uint32(p[0:4])
+	kl := int64(word &^ headersFlag)
+	if word&headersFlag == 0 {
+		if kl > n-payloadHeaderSize {
+			return Record{}, false
+		}
+		k := payloadHeaderSize + kl
+		// Cap the key so appending to it can never overwrite the value.
+		return Record{Key: p[payloadHeaderSize:k:k], Value: p[k:]}, true
+	}
+	const fixed = payloadHeaderSize + headersLengthSize
+	if n < fixed {
+		return Record{}, false
+	}
+	hl := int64(binary.LittleEndian.Uint32(p[4:8]))
+	if hl == 0 || hl > MaxHeaderBytes || kl > n-fixed || hl > n-fixed-kl {
+		return Record{}, false
+	}
+	k, h := fixed+kl, fixed+kl+hl
+	block := p[k:h]
+	var hs []Header
+	for count := 0; len(block) > 0; count++ {
+		if count == MaxHeaders || len(block) < headerEntryHeader {
+			return Record{}, false
+		}
+		nl, vl := int(binary.LittleEndian.Uint16(block[0:2])), int(binary.LittleEndian.Uint16(block[2:4]))
+		if nl+vl > len(block)-headerEntryHeader {
+			return Record{}, false
+		}
+		if build {
+			v := headerEntryHeader + nl
+			hs = append(hs, Header{Key: string(block[headerEntryHeader:v]), Value: block[v : v+vl : v+vl]})
+		}
+		block = block[headerEntryHeader+nl+vl:]
+	}
+	return Record{Key: p[fixed:k:k], Value: p[h:], Headers: hs}, true
+}
+
+// knownMagic reports whether hdr is the header of a segment of a version
+// this reader knows.
+func knownMagic(hdr []byte) bool {
+	return bytes.Equal(hdr, []byte(segmentMagic)) || bytes.Equal(hdr, []byte(segmentMagicV1))
 }
 
 // frameCRC covers the length too, so a damaged length cannot make a shorter
@@ -96,7 +229,7 @@ func (fr *frameReader) next() (Record, error) {
 		return Record{}, readError(err, fr.off)
 	}
 	n := int64(binary.LittleEndian.Uint32(fr.hdr[0:4]))
-	if n < payloadHeaderSize || n > payloadHeaderSize+maxRecordBytesLimit {
+	if n < payloadHeaderSize || n > maxPayloadBytes {
 		return Record{}, corruptf("frame length %d at offset %d out of range", n, fr.off)
 	}
 	if n > remain-frameHeaderSize {
@@ -117,14 +250,12 @@ func (fr *frameReader) next() (Record, error) {
 	if got, want := frameCRC(fr.hdr[0:4], p), binary.LittleEndian.Uint32(fr.hdr[4:8]); got != want {
 		return Record{}, corruptf("frame at offset %d: crc %08x, want %08x", fr.off, got, want)
 	}
-	kl := int64(binary.LittleEndian.Uint32(p[0:4]))
-	if kl > n-payloadHeaderSize {
-		return Record{}, corruptf("frame at offset %d: key length %d exceeds payload %d", fr.off, kl, n)
+	rec, ok := decodePayload(p, true)
+	if !ok {
+		return Record{}, corruptf("frame at offset %d: its key and header lengths do not fit its payload of %d bytes", fr.off, n)
 	}
 	fr.off += frameHeaderSize + n
-	k := payloadHeaderSize + kl
-	// Cap the key so appending to it can never overwrite the value.
-	return Record{Key: p[payloadHeaderSize:k:k], Value: p[k:]}, nil
+	return rec, nil
 }
 
 // readError maps a short read inside [off, end) to ErrCorrupt: the file is
@@ -151,8 +282,8 @@ func scanSegment(r io.ReaderAt, size int64, fn func(off int64, rec Record)) (val
 	if _, err := r.ReadAt(hdr[:], 0); err != nil {
 		return 0, readError(err, 0)
 	}
-	if !bytes.Equal(hdr[:], []byte(segmentMagic)) {
-		return 0, corruptf("segment header %q is not %q", hdr[:], segmentMagic)
+	if !knownMagic(hdr[:]) {
+		return 0, corruptf("segment header %q is neither %q nor %q", hdr[:], segmentMagic, segmentMagicV1)
 	}
 	fr := newFrameReader(nil, r, headerSize, size)
 	fr.scratch = make([]byte, 0, 4<<10)
@@ -182,14 +313,14 @@ func frameAt(data []byte, off int64) (int64, bool) {
 		return 0, false
 	}
 	n := int64(binary.LittleEndian.Uint32(data[off : off+4]))
-	if n < payloadHeaderSize || n > payloadHeaderSize+maxRecordBytesLimit || n > remain-frameHeaderSize {
+	if n < payloadHeaderSize || n > maxPayloadBytes || n > remain-frameHeaderSize {
 		return 0, false
 	}
 	p := data[off+frameHeaderSize : off+frameHeaderSize+n]
 	if frameCRC(data[off:off+4], p) != binary.LittleEndian.Uint32(data[off+4:off+8]) {
 		return 0, false
 	}
-	if kl := int64(binary.LittleEndian.Uint32(p[0:4])); kl > n-payloadHeaderSize {
+	if _, ok := decodePayload(p, false); !ok {
 		return 0, false
 	}
 	return frameHeaderSize + n, true
@@ -205,7 +336,7 @@ func scanResync(data []byte) (frames, damage []span) {
 	if size < headerSize {
 		return nil, []span{{0, size}}
 	}
-	if !bytes.Equal(data[:headerSize], []byte(segmentMagic)) {
+	if !knownMagic(data[:headerSize]) {
 		damage = append(damage, span{0, headerSize})
 	}
 	off := headerSize

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,8 +19,8 @@ import (
 
 var updateSeeds = flag.Bool("update-fuzz-seeds", false, "rewrite testdata/fuzz/FuzzReader")
 
-// validSegment is a segment file with a few records, one with an empty key
-// and one with an empty value.
+// validSegment is a segment file with a few records, one with an empty key,
+// one with an empty value and two with headers.
 func validSegment() []byte {
 	b := []byte(segmentMagic)
 	for _, r := range []Record{
@@ -27,7 +28,22 @@ func validSegment() []byte {
 		{Key: []byte{}, Value: []byte("no key")},
 		{Key: []byte("no value"), Value: []byte{}},
 		{Key: []byte("k"), Value: bytes.Repeat([]byte{0xa5}, 300)},
+		{Key: []byte("traced"), Value: []byte("v"), Headers: []Header{
+			{Key: "traceparent", Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")},
+			{Key: "tracestate", Value: []byte("congo=t61rcWkgMzE")},
+		}},
+		{Key: []byte("empty header"), Value: []byte("v"), Headers: []Header{{Key: "", Value: []byte{}}}},
 	} {
+		b = appendFrame(b, r)
+	}
+	return b
+}
+
+// v1Segment is a segment of the first format: its magic, and frames
+// without headers.
+func v1Segment() []byte {
+	b := []byte(segmentMagicV1)
+	for _, r := range []Record{{Key: []byte("a:b"), Value: []byte("old")}, {Key: []byte{}, Value: []byte("x")}} {
 		b = appendFrame(b, r)
 	}
 	return b
@@ -45,6 +61,7 @@ func fuzzSeeds() map[string][]byte {
 		"header-only": []byte(segmentMagic),
 		"flipped":     flipped,
 		"zero-tail":   append(bytes.Clone(valid), make([]byte, 64)...),
+		"v1":          v1Segment(),
 	}
 }
 
@@ -76,7 +93,7 @@ func FuzzReader(f *testing.F) {
 		}
 		var got []frame
 		validEnd, err := scanSegment(bytes.NewReader(data), int64(len(data)), func(off int64, r Record) {
-			got = append(got, frame{off, Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}})
+			got = append(got, frame{off, cloneRecord(r)})
 		})
 		require.LessOrEqual(t, validEnd, int64(len(data)))
 		if err != nil {
@@ -84,7 +101,7 @@ func FuzzReader(f *testing.F) {
 		} else {
 			require.Equal(t, int64(len(data)), validEnd, "no error means the whole input is valid")
 		}
-		if len(data) < int(headerSize) || !bytes.Equal(data[:headerSize], []byte(segmentMagic)) {
+		if len(data) < int(headerSize) || !knownMagic(data[:headerSize]) {
 			require.Zero(t, validEnd)
 			require.Empty(t, got)
 			return
@@ -119,6 +136,15 @@ func FuzzReader(f *testing.F) {
 			require.Equal(t, got[i].rec, r)
 		}
 	})
+}
+
+// cloneRecord is r with its own copies of r's bytes.
+func cloneRecord(r Record) Record {
+	c := Record{Key: bytes.Clone(r.Key), Value: bytes.Clone(r.Value)}
+	for _, h := range r.Headers {
+		c.Headers = append(c.Headers, Header{Key: h.Key, Value: bytes.Clone(h.Value)})
+	}
+	return c
 }
 
 func TestFuzzSeedsAreCommitted(t *testing.T) {
@@ -173,4 +199,77 @@ func TestCheckpointFallsBackToOtherSlot(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok)
 	require.True(t, lost)
+}
+
+// sealFrame frames payload with its length and a matching CRC: bytes that
+// pass the CRC check whatever they say inside.
+func sealFrame(payload []byte) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = append(b, payload...)
+	binary.LittleEndian.PutUint32(b[4:], frameCRC(b[0:4], b[frameHeaderSize:]))
+	return b
+}
+
+// headersPayload is a v2 payload: key length with the headers flag, the
+// headers block's declared length, then key, block and value.
+func headersPayload(key string, blockLen uint32, block []byte, value string) []byte {
+	p := binary.LittleEndian.AppendUint32(nil, uint32(len(key))|headersFlag)
+	p = binary.LittleEndian.AppendUint32(p, blockLen)
+	p = append(p, key...)
+	p = append(p, block...)
+	return append(p, value...)
+}
+
+// TestCorruptHeadersAreDamage: frames whose CRC matches but whose headers
+// do not fit (a huge or empty block, an entry running past it, more
+// entries than MaxHeaders, a block past the payload) are damage: the
+// readers refuse them without panicking or allocating by what they
+// claim, and Open moves each aside while keeping the frames around it.
+func TestCorruptHeadersAreDamage(t *testing.T) {
+	t.Parallel()
+	entry := func(nl, vl uint16, body string) []byte {
+		b := binary.LittleEndian.AppendUint16(nil, nl)
+		b = binary.LittleEndian.AppendUint16(b, vl)
+		return append(b, body...)
+	}
+	tooMany := bytes.Repeat(entry(0, 0, ""), MaxHeaders+1)
+	for name, payload := range map[string][]byte{
+		"huge block":         headersPayload("k", 0xffffffff, entry(1, 1, "ab"), "v"),
+		"empty block":        headersPayload("k", 0, nil, "v"),
+		"entry past block":   headersPayload("k", 6, entry(1, 200, "ab"), "v"),
+		"block over bound":   headersPayload("k", MaxHeaderBytes+4, entry(MaxHeaderBytes, 0, strings.Repeat("x", MaxHeaderBytes)), ""),
+		"too many entries":   headersPayload("k", uint32(len(tooMany)), tooMany, "v"),
+		"block past payload": headersPayload("k", 64, entry(1, 1, "ab"), "v"),
+		"key past payload":   headersPayload(strings.Repeat("k", 3), 6, entry(1, 1, "ab"), "")[:10],
+		"truncated entry":    headersPayload("k", 3, []byte{1, 0, 0}, "v"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bad := sealFrame(payload)
+			_, ok := frameAt(bad, 0)
+			require.False(t, ok)
+			seg := append([]byte(segmentMagic), bad...)
+			_, err := newFrameReader(nil, bytes.NewReader(seg), headerSize, int64(len(seg))).next()
+			require.ErrorIs(t, err, ErrCorrupt)
+
+			good := []Record{
+				{Key: []byte("a"), Value: []byte("1"), Headers: []Header{{Key: "traceparent", Value: []byte("00-x")}}},
+				{Key: []byte("b"), Value: []byte("2")},
+			}
+			data := appendFrame([]byte(segmentMagic), good[0])
+			data = append(data, bad...)
+			data = appendFrame(data, good[1])
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(segmentPath(dir, 1), data, 0o600))
+			s, err := Open(Config{Dir: dir})
+			require.NoError(t, err)
+			defer s.Close()
+			require.Equal(t, int64(len(bad)), s.Recovery().DiscardedBytes)
+			var got []Record
+			_, err = s.Drain(t.Context(), func(b []Record) error { got = append(got, b...); return nil })
+			require.NoError(t, err)
+			require.Equal(t, good, got)
+		})
+	}
 }

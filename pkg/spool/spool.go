@@ -26,7 +26,8 @@ var (
 	// ErrFull: the append does not fit under Config.MaxBytes. Nothing of it
 	// was written; retry after the spool drains (the gateway answers 503).
 	ErrFull = errors.New("spool full")
-	// ErrTooLarge: a record's key and value exceed Config.MaxRecordBytes.
+	// ErrTooLarge: a record's key and value exceed Config.MaxRecordBytes,
+	// or its headers MaxHeaders or MaxHeaderBytes.
 	ErrTooLarge = errors.New("spool record too large")
 	// ErrClosed: the spool is closed.
 	ErrClosed = errors.New("spool closed")
@@ -450,7 +451,10 @@ func (s *Spool) Append(records ...Record) error {
 		if n > s.cfg.MaxRecordBytes {
 			return fmt.Errorf("spooling record %d of %d bytes (max %d): %w", i, n, s.cfg.MaxRecordBytes, ErrTooLarge)
 		}
-		size += FrameOverhead + n
+		if err := checkHeaders(r.Headers); err != nil {
+			return fmt.Errorf("spooling record %d: %w", i, err)
+		}
+		size += FrameSize(r)
 	}
 	// Encode before taking the lock so appenders use every core for it.
 	buf := make([]byte, 0, size)

@@ -22,16 +22,17 @@ import (
 var binaries = []string{"kafkagate", "persister", "dlt-reconciler", "receiptsctl", "devbroker", "receiptsbench"}
 
 // TestEveryBinaryPrintsItsVersion builds every binary with the version
-// stamped the way the release build and the image stamp it (-ldflags -X)
-// and runs NAME --version: each prints "NAME VERSION … GOVERSION" on
-// stdout and exits 0, and the services also take it after other flags.
+// and revision stamped the way the image stamps them (the Dockerfile's
+// -ldflags, its VERSION and REVISION build args filled in; the release
+// build's are the same flags) and runs NAME --version: each prints "NAME
+// VERSION (revision REVISION) GOVERSION" on stdout and exits 0, and the
+// services also take it after other flags.
 func TestEveryBinaryPrintsItsVersion(t *testing.T) {
 	t.Parallel()
 	const version, revision = "v9.8.7-versiontest", "0123456789abcdef0123456789abcdef01234567"
 	dir := t.TempDir()
 	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator),
-		"-ldflags", "-X github.com/readstate/receipts/cmd/internal/cli.Version="+version+
-			" -X github.com/readstate/receipts/cmd/internal/cli.Revision="+revision,
+		"-ldflags", imageLdflags(t, map[string]string{"VERSION": version, "REVISION": revision}),
 		"github.com/readstate/receipts/cmd/...")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "go build: %s", out)

@@ -196,6 +196,9 @@ key: {{ ternary $v.kafka.sasl.passwordKey "kafka-sasl-password" (ne $v.kafka.sas
 {{- if and $s.users.enabled $v.kafka.tls.certSecret -}}
 {{- fail "kafka.tls.certSecret must be empty with strimzi.users.enabled: each component's certificate is its KafkaUser's Secret" -}}
 {{- end -}}
+{{- if and $v.tracing.enabled (not $v.tracing.endpoint) -}}
+{{- fail "tracing.endpoint: tracing.enabled needs the OTLP collector's URL (http://otel-collector:4318, or :4317 with protocol grpc)" -}}
+{{- end -}}
 {{- if and $v.kafkagate.autoscaling.enabled (gt (int $v.kafkagate.autoscaling.minReplicas) (int $v.kafkagate.autoscaling.maxReplicas)) -}}
 {{- fail "kafkagate.autoscaling.minReplicas exceeds maxReplicas" -}}
 {{- end -}}
@@ -357,6 +360,35 @@ collected sooner instead of the pod being killed. */}}
   valueFrom:
     resourceFieldRef:
       resource: limits.memory
+{{- end -}}
+
+{{/* OpenTelemetry tracing of a long-running service (tracing.enabled): the
+OTLP endpoint and protocol, the sample ratio (--trace-sample-ratio), the
+resource, and the exporter's headers from a Secret. Nothing when off: the
+binaries then install no instrumentation. Call with
+(dict "ctx" $ "component" "persister"), after receipts.env.service (the
+resource names the pod through RECEIPTS_CLIENT_ID). */}}
+{{- define "receipts.env.tracing" -}}
+{{- $t := .ctx.Values.tracing -}}
+{{- if $t.enabled -}}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $t.endpoint | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $t.protocol | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .component | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: {{ printf "k8s.namespace.name=%s,k8s.pod.name=$(RECEIPTS_CLIENT_ID)" .ctx.Release.Namespace | quote }}
+- name: RECEIPTS_TRACE_SAMPLE_RATIO
+  value: {{ $t.sampleRatio | toString | quote }}
+{{- if $t.headersSecret }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ $t.headersSecret }}
+      key: {{ $t.headersKey }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{- define "receipts.env.redis" -}}

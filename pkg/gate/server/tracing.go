@@ -121,23 +121,69 @@ func (s *Server) tracingInterceptors() ([]connect.Interceptor, error) {
 
 // callInfo puts the counts of a call on its span (when it records), the
 // request's RequestInfo on its refusal, and logs the refusal (debug; warn
-// for the server's own failures) with its trace id.
-func (s *Server) callInfo() connect.UnaryInterceptorFunc {
-	return func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			if span := trace.SpanFromContext(ctx); span.IsRecording() {
-				if msg, ok := req.Any().(proto.Message); ok {
-					annotate(span, msg)
-				}
+// for the server's own failures) with its trace id: a unary call's error,
+// and the error that ends a server stream (WatchChannels), refused before
+// its first event or ended later.
+func (s *Server) callInfo() connect.Interceptor { return callInfo{s} }
+
+type callInfo struct{ s *Server }
+
+func (c callInfo) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			if msg, ok := req.Any().(proto.Message); ok {
+				annotate(span, msg)
 			}
-			resp, err := next(ctx, req)
-			if err != nil {
-				err = apierr.WithRequestInfo(ctx, err)
-				s.logRefusal(ctx, req.Spec().Procedure, err)
-			}
-			return resp, err
+		}
+		resp, err := next(ctx, req)
+		if err != nil {
+			err = apierr.WithRequestInfo(ctx, err)
+			c.s.logRefusal(ctx, req.Spec().Procedure, err)
+		}
+		return resp, err
+	}
+}
+
+// WrapStreamingClient: the server makes no calls.
+func (callInfo) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (c callInfo) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			conn = &annotatingConn{StreamingHandlerConn: conn, span: span}
+		}
+		err := next(ctx, conn)
+		if err == nil {
+			return nil
+		}
+		err = apierr.WithRequestInfo(ctx, err)
+		// A stream whose caller went away ended, nobody was refused.
+		if ctx.Err() == nil {
+			c.s.logRefusal(ctx, conn.Spec().Procedure, err)
+		}
+		return err
+	}
+}
+
+// annotatingConn puts the counts of a stream's first request message on
+// the stream's span.
+type annotatingConn struct {
+	connect.StreamingHandlerConn
+	span trace.Span
+	done bool
+}
+
+func (c *annotatingConn) Receive(m any) error {
+	err := c.StreamingHandlerConn.Receive(m)
+	if err == nil && !c.done {
+		c.done = true
+		if msg, ok := m.(proto.Message); ok {
+			annotate(c.span, msg)
 		}
 	}
+	return err
 }
 
 // logRefusal logs a refused call with the request's trace id: at debug

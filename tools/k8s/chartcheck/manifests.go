@@ -81,8 +81,9 @@ type container struct {
 	} `json:"volumeMounts"`
 }
 
-// credentialEnv names variables that must come from a Secret.
-var credentialEnv = regexp.MustCompile(`^RECEIPTS_(PG_URL|REDIS_URL|.*PASSWORD.*|.*TOKEN)$`)
+// credentialEnv names variables that must come from a Secret (the OTLP
+// exporter's headers carry the collector's credentials).
+var credentialEnv = regexp.MustCompile(`^(RECEIPTS_(PG_URL|REDIS_URL|.*PASSWORD.*|.*TOKEN)|OTEL_EXPORTER_OTLP(_TRACES)?_HEADERS)$`)
 
 // credentialText spots a password in a URL or a key that names one.
 var credentialText = regexp.MustCompile(`(?i)://[^/\s:@]+:[^/\s@]+@|password|secret_?key|token`)

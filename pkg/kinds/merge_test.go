@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -175,7 +176,7 @@ func TestEveryKindMergesAlikeInEveryStore(t *testing.T) {
 			rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 			require.NoError(t, rs.Load(ctx))
 			// A small mention cap, so that the retention is part of the rule.
-			env := &kinds.Env{Postgres: pgtest.NewSchema(t).Store, Redis: rs, MentionCap: 3}
+			env := &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: rs, MentionCap: 3}
 			for history := range 4 {
 				r := rand.New(rand.NewPCG(uint64(history), 7))
 				fold := map[any]any{}
@@ -224,7 +225,7 @@ func TestEveryKindMergesAlikeInEveryStore(t *testing.T) {
 	}
 }
 
-func clear(ctx context.Context, env *kinds.Env, table string) error {
+func clear(ctx context.Context, env *kind.Env, table string) error {
 	_, err := env.Postgres.Pool().Exec(ctx, fmt.Sprintf("TRUNCATE %s", table))
 	return err
 }

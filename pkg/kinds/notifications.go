@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -14,7 +15,7 @@ import (
 // notificationSpec is a user's notification register in a channel: the
 // greater (version, level, mute end) wins (notification.Merge), one
 // channel_notifications row and a field of the user's Redis hash.
-var notificationSpec = &Spec[receipt.Key, notification.Register]{
+var notificationSpec = &kind.Spec[receipt.Key, notification.Register]{
 	Name: "channel_notifications",
 	Key:  func(r notification.Register) receipt.Key { return r.Key },
 	// (user, channel): the order of the table's primary key.
@@ -24,7 +25,7 @@ var notificationSpec = &Spec[receipt.Key, notification.Register]{
 	Time:      func(r notification.Register) int64 { return r.VersionUnixMs },
 	Zero:      func(k receipt.Key) notification.Register { return notification.Register{Key: k} },
 	Empty:     notification.Register.IsZero,
-	Merge: func(_ *Env, a, b notification.Register) notification.Register {
+	Merge: func(_ *kind.Env, a, b notification.Register) notification.Register {
 		m, _ := notification.Merge(a, b)
 		return m
 	},
@@ -36,15 +37,15 @@ var notificationSpec = &Spec[receipt.Key, notification.Register]{
 		return *d.Notifications, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []notification.Register) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []notification.Register) (int64, error) {
 		return env.Postgres.UpsertNotifications(ctx, vals)
 	},
-	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]notification.Register, error) {
-		users, chs := byUser(keys)
+	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]notification.Register, error) {
+		users, chs := kind.ByUser(keys)
 		var out []notification.Register
 		for _, u := range users {
-			for start := 0; start < len(chs[u]); start += pgGetChunk {
-				rows, err := env.Postgres.Notifications(ctx, u, chs[u][start:min(start+pgGetChunk, len(chs[u]))])
+			for start := 0; start < len(chs[u]); start += kind.PGGetChunk {
+				rows, err := env.Postgres.Notifications(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
 				if err != nil {
 					return nil, err
 				}
@@ -53,15 +54,15 @@ var notificationSpec = &Spec[receipt.Key, notification.Register]{
 		}
 		return out, nil
 	},
-	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]notification.Register, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]notification.Register, error) {
 		return env.Postgres.NotificationsPage(ctx, after, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []notification.Register) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []notification.Register) ([]error, error) {
 		res, err := env.Redis.MergeNotifications(ctx, vals)
-		return resultErrs(res, err, func(r redisstore.NotificationsResult) error { return r.Err })
+		return kind.ResultErrs(res, err, func(r redisstore.NotificationsResult) error { return r.Err })
 	},
-	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*notification.Register, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*notification.Register, error) {
 		got, err := env.Redis.NotificationsOf(ctx, keys)
 		if err != nil {
 			return nil, err
@@ -72,13 +73,13 @@ var notificationSpec = &Spec[receipt.Key, notification.Register]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[notification.Register], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[notification.Register], error) {
 		users, next, err := env.Redis.ScanNotificationUsers(ctx, cur, count)
 		if err != nil {
-			return ScanPage[notification.Register]{}, err
+			return kind.ScanPage[notification.Register]{}, err
 		}
-		page := ScanPage[notification.Register]{Next: next}
-		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		page := kind.ScanPage[notification.Register]{Next: next}
+		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
 			regs, _, err := env.Redis.Notifications(ctx, u, nil)
 			if errors.Is(err, redisstore.ErrTooManyChannels) {
 				// Read whole it is over the bound; one such user must not

@@ -1,5 +1,5 @@
 // Package repair applies one decoded event to both stores, every kind of
-// state it carries by that kind's merge rule (kinds.Spec): the key's
+// state it carries by that kind's merge rule (kind.Spec): the key's
 // Redis value (the real-time truth) is merged into it, Postgres is
 // upserted with the result, and what Postgres then holds is merged back
 // into Redis, so both converge. The dead-letter consumer wraps it in
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -38,7 +39,7 @@ type Repairer struct {
 	// redisstore.ViewStreamMaxLenDefault.
 	ViewStreamMaxLen int64
 	// Kinds are the kinds of state repaired. Defaults to kinds.All().
-	Kinds []kinds.Kind
+	Kinds []kind.Kind
 }
 
 // RepairDecoded applies every part of a decoded event to both stores,
@@ -82,8 +83,8 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 // Repair merges v (a value of kind k) with what Redis holds of its key,
 // upserts Postgres with the result, then merges what Postgres then holds
 // into Redis; it returns the value both stores then hold.
-func (r *Repairer) Repair(ctx context.Context, k kinds.Kind, v any) (any, error) {
-	env := &kinds.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap, ViewStreamMaxLen: r.ViewStreamMaxLen}
+func (r *Repairer) Repair(ctx context.Context, k kind.Kind, v any) (any, error) {
+	env := &kind.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap, ViewStreamMaxLen: r.ViewStreamMaxLen}
 	key := k.KeyOf(v)
 	merged := k.MergeValues(env, k.ZeroOf(key), v)
 	redisUp := r.Redis != nil
@@ -160,7 +161,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 
 // redisDegraded notes a Redis failure; key is a kind's key (k set) or a
 // record key.
-func (r *Repairer) redisDegraded(what string, k kinds.Kind, key any, err error) {
+func (r *Repairer) redisDegraded(what string, k kind.Kind, key any, err error) {
 	if r.OnRedisDegraded != nil {
 		r.OnRedisDegraded()
 	}

@@ -1,8 +1,9 @@
-package kinds
+package kind
 
 import (
 	"context"
 
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -25,6 +26,15 @@ type Env struct {
 	// ViewStreamMaxLen bounds the channel views' move streams when a
 	// settings register re-applies a user's views (0: the store's default).
 	ViewStreamMaxLen int64
+}
+
+// MentionCapOrDefault is the mention retention: MentionCap, or
+// channel.MentionCapDefault when unset.
+func (e *Env) MentionCapOrDefault() int {
+	if e != nil && e.MentionCap > 0 {
+		return e.MentionCap
+	}
+	return channel.MentionCapDefault
 }
 
 // Spec describes one kind of state with keys K and values V: everything

@@ -1,6 +1,12 @@
 package kinds
 
-import "github.com/readstate/receipts/pkg/kind"
+import (
+	"slices"
+
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
+	"github.com/readstate/receipts/pkg/pgstore"
+)
 
 // The kinds of state, in the order the loops visit them.
 var (
@@ -10,7 +16,7 @@ var (
 	Mentions = kind.New(mentionSpec)
 	Settings = kind.New(settingsSpec)
 
-	Notifications = kind.New(notificationSpec)
+	Notifications = notifications.Kind
 	Deletions     = kind.New(deletionSpec)
 
 	GroupMentions = kind.New(groupMentionSpec)
@@ -23,4 +29,17 @@ var (
 // (a test's throwaway kind) and hand the list to a service's config.
 func All() []kind.Kind {
 	return []kind.Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions}
+}
+
+// ErasedTables are the tables an erasure deletes a user's rows from: the
+// driver's own (pgstore.ErasedTables) and those of the kinds that bring
+// their own delete (kind.PGErase), each the kind's table (its Name).
+func ErasedTables() []string {
+	out := slices.Clone(pgstore.ErasedTables)
+	for _, k := range All() {
+		if k.PGErase() != "" {
+			out = append(out, k.Name())
+		}
+	}
+	return out
 }

@@ -57,7 +57,7 @@ type Repairer struct {
 // merged back.
 func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 	if d.Erasure != nil {
-		_, _, err := r.Postgres.Erase(ctx, *d.Erasure)
+		_, _, err := r.Postgres.Erase(ctx, *d.Erasure, kind.PGErase(r.kindList()))
 		return err
 	}
 	if d.User() != "" {
@@ -66,11 +66,7 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 			return err
 		}
 	}
-	ks := r.Kinds
-	if ks == nil {
-		ks = kinds.All()
-	}
-	for _, k := range ks {
+	for _, k := range r.kindList() {
 		if v, ok := k.FromEvent(&d); ok {
 			if _, err := r.Repair(ctx, k, v); err != nil {
 				return err
@@ -78,6 +74,14 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 		}
 	}
 	return nil
+}
+
+// kindList is Kinds, or every kind.
+func (r *Repairer) kindList() []kind.Kind {
+	if r.Kinds == nil {
+		return kinds.All()
+	}
+	return r.Kinds
 }
 
 // Repair merges v (a value of kind k) with what Redis holds of its key,
@@ -143,7 +147,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 		case err != nil:
 			r.redisDegraded("reading the redis tombstone", nil, d.RecordKey(), err)
 		case rdT.Generation > pgT.Generation:
-			if _, _, err := r.Postgres.Erase(ctx, rdT); err != nil {
+			if _, _, err := r.Postgres.Erase(ctx, rdT, kind.PGErase(r.kindList())); err != nil {
 				return false, fmt.Errorf("applying the erasure of %s: %w", user, err)
 			}
 			t = rdT

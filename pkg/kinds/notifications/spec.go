@@ -1,4 +1,4 @@
-package kinds
+package notifications
 
 import (
 	"context"
@@ -7,19 +7,18 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/notification"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// notificationSpec is a user's notification register in a channel: the
-// greater (version, level, mute end) wins (notification.Merge), one
+// Spec is a user's notification register in a channel: the greater
+// (version, level, mute end) wins (notification.Merge), one
 // channel_notifications row and a field of the user's Redis hash.
-var notificationSpec = &kind.Spec[receipt.Key, notification.Register]{
+var Spec = &kind.Spec[receipt.Key, notification.Register]{
 	Name: "channel_notifications",
 	Key:  func(r notification.Register) receipt.Key { return r.Key },
 	// (user, channel): the order of the table's primary key.
-	Compare:   pgstore.CompareNotifications,
+	Compare:   Compare,
 	RecordKey: receipt.Key.KafkaKey,
 	User:      func(k receipt.Key) string { return k.User },
 	Time:      func(r notification.Register) int64 { return r.VersionUnixMs },
@@ -38,14 +37,14 @@ var notificationSpec = &kind.Spec[receipt.Key, notification.Register]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []notification.Register) (int64, error) {
-		return env.Postgres.UpsertNotifications(ctx, vals)
+		return storeOf(env).WritePG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]notification.Register, error) {
 		users, chs := kind.ByUser(keys)
 		var out []notification.Register
 		for _, u := range users {
 			for start := 0; start < len(chs[u]); start += kind.PGGetChunk {
-				rows, err := env.Postgres.Notifications(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
+				rows, err := storeOf(env).ReadPG(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
 				if err != nil {
 					return nil, err
 				}
@@ -55,15 +54,16 @@ var notificationSpec = &kind.Spec[receipt.Key, notification.Register]{
 		return out, nil
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]notification.Register, error) {
-		return env.Postgres.NotificationsPage(ctx, after, n)
+		return storeOf(env).PagePG(ctx, after, n)
 	},
+	PGErase: eraseSQL,
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []notification.Register) ([]error, error) {
-		res, err := env.Redis.MergeNotifications(ctx, vals)
-		return kind.ResultErrs(res, err, func(r redisstore.NotificationsResult) error { return r.Err })
+		res, err := storeOf(env).MergeRedis(ctx, vals)
+		return kind.ResultErrs(res, err, func(r Result) error { return r.Err })
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*notification.Register, error) {
-		got, err := env.Redis.NotificationsOf(ctx, keys)
+		got, err := storeOf(env).ReadRedisKeys(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -73,28 +73,39 @@ var notificationSpec = &kind.Spec[receipt.Key, notification.Register]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[notification.Register], error) {
-		users, next, err := env.Redis.ScanNotificationUsers(ctx, cur, count)
+	RedisScan:    scanRedis,
+	Scripts:      Scripts,
+	ErasedHashes: func(env *kind.Env, user string) []string { return []string{storeOf(env).RedisKey(user)} },
+}
+
+// Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
+var Kind = kind.New(Spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+
+// scanRedis is one SCAN page of the users' hashes, each read whole.
+func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[notification.Register], error) {
+	s := storeOf(env)
+	users, next, err := s.ScanRedisUsers(ctx, cur, count)
+	if err != nil {
+		return kind.ScanPage[notification.Register]{}, err
+	}
+	page := kind.ScanPage[notification.Register]{Next: next}
+	for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		regs, _, err := s.ReadRedis(ctx, u, nil)
+		if errors.Is(err, redisstore.ErrTooManyChannels) {
+			// Read whole it is over the bound; one such user must not
+			// stop the sweep. The Postgres walk still compares its
+			// registers.
+			page.Invalid++
+			continue
+		}
 		if err != nil {
-			return kind.ScanPage[notification.Register]{}, err
+			return page, err
 		}
-		page := kind.ScanPage[notification.Register]{Next: next}
-		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
-			regs, _, err := env.Redis.Notifications(ctx, u, nil)
-			if errors.Is(err, redisstore.ErrTooManyChannels) {
-				// Read whole it is over the bound; one such user must not
-				// stop the sweep. The Postgres walk still compares its
-				// registers.
-				page.Invalid++
-				continue
-			}
-			if err != nil {
-				return page, err
-			}
-			for _, r := range regs {
-				page.Values = append(page.Values, r)
-			}
+		for _, r := range regs {
+			page.Values = append(page.Values, r)
 		}
-		return page, nil
-	},
+	}
+	return page, nil
 }

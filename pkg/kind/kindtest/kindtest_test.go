@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -31,7 +32,7 @@ func peakKind(plantMin, plantMerge bool) kind.Kind {
 	return kind.New(&kind.Spec[string, peak]{
 		Name:      "peaks",
 		Key:       func(p peak) string { return p.Key },
-		Compare:   func(a, b peak) int { return cmpString(a.Key, b.Key) },
+		Compare:   func(a, b peak) int { return strings.Compare(a.Key, b.Key) },
 		RecordKey: func(k string) string { return k },
 		Time:      func(peak) int64 { return 0 },
 		Zero:      func(k string) peak { return peak{Key: k} },
@@ -92,16 +93,6 @@ ON CONFLICT (k) DO UPDATE SET n = GREATEST(t.n, excluded.n)`, ks, ns)
 			return out, nil
 		},
 	})
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func genPeak(r *rand.Rand) any { return peak{Key: "k" + strconv.Itoa(r.IntN(3)), N: 1 + r.Int64N(20)} }

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -30,7 +30,7 @@ func (s *stack) post(t *testing.T, path, body string) {
 func (s *stack) userRows(t *testing.T, user string) int {
 	t.Helper()
 	n := 0
-	for _, table := range pgstore.ErasedTables {
+	for _, table := range kinds.ErasedTables() {
 		var c int
 		require.NoError(t, s.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&c))
 		n += c

@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -284,7 +285,7 @@ func (s *stack) checkHistory(ctx context.Context, h *history) (historyVerdict, e
 		matched = append(matched, d)
 	}
 
-	env := &kinds.Env{Postgres: s.store, Redis: s.rstore, MentionCap: channel.MentionCapDefault}
+	env := &kind.Env{Postgres: s.store, Redis: s.rstore, MentionCap: channel.MentionCapDefault}
 	for _, k := range kinds.All() {
 		model := map[any]any{}
 		for _, d := range matched {

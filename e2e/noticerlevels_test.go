@@ -10,6 +10,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -100,7 +101,7 @@ func (n *noticer) levelProblem(k receipt.Key, c *receiptsv1.ChannelUnread, nowMs
 func (n *noticer) levelsBehind(ctx context.Context, store *pgstore.Store) ([]string, error) {
 	var behind []string
 	for _, u := range n.users {
-		regs, err := store.Notifications(ctx, u, n.channels)
+		regs, err := notifications.NewStore(store, nil).ReadPG(ctx, u, n.channels)
 		if err != nil {
 			return nil, err
 		}

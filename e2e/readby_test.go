@@ -24,7 +24,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apierr"
-	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -483,7 +483,7 @@ func rbErasedGone(t *testing.T, s *stack, erased, channels []string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, u := range erased {
-		for _, table := range pgstore.ErasedTables {
+		for _, table := range kinds.ErasedTables() {
 			rows, err := s.store.Pool().Query(ctx, `SELECT to_jsonb(x)::text FROM `+table+` x WHERE user_id = $1`, u)
 			require.NoError(t, err)
 			left, err := pgx.CollectRows(rows, pgx.RowTo[string])

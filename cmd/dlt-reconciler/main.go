@@ -22,6 +22,8 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -97,7 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 
 	r := c.svc.Runner(b)
 	r.Wait("redis scripts", func(ctx context.Context) error {
-		if err := rs.Load(ctx); err != nil {
+		if err := rs.Load(ctx, kind.Scripts(kinds.All())...); err != nil {
 			// Not fatal: a merge loads the scripts again on NOSCRIPT.
 			b.Log.Warn("loading redis scripts; continuing degraded", zap.Error(err))
 		}

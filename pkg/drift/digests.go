@@ -6,11 +6,11 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// A kind whose values are large sets (kinds.Spec.Digests: a channel's
+// A kind whose values are large sets (kind.Spec.Digests: a channel's
 // deletions, up to a million seqs) is swept by digest: each page compares
 // the stores' digests (sizes and bounds, read without reading a set) and
 // reads whole only the sets whose digests differ, a few at a time
@@ -20,7 +20,7 @@ import (
 // one set: a set is bounded by its window).
 const wholeReadSeqs = 100_000
 
-func (s *Sweeper) sweepPostgresDigests(ctx context.Context, lim *rate.Limiter, rep *Report, k kinds.Kind, dk kinds.DigestKind) error {
+func (s *Sweeper) sweepPostgresDigests(ctx context.Context, lim *rate.Limiter, rep *Report, k kind.Kind, dk kind.DigestKind) error {
 	rep.byKind(k.Name()) // reported when nothing differs, as every kind
 	var after any
 	for {
@@ -57,7 +57,7 @@ func (s *Sweeper) sweepPostgresDigests(ctx context.Context, lim *rate.Limiter, r
 	}
 }
 
-func (s *Sweeper) sweepRedisDigests(ctx context.Context, lim *rate.Limiter, rep *Report, k kinds.Kind, dk kinds.DigestKind) error {
+func (s *Sweeper) sweepRedisDigests(ctx context.Context, lim *rate.Limiter, rep *Report, k kind.Kind, dk kind.DigestKind) error {
 	var cursor redisstore.ScanCursor
 	for {
 		if err := s.pageWait(ctx, lim); err != nil {
@@ -80,7 +80,7 @@ func (s *Sweeper) sweepRedisDigests(ctx context.Context, lim *rate.Limiter, rep 
 				return fmt.Errorf("reading postgres digests of %d keys of %s: %w", len(chunk), k.Name(), err)
 			}
 			for i, d := range pgd {
-				if d == (kinds.Digest{}) {
+				if d == (kind.Digest{}) {
 					missing = append(missing, chunk[i])
 				}
 			}
@@ -107,7 +107,7 @@ func (s *Sweeper) sweepRedisDigests(ctx context.Context, lim *rate.Limiter, rep 
 // compareWhole reads keys' values whole from both stores, in groups of at
 // most wholeReadSeqs (by sizes, the larger digest's count of each), and
 // compares and repairs them.
-func (s *Sweeper) compareWhole(ctx context.Context, rep *Report, k kinds.Kind, keys []any, sizes []int64) error {
+func (s *Sweeper) compareWhole(ctx context.Context, rep *Report, k kind.Kind, keys []any, sizes []int64) error {
 	for start := 0; start < len(keys); {
 		end, seqs := start+1, sizes[start]
 		for end < len(keys) && seqs+sizes[end] <= wholeReadSeqs {

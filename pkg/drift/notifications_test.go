@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -19,17 +20,18 @@ func TestSweepRepairsNotificationsBothWays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
+	ns := notifications.NewStore(bd.pg, bd.rs)
 	now := time.Now().UnixMilli()
 	reg := func(user string, l notification.Level, muted, v int64) notification.Register {
 		return notification.Register{Key: receipt.Key{User: user, Channel: "c"}, Level: l, MutedUntilUnixMs: muted, VersionUnixMs: v}
 	}
-	_, err := bd.pg.UpsertNotifications(ctx, []notification.Register{
+	_, err := ns.WritePG(ctx, []notification.Register{
 		reg("pg-ahead", notification.None, 0, 3000), reg("rd-ahead", notification.All, 0, 1000),
 		reg("rd-missing", notification.Mentions, 9, 1000), reg("same", notification.None, 0, 1000),
 		reg("in-flight", notification.All, 0, 1000),
 	})
 	require.NoError(t, err)
-	_, err = bd.rs.MergeNotifications(ctx, []notification.Register{
+	_, err = ns.MergeRedis(ctx, []notification.Register{
 		reg("pg-ahead", notification.All, 0, 2000), reg("rd-ahead", notification.Mentions, 5, 2000),
 		reg("pg-missing", notification.None, 0, 1500), reg("same", notification.None, 0, 1000),
 		reg("in-flight", notification.None, 0, now),
@@ -49,15 +51,15 @@ func TestSweepRepairsNotificationsBothWays(t *testing.T) {
 		reg("rd-missing", notification.Mentions, 9, 1000), reg("pg-missing", notification.None, 0, 1500),
 		reg("same", notification.None, 0, 1000),
 	} {
-		pg, err := bd.pg.Notifications(ctx, w.Key.User, nil)
+		pg, err := ns.ReadPG(ctx, w.Key.User, nil)
 		require.NoError(t, err)
 		require.Equal(t, []notification.Register{w}, pg, w.Key.User)
-		rd, err := bd.rs.NotificationsOf(ctx, []receipt.Key{w.Key})
+		rd, err := ns.ReadRedisKeys(ctx, []receipt.Key{w.Key})
 		require.NoError(t, err)
 		require.NotNil(t, rd[0], w.Key.User)
 		require.Equal(t, w, *rd[0], w.Key.User)
 	}
-	pg, err := bd.pg.Notifications(ctx, "in-flight", nil)
+	pg, err := ns.ReadPG(ctx, "in-flight", nil)
 	require.NoError(t, err)
 	require.Equal(t, []notification.Register{reg("in-flight", notification.All, 0, 1000)}, pg, "in flight: left for the persister")
 

@@ -9,13 +9,13 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/readstate/receipts/pkg/errclass"
-	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Every kind of state is swept the same two ways, by its own merge rule
-// (kinds.Spec): Postgres in key order, each page's keys read from Redis;
+// (kind.Spec): Postgres in key order, each page's keys read from Redis;
 // then Redis in SCAN pages, each value Postgres has no row for compared
 // (a key in both stores was compared by the Postgres walk). A repair
 // always writes the merge of both sides, so it can only move a store
@@ -71,7 +71,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 
 // work is the work found in one page of one kind.
 type work struct {
-	kind            kinds.Kind
+	kind            kind.Kind
 	found           Counts
 	samples         []Sample
 	sampleRoom      int // what the report can still take: no value is formatted to be dropped
@@ -156,7 +156,7 @@ func (s *Sweeper) graceOver(ms int64) bool {
 // no longer in flight: its time is Grace old, or — a kind whose values
 // carry no time (mentions, which the persister may not have written yet)
 // — passes have found it ahead, with the same value, for Grace.
-func (s *Sweeper) settled(k kinds.Kind, key, merged any) bool {
+func (s *Sweeper) settled(k kind.Kind, key, merged any) bool {
 	if s.cfg.Grace < 0 {
 		return true
 	}
@@ -191,7 +191,7 @@ func (s *Sweeper) forgetSettled() {
 
 // sweepPostgres walks a kind's Postgres rows in key order; each page's
 // keys are read from Redis in one pipeline.
-func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Report, k kinds.Kind) error {
+func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Report, k kind.Kind) error {
 	if dk := k.Digested(); dk != nil {
 		return s.sweepPostgresDigests(ctx, lim, rep, k, dk)
 	}
@@ -234,7 +234,7 @@ func (s *Sweeper) sweepPostgres(ctx context.Context, lim *rate.Limiter, rep *Rep
 // sweepRedis walks a kind's Redis values in bounded SCAN pages (in Redis
 // Cluster, every master in turn); each page's keys are looked up in
 // Postgres in one statement per pgPageChunk keys.
-func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report, k kinds.Kind) error {
+func (s *Sweeper) sweepRedis(ctx context.Context, lim *rate.Limiter, rep *Report, k kind.Kind) error {
 	if dk := k.Digested(); dk != nil {
 		return s.sweepRedisDigests(ctx, lim, rep, k, dk)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/leader"
 	"github.com/readstate/receipts/pkg/lifecycle"
@@ -139,7 +140,7 @@ type Report struct {
 	// repair was written. Both cover every kind of state.
 	Found    Counts
 	Repaired Counts
-	// ByKind splits Found by kind of state (kinds.Kind.Name: KindCursors,
+	// ByKind splits Found by kind of state (kind.Kind.Name: KindCursors,
 	// KindHeads, ...).
 	ByKind map[string]*Counts
 	// InFlight counts keys where Redis was ahead but moved within the grace
@@ -205,7 +206,7 @@ type Config struct {
 	MentionCap int
 	// Kinds are the kinds of state swept, in order. Defaults to
 	// kinds.All().
-	Kinds []kinds.Kind
+	Kinds []kind.Kind
 	// DryRun finds and counts drift but repairs nothing: a check that
 	// both stores agree on every kind (the fault suite's).
 	DryRun bool
@@ -327,8 +328,8 @@ type Sweeper struct {
 	// guard before each page.
 	leader *leader.Loop
 	now    func() time.Time
-	kinds  []kinds.Kind
-	env    kinds.Env
+	kinds  []kind.Kind
+	env    kind.Env
 	// ahead remembers, per key of a kind whose values carry no time
 	// (mentions), when a pass first found Redis ahead of Postgres and the
 	// last pass that did (pass counts SweepOnce calls): such a value is
@@ -375,7 +376,7 @@ func New(cfg Config) (*Sweeper, error) {
 	}
 	s := &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now,
 		kinds: cfg.Kinds, ahead: map[string]aheadSince{},
-		env: kinds.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}
+		env: kind.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}
 	lc := leader.Config{CheckInterval: cfg.LeaderCheckInterval, Name: "drift sweep", Logger: s.log,
 		Gauge: s.m.leader, OnRole: s.setRole}
 	if cfg.LeaderElection == LeaderPostgres {

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -147,7 +148,7 @@ type unreadSeen struct {
 	threadsNone bool
 	// levels: the user's settings and notification registers (nil: not
 	// read; levelsOf reads them).
-	levels *redisstore.Levels
+	levels *notifications.Levels
 }
 
 // unreadPage is unread of a page of the default set (page applies only
@@ -202,10 +203,11 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 	for attempt := 0; ; attempt++ {
 		rctx, cancel := g.redisCtx(ctx)
 		var view redisstore.UnreadView
+		levels := g.notificationStore().NewLevelsRead() // read with the heads
 		if len(channels) == 0 {
-			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap)
+			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap, levels)
 		} else {
-			view, err = g.redis.Unread(rctx, user, channels, g.cfg.MentionCap)
+			view, err = g.redis.Unread(rctx, user, channels, g.cfg.MentionCap, levels)
 		}
 		cancel()
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
@@ -239,7 +241,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		}
 		if complete {
 			if seen != nil {
-				*seen = unreadSeen{threadsNone: view.ThreadsNone, levels: view.Levels}
+				*seen = unreadSeen{threadsNone: view.ThreadsNone, levels: levels.Levels()}
 			}
 			return view.Channels, view.More, nil // in channel order
 		}

@@ -153,7 +153,7 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs, mentions, channel.MentionCapDefault))
 	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault, redisstore.Incarnation{}))
-	require.NoError(t, tb.store.HydrateNotifications(ctx, "pu", nil))
+	require.NoError(t, tb.notifications().Hydrate(ctx, "pu", nil))
 	_, err = tb.store.MergeSettings(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
 	require.NoError(t, tb.store.HydrateDeletions(ctx, []string{"known"}, nil))

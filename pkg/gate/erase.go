@@ -12,6 +12,8 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -64,14 +66,14 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	}
 
 	rctx, cancel := g.redisCtx(ctx)
-	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation))
+	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), &kind.Env{Redis: g.redis}, user))
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
 		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
 	}
 	pctx, cancel = context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	_, _, err = g.pg.Erase(pctx, ts)
+	_, _, err = g.pg.Erase(pctx, ts, kind.PGErase(kinds.All()))
 	cancel()
 	if err != nil {
 		return nil, g.eraseUnavailable(ctx, user, "applying the erasure to postgres", err)

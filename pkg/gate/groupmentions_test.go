@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -202,7 +203,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pg.Upsert(ctx, states)
 	require.NoError(t, err)
-	_, err = pg.UpsertNotifications(ctx, []notification.Register{
+	_, err = notifications.NewStore(pg, nil).WritePG(ctx, []notification.Register{
 		{Key: receipt.Key{User: "m", Channel: "gc"}, Level: notification.Mentions, VersionUnixMs: 1},
 		{Key: receipt.Key{User: "n", Channel: "gc"}, Level: notification.None, VersionUnixMs: 1},
 	})

@@ -6,21 +6,20 @@ import (
 	"math"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // SetNotifications implements receiptsv1connect.ReceiptServiceHandler.
 // The register's version is Redis' clock, above the stored one
-// (redisstore.ChangeNotifications), so two calls apply in their order
+// (notifications.Store.Change), so two calls apply in their order
 // whatever the gateways' clocks; without Redis it is the gateway's clock.
 // The event, stamped with the erasure generation the write read, is made
 // durable before the answer, as a membership change's.
@@ -47,13 +46,12 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	res := g.redis.ChangeNotifications(rctx, reg)
+	rctx, cancel := g.redisCtx(ctx)
+	res := g.notificationStore().Change(rctx, reg)
 	cancel()
 	degraded := res.Err != nil
 	if degraded {
-		g.m.redisDegraded.WithLabelValues(redisOpMerge).Inc()
-		g.warnRedis(ctx, redisOpMerge, res.Err)
+		g.redisDegradedOn(ctx, redisOpMerge, 1, res.Err)
 		reg.VersionUnixMs = g.nowMs()
 	} else {
 		reg = res.Register
@@ -62,11 +60,7 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	if err != nil {
 		return nil, internal(err)
 	}
-	rec.Topic = g.durable.Topic()
-	gens := []int64{generationOf(res.Generation, res.Err)}
-	g.knownGenerations(ctx, []string{k.User}, gens)
-	event.StampGeneration(rec, gens[0])
-	durability, err := g.produce(ctx, []*kgo.Record{rec})
+	durability, err := g.produceUserRecord(ctx, rec, k.User, generationOf(res.Generation, res.Err))
 	if err != nil {
 		return nil, err
 	}
@@ -75,6 +69,10 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 		Changed: !degraded && res.Changed, Durability: durability, RealtimeDegraded: degraded,
 	}), nil
 }
+
+// notificationStore is the notification registers' storage on the
+// gate's stores.
+func (g *Gate) notificationStore() notifications.Store { return notifications.NewStore(g.pg, g.redis) }
 
 // levels is what decides how a user's channels count in the badge: the
 // user's default level and the channels' registers.
@@ -99,18 +97,18 @@ func (l levels) of(ch string) (level notification.Level, muted, unread, mentions
 // Postgres, which then hydrates Redis (a merge: a change made meanwhile
 // wins). Without either store the call is Unavailable: a badge counted
 // at the wrong levels would look right and be wrong.
-func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, read *redisstore.Levels) (levels, error) {
+func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, read *notifications.Levels) (levels, error) {
 	out := levels{nowMs: g.nowMs()}
 	if len(channels) == 0 {
 		return out, nil // no channel to count
 	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-	var lv redisstore.Levels
+	rctx, cancel := g.redisCtx(ctx)
+	var lv notifications.Levels
 	var rerr error
 	if read != nil {
 		lv = *read // read with the counts: no round trip of its own
 	} else {
-		lv, rerr = g.redis.LevelsOf(rctx, user, channels)
+		lv, rerr = g.notificationStore().LevelsOf(rctx, user, channels)
 	}
 	if rerr == nil && !lv.SettingsFound {
 		// Settings Redis lost (or never held): read and hydrated.
@@ -134,14 +132,13 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 		return out, nil
 	}
 	if rerr != nil {
-		g.m.redisDegraded.WithLabelValues(redisOpGet).Inc()
-		g.warnRedis(ctx, redisOpGet, rerr)
+		g.redisDegradedOn(ctx, redisOpGet, 1, rerr)
 	}
 	if err := g.settled(ctx, []string{user}, nil); err != nil {
 		return out, g.durableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	durable, err := g.pg.Notifications(pctx, user, nil)
+	durable, err := g.notificationStore().ReadPG(pctx, user, nil)
 	cancel()
 	if err != nil {
 		return out, g.durableErr(ctx, err)
@@ -156,8 +153,8 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	// A user with more registers than one read returns is answered, never
 	// marked complete in Redis.
 	if rerr == nil && len(durable) < pgstore.MaxChannelsPerRead {
-		hctx, cancel := context.WithTimeout(ctx, g.cfg.RedisTimeout)
-		if err := g.redis.HydrateNotifications(hctx, user, durable); err != nil {
+		hctx, cancel := g.redisCtx(ctx)
+		if err := g.notificationStore().Hydrate(hctx, user, durable); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" notifications", err)
 		}

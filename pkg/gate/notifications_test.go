@@ -13,6 +13,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -132,7 +133,7 @@ func TestNotificationLevelsShapeTheBadge(t *testing.T) {
 	// Once the persister has every register, Redis loses everything: the
 	// levels and the default come back from Postgres.
 	require.Eventually(t, func() bool {
-		regs, err := tb.schema.Store.Notifications(ctx, "nu", nil)
+		regs, err := tb.notifications().ReadPG(ctx, "nu", nil)
 		require.NoError(t, err)
 		sts, err := tb.schema.Store.Settings(ctx, []string{"nu"})
 		require.NoError(t, err)
@@ -144,7 +145,7 @@ func TestNotificationLevelsShapeTheBadge(t *testing.T) {
 	require.Empty(t, tb.redisKeys(t))
 	require.Equal(t, want, levelsOf(), "rebuilt from Postgres")
 	require.Equal(t, badge{0, 0, 1}, totals())
-	require.Contains(t, tb.redisKeys(t), tb.store.UserNotificationsKey("nu"), "the read hydrated Redis")
+	require.Contains(t, tb.redisKeys(t), tb.notifications().RedisKey("nu"), "the read hydrated Redis")
 	got, err := connectCl.GetSettings(ctx, connect.NewRequest(&receiptsv1.GetSettingsRequest{UserId: "nu"}))
 	require.NoError(t, err)
 	require.Equal(t, "mentions", got.Msg.GetDefaultNotificationLevel())
@@ -202,7 +203,7 @@ func TestErasureRemovesNotificationLevels(t *testing.T) {
 	cl := tb.client()
 	_, err := cl.SetNotifications(ctx, connect.NewRequest(&receiptsv1.SetNotificationsRequest{UserId: "eu", ChannelId: "ec", Level: "none", MutedUntilUnixMs: time.Now().Add(time.Hour).UnixMilli()}))
 	require.NoError(t, err)
-	_, err = tb.schema.Store.UpsertNotifications(ctx, []notification.Register{{Key: receipt.Key{User: "eu", Channel: "ec"}, Level: notification.None, VersionUnixMs: 1}})
+	_, err = tb.notifications().WritePG(ctx, []notification.Register{{Key: receipt.Key{User: "eu", Channel: "ec"}, Level: notification.None, VersionUnixMs: 1}})
 	require.NoError(t, err) // as the persister would have
 	level := func() string {
 		t.Helper()
@@ -216,7 +217,13 @@ func TestErasureRemovesNotificationLevels(t *testing.T) {
 	_, err = cl.EraseUser(ctx, connect.NewRequest(&receiptsv1.EraseUserRequest{UserId: "eu"}))
 	require.NoError(t, err)
 	require.Equal(t, "all muted=false", level())
-	regs, err := tb.schema.Store.Notifications(ctx, "eu", nil)
+	regs, err := tb.notifications().ReadPG(ctx, "eu", nil)
 	require.NoError(t, err)
 	require.Empty(t, regs)
+}
+
+// notifications is the notification registers' storage on the test's
+// stores.
+func (tb *testBundle) notifications() notifications.Store {
+	return notifications.NewStore(tb.schema.Store, tb.store)
 }

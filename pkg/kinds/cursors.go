@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -11,7 +12,7 @@ import (
 // cursorSpec is a user's read, private read and delivered cursors in a
 // channel: a max-register per cursor (receipt.Merge), one read_receipts
 // row and one field of the user's Redis hash.
-var cursorSpec = &Spec[receipt.Key, receipt.State]{
+var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
 	Name:      "read_receipts",
 	Key:       func(s receipt.State) receipt.Key { return s.Key },
 	Compare:   receipt.CompareStates,
@@ -22,7 +23,7 @@ var cursorSpec = &Spec[receipt.Key, receipt.State]{
 	Empty: func(s receipt.State) bool {
 		return s.Read.Position.IsZero() && s.Delivered.Position.IsZero() && s.PrivateRead.Position.IsZero()
 	},
-	Merge: func(_ *Env, a, b receipt.State) receipt.State { m, _ := receipt.Merge(a, b); return m },
+	Merge: func(_ *kind.Env, a, b receipt.State) receipt.State { m, _ := receipt.Merge(a, b); return m },
 	Same:  receipt.State.SameCursors,
 	FromEvent: func(d *event.Decoded) (receipt.State, bool) {
 		if d.Receipt == nil {
@@ -31,21 +32,21 @@ var cursorSpec = &Spec[receipt.Key, receipt.State]{
 		return *d.Receipt, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []receipt.State) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []receipt.State) (int64, error) {
 		return env.Postgres.Upsert(ctx, vals)
 	},
-	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]receipt.State, error) {
+	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]receipt.State, error) {
 		return env.Postgres.GetKeys(ctx, keys)
 	},
-	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]receipt.State, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]receipt.State, error) {
 		return env.Postgres.Page(ctx, after, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []receipt.State) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []receipt.State) ([]error, error) {
 		res, err := env.Redis.Merge(ctx, vals)
-		return resultErrs(res, err, func(r redisstore.MergeResult) error { return r.Err })
+		return kind.ResultErrs(res, err, func(r redisstore.MergeResult) error { return r.Err })
 	},
-	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*receipt.State, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*receipt.State, error) {
 		// One pipeline for the page's users (a round trip per user cost
 		// the sweep most of its CPU in syscalls).
 		var reqs []redisstore.UserChannels
@@ -71,14 +72,14 @@ var cursorSpec = &Spec[receipt.Key, receipt.State]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[receipt.State], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[receipt.State], error) {
 		users, next, err := env.Redis.ScanUsers(ctx, cur, count)
 		if err != nil {
-			return ScanPage[receipt.State]{}, err
+			return kind.ScanPage[receipt.State]{}, err
 		}
-		page := ScanPage[receipt.State]{Next: next}
+		page := kind.ScanPage[receipt.State]{Next: next}
 		var reqs []redisstore.UserChannels
-		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
 			reqs = append(reqs, redisstore.UserChannels{User: u})
 		}
 		got, err := env.Redis.GetMany(ctx, reqs)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -17,7 +18,7 @@ import (
 // channel_deletions row per seq and a member of the set's Redis sorted
 // set. It belongs to no user, like a head, and carries no time; its
 // events are keyed by the channel, whose events they share.
-var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
+var deletionSpec = &kind.Spec[thread.Ref, channel.Deletions]{
 	Name:      "channel_deletions",
 	Key:       func(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} },
 	Compare:   func(a, b channel.Deletions) int { return deletionRef(a).Compare(deletionRef(b)) },
@@ -25,7 +26,7 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 	Time:      func(channel.Deletions) int64 { return 0 },
 	Zero:      func(r thread.Ref) channel.Deletions { return channel.Deletions{Channel: r.Channel, Root: r.Root} },
 	Empty:     func(d channel.Deletions) bool { return len(d.Seqs) == 0 },
-	Merge: func(_ *Env, a, b channel.Deletions) channel.Deletions {
+	Merge: func(_ *kind.Env, a, b channel.Deletions) channel.Deletions {
 		ref := deletionRef(a)
 		if ref.Channel == "" {
 			ref = deletionRef(b)
@@ -46,7 +47,7 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 		acc.UpdatedAtUnixMs = max(acc.UpdatedAtUnixMs, d.UpdatedAtUnixMs)
 		return acc
 	},
-	Settle: func(_ *Env, acc channel.Deletions) channel.Deletions {
+	Settle: func(_ *kind.Env, acc channel.Deletions) channel.Deletions {
 		acc.Seqs = channel.SettleDeletions(acc.Seqs)
 		return acc
 	},
@@ -57,27 +58,27 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 		return *d.Deletions, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []channel.Deletions) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Deletions) (int64, error) {
 		return env.Postgres.InsertDeletions(ctx, vals)
 	},
-	PGTrim: func(ctx context.Context, env *Env, vals []channel.Deletions) (int64, error) {
+	PGTrim: func(ctx context.Context, env *kind.Env, vals []channel.Deletions) (int64, error) {
 		refs := make([]thread.Ref, len(vals))
 		for i, d := range vals {
 			refs[i] = deletionRef(d)
 		}
 		return env.Postgres.TrimDeletions(ctx, refs)
 	},
-	PGGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([]channel.Deletions, error) {
+	PGGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]channel.Deletions, error) {
 		return env.Postgres.DeletionSets(ctx, refs)
 	},
-	PGPage: func(ctx context.Context, env *Env, after thread.Ref, _ bool, n int) ([]channel.Deletions, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after thread.Ref, _ bool, n int) ([]channel.Deletions, error) {
 		return env.Postgres.DeletionsPage(ctx, after, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Deletions) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Deletions) ([]error, error) {
 		return env.Redis.AddDeletions(ctx, vals)
 	},
-	RedisGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([][]*channel.Deletions, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([][]*channel.Deletions, error) {
 		got, err := env.Redis.DeletionSets(ctx, refs)
 		if err != nil {
 			return nil, err
@@ -91,9 +92,9 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Deletions], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Deletions], error) {
 		refs, page, err := scanDeletionRefs(ctx, env, cur, count)
-		out := ScanPage[channel.Deletions]{Next: page.Next, Scanned: page.Scanned, Invalid: page.Invalid}
+		out := kind.ScanPage[channel.Deletions]{Next: page.Next, Scanned: page.Scanned, Invalid: page.Invalid}
 		if err != nil {
 			return out, err
 		}
@@ -111,14 +112,14 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 
 	// A set is up to channel.DeletionWindow seqs: the sweep compares
 	// digests and reads whole only the sets whose digests differ.
-	Digests: &Digests[thread.Ref]{
-		PGPage: func(ctx context.Context, env *Env, after thread.Ref, _ bool, n int) ([]thread.Ref, []Digest, error) {
+	Digests: &kind.Digests[thread.Ref]{
+		PGPage: func(ctx context.Context, env *kind.Env, after thread.Ref, _ bool, n int) ([]thread.Ref, []kind.Digest, error) {
 			return env.Postgres.DeletionDigestsPage(ctx, after, n)
 		},
-		PG: func(ctx context.Context, env *Env, refs []thread.Ref) ([]Digest, error) {
+		PG: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]kind.Digest, error) {
 			return env.Postgres.DeletionDigests(ctx, refs)
 		},
-		Redis: func(ctx context.Context, env *Env, refs []thread.Ref) ([]Digest, error) {
+		Redis: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]kind.Digest, error) {
 			return env.Redis.DeletionDigests(ctx, refs)
 		},
 		RedisScan: scanDeletionRefs,
@@ -127,14 +128,14 @@ var deletionSpec = &Spec[thread.Ref, channel.Deletions]{
 
 // scanDeletionRefs is one SCAN page of the deletion sets Redis holds, by
 // name, in order, those with an invalid channel id counted apart.
-func scanDeletionRefs(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) ([]thread.Ref, ScanPage[struct{}], error) {
+func scanDeletionRefs(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) ([]thread.Ref, kind.ScanPage[struct{}], error) {
 	refs, next, err := env.Redis.ScanDeletionSets(ctx, cur, count)
 	if err != nil {
-		return nil, ScanPage[struct{}]{}, err
+		return nil, kind.ScanPage[struct{}]{}, err
 	}
 	slices.SortFunc(refs, thread.Ref.Compare)
 	refs = slices.Compact(refs)
-	page := ScanPage[struct{}]{Next: next, Scanned: len(refs)}
+	page := kind.ScanPage[struct{}]{Next: next, Scanned: len(refs)}
 	valid := refs[:0]
 	for _, r := range refs {
 		if receipt.ValidateID("channel_id", r.Channel) != nil {

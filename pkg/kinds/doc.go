@@ -1,9 +1,13 @@
-// Package kinds describes each kind of state once: its keys, its merge
-// rule from the domain floor, its part of a Kafka event and its
-// statements in Postgres and Redis (Spec). The persister's window, the
-// drift sweep (both directions), dead-letter repair and the differential
-// test of every merge rule loop over All() instead of spelling each kind
-// out: a new kind is one file here, a migration and a proto field.
+// Package kinds is the registry of the kinds of state: All() and the
+// named kinds (Cursors, Notifications, …), each a kind.Kind built from a
+// kind.Spec (pkg/kind, the contract). The persister's window, the drift
+// sweep (both directions), dead-letter repair and the differential test
+// of every merge rule loop over All() instead of spelling each kind out.
+//
+// A kind that owns its storage lives in a folder of its own below this
+// one (notifications/: its Spec, SQL, Lua, Redis layout and tests); the
+// specs of the kinds not yet moved are files of this package, their
+// statements still in pkg/pgstore and pkg/redisstore.
 //
 // Erasure tombstones are not a kind: an erasure orders every kind of one
 // user (pkg/tombstone), so the loops apply it around the kinds.

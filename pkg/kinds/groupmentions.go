@@ -7,6 +7,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -16,7 +17,7 @@ import (
 // cap+1 (channel.MergeGroupMentions), one channel_group_mentions row per
 // seq and a Redis sorted set per channel. It belongs to no user (like a
 // head) and carries no time.
-var groupMentionSpec = &Spec[string, channel.GroupMentions]{
+var groupMentionSpec = &kind.Spec[string, channel.GroupMentions]{
 	Name:      "channel_group_mentions",
 	Key:       func(g channel.GroupMentions) string { return g.Channel },
 	Compare:   func(a, b channel.GroupMentions) int { return strings.Compare(a.Channel, b.Channel) },
@@ -24,12 +25,12 @@ var groupMentionSpec = &Spec[string, channel.GroupMentions]{
 	Time:      func(channel.GroupMentions) int64 { return 0 },
 	Zero:      func(ch string) channel.GroupMentions { return channel.GroupMentions{Channel: ch} },
 	Empty:     func(g channel.GroupMentions) bool { return len(g.Mentions) == 0 },
-	Merge: func(env *Env, a, b channel.GroupMentions) channel.GroupMentions {
+	Merge: func(env *kind.Env, a, b channel.GroupMentions) channel.GroupMentions {
 		ch := a.Channel
 		if ch == "" {
 			ch = b.Channel
 		}
-		return channel.GroupMentions{Channel: ch, Mentions: channel.MergeGroupMentions(a.Mentions, b.Mentions, env.mentionCap())}
+		return channel.GroupMentions{Channel: ch, Mentions: channel.MergeGroupMentions(a.Mentions, b.Mentions, env.MentionCapOrDefault())}
 	},
 	Same: func(a, b channel.GroupMentions) bool { return slices.Equal(a.Mentions, b.Mentions) },
 	Rows: func(g channel.GroupMentions) int { return len(g.Mentions) },
@@ -40,27 +41,27 @@ var groupMentionSpec = &Spec[string, channel.GroupMentions]{
 		return *d.GroupMentions, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []channel.GroupMentions) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) (int64, error) {
 		return env.Postgres.InsertGroupMentions(ctx, vals)
 	},
-	PGTrim: func(ctx context.Context, env *Env, vals []channel.GroupMentions) (int64, error) {
+	PGTrim: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) (int64, error) {
 		chs := make([]string, len(vals))
 		for i, g := range vals {
 			chs[i] = g.Channel
 		}
-		return env.Postgres.TrimGroupMentions(ctx, chs, env.mentionCap())
+		return env.Postgres.TrimGroupMentions(ctx, chs, env.MentionCapOrDefault())
 	},
-	PGGet: func(ctx context.Context, env *Env, chs []string) ([]channel.GroupMentions, error) {
-		return env.Postgres.GroupMentions(ctx, chs, env.mentionCap())
+	PGGet: func(ctx context.Context, env *kind.Env, chs []string) ([]channel.GroupMentions, error) {
+		return env.Postgres.GroupMentions(ctx, chs, env.MentionCapOrDefault())
 	},
-	PGPage: func(ctx context.Context, env *Env, after string, _ bool, n int) ([]channel.GroupMentions, error) {
-		return env.Postgres.GroupMentionsPage(ctx, after, n, env.mentionCap())
+	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]channel.GroupMentions, error) {
+		return env.Postgres.GroupMentionsPage(ctx, after, n, env.MentionCapOrDefault())
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []channel.GroupMentions) ([]error, error) {
-		return nil, env.Redis.AddGroupMentions(ctx, vals, env.mentionCap())
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) ([]error, error) {
+		return nil, env.Redis.AddGroupMentions(ctx, vals, env.MentionCapOrDefault())
 	},
-	RedisGet: func(ctx context.Context, env *Env, chs []string) ([][]*channel.GroupMentions, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, chs []string) ([][]*channel.GroupMentions, error) {
 		got, err := env.Redis.GroupMentions(ctx, chs)
 		if err != nil {
 			return nil, err
@@ -71,13 +72,13 @@ var groupMentionSpec = &Spec[string, channel.GroupMentions]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.GroupMentions], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.GroupMentions], error) {
 		chs, next, err := env.Redis.ScanGroupMentionChannels(ctx, cur, count)
 		if err != nil {
-			return ScanPage[channel.GroupMentions]{}, err
+			return kind.ScanPage[channel.GroupMentions]{}, err
 		}
-		page := ScanPage[channel.GroupMentions]{Next: next}
-		valid := validIDs("channel_id", chs, &page.Scanned, &page.Invalid)
+		page := kind.ScanPage[channel.GroupMentions]{Next: next}
+		valid := kind.ValidIDs("channel_id", chs, &page.Scanned, &page.Invalid)
 		got, err := env.Redis.GroupMentions(ctx, valid)
 		if err != nil {
 			return page, err

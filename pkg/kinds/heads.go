@@ -6,6 +6,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -13,7 +14,7 @@ import (
 // headSpec is a channel's head: a max-register of the greatest message
 // seq notified (channel.MergeHead), one channel_heads row and a field of
 // the channel's Redis hash. It belongs to no user.
-var headSpec = &Spec[string, channel.Head]{
+var headSpec = &kind.Spec[string, channel.Head]{
 	Name:      "channel_heads",
 	Key:       func(h channel.Head) string { return h.Channel },
 	Compare:   func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) },
@@ -21,7 +22,7 @@ var headSpec = &Spec[string, channel.Head]{
 	Time:      func(h channel.Head) int64 { return h.UpdatedAtUnixMs },
 	Zero:      func(ch string) channel.Head { return channel.Head{Channel: ch} },
 	Empty:     func(h channel.Head) bool { return h.Seq == 0 },
-	Merge:     func(_ *Env, a, b channel.Head) channel.Head { m, _ := channel.MergeHead(a, b); return m },
+	Merge:     func(_ *kind.Env, a, b channel.Head) channel.Head { m, _ := channel.MergeHead(a, b); return m },
 	Same:      func(a, b channel.Head) bool { return a.Seq == b.Seq },
 	FromEvent: func(d *event.Decoded) (channel.Head, bool) {
 		if d.Channel == nil {
@@ -30,21 +31,21 @@ var headSpec = &Spec[string, channel.Head]{
 		return *d.Channel, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []channel.Head) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Head) (int64, error) {
 		return env.Postgres.UpsertHeads(ctx, vals)
 	},
-	PGGet: func(ctx context.Context, env *Env, chs []string) ([]channel.Head, error) {
+	PGGet: func(ctx context.Context, env *kind.Env, chs []string) ([]channel.Head, error) {
 		return env.Postgres.Heads(ctx, chs)
 	},
-	PGPage: func(ctx context.Context, env *Env, after string, _ bool, n int) ([]channel.Head, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]channel.Head, error) {
 		return env.Postgres.HeadsPage(ctx, after, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Head) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Head) ([]error, error) {
 		res, err := env.Redis.RaiseHeads(ctx, vals)
-		return resultErrs(res, err, func(r redisstore.HeadResult) error { return r.Err })
+		return kind.ResultErrs(res, err, func(r redisstore.HeadResult) error { return r.Err })
 	},
-	RedisGet: func(ctx context.Context, env *Env, chs []string) ([][]*channel.Head, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, chs []string) ([][]*channel.Head, error) {
 		got, err := env.Redis.Heads(ctx, chs)
 		if err != nil {
 			return nil, err
@@ -58,13 +59,13 @@ var headSpec = &Spec[string, channel.Head]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Head], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Head], error) {
 		chs, next, err := env.Redis.ScanChannels(ctx, cur, count)
 		if err != nil {
-			return ScanPage[channel.Head]{}, err
+			return kind.ScanPage[channel.Head]{}, err
 		}
-		page := ScanPage[channel.Head]{Next: next}
-		valid := validIDs("channel_id", chs, &page.Scanned, &page.Invalid)
+		page := kind.ScanPage[channel.Head]{Next: next}
+		valid := kind.ValidIDs("channel_id", chs, &page.Scanned, &page.Invalid)
 		got, err := env.Redis.Heads(ctx, valid)
 		if err != nil {
 			return page, err
@@ -77,16 +78,4 @@ var headSpec = &Spec[string, channel.Head]{
 		return page, nil
 	},
 	InWatch: true,
-}
-
-// resultErrs turns a Redis call's per-value results into per-value errors.
-func resultErrs[R any](res []R, err error, errOf func(R) error) ([]error, error) {
-	if res == nil {
-		return nil, err
-	}
-	errs := make([]error, len(res))
-	for i, r := range res {
-		errs[i] = errOf(r)
-	}
-	return errs, err
 }

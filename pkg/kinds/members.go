@@ -5,6 +5,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -14,7 +15,7 @@ import (
 // (version, member, join) wins (channel.MergeMembership), one
 // channel_members row, and in Redis two copies: a field of the user's
 // membership hash and one of the channel's.
-var memberSpec = &Spec[receipt.Key, channel.Membership]{
+var memberSpec = &kind.Spec[receipt.Key, channel.Membership]{
 	Name: "channel_members",
 	Key:  func(m channel.Membership) receipt.Key { return m.Key },
 	// (channel, user): the order of the table's primary key.
@@ -24,7 +25,7 @@ var memberSpec = &Spec[receipt.Key, channel.Membership]{
 	Time:      func(m channel.Membership) int64 { return m.VersionUnixMs },
 	Zero:      func(k receipt.Key) channel.Membership { return channel.Membership{Key: k} },
 	Empty:     channel.Membership.IsZero,
-	Merge: func(_ *Env, a, b channel.Membership) channel.Membership {
+	Merge: func(_ *kind.Env, a, b channel.Membership) channel.Membership {
 		m, _ := channel.MergeMembership(a, b)
 		return m
 	},
@@ -36,15 +37,15 @@ var memberSpec = &Spec[receipt.Key, channel.Membership]{
 		return *d.Membership, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []channel.Membership) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Membership) (int64, error) {
 		return env.Postgres.UpsertMembers(ctx, vals)
 	},
-	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]channel.Membership, error) {
-		users, chs := byUser(keys)
+	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]channel.Membership, error) {
+		users, chs := kind.ByUser(keys)
 		var out []channel.Membership
 		for _, u := range users {
-			for start := 0; start < len(chs[u]); start += pgGetChunk {
-				rows, err := env.Postgres.Memberships(ctx, u, chs[u][start:min(start+pgGetChunk, len(chs[u]))])
+			for start := 0; start < len(chs[u]); start += kind.PGGetChunk {
+				rows, err := env.Postgres.Memberships(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
 				if err != nil {
 					return nil, err
 				}
@@ -53,15 +54,15 @@ var memberSpec = &Spec[receipt.Key, channel.Membership]{
 		}
 		return out, nil
 	},
-	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]channel.Membership, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]channel.Membership, error) {
 		return env.Postgres.MembersPage(ctx, after, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Membership) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Membership) ([]error, error) {
 		res, err := env.Redis.MergeMemberships(ctx, vals)
-		return resultErrs(res, err, func(r redisstore.MembershipResult) error { return r.Err })
+		return kind.ResultErrs(res, err, func(r redisstore.MembershipResult) error { return r.Err })
 	},
-	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*channel.Membership, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*channel.Membership, error) {
 		byUser, byChannel, err := env.Redis.RegistersOf(ctx, keys)
 		if err != nil {
 			return nil, err
@@ -75,13 +76,13 @@ var memberSpec = &Spec[receipt.Key, channel.Membership]{
 	// The walk scans the users' hashes; the channels' copies are compared
 	// by the Postgres walk (a register only Redis holds is copied into
 	// both by the repair's merge).
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Membership], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Membership], error) {
 		users, next, err := env.Redis.ScanMembershipUsers(ctx, cur, count)
 		if err != nil {
-			return ScanPage[channel.Membership]{}, err
+			return kind.ScanPage[channel.Membership]{}, err
 		}
-		page := ScanPage[channel.Membership]{Next: next}
-		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		page := kind.ScanPage[channel.Membership]{Next: next}
+		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
 			regs, _, err := env.Redis.Memberships(ctx, u, nil)
 			if err != nil {
 				return page, err

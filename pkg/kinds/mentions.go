@@ -6,6 +6,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -13,7 +14,7 @@ import (
 // mentionSpec is the set of message seqs that mention a user in a
 // channel: a set union kept to the newest cap+1 (channel.MergeMentions),
 // one mentions row per seq and a field of the user's Redis mention hash. A set carries no time.
-var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
+var mentionSpec = &kind.Spec[receipt.Key, channel.Mentions]{
 	Name:      "mentions",
 	Key:       func(m channel.Mentions) receipt.Key { return m.Key },
 	Compare:   func(a, b channel.Mentions) int { return a.Key.Compare(b.Key) },
@@ -22,12 +23,12 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 	Time:      func(channel.Mentions) int64 { return 0 },
 	Zero:      func(k receipt.Key) channel.Mentions { return channel.Mentions{Key: k} },
 	Empty:     func(m channel.Mentions) bool { return len(m.Seqs) == 0 },
-	Merge: func(env *Env, a, b channel.Mentions) channel.Mentions {
+	Merge: func(env *kind.Env, a, b channel.Mentions) channel.Mentions {
 		k := a.Key
 		if k == (receipt.Key{}) {
 			k = b.Key
 		}
-		return channel.Mentions{Key: k, Seqs: channel.MergeMentions(a.Seqs, b.Seqs, env.mentionCap())}
+		return channel.Mentions{Key: k, Seqs: channel.MergeMentions(a.Seqs, b.Seqs, env.MentionCapOrDefault())}
 	},
 	Same: func(a, b channel.Mentions) bool { return slices.Equal(a.Seqs, b.Seqs) },
 	Rows: func(m channel.Mentions) int { return len(m.Seqs) },
@@ -38,21 +39,21 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 		return channel.Mentions{Key: d.Key, Seqs: d.Mentions}, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []channel.Mentions) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) (int64, error) {
 		return env.Postgres.InsertMentions(ctx, vals)
 	},
-	PGTrim: func(ctx context.Context, env *Env, vals []channel.Mentions) (int64, error) {
+	PGTrim: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) (int64, error) {
 		keys := make([]receipt.Key, len(vals))
 		for i, m := range vals {
 			keys[i] = m.Key
 		}
-		return env.Postgres.TrimMentions(ctx, keys, env.mentionCap())
+		return env.Postgres.TrimMentions(ctx, keys, env.MentionCapOrDefault())
 	},
-	PGGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([]channel.Mentions, error) {
-		users, chs := byUser(keys)
+	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]channel.Mentions, error) {
+		users, chs := kind.ByUser(keys)
 		var out []channel.Mentions
 		for _, u := range users {
-			rows, err := env.Postgres.Mentions(ctx, u, chs[u], env.mentionCap())
+			rows, err := env.Postgres.Mentions(ctx, u, chs[u], env.MentionCapOrDefault())
 			if err != nil {
 				return nil, err
 			}
@@ -60,14 +61,14 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 		}
 		return out, nil
 	},
-	PGPage: func(ctx context.Context, env *Env, after receipt.Key, _ bool, n int) ([]channel.Mentions, error) {
-		return env.Postgres.MentionsPage(ctx, after, n, env.mentionCap())
+	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]channel.Mentions, error) {
+		return env.Postgres.MentionsPage(ctx, after, n, env.MentionCapOrDefault())
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []channel.Mentions) ([]error, error) {
-		return nil, env.Redis.AddMentions(ctx, vals, env.mentionCap())
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) ([]error, error) {
+		return nil, env.Redis.AddMentions(ctx, vals, env.MentionCapOrDefault())
 	},
-	RedisGet: func(ctx context.Context, env *Env, keys []receipt.Key) ([][]*channel.Mentions, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*channel.Mentions, error) {
 		seqs, err := env.Redis.MentionSeqs(ctx, keys)
 		if err != nil {
 			return nil, err
@@ -81,13 +82,13 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[channel.Mentions], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Mentions], error) {
 		users, next, err := env.Redis.ScanMentionUsers(ctx, cur, count)
 		if err != nil {
-			return ScanPage[channel.Mentions]{}, err
+			return kind.ScanPage[channel.Mentions]{}, err
 		}
-		page := ScanPage[channel.Mentions]{Next: next}
-		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		page := kind.ScanPage[channel.Mentions]{Next: next}
+		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
 			ms, _, err := env.Redis.UserMentions(ctx, u)
 			if err != nil {
 				return page, err
@@ -104,11 +105,4 @@ var mentionSpec = &Spec[receipt.Key, channel.Mentions]{
 		}
 		return page, nil
 	},
-}
-
-func (e *Env) mentionCap() int {
-	if e != nil && e.MentionCap > 0 {
-		return e.MentionCap
-	}
-	return channel.MentionCapDefault
 }

@@ -1,8 +1,6 @@
 package kinds_test
 
 import (
-	"context"
-	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -10,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -20,10 +20,11 @@ import (
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-// randomValue draws a valid value of each kind, over a few keys so that
-// values of one key meet. A kind without a generator fails the test: a
-// new kind's rule must be checked in every store.
-var randomValue = map[string]func(r *rand.Rand) any{
+// randomValue draws a valid value of each kind not in a folder of its
+// own, over a few keys so that values of one key meet. Such a kind
+// without a generator fails the test: a new kind's rule must be checked
+// in every store.
+var randomValue = map[string]kindtest.Gen{
 	kinds.Cursors.Name(): func(r *rand.Rand) any {
 		cur := func(epoch bool) receipt.Cursor {
 			if r.IntN(3) == 0 {
@@ -75,11 +76,6 @@ var randomValue = map[string]func(r *rand.Rand) any{
 	kinds.Settings.Name(): func(r *rand.Rand) any {
 		return privacy.Settings{User: "u" + strconv.Itoa(r.IntN(3)), ShareRead: r.IntN(2) == 0, ShareDelivered: r.IntN(2) == 0,
 			VersionMs: 1 + r.Int64N(5), DefaultLevel: notification.Level(r.IntN(4))}
-	},
-	kinds.Notifications.Name(): func(r *rand.Rand) any {
-		// Few versions, levels and mute ends, so that ties meet.
-		return notification.Register{Key: randomKey(r), Level: notification.Level(r.IntN(4)),
-			MutedUntilUnixMs: r.Int64N(3) * 1000, VersionUnixMs: 1 + r.Int64N(4)}
 	},
 	kinds.Deletions.Name(): func(r *rand.Rand) any {
 		// Now and then far above the rest, so that the window is part of
@@ -159,72 +155,31 @@ func randomKey(r *rand.Rand) receipt.Key {
 	return receipt.Key{User: "u" + strconv.Itoa(r.IntN(2)), Channel: "c" + strconv.Itoa(r.IntN(2))}
 }
 
-// Every kind's merge rule holds in Go (the domain floor), in Postgres
-// (SQL) and in Redis (Lua) alike: the same random histories, written in
-// random batches, leave each store holding the Go fold of each key's
-// values, in every copy Redis keeps.
+// inFolder are the kinds in a folder of their own, whose tests run the
+// same suite (kindtest) on their own values.
+var inFolder = map[string]bool{kinds.Notifications.Name(): true}
+
+// Every kind's merge rule obeys the merge laws and holds in Go (the
+// domain floor), in Postgres (SQL) and in Redis (Lua) alike: the same
+// random histories, written in random batches, leave each store holding
+// the Go fold of each key's values, in every copy Redis keeps
+// (kindtest.StoresAgree).
 func TestEveryKindMergesAlikeInEveryStore(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, k := range kinds.All() {
+		if inFolder[k.Name()] {
+			continue
+		}
 		gen := randomValue[k.Name()]
 		require.NotNil(t, gen, "no random values for kind %s", k.Name())
 		t.Run(k.Name(), func(t *testing.T) {
 			t.Parallel()
 			rdb := redistest.Client(t)
 			rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
-			require.NoError(t, rs.Load(ctx))
 			// A small mention cap, so that the retention is part of the rule.
-			env := &kinds.Env{Postgres: pgtest.NewSchema(t).Store, Redis: rs, MentionCap: 3}
-			for history := range 4 {
-				r := rand.New(rand.NewPCG(uint64(history), 7))
-				fold := map[any]any{}
-				var keys []any
-				for batch := range 20 {
-					vals := make([]any, 1+r.IntN(6))
-					for i := range vals {
-						v := gen(r)
-						vals[i] = v
-						key := k.KeyOf(v)
-						cur, ok := fold[key]
-						if !ok {
-							cur, keys = k.ZeroOf(key), append(keys, key)
-						}
-						fold[key] = k.MergeValues(env, cur, v)
-					}
-					_, err := k.WritePG(ctx, env, vals)
-					require.NoError(t, err, "batch %d", batch)
-					errs, err := k.WriteRedis(ctx, env, vals)
-					require.NoError(t, err, "batch %d", batch)
-					for _, e := range errs {
-						require.NoError(t, e)
-					}
-				}
-				rows, err := k.GetPG(ctx, env, keys)
-				require.NoError(t, err)
-				require.Len(t, rows, len(keys))
-				for _, row := range rows {
-					want := fold[k.KeyOf(row)]
-					require.True(t, k.SameValues(want, row), "history %d: postgres holds %+v, the rule %+v", history, row, want)
-				}
-				held, err := k.GetRedis(ctx, env, keys)
-				require.NoError(t, err)
-				for i, copies := range held {
-					for j, c := range copies {
-						require.NotNil(t, c, "history %d: redis copy %d of %v", history, j, keys[i])
-						require.True(t, k.SameValues(fold[keys[i]], c), "history %d: redis copy %d holds %+v, the rule %+v", history, j, c, fold[keys[i]])
-					}
-				}
-				// The next history starts from empty stores.
-				require.NoError(t, clear(ctx, env, k.Name()))
-				redistest.DeletePrefix(ctx, rdb, rs.Prefix())
-				require.NoError(t, rs.Load(ctx))
-			}
+			env := &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: rs, MentionCap: 3}
+			kindtest.MergeLaws(t, k, env, gen)
+			kindtest.StoresAgree(t, k, env, gen)
 		})
 	}
-}
-
-func clear(ctx context.Context, env *kinds.Env, table string) error {
-	_, err := env.Postgres.Pool().Exec(ctx, fmt.Sprintf("TRUNCATE %s", table))
-	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -19,9 +20,9 @@ func TestGatheredDeletionsSettleToTheMerge(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 9))
 	for round := range 50 {
-		part := kinds.Deletions.NewPart(&kinds.Env{}, 4)
+		part := kinds.Deletions.NewPart(&kind.Env{}, 4)
 		want := map[thread.Ref][]int64{}
-		var split kinds.Part
+		var split kind.Part
 		var held []channel.Deletions // read at the split, not copied
 		var atSplit [][]int64
 		for i := range 40 {
@@ -41,14 +42,14 @@ func TestGatheredDeletionsSettleToTheMerge(t *testing.T) {
 			require.True(t, part.Fold(&event.Decoded{Deletions: &channel.Deletions{Channel: ref.Channel, Root: ref.Root, Seqs: seqs}}))
 			if i == 20 {
 				split = part.Only(func(string) bool { return true })
-				held = kinds.Sorted[channel.Deletions](part)
+				held = kind.Sorted[channel.Deletions](part)
 				atSplit = nil
 				for _, d := range held {
 					atSplit = append(atSplit, append([]int64(nil), d.Seqs...))
 				}
 			}
 		}
-		got := kinds.Sorted[channel.Deletions](part)
+		got := kind.Sorted[channel.Deletions](part)
 		require.Len(t, got, len(want), "round %d", round)
 		for _, d := range got {
 			require.Equal(t, want[thread.Ref{Channel: d.Channel, Root: d.Root}], d.Seqs, "round %d", round)
@@ -78,7 +79,7 @@ func BenchmarkWindowFoldsDeletions(b *testing.B) {
 	}
 	b.Run("gathered", func(b *testing.B) {
 		for range b.N {
-			part := kinds.Deletions.NewPart(&kinds.Env{}, 1)
+			part := kinds.Deletions.NewPart(&kind.Env{}, 1)
 			for i := range evs {
 				part.Fold(&event.Decoded{Deletions: &evs[i]})
 			}

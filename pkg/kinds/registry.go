@@ -1,24 +1,45 @@
 package kinds
 
+import (
+	"slices"
+
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
+	"github.com/readstate/receipts/pkg/pgstore"
+)
+
 // The kinds of state, in the order the loops visit them.
 var (
-	Cursors  = New(cursorSpec)
-	Heads    = New(headSpec)
-	Members  = New(memberSpec)
-	Mentions = New(mentionSpec)
-	Settings = New(settingsSpec)
+	Cursors  = kind.New(cursorSpec)
+	Heads    = kind.New(headSpec)
+	Members  = kind.New(memberSpec)
+	Mentions = kind.New(mentionSpec)
+	Settings = kind.New(settingsSpec)
 
-	Notifications = New(notificationSpec)
-	Deletions     = New(deletionSpec)
+	Notifications = notifications.Kind
+	Deletions     = kind.New(deletionSpec)
 
-	GroupMentions = New(groupMentionSpec)
+	GroupMentions = kind.New(groupMentionSpec)
 
-	ThreadHeads  = New(threadHeadSpec)
-	ThreadStates = New(threadStateSpec)
+	ThreadHeads  = kind.New(threadHeadSpec)
+	ThreadStates = kind.New(threadStateSpec)
 )
 
 // All returns every kind of state. A caller may append kinds of its own
 // (a test's throwaway kind) and hand the list to a service's config.
-func All() []Kind {
-	return []Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions}
+func All() []kind.Kind {
+	return []kind.Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions}
+}
+
+// ErasedTables are the tables an erasure deletes a user's rows from: the
+// driver's own (pgstore.ErasedTables) and those of the kinds that bring
+// their own delete (kind.PGErase), each the kind's table (its Name).
+func ErasedTables() []string {
+	out := slices.Clone(pgstore.ErasedTables)
+	for _, k := range All() {
+		if k.PGErase() != "" {
+			out = append(out, k.Name())
+		}
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -15,7 +16,7 @@ import (
 // defaults; a Redis entry of version 0 caches them. A register merged
 // into Redis is applied to the user's channel views, so a kind the user
 // stopped sharing leaves them.
-var settingsSpec = &Spec[string, privacy.Settings]{
+var settingsSpec = &kind.Spec[string, privacy.Settings]{
 	Name:      "user_settings",
 	Key:       func(st privacy.Settings) string { return st.User },
 	Compare:   func(a, b privacy.Settings) int { return strings.Compare(a.User, b.User) },
@@ -24,7 +25,7 @@ var settingsSpec = &Spec[string, privacy.Settings]{
 	Time:      func(st privacy.Settings) int64 { return st.VersionMs },
 	Zero:      privacy.Default,
 	Empty:     func(st privacy.Settings) bool { return st.VersionMs == 0 },
-	Merge:     func(_ *Env, a, b privacy.Settings) privacy.Settings { m, _ := privacy.Merge(a, b); return m },
+	Merge:     func(_ *kind.Env, a, b privacy.Settings) privacy.Settings { m, _ := privacy.Merge(a, b); return m },
 	Same:      func(a, b privacy.Settings) bool { return a == b },
 	FromEvent: func(d *event.Decoded) (privacy.Settings, bool) {
 		if d.Settings == nil {
@@ -33,10 +34,10 @@ var settingsSpec = &Spec[string, privacy.Settings]{
 		return *d.Settings, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []privacy.Settings) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []privacy.Settings) (int64, error) {
 		return env.Postgres.UpsertSettings(ctx, vals)
 	},
-	PGGet: func(ctx context.Context, env *Env, users []string) ([]privacy.Settings, error) {
+	PGGet: func(ctx context.Context, env *kind.Env, users []string) ([]privacy.Settings, error) {
 		got, err := env.Postgres.StoredSettings(ctx, users)
 		if err != nil {
 			return nil, err
@@ -49,11 +50,11 @@ var settingsSpec = &Spec[string, privacy.Settings]{
 		}
 		return out, nil
 	},
-	PGPage: func(ctx context.Context, env *Env, after string, _ bool, n int) ([]privacy.Settings, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]privacy.Settings, error) {
 		return env.Postgres.SettingsPage(ctx, after, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []privacy.Settings) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []privacy.Settings) ([]error, error) {
 		stored, err := env.Redis.MergeSettings(ctx, vals)
 		if err != nil {
 			return nil, err
@@ -64,7 +65,7 @@ var settingsSpec = &Spec[string, privacy.Settings]{
 		}
 		return errs, nil
 	},
-	RedisGet: func(ctx context.Context, env *Env, users []string) ([][]*privacy.Settings, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, users []string) ([][]*privacy.Settings, error) {
 		sts, found, err := env.Redis.Settings(ctx, users)
 		if err != nil {
 			return nil, err
@@ -78,13 +79,13 @@ var settingsSpec = &Spec[string, privacy.Settings]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[privacy.Settings], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[privacy.Settings], error) {
 		users, next, err := env.Redis.ScanSettingsUsers(ctx, cur, count)
 		if err != nil {
-			return ScanPage[privacy.Settings]{}, err
+			return kind.ScanPage[privacy.Settings]{}, err
 		}
-		page := ScanPage[privacy.Settings]{Next: next}
-		valid := validIDs("user_id", users, &page.Scanned, &page.Invalid)
+		page := kind.ScanPage[privacy.Settings]{Next: next}
+		valid := kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid)
 		sts, found, err := env.Redis.Settings(ctx, valid)
 		if err != nil {
 			return page, err

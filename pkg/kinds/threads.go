@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -13,7 +14,7 @@ import (
 // threadHeadSpec is a thread's head: a max-register of the greatest reply
 // seq notified (thread.MergeHead), one thread_heads row and a field of
 // the channel's Redis thread head hash. It belongs to no user.
-var threadHeadSpec = &Spec[thread.Ref, thread.Head]{
+var threadHeadSpec = &kind.Spec[thread.Ref, thread.Head]{
 	Name: "thread_heads",
 	Key:  func(h thread.Head) thread.Ref { return h.Ref },
 	// (channel_id, root_seq): the page walk's order.
@@ -23,7 +24,7 @@ var threadHeadSpec = &Spec[thread.Ref, thread.Head]{
 	Time:      func(h thread.Head) int64 { return h.UpdatedAtUnixMs },
 	Zero:      func(r thread.Ref) thread.Head { return thread.Head{Ref: r} },
 	Empty:     func(h thread.Head) bool { return h.Seq == 0 },
-	Merge:     func(_ *Env, a, b thread.Head) thread.Head { m, _ := thread.MergeHead(a, b); return m },
+	Merge:     func(_ *kind.Env, a, b thread.Head) thread.Head { m, _ := thread.MergeHead(a, b); return m },
 	Same:      func(a, b thread.Head) bool { return a.Seq == b.Seq },
 	FromEvent: func(d *event.Decoded) (thread.Head, bool) {
 		if d.ThreadHead == nil {
@@ -32,21 +33,21 @@ var threadHeadSpec = &Spec[thread.Ref, thread.Head]{
 		return *d.ThreadHead, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []thread.Head) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []thread.Head) (int64, error) {
 		return env.Postgres.UpsertThreadHeads(ctx, vals)
 	},
-	PGGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([]thread.Head, error) {
+	PGGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]thread.Head, error) {
 		return env.Postgres.ThreadHeads(ctx, refs)
 	},
-	PGPage: func(ctx context.Context, env *Env, after thread.Ref, hasAfter bool, n int) ([]thread.Head, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after thread.Ref, hasAfter bool, n int) ([]thread.Head, error) {
 		return env.Postgres.ThreadHeadsPage(ctx, after, hasAfter, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []thread.Head) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []thread.Head) ([]error, error) {
 		res, err := env.Redis.RaiseThreadHeads(ctx, vals)
-		return resultErrs(res, err, func(r redisstore.ThreadHeadResult) error { return r.Err })
+		return kind.ResultErrs(res, err, func(r redisstore.ThreadHeadResult) error { return r.Err })
 	},
-	RedisGet: func(ctx context.Context, env *Env, refs []thread.Ref) ([][]*thread.Head, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([][]*thread.Head, error) {
 		got, err := env.Redis.ThreadHeads(ctx, refs)
 		if err != nil {
 			return nil, err
@@ -60,13 +61,13 @@ var threadHeadSpec = &Spec[thread.Ref, thread.Head]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[thread.Head], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[thread.Head], error) {
 		chs, next, err := env.Redis.ScanThreadChannels(ctx, cur, count)
 		if err != nil {
-			return ScanPage[thread.Head]{}, err
+			return kind.ScanPage[thread.Head]{}, err
 		}
-		page := ScanPage[thread.Head]{Next: next}
-		for _, ch := range validIDs("channel_id", chs, &page.Scanned, &page.Invalid) {
+		page := kind.ScanPage[thread.Head]{Next: next}
+		for _, ch := range kind.ValidIDs("channel_id", chs, &page.Scanned, &page.Invalid) {
 			heads, err := env.Redis.ChannelThreadHeads(ctx, ch)
 			if err != nil {
 				return page, err
@@ -86,7 +87,7 @@ var threadHeadSpec = &Spec[thread.Ref, thread.Head]{
 // threadStateSpec is a user's register in a thread: cursors, follow and
 // mentions (thread.Merge), one thread_states row and a field of the
 // user's Redis thread hash.
-var threadStateSpec = &Spec[thread.Key, thread.State]{
+var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 	Name: "thread_states",
 	Key:  func(st thread.State) thread.Key { return st.Key },
 	// (user_id, channel_id, root_seq): the page walk's order.
@@ -98,8 +99,8 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 	Time:      thread.State.Time,
 	Zero:      func(k thread.Key) thread.State { return thread.State{Key: k} },
 	Empty:     thread.State.IsZero,
-	Merge: func(env *Env, a, b thread.State) thread.State {
-		m, _ := thread.Merge(a, b, env.mentionCap())
+	Merge: func(env *kind.Env, a, b thread.State) thread.State {
+		m, _ := thread.Merge(a, b, env.MentionCapOrDefault())
 		return m
 	},
 	Same: thread.Same,
@@ -110,20 +111,20 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 		return *d.Thread, true
 	},
 
-	PGWrite: func(ctx context.Context, env *Env, vals []thread.State) (int64, error) {
+	PGWrite: func(ctx context.Context, env *kind.Env, vals []thread.State) (int64, error) {
 		if env.UpsertThreadStates != nil {
 			return env.UpsertThreadStates(ctx, vals)
 		}
-		return env.Postgres.UpsertThreadStates(ctx, vals, env.mentionCap())
+		return env.Postgres.UpsertThreadStates(ctx, vals, env.MentionCapOrDefault())
 	},
-	PGGet: func(ctx context.Context, env *Env, keys []thread.Key) ([]thread.State, error) {
+	PGGet: func(ctx context.Context, env *kind.Env, keys []thread.Key) ([]thread.State, error) {
 		return env.Postgres.ThreadStates(ctx, keys)
 	},
-	PGPage: func(ctx context.Context, env *Env, after thread.Key, hasAfter bool, n int) ([]thread.State, error) {
+	PGPage: func(ctx context.Context, env *kind.Env, after thread.Key, hasAfter bool, n int) ([]thread.State, error) {
 		return env.Postgres.ThreadStatesPage(ctx, after, hasAfter, n)
 	},
 
-	RedisWrite: func(ctx context.Context, env *Env, vals []thread.State) ([]error, error) {
+	RedisWrite: func(ctx context.Context, env *kind.Env, vals []thread.State) ([]error, error) {
 		// A register not followed, absent from a hash the gateway
 		// collected (registers past the per-user bound), is absent on
 		// purpose: a write looks it up in Postgres. It is not put back.
@@ -146,8 +147,8 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 		if len(put) == 0 {
 			return errs, nil
 		}
-		res, err := env.Redis.MergeThreadStates(ctx, put, env.mentionCap())
-		perr, err := resultErrs(res, err, func(r redisstore.ThreadStateResult) error { return r.Err })
+		res, err := env.Redis.MergeThreadStates(ctx, put, env.MentionCapOrDefault())
+		perr, err := kind.ResultErrs(res, err, func(r redisstore.ThreadStateResult) error { return r.Err })
 		for j, i := range at {
 			if j < len(perr) {
 				errs[i] = perr[j]
@@ -155,7 +156,7 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 		}
 		return errs, err
 	},
-	RedisGet: func(ctx context.Context, env *Env, keys []thread.Key) ([][]*thread.State, error) {
+	RedisGet: func(ctx context.Context, env *kind.Env, keys []thread.Key) ([][]*thread.State, error) {
 		got, err := env.Redis.ThreadStates(ctx, keys)
 		if err != nil {
 			return nil, err
@@ -166,13 +167,13 @@ var threadStateSpec = &Spec[thread.Key, thread.State]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[thread.State], error) {
+	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[thread.State], error) {
 		users, next, err := env.Redis.ScanThreadUsers(ctx, cur, count)
 		if err != nil {
-			return ScanPage[thread.State]{}, err
+			return kind.ScanPage[thread.State]{}, err
 		}
-		page := ScanPage[thread.State]{Next: next}
-		for _, u := range validIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		page := kind.ScanPage[thread.State]{Next: next}
+		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
 			states, _, err := env.Redis.UserThreads(ctx, u, "")
 			if errors.Is(err, redisstore.ErrTooManyThreads) {
 				// The store refuses to read the hash whole; one stuck user

@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -56,9 +57,9 @@ local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 0`)
 
-func counterKind() kinds.Kind {
-	hash := func(env *kinds.Env, user string) string { return env.Redis.Prefix() + "tc:{" + user + "}" }
-	rows := func(ctx context.Context, env *kinds.Env, sql string, args ...any) ([]counter, error) {
+func counterKind() kind.Kind {
+	hash := func(env *kind.Env, user string) string { return env.Redis.Prefix() + "tc:{" + user + "}" }
+	rows := func(ctx context.Context, env *kind.Env, sql string, args ...any) ([]counter, error) {
 		r, err := env.Postgres.Pool().Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err
@@ -68,7 +69,7 @@ func counterKind() kinds.Kind {
 			return c, row.Scan(&c.Key.User, &c.Key.Channel, &c.N)
 		})
 	}
-	return kinds.New(&kinds.Spec[receipt.Key, counter]{
+	return kind.New(&kind.Spec[receipt.Key, counter]{
 		Name:      "test_counters",
 		Key:       func(c counter) receipt.Key { return c.Key },
 		Compare:   func(a, b counter) int { return a.Key.Compare(b.Key) },
@@ -77,7 +78,7 @@ func counterKind() kinds.Kind {
 		Time:      func(counter) int64 { return 0 },
 		Zero:      func(k receipt.Key) counter { return counter{Key: k} },
 		Empty:     func(c counter) bool { return c.N == 0 },
-		Merge: func(_ *kinds.Env, a, b counter) counter {
+		Merge: func(_ *kind.Env, a, b counter) counter {
 			if a.Key == (receipt.Key{}) {
 				a.Key = b.Key
 			}
@@ -101,7 +102,7 @@ func counterKind() kinds.Kind {
 			}
 			return counter{}, false
 		},
-		PGWrite: func(ctx context.Context, env *kinds.Env, vals []counter) (int64, error) {
+		PGWrite: func(ctx context.Context, env *kind.Env, vals []counter) (int64, error) {
 			var users, chs []string
 			var ns []int64
 			for _, c := range vals {
@@ -112,7 +113,7 @@ SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
 ON CONFLICT (user_id, channel_id) DO UPDATE SET n = GREATEST(t.n, excluded.n)`, users, chs, ns)
 			return tag.RowsAffected(), err
 		},
-		PGGet: func(ctx context.Context, env *kinds.Env, keys []receipt.Key) ([]counter, error) {
+		PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]counter, error) {
 			var users, chs []string
 			for _, k := range keys {
 				users, chs = append(users, k.User), append(chs, k.Channel)
@@ -120,11 +121,11 @@ ON CONFLICT (user_id, channel_id) DO UPDATE SET n = GREATEST(t.n, excluded.n)`, 
 			return rows(ctx, env, `SELECT t.user_id, t.channel_id, t.n FROM test_counters t
 JOIN unnest($1::text[], $2::text[]) AS k(u, c) ON t.user_id = k.u AND t.channel_id = k.c`, users, chs)
 		},
-		PGPage: func(ctx context.Context, env *kinds.Env, after receipt.Key, _ bool, n int) ([]counter, error) {
+		PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]counter, error) {
 			return rows(ctx, env, `SELECT user_id, channel_id, n FROM test_counters
 WHERE (user_id, channel_id) > ($1, $2) ORDER BY user_id, channel_id LIMIT $3`, after.User, after.Channel, n)
 		},
-		RedisWrite: func(ctx context.Context, env *kinds.Env, vals []counter) ([]error, error) {
+		RedisWrite: func(ctx context.Context, env *kind.Env, vals []counter) ([]error, error) {
 			for _, c := range vals {
 				if err := counterMax.Run(ctx, env.Redis.Client(), []string{hash(env, c.Key.User)}, c.Key.Channel, c.N).Err(); err != nil {
 					return nil, err
@@ -132,7 +133,7 @@ WHERE (user_id, channel_id) > ($1, $2) ORDER BY user_id, channel_id LIMIT $3`, a
 			}
 			return nil, nil
 		},
-		RedisGet: func(ctx context.Context, env *kinds.Env, keys []receipt.Key) ([][]*counter, error) {
+		RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*counter, error) {
 			out := make([][]*counter, len(keys))
 			for i, k := range keys {
 				out[i] = []*counter{nil}
@@ -147,9 +148,9 @@ WHERE (user_id, channel_id) > ($1, $2) ORDER BY user_id, channel_id LIMIT $3`, a
 			}
 			return out, nil
 		},
-		RedisScan: func(ctx context.Context, env *kinds.Env, cur redisstore.ScanCursor, count int64) (kinds.ScanPage[counter], error) {
+		RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[counter], error) {
 			users, next, err := env.Redis.ScanTagged(ctx, "tc:", cur, count)
-			page := kinds.ScanPage[counter]{Next: next, Scanned: len(users)}
+			page := kind.ScanPage[counter]{Next: next, Scanned: len(users)}
 			if err != nil {
 				return page, err
 			}
@@ -185,7 +186,7 @@ PRIMARY KEY (user_id, channel_id))`)
 	rdb := redistest.Client(t)
 	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, rs.Load(ctx))
-	env := &kinds.Env{Postgres: pg, Redis: rs}
+	env := &kind.Env{Postgres: pg, Redis: rs}
 	tc := counterKind()
 	all := append(kinds.All(), tc)
 	k := func(u, c string) receipt.Key { return receipt.Key{User: u, Channel: c} }

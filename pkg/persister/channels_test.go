@@ -23,9 +23,9 @@ func encodeAny(t *testing.T, d event.Decoded) *kgo.Record {
 	return r
 }
 
-// kinds is a backlog of every event kind, out of order and with
+// backlogKinds is a backlog of every event kind, out of order and with
 // duplicates, and what Postgres must end with.
-type kinds struct {
+type backlogKinds struct {
 	recs      []*kgo.Record
 	heads     map[string]int64
 	members   map[receipt.Key]channel.Membership
@@ -33,8 +33,8 @@ type kinds struct {
 	effective map[receipt.Key]receipt.Position
 }
 
-func backlog(t *testing.T, capN int) kinds {
-	k := kinds{heads: map[string]int64{}, members: map[receipt.Key]channel.Membership{}, mentions: map[receipt.Key][]int64{}, effective: map[receipt.Key]receipt.Position{}}
+func backlog(t *testing.T, capN int) backlogKinds {
+	k := backlogKinds{heads: map[string]int64{}, members: map[receipt.Key]channel.Membership{}, mentions: map[receipt.Key][]int64{}, effective: map[receipt.Key]receipt.Position{}}
 	for c := range 5 {
 		ch := fmt.Sprintf("ch%d", c)
 		for _, seq := range []int64{7, 30, 12, 30, 29} { // out of order, duplicate
@@ -65,7 +65,7 @@ func backlog(t *testing.T, capN int) kinds {
 	return k
 }
 
-func (b *bundle) requireKinds(want kinds, capN int) {
+func (b *bundle) requireKinds(want backlogKinds, capN int) {
 	b.t.Helper()
 	ctx := context.Background()
 	s := b.schema.Store

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -163,7 +164,7 @@ type Config struct {
 	MentionCap int
 	// Kinds are the kinds of state the persister writes. Defaults to
 	// kinds.All().
-	Kinds []kinds.Kind
+	Kinds []kind.Kind
 	// DetailThreshold: the cursor-move log keeps moves of channels of at
 	// most this many joined members (it must equal the gateway's
 	// --receipts-detail-threshold). Defaults to DetailThresholdDefault.

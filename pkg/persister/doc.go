@@ -8,7 +8,7 @@
 //     rebalances wait until every window in hand is settled (kgo's
 //     BlockRebalanceOnPoll), so a commit never lands on a partition this
 //     member no longer owns.
-//   - window.go: a window keeps one part per kind of state (pkg/kinds),
+//   - window.go: a window keeps one part per kind of state (pkg/kind),
 //     each key the merge of its values by the kind's rule, so a key
 //     changed many times costs one row per window.
 //   - write.go: a window's parts become statements of at most

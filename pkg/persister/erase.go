@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -41,7 +42,7 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) (tombs tombsto
 		var advanced bool
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, advanced, err = p.store.Erase(ctx, t)
+			deleted, advanced, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds))
 			return err
 		})
 		if err != nil {
@@ -95,7 +96,7 @@ func (p *Persister) applyStamped(ctx context.Context, w *window, tombs tombstone
 		var deleted int64
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, _, err = p.store.Erase(ctx, t)
+			deleted, _, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds))
 			return err
 		})
 		if err != nil {
@@ -188,7 +189,7 @@ func (p *Persister) takeBackRaced(ctx context.Context, w *window, clock *int64, 
 		var deleted int64
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, err = p.store.EraseAgain(ctx, u)
+			deleted, err = p.store.EraseAgain(ctx, u, kind.PGErase(p.cfg.Kinds))
 			return err
 		})
 		if err != nil {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/persister"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -24,7 +24,7 @@ import (
 func (b *bundle) userRowCounts(user string) map[string]int {
 	b.t.Helper()
 	out := map[string]int{}
-	for _, table := range pgstore.ErasedTables {
+	for _, table := range kinds.ErasedTables() {
 		var n int
 		require.NoError(b.t, b.schema.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
 		out[table] = n
@@ -130,7 +130,7 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 	b.startWith(b.config(reg), func(p *persister.Persister) {
 		p.SetOnTombstones(func(users []string) {
 			if slices.Contains(users, "raced") && erased.CompareAndSwap(false, true) {
-				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure)
+				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure, nil)
 				if err != nil || !advanced {
 					t.Errorf("erasing beside the persister: advanced %v, %v", advanced, err)
 				}

@@ -12,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
-	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -21,7 +21,7 @@ import (
 // Build it with New, run it with Run, and Close it after Run returns.
 type Persister struct {
 	// env is what the kinds' statements run against.
-	env *kinds.Env
+	env *kind.Env
 	// feed is the window's change feed being written (nil: none); the
 	// thread registers' statements add their moves to it.
 	feed     atomic.Pointer[changeSink]
@@ -168,7 +168,7 @@ func newPersister(cfg Config) *Persister {
 		commitReq: make(chan struct{}, 1),
 		outage:    map[string]*outage{},
 		settled:   map[topicPartition]*kgo.Record{},
-		env:       &kinds.Env{Postgres: cfg.Store, MentionCap: cfg.MentionCap},
+		env:       &kind.Env{Postgres: cfg.Store, MentionCap: cfg.MentionCap},
 		tracer:    cfg.Tracing.Provider().Tracer(tracerName),
 	}
 	if cfg.ChangesTopic != "" {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -26,8 +27,8 @@ const maxKinds = 64
 // window costs one row per kind. Its offsets are committed only after
 // every part is written.
 type window struct {
-	kinds []kinds.Kind
-	parts []kinds.Part
+	kinds []kind.Kind
+	parts []kind.Part
 	// recs are the window's records in poll order; keys[i] is the record
 	// key of recs[i] ("" for an undecodable one) and of[i] the parts it
 	// contributes to.
@@ -48,10 +49,10 @@ type window struct {
 	last map[topicPartition]*kgo.Record
 }
 
-func newWindow(capacity int, ks []kinds.Kind, env *kinds.Env) *window {
+func newWindow(capacity int, ks []kind.Kind, env *kind.Env) *window {
 	w := &window{
 		kinds:    ks,
-		parts:    make([]kinds.Part, len(ks)),
+		parts:    make([]kind.Part, len(ks)),
 		recs:     make([]*kgo.Record, 0, capacity),
 		keys:     make([]string, 0, capacity),
 		of:       make([]parts, 0, capacity),
@@ -173,7 +174,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 // window of its own, with no records or offsets.
 func (w *window) ofUsers(users tombstone.Set) *window {
 	keep := func(u string) bool { _, ok := users[u]; return ok }
-	sub := &window{kinds: w.kinds, parts: make([]kinds.Part, len(w.parts)), erasures: tombstone.Set{}, stamps: tombstone.Set{}, last: map[topicPartition]*kgo.Record{}}
+	sub := &window{kinds: w.kinds, parts: make([]kind.Part, len(w.parts)), erasures: tombstone.Set{}, stamps: tombstone.Set{}, last: map[topicPartition]*kgo.Record{}}
 	for i, p := range w.parts {
 		sub.parts[i] = p.Only(keep)
 	}
@@ -217,7 +218,7 @@ func (w *window) sort() {
 func (w *window) cursorRows() []receipt.State {
 	for i, k := range w.kinds {
 		if k == kinds.Cursors {
-			return kinds.Sorted[receipt.State](w.parts[i])
+			return kind.Sorted[receipt.State](w.parts[i])
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -30,7 +31,7 @@ func BenchmarkWindowFold(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		w := newWindow(4096, kinds.All(), &kinds.Env{MentionCap: 10})
+		w := newWindow(4096, kinds.All(), &kind.Env{MentionCap: 10})
 		w.add(recs)
 		w.sort()
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -35,7 +36,7 @@ func TestWindowSortedAheadFollowsChanges(t *testing.T) {
 		return out
 	}
 
-	w := newWindow(0, kinds.All(), &kinds.Env{MentionCap: 10})
+	w := newWindow(0, kinds.All(), &kind.Env{MentionCap: 10})
 	w.add([]*kgo.Record{mark("u2", 5), mark("u1", 3)})
 	w.sort()
 	require.Equal(t, map[string]int64{"u1": 3, "u2": 5}, cursors(w))
@@ -69,7 +70,7 @@ func TestWindowDropErasedWithMatrixIDs(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	w := newWindow(0, kinds.All(), &kinds.Env{MentionCap: 10})
+	w := newWindow(0, kinds.All(), &kind.Env{MentionCap: 10})
 	w.add([]*kgo.Record{mark("!before:x", 3, 10, 1), mark("!after:x", 5, 2_000, gen)})
 	require.Equal(t, 1, w.dropErased(tombstone.Set{user: {User: user, Generation: gen, ErasedAtUnixMs: gen}}))
 	rows := w.cursorRows()

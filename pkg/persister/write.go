@@ -22,6 +22,7 @@ import (
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -180,7 +181,7 @@ func cursorJobs(p *Persister, kind int, rows []receipt.State, feed *changeSink) 
 }
 
 // partJobs are the statements of one kind's part of a window.
-func partJobs(p *Persister, kind int, part kinds.Part) []job {
+func partJobs(p *Persister, kind int, part kind.Part) []job {
 	var out []job
 	for _, st := range part.Statements(p.cfg.StatementRows) {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
@@ -206,7 +207,7 @@ func partJobs(p *Persister, kind int, part kinds.Part) []job {
 // most kinds). The retention only bounds the table (readers apply it
 // themselves), so a rejection, which the statement cannot meet, is
 // logged and left to the next window of the key.
-func trimJobs(p *Persister, part kinds.Part) []job {
+func trimJobs(p *Persister, part kind.Part) []job {
 	var out []job
 	for _, trim := range part.Trims(p.cfg.StatementRows) {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {

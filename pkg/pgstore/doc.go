@@ -5,4 +5,10 @@
 // place where Postgres errors are sorted into the classes the pipeline
 // routes on (rejected: dead-letter it; unavailable: retry it; permanent:
 // an operator must act).
+//
+// It is also the driver a kind of state that owns its storage (a folder
+// below pkg/kinds, e.g. pkg/kinds/notifications) is written against: the
+// kind runs its own embedded statements on Pool, wraps their errors with
+// Classified, and adds its delete to an erasure (Erase's kindDeletes).
+// This package names none of those kinds' tables.
 package pgstore

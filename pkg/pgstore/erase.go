@@ -11,11 +11,13 @@ import (
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
-// ErasedTables are the tables holding a user's state: an erasure deletes
-// the user's rows from every one of them, in this order, in the
-// transaction that raises the tombstone. A new per-user table is added
-// here (TestErasedTablesCoverEveryUserTable fails until it is).
-var ErasedTables = []string{"read_receipts", "channel_members", "mentions", "user_settings", "cursor_moves", "thread_states", "channel_notifications"}
+// ErasedTables are the tables of the kinds still written here that hold
+// a user's state: an erasure deletes the user's rows from every one of
+// them, in this order, in the transaction that raises the tombstone; a
+// kind that owns its storage brings its own statement (kind.PGErase). A
+// new per-user table is added to one or the other
+// (TestErasedTablesCoverEveryUserTable, in pkg/kinds, fails until it is).
+var ErasedTables = []string{"read_receipts", "channel_members", "mentions", "user_settings", "cursor_moves", "thread_states"}
 
 // RedactedColumns are the columns that name a user in rows that are not
 // the user's: an erasure redacts them (deleteUserRows), and
@@ -36,14 +38,15 @@ const MaxTombstoneLookup = 100_000
 // Erase applies an erasure: in one transaction it raises the user's
 // tombstone (a max-register over generation, ties by time) and, only when
 // that raised its generation, deletes the user's rows from every table of
-// ErasedTables. Applying an erasure again, or an older one, changes
+// ErasedTables and by kindDeletes (the kinds' statements, $1 the user:
+// kind.PGErase). Applying an erasure again, or an older one, changes
 // nothing, so a replay of the topic from offset 0 never deletes what the
 // user wrote after it; nor does the same generation with a later time (a
 // persister that applied the erasure ahead of its record, from an event
 // stamped with its generation, then meets the record: only the time
 // moves). deleted counts the rows removed; advanced says whether the
 // tombstone moved.
-func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone) (deleted int64, advanced bool, err error) {
+func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone, kindDeletes []string) (deleted int64, advanced bool, err error) {
 	if err := t.Validate(); err != nil {
 		return 0, false, fmt.Errorf("erasing: %w", err)
 	}
@@ -76,7 +79,7 @@ SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
 		if _, err := tx.Exec(ctx, `UPDATE erasure_clock SET erasures = erasures + 1`); err != nil {
 			return fmt.Errorf("raising the erasure clock: %w", err)
 		}
-		deleted, err = deleteUserRows(ctx, tx, t.User)
+		deleted, err = deleteUserRows(ctx, tx, t.User, kindDeletes)
 		return err
 	})
 	if err != nil {
@@ -85,8 +88,9 @@ SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
 	return deleted, advanced, nil
 }
 
-// deleteUserRows deletes the user's rows from every table of ErasedTables.
-func deleteUserRows(ctx context.Context, tx pgx.Tx, user string) (int64, error) {
+// deleteUserRows deletes the user's rows from every table of ErasedTables,
+// then by each of kindDeletes.
+func deleteUserRows(ctx context.Context, tx pgx.Tx, user string, kindDeletes []string) (int64, error) {
 	rows, err := tx.Query(ctx, `SELECT channel_id FROM read_receipts WHERE user_id = $1
 UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 	if err != nil {
@@ -105,6 +109,13 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 		tag, err := tx.Exec(ctx, stmt, args...)
 		if err != nil {
 			return 0, fmt.Errorf("deleting from %s: %w", table, err)
+		}
+		deleted += tag.RowsAffected()
+	}
+	for _, stmt := range kindDeletes {
+		tag, err := tx.Exec(ctx, stmt, user)
+		if err != nil {
+			return 0, fmt.Errorf("deleting a kind's rows (%s): %w", stmt, err)
 		}
 		deleted += tag.RowsAffected()
 	}
@@ -127,10 +138,11 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 
 // EraseAgain deletes the rows of a user whose erasure is already applied
 // (its tombstone stored): what a writer that raced the erasure wrote after
-// its deletes. It does not touch the tombstone nor the erasure clock.
-func (s *Store) EraseAgain(ctx context.Context, user string) (deleted int64, err error) {
+// its deletes; kindDeletes as for Erase. It does not touch the tombstone
+// nor the erasure clock.
+func (s *Store) EraseAgain(ctx context.Context, user string, kindDeletes []string) (deleted int64, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		deleted, err = deleteUserRows(ctx, tx, user)
+		deleted, err = deleteUserRows(ctx, tx, user, kindDeletes)
 		return err
 	})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -18,7 +17,22 @@ import (
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
-// seedUser writes a user's rows in every table of ErasedTables.
+// kindTable stands for the table of a kind that owns its storage (a
+// folder below pkg/kinds): the erasure deletes its rows by the kind's
+// statement, kindDeletes.
+const kindTable = "kind_rows"
+
+var kindDeletes = []string{`DELETE FROM ` + kindTable + ` WHERE user_id = $1`}
+
+// withKindTable creates kindTable in the schema.
+func withKindTable(t *testing.T, s *pgstore.Store) {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), `CREATE TABLE `+kindTable+` (user_id text NOT NULL, channel_id text NOT NULL)`)
+	require.NoError(t, err)
+}
+
+// seedUser writes a user's rows in every table of ErasedTables and in
+// kindTable.
 func seedUser(t *testing.T, s *pgstore.Store, user string) {
 	t.Helper()
 	ctx := context.Background()
@@ -34,7 +48,7 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 		require.NoError(t, err)
 		_, err = s.UpsertThreadStates(ctx, []thread.State{{Key: thread.Key{User: user, Ref: thread.Ref{Channel: ch, Root: 1}}, Follow: thread.Follow{Following: true, VersionUnixMs: 1000}}}, 0)
 		require.NoError(t, err)
-		_, err = s.UpsertNotifications(ctx, []notification.Register{{Key: k, Level: notification.None, VersionUnixMs: 1000}})
+		_, err = s.Pool().Exec(ctx, `INSERT INTO `+kindTable+` (user_id, channel_id) VALUES ($1, $2)`, user, ch)
 		require.NoError(t, err)
 	}
 	_, err := s.UpsertSettings(ctx, []privacy.Settings{{User: user, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
@@ -49,11 +63,12 @@ func withMovePartition(t *testing.T, s *pgstore.Store) {
 	require.NoError(t, err)
 }
 
-// userRows counts a user's rows in every table of ErasedTables.
+// userRows counts a user's rows in every table of ErasedTables and in
+// kindTable.
 func userRows(t *testing.T, s *pgstore.Store, user string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, table := range pgstore.ErasedTables {
+	for _, table := range append(slices.Clone(pgstore.ErasedTables), kindTable) {
 		var n int
 		require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
 		out[table] = n
@@ -66,6 +81,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
 	withMovePartition(t, s)
+	withKindTable(t, s)
 	seedUser(t, s, "gone")
 	seedUser(t, s, "kept")
 	want := userRows(t, s, "kept")
@@ -74,10 +90,10 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	}
 
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	deleted, advanced, err := s.Erase(ctx, ts)
+	deleted, advanced, err := s.Erase(ctx, ts, kindDeletes)
 	require.NoError(t, err)
 	require.True(t, advanced)
-	require.Equal(t, int64(2+2+4+1+2+2+2), deleted, "cursors, registers, mentions, settings, cursor moves, thread registers, notification registers")
+	require.Equal(t, int64(2+2+4+1+2+2+2), deleted, "cursors, registers, mentions, settings, cursor moves, thread registers, a kind's rows")
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}
@@ -87,7 +103,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	// (a replay) deletes nothing.
 	seedUser(t, s, "gone")
 	for _, again := range []tombstone.Tombstone{ts, {User: "gone", Generation: 9, ErasedAtUnixMs: 99}} {
-		deleted, advanced, err = s.Erase(ctx, again)
+		deleted, advanced, err = s.Erase(ctx, again, kindDeletes)
 		require.NoError(t, err)
 		require.False(t, advanced)
 		require.Zero(t, deleted)
@@ -98,7 +114,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	// persister applied it from a stamped event) moves the time and
 	// deletes nothing: the rows are the user's after that erasure.
 	ts.ErasedAtUnixMs = 15
-	deleted, advanced, err = s.Erase(ctx, ts)
+	deleted, advanced, err = s.Erase(ctx, ts, kindDeletes)
 	require.NoError(t, err)
 	require.True(t, advanced, "the time moved")
 	require.Zero(t, deleted)
@@ -113,7 +129,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 
 	// A later erasure deletes again.
 	later := tombstone.Tombstone{User: "gone", Generation: 11, ErasedAtUnixMs: 20}
-	_, advanced, err = s.Erase(ctx, later)
+	_, advanced, err = s.Erase(ctx, later, kindDeletes)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	one, err = s.Tombstone(ctx, "gone")
@@ -127,44 +143,19 @@ func TestEraseRefusesBadInput(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
 	withMovePartition(t, s)
+	withKindTable(t, s)
 	seedUser(t, s, "u")
 	for _, bad := range []tombstone.Tombstone{
 		{User: "", Generation: 1},
 		{User: string(make([]byte, receipt.MaxIDLength+1)), Generation: 1},
 		{User: "u", Generation: 0},
 	} {
-		_, _, err := s.Erase(ctx, bad)
+		_, _, err := s.Erase(ctx, bad, kindDeletes)
 		require.Error(t, err)
 	}
 	require.Equal(t, 2, userRows(t, s, "u")["read_receipts"], "nothing deleted")
 	_, err := s.Tombstones(ctx, make([]string, pgstore.MaxTombstoneLookup+1))
 	require.ErrorContains(t, err, "the limit is")
-}
-
-// Every table with a user_id column is erased (or is the tombstone table
-// itself): a new per-user table fails here until it joins ErasedTables.
-func TestErasedTablesCoverEveryUserTable(t *testing.T) {
-	t.Parallel()
-	s := pgtest.NewSchema(t).Store
-	rows, err := s.Pool().Query(context.Background(), `SELECT c.relname FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid
-WHERE a.attname = 'user_id' AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-AND c.relnamespace = current_schema()::regnamespace`)
-	require.NoError(t, err)
-	var tables []string
-	for rows.Next() {
-		var name string
-		require.NoError(t, rows.Scan(&name))
-		tables = append(tables, name)
-	}
-	require.NoError(t, rows.Err())
-	require.NotEmpty(t, tables)
-	for _, table := range tables {
-		if table == "user_tombstones" {
-			continue
-		}
-		require.Contains(t, pgstore.ErasedTables, table, "table %s has a user_id column but is not in pgstore.ErasedTables", table)
-	}
 }
 
 // The erasure clock moves only with an erasure that advances its
@@ -176,18 +167,19 @@ func TestErasureClockOrdersWritersAgainstErasures(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
 	withMovePartition(t, s)
+	withKindTable(t, s)
 	seedUser(t, s, "gone")
 
 	before, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	_, advanced, err := s.Erase(ctx, ts)
+	_, advanced, err := s.Erase(ctx, ts, kindDeletes)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	after, err := s.ErasureClockSettled(ctx)
 	require.NoError(t, err)
 	require.Equal(t, before+1, after)
-	_, advanced, err = s.Erase(ctx, ts)
+	_, advanced, err = s.Erase(ctx, ts, kindDeletes)
 	require.NoError(t, err)
 	require.False(t, advanced)
 	again, err := s.ErasureClock(ctx)
@@ -231,8 +223,9 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
 	withMovePartition(t, s)
+	withKindTable(t, s)
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	_, _, err := s.Erase(ctx, ts)
+	_, _, err := s.Erase(ctx, ts, kindDeletes)
 	require.NoError(t, err)
 	seedUser(t, s, "gone")
 	seedUser(t, s, "kept")
@@ -240,7 +233,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	clock, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 
-	deleted, err := s.EraseAgain(ctx, "gone")
+	deleted, err := s.EraseAgain(ctx, "gone", kindDeletes)
 	require.NoError(t, err)
 	require.Equal(t, int64(2+2+4+1+2+2+2), deleted)
 	for table, n := range userRows(t, s, "gone") {
@@ -255,41 +248,23 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	require.Equal(t, clock, now)
 }
 
-// Every column that may name a user is the user_id of a table erased
-// whole or one of RedactedColumns; an erasure leaves no group mention
-// sender and no parked dead letter of the user.
-func TestErasureCoversEveryColumnNamingAUser(t *testing.T) {
+// An erasure leaves no group mention sender and no parked dead letter of
+// the user (pgstore.RedactedColumns; pkg/kinds checks that every column
+// that may name a user is erased or redacted).
+func TestErasureRedactsWhatNamesAUser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
-	rows, err := s.Pool().Query(ctx, `SELECT c.relname, a.attname FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid
-WHERE (a.attname LIKE '%user_id' OR a.attname LIKE '%sender_id' OR a.attname LIKE 'record_%')
-AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
-AND c.relnamespace = current_schema()::regnamespace`)
-	require.NoError(t, err)
-	n := 0
-	for rows.Next() {
-		var table, col string
-		require.NoError(t, rows.Scan(&table, &col))
-		n++
-		if col == "user_id" && (table == "user_tombstones" || slices.Contains(pgstore.ErasedTables, table)) {
-			continue
-		}
-		require.Contains(t, pgstore.RedactedColumns, table+"."+col, "%s.%s may name a user: erase or redact it", table, col)
-	}
-	require.NoError(t, rows.Err())
-	require.Positive(t, n)
-
 	withMovePartition(t, s)
+	withKindTable(t, s)
 	seedUser(t, s, "gone")
-	_, err = s.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}}}})
+	_, err := s.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}}}})
 	require.NoError(t, err)
 	for _, key := range []string{"gone:c1", "u::gone", "gonex:c1"} {
 		_, err = s.Park(ctx, pgstore.ParkedRecord{Reason: "test", SourceOffset: -1, SourcePartition: -1, Key: []byte(key), Value: []byte("v")})
 		require.NoError(t, err)
 	}
-	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10})
+	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kindDeletes)
 	require.NoError(t, err)
 	gms, err := s.GroupMentions(ctx, []string{"c1"}, 100)
 	require.NoError(t, err)

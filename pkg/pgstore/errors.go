@@ -59,6 +59,11 @@ func Classify(err error) errclass.Class {
 	return errclass.Permanent
 }
 
+// Classified wraps err with the sentinel of its class (Classify), so
+// callers can also match it with errors.Is: what a kind's statements
+// return, as the store's do.
+func Classified(err error) error { return classify(err) }
+
 // classify wraps err with the sentinel of its class, so callers can also
 // match it with errors.Is.
 func classify(err error) error {

@@ -299,27 +299,9 @@ func decodeRegister(k receipt.Key, v string) (channel.Membership, error) {
 	return m, nil
 }
 
-// exec runs a pipeline, loading the scripts and running it again when
-// Redis lost its script cache.
+// exec is Exec of the store's own scripts.
 func (s *Store) exec(ctx context.Context, build func(redis.Pipeliner)) ([]redis.Cmder, error) {
-	for attempt := 0; ; attempt++ {
-		pipe := s.rdb.Pipeline()
-		build(pipe)
-		if pipe.Len() == 0 {
-			return nil, nil
-		}
-		cmds, err := pipe.Exec(ctx)
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-			if lerr := s.Load(ctx); lerr != nil {
-				return nil, lerr
-			}
-			continue
-		}
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return cmds, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return cmds, nil
-	}
+	return s.Exec(ctx, build)
 }
 
 // readEach calls decode with each answer of cmds that Redis holds. An

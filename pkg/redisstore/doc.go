@@ -15,4 +15,13 @@
 // A user's hash stays in Redis' compact listpack encoding only while it has
 // at most hash-max-listpack-entries channels and every value is at most
 // hash-max-listpack-value bytes: see BENCHMARKS.md, "Redis memory per state".
+//
+// It is also the driver a kind of state that owns its Redis layout (a
+// folder below pkg/kinds, e.g. pkg/kinds/notifications) is written
+// against (driver.go): the kind names its keys under Prefix, runs its
+// embedded scripts through Exec (which loads them again when Redis lost
+// them) or Client, and uses the markers, bounds and error wrapping of
+// this package; its reads may ride the unread read's pipeline (Rider),
+// and an erasure resets its user hashes (Erase's kindHashes). This
+// package names none of those kinds' keys.
 package redisstore

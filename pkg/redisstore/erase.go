@@ -81,14 +81,14 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // (nor re-populates Redis from them), the settings, and the mention hash
 // and the thread register hash (left empty and complete too: a mention or
 // register written after the script read the new generation, so it must
-// survive the erasure), and the notification hash (left empty and
-// complete).
+// survive the erasure), and the kinds' user hashes (KEYS[8] on: left
+// empty and complete, as the mention hash).
 // The channels the user had cursors, registers or thread registers in
-// are added to the erasure's pending set (KEYS[8]) before anything is
+// are added to the erasure's pending set (KEYS[7]) before anything is
 // deleted; each channel leaves it once cleaned (Erase), so an erasure cut
 // short is finished by its retry or by FinishErasures, even though the
 // hashes that named the channels are gone.
-// KEYS = t, u, um, us, mh, tu, nl, the pending set;
+// KEYS = t, u, um, us, mh, tu, the pending set, then the kinds' hashes;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
 // (decimal). Returns {generation, time, then the pending channels}.
 // Generations and times are below 2^53, exact as Lua numbers.
@@ -103,7 +103,7 @@ redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
 local out = {gs, ARGV[1]}
 local function pend(ch)
-  if #ch > 0 then redis.call('SADD', KEYS[8], ch) end
+  if #ch > 0 then redis.call('SADD', KEYS[7], ch) end
 end
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
   for _, ch in ipairs(redis.call('HKEYS', k)) do
@@ -113,7 +113,7 @@ end
 for _, f in ipairs(redis.call('HKEYS', KEYS[6])) do
   if string.sub(f, 1, 1) ~= ":" then pend(string.match(f, "^[^ ]+") or "") end
 end
-for _, ch in ipairs(redis.call('SMEMBERS', KEYS[8])) do out[#out+1] = ch end
+for _, ch in ipairs(redis.call('SMEMBERS', KEYS[7])) do out[#out+1] = ch end
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('DEL', k)
   redis.call('HSET', k, ':loaded', '1')
@@ -124,8 +124,10 @@ redis.call('DEL', KEYS[5])
 redis.call('HSET', KEYS[5], ':loaded', '1')
 redis.call('DEL', KEYS[6])
 redis.call('HSET', KEYS[6], ':loaded', '1')
-redis.call('DEL', KEYS[7])
-redis.call('HSET', KEYS[7], ':loaded', '1')
+for i = 8, #KEYS do
+  redis.call('DEL', KEYS[i])
+  redis.call('HSET', KEYS[i], ':loaded', '1')
+end
 return out
 `)
 
@@ -182,8 +184,10 @@ return 1
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor, membership, mention, thread and notification register hashes
-// (left empty and complete), the settings, the earlier layout's mention sets, and in
+// returns: the cursor, membership, mention and thread register hashes and
+// kindHashes (the user's hashes of the kinds that own their layout:
+// kind.ErasedHashes; keys in the user's slot), all left empty and
+// complete, the settings, the earlier layout's mention sets, and in
 // every channel the user had state in, their register, their
 // channel-view cursors and their moves in the view's stream (replaced by
 // a removal entry per kind the view showed, for live watchers). The first
@@ -191,9 +195,9 @@ return 1
 // sets and the channel hashes follow (other slots): a failure there
 // returns an error and the caller retries the whole erasure, which is
 // harmless (a newer generation, nothing left to delete).
-func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64) (tombstone.Tombstone, error) {
-	res, err := eraseScript.Run(ctx, s.rdb, []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.UserNotificationsKey(user), s.ErasurePendingKey(user)},
-		strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
+func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []string) (tombstone.Tombstone, error) {
+	keys := append([]string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.ErasurePendingKey(user)}, kindHashes...)
+	res, err := eraseScript.Run(ctx, s.rdb, keys, strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
 	}

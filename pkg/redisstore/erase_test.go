@@ -119,10 +119,17 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, before[0].Generation, "known never erased")
 
-	ts, err := s.Erase(ctx, "gone", 1_000, 0)
+	// A kind's hash of the user (a kind that owns its layout names it):
+	// left empty and complete, as the store's own.
+	kindHash := s.Prefix() + "kh:{gone}"
+	require.NoError(t, rdb.HSet(ctx, kindHash, "c1", "v").Err())
+	ts, err := s.Erase(ctx, "gone", 1_000, 0, []string{kindHash})
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
+	held, err := rdb.HGetAll(ctx, kindHash).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{redisstore.LoadedField: "1"}, held, "the kind's hash: empty and complete")
 	n, _, err = s.MemberCount(ctx, "c1")
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n, "the member count drops by the erased member")
@@ -151,7 +158,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.Equal(t, ts.Generation, plain[0].Generation)
 
 	// A second erasure in the same millisecond still moves the generation.
-	again, err := s.Erase(ctx, "gone", 1_000, 0)
+	again, err := s.Erase(ctx, "gone", 1_000, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1_001), again.Generation)
 	checkErased(t, s, "gone")
@@ -169,7 +176,7 @@ func TestClusterErase(t *testing.T) {
 	s := openStore(t, cfg)
 	seedRedisUser(t, s, "gone")
 	seedRedisUser(t, s, "kept")
-	ts, err := s.Erase(ctx, "gone", 5, 0)
+	ts, err := s.Erase(ctx, "gone", 5, 0, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), ts.Generation)
 	checkErased(t, s, "gone")

@@ -187,6 +187,35 @@ func (s *Store) Settings(ctx context.Context, users []string) (sts []privacy.Set
 	return sts, found, nil
 }
 
+// SettingsProbe is a user's settings read queued on a pipeline another
+// read sends (the badge's levels ride the unread read's), saving its
+// round trip.
+type SettingsProbe struct {
+	user string
+	cmd  *redis.StringCmd
+}
+
+// QueueSettings queues the read of user's settings on pipe.
+func (s *Store) QueueSettings(ctx context.Context, pipe redis.Pipeliner, user string) SettingsProbe {
+	return SettingsProbe{user: user, cmd: pipe.HGet(ctx, s.SettingsKey(user), settingsField)}
+}
+
+// Result is what the probe read, as Settings answers: the defaults and
+// found false when Redis holds none.
+func (p SettingsProbe) Result() (st privacy.Settings, found bool, err error) {
+	v, err := p.cmd.Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return privacy.Default(p.user), false, nil
+	case err != nil:
+		return privacy.Settings{}, false, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	if st, err = decodeSettings(p.user, v); err != nil {
+		return privacy.Settings{}, false, err
+	}
+	return st, true, nil
+}
+
 // ApplySettingsToViews makes the channel views of st's user follow st: the
 // kinds not shared leave the views of every channel the user has cursors
 // in, the kinds shared are (re)applied from the user's public cursors in

@@ -106,14 +106,15 @@ func (s *Store) userFromKey(key string) (string, bool) {
 	return strings.TrimSuffix(rest, "}"), true
 }
 
-// Load registers the scripts so that EVALSHA finds them (go-redis also falls
-// back to EVAL on NOSCRIPT, e.g. after a Redis restart).
-func (s *Store) Load(ctx context.Context) error {
+// Load registers the store's scripts and extra (a kind's: kind.Scripts)
+// so that EVALSHA finds them (go-redis also falls back to EVAL on
+// NOSCRIPT, e.g. after a Redis restart).
+func (s *Store) Load(ctx context.Context, extra ...*redis.Script) error {
 	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
 	scripts = append(scripts, threadScripts...)
-	scripts = append(scripts, notificationScripts...)
 	scripts = append(scripts, deletionScripts...)
-	for _, sc := range append(scripts, viewScripts...) {
+	scripts = append(scripts, viewScripts...)
+	for _, sc := range append(scripts, extra...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
 		}

@@ -67,9 +67,16 @@ type UnreadView struct {
 	// register, so there are no thread counts to read (read with the
 	// heads, when the answer has any channel).
 	ThreadsNone bool
-	// Levels: the user's settings and notification registers of the
-	// channels, read with the heads (nil when not read: LevelsOf).
-	Levels *Levels
+}
+
+// A Rider is another read queued on the unread read's pipeline, sharing
+// its round trip: the badge's notification levels
+// (pkg/kinds/notifications) ride with the heads. Queue adds the rider's
+// commands for user and the channels the read answers (ascending). It is
+// not called when the read sends no such pipeline (no channel to answer);
+// the rider's answer then says it was not read.
+type Rider interface {
+	Queue(ctx context.Context, pipe redis.Pipeliner, user string, channels []string)
 }
 
 // Page bounds a read of a user's default channel set: the channels after
@@ -97,19 +104,19 @@ var ErrTooManyChannels = errors.New("more channels than one unread read covers")
 // messages: a mention is at or below its channel's head, so a channel
 // read up to its head has none. Counts use the cap to tell "more than
 // cap" (capped). A stored field that does not decode is skipped and
-// counted, never failing the user.
-func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int) (UnreadView, error) {
-	return s.unread(ctx, user, channels, Page{}, mentionCap)
+// counted, never failing the user. The riders' reads go with the heads'.
+func (s *Store) Unread(ctx context.Context, user string, channels []string, mentionCap int, riders ...Rider) (UnreadView, error) {
+	return s.unread(ctx, user, channels, Page{}, mentionCap, riders)
 }
 
 // UnreadPage is Unread of a page of the user's default channel set: the
 // user's hashes are read whole (they bound the set), the heads of the
 // page's channels only.
-func (s *Store) UnreadPage(ctx context.Context, user string, page Page, mentionCap int) (UnreadView, error) {
-	return s.unread(ctx, user, nil, page, mentionCap)
+func (s *Store) UnreadPage(ctx context.Context, user string, page Page, mentionCap int, riders ...Rider) (UnreadView, error) {
+	return s.unread(ctx, user, nil, page, mentionCap, riders)
 }
 
-func (s *Store) unread(ctx context.Context, user string, channels []string, page Page, mentionCap int) (UnreadView, error) {
+func (s *Store) unread(ctx context.Context, user string, channels []string, page Page, mentionCap int, riders []Rider) (UnreadView, error) {
 	view := UnreadView{User: user}
 	// Answer in channel order (what callers show).
 	channels = slices.Clone(channels)
@@ -129,7 +136,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		view.CursorsComplete = cursors.loaded
 		channels, view.More = s.pageOf(channels, regs, user, page)
 		if len(channels) > s.unreadChunk {
-			return s.unreadChunked(ctx, view, channels, hs, mentionCap)
+			return s.unreadChunked(ctx, view, channels, hs, mentionCap, riders)
 		}
 		if mentions, err = hs.waitMentions(); err != nil {
 			return view, err
@@ -140,26 +147,23 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		}
 		keys := s.headKeys(channels)
 		var probe threadProbe
-		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
-			levels = s.queueLevels(ctx, pipe, user, channels, true)
+			queueRiders(ctx, pipe, riders, user, channels)
 			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
 		}
 		view.ThreadsNone = probe.none()
-		view.Levels = levels.readBy(s)
 	} else {
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
 		keys := s.headKeys(channels)
 		var probe threadProbe
-		var levels levelsProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, user)
-			levels = s.queueLevels(ctx, pipe, user, channels, true)
+			queueRiders(ctx, pipe, riders, user, channels)
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
@@ -168,7 +172,6 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			return view, err
 		}
 		view.ThreadsNone = probe.none()
-		view.Levels = levels.readBy(s)
 		uv, uerr := ucmd.Result()
 		mv, merr := mcmd.Result()
 		nv, nerr := ncmd.Result()
@@ -190,6 +193,12 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 	}
 	view.MissingDeletions = del.missing
 	return view, err
+}
+
+func queueRiders(ctx context.Context, pipe redis.Pipeliner, riders []Rider, user string, channels []string) {
+	for _, r := range riders {
+		r.Queue(ctx, pipe, user, channels)
+	}
 }
 
 // channelViews appends to views the counts of channels (ascending) from

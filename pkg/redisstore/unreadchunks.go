@@ -25,11 +25,12 @@ const UnreadChunkDefault = 2000
 // gateway each waiting on the other for half the call). The mention hash
 // may still be arriving: each part waits for it after its heads. The
 // answer is the one unread gives: the same views and missing heads, in
-// channel order. The thread probe and the levels are read on one more
-// connection meanwhile, as the small page reads them with its heads (read
-// on their own after the counts, the levels were an HMGET of every
-// channel, mostly answering nil, and one more round trip).
-func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []string, hs *userHashes, mentionCap int) (UnreadView, error) {
+// channel order. The thread probe and the riders (the notification
+// levels) are read on one more connection meanwhile, as the small page
+// reads them with its heads (read on their own after the counts, the
+// levels were an HMGET of every channel, mostly answering nil, and one
+// more round trip).
+func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []string, hs *userHashes, mentionCap int, riders []Rider) (UnreadView, error) {
 	size := s.unreadChunk
 	type part struct {
 		lo      int
@@ -45,12 +46,13 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 	all := make([]ChannelView, len(channels))
 	var wg sync.WaitGroup
 	var probe threadProbe
-	var levels levelsProbe
 	var probeErr error
 	wg.Go(func() {
+		// A failure here fails the riders' commands too: each then answers
+		// "not read".
 		_, probeErr = s.exec(ctx, func(pipe redis.Pipeliner) {
 			probe = s.queueThreadProbe(ctx, pipe, view.User)
-			levels = s.queueLevels(ctx, pipe, view.User, channels, true)
+			queueRiders(ctx, pipe, riders, view.User, channels)
 		})
 	})
 	for i := range parts {
@@ -88,9 +90,8 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		return view, err
 	}
 	view.MembershipsComplete = hs.regs.loaded && mentions.loaded
-	if probeErr == nil { // else the caller reads them on its own
+	if probeErr == nil { // else the caller reads it on its own
 		view.ThreadsNone = probe.none()
-		view.Levels = levels.readBy(s)
 	}
 	// The parts' views, moved together where a part left some out.
 	n := 0

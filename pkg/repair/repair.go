@@ -1,5 +1,5 @@
 // Package repair applies one decoded event to both stores, every kind of
-// state it carries by that kind's merge rule (kinds.Spec): the key's
+// state it carries by that kind's merge rule (kind.Spec): the key's
 // Redis value (the real-time truth) is merged into it, Postgres is
 // upserted with the result, and what Postgres then holds is merged back
 // into Redis, so both converge. The dead-letter consumer wraps it in
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -38,7 +39,7 @@ type Repairer struct {
 	// redisstore.ViewStreamMaxLenDefault.
 	ViewStreamMaxLen int64
 	// Kinds are the kinds of state repaired. Defaults to kinds.All().
-	Kinds []kinds.Kind
+	Kinds []kind.Kind
 }
 
 // RepairDecoded applies every part of a decoded event to both stores,
@@ -56,7 +57,7 @@ type Repairer struct {
 // merged back.
 func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 	if d.Erasure != nil {
-		_, _, err := r.Postgres.Erase(ctx, *d.Erasure)
+		_, _, err := r.Postgres.Erase(ctx, *d.Erasure, kind.PGErase(r.kindList()))
 		return err
 	}
 	if d.User() != "" {
@@ -65,11 +66,7 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 			return err
 		}
 	}
-	ks := r.Kinds
-	if ks == nil {
-		ks = kinds.All()
-	}
-	for _, k := range ks {
+	for _, k := range r.kindList() {
 		if v, ok := k.FromEvent(&d); ok {
 			if _, err := r.Repair(ctx, k, v); err != nil {
 				return err
@@ -79,11 +76,19 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 	return nil
 }
 
+// kindList is Kinds, or every kind.
+func (r *Repairer) kindList() []kind.Kind {
+	if r.Kinds == nil {
+		return kinds.All()
+	}
+	return r.Kinds
+}
+
 // Repair merges v (a value of kind k) with what Redis holds of its key,
 // upserts Postgres with the result, then merges what Postgres then holds
 // into Redis; it returns the value both stores then hold.
-func (r *Repairer) Repair(ctx context.Context, k kinds.Kind, v any) (any, error) {
-	env := &kinds.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap, ViewStreamMaxLen: r.ViewStreamMaxLen}
+func (r *Repairer) Repair(ctx context.Context, k kind.Kind, v any) (any, error) {
+	env := &kind.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap, ViewStreamMaxLen: r.ViewStreamMaxLen}
 	key := k.KeyOf(v)
 	merged := k.MergeValues(env, k.ZeroOf(key), v)
 	redisUp := r.Redis != nil
@@ -142,7 +147,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 		case err != nil:
 			r.redisDegraded("reading the redis tombstone", nil, d.RecordKey(), err)
 		case rdT.Generation > pgT.Generation:
-			if _, _, err := r.Postgres.Erase(ctx, rdT); err != nil {
+			if _, _, err := r.Postgres.Erase(ctx, rdT, kind.PGErase(r.kindList())); err != nil {
 				return false, fmt.Errorf("applying the erasure of %s: %w", user, err)
 			}
 			t = rdT
@@ -160,7 +165,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 
 // redisDegraded notes a Redis failure; key is a kind's key (k set) or a
 // record key.
-func (r *Repairer) redisDegraded(what string, k kinds.Kind, key any, err error) {
+func (r *Repairer) redisDegraded(what string, k kind.Kind, key any, err error) {
 	if r.OnRedisDegraded != nil {
 		r.OnRedisDegraded()
 	}

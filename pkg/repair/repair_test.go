@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -78,17 +79,18 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	require.Equal(t, 3, rows, "trimmed to the newest cap+1")
 
 	// Notification levels: Redis ahead of the record, Postgres behind both.
+	ns := notifications.NewStore(pg, rs)
 	newer := notification.Register{Key: k, Level: notification.None, MutedUntilUnixMs: 5, VersionUnixMs: 900}
-	_, err = rs.MergeNotifications(ctx, []notification.Register{newer})
+	_, err = ns.MergeRedis(ctx, []notification.Register{newer})
 	require.NoError(t, err)
-	_, err = pg.UpsertNotifications(ctx, []notification.Register{{Key: k, Level: notification.All, VersionUnixMs: 100}})
+	_, err = ns.WritePG(ctx, []notification.Register{{Key: k, Level: notification.All, VersionUnixMs: 100}})
 	require.NoError(t, err)
 	rec := notification.Register{Key: k, Level: notification.Mentions, VersionUnixMs: 500}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Notifications: &rec}))
-	pn, err := pg.Notifications(ctx, "u", nil)
+	pn, err := ns.ReadPG(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, []notification.Register{newer}, pn)
-	rn, err := rs.NotificationsOf(ctx, []receipt.Key{k})
+	rn, err := ns.ReadRedisKeys(ctx, []receipt.Key{k})
 	require.NoError(t, err)
 	require.Equal(t, newer, *rn[0])
 

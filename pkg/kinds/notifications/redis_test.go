@@ -1,16 +1,30 @@
-package redisstore
+package notifications
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
 )
+
+// newRedisStore is the kind's store on a Redis of the test's own prefix
+// (no Postgres), and that driver.
+func newRedisStore(t *testing.T) (Store, *redisstore.Store) {
+	t.Helper()
+	rdb := redistest.Client(t)
+	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, rs.Load(context.Background(), Scripts...))
+	return NewStore(nil, rs), rs
+}
 
 // A notification change is versioned by Redis as a membership change is:
 // Redis' clock, or one above a register stored from a clock ahead; the
@@ -18,27 +32,27 @@ import (
 // hydrated; an erasure empties the hash and leaves it complete.
 func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t)
+	s, rs := newRedisStore(t)
 	ctx := context.Background()
 	k := receipt.Key{User: "u", Channel: "c"}
 	before := time.Now().Add(-time.Minute).UnixMilli()
 	ahead := time.Now().Add(10 * time.Minute).UnixMilli()
 
-	res := s.ChangeNotifications(ctx, notification.Register{Key: k, Level: notification.Mentions, MutedUntilUnixMs: 7, VersionUnixMs: ahead})
+	res := s.Change(ctx, notification.Register{Key: k, Level: notification.Mentions, MutedUntilUnixMs: 7, VersionUnixMs: ahead})
 	require.NoError(t, res.Err)
 	require.True(t, res.Changed)
-	require.Equal(t, GenerationUnknown, res.Generation, "no tombstone in Redis")
+	require.Equal(t, redisstore.GenerationUnknown, res.Generation, "no tombstone in Redis")
 	require.Greater(t, res.Register.VersionUnixMs, before)
 	require.Less(t, res.Register.VersionUnixMs, ahead, "Redis' clock, not the proposed one")
 
-	merged, err := s.MergeNotifications(ctx, []notification.Register{{Key: k, Level: notification.All, VersionUnixMs: ahead}})
+	merged, err := s.MergeRedis(ctx, []notification.Register{{Key: k, Level: notification.All, VersionUnixMs: ahead}})
 	require.NoError(t, err)
 	require.True(t, merged[0].Changed)
-	res = s.ChangeNotifications(ctx, notification.Register{Key: k, Level: notification.None})
+	res = s.Change(ctx, notification.Register{Key: k, Level: notification.None})
 	require.NoError(t, res.Err)
 	require.Equal(t, notification.Register{Key: k, Level: notification.None, VersionUnixMs: ahead + 1}, res.Register, "above the register it read")
 
-	_, err = s.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, VersionMs: 5, DefaultLevel: notification.Mentions}})
+	_, err = rs.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, VersionMs: 5, DefaultLevel: notification.Mentions}})
 	require.NoError(t, err)
 	lv, err := s.LevelsOf(ctx, "u", []string{"c", "other"})
 	require.NoError(t, err)
@@ -49,35 +63,36 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 
 	other := notification.Register{Key: receipt.Key{User: "u", Channel: "other"}, Level: notification.All, VersionUnixMs: 1}
 	stale := notification.Register{Key: k, Level: notification.All, VersionUnixMs: 2}
-	require.NoError(t, s.HydrateNotifications(ctx, "u", []notification.Register{stale, other}))
+	require.NoError(t, s.Hydrate(ctx, "u", []notification.Register{stale, other}))
 	lv, err = s.LevelsOf(ctx, "u", []string{"c", "other"})
 	require.NoError(t, err)
 	require.True(t, lv.Complete)
 	require.Equal(t, map[string]notification.Register{"c": res.Register, "other": other}, lv.Registers, "a hydrate never undoes a newer change")
 	// The unread read brings the same answer in its own round trip.
-	view, err := s.Unread(ctx, "u", []string{"c", "other"}, 10)
+	read := s.NewLevelsRead()
+	_, err = rs.Unread(ctx, "u", []string{"c", "other"}, 10, read)
 	require.NoError(t, err)
-	require.NotNil(t, view.Levels, "read with the counts")
-	require.Equal(t, lv, *view.Levels)
+	require.NotNil(t, read.Levels(), "read with the counts")
+	require.Equal(t, lv, *read.Levels())
 
-	ttl, err := s.rdb.PTTL(ctx, s.UserNotificationsKey("u")).Result()
+	ttl, err := rs.Client().PTTL(ctx, s.RedisKey("u")).Result()
 	require.NoError(t, err)
 	require.Equal(t, time.Duration(-1), ttl, "a hash holding registers never expires")
 
 	// A user who set nothing: the hydrated hash only caches that, and expires.
-	require.NoError(t, s.HydrateNotifications(ctx, "quiet", nil))
-	ttl, err = s.rdb.PTTL(ctx, s.UserNotificationsKey("quiet")).Result()
+	require.NoError(t, s.Hydrate(ctx, "quiet", nil))
+	ttl, err = rs.Client().PTTL(ctx, s.RedisKey("quiet")).Result()
 	require.NoError(t, err)
 	require.Positive(t, ttl)
-	res = s.ChangeNotifications(ctx, notification.Register{Key: receipt.Key{User: "quiet", Channel: "c"}, Level: notification.None})
+	res = s.Change(ctx, notification.Register{Key: receipt.Key{User: "quiet", Channel: "c"}, Level: notification.None})
 	require.NoError(t, res.Err)
-	ttl, err = s.rdb.PTTL(ctx, s.UserNotificationsKey("quiet")).Result()
+	ttl, err = rs.Client().PTTL(ctx, s.RedisKey("quiet")).Result()
 	require.NoError(t, err)
 	require.Equal(t, time.Duration(-1), ttl, "its first register makes it permanent")
 
-	_, err = s.Erase(ctx, "u", time.Now().UnixMilli(), 0)
+	_, err = rs.Erase(ctx, "u", time.Now().UnixMilli(), 0, kind.ErasedHashes([]kind.Kind{Kind}, &kind.Env{Redis: rs}, "u"))
 	require.NoError(t, err)
-	regs, complete, err := s.Notifications(ctx, "u", nil)
+	regs, complete, err := s.ReadRedis(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Empty(t, regs)
 	require.True(t, complete, "erased: empty and complete, so reads never go back to Postgres rows not yet deleted")
@@ -88,33 +103,35 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 // reads LevelsOf) for a hash over the bound.
 func TestLevelsOfManyChannelsReadTheHashWhole(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t)
+	s, rs := newRedisStore(t)
 	ctx := context.Background()
 	var channels []string
 	for i := range levelsWholeFrom + 10 {
-		channels = append(channels, "c"+padSeq(int64(i)))
+		channels = append(channels, fmt.Sprintf("c%04d", i))
 	}
 	var regs []notification.Register
 	for _, ch := range channels[:3] {
 		regs = append(regs, notification.Register{Key: receipt.Key{User: "u", Channel: ch}, Level: notification.None, VersionUnixMs: 9})
 	}
-	require.NoError(t, s.HydrateNotifications(ctx, "u", regs))
+	require.NoError(t, s.Hydrate(ctx, "u", regs))
 	want, err := s.LevelsOf(ctx, "u", channels)
 	require.NoError(t, err)
 	require.Len(t, want.Registers, 3)
-	view, err := s.Unread(ctx, "u", channels, 10)
+	read := s.NewLevelsRead()
+	_, err = rs.Unread(ctx, "u", channels, 10, read)
 	require.NoError(t, err)
-	require.NotNil(t, view.Levels)
-	require.Equal(t, want, *view.Levels, "the hash read whole")
-	require.True(t, view.Levels.Complete)
+	require.NotNil(t, read.Levels())
+	require.Equal(t, want, *read.Levels(), "the hash read whole")
+	require.True(t, read.Levels().Complete)
 
 	// A hash over the bound: no levels from the unread read.
-	fields := make([]any, 0, 2*userHashesCount)
-	for i := range userHashesCount {
-		fields = append(fields, "x"+padSeq(int64(i)), "junk")
+	fields := make([]any, 0, 2*redisstore.WholeHashCount)
+	for i := range redisstore.WholeHashCount {
+		fields = append(fields, fmt.Sprintf("x%05d", i), "junk")
 	}
-	require.NoError(t, s.rdb.HSet(ctx, s.UserNotificationsKey("u"), fields...).Err())
-	view, err = s.Unread(ctx, "u", channels, 10)
+	require.NoError(t, rs.Client().HSet(ctx, s.RedisKey("u"), fields...).Err())
+	read = s.NewLevelsRead()
+	_, err = rs.Unread(ctx, "u", channels, 10, read)
 	require.NoError(t, err)
-	require.Nil(t, view.Levels, "too many registers: read LevelsOf")
+	require.Nil(t, read.Levels(), "too many registers: read LevelsOf")
 }

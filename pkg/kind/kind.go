@@ -1,8 +1,11 @@
-package kinds
+package kind
 
 import (
 	"context"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -25,6 +28,15 @@ type Env struct {
 	// ViewStreamMaxLen bounds the channel views' move streams when a
 	// settings register re-applies a user's views (0: the store's default).
 	ViewStreamMaxLen int64
+}
+
+// MentionCapOrDefault is the mention retention: MentionCap, or
+// channel.MentionCapDefault when unset.
+func (e *Env) MentionCapOrDefault() int {
+	if e != nil && e.MentionCap > 0 {
+		return e.MentionCap
+	}
+	return channel.MentionCapDefault
 }
 
 // Spec describes one kind of state with keys K and values V: everything
@@ -96,6 +108,21 @@ type Spec[K comparable, V any] struct {
 	RedisWrite func(ctx context.Context, env *Env, vals []V) (errs []error, err error)
 	RedisGet   func(ctx context.Context, env *Env, keys []K) ([][]*V, error)
 	RedisScan  func(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[V], error)
+
+	// Scripts, when set, are the kind's Redis scripts, loaded with the
+	// store's (redisstore.Store.Load); the kind's pipelines name them to
+	// redisstore.Store.Exec, which loads them again when Redis lost them.
+	Scripts []*redis.Script
+	// ErasedHashes, when set, names the user's Redis hashes of the kind
+	// that an erasure leaves empty and complete (":loaded"), so a read
+	// never falls back to Postgres rows not deleted yet: keys in the
+	// user's slot (a {user} hash tag), reset by the script that raises
+	// the tombstone (redisstore.Store.Erase).
+	ErasedHashes func(env *Env, user string) []string
+	// PGErase, when set, is the statement deleting the user's rows from
+	// the kind's table (Name; $1: the user id), run in the transaction
+	// that raises the tombstone (pgstore.Store.Erase).
+	PGErase string
 
 	// Digests, when set, has the drift sweep compare the stores' digests
 	// of the kind's values and read whole only the keys whose digests

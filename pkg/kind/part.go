@@ -1,4 +1,4 @@
-package kinds
+package kind
 
 import (
 	"context"

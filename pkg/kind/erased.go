@@ -1,8 +1,10 @@
-package kinds
+package kind
 
 import (
 	"context"
 	"slices"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -36,6 +38,13 @@ type Kind interface {
 	GetRedis(ctx context.Context, env *Env, keys []any) ([][]any, error)
 	ScanRedis(ctx context.Context, env *Env, cur redisstore.ScanCursor, count int64) (ScanPage[any], error)
 
+	// Scripts are the kind's Redis scripts (Spec.Scripts).
+	Scripts() []*redis.Script
+	// ErasedHashes are the user's hashes an erasure resets (nil: none);
+	// PGErase deletes the user's rows ("": none). See erase.go.
+	ErasedHashes(env *Env, user string) []string
+	PGErase() string
+
 	// Digested is the kind's digest reads (nil: none; digest.go).
 	Digested() DigestKind
 
@@ -66,6 +75,16 @@ func (k kind[K, V]) UserOf(key any) string {
 		return ""
 	}
 	return k.s.User(key.(K))
+}
+
+func (k kind[K, V]) Scripts() []*redis.Script { return k.s.Scripts }
+func (k kind[K, V]) PGErase() string          { return k.s.PGErase }
+
+func (k kind[K, V]) ErasedHashes(env *Env, user string) []string {
+	if k.s.ErasedHashes == nil {
+		return nil
+	}
+	return k.s.ErasedHashes(env, user)
 }
 
 func (k kind[K, V]) MergeValues(env *Env, a, b any) any { return k.s.Merge(env, a.(V), b.(V)) }

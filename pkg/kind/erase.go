@@ -1,0 +1,39 @@
+package kind
+
+// A user's erasure is applied by the drivers in one step each (a Redis
+// script, a Postgres transaction) that also raises the tombstone; the
+// kinds that own their storage add their part to it here, so the
+// drivers name none of them.
+
+import "github.com/redis/go-redis/v9"
+
+// Scripts are the Redis scripts of ks, for redisstore.Store.Load.
+func Scripts(ks []Kind) []*redis.Script {
+	var out []*redis.Script
+	for _, k := range ks {
+		out = append(out, k.Scripts()...)
+	}
+	return out
+}
+
+// ErasedHashes are the hashes of user that an erasure resets for the
+// kinds ks: redisstore.Store.Erase's kindHashes.
+func ErasedHashes(ks []Kind, env *Env, user string) []string {
+	var out []string
+	for _, k := range ks {
+		out = append(out, k.ErasedHashes(env, user)...)
+	}
+	return out
+}
+
+// PGErase are the statements of the kinds ks deleting a user's rows:
+// pgstore.Store.Erase's kindDeletes.
+func PGErase(ks []Kind) []string {
+	var out []string
+	for _, k := range ks {
+		if stmt := k.PGErase(); stmt != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}

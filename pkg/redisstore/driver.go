@@ -1,0 +1,76 @@
+package redisstore
+
+// What a kind of state that owns its Redis layout (a folder below
+// pkg/kinds) is written against: the store's pipelines and scripts, its
+// markers and bounds, and its accounting of undecodable fields. The kind
+// names its own keys (under Prefix, with a {user} or {channel} hash tag).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// LoadedField marks a hash hydrated from Postgres: a read that finds
+	// it trusts the hash whole. It starts with ':', as every marker field
+	// does, so no channel id can collide with it (receipt.ValidateID).
+	LoadedField = loadedField
+	// HydrateChunk bounds the fields one hydrate script call writes.
+	HydrateChunk = hydrateChunk
+	// DefaultsTTL is how long a hash that only caches "nothing set" (its
+	// marker alone) stays in Redis.
+	DefaultsTTL = defaultsTTL
+	// WholeHashCount is HRANDFIELD's count for reading a whole user hash:
+	// more than a hash within MaxUnreadChannels holds (its channels and
+	// at most two markers), so a full answer means too many channels.
+	WholeHashCount = userHashesCount
+	// LuaCmp is a Lua function cmp(a, b) ordering decimal numerals
+	// without leading zeros (-1, 0, 1), for a kind's script to start
+	// with.
+	LuaCmp = luaViewCmp
+)
+
+// Exec runs a pipeline that build fills (nothing when it queues
+// nothing). When Redis lost its script cache (a restart, SCRIPT FLUSH) it
+// loads the store's scripts and scripts (those build runs by SHA that
+// the store does not own: a kind's) and runs the pipeline once more. A
+// failure wraps ErrUnavailable.
+func (s *Store) Exec(ctx context.Context, build func(redis.Pipeliner), scripts ...*redis.Script) ([]redis.Cmder, error) {
+	for attempt := 0; ; attempt++ {
+		pipe := s.rdb.Pipeline()
+		build(pipe)
+		if pipe.Len() == 0 {
+			return nil, nil
+		}
+		cmds, err := pipe.Exec(ctx)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+			if lerr := s.Load(ctx, scripts...); lerr != nil {
+				return nil, lerr
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return cmds, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		return cmds, nil
+	}
+}
+
+// ReadEach calls decode with each answer of cmds that Redis holds. An
+// answer decode refuses is skipped and counted (SkipUndecodable): an
+// undecodable stored field never fails a whole read (the sweep repairs
+// it from Postgres).
+func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
+	return s.readEach(cmds, decode)
+}
+
+// SkipUndecodable counts a stored field a read skipped because it could
+// not be decoded (see skipUndecodable).
+func (s *Store) SkipUndecodable() { s.skipUndecodable() }
+
+// ParseGeneration reads the erasure generation a write's script answers
+// (as mergeScript's): "-1" is GenerationUnknown.
+func ParseGeneration(g string) (int64, error) { return parseGeneration(g) }

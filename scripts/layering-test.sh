@@ -8,14 +8,19 @@ cd "$(dirname "$0")/.."
 
 mod=github.com/readstate/receipts
 # DIR|IMPORT: a package and an import its layer must not make (and that
-# makes no import cycle: a cycle fails the type check, not depguard).
+# makes no import cycle: a cycle fails the type check, not depguard). A
+# DIR that does not exist is planted as a new package (zzplant) of that
+# layer, which nothing imports, so it can import what imports its layer.
 plants=(
   "pkg/thread|$mod/pkg/lifecycle"          # domain → plumbing
   "pkg/notification|$mod/pkg/spool"        # domain → store
   "pkg/event|$mod/pkg/admin"               # domain → plumbing
   "pkg/redisstore|$mod/pkg/movelog"        # store → service
   "pkg/pgstore|$mod/pkg/gate/rest"         # store → service
-  "pkg/kinds|$mod/pkg/gate"                # kind → service
+  "pkg/kinds/zzplant|$mod/pkg/gate"        # a kind's folder → service
+  "pkg/kind/zzplant|$mod/pkg/kinds"        # the contract → the kinds
+  "pkg/redisstore/zzplant|$mod/pkg/kind"   # store → the contract of kinds
+  "pkg/pgstore/zzplant|$mod/pkg/kinds/notifications" # driver → a kind
   "pkg/gate|$mod/pkg/gate/rest"            # service → its transport
   "pkg/gate/rest|$mod/pkg/apiauth"         # pure codec → plumbing
   "pkg/persister|$mod/pkg/pgtest"          # product → test kit
@@ -25,7 +30,8 @@ plants=(
 
 # One plant at a time: two plants together could make a cycle.
 plant=""
-trap 'rm -f "$plant"' EXIT
+made=""
+trap 'rm -f "$plant"; if [ -n "$made" ]; then rm -rf "$made"; fi' EXIT
 for p in "${plants[@]}"; do
   dir=${p%%|*} imp=${p#*|}
   if go list -deps "$imp" | grep -qx "$mod/$dir"; then
@@ -33,9 +39,17 @@ for p in "${plants[@]}"; do
     exit 1
   fi
   plant=$dir/zz_layering_plant.go
-  printf 'package %s\n\nimport _ "%s"\n' "$(go list -f '{{.Name}}' "./$dir")" "$imp" >"$plant"
+  if [ -d "$dir" ]; then
+    name=$(go list -f '{{.Name}}' "./$dir")
+    made=""
+  else
+    name=$(basename "$dir") made=$dir
+    mkdir "$dir"
+  fi
+  printf '// Package %s is planted by scripts/layering-test.sh.\npackage %s\n\nimport _ "%s"\n' "$name" "$name" "$imp" >"$plant"
   out=$(go tool -modfile=tools/lint/go.mod golangci-lint run --allow-serial-runners --enable-only depguard "./$dir/" 2>&1 || true)
   rm -f "$plant"
+  if [ -n "$made" ]; then rmdir "$made"; fi
   if ! grep -q "$plant:.*depguard" <<<"$out"; then
     echo "layering-test: depguard did not refuse $dir importing $imp:" >&2
     echo "$out" >&2

@@ -17,8 +17,6 @@ import (
 // hot path does not box: its window part (NewPart) is typed.
 type Kind interface {
 	Name() string
-	InChangeFeed() bool
-	InWatch() bool
 
 	KeyOf(v any) any
 	RecordKeyOf(k any) string
@@ -59,9 +57,7 @@ func New[K comparable, V any](s *Spec[K, V]) Kind { return kind[K, V]{s} }
 
 type kind[K comparable, V any] struct{ s *Spec[K, V] }
 
-func (k kind[K, V]) Name() string       { return k.s.Name }
-func (k kind[K, V]) InChangeFeed() bool { return k.s.InChangeFeed }
-func (k kind[K, V]) InWatch() bool      { return k.s.InWatch }
+func (k kind[K, V]) Name() string { return k.s.Name }
 
 func (k kind[K, V]) KeyOf(v any) any            { return k.s.Key(v.(V)) }
 func (k kind[K, V]) RecordKeyOf(key any) string { return k.s.RecordKey(key.(K)) }

@@ -128,10 +128,6 @@ type Spec[K comparable, V any] struct {
 	// of the kind's values and read whole only the keys whose digests
 	// differ: for values that are large sets.
 	Digests *Digests[K]
-
-	// InChangeFeed and InWatch say whether the kind's changes appear in
-	// the change feed and the watch streams.
-	InChangeFeed, InWatch bool
 }
 
 // ScanPage is one SCAN page of a kind's values in Redis.

@@ -97,6 +97,4 @@ var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
 		}
 		return page, nil
 	},
-	InChangeFeed: true,
-	InWatch:      true,
 }

@@ -77,5 +77,4 @@ var headSpec = &kind.Spec[string, channel.Head]{
 		}
 		return page, nil
 	},
-	InWatch: true,
 }

@@ -97,5 +97,4 @@ var memberSpec = &kind.Spec[receipt.Key, channel.Membership]{
 		}
 		return page, nil
 	},
-	InWatch: true,
 }

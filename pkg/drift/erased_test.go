@@ -31,7 +31,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	require.NoError(t, err)
 
 	// The gateway erased the user (Redis); Postgres still has the rows.
-	ts, err := bd.rs.Erase(ctx, "gone", 50_000, 0, nil)
+	ts, err := bd.rs.Erase(ctx, "gone", 50_000, 0, nil, nil)
 	require.NoError(t, err)
 	sw, err := drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, PagesPerSecond: 1000})
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	// The persister applies the erasure; a row the erasure missed (a
 	// replica's write racing it), older than the erasure, stays out of
 	// Redis; the user's new state is repaired both ways.
-	_, _, err = bd.pg.Erase(ctx, ts, nil)
+	_, _, err = bd.pg.Erase(ctx, ts, nil, nil)
 	require.NoError(t, err)
 	_, err = bd.pg.Upsert(ctx, []receipt.State{state("gone", "c1", 5, true)})
 	require.NoError(t, err)

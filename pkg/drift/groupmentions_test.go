@@ -9,6 +9,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 )
 
 // Group mention drift each way is repaired by their merge; what Redis
@@ -18,16 +19,17 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
+	gs := groupmentions.NewStore(bd.pg, bd.rs)
 	gm := func(seq int64, sender string) channel.GroupMention {
 		return channel.GroupMention{Seq: seq, Sender: sender}
 	}
-	_, err := bd.pg.InsertGroupMentions(ctx, []channel.GroupMentions{
+	_, err := gs.WritePG(ctx, []channel.GroupMentions{
 		{Channel: "pg-ahead", Mentions: []channel.GroupMention{gm(1, "x"), gm(2, "y")}},
 		{Channel: "rd-missing", Mentions: []channel.GroupMention{gm(5, "x")}},
 		{Channel: "same", Mentions: []channel.GroupMention{gm(3, "")}},
 	})
 	require.NoError(t, err)
-	require.NoError(t, bd.rs.AddGroupMentions(ctx, []channel.GroupMentions{
+	require.NoError(t, gs.AddRedis(ctx, []channel.GroupMentions{
 		{Channel: "pg-ahead", Mentions: []channel.GroupMention{gm(1, "x")}},
 		{Channel: "pg-missing", Mentions: []channel.GroupMention{gm(4, "z")}},
 		{Channel: "same", Mentions: []channel.GroupMention{gm(3, "")}},
@@ -46,10 +48,10 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 	for ch, want := range map[string][]channel.GroupMention{
 		"pg-ahead": {gm(1, "x"), gm(2, "y")}, "rd-missing": {gm(5, "x")}, "pg-missing": {gm(4, "z")}, "same": {gm(3, "")},
 	} {
-		pg, err := bd.pg.GroupMentions(ctx, []string{ch}, capN)
+		pg, err := gs.ReadPG(ctx, []string{ch}, capN)
 		require.NoError(t, err)
 		require.Equal(t, []channel.GroupMentions{{Channel: ch, Mentions: want}}, pg, ch)
-		rd, err := bd.rs.GroupMentions(ctx, []string{ch})
+		rd, err := gs.ReadRedis(ctx, []string{ch})
 		require.NoError(t, err)
 		require.NotNil(t, rd[0], ch)
 		require.Equal(t, want, rd[0].Mentions, ch)

@@ -36,7 +36,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	if !s.cfg.DryRun {
 		// An erasure cut short (its caller gave up, its gateway stopped)
 		// is finished here, whoever retries it or not.
-		rep.ErasuresFinished, err = s.cfg.Redis.FinishErasures(ctx, s.now().UnixMilli())
+		rep.ErasuresFinished, err = s.cfg.Redis.FinishErasures(ctx, s.now().UnixMilli(), kind.RedisRedact(s.kinds, &s.env))
 		if rep.ErasuresFinished > 0 {
 			s.log.Info("finished erasures cut short", zap.Int("channels", rep.ErasuresFinished))
 		}

@@ -89,7 +89,7 @@ func TestSweepDoesNotResurrectErasedSettings(t *testing.T) {
 	bd := setup(t)
 	_, err := bd.pg.UpsertSettings(ctx, []privacy.Settings{{User: "gone", ShareDelivered: true, VersionMs: 1000}, {User: "kept", ShareDelivered: true, VersionMs: 1000}})
 	require.NoError(t, err)
-	_, err = bd.rs.Erase(ctx, "gone", 50_000, 0, nil)
+	_, err = bd.rs.Erase(ctx, "gone", 50_000, 0, nil, nil)
 	require.NoError(t, err)
 	rep, err := newSweeper(t, bd).SweepOnce(ctx)
 	require.NoError(t, err)

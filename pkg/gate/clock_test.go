@@ -217,7 +217,7 @@ func TestAStampAfterRedisLostTheTombstoneComesFromPostgres(t *testing.T) {
 	ts, err := tb.store.Tombstone(ctx, "u")
 	require.NoError(t, err)
 	require.Equal(t, resp.Msg.GetGeneration(), ts.Generation)
-	_, _, err = tb.schema.Store.Erase(ctx, ts, nil) // the persister applied it
+	_, _, err = tb.schema.Store.Erase(ctx, ts, nil, nil) // the persister applied it
 	require.NoError(t, err)
 	// Redis loses everything of the test's prefix.
 	keys := tb.redisKeys(t)

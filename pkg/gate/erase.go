@@ -66,14 +66,15 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	}
 
 	rctx, cancel := g.redisCtx(ctx)
-	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), &kind.Env{Redis: g.redis}, user))
+	env := &kind.Env{Redis: g.redis}
+	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), kind.RedisRedact(kinds.All(), env))
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
 		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
 	}
 	pctx, cancel = context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	_, _, err = g.pg.Erase(pctx, ts, kind.PGErase(kinds.All()))
+	_, _, err = g.pg.Erase(pctx, ts, kind.PGErase(kinds.All()), kind.PGRedact(kinds.All()))
 	cancel()
 	if err != nil {
 		return nil, g.eraseUnavailable(ctx, user, "applying the erasure to postgres", err)

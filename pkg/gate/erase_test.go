@@ -18,6 +18,9 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -153,7 +156,7 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 				return false
 			}
 		}
-		for _, m := range tb.rdb.ZRange(ctx, tb.store.GroupMentionsKey(chs[0]), 0, -1).Val() {
+		for _, m := range tb.rdb.ZRange(ctx, groupmentions.NewStore(nil, tb.store).RedisKey(chs[0]), 0, -1).Val() {
 			if strings.HasSuffix(m, u) {
 				return false
 			}
@@ -174,7 +177,7 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 	fay := join("fay")
 	status, _ = tb.do(t, http.MethodDelete, "/v1/users/fay", "")
 	require.Equal(t, http.StatusServiceUnavailable, status)
-	n2, err := tb.store.FinishErasures(ctx, time.Now().UnixMilli())
+	n2, err := tb.store.FinishErasures(ctx, time.Now().UnixMilli(), kind.RedisRedact(kinds.All(), &kind.Env{Redis: tb.store}))
 	require.NoError(t, err)
 	require.Positive(t, n2)
 	require.True(t, clean("fay", fay), "the reconciler's pass cleaned every channel")

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -101,12 +102,12 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 	}
 	want := map[string]counts{"s": {5, 3, true}, "a": {3, 3, false}, "m": {5, 3, true}, "n": {5, 0, false}}
 	require.Equal(t, want, everyone())
-	require.LessOrEqual(t, tb.rdb.ZCard(ctx, tb.store.GroupMentionsKey("gc")).Val(), int64(3+1), "Redis keeps the newest cap+1")
+	require.LessOrEqual(t, tb.rdb.ZCard(ctx, groupmentions.NewStore(nil, tb.store).RedisKey("gc")).Val(), int64(3+1), "Redis keeps the newest cap+1")
 
 	// Once the persister has them, Redis loses everything: the counts come
 	// back from Postgres.
 	require.Eventually(t, func() bool {
-		gms, err := tb.schema.Store.GroupMentions(ctx, []string{"gc"}, 3)
+		gms, err := groupmentions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []string{"gc"}, 3)
 		require.NoError(t, err)
 		return len(gms) == 1 && len(gms[0].Mentions) == 4 && gms[0].Mentions[3].Seq == 5
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the group mentions")
@@ -118,7 +119,7 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
 	require.Empty(t, tb.redisKeys(t))
 	require.Equal(t, want, everyone(), "rebuilt from Postgres")
-	require.Contains(t, tb.redisKeys(t), tb.store.GroupMentionsKey("gc"), "the read hydrated Redis")
+	require.Contains(t, tb.redisKeys(t), groupmentions.NewStore(nil, tb.store).RedisKey("gc"), "the read hydrated Redis")
 }
 
 // A group mention's storage does not grow with the channel's members: a
@@ -144,7 +145,7 @@ func TestGroupMentionStorageDoesNotGrowWithMembers(t *testing.T) {
 
 	_, err = tb.client().NotifyMessage(ctx, connect.NewRequest(&receiptsv1.NotifyMessageRequest{ChannelId: "big", Seq: 1, SenderId: "u0", MentionAll: true}))
 	require.NoError(t, err)
-	require.Equal(t, int64(1), tb.rdb.ZCard(ctx, tb.store.GroupMentionsKey("big")).Val())
+	require.Equal(t, int64(1), tb.rdb.ZCard(ctx, groupmentions.NewStore(nil, tb.store).RedisKey("big")).Val())
 	var added []string
 	for _, k := range tb.redisKeys(t) {
 		if !before[k] {
@@ -210,7 +211,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pg.InsertMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "m", Channel: "gc"}, Seqs: []int64{3}}})
 	require.NoError(t, err)
-	_, err = pg.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "gc", Mentions: []channel.GroupMention{{Seq: 2, Sender: "s"}, {Seq: 3, Sender: "x"}, {Seq: 4, Sender: "a"}}}})
+	_, err = groupmentions.NewStore(pg, nil).WritePG(ctx, []channel.GroupMentions{{Channel: "gc", Mentions: []channel.GroupMention{{Seq: 2, Sender: "s"}, {Seq: 3, Sender: "x"}, {Seq: 4, Sender: "a"}}}})
 	require.NoError(t, err)
 
 	mentions := func() map[string]int64 {

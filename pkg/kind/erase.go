@@ -5,7 +5,13 @@ package kind
 // kinds that own their storage add their part to it here, so the
 // drivers name none of them.
 
-import "github.com/redis/go-redis/v9"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/redisstore"
+)
 
 // Scripts are the Redis scripts of ks, for redisstore.Store.Load.
 func Scripts(ks []Kind) []*redis.Script {
@@ -36,4 +42,29 @@ func PGErase(ks []Kind) []string {
 		}
 	}
 	return out
+}
+
+// PGRedact are the statements of the kinds ks redacting a user in rows
+// not theirs: pgstore.Store.Erase's kindRedacts.
+func PGRedact(ks []Kind) []string {
+	var out []string
+	for _, k := range ks {
+		if stmt := k.PGRedact(); stmt != "" {
+			out = append(out, stmt)
+		}
+	}
+	return out
+}
+
+// RedisRedact is the kinds ks' redaction of a user in a channel's Redis
+// keys: redisstore.Store.Erase's and FinishErasures' redact.
+func RedisRedact(ks []Kind, env *Env) redisstore.Redact {
+	return func(ctx context.Context, user, ch string) error {
+		for _, k := range ks {
+			if err := k.RedactRedis(ctx, env, user, ch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

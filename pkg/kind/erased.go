@@ -42,6 +42,13 @@ type Kind interface {
 	// PGErase deletes the user's rows ("": none). See erase.go.
 	ErasedHashes(env *Env, user string) []string
 	PGErase() string
+	// PGRedact redacts the user in rows not theirs ("": none), and
+	// PGRedacted names the columns it redacts (Spec.PGRedact).
+	PGRedact() string
+	PGRedacted() []string
+	// RedactRedis redacts user in channel ch's keys (Spec.RedisRedact; a
+	// kind without one does nothing).
+	RedactRedis(ctx context.Context, env *Env, user, ch string) error
 
 	// Digested is the kind's digest reads (nil: none; digest.go).
 	Digested() DigestKind
@@ -75,6 +82,15 @@ func (k kind[K, V]) UserOf(key any) string {
 
 func (k kind[K, V]) Scripts() []*redis.Script { return k.s.Scripts }
 func (k kind[K, V]) PGErase() string          { return k.s.PGErase }
+func (k kind[K, V]) PGRedact() string         { return k.s.PGRedact }
+func (k kind[K, V]) PGRedacted() []string     { return k.s.PGRedacted }
+
+func (k kind[K, V]) RedactRedis(ctx context.Context, env *Env, user, ch string) error {
+	if k.s.RedisRedact == nil {
+		return nil
+	}
+	return k.s.RedisRedact(ctx, env, user, ch)
+}
 
 func (k kind[K, V]) ErasedHashes(env *Env, user string) []string {
 	if k.s.ErasedHashes == nil {

@@ -123,6 +123,19 @@ type Spec[K comparable, V any] struct {
 	// the kind's table (Name; $1: the user id), run in the transaction
 	// that raises the tombstone (pgstore.Store.Erase).
 	PGErase string
+	// PGRedact, when set, is the statement redacting the user where the
+	// kind's rows name them but are not theirs ($1: the user id, $2: the
+	// channels the user had state in), run after the deletes of the same
+	// transaction (pgstore.Store.Erase's kindRedacts); PGRedacted names
+	// the columns it redacts ("table.column"), which the erasure's
+	// coverage test accepts as naming a user (kinds.RedactedColumns).
+	PGRedact   string
+	PGRedacted []string
+	// RedisRedact, when set, redacts user in channel ch's Redis keys of
+	// the kind where they name the user but are not theirs, as an erasure
+	// cleans each channel the user had state in (redisstore.Redact, handed
+	// to redisstore.Store.Erase and FinishErasures by kind.RedisRedact).
+	RedisRedact func(ctx context.Context, env *Env, user, ch string) error
 
 	// Digests, when set, has the drift sweep compare the stores' digests
 	// of the kind's values and read whole only the keys whose digests

@@ -8,13 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/kinds"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 )
 
 // Every column that may name a user is the user_id of a table an erasure
 // deletes from (the driver's or a kind's: kinds.ErasedTables), of the
-// tombstone table itself, or one of pgstore.RedactedColumns: a new
+// tombstone table itself, or one of kinds.RedactedColumns: a new
 // per-user table fails here until the driver or its kind erases it.
 func TestErasureCoversEveryColumnNamingAUser(t *testing.T) {
 	t.Parallel()
@@ -26,7 +25,7 @@ WHERE (a.attname LIKE '%user_id' OR a.attname LIKE '%sender_id' OR a.attname LIK
 AND NOT a.attisdropped AND c.relkind IN ('r', 'p') AND NOT c.relispartition
 AND c.relnamespace = current_schema()::regnamespace`)
 	require.NoError(t, err)
-	erased := kinds.ErasedTables()
+	erased, redacted := kinds.ErasedTables(), kinds.RedactedColumns()
 	userTables := 0
 	for rows.Next() {
 		var table, col string
@@ -37,7 +36,7 @@ AND c.relnamespace = current_schema()::regnamespace`)
 				continue
 			}
 		}
-		require.Contains(t, pgstore.RedactedColumns, table+"."+col, "%s.%s may name a user: erase it (pgstore.ErasedTables or a kind's PGErase) or redact it", table, col)
+		require.Contains(t, redacted, table+"."+col, "%s.%s may name a user: erase it (pgstore.ErasedTables or a kind's PGErase) or redact it (pgstore.RedactedColumns or a kind's PGRedact)", table, col)
 	}
 	require.NoError(t, rows.Err())
 	require.Positive(t, userTables)

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
@@ -19,7 +20,7 @@ var (
 	Notifications = notifications.Kind
 	Deletions     = kind.New(deletionSpec)
 
-	GroupMentions = kind.New(groupMentionSpec)
+	GroupMentions = groupmentions.Kind
 
 	ThreadHeads  = kind.New(threadHeadSpec)
 	ThreadStates = kind.New(threadStateSpec)
@@ -39,6 +40,20 @@ func ErasedTables() []string {
 	for _, k := range All() {
 		if k.PGErase() != "" {
 			out = append(out, k.Name())
+		}
+	}
+	return out
+}
+
+// RedactedColumns are the columns an erasure redacts where they name the
+// user in rows that are not the user's: the driver's own
+// (pgstore.RedactedColumns) and those of the kinds that bring their own
+// redaction (kind.PGRedact).
+func RedactedColumns() []string {
+	out := slices.Clone(pgstore.RedactedColumns)
+	for _, k := range All() {
+		if k.PGRedact() != "" {
+			out = append(out, k.PGRedacted()...)
 		}
 	}
 	return out

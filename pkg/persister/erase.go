@@ -42,7 +42,7 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) (tombs tombsto
 		var advanced bool
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, advanced, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds))
+			deleted, advanced, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds), kind.PGRedact(p.cfg.Kinds))
 			return err
 		})
 		if err != nil {
@@ -96,7 +96,7 @@ func (p *Persister) applyStamped(ctx context.Context, w *window, tombs tombstone
 		var deleted int64
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, _, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds))
+			deleted, _, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds), kind.PGRedact(p.cfg.Kinds))
 			return err
 		})
 		if err != nil {
@@ -189,7 +189,7 @@ func (p *Persister) takeBackRaced(ctx context.Context, w *window, clock *int64, 
 		var deleted int64
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, err = p.store.EraseAgain(ctx, u, kind.PGErase(p.cfg.Kinds))
+			deleted, err = p.store.EraseAgain(ctx, u, kind.PGErase(p.cfg.Kinds), kind.PGRedact(p.cfg.Kinds))
 			return err
 		})
 		if err != nil {

@@ -130,7 +130,7 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 	b.startWith(b.config(reg), func(p *persister.Persister) {
 		p.SetOnTombstones(func(users []string) {
 			if slices.Contains(users, "raced") && erased.CompareAndSwap(false, true) {
-				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure, nil)
+				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure, nil, nil)
 				if err != nil || !advanced {
 					t.Errorf("erasing beside the persister: advanced %v, %v", advanced, err)
 				}

@@ -23,7 +23,9 @@ var ErasedTables = []string{"read_receipts", "channel_members", "mentions", "use
 // the user's: an erasure redacts them (deleteUserRows), and
 // TestErasureCoversEveryColumnNamingAUser fails until a new one is
 // listed.
-var RedactedColumns = []string{"channel_group_mentions.sender_id", "parked_dead_letters.record_key", "parked_dead_letters.record_value"}
+// A kind whose rows name a user brings its own redaction and its columns
+// (kind.PGRedact, kinds.RedactedColumns).
+var RedactedColumns = []string{"parked_dead_letters.record_key", "parked_dead_letters.record_value"}
 
 // byUserChannels names the tables whose index leads with channel_id, not
 // user_id: their rows are found through the user's channels (every
@@ -39,14 +41,15 @@ const MaxTombstoneLookup = 100_000
 // tombstone (a max-register over generation, ties by time) and, only when
 // that raised its generation, deletes the user's rows from every table of
 // ErasedTables and by kindDeletes (the kinds' statements, $1 the user:
-// kind.PGErase). Applying an erasure again, or an older one, changes
+// kind.PGErase), then redacts the user by kindRedacts (the kinds'
+// statements, $1 the user, $2 the user's channels: kind.PGRedact). Applying an erasure again, or an older one, changes
 // nothing, so a replay of the topic from offset 0 never deletes what the
 // user wrote after it; nor does the same generation with a later time (a
 // persister that applied the erasure ahead of its record, from an event
 // stamped with its generation, then meets the record: only the time
 // moves). deleted counts the rows removed; advanced says whether the
 // tombstone moved.
-func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone, kindDeletes []string) (deleted int64, advanced bool, err error) {
+func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone, kindDeletes, kindRedacts []string) (deleted int64, advanced bool, err error) {
 	if err := t.Validate(); err != nil {
 		return 0, false, fmt.Errorf("erasing: %w", err)
 	}
@@ -79,7 +82,7 @@ SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
 		if _, err := tx.Exec(ctx, `UPDATE erasure_clock SET erasures = erasures + 1`); err != nil {
 			return fmt.Errorf("raising the erasure clock: %w", err)
 		}
-		deleted, err = deleteUserRows(ctx, tx, t.User, kindDeletes)
+		deleted, err = deleteUserRows(ctx, tx, t.User, kindDeletes, kindRedacts)
 		return err
 	})
 	if err != nil {
@@ -89,8 +92,9 @@ SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
 }
 
 // deleteUserRows deletes the user's rows from every table of ErasedTables,
-// then by each of kindDeletes.
-func deleteUserRows(ctx context.Context, tx pgx.Tx, user string, kindDeletes []string) (int64, error) {
+// then by each of kindDeletes, and redacts the user by each of
+// kindRedacts.
+func deleteUserRows(ctx context.Context, tx pgx.Tx, user string, kindDeletes, kindRedacts []string) (int64, error) {
 	rows, err := tx.Query(ctx, `SELECT channel_id FROM read_receipts WHERE user_id = $1
 UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 	if err != nil {
@@ -119,13 +123,15 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 		}
 		deleted += tag.RowsAffected()
 	}
-	// What names the user in rows that are not the user's: the sender of
-	// their group mentions (kept, with no sender: the least, which every
-	// store converges to), and the dead letters parked under the user's
-	// record keys (their values redacted: the row stays, as a count of
-	// what failed, with no content).
-	if _, err := tx.Exec(ctx, `UPDATE channel_group_mentions SET sender_id = '' WHERE channel_id = ANY($2) AND sender_id = $1`, user, channels); err != nil {
-		return 0, fmt.Errorf("redacting group mention senders: %w", err)
+	// What names the user in rows that are not the user's: the kinds'
+	// (the sender of their group mentions, kept with no sender), and the
+	// dead letters parked under the user's record keys (their values
+	// redacted: the row stays, as a count of what failed, with no
+	// content).
+	for _, stmt := range kindRedacts {
+		if _, err := tx.Exec(ctx, stmt, user, channels); err != nil {
+			return 0, fmt.Errorf("redacting a kind's rows (%s): %w", stmt, err)
+		}
 	}
 	esc := receipt.EscapeKeyID(user)
 	if _, err := tx.Exec(ctx, `UPDATE parked_dead_letters SET record_key = NULL, record_value = NULL, reason = 'erased'
@@ -138,11 +144,11 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 
 // EraseAgain deletes the rows of a user whose erasure is already applied
 // (its tombstone stored): what a writer that raced the erasure wrote after
-// its deletes; kindDeletes as for Erase. It does not touch the tombstone
-// nor the erasure clock.
-func (s *Store) EraseAgain(ctx context.Context, user string, kindDeletes []string) (deleted int64, err error) {
+// its deletes; kindDeletes and kindRedacts as for Erase. It does not
+// touch the tombstone nor the erasure clock.
+func (s *Store) EraseAgain(ctx context.Context, user string, kindDeletes, kindRedacts []string) (deleted int64, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		deleted, err = deleteUserRows(ctx, tx, user, kindDeletes)
+		deleted, err = deleteUserRows(ctx, tx, user, kindDeletes, kindRedacts)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
@@ -24,10 +25,18 @@ const kindTable = "kind_rows"
 
 var kindDeletes = []string{`DELETE FROM ` + kindTable + ` WHERE user_id = $1`}
 
+// kindSenders stands for a kind's table whose rows name a user but are
+// not the user's (a group mention's sender): the erasure redacts them by
+// the kind's statement, kindRedacts.
+const kindSenders = "kind_senders"
+
+var kindRedacts = []string{`UPDATE ` + kindSenders + ` SET sender_id = '' WHERE channel_id = ANY($2) AND sender_id = $1`}
+
 // withKindTable creates kindTable in the schema.
 func withKindTable(t *testing.T, s *pgstore.Store) {
 	t.Helper()
-	_, err := s.Pool().Exec(context.Background(), `CREATE TABLE `+kindTable+` (user_id text NOT NULL, channel_id text NOT NULL)`)
+	_, err := s.Pool().Exec(context.Background(), `CREATE TABLE `+kindTable+` (user_id text NOT NULL, channel_id text NOT NULL);
+CREATE TABLE `+kindSenders+` (channel_id text NOT NULL, sender_id text NOT NULL)`)
 	require.NoError(t, err)
 }
 
@@ -90,7 +99,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	}
 
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	deleted, advanced, err := s.Erase(ctx, ts, kindDeletes)
+	deleted, advanced, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	require.Equal(t, int64(2+2+4+1+2+2+2), deleted, "cursors, registers, mentions, settings, cursor moves, thread registers, a kind's rows")
@@ -103,7 +112,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	// (a replay) deletes nothing.
 	seedUser(t, s, "gone")
 	for _, again := range []tombstone.Tombstone{ts, {User: "gone", Generation: 9, ErasedAtUnixMs: 99}} {
-		deleted, advanced, err = s.Erase(ctx, again, kindDeletes)
+		deleted, advanced, err = s.Erase(ctx, again, kindDeletes, kindRedacts)
 		require.NoError(t, err)
 		require.False(t, advanced)
 		require.Zero(t, deleted)
@@ -114,7 +123,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	// persister applied it from a stamped event) moves the time and
 	// deletes nothing: the rows are the user's after that erasure.
 	ts.ErasedAtUnixMs = 15
-	deleted, advanced, err = s.Erase(ctx, ts, kindDeletes)
+	deleted, advanced, err = s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.True(t, advanced, "the time moved")
 	require.Zero(t, deleted)
@@ -129,7 +138,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 
 	// A later erasure deletes again.
 	later := tombstone.Tombstone{User: "gone", Generation: 11, ErasedAtUnixMs: 20}
-	_, advanced, err = s.Erase(ctx, later, kindDeletes)
+	_, advanced, err = s.Erase(ctx, later, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	one, err = s.Tombstone(ctx, "gone")
@@ -150,7 +159,7 @@ func TestEraseRefusesBadInput(t *testing.T) {
 		{User: string(make([]byte, receipt.MaxIDLength+1)), Generation: 1},
 		{User: "u", Generation: 0},
 	} {
-		_, _, err := s.Erase(ctx, bad, kindDeletes)
+		_, _, err := s.Erase(ctx, bad, kindDeletes, kindRedacts)
 		require.Error(t, err)
 	}
 	require.Equal(t, 2, userRows(t, s, "u")["read_receipts"], "nothing deleted")
@@ -173,13 +182,13 @@ func TestErasureClockOrdersWritersAgainstErasures(t *testing.T) {
 	before, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	_, advanced, err := s.Erase(ctx, ts, kindDeletes)
+	_, advanced, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	after, err := s.ErasureClockSettled(ctx)
 	require.NoError(t, err)
 	require.Equal(t, before+1, after)
-	_, advanced, err = s.Erase(ctx, ts, kindDeletes)
+	_, advanced, err = s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.False(t, advanced)
 	again, err := s.ErasureClock(ctx)
@@ -225,7 +234,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	withMovePartition(t, s)
 	withKindTable(t, s)
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	_, _, err := s.Erase(ctx, ts, kindDeletes)
+	_, _, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	seedUser(t, s, "gone")
 	seedUser(t, s, "kept")
@@ -233,7 +242,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	clock, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 
-	deleted, err := s.EraseAgain(ctx, "gone", kindDeletes)
+	deleted, err := s.EraseAgain(ctx, "gone", kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.Equal(t, int64(2+2+4+1+2+2+2), deleted)
 	for table, n := range userRows(t, s, "gone") {
@@ -248,9 +257,10 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	require.Equal(t, clock, now)
 }
 
-// An erasure leaves no group mention sender and no parked dead letter of
-// the user (pgstore.RedactedColumns; pkg/kinds checks that every column
-// that may name a user is erased or redacted).
+// An erasure leaves no sender of a kind's rows (kindRedacts, in the
+// user's channels) and no parked dead letter of the user
+// (pgstore.RedactedColumns; pkg/kinds checks that every column that may
+// name a user is erased or redacted).
 func TestErasureRedactsWhatNamesAUser(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -258,18 +268,19 @@ func TestErasureRedactsWhatNamesAUser(t *testing.T) {
 	withMovePartition(t, s)
 	withKindTable(t, s)
 	seedUser(t, s, "gone")
-	_, err := s.InsertGroupMentions(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}}}})
+	_, err := s.Pool().Exec(ctx, `INSERT INTO `+kindSenders+` VALUES ('c1', 'gone'), ('c1', 'other')`)
 	require.NoError(t, err)
 	for _, key := range []string{"gone:c1", "u::gone", "gonex:c1"} {
 		_, err = s.Park(ctx, pgstore.ParkedRecord{Reason: "test", SourceOffset: -1, SourcePartition: -1, Key: []byte(key), Value: []byte("v")})
 		require.NoError(t, err)
 	}
-	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kindDeletes)
+	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kindDeletes, kindRedacts)
 	require.NoError(t, err)
-	gms, err := s.GroupMentions(ctx, []string{"c1"}, 100)
+	rows, err := s.Pool().Query(ctx, `SELECT sender_id FROM `+kindSenders+` ORDER BY sender_id`)
 	require.NoError(t, err)
-	require.Len(t, gms, 1)
-	require.Equal(t, []channel.GroupMention{{Seq: 7}}, gms[0].Mentions, "the mention stays, without its sender")
+	senders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"", "other"}, senders, "the row stays, without its sender")
 	var named, others int
 	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE record_key IN ('gone:c1'::bytea, 'u::gone'::bytea) OR record_value IS NOT NULL AND reason = 'erased'),
 		count(*) FILTER (WHERE record_key = 'gonex:c1'::bytea) FROM parked_dead_letters`).Scan(&named, &others))

@@ -286,7 +286,7 @@ func TestEraseDeletesTheUsersThreadStatesOnly(t *testing.T) {
 	_, err = s.UpsertThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 
-	deleted, err := s.EraseAgain(ctx, "gone", nil)
+	deleted, err := s.EraseAgain(ctx, "gone", nil, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, deleted)
 	left, err := s.ThreadStatesPage(ctx, thread.Key{}, false, 100)

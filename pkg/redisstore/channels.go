@@ -212,7 +212,7 @@ out[#out+1] = tonumber(redis.call('HGET', KEYS[1], ':n') or "0")
 return out
 `)
 
-var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript, groupMentionScript}
+var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript}
 
 func padSeq(seq int64) string {
 	var buf [seqWidth]byte

@@ -31,7 +31,27 @@ const (
 	// without leading zeros (-1, 0, 1), for a kind's script to start
 	// with.
 	LuaCmp = luaViewCmp
+	// LuaChannelValue is the Lua functions cvget(key) and cvset(key,
+	// parts) reading and writing a channel value (HeadKey) in a script:
+	// its five parts, "-" where not known. A kind that keeps a part of it
+	// (the group mentions' top, the fifth) starts its script with them.
+	LuaChannelValue = luaChannelValue
+	// SeqWidth is the width of a padded seq (PadSeq).
+	SeqWidth = seqWidth
 )
+
+// PadSeq is seq in base 62, left-padded with '0' to SeqWidth, so that
+// padded seqs sort (as bytes) as the seqs do: the channel value's parts
+// and the members of a kind's sorted sets.
+func PadSeq(seq int64) string { return padSeq(seq) }
+
+// ParsePadded inverts PadSeq.
+func ParsePadded(s string) (int64, error) { return parsePadded(s) }
+
+// SetUnreadChunk sets how many channels the unread read reads at once
+// (UnreadChunkDefault): a kind's test of what the read shows makes it
+// small to read the chunked path too.
+func (s *Store) SetUnreadChunk(n int) { s.unreadChunk = n }
 
 // Exec runs a pipeline that build fills (nothing when it queues
 // nothing). When Redis lost its script cache (a restart, SCRIPT FLUSH) it

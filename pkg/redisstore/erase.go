@@ -138,18 +138,10 @@ return out
 // each kind the view showed, a removal entry (u, k, rm "1", t: no
 // position) so that live watchers stop showing the user — it names the
 // user until the stream's MAXLEN trims it. KEYS = cm, cv cur, cv r, cv d,
-// cv s, gm; ARGV[1] = the user, ARGV[2] = the erasure's time (Unix ms).
-// The user's group mentions keep their seq with no sender (the least
-// sender: stores that still name the user converge to it).
+// cv s; ARGV[1] = the user, ARGV[2] = the erasure's time (Unix ms). The
+// kinds' redactions of the user in the channel (Redact) run after it.
 var eraseChannelScript = redis.NewScript(`
 local u = ARGV[1]
--- a member is the seq (11 characters) then the sender
-for _, m in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-  if string.sub(m, 12) == u then
-    redis.call('ZREM', KEYS[6], m)
-    redis.call('ZADD', KEYS[6], 0, string.sub(m, 1, 11))
-  end
-end
 local cur = redis.call('HGET', KEYS[1], u)
 if cur then
   if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
@@ -190,12 +182,13 @@ return 1
 // complete, the settings, the earlier layout's mention sets, and in
 // every channel the user had state in, their register, their
 // channel-view cursors and their moves in the view's stream (replaced by
-// a removal entry per kind the view showed, for live watchers). The first
+// a removal entry per kind the view showed, for live watchers), with the
+// kinds' redactions there (redact: a group mention's sender). The first
 // step is atomic with every write's script; the earlier layout's mention
 // sets and the channel hashes follow (other slots): a failure there
 // returns an error and the caller retries the whole erasure, which is
 // harmless (a newer generation, nothing left to delete).
-func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []string) (tombstone.Tombstone, error) {
+func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []string, redact Redact) (tombstone.Tombstone, error) {
 	keys := append([]string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.ErasurePendingKey(user)}, kindHashes...)
 	res, err := eraseScript.Run(ctx, s.rdb, keys, strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
 	if err != nil {
@@ -209,20 +202,34 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kind
 	if err := s.deleteMentionSets(ctx, user); err != nil {
 		return t, err
 	}
-	return t, s.eraseChannels(ctx, user, nowMs, res[2:])
+	return t, s.eraseChannels(ctx, user, nowMs, res[2:], redact)
 }
+
+// Redact is the kinds' redaction of user in channel ch's keys, where the
+// kinds' state names the user but is not theirs (a group mention's
+// sender: kind.RedisRedact). An erasure runs it in each channel the user
+// had state in, after the channel's own cleaning and before the channel
+// leaves the pending set, so a failure is retried with the channel
+// (Erase, FinishErasures). nil: none.
+type Redact func(ctx context.Context, user, ch string) error
 
 // ErasurePendingKey is the set of channels an erasure of user has yet to
 // clean (the user's slot).
 func (s *Store) ErasurePendingKey(user string) string { return s.prefix + "ep:{" + user + "}" }
 
-// eraseChannels cleans the user out of each channel and takes it off the
-// erasure's pending set; the set goes with its last channel.
-func (s *Store) eraseChannels(ctx context.Context, user string, nowMs int64, channels []string) error {
+// eraseChannels cleans the user out of each channel (and has the kinds
+// redact them: redact) and takes it off the erasure's pending set; the
+// set goes with its last channel.
+func (s *Store) eraseChannels(ctx context.Context, user string, nowMs int64, channels []string, redact Redact) error {
 	for _, ch := range channels {
-		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch), s.GroupMentionsKey(ch)}
+		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch)}
 		if err := eraseChannelScript.Run(ctx, s.rdb, keys, user, strconv.FormatInt(nowMs, 10)).Err(); err != nil {
 			return fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
+		}
+		if redact != nil {
+			if err := redact(ctx, user, ch); err != nil {
+				return fmt.Errorf("erasing %s from channel %s: %w", user, ch, err)
+			}
 		}
 		if err := s.rdb.SRem(ctx, s.ErasurePendingKey(user), ch).Err(); err != nil {
 			return fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
@@ -234,8 +241,8 @@ func (s *Store) eraseChannels(ctx context.Context, user string, nowMs int64, cha
 // FinishErasures finishes the erasures cut short (a call that failed
 // midway and was not retried, a gateway that stopped): it walks the
 // pending sets, in bounded pages, and cleans their channels. It returns
-// how many channels it cleaned.
-func (s *Store) FinishErasures(ctx context.Context, nowMs int64) (int, error) {
+// how many channels it cleaned; redact as for Erase.
+func (s *Store) FinishErasures(ctx context.Context, nowMs int64, redact Redact) (int, error) {
 	n := 0
 	var cur ScanCursor
 	for !cur.Done() {
@@ -254,7 +261,7 @@ func (s *Store) FinishErasures(ctx context.Context, nowMs int64) (int, error) {
 			if err != nil {
 				return n, fmt.Errorf("%w: reading the pending erasure of %s: %w", ErrUnavailable, user, err)
 			}
-			if err := s.eraseChannels(ctx, user, nowMs, chs); err != nil {
+			if err := s.eraseChannels(ctx, user, nowMs, chs, redact); err != nil {
 				return n, err
 			}
 			n += len(chs)

@@ -123,7 +123,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	// left empty and complete, as the store's own.
 	kindHash := s.Prefix() + "kh:{gone}"
 	require.NoError(t, rdb.HSet(ctx, kindHash, "c1", "v").Err())
-	ts, err := s.Erase(ctx, "gone", 1_000, 0, []string{kindHash})
+	ts, err := s.Erase(ctx, "gone", 1_000, 0, []string{kindHash}, nil)
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
@@ -158,7 +158,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.Equal(t, ts.Generation, plain[0].Generation)
 
 	// A second erasure in the same millisecond still moves the generation.
-	again, err := s.Erase(ctx, "gone", 1_000, 0, nil)
+	again, err := s.Erase(ctx, "gone", 1_000, 0, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(1_001), again.Generation)
 	checkErased(t, s, "gone")
@@ -176,7 +176,7 @@ func TestClusterErase(t *testing.T) {
 	s := openStore(t, cfg)
 	seedRedisUser(t, s, "gone")
 	seedRedisUser(t, s, "kept")
-	ts, err := s.Erase(ctx, "gone", 5, 0, nil)
+	ts, err := s.Erase(ctx, "gone", 5, 0, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), ts.Generation)
 	checkErased(t, s, "gone")

@@ -80,7 +80,7 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 
 	// Erasure finds the user's channels in the user's hashes' fields and
 	// takes the user out of each channel's hashes, sets and stream.
-	ts, err := s.Erase(ctx, alice, 100, 0, nil)
+	ts, err := s.Erase(ctx, alice, 100, 0, nil, nil)
 	require.NoError(t, err)
 	require.Equal(t, alice, ts.User)
 	got, complete, err := s.Get(ctx, alice, nil)

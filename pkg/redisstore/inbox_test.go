@@ -119,7 +119,7 @@ func TestLeftCountKeptByEveryWrite(t *testing.T) {
 			require.Equal(t, strconv.Itoa(n), count, "step %d", step)
 		}
 	}
-	_, err := s.Erase(ctx, "u", time.Now().UnixMilli(), 0, nil)
+	_, err := s.Erase(ctx, "u", time.Now().UnixMilli(), 0, nil, nil)
 	require.NoError(t, err)
 	n, count := leftIn("u")
 	require.Equal(t, "0", count)

@@ -70,9 +70,9 @@ func TestMergeMarksMatchesTheScript(t *testing.T) {
 			require.Equal(t, b, a)
 			continue
 		case round == 150:
-			_, err := cas.Erase(ctx, "u1", 9_000, 0, nil)
+			_, err := cas.Erase(ctx, "u1", 9_000, 0, nil, nil)
 			require.NoError(t, err)
-			_, err = script.Erase(ctx, "u1", 9_000, 0, nil)
+			_, err = script.Erase(ctx, "u1", 9_000, 0, nil, nil)
 			require.NoError(t, err)
 			continue
 		}
@@ -291,7 +291,7 @@ func TestMergeMarksStampsTheGenerationAfterARetry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
-	ts, err := s.Erase(ctx, "gen", 1_000, 0, nil)
+	ts, err := s.Erase(ctx, "gen", 1_000, 0, nil, nil)
 	require.NoError(t, err)
 	require.NotZero(t, ts.Generation)
 	mark := func(ch string, seq int64) receipt.State {

@@ -347,7 +347,7 @@ func TestThreadErasure(t *testing.T) {
 	res, err := s.MergeThreadStates(ctx, []thread.State{st}, 10)
 	require.NoError(t, err)
 	require.Equal(t, GenerationUnknown, res[0].Generation)
-	ts, err := s.Erase(ctx, "u1", 1000, 0, nil)
+	ts, err := s.Erase(ctx, "u1", 1000, 0, nil, nil)
 	require.NoError(t, err)
 	all, complete, err := s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)

@@ -70,7 +70,7 @@ func TestChangeSettingsTakesItsVersionFromRedis(t *testing.T) {
 
 	_, err = s.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, ShareDelivered: true, VersionMs: ahead}})
 	require.NoError(t, err)
-	_, err = s.Erase(ctx, "u", 5_000, 0, nil)
+	_, err = s.Erase(ctx, "u", 5_000, 0, nil, nil)
 	require.NoError(t, err)
 	_, err = s.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, ShareDelivered: true, VersionMs: ahead}})
 	require.NoError(t, err)

@@ -36,7 +36,7 @@ func TestRepairRespectsErasures(t *testing.T) {
 	require.NoError(t, r.RepairDecoded(ctx, read(9, 1_000, 0)))
 
 	// The gateway erases the user; Postgres has not applied it yet.
-	ts, err := rs.Erase(ctx, "gone", 100_000, 0, nil)
+	ts, err := rs.Erase(ctx, "gone", 100_000, 0, nil, nil)
 	require.NoError(t, err)
 	// A letter from before the erasure: dropped, and Postgres caught up.
 	require.NoError(t, r.RepairDecoded(ctx, read(12, 99_000, 0)))

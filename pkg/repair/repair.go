@@ -57,7 +57,7 @@ type Repairer struct {
 // merged back.
 func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 	if d.Erasure != nil {
-		_, _, err := r.Postgres.Erase(ctx, *d.Erasure, kind.PGErase(r.kindList()))
+		_, _, err := r.Postgres.Erase(ctx, *d.Erasure, kind.PGErase(r.kindList()), kind.PGRedact(r.kindList()))
 		return err
 	}
 	if d.User() != "" {
@@ -147,7 +147,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 		case err != nil:
 			r.redisDegraded("reading the redis tombstone", nil, d.RecordKey(), err)
 		case rdT.Generation > pgT.Generation:
-			if _, _, err := r.Postgres.Erase(ctx, rdT, kind.PGErase(r.kindList())); err != nil {
+			if _, _, err := r.Postgres.Erase(ctx, rdT, kind.PGErase(r.kindList()), kind.PGRedact(r.kindList())); err != nil {
 				return false, fmt.Errorf("applying the erasure of %s: %w", user, err)
 			}
 			t = rdT

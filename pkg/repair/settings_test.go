@@ -106,7 +106,7 @@ func TestRepairSettingsRespectsErasures(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 
-	ts, err := rs.Erase(ctx, "gone", 100_000, 0, nil)
+	ts, err := rs.Erase(ctx, "gone", 100_000, 0, nil, nil)
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, set(99_000)))
 	rows, err = pg.StoredSettings(ctx, []string{"gone"})

@@ -90,7 +90,7 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Duration(-1), ttl, "its first register makes it permanent")
 
-	_, err = rs.Erase(ctx, "u", time.Now().UnixMilli(), 0, kind.ErasedHashes([]kind.Kind{Kind}, &kind.Env{Redis: rs}, "u"))
+	_, err = rs.Erase(ctx, "u", time.Now().UnixMilli(), 0, kind.ErasedHashes([]kind.Kind{Kind}, &kind.Env{Redis: rs}, "u"), nil)
 	require.NoError(t, err)
 	regs, complete, err := s.ReadRedis(ctx, "u", nil)
 	require.NoError(t, err)

@@ -1,30 +1,37 @@
-package redisstore
+package groupmentions
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // The head, the deletion count and the group mention top share the
 // channel value: each script writes its part and keeps the others, in any
 // order; an older build's value (the head alone) reads as the head with
-// the other parts unknown.
+// the other parts unknown. (Here, with the kind that writes the top.)
 func TestChannelValueKeepsItsParts(t *testing.T) {
 	t.Parallel()
-	s, _ := newTestStore(t)
-	rdb := s.rdb
+	gm, s, rdb := newRedisStore(t)
 	ctx := context.Background()
 	// parts is the head ("?" when unknown), the deletion count and the
 	// group mention top of a channel.
 	parts := func(ch string) [3]string {
 		t.Helper()
-		head, known, dn, top := splitChannelValue(rdb.Get(ctx, s.HeadKey(ch)).Val())
-		if !known {
+		// The head's three fields ("-" first: unknown), then the deletion
+		// count and the top ("-": unknown), or none (an older build's).
+		f := strings.Fields(rdb.Get(ctx, s.HeadKey(ch)).Val())
+		head, dn, top := strings.Join(f[:3], " "), "", ""
+		if f[0] == "-" {
 			head = "?"
+		}
+		if len(f) == 5 {
+			dn, top = strings.TrimPrefix(f[3], "-"), strings.TrimPrefix(f[4], "-")
 		}
 		return [3]string{head, dn, top}
 	}
@@ -39,7 +46,7 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	}
 	groups := func(ch string, seq int64) {
 		t.Helper()
-		require.NoError(t, s.HydrateGroupMentions(ctx, []channel.GroupMentions{{Channel: ch, Mentions: []channel.GroupMention{{Seq: seq, Sender: "x"}}}}, 10))
+		require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: ch, Mentions: []channel.GroupMention{{Seq: seq, Sender: "x"}}}}, 10))
 	}
 
 	// Deletions first: the head stays unknown until raised.
@@ -47,21 +54,21 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	require.Equal(t, [3]string{"?", "2", ""}, parts("a"))
 	raise("a", 3)
 	groups("a", 2)
-	require.Equal(t, [3]string{"3 m 10", "2", padSeq(2)}, parts("a"))
+	require.Equal(t, [3]string{"3 m 10", "2", redisstore.PadSeq(2)}, parts("a"))
 	// A lower head changes nothing; a higher one keeps the other parts.
 	raise("a", 2)
 	raise("a", 4)
 	deletions("a", 4)
-	require.Equal(t, [3]string{"4 m 10", "3", padSeq(2)}, parts("a"))
+	require.Equal(t, [3]string{"4 m 10", "3", redisstore.PadSeq(2)}, parts("a"))
 
 	// The other order.
 	groups("b", 7)
 	raise("b", 9)
 	deletions("b")
-	require.Equal(t, [3]string{"9 m 10", "0", padSeq(7)}, parts("b"))
+	require.Equal(t, [3]string{"9 m 10", "0", redisstore.PadSeq(7)}, parts("b"))
 	_, err := s.AddDeletions(ctx, []channel.Deletions{{Channel: "b", Seqs: []int64{8}}})
 	require.NoError(t, err)
-	require.Equal(t, [3]string{"9 m 10", "1", padSeq(7)}, parts("b"), "a kept count follows each deletion")
+	require.Equal(t, [3]string{"9 m 10", "1", redisstore.PadSeq(7)}, parts("b"), "a kept count follows each deletion")
 
 	// An older build's value: the head, the rest unknown; writes fill it.
 	require.NoError(t, rdb.Set(ctx, s.HeadKey("c"), "5 m 10", 0).Err())

@@ -1,4 +1,4 @@
-package kinds
+package groupmentions
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// groupMentionSpec is a channel's group mentions: the messages that
+// Spec is a channel's group mentions: the messages that
 // mention every member but their sender, a set union kept to the newest
 // cap+1 (channel.MergeGroupMentions), one channel_group_mentions row per
 // seq and a Redis sorted set per channel. It belongs to no user (like a
 // head) and carries no time.
-var groupMentionSpec = &kind.Spec[string, channel.GroupMentions]{
+var Spec = &kind.Spec[string, channel.GroupMentions]{
 	Name:      "channel_group_mentions",
 	Key:       func(g channel.GroupMentions) string { return g.Channel },
 	Compare:   func(a, b channel.GroupMentions) int { return strings.Compare(a.Channel, b.Channel) },
@@ -42,27 +42,29 @@ var groupMentionSpec = &kind.Spec[string, channel.GroupMentions]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) (int64, error) {
-		return env.Postgres.InsertGroupMentions(ctx, vals)
+		return storeOf(env).WritePG(ctx, vals)
 	},
 	PGTrim: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) (int64, error) {
 		chs := make([]string, len(vals))
 		for i, g := range vals {
 			chs[i] = g.Channel
 		}
-		return env.Postgres.TrimGroupMentions(ctx, chs, env.MentionCapOrDefault())
+		return storeOf(env).TrimPG(ctx, chs, env.MentionCapOrDefault())
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, chs []string) ([]channel.GroupMentions, error) {
-		return env.Postgres.GroupMentions(ctx, chs, env.MentionCapOrDefault())
+		return storeOf(env).ReadPG(ctx, chs, env.MentionCapOrDefault())
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]channel.GroupMentions, error) {
-		return env.Postgres.GroupMentionsPage(ctx, after, n, env.MentionCapOrDefault())
+		return storeOf(env).PagePG(ctx, after, n, env.MentionCapOrDefault())
 	},
+	PGRedact:   redactSQL,
+	PGRedacted: []string{"channel_group_mentions.sender_id"},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) ([]error, error) {
-		return nil, env.Redis.AddGroupMentions(ctx, vals, env.MentionCapOrDefault())
+		return nil, storeOf(env).AddRedis(ctx, vals, env.MentionCapOrDefault())
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, chs []string) ([][]*channel.GroupMentions, error) {
-		got, err := env.Redis.GroupMentions(ctx, chs)
+		got, err := storeOf(env).ReadRedis(ctx, chs)
 		if err != nil {
 			return nil, err
 		}
@@ -73,13 +75,14 @@ var groupMentionSpec = &kind.Spec[string, channel.GroupMentions]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.GroupMentions], error) {
-		chs, next, err := env.Redis.ScanGroupMentionChannels(ctx, cur, count)
+		s := storeOf(env)
+		chs, next, err := s.ScanRedisChannels(ctx, cur, count)
 		if err != nil {
 			return kind.ScanPage[channel.GroupMentions]{}, err
 		}
 		page := kind.ScanPage[channel.GroupMentions]{Next: next}
 		valid := kind.ValidIDs("channel_id", chs, &page.Scanned, &page.Invalid)
-		got, err := env.Redis.GroupMentions(ctx, valid)
+		got, err := s.ReadRedis(ctx, valid)
 		if err != nil {
 			return page, err
 		}
@@ -90,4 +93,13 @@ var groupMentionSpec = &kind.Spec[string, channel.GroupMentions]{
 		}
 		return page, nil
 	},
+	RedisRedact: func(ctx context.Context, env *kind.Env, user, ch string) error {
+		return storeOf(env).RedactRedis(ctx, user, ch)
+	},
+	Scripts: Scripts,
 }
+
+// Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
+var Kind = kind.New(Spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }

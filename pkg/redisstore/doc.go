@@ -22,6 +22,8 @@
 // embedded scripts through Exec (which loads them again when Redis lost
 // them) or Client, and uses the markers, bounds and error wrapping of
 // this package; its reads may ride the unread read's pipeline (Rider),
-// and an erasure resets its user hashes (Erase's kindHashes). This
-// package names none of those kinds' keys.
+// and an erasure resets its user hashes (Erase's kindHashes) and has it
+// redact the user in each channel (Erase's redact). This package names
+// none of those kinds' keys, but for the group mentions' set, which the
+// unread view (groupmentions.go) still reads itself.
 package redisstore

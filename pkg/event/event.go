@@ -499,9 +499,15 @@ func CursorToProto(c receipt.Cursor) *receiptsv1.Cursor {
 // id without a position names nothing and is dropped, so that a cursor
 // means the same after any number of encode/decode round trips.
 func CursorFromProto(c *receiptsv1.Cursor) receipt.Cursor {
-	out := receipt.Cursor{Position: receipt.Position{Epoch: c.GetPosition().GetEpoch(), Seq: c.GetPosition().GetSeq()}}
+	return cursorOf(c.GetPosition().GetEpoch(), c.GetPosition().GetSeq(), c.GetMessageId())
+}
+
+// cursorOf is the cursor at (epoch, seq) with its message id, dropped
+// without a position (CursorFromProto).
+func cursorOf(epoch, seq int64, messageID string) receipt.Cursor {
+	out := receipt.Cursor{Position: receipt.Position{Epoch: epoch, Seq: seq}}
 	if !out.Position.IsZero() {
-		out.MessageID = c.GetMessageId()
+		out.MessageID = messageID
 	}
 	return out
 }

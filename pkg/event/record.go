@@ -18,11 +18,7 @@ func recordCursor(c receipt.Cursor) *recordv1.Cursor {
 // API cursor: nil is the zero cursor, a message id without a position is
 // dropped.
 func cursorFromRecord(c *recordv1.Cursor) receipt.Cursor {
-	out := receipt.Cursor{Position: receipt.Position{Epoch: c.GetPosition().GetEpoch(), Seq: c.GetPosition().GetSeq()}}
-	if !out.Position.IsZero() {
-		out.MessageID = c.GetMessageId()
-	}
-	return out
+	return cursorOf(c.GetPosition().GetEpoch(), c.GetPosition().GetSeq(), c.GetMessageId())
 }
 
 // recordNotifications converts a notification register to its record form.

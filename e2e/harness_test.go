@@ -79,31 +79,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// handedOut is every port freePort returned in this process: the kernel
-// may give a port that was just closed to the next Listen, so two services
-// started together could otherwise get the same one.
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
-// freePort returns a free loopback port that no earlier call returned.
+// freePort returns a free loopback port that no earlier call (here or
+// in redistest, whose servers share the process) returned.
 func freePort(t testing.TB) int {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port
-		}
-	}
-	t.Fatal("no loopback port that was not handed out already")
-	return 0
+	return redistest.FreePort(t)
 }
 
 // proc is one running binary whose output goes to a log file.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,20 +54,31 @@ func NeedBinaries(t testing.TB, names ...string) {
 	}
 }
 
+// handedOut are the ports FreePort returned (and their bus ports): the
+// kernel may offer a port again once its probe closed, before the server
+// it was meant for binds it, and parallel tests would then share it.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // FreePort returns a loopback TCP port that is free, and whose port+10000
-// (Redis Cluster's bus port) is free too.
+// (Redis Cluster's bus port) is free too, neither returned before.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 100 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		if port+10000 > 65535 {
+		if port+10000 > 65535 || handedOut.ports[port] || handedOut.ports[port+10000] {
 			continue
 		}
 		if bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
 			_ = bus.Close()
+			handedOut.ports[port], handedOut.ports[port+10000] = true, true
 			return port
 		}
 	}

@@ -46,6 +46,10 @@ type Server struct {
 	// serving is set while Serve serves; stopping once its context ended
 	// (the shutdown delay and the drain).
 	serving, stopping atomic.Bool
+	// serveCtx is Serve's context: Ready fails the moment it ends, not
+	// when Serve's goroutine gets to set stopping, so gRPC health agrees
+	// with /readyz (whose runner sees the same cancellation).
+	serveCtx atomic.Pointer[context.Context]
 }
 
 // New fills defaults, validates cfg against the gate (all problems at
@@ -81,7 +85,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if !s.serving.Load() {
 		return errors.New("api not serving")
 	}
-	if s.stopping.Load() {
+	if c := s.serveCtx.Load(); s.stopping.Load() || (c != nil && (*c).Err() != nil) {
 		return errors.New("api shutting down")
 	}
 	return s.gate.Ready(ctx)
@@ -298,6 +302,7 @@ func (s *Server) HTTPServer() *http.Server {
 // and certificate when they change. It returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := s.HTTPServer()
+	s.serveCtx.Store(&ctx)
 	s.serving.Store(true)
 	s.stopping.Store(false)
 	defer s.serving.Store(false)

@@ -40,19 +40,19 @@ func setupUnreadUser(tb testing.TB, d Store, s *redisstore.Store, user string, n
 	tb.Helper()
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
-	channels := make([]string, n)
-	states := make([]receipt.State, n)
-	regs := make([]channel.Membership, n)
-	mentions := make([]channel.Mentions, n)
-	heads := make([]channel.Head, n)
-	for i := range channels {
-		ch := fmt.Sprintf("%s-ch-%05d", user, i)
-		channels[i] = ch
-		k := receipt.Key{User: user, Channel: ch}
-		states[i] = receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}, MessageID: "m5"}, UpdatedAtUnixMs: now}
-		regs[i] = channel.Join(k, 1, now, 0)
-		mentions[i] = channel.Mentions{Key: k, Seqs: []int64{7, 9}}
-		heads[i] = channel.Head{Channel: ch, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now}
+	var (
+		channels []string
+		states   []receipt.State
+		regs     []channel.Membership
+		mentions []channel.Mentions
+		heads    []channel.Head
+	)
+	for i := range n {
+		k := receipt.Key{User: user, Channel: fmt.Sprintf("%s-ch-%05d", user, i)}
+		channels = append(channels, k.Channel)
+		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}, MessageID: "m5"}, UpdatedAtUnixMs: now})
+		regs, mentions = append(regs, channel.Join(k, 1, now, 0)), append(mentions, channel.Mentions{Key: k, Seqs: []int64{7, 9}})
+		heads = append(heads, channel.Head{Channel: k.Channel, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now})
 	}
 	require.NoError(tb, s.Hydrate(ctx, user, states, redisstore.Incarnation{}))
 	require.NoError(tb, s.HydrateMemberships(ctx, user, regs, mentions, channel.MentionCapDefault))

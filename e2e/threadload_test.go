@@ -15,6 +15,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -269,7 +270,7 @@ func (th *threader) check(ctx context.Context, store *pgstore.Store) (counts, be
 			first = append(first, fmt.Sprintf("thread %v: head %d in Postgres, %d acknowledged", ref, pgHeads[ref], th.m.heads[ref]))
 		}
 	}
-	dels, err := store.DeletionSets(ctx, th.refs)
+	dels, err := deletions.NewStore(store, nil).ReadPG(ctx, th.refs)
 	if err != nil {
 		return 0, 0, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -20,10 +21,11 @@ func TestSweepRepairsDeletionsBothWays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
-	_, err := bd.pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "pg-ahead", Seqs: []int64{1, 2, 3}},
+	ds := deletions.NewStore(bd.pg, bd.rs)
+	_, err := ds.WritePG(ctx, []channel.Deletions{{Channel: "pg-ahead", Seqs: []int64{1, 2, 3}},
 		{Channel: "rd-ahead", Seqs: []int64{5}}, {Channel: "rd-missing", Seqs: []int64{8}}, {Channel: "same", Seqs: []int64{4}}})
 	require.NoError(t, err)
-	_, err = bd.rs.AddDeletions(ctx, []channel.Deletions{{Channel: "pg-ahead", Seqs: []int64{1}},
+	_, err = ds.AddRedis(ctx, []channel.Deletions{{Channel: "pg-ahead", Seqs: []int64{1}},
 		{Channel: "rd-ahead", Seqs: []int64{5, 6, 9}}, {Channel: "pg-missing", Seqs: []int64{2}}, {Channel: "same", Seqs: []int64{4}}})
 	require.NoError(t, err)
 
@@ -40,10 +42,10 @@ func TestSweepRepairsDeletionsBothWays(t *testing.T) {
 
 	want := map[string][]int64{"pg-ahead": {1, 2, 3}, "rd-ahead": {5, 6, 9}, "rd-missing": {8}, "pg-missing": {2}, "same": {4}}
 	for ch, seqs := range want {
-		pg, err := bd.pg.Deletions(ctx, []string{ch})
+		pg, err := ds.ReadPG(ctx, []thread.Ref{{Channel: ch}})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Deletions{{Channel: ch, Seqs: seqs}}, pg, ch)
-		rd, err := bd.rs.Deletions(ctx, []string{ch})
+		rd, err := ds.ReadRedis(ctx, []thread.Ref{{Channel: ch}})
 		require.NoError(t, err)
 		require.Equal(t, [][]int64{seqs}, rd, ch)
 	}
@@ -58,10 +60,11 @@ func TestSweepRepairsThreadDeletions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
+	ds := deletions.NewStore(bd.pg, bd.rs)
 	pgOnly, rdOnly := thread.Ref{Channel: "c", Root: 2}, thread.Ref{Channel: "c", Root: 3}
-	_, err := bd.pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 2, Seqs: []int64{1, 5}}})
+	_, err := ds.WritePG(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 2, Seqs: []int64{1, 5}}})
 	require.NoError(t, err)
-	_, err = bd.rs.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 3, Seqs: []int64{7}}})
+	_, err = ds.AddRedis(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 3, Seqs: []int64{7}}})
 	require.NoError(t, err)
 
 	sw, clock := clockedSweeper(t, bd)
@@ -74,11 +77,11 @@ func TestSweepRepairsThreadDeletions(t *testing.T) {
 	require.Equal(t, drift.Counts{PostgresMissing: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
 
 	refs := []thread.Ref{{Channel: "c"}, pgOnly, rdOnly}
-	pg, err := bd.pg.DeletionSets(ctx, refs)
+	pg, err := ds.ReadPG(ctx, refs)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{4}}, {Channel: "c", Root: 2, Seqs: []int64{1, 5}},
 		{Channel: "c", Root: 3, Seqs: []int64{7}}}, pg)
-	rd, err := bd.rs.DeletionSets(ctx, refs)
+	rd, err := ds.ReadRedis(ctx, refs)
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{{4}, {1, 5}, {7}}, rd)
 }
@@ -90,14 +93,15 @@ func TestSweepComparesDeletionDigests(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
+	ds := deletions.NewStore(bd.pg, bd.rs)
 	big := make([]int64, 50_000)
 	for i := range big {
 		big[i] = int64(2*i + 1)
 	}
 	sets := []channel.Deletions{{Channel: "big", Seqs: big}, {Channel: "small", Seqs: []int64{3, 4}}}
-	_, err := bd.pg.InsertDeletions(ctx, sets)
+	_, err := ds.WritePG(ctx, sets)
 	require.NoError(t, err)
-	_, err = bd.rs.AddDeletions(ctx, sets)
+	_, err = ds.AddRedis(ctx, sets)
 	require.NoError(t, err)
 
 	sw, _ := clockedSweeper(t, bd)
@@ -107,12 +111,12 @@ func TestSweepComparesDeletionDigests(t *testing.T) {
 	require.Zero(t, rep.ByKind[drift.KindDeletions].Total())
 
 	// Redis loses a seq in the middle: the count differs, the bounds not.
-	require.NoError(t, bd.rs.Client().ZRem(ctx, bd.rs.DeletionsKey("big"), "501").Err())
+	require.NoError(t, bd.rs.Client().ZRem(ctx, ds.RedisKey(thread.Ref{Channel: "big"}), "501").Err())
 	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.ReadWhole, "%+v", rep)
 	require.Equal(t, drift.Counts{PostgresAhead: 1}, *rep.ByKind[drift.KindDeletions], "%+v", rep)
-	rd, err := bd.rs.Deletions(ctx, []string{"big"})
+	rd, err := ds.ReadRedis(ctx, []thread.Ref{{Channel: "big"}})
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{big}, rd)
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -484,19 +484,19 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 	}
 	// The deletions, as the real-time read counts them: of the messages
 	// and of the mentions, explicit and group.
-	var qs []pgstore.DeletionQuery
+	var qs []deletions.Query
 	var qv []int
 	for i := range out {
 		v := &out[i]
 		read := v.State.EffectiveRead().Seq
 		seqs[v.Channel] = slices.DeleteFunc(slices.Clone(seqs[v.Channel]), func(m int64) bool { return m <= read })
 		if v.Unread > 0 {
-			q := pgstore.DeletionQuery{Channel: v.Channel, Read: read, Head: v.Head.Seq}
+			q := deletions.Query{Ref: thread.Ref{Channel: v.Channel}, Read: read, Head: v.Head.Seq}
 			q.Mentions = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(seqs[v.Channel]), groups[v.Channel]...))))
 			qs, qv = append(qs, q), append(qv, i)
 		}
 	}
-	dc, err := g.pg.DeletionCounts(pctx, qs)
+	dc, err := g.deletionStore().CountPG(pctx, qs)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"context"
-	"fmt"
 	"slices"
 
 	"connectrpc.com/connect"
@@ -12,6 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -84,10 +84,11 @@ func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, err
 	return deletion{ref: thread.Ref{Channel: n.GetChannelId(), Root: n.GetThreadRootSeq()}, seq: n.GetSeq(), field: prefix + "seq"}, nil
 }
 
-// checkDeletionLeads refuses a deletion more than channel.DeletionLead
-// beyond its channel's (or thread's) head: the deletion window is kept
-// below the greatest deletion, so one seq from another id space would
-// push every real deletion of the channel out of it.
+// deletionStore is the deletion kind's storage on the gateway's stores.
+func (g *Gate) deletionStore() deletions.Store { return deletions.NewStore(g.pg, g.redis) }
+
+// checkDeletionLeads refuses a deletion beyond its channel's (or
+// thread's) head by the kind's bound (deletions.CheckLead).
 func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	var chans []string
 	var threads []thread.Ref
@@ -140,10 +141,8 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	}
 	for _, d := range dels {
 		head := heads[d.ref]
-		if d.seq-head > channel.DeletionLead {
-			return invalid(apierr.DeletionBeyondHead, &receipt.FieldError{Field: d.field, Reason: fmt.Sprintf(
-				"deleted seq %d is more than %d beyond the head %d; a delete may run at most that far ahead of its notice",
-				d.seq, channel.DeletionLead, head)}, apierr.Head(head), apierr.Limit(channel.DeletionLead))
+		if fe := deletions.CheckLead(d.field, d.seq, head); fe != nil {
+			return invalid(apierr.DeletionBeyondHead, fe, apierr.Head(head), apierr.Limit(channel.DeletionLead))
 		}
 	}
 	return nil
@@ -188,7 +187,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 		return 0, false, g.unavailable(ctx, len(recs), err)
 	}
 	rctx, cancel := g.redisCtx(ctx)
-	errs, err := g.redis.AddDeletions(rctx, sets)
+	errs, err := g.deletionStore().AddRedis(rctx, sets)
 	cancel()
 	degraded := err != nil
 	for _, e := range errs {

@@ -16,11 +16,13 @@ import (
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Deleted messages stop counting, over REST, gRPC and Connect: in the
@@ -96,7 +98,7 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 	// From Postgres alone (once the persister has the deletions), and
 	// after Redis loses every key: the same counts.
 	require.Eventually(t, func() bool {
-		ds, err := tb.schema.Store.Deletions(ctx, []string{"dc"})
+		ds, err := deletions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []thread.Ref{{Channel: "dc"}})
 		require.NoError(t, err)
 		return len(ds) == 1 && len(ds[0].Seqs) == 4
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the deletions")
@@ -108,7 +110,7 @@ func TestDeletedMessagesStopCounting(t *testing.T) {
 	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
 	require.Empty(t, tb.redisKeys(t))
 	require.Equal(t, want, get(), "rebuilt from Postgres")
-	require.Contains(t, tb.redisKeys(t), tb.store.DeletionsKey("dc"), "the read hydrated the deletions")
+	require.Contains(t, tb.redisKeys(t), deletions.NewStore(nil, tb.store).RedisKey(thread.Ref{Channel: "dc"}), "the read hydrated the deletions")
 
 	// A read moves as before: to 8, the unread are 10 and 11.
 	tb.ok(t, http.MethodPost, "/v1/users/bob/channels/dc/read", `{"seq": 8}`)
@@ -156,8 +158,8 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 	require.NoError(t, tb.notifications().Hydrate(ctx, "pu", nil))
 	_, err = tb.store.MergeSettings(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
-	require.NoError(t, tb.store.HydrateDeletions(ctx, []string{"known"}, nil))
-	_, err = tb.store.AddDeletions(ctx, []channel.Deletions{{Channel: "known", Seqs: []int64{1, 4}}, {Channel: "unknown", Seqs: []int64{1, 4}}})
+	require.NoError(t, deletions.NewStore(nil, tb.store).HydrateRedis(ctx, []thread.Ref{{Channel: "known"}}, nil))
+	_, err = deletions.NewStore(nil, tb.store).AddRedis(ctx, []channel.Deletions{{Channel: "known", Seqs: []int64{1, 4}}, {Channel: "unknown", Seqs: []int64{1, 4}}})
 	require.NoError(t, err)
 
 	resp, err := tb.client().GetUnread(ctx, connect.NewRequest(&receiptsv1.GetUnreadRequest{UserId: "pu"}))
@@ -205,7 +207,7 @@ func TestHostileDeletesChangeNothing(t *testing.T) {
 	apierrtest.Refused(t, err, connect.CodeInvalidArgument, apierr.DeletionBeyondHead, "a thread's head")
 	tb.ok(t, http.MethodDelete, "/v1/channels/hc/messages/"+strconv.Itoa(20+channel.DeletionLead), "") // as far ahead as a delete may run
 	require.Equal(t, int64(18), unread("hc"), "every deletion still counts")
-	sets, err := tb.store.Deletions(ctx, []string{"hc"})
+	sets, err := deletions.NewStore(nil, tb.store).ReadRedis(ctx, []thread.Ref{{Channel: "hc"}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{3, 5, 20 + channel.DeletionLead}, sets[0])
 
@@ -254,7 +256,7 @@ func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
 	for i := range seqs {
 		seqs[i] = int64(i + 1)
 	}
-	_, err := tb.schema.Store.InsertDeletions(ctx, []channel.Deletions{{Channel: "big", Seqs: seqs}})
+	_, err := deletions.NewStore(tb.schema.Store, nil).WritePG(ctx, []channel.Deletions{{Channel: "big", Seqs: seqs}})
 	require.NoError(t, err)
 	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
 
@@ -271,7 +273,7 @@ func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
 	require.Equal(t, [2]int64{head - deleted, deleted + 1}, [2]int64{u, f}, "the first read counts from Postgres")
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "hydrating"), "the set was not copied by the read")
 	require.Eventually(t, func() bool {
-		n, err := tb.rdb.ZCard(ctx, tb.store.DeletionsKey("big")).Result()
+		n, err := tb.rdb.ZCard(ctx, deletions.NewStore(nil, tb.store).RedisKey(thread.Ref{Channel: "big"})).Result()
 		require.NoError(t, err)
 		return n == deleted
 	}, 15*time.Second, 20*time.Millisecond, "the background copy brought the whole set")

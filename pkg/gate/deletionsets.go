@@ -16,7 +16,7 @@ import (
 // within a budget of seqs per call; a larger set (up to
 // channel.DeletionWindow seqs, 8 MB) is copied in the background, in
 // pages, one copy per set at a time, and the reads answer from Postgres'
-// counts meanwhile (pgstore.DeletionCounts: the counts and the run after
+// counts meanwhile (deletions.Store.CountPG: the counts and the run after
 // the read, never the set). So no read carries more than the budget.
 
 // hydrateInlineSeqs is the budget of deleted seqs one read copies into
@@ -40,7 +40,7 @@ var errSetsHydrating = errors.New("deletion sets are being copied into Redis")
 func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
-	sizes, err := g.pg.DeletionSetSizes(pctx, refs, hydrateInlineSeqs+1)
+	sizes, err := g.deletionStore().SizesPG(pctx, refs, hydrateInlineSeqs+1)
 	if err != nil {
 		return nil, fmt.Errorf("sizing the deletions of %d sets: %w", len(refs), err)
 	}
@@ -55,12 +55,12 @@ func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []t
 		deferred = append(deferred, ref)
 	}
 	if len(inline) > 0 {
-		ds, err := g.pg.DeletionSets(pctx, inline)
+		ds, err := g.deletionStore().ReadPG(pctx, inline)
 		if err != nil {
 			return nil, fmt.Errorf("reading the deletions of %d sets: %w", len(inline), err)
 		}
 		hctx, cancel := g.redisCtx(ctx)
-		if err := g.redis.HydrateDeletionSets(hctx, inline, ds); err != nil {
+		if err := g.deletionStore().HydrateRedis(hctx, inline, ds); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" deletions", err)
 		}
@@ -95,7 +95,7 @@ func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		// One seq more than a page: the page that holds the set's end is
 		// known to be its last, and marks it.
-		seqs, err := g.pg.DeletionSeqsAfter(pctx, ref, after, hydratePageSeqs+1)
+		seqs, err := g.deletionStore().SeqsAfterPG(pctx, ref, after, hydratePageSeqs+1)
 		cancel()
 		if err != nil {
 			return err
@@ -103,7 +103,7 @@ func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 		last := len(seqs) <= hydratePageSeqs
 		seqs = seqs[:min(len(seqs), hydratePageSeqs)]
 		rctx, cancel := g.redisCtx(ctx)
-		err = g.redis.HydrateDeletionPage(rctx, ref, seqs, last)
+		err = g.deletionStore().HydrateRedisPage(rctx, ref, seqs, last)
 		cancel()
 		if err != nil || last {
 			return err

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
@@ -227,7 +228,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	require.Equal(t, map[string]int64{"s": 2, "a": 2, "m": 3, "n": 0}, mentions())
 
 	// Deleted messages stop counting as mentions, group or explicit.
-	_, err = pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "gc", Seqs: []int64{3, 4}}})
+	_, err = deletions.NewStore(pg, nil).WritePG(ctx, []channel.Deletions{{Channel: "gc", Seqs: []int64{3, 4}}})
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"s": 0, "a": 1, "m": 1, "n": 0}, mentions())
 	require.Positive(t, tb.metric(t, "receipts_kafkagate_read_fallbacks_total", "reason", "redis_error"))

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -122,7 +123,7 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 	require.Eventually(t, func() bool {
 		heads, err := tb.schema.Store.Heads(ctx, chs)
 		require.NoError(t, err)
-		dels, err := tb.schema.Store.Deletions(ctx, []string{"ib4"})
+		dels, err := deletions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []thread.Ref{{Channel: "ib4"}})
 		require.NoError(t, err)
 		sts, err := tb.schema.Store.Get(ctx, "iu", []string{"ib4"})
 		require.NoError(t, err)

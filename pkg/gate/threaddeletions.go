@@ -6,8 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/pgstore"
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tracing"
 )
@@ -17,7 +16,7 @@ import (
 // unread replies ask: one Redis pipeline, then Postgres for the sets
 // Redis does not know (hydrated) or for all of them when Redis fails.
 func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
-	var qs []redisstore.SetDeletionQuery
+	var qs []deletions.Query
 	var idx []int
 	for i := range ts {
 		t := &ts[i]
@@ -26,7 +25,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 			continue
 		}
 		read := t.state.Cursors.EffectiveRead().Seq
-		q := redisstore.SetDeletionQuery{Ref: t.state.Key.Ref, Read: read, Head: t.head.Seq}
+		q := deletions.Query{Ref: t.state.Key.Ref, Read: read, Head: t.head.Seq}
 		for _, m := range t.state.Mentions {
 			if m > read {
 				q.Mentions = append(q.Mentions, m)
@@ -38,13 +37,13 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 		return nil
 	}
 	rctx, cancel := g.redisCtx(ctx)
-	got, err := g.redis.DeletionCountsOf(rctx, qs)
+	got, err := g.deletionStore().CountRedis(rctx, qs)
 	cancel()
 	if err != nil {
 		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
 	}
-	var missing []redisstore.SetDeletionQuery
+	var missing []deletions.Query
 	var missingIdx []int
 	for j, c := range got {
 		if !c.Known {
@@ -62,7 +61,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 // hydrateThreadDeletions counts the threads whose deletions Redis does
 // not know from Postgres' counts, and copies those sets into Redis
 // (hydrateSets: the small ones now, the large in the background).
-func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, qs []redisstore.SetDeletionQuery, idx []int) error {
+func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, qs []deletions.Query, idx []int) error {
 	if err := g.countThreadsDurable(ctx, ts, qs, idx); err != nil {
 		return err
 	}
@@ -78,11 +77,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 
 // countThreadsDurable counts the queried threads' deletions from Postgres
 // alone (Redis failed), as the real-time read counts them.
-func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs []redisstore.SetDeletionQuery, idx []int) error {
-	pqs := make([]pgstore.DeletionQuery, len(qs))
-	for j, q := range qs {
-		pqs[j] = pgstore.DeletionQuery{Channel: q.Ref.Channel, Root: q.Ref.Root, Read: q.Read, Head: q.Head, Mentions: q.Mentions}
-	}
+func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs []deletions.Query, idx []int) error {
 	refs := make([]thread.Ref, len(qs))
 	for j, q := range qs {
 		refs[j] = q.Ref
@@ -91,7 +86,7 @@ func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs 
 		return g.durableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	dc, err := g.pg.DeletionCounts(pctx, pqs)
+	dc, err := g.deletionStore().CountPG(pctx, qs)
 	cancel()
 	if err != nil {
 		return g.durableErr(ctx, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
@@ -88,14 +89,14 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	_, err = connectCl.DeleteThreadReply(ctx, connect.NewRequest(&receiptsv1.DeleteThreadReplyRequest{ChannelId: "tdc", RootSeq: 2, Seq: 7}))
 	require.NoError(t, err)
 	require.Equal(t, want, get())
-	ds, err := tb.store.Deletions(ctx, []string{"tdc"})
+	ds, err := deletions.NewStore(nil, tb.store).ReadRedis(ctx, []thread.Ref{{Channel: "tdc"}})
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{nil}, ds, "the channel's own set holds no reply")
 
 	// Once the persister has them, after Redis loses every key: the same
 	// counts, the thread's set hydrated.
 	require.Eventually(t, func() bool {
-		ds, err := tb.schema.Store.DeletionSets(ctx, []thread.Ref{{Channel: "tdc", Root: 2}})
+		ds, err := deletions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []thread.Ref{{Channel: "tdc", Root: 2}})
 		require.NoError(t, err)
 		return len(ds) == 1 && len(ds[0].Seqs) == 3
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the deletions")
@@ -109,7 +110,7 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 	redistest.DeletePrefix(ctx, tb.rdb, tb.prefix)
 	require.Empty(t, tb.redisKeys(t))
 	require.Equal(t, want, get(), "rebuilt from Postgres")
-	require.Contains(t, tb.redisKeys(t), tb.store.SetDeletionsKey(thread.Ref{Channel: "tdc", Root: 2}), "the read hydrated the thread's deletions")
+	require.Contains(t, tb.redisKeys(t), deletions.NewStore(nil, tb.store).RedisKey(thread.Ref{Channel: "tdc", Root: 2}), "the read hydrated the thread's deletions")
 
 	// A read moves as before: to 4, the unread are 5 and 6.
 	tb.ok(t, http.MethodPost, "/v1/users/bob/channels/tdc/threads/2/read", `{"seq": 4}`)
@@ -139,7 +140,7 @@ func TestThreadDeletionsWithRedisDown(t *testing.T) {
 		Follow:   thread.Follow{Following: true, VersionUnixMs: 1},
 		Mentions: []int64{2, 5}}}, channel.MentionCapDefault)
 	require.NoError(t, err)
-	_, err = pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "tpc", Root: 3, Seqs: []int64{2, 3, 6}}, {Channel: "tpc", Seqs: []int64{4}}})
+	_, err = deletions.NewStore(pg, nil).WritePG(ctx, []channel.Deletions{{Channel: "tpc", Root: 3, Seqs: []int64{2, 3, 6}}, {Channel: "tpc", Seqs: []int64{4}}})
 	require.NoError(t, err)
 
 	lt, err := tb.client().ListThreads(ctx, connect.NewRequest(&receiptsv1.ListThreadsRequest{UserId: "pu"}))

@@ -77,19 +77,6 @@ var randomValue = map[string]kindtest.Gen{
 		return privacy.Settings{User: "u" + strconv.Itoa(r.IntN(3)), ShareRead: r.IntN(2) == 0, ShareDelivered: r.IntN(2) == 0,
 			VersionMs: 1 + r.Int64N(5), DefaultLevel: notification.Level(r.IntN(4))}
 	},
-	kinds.Deletions.Name(): func(r *rand.Rand) any {
-		// Now and then far above the rest, so that the window is part of
-		// the rule.
-		seqs := make([]int64, 1+r.IntN(4))
-		for i := range seqs {
-			seqs[i] = 1 + r.Int64N(30)
-			if r.IntN(12) == 0 {
-				seqs[i] += channel.DeletionWindow - 10
-			}
-		}
-		// Root 0 is the channel's set, 1 and 2 threads' sets beside it.
-		return channel.Deletions{Channel: "c" + strconv.Itoa(r.IntN(3)), Root: r.Int64N(3), Seqs: channel.MergeDeletions(nil, seqs), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
-	},
 	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
 		seq := 1 + r.Int64N(40)
 		return thread.Head{Ref: randomRef(r), Seq: seq, MessageID: "m" + strconv.FormatInt(seq, 10), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
@@ -157,7 +144,7 @@ func randomKey(r *rand.Rand) receipt.Key {
 
 // inFolder are the kinds in a folder of their own, whose tests run the
 // same suite (kindtest) on their own values.
-var inFolder = map[string]bool{kinds.Notifications.Name(): true}
+var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true}
 
 // Every kind's merge rule obeys the merge laws and holds in Go (the
 // domain floor), in Postgres (SQL) and in Redis (Lua) alike: the same

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -18,7 +19,7 @@ var (
 	Settings = kind.New(settingsSpec)
 
 	Notifications = notifications.Kind
-	Deletions     = kind.New(deletionSpec)
+	Deletions     = deletions.Kind
 
 	GroupMentions = groupmentions.Kind
 

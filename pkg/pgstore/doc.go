@@ -7,7 +7,8 @@
 // an operator must act).
 //
 // It is also the driver a kind of state that owns its storage (a folder
-// below pkg/kinds, e.g. pkg/kinds/notifications) is written against: the
+// below pkg/kinds, e.g. pkg/kinds/notifications or pkg/kinds/deletions)
+// is written against: the
 // kind runs its own embedded statements on Pool, wraps their errors with
 // Classified, and adds its delete and its redaction to an erasure
 // (Erase's kindDeletes and kindRedacts).

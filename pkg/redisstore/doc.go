@@ -24,6 +24,8 @@
 // this package; its reads may ride the unread read's pipeline (Rider),
 // and an erasure resets its user hashes (Erase's kindHashes) and has it
 // redact the user in each channel (Erase's redact). This package names
-// none of those kinds' keys, but for the group mentions' set, which the
-// unread view (groupmentions.go) still reads itself.
+// none of those kinds' keys, but for the sets the unread view still reads
+// itself: the group mentions' (groupmentions.go) and a channel's
+// deletions (unreaddeletions.go, whose run search, seqrun.lua, the
+// deletion kind's thread count shares as LuaSeqRun).
 package redisstore

@@ -7,6 +7,7 @@ package redisstore
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 
@@ -39,6 +40,15 @@ const (
 	// SeqWidth is the width of a padded seq (PadSeq).
 	SeqWidth = seqWidth
 )
+
+// LuaSeqRun is the Lua function seqrun(z) telling how a sorted set z of
+// seqs changes a reader's counts (seqrun.lua: ARGV the read seq, the
+// head and seqs to look up), for a script to start with: the unread
+// view's count of a channel's deletions and the deletion kind's of a
+// thread's.
+//
+//go:embed seqrun.lua
+var LuaSeqRun string
 
 // PadSeq is seq in base 62, left-padded with '0' to SeqWidth, so that
 // padded seqs sort (as bytes) as the seqs do: the channel value's parts
@@ -85,6 +95,13 @@ func (s *Store) Exec(ctx context.Context, build func(redis.Pipeliner), scripts .
 // it from Postgres).
 func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
 	return s.readEach(cmds, decode)
+}
+
+// ScanTaggedTails is ScanTagged with what follows each key's tag
+// ("" for a key that ends with it): a kind whose keys carry a suffix
+// after the tag (a thread's root) reads it there.
+func (s *Store) ScanTaggedTails(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, []string, ScanCursor, error) {
+	return s.scanTagged(ctx, kind, cur, count)
 }
 
 // SkipUndecodable counts a stored field a read skipped because it could

@@ -9,8 +9,8 @@ package redisstore
 //
 // The value is `SEQ MSG UPDATED_MS DELETIONS GROUP_TOP`: the head (SEQ
 // "-" when Redis does not know it), the size of the channel's deletion set
-// (deletions.go) and its greatest group mention seq, padded
-// (groupmentions.go); "-" for either, or a value of the head alone (older
+// (pkg/kinds/deletions) and its greatest group mention seq, padded
+// (pkg/kinds/groupmentions); "-" for either, or a value of the head alone (older
 // builds'), means not known: read Postgres and hydrate. The scripts that
 // write one part keep the others (luaChannelValue).
 

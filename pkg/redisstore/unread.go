@@ -58,7 +58,7 @@ type UnreadView struct {
 	CursorsComplete, MembershipsComplete bool
 	// MissingHeads lists the channels whose head Redis does not know;
 	// MissingDeletions those whose deletions it does not (read Postgres
-	// and HydrateDeletions); MissingGroupMentions those whose group
+	// and pkg/kinds/deletions: HydrateRedis); MissingGroupMentions those whose group
 	// mentions it does not know (pkg/kinds/groupmentions: HydrateRedis).
 	MissingHeads, MissingDeletions, MissingGroupMentions []string
 	// More: a page of the default set stopped short of its end.

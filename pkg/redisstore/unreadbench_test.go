@@ -39,7 +39,7 @@ func setupUnreadUser(tb testing.TB, s *Store, user string, n int) []string {
 	for start := 0; start < n; start += 1000 {
 		_, err := s.RaiseHeads(ctx, heads[start:min(start+1000, n)])
 		require.NoError(tb, err)
-		require.NoError(tb, s.HydrateDeletions(ctx, channels[start:min(start+1000, n)], nil))
+		putDeletions(tb, s, nil, channels[start:min(start+1000, n)]...)
 	}
 	return channels
 }

@@ -71,9 +71,9 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	require.NoError(t, err)
 	// Deletions: in channels 8 (read further), 12 (a run from the read
 	// and a mention) and 13 (everything unread), across a part's edge.
-	_, err = whole.AddDeletions(ctx, []channel.Deletions{{Channel: channels[8], Seqs: []int64{9, 10}},
-		{Channel: channels[12], Seqs: []int64{6, 7, 8}}, {Channel: channels[13], Seqs: []int64{6, 7, 8, 9, 10}}})
-	require.NoError(t, err)
+	putDeletions(t, whole, []int64{9, 10}, channels[8])
+	putDeletions(t, whole, []int64{6, 7, 8}, channels[12])
+	putDeletions(t, whole, []int64{6, 7, 8, 9, 10}, channels[13])
 	// A user with no cursor hydrated: CursorsComplete false on both.
 	setupUnreadUser(t, whole, "v", 30)
 	require.NoError(t, rdb.Del(ctx, whole.UserKey("v")).Err())

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -15,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/repair"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Every kind of event is applied to both stores by its rule: the record,
@@ -95,15 +97,16 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	require.Equal(t, newer, *rn[0])
 
 	// Deletions: each store holds a part; the record adds its own to both.
-	_, err = rs.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2}}})
+	ds := deletions.NewStore(pg, rs)
+	_, err = ds.AddRedis(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2}}})
 	require.NoError(t, err)
-	_, err = pg.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{3}}})
+	_, err = ds.WritePG(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{3}}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Deletions: &channel.Deletions{Channel: "c", Seqs: []int64{5, 7}, UpdatedAtUnixMs: 1}}))
-	pd, err := pg.Deletions(ctx, []string{"c"})
+	pd, err := ds.ReadPG(ctx, []thread.Ref{{Channel: "c"}})
 	require.NoError(t, err)
 	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{2, 3, 5, 7}}}, pd)
-	rd, err := rs.Deletions(ctx, []string{"c"})
+	rd, err := ds.ReadRedis(ctx, []thread.Ref{{Channel: "c"}})
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{{2, 3, 5, 7}}, rd)
 }

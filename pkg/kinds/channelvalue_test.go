@@ -1,4 +1,4 @@
-package groupmentions
+package kinds_test
 
 import (
 	"context"
@@ -8,17 +8,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 // The head, the deletion count and the group mention top share the
 // channel value: each script writes its part and keeps the others, in any
 // order; an older build's value (the head alone) reads as the head with
-// the other parts unknown. (Here, with the kind that writes the top.)
+// the other parts unknown. (Here, with the kinds that write the count and
+// the top, each in a folder of its own.)
 func TestChannelValueKeepsItsParts(t *testing.T) {
 	t.Parallel()
-	gm, s, rdb := newRedisStore(t)
+	rdb := redistest.Client(t)
+	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	ctx := context.Background()
+	require.NoError(t, s.Load(ctx, append(deletions.Scripts, groupmentions.Scripts...)...))
+	gm, del := groupmentions.NewStore(nil, s), deletions.NewStore(nil, s)
 	// parts is the head ("?" when unknown), the deletion count and the
 	// group mention top of a channel.
 	parts := func(ch string) [3]string {
@@ -37,7 +45,7 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	}
 	deletions := func(ch string, seqs ...int64) {
 		t.Helper()
-		require.NoError(t, s.HydrateDeletions(ctx, []string{ch}, []channel.Deletions{{Channel: ch, Seqs: seqs}}))
+		require.NoError(t, del.HydrateRedis(ctx, []thread.Ref{{Channel: ch}}, []channel.Deletions{{Channel: ch, Seqs: seqs}}))
 	}
 	raise := func(ch string, seq int64) {
 		t.Helper()
@@ -66,14 +74,14 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	raise("b", 9)
 	deletions("b")
 	require.Equal(t, [3]string{"9 m 10", "0", redisstore.PadSeq(7)}, parts("b"))
-	_, err := s.AddDeletions(ctx, []channel.Deletions{{Channel: "b", Seqs: []int64{8}}})
+	_, err := del.AddRedis(ctx, []channel.Deletions{{Channel: "b", Seqs: []int64{8}}})
 	require.NoError(t, err)
 	require.Equal(t, [3]string{"9 m 10", "1", redisstore.PadSeq(7)}, parts("b"), "a kept count follows each deletion")
 
 	// An older build's value: the head, the rest unknown; writes fill it.
 	require.NoError(t, rdb.Set(ctx, s.HeadKey("c"), "5 m 10", 0).Err())
 	require.Equal(t, [3]string{"5 m 10", "", ""}, parts("c"))
-	_, err = s.AddDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{1}}})
+	_, err = del.AddRedis(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{1}}})
 	require.NoError(t, err)
 	require.Equal(t, [3]string{"5 m 10", "", ""}, parts("c"), "an unknown count stays unknown until hydrated")
 	deletions("c", 2)

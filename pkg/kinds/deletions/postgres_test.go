@@ -1,4 +1,4 @@
-package pgstore_test
+package deletions
 
 import (
 	"context"
@@ -11,11 +11,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
+
+// channelRefs names the channels' sets (root 0).
+func channelRefs(chs ...string) []thread.Ref {
+	refs := make([]thread.Ref, len(chs))
+	for i, ch := range chs {
+		refs[i].Channel = ch
+	}
+	return refs
+}
 
 // Postgres's deletions are the union of the writes, within the window,
 // and its counts are the rule's (channel.UnreadDeleted,
@@ -23,9 +31,9 @@ import (
 func TestDeletionsCountAsTheRule(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	rng := rand.New(rand.NewPCG(9, 9))
-	var qs []pgstore.DeletionQuery
+	var qs []Query
 	var want [][3]int64
 	var wantMentions [][]int64
 	for trial := range 40 {
@@ -38,10 +46,10 @@ func TestDeletionsCountAsTheRule(t *testing.T) {
 			}
 			seqs = slices.Compact(slices.Sorted(slices.Values(seqs)))
 			all = channel.MergeDeletions(all, seqs)
-			_, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: ch, Seqs: seqs, UpdatedAtUnixMs: 1000}})
+			_, err := s.WritePG(ctx, []channel.Deletions{{Channel: ch, Seqs: seqs, UpdatedAtUnixMs: 1000}})
 			require.NoError(t, err)
 		}
-		got, err := s.Deletions(ctx, []string{ch})
+		got, err := s.ReadPG(ctx, channelRefs(ch))
 		require.NoError(t, err)
 		require.Equal(t, []channel.Deletions{{Channel: ch, Seqs: all}}, got)
 
@@ -56,11 +64,11 @@ func TestDeletionsCountAsTheRule(t *testing.T) {
 		st := receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: read}}}
 		n, first := channel.UnreadDeleted(head, st, all)
 		m, _ := channel.MentionCountDeleted(mentions, read, 100, all)
-		qs = append(qs, pgstore.DeletionQuery{Channel: ch, Read: read, Head: head, Mentions: mentions})
+		qs = append(qs, Query{Ref: thread.Ref{Channel: ch}, Read: read, Head: head, Mentions: mentions})
 		want = append(want, [3]int64{n, first, m})
 		wantMentions = append(wantMentions, mentions)
 	}
-	got, err := s.DeletionCounts(ctx, qs)
+	got, err := s.CountPG(ctx, qs)
 	require.NoError(t, err)
 	require.Len(t, got, len(qs))
 	for i, q := range qs {
@@ -75,30 +83,30 @@ func TestDeletionsCountAsTheRule(t *testing.T) {
 func TestDeletionsWindowAndTrim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	w := int64(channel.DeletionWindow)
-	_, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2, 3}}, {Channel: "d", Seqs: []int64{2}}})
+	_, err := s.WritePG(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2, 3}}, {Channel: "d", Seqs: []int64{2}}})
 	require.NoError(t, err)
-	_, err = s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{w + 2}}})
+	_, err = s.WritePG(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{w + 2}}})
 	require.NoError(t, err)
-	got, err := s.Deletions(ctx, []string{"c", "d"})
+	got, err := s.ReadPG(ctx, channelRefs("c", "d"))
 	require.NoError(t, err)
 	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{3, w + 2}}, {Channel: "d", Seqs: []int64{2}}}, got)
-	page, err := s.DeletionsPage(ctx, thread.Ref{}, 1)
+	page, err := s.PagePG(ctx, thread.Ref{}, 1)
 	require.NoError(t, err)
 	require.Equal(t, got[:1], page)
-	page, err = s.DeletionsPage(ctx, thread.Ref{Channel: "c"}, 10)
+	page, err = s.PagePG(ctx, thread.Ref{Channel: "c"}, 10)
 	require.NoError(t, err)
 	require.Equal(t, got[1:], page)
 
-	counts, err := s.DeletionCounts(ctx, []pgstore.DeletionQuery{{Channel: "c", Read: 1, Head: w + 2, Mentions: []int64{2, 3}}})
+	counts, err := s.CountPG(ctx, []Query{{Ref: thread.Ref{Channel: "c"}, Read: 1, Head: w + 2, Mentions: []int64{2, 3}}})
 	require.NoError(t, err)
-	require.Equal(t, pgstore.DeletionCount{Deleted: 2, FirstKept: 2, DeletedMentions: []int64{3}}, counts[0])
+	require.Equal(t, Count{Known: true, Deleted: 2, FirstKept: 2, DeletedMentions: []int64{3}}, counts[0])
 
-	n, err := s.TrimDeletions(ctx, []thread.Ref{{Channel: "c"}, {Channel: "d"}, {Channel: "c"}})
+	n, err := s.TrimPG(ctx, []thread.Ref{{Channel: "c"}, {Channel: "d"}, {Channel: "c"}})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
-	n, err = s.TrimDeletions(ctx, []thread.Ref{{Channel: "c"}})
+	n, err = s.TrimPG(ctx, []thread.Ref{{Channel: "c"}})
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -108,34 +116,34 @@ func TestDeletionsWindowAndTrim(t *testing.T) {
 func TestThreadDeletionsApart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	w := int64(channel.DeletionWindow)
-	n, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2}},
+	n, err := s.WritePG(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{2}},
 		{Channel: "c", Root: 5, Seqs: []int64{2, 3}}, {Channel: "c", Root: 7, Seqs: []int64{1, w + 1}}})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), n)
-	n, err = s.InsertDeletions(ctx, []channel.Deletions{{Channel: "c", Root: 5, Seqs: []int64{3}}})
+	n, err = s.WritePG(ctx, []channel.Deletions{{Channel: "c", Root: 5, Seqs: []int64{3}}})
 	require.NoError(t, err)
 	require.Zero(t, n, "a repeated delete adds no row")
 
-	got, err := s.Deletions(ctx, []string{"c"})
+	got, err := s.ReadPG(ctx, channelRefs("c"))
 	require.NoError(t, err)
 	require.Equal(t, []channel.Deletions{{Channel: "c", Seqs: []int64{2}}}, got, "the channel's set holds no reply")
-	got, err = s.DeletionSets(ctx, []thread.Ref{{Channel: "c", Root: 7}, {Channel: "c", Root: 5}, {Channel: "c", Root: 9}})
+	got, err = s.ReadPG(ctx, []thread.Ref{{Channel: "c", Root: 7}, {Channel: "c", Root: 5}, {Channel: "c", Root: 9}})
 	require.NoError(t, err)
 	require.Equal(t, []channel.Deletions{{Channel: "c", Root: 5, Seqs: []int64{2, 3}}, {Channel: "c", Root: 7, Seqs: []int64{w + 1}}}, got,
 		"each thread's window is its own")
-	page, err := s.DeletionsPage(ctx, thread.Ref{Channel: "c"}, 1)
+	page, err := s.PagePG(ctx, thread.Ref{Channel: "c"}, 1)
 	require.NoError(t, err)
 	require.Equal(t, got[:1], page)
 
-	counts, err := s.DeletionCounts(ctx, []pgstore.DeletionQuery{{Channel: "c", Root: 5, Read: 1, Head: 4, Mentions: []int64{3, 4}},
-		{Channel: "c", Read: 1, Head: 4, Mentions: []int64{3}}})
+	counts, err := s.CountPG(ctx, []Query{{Ref: thread.Ref{Channel: "c", Root: 5}, Read: 1, Head: 4, Mentions: []int64{3, 4}},
+		{Ref: thread.Ref{Channel: "c"}, Read: 1, Head: 4, Mentions: []int64{3}}})
 	require.NoError(t, err)
-	require.Equal(t, pgstore.DeletionCount{Deleted: 2, FirstKept: 4, DeletedMentions: []int64{3}}, counts[0])
-	require.Equal(t, pgstore.DeletionCount{Deleted: 1, FirstKept: 3}, counts[1])
+	require.Equal(t, Count{Known: true, Deleted: 2, FirstKept: 4, DeletedMentions: []int64{3}}, counts[0])
+	require.Equal(t, Count{Known: true, Deleted: 1, FirstKept: 3}, counts[1])
 
-	n, err = s.TrimDeletions(ctx, []thread.Ref{{Channel: "c", Root: 7}, {Channel: "c", Root: 5}})
+	n, err = s.TrimPG(ctx, []thread.Ref{{Channel: "c", Root: 7}, {Channel: "c", Root: 5}})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "only thread 7's seq 1 is below its window")
 }
@@ -147,7 +155,7 @@ func TestThreadDeletionsApart(t *testing.T) {
 // set in order.
 func TestLongDeletionRunsAndPagedSets(t *testing.T) {
 	t.Parallel()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const run = 50_000
@@ -156,18 +164,18 @@ func TestLongDeletionRunsAndPagedSets(t *testing.T) {
 		seqs[i] = int64(i + 1)
 	}
 	seqs = append(seqs, run+2) // a gap at run+1
-	_, err := s.InsertDeletions(ctx, []channel.Deletions{{Channel: "long", Seqs: seqs}})
+	_, err := s.WritePG(ctx, []channel.Deletions{{Channel: "long", Seqs: seqs}})
 	require.NoError(t, err)
-	got, err := s.DeletionCounts(ctx, []pgstore.DeletionQuery{{Channel: "long", Read: 0, Head: run + 10}, {Channel: "long", Read: 10, Head: 20}, {Channel: "none", Read: 3, Head: 9}})
+	got, err := s.CountPG(ctx, []Query{{Ref: thread.Ref{Channel: "long"}, Read: 0, Head: run + 10}, {Ref: thread.Ref{Channel: "long"}, Read: 10, Head: 20}, {Ref: thread.Ref{Channel: "none"}, Read: 3, Head: 9}})
 	require.NoError(t, err)
-	require.Equal(t, []pgstore.DeletionCount{{Deleted: run + 1, FirstKept: run + 1}, {Deleted: 10, FirstKept: 21}, {Deleted: 0, FirstKept: 4}}, got)
+	require.Equal(t, []Count{{Known: true, Deleted: run + 1, FirstKept: run + 1}, {Known: true, Deleted: 10, FirstKept: 21}, {Known: true, Deleted: 0, FirstKept: 4}}, got)
 
-	sizes, err := s.DeletionSetSizes(ctx, []thread.Ref{{Channel: "none"}, {Channel: "long"}, {Channel: "long", Root: 3}}, 1000)
+	sizes, err := s.SizesPG(ctx, []thread.Ref{{Channel: "none"}, {Channel: "long"}, {Channel: "long", Root: 3}}, 1000)
 	require.NoError(t, err)
 	require.Equal(t, []int64{0, 1000, 0}, sizes)
 	var walked []int64
 	for after := int64(0); ; {
-		page, err := s.DeletionSeqsAfter(ctx, thread.Ref{Channel: "long"}, after, 7_000)
+		page, err := s.SeqsAfterPG(ctx, thread.Ref{Channel: "long"}, after, 7_000)
 		require.NoError(t, err)
 		walked = append(walked, page...)
 		if len(page) < 7_000 {

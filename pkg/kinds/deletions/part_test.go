@@ -1,4 +1,4 @@
-package kinds_test
+package deletions
 
 import (
 	"math/rand/v2"
@@ -9,7 +9,6 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kind"
-	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -20,7 +19,7 @@ func TestGatheredDeletionsSettleToTheMerge(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 9))
 	for round := range 50 {
-		part := kinds.Deletions.NewPart(&kind.Env{}, 4)
+		part := Kind.NewPart(&kind.Env{}, 4)
 		want := map[thread.Ref][]int64{}
 		var split kind.Part
 		var held []channel.Deletions // read at the split, not copied
@@ -79,7 +78,7 @@ func BenchmarkWindowFoldsDeletions(b *testing.B) {
 	}
 	b.Run("gathered", func(b *testing.B) {
 		for range b.N {
-			part := kinds.Deletions.NewPart(&kind.Env{}, 1)
+			part := Kind.NewPart(&kind.Env{}, 1)
 			for i := range evs {
 				part.Fold(&event.Decoded{Deletions: &evs[i]})
 			}

@@ -1,19 +1,27 @@
-package redisstore
+package deletions
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
-func counts(t *testing.T, s *Store, user string, channels ...string) (map[string][3]int64, UnreadView) {
+// The unread view (redisstore's) counts a channel's deletions from the
+// kind's set: these tests write the set with the kind and read the view.
+
+// counts reads user's unread view of channels: per channel the unread
+// count, the first unread seq and the mention count.
+func counts(t testing.TB, s *redisstore.Store, user string, channels ...string) (map[string][3]int64, redisstore.UnreadView) {
 	t.Helper()
 	v, err := s.Unread(context.Background(), user, channels, channel.MentionCapDefault)
 	require.NoError(t, err)
@@ -24,15 +32,44 @@ func counts(t *testing.T, s *Store, user string, channels ...string) (map[string
 	return out, v
 }
 
+// setupUnreadUser puts user in n channels as the gateway leaves them
+// after a hydrate: cursors (read at 5), registers, 2 mentions (seqs 7
+// and 9) per channel, each channel's head at 10 and its deletions known
+// (none).
+func setupUnreadUser(tb testing.TB, d Store, s *redisstore.Store, user string, n int) []string {
+	tb.Helper()
+	ctx := context.Background()
+	now := time.Now().UnixMilli()
+	var (
+		channels []string
+		states   []receipt.State
+		regs     []channel.Membership
+		mentions []channel.Mentions
+		heads    []channel.Head
+	)
+	for i := range n {
+		k := receipt.Key{User: user, Channel: fmt.Sprintf("%s-ch-%05d", user, i)}
+		channels = append(channels, k.Channel)
+		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}, MessageID: "m5"}, UpdatedAtUnixMs: now})
+		regs, mentions = append(regs, channel.Join(k, 1, now, 0)), append(mentions, channel.Mentions{Key: k, Seqs: []int64{7, 9}})
+		heads = append(heads, channel.Head{Channel: k.Channel, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now})
+	}
+	require.NoError(tb, s.Hydrate(ctx, user, states, redisstore.Incarnation{}))
+	require.NoError(tb, s.HydrateMemberships(ctx, user, regs, mentions, channel.MentionCapDefault))
+	_, err := s.RaiseHeads(ctx, heads)
+	require.NoError(tb, err)
+	require.NoError(tb, d.HydrateRedis(ctx, channelRefs(channels...), nil))
+	return channels
+}
+
 // Deleted seqs leave the unread count, the first unread seq and the
 // mention count as the rule says (channel.UnreadDeleted,
 // channel.MentionCountDeleted); a repeat changes nothing.
 func TestUnreadWithDeletions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	chs := setupUnreadUser(t, s, "u", 4) // read 5, mentions 7 and 9, head 10
+	d, s, rdb := newRedisStore(t)
+	chs := setupUnreadUser(t, d, s, "u", 4) // read 5, mentions 7 and 9, head 10
 	dels := []channel.Deletions{{Channel: chs[0], Seqs: []int64{7, 9}}, {Channel: chs[1], Seqs: []int64{6, 7, 8}},
 		{Channel: chs[2], Seqs: []int64{6, 7, 8, 9, 10}}, {Channel: chs[3], Seqs: []int64{2, 3, 11}}}
 	got, v := counts(t, s, "u", chs...)
@@ -41,7 +78,7 @@ func TestUnreadWithDeletions(t *testing.T) {
 		require.Equal(t, [3]int64{5, 6, 2}, got[ch])
 	}
 	for range 2 {
-		errs, err := s.AddDeletions(ctx, dels)
+		errs, err := d.AddRedis(ctx, dels)
 		require.NoError(t, err)
 		require.Equal(t, make([]error, len(dels)), errs)
 		got, v = counts(t, s, "u", chs...)
@@ -54,12 +91,12 @@ func TestUnreadWithDeletions(t *testing.T) {
 		}
 	}
 	require.Equal(t, [3]int64{5, 6, 2}, got[chs[3]], "deletions outside (read, head] change nothing")
-	seqs, err := s.Deletions(ctx, []string{chs[1], "nowhere"})
+	seqs, err := d.ReadRedis(ctx, channelRefs(chs[1], "nowhere"))
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{{6, 7, 8}, nil}, seqs)
 
 	// The set lost while its count says it had some: unknown, not none.
-	require.NoError(t, rdb.Del(ctx, s.DeletionsKey(chs[0])).Err())
+	require.NoError(t, rdb.Del(ctx, d.RedisKey(thread.Ref{Channel: chs[0]})).Err())
 	_, v = counts(t, s, "u", chs...)
 	require.Equal(t, []string{chs[0]}, v.MissingDeletions)
 }
@@ -70,39 +107,39 @@ func TestUnreadWithDeletions(t *testing.T) {
 func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	_, err := s.AddDeletions(ctx, []channel.Deletions{{Channel: "x", Seqs: []int64{3}}})
+	d, s, rdb := newRedisStore(t)
+	_, err := d.AddRedis(ctx, []channel.Deletions{{Channel: "x", Seqs: []int64{3}}})
 	require.NoError(t, err)
 	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "x", Seq: 5, MessageID: "m5"}})
 	require.NoError(t, err)
 	_, v := counts(t, s, "u", "x")
 	require.Equal(t, []string{"x"}, v.MissingDeletions, "not hydrated: unknown")
-	require.NoError(t, s.HydrateDeletions(ctx, []string{"x"}, []channel.Deletions{{Channel: "x", Seqs: []int64{1}}}))
+	require.NoError(t, d.HydrateRedis(ctx, channelRefs("x"), []channel.Deletions{{Channel: "x", Seqs: []int64{1}}}))
 	got, v := counts(t, s, "u", "x")
 	require.Empty(t, v.MissingDeletions)
 	require.Equal(t, [3]int64{3, 2, 0}, got["x"])
-	_, _, count, _ := splitChannelValue(rdb.Get(ctx, s.HeadKey("x")).Val())
-	require.Equal(t, "2", count, "the count kept in the channel value")
+	f := strings.Fields(rdb.Get(ctx, s.HeadKey("x")).Val())
+	require.Len(t, f, 5)
+	require.Equal(t, "2", f[3], "the count kept in the channel value's fourth part")
 }
 
 // fillDeletions puts n consecutive deletions 1..n into ch's set (a
 // pipeline of ZADDs) and marks its count.
-func fillDeletions(tb testing.TB, s *Store, ch string, n int64) {
+func fillDeletions(tb testing.TB, d Store, rdb redis.UniversalClient, ch string, n int64) {
 	tb.Helper()
 	ctx := context.Background()
 	const batch = 10000
 	for lo := int64(1); lo <= n; lo += batch {
-		pipe := s.rdb.Pipeline()
+		pipe := rdb.Pipeline()
 		zs := make([]redis.Z, 0, batch)
 		for q := lo; q < lo+batch && q <= n; q++ {
 			zs = append(zs, redis.Z{Score: float64(q), Member: q})
 		}
-		pipe.ZAdd(ctx, s.DeletionsKey(ch), zs...)
+		pipe.ZAdd(ctx, d.RedisKey(thread.Ref{Channel: ch}), zs...)
 		_, err := pipe.Exec(ctx)
 		require.NoError(tb, err)
 	}
-	require.NoError(tb, s.HydrateDeletions(ctx, []string{ch}, nil))
+	require.NoError(tb, d.HydrateRedis(ctx, channelRefs(ch), nil))
 }
 
 // A channel with a million deletions, a run of them right after the read:
@@ -111,16 +148,15 @@ func fillDeletions(tb testing.TB, s *Store, ch string, n int64) {
 func TestMillionDeletions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	d, s, rdb := newRedisStore(t)
 	const n = 1_000_000
-	fillDeletions(t, s, "big", n)
+	fillDeletions(t, d, rdb, "big", n)
 	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: n + 10, MessageID: "m"}})
 	require.NoError(t, err)
 	got, _ := counts(t, s, "u", "big")
 	require.Equal(t, [3]int64{10, n + 1, 0}, got["big"])
 	// A hole in the run.
-	require.NoError(t, rdb.ZRem(ctx, s.DeletionsKey("big"), 777_777).Err())
+	require.NoError(t, rdb.ZRem(ctx, d.RedisKey(thread.Ref{Channel: "big"}), 777_777).Err())
 	got, _ = counts(t, s, "u", "big")
 	require.Equal(t, [3]int64{11, 777_777, 0}, got["big"])
 }
@@ -130,14 +166,13 @@ func TestMillionDeletions(t *testing.T) {
 // 1,000,000): the search costs O(log(run) log n), so the two take about
 // the same time.
 //
-//	go test -run '^$' -bench CountDeletions ./pkg/redisstore/
+//	go test -run '^$' -bench CountDeletions ./pkg/kinds/deletions/
 func BenchmarkCountDeletions(b *testing.B) {
-	rdb := redistest.Client(b)
-	s := New(rdb, Config{Prefix: redistest.Prefix(b, rdb)})
+	d, s, rdb := newRedisStore(b)
 	ctx := context.Background()
 	for _, n := range []int64{1000, 1_000_000} {
 		ch := fmt.Sprintf("c%d", n)
-		fillDeletions(b, s, ch, n)
+		fillDeletions(b, d, rdb, ch, n)
 		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: n + 10, MessageID: "m"}})
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("deletions=%d", n), func(b *testing.B) {

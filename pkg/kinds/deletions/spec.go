@@ -1,4 +1,4 @@
-package kinds
+package deletions
 
 import (
 	"context"
@@ -12,24 +12,24 @@ import (
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-// deletionSpec is a channel's deleted message seqs, or a thread's deleted
+// Spec is a channel's deleted message seqs, or a thread's deleted
 // reply seqs (keyed by the thread's root; root 0 is the channel): a set
 // union kept within channel.DeletionWindow (channel.MergeDeletions), one
 // channel_deletions row per seq and a member of the set's Redis sorted
 // set. It belongs to no user, like a head, and carries no time; its
 // events are keyed by the channel, whose events they share.
-var deletionSpec = &kind.Spec[thread.Ref, channel.Deletions]{
+var Spec = &kind.Spec[thread.Ref, channel.Deletions]{
 	Name:      "channel_deletions",
 	Key:       func(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} },
-	Compare:   func(a, b channel.Deletions) int { return deletionRef(a).Compare(deletionRef(b)) },
+	Compare:   func(a, b channel.Deletions) int { return refOf(a).Compare(refOf(b)) },
 	RecordKey: func(r thread.Ref) string { return receipt.EscapeKeyID(r.Channel) },
 	Time:      func(channel.Deletions) int64 { return 0 },
 	Zero:      func(r thread.Ref) channel.Deletions { return channel.Deletions{Channel: r.Channel, Root: r.Root} },
 	Empty:     func(d channel.Deletions) bool { return len(d.Seqs) == 0 },
 	Merge: func(_ *kind.Env, a, b channel.Deletions) channel.Deletions {
-		ref := deletionRef(a)
+		ref := refOf(a)
 		if ref.Channel == "" {
-			ref = deletionRef(b)
+			ref = refOf(b)
 		}
 		return channel.Deletions{Channel: ref.Channel, Root: ref.Root, Seqs: channel.MergeDeletions(a.Seqs, b.Seqs),
 			UpdatedAtUnixMs: max(a.UpdatedAtUnixMs, b.UpdatedAtUnixMs)}
@@ -59,27 +59,27 @@ var deletionSpec = &kind.Spec[thread.Ref, channel.Deletions]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Deletions) (int64, error) {
-		return env.Postgres.InsertDeletions(ctx, vals)
+		return storeOf(env).WritePG(ctx, vals)
 	},
 	PGTrim: func(ctx context.Context, env *kind.Env, vals []channel.Deletions) (int64, error) {
 		refs := make([]thread.Ref, len(vals))
 		for i, d := range vals {
-			refs[i] = deletionRef(d)
+			refs[i] = refOf(d)
 		}
-		return env.Postgres.TrimDeletions(ctx, refs)
+		return storeOf(env).TrimPG(ctx, refs)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]channel.Deletions, error) {
-		return env.Postgres.DeletionSets(ctx, refs)
+		return storeOf(env).ReadPG(ctx, refs)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after thread.Ref, _ bool, n int) ([]channel.Deletions, error) {
-		return env.Postgres.DeletionsPage(ctx, after, n)
+		return storeOf(env).PagePG(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Deletions) ([]error, error) {
-		return env.Redis.AddDeletions(ctx, vals)
+		return storeOf(env).AddRedis(ctx, vals)
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([][]*channel.Deletions, error) {
-		got, err := env.Redis.DeletionSets(ctx, refs)
+		got, err := storeOf(env).ReadRedis(ctx, refs)
 		if err != nil {
 			return nil, err
 		}
@@ -93,12 +93,12 @@ var deletionSpec = &kind.Spec[thread.Ref, channel.Deletions]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Deletions], error) {
-		refs, page, err := scanDeletionRefs(ctx, env, cur, count)
+		refs, page, err := scanRefs(ctx, env, cur, count)
 		out := kind.ScanPage[channel.Deletions]{Next: page.Next, Scanned: page.Scanned, Invalid: page.Invalid}
 		if err != nil {
 			return out, err
 		}
-		got, err := env.Redis.DeletionSets(ctx, refs)
+		got, err := storeOf(env).ReadRedis(ctx, refs)
 		if err != nil {
 			return out, err
 		}
@@ -114,22 +114,28 @@ var deletionSpec = &kind.Spec[thread.Ref, channel.Deletions]{
 	// digests and reads whole only the sets whose digests differ.
 	Digests: &kind.Digests[thread.Ref]{
 		PGPage: func(ctx context.Context, env *kind.Env, after thread.Ref, _ bool, n int) ([]thread.Ref, []kind.Digest, error) {
-			return env.Postgres.DeletionDigestsPage(ctx, after, n)
+			return storeOf(env).DigestsPagePG(ctx, after, n)
 		},
 		PG: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]kind.Digest, error) {
-			return env.Postgres.DeletionDigests(ctx, refs)
+			return storeOf(env).DigestsPG(ctx, refs)
 		},
 		Redis: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]kind.Digest, error) {
-			return env.Redis.DeletionDigests(ctx, refs)
+			return storeOf(env).DigestsRedis(ctx, refs)
 		},
-		RedisScan: scanDeletionRefs,
+		RedisScan: scanRefs,
 	},
+	Scripts: Scripts,
 }
 
-// scanDeletionRefs is one SCAN page of the deletion sets Redis holds, by
+// Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
+var Kind = kind.New(Spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+
+// scanRefs is one SCAN page of the deletion sets Redis holds, by
 // name, in order, those with an invalid channel id counted apart.
-func scanDeletionRefs(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) ([]thread.Ref, kind.ScanPage[struct{}], error) {
-	refs, next, err := env.Redis.ScanDeletionSets(ctx, cur, count)
+func scanRefs(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) ([]thread.Ref, kind.ScanPage[struct{}], error) {
+	refs, next, err := storeOf(env).ScanRedisSets(ctx, cur, count)
 	if err != nil {
 		return nil, kind.ScanPage[struct{}]{}, err
 	}
@@ -147,4 +153,5 @@ func scanDeletionRefs(ctx context.Context, env *kind.Env, cur redisstore.ScanCur
 	return valid, page, nil
 }
 
-func deletionRef(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} }
+// refOf names the set d belongs to.
+func refOf(d channel.Deletions) thread.Ref { return thread.Ref{Channel: d.Channel, Root: d.Root} }

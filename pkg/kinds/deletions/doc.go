@@ -1,0 +1,21 @@
+// Package deletions is a channel's deleted messages and a thread's
+// deleted replies, a kind of state that owns its storage: the third kind
+// in a folder of its own. The rule and the window are the domain
+// floor's (channel.MergeDeletions, channel.DeletionWindow); here are its
+// Spec (spec.go, listed by the registry pkg/kinds), its Postgres
+// statements (the .sql files, run by postgres.go), its Redis layout and
+// scripts (redis.go, the .lua files), its bound where a deletion enters
+// the API (bounds.go: no further than channel.DeletionLead beyond its
+// head), the counts a reader's unread and mentions lose to deletions
+// (CountPG, CountRedis) and the tests of all of them. Store is the typed
+// face the gateway calls. It has no part of an erasure: a deletion names
+// no user.
+//
+// It is written against the drivers (pgstore.Store's Pool and
+// Classified, redisstore.Store's Exec, Client, Prefix, HeadKey, the
+// channel value's Lua and the run search LuaSeqRun), which name none of
+// it but one read: the unread view counts a channel's deletions from its
+// set itself (redisstore's applyDeletions, a second read after the heads
+// bring the set's size), until the views move. Its Kafka codec is still
+// pkg/event's.
+package deletions

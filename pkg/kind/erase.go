@@ -22,12 +22,18 @@ func Scripts(ks []Kind) []*redis.Script {
 	return out
 }
 
-// ErasedHashes are the hashes of user that an erasure resets for the
-// kinds ks: redisstore.Store.Erase's kindHashes.
-func ErasedHashes(ks []Kind, env *Env, user string) []string {
-	var out []string
+// ErasedHashes are the hashes of user that an erasure clears for the
+// kinds ks, left empty and complete (Spec.ErasedHashes) or deleted
+// (Spec.DeletedHashes): redisstore.Store.Erase's kindHashes.
+func ErasedHashes(ks []Kind, env *Env, user string) []redisstore.ErasedHash {
+	var out []redisstore.ErasedHash
 	for _, k := range ks {
-		out = append(out, k.ErasedHashes(env, user)...)
+		for _, h := range k.ErasedHashes(env, user) {
+			out = append(out, redisstore.ErasedHash{Key: h, Complete: true})
+		}
+		for _, h := range k.DeletedHashes(env, user) {
+			out = append(out, redisstore.ErasedHash{Key: h})
+		}
 	}
 	return out
 }

@@ -38,9 +38,11 @@ type Kind interface {
 
 	// Scripts are the kind's Redis scripts (Spec.Scripts).
 	Scripts() []*redis.Script
-	// ErasedHashes are the user's hashes an erasure resets (nil: none);
-	// PGErase deletes the user's rows ("": none). See erase.go.
+	// ErasedHashes are the user's hashes an erasure resets and
+	// DeletedHashes those it deletes (nil: none); PGErase deletes the
+	// user's rows ("": none). See erase.go.
 	ErasedHashes(env *Env, user string) []string
+	DeletedHashes(env *Env, user string) []string
 	PGErase() string
 	// PGRedact redacts the user in rows not theirs ("": none), and
 	// PGRedacted names the columns it redacts (Spec.PGRedact).
@@ -97,6 +99,13 @@ func (k kind[K, V]) ErasedHashes(env *Env, user string) []string {
 		return nil
 	}
 	return k.s.ErasedHashes(env, user)
+}
+
+func (k kind[K, V]) DeletedHashes(env *Env, user string) []string {
+	if k.s.DeletedHashes == nil {
+		return nil
+	}
+	return k.s.DeletedHashes(env, user)
 }
 
 func (k kind[K, V]) MergeValues(env *Env, a, b any) any { return k.s.Merge(env, a.(V), b.(V)) }

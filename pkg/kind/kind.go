@@ -119,6 +119,11 @@ type Spec[K comparable, V any] struct {
 	// user's slot (a {user} hash tag), reset by the script that raises
 	// the tombstone (redisstore.Store.Erase).
 	ErasedHashes func(env *Env, user string) []string
+	// DeletedHashes, when set, names the user's Redis hashes of the kind
+	// that an erasure deletes and leaves absent: a kind whose read of an
+	// absent hash reads Postgres, where the erasure deletes the rows too
+	// (keys in the user's slot, deleted by the same script).
+	DeletedHashes func(env *Env, user string) []string
 	// PGErase, when set, is the statement deleting the user's rows from
 	// the kind's table (Name; $1: the user id), run in the transaction
 	// that raises the tombstone (pgstore.Store.Erase).

@@ -81,8 +81,8 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // (nor re-populates Redis from them), the settings, and the mention hash
 // and the thread register hash (left empty and complete too: a mention or
 // register written after the script read the new generation, so it must
-// survive the erasure), and the kinds' user hashes (KEYS[8] on: left
-// empty and complete, as the mention hash).
+// survive the erasure), and the kinds' user hashes (KEYS[8] on: deleted,
+// and left empty and complete where ARGV says so, as the mention hash).
 // The channels the user had cursors, registers or thread registers in
 // are added to the erasure's pending set (KEYS[7]) before anything is
 // deleted; each channel leaves it once cleaned (Erase), so an erasure cut
@@ -90,7 +90,8 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // hashes that named the channels are gone.
 // KEYS = t, u, um, us, mh, tu, the pending set, then the kinds' hashes;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
-// (decimal). Returns {generation, time, then the pending channels}.
+// (decimal), then per kind hash "1" (left complete) or "0" (deleted).
+// Returns {generation, time, then the pending channels}.
 // Generations and times are below 2^53, exact as Lua numbers.
 var eraseScript = redis.NewScript(`
 local g = tonumber(redis.call('HGET', KEYS[1], 'g') or "0")
@@ -126,7 +127,7 @@ redis.call('DEL', KEYS[6])
 redis.call('HSET', KEYS[6], ':loaded', '1')
 for i = 8, #KEYS do
   redis.call('DEL', KEYS[i])
-  redis.call('HSET', KEYS[i], ':loaded', '1')
+  if ARGV[i - 5] == "1" then redis.call('HSET', KEYS[i], ':loaded', '1') end
 end
 return out
 `)
@@ -176,21 +177,29 @@ return 1
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor, membership, mention and thread register hashes and
-// kindHashes (the user's hashes of the kinds that own their layout:
-// kind.ErasedHashes; keys in the user's slot), all left empty and
-// complete, the settings, the earlier layout's mention sets, and in
-// every channel the user had state in, their register, their
-// channel-view cursors and their moves in the view's stream (replaced by
+// returns: the cursor, membership, mention and thread register hashes,
+// all left empty and complete, kindHashes (the user's hashes of the kinds
+// that own their layout: kind.ErasedHashes; keys in the user's slot),
+// each deleted or left empty and complete as it says, the settings, the
+// earlier layout's mention sets, and in every channel the user had state
+// in, their register, their channel-view cursors and their moves in the view's stream (replaced by
 // a removal entry per kind the view showed, for live watchers), with the
 // kinds' redactions there (redact: a group mention's sender). The first
 // step is atomic with every write's script; the earlier layout's mention
 // sets and the channel hashes follow (other slots): a failure there
 // returns an error and the caller retries the whole erasure, which is
 // harmless (a newer generation, nothing left to delete).
-func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []string, redact Redact) (tombstone.Tombstone, error) {
-	keys := append([]string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.ErasurePendingKey(user)}, kindHashes...)
-	res, err := eraseScript.Run(ctx, s.rdb, keys, strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)).StringSlice()
+func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []ErasedHash, redact Redact) (tombstone.Tombstone, error) {
+	keys := []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.SettingsKey(user), s.UserMentionsKey(user), s.UserThreadsKey(user), s.ErasurePendingKey(user)}
+	argv := []any{strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)}
+	for _, h := range kindHashes {
+		mark := "0"
+		if h.Complete {
+			mark = "1"
+		}
+		keys, argv = append(keys, h.Key), append(argv, mark)
+	}
+	res, err := eraseScript.Run(ctx, s.rdb, keys, argv...).StringSlice()
 	if err != nil {
 		return tombstone.Tombstone{}, fmt.Errorf("%w: erasing %s: %w", ErrUnavailable, user, err)
 	}
@@ -203,6 +212,15 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kind
 		return t, err
 	}
 	return t, s.eraseChannels(ctx, user, nowMs, res[2:], redact)
+}
+
+// ErasedHash is a user's hash of a kind that owns its layout, which an
+// erasure's first step deletes (Erase); Complete leaves it holding
+// LoadedField alone, so a read trusts it empty and never falls back to
+// Postgres rows not deleted yet.
+type ErasedHash struct {
+	Key      string
+	Complete bool
 }
 
 // Redact is the kinds' redaction of user in channel ch's keys, where the

@@ -119,17 +119,19 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, before[0].Generation, "known never erased")
 
-	// A kind's hash of the user (a kind that owns its layout names it):
-	// left empty and complete, as the store's own.
-	kindHash := s.Prefix() + "kh:{gone}"
+	// A kind's hashes of the user (a kind that owns its layout names
+	// them): one left empty and complete, as the store's own, one deleted.
+	kindHash, deletedHash := s.Prefix()+"kh:{gone}", s.Prefix()+"kd:{gone}"
 	require.NoError(t, rdb.HSet(ctx, kindHash, "c1", "v").Err())
-	ts, err := s.Erase(ctx, "gone", 1_000, 0, []string{kindHash}, nil)
+	require.NoError(t, rdb.HSet(ctx, deletedHash, "s", "v").Err())
+	ts, err := s.Erase(ctx, "gone", 1_000, 0, []redisstore.ErasedHash{{Key: kindHash, Complete: true}, {Key: deletedHash}}, nil)
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
 	held, err := rdb.HGetAll(ctx, kindHash).Result()
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{redisstore.LoadedField: "1"}, held, "the kind's hash: empty and complete")
+	require.Zero(t, rdb.Exists(ctx, deletedHash).Val(), "the kind's hash deleted")
 	n, _, err = s.MemberCount(ctx, "c1")
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n, "the member count drops by the erased member")

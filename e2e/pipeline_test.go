@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -54,7 +55,7 @@ func TestPipelineConverges(t *testing.T) {
 	require.NoError(t, s.rdb.HDel(ctx, s.rstore.UserKey(gone.User), gone.Channel).Err())
 	// And a kind the model does not track: a settings row only Postgres
 	// holds.
-	_, err = s.store.UpsertSettings(ctx, []privacy.Settings{{User: gone.User, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
+	_, err = settings.NewStore(s.store, nil).WritePG(ctx, []privacy.Settings{{User: gone.User, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
 	v, err = s.check(ctx, acked)
 	require.NoError(t, err)

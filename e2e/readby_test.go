@@ -25,6 +25,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -491,7 +492,7 @@ func rbErasedGone(t *testing.T, s *stack, erased, channels []string) {
 			require.Empty(t, left, "erased %s: rows in %s", u, table)
 		}
 		require.Zero(t, s.redisTraces(t, u), "erased %s: cursors or registers in Redis", u)
-		n, err := s.rdb.Exists(ctx, s.rstore.SettingsKey(u)).Result()
+		n, err := s.rdb.Exists(ctx, settings.NewStore(nil, s.rstore).RedisKey(u)).Result()
 		require.NoError(t, err)
 		require.Zero(t, n, "erased %s: settings in Redis", u)
 		for _, ch := range channels {

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -66,10 +67,10 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	pmn, err := bd.pg.Mentions(ctx, "u1", nil, channel.MentionCapDefault)
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, 9}, pmn[0].Seqs)
-	ps, err := bd.pg.StoredSettings(ctx, []string{"u1"})
+	ps, err := settings.NewStore(bd.pg, nil).StoredPG(ctx, []string{"u1"})
 	require.NoError(t, err)
 	require.Equal(t, hide, ps["u1"], "the settings dead letter reached Postgres")
-	rs, found, err := bd.rs.Settings(ctx, []string{"u1"})
+	rs, found, err := settings.NewStore(nil, bd.rs).ReadRedis(ctx, []string{"u1"})
 	require.NoError(t, err)
 	require.True(t, found[0])
 	require.Equal(t, hide, rs[0])

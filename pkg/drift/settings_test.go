@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -26,12 +27,12 @@ func TestSweepRepairsSettingsBothWays(t *testing.T) {
 	set := func(user string, read, del bool, v int64) privacy.Settings {
 		return privacy.Settings{User: user, ShareRead: read, ShareDelivered: del, VersionMs: v}
 	}
-	_, err := bd.pg.UpsertSettings(ctx, []privacy.Settings{
+	_, err := settings.NewStore(bd.pg, nil).WritePG(ctx, []privacy.Settings{
 		set("pg-ahead", false, true, 3000), set("rd-ahead", true, true, 1000), set("rd-missing", true, false, 1000),
 		set("same", false, false, 1000), set("in-flight", true, true, 1000),
 	})
 	require.NoError(t, err)
-	_, err = bd.rs.MergeSettings(ctx, []privacy.Settings{
+	_, err = settings.NewStore(nil, bd.rs).MergeRedis(ctx, []privacy.Settings{
 		set("pg-ahead", true, true, 2000), set("rd-ahead", false, true, 2000), set("pg-missing", true, false, 1500),
 		set("same", false, false, 1000), set("in-flight", false, true, now), privacy.Default("defaults-cached"),
 	})
@@ -60,15 +61,15 @@ func TestSweepRepairsSettingsBothWays(t *testing.T) {
 		"same": set("same", false, false, 1000),
 	}
 	for user, w := range want {
-		pg, err := bd.pg.StoredSettings(ctx, []string{user})
+		pg, err := settings.NewStore(bd.pg, nil).StoredPG(ctx, []string{user})
 		require.NoError(t, err)
 		require.Equal(t, w, pg[user], user)
-		rd, found, err := bd.rs.Settings(ctx, []string{user})
+		rd, found, err := settings.NewStore(nil, bd.rs).ReadRedis(ctx, []string{user})
 		require.NoError(t, err)
 		require.True(t, found[0], user)
 		require.Equal(t, w, rd[0], user)
 	}
-	pg, err := bd.pg.StoredSettings(ctx, []string{"in-flight", "defaults-cached"})
+	pg, err := settings.NewStore(bd.pg, nil).StoredPG(ctx, []string{"in-flight", "defaults-cached"})
 	require.NoError(t, err)
 	require.Equal(t, set("in-flight", true, true, 1000), pg["in-flight"], "in flight: left for the persister")
 	require.NotContains(t, pg, "defaults-cached", "the cached defaults are not copied")
@@ -87,14 +88,14 @@ func TestSweepDoesNotResurrectErasedSettings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
-	_, err := bd.pg.UpsertSettings(ctx, []privacy.Settings{{User: "gone", ShareDelivered: true, VersionMs: 1000}, {User: "kept", ShareDelivered: true, VersionMs: 1000}})
+	_, err := settings.NewStore(bd.pg, nil).WritePG(ctx, []privacy.Settings{{User: "gone", ShareDelivered: true, VersionMs: 1000}, {User: "kept", ShareDelivered: true, VersionMs: 1000}})
 	require.NoError(t, err)
 	_, err = bd.rs.Erase(ctx, "gone", 50_000, 0, nil, nil)
 	require.NoError(t, err)
 	rep, err := newSweeper(t, bd).SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Erased, "%+v", rep)
-	_, found, err := bd.rs.Settings(ctx, []string{"gone", "kept"})
+	_, found, err := settings.NewStore(nil, bd.rs).ReadRedis(ctx, []string{"gone", "kept"})
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, true}, found, "the erased user's settings stay out of Redis; another user's are repaired")
 }

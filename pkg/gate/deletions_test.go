@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -156,7 +157,7 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs, mentions, channel.MentionCapDefault))
 	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault, redisstore.Incarnation{}))
 	require.NoError(t, tb.notifications().Hydrate(ctx, "pu", nil))
-	_, err = tb.store.MergeSettings(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
+	_, err = settings.NewStore(nil, tb.store).MergeRedis(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
 	require.NoError(t, deletions.NewStore(nil, tb.store).HydrateRedis(ctx, []thread.Ref{{Channel: "known"}}, nil))
 	_, err = deletions.NewStore(nil, tb.store).AddRedis(ctx, []channel.Deletions{{Channel: "known", Seqs: []int64{1, 4}}, {Channel: "unknown", Seqs: []int64{1, 4}}})

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -135,7 +136,7 @@ func TestNotificationLevelsShapeTheBadge(t *testing.T) {
 	require.Eventually(t, func() bool {
 		regs, err := tb.notifications().ReadPG(ctx, "nu", nil)
 		require.NoError(t, err)
-		sts, err := tb.schema.Store.Settings(ctx, []string{"nu"})
+		sts, err := settings.NewStore(tb.schema.Store, nil).ReadPG(ctx, []string{"nu"})
 		require.NoError(t, err)
 		return len(regs) == 3 && regs[0].Level == notification.None && regs[1].Level == notification.Mentions &&
 			regs[2].MutedUntilUnixMs == until && sts[0].DefaultLevel == notification.Mentions

@@ -12,6 +12,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -26,7 +27,7 @@ func settingsProto(st privacy.Settings) *receiptsv1.UserSettings {
 
 // UpdateSettings implements receiptsv1connect.ReceiptServiceHandler: the
 // new register (absent fields keep their value; the version is Redis'
-// clock, above the stored one: redisstore.ChangeSettings) is written into
+// clock, above the stored one: settings.Store.Change) is written into
 // Redis, the user's entries of kinds no longer shared leave their
 // channels' views (and those shared again enter them), and the settings
 // event, stamped with the erasure generation the write read, is made
@@ -80,7 +81,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		return nil, err
 	}
 	rctx, cancel = g.redisCtx(ctx)
-	st, gen, err := g.redis.ChangeSettings(rctx, st)
+	st, gen, err := g.settingsStore().Change(rctx, st)
 	if err == nil {
 		err = g.applySettingsToViews(rctx, st)
 	}
@@ -140,6 +141,9 @@ const viewSettleMargin = 100 * time.Millisecond
 func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
 	return g.redis.ApplySettingsToViews(ctx, st, g.cfg.ReadBy.ViewStreamMaxLen)
 }
+
+// settingsStore is the settings kind's storage on the gateway's stores.
+func (g *Gate) settingsStore() settings.Store { return settings.NewStore(g.pg, g.redis) }
 
 // GetSettings implements receiptsv1connect.ReceiptServiceHandler.
 func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {

@@ -140,7 +140,7 @@ func (g *Gate) trackedMoves(ctx context.Context, moves []redisstore.ViewMove, us
 // does not hold (never set, or lost in a FLUSHALL), Postgres, written back
 // to Redis (defaults included, so the next read is one round trip).
 func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
-	sts, found, err := g.redis.Settings(ctx, users)
+	sts, found, err := g.settingsStore().ReadRedis(ctx, users)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 	if len(kept) == 0 {
 		return out, nil
 	}
-	merged, err := g.redis.MergeSettings(ctx, kept)
+	merged, err := g.settingsStore().MergeRedis(ctx, kept)
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +193,7 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
-	return g.pg.Settings(pctx, users)
+	return g.settingsStore().ReadPG(pctx, users)
 }
 
 // leaveView takes a member who left out of the channel's view. A failure

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 )
 
@@ -17,7 +18,7 @@ func TestMarksReachTheChannelView(t *testing.T) {
 	t.Parallel()
 	tb := setup(t, setupOpts{})
 	ctx := context.Background()
-	_, err := tb.store.MergeSettings(ctx, []privacy.Settings{{User: "hid", ShareRead: false, ShareDelivered: true, VersionMs: 1}})
+	_, err := settings.NewStore(nil, tb.store).MergeRedis(ctx, []privacy.Settings{{User: "hid", ShareRead: false, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
 	for _, u := range []string{"a", "b", "hid"} {
 		status, body := tb.do(t, "PUT", "/v1/channels/g/members/"+u, `{}`)

@@ -11,9 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/kinds"
-	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -72,10 +70,6 @@ var randomValue = map[string]kindtest.Gen{
 			seqs[i] = 1 + r.Int64N(30)
 		}
 		return channel.Mentions{Key: randomKey(r), Seqs: channel.MergeMentions(nil, seqs, 1000)}
-	},
-	kinds.Settings.Name(): func(r *rand.Rand) any {
-		return privacy.Settings{User: "u" + strconv.Itoa(r.IntN(3)), ShareRead: r.IntN(2) == 0, ShareDelivered: r.IntN(2) == 0,
-			VersionMs: 1 + r.Int64N(5), DefaultLevel: notification.Level(r.IntN(4))}
 	},
 	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
 		seq := 1 + r.Int64N(40)
@@ -144,7 +138,7 @@ func randomKey(r *rand.Rand) receipt.Key {
 
 // inFolder are the kinds in a folder of their own, whose tests run the
 // same suite (kindtest) on their own values.
-var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true}
+var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true, kinds.Settings.Name(): true}
 
 // Every kind's merge rule obeys the merge laws and holds in Go (the
 // domain floor), in Postgres (SQL) and in Redis (Lua) alike: the same

@@ -7,6 +7,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
 
@@ -16,7 +17,7 @@ var (
 	Heads    = kind.New(headSpec)
 	Members  = kind.New(memberSpec)
 	Mentions = kind.New(mentionSpec)
-	Settings = kind.New(settingsSpec)
+	Settings = settings.Kind
 
 	Notifications = notifications.Kind
 	Deletions     = deletions.Kind

@@ -12,7 +12,6 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -60,8 +59,6 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 		_, err = s.Pool().Exec(ctx, `INSERT INTO `+kindTable+` (user_id, channel_id) VALUES ($1, $2)`, user, ch)
 		require.NoError(t, err)
 	}
-	_, err := s.UpsertSettings(ctx, []privacy.Settings{{User: user, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
-	require.NoError(t, err)
 }
 
 // withMovePartition gives the schema's cursor-move log a default
@@ -102,7 +99,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	deleted, advanced, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.True(t, advanced)
-	require.Equal(t, int64(2+2+4+1+2+2+2), deleted, "cursors, registers, mentions, settings, cursor moves, thread registers, a kind's rows")
+	require.Equal(t, int64(2+2+4+2+2+2), deleted, "cursors, registers, mentions, cursor moves, thread registers, a kind's rows")
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}
@@ -244,7 +241,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 
 	deleted, err := s.EraseAgain(ctx, "gone", kindDeletes, kindRedacts)
 	require.NoError(t, err)
-	require.Equal(t, int64(2+2+4+1+2+2+2), deleted)
+	require.Equal(t, int64(2+2+4+2+2+2), deleted)
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}

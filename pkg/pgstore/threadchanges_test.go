@@ -8,7 +8,6 @@ import (
 
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -20,8 +19,7 @@ func TestUpsertThreadChanges(t *testing.T) {
 	t.Parallel()
 	s := pgtest.NewSchema(t).Store
 	ctx := context.Background()
-	_, err := s.UpsertSettings(ctx, []privacy.Settings{{User: "quiet", ShareRead: false, ShareDelivered: true, VersionMs: 1}})
-	require.NoError(t, err)
+	hideReads(t, s, "quiet")
 	key := func(user string) thread.Key { return thread.Key{User: user, Ref: thread.Ref{Channel: "c", Root: 2}} }
 	read := func(user string, seq int64) thread.State {
 		return thread.State{Key: key(user), Cursors: receipt.State{Read: pos(0, seq), UpdatedAtUnixMs: 7}}

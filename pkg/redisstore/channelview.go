@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -143,7 +144,7 @@ end
 return out
 `)
 
-var viewScripts = []*redis.Script{viewApplyScript, viewReadScript, viewCountScript, settingsScript, viewRemoveScript}
+var viewScripts = []*redis.Script{viewApplyScript, viewReadScript, viewCountScript, viewRemoveScript}
 
 // UntrackedChannels reports which of channels Redis knows to have no
 // membership registers at all (their membership hash is complete and
@@ -478,4 +479,40 @@ func (s *Store) CountView(ctx context.Context, ch string, seq int64, excluded st
 		return ViewCounts{}, fmt.Errorf("%w: counting the view of %s: %w", ErrUnavailable, ch, err)
 	}
 	return ViewCounts{Read: n[0], Delivered: n[1], ReadMembers: n[2], DeliveredMembers: n[3], LeastRead: n[4], LeastDelivered: n[5]}, nil
+}
+
+// ApplySettingsToViews makes the channel views of st's user follow st: the
+// kinds not shared leave the views of every channel the user has cursors
+// in, the kinds shared are (re)applied from the user's public cursors in
+// Redis (a max-merge, streamed when it moves a watcher's view; ≤ 0 uses
+// the default stream bound). The gateway runs it after a settings change,
+// the repairs after a settings repair that changed Redis.
+func (s *Store) ApplySettingsToViews(ctx context.Context, st privacy.Settings, streamMaxLen int64) error {
+	states, _, err := s.Get(ctx, st.User, nil)
+	if err != nil {
+		return err
+	}
+	var hide []ViewKind
+	if !st.ShareRead {
+		hide = append(hide, ViewRead)
+	}
+	if !st.ShareDelivered {
+		hide = append(hide, ViewDelivered)
+	}
+	var moves []ViewMove
+	for _, c := range states {
+		if len(hide) > 0 {
+			if err := s.RemoveFromView(ctx, c.Key.Channel, []string{st.User}, hide...); err != nil {
+				return err
+			}
+		}
+		if st.ShareRead && !c.Read.Position.IsZero() {
+			moves = append(moves, ViewMove{Channel: c.Key.Channel, User: st.User, Kind: ViewRead, Position: c.Read.Position, AtUnixMs: c.UpdatedAtUnixMs})
+		}
+		if st.ShareDelivered && !c.Delivered.Position.IsZero() {
+			moves = append(moves, ViewMove{Channel: c.Key.Channel, User: st.User, Kind: ViewDelivered, Position: c.Delivered.Position, AtUnixMs: c.UpdatedAtUnixMs})
+		}
+	}
+	_, err = s.ApplyViewMoves(ctx, moves, streamMaxLen)
+	return err
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -114,22 +113,4 @@ func TestChannelViewRebuildDoesNotStream(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, views[0].Loaded)
 	require.Equal(t, int64(3), views[0].Read["a"].Position.Seq)
-}
-
-func TestSettingsRegister(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newTestStore(t)
-	sts, found, err := s.Settings(ctx, []string{"u"})
-	require.NoError(t, err)
-	require.False(t, found[0])
-	require.Equal(t, privacy.Default("u"), sts[0])
-	newer := privacy.Settings{User: "u", ShareRead: false, ShareDelivered: true, VersionMs: 10}
-	older := privacy.Settings{User: "u", ShareRead: true, ShareDelivered: true, VersionMs: 5}
-	tie := privacy.Settings{User: "u", ShareRead: true, ShareDelivered: false, VersionMs: 10}
-	got, err := s.MergeSettings(ctx, []privacy.Settings{newer, older, tie})
-	require.NoError(t, err)
-	require.Equal(t, []privacy.Settings{newer, newer, newer}, got, "older loses; on a tie the one hiding read wins, as privacy.Merge")
-	want, _ := privacy.Merge(tie, newer)
-	require.Equal(t, want, got[2])
 }

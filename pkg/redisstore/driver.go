@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,8 +23,8 @@ const (
 	// HydrateChunk bounds the fields one hydrate script call writes.
 	HydrateChunk = hydrateChunk
 	// DefaultsTTL is how long a hash that only caches "nothing set" (its
-	// marker alone) stays in Redis.
-	DefaultsTTL = defaultsTTL
+	// marker alone, or the defaults read from Postgres) stays in Redis.
+	DefaultsTTL = time.Hour
 	// WholeHashCount is HRANDFIELD's count for reading a whole user hash:
 	// more than a hash within MaxUnreadChannels holds (its channels and
 	// at most two markers), so a full answer means too many channels.

@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -34,8 +33,6 @@ func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
 		}, 100)
 		require.NoError(t, err)
 	}
-	_, err := s.MergeSettings(ctx, []privacy.Settings{{User: user, ShareRead: false, ShareDelivered: true, VersionMs: 1}})
-	require.NoError(t, err)
 }
 
 // viewTraces counts user's fields and members in a channel's view and
@@ -91,9 +88,6 @@ func checkErased(t *testing.T, s *redisstore.Store, user string) {
 		require.Empty(t, members, "channel %s", ch)
 		require.Zero(t, viewTraces(t, s, ch, user), "channel %s view", ch)
 	}
-	n, err := s.Client().Exists(ctx, s.SettingsKey(user)).Result()
-	require.NoError(t, err)
-	require.Zero(t, n, "settings")
 }
 
 func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -52,30 +51,4 @@ func TestChangeMembershipTakesItsVersionFromRedis(t *testing.T) {
 	require.NoError(t, res.Err)
 	require.Equal(t, int64(9), res.Membership.VersionSeq)
 	require.Less(t, res.Membership.VersionUnixMs, ahead)
-}
-
-// A settings change is versioned by Redis the same way, and reads the
-// user's erasure generation where it writes.
-func TestChangeSettingsTakesItsVersionFromRedis(t *testing.T) {
-	t.Parallel()
-	s, _ := newTestStore(t)
-	ctx := context.Background()
-	ahead := time.Now().Add(10 * time.Minute).UnixMilli()
-
-	st, gen, err := s.ChangeSettings(ctx, privacy.Settings{User: "u", ShareRead: false, ShareDelivered: true, VersionMs: ahead})
-	require.NoError(t, err)
-	require.Equal(t, GenerationUnknown, gen)
-	require.Less(t, st.VersionMs, ahead, "Redis' clock, not the proposed one")
-	require.Greater(t, st.VersionMs, time.Now().Add(-time.Minute).UnixMilli())
-
-	_, err = s.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, ShareDelivered: true, VersionMs: ahead}})
-	require.NoError(t, err)
-	_, err = s.Erase(ctx, "u", 5_000, 0, nil, nil)
-	require.NoError(t, err)
-	_, err = s.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, ShareDelivered: true, VersionMs: ahead}})
-	require.NoError(t, err)
-	st, gen, err = s.ChangeSettings(ctx, privacy.Settings{User: "u", ShareRead: false, ShareDelivered: false})
-	require.NoError(t, err)
-	require.Equal(t, privacy.Settings{User: "u", VersionMs: ahead + 1}, st, "one above a stored version ahead of Redis' clock")
-	require.Equal(t, int64(5_000), gen, "the erasure's generation")
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -29,9 +32,9 @@ func TestRepairSettings(t *testing.T) {
 	r := &repair.Repairer{Postgres: pg, Redis: rs}
 	both := func(user string) (privacy.Settings, privacy.Settings) {
 		t.Helper()
-		p, err := pg.Settings(ctx, []string{user})
+		p, err := settings.NewStore(pg, nil).ReadPG(ctx, []string{user})
 		require.NoError(t, err)
-		rd, found, err := rs.Settings(ctx, []string{user})
+		rd, found, err := settings.NewStore(nil, rs).ReadRedis(ctx, []string{user})
 		require.NoError(t, err)
 		require.True(t, found[0], "Redis holds the register")
 		return p[0], rd[0]
@@ -63,10 +66,10 @@ func TestRepairSettings(t *testing.T) {
 	// Redis ahead of the record (a newer change already applied there),
 	// Postgres behind both: Postgres catches up with Redis.
 	newer := privacy.Settings{User: "u2", ShareRead: true, ShareDelivered: false, VersionMs: 9_000}
-	_, err = rs.MergeSettings(ctx, []privacy.Settings{newer})
+	_, err = settings.NewStore(nil, rs).MergeRedis(ctx, []privacy.Settings{newer})
 	require.NoError(t, err)
 	older := privacy.Settings{User: "u2", ShareRead: false, ShareDelivered: false, VersionMs: 7_000}
-	_, err = pg.UpsertSettings(ctx, []privacy.Settings{{User: "u2", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
+	_, err = settings.NewStore(pg, nil).WritePG(ctx, []privacy.Settings{{User: "u2", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Settings: &older, AcceptedAtUnixMs: older.VersionMs}))
 	p, rd = both("u2")
@@ -75,9 +78,9 @@ func TestRepairSettings(t *testing.T) {
 
 	// Postgres ahead of the record and of Redis: Redis catches up.
 	pgNewer := privacy.Settings{User: "u3", ShareRead: false, ShareDelivered: true, VersionMs: 8_000}
-	_, err = pg.UpsertSettings(ctx, []privacy.Settings{pgNewer})
+	_, err = settings.NewStore(pg, nil).WritePG(ctx, []privacy.Settings{pgNewer})
 	require.NoError(t, err)
-	_, err = rs.MergeSettings(ctx, []privacy.Settings{{User: "u3", ShareRead: true, ShareDelivered: true, VersionMs: 2_000}})
+	_, err = settings.NewStore(nil, rs).MergeRedis(ctx, []privacy.Settings{{User: "u3", ShareRead: true, ShareDelivered: true, VersionMs: 2_000}})
 	require.NoError(t, err)
 	rec := privacy.Settings{User: "u3", ShareRead: true, ShareDelivered: true, VersionMs: 3_000}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Settings: &rec, AcceptedAtUnixMs: rec.VersionMs}))
@@ -102,26 +105,26 @@ func TestRepairSettingsRespectsErasures(t *testing.T) {
 		return event.Decoded{Settings: &st, AcceptedAtUnixMs: version}
 	}
 	require.NoError(t, r.RepairDecoded(ctx, set(1_000)))
-	rows, err := pg.StoredSettings(ctx, []string{"gone"})
+	rows, err := settings.NewStore(pg, nil).StoredPG(ctx, []string{"gone"})
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 
-	ts, err := rs.Erase(ctx, "gone", 100_000, 0, nil, nil)
+	ts, err := rs.Erase(ctx, "gone", 100_000, 0, kind.ErasedHashes(kinds.All(), &kind.Env{Redis: rs}, "gone"), nil)
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, set(99_000)))
-	rows, err = pg.StoredSettings(ctx, []string{"gone"})
+	rows, err = settings.NewStore(pg, nil).StoredPG(ctx, []string{"gone"})
 	require.NoError(t, err)
 	require.Empty(t, rows, "Postgres applied the erasure and the old settings stayed out")
-	_, found, err := rs.Settings(ctx, []string{"gone"})
+	_, found, err := settings.NewStore(nil, rs).ReadRedis(ctx, []string{"gone"})
 	require.NoError(t, err)
 	require.False(t, found[0], "nothing written back into Redis")
 
 	after := set(ts.ErasedAtUnixMs + 10_000)
 	require.NoError(t, r.RepairDecoded(ctx, after))
-	rows, err = pg.StoredSettings(ctx, []string{"gone"})
+	rows, err = settings.NewStore(pg, nil).StoredPG(ctx, []string{"gone"})
 	require.NoError(t, err)
 	require.Equal(t, *after.Settings, rows["gone"])
-	sts, found, err := rs.Settings(ctx, []string{"gone"})
+	sts, found, err := settings.NewStore(nil, rs).ReadRedis(ctx, []string{"gone"})
 	require.NoError(t, err)
 	require.True(t, found[0])
 	require.Equal(t, *after.Settings, sts[0])

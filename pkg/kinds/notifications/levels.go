@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -74,7 +75,7 @@ type levelsProbe struct {
 	s        Store
 	user     string
 	channels []string
-	settings redisstore.SettingsProbe
+	settings settings.Probe
 	regs     *redis.SliceCmd
 	// whole is the user's hash read whole, in place of regs.
 	whole *redis.KeyValueSliceCmd
@@ -90,7 +91,7 @@ const levelsWholeFrom = 64
 // hash for many channels (its answer then fails for a hash over
 // redisstore.MaxUnreadChannels: read LevelsOf).
 func (s Store) queueLevels(ctx context.Context, pipe redis.Pipeliner, user string, channels []string, mayReadWhole bool) levelsProbe {
-	p := levelsProbe{s: s, user: user, channels: channels, settings: s.redis.QueueSettings(ctx, pipe, user)}
+	p := levelsProbe{s: s, user: user, channels: channels, settings: settings.NewStore(nil, s.redis).Queue(ctx, pipe, user)}
 	if mayReadWhole && len(channels) >= levelsWholeFrom {
 		p.whole = pipe.HRandFieldWithValues(ctx, s.RedisKey(user), redisstore.WholeHashCount)
 	} else {

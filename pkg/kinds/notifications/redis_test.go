@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -52,7 +53,7 @@ func TestNotificationsVersionedByRedisAndHydrated(t *testing.T) {
 	require.NoError(t, res.Err)
 	require.Equal(t, notification.Register{Key: k, Level: notification.None, VersionUnixMs: ahead + 1}, res.Register, "above the register it read")
 
-	_, err = rs.MergeSettings(ctx, []privacy.Settings{{User: "u", ShareRead: true, VersionMs: 5, DefaultLevel: notification.Mentions}})
+	_, err = settings.NewStore(nil, rs).MergeRedis(ctx, []privacy.Settings{{User: "u", ShareRead: true, VersionMs: 5, DefaultLevel: notification.Mentions}})
 	require.NoError(t, err)
 	lv, err := s.LevelsOf(ctx, "u", []string{"c", "other"})
 	require.NoError(t, err)

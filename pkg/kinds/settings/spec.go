@@ -1,4 +1,4 @@
-package kinds
+package settings
 
 import (
 	"context"
@@ -10,13 +10,13 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// settingsSpec is a user's privacy settings: a versioned register, the
-// newer version wins and a tie shares less (privacy.Merge), one
-// user_settings row and a Redis hash. A user without either holds the
-// defaults; a Redis entry of version 0 caches them. A register merged
-// into Redis is applied to the user's channel views, so a kind the user
-// stopped sharing leaves them.
-var settingsSpec = &kind.Spec[string, privacy.Settings]{
+// Spec is a user's privacy settings: a versioned register, the newer
+// version wins and a tie shares less (privacy.Merge), one user_settings
+// row and a Redis hash. A user without either holds the defaults; a
+// Redis entry of version 0 caches them. A register merged into Redis is
+// applied to the user's channel views, so a kind the user stopped
+// sharing leaves them.
+var Spec = &kind.Spec[string, privacy.Settings]{
 	Name:      "user_settings",
 	Key:       func(st privacy.Settings) string { return st.User },
 	Compare:   func(a, b privacy.Settings) int { return strings.Compare(a.User, b.User) },
@@ -35,10 +35,10 @@ var settingsSpec = &kind.Spec[string, privacy.Settings]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []privacy.Settings) (int64, error) {
-		return env.Postgres.UpsertSettings(ctx, vals)
+		return storeOf(env).WritePG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, users []string) ([]privacy.Settings, error) {
-		got, err := env.Postgres.StoredSettings(ctx, users)
+		got, err := storeOf(env).StoredPG(ctx, users)
 		if err != nil {
 			return nil, err
 		}
@@ -51,11 +51,12 @@ var settingsSpec = &kind.Spec[string, privacy.Settings]{
 		return out, nil
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]privacy.Settings, error) {
-		return env.Postgres.SettingsPage(ctx, after, n)
+		return storeOf(env).PagePG(ctx, after, n)
 	},
+	PGErase: eraseSQL,
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []privacy.Settings) ([]error, error) {
-		stored, err := env.Redis.MergeSettings(ctx, vals)
+		stored, err := storeOf(env).MergeRedis(ctx, vals)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +67,7 @@ var settingsSpec = &kind.Spec[string, privacy.Settings]{
 		return errs, nil
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, users []string) ([][]*privacy.Settings, error) {
-		sts, found, err := env.Redis.Settings(ctx, users)
+		sts, found, err := storeOf(env).ReadRedis(ctx, users)
 		if err != nil {
 			return nil, err
 		}
@@ -79,22 +80,36 @@ var settingsSpec = &kind.Spec[string, privacy.Settings]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[privacy.Settings], error) {
-		users, next, err := env.Redis.ScanSettingsUsers(ctx, cur, count)
-		if err != nil {
-			return kind.ScanPage[privacy.Settings]{}, err
+	RedisScan: scanRedis,
+	Scripts:   Scripts,
+	// Deleted, not left complete: a read that finds no settings reads
+	// Postgres, whose row the same erasure deletes, and the gateway
+	// writes back no row the tombstone predates.
+	DeletedHashes: func(env *kind.Env, user string) []string { return []string{storeOf(env).RedisKey(user)} },
+}
+
+// Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
+var Kind = kind.New(Spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+
+// scanRedis is one SCAN page of the users' settings.
+func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[privacy.Settings], error) {
+	s := storeOf(env)
+	users, next, err := s.ScanRedisUsers(ctx, cur, count)
+	if err != nil {
+		return kind.ScanPage[privacy.Settings]{}, err
+	}
+	page := kind.ScanPage[privacy.Settings]{Next: next}
+	valid := kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid)
+	sts, found, err := s.ReadRedis(ctx, valid)
+	if err != nil {
+		return page, err
+	}
+	for i := range valid {
+		if found[i] {
+			page.Values = append(page.Values, sts[i])
 		}
-		page := kind.ScanPage[privacy.Settings]{Next: next}
-		valid := kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid)
-		sts, found, err := env.Redis.Settings(ctx, valid)
-		if err != nil {
-			return page, err
-		}
-		for i := range valid {
-			if found[i] {
-				page.Values = append(page.Values, sts[i])
-			}
-		}
-		return page, nil
-	},
+	}
+	return page, nil
 }

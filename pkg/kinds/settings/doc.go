@@ -1,0 +1,23 @@
+// Package settings is a user's privacy settings (what they share of their
+// reads and deliveries, and their default notification level), a kind of
+// state that owns its storage: the third kind in a folder of its own.
+// The rule is the domain floor's (privacy.Merge); here are its Spec
+// (spec.go, listed by the registry pkg/kinds), its Postgres statements
+// (the .sql files, run by postgres.go), its Redis layout, value codec and
+// script (redis.go, codec.go, merge.lua), its part of an erasure
+// (erase.sql and the Spec's DeletedHashes: the hash is deleted, not left
+// complete) and the tests of all of them. Store is the typed face the
+// gateway calls; Probe lets another read (the badge's levels, in
+// pkg/kinds/notifications) carry the settings read on its pipeline.
+//
+// It is written against the drivers (pgstore.Store's Pool and
+// Classified, redisstore.Store's Exec, Client, Prefix, TombstoneKey,
+// LuaCmp and DefaultsTTL). Redis' driver names none of it; Postgres'
+// still reads the rows in the statements of its views, each a join in its
+// own query: read-by's member cursors (MemberCursors), the change feeds
+// (UpsertChanges, UpsertThreadChanges) and the cursor-move log's filter
+// (InsertMoves), until the views move. What a register does to the
+// channel views (redisstore.Store.ApplySettingsToViews, run by the Spec's
+// RedisWrite and the gateway) is the views'. Its Kafka codec is still
+// pkg/event's.
+package settings

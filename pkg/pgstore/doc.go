@@ -12,5 +12,8 @@
 // kind runs its own embedded statements on Pool, wraps their errors with
 // Classified, and adds its delete and its redaction to an erasure
 // (Erase's kindDeletes and kindRedacts).
-// This package names none of those kinds' tables.
+// This package writes none of those kinds' tables; its views still read
+// one in their own statements: user_settings (pkg/kinds/settings), joined
+// by read-by's member cursors, the change feeds and the cursor-move
+// log's filter.
 package pgstore

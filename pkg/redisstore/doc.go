@@ -22,10 +22,12 @@
 // embedded scripts through Exec (which loads them again when Redis lost
 // them) or Client, and uses the markers, bounds and error wrapping of
 // this package; its reads may ride the unread read's pipeline (Rider),
-// and an erasure resets its user hashes (Erase's kindHashes) and has it
-// redact the user in each channel (Erase's redact). This package names
-// none of those kinds' keys, but for the sets the unread view still reads
-// itself: the group mentions' (groupmentions.go) and a channel's
-// deletions (unreaddeletions.go, whose run search, seqrun.lua, the
-// deletion kind's thread count shares as LuaSeqRun).
+// and an erasure resets or deletes its user hashes (Erase's kindHashes)
+// and has it redact the user in each channel (Erase's redact). This
+// package names none of those kinds' keys, but for the sets the unread
+// view still reads itself: the group mentions' (groupmentions.go) and a
+// channel's deletions (unreaddeletions.go, whose run search, seqrun.lua,
+// the deletion kind's thread count shares as LuaSeqRun); of the settings
+// it keeps only what a register does to the channel views
+// (ApplySettingsToViews), not their key.
 package redisstore

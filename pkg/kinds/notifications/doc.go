@@ -4,7 +4,8 @@
 // (spec.go, listed by the registry pkg/kinds), its Postgres statements
 // (the .sql files, run by postgres.go), its Redis layout, value codec
 // and scripts (redis.go, codec.go, the .lua files), the badge's read of
-// the levels (levels.go), its part of an erasure (erase.sql and the
+// the levels (levels.go, with the user's settings through
+// pkg/kinds/settings' Probe), its part of an erasure (erase.sql and the
 // Spec's ErasedHashes) and the tests of all of them. Store is the typed
 // face the gateway calls.
 //

@@ -1,6 +1,6 @@
 // Package settings is a user's privacy settings (what they share of their
 // reads and deliveries, and their default notification level), a kind of
-// state that owns its storage: the third kind in a folder of its own.
+// state that owns its storage: the fourth kind in a folder of its own.
 // The rule is the domain floor's (privacy.Merge); here are its Spec
 // (spec.go, listed by the registry pkg/kinds), its Postgres statements
 // (the .sql files, run by postgres.go), its Redis layout, value codec and

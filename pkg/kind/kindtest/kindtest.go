@@ -15,8 +15,28 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/pgtest"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
+
+// Redis is a Redis store under a key prefix of the test's own, with its
+// scripts and scripts (a kind's) loaded: what a kind folder's tests write
+// through.
+func Redis(t testing.TB, scripts ...*redis.Script) *redisstore.Store {
+	t.Helper()
+	rdb := redistest.Client(t)
+	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, rs.Load(context.Background(), scripts...))
+	return rs
+}
+
+// Env is the test's own stores (a migrated schema, a Redis key prefix),
+// as the suite writes a kind through them.
+func Env(t testing.TB) *kind.Env {
+	t.Helper()
+	return &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: Redis(t)}
+}
 
 // Gen draws a valid value of a kind, over a few keys so that values of
 // one key meet (and, where the rule has ties, few values so that ties

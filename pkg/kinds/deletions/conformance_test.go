@@ -6,11 +6,7 @@ import (
 	"testing"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
-	"github.com/readstate/receipts/pkg/pgtest"
-	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // randomDeletions draws a set's deletions over few channels and roots
@@ -33,8 +29,7 @@ func randomDeletions(r *rand.Rand) any {
 // channel.MergeDeletions keeps.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Client(t)
-	env := &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})}
+	env := kindtest.Env(t)
 	kindtest.MergeLaws(t, Kind, env, randomDeletions)
 	kindtest.StoresAgree(t, Kind, env, randomDeletions)
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -19,10 +19,8 @@ import (
 // (no Postgres), that driver and its client.
 func newRedisStore(t testing.TB) (Store, *redisstore.Store, redis.UniversalClient) {
 	t.Helper()
-	rdb := redistest.Client(t)
-	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, rs.Load(context.Background(), Scripts...))
-	return NewStore(nil, rs), rs, rdb
+	rs := kindtest.Redis(t, Scripts...)
+	return NewStore(nil, rs), rs, rs.Client()
 }
 
 // hashTag is a key's hash tag, which decides its cluster slot.

@@ -6,11 +6,7 @@ import (
 	"testing"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
-	"github.com/readstate/receipts/pkg/pgtest"
-	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // randomGroupMentions draws a channel's group mentions over few channels,
@@ -30,8 +26,8 @@ func randomGroupMentions(r *rand.Rand) any {
 // channel.MergeGroupMentions keeps.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Client(t)
-	env := &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}), MentionCap: 3}
+	env := kindtest.Env(t)
+	env.MentionCap = 3
 	kindtest.MergeLaws(t, Kind, env, randomGroupMentions)
 	kindtest.StoresAgree(t, Kind, env, randomGroupMentions)
 }

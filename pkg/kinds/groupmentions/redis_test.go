@@ -11,19 +11,17 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // newRedisStore is the kind's store on a Redis of the test's own prefix
 // (no Postgres), that driver and its client.
 func newRedisStore(t *testing.T) (Store, *redisstore.Store, redis.UniversalClient) {
 	t.Helper()
-	rdb := redistest.Client(t)
-	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, rs.Load(context.Background(), Scripts...))
-	return NewStore(nil, rs), rs, rdb
+	rs := kindtest.Redis(t, Scripts...)
+	return NewStore(nil, rs), rs, rs.Client()
 }
 
 // top is the fifth part of a channel's value: its greatest kept group

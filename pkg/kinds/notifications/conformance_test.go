@@ -5,13 +5,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/notification"
-	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // randomRegister draws a register over few keys, and few versions,
@@ -26,8 +22,7 @@ func randomRegister(r *rand.Rand) any {
 // and merge.lua and upsert.sql keep what notification.Merge keeps.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Client(t)
-	env := &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})}
+	env := kindtest.Env(t)
 	kindtest.MergeLaws(t, Kind, env, randomRegister)
 	kindtest.StoresAgree(t, Kind, env, randomRegister)
 }

@@ -5,13 +5,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/notification"
-	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/privacy"
-	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // randomSettings draws a register over few users and versions, so that
@@ -26,8 +22,7 @@ func randomSettings(r *rand.Rand) any {
 // and merge.lua and upsert.sql keep what privacy.Merge keeps.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	rdb := redistest.Client(t)
-	env := &kind.Env{Postgres: pgtest.NewSchema(t).Store, Redis: redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})}
+	env := kindtest.Env(t)
 	kindtest.MergeLaws(t, Kind, env, randomSettings)
 	kindtest.StoresAgree(t, Kind, env, randomSettings)
 }

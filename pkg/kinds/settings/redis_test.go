@@ -9,19 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // newRedisStore is the kind's store on a Redis of the test's own prefix
 // (no Postgres), and that driver.
 func newRedisStore(t *testing.T) (Store, *redisstore.Store) {
 	t.Helper()
-	rdb := redistest.Client(t)
-	rs := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, rs.Load(context.Background(), Scripts...))
+	rs := kindtest.Redis(t, Scripts...)
 	return NewStore(nil, rs), rs
 }
 

@@ -43,12 +43,12 @@ type Server struct {
 	guard   *apiauth.Guard
 	auth    authorizer
 	handler http.Handler
-	// serving is set while Serve serves; stopping once its context ended
-	// (the shutdown delay and the drain).
-	serving, stopping atomic.Bool
-	// serveCtx is Serve's context: Ready fails the moment it ends, not
-	// when Serve's goroutine gets to set stopping, so gRPC health agrees
-	// with /readyz (whose runner sees the same cancellation).
+	// serving is set while Serve serves.
+	serving atomic.Bool
+	// serveCtx is Serve's context: Ready fails the moment it ends (the
+	// shutdown delay and the drain), not when Serve's goroutine gets
+	// there, so gRPC health agrees with /readyz, whose runner sees the
+	// same cancellation.
 	serveCtx atomic.Pointer[context.Context]
 }
 
@@ -85,7 +85,7 @@ func (s *Server) Ready(ctx context.Context) error {
 	if !s.serving.Load() {
 		return errors.New("api not serving")
 	}
-	if c := s.serveCtx.Load(); s.stopping.Load() || (c != nil && (*c).Err() != nil) {
+	if c := s.serveCtx.Load(); c != nil && (*c).Err() != nil {
 		return errors.New("api shutting down")
 	}
 	return s.gate.Ready(ctx)
@@ -304,7 +304,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := s.HTTPServer()
 	s.serveCtx.Store(&ctx)
 	s.serving.Store(true)
-	s.stopping.Store(false)
 	defer s.serving.Store(false)
 	gctx, stopGuard := context.WithCancel(ctx)
 	guarded := make(chan struct{})
@@ -323,7 +322,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serving api: %w", err)
 	case <-ctx.Done():
 	}
-	s.stopping.Store(true)
 	if err := s.delayShutdown(errc); err != nil {
 		return err
 	}

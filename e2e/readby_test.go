@@ -27,7 +27,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // rbThreshold is the detail threshold of the read-by test's stack: the
@@ -496,14 +496,14 @@ func rbErasedGone(t *testing.T, s *stack, erased, channels []string) {
 		require.NoError(t, err)
 		require.Zero(t, n, "erased %s: settings in Redis", u)
 		for _, ch := range channels {
-			fields, err := s.rdb.HMGet(ctx, s.rstore.ViewCurKey(ch), "r:"+u, "d:"+u).Result()
+			fields, err := s.rdb.HMGet(ctx, readby.NewStore(nil, s.rstore).CurKey(ch), "r:"+u, "d:"+u).Result()
 			require.NoError(t, err)
 			require.Equal(t, []any{nil, nil}, fields, "erased %s: cursors in the view of %s", u, ch)
 			for _, k := range []string{"r", "d"} {
 				err := s.rdb.ZScore(ctx, s.prefix+"cv:{"+ch+"}:"+k, u).Err()
 				require.ErrorIs(t, err, redis.Nil, "erased %s: in the view set %s of %s", u, k, ch)
 			}
-			entries, err := s.rdb.XRange(ctx, s.rstore.ViewStreamKey(ch), "-", "+").Result()
+			entries, err := s.rdb.XRange(ctx, readby.NewStore(nil, s.rstore).StreamKey(ch), "-", "+").Result()
 			require.NoError(t, err)
 			for _, e := range entries {
 				// The erasure's own removal entries (rm) tell watchers; no move stays.
@@ -642,7 +642,7 @@ func TestReadByModel(t *testing.T) {
 	for _, ch := range []string{"s0", "s1", "s2"} {
 		for _, u := range m.members(ch, users) {
 			if !m.shares(u).read {
-				_, err := s.rstore.ApplyViewMoves(ctx, []redisstore.ViewMove{{Channel: ch, User: u, Kind: redisstore.ViewRead,
+				_, err := readby.NewStore(nil, s.rstore).Apply(ctx, []readby.Move{{Channel: ch, User: u, Side: readby.Read,
 					Position: receipt.Position{Epoch: 9, Seq: m.heads[ch]}, AtUnixMs: nowMs()}}, 0)
 				require.NoError(t, err)
 				planted++

@@ -21,6 +21,9 @@ plants=(
   "pkg/kind/zzplant|$mod/pkg/kinds"        # the contract → the kinds
   "pkg/redisstore/zzplant|$mod/pkg/kind"   # store → the contract of kinds
   "pkg/pgstore/zzplant|$mod/pkg/kinds/notifications" # driver → a kind
+  "pkg/kinds/zzplant|$mod/pkg/views/readby"  # a kind → a view
+  "pkg/views/zzplant|$mod/pkg/drift"         # a view → service
+  "pkg/redisstore/zzplant|$mod/pkg/views/readby" # driver → a view
   "pkg/gate|$mod/pkg/gate/rest"            # service → its transport
   "pkg/gate/rest|$mod/pkg/apiauth"         # pure codec → plumbing
   "pkg/persister|$mod/pkg/pgtest"          # product → test kit

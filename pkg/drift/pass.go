@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Every kind of state is swept the same two ways, by its own merge rule
@@ -36,7 +37,7 @@ func (s *Sweeper) SweepOnce(ctx context.Context) (Report, error) {
 	if !s.cfg.DryRun {
 		// An erasure cut short (its caller gave up, its gateway stopped)
 		// is finished here, whoever retries it or not.
-		rep.ErasuresFinished, err = s.cfg.Redis.FinishErasures(ctx, s.now().UnixMilli(), kind.RedisRedact(s.kinds, &s.env))
+		rep.ErasuresFinished, err = s.cfg.Redis.FinishErasures(ctx, readby.NewStore(nil, s.cfg.Redis).Redact(s.now().UnixMilli(), kind.RedisRedact(s.kinds, &s.env)))
 		if rep.ErasuresFinished > 0 {
 			s.log.Info("finished erasures cut short", zap.Int("channels", rep.ErasuresFinished))
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Privacy settings drift each way is found and repaired with
@@ -44,7 +44,7 @@ func TestSweepRepairsSettingsBothWays(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bd.rs.Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
-	_, err = bd.rs.ApplyViewMoves(ctx, []redisstore.ViewMove{{Channel: "c", User: "pg-ahead", Kind: redisstore.ViewRead, Position: receipt.Position{Seq: 4}, AtUnixMs: 1000}}, 0)
+	_, err = readby.NewStore(nil, bd.rs).Apply(ctx, []readby.Move{{Channel: "c", User: "pg-ahead", Side: readby.Read, Position: receipt.Position{Seq: 4}, AtUnixMs: 1000}}, 0)
 	require.NoError(t, err)
 
 	sw := newSweeper(t, bd)
@@ -73,7 +73,7 @@ func TestSweepRepairsSettingsBothWays(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, set("in-flight", true, true, 1000), pg["in-flight"], "in flight: left for the persister")
 	require.NotContains(t, pg, "defaults-cached", "the cached defaults are not copied")
-	views, err := bd.rs.ReadViews(ctx, []string{"c"})
+	views, err := readby.NewStore(nil, bd.rs).ReadAll(ctx, []string{"c"})
 	require.NoError(t, err)
 	require.NotContains(t, views[0].Read, "pg-ahead", "the repaired register hides the read")
 

@@ -25,6 +25,7 @@ import (
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Defaults.
@@ -376,7 +377,8 @@ func New(cfg Config) (*Sweeper, error) {
 	}
 	s := &Sweeper{cfg: cfg, log: cfg.Logger.Named("drift"), m: newSweepMetrics(cfg.Registerer), now: time.Now,
 		kinds: cfg.Kinds, ahead: map[string]aheadSince{},
-		env: kind.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap}}
+		env: kind.Env{Postgres: cfg.Postgres, Redis: cfg.Redis, MentionCap: cfg.MentionCap,
+			SettingsApplied: readby.NewStore(cfg.Postgres, cfg.Redis).SettingsApplier(0)}}
 	lc := leader.Config{CheckInterval: cfg.LeaderCheckInterval, Name: "drift sweep", Logger: s.log,
 		Gauge: s.m.leader, OnRole: s.setRole}
 	if cfg.LeaderElection == LeaderPostgres {

@@ -21,6 +21,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // TestBoundedUnderAbuse is the load test of "secure and bounded by
@@ -194,10 +195,10 @@ func TestBoundedUnderAbuse(t *testing.T) {
 	t.Logf("%d reads failed with their rebuild", failedRebuilds.Load())
 	require.LessOrEqual(t, rebuilds.Load(), 1+failedRebuilds.Load(), "one rebuild at a time, shared, then loaded")
 	require.Less(t, heapPeak, heapBefore+64<<20, "heap bounded: %d MiB before, peak %d MiB", heapBefore>>20, heapPeak>>20)
-	views, err := tb.store.ReadViewsUpTo(ctx, []string{"huge"}, 0)
+	views, err := readby.NewStore(nil, tb.store).ReadUpTo(ctx, []string{"huge"}, 0)
 	require.NoError(t, err)
 	require.True(t, views[0].Loaded)
-	n, err := tb.rdb.ZCard(ctx, tb.store.ViewZSetKey("huge", "r")).Result()
+	n, err := tb.rdb.ZCard(ctx, readby.NewStore(nil, tb.store).ZSetKey("huge", "r")).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(members), n, "the rebuild paged every member into the view's counts")
 }

@@ -67,7 +67,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 
 	rctx, cancel := g.redisCtx(ctx)
 	env := &kind.Env{Redis: g.redis}
-	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), kind.RedisRedact(kinds.All(), env))
+	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.readBy().Redact(g.nowMs(), kind.RedisRedact(kinds.All(), env)))
 	cancel()
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()

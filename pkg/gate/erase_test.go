@@ -22,6 +22,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // decodedUntil reads the test topic from the start, every kind decoded,
@@ -152,7 +153,7 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 	}
 	clean := func(u string, chs []string) bool {
 		for _, ch := range chs {
-			if tb.rdb.HExists(ctx, tb.store.ChannelMembersKey(ch), u).Val() || tb.rdb.HExists(ctx, tb.store.ViewCurKey(ch), "r:"+u).Val() {
+			if tb.rdb.HExists(ctx, tb.store.ChannelMembersKey(ch), u).Val() || tb.rdb.HExists(ctx, readby.NewStore(nil, tb.store).CurKey(ch), "r:"+u).Val() {
 				return false
 			}
 		}
@@ -177,7 +178,7 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 	fay := join("fay")
 	status, _ = tb.do(t, http.MethodDelete, "/v1/users/fay", "")
 	require.Equal(t, http.StatusServiceUnavailable, status)
-	n2, err := tb.store.FinishErasures(ctx, time.Now().UnixMilli(), kind.RedisRedact(kinds.All(), &kind.Env{Redis: tb.store}))
+	n2, err := tb.store.FinishErasures(ctx, readby.NewStore(nil, tb.store).Redact(time.Now().UnixMilli(), kind.RedisRedact(kinds.All(), &kind.Env{Redis: tb.store})))
 	require.NoError(t, err)
 	require.Positive(t, n2)
 	require.True(t, clean("fay", fay), "the reconciler's pass cleaned every channel")

@@ -137,9 +137,9 @@ func (g *Gate) settleHiding(ctx context.Context, user string) error {
 const viewSettleMargin = 100 * time.Millisecond
 
 // applySettingsToViews makes the user's channel views follow st
-// (redisstore.ApplySettingsToViews).
+// (readby.Store.ApplySettings).
 func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
-	return g.redis.ApplySettingsToViews(ctx, st, g.cfg.ReadBy.ViewStreamMaxLen)
+	return g.readBy().ApplySettings(ctx, st, g.cfg.ReadBy.ViewStreamMaxLen)
 }
 
 // settingsStore is the settings kind's storage on the gateway's stores.

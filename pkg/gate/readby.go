@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // rebuildPage bounds one Postgres page of a view rebuild.
@@ -46,7 +47,7 @@ type channelSight struct {
 	// the view's cursors of those who share the kind.
 	members  []string
 	settings map[string]privacy.Settings
-	view     redisstore.ChannelViewState
+	view     readby.State
 }
 
 // memberCount is a channel's joined-member count: Redis when its
@@ -88,14 +89,14 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 		most = 2 * int(g.cfg.ReadBy.detailThreshold())
 	}
 	rctx, cancel := g.redisCtx(ctx)
-	views, err := g.redis.ReadViewsUpTo(rctx, []string{ch}, most)
+	views, err := g.readBy().ReadUpTo(rctx, []string{ch}, most)
 	cancel()
 	if err != nil && ctx.Err() != nil {
 		return nil, g.durableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
 	}
 	if err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
-		views = []redisstore.ChannelViewState{{Channel: ch}}
+		views = []readby.State{{Channel: ch}}
 	}
 	s.view = views[0]
 	if s.detailed && s.view.CursorsLeftOut {
@@ -198,7 +199,7 @@ func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, 
 // at most until its own context ends), bounded by rebuildTimeout. A large
 // channel's rebuild goes a page of members at a time into Redis, never
 // holding more than one page.
-func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *redisstore.ChannelViewState) error {
+func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *readby.State) error {
 	if err := ctx.Err(); err != nil {
 		return err // the caller left: start no rebuild for nobody
 	}
@@ -224,20 +225,20 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *rediss
 	if res.Err != nil {
 		return res.Err
 	}
-	moves, _ := res.Val.([]redisstore.ViewMove)
+	moves, _ := res.Val.([]readby.Move)
 	if !small {
 		return nil
 	}
 	if v.Read == nil {
-		v.Read, v.Delivered = map[string]redisstore.ViewCursor{}, map[string]redisstore.ViewCursor{}
+		v.Read, v.Delivered = map[string]readby.Cursor{}, map[string]readby.Cursor{}
 	}
 	for _, m := range moves {
 		into := v.Read
-		if m.Kind == redisstore.ViewDelivered {
+		if m.Side == readby.Delivered {
 			into = v.Delivered
 		}
 		if cur, ok := into[m.User]; !ok || m.Position.Compare(cur.Position) > 0 {
-			into[m.User] = redisstore.ViewCursor{Position: m.Position, AtUnixMs: m.AtUnixMs}
+			into[m.User] = readby.Cursor{Position: m.Position, AtUnixMs: m.AtUnixMs}
 		}
 	}
 	return nil
@@ -247,7 +248,7 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *rediss
 // merges each page into the view (the last marks it loaded). It returns
 // the moves of a small channel; a large channel's are dropped page by
 // page.
-func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redisstore.ViewMove, error) {
+func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readby.Move, error) {
 	if g.rebuildHook != nil {
 		g.rebuildHook()
 	}
@@ -261,11 +262,11 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 	if err := g.settled(ctx, nil, []string{ch}); err != nil {
 		return nil, fmt.Errorf("rebuilding the view of %s: %w", ch, err)
 	}
-	var kept []redisstore.ViewMove
+	var kept []readby.Move
 	after := ""
 	for {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		page, err := g.pg.MemberCursors(pctx, ch, after, rebuildPage)
+		page, err := g.readBy().MemberCursors(pctx, ch, after, rebuildPage)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("rebuilding the view of %s: %w", ch, err)
@@ -282,16 +283,16 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 		if err != nil {
 			return nil, fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
 		}
-		var moves []redisstore.ViewMove
+		var moves []readby.Move
 		for _, c := range page {
 			if t, ok := tombs[c.User]; ok && t.Predates(c.UpdatedAtUnixMs) {
 				continue
 			}
 			if c.ShareRead && !c.Read.IsZero() {
-				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewRead, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
+				moves = append(moves, readby.Move{Channel: ch, User: c.User, Side: readby.Read, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
 			}
 			if c.ShareDelivered && !c.Delivered.IsZero() {
-				moves = append(moves, redisstore.ViewMove{Channel: ch, User: c.User, Kind: redisstore.ViewDelivered, Position: c.Delivered, AtUnixMs: c.UpdatedAtUnixMs})
+				moves = append(moves, readby.Move{Channel: ch, User: c.User, Side: readby.Delivered, Position: c.Delivered, AtUnixMs: c.UpdatedAtUnixMs})
 			}
 		}
 		last := len(page) < rebuildPage
@@ -300,7 +301,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]redis
 			loaded = []string{ch}
 		}
 		rctx, cancel = g.redisCtx(ctx)
-		err = g.redis.RebuildView(rctx, loaded, moves, ttl)
+		err = g.readBy().Rebuild(rctx, loaded, moves, ttl)
 		cancel()
 		if err != nil {
 			// Not marked loaded: the next read rebuilds again.
@@ -329,12 +330,12 @@ func (g *Gate) durableErr(ctx context.Context, err error) error {
 }
 
 // visible returns a member's cursor of a kind as others may see it.
-func (s *channelSight) visible(user string, k redisstore.ViewKind) (redisstore.ViewCursor, bool) {
+func (s *channelSight) visible(user string, k readby.Side) (readby.Cursor, bool) {
 	if st, ok := s.settings[user]; ok && !st.Shares(string(k)) {
-		return redisstore.ViewCursor{}, false
+		return readby.Cursor{}, false
 	}
 	src := s.view.Read
-	if k == redisstore.ViewDelivered {
+	if k == readby.Delivered {
 		src = s.view.Delivered
 	}
 	c, ok := src[user]
@@ -379,7 +380,7 @@ func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sende
 	out := &receiptsv1.MessageReceipts{ChannelId: s.channel, Seq: seq, Detailed: s.detailed, MemberCount: s.memberCount, SenderId: sender}
 	if !s.detailed {
 		rctx, cancel := g.redisCtx(ctx)
-		c, err := g.redis.CountView(rctx, s.channel, seq, sender)
+		c, err := g.readBy().Count(rctx, s.channel, seq, sender)
 		cancel()
 		if err != nil {
 			return nil, g.durableErr(ctx, err)
@@ -392,20 +393,20 @@ func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sende
 		if u == sender {
 			continue
 		}
-		if c, ok := s.visible(u, redisstore.ViewRead); ok && c.Position.Seq >= seq {
+		if c, ok := s.visible(u, readby.Read); ok && c.Position.Seq >= seq {
 			out.ReadBy = append(out.ReadBy, &receiptsv1.MemberAt{UserId: u, AtUnixMs: c.AtUnixMs})
 			reached = append(reached, u)
 		} else {
 			out.Pending = append(out.Pending, u)
 		}
-		if c, ok := s.visible(u, redisstore.ViewDelivered); ok && c.Position.Seq >= seq {
+		if c, ok := s.visible(u, readby.Delivered); ok && c.Position.Seq >= seq {
 			out.DeliveredTo = append(out.DeliveredTo, &receiptsv1.MemberAt{UserId: u, AtUnixMs: c.AtUnixMs})
 			reached = append(reached, u)
 		}
 	}
 	if len(reached) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		read, delivered, err := g.pg.FirstReached(pctx, s.channel, seq, reached)
+		read, delivered, err := g.readBy().FirstReached(pctx, s.channel, seq, reached)
 		cancel()
 		if err != nil {
 			// The view's times stand in: when each cursor reached where it is.
@@ -455,7 +456,7 @@ func (g *Gate) ticksOf(ctx context.Context, s *channelSight) (*receiptsv1.Channe
 	}
 	if !s.detailed {
 		rctx, cancel := g.redisCtx(ctx)
-		c, err := g.redis.CountView(rctx, s.channel, 0, "")
+		c, err := g.readBy().Count(rctx, s.channel, 0, "")
 		cancel()
 		if err != nil {
 			return nil, g.durableErr(ctx, err)
@@ -472,14 +473,14 @@ func (g *Gate) ticksOf(ctx context.Context, s *channelSight) (*receiptsv1.Channe
 	for _, u := range s.members {
 		mc := &receiptsv1.MemberCursors{UserId: u}
 		if st := s.settings[u]; st.ShareRead {
-			c, _ := s.visible(u, redisstore.ViewRead)
+			c, _ := s.visible(u, readby.Read)
 			mc.Read = positionProto(c.Position)
 			if leastRead < 0 || c.Position.Seq < leastRead {
 				leastRead = c.Position.Seq
 			}
 		}
 		if st := s.settings[u]; st.ShareDelivered {
-			c, _ := s.visible(u, redisstore.ViewDelivered)
+			c, _ := s.visible(u, readby.Delivered)
 			mc.Delivered = positionProto(c.Position)
 			if leastDel < 0 || c.Position.Seq < leastDel {
 				leastDel = c.Position.Seq

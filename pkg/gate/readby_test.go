@@ -14,7 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // A small group: the sender's notice, members' reads and deliveries, a
@@ -196,11 +196,11 @@ func TestViewRebuildSkipsErasedUser(t *testing.T) {
 	}
 	status, body = tb.do(t, http.MethodDelete, "/v1/users/a", ``)
 	require.Equal(t, http.StatusOK, status, "%s", body)
-	require.NoError(t, tb.rdb.Del(ctx, tb.store.ViewLoadedKey("g")).Err())
+	require.NoError(t, tb.rdb.Del(ctx, readby.NewStore(nil, tb.store).LoadedKey("g")).Err())
 
 	var ticks receiptsv1.ChannelTicks
 	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
-	views, err := tb.store.ReadViews(ctx, []string{"g"})
+	views, err := readby.NewStore(nil, tb.store).ReadAll(ctx, []string{"g"})
 	require.NoError(t, err)
 	require.True(t, views[0].Loaded, "the view was rebuilt")
 	require.Contains(t, views[0].Read, "s")
@@ -233,16 +233,16 @@ func TestHidingSettlesInFlightViewMoves(t *testing.T) {
 	// publishes h's read after the change was applied to the views.
 	ctx := context.Background()
 	require.Eventually(t, func() bool {
-		v, err := tb.store.ReadViews(ctx, []string{"g"})
+		v, err := readby.NewStore(nil, tb.store).ReadAll(ctx, []string{"g"})
 		require.NoError(t, err)
 		_, shown := v[0].Read["h"]
 		return !shown
 	}, 5*time.Second, 5*time.Millisecond, "the change hides h's read")
-	_, err := tb.store.ApplyViewMoves(ctx, []redisstore.ViewMove{{Channel: "g", User: "h", Kind: redisstore.ViewRead,
+	_, err := readby.NewStore(nil, tb.store).Apply(ctx, []readby.Move{{Channel: "g", User: "h", Side: readby.Read,
 		Position: receipt.Position{Seq: 3}, AtUnixMs: time.Now().UnixMilli()}}, 100)
 	require.NoError(t, err)
 	<-done
-	v, err := tb.store.ReadViews(ctx, []string{"g"})
+	v, err := readby.NewStore(nil, tb.store).ReadAll(ctx, []string{"g"})
 	require.NoError(t, err)
 	require.NotContains(t, v[0].Read, "h", "a move published under the old settings is hidden once the call returns")
 }

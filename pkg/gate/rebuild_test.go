@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // TestViewRebuildIsSingleFlight: concurrent reads of a large channel
@@ -38,7 +39,7 @@ func TestViewRebuildIsSingleFlight(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// Redis lost the view (a FLUSHALL of its keys).
-	require.NoError(t, tb.rdb.Del(ctx, tb.store.ViewLoadedKey("big"), tb.store.ViewCurKey("big")).Err())
+	require.NoError(t, tb.rdb.Del(ctx, readby.NewStore(nil, tb.store).LoadedKey("big"), readby.NewStore(nil, tb.store).CurKey("big")).Err())
 
 	var rebuilds atomic.Int32
 	release := make(chan struct{})
@@ -67,7 +68,7 @@ func TestViewRebuildIsSingleFlight(t *testing.T) {
 		require.Equal(t, int64(members), a.GetMemberCount())
 		require.Equal(t, int64(3), a.GetReadByAllUpTo(), "the counts come from the rebuilt view")
 	}
-	views, err := tb.store.ReadViewsUpTo(ctx, []string{"big"}, 2)
+	views, err := readby.NewStore(nil, tb.store).ReadUpTo(ctx, []string{"big"}, 2)
 	require.NoError(t, err)
 	require.True(t, views[0].Loaded)
 	require.True(t, views[0].CursorsLeftOut, "a large view's cursors are not read")

@@ -6,6 +6,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // publishThreadView streams thread moves to their channels' watchers: the
@@ -14,28 +15,28 @@ import (
 // Like publishView it is realtime state, not durability: a failure only
 // counts as degraded.
 func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.State, raised []redisstore.ThreadHeadResult) {
-	var entries []redisstore.ThreadViewEntry
+	var entries []readby.ThreadEntry
 	for _, r := range raised {
 		if r.Err != nil || !r.Advanced {
 			continue
 		}
 		h := r.Head
-		entries = append(entries, redisstore.ThreadViewEntry{Channel: h.Channel, Root: h.Root, Kind: redisstore.ThreadViewHead,
+		entries = append(entries, readby.ThreadEntry{Channel: h.Channel, Root: h.Root, Kind: readby.ThreadHead,
 			Position: receipt.Position{Seq: h.Seq}, AtUnixMs: h.UpdatedAtUnixMs})
 	}
 	var users []string
 	seen := map[string]bool{}
-	var moves []redisstore.ThreadViewEntry
+	var moves []readby.ThreadEntry
 	for i := range after {
 		was, now := stored[i].Cursors, after[i].Cursors
 		k := after[i].Key
 		if now.Read.Position.CompareBySeq(was.Read.Position) > 0 { // the public read, by seq
-			moves = append(moves, redisstore.ThreadViewEntry{Channel: k.Channel, Root: k.Root, User: k.User,
-				Kind: redisstore.ThreadViewRead, Position: now.Read.Position, AtUnixMs: now.UpdatedAtUnixMs})
+			moves = append(moves, readby.ThreadEntry{Channel: k.Channel, Root: k.Root, User: k.User,
+				Kind: readby.ThreadRead, Position: now.Read.Position, AtUnixMs: now.UpdatedAtUnixMs})
 		}
 		if now.Delivered.Position.Compare(was.Delivered.Position) > 0 {
-			moves = append(moves, redisstore.ThreadViewEntry{Channel: k.Channel, Root: k.Root, User: k.User,
-				Kind: redisstore.ThreadViewDelivered, Position: now.Delivered.Position, AtUnixMs: now.UpdatedAtUnixMs})
+			moves = append(moves, readby.ThreadEntry{Channel: k.Channel, Root: k.Root, User: k.User,
+				Kind: readby.ThreadDelivered, Position: now.Delivered.Position, AtUnixMs: now.UpdatedAtUnixMs})
 		}
 	}
 	for _, m := range moves {
@@ -56,9 +57,9 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 		}
 		for _, m := range moves {
 			// The view's kinds are privacy's: "r" and "d".
-			kind := string(redisstore.ViewRead)
-			if m.Kind == redisstore.ThreadViewDelivered {
-				kind = string(redisstore.ViewDelivered)
+			kind := string(readby.Read)
+			if m.Kind == readby.ThreadDelivered {
+				kind = string(readby.Delivered)
 			}
 			if settings[m.User].Shares(kind) {
 				entries = append(entries, m)
@@ -68,7 +69,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 	if len(entries) == 0 {
 		return
 	}
-	if err := g.redis.AppendThreadViewEntries(rctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
+	if err := g.readBy().AppendThreadEntries(rctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }

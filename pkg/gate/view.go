@@ -8,6 +8,7 @@ import (
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Read-by defaults.
@@ -32,7 +33,7 @@ type ReadByConfig struct {
 	// member lists. Defaults to DetailThresholdDefault.
 	DetailThreshold int
 	// ViewStreamMaxLen bounds each channel's move stream (approximately).
-	// Defaults to redisstore.ViewStreamMaxLenDefault.
+	// Defaults to readby.StreamMaxLenDefault.
 	ViewStreamMaxLen int64
 	// ViewRefresh: see ViewRefreshDefault.
 	ViewRefresh time.Duration
@@ -41,7 +42,7 @@ type ReadByConfig struct {
 // RegisterFlags registers the read-by flags.
 func (c *ReadByConfig) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.DetailThreshold, "receipts-detail-threshold", DetailThresholdDefault, "largest member count of a channel whose receipts list members (larger: counts only)")
-	fs.Int64Var(&c.ViewStreamMaxLen, "view-stream-maxlen", redisstore.ViewStreamMaxLenDefault, "approximate bound on each channel's cursor-move stream in Redis")
+	fs.Int64Var(&c.ViewStreamMaxLen, "view-stream-maxlen", readby.StreamMaxLenDefault, "approximate bound on each channel's cursor-move stream in Redis")
 	fs.DurationVar(&c.ViewRefresh, "view-refresh", ViewRefreshDefault, "how long a channel view rebuilt from Postgres is trusted before a read merges Postgres into it again")
 }
 
@@ -52,7 +53,7 @@ func (c *ReadByConfig) RegisterFlags(fs *flag.FlagSet) {
 // failure only counts as degraded: a view rebuild from Postgres repairs it
 // (see viewOf).
 func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult) {
-	var moves []redisstore.ViewMove
+	var moves []readby.Move
 	var users []string
 	seen := map[string]bool{}
 	for _, r := range merged {
@@ -65,11 +66,11 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 			users = append(users, st.Key.User)
 		}
 		if !st.Read.Position.IsZero() {
-			moves = append(moves, redisstore.ViewMove{Channel: st.Key.Channel, User: st.Key.User, Kind: redisstore.ViewRead,
+			moves = append(moves, readby.Move{Channel: st.Key.Channel, User: st.Key.User, Side: readby.Read,
 				Position: st.Read.Position, AtUnixMs: st.UpdatedAtUnixMs})
 		}
 		if !st.Delivered.Position.IsZero() {
-			moves = append(moves, redisstore.ViewMove{Channel: st.Key.Channel, User: st.Key.User, Kind: redisstore.ViewDelivered,
+			moves = append(moves, readby.Move{Channel: st.Key.Channel, User: st.Key.User, Side: readby.Delivered,
 				Position: st.Delivered.Position, AtUnixMs: st.UpdatedAtUnixMs})
 		}
 	}
@@ -90,11 +91,11 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	}
 	shown := moves[:0]
 	for _, m := range moves {
-		if settings[m.User].Shares(string(m.Kind)) {
+		if settings[m.User].Shares(string(m.Side)) {
 			shown = append(shown, m)
 		}
 	}
-	if _, err := g.redis.ApplyViewMoves(rctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
+	if _, err := g.readBy().Apply(rctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
@@ -103,7 +104,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 // registers (untracked: their views stay empty, see
 // redisstore.UntrackedChannels), and the users left without a move. On a
 // Redis error it keeps every move (the view script checks again).
-func (g *Gate) trackedMoves(ctx context.Context, moves []redisstore.ViewMove, users []string) ([]redisstore.ViewMove, []string) {
+func (g *Gate) trackedMoves(ctx context.Context, moves []readby.Move, users []string) ([]readby.Move, []string) {
 	var channels []string
 	seen := map[string]bool{}
 	for _, m := range moves {
@@ -203,7 +204,7 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
-	if err := g.redis.RemoveFromView(rctx, k.Channel, []string{k.User}, redisstore.ViewRead, redisstore.ViewDelivered); err != nil {
+	if err := g.readBy().Remove(rctx, k.Channel, []string{k.User}, readby.Read, readby.Delivered); err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
@@ -243,3 +244,6 @@ func (c ReadByConfig) viewRefresh() time.Duration {
 	}
 	return c.ViewRefresh
 }
+
+// readBy is the read-by view's storage on the gate's stores.
+func (g *Gate) readBy() readby.Store { return readby.NewStore(g.pg, g.redis) }

@@ -10,6 +10,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // A mark's public cursors reach the channel view (and its stream) in the
@@ -30,7 +31,7 @@ func TestMarksReachTheChannelView(t *testing.T) {
 		`{"user_id": "b", "channel_id": "g", "kind": "DELIVERED", "seq": 6}`,
 		`{"user_id": "hid", "channel_id": "g", "kind": "READ", "seq": 5}`,
 	), &mr)
-	views, err := tb.store.ReadViews(ctx, []string{"g"})
+	views, err := readby.NewStore(nil, tb.store).ReadAll(ctx, []string{"g"})
 	require.NoError(t, err)
 	v := views[0]
 	require.Equal(t, int64(4), v.Read["a"].Position.Seq)
@@ -40,7 +41,7 @@ func TestMarksReachTheChannelView(t *testing.T) {
 	require.NotContains(t, v.Read, "hid", "a user who does not share reads never enters the read view")
 	require.Equal(t, int64(5), v.Delivered["hid"].Position.Seq, "their delivery still shows")
 	require.NotEmpty(t, v.LastID)
-	n, err := tb.rdb.XLen(ctx, tb.store.ViewStreamKey("g")).Result()
+	n, err := tb.rdb.XLen(ctx, readby.NewStore(nil, tb.store).StreamKey("g")).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(4), n, fmt.Sprint("moves streamed: ", n))
 }
@@ -59,11 +60,11 @@ func TestUntrackedChannelMarksStayOutOfTheView(t *testing.T) {
 	), &mr)
 	require.Len(t, mr.GetResults(), 2)
 	require.True(t, mr.GetResults()[0].GetAdvanced(), "the mark itself is accepted and merged")
-	views, err := tb.store.ReadViews(ctx, []string{"open"})
+	views, err := readby.NewStore(nil, tb.store).ReadAll(ctx, []string{"open"})
 	require.NoError(t, err)
 	require.Empty(t, views[0].Read)
 	require.Empty(t, views[0].Delivered)
-	n, err := tb.rdb.XLen(ctx, tb.store.ViewStreamKey("open")).Result()
+	n, err := tb.rdb.XLen(ctx, readby.NewStore(nil, tb.store).StreamKey("open")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing streamed")
 
@@ -71,7 +72,7 @@ func TestUntrackedChannelMarksStayOutOfTheView(t *testing.T) {
 	// publishes the cursor a already holds).
 	status, body := tb.do(t, "PUT", "/v1/channels/open/members/a", `{}`)
 	require.Equal(t, 200, status, "join: %s", body)
-	views, err = tb.store.ReadViews(ctx, []string{"open"})
+	views, err = readby.NewStore(nil, tb.store).ReadAll(ctx, []string{"open"})
 	require.NoError(t, err)
 	require.Equal(t, int64(4), views[0].Read["a"].Position.Seq)
 	require.NotContains(t, views[0].Delivered, "b")

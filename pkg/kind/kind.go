@@ -8,6 +8,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -25,9 +26,11 @@ type Env struct {
 	// of the plain upsert: the persister's change feed reads the thread
 	// cursor moves it returns.
 	UpsertThreadStates func(ctx context.Context, vals []thread.State) (int64, error)
-	// ViewStreamMaxLen bounds the channel views' move streams when a
-	// settings register re-applies a user's views (0: the store's default).
-	ViewStreamMaxLen int64
+	// SettingsApplied, when set, makes the views follow a user's settings
+	// register that a write to Redis changed (the read-by view shows only
+	// what a user shares: readby.Store.SettingsApplier); a kind never
+	// imports a view, so the service that builds the Env hands it in.
+	SettingsApplied func(ctx context.Context, st privacy.Settings) error
 }
 
 // MentionCapOrDefault is the mention retention: MentionCap, or

@@ -27,7 +27,8 @@
 // package names none of those kinds' keys, but for the sets the unread
 // view still reads itself: the group mentions' (groupmentions.go) and a
 // channel's deletions (unreaddeletions.go, whose run search, seqrun.lua,
-// the deletion kind's thread count shares as LuaSeqRun); of the settings
-// it keeps only what a register does to the channel views
-// (ApplySettingsToViews), not their key.
+// the deletion kind's thread count shares as LuaSeqRun). The read-by view
+// (pkg/views/readby) owns the channel view's keys; an erasure has it clean
+// each channel through Erase's redact, and UntrackedChannels answers it
+// from the membership hash.
 package redisstore

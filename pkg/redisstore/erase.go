@@ -131,43 +131,15 @@ end
 return out
 `)
 
-// eraseChannelScript removes a user from a channel's state (one slot, the
-// {channel} tag): the membership register (keeping the member count), the
-// channel view's cursors and sorted sets, and the user's moves in the
-// view's stream (bounded by its MAXLEN, so the walk is too); then, for
-// each kind the view showed, a removal entry (u, k, rm "1", t: no
-// position) so that live watchers stop showing the user — it names the
-// user until the stream's MAXLEN trims it. KEYS = cm, cv cur, cv r, cv d,
-// cv s; ARGV[1] = the user, ARGV[2] = the erasure's time (Unix ms). The
-// kinds' redactions of the user in the channel (Redact) run after it.
+// eraseChannelScript removes a user's membership register from a
+// channel (keeping the member count). KEYS = cm; ARGV[1] = the user. The
+// views' and the kinds' cleaning of the user in the channel (Redact) run
+// after it.
 var eraseChannelScript = redis.NewScript(`
-local u = ARGV[1]
-local cur = redis.call('HGET', KEYS[1], u)
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if cur then
   if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
-  redis.call('HDEL', KEYS[1], u)
-end
-local had = {}
-for _, k in ipairs({'r', 'd'}) do
-  if redis.call('HDEL', KEYS[2], k .. ':' .. u) == 1 then had[#had+1] = k end
-end
-redis.call('ZREM', KEYS[3], u)
-redis.call('ZREM', KEYS[4], u)
-local start = '-'
-while true do
-  local page = redis.call('XRANGE', KEYS[5], start, '+', 'COUNT', 1000)
-  if #page == 0 then break end
-  for _, e in ipairs(page) do
-    local f = e[2]
-    for i = 1, #f, 2 do
-      if f[i] == 'u' and f[i+1] == u then redis.call('XDEL', KEYS[5], e[1]) break end
-    end
-  end
-  if #page < 1000 then break end
-  start = '(' .. page[#page][1]
-end
-for _, k in ipairs(had) do
-  redis.call('XADD', KEYS[5], '*', 'u', u, 'k', k, 'rm', '1', 't', ARGV[2])
+  redis.call('HDEL', KEYS[1], ARGV[1])
 end
 return 1
 `)
@@ -181,9 +153,8 @@ return 1
 // that own their layout: kind.ErasedHashes; keys in the user's slot),
 // each deleted or left empty and complete as it says, the earlier
 // layout's mention sets, and in every channel the user had state in,
-// their register, their channel-view cursors and their moves in the
-// view's stream (replaced by a removal entry per kind the view showed,
-// for live watchers), with the kinds' redactions there (redact: a group
+// their register, then redact there (the views' cleaning and the kinds'
+// redactions: the read-by view's cursors and stream entries, a group
 // mention's sender). The first step is atomic with every write's script;
 // the earlier layout's mention sets and the channel hashes follow (other
 // slots): a failure there returns an error and the caller retries the
@@ -211,7 +182,7 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kind
 	if err := s.deleteMentionSets(ctx, user); err != nil {
 		return t, err
 	}
-	return t, s.eraseChannels(ctx, user, nowMs, res[2:], redact)
+	return t, s.eraseChannels(ctx, user, res[2:], redact)
 }
 
 // ErasedHash is a user's hash of a kind that owns its layout, which an
@@ -223,12 +194,13 @@ type ErasedHash struct {
 	Complete bool
 }
 
-// Redact is the kinds' redaction of user in channel ch's keys, where the
-// kinds' state names the user but is not theirs (a group mention's
-// sender: kind.RedisRedact). An erasure runs it in each channel the user
-// had state in, after the channel's own cleaning and before the channel
-// leaves the pending set, so a failure is retried with the channel
-// (Erase, FinishErasures). nil: none.
+// Redact is the cleaning of user out of channel ch's keys that are not
+// the store's: a view's (the read-by view's cursors and stream entries)
+// and the kinds' redactions, where the kinds' state names the user but is
+// not theirs (a group mention's sender: kind.RedisRedact). An erasure
+// runs it in each channel the user had state in, after the channel's own
+// cleaning and before the channel leaves the pending set, so a failure
+// is retried with the channel (Erase, FinishErasures). nil: none.
 type Redact func(ctx context.Context, user, ch string) error
 
 // ErasurePendingKey is the set of channels an erasure of user has yet to
@@ -238,10 +210,9 @@ func (s *Store) ErasurePendingKey(user string) string { return s.prefix + "ep:{"
 // eraseChannels cleans the user out of each channel (and has the kinds
 // redact them: redact) and takes it off the erasure's pending set; the
 // set goes with its last channel.
-func (s *Store) eraseChannels(ctx context.Context, user string, nowMs int64, channels []string, redact Redact) error {
+func (s *Store) eraseChannels(ctx context.Context, user string, channels []string, redact Redact) error {
 	for _, ch := range channels {
-		keys := []string{s.ChannelMembersKey(ch), s.ViewCurKey(ch), s.ViewZSetKey(ch, ViewRead), s.ViewZSetKey(ch, ViewDelivered), s.ViewStreamKey(ch)}
-		if err := eraseChannelScript.Run(ctx, s.rdb, keys, user, strconv.FormatInt(nowMs, 10)).Err(); err != nil {
+		if err := eraseChannelScript.Run(ctx, s.rdb, []string{s.ChannelMembersKey(ch)}, user).Err(); err != nil {
 			return fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
 		}
 		if redact != nil {
@@ -260,7 +231,7 @@ func (s *Store) eraseChannels(ctx context.Context, user string, nowMs int64, cha
 // midway and was not retried, a gateway that stopped): it walks the
 // pending sets, in bounded pages, and cleans their channels. It returns
 // how many channels it cleaned; redact as for Erase.
-func (s *Store) FinishErasures(ctx context.Context, nowMs int64, redact Redact) (int, error) {
+func (s *Store) FinishErasures(ctx context.Context, redact Redact) (int, error) {
 	n := 0
 	var cur ScanCursor
 	for !cur.Done() {
@@ -279,7 +250,7 @@ func (s *Store) FinishErasures(ctx context.Context, nowMs int64, redact Redact) 
 			if err != nil {
 				return n, fmt.Errorf("%w: reading the pending erasure of %s: %w", ErrUnavailable, user, err)
 			}
-			if err := s.eraseChannels(ctx, user, nowMs, chs, redact); err != nil {
+			if err := s.eraseChannels(ctx, user, chs, redact); err != nil {
 				return n, err
 			}
 			n += len(chs)

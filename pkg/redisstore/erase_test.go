@@ -11,6 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/tombstone"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // seedRedisUser gives user cursors, memberships and mentions in two
@@ -27,9 +28,9 @@ func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
 		require.NoError(t, err)
 		require.NoError(t, mr[0].Err)
 		require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{3}}}, 10))
-		_, err = s.ApplyViewMoves(ctx, []redisstore.ViewMove{
-			{Channel: ch, User: user, Kind: redisstore.ViewRead, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
-			{Channel: ch, User: user, Kind: redisstore.ViewDelivered, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
+		_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
+			{Channel: ch, User: user, Side: readby.Read, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
+			{Channel: ch, User: user, Side: readby.Delivered, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
 		}, 100)
 		require.NoError(t, err)
 	}
@@ -43,18 +44,18 @@ func viewTraces(t *testing.T, s *redisstore.Store, ch, user string) int {
 	rdb := s.Client()
 	n := 0
 	for _, f := range []string{"r:" + user, "d:" + user} {
-		ok, err := rdb.HExists(ctx, s.ViewCurKey(ch), f).Result()
+		ok, err := rdb.HExists(ctx, readby.NewStore(nil, s).CurKey(ch), f).Result()
 		require.NoError(t, err)
 		if ok {
 			n++
 		}
 	}
-	for _, k := range []redisstore.ViewKind{redisstore.ViewRead, redisstore.ViewDelivered} {
-		if err := rdb.ZScore(ctx, s.ViewZSetKey(ch, k), user).Err(); err == nil {
+	for _, k := range []readby.Side{readby.Read, readby.Delivered} {
+		if err := rdb.ZScore(ctx, readby.NewStore(nil, s).ZSetKey(ch, k), user).Err(); err == nil {
 			n++
 		}
 	}
-	entries, err := rdb.XRange(ctx, s.ViewStreamKey(ch), "-", "+").Result()
+	entries, err := rdb.XRange(ctx, readby.NewStore(nil, s).StreamKey(ch), "-", "+").Result()
 	require.NoError(t, err)
 	for _, e := range entries {
 		// A removal entry (no position) tells watchers to forget the
@@ -118,7 +119,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	kindHash, deletedHash := s.Prefix()+"kh:{gone}", s.Prefix()+"kd:{gone}"
 	require.NoError(t, rdb.HSet(ctx, kindHash, "c1", "v").Err())
 	require.NoError(t, rdb.HSet(ctx, deletedHash, "s", "v").Err())
-	ts, err := s.Erase(ctx, "gone", 1_000, 0, []redisstore.ErasedHash{{Key: kindHash, Complete: true}, {Key: deletedHash}}, nil)
+	ts, err := s.Erase(ctx, "gone", 1_000, 0, []redisstore.ErasedHash{{Key: kindHash, Complete: true}, {Key: deletedHash}}, readby.NewStore(nil, s).Redact(1_000, nil))
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
@@ -154,7 +155,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.Equal(t, ts.Generation, plain[0].Generation)
 
 	// A second erasure in the same millisecond still moves the generation.
-	again, err := s.Erase(ctx, "gone", 1_000, 0, nil, nil)
+	again, err := s.Erase(ctx, "gone", 1_000, 0, nil, readby.NewStore(nil, s).Redact(1_000, nil))
 	require.NoError(t, err)
 	require.Equal(t, int64(1_001), again.Generation)
 	checkErased(t, s, "gone")
@@ -172,7 +173,7 @@ func TestClusterErase(t *testing.T) {
 	s := openStore(t, cfg)
 	seedRedisUser(t, s, "gone")
 	seedRedisUser(t, s, "kept")
-	ts, err := s.Erase(ctx, "gone", 5, 0, nil, nil)
+	ts, err := s.Erase(ctx, "gone", 5, 0, nil, readby.NewStore(nil, s).Redact(5, nil))
 	require.NoError(t, err)
 	require.Equal(t, int64(5), ts.Generation)
 	checkErased(t, s, "gone")

@@ -11,6 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Ids may hold ':' (Matrix ids), '%', '/' and '#': every key names them
@@ -54,12 +55,12 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	require.Equal(t, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, ms)
 	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: room, Seq: 9, MessageID: "$ev9:example.org"}})
 	require.NoError(t, err)
-	_, err = s.ApplyViewMoves(ctx, []redisstore.ViewMove{
-		{Channel: room, User: alice, Kind: redisstore.ViewRead, Position: receipt.Position{Seq: 7}, AtUnixMs: 5},
-		{Channel: room, User: bob, Kind: redisstore.ViewDelivered, Position: receipt.Position{Seq: 2}, AtUnixMs: 5},
+	_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
+		{Channel: room, User: alice, Side: readby.Read, Position: receipt.Position{Seq: 7}, AtUnixMs: 5},
+		{Channel: room, User: bob, Side: readby.Delivered, Position: receipt.Position{Seq: 2}, AtUnixMs: 5},
 	}, 0)
 	require.NoError(t, err)
-	views, err := s.ReadViews(ctx, []string{room})
+	views, err := readby.NewStore(nil, s).ReadAll(ctx, []string{room})
 	require.NoError(t, err)
 	require.Equal(t, int64(7), views[0].Read[alice].Position.Seq)
 	require.Equal(t, int64(2), views[0].Delivered[bob].Position.Seq)
@@ -80,7 +81,7 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 
 	// Erasure finds the user's channels in the user's hashes' fields and
 	// takes the user out of each channel's hashes, sets and stream.
-	ts, err := s.Erase(ctx, alice, 100, 0, nil, nil)
+	ts, err := s.Erase(ctx, alice, 100, 0, nil, readby.NewStore(nil, s).Redact(100, nil))
 	require.NoError(t, err)
 	require.Equal(t, alice, ts.User)
 	got, complete, err := s.Get(ctx, alice, nil)
@@ -90,7 +91,7 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	members, _, err = s.ChannelMembers(ctx, room, nil)
 	require.NoError(t, err)
 	require.Equal(t, []string{bob}, usersOf(members))
-	views, err = s.ReadViews(ctx, []string{room})
+	views, err = readby.NewStore(nil, s).ReadAll(ctx, []string{room})
 	require.NoError(t, err)
 	require.NotContains(t, views[0].Read, alice)
 	require.Contains(t, views[0].Delivered, bob)

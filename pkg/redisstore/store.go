@@ -113,7 +113,6 @@ func (s *Store) Load(ctx context.Context, extra ...*redis.Script) error {
 	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
 	scripts = append(scripts, threadScripts...)
 	scripts = append(scripts, countDeletionsScript)
-	scripts = append(scripts, viewScripts...)
 	for _, sc := range append(scripts, extra...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Repairer applies events to both stores by their kinds' merge rules.
@@ -36,7 +37,7 @@ type Repairer struct {
 	MentionCap int
 	// ViewStreamMaxLen bounds the channel views' move streams when a
 	// settings repair re-applies a user's views. Defaults to
-	// redisstore.ViewStreamMaxLenDefault.
+	// readby.StreamMaxLenDefault.
 	ViewStreamMaxLen int64
 	// Kinds are the kinds of state repaired. Defaults to kinds.All().
 	Kinds []kind.Kind
@@ -88,7 +89,8 @@ func (r *Repairer) kindList() []kind.Kind {
 // upserts Postgres with the result, then merges what Postgres then holds
 // into Redis; it returns the value both stores then hold.
 func (r *Repairer) Repair(ctx context.Context, k kind.Kind, v any) (any, error) {
-	env := &kind.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap, ViewStreamMaxLen: r.ViewStreamMaxLen}
+	env := &kind.Env{Postgres: r.Postgres, Redis: r.Redis, MentionCap: r.MentionCap,
+		SettingsApplied: readby.NewStore(r.Postgres, r.Redis).SettingsApplier(r.ViewStreamMaxLen)}
 	key := k.KeyOf(v)
 	merged := k.MergeValues(env, k.ZeroOf(key), v)
 	redisUp := r.Redis != nil

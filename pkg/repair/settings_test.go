@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/repair"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // A settings event that failed to persist is repaired like a cursor: the
@@ -48,9 +49,9 @@ func TestRepairSettings(t *testing.T) {
 	st, _ = receipt.Merge(receipt.State{}, st)
 	_, err := rs.Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
-	_, err = rs.ApplyViewMoves(ctx, []redisstore.ViewMove{
-		{Channel: "c", User: "shy", Kind: redisstore.ViewRead, Position: receipt.Position{Seq: 4}, AtUnixMs: 1_000},
-		{Channel: "c", User: "shy", Kind: redisstore.ViewDelivered, Position: receipt.Position{Seq: 4}, AtUnixMs: 1_000},
+	_, err = readby.NewStore(nil, rs).Apply(ctx, []readby.Move{
+		{Channel: "c", User: "shy", Side: readby.Read, Position: receipt.Position{Seq: 4}, AtUnixMs: 1_000},
+		{Channel: "c", User: "shy", Side: readby.Delivered, Position: receipt.Position{Seq: 4}, AtUnixMs: 1_000},
 	}, 0)
 	require.NoError(t, err)
 	hide := privacy.Settings{User: "shy", ShareRead: false, ShareDelivered: true, VersionMs: 5_000}
@@ -58,7 +59,7 @@ func TestRepairSettings(t *testing.T) {
 	p, rd := both("shy")
 	require.Equal(t, hide, p)
 	require.Equal(t, hide, rd)
-	views, err := rs.ReadViews(ctx, []string{"c"})
+	views, err := readby.NewStore(nil, rs).ReadAll(ctx, []string{"c"})
 	require.NoError(t, err)
 	require.NotContains(t, views[0].Read, "shy", "a read no longer shared leaves the view")
 	require.Contains(t, views[0].Delivered, "shy", "delivered is still shared")

@@ -380,7 +380,7 @@ func TestStopEndsSubscriptions(t *testing.T) {
 }
 
 // remove takes a member's cursor out of the view and streams a removal,
-// as the gateway's RemoveFromView script does (a leave, a kind no longer
+// as the read-by view's Remove script does (a leave, a kind no longer
 // shared, an erasure).
 func (v *view) remove(t *testing.T, ch, user string, kind receiptsv1.Kind) {
 	t.Helper()

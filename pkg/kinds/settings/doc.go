@@ -13,11 +13,11 @@
 // It is written against the drivers (pgstore.Store's Pool and
 // Classified, redisstore.Store's Exec, Client, Prefix, TombstoneKey,
 // LuaCmp and DefaultsTTL). Redis' driver names none of it; Postgres'
-// still reads the rows in the statements of its views, each a join in its
-// own query: read-by's member cursors (MemberCursors), the change feeds
+// still reads the rows in the statements of the change feeds
 // (UpsertChanges, UpsertThreadChanges) and the cursor-move log's filter
-// (InsertMoves), until the views move. What a register does to the
-// channel views (redisstore.Store.ApplySettingsToViews, run by the Spec's
-// RedisWrite and the gateway) is the views'. Its Kafka codec is still
+// (InsertMoves); the read-by view's member cursors read them in its own
+// (pkg/views/readby). What a register does to the read-by view
+// (readby.Store.ApplySettings) is the view's: the Spec's RedisWrite runs
+// it through kind.Env.SettingsApplied, the gateway itself. Its Kafka codec is still
 // pkg/event's.
 package settings

@@ -61,8 +61,11 @@ var Spec = &kind.Spec[string, privacy.Settings]{
 			return nil, err
 		}
 		errs := make([]error, len(stored))
+		if env.SettingsApplied == nil {
+			return errs, nil
+		}
 		for i, st := range stored {
-			errs[i] = env.Redis.ApplySettingsToViews(ctx, st, env.ViewStreamMaxLen)
+			errs[i] = env.SettingsApplied(ctx, st)
 		}
 		return errs, nil
 	},

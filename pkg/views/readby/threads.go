@@ -1,4 +1,4 @@
-package redisstore
+package readby
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Thread moves in the channel view's stream. A thread's public cursors
@@ -26,15 +27,15 @@ import (
 
 // Thread entry kinds of the channel view's stream.
 const (
-	ThreadViewRead      = "tr"
-	ThreadViewDelivered = "td"
-	ThreadViewHead      = "th"
+	ThreadRead      = "tr"
+	ThreadDelivered = "td"
+	ThreadHead      = "th"
 )
 
-// ThreadViewEntry is one thread move for a channel's stream: a member's
-// public thread cursor (Kind ThreadViewRead or ThreadViewDelivered, User
-// set) or a thread's head (Kind ThreadViewHead, Position.Seq the head).
-type ThreadViewEntry struct {
+// ThreadEntry is one thread move for a channel's stream: a member's
+// public thread cursor (Kind ThreadRead or ThreadDelivered, User set) or
+// a thread's head (Kind ThreadHead, Position.Seq the head).
+type ThreadEntry struct {
 	Channel  string
 	Root     int64
 	User     string
@@ -43,43 +44,43 @@ type ThreadViewEntry struct {
 	AtUnixMs int64
 }
 
-// AppendThreadViewEntries appends thread moves to their channels' streams
+// AppendThreadEntries appends thread moves to their channels' streams
 // (MAXLEN ~ streamMaxLen; ≤ 0 uses the default) in one pipeline.
-func (s *Store) AppendThreadViewEntries(ctx context.Context, entries []ThreadViewEntry, streamMaxLen int64) error {
+func (s Store) AppendThreadEntries(ctx context.Context, entries []ThreadEntry, streamMaxLen int64) error {
 	if len(entries) == 0 {
 		return nil
 	}
 	if streamMaxLen <= 0 {
-		streamMaxLen = ViewStreamMaxLenDefault
+		streamMaxLen = StreamMaxLenDefault
 	}
 	for _, e := range entries {
 		switch e.Kind {
-		case ThreadViewRead, ThreadViewDelivered:
+		case ThreadRead, ThreadDelivered:
 			if e.User == "" {
 				return fmt.Errorf("thread view entry: kind %q needs a user", e.Kind)
 			}
-		case ThreadViewHead:
+		case ThreadHead:
 		default:
 			return fmt.Errorf("thread view entry: unknown kind %q", e.Kind)
 		}
 	}
 	cmds := make([]*redis.StringCmd, len(entries))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		for i, e := range entries {
 			values := []any{"k", e.Kind, "root", strconv.FormatInt(e.Root, 10)}
-			if e.Kind != ThreadViewHead {
+			if e.Kind != ThreadHead {
 				values = append(values, "u", e.User)
 			}
 			values = append(values, "e", strconv.FormatInt(e.Position.Epoch, 10), "s", strconv.FormatInt(e.Position.Seq, 10),
 				"t", strconv.FormatInt(e.AtUnixMs, 10))
-			cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.ViewStreamKey(e.Channel), MaxLen: streamMaxLen, Approx: true, Values: values})
+			cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.StreamKey(e.Channel), MaxLen: streamMaxLen, Approx: true, Values: values})
 		}
 	}); err != nil {
 		return err
 	}
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
-			return fmt.Errorf("%w: appending thread moves: %w", ErrUnavailable, err)
+			return fmt.Errorf("%w: appending thread moves: %w", redisstore.ErrUnavailable, err)
 		}
 	}
 	return nil

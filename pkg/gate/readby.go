@@ -14,7 +14,6 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -34,21 +33,6 @@ const rebuildTimeout = 30 * time.Second
 // or the one it joined), below the server's write timeout: past it the
 // call is Unavailable (retry), and the rebuild goes on for the next.
 const rebuildWait = 10 * time.Second
-
-// channelSight is what read-by and ticks derive from for one channel: its
-// member count and, for a small channel, its joined members with their
-// settings and public cursors as others may see them.
-type channelSight struct {
-	channel     string
-	memberCount int64
-	detailed    bool
-	head        *channel.Head
-	// small channels only: the joined members (sorted), their settings,
-	// the view's cursors of those who share the kind.
-	members  []string
-	settings map[string]privacy.Settings
-	view     readby.State
-}
 
 // memberCount is a channel's joined-member count: Redis when its
 // membership hash is complete, else Postgres.
@@ -75,17 +59,17 @@ func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
 // newer move) when it is not marked loaded: after a FLUSHALL, for a new
 // channel, and every ViewRefresh for a small channel (heals moves a
 // degraded Redis missed); a large channel's mark lasts 60 times longer.
-func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
+func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	n, err := g.memberCount(ctx, ch)
 	if err != nil {
 		return nil, g.durableErr(ctx, err)
 	}
-	s := &channelSight{channel: ch, memberCount: n, detailed: n <= g.cfg.ReadBy.detailThreshold()}
+	s := &readby.Sight{Channel: ch, MemberCount: n, Detailed: n <= g.cfg.ReadBy.detailThreshold()}
 	// A large channel's answers are counts (its view's sorted sets): its
 	// members' cursors are never read. A small one's view may hold a few
 	// leftovers beyond its members; twice the threshold bounds them.
 	most := 0
-	if s.detailed {
+	if s.Detailed {
 		most = 2 * int(g.cfg.ReadBy.detailThreshold())
 	}
 	rctx, cancel := g.redisCtx(ctx)
@@ -98,19 +82,19 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 		views = []readby.State{{Channel: ch}}
 	}
-	s.view = views[0]
-	if s.detailed && s.view.CursorsLeftOut {
-		s.detailed = false // more cursors than members: answer with counts
+	s.View = views[0]
+	if s.Detailed && s.View.CursorsLeftOut {
+		s.Detailed = false // more cursors than members: answer with counts
 	}
-	if !s.view.Loaded {
-		if err := g.rebuildView(ctx, ch, s.detailed, &s.view); err != nil {
+	if !s.View.Loaded {
+		if err := g.rebuildView(ctx, ch, s.Detailed, &s.View); err != nil {
 			return nil, g.durableErr(ctx, err)
 		}
 	}
-	if s.head, err = g.channelHead(ctx, ch); err != nil {
+	if s.Head, err = g.channelHead(ctx, ch); err != nil {
 		return nil, g.durableErr(ctx, err)
 	}
-	if !s.detailed {
+	if !s.Detailed {
 		return s, nil
 	}
 	regs, err := g.membersOf(ctx, ch)
@@ -119,13 +103,13 @@ func (g *Gate) sight(ctx context.Context, ch string) (*channelSight, error) {
 	}
 	for _, r := range regs {
 		if r.Member {
-			s.members = append(s.members, r.Key.User)
+			s.Members = append(s.Members, r.Key.User)
 		}
 	}
-	slices.Sort(s.members)
-	if len(s.members) > 0 {
+	slices.Sort(s.Members)
+	if len(s.Members) > 0 {
 		rctx, cancel := g.redisCtx(ctx)
-		s.settings, err = g.settingsOf(rctx, s.members)
+		s.Settings, err = g.settingsOf(rctx, s.Members)
 		cancel()
 		if err != nil {
 			return nil, g.durableErr(ctx, err)
@@ -229,18 +213,7 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *readby
 	if !small {
 		return nil
 	}
-	if v.Read == nil {
-		v.Read, v.Delivered = map[string]readby.Cursor{}, map[string]readby.Cursor{}
-	}
-	for _, m := range moves {
-		into := v.Read
-		if m.Side == readby.Delivered {
-			into = v.Delivered
-		}
-		if cur, ok := into[m.User]; !ok || m.Position.Compare(cur.Position) > 0 {
-			into[m.User] = readby.Cursor{Position: m.Position, AtUnixMs: m.AtUnixMs}
-		}
-	}
+	readby.MergeMoves(v, moves)
 	return nil
 }
 
@@ -283,18 +256,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 		if err != nil {
 			return nil, fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
 		}
-		var moves []readby.Move
-		for _, c := range page {
-			if t, ok := tombs[c.User]; ok && t.Predates(c.UpdatedAtUnixMs) {
-				continue
-			}
-			if c.ShareRead && !c.Read.IsZero() {
-				moves = append(moves, readby.Move{Channel: ch, User: c.User, Side: readby.Read, Position: c.Read, AtUnixMs: c.UpdatedAtUnixMs})
-			}
-			if c.ShareDelivered && !c.Delivered.IsZero() {
-				moves = append(moves, readby.Move{Channel: ch, User: c.User, Side: readby.Delivered, Position: c.Delivered, AtUnixMs: c.UpdatedAtUnixMs})
-			}
-		}
+		moves := readby.RebuildMoves(ch, page, tombs)
 		last := len(page) < rebuildPage
 		var loaded []string
 		if last {
@@ -327,19 +289,6 @@ func (g *Gate) durableErr(ctx context.Context, err error) error {
 	}
 	tracing.Logger(ctx, g.log).Warn("read-by: reading durable state", zap.Error(err))
 	return unavailableError(fmt.Errorf("reading channel state: %w; retry", err))
-}
-
-// visible returns a member's cursor of a kind as others may see it.
-func (s *channelSight) visible(user string, k readby.Side) (readby.Cursor, bool) {
-	if st, ok := s.settings[user]; ok && !st.Shares(string(k)) {
-		return readby.Cursor{}, false
-	}
-	src := s.view.Read
-	if k == readby.Delivered {
-		src = s.view.Delivered
-	}
-	c, ok := src[user]
-	return c, ok
 }
 
 func validateChannelSeq(prefix, ch string, seq int64, sender string) error {
@@ -376,54 +325,27 @@ func (g *Gate) messageReceipts(ctx context.Context, ch string, seq int64, sender
 // receiptsOf answers one message from a channel's sight: member lists for
 // a small channel ("at" from the cursor-move log, else the view's time of
 // the member's current cursor), counts for a large one.
-func (g *Gate) receiptsOf(ctx context.Context, s *channelSight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
-	out := &receiptsv1.MessageReceipts{ChannelId: s.channel, Seq: seq, Detailed: s.detailed, MemberCount: s.memberCount, SenderId: sender}
-	if !s.detailed {
+func (g *Gate) receiptsOf(ctx context.Context, s *readby.Sight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
+	if !s.Detailed {
 		rctx, cancel := g.redisCtx(ctx)
-		c, err := g.readBy().Count(rctx, s.channel, seq, sender)
+		c, err := g.readBy().Count(rctx, s.Channel, seq, sender)
 		cancel()
 		if err != nil {
 			return nil, g.durableErr(ctx, err)
 		}
-		out.ReadCount, out.DeliveredCount = c.Read, c.Delivered
-		return out, nil
+		return s.CountedReceipts(seq, sender, c), nil
 	}
-	var reached []string
-	for _, u := range s.members {
-		if u == sender {
-			continue
-		}
-		if c, ok := s.visible(u, readby.Read); ok && c.Position.Seq >= seq {
-			out.ReadBy = append(out.ReadBy, &receiptsv1.MemberAt{UserId: u, AtUnixMs: c.AtUnixMs})
-			reached = append(reached, u)
-		} else {
-			out.Pending = append(out.Pending, u)
-		}
-		if c, ok := s.visible(u, readby.Delivered); ok && c.Position.Seq >= seq {
-			out.DeliveredTo = append(out.DeliveredTo, &receiptsv1.MemberAt{UserId: u, AtUnixMs: c.AtUnixMs})
-			reached = append(reached, u)
-		}
-	}
+	out, reached := s.Receipts(seq, sender)
 	if len(reached) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		read, delivered, err := g.readBy().FirstReached(pctx, s.channel, seq, reached)
+		read, delivered, err := g.readBy().FirstReached(pctx, s.Channel, seq, reached)
 		cancel()
 		if err != nil {
 			// The view's times stand in: when each cursor reached where it is.
 			tracing.Logger(ctx, g.log).Warn("read-by: reading the cursor-move log; answering with the view's times", zap.Error(err))
 		}
-		for _, ma := range out.ReadBy {
-			if at, ok := read[ma.UserId]; ok {
-				ma.AtUnixMs = at
-			}
-		}
-		for _, ma := range out.DeliveredTo {
-			if at, ok := delivered[ma.UserId]; ok {
-				ma.AtUnixMs = at
-			}
-		}
+		readby.WithFirstReached(out, read, delivered)
 	}
-	out.ReadCount, out.DeliveredCount = int64(len(out.ReadBy)), int64(len(out.DeliveredTo))
 	return out, nil
 }
 
@@ -444,52 +366,19 @@ func (g *Gate) GetTicks(ctx context.Context, req *connect.Request[receiptsv1.Get
 	return connect.NewResponse(out), nil
 }
 
-// ticksOf computes a channel's watermarks: the least public cursor seq
-// over the members who share that kind (a member without a cursor counts
-// as 0; members who share nothing of a kind are skipped). A large channel
-// takes the least of the view's sorted set when it covers every member,
-// else 0 (there, members hiding a kind count as not reached).
-func (g *Gate) ticksOf(ctx context.Context, s *channelSight) (*receiptsv1.ChannelTicks, error) {
-	out := &receiptsv1.ChannelTicks{ChannelId: s.channel, MemberCount: s.memberCount, Detailed: s.detailed}
-	if s.head != nil {
-		out.Head = &receiptsv1.Position{Seq: s.head.Seq}
+// ticksOf computes a channel's watermarks (readby.Sight.Ticks), a large
+// channel's from its view's sorted sets.
+func (g *Gate) ticksOf(ctx context.Context, s *readby.Sight) (*receiptsv1.ChannelTicks, error) {
+	if s.Detailed {
+		return s.Ticks(), nil
 	}
-	if !s.detailed {
-		rctx, cancel := g.redisCtx(ctx)
-		c, err := g.readBy().Count(rctx, s.channel, 0, "")
-		cancel()
-		if err != nil {
-			return nil, g.durableErr(ctx, err)
-		}
-		if c.ReadMembers >= s.memberCount {
-			out.ReadByAllUpTo = c.LeastRead
-		}
-		if c.DeliveredMembers >= s.memberCount {
-			out.DeliveredToAllUpTo = c.LeastDelivered
-		}
-		return out, nil
+	rctx, cancel := g.redisCtx(ctx)
+	c, err := g.readBy().Count(rctx, s.Channel, 0, "")
+	cancel()
+	if err != nil {
+		return nil, g.durableErr(ctx, err)
 	}
-	leastRead, leastDel := int64(-1), int64(-1)
-	for _, u := range s.members {
-		mc := &receiptsv1.MemberCursors{UserId: u}
-		if st := s.settings[u]; st.ShareRead {
-			c, _ := s.visible(u, readby.Read)
-			mc.Read = positionProto(c.Position)
-			if leastRead < 0 || c.Position.Seq < leastRead {
-				leastRead = c.Position.Seq
-			}
-		}
-		if st := s.settings[u]; st.ShareDelivered {
-			c, _ := s.visible(u, readby.Delivered)
-			mc.Delivered = positionProto(c.Position)
-			if leastDel < 0 || c.Position.Seq < leastDel {
-				leastDel = c.Position.Seq
-			}
-		}
-		out.Members = append(out.Members, mc)
-	}
-	out.ReadByAllUpTo, out.DeliveredToAllUpTo = max(leastRead, 0), max(leastDel, 0)
-	return out, nil
+	return s.CountedTicks(c), nil
 }
 
 // LookupReceipts implements receiptsv1connect.ReceiptServiceHandler.
@@ -516,7 +405,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 	}
 	out := &receiptsv1.LookupReceiptsResponse{}
 	// One sight per channel, however many of its messages are asked.
-	sights := map[string]*channelSight{}
+	sights := map[string]*readby.Sight{}
 	for _, ref := range m.GetMessages() {
 		s, ok := sights[ref.GetChannelId()]
 		if !ok {

@@ -49,6 +49,7 @@ import (
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
@@ -130,7 +131,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer prod.Close()
 
 	// The watch streams' reader: one per replica, for every local stream.
-	c.watch.Redis, c.watch.Prefix, c.watch.Logger, c.watch.Registerer = b.Redis, c.redis.Prefix, b.Log, b.Registry
+	c.watch.Redis, c.watch.Logger, c.watch.Registerer = b.Redis, b.Log, b.Registry
+	c.watch.Keys = readby.NewStore(nil, redisstore.New(b.Redis, c.redis.StoreConfig()))
 	hub, err := watch.New(c.watch)
 	if err != nil {
 		return err

@@ -17,13 +17,14 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gatetest"
+	"github.com/readstate/receipts/pkg/views/readby"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
 // startCappedHub is startHub with MaxStreamsPerClient.
 func startCappedHub(t *testing.T, tb *testBundle, perClient int) *watch.Hub {
 	t.Helper()
-	return gatetest.StartHubConfig(t, watch.Config{Redis: tb.rdb, Prefix: tb.prefix, MaxStreamsPerClient: perClient})
+	return gatetest.StartHubConfig(t, watch.Config{Redis: tb.rdb, Keys: readby.NewStore(nil, tb.store), MaxStreamsPerClient: perClient})
 }
 
 // openSSE opens a server-sent events watch stream and reads its opening

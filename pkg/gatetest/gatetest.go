@@ -26,7 +26,9 @@ import (
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/producer"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/views/readby"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
@@ -209,7 +211,7 @@ func Serve(t testing.TB, cfg Config, ln net.Listener) (g *gate.Gate, srv *server
 // and blocking so tests see updates quickly.
 func StartHub(t testing.TB, rdb redis.UniversalClient, prefix string) *watch.Hub {
 	t.Helper()
-	return StartHubConfig(t, watch.Config{Redis: rdb, Prefix: prefix})
+	return StartHubConfig(t, watch.Config{Redis: rdb, Keys: readby.NewStore(nil, redisstore.New(rdb, redisstore.Config{Prefix: prefix}))})
 }
 
 // StartHubConfig is StartHub with cfg (its Redis and Prefix set), the

@@ -28,7 +28,7 @@ func BenchmarkFanOut(b *testing.B) {
 	const subscribers, channels, perSub = 1000, 100, 10
 	rdb := redistest.Client(b)
 	v := &view{rdb: rdb, prefix: redistest.Prefix(b, rdb), maxLen: 10000, model: map[string]int64{}}
-	h, err := watch.New(watch.Config{Redis: rdb, Prefix: v.prefix, Coalesce: 50 * time.Millisecond})
+	h, err := watch.New(watch.Config{Redis: rdb, Keys: keysOf(rdb, v.prefix), Coalesce: 50 * time.Millisecond})
 	require.NoError(b, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

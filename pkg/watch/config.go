@@ -28,7 +28,6 @@ const (
 	SnapshotMembersDefault = 50
 	MaxPendingDefault      = 5000
 	CatchUpPageDefault     = 1000
-	PrefixDefault          = "receipts:"
 )
 
 // MetricsNamespace and MetricsSubsystem name the metrics:
@@ -42,8 +41,9 @@ const (
 type Config struct {
 	// Redis holds the channel view (single node, sentinel or cluster).
 	Redis redis.UniversalClient
-	// Prefix starts every key. Defaults to PrefixDefault (redisstore's).
-	Prefix string
+	// Keys names the view's keys (required): readby.Store, the view
+	// that owns them.
+	Keys Keys
 	// Coalesce is the window of a subscriber: at most one event per
 	// window, with one update per (channel, user, kind). Defaults to
 	// CoalesceDefault.
@@ -119,9 +119,6 @@ func (c Config) withDefaults() Config {
 	if c.CatchUpPage == 0 {
 		c.CatchUpPage = CatchUpPageDefault
 	}
-	if c.Prefix == "" {
-		c.Prefix = PrefixDefault
-	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -135,6 +132,9 @@ func (c Config) validate() error {
 	var errs []error
 	if c.Redis == nil {
 		errs = append(errs, errors.New("Redis: required"))
+	}
+	if c.Keys == nil {
+		errs = append(errs, errors.New("Keys: required"))
 	}
 	if c.Coalesce < 0 || c.Block < time.Millisecond || c.ClusterPoll < 0 {
 		errs = append(errs, fmt.Errorf("Coalesce %v, Block %v, ClusterPoll %v: Block ≥ 1ms, none negative", c.Coalesce, c.Block, c.ClusterPoll))

@@ -1,7 +1,7 @@
-// Package watch fans the per-channel Redis streams of the channel view
-// (cv:{C}:s, one entry per public cursor advance, appended by the
-// gateway's script beside the cursors it moves) out to the local
-// subscribers of one gateway replica.
+// Package watch fans the per-channel Redis streams of the read-by view
+// (pkg/views/readby, which names their keys: Config.Keys; one entry per
+// public cursor advance, appended by the view's script beside the
+// cursors it moves) out to the local subscribers of one gateway replica.
 //
 // One reader per replica (Hub.Run, a lifecycle component) reads, with one
 // XREAD, the streams of every channel some local subscriber watches, and

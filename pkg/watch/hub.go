@@ -194,10 +194,14 @@ func (h *Hub) plan() readPlan {
 // (a blocking XREAD cannot span slots, and blocking calls in one pipeline
 // would wait one after another).
 func (h *Hub) read(ctx context.Context, p readPlan) (map[string][]redis.XMessage, error) {
+	// XREAD answers by stream key: each names its channel here.
+	channelOf := make(map[string]string, len(p.channels))
 	args := func(idx []int) []string {
 		s := make([]string, 0, 2*len(idx))
 		for _, i := range idx {
-			s = append(s, streamKey(h.cfg.Prefix, p.channels[i]))
+			k := h.cfg.Keys.StreamKey(p.channels[i])
+			channelOf[k] = p.channels[i]
+			s = append(s, k)
 		}
 		for _, i := range idx {
 			s = append(s, p.ids[i].String())
@@ -208,7 +212,7 @@ func (h *Hub) read(ctx context.Context, p readPlan) (map[string][]redis.XMessage
 	collect := func(res []redis.XStream) {
 		for _, st := range res {
 			if len(st.Messages) > 0 {
-				out[channelOfStream(h.cfg.Prefix, st.Stream)] = st.Messages
+				out[channelOf[st.Stream]] = st.Messages
 			}
 		}
 	}
@@ -229,7 +233,7 @@ func (h *Hub) read(ctx context.Context, p readPlan) (map[string][]redis.XMessage
 	}
 	bySlot := map[uint16][]int{}
 	for i, ch := range p.channels {
-		s := slot(streamKey(h.cfg.Prefix, ch))
+		s := slot(h.cfg.Keys.StreamKey(ch))
 		bySlot[s] = append(bySlot[s], i)
 	}
 	cmds := make([]*redis.XStreamSliceCmd, 0, len(bySlot))

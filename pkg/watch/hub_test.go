@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/views/readby"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
@@ -57,7 +59,7 @@ func (v *view) mark(t *testing.T, ch, user string, kind receiptsv1.Kind, seq int
 
 func startHub(t *testing.T, v *view, cfg watch.Config) *watch.Hub {
 	t.Helper()
-	cfg.Redis, cfg.Prefix = v.rdb, v.prefix
+	cfg.Redis, cfg.Keys = v.rdb, keysOf(v.rdb, v.prefix)
 	if cfg.Coalesce == 0 {
 		cfg.Coalesce = 20 * time.Millisecond
 	}
@@ -363,7 +365,7 @@ func TestSubscribeRefusals(t *testing.T) {
 func TestStopEndsSubscriptions(t *testing.T) {
 	t.Parallel()
 	v := newView(t, 100)
-	h, err := watch.New(watch.Config{Redis: v.rdb, Prefix: v.prefix, Block: 20 * time.Millisecond})
+	h, err := watch.New(watch.Config{Redis: v.rdb, Keys: keysOf(v.rdb, v.prefix), Block: 20 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -536,4 +538,9 @@ func TestStreamsPerClient(t *testing.T) {
 	require.NoError(t, err, "a closed stream frees its place, once")
 	_, err = h.SubscribeAs(ctx, "token:a", []string{"z"}, "")
 	require.ErrorIs(t, err, watch.ErrTooManyClientStreams)
+}
+
+// keysOf is the read-by view's keys under prefix, which the hub reads.
+func keysOf(rdb redis.UniversalClient, prefix string) watch.Keys {
+	return readby.NewStore(nil, redisstore.New(rdb, redisstore.Config{Prefix: prefix}))
 }

@@ -9,7 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // A resume whose catch-up range (token, reader's position] is read after
@@ -25,14 +27,14 @@ func TestResumeCatchUpAfterTheReaderOffered(t *testing.T) {
 	ctx := context.Background()
 	add := func(user string, seq int64) streamID {
 		t.Helper()
-		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: streamKey(prefix, "c"),
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: prefix + "cv:{c}:s",
 			Values: []any{"u", user, "k", "r", "e", "0", "s", seq, "t", 1}}).Result()
 		require.NoError(t, err)
 		sid, err := parseStreamID(id)
 		require.NoError(t, err)
 		return sid
 	}
-	h, err := New(Config{Redis: rdb, Prefix: prefix, Coalesce: time.Millisecond, Block: 20 * time.Millisecond})
+	h, err := New(Config{Redis: rdb, Keys: readby.NewStore(nil, redisstore.New(rdb, redisstore.Config{Prefix: prefix})), Coalesce: time.Millisecond, Block: 20 * time.Millisecond})
 	require.NoError(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -125,7 +125,7 @@ func (h *Hub) SubscribeAs(ctx context.Context, client string, channels []string,
 		}
 	}
 	needsSnapshot := func(ch string) bool { _, ok := from[ch]; return !ok }
-	probes, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, chs, h.snapshotMembers(), needsSnapshot)
+	probes, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Keys, chs, h.snapshotMembers(), needsSnapshot)
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (h *Hub) SubscribeAs(ctx context.Context, client string, channels []string,
 		}
 	}
 	if len(expired) > 0 {
-		again, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Prefix, expired, h.snapshotMembers(), func(string) bool { return true })
+		again, err := probeChannels(ctx, h.cfg.Redis, h.cfg.Keys, expired, h.snapshotMembers(), func(string) bool { return true })
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +217,7 @@ func maps(m map[string]streamID) map[string]streamID {
 // catchUp reads the entries in (after, upTo] that the reader had already
 // dispatched before s registered, and merges them.
 func (s *Subscription) catchUp(ctx context.Context, ch string, after, upTo streamID) error {
-	key := streamKey(s.hub.cfg.Prefix, ch)
+	key := s.hub.cfg.Keys.StreamKey(ch)
 	for {
 		msgs, err := s.hub.cfg.Redis.XRangeN(ctx, key, after.after(), upTo.String(), s.hub.cfg.CatchUpPage).Result()
 		if err != nil {
@@ -401,7 +401,7 @@ func compareUpdates(a, b *receiptsv1.CursorUpdate) int {
 // gathered meanwhile stays when it is newer than the snapshot. The token
 // is the snapshot's ids (every entry up to them is in the snapshot).
 func (s *Subscription) resync(ctx context.Context) (*receiptsv1.WatchEvent, error) {
-	probes, err := probeChannels(ctx, s.hub.cfg.Redis, s.hub.cfg.Prefix, s.channels, s.hub.snapshotMembers(), func(string) bool { return true })
+	probes, err := probeChannels(ctx, s.hub.cfg.Redis, s.hub.cfg.Keys, s.channels, s.hub.snapshotMembers(), func(string) bool { return true })
 	if err != nil {
 		return nil, err
 	}

@@ -12,24 +12,26 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 )
 
-// The channel view's keys (written by the gateway's channel-view script;
-// the {C} hash tag keeps a channel's keys in one Redis Cluster slot):
+// The read-by view's keys the hub reads (pkg/views/readby owns them and
+// names them: Config.Keys; a channel's keys share one Redis Cluster
+// slot):
 //
-//	cv:{C}:cur  hash: "r:<user>" / "d:<user>" → "epoch:seq:at_unix_ms",
+//	cursors     hash: "r:<user>" / "d:<user>" → "epoch:seq:at_unix_ms",
 //	            each member's public read / delivered cursor
-//	cv:{C}:s    stream, one entry per public cursor advance: u user,
+//	stream      one entry per public cursor advance: u user,
 //	            k "r"|"d", e epoch, s seq, t at_unix_ms; or per removal
 //	            from the view (a leave, a kind no longer shared, an
 //	            erasure): u, k, rm "1", t; or per thread move (never in
 //	            the cursors hash): k "tr"|"td" a member's public thread
 //	            read / delivered cursor (u, root, e, s, t), k "th" a
 //	            thread's head (root, s, t)
-func streamKey(prefix, ch string) string  { return prefix + "cv:{" + ch + "}:s" }
-func cursorsKey(prefix, ch string) string { return prefix + "cv:{" + ch + "}:cur" }
 
-// channelOfStream returns C of prefix + "cv:{C}:s".
-func channelOfStream(prefix, key string) string {
-	return strings.TrimSuffix(strings.TrimPrefix(key, prefix+"cv:{"), "}:s")
+// Keys names the view's keys of a channel: readby.Store.
+type Keys interface {
+	// StreamKey is a channel's move stream.
+	StreamKey(ch string) string
+	// CurKey is a channel's cursor hash.
+	CurKey(ch string) string
 }
 
 // entry is one stream entry: a public cursor that advanced, or (removed)
@@ -167,7 +169,7 @@ func (p probe) expired(id streamID) bool {
 // probeChannels runs probeScript for every channel in one pipeline (split
 // by node in a cluster); withCursors says which channels need a snapshot,
 // whose members' cursors are read for a channel of at most maxMembers.
-func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string, channels []string, maxMembers int, withCursors func(string) bool) (map[string]probe, error) {
+func probeChannels(ctx context.Context, rdb redis.UniversalClient, keys Keys, channels []string, maxMembers int, withCursors func(string) bool) (map[string]probe, error) {
 	if len(channels) == 0 {
 		return map[string]probe{}, nil
 	}
@@ -187,7 +189,7 @@ func probeChannels(ctx context.Context, rdb redis.UniversalClient, prefix string
 				if withCursors(ch) {
 					flag = most
 				}
-				cmds[i] = probeScript.EvalSha(ctx, p, []string{streamKey(prefix, ch), cursorsKey(prefix, ch)}, flag)
+				cmds[i] = probeScript.EvalSha(ctx, p, []string{keys.StreamKey(ch), keys.CurKey(ch)}, flag)
 			}
 			return nil
 		})

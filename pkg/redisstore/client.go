@@ -123,7 +123,10 @@ func (c ClientConfig) Validate() error {
 }
 
 // options is the validated config as go-redis options: exactly one of
-// the three is set.
+// the three is set. Every mode honours the caller's context deadline on
+// the socket (ContextTimeoutEnabled): without it go-redis bounds a read
+// by ReadTimeout alone (5 s), so a hung Redis held each of the gateway's
+// calls 5 s per round trip whatever its --redis-timeout.
 type options struct {
 	single   *redis.Options
 	cluster  *redis.ClusterOptions
@@ -212,7 +215,7 @@ func (c ClientConfig) options() (options, error) {
 			MaxIdleConns: opt.MaxIdleConns, MaxActiveConns: opt.MaxActiveConns,
 			ConnMaxIdleTime: opt.ConnMaxIdleTime, ConnMaxLifetime: opt.ConnMaxLifetime,
 			MaxRetries: opt.MaxRetries, MinRetryBackoff: opt.MinRetryBackoff, MaxRetryBackoff: opt.MaxRetryBackoff,
-			DialerRetries: retries,
+			DialerRetries: retries, ContextTimeoutEnabled: true,
 			// go-redis reloads the slot map only on MOVED and every reload
 			// interval (60 s by default): a master that dies answers no
 			// MOVED, so its slots would fail for up to a minute after its
@@ -232,11 +235,12 @@ func (c ClientConfig) options() (options, error) {
 			MaxIdleConns: opt.MaxIdleConns, MaxActiveConns: opt.MaxActiveConns,
 			ConnMaxIdleTime: opt.ConnMaxIdleTime, ConnMaxLifetime: opt.ConnMaxLifetime,
 			MaxRetries: opt.MaxRetries, MinRetryBackoff: opt.MinRetryBackoff, MaxRetryBackoff: opt.MaxRetryBackoff,
-			DialerRetries: retries,
+			DialerRetries: retries, ContextTimeoutEnabled: true,
 		}}, nil
 	}
 	opt.TLSConfig = tlsCfg
 	opt.DialerRetries = retries
+	opt.ContextTimeoutEnabled = true
 	return options{single: opt}, nil
 }
 

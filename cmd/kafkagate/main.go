@@ -131,7 +131,13 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	defer prod.Close()
 
 	// The watch streams' reader: one per replica, for every local stream.
-	c.watch.Redis, c.watch.Logger, c.watch.Registerer = b.Redis, b.Log, b.Registry
+	// It reads on a client of its own: its XREADs block, and the gate
+	// bounds every command of its client (redisstore.Bound).
+	hubRedis, err := b.NewRedisClient()
+	if err != nil {
+		return err
+	}
+	c.watch.Redis, c.watch.Logger, c.watch.Registerer = hubRedis, b.Log, b.Registry
 	c.watch.Keys = readby.NewStore(nil, redisstore.New(b.Redis, c.redis.StoreConfig()))
 	hub, err := watch.New(c.watch)
 	if err != nil {

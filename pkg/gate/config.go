@@ -80,7 +80,9 @@ type Config struct {
 	// RetryAfterDefault.
 	RetryAfter time.Duration
 
-	// Redis is the real-time view's client. Required.
+	// Redis is the real-time view's client. Required. The gate bounds
+	// every command it runs by RedisTimeout (redisstore.Bound): a watch
+	// hub's blocking reads need a client of their own.
 	Redis redis.UniversalClient
 	// RedisPrefix starts every Redis key. Defaults to
 	// redisstore.PrefixDefault.

@@ -71,6 +71,9 @@ func New(cfg Config) (*Gate, error) {
 		return nil, fmt.Errorf("configuring gate: %w", err)
 	}
 	m := newMetrics(cfg.Registerer)
+	// Every Redis round trip of the gateway waits at most RedisTimeout:
+	// bounded once, on its client.
+	redisstore.Bound(cfg.Redis, cfg.RedisTimeout)
 	g := &Gate{
 		cfg:     cfg,
 		log:     cfg.Logger.Named("gate"),

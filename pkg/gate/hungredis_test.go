@@ -2,7 +2,6 @@ package gate_test
 
 import (
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,36 +11,8 @@ import (
 
 	"github.com/readstate/receipts/pkg/gatetest"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
 )
-
-// hungRedis is a Redis that accepts connections and never answers (a
-// stopped process, a partition that drops packets): only a deadline ends
-// a call to it.
-func hungRedis(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			conns = append(conns, c)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		<-done
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return ln.Addr().String()
-}
 
 // A hung Redis degrades a mark and a read within --redis-timeout's bound,
 // per round trip: the product's client honours the call's deadline on the
@@ -49,7 +20,7 @@ func hungRedis(t *testing.T) string {
 // timeout (5 s) for every command.
 func TestHungRedisDegradesWithinItsTimeout(t *testing.T) {
 	t.Parallel()
-	rdb, err := redisstore.ClientConfig{URL: "redis://" + hungRedis(t) + "/0?max_retries=-1"}.NewClient()
+	rdb, err := redisstore.ClientConfig{URL: "redis://" + redistest.Hung(t) + "/0?max_retries=-1"}.NewClient()
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
 	stack := gatetest.Start(t, gatetest.Options{NoWatch: true, Config: func(c *gatetest.Config) {

@@ -220,6 +220,14 @@ func StartHubConfig(t testing.TB, cfg watch.Config) *watch.Hub {
 	t.Helper()
 	cfg.Coalesce = cmp.Or(cfg.Coalesce, 20*time.Millisecond)
 	cfg.Block = cmp.Or(cfg.Block, 50*time.Millisecond)
+	// A client of its own, as kafkagate's hub has: the gateway bounds
+	// every command of its client (redisstore.Bound), a blocking XREAD
+	// included.
+	if c, ok := cfg.Redis.(*redis.Client); ok {
+		own := redis.NewClient(c.Options())
+		t.Cleanup(func() { _ = own.Close() })
+		cfg.Redis = own
+	}
 	h, err := watch.New(cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -99,6 +99,28 @@ type Boot struct {
 	// Tracing is the tracer provider (off unless the environment names an
 	// OTLP endpoint); Postgres and Redis are traced with it when on.
 	Tracing *tracing.Tracing
+
+	redisConfig *redisstore.ClientConfig
+	extraRedis  []redis.UniversalClient
+}
+
+// NewRedisClient is another client of Service.Redis, traced as Redis is
+// and closed with it: for a component whose commands must not share the
+// first one's pool or bound (a watch hub's blocking reads).
+func (b *Boot) NewRedisClient() (redis.UniversalClient, error) {
+	if b.redisConfig == nil {
+		return nil, errors.New("the service has no Redis connection")
+	}
+	c, err := b.redisConfig.NewClient()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Tracing.InstrumentRedis(c); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	b.extraRedis = append(b.extraRedis, c)
+	return c, nil
 }
 
 // tracingShutdownTimeout bounds the flush of the last spans at exit.
@@ -106,8 +128,10 @@ const tracingShutdownTimeout = 5 * time.Second
 
 // Close closes the clients, flushes the spans and the logger.
 func (b *Boot) Close() {
-	if b.Redis != nil {
-		_ = b.Redis.Close()
+	for _, c := range append(b.extraRedis, b.Redis) {
+		if c != nil {
+			_ = c.Close()
+		}
 	}
 	b.Postgres.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), tracingShutdownTimeout)
@@ -164,6 +188,7 @@ func (s *Service) Boot(ctx context.Context, args []string, stderr io.Writer, reg
 		return nil, true, RunMigrations(ctx, store, log)
 	}
 	if s.Redis != nil {
+		b.redisConfig = s.Redis
 		if b.Redis, err = s.Redis.NewClient(); err != nil {
 			b.Close()
 			return nil, true, err

@@ -110,6 +110,7 @@ type soakFaultRun struct {
 // make faults runs it short (soakShort); make soak for 30 minutes. Its
 // report goes to .run/ and the log.
 func TestSoak(t *testing.T) {
+	t.Parallel() // beside the fault scenarios (TestFaults), in one of -parallel's slots
 	cfg, err := soakConfigFromEnv()
 	require.NoError(t, err)
 	outage := min(20*time.Second, cfg.faultEvery/4)

@@ -30,6 +30,7 @@ import (
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -142,11 +143,11 @@ func dltList(ctx context.Context, args []string, out, errOut io.Writer) error {
 	}
 	defer st.close()
 
-	recs, err := st.pg.ListParked(ctx, pgstore.ParkedQuery{AfterID: *after, Limit: *limit, IncludeReplayed: *all})
+	recs, err := parked.New(st.pg).List(ctx, parked.Query{AfterID: *after, Limit: *limit, IncludeReplayed: *all})
 	if err != nil {
 		return err
 	}
-	pending, err := st.pg.CountParked(ctx)
+	pending, err := parked.New(st.pg).Count(ctx)
 	if err != nil {
 		return err
 	}
@@ -159,7 +160,7 @@ func dltList(ctx context.Context, args []string, out, errOut io.Writer) error {
 	return nil
 }
 
-func dltPrintTable(out io.Writer, recs []pgstore.ParkedRecord, withReplayed, full bool) {
+func dltPrintTable(out io.Writer, recs []parked.Record, withReplayed, full bool) {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	header := "ID\tPARKED AT\tATTEMPTS\tSOURCE\tKEY\tREASON"
 	if withReplayed {
@@ -191,7 +192,7 @@ func dltPrintTable(out io.Writer, recs []pgstore.ParkedRecord, withReplayed, ful
 }
 
 // dltSource shows where a record came from: topic/partition@offset.
-func dltSource(r pgstore.ParkedRecord) string {
+func dltSource(r parked.Record) string {
 	if r.SourceTopic == "" && r.SourcePartition < 0 && r.SourceOffset < 0 {
 		return "-"
 	}
@@ -277,7 +278,7 @@ func dltReplay(ctx context.Context, args []string, out, errOut io.Writer) error 
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKEY\tOUTCOME")
-	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o replay.Outcome, err error) {
+	replayed, failed, err := rp.ReplayAll(ctx, func(r parked.Record, o replay.Outcome, err error) {
 		res := string(o)
 		if err != nil {
 			res = "failed: " + err.Error()

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -63,7 +64,7 @@ func (b *dltBundle) park(key, value []byte, offset int64, reason string) int64 {
 	b.t.Helper()
 	src := &kgo.Record{Topic: "read-receipts", Partition: 0, Offset: offset, Key: key, Value: value}
 	dl := event.DeadLetter(src, "read-receipts-dlt", reason)
-	id, err := b.pg.Park(context.Background(), deadletter.ParkedFromRecord(dl, deadletter.KindUnavailable, pgstore.ErrUnavailable, 3))
+	id, err := parked.New(b.pg).Park(context.Background(), deadletter.ParkedFromRecord(dl, deadletter.KindUnavailable, pgstore.ErrUnavailable, 3))
 	require.NoError(b.t, err)
 	return id
 }
@@ -112,7 +113,7 @@ func TestDLTListPendingAllPagingAndFull(t *testing.T) {
 	id1 := b.park([]byte("u1:c1"), []byte("v1"), 10, long)
 	id2 := b.park([]byte("u2:c1"), []byte("v2"), 11, "short reason")
 	id3 := b.park([]byte("bin\x00key"), []byte("v3"), 12, "binary key")
-	marked, err := b.pg.MarkReplayed(context.Background(), id2)
+	marked, err := parked.New(b.pg).MarkReplayed(context.Background(), id2)
 	require.NoError(t, err)
 	require.True(t, marked)
 

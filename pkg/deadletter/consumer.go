@@ -33,6 +33,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/lifecycle"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/repair"
@@ -368,7 +369,7 @@ func (c *Consumer) park(ctx context.Context, r *kgo.Record, kind string, cause e
 		actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout)
 		defer cancel()
 		var err error
-		id, err = c.cfg.Postgres.Park(actx, rec)
+		id, err = parked.New(c.cfg.Postgres).Park(actx, rec)
 		if err != nil && ctx.Err() == nil {
 			// Every failure is retried, even a rejected park (a bug): the
 			// stall is visible in Ready, the gauge and the log, whereas
@@ -406,13 +407,13 @@ func (c *Consumer) setStall(err error) {
 // "<kind>: <cause>" followed by the reason the record was dead-lettered for,
 // and the source coordinates come from its dead-letter envelope (-1 when
 // missing or malformed).
-func ParkedFromRecord(r *kgo.Record, kind string, cause error, attempts int) pgstore.ParkedRecord {
+func ParkedFromRecord(r *kgo.Record, kind string, cause error, attempts int) parked.Record {
 	env := event.ParseDeadLetter(r)
 	reason := kind + ": " + cause.Error()
 	if env.Reason != "" {
 		reason += " (dead-lettered for: " + env.Reason + ")"
 	}
-	return pgstore.ParkedRecord{
+	return parked.Record{
 		Reason:          pgText(reason),
 		SourceTopic:     pgText(env.SourceTopic),
 		SourcePartition: env.SourcePartition,

@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -89,7 +90,7 @@ func TestConsumerParksUndecodableRecords(t *testing.T) {
 	}, waitFor, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return committed(t, b, group, b.DLTTopic) == 4 }, waitFor, 20*time.Millisecond)
 
-	parked, err := bd.pg.ListParked(ctx, pgstore.ParkedQuery{})
+	parked, err := parked.New(bd.pg).List(ctx, parked.Query{})
 	require.NoError(t, err)
 	require.Len(t, parked, 4)
 	want := []struct {
@@ -162,7 +163,7 @@ func TestConsumerParksAfterBoundedOutage(t *testing.T) {
 	require.Eventually(t, func() bool { return committed(t, b, group, b.DLTTopic) == 1 }, waitFor, 20*time.Millisecond)
 	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_park_stalled"))
 
-	parked, err := bd.pg.ListParked(ctx, pgstore.ParkedQuery{})
+	parked, err := parked.New(bd.pg).List(ctx, parked.Query{})
 	require.NoError(t, err)
 	require.Len(t, parked, 1)
 	p := parked[0]

@@ -23,6 +23,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/leader"
 	"github.com/readstate/receipts/pkg/lifecycle"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/views/readby"
@@ -462,7 +463,7 @@ func (s *Sweeper) sweepLoop(ctx context.Context) {
 		default:
 			s.log.Debug("drift sweep found no disagreement", fields...)
 		}
-		if n, err := s.cfg.Postgres.CountParked(ctx); err == nil {
+		if n, err := parked.New(s.cfg.Postgres).Count(ctx); err == nil {
 			s.m.parkedPending.Set(float64(n))
 		}
 		t.Reset(s.cfg.Interval)

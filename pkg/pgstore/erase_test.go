@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -268,7 +269,7 @@ func TestErasureRedactsWhatNamesAUser(t *testing.T) {
 	_, err := s.Pool().Exec(ctx, `INSERT INTO `+kindSenders+` VALUES ('c1', 'gone'), ('c1', 'other')`)
 	require.NoError(t, err)
 	for _, key := range []string{"gone:c1", "u::gone", "gonex:c1"} {
-		_, err = s.Park(ctx, pgstore.ParkedRecord{Reason: "test", SourceOffset: -1, SourcePartition: -1, Key: []byte(key), Value: []byte("v")})
+		_, err = parked.New(s).Park(ctx, parked.Record{Reason: "test", SourceOffset: -1, SourcePartition: -1, Key: []byte(key), Value: []byte("v")})
 		require.NoError(t, err)
 	}
 	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kindDeletes, kindRedacts)

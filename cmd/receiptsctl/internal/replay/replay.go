@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/repair"
@@ -96,7 +97,7 @@ func NewReplayer(cfg Config) (*Replayer, error) {
 
 // Replay applies one parked record and marks it replayed. A pending record
 // is required: a replayed one returns ErrAlreadyReplayed.
-func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Outcome, error) {
+func (r *Replayer) Replay(ctx context.Context, rec parked.Record) (Outcome, error) {
 	if rec.ReplayedAt != nil {
 		return "", fmt.Errorf("replaying parked record %d: %w at %s", rec.ID, ErrAlreadyReplayed, rec.ReplayedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
@@ -120,7 +121,7 @@ func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Outcom
 		}
 		outcome = Repaired
 	}
-	marked, err := r.cfg.Postgres.MarkReplayed(ctx, rec.ID)
+	marked, err := parked.New(r.cfg.Postgres).MarkReplayed(ctx, rec.ID)
 	if err != nil {
 		return outcome, err
 	}
@@ -133,7 +134,7 @@ func (r *Replayer) Replay(ctx context.Context, rec pgstore.ParkedRecord) (Outcom
 
 // ReplayID reads one parked record and replays it.
 func (r *Replayer) ReplayID(ctx context.Context, id int64) (Outcome, error) {
-	rec, err := r.cfg.Postgres.GetParked(ctx, id)
+	rec, err := parked.New(r.cfg.Postgres).Get(ctx, id)
 	if err != nil {
 		return "", err
 	}
@@ -143,10 +144,10 @@ func (r *Replayer) ReplayID(ctx context.Context, id int64) (Outcome, error) {
 // ReplayAll replays every pending parked record in id order, calling each
 // (when not nil) after every record. A failed record stays parked and the
 // walk goes on; only a failure to list stops it.
-func (r *Replayer) ReplayAll(ctx context.Context, each func(pgstore.ParkedRecord, Outcome, error)) (replayed, failed int, err error) {
+func (r *Replayer) ReplayAll(ctx context.Context, each func(parked.Record, Outcome, error)) (replayed, failed int, err error) {
 	var after int64
 	for {
-		page, err := r.cfg.Postgres.ListParked(ctx, pgstore.ParkedQuery{AfterID: after, Limit: 100})
+		page, err := parked.New(r.cfg.Postgres).List(ctx, parked.Query{AfterID: after, Limit: 100})
 		if err != nil {
 			return replayed, failed, err
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -28,13 +29,13 @@ func TestReplayParkedRecords(t *testing.T) {
 	goodDL := dltRecord(b, good.Key, good.Value, 1, 9, "rejected by postgres")
 	goodDL.Partition, goodDL.Offset = 0, 0
 	garbage := dltRecord(b, []byte("u2:c1"), []byte("\x01\x02 from a future build"), 2, 10, "undecodable record")
-	goodID, err := bd.pg.Park(ctx, deadletter.ParkedFromRecord(goodDL, deadletter.KindUnavailable, pgstore.ErrUnavailable, 7))
+	goodID, err := parked.New(bd.pg).Park(ctx, deadletter.ParkedFromRecord(goodDL, deadletter.KindUnavailable, pgstore.ErrUnavailable, 7))
 	require.NoError(t, err)
 	// Parking the same record again (a lost commit) keeps one row.
-	again, err := bd.pg.Park(ctx, deadletter.ParkedFromRecord(goodDL, deadletter.KindUnavailable, pgstore.ErrUnavailable, 7))
+	again, err := parked.New(bd.pg).Park(ctx, deadletter.ParkedFromRecord(goodDL, deadletter.KindUnavailable, pgstore.ErrUnavailable, 7))
 	require.NoError(t, err)
 	require.Equal(t, goodID, again)
-	garbageID, err := bd.pg.Park(ctx, deadletter.ParkedFromRecord(garbage, deadletter.KindUndecodable, event.ErrUndecodable, 1))
+	garbageID, err := parked.New(bd.pg).Park(ctx, deadletter.ParkedFromRecord(garbage, deadletter.KindUndecodable, event.ErrUndecodable, 1))
 	require.NoError(t, err)
 	// Redis is ahead of the parked record: the repair takes the greater.
 	_, err = bd.rs.Merge(ctx, []receipt.State{state("u1", "c1", 6, true)})
@@ -54,14 +55,14 @@ func TestReplayParkedRecords(t *testing.T) {
 	_, err = rp.ReplayID(ctx, garbageID)
 	require.ErrorIs(t, err, event.ErrUndecodable)
 	_, err = rp.ReplayID(ctx, 999999)
-	require.ErrorIs(t, err, pgstore.ErrParkedNotFound)
+	require.ErrorIs(t, err, parked.ErrNotFound)
 
 	// Auto mode re-produces what this build cannot decode to the main topic.
 	producer := b.Client(t)
 	rp, err = replay.NewReplayer(replay.Config{Postgres: bd.pg, Redis: bd.rs, Producer: producer, Topic: b.Topic})
 	require.NoError(t, err)
 	var seen []int64
-	replayed, failed, err := rp.ReplayAll(ctx, func(r pgstore.ParkedRecord, o replay.Outcome, err error) {
+	replayed, failed, err := rp.ReplayAll(ctx, func(r parked.Record, o replay.Outcome, err error) {
 		require.NoError(t, err)
 		require.Equal(t, replay.Produced, o)
 		seen = append(seen, r.ID)
@@ -83,10 +84,10 @@ func TestReplayParkedRecords(t *testing.T) {
 	require.Equal(t, garbage.Value, got[0].Value)
 	require.Equal(t, garbageID, event.ParseDeadLetter(got[0]).ReplayedFrom)
 
-	pending, err := bd.pg.CountParked(ctx)
+	pending, err := parked.New(bd.pg).Count(ctx)
 	require.NoError(t, err)
 	require.Zero(t, pending)
-	all, err := bd.pg.ListParked(ctx, pgstore.ParkedQuery{IncludeReplayed: true})
+	all, err := parked.New(bd.pg).List(ctx, parked.Query{IncludeReplayed: true})
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 	for _, r := range all {

@@ -1,4 +1,4 @@
-package pgstore
+package parked
 
 import (
 	"context"
@@ -7,14 +7,23 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/pgstore"
 )
 
-// ErrParkedNotFound means no parked dead letter has the requested id.
-var ErrParkedNotFound = errors.New("parked dead letter not found")
+// Store is the parked dead letters' table on a Postgres store. It is one
+// pointer: make one where it is needed.
+type Store struct{ pg *pgstore.Store }
 
-// ParkedRecord is a dead letter the reconciler could not repair, kept in
+// New is the parked dead letters of pg.
+func New(pg *pgstore.Store) Store { return Store{pg: pg} }
+
+// ErrNotFound means no parked dead letter has the requested id.
+var ErrNotFound = errors.New("parked dead letter not found")
+
+// Record is a dead letter the reconciler could not repair, kept in
 // parked_dead_letters for an operator to list and replay.
-type ParkedRecord struct {
+type Record struct {
 	// ID is assigned by Park.
 	ID int64
 	// ParkedAt is assigned by Park.
@@ -40,9 +49,9 @@ type ParkedRecord struct {
 // (same source topic, partition, offset, key and value) is already parked
 // and not yet replayed, its id is returned and nothing is inserted, so a
 // dead letter consumed twice (a lost offset commit) is parked once.
-func (s *Store) Park(ctx context.Context, r ParkedRecord) (int64, error) {
+func (s Store) Park(ctx context.Context, r Record) (int64, error) {
 	var id int64
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pg.Pool(), func(tx pgx.Tx) error {
 		if r.SourceOffset >= 0 {
 			err := tx.QueryRow(ctx, `SELECT id FROM parked_dead_letters
 				WHERE replayed_at IS NULL AND source_topic = $1 AND source_partition = $2 AND source_offset = $3
@@ -62,13 +71,13 @@ func (s *Store) Park(ctx context.Context, r ParkedRecord) (int64, error) {
 			r.Reason, r.SourceTopic, r.SourcePartition, r.SourceOffset, r.Attempts, r.Key, r.Value).Scan(&id)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("parking dead letter %s/%d@%d: %w", r.SourceTopic, r.SourcePartition, r.SourceOffset, classify(err))
+		return 0, fmt.Errorf("parking dead letter %s/%d@%d: %w", r.SourceTopic, r.SourcePartition, r.SourceOffset, pgstore.Classified(err))
 	}
 	return id, nil
 }
 
-// ParkedQuery selects parked records for ListParked.
-type ParkedQuery struct {
+// Query selects parked records for List.
+type Query struct {
 	// AfterID lists records with a greater id (for paging). Zero starts at
 	// the beginning.
 	AfterID int64
@@ -82,38 +91,38 @@ type ParkedQuery struct {
 const parkedColumns = `id, parked_at, reason, source_topic, source_partition, source_offset,
     attempts, record_key, record_value, replayed_at`
 
-func scanParked(row pgx.Row) (ParkedRecord, error) {
-	var r ParkedRecord
+func scanParked(row pgx.Row) (Record, error) {
+	var r Record
 	err := row.Scan(&r.ID, &r.ParkedAt, &r.Reason, &r.SourceTopic, &r.SourcePartition, &r.SourceOffset,
 		&r.Attempts, &r.Key, &r.Value, &r.ReplayedAt)
 	return r, err
 }
 
-// ListParked returns parked records in id order.
-func (s *Store) ListParked(ctx context.Context, q ParkedQuery) ([]ParkedRecord, error) {
+// List returns parked records in id order.
+func (s Store) List(ctx context.Context, q Query) ([]Record, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+parkedColumns+` FROM parked_dead_letters
+	rows, err := s.pg.Pool().Query(ctx, `SELECT `+parkedColumns+` FROM parked_dead_letters
 		WHERE id > $1 AND ($2 OR replayed_at IS NULL) ORDER BY id LIMIT $3`, q.AfterID, q.IncludeReplayed, q.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("listing parked dead letters: %w", classify(err))
+		return nil, fmt.Errorf("listing parked dead letters: %w", pgstore.Classified(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ParkedRecord, error) { return scanParked(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) { return scanParked(r) })
 	if err != nil {
-		return nil, fmt.Errorf("listing parked dead letters: %w", classify(err))
+		return nil, fmt.Errorf("listing parked dead letters: %w", pgstore.Classified(err))
 	}
 	return out, nil
 }
 
-// GetParked returns one parked record, or ErrParkedNotFound.
-func (s *Store) GetParked(ctx context.Context, id int64) (ParkedRecord, error) {
-	r, err := scanParked(s.pool.QueryRow(ctx, `SELECT `+parkedColumns+` FROM parked_dead_letters WHERE id = $1`, id))
+// Get returns one parked record, or ErrNotFound.
+func (s Store) Get(ctx context.Context, id int64) (Record, error) {
+	r, err := scanParked(s.pg.Pool().QueryRow(ctx, `SELECT `+parkedColumns+` FROM parked_dead_letters WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ParkedRecord{}, fmt.Errorf("reading parked dead letter %d: %w", id, ErrParkedNotFound)
+		return Record{}, fmt.Errorf("reading parked dead letter %d: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return ParkedRecord{}, fmt.Errorf("reading parked dead letter %d: %w", id, classify(err))
+		return Record{}, fmt.Errorf("reading parked dead letter %d: %w", id, pgstore.Classified(err))
 	}
 	return r, nil
 }
@@ -121,19 +130,19 @@ func (s *Store) GetParked(ctx context.Context, id int64) (ParkedRecord, error) {
 // MarkReplayed sets replayed_at on a pending record. It reports false when
 // the record was already replayed (or does not exist), so two operators
 // replaying at once see who did it.
-func (s *Store) MarkReplayed(ctx context.Context, id int64) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE parked_dead_letters SET replayed_at = now() WHERE id = $1 AND replayed_at IS NULL`, id)
+func (s Store) MarkReplayed(ctx context.Context, id int64) (bool, error) {
+	tag, err := s.pg.Pool().Exec(ctx, `UPDATE parked_dead_letters SET replayed_at = now() WHERE id = $1 AND replayed_at IS NULL`, id)
 	if err != nil {
-		return false, fmt.Errorf("marking parked dead letter %d replayed: %w", id, classify(err))
+		return false, fmt.Errorf("marking parked dead letter %d replayed: %w", id, pgstore.Classified(err))
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// CountParked returns how many parked records are still pending.
-func (s *Store) CountParked(ctx context.Context) (int64, error) {
+// Count returns how many parked records are still pending.
+func (s Store) Count(ctx context.Context) (int64, error) {
 	var n int64
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM parked_dead_letters WHERE replayed_at IS NULL`).Scan(&n); err != nil {
-		return 0, fmt.Errorf("counting parked dead letters: %w", classify(err))
+	if err := s.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM parked_dead_letters WHERE replayed_at IS NULL`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("counting parked dead letters: %w", pgstore.Classified(err))
 	}
 	return n, nil
 }

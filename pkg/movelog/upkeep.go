@@ -1,5 +1,5 @@
 // Package movelog keeps the cursor-move log's weekly partitions
-// (cursor_moves, pgstore.MaintainMovePartitions): a lifecycle component,
+// (cursor_moves, readby.Store.MaintainMovePartitions): a lifecycle component,
 // run beside the persister, that creates them ahead and drops them whole
 // past the retention — once at start on every replica (serialized in
 // Postgres, so the first windows find their partition), then every hour on
@@ -19,6 +19,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/leader"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Defaults.
@@ -133,7 +134,7 @@ func (u *Upkeep) lead(ctx context.Context) {
 // Now()+Ahead and drops the older ones, logging what it did or why it
 // failed. It is safe beside another replica's pass.
 func (u *Upkeep) Pass(ctx context.Context) (created, dropped []string, err error) {
-	created, dropped, err = u.cfg.Postgres.MaintainMovePartitions(ctx, u.cfg.Now(), u.cfg.Retention, u.cfg.Ahead)
+	created, dropped, err = readby.NewStore(u.cfg.Postgres, nil).MaintainMovePartitions(ctx, u.cfg.Now(), u.cfg.Retention, u.cfg.Ahead)
 	u.lastPass.Store(time.Now().UnixNano())
 	switch {
 	case err != nil:

@@ -83,7 +83,7 @@ func TestUpkeepDropsPastRetentionAndCreatesAhead(t *testing.T) {
 		"the leader's pass drops the weeks past the retention and creates the new ones ahead")
 }
 
-// Pass is the one call into pgstore.MaintainMovePartitions; it reports
+// Pass is the one call into readby.Store.MaintainMovePartitions; it reports
 // what it created and dropped, and a second pass at the same time changes
 // nothing.
 func TestPassReportsCreatedAndDropped(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // Cursor-move log and settings defaults.
@@ -24,19 +24,19 @@ const (
 // the time of the latest mark that moved them. Moves older than the
 // oldest partition are left out (past the retention anyway), moves from a
 // clock ahead are logged at now.
-func (p *Persister) movesOf(rows []receipt.State, now time.Time) []pgstore.Move {
-	since := pgstore.MovesKeptSince(now, p.cfg.MoveRetention).UnixMilli()
-	out := make([]pgstore.Move, 0, 2*len(rows))
+func (p *Persister) movesOf(rows []receipt.State, now time.Time) []readby.LoggedMove {
+	since := readby.MovesKeptSince(now, p.cfg.MoveRetention).UnixMilli()
+	out := make([]readby.LoggedMove, 0, 2*len(rows))
 	for _, r := range rows {
 		at := min(r.UpdatedAtUnixMs, now.UnixMilli())
 		if at < since {
 			continue
 		}
 		if !r.Read.Position.IsZero() {
-			out = append(out, pgstore.Move{Key: r.Key, Kind: 'r', Position: r.Read.Position, AtUnixMs: at})
+			out = append(out, readby.LoggedMove{Key: r.Key, Side: readby.Read, Position: r.Read.Position, AtUnixMs: at})
 		}
 		if !r.Delivered.Position.IsZero() {
-			out = append(out, pgstore.Move{Key: r.Key, Kind: 'd', Position: r.Delivered.Position, AtUnixMs: at})
+			out = append(out, readby.LoggedMove{Key: r.Key, Side: readby.Delivered, Position: r.Delivered.Position, AtUnixMs: at})
 		}
 	}
 	return out
@@ -54,7 +54,7 @@ func (p *Persister) moveJobs(rows []receipt.State) []job {
 		return nil
 	}
 	return []job{func(ctx context.Context, _ int) (int, map[rejection]error, error) {
-		n, err := p.store.InsertMoves(ctx, moves, p.cfg.DetailThreshold)
+		n, err := readby.NewStore(p.store, nil).InsertMoves(ctx, moves, p.cfg.DetailThreshold)
 		p.m.movesLogged.Add(float64(n))
 		if err != nil {
 			p.log.Warn("logging cursor moves; read-by times fall back to the real-time view's", zap.Int("num_moves", len(moves)), zap.Error(err))

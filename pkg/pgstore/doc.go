@@ -14,6 +14,6 @@
 // (Erase's kindDeletes and kindRedacts).
 // This package writes none of those kinds' tables; its statements still
 // read one: user_settings (pkg/kinds/settings), joined by the change
-// feeds and the cursor-move log's filter. The read-by view's fallback is
-// the view's own (pkg/views/readby).
+// feeds. The read-by view's fallback and the cursor-move log are the
+// view's own (pkg/views/readby).
 package pgstore

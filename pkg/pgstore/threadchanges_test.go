@@ -40,3 +40,12 @@ func TestUpsertThreadChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, changes, 2, "a replay appears again")
 }
+
+// hideReads stores settings by which user shares deliveries but not
+// reads: the change feeds read the settings row in their own statements
+// (the kind's own writes are pkg/kinds/settings').
+func hideReads(t *testing.T, s *pgstore.Store, user string) {
+	t.Helper()
+	_, err := s.Pool().Exec(context.Background(), `INSERT INTO user_settings (user_id, share_read, share_delivered, version_ms) VALUES ($1, false, true, 1)`, user)
+	require.NoError(t, err)
+}

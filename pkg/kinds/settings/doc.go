@@ -14,10 +14,10 @@
 // Classified, redisstore.Store's Exec, Client, Prefix, TombstoneKey,
 // LuaCmp and DefaultsTTL). Redis' driver names none of it; Postgres'
 // still reads the rows in the statements of the change feeds
-// (UpsertChanges, UpsertThreadChanges) and the cursor-move log's filter
-// (InsertMoves); the read-by view's member cursors read them in its own
+// (UpsertChanges, UpsertThreadChanges); the read-by view's member cursors
+// and the cursor-move log's filter read them in the view's own
 // (pkg/views/readby). What a register does to the read-by view
 // (readby.Store.ApplySettings) is the view's: the Spec's RedisWrite runs
-// it through kind.Env.SettingsApplied, the gateway itself. Its Kafka codec is still
-// pkg/event's.
+// it through kind.Env.SettingsApplied, the gateway itself. Its Kafka
+// codec is still pkg/event's.
 package settings

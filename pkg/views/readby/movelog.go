@@ -1,23 +1,33 @@
-package pgstore
+package readby
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The cursor-move log (migration 0006): public cursor moves of
-// members of small channels, range-partitioned by week on at.
+// The cursor-move log (cursor_moves, migration 0006): public cursor
+// moves of members of small channels, range-partitioned by week on at,
+// which read-by dates its members' reads from (FirstReached). The
+// persister writes it (InsertMoves), pkg/movelog keeps its partitions.
+var (
+	//go:embed small_channels.sql
+	smallChannelsSQL string
+	//go:embed insert_moves.sql
+	insertMovesSQL string
+)
 
-// Move is one public cursor move for the log.
-type Move struct {
+// LoggedMove is one public cursor move for the log.
+type LoggedMove struct {
 	Key      receipt.Key
-	Kind     byte // 'r' public read, 'd' delivered
+	Side     Side
 	Position receipt.Position
 	AtUnixMs int64
 }
@@ -25,7 +35,7 @@ type Move struct {
 // InsertMoves logs moves, keeping only those (1) of joined members of
 // channels of at most threshold joined members (read-by dates members
 // only: a non-member's or an untracked channel's move would never be
-// read), (2) of a kind the user shares (user_settings;
+// read), (2) of a side the user shares (user_settings;
 // no row: shares), (3) that advance the log: no logged move of the same
 // (channel, user, kind) at or past it. Duplicates and replays therefore
 // add nothing. It returns the rows inserted.
@@ -34,7 +44,7 @@ type Move struct {
 // statement of only their ids; the moves of channels that are untracked or
 // large (most marks of a big deployment) never reach the insert's arrays.
 // The insert, in statements of movesChunk moves, checks again.
-func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (int64, error) {
+func (s Store) InsertMoves(ctx context.Context, moves []LoggedMove, threshold int) (int64, error) {
 	if len(moves) == 0 {
 		return 0, nil
 	}
@@ -46,16 +56,13 @@ func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (i
 			channels = append(channels, m.Key.Channel)
 		}
 	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT c FROM unnest($1::text[]) AS c
-		WHERE (SELECT count(*) FROM (SELECT 1 FROM channel_members m
-			WHERE m.channel_id = c AND m.member LIMIT $2 + 1) AS n) BETWEEN 1 AND $2`, channels, threshold)
+	rows, err := s.pg.Pool().Query(ctx, smallChannelsSQL, channels, threshold)
 	if err != nil {
-		return 0, classify(fmt.Errorf("sizing %d channels for the cursor-move log: %w", len(channels), err))
+		return 0, pgstore.Classified(fmt.Errorf("sizing %d channels for the cursor-move log: %w", len(channels), err))
 	}
 	small, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, classify(fmt.Errorf("sizing %d channels for the cursor-move log: %w", len(channels), err))
+		return 0, pgstore.Classified(fmt.Errorf("sizing %d channels for the cursor-move log: %w", len(channels), err))
 	}
 	if len(small) == 0 {
 		return 0, nil
@@ -64,7 +71,7 @@ func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (i
 	for _, c := range small {
 		keep[c] = true
 	}
-	var kept []Move
+	var kept []LoggedMove
 	for _, m := range moves {
 		if keep[m.Key.Channel] {
 			kept = append(kept, m)
@@ -84,39 +91,21 @@ func (s *Store) InsertMoves(ctx context.Context, moves []Move, threshold int) (i
 // movesChunk bounds the moves of one insert statement.
 const movesChunk = 500
 
-func (s *Store) insertMoves(ctx context.Context, moves []Move, threshold int) (int64, error) {
+func (s Store) insertMoves(ctx context.Context, moves []LoggedMove, threshold int) (int64, error) {
 	n := len(moves)
 	chs, users, kinds := make([]string, n), make([]string, n), make([]string, n)
 	epochs, seqs := make([]int64, n), make([]int64, n)
 	ats := make([]time.Time, n)
 	for i, m := range moves {
-		chs[i], users[i], kinds[i] = m.Key.Channel, m.Key.User, string(m.Kind)
+		chs[i], users[i], kinds[i] = m.Key.Channel, m.Key.User, string(m.Side)
 		epochs[i], seqs[i], ats[i] = m.Position.Epoch, m.Position.Seq, time.UnixMilli(m.AtUnixMs).UTC()
 	}
 	// The channels' sizes are counted once per channel of the batch, and
 	// only moves of small tracked channels are looked at further (an
 	// untracked channel's moves cost one count for the whole batch).
-	tag, err := s.pool.Exec(ctx, `
-		WITH m AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::timestamptz[])
-				AS m(channel_id, user_id, kind, epoch, seq, at)
-		), small AS (
-			SELECT ch.channel_id FROM (SELECT DISTINCT channel_id FROM m) AS ch
-			WHERE (SELECT count(*) FROM (SELECT 1 FROM channel_members c
-				WHERE c.channel_id = ch.channel_id AND c.member LIMIT $7 + 1) AS n) BETWEEN 1 AND $7
-		)
-		INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at)
-		SELECT m.channel_id, m.user_id, m.kind::"char", m.epoch, m.seq, m.at
-		FROM m JOIN small USING (channel_id)
-		WHERE EXISTS (SELECT 1 FROM channel_members c
-				WHERE c.channel_id = m.channel_id AND c.user_id = m.user_id AND c.member)
-			AND NOT EXISTS (SELECT 1 FROM user_settings st WHERE st.user_id = m.user_id
-				AND ((m.kind = 'r' AND NOT st.share_read) OR (m.kind = 'd' AND NOT st.share_delivered)))
-			AND NOT EXISTS (SELECT 1 FROM cursor_moves x WHERE x.channel_id = m.channel_id
-				AND x.kind = m.kind::"char" AND x.user_id = m.user_id AND (x.epoch, x.seq) >= (m.epoch, m.seq))`,
-		chs, users, kinds, epochs, seqs, ats, threshold)
+	tag, err := s.pg.Pool().Exec(ctx, insertMovesSQL, chs, users, kinds, epochs, seqs, ats, threshold)
 	if err != nil {
-		return 0, classify(fmt.Errorf("logging %d cursor moves: %w", n, err))
+		return 0, pgstore.Classified(fmt.Errorf("logging %d cursor moves: %w", n, err))
 	}
 	return tag.RowsAffected(), nil
 }
@@ -143,9 +132,9 @@ func MovesKeptSince(now time.Time, retention time.Duration) time.Time {
 // delete). Safe to run concurrently (one transaction under an advisory
 // lock); pkg/movelog runs it at start and from its leader loop. It
 // returns the partitions created and dropped.
-func (s *Store) MaintainMovePartitions(ctx context.Context, now time.Time, retention, ahead time.Duration) (created, dropped []string, err error) {
+func (s Store) MaintainMovePartitions(ctx context.Context, now time.Time, retention, ahead time.Duration) (created, dropped []string, err error) {
 	keep := MovesKeptSince(now, retention)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, s.pg.Pool(), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('cursor_moves_partitions:' || current_schema(), 0))`); err != nil {
 			return err
 		}
@@ -191,7 +180,7 @@ func (s *Store) MaintainMovePartitions(ctx context.Context, now time.Time, reten
 		return nil
 	})
 	if err != nil {
-		return nil, nil, classify(fmt.Errorf("maintaining the cursor_moves partitions: %w", err))
+		return nil, nil, pgstore.Classified(fmt.Errorf("maintaining the cursor_moves partitions: %w", err))
 	}
 	return created, dropped, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -56,9 +57,9 @@ func (s *stack) redisTraces(t *testing.T, user string) int {
 	require.NoError(t, err)
 	regs, _, err := s.rstore.Memberships(ctx, user, nil)
 	require.NoError(t, err)
-	mentions, _, err := s.rstore.UserMentions(ctx, user)
+	ms, _, err := mentions.NewStore(nil, s.rstore).UserRedis(ctx, user)
 	require.NoError(t, err)
-	return len(states) + len(regs) + len(mentions)
+	return len(states) + len(regs) + len(ms)
 }
 
 // waitQuiet waits for the persister's consumer lag to reach 0.

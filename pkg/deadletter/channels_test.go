@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -61,10 +62,11 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	st, ok := pgState(t, bd.pg, k)
 	require.True(t, ok)
 	require.Equal(t, receipt.Position{Seq: 4}, st.EffectiveRead())
-	mn, err := bd.rs.MentionSeqs(ctx, []receipt.Key{k})
+	ms := mentions.NewStore(bd.pg, bd.rs)
+	mn, err := ms.ReadRedis(ctx, []receipt.Key{k})
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, 9}, mn[0])
-	pmn, err := bd.pg.Mentions(ctx, "u1", nil, channel.MentionCapDefault)
+	pmn, err := ms.ReadPG(ctx, "u1", nil, channel.MentionCapDefault)
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, 9}, pmn[0].Seqs)
 	ps, err := settings.NewStore(bd.pg, nil).StoredPG(ctx, []string{"u1"})

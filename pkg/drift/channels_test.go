@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -67,9 +68,10 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.NoError(t, bd.rs.Client().HDel(ctx, bd.rs.ChannelMembersKey("g"), "cm-lost").Err())
 
 	mk := func(u string) receipt.Key { return receipt.Key{User: u, Channel: "m"} }
-	_, err = bd.pg.InsertMentions(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1, 2, 3, 4, 5}}, {Key: mk("rd-ahead"), Seqs: []int64{5}}, {Key: mk("rd-missing"), Seqs: []int64{8}}})
+	ms := mentions.NewStore(bd.pg, bd.rs)
+	_, err = ms.WritePG(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1, 2, 3, 4, 5}}, {Key: mk("rd-ahead"), Seqs: []int64{5}}, {Key: mk("rd-missing"), Seqs: []int64{8}}})
 	require.NoError(t, err)
-	require.NoError(t, bd.rs.AddMentions(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1}}, {Key: mk("rd-ahead"), Seqs: []int64{5, 6, 9}}, {Key: mk("pg-missing"), Seqs: []int64{2}}}, capN))
+	require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1}}, {Key: mk("rd-ahead"), Seqs: []int64{5, 6, 9}}, {Key: mk("pg-missing"), Seqs: []int64{2}}}, capN))
 
 	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
@@ -83,7 +85,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.Equal(t, drift.Counts{PostgresAhead: 1, RedisMissing: 1}, *rep.ByKind[drift.KindMentions])
 	require.Equal(t, rep.Found, rep.Repaired)
 	require.Zero(t, rep.Failed)
-	pgm, err := bd.pg.Mentions(ctx, "pg-missing", []string{"m"}, capN)
+	pgm, err := ms.ReadPG(ctx, "pg-missing", []string{"m"}, capN)
 	require.NoError(t, err)
 	require.Empty(t, pgm, "left to the persister")
 	inflight, err := bd.pg.Heads(ctx, []string{"in-flight"})
@@ -126,10 +128,10 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.EqualValues(t, 3, n)
 
 	for u, want := range map[string][]int64{"pg-ahead": {2, 3, 4, 5}, "rd-ahead": {5, 6, 9}, "rd-missing": {8}, "pg-missing": {2}} {
-		pg, err := bd.pg.Mentions(ctx, u, []string{"m"}, capN)
+		pg, err := ms.ReadPG(ctx, u, []string{"m"}, capN)
 		require.NoError(t, err)
 		require.Equal(t, []channel.Mentions{{Key: mk(u), Seqs: want}}, pg, u)
-		rd, err := bd.rs.MentionSeqs(ctx, []receipt.Key{mk(u)})
+		rd, err := ms.ReadRedis(ctx, []receipt.Key{mk(u)})
 		require.NoError(t, err)
 		require.Equal(t, want, rd[0], u)
 	}
@@ -150,9 +152,11 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 		require.NoError(t, bd.rs.Hydrate(ctx, user, cur, redisstore.Incarnation{}))
 		regs, err := bd.pg.Memberships(ctx, user, nil)
 		require.NoError(t, err)
-		mn, err := bd.pg.Mentions(ctx, user, nil, capN)
+		ms := mentions.NewStore(bd.pg, bd.rs)
+		mn, err := ms.ReadPG(ctx, user, nil, capN)
 		require.NoError(t, err)
-		require.NoError(t, bd.rs.HydrateMemberships(ctx, user, regs, mn, capN))
+		require.NoError(t, ms.HydrateRedis(ctx, user, mn, capN))
+		require.NoError(t, bd.rs.HydrateMemberships(ctx, user, regs))
 	}
 	view, err := bd.rs.Unread(ctx, user, channels, capN)
 	require.NoError(t, err)
@@ -200,7 +204,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	var heads []channel.Head
 	var regs []channel.Membership
 	var states []receipt.State
-	var mentions []channel.Mentions
+	var mns []channel.Mentions
 	for c := range 6 {
 		ch := fmt.Sprintf("c%d", c)
 		key := receipt.Key{User: user, Channel: ch}
@@ -214,7 +218,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 			st.Read = receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 1}}
 		}
 		states = append(states, st)
-		mentions = append(mentions, channel.Mentions{Key: key, Seqs: []int64{2, 9, 12, 15, 18}})
+		mns = append(mns, channel.Mentions{Key: key, Seqs: []int64{2, 9, 12, 15, 18}})
 	}
 	regs[5] = channel.Leave(regs[5].Key, 30, 2000)
 	// Both stores hold the same, as the write path leaves them.
@@ -224,7 +228,8 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bd.pg.Upsert(ctx, states)
 	require.NoError(t, err)
-	_, err = bd.pg.InsertMentions(ctx, mentions)
+	ms := mentions.NewStore(bd.pg, bd.rs)
+	_, err = ms.WritePG(ctx, mns)
 	require.NoError(t, err)
 	_, err = bd.rs.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
@@ -232,7 +237,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bd.rs.Merge(ctx, states)
 	require.NoError(t, err)
-	require.NoError(t, bd.rs.AddMentions(ctx, mentions, capN))
+	require.NoError(t, ms.AddRedis(ctx, mns, capN))
 
 	before := unreadOf(t, bd, user, nil, false)
 	require.Len(t, before, 5, "the left channel does not count")
@@ -267,9 +272,10 @@ func TestMentionsAheadWithNewValuesStayInFlight(t *testing.T) {
 	ctx := context.Background()
 	bd := setup(t)
 	hot := receipt.Key{User: "hot", Channel: "m"}
+	ms := mentions.NewStore(bd.pg, bd.rs)
 	sw, clock := clockedSweeper(t, bd)
 	for seq := int64(1); seq <= 3; seq++ {
-		require.NoError(t, bd.rs.AddMentions(ctx, []channel.Mentions{{Key: hot, Seqs: []int64{seq}}}, capN))
+		require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: hot, Seqs: []int64{seq}}}, capN))
 		rep, err := sw.SweepOnce(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, rep.InFlight, "pass %d: a new mention since the last pass is in flight", seq)
@@ -280,7 +286,7 @@ func TestMentionsAheadWithNewValuesStayInFlight(t *testing.T) {
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, drift.Counts{PostgresMissing: 1}, *rep.ByKind[drift.KindMentions])
-	pg, err := bd.pg.Mentions(ctx, "hot", []string{"m"}, capN)
+	pg, err := ms.ReadPG(ctx, "hot", []string{"m"}, capN)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Mentions{{Key: hot, Seqs: []int64{1, 2, 3}}}, pg)
 }

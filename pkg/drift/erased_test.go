@@ -8,6 +8,9 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
@@ -27,7 +30,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bd.pg.UpsertMembers(ctx, []channel.Membership{channel.Join(gone, 1, 1000, 1)})
 	require.NoError(t, err)
-	_, err = bd.pg.InsertMentions(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{3}}})
+	_, err = mentions.NewStore(bd.pg, nil).WritePG(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{3}}})
 	require.NoError(t, err)
 
 	// The gateway erased the user (Redis); Postgres still has the rows.
@@ -49,7 +52,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	// The persister applies the erasure; a row the erasure missed (a
 	// replica's write racing it), older than the erasure, stays out of
 	// Redis; the user's new state is repaired both ways.
-	_, _, err = bd.pg.Erase(ctx, ts, nil, nil)
+	_, _, err = bd.pg.Erase(ctx, ts, kind.PGErase(kinds.All()), kind.PGRedact(kinds.All()))
 	require.NoError(t, err)
 	_, err = bd.pg.Upsert(ctx, []receipt.State{state("gone", "c1", 5, true)})
 	require.NoError(t, err)

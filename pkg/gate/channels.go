@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -298,7 +299,11 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 			return err
 		}
 		hydrate("memberships", func(c context.Context) error {
-			return g.redis.HydrateMemberships(c, user, regs, mentions, g.cfg.MentionCap)
+			// The mentions first: the view is complete once both hashes are.
+			if err := g.mentionStore().HydrateRedis(c, user, mentions, g.cfg.MentionCap); err != nil {
+				return err
+			}
+			return g.redis.HydrateMemberships(c, user, regs)
 		})
 	}
 	if len(view.MissingHeads) > 0 {
@@ -321,6 +326,9 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 	return g.hydrateChannelSets(ctx, view)
 }
 
+// mentionStore is the mention kind's storage on the gate's stores.
+func (g *Gate) mentionStore() mentions.Store { return mentions.NewStore(g.pg, g.redis) }
+
 // durableMemberships reads every membership register and the mentions of
 // a user from Postgres, in pages (the hash they hydrate is marked
 // complete: a cut-short read would hide the channels past it).
@@ -337,7 +345,7 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 			if len(page) == restorePage {
 				upTo = page[len(page)-1].Key.Channel
 			}
-			ms, err = g.pg.MentionsOfRange(pctx, user, after, upTo, g.cfg.MentionCap)
+			ms, err = g.mentionStore().RangePG(pctx, user, after, upTo, g.cfg.MentionCap)
 		}
 		cancel()
 		if err != nil {
@@ -430,7 +438,7 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 	if err != nil {
 		return nil, err
 	}
-	mentions, err := g.pg.Mentions(pctx, user, channels, g.cfg.MentionCap)
+	mentions, err := g.mentionStore().ReadPG(pctx, user, channels, g.cfg.MentionCap)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -145,16 +146,17 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 	tb := setup(t, setupOpts{config: func(c *testConfig) { c.Postgres = pg }})
 	ctx := context.Background()
 	var regs []channel.Membership
-	var mentions []channel.Mentions
+	var ms []channel.Mentions
 	for _, ch := range []string{"known", "unknown"} {
 		k := receipt.Key{User: "pu", Channel: ch}
 		regs = append(regs, channel.Join(k, 1, 1, 0))
-		mentions = append(mentions, channel.Mentions{Key: k, Seqs: []int64{4}})
+		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{4}})
 		_, err := tb.store.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
 		require.NoError(t, err)
 	}
 	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
-	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs, mentions, channel.MentionCapDefault))
+	require.NoError(t, mentions.NewStore(nil, tb.store).HydrateRedis(ctx, "pu", ms, channel.MentionCapDefault))
+	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs))
 	require.NoError(t, tb.store.HydrateUserThreads(ctx, "pu", nil, channel.MentionCapDefault, redisstore.Incarnation{}))
 	require.NoError(t, tb.notifications().Hydrate(ctx, "pu", nil))
 	_, err = settings.NewStore(nil, tb.store).MergeRedis(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -210,7 +211,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 		{Key: receipt.Key{User: "n", Channel: "gc"}, Level: notification.None, VersionUnixMs: 1},
 	})
 	require.NoError(t, err)
-	_, err = pg.InsertMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "m", Channel: "gc"}, Seqs: []int64{3}}})
+	_, err = mentions.NewStore(pg, nil).WritePG(ctx, []channel.Mentions{{Key: receipt.Key{User: "m", Channel: "gc"}, Seqs: []int64{3}}})
 	require.NoError(t, err)
 	_, err = groupmentions.NewStore(pg, nil).WritePG(ctx, []channel.GroupMentions{{Channel: "gc", Mentions: []channel.GroupMention{{Seq: 2, Sender: "s"}, {Seq: 3, Sender: "x"}, {Seq: 4, Sender: "a"}}}})
 	require.NoError(t, err)

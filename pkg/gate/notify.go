@@ -255,7 +255,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {
-			if mentionGens, mentionErr = g.redis.AddMentionsReadingGenerations(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
+			if mentionGens, mentionErr = g.mentionStore().AddRedisReadingGenerations(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
 				g.redisDegradedOn(ctx, redisOpMerge, 1, mentionErr)
 			}
 		})
@@ -271,8 +271,8 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	}
 	g.mergeUnloaded(ctx, merged, resolved)
 	// Each sender's read and mention set is stamped with the generation
-	// its script read in the user's slot (the mention hash, mh:{user},
-	// lives beside the user's tombstone), as marks are.
+	// its script read in the user's slot (the mention kind's hash lives
+	// beside the user's tombstone), as marks are.
 	gens := make([]int64, 0, len(senders)+len(mentions))
 	users := make([]string, 0, cap(gens))
 	for i, s := range senders {

@@ -64,13 +64,6 @@ var randomValue = map[string]kindtest.Gen{
 		}
 		return channel.Join(k, v, at, r.Int64N(30))
 	},
-	kinds.Mentions.Name(): func(r *rand.Rand) any {
-		seqs := make([]int64, 1+r.IntN(3))
-		for i := range seqs {
-			seqs[i] = 1 + r.Int64N(30)
-		}
-		return channel.Mentions{Key: randomKey(r), Seqs: channel.MergeMentions(nil, seqs, 1000)}
-	},
 	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
 		seq := 1 + r.Int64N(40)
 		return thread.Head{Ref: randomRef(r), Seq: seq, MessageID: "m" + strconv.FormatInt(seq, 10), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
@@ -138,7 +131,7 @@ func randomKey(r *rand.Rand) receipt.Key {
 
 // inFolder are the kinds in a folder of their own, whose tests run the
 // same suite (kindtest) on their own values.
-var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true, kinds.Settings.Name(): true}
+var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true, kinds.Settings.Name(): true, kinds.Mentions.Name(): true}
 
 // Every kind's merge rule obeys the merge laws and holds in Go (the
 // domain floor), in Postgres (SQL) and in Redis (Lua) alike: the same

@@ -6,6 +6,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -16,7 +17,7 @@ var (
 	Cursors  = kind.New(cursorSpec)
 	Heads    = kind.New(headSpec)
 	Members  = kind.New(memberSpec)
-	Mentions = kind.New(mentionSpec)
+	Mentions = mentions.Kind
 	Settings = settings.Kind
 
 	Notifications = notifications.Kind

@@ -13,6 +13,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -82,7 +83,7 @@ func (b *bundle) requireKinds(want backlogKinds, capN int) {
 		require.Equal(b.t, []channel.Membership{m}, got, "a late join never undoes the newer leave")
 	}
 	for key, seqs := range want.mentions {
-		got, err := s.Mentions(ctx, key.User, []string{key.Channel}, capN)
+		got, err := mentions.NewStore(s, nil).ReadPG(ctx, key.User, []string{key.Channel}, capN)
 		require.NoError(b.t, err)
 		require.Equal(b.t, []channel.Mentions{{Key: key, Seqs: seqs}}, got)
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The tables of migration 0004: channel heads (a max-register), channel
-// members (a versioned register) and mentions (a set kept to each key's
-// newest cap+1). Each write is one statement per call from parameter
+// The tables of migration 0004: channel heads (a max-register) and
+// channel members (a versioned register); its mentions are a kind's of
+// their own (pkg/kinds/mentions). Each write is one statement per call from parameter
 // arrays, with the rows in key order, and merges by the rule of
 // pkg/channel, so duplicates, reordering and replays are harmless; callers
 // dedupe per key first (ON CONFLICT cannot touch a row twice in one
@@ -90,62 +90,6 @@ func (s *Store) UpsertMembers(ctx context.Context, regs []channel.Membership) (i
 		vs[i], vm[i], js[i] = m.VersionSeq, m.VersionUnixMs, m.JoinSeq
 	}
 	tag, err := s.pool.Exec(ctx, upsertMembersSQL, chs, users, members, vs, vm, js)
-	if err != nil {
-		return 0, classify(err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-const insertMentionsSQL = `
-INSERT INTO mentions (user_id, channel_id, seq)
-SELECT u, c, s FROM unnest($1::text[], $2::text[], $3::bigint[]) AS x(u, c, s)
-ORDER BY u, c, s
-ON CONFLICT DO NOTHING`
-
-// InsertMentions adds mention seqs (a set union: an existing seq is left
-// alone) in one statement and returns how many rows were new.
-func (s *Store) InsertMentions(ctx context.Context, ms []channel.Mentions) (int64, error) {
-	var users, chs []string
-	var seqs []int64
-	for _, m := range ms {
-		for _, q := range m.Seqs {
-			users, chs, seqs = append(users, m.Key.User), append(chs, m.Key.Channel), append(seqs, q)
-		}
-	}
-	if len(seqs) == 0 {
-		return 0, nil
-	}
-	tag, err := s.pool.Exec(ctx, insertMentionsSQL, users, chs, seqs)
-	if err != nil {
-		return 0, classify(err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-// trimMentionsSQL deletes, for each listed key, the seqs below its
-// (cap+1)-th newest: what is left is the newest cap+1 (a backward walk of
-// the primary key per key).
-const trimMentionsSQL = `
-DELETE FROM mentions m USING unnest($1::text[], $2::text[]) AS k(u, c)
-WHERE m.user_id = k.u AND m.channel_id = k.c
-  AND m.seq < (SELECT x.seq FROM mentions x WHERE x.user_id = k.u AND x.channel_id = k.c
-               ORDER BY x.seq DESC OFFSET $3 LIMIT 1)`
-
-// TrimMentions deletes, in one statement, the mentions of the listed keys
-// that are no longer among their key's newest cap+1 (the retention of
-// channel.Mentions), and returns how many rows went. Readers take the
-// newest cap+1 themselves, so a trim that lags changes no count.
-func (s *Store) TrimMentions(ctx context.Context, keys []receipt.Key, mentionCap int) (int64, error) {
-	if len(keys) == 0 {
-		return 0, nil
-	}
-	sorted := slices.Clone(keys)
-	slices.SortFunc(sorted, receipt.Key.Compare)
-	users, chs := make([]string, len(sorted)), make([]string, len(sorted))
-	for i, k := range sorted {
-		users[i], chs[i] = k.User, k.Channel
-	}
-	tag, err := s.pool.Exec(ctx, trimMentionsSQL, users, chs, mentionCap)
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -252,63 +196,4 @@ func (s *Store) MemberCount(ctx context.Context, ch string) (int64, error) {
 func (s *Store) MembersPage(ctx context.Context, after receipt.Key, limit int) ([]channel.Membership, error) {
 	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members
 		WHERE (channel_id, user_id) > ($1, $2) ORDER BY channel_id, user_id LIMIT $3`, after.Channel, after.User, limit)
-}
-
-func collectMentions(rows pgx.Rows) ([]channel.Mentions, error) {
-	var out []channel.Mentions
-	var k receipt.Key
-	var seq int64
-	_, err := pgx.ForEachRow(rows, []any{&k.User, &k.Channel, &seq}, func() error {
-		if n := len(out); n == 0 || out[n-1].Key != k {
-			out = append(out, channel.Mentions{Key: k})
-		}
-		out[len(out)-1].Seqs = append(out[len(out)-1].Seqs, seq)
-		return nil
-	})
-	return out, classify(err)
-}
-
-// Mentions returns a user's mentions per channel, each key's newest
-// cap+1 seqs ascending (what the real-time store keeps), for all channels
-// or the listed ones, in channel order.
-func (s *Store) Mentions(ctx context.Context, user string, channels []string, mentionCap int) ([]channel.Mentions, error) {
-	rows, err := s.pool.Query(ctx, `SELECT user_id, channel_id, seq FROM (
-		SELECT user_id, channel_id, seq, row_number() OVER (PARTITION BY channel_id ORDER BY seq DESC) AS rn
-		FROM mentions WHERE user_id = $1 AND (coalesce(cardinality($2::text[]), 0) = 0 OR channel_id = ANY($2))) r
-		WHERE rn <= $3 + 1 ORDER BY channel_id, seq`, user, channels, mentionCap)
-	if err != nil {
-		return nil, classify(err)
-	}
-	return collectMentions(rows)
-}
-
-// MentionsOfRange returns a user's mentions in the channels of (after,
-// upTo] ("" after: from the first; "" upTo: to the last), each key's
-// newest cap+1 seqs ascending, in channel order: MembershipsAfter's pages
-// give the ranges.
-func (s *Store) MentionsOfRange(ctx context.Context, user, after, upTo string, mentionCap int) ([]channel.Mentions, error) {
-	rows, err := s.pool.Query(ctx, `SELECT user_id, channel_id, seq FROM (
-		SELECT user_id, channel_id, seq, row_number() OVER (PARTITION BY channel_id ORDER BY seq DESC) AS rn
-		FROM mentions WHERE user_id = $1 AND channel_id > $2 AND ($3 = '' OR channel_id <= $3)) r
-		WHERE rn <= $4 + 1 ORDER BY channel_id, seq`, user, after, upTo, mentionCap)
-	if err != nil {
-		return nil, classify(err)
-	}
-	return collectMentions(rows)
-}
-
-// MentionsPage returns the mentions of up to limit keys after the given
-// one, in key order, each key's newest cap+1 seqs ascending: the drift
-// sweep's walk.
-func (s *Store) MentionsPage(ctx context.Context, after receipt.Key, limit, mentionCap int) ([]channel.Mentions, error) {
-	rows, err := s.pool.Query(ctx, `SELECT k.user_id, k.channel_id, s.seq FROM (
-		SELECT DISTINCT user_id, channel_id FROM mentions WHERE (user_id, channel_id) > ($1, $2)
-		ORDER BY user_id, channel_id LIMIT $3) k
-		CROSS JOIN LATERAL (SELECT seq FROM mentions m WHERE m.user_id = k.user_id AND m.channel_id = k.channel_id
-			ORDER BY seq DESC LIMIT $4 + 1) s
-		ORDER BY 1, 2, 3`, after.User, after.Channel, limit, mentionCap)
-	if err != nil {
-		return nil, classify(err)
-	}
-	return collectMentions(rows)
 }

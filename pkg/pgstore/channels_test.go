@@ -24,7 +24,7 @@ func pos(e, s int64) receipt.Cursor {
 }
 
 // The SQL merges agree with the Go rules (receipt.Merge, channel.MergeHead,
-// channel.MergeMembership, channel.MergeMentions): random events, one
+// channel.MergeMembership): random events, one
 // statement each in random order with duplicates, end with the state the
 // Go fold computes.
 func TestSQLMergesMatchTheRules(t *testing.T) {
@@ -32,7 +32,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.NewSchema(t).Store
 	rng := rand.New(rand.NewPCG(5, 6))
-	const capN = 4
 	for trial := range 40 {
 		ch := "c" + strconv.Itoa(trial)
 		k := receipt.Key{User: "u" + strconv.Itoa(trial%7), Channel: ch}
@@ -40,7 +39,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 		states := make([]receipt.State, n)
 		heads := make([]channel.Head, n)
 		regs := make([]channel.Membership, n)
-		mentions := make([][]int64, n)
 		for i := range n {
 			states[i] = receipt.State{Key: k, Read: pos(rng.Int64N(3), rng.Int64N(20)), Delivered: pos(0, rng.Int64N(20)), DeviceID: "d", UpdatedAtUnixMs: 1000}
 			if rng.IntN(2) == 0 {
@@ -53,9 +51,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 			heads[i] = channel.Head{Channel: ch, Seq: 1 + rng.Int64N(30), UpdatedAtUnixMs: 1000}
 			heads[i].MessageID = "h" + strconv.FormatInt(heads[i].Seq, 10)
 			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
-			for range rng.IntN(4) {
-				mentions[i] = append(mentions[i], 1+rng.Int64N(12))
-			}
 		}
 		order := rng.Perm(n)
 		order = append(order, order[:rng.IntN(n+1)]...)
@@ -64,12 +59,10 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 		var wantSt receipt.State
 		var wantHead channel.Head
 		var wantReg channel.Membership
-		var wantMn []int64
 		for _, i := range order {
 			wantSt, _ = receipt.Merge(wantSt, states[i])
 			wantHead, _ = channel.MergeHead(wantHead, heads[i])
 			wantReg, _ = channel.MergeMembership(wantReg, regs[i])
-			wantMn = channel.MergeMentions(wantMn, mentions[i], capN)
 
 			_, err := s.Upsert(ctx, []receipt.State{states[i]})
 			require.NoError(t, err)
@@ -77,12 +70,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s.UpsertMembers(ctx, []channel.Membership{regs[i]})
 			require.NoError(t, err)
-			_, err = s.InsertMentions(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}})
-			require.NoError(t, err)
-			if rng.IntN(3) == 0 { // trims at random moments change no answer
-				_, err = s.TrimMentions(ctx, []receipt.Key{k}, capN)
-				require.NoError(t, err)
-			}
 		}
 		got, err := s.Get(ctx, k.User, []string{ch})
 		require.NoError(t, err)
@@ -98,19 +85,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 		m, err := s.Memberships(ctx, k.User, []string{ch})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{wantReg}, m, "trial %d", trial)
-
-		mn, err := s.Mentions(ctx, k.User, []string{ch}, capN)
-		require.NoError(t, err)
-		if wantMn == nil {
-			require.Empty(t, mn)
-			continue
-		}
-		require.Equal(t, []channel.Mentions{{Key: k, Seqs: wantMn}}, mn, "trial %d", trial)
-		_, err = s.TrimMentions(ctx, []receipt.Key{k}, capN)
-		require.NoError(t, err)
-		var left int
-		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM mentions WHERE user_id = $1 AND channel_id = $2`, k.User, k.Channel).Scan(&left))
-		require.Equal(t, len(wantMn), left, "the trim keeps exactly the newest cap+1")
 	}
 }
 
@@ -165,26 +139,8 @@ func TestChannelReadsAndPages(t *testing.T) {
 	require.Len(t, hp, 2)
 	require.Equal(t, "b", hp[0].Channel)
 
-	_, err = s.InsertMentions(ctx, []channel.Mentions{
-		{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{1, 2, 3, 4, 5}},
-		{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}},
-		{Key: receipt.Key{User: "u2", Channel: "a"}, Seqs: []int64{7}},
-	})
-	require.NoError(t, err)
-	mp, err := s.MentionsPage(ctx, receipt.Key{User: "u1", Channel: "a"}, 10, 2)
-	require.NoError(t, err)
-	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}}, {Key: receipt.Key{User: "u2", Channel: "a"}, Seqs: []int64{7}}}, mp)
-	mp, err = s.MentionsPage(ctx, receipt.Key{}, 1, 2)
-	require.NoError(t, err)
-	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{3, 4, 5}}}, mp, "newest cap+1")
-	mine2, err := s.Mentions(ctx, "u1", nil, 2)
-	require.NoError(t, err)
-	require.Len(t, mine2, 2)
-
 	// A bounded CHECK rejects bad rows (the persister dead-letters them).
 	_, err = s.UpsertHeads(ctx, []channel.Head{{Channel: "x", Seq: 0}})
-	require.ErrorIs(t, err, pgstore.ErrRejected)
-	_, err = s.InsertMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "x"}, Seqs: []int64{-1}}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 	_, err = s.UpsertMembers(ctx, []channel.Membership{{Key: receipt.Key{User: "u", Channel: "x"}, VersionSeq: -1}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)

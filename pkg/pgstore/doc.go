@@ -7,11 +7,11 @@
 // an operator must act).
 //
 // It is also the driver a kind of state that owns its storage (a folder
-// below pkg/kinds, e.g. pkg/kinds/notifications or pkg/kinds/deletions)
-// is written against: the
-// kind runs its own embedded statements on Pool, wraps their errors with
-// Classified, and adds its delete and its redaction to an erasure
-// (Erase's kindDeletes and kindRedacts).
+// below pkg/kinds, e.g. pkg/kinds/notifications, pkg/kinds/deletions or
+// pkg/kinds/mentions) is written against: the kind runs its own
+// embedded statements on Pool, wraps their errors with Classified, and
+// adds its delete and its redaction to an erasure (Erase's kindDeletes
+// and kindRedacts).
 // This package writes none of those kinds' tables; its statements still
 // read one: user_settings (pkg/kinds/settings), joined by the change
 // feeds. The read-by view's fallback and the cursor-move log are the

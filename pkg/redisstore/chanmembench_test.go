@@ -94,7 +94,7 @@ func TestMemoryPerChannelState(t *testing.T) {
 		for _, r := range res {
 			require.NoError(t, r.Err)
 		}
-		require.NoError(t, s.AddMentions(ctx, ms, channel.MentionCapDefault))
+		PutMentions(t, s, channel.MentionCapDefault, ms...)
 		mr, err := s.Merge(ctx, private)
 		require.NoError(t, err)
 		for _, r := range mr {

@@ -22,26 +22,19 @@ import (
 //	                     so a user's heads read with one MGET (heads.go)
 //	um:{user}            hash: channel → the membership register
 //	                     "M VERSION_SEQ VERSION_MS JOIN_SEQ" (M 1 or 0,
-//	                     numbers base 62); ":loaded" once hydrated (with
-//	                     the user's mentions); ":l" → how many registers
-//	                     say "left", kept by the scripts in a hash made
-//	                     with it (an older build's hash has none), so a
-//	                     user who left nothing is read without values
+//	                     numbers base 62); ":loaded" once hydrated; ":l"
+//	                     → how many registers say "left", kept by the
+//	                     scripts in a hash made with it (an older build's
+//	                     hash has none), so a user who left nothing is
+//	                     read without values
 //	cm:{channel}         hash: user → the same register; ":n" → the
 //	                     joined-member count, kept by the script on every
 //	                     member/non-member transition (in the same key as
 //	                     the registers it counts, so it can never be lost
 //	                     or evicted apart from them); ":loaded" once
 //	                     hydrated
-//	mh:{user}            hash: channel → the kept mention seqs of the
-//	                     user there, ascending, space-separated, each an
-//	                     11-digit zero-padded base-62 numeral (so that
-//	                     byte order is numeric order for every int64),
-//	                     the newest cap+1 (channel.Mentions); ":loaded"
-//	                     once hydrated. One hash per user, not a key per
-//	                     channel: an unread read takes all of a user's
-//	                     mentions with one HGETALL and counts them itself
 //
+// A user's mentions are a kind's of their own (pkg/kinds/mentions).
 // The membership register lives twice, per user and per channel: two
 // slots in a cluster, so two scripts, both max-merges; a failure of one is
 // repaired by the drift sweep. Field names starting with ':' are markers
@@ -51,7 +44,7 @@ const (
 	countField = ":n"
 	// leftCountField counts a membership hash's left registers.
 	leftCountField = ":l"
-	// seqWidth is the width of a padded base-62 mention member.
+	// seqWidth is the width of a padded base-62 seq (padSeq).
 	seqWidth = 11
 	// memberChunk bounds the registers of one hydrate script call.
 	memberChunk = 256
@@ -66,9 +59,6 @@ func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + 
 
 // ChannelMembersKey is a channel's membership hash.
 func (s *Store) ChannelMembersKey(ch string) string { return s.prefix + "cm:{" + ch + "}" }
-
-// UserMentionsKey is a user's mention hash (channel → kept seqs).
-func (s *Store) UserMentionsKey(user string) string { return s.prefix + "mh:{" + user + "}" }
 
 const luaRegister = `
 local function reg(v)
@@ -212,7 +202,7 @@ out[#out+1] = tonumber(redis.call('HGET', KEYS[1], ':n') or "0")
 return out
 `)
 
-var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript, mentionScript}
+var channelScripts = []*redis.Script{headScript, userMemberScript, changeMemberScript, channelMemberScript}
 
 func padSeq(seq int64) string {
 	var buf [seqWidth]byte
@@ -613,26 +603,20 @@ func (s *Store) registers(ctx context.Context, key string, fields []string, keyO
 	return out, vals[0] != nil, nil
 }
 
-// HydrateMemberships merges a user's durable registers and mentions (each
-// key's newest cap+1) and then marks the user's membership hash complete,
-// so that reads trust it and the user's mention sets alone. Every write
-// is a merge: a newer value written meanwhile wins.
-func (s *Store) HydrateMemberships(ctx context.Context, user string, regs []channel.Membership, mentions []channel.Mentions, mentionCap int) error {
+// HydrateMemberships merges a user's durable registers and then marks
+// the user's membership hash complete, so that reads trust it. Every
+// write is a merge: a newer value written meanwhile wins. A complete
+// view needs the user's mentions hydrated too (pkg/kinds/mentions).
+func (s *Store) HydrateMemberships(ctx context.Context, user string, regs []channel.Membership) error {
 	for start := 0; start < len(regs); start += memberChunk {
 		if err := s.mergeRegisters(ctx, userMemberScript, s.UserMembersKey(user), regs[start:min(start+memberChunk, len(regs))], false,
 			func(m channel.Membership) string { return m.Key.Channel }); err != nil {
 			return fmt.Errorf("hydrating the memberships of %s: %w", user, err)
 		}
 	}
-	if err := s.AddMentions(ctx, mentions, mentionCap); err != nil {
-		return fmt.Errorf("hydrating the mentions of %s: %w", user, err)
-	}
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		// The script, not an HSET: a hash it makes counts its left registers.
-		userMemberScript.EvalSha(ctx, pipe, []string{s.UserMembersKey(user)}, "1")
-		pipe.HSet(ctx, s.UserMentionsKey(user), loadedField, "1")
-	}); err != nil {
-		return fmt.Errorf("marking the memberships of %s complete: %w", user, err)
+	// The script, not an HSET: a hash it makes counts its left registers.
+	if err := userMemberScript.Run(ctx, s.rdb, []string{s.UserMembersKey(user)}, "1").Err(); err != nil {
+		return fmt.Errorf("%w: marking the memberships of %s complete: %w", ErrUnavailable, user, err)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func TestClusterChannelState(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.EqualValues(t, 1, r.MemberCount)
 	}
-	require.NoError(t, s.AddMentions(ctx, mentions, capN))
+	redisstore.PutMentions(t, s, capN, mentions...)
 	marks := make([]receipt.State, len(channels))
 	for i, ch := range channels {
 		marks[i] = receipt.State{Key: receipt.Key{User: user, Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 10}}}

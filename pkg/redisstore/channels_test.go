@@ -128,7 +128,7 @@ func TestMarksAndMarkUnread(t *testing.T) {
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
 }
 
-// Heads, membership registers and mention sets in Lua agree with the Go
+// Heads and membership registers in Lua agree with the Go
 // rules: random events in random orders with duplicates end where the Go
 // fold does.
 func TestChannelScriptsMatchTheRules(t *testing.T) {
@@ -136,7 +136,6 @@ func TestChannelScriptsMatchTheRules(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newTestStore(t)
 	rng := rand.New(rand.NewPCG(9, 10))
-	const capN = 3
 	bases := []int64{0, 60, 1<<53 - 5, math.MaxInt64 - 40}
 	for trial := range 60 {
 		base := bases[trial%len(bases)]
@@ -145,26 +144,20 @@ func TestChannelScriptsMatchTheRules(t *testing.T) {
 		n := 1 + rng.IntN(8)
 		heads := make([]channel.Head, n)
 		regs := make([]channel.Membership, n)
-		mentions := make([][]int64, n)
 		for i := range n {
 			q := base + 1 + rng.Int64N(30)
 			heads[i] = channel.Head{Channel: ch, Seq: q, MessageID: "m" + strconv.FormatInt(q, 10), UpdatedAtUnixMs: rng.Int64N(5)}
 			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: base + rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
-			for range rng.IntN(4) {
-				mentions[i] = append(mentions[i], base+1+rng.Int64N(12))
-			}
 		}
 		order := rng.Perm(n)
 		order = append(order, order[:rng.IntN(n+1)]...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		var wantHead channel.Head
 		var wantReg channel.Membership
-		var wantMn []int64
 		for _, i := range order {
 			var adv, changed bool
 			wantHead, adv = channel.MergeHead(wantHead, heads[i])
 			wantReg, changed = channel.MergeMembership(wantReg, regs[i])
-			wantMn = channel.MergeMentions(wantMn, mentions[i], capN)
 
 			hr, err := s.RaiseHeads(ctx, []channel.Head{heads[i]})
 			require.NoError(t, err)
@@ -181,11 +174,7 @@ func TestChannelScriptsMatchTheRules(t *testing.T) {
 				wantCount = 1
 			}
 			require.Equal(t, wantCount, mr[0].MemberCount, "the count follows the transitions")
-			require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}}, capN))
 		}
-		got, err := s.MentionSeqs(ctx, []receipt.Key{k})
-		require.NoError(t, err)
-		require.Equal(t, wantMn, got[0], "trial %d", trial)
 		cm, _, err := s.ChannelMembers(ctx, ch, nil)
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{wantReg}, cm)
@@ -235,7 +224,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.MergeMemberships(ctx, regs)
 	require.NoError(t, err)
-	require.NoError(t, s.AddMentions(ctx, mentions, capN))
+	PutMentions(t, s, capN, mentions...)
 
 	hook := &countingHook{}
 	counted := New(s.rdb.(*redis.Client).WithTimeout(0), Config{Prefix: s.prefix})
@@ -280,7 +269,7 @@ func TestUnreadBulkRead(t *testing.T) {
 
 	// Hydrated: complete, and a channel known to have no head has seq 0.
 	require.NoError(t, s.Hydrate(ctx, user, nil, Incarnation{}))
-	require.NoError(t, s.HydrateMemberships(ctx, user, nil, nil, capN))
+	HydrateMembershipsAndMentions(t, s, user, nil, capN)
 	require.NoError(t, s.HydrateHeads(ctx, nil, []string{"ch999"}))
 	view, err = s.Unread(ctx, user, []string{"ch999", "nowhere"}, capN)
 	require.NoError(t, err)
@@ -322,7 +311,6 @@ func TestMemberCountHydrateAndScans(t *testing.T) {
 	require.EqualValues(t, 600, n, "599 hydrated members and the late joiner")
 	require.True(t, complete)
 
-	require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: receipt.Key{User: "m1", Channel: "big"}, Seqs: []int64{4}}}, 5))
 	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: 9}})
 	require.NoError(t, err)
 	chs, _, err := s.ScanChannels(ctx, ScanCursor{}, 10000)
@@ -337,11 +325,4 @@ func TestMemberCountHydrateAndScans(t *testing.T) {
 	}
 	slices.Sort(users)
 	require.Len(t, slices.Compact(users), 601)
-	mentioned, _, err := s.ScanMentionUsers(ctx, ScanCursor{}, 10000)
-	require.NoError(t, err)
-	require.Equal(t, []string{"m1"}, mentioned)
-	ms, complete, err := s.UserMentions(ctx, "m1")
-	require.NoError(t, err)
-	require.False(t, complete, "never hydrated")
-	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "m1", Channel: "big"}, Seqs: []int64{4}}}, ms)
 }

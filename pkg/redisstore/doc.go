@@ -4,9 +4,9 @@
 // scripts, loaded once and run by SHA, that merge with the max rule so a
 // write or a repopulate can never move a cursor backwards. Beside the
 // cursors (store.go, codec.go, scripts.go), channels.go keeps the channel
-// heads, the membership registers (per user and per channel, with the
-// member count), the mention sets and the bulk unread read, each merged by
-// its rule of pkg/channel.
+// heads and the membership registers (per user and per channel, with the
+// member count), each merged by its rule of pkg/channel, and unread.go
+// the bulk unread read.
 //
 // A field's value is the compact layout of codec.go (base-62 numbers,
 // defaults and a delivered cursor equal to the read one omitted: about 23
@@ -25,10 +25,13 @@
 // and an erasure resets or deletes its user hashes (Erase's kindHashes)
 // and has it redact the user in each channel (Erase's redact). This
 // package names none of those kinds' keys, but for the sets the unread
-// view still reads itself: the group mentions' (groupmentions.go) and a
+// view still reads itself: the group mentions' (groupmentions.go), a
 // channel's deletions (unreaddeletions.go, whose run search, seqrun.lua,
-// the deletion kind's thread count shares as LuaSeqRun). The read-by view
-// (pkg/views/readby) owns the channel view's keys; an erasure has it clean
-// each channel through Erase's redact, and UntrackedChannels answers it
-// from the membership hash.
+// the deletion kind's thread count shares as LuaSeqRun) and a user's
+// mentions (unreadmentions.go, whose list decode the mention kind shares
+// as ParseSeqList; an erasure also deletes that kind's earlier layout,
+// the mn:{user}:<channel> sets). The read-by view (pkg/views/readby) owns
+// the channel view's keys; an erasure has it clean each channel through
+// Erase's redact, and UntrackedChannels answers it from the membership
+// hash.
 package redisstore

@@ -99,7 +99,7 @@ func (s *Store) countGroupMentions(ctx context.Context, view *UnreadView, channe
 		t := mentions.from(v.Channel)
 		var kept []int64
 		if raw, ok := t.next(v.Channel); ok {
-			if kept, err = decodeMentions(v.State.Key, raw); err != nil {
+			if kept, err = ParseSeqList(raw); err != nil {
 				s.skipUndecodable()
 				kept = nil
 			}

@@ -49,10 +49,6 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	members, _, err := s.ChannelMembers(ctx, room, nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{alice, bob}, usersOf(members))
-	require.NoError(t, s.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, 10))
-	ms, _, err := s.UserMentions(ctx, alice)
-	require.NoError(t, err)
-	require.Equal(t, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, ms)
 	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: room, Seq: 9, MessageID: "$ev9:example.org"}})
 	require.NoError(t, err)
 	_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
@@ -75,9 +71,6 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	mu, _, err := s.ScanMembershipUsers(ctx, redisstore.ScanCursor{}, 1000)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{alice, bob}, mu)
-	mentioned, _, err := s.ScanMentionUsers(ctx, redisstore.ScanCursor{}, 1000)
-	require.NoError(t, err)
-	require.Equal(t, []string{alice}, mentioned)
 
 	// Erasure finds the user's channels in the user's hashes' fields and
 	// takes the user out of each channel's hashes, sets and stream.

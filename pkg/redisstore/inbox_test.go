@@ -99,7 +99,7 @@ func TestLeftCountKeptByEveryWrite(t *testing.T) {
 	// An older build's hash: a left register and no count.
 	require.NoError(t, s.rdb.HSet(ctx, s.UserMembersKey("old"), "c0", "0 1 1 0").Err())
 	// A user hydrated with no register at all: the hash is made counted.
-	require.NoError(t, s.HydrateMemberships(ctx, "empty", nil, nil, channel.MentionCapDefault))
+	HydrateMembershipsAndMentions(t, s, "empty", nil, channel.MentionCapDefault)
 	for step := range 400 {
 		for _, user := range []string{"u", "old", "empty"} {
 			switch rnd.IntN(3) {
@@ -109,7 +109,7 @@ func TestLeftCountKeptByEveryWrite(t *testing.T) {
 			case 1:
 				require.NoError(t, s.ChangeMembership(ctx, register(user)).Err)
 			default:
-				require.NoError(t, s.HydrateMemberships(ctx, user, []channel.Membership{register(user)}, nil, channel.MentionCapDefault))
+				HydrateMembershipsAndMentions(t, s, user, []channel.Membership{register(user)}, channel.MentionCapDefault)
 			}
 			n, count := leftIn(user)
 			if user == "old" {
@@ -140,7 +140,7 @@ func TestInboxOrderLeavesLeftChannelsOut(t *testing.T) {
 		regs = append(regs, channel.Join(receipt.Key{User: "u", Channel: ch}, 1, 1, 0))
 		heads = append(heads, channel.Head{Channel: ch, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: int64(10 + i)})
 	}
-	require.NoError(t, s.HydrateMemberships(ctx, "u", regs, nil, channel.MentionCapDefault))
+	HydrateMembershipsAndMentions(t, s, "u", regs, channel.MentionCapDefault)
 	_, err := s.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
 	channelsOf := func() []string {

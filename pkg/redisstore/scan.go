@@ -52,13 +52,6 @@ func (s *Store) ScanMembershipUsers(ctx context.Context, cur ScanCursor, count i
 	return onlyWhole(ids, rests), next, err
 }
 
-// ScanMentionUsers returns one SCAN page of the users with a mention
-// hash and the cursor of the next page.
-func (s *Store) ScanMentionUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "mh:", cur, count)
-	return onlyWhole(ids, rests), next, err
-}
-
 func onlyWhole(ids, rests []string) []string {
 	out := ids[:0]
 	for i, id := range ids {

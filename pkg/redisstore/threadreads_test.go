@@ -27,7 +27,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	join := func(user, ch string) channel.Membership {
 		return channel.Join(receipt.Key{User: user, Channel: ch}, 1, 1, 0)
 	}
-	require.NoError(t, s.HydrateMemberships(ctx, "u1", []channel.Membership{join("u1", "c1"), join("u1", "c10"), join("u1", "other")}, nil, 10))
+	HydrateMembershipsAndMentions(t, s, "u1", []channel.Membership{join("u1", "c1"), join("u1", "c10"), join("u1", "other")}, 10)
 
 	r, err := s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	}
 	_, err = s.MergeThreadStates(ctx, many, 10)
 	require.NoError(t, err)
-	require.NoError(t, s.HydrateMemberships(ctx, "u2", regs, nil, 10))
+	HydrateMembershipsAndMentions(t, s, "u2", regs, 10)
 	r, err = s.UserThreadsWithMemberships(ctx, "u2", "")
 	require.NoError(t, err)
 	require.Len(t, r.States, n)

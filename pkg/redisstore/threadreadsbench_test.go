@@ -34,7 +34,7 @@ func setupFollowingUser(tb testing.TB, s *Store, user string, n int) {
 		heads[i] = thread.Head{Ref: ref, Seq: 2, MessageID: "r2", UpdatedAtUnixMs: now + int64(i)}
 	}
 	require.NoError(tb, s.HydrateUserThreads(ctx, user, states, channel.MentionCapDefault, Incarnation{}))
-	require.NoError(tb, s.HydrateMemberships(ctx, user, regs, nil, channel.MentionCapDefault))
+	HydrateMembershipsAndMentions(tb, s, user, regs, channel.MentionCapDefault)
 	_, err := s.RaiseThreadHeads(ctx, heads)
 	require.NoError(tb, err)
 }

@@ -166,7 +166,7 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			queueRiders(ctx, pipe, riders, user, channels)
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
-			ncmd = pipe.HMGet(ctx, s.UserMentionsKey(user), fields...)
+			ncmd = pipe.HMGet(ctx, s.mentionsKey(user), fields...)
 			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
@@ -313,7 +313,7 @@ func (s *Store) userHashes(ctx context.Context, user string) (*userHashes, error
 	if n > MaxUnreadChannels {
 		return nil, fmt.Errorf("%w: user %s has about %d (at most %d)", ErrTooManyChannels, user, n, MaxUnreadChannels)
 	}
-	keys := [3]string{s.UserKey(user), s.UserMembersKey(user), s.UserMentionsKey(user)}
+	keys := [3]string{s.UserKey(user), s.UserMembersKey(user), s.mentionsKey(user)}
 	membersOnly := leftCount.Val() == "0"
 	// read sends (or queues, on a pipeline) the read of keys[i]; its
 	// answer's table comes from the function it returns.

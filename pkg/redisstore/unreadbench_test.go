@@ -35,7 +35,7 @@ func setupUnreadUser(tb testing.TB, s *Store, user string, n int) []string {
 		heads[i] = channel.Head{Channel: ch, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now}
 	}
 	require.NoError(tb, s.Hydrate(ctx, user, states, Incarnation{}))
-	require.NoError(tb, s.HydrateMemberships(ctx, user, regs, mentions, channel.MentionCapDefault))
+	HydrateMembershipsAndMentions(tb, s, user, regs, channel.MentionCapDefault, mentions...)
 	for start := 0; start < n; start += 1000 {
 		_, err := s.RaiseHeads(ctx, heads[start:min(start+1000, n)])
 		require.NoError(tb, err)

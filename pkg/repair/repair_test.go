@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -66,14 +67,15 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	require.Equal(t, receipt.Position{Seq: 3}, ps[0].EffectiveRead(), "the cursors of the same record are repaired too")
 
 	// Mentions: a union kept to the newest cap+1 in both.
-	require.NoError(t, rs.AddMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{8}}}, 2))
-	_, err = pg.InsertMentions(ctx, []channel.Mentions{{Key: k, Seqs: []int64{1, 6}}})
+	ms := mentions.NewStore(pg, rs)
+	require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: []int64{8}}}, 2))
+	_, err = ms.WritePG(ctx, []channel.Mentions{{Key: k, Seqs: []int64{1, 6}}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Mentions: []int64{4}}))
-	pmn, err := pg.Mentions(ctx, "u", nil, 2)
+	pmn, err := ms.ReadPG(ctx, "u", nil, 2)
 	require.NoError(t, err)
 	require.Equal(t, []int64{4, 6, 8}, pmn[0].Seqs)
-	rmn, err := rs.MentionSeqs(ctx, []receipt.Key{k})
+	rmn, err := ms.ReadRedis(ctx, []receipt.Key{k})
 	require.NoError(t, err)
 	require.Equal(t, []int64{4, 6, 8}, rmn[0])
 	var rows int

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -44,18 +45,19 @@ func setupUnreadUser(tb testing.TB, d Store, s *redisstore.Store, user string, n
 		channels []string
 		states   []receipt.State
 		regs     []channel.Membership
-		mentions []channel.Mentions
+		ms       []channel.Mentions
 		heads    []channel.Head
 	)
 	for i := range n {
 		k := receipt.Key{User: user, Channel: fmt.Sprintf("%s-ch-%05d", user, i)}
 		channels = append(channels, k.Channel)
 		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}, MessageID: "m5"}, UpdatedAtUnixMs: now})
-		regs, mentions = append(regs, channel.Join(k, 1, now, 0)), append(mentions, channel.Mentions{Key: k, Seqs: []int64{7, 9}})
+		regs, ms = append(regs, channel.Join(k, 1, now, 0)), append(ms, channel.Mentions{Key: k, Seqs: []int64{7, 9}})
 		heads = append(heads, channel.Head{Channel: k.Channel, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now})
 	}
 	require.NoError(tb, s.Hydrate(ctx, user, states, redisstore.Incarnation{}))
-	require.NoError(tb, s.HydrateMemberships(ctx, user, regs, mentions, channel.MentionCapDefault))
+	require.NoError(tb, mentions.NewStore(nil, s).HydrateRedis(ctx, user, ms, channel.MentionCapDefault))
+	require.NoError(tb, s.HydrateMemberships(ctx, user, regs))
 	_, err := s.RaiseHeads(ctx, heads)
 	require.NoError(tb, err)
 	require.NoError(tb, d.HydrateRedis(ctx, channelRefs(channels...), nil))

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -55,7 +56,8 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 				_, err = s.Merge(ctx, []receipt.State{st})
 				require.NoError(t, err)
 			}
-			require.NoError(t, s.HydrateMemberships(ctx, "u", nil, []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "c"}, Seqs: []int64{3, 5}}}, 2))
+			require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, "u", []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "c"}, Seqs: []int64{3, 5}}}, 2))
+			require.NoError(t, s.HydrateMemberships(ctx, "u", nil))
 			gms := []channel.GroupMention{{Seq: 1, Sender: "v"}, {Seq: 4, Sender: "v"}, {Seq: 5, Sender: "x"}, {Seq: 6, Sender: "u"}, {Seq: 7}}
 			require.NoError(t, gm.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: gms}}, 100))
 

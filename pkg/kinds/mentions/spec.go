@@ -1,4 +1,4 @@
-package kinds
+package mentions
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// mentionSpec is the set of message seqs that mention a user in a
-// channel: a set union kept to the newest cap+1 (channel.MergeMentions),
-// one mentions row per seq and a field of the user's Redis mention hash. A set carries no time.
-var mentionSpec = &kind.Spec[receipt.Key, channel.Mentions]{
+// Spec is the set of message seqs that mention a user in a channel: a
+// set union kept to the newest cap+1 (channel.MergeMentions), one
+// mentions row per seq and a field of the user's Redis mention hash. A
+// set carries no time.
+var Spec = &kind.Spec[receipt.Key, channel.Mentions]{
 	Name:      "mentions",
 	Key:       func(m channel.Mentions) receipt.Key { return m.Key },
 	Compare:   func(a, b channel.Mentions) int { return a.Key.Compare(b.Key) },
@@ -40,20 +41,20 @@ var mentionSpec = &kind.Spec[receipt.Key, channel.Mentions]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) (int64, error) {
-		return env.Postgres.InsertMentions(ctx, vals)
+		return storeOf(env).WritePG(ctx, vals)
 	},
 	PGTrim: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) (int64, error) {
 		keys := make([]receipt.Key, len(vals))
 		for i, m := range vals {
 			keys[i] = m.Key
 		}
-		return env.Postgres.TrimMentions(ctx, keys, env.MentionCapOrDefault())
+		return storeOf(env).TrimPG(ctx, keys, env.MentionCapOrDefault())
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]channel.Mentions, error) {
 		users, chs := kind.ByUser(keys)
 		var out []channel.Mentions
 		for _, u := range users {
-			rows, err := env.Postgres.Mentions(ctx, u, chs[u], env.MentionCapOrDefault())
+			rows, err := storeOf(env).ReadPG(ctx, u, chs[u], env.MentionCapOrDefault())
 			if err != nil {
 				return nil, err
 			}
@@ -62,14 +63,15 @@ var mentionSpec = &kind.Spec[receipt.Key, channel.Mentions]{
 		return out, nil
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]channel.Mentions, error) {
-		return env.Postgres.MentionsPage(ctx, after, n, env.MentionCapOrDefault())
+		return storeOf(env).PagePG(ctx, after, n, env.MentionCapOrDefault())
 	},
+	PGErase: eraseSQL,
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) ([]error, error) {
-		return nil, env.Redis.AddMentions(ctx, vals, env.MentionCapOrDefault())
+		return nil, storeOf(env).AddRedis(ctx, vals, env.MentionCapOrDefault())
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*channel.Mentions, error) {
-		seqs, err := env.Redis.MentionSeqs(ctx, keys)
+		seqs, err := storeOf(env).ReadRedis(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -82,27 +84,41 @@ var mentionSpec = &kind.Spec[receipt.Key, channel.Mentions]{
 		}
 		return out, nil
 	},
-	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Mentions], error) {
-		users, next, err := env.Redis.ScanMentionUsers(ctx, cur, count)
+	RedisScan: scanRedis,
+	Scripts:   Scripts,
+	// Left empty and complete: a mention added after the erasure's
+	// script read the new generation must survive it, and a read must not
+	// fall back to Postgres rows not deleted yet.
+	ErasedHashes: func(env *kind.Env, user string) []string { return []string{storeOf(env).RedisKey(user)} },
+}
+
+// Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
+var Kind = kind.New(Spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+
+// scanRedis is one SCAN page of the users' mentions.
+func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Mentions], error) {
+	s := storeOf(env)
+	users, next, err := s.ScanRedisUsers(ctx, cur, count)
+	if err != nil {
+		return kind.ScanPage[channel.Mentions]{}, err
+	}
+	page := kind.ScanPage[channel.Mentions]{Next: next}
+	for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		ms, _, err := s.UserRedis(ctx, u)
 		if err != nil {
-			return kind.ScanPage[channel.Mentions]{}, err
+			return page, err
 		}
-		page := kind.ScanPage[channel.Mentions]{Next: next}
-		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
-			ms, _, err := env.Redis.UserMentions(ctx, u)
-			if err != nil {
-				return page, err
+		for _, m := range ms {
+			if receipt.ValidateID("channel_id", m.Key.Channel) != nil {
+				page.Invalid++
+				continue
 			}
-			for _, m := range ms {
-				if receipt.ValidateID("channel_id", m.Key.Channel) != nil {
-					page.Invalid++
-					continue
-				}
-				if len(m.Seqs) > 0 {
-					page.Values = append(page.Values, m)
-				}
+			if len(m.Seqs) > 0 {
+				page.Values = append(page.Values, m)
 			}
 		}
-		return page, nil
-	},
+	}
+	return page, nil
 }

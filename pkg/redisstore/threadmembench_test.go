@@ -47,7 +47,7 @@ func TestMemoryPerFollowedThread(t *testing.T) {
 	defaults := cfg["hash-max-listpack-entries"] == "512" && cfg["hash-max-listpack-value"] == "64"
 
 	now := time.Now().UnixMilli()
-	before := settledUsedMemory(ctx, t, rdb)
+	before := redistest.SettledUsedMemory(ctx, t, rdb)
 	const workers, batch = 4, 500
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -97,7 +97,7 @@ func TestMemoryPerFollowedThread(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	usedDelta := settledUsedMemory(ctx, t, rdb) - before
+	usedDelta := redistest.SettledUsedMemory(ctx, t, rdb) - before
 
 	var total, fields, valueBytes int64
 	encodings := map[string]int{}

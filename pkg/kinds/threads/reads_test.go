@@ -1,4 +1,4 @@
-package redisstore
+package threads
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -22,12 +23,12 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	follow := func(user, ch string, root int64) thread.State {
 		return thread.State{Key: tkey(user, ch, root), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}
 	}
-	_, err := s.MergeThreadStates(ctx, []thread.State{follow("u1", "c1", 1), follow("u1", "c1", 2), follow("u1", "c10", 1), follow("u1", "c2", 1)}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{follow("u1", "c1", 1), follow("u1", "c1", 2), follow("u1", "c10", 1), follow("u1", "c2", 1)}, 10)
 	require.NoError(t, err)
 	join := func(user, ch string) channel.Membership {
 		return channel.Join(receipt.Key{User: user, Channel: ch}, 1, 1, 0)
 	}
-	require.NoError(t, s.HydrateMemberships(ctx, "u1", []channel.Membership{join("u1", "c1"), join("u1", "c10"), join("u1", "other")}, nil, 10))
+	require.NoError(t, s.redis.HydrateMemberships(ctx, "u1", []channel.Membership{join("u1", "c1"), join("u1", "c10"), join("u1", "other")}, nil, 10))
 
 	r, err := s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
@@ -47,7 +48,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	require.Len(t, r.Memberships, 1)
 	require.Equal(t, "c1", r.Memberships[0].Key.Channel)
 
-	require.NoError(t, s.HydrateUserThreads(ctx, "u1", nil, 10, Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "u1", nil, 10, redisstore.Incarnation{}))
 	r, err = s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, r.Complete)
@@ -74,9 +75,9 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 			regs = append(regs, join("u2", ch))
 		}
 	}
-	_, err = s.MergeThreadStates(ctx, many, 10)
+	_, err = s.MergeStates(ctx, many, 10)
 	require.NoError(t, err)
-	require.NoError(t, s.HydrateMemberships(ctx, "u2", regs, nil, 10))
+	require.NoError(t, s.redis.HydrateMemberships(ctx, "u2", regs, nil, 10))
 	r, err = s.UserThreadsWithMemberships(ctx, "u2", "")
 	require.NoError(t, err)
 	require.Len(t, r.States, n)
@@ -107,11 +108,11 @@ func TestThreadHeadsAcrossChannels(t *testing.T) {
 			}
 		}
 	}
-	_, err := s.RaiseThreadHeads(ctx, heads)
+	_, err := s.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
 	bad := thread.Ref{Channel: "c1", Root: 9}
-	require.NoError(t, s.rdb.HSet(ctx, s.ThreadHeadsKey("c1"), rootField(bad), "undecodable").Err())
-	got, err := s.ThreadHeads(ctx, append([]thread.Ref{bad}, refs...))
+	require.NoError(t, s.redis.Client().HSet(ctx, s.HeadsKey("c1"), rootField(bad), "undecodable").Err())
+	got, err := s.HeadsRedis(ctx, append([]thread.Ref{bad}, refs...))
 	require.NoError(t, err)
 	want := map[thread.Ref]thread.Head{}
 	for _, h := range heads {

@@ -5,8 +5,9 @@
 // of every merge rule loop over All() instead of spelling each kind out.
 //
 // A kind that owns its storage lives in a folder of its own below this
-// one (notifications/, groupmentions/, deletions/, settings/: its Spec,
-// SQL, Lua, Redis layout and tests); the specs of the kinds not yet moved
+// one (notifications/, groupmentions/, deletions/, settings/, threads/:
+// its Spec, SQL, Lua, Redis layout and tests); the specs of the kinds not
+// yet moved
 // are files of this package, their statements still in pkg/pgstore and
 // pkg/redisstore.
 //

@@ -12,8 +12,9 @@
 // kind runs its own embedded statements on Pool, wraps their errors with
 // Classified, and adds its delete and its redaction to an erasure
 // (Erase's kindDeletes and kindRedacts).
-// This package writes none of those kinds' tables; its statements still
-// read one: user_settings (pkg/kinds/settings), joined by the change
-// feeds and the cursor-move log's filter. The read-by view's fallback is
+// This package writes none of those kinds' tables (thread_heads and
+// thread_states included: pkg/kinds/threads); its statements still read
+// one: user_settings (pkg/kinds/settings), joined by the channels' change
+// feed and the cursor-move log's filter. The read-by view's fallback is
 // the view's own (pkg/views/readby).
 package pgstore

@@ -22,8 +22,8 @@
 // It is written against the drivers (pgstore.Store's Pool and
 // Classified; redisstore.Store's Exec, Client, Prefix, TombstoneKey,
 // MarkLoaded, ScanTagged, the layout's codecs and markers). The drivers
-// name none of its tables or keys; the channel view's thread entries
-// (redisstore.AppendThreadViewEntries) and the inbox's reply ids
+// name none of its tables or keys; the read-by view's thread entries
+// (pkg/views/readby) and the inbox's reply ids
 // (redisstore.RememberReplyIDs, called after a raise) are the views'.
 // The mention seqs a register keeps are its own column and field: the
 // channel mention kind's table and keys are not read here.

@@ -16,6 +16,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -256,7 +257,7 @@ func (th *threader) check(ctx context.Context, store *pgstore.Store) (counts, be
 	}
 	th.m.mu.Lock()
 	defer th.m.mu.Unlock()
-	heads, err := store.ThreadHeads(ctx, th.refs)
+	heads, err := threads.NewStore(store, nil).HeadsPG(ctx, th.refs)
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -294,7 +295,7 @@ func (th *threader) check(ctx context.Context, store *pgstore.Store) (counts, be
 	for k := range th.m.keys {
 		keys = append(keys, k)
 	}
-	states, err := store.ThreadStates(ctx, keys)
+	states, err := threads.NewStore(store, nil).StatesPG(ctx, keys)
 	if err != nil {
 		return 0, 0, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -34,14 +35,14 @@ func TestSweepRepairsThreadsBothWays(t *testing.T) {
 	}
 	pgHead, rdHead := head("pg-only", 4), head("rd-only", 6)
 	pgReg, rdReg := register("pg-only", 3), register("rd-only", 5)
-	_, err := bd.pg.UpsertThreadHeads(ctx, []thread.Head{pgHead})
+	_, err := threads.NewStore(bd.pg, nil).WriteHeadsPG(ctx, []thread.Head{pgHead})
 	require.NoError(t, err)
-	_, err = bd.pg.UpsertThreadStates(ctx, []thread.State{pgReg}, capN)
+	_, err = threads.NewStore(bd.pg, nil).WriteStatesPG(ctx, []thread.State{pgReg}, capN)
 	require.NoError(t, err)
-	res, err := bd.rs.RaiseThreadHeads(ctx, []thread.Head{rdHead})
+	res, err := threads.NewStore(nil, bd.rs).RaiseHeads(ctx, []thread.Head{rdHead})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	sres, err := bd.rs.MergeThreadStates(ctx, []thread.State{rdReg}, capN)
+	sres, err := threads.NewStore(nil, bd.rs).MergeStates(ctx, []thread.State{rdReg}, capN)
 	require.NoError(t, err)
 	require.NoError(t, sres[0].Err)
 
@@ -54,7 +55,7 @@ func TestSweepRepairsThreadsBothWays(t *testing.T) {
 	require.Equal(t, oneEachWay, *rep.ByKind[drift.KindThreadHeads], "%+v", rep)
 	require.Equal(t, oneEachWay, *rep.ByKind[drift.KindThreadStates], "%+v", rep)
 	require.Zero(t, rep.Repaired.Total())
-	pgHeads, err := bd.pg.ThreadHeads(ctx, []thread.Ref{rdHead.Ref})
+	pgHeads, err := threads.NewStore(bd.pg, nil).HeadsPG(ctx, []thread.Ref{rdHead.Ref})
 	require.NoError(t, err)
 	require.Empty(t, pgHeads, "a dry run writes nothing")
 
@@ -67,19 +68,19 @@ func TestSweepRepairsThreadsBothWays(t *testing.T) {
 	require.Zero(t, rep.Failed)
 
 	for _, h := range []thread.Head{pgHead, rdHead} {
-		pg, err := bd.pg.ThreadHeads(ctx, []thread.Ref{h.Ref})
+		pg, err := threads.NewStore(bd.pg, nil).HeadsPG(ctx, []thread.Ref{h.Ref})
 		require.NoError(t, err)
 		require.Equal(t, []thread.Head{h}, pg, h.Ref.String())
-		rd, err := bd.rs.ThreadHeads(ctx, []thread.Ref{h.Ref})
+		rd, err := threads.NewStore(nil, bd.rs).HeadsRedis(ctx, []thread.Ref{h.Ref})
 		require.NoError(t, err)
 		require.Equal(t, h, rd[h.Ref], h.Ref.String())
 	}
 	for _, st := range []thread.State{pgReg, rdReg} {
-		pg, err := bd.pg.ThreadStates(ctx, []thread.Key{st.Key})
+		pg, err := threads.NewStore(bd.pg, nil).StatesPG(ctx, []thread.Key{st.Key})
 		require.NoError(t, err)
 		require.Len(t, pg, 1, st.Key.User)
 		require.True(t, thread.Same(st, pg[0]), "%s: postgres holds %+v", st.Key.User, pg[0])
-		rd, err := bd.rs.ThreadStates(ctx, []thread.Key{st.Key})
+		rd, err := threads.NewStore(nil, bd.rs).StatesRedis(ctx, []thread.Key{st.Key})
 		require.NoError(t, err)
 		require.NotNil(t, rd[0], st.Key.User)
 		require.True(t, thread.Same(st, *rd[0]), "%s: redis holds %+v", st.Key.User, *rd[0])

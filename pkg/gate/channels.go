@@ -205,10 +205,11 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		rctx, cancel := g.redisCtx(ctx)
 		var view redisstore.UnreadView
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
+		probe := g.threadStore().Probe()
 		if len(channels) == 0 {
-			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap, levels)
+			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap, levels, probe)
 		} else {
-			view, err = g.redis.Unread(rctx, user, channels, g.cfg.MentionCap, levels)
+			view, err = g.redis.Unread(rctx, user, channels, g.cfg.MentionCap, levels, probe)
 		}
 		cancel()
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
@@ -242,7 +243,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		}
 		if complete {
 			if seen != nil {
-				*seen = unreadSeen{threadsNone: view.ThreadsNone, levels: levels.Levels()}
+				*seen = unreadSeen{threadsNone: probe.None(), levels: levels.Levels()}
 			}
 			return view.Channels, view.More, nil // in channel order
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/lifecycle"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/producer"
@@ -128,7 +129,7 @@ type Config struct {
 	Restore RestoreConfig
 	// ThreadsPerUser bounds a user's thread registers in Redis: past it
 	// the least recently active are collected (threadcollect.go). At most
-	// redisstore.MaxUserThreads, the default.
+	// threads.MaxUserThreads, the default.
 	ThreadsPerUser int
 	// Watch serves WatchChannels (and the server's server-sent events
 	// route); nil answers Unimplemented. The hub is its own lifecycle
@@ -173,7 +174,7 @@ func (c Config) withDefaults() Config {
 	c.MentionCap = cmp.Or(c.MentionCap, channel.MentionCapDefault)
 	c.Coalesce = c.Coalesce.withDefaults()
 	c.Restore = c.Restore.withDefaults()
-	c.ThreadsPerUser = cmp.Or(c.ThreadsPerUser, redisstore.MaxUserThreads)
+	c.ThreadsPerUser = cmp.Or(c.ThreadsPerUser, threads.MaxUserThreads)
 	lifecycle.DefaultTelemetry(&c.Logger, &c.Registerer)
 	return c
 }
@@ -214,8 +215,8 @@ func (c Config) validate() error {
 	if c.MaxReadChannels < 1 {
 		bad("MaxReadChannels: must be >= 1, got %d", c.MaxReadChannels)
 	}
-	if c.ThreadsPerUser < 2 || c.ThreadsPerUser > redisstore.MaxUserThreads {
-		bad("ThreadsPerUser: must be between 2 and %d, got %d", redisstore.MaxUserThreads, c.ThreadsPerUser)
+	if c.ThreadsPerUser < 2 || c.ThreadsPerUser > threads.MaxUserThreads {
+		bad("ThreadsPerUser: must be between 2 and %d, got %d", threads.MaxUserThreads, c.ThreadsPerUser)
 	}
 	if err := c.Coalesce.validate(); err != nil {
 		errs = append(errs, err)

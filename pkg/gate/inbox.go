@@ -149,11 +149,12 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
 	rctx, cancel := g.redisCtx(ctx)
-	order, err := g.redis.InboxOrder(rctx, user)
+	probe := g.threadStore().Probe()
+	order, err := g.redis.InboxOrder(rctx, user, probe)
 	cancel()
 	switch {
 	case err == nil && order.Complete:
-		return order.Heads, order.ThreadsNone, nil
+		return order.Heads, probe.None(), nil
 	case err != nil && !errors.Is(err, redisstore.ErrTooManyChannels):
 		if cerr := contextError(ctx, err); cerr != nil {
 			return nil, false, cerr

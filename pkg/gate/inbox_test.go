@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -203,9 +204,9 @@ func TestInboxThreadLines(t *testing.T) {
 	// (Redis keeps them alone) only the heads' come back, with the heads.
 	ref := thread.Ref{Channel: "ta", Root: 1}
 	require.Eventually(t, func() bool {
-		heads, err := tb.schema.Store.ThreadHeads(ctx, []thread.Ref{ref})
+		heads, err := threads.NewStore(tb.schema.Store, nil).HeadsPG(ctx, []thread.Ref{ref})
 		require.NoError(t, err)
-		sts, err := tb.schema.Store.ThreadStates(ctx, []thread.Key{{User: "tu", Ref: ref}})
+		sts, err := threads.NewStore(tb.schema.Store, nil).StatesPG(ctx, []thread.Key{{User: "tu", Ref: ref}})
 		require.NoError(t, err)
 		chHeads, err := tb.schema.Store.Heads(ctx, []string{"ta", "tb"})
 		require.NoError(t, err)

@@ -551,7 +551,7 @@ func (r *restorer) durableCursors(ctx context.Context, user string) ([]receipt.S
 // threads restores a user's thread registers.
 func (r *restorer) threads(ctx context.Context, user string) error {
 	return r.shared(ctx, "t\x00"+user, func(ctx context.Context) error {
-		err := r.restore(ctx, r.g.redis.UserThreadsKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
+		err := r.restore(ctx, r.g.threadStore().RedisKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
 			_, err := r.g.hydrateThreads(ctx, user, inc)
 			return err
 		})
@@ -565,7 +565,7 @@ func (r *restorer) threads(ctx context.Context, user string) error {
 // not take them (err then says why).
 func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	rows, err := g.pg.UserThreadStates(pctx, user, "", g.cfg.ThreadsPerUser+1)
+	rows, err := g.threadStore().UserStatesPG(pctx, user, "", g.cfg.ThreadsPerUser+1)
 	cancel()
 	if err != nil {
 		return nil, err
@@ -576,7 +576,7 @@ func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.I
 		// marked collected (a register absent from it is looked up in
 		// Postgres before a write: threadcollect.go).
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		rows, err = g.pg.RecentThreadStates(pctx, user, g.threadsKept())
+		rows, err = g.threadStore().RecentStatesPG(pctx, user, g.threadsKept())
 		cancel()
 		if err != nil {
 			return nil, err
@@ -585,9 +585,9 @@ func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.I
 	hctx, cancel := g.redisCtx(ctx)
 	defer cancel()
 	if collected {
-		if err := g.redis.MarkThreadsCollected(hctx, user); err != nil {
+		if err := g.threadStore().MarkCollected(hctx, user); err != nil {
 			return rows, err
 		}
 	}
-	return rows, g.redis.HydrateUserThreads(hctx, user, rows, g.cfg.MentionCap, inc)
+	return rows, g.threadStore().HydrateUser(hctx, user, rows, g.cfg.MentionCap, inc)
 }

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tracing"
 )
@@ -43,7 +43,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), threadCollectTimeout)
 		defer cancel()
 		rctx, rcancel := g.redisCtx(cctx)
-		counts, err := g.redis.ThreadCounts(rctx, users)
+		counts, err := g.threadStore().Counts(rctx, users)
 		rcancel()
 		if err != nil {
 			return
@@ -62,7 +62,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 // collectThreads brings the user's registers down to threadsKept.
 func (g *Gate) collectThreads(ctx context.Context, user string) error {
 	rctx, cancel := g.redisCtx(ctx)
-	states, err := g.redis.AllUserThreads(rctx, user, 4*redisstore.MaxUserThreads)
+	states, err := g.threadStore().AllUserThreads(rctx, user, 4*threads.MaxUserThreads)
 	cancel()
 	if err != nil || len(states) <= g.cfg.ThreadsPerUser {
 		return err
@@ -120,7 +120,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 		drop = slices.DeleteFunc(drop, func(st thread.State) bool { return st.Key.User == "" })
 	}
 	rctx, cancel = g.redisCtx(ctx)
-	n, err := g.redis.CollectThreads(rctx, user, drop)
+	n, err := g.threadStore().Collect(rctx, user, drop)
 	cancel()
 	if err != nil {
 		return err
@@ -144,14 +144,14 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	rows, err := g.pg.ThreadStates(pctx, keys)
+	rows, err := g.threadStore().StatesPG(pctx, keys)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) > 0 {
 		rctx, cancel := g.redisCtx(ctx)
-		_, err := g.redis.MergeThreadStates(rctx, rows, g.cfg.MentionCap)
+		_, err := g.threadStore().MergeStates(rctx, rows, g.cfg.MentionCap)
 		cancel()
 		if err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -33,21 +33,21 @@ func mentionInThreads(t *testing.T, tb *testBundle, n int) {
 // thread). bob's counts, inbox, thread list and badges keep answering;
 // the registers in Redis go back under the bound; a thread the collector
 // dropped answers its durable cursor, not one below it.
-func threadLockout(t *testing.T, bound, threads int) {
+func threadLockout(t *testing.T, bound, followed int) {
 	tb := setup(t, setupOpts{restoreTimeout: 30 * time.Second, config: func(c *testConfig) { c.ThreadsPerUser = bound }})
 	startPersister(t, tb)
 	for _, u := range []string{"alice", "bob"} {
 		tb.ok(t, http.MethodPut, "/v1/channels/c/members/"+u, `{}`)
 	}
-	tb.ok(t, http.MethodPost, "/v1/channels/c/messages", fmt.Sprintf(`{"seq": %d, "message_id": "m", "sender_id": "alice"}`, threads+1))
+	tb.ok(t, http.MethodPost, "/v1/channels/c/messages", fmt.Sprintf(`{"seq": %d, "message_id": "m", "sender_id": "alice"}`, followed+1))
 	// bob reads thread 1 before the others crowd it out.
 	tb.ok(t, http.MethodPost, "/v1/channels/c/threads/1/messages", `{"seq": 1, "message_id": "r", "sender_id": "alice"}`)
 	tb.ok(t, http.MethodPost, "/v1/users/bob/channels/c/threads/1/read", `{"seq": 1}`)
-	mentionInThreads(t, tb, threads)
+	mentionInThreads(t, tb, followed)
 
 	ctx := context.Background()
 	require.Eventually(t, func() bool {
-		n, err := tb.store.ThreadCounts(ctx, []string{"bob"})
+		n, err := threads.NewStore(nil, tb.store).Counts(ctx, []string{"bob"})
 		return err == nil && n[0] <= int64(bound)
 	}, 60*time.Second, 50*time.Millisecond, "the collector brings bob's registers under the bound")
 	require.Positive(t, tb.metric(t, "receipts_kafkagate_threads_collected_total"))
@@ -62,7 +62,7 @@ func threadLockout(t *testing.T, bound, threads int) {
 
 	// Thread 1 was the least recently active: collected. A stale read of
 	// it answers the durable cursor (1), looked up in Postgres.
-	got, err := tb.store.ThreadStates(ctx, []thread.Key{{User: "bob", Ref: thread.Ref{Channel: "c", Root: 1}}})
+	got, err := threads.NewStore(nil, tb.store).StatesRedis(ctx, []thread.Key{{User: "bob", Ref: thread.Ref{Channel: "c", Root: 1}}})
 	require.NoError(t, err)
 	require.Nil(t, got[0], "thread 1 is collected from Redis")
 	var mr receiptsv1.ThreadMarkResponse
@@ -79,5 +79,5 @@ func TestThreadMentionsCannotLockAUserOut(t *testing.T) {
 // The issue's numbers: 10,001 threads against the default bound.
 func TestThreadMentionsCannotLockAUserOutAtScale(t *testing.T) {
 	t.Parallel()
-	threadLockout(t, redisstore.MaxUserThreads, redisstore.MaxUserThreads+1)
+	threadLockout(t, threads.MaxUserThreads, threads.MaxUserThreads+1)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
@@ -101,9 +102,9 @@ func TestDeletedThreadRepliesStopCounting(t *testing.T) {
 		return len(ds) == 1 && len(ds[0].Seqs) == 3
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the deletions")
 	require.Eventually(t, func() bool {
-		sts, err := tb.schema.Store.ThreadStates(ctx, []thread.Key{{User: "bob", Ref: thread.Ref{Channel: "tdc", Root: 2}}})
+		sts, err := threads.NewStore(tb.schema.Store, nil).StatesPG(ctx, []thread.Key{{User: "bob", Ref: thread.Ref{Channel: "tdc", Root: 2}}})
 		require.NoError(t, err)
-		hs, err := tb.schema.Store.ThreadHeads(ctx, []thread.Ref{{Channel: "tdc", Root: 2}})
+		hs, err := threads.NewStore(tb.schema.Store, nil).HeadsPG(ctx, []thread.Ref{{Channel: "tdc", Root: 2}})
 		require.NoError(t, err)
 		return len(sts) == 1 && len(sts[0].Mentions) == 2 && len(hs) == 1 && hs[0].Seq == 7
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the thread")
@@ -133,9 +134,9 @@ func TestThreadDeletionsWithRedisDown(t *testing.T) {
 	ctx := context.Background()
 	pg := tb.schema.Store
 	ref := thread.Ref{Channel: "tpc", Root: 3}
-	_, err := pg.UpsertThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: 6, MessageID: "r6", UpdatedAtUnixMs: 1}})
+	_, err := threads.NewStore(pg, nil).WriteHeadsPG(ctx, []thread.Head{{Ref: ref, Seq: 6, MessageID: "r6", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
-	_, err = pg.UpsertThreadStates(ctx, []thread.State{{Key: thread.Key{User: "pu", Ref: ref},
+	_, err = threads.NewStore(pg, nil).WriteStatesPG(ctx, []thread.State{{Key: thread.Key{User: "pu", Ref: ref},
 		Cursors:  receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1},
 		Follow:   thread.Follow{Following: true, VersionUnixMs: 1},
 		Mentions: []int64{2, 5}}}, channel.MentionCapDefault)

@@ -14,8 +14,8 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -30,7 +30,7 @@ const (
 // complete, else Postgres' registers with Redis' merged over them (the
 // hash hydrated when Redis answered).
 func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []thread.State, complete bool, err error) ([]thread.State, error) {
-	if errors.Is(err, redisstore.ErrTooManyThreads) {
+	if errors.Is(err, threads.ErrTooMany) {
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.InvalidField, err, apierr.Field("user_id"))
 	}
 	if err == nil && complete {
@@ -40,7 +40,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 	}
 	// Postgres answers once it holds what Redis may have lost (restore.go).
-	incs, serr := g.restore.settle(ctx, g.redis.UserThreadsKey(user))
+	incs, serr := g.restore.settle(ctx, g.threadStore().RedisKey(user))
 	if serr != nil {
 		return nil, g.durableErr(ctx, serr)
 	}
@@ -55,7 +55,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		var perr error
-		rows, perr = g.pg.UserThreadStates(pctx, user, "", redisstore.MaxUserThreads)
+		rows, perr = g.threadStore().UserStatesPG(pctx, user, "", threads.MaxUserThreads)
 		cancel()
 		if perr != nil {
 			return nil, g.durableErr(ctx, perr)
@@ -130,7 +130,7 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 // on its own with its fallback.
 func (g *Gate) userThreadsAndRegisters(ctx context.Context, user, ch string) ([]thread.State, map[string]channel.Membership, error) {
 	rctx, cancel := g.redisCtx(ctx)
-	r, err := g.redis.UserThreadsWithMemberships(rctx, user, ch)
+	r, err := g.threadStore().UserThreadsWithMemberships(rctx, user, ch)
 	cancel()
 	if err == nil && r.Complete {
 		if len(r.States) == 0 {
@@ -397,7 +397,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	}
 	s.states = make(map[string]thread.State, len(keys))
 	rctx, cancel = g.redisCtx(ctx)
-	got, rerr := g.redis.ThreadStates(rctx, keys)
+	got, rerr := g.threadStore().StatesRedis(rctx, keys)
 	cancel()
 	var missing []string
 	for i, u := range s.members {
@@ -412,7 +412,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 			return nil, g.durableErr(ctx, err)
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		rows, err := g.pg.ThreadMemberStates(pctx, ref, missing)
+		rows, err := g.threadStore().MemberStatesPG(pctx, ref, missing)
 		cancel()
 		if err != nil {
 			return nil, g.durableErr(ctx, err)

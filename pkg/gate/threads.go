@@ -20,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -86,7 +87,7 @@ func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*fa
 // has no reply.
 func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
 	rctx, cancel := g.redisCtx(ctx)
-	got, err := g.redis.ThreadHeadsAt(rctx, refs)
+	got, err := g.threadStore().HeadsAt(rctx, refs)
 	cancel()
 	if err != nil {
 		g.warnRedis(ctx, redisOpGet, err)
@@ -105,7 +106,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	var heads []thread.Head
 	if perr == nil {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		heads, perr = g.pg.ThreadHeads(pctx, missing)
+		heads, perr = g.threadStore().HeadsPG(pctx, missing)
 		cancel()
 	}
 	if perr != nil {
@@ -125,7 +126,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	}
 	if len(heads) > 0 && err == nil {
 		hctx, cancel := g.redisCtx(ctx)
-		if _, err := g.redis.RaiseThreadHeads(hctx, heads); err != nil {
+		if _, err := g.threadStore().RaiseHeads(hctx, heads); err != nil {
 			g.warnRedis(ctx, redisOpHydrate, err)
 		}
 		cancel()
@@ -137,16 +138,16 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 // their hash not loaded (Redis lost it, or never restored it) and writes
 // those keys again with update, once, setting their results in res.
 //
-// A register collected from the user's hash (ErrThreadCollected) is read
+// A register collected from the user's hash (threads.ErrCollected) is read
 // from Postgres and merged in first, and written again as known.
-func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, res []redisstore.ThreadStateResult,
-	update func(context.Context, []int, map[thread.Key]bool) ([]redisstore.ThreadStateResult, error)) error {
+func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, res []threads.StateResult,
+	update func(context.Context, []int, map[thread.Key]bool) ([]threads.StateResult, error)) error {
 	var idx []int
 	var collected []thread.Key
 	seen := map[string]bool{}
 	for i, r := range res {
 		switch {
-		case errors.Is(r.Err, redisstore.ErrThreadCollected):
+		case errors.Is(r.Err, threads.ErrCollected):
 			idx = append(idx, i)
 			collected = append(collected, keys[i])
 		case errors.Is(r.Err, redisstore.ErrNotLoaded):
@@ -187,17 +188,17 @@ func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, re
 // merge read. It returns the merge results and the durability.
 func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thread.Head,
 	incoming func(i int, stored thread.State) (thread.State, error),
-) ([]redisstore.ThreadStateResult, []redisstore.ThreadHeadResult, receiptsv1.Durability, error) {
+) ([]threads.StateResult, []threads.HeadResult, receiptsv1.Durability, error) {
 	var sent, stored []thread.State
 	if len(keys) > 0 {
 		sent, stored = make([]thread.State, len(keys)), make([]thread.State, len(keys))
 	}
 	rctx, cancel := g.redisCtx(ctx)
 	defer cancel()
-	var raised []redisstore.ThreadHeadResult
+	var raised []threads.HeadResult
 	if len(heads) > 0 {
 		var err error
-		if raised, err = g.redis.RaiseThreadHeads(rctx, heads); err != nil {
+		if raised, err = g.threadStore().RaiseHeads(rctx, heads); err != nil {
 			return nil, nil, 0, g.threadUnavailable(ctx, err)
 		}
 		for _, r := range raised {
@@ -206,14 +207,14 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 			}
 		}
 	}
-	var res []redisstore.ThreadStateResult
+	var res []threads.StateResult
 	if len(keys) > 0 {
-		update := func(rctx context.Context, idx []int, known map[thread.Key]bool) ([]redisstore.ThreadStateResult, error) {
+		update := func(rctx context.Context, idx []int, known map[thread.Key]bool) ([]threads.StateResult, error) {
 			sub := make([]thread.Key, len(idx))
 			for j, i := range idx {
 				sub[j] = keys[i]
 			}
-			return g.redis.UpdateThreadStates(rctx, sub, g.cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
+			return g.threadStore().UpdateStates(rctx, sub, g.cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
 				i := idx[j]
 				in, err := incoming(i, was)
 				// The last call is the one whose CAS held.
@@ -380,7 +381,7 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 }
 
 // threadMarkAnswer is the answer of a write in one thread.
-func (g *Gate) threadMarkAnswer(ctx context.Context, f *facts, k thread.Key, head thread.Head, r redisstore.ThreadStateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Gate) threadMarkAnswer(ctx context.Context, f *facts, k thread.Key, head thread.Head, r threads.StateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	out := &receiptsv1.ThreadMarkResponse{Durability: dur}
 	switch {
 	case errors.Is(r.Err, errStaleEpoch):
@@ -656,3 +657,5 @@ func lastN(seqs []int64, n int) []int64 {
 	}
 	return seqs
 }
+
+func (g *Gate) threadStore() threads.Store { return threads.NewStore(g.pg, g.redis) }

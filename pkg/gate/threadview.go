@@ -3,8 +3,8 @@ package gate
 import (
 	"context"
 
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
@@ -14,7 +14,7 @@ import (
 // read) that advanced from stored to after, of users who share that kind.
 // Like publishView it is realtime state, not durability: a failure only
 // counts as degraded.
-func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.State, raised []redisstore.ThreadHeadResult) {
+func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.State, raised []threads.HeadResult) {
 	var entries []readby.ThreadEntry
 	for _, r := range raised {
 		if r.Err != nil || !r.Advanced {

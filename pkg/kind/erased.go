@@ -42,6 +42,8 @@ type Kind interface {
 	// DeletedHashes those it deletes (nil: none); PGErase deletes the
 	// user's rows ("": none). See erase.go.
 	ErasedHashes(env *Env, user string) []string
+	// ErasedNameChannels: the fields of ErasedHashes start with a channel.
+	ErasedNameChannels() bool
 	DeletedHashes(env *Env, user string) []string
 	PGErase() string
 	// PGRedact redacts the user in rows not theirs ("": none), and
@@ -100,6 +102,8 @@ func (k kind[K, V]) ErasedHashes(env *Env, user string) []string {
 	}
 	return k.s.ErasedHashes(env, user)
 }
+
+func (k kind[K, V]) ErasedNameChannels() bool { return k.s.ErasedNameChannels }
 
 func (k kind[K, V]) DeletedHashes(env *Env, user string) []string {
 	if k.s.DeletedHashes == nil {

@@ -122,6 +122,10 @@ type Spec[K comparable, V any] struct {
 	// user's slot (a {user} hash tag), reset by the script that raises
 	// the tombstone (redisstore.Store.Erase).
 	ErasedHashes func(env *Env, user string) []string
+	// ErasedNameChannels says the fields of ErasedHashes start with a
+	// channel id (up to a space): the erasure cleans those channels as it
+	// cleans those of the user's cursors (redisstore.ErasedHash.Channels).
+	ErasedNameChannels bool
 	// DeletedHashes, when set, names the user's Redis hashes of the kind
 	// that an erasure deletes and leaves absent: a kind whose read of an
 	// absent hash reads Postgres, where the erasure deletes the rows too

@@ -5,10 +5,10 @@
 // of every merge rule loop over All() instead of spelling each kind out.
 //
 // A kind that owns its storage lives in a folder of its own below this
-// one (notifications/, groupmentions/, deletions/, settings/,
-// mentions/: its Spec, SQL, Lua, Redis layout and tests); the specs of
-// the kinds not yet moved are files of this package, their statements
-// still in pkg/pgstore and pkg/redisstore.
+// one (notifications/, groupmentions/, deletions/, settings/, mentions/,
+// threads/: its Spec, SQL, Lua, Redis layout and tests); the specs of the
+// kinds not yet moved are files of this package, their statements still
+// in pkg/pgstore and pkg/redisstore.
 //
 // Erasure tombstones are not a kind: an erasure orders every kind of one
 // user (pkg/tombstone), so the loops apply it around the kinds.

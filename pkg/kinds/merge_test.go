@@ -15,7 +15,6 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
-	"github.com/readstate/receipts/pkg/thread"
 )
 
 // randomValue draws a valid value of each kind not in a folder of its
@@ -64,51 +63,6 @@ var randomValue = map[string]kindtest.Gen{
 		}
 		return channel.Join(k, v, at, r.Int64N(30))
 	},
-	kinds.ThreadHeads.Name(): func(r *rand.Rand) any {
-		seq := 1 + r.Int64N(40)
-		return thread.Head{Ref: randomRef(r), Seq: seq, MessageID: "m" + strconv.FormatInt(seq, 10), UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
-	},
-	kinds.ThreadStates.Name(): func(r *rand.Rand) any {
-		k := randomKey(r)
-		st := thread.State{Key: thread.Key{User: k.User, Ref: randomRef(r)}}
-		// Each part of the register alone or together, so that a rule's
-		// part never hides behind another's.
-		parts := 1 + r.IntN(7)
-		if parts&1 != 0 {
-			// Delivered has no epoch (there is no mark-undelivered).
-			cur := func(epoch bool) receipt.Cursor {
-				seq := 1 + r.Int64N(40)
-				c := receipt.Cursor{Position: receipt.Position{Seq: seq}, MessageID: "m" + strconv.FormatInt(seq, 10)}
-				if epoch {
-					c.Position.Epoch = r.Int64N(3)
-				}
-				return c
-			}
-			c := receipt.State{Key: k, Delivered: cur(false), DeviceID: "d", UpdatedAtUnixMs: 1 + r.Int64N(1e6)}
-			if r.IntN(2) == 0 {
-				c.Read = cur(true)
-			}
-			if r.IntN(3) == 0 {
-				c.PrivateRead = receipt.Cursor{Position: cur(true).Position}
-			}
-			if r.IntN(4) == 0 { // a mark-unread
-				c.PrivateRead = thread.MarkUnread(st.Key, 1+r.Int64N(40), r.Int64N(3)).Cursors.PrivateRead
-			}
-			st.Cursors, _ = receipt.Merge(receipt.State{}, c) // as the gateway hands it on
-			st.Cursors.Key = receipt.Key{}
-		}
-		if parts&2 != 0 {
-			st.Follow = thread.Follow{Following: r.IntN(2) == 0, VersionUnixMs: 1 + r.Int64N(5)}
-		}
-		if parts&4 != 0 {
-			seqs := make([]int64, 1+r.IntN(3))
-			for i := range seqs {
-				seqs[i] = 1 + r.Int64N(30)
-			}
-			st.Mentions = channel.MergeMentions(nil, seqs, 1000)
-		}
-		return st
-	},
 	kinds.GroupMentions.Name(): func(r *rand.Rand) any {
 		// Few seqs and senders whose byte order is not a collation's
 		// ("B" < "a"), so that two senders of one seq meet.
@@ -121,17 +75,14 @@ var randomValue = map[string]kindtest.Gen{
 	},
 }
 
-func randomRef(r *rand.Rand) thread.Ref {
-	return thread.Ref{Channel: "c" + strconv.Itoa(r.IntN(2)), Root: 1 + r.Int64N(2)}
-}
-
 func randomKey(r *rand.Rand) receipt.Key {
 	return receipt.Key{User: "u" + strconv.Itoa(r.IntN(2)), Channel: "c" + strconv.Itoa(r.IntN(2))}
 }
 
 // inFolder are the kinds in a folder of their own, whose tests run the
 // same suite (kindtest) on their own values.
-var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true, kinds.Settings.Name(): true, kinds.Mentions.Name(): true}
+var inFolder = map[string]bool{kinds.Notifications.Name(): true, kinds.Deletions.Name(): true, kinds.Settings.Name(): true,
+	kinds.Mentions.Name(): true, kinds.ThreadHeads.Name(): true, kinds.ThreadStates.Name(): true}
 
 // Every kind's merge rule obeys the merge laws and holds in Go (the
 // domain floor), in Postgres (SQL) and in Redis (Lua) alike: the same

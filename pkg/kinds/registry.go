@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/kinds/settings"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
 
@@ -25,8 +26,8 @@ var (
 
 	GroupMentions = groupmentions.Kind
 
-	ThreadHeads  = kind.New(threadHeadSpec)
-	ThreadStates = kind.New(threadStateSpec)
+	ThreadHeads  = threads.HeadKind
+	ThreadStates = threads.StateKind
 )
 
 // All returns every kind of state. A caller may append kinds of its own

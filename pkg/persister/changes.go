@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -32,15 +33,15 @@ type changeSink struct {
 	changes []pgstore.CursorChange
 	// threadChanges are the thread cursors' entries, from the thread
 	// statements that use upsertThreads.
-	threadChanges []pgstore.ThreadCursorChange
+	threadChanges []threads.CursorChange
 }
 
 // upsertThreads is the thread register statement with the feed on:
-// UpsertThreadChanges. The thread kind's statements call it when the
+// threads.Store.WriteChangesPG. The thread kind's statements call it when the
 // feed is on, as the cursor statements call upsert.
 func (f *changeSink) upsertThreads(store *pgstore.Store, mentionCap int) func(context.Context, []thread.State) (int64, error) {
 	return func(ctx context.Context, states []thread.State) (int64, error) {
-		changes, err := store.UpsertThreadChanges(ctx, states, mentionCap)
+		changes, err := threads.NewStore(store, nil).WriteChangesPG(ctx, states, mentionCap)
 		if err != nil {
 			return 0, err
 		}
@@ -87,7 +88,7 @@ func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
 
 // threadChangeRecord is one thread cursor's entry of the feed, keyed as
 // the source topic keys the user's thread events ("user:channel").
-func threadChangeRecord(topic string, c pgstore.ThreadCursorChange) (*kgo.Record, error) {
+func threadChangeRecord(topic string, c threads.CursorChange) (*kgo.Record, error) {
 	kind := recordv1.Kind_READ
 	if c.Delivered {
 		kind = recordv1.Kind_DELIVERED

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -176,7 +177,7 @@ func newPersister(cfg Config) *Persister {
 			if f := p.feed.Load(); f != nil {
 				return f.upsertThreads(p.store, p.env.MentionCap)(ctx, vals)
 			}
-			return p.store.UpsertThreadStates(ctx, vals, p.env.MentionCap)
+			return threads.NewStore(p.store, nil).WriteStatesPG(ctx, vals, p.env.MentionCap)
 		}
 	}
 	for i := range cfg.Writers {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -46,9 +47,9 @@ func randomThreadState(r *rand.Rand, user string, at int64) thread.State {
 func (b *bundle) threadRows() (map[thread.Key]thread.State, map[thread.Ref]thread.Head) {
 	b.t.Helper()
 	ctx := context.Background()
-	states, err := b.schema.Store.ThreadStatesPage(ctx, thread.Key{}, false, 10_000)
+	states, err := threads.NewStore(b.schema.Store, nil).StatesPagePG(ctx, thread.Key{}, false, 10_000)
 	require.NoError(b.t, err)
-	heads, err := b.schema.Store.ThreadHeadsPage(ctx, thread.Ref{}, false, 10_000)
+	heads, err := threads.NewStore(b.schema.Store, nil).HeadsPagePG(ctx, thread.Ref{}, false, 10_000)
 	require.NoError(b.t, err)
 	byKey := map[thread.Key]thread.State{}
 	for _, st := range states {

@@ -13,7 +13,7 @@
 // adds its delete and its redaction to an erasure (Erase's kindDeletes
 // and kindRedacts).
 // This package writes none of those kinds' tables; its statements still
-// read one: user_settings (pkg/kinds/settings), joined by the change
-// feeds. The read-by view's fallback and the cursor-move log are the
-// view's own (pkg/views/readby).
+// read one: user_settings (pkg/kinds/settings), joined by the channels'
+// change feed. The read-by view's fallback and the cursor-move log are
+// the view's own (pkg/views/readby).
 package pgstore

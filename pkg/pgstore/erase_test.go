@@ -14,7 +14,6 @@ import (
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
@@ -52,8 +51,6 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 		_, err = s.UpsertMembers(ctx, []channel.Membership{channel.Join(k, 1, 1000, 1)})
 		require.NoError(t, err)
 		_, err = s.Pool().Exec(ctx, `INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at) VALUES ($1, $2, 'r', 0, 5, now())`, ch, user)
-		require.NoError(t, err)
-		_, err = s.UpsertThreadStates(ctx, []thread.State{{Key: thread.Key{User: user, Ref: thread.Ref{Channel: ch, Root: 1}}, Follow: thread.Follow{Following: true, VersionUnixMs: 1000}}}, 0)
 		require.NoError(t, err)
 		_, err = s.Pool().Exec(ctx, `INSERT INTO `+kindTable+` (user_id, channel_id) VALUES ($1, $2)`, user, ch)
 		require.NoError(t, err)
@@ -98,7 +95,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	deleted, advanced, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
 	require.NoError(t, err)
 	require.True(t, advanced)
-	require.Equal(t, int64(2+2+2+2+2), deleted, "cursors, registers, cursor moves, thread registers, a kind's rows")
+	require.Equal(t, int64(2+2+2+2), deleted, "cursors, registers, cursor moves, a kind's rows")
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}
@@ -240,7 +237,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 
 	deleted, err := s.EraseAgain(ctx, "gone", kindDeletes, kindRedacts)
 	require.NoError(t, err)
-	require.Equal(t, int64(2+2+2+2+2), deleted)
+	require.Equal(t, int64(2+2+2+2), deleted)
 	for table, n := range userRows(t, s, "gone") {
 		require.Zero(t, n, "erased user's rows in %s", table)
 	}

@@ -124,7 +124,7 @@ func (s *Store) Ping(ctx context.Context) error { return classify(s.pool.Ping(ct
 // keeps the (epoch, seq)-greatest of both sides' reads and private reads
 // (the user's own position: its epoch the greatest, its seq the greatest
 // of those at that epoch), and readers drop it when it is not ahead of the
-// read cursor (receipt.State.Canonical). Shared by thread_states.
+// read cursor (receipt.State.Canonical).
 const readSetSQL = `
     read_epoch      = CASE WHEN (excluded.read_seq, excluded.read_epoch) > (t.read_seq, t.read_epoch) THEN excluded.read_epoch ELSE t.read_epoch END,
     read_seq        = CASE WHEN (excluded.read_seq, excluded.read_epoch) > (t.read_seq, t.read_epoch) THEN excluded.read_seq ELSE t.read_seq END,

@@ -21,9 +21,10 @@
 // against (driver.go): the kind names its keys under Prefix, runs its
 // embedded scripts through Exec (which loads them again when Redis lost
 // them) or Client, and uses the markers, bounds and error wrapping of
-// this package; its reads may ride the unread read's pipeline (Rider),
-// and an erasure resets or deletes its user hashes (Erase's kindHashes)
-// and has it redact the user in each channel (Erase's redact). This
+// this package; its reads may ride the unread and inbox reads' pipelines
+// (Rider), and an erasure resets or deletes its user hashes (Erase's
+// kindHashes, which may name the channels to clean: a thread register's
+// fields) and has it redact the user in each channel (Erase's redact). This
 // package names none of those kinds' keys, but for the sets the unread
 // view still reads itself: the group mentions' (groupmentions.go), a
 // channel's deletions (unreaddeletions.go, whose run search, seqrun.lua,
@@ -33,5 +34,6 @@
 // the mn:{user}:<channel> sets). The read-by view (pkg/views/readby) owns
 // the channel view's keys; an erasure has it clean each channel through
 // Erase's redact, and UntrackedChannels answers it from the membership
-// hash.
+// hash. Of the threads (pkg/kinds/threads) it keeps only the inbox's
+// reply ids (RememberReplyIDs), not their keys.
 package redisstore

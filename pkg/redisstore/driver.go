@@ -13,6 +13,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/thread"
 )
 
 const (
@@ -112,3 +116,60 @@ func (s *Store) SkipUndecodable() { s.skipUndecodable() }
 // ParseGeneration reads the erasure generation a write's script answers
 // (as mergeScript's): "-1" is GenerationUnknown.
 func ParseGeneration(g string) (int64, error) { return parseGeneration(g) }
+
+// AppendB62 appends n ≥ 0 as a base-62 numeral, the layout's numbers.
+func AppendB62(b []byte, n int64) []byte { return appendB62(b, n) }
+
+// ParseB62 inverts AppendB62.
+func ParseB62(s string) (int64, error) { return parseB62(s) }
+
+// LuaCommon is the Lua functions of the cursor scripts (cmp(a, b)
+// ordering base-62 numerals, a cursor value's parse and merge), for a
+// kind's script over values of the same layout to start with.
+const LuaCommon = luaCommon
+
+// EncodeHead is a head's value, "SEQ MSG UPDATED_MS" (a channel's, and a
+// kind's head of the same layout); h.Channel names it in the error.
+func EncodeHead(h channel.Head) (string, error) { return encodeHead(h) }
+
+// ParseHead inverts EncodeHead.
+func ParseHead(v string) (seq int64, msg string, at int64, ok bool) { return parseHead(v) }
+
+// CursorsStorable refuses cursors the compact layout cannot hold.
+func CursorsStorable(st receipt.State) error { return storable(st, false) }
+
+// AppendCursors appends the compact layout of st as it is (codec.go), for
+// a kind whose value holds cursors.
+func AppendCursors(b []byte, st receipt.State) []byte { return appendValue(b, st) }
+
+// DecodeCursors inverts AppendCursors (and reads the v1 layout).
+func DecodeCursors(k receipt.Key, v string) (receipt.State, error) { return decodeValue(k, v) }
+
+// DecodeMembership decodes a membership register's value (the user's
+// hash UserMembersKey): a kind's script may read it with its own keys.
+func DecodeMembership(k receipt.Key, v string) (channel.Membership, error) {
+	return decodeRegister(k, v)
+}
+
+// MarkLoaded marks hash restored from Postgres (LoadedField) under inc,
+// the marker the restore waited for (the zero Incarnation checks none):
+// ErrMarkerMoved when the marker moved meanwhile.
+func (s *Store) MarkLoaded(ctx context.Context, hash string, inc Incarnation) error {
+	return s.markLoaded(ctx, hash, inc)
+}
+
+// QueueReadWithGeneration queues on pipe the read of field of a user's
+// hash with the user's erasure generation (tomb, the user's
+// TombstoneKey) in one script: it answers {generation ("-1":
+// GenerationUnknown), value ("" none), "1" when the hash is loaded}, so a
+// compare-and-set can later expect both.
+func (s *Store) QueueReadWithGeneration(ctx context.Context, pipe redis.Pipeliner, hash, tomb, field string) *redis.Cmd {
+	return readMarksScript.EvalSha(ctx, pipe, []string{hash, tomb}, field)
+}
+
+// RememberReplyIDs keeps the reply ids of thread heads (those with one)
+// for the inbox's first unread id (MessageIDs): a kind that raises a
+// thread's head calls it after the raise.
+func (s *Store) RememberReplyIDs(ctx context.Context, heads []thread.Head) error {
+	return s.rememberReplyIDs(ctx, heads)
+}

@@ -78,19 +78,21 @@ func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + use
 // membership hashes in one step, leaving both marked complete (":loaded")
 // and empty (the membership hash counting no left register), so a read
 // never falls back to Postgres rows the persister has not deleted yet
-// (nor re-populates Redis from them), and the thread register hash (left
-// empty and complete too: a register written after the script read the
-// new generation, so it must survive the erasure), and the kinds' user
-// hashes (KEYS[6] on: deleted, and left empty and complete where ARGV
-// says so, as the thread register hash).
-// The channels the user had cursors, registers or thread registers in
-// are added to the erasure's pending set (KEYS[5]) before anything is
-// deleted; each channel leaves it once cleaned (Erase), so an erasure cut
-// short is finished by its retry or by FinishErasures, even though the
-// hashes that named the channels are gone.
-// KEYS = t, u, um, tu, the pending set, then the kinds' hashes;
+// (nor re-populates Redis from them), and the kinds' user hashes (KEYS[5]
+// on: deleted, and left empty and complete where ARGV says so, as the
+// mention and thread register hashes are: a mention or register written
+// after the script read the new generation must survive the erasure).
+// The channels the user had cursors or registers in, and those the
+// fields of a kind's hash name (ARGV says so: a thread register's field
+// starts with its channel), are added to the erasure's pending set
+// (KEYS[4]) before anything is deleted; each channel leaves it once
+// cleaned (Erase), so an erasure cut short is finished by its retry or
+// by FinishErasures, even though the hashes that named the channels are
+// gone.
+// KEYS = t, u, um, the pending set, then the kinds' hashes;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
-// (decimal), then per kind hash "1" (left complete) or "0" (deleted).
+// (decimal), then per kind hash "1" (left complete) or "0" (deleted),
+// followed by "c" when its fields name channels.
 // Returns {generation, time, then the pending channels}.
 // Generations and times are below 2^53, exact as Lua numbers.
 var eraseScript = redis.NewScript(`
@@ -104,27 +106,29 @@ redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
 local out = {gs, ARGV[1]}
 local function pend(ch)
-  if #ch > 0 then redis.call('SADD', KEYS[5], ch) end
+  if #ch > 0 then redis.call('SADD', KEYS[4], ch) end
 end
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
   for _, ch in ipairs(redis.call('HKEYS', k)) do
     if string.sub(ch, 1, 1) ~= ":" then pend(ch) end
   end
 end
-for _, f in ipairs(redis.call('HKEYS', KEYS[4])) do
-  if string.sub(f, 1, 1) ~= ":" then pend(string.match(f, "^[^ ]+") or "") end
+for i = 5, #KEYS do
+  if string.sub(ARGV[i - 2], 2, 2) == "c" then
+    for _, f in ipairs(redis.call('HKEYS', KEYS[i])) do
+      if string.sub(f, 1, 1) ~= ":" then pend(string.match(f, "^[^ ]+") or "") end
+    end
+  end
 end
-for _, ch in ipairs(redis.call('SMEMBERS', KEYS[5])) do out[#out+1] = ch end
+for _, ch in ipairs(redis.call('SMEMBERS', KEYS[4])) do out[#out+1] = ch end
 for _, k in ipairs({KEYS[2], KEYS[3]}) do
   redis.call('DEL', k)
   redis.call('HSET', k, ':loaded', '1')
 end
 redis.call('HSET', KEYS[3], ':l', '0')
-redis.call('DEL', KEYS[4])
-redis.call('HSET', KEYS[4], ':loaded', '1')
-for i = 6, #KEYS do
+for i = 5, #KEYS do
   redis.call('DEL', KEYS[i])
-  if ARGV[i - 3] == "1" then redis.call('HSET', KEYS[i], ':loaded', '1') end
+  if string.sub(ARGV[i - 2], 1, 1) == "1" then redis.call('HSET', KEYS[i], ':loaded', '1') end
 end
 return out
 `)
@@ -146,10 +150,10 @@ return 1
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor, membership and thread register hashes, all left
-// empty and complete, kindHashes (the user's hashes of the kinds
-// that own their layout: kind.ErasedHashes; keys in the user's slot),
-// each deleted or left empty and complete as it says, the earlier
+// returns: the cursor and membership hashes, both left empty and
+// complete, kindHashes (the user's hashes of the kinds that own their
+// layout: kind.ErasedHashes; keys in the user's slot), each deleted or
+// left empty and complete as it says, the earlier
 // layout's mention sets, and in every channel the user had state in,
 // their register, then redact there (the views' cleaning and the kinds'
 // redactions: the read-by view's cursors and stream entries, a group
@@ -159,12 +163,15 @@ return 1
 // whole erasure, which is harmless (a newer generation, nothing left to
 // delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []ErasedHash, redact Redact) (tombstone.Tombstone, error) {
-	keys := []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.UserThreadsKey(user), s.ErasurePendingKey(user)}
+	keys := []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.ErasurePendingKey(user)}
 	argv := []any{strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)}
 	for _, h := range kindHashes {
 		mark := "0"
 		if h.Complete {
 			mark = "1"
+		}
+		if h.Channels {
+			mark += "c"
 		}
 		keys, argv = append(keys, h.Key), append(argv, mark)
 	}
@@ -187,9 +194,15 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kind
 // erasure's first step deletes (Erase); Complete leaves it holding
 // LoadedField alone, so a read trusts it empty and never falls back to
 // Postgres rows not deleted yet.
+//
+// Channels says its fields start with a channel id (up to a space;
+// markers apart): the erasure cleans those channels too, as those of the
+// user's cursors, so that a channel the user had only such state in (a
+// thread register) is cleaned as well.
 type ErasedHash struct {
 	Key      string
 	Complete bool
+	Channels bool
 }
 
 // Redact is the cleaning of user out of channel ch's keys that are not

@@ -11,14 +11,13 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 )
 
-// Restored marks users' hashes (cursors and threads) restored, as the
+// Restored marks users' cursor hashes restored, as the
 // gateway's restore does before it writes to a user: the writes of the
 // store's own tests start from there.
 func Restored(t testing.TB, s *Store, users ...string) {
 	t.Helper()
 	for _, u := range users {
 		require.NoError(t, s.markLoaded(context.Background(), s.UserKey(u), Incarnation{}))
-		require.NoError(t, s.markLoaded(context.Background(), s.UserThreadsKey(u), Incarnation{}))
 	}
 }
 

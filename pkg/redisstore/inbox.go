@@ -109,28 +109,24 @@ type Inbox struct {
 	// hydrated, a head unknown or undecodable): read the counts, which
 	// hydrate, and ask again.
 	Complete bool
-	// ThreadsNone: the user's thread hash is hydrated and holds no
-	// register, so there are no thread lines to read.
-	ThreadsNone bool
 }
 
 // InboxOrder reads a user's default channel set (as UnreadPage does, in
 // channel order) and the head of each of its channels, without counting.
 // Two round trips: the channels of the user's cursor and membership
-// hashes (fields only), the hash's count of left registers and the thread
-// probe; then one MGET of the heads, with the registers' values only when
-// the user may have left a channel (the count is not 0) to leave those
-// out. The values were a third of the strings the inbox read, to find
+// hashes (fields only), the hash's count of left registers and the
+// riders (the thread probe; channels nil: not known yet); then one MGET
+// of the heads, with the registers' values only when the user may have
+// left a channel (the count is not 0) to leave those out. The values were a third of the strings the inbox read, to find
 // channels most users never left.
-func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
+func (s *Store) InboxOrder(ctx context.Context, user string, riders ...Rider) (Inbox, error) {
 	var fields, regFields *redis.StringSliceCmd
 	var leftCount *redis.StringCmd
-	var probe threadProbe
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		fields = pipe.HRandField(ctx, s.UserKey(user), userHashesCount)
 		regFields = pipe.HRandField(ctx, s.UserMembersKey(user), userHashesCount)
 		leftCount = pipe.HGet(ctx, s.UserMembersKey(user), leftCountField)
-		probe = s.queueThreadProbe(ctx, pipe, user)
+		queueRiders(ctx, pipe, riders, user, nil)
 	}); err != nil {
 		return Inbox{}, fmt.Errorf("reading the channels of %s: %w", user, err)
 	}
@@ -146,7 +142,7 @@ func (s *Store) InboxOrder(ctx context.Context, user string) (Inbox, error) {
 	if err != nil {
 		return Inbox{}, err
 	}
-	out := Inbox{ThreadsNone: probe.none(), Complete: cursors.loaded && regs.loaded}
+	out := Inbox{Complete: cursors.loaded && regs.loaded}
 	if len(channels) == 0 {
 		return out, nil
 	}

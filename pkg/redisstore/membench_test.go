@@ -100,20 +100,6 @@ func memState(rng *rand.Rand, sh memShape, u, k int, now int64) receipt.State {
 	}
 }
 
-func usedMemory(ctx context.Context, t testing.TB, rdb *redis.Client) int64 {
-	info, err := rdb.Info(ctx, "memory").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			require.NoError(t, err)
-			return n
-		}
-	}
-	t.Fatalf("no used_memory in INFO memory")
-	return 0
-}
-
 // redisCPU is the server's main-thread CPU time so far, in seconds.
 func redisCPU(ctx context.Context, t testing.TB, rdb *redis.Client) float64 {
 	info, err := rdb.Info(ctx, "cpu").Result()
@@ -129,21 +115,6 @@ func redisCPU(ctx context.Context, t testing.TB, rdb *redis.Client) float64 {
 		}
 	}
 	return sum
-}
-
-// settledUsedMemory reads used_memory once the server is idle enough that two
-// reads 200 ms apart agree within 4 kB (other clients' buffers move it).
-func settledUsedMemory(ctx context.Context, t testing.TB, rdb *redis.Client) int64 {
-	prev := usedMemory(ctx, t, rdb)
-	for range 20 {
-		time.Sleep(200 * time.Millisecond)
-		cur := usedMemory(ctx, t, rdb)
-		if d := cur - prev; d > -4096 && d < 4096 {
-			return cur
-		}
-		prev = cur
-	}
-	return prev
 }
 
 // memLayout is a way of storing the states; newStore gives a Store writing it.
@@ -189,7 +160,7 @@ func (r memResult) String() string {
 func measureMemory(ctx context.Context, t *testing.T, rdb *redis.Client, s *Store, sh memShape) memResult {
 	require.NoError(t, rdb.FlushDB(ctx).Err())
 	require.NoError(t, s.Load(ctx))
-	before := settledUsedMemory(ctx, t, rdb)
+	before := redistest.SettledUsedMemory(ctx, t, rdb)
 	now := time.Now().UnixMilli()
 	const workers, batch = 8, 100
 	start := time.Now()
@@ -240,7 +211,7 @@ func measureMemory(ctx context.Context, t *testing.T, rdb *redis.Client, s *Stor
 	}
 	res := memResult{states: sh.users * sh.channelsPerUser, loadSeconds: time.Since(start).Seconds(), encodings: map[string]int{}}
 	res.usedBefore = before
-	res.usedAt = settledUsedMemory(ctx, t, rdb)
+	res.usedAt = redistest.SettledUsedMemory(ctx, t, rdb)
 	res.usedDelta = res.usedAt - before
 
 	// MEMORY USAGE (SAMPLES 0: every field) over up to 2,000 users spread

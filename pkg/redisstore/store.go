@@ -48,9 +48,6 @@ type Store struct {
 	// beforeCAS, in tests, runs between MergeMarks' read and each CAS
 	// round (another writer moving a key meanwhile).
 	beforeCAS func(attempt int)
-	// beforeThreadCAS, in tests, runs before each CAS round of the thread
-	// writes (another writer moving a field meanwhile).
-	beforeThreadCAS func(attempt int)
 	// onScripted, in tests, runs when MergeMarks hands marks to the merge
 	// script (keys still contended after casAttempts).
 	onScripted func(marks int)
@@ -111,7 +108,6 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context, extra ...*redis.Script) error {
 	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
-	scripts = append(scripts, threadScripts...)
 	scripts = append(scripts, countDeletionsScript)
 	for _, sc := range append(scripts, extra...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {

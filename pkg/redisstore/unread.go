@@ -63,18 +63,16 @@ type UnreadView struct {
 	MissingHeads, MissingDeletions, MissingGroupMentions []string
 	// More: a page of the default set stopped short of its end.
 	More bool
-	// ThreadsNone: the user's thread hash is hydrated and holds no
-	// register, so there are no thread counts to read (read with the
-	// heads, when the answer has any channel).
-	ThreadsNone bool
 }
 
 // A Rider is another read queued on the unread read's pipeline, sharing
 // its round trip: the badge's notification levels
-// (pkg/kinds/notifications) ride with the heads. Queue adds the rider's
-// commands for user and the channels the read answers (ascending). It is
-// not called when the read sends no such pipeline (no channel to answer);
-// the rider's answer then says it was not read.
+// (pkg/kinds/notifications) and the thread probe (pkg/kinds/threads) ride
+// with the heads. Queue adds the rider's commands for user and the
+// channels the read answers (ascending; nil where the read does not know
+// them yet: InboxOrder). It is not called when the read sends no such
+// pipeline (no channel to answer); the rider's answer then says it was
+// not read.
 type Rider interface {
 	Queue(ctx context.Context, pipe redis.Pipeliner, user string, channels []string)
 }
@@ -146,23 +144,18 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 			return view, nil // the markers alone say whether that is the truth
 		}
 		keys := s.headKeys(channels)
-		var probe threadProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-			probe = s.queueThreadProbe(ctx, pipe, user)
 			queueRiders(ctx, pipe, riders, user, channels)
 			heads = s.queueHeads(ctx, pipe, keys)
 		}); err != nil {
 			return view, err
 		}
-		view.ThreadsNone = probe.none()
 	} else {
 		fields := make([]string, 0, len(channels)+1)
 		fields = append(append(fields, channels...), loadedField)
 		var ucmd, mcmd, ncmd *redis.SliceCmd
 		keys := s.headKeys(channels)
-		var probe threadProbe
 		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-			probe = s.queueThreadProbe(ctx, pipe, user)
 			queueRiders(ctx, pipe, riders, user, channels)
 			ucmd = pipe.HMGet(ctx, s.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.UserMembersKey(user), fields...)
@@ -171,7 +164,6 @@ func (s *Store) unread(ctx context.Context, user string, channels []string, page
 		}); err != nil {
 			return view, err
 		}
-		view.ThreadsNone = probe.none()
 		uv, uerr := ucmd.Result()
 		mv, merr := mcmd.Result()
 		nv, nerr := ncmd.Result()
@@ -604,20 +596,4 @@ func hmgetTable(fields []string, vals []any) fieldTable {
 		}
 	}
 	return t
-}
-
-// threadProbe tells, in the unread read's round trip, whether the user's
-// thread hash is hydrated and empty.
-type threadProbe struct {
-	n      *redis.IntCmd
-	loaded *redis.BoolCmd
-}
-
-func (s *Store) queueThreadProbe(ctx context.Context, pipe redis.Pipeliner, user string) threadProbe {
-	k := s.UserThreadsKey(user)
-	return threadProbe{n: pipe.HLen(ctx, k), loaded: pipe.HExists(ctx, k, loadedField)}
-}
-
-func (p threadProbe) none() bool {
-	return p.loaded != nil && p.loaded.Val() && p.n.Val() == 1
 }

@@ -25,8 +25,8 @@ const UnreadChunkDefault = 2000
 // gateway each waiting on the other for half the call). The mention hash
 // may still be arriving: each part waits for it after its heads. The
 // answer is the one unread gives: the same views and missing heads, in
-// channel order. The thread probe and the riders (the notification
-// levels) are read on one more connection meanwhile, as the small page
+// channel order. The riders (the notification levels, the thread
+// probe) are read on one more connection meanwhile, as the small page
 // reads them with its heads (read on their own after the counts, the
 // levels were an HMGET of every channel, mostly answering nil, and one
 // more round trip).
@@ -45,13 +45,10 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 	parts := make([]part, (len(channels)+size-1)/size)
 	all := make([]ChannelView, len(channels))
 	var wg sync.WaitGroup
-	var probe threadProbe
-	var probeErr error
 	wg.Go(func() {
-		// A failure here fails the riders' commands too: each then answers
+		// A failure here fails the riders' commands: each then answers
 		// "not read".
-		_, probeErr = s.exec(ctx, func(pipe redis.Pipeliner) {
-			probe = s.queueThreadProbe(ctx, pipe, view.User)
+		_, _ = s.exec(ctx, func(pipe redis.Pipeliner) {
 			queueRiders(ctx, pipe, riders, view.User, channels)
 		})
 	})
@@ -90,9 +87,6 @@ func (s *Store) unreadChunked(ctx context.Context, view UnreadView, channels []s
 		return view, err
 	}
 	view.MembershipsComplete = hs.regs.loaded && mentions.loaded
-	if probeErr == nil { // else the caller reads it on its own
-		view.ThreadsNone = probe.none()
-	}
 	// The parts' views, moved together where a part left some out.
 	n := 0
 	for _, p := range parts {

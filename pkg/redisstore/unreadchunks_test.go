@@ -36,7 +36,7 @@ func wholeAndParts(t *testing.T, chunk int) (*redis.Client, *Store, *Store) {
 // on one Redis: one reading every page in one pipeline, the other (parts
 // of 7 channels) reading the user hashes on three connections at once and
 // the heads in parts. The answers must be the same: views, missing heads,
-// markers, More, channel order, the levels and the thread probe, with
+// markers, More, channel order and the levels (a rider), with
 // left channels, unknown heads, cursors in some channels only, an
 // undecodable head and pages cut.
 func TestUnreadChunkedSameAnswer(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -29,16 +30,16 @@ func TestRepairThreads(t *testing.T) {
 	ref := thread.Ref{Channel: "c", Root: 4}
 
 	// Head: Redis ahead of the record, Postgres behind both.
-	_, err := rs.RaiseThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: 9, MessageID: "m9", UpdatedAtUnixMs: 90}})
+	_, err := threads.NewStore(nil, rs).RaiseHeads(ctx, []thread.Head{{Ref: ref, Seq: 9, MessageID: "m9", UpdatedAtUnixMs: 90}})
 	require.NoError(t, err)
-	_, err = pg.UpsertThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: 2, UpdatedAtUnixMs: 20}})
+	_, err = threads.NewStore(pg, nil).WriteHeadsPG(ctx, []thread.Head{{Ref: ref, Seq: 2, UpdatedAtUnixMs: 20}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{ThreadHead: &thread.Head{Ref: ref, Seq: 5, UpdatedAtUnixMs: 50}}))
 	want := thread.Head{Ref: ref, Seq: 9, MessageID: "m9", UpdatedAtUnixMs: 90}
-	ph, err := pg.ThreadHeads(ctx, []thread.Ref{ref})
+	ph, err := threads.NewStore(pg, nil).HeadsPG(ctx, []thread.Ref{ref})
 	require.NoError(t, err)
 	require.Equal(t, []thread.Head{want}, ph)
-	rh, err := rs.ThreadHeads(ctx, []thread.Ref{ref})
+	rh, err := threads.NewStore(nil, rs).HeadsRedis(ctx, []thread.Ref{ref})
 	require.NoError(t, err)
 	require.Equal(t, want, rh[ref])
 
@@ -46,19 +47,19 @@ func TestRepairThreads(t *testing.T) {
 	// mentions; each store ends with all three.
 	k := thread.Key{User: "u", Ref: ref}
 	read := receipt.Cursor{Position: receipt.Position{Seq: 3}, MessageID: "m3"}
-	_, err = pg.UpsertThreadStates(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 10}}}, mentionCap)
+	_, err = threads.NewStore(pg, nil).WriteStatesPG(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 10}}}, mentionCap)
 	require.NoError(t, err)
-	_, err = rs.MergeThreadStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: read, Delivered: read, UpdatedAtUnixMs: 30}}}, mentionCap)
+	_, err = threads.NewStore(nil, rs).MergeStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: read, Delivered: read, UpdatedAtUnixMs: 30}}}, mentionCap)
 	require.NoError(t, err)
 	rec := thread.State{Key: k, Mentions: []int64{1, 5, 6, 8}}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k.ChannelKey(), Thread: &rec}))
 	wantSt := thread.State{Key: k, Cursors: receipt.State{Read: read, Delivered: read, UpdatedAtUnixMs: 30},
 		Follow: thread.Follow{Following: true, VersionUnixMs: 10}, Mentions: []int64{5, 6, 8}}
-	ps, err := pg.ThreadStates(ctx, []thread.Key{k})
+	ps, err := threads.NewStore(pg, nil).StatesPG(ctx, []thread.Key{k})
 	require.NoError(t, err)
 	require.Len(t, ps, 1)
 	require.True(t, thread.Same(wantSt, ps[0]), "postgres holds %+v", ps[0])
-	rsSt, err := rs.ThreadStates(ctx, []thread.Key{k})
+	rsSt, err := threads.NewStore(nil, rs).StatesRedis(ctx, []thread.Key{k})
 	require.NoError(t, err)
 	require.NotNil(t, rsSt[0])
 	require.True(t, thread.Same(wantSt, *rsSt[0]), "redis holds %+v", *rsSt[0])

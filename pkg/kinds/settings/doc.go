@@ -13,11 +13,11 @@
 // It is written against the drivers (pgstore.Store's Pool and
 // Classified, redisstore.Store's Exec, Client, Prefix, TombstoneKey,
 // LuaCmp and DefaultsTTL). Redis' driver names none of it; Postgres'
-// still reads the rows in the statements of the change feeds
-// (UpsertChanges, UpsertThreadChanges); the read-by view's member cursors
-// and the cursor-move log's filter read them in the view's own
-// (pkg/views/readby). What a register does to the read-by view
-// (readby.Store.ApplySettings) is the view's: the Spec's RedisWrite runs
-// it through kind.Env.SettingsApplied, the gateway itself. Its Kafka
-// codec is still pkg/event's.
+// still reads the rows in the statements of the channels' change feed
+// (UpsertChanges); the thread change feed (pkg/kinds/threads), the
+// read-by view's member cursors and the cursor-move log's filter
+// (pkg/views/readby) read them in their own. What a register does to the
+// read-by view (readby.Store.ApplySettings) is the view's: the Spec's
+// RedisWrite runs it through kind.Env.SettingsApplied, the gateway
+// itself. Its Kafka codec is still pkg/event's.
 package settings

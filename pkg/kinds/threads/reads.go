@@ -1,7 +1,8 @@
-package redisstore
+package threads
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -23,38 +25,15 @@ import (
 // threads are in. KEYS[1] = tu hash. Returns {loaded (0/1), {field,
 // value, ...}, {channel, ...}, {membership or false, ...}} (the last two
 // only with KEYS[2]), or {-1, count}.
-var userThreadsScript = redis.NewScript(`
-local loaded = redis.call('HEXISTS', KEYS[1], ':loaded')
-local n = redis.call('HLEN', KEYS[1]) - loaded - redis.call('HEXISTS', KEYS[1], ':collected')
-if n > tonumber(ARGV[1]) then return {-1, n} end
-local all = redis.call('HGETALL', KEYS[1])
-local regs, chans, seen = {}, {}, {}
-local p = ARGV[2]
-for i = 1, #all, 2 do
-  local f = all[i]
-  if string.sub(f, 1, 1) ~= ":" and string.sub(f, 1, #p) == p then
-    regs[#regs + 1] = f
-    regs[#regs + 1] = all[i + 1]
-    local ch = string.match(f, "^[^ ]+")
-    if KEYS[2] and ch and not seen[ch] then
-      seen[ch] = true
-      chans[#chans + 1] = ch
-    end
-  end
-end
-if not KEYS[2] then return {loaded, regs} end
-local members = {redis.call('HEXISTS', KEYS[2], ':loaded')}
--- HMGET in chunks: unpack is bounded by Lua's stack.
-for i = 1, #chans, 1000 do
-  local got = redis.call('HMGET', KEYS[2], unpack(chans, i, math.min(i + 999, #chans)))
-  for j = 1, #got do members[#members + 1] = got[j] end
-end
-return {loaded, regs, chans, members}
-`)
+var (
+	//go:embed userthreads.lua
+	luaUserThreads    string
+	userThreadsScript = redis.NewScript(luaUserThreads)
+)
 
-// UserThreadsRead is a user's thread registers with their channels'
+// UserRead is a user's thread registers with their channels'
 // memberships, as one script read them.
-type UserThreadsRead struct {
+type UserRead struct {
 	States []thread.State
 	// Complete: the registers' hash is hydrated (a thread missing from it
 	// has no register).
@@ -69,65 +48,65 @@ type UserThreadsRead struct {
 // UserThreads returns the user's registers, of one channel when channel is
 // not "", and whether the hash is complete (hydrated from Postgres since
 // it was last lost: a thread missing from it has no register). A user with
-// more than MaxUserThreads registers is refused (ErrTooManyThreads), the
+// more than MaxUserThreads registers is refused (ErrTooMany), the
 // channel filter notwithstanding: it is applied in the script, after the
 // count.
-func (s *Store) UserThreads(ctx context.Context, user, channel string) (states []thread.State, complete bool, err error) {
+func (s Store) UserThreads(ctx context.Context, user, channel string) (states []thread.State, complete bool, err error) {
 	r, err := s.userThreads(ctx, user, channel, false)
 	return r.States, r.Complete, err
 }
 
 // UserThreadsWithMemberships is UserThreads with the user's memberships of
 // the channels those threads are in, in the same round trip.
-func (s *Store) UserThreadsWithMemberships(ctx context.Context, user, channel string) (UserThreadsRead, error) {
+func (s Store) UserThreadsWithMemberships(ctx context.Context, user, channel string) (UserRead, error) {
 	return s.userThreads(ctx, user, channel, true)
 }
 
 // AllUserThreads reads every register of a user (the collector's read),
-// up to limit: ErrTooManyThreads past it.
-func (s *Store) AllUserThreads(ctx context.Context, user string, limit int) ([]thread.State, error) {
+// up to limit: ErrTooMany past it.
+func (s Store) AllUserThreads(ctx context.Context, user string, limit int) ([]thread.State, error) {
 	r, err := s.userThreadsUpTo(ctx, user, "", false, limit)
 	return r.States, err
 }
 
-func (s *Store) userThreads(ctx context.Context, user, ch string, memberships bool) (UserThreadsRead, error) {
-	return s.userThreadsUpTo(ctx, user, ch, memberships, ReadThreadsMax)
+func (s Store) userThreads(ctx context.Context, user, ch string, memberships bool) (UserRead, error) {
+	return s.userThreadsUpTo(ctx, user, ch, memberships, ReadMax)
 }
 
-func (s *Store) userThreadsUpTo(ctx context.Context, user, ch string, memberships bool, limit int) (UserThreadsRead, error) {
+func (s Store) userThreadsUpTo(ctx context.Context, user, ch string, memberships bool, limit int) (UserRead, error) {
 	prefix := ""
 	if ch != "" {
 		prefix = ch + " "
 	}
-	keys := []string{s.UserThreadsKey(user)}
+	keys := []string{s.RedisKey(user)}
 	if memberships {
-		keys = append(keys, s.UserMembersKey(user))
+		keys = append(keys, s.redis.UserMembersKey(user))
 	}
-	res, err := userThreadsScript.Run(ctx, s.rdb, keys, limit, prefix).Slice()
+	res, err := userThreadsScript.Run(ctx, s.redis.Client(), keys, limit, prefix).Slice()
 	if err != nil {
-		return UserThreadsRead{}, fmt.Errorf("%w: reading the threads of %s: %w", ErrUnavailable, user, err)
+		return UserRead{}, fmt.Errorf("%w: reading the threads of %s: %w", redisstore.ErrUnavailable, user, err)
 	}
 	if flag, _ := res[0].(int64); flag == -1 {
 		n, _ := res[1].(int64)
-		return UserThreadsRead{}, fmt.Errorf("reading the threads of %s: %w: %d registers, the limit is %d", user, ErrTooManyThreads, n, limit)
+		return UserRead{}, fmt.Errorf("reading the threads of %s: %w: %d registers, the limit is %d", user, ErrTooMany, n, limit)
 	}
 	if want := 2 + 2*btoi(memberships); len(res) != want {
-		return UserThreadsRead{}, fmt.Errorf("%w: reading the threads of %s: %d answers, want %d", ErrUnavailable, user, len(res), want)
+		return UserRead{}, fmt.Errorf("%w: reading the threads of %s: %d answers, want %d", redisstore.ErrUnavailable, user, len(res), want)
 	}
 	loaded, _ := res[0].(int64)
 	regs, _ := res[1].([]any)
-	out := UserThreadsRead{States: make([]thread.State, 0, len(regs)/2), Complete: loaded == 1}
+	out := UserRead{States: make([]thread.State, 0, len(regs)/2), Complete: loaded == 1}
 	for j := 0; j+1 < len(regs); j += 2 {
 		f, _ := regs[j].(string)
 		v, _ := regs[j+1].(string)
 		ref, err := parseThreadField(f)
 		if err != nil {
-			s.skipUndecodable()
+			s.redis.SkipUndecodable()
 			continue
 		}
 		st, err := decodeThreadState(thread.Key{User: user, Ref: ref}, v)
 		if err != nil {
-			s.skipUndecodable()
+			s.redis.SkipUndecodable()
 			continue
 		}
 		out.States = append(out.States, st)
@@ -138,7 +117,7 @@ func (s *Store) userThreadsUpTo(ctx context.Context, user, ch string, membership
 	chans, _ := res[2].([]any)
 	vals, _ := res[3].([]any)
 	if len(vals) != len(chans)+1 {
-		return UserThreadsRead{}, fmt.Errorf("%w: reading the memberships of %s: %d values for %d channels", ErrUnavailable, user, len(vals)-1, len(chans))
+		return UserRead{}, fmt.Errorf("%w: reading the memberships of %s: %d values for %d channels", redisstore.ErrUnavailable, user, len(vals)-1, len(chans))
 	}
 	hydrated, _ := vals[0].(int64)
 	out.MembershipsComplete = hydrated == 1
@@ -149,9 +128,9 @@ func (s *Store) userThreadsUpTo(ctx context.Context, user, ch string, membership
 			continue
 		}
 		ch, _ := c.(string)
-		m, err := decodeRegister(receipt.Key{User: user, Channel: ch}, v)
+		m, err := redisstore.DecodeMembership(receipt.Key{User: user, Channel: ch}, v)
 		if err != nil {
-			return UserThreadsRead{}, err
+			return UserRead{}, err
 		}
 		out.Memberships = append(out.Memberships, m)
 	}
@@ -165,10 +144,10 @@ func btoi(b bool) int {
 	return 0
 }
 
-// ThreadHeads returns the heads Redis holds of refs; a thread it holds
+// HeadsRedis returns the heads Redis holds of refs; a thread it holds
 // nothing of is absent from the map.
-func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
-	heads, err := s.ThreadHeadsAt(ctx, refs)
+func (s Store) HeadsRedis(ctx context.Context, refs []thread.Ref) (map[thread.Ref]thread.Head, error) {
+	heads, err := s.HeadsAt(ctx, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +160,10 @@ func (s *Store) ThreadHeads(ctx context.Context, refs []thread.Ref) (map[thread.
 	return out, nil
 }
 
-// ThreadHeadsAt returns the heads Redis holds of refs, in their order; a
+// HeadsAt returns the heads Redis holds of refs, in their order; a
 // thread it holds nothing of has the zero head (no Ref). One HMGET per
 // channel: a user's followed threads are many roots of few channels.
-func (s *Store) ThreadHeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
+func (s Store) HeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
 	type channelRefs struct {
 		key    string
 		fields []string
@@ -195,7 +174,7 @@ func (s *Store) ThreadHeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.
 	for i, r := range refs {
 		g := byChannel[r.Channel]
 		if g == nil {
-			g = &channelRefs{key: s.ThreadHeadsKey(r.Channel)}
+			g = &channelRefs{key: s.HeadsKey(r.Channel)}
 			byChannel[r.Channel] = g
 			groups = append(groups, g)
 		}
@@ -203,18 +182,18 @@ func (s *Store) ThreadHeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.
 		g.at = append(g.at, i)
 	}
 	cmds := make([]*redis.SliceCmd, len(groups))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, g := range groups {
 			cmds[i] = pipe.HMGet(ctx, g.key, g.fields...)
 		}
-	}); err != nil {
+	}, Scripts...); err != nil {
 		return nil, fmt.Errorf("reading thread heads: %w", err)
 	}
 	out := make([]thread.Head, len(refs))
 	for i, g := range groups {
 		vals, err := cmds[i].Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("%w: reading thread heads: %w", ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: reading thread heads: %w", redisstore.ErrUnavailable, err)
 		}
 		for j, v := range vals {
 			str, ok := v.(string)
@@ -223,9 +202,34 @@ func (s *Store) ThreadHeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.
 			}
 			k := g.at[j]
 			if out[k], err = decodeThreadHead(refs[k], str); err != nil {
-				s.skipUndecodable()
+				s.redis.SkipUndecodable()
 			}
 		}
 	}
 	return out, nil
+}
+
+// Probe tells, on another read's pipeline (a redisstore.Rider: the unread
+// read's, the inbox's), whether the user's thread hash is hydrated and
+// holds no register, so that there are no thread counts or lines to read.
+// One probe serves one read.
+type Probe struct {
+	s      Store
+	n      *redis.IntCmd
+	loaded *redis.BoolCmd
+}
+
+// Probe is a probe of s's hashes, to hand a read as a rider.
+func (s Store) Probe() *Probe { return &Probe{s: s} }
+
+// Queue queues the probe of user's hash on pipe (redisstore.Rider).
+func (p *Probe) Queue(ctx context.Context, pipe redis.Pipeliner, user string, _ []string) {
+	k := p.s.RedisKey(user)
+	p.n, p.loaded = pipe.HLen(ctx, k), pipe.HExists(ctx, k, redisstore.LoadedField)
+}
+
+// None is true when the read showed the hash hydrated and holding no
+// register; false when it was not read or failed.
+func (p *Probe) None() bool {
+	return p.loaded != nil && p.loaded.Val() && p.n.Val() == 1
 }

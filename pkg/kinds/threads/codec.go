@@ -1,4 +1,4 @@
-package redisstore
+package threads
 
 import (
 	"errors"
@@ -7,13 +7,14 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-// The stored values of threads (threads.go has the keys).
+// The stored values of the kinds (redis.go has the keys).
 //
 // A thread head, field base62(root) of th:{channel}: "SEQ MSG UPDATED_MS",
-// the channel head's layout (encodeHead).
+// the channel head's layout (redisstore.EncodeHead).
 //
 // A user's register in a thread, field "CHANNEL SP base62(root)" of
 // tu:{user} (ids never contain a space): up to three parts separated by one
@@ -24,9 +25,9 @@ import (
 // FOLLOW is "+" (following) or "-" (not) and the follow version (Unix ms),
 // omitted for the zero register (not following, version 0). MENTIONS is
 // "@" and the kept mention seqs, ascending, separated by ",". CURSORS are
-// the thread cursors exactly as a channel's compact value (codec.go: 4 to 7
+// the thread cursors exactly as a channel's compact value (redisstore.AppendCursors: 4 to 7
 // fields, the private read without its message id), omitted when no cursor
-// has a position. Every number is base 62 (appendB62). The cursors come
+// has a position. Every number is base 62 (redisstore.AppendB62). The cursors come
 // last because their fields are told apart by count and message ids may
 // start with any printable character: the parts before them start with
 // '+', '-' or '@', which a position (the cursors' first field) never does.
@@ -38,7 +39,7 @@ import (
 
 // threadField is the field of ref in its user's thread hash.
 func threadField(ref thread.Ref) string {
-	return string(appendB62(append([]byte(ref.Channel), ' '), ref.Root))
+	return string(redisstore.AppendB62(append([]byte(ref.Channel), ' '), ref.Root))
 }
 
 // parseThreadField inverts threadField.
@@ -47,7 +48,7 @@ func parseThreadField(f string) (thread.Ref, error) {
 	if !ok || ch == "" {
 		return thread.Ref{}, fmt.Errorf("unexpected thread field %q", f)
 	}
-	r, err := parseB62(root)
+	r, err := redisstore.ParseB62(root)
 	if err != nil {
 		return thread.Ref{}, fmt.Errorf("unexpected thread field %q: %w", f, err)
 	}
@@ -55,16 +56,16 @@ func parseThreadField(f string) (thread.Ref, error) {
 }
 
 // rootField is the field of ref in its channel's thread head hash.
-func rootField(ref thread.Ref) string { return string(appendB62(nil, ref.Root)) }
+func rootField(ref thread.Ref) string { return string(redisstore.AppendB62(nil, ref.Root)) }
 
 func encodeThreadHead(h thread.Head) (string, error) {
-	return encodeHead(channel.Head{Channel: h.Ref.String(), Seq: h.Seq, MessageID: h.MessageID, UpdatedAtUnixMs: h.UpdatedAtUnixMs})
+	return redisstore.EncodeHead(channel.Head{Channel: h.Ref.String(), Seq: h.Seq, MessageID: h.MessageID, UpdatedAtUnixMs: h.UpdatedAtUnixMs})
 }
 
 // decodeThreadHead names ref only in its error: a list of a user's
 // threads decodes a head per thread.
 func decodeThreadHead(ref thread.Ref, v string) (thread.Head, error) {
-	seq, msg, at, ok := parseHead(v)
+	seq, msg, at, ok := redisstore.ParseHead(v)
 	if !ok {
 		return thread.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ref, v)
 	}
@@ -85,11 +86,12 @@ func threadStorable(st thread.State) error {
 	}
 	c := st.Cursors
 	c.Key = st.Key.ChannelKey()
-	return storable(c, false)
+	return redisstore.CursorsStorable(c)
 }
 
 // encodeThreadState is the value of st ("" when it holds nothing). The
-// cursors are stored as merging them into nothing leaves them (encodeValue).
+// cursors are stored as merging them into nothing leaves them, as a
+// channel's are.
 func encodeThreadState(st thread.State) (string, error) {
 	if err := threadStorable(st); err != nil {
 		return "", err
@@ -101,7 +103,7 @@ func encodeThreadState(st thread.State) (string, error) {
 		} else {
 			b = append(b, '-')
 		}
-		b = appendB62(b, st.Follow.VersionUnixMs)
+		b = redisstore.AppendB62(b, st.Follow.VersionUnixMs)
 	}
 	if len(st.Mentions) > 0 {
 		if len(b) > 0 {
@@ -112,7 +114,7 @@ func encodeThreadState(st thread.State) (string, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendB62(b, m)
+			b = redisstore.AppendB62(b, m)
 		}
 	}
 	c := st.Cursors
@@ -122,7 +124,7 @@ func encodeThreadState(st thread.State) (string, error) {
 		if len(b) > 0 {
 			b = append(b, ' ')
 		}
-		b = appendValue(b, merged)
+		b = redisstore.AppendCursors(b, merged)
 	}
 	return string(b), nil
 }
@@ -143,7 +145,7 @@ func decodeThreadState(k thread.Key, v string) (thread.State, error) {
 	}
 	if rest != "" && (rest[0] == '+' || rest[0] == '-') {
 		tok := next()
-		n, err := parseB62(tok[1:])
+		n, err := redisstore.ParseB62(tok[1:])
 		if err != nil {
 			return bad(err)
 		}
@@ -156,7 +158,7 @@ func decodeThreadState(k thread.Key, v string) (thread.State, error) {
 		tok := next()
 		st.Mentions = make([]int64, 0, strings.Count(tok, ",")+1)
 		for m := range strings.SplitSeq(tok[1:], ",") {
-			n, err := parseB62(m)
+			n, err := redisstore.ParseB62(m)
 			if err != nil {
 				return bad(err)
 			}
@@ -167,7 +169,7 @@ func decodeThreadState(k thread.Key, v string) (thread.State, error) {
 		if rest[0] == '+' || rest[0] == '-' || rest[0] == '@' || strings.HasPrefix(rest, "v1:") {
 			return bad(errThreadValue)
 		}
-		c, err := decodeValue(k.ChannelKey(), rest)
+		c, err := redisstore.DecodeCursors(k.ChannelKey(), rest)
 		if err != nil {
 			return bad(err)
 		}

@@ -1,4 +1,4 @@
-package redisstore
+package threads
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -27,17 +28,17 @@ const maxBytesPerFollowedThread = 64
 // hash-max-listpack-value 64). Sample: users × 10 threads each, short ids
 // (user "u12345", channel "c123", root seq below 100,000), a read cursor
 // (message "m<seq>", device "d1") and a follow, written through
-// MergeThreadStates. It runs 2,000 users by default and 20,000 with
+// MergeStates. It runs 2,000 users by default and 20,000 with
 //
-//	RECEIPTS_MEMBENCH=1 go test -run TestMemoryPerFollowedThread -v ./pkg/redisstore/
+//	RECEIPTS_MEMBENCH=1 go test -run TestMemoryPerFollowedThread -v ./pkg/kinds/threads/
 //
 // used_memory's growth is logged too: the whole server's, so other clients
 // of a shared Redis blur it.
 func TestMemoryPerFollowedThread(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, s.Load(ctx))
+	s := NewStore(nil, redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}))
+	require.NoError(t, s.redis.Load(ctx, Scripts...))
 	users, perUser := 2000, 10
 	if os.Getenv("RECEIPTS_MEMBENCH") != "" {
 		users = 20000
@@ -47,7 +48,7 @@ func TestMemoryPerFollowedThread(t *testing.T) {
 	defaults := cfg["hash-max-listpack-entries"] == "512" && cfg["hash-max-listpack-value"] == "64"
 
 	now := time.Now().UnixMilli()
-	before := settledUsedMemory(ctx, t, rdb)
+	before := redistest.SettledUsedMemory(ctx, t, rdb)
 	const workers, batch = 4, 500
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -58,7 +59,7 @@ func TestMemoryPerFollowedThread(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(w)))
 			var states []thread.State
 			flush := func() error {
-				res, err := s.MergeThreadStates(ctx, states, 100)
+				res, err := s.MergeStates(ctx, states, 100)
 				for _, r := range res {
 					if err == nil {
 						err = r.Err
@@ -97,11 +98,11 @@ func TestMemoryPerFollowedThread(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	usedDelta := settledUsedMemory(ctx, t, rdb) - before
+	usedDelta := redistest.SettledUsedMemory(ctx, t, rdb) - before
 
 	var total, fields, valueBytes int64
 	encodings := map[string]int{}
-	iter := rdb.Scan(ctx, 0, s.Prefix()+"tu:*", 1000).Iterator()
+	iter := rdb.Scan(ctx, 0, s.redis.Prefix()+userTag+"*", 1000).Iterator()
 	for iter.Next(ctx) {
 		key := iter.Val()
 		n, err := rdb.MemoryUsage(ctx, key, 0).Result()

@@ -1,4 +1,4 @@
-package redisstore
+package threads
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
 // setupFollowingUser makes user follow n threads, 100 roots a channel,
 // as the gateway leaves them after a hydrate: a register read at 1 with a
 // mention of 2 each, the memberships, and each thread's head at 2.
-func setupFollowingUser(tb testing.TB, s *Store, user string, n int) {
+func setupFollowingUser(tb testing.TB, s Store, user string, n int) {
 	tb.Helper()
 	ctx := context.Background()
 	now := time.Now().UnixMilli()
@@ -33,9 +33,9 @@ func setupFollowingUser(tb testing.TB, s *Store, user string, n int) {
 			Follow: thread.Follow{Following: true, VersionUnixMs: now}, Mentions: []int64{2}}
 		heads[i] = thread.Head{Ref: ref, Seq: 2, MessageID: "r2", UpdatedAtUnixMs: now + int64(i)}
 	}
-	require.NoError(tb, s.HydrateUserThreads(ctx, user, states, channel.MentionCapDefault, Incarnation{}))
-	HydrateMembershipsAndMentions(tb, s, user, regs, channel.MentionCapDefault)
-	_, err := s.RaiseThreadHeads(ctx, heads)
+	require.NoError(tb, s.HydrateUser(ctx, user, states, channel.MentionCapDefault, redisstore.Incarnation{}))
+	hydrateMemberships(tb, s, user, regs)
+	_, err := s.RaiseHeads(ctx, heads)
 	require.NoError(tb, err)
 }
 
@@ -43,11 +43,9 @@ func setupFollowingUser(tb testing.TB, s *Store, user string, n int) {
 // reads from Redis, for 1 and 1,000 threads: the registers with the
 // memberships (one script), then the heads (one pipeline).
 //
-//	go test -run '^$' -bench FollowedThreads -benchmem ./pkg/redisstore/
+//	go test -run '^$' -bench FollowedThreads -benchmem ./pkg/kinds/threads/
 func BenchmarkFollowedThreads(b *testing.B) {
-	rdb := redistest.Client(b)
-	s := New(rdb, Config{Prefix: redistest.Prefix(b, rdb)})
-	require.NoError(b, s.Load(context.Background()))
+	s := newThreadStore(b)
 	ctx := context.Background()
 	for _, n := range []int{1, 1000} {
 		user := fmt.Sprintf("u%d", n)
@@ -70,7 +68,7 @@ func BenchmarkFollowedThreads(b *testing.B) {
 		b.Run(fmt.Sprintf("heads/threads=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				heads, err := s.ThreadHeadsAt(ctx, refs)
+				heads, err := s.HeadsAt(ctx, refs)
 				if err != nil || len(heads) != n || heads[n-1].Seq != 2 {
 					b.Fatalf("%d heads, %v", len(heads), err)
 				}

@@ -1,4 +1,4 @@
-package pgstore_test
+package threads
 
 import (
 	"context"
@@ -14,6 +14,14 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
+
+// pos is a cursor at (e, s) with the id of its message.
+func pos(e, s int64) receipt.Cursor {
+	if s <= 0 {
+		return cursorAt(e, s, "")
+	}
+	return cursorAt(e, s, "m"+strconv.FormatInt(e, 10)+"."+strconv.FormatInt(s, 10))
+}
 
 // canonicalThreadState is what a store keeps of a register: the private
 // read only while ahead of the read, and without its message id.
@@ -37,7 +45,7 @@ func randomCursor(rng *rand.Rand, epochs int64) receipt.Cursor {
 	return c
 }
 
-func randomThreadState(rng *rand.Rand, k thread.Key) thread.State {
+func randomRow(rng *rand.Rand, k thread.Key) thread.State {
 	st := thread.State{Key: k}
 	c := &st.Cursors
 	switch rng.IntN(4) {
@@ -68,7 +76,7 @@ func randomThreadState(rng *rand.Rand, k thread.Key) thread.State {
 func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	rng := rand.New(rand.NewPCG(11, 12))
 	const capN = 3
 	for trial := range 30 {
@@ -85,7 +93,7 @@ func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 		heads := make([]thread.Head, n)
 		for i := range n {
 			k := keys[rng.IntN(len(keys))]
-			states[i] = randomThreadState(rng, k)
+			states[i] = randomRow(rng, k)
 			heads[i] = thread.Head{Ref: k.Ref, Seq: 1 + rng.Int64N(20), UpdatedAtUnixMs: rng.Int64N(40)}
 			heads[i].MessageID = "h" + strconv.FormatInt(heads[i].Seq, 10)
 			if rng.IntN(4) == 0 {
@@ -132,15 +140,15 @@ func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 				wantHeads[r] = next
 			}
 			rng.Shuffle(len(sts), func(i, j int) { sts[i], sts[j] = sts[j], sts[i] })
-			got, err := s.UpsertThreadStates(ctx, sts, capN)
+			got, err := s.WriteStatesPG(ctx, sts, capN)
 			require.NoError(t, err)
 			require.Equal(t, moved, got, "trial %d: rows changed", trial)
-			got, err = s.UpsertThreadHeads(ctx, hs)
+			got, err = s.WriteHeadsPG(ctx, hs)
 			require.NoError(t, err)
 			require.Equal(t, headsMoved, got, "trial %d: heads changed", trial)
 		}
 
-		gotStates, err := s.ThreadStates(ctx, keys)
+		gotStates, err := s.StatesPG(ctx, keys)
 		require.NoError(t, err)
 		require.Len(t, gotStates, len(want))
 		inGenerationOrder := map[thread.Key]thread.State{}
@@ -156,7 +164,7 @@ func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 		for _, k := range keys {
 			refs = append(refs, k.Ref)
 		}
-		gotHeads, err := s.ThreadHeads(ctx, refs)
+		gotHeads, err := s.HeadsPG(ctx, refs)
 		require.NoError(t, err)
 		require.Len(t, gotHeads, len(wantHeads))
 		for _, h := range gotHeads {
@@ -172,7 +180,7 @@ func threadKey(user, ch string, root int64) thread.Key {
 func TestThreadReadsAndPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	var written []thread.State
 	for _, u := range []string{"ann", "bob", "cy"} {
 		for _, ch := range []string{"a", "b"} {
@@ -190,21 +198,21 @@ func TestThreadReadsAndPages(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	shuffled := slices.Clone(written)
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	n, err := s.UpsertThreadStates(ctx, shuffled, 0)
+	n, err := s.WriteStatesPG(ctx, shuffled, 0)
 	require.NoError(t, err)
 	require.EqualValues(t, len(written), n)
-	n, err = s.UpsertThreadStates(ctx, shuffled, 0)
+	n, err = s.WriteStatesPG(ctx, shuffled, 0)
 	require.NoError(t, err)
 	require.Zero(t, n, "a replay changes nothing")
 
-	got, err := s.ThreadStates(ctx, []thread.Key{threadKey("cy", "b", 3), threadKey("ann", "a", 2), threadKey("nobody", "a", 1), threadKey("ann", "a", 2)})
+	got, err := s.StatesPG(ctx, []thread.Key{threadKey("cy", "b", 3), threadKey("ann", "a", 2), threadKey("nobody", "a", 1), threadKey("ann", "a", 2)})
 	require.NoError(t, err)
 	require.Equal(t, []thread.State{written[1], written[17]}, got, "key order, missing keys left out")
 
-	mine, err := s.UserThreadStates(ctx, "bob", "", 100)
+	mine, err := s.UserStatesPG(ctx, "bob", "", 100)
 	require.NoError(t, err)
 	require.Equal(t, written[6:12], mine)
-	mine, err = s.UserThreadStates(ctx, "bob", "b", 2)
+	mine, err = s.UserStatesPG(ctx, "bob", "b", 2)
 	require.NoError(t, err)
 	require.Equal(t, written[9:11], mine)
 
@@ -212,7 +220,7 @@ func TestThreadReadsAndPages(t *testing.T) {
 	var after thread.Key
 	hasAfter := false
 	for {
-		p, err := s.ThreadStatesPage(ctx, after, hasAfter, 4)
+		p, err := s.StatesPagePG(ctx, after, hasAfter, 4)
 		require.NoError(t, err)
 		if len(p) == 0 {
 			break
@@ -222,7 +230,7 @@ func TestThreadReadsAndPages(t *testing.T) {
 	}
 	require.Equal(t, written, walked)
 
-	members, err := s.ThreadMemberStates(ctx, thread.Ref{Channel: "b", Root: 1}, []string{"cy", "ann", "zed"})
+	members, err := s.MemberStatesPG(ctx, thread.Ref{Channel: "b", Root: 1}, []string{"cy", "ann", "zed"})
 	require.NoError(t, err)
 	require.Equal(t, []thread.State{written[3], written[15]}, members)
 
@@ -230,13 +238,13 @@ func TestThreadReadsAndPages(t *testing.T) {
 	// without its message id.
 	behind := thread.State{Key: threadKey("ann", "a", 1)}
 	behind.Cursors.PrivateRead = pos(0, 1)
-	_, err = s.UpsertThreadStates(ctx, []thread.State{behind}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{behind}, 0)
 	require.NoError(t, err)
 	ahead := thread.State{Key: threadKey("ann", "a", 2)}
 	ahead.Cursors.PrivateRead = pos(0, 9)
-	_, err = s.UpsertThreadStates(ctx, []thread.State{ahead}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{ahead}, 0)
 	require.NoError(t, err)
-	got, err = s.ThreadStates(ctx, []thread.Key{behind.Key, ahead.Key})
+	got, err = s.StatesPG(ctx, []thread.Key{behind.Key, ahead.Key})
 	require.NoError(t, err)
 	require.Equal(t, written[0], got[0])
 	require.Equal(t, receipt.Cursor{Position: receipt.Position{Seq: 9}}, got[1].Cursors.PrivateRead)
@@ -247,24 +255,24 @@ func TestThreadReadsAndPages(t *testing.T) {
 		{Ref: thread.Ref{Channel: "a", Root: 2}, Seq: 3, UpdatedAtUnixMs: 5},
 		{Ref: thread.Ref{Channel: "a", Root: 10}, Seq: 1, UpdatedAtUnixMs: 5},
 	}
-	_, err = s.UpsertThreadHeads(ctx, heads)
+	_, err = s.WriteHeadsPG(ctx, heads)
 	require.NoError(t, err)
-	hs, err := s.ThreadHeads(ctx, []thread.Ref{{Channel: "b", Root: 1}, {Channel: "a", Root: 2}, {Channel: "z", Root: 1}})
+	hs, err := s.HeadsPG(ctx, []thread.Ref{{Channel: "b", Root: 1}, {Channel: "a", Root: 2}, {Channel: "z", Root: 1}})
 	require.NoError(t, err)
 	require.Equal(t, []thread.Head{heads[1], heads[0]}, hs)
-	hp, err := s.ThreadHeadsPage(ctx, thread.Ref{}, false, 2)
+	hp, err := s.HeadsPagePG(ctx, thread.Ref{}, false, 2)
 	require.NoError(t, err)
 	require.Equal(t, []thread.Head{heads[1], heads[2]}, hp)
-	hp, err = s.ThreadHeadsPage(ctx, thread.Ref{Channel: "a", Root: 2}, true, 10)
+	hp, err = s.HeadsPagePG(ctx, thread.Ref{Channel: "a", Root: 2}, true, 10)
 	require.NoError(t, err)
 	require.Equal(t, []thread.Head{heads[2], heads[0]}, hp)
 
 	// A bounded CHECK rejects bad rows (the persister dead-letters them).
-	_, err = s.UpsertThreadHeads(ctx, []thread.Head{{Ref: thread.Ref{Channel: "x", Root: 0}, Seq: 1}})
+	_, err = s.WriteHeadsPG(ctx, []thread.Head{{Ref: thread.Ref{Channel: "x", Root: 0}, Seq: 1}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
-	_, err = s.UpsertThreadStates(ctx, []thread.State{{Key: threadKey("u", "x", 1), Mentions: []int64{-1}}}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{{Key: threadKey("u", "x", 1), Mentions: []int64{-1}}}, 0)
 	require.ErrorIs(t, err, pgstore.ErrRejected)
-	_, err = s.UpsertThreadStates(ctx, []thread.State{{Key: threadKey("", "x", 1)}}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{{Key: threadKey("", "x", 1)}}, 0)
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 }
 
@@ -273,7 +281,7 @@ func TestThreadReadsAndPages(t *testing.T) {
 func TestEraseDeletesTheUsersThreadStatesOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := NewStore(pgtest.NewSchema(t).Store, nil)
 	ref := thread.Ref{Channel: "c", Root: 3}
 	var sts []thread.State
 	for _, u := range []string{"gone", "kept"} {
@@ -281,18 +289,18 @@ func TestEraseDeletesTheUsersThreadStatesOnly(t *testing.T) {
 			sts = append(sts, thread.State{Key: threadKey(u, "c", root), Follow: thread.Follow{Following: true, VersionUnixMs: 1}})
 		}
 	}
-	_, err := s.UpsertThreadStates(ctx, sts, 0)
+	_, err := s.WriteStatesPG(ctx, sts, 0)
 	require.NoError(t, err)
-	_, err = s.UpsertThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}})
+	_, err = s.WriteHeadsPG(ctx, []thread.Head{{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 
-	deleted, err := s.EraseAgain(ctx, "gone", nil, nil)
+	deleted, err := s.pg.EraseAgain(ctx, "gone", []string{eraseSQL}, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, deleted)
-	left, err := s.ThreadStatesPage(ctx, thread.Key{}, false, 100)
+	left, err := s.StatesPagePG(ctx, thread.Key{}, false, 100)
 	require.NoError(t, err)
 	require.Equal(t, sts[3:], left)
-	hs, err := s.ThreadHeads(ctx, []thread.Ref{ref})
+	hs, err := s.HeadsPG(ctx, []thread.Ref{ref})
 	require.NoError(t, err)
 	require.Len(t, hs, 1)
 }

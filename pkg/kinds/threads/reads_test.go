@@ -1,4 +1,4 @@
-package redisstore
+package threads
 
 import (
 	"context"
@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -22,12 +24,12 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	follow := func(user, ch string, root int64) thread.State {
 		return thread.State{Key: tkey(user, ch, root), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}
 	}
-	_, err := s.MergeThreadStates(ctx, []thread.State{follow("u1", "c1", 1), follow("u1", "c1", 2), follow("u1", "c10", 1), follow("u1", "c2", 1)}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{follow("u1", "c1", 1), follow("u1", "c1", 2), follow("u1", "c10", 1), follow("u1", "c2", 1)}, 10)
 	require.NoError(t, err)
 	join := func(user, ch string) channel.Membership {
 		return channel.Join(receipt.Key{User: user, Channel: ch}, 1, 1, 0)
 	}
-	HydrateMembershipsAndMentions(t, s, "u1", []channel.Membership{join("u1", "c1"), join("u1", "c10"), join("u1", "other")}, 10)
+	hydrateMemberships(t, s, "u1", []channel.Membership{join("u1", "c1"), join("u1", "c10"), join("u1", "other")})
 
 	r, err := s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
@@ -47,7 +49,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	require.Len(t, r.Memberships, 1)
 	require.Equal(t, "c1", r.Memberships[0].Key.Channel)
 
-	require.NoError(t, s.HydrateUserThreads(ctx, "u1", nil, 10, Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "u1", nil, 10, redisstore.Incarnation{}))
 	r, err = s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, r.Complete)
@@ -74,9 +76,9 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 			regs = append(regs, join("u2", ch))
 		}
 	}
-	_, err = s.MergeThreadStates(ctx, many, 10)
+	_, err = s.MergeStates(ctx, many, 10)
 	require.NoError(t, err)
-	HydrateMembershipsAndMentions(t, s, "u2", regs, 10)
+	hydrateMemberships(t, s, "u2", regs)
 	r, err = s.UserThreadsWithMemberships(ctx, "u2", "")
 	require.NoError(t, err)
 	require.Len(t, r.States, n)
@@ -107,15 +109,25 @@ func TestThreadHeadsAcrossChannels(t *testing.T) {
 			}
 		}
 	}
-	_, err := s.RaiseThreadHeads(ctx, heads)
+	_, err := s.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
 	bad := thread.Ref{Channel: "c1", Root: 9}
-	require.NoError(t, s.rdb.HSet(ctx, s.ThreadHeadsKey("c1"), rootField(bad), "undecodable").Err())
-	got, err := s.ThreadHeads(ctx, append([]thread.Ref{bad}, refs...))
+	require.NoError(t, s.redis.Client().HSet(ctx, s.HeadsKey("c1"), rootField(bad), "undecodable").Err())
+	got, err := s.HeadsRedis(ctx, append([]thread.Ref{bad}, refs...))
 	require.NoError(t, err)
 	want := map[thread.Ref]thread.Head{}
 	for _, h := range heads {
 		want[h.Ref] = h
 	}
 	require.Equal(t, want, got)
+}
+
+// hydrateMemberships hydrates user's registers as the gateway does: the
+// mention hash first (here empty), then the memberships, so that the
+// user's view is complete.
+func hydrateMemberships(tb testing.TB, s Store, user string, regs []channel.Membership) {
+	tb.Helper()
+	ctx := context.Background()
+	require.NoError(tb, mentions.NewStore(nil, s.redis).HydrateRedis(ctx, user, nil, channel.MentionCapDefault))
+	require.NoError(tb, s.redis.HydrateMemberships(ctx, user, regs))
 }

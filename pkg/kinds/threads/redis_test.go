@@ -1,4 +1,4 @@
-package redisstore
+package threads
 
 import (
 	"context"
@@ -12,17 +12,28 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-func newThreadStore(t *testing.T) *Store {
+// newThreadStore is the kinds' store on a Redis of the test's own prefix
+// (no Postgres).
+func newThreadStore(t testing.TB) Store {
 	t.Helper()
-	rdb := redistest.Client(t)
-	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, s.Load(context.Background()))
-	return s
+	return NewStore(nil, kindtest.Redis(t, Scripts...))
+}
+
+// restored marks users' cursor and thread hashes restored, as the
+// gateway's restore does before it writes to a user.
+func restored(t testing.TB, s Store, users ...string) {
+	t.Helper()
+	for _, u := range users {
+		require.NoError(t, s.redis.MarkLoaded(context.Background(), s.redis.UserKey(u), redisstore.Incarnation{}))
+		require.NoError(t, s.redis.MarkLoaded(context.Background(), s.RedisKey(u), redisstore.Incarnation{}))
+	}
 }
 
 func tkey(user, ch string, root int64) thread.Key {
@@ -140,13 +151,13 @@ func TestThreadMergesDifferential(t *testing.T) {
 				myHeads := heads[w*len(heads)/writers : (w+1)*len(heads)/writers]
 				for len(myStates) > 0 || len(myHeads) > 0 {
 					n := min(len(myStates), 1+wrng.IntN(20))
-					res, err := s.MergeThreadStates(ctx, myStates[:n], mentionCap)
+					res, err := s.MergeStates(ctx, myStates[:n], mentionCap)
 					myStates = myStates[n:]
 					for _, r := range res {
 						err = errors.Join(err, r.Err)
 					}
 					n = min(len(myHeads), 1+wrng.IntN(20))
-					hres, herr := s.RaiseThreadHeads(ctx, myHeads[:n])
+					hres, herr := s.RaiseHeads(ctx, myHeads[:n])
 					myHeads = myHeads[n:]
 					for _, r := range hres {
 						herr = errors.Join(herr, r.Err)
@@ -160,10 +171,10 @@ func TestThreadMergesDifferential(t *testing.T) {
 		}
 		requireNoErrors(t, &wg, errs)
 
-		got, err := s.ThreadStates(ctx, keys)
+		got, err := s.StatesRedis(ctx, keys)
 		require.NoError(t, err)
 		require.Empty(t, threadDiffs(keys, want, got), "seed %d", seed)
-		gotHeads, err := s.ThreadHeads(ctx, refs)
+		gotHeads, err := s.HeadsRedis(ctx, refs)
 		require.NoError(t, err)
 		require.Equal(t, wantHeads, gotHeads, "seed %d", seed)
 
@@ -180,7 +191,7 @@ func TestThreadHeadsOfOneThreadInOneCall(t *testing.T) {
 	ctx := context.Background()
 	s := newThreadStore(t)
 	ref := thread.Ref{Channel: "c1", Root: 7}
-	res, err := s.RaiseThreadHeads(ctx, []thread.Head{
+	res, err := s.RaiseHeads(ctx, []thread.Head{
 		{Ref: ref, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 30},
 		{Ref: ref, Seq: 2, MessageID: "m2", UpdatedAtUnixMs: 40},
 		{Ref: ref, Seq: 5, MessageID: "m5", UpdatedAtUnixMs: 35},
@@ -193,7 +204,7 @@ func TestThreadHeadsOfOneThreadInOneCall(t *testing.T) {
 	require.True(t, res[2].Advanced)
 	require.Equal(t, thread.Head{Ref: ref, Seq: 5, MessageID: "m5", UpdatedAtUnixMs: 40}, res[2].Head)
 	require.Error(t, res[3].Err, "a head the layout cannot hold fails alone")
-	heads, err := s.ThreadHeads(ctx, []thread.Ref{ref, {Channel: "c1", Root: 8}})
+	heads, err := s.HeadsRedis(ctx, []thread.Ref{ref, {Channel: "c1", Root: 8}})
 	require.NoError(t, err)
 	require.Equal(t, map[thread.Ref]thread.Head{ref: res[2].Head}, heads)
 }
@@ -202,7 +213,7 @@ func TestThreadCASConflictRetried(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newThreadStore(t)
-	other := New(s.rdb, Config{Prefix: s.prefix})
+	other := NewStore(nil, redisstore.New(s.redis.Client(), redisstore.Config{Prefix: s.redis.Prefix()}))
 	k := tkey("u1", "c1", 9)
 	read := thread.State{Key: k, Cursors: receipt.State{Read: cursorAt(0, 4, "m4")}}
 	follow := thread.State{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 10}}
@@ -210,18 +221,18 @@ func TestThreadCASConflictRetried(t *testing.T) {
 	// Another writer moves the field, and an erasure generation appears,
 	// between the read and the first two CAS rounds: both are retried.
 	var rounds []int
-	s.beforeThreadCAS = func(attempt int) {
+	s.beforeCAS = func(attempt int) {
 		rounds = append(rounds, attempt)
 		switch attempt {
 		case 0:
-			res, err := other.MergeThreadStates(ctx, []thread.State{follow}, 10)
+			res, err := other.MergeStates(ctx, []thread.State{follow}, 10)
 			require.NoError(t, err)
 			require.NoError(t, res[0].Err)
 		case 1:
-			require.NoError(t, s.rdb.HSet(ctx, s.TombstoneKey("u1"), "g", "7").Err())
+			require.NoError(t, s.redis.Client().HSet(ctx, s.redis.TombstoneKey("u1"), "g", "7").Err())
 		}
 	}
-	res, err := s.MergeThreadStates(ctx, []thread.State{read}, 10)
+	res, err := s.MergeStates(ctx, []thread.State{read}, 10)
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.Equal(t, []int{0, 1, 2}, rounds)
@@ -229,21 +240,21 @@ func TestThreadCASConflictRetried(t *testing.T) {
 	require.Equal(t, int64(7), res[0].Generation)
 	want, _ := thread.Merge(follow, read, 10)
 	require.True(t, thread.Same(want, res[0].State))
-	got, err := s.ThreadStates(ctx, []thread.Key{k})
+	got, err := s.StatesRedis(ctx, []thread.Key{k})
 	require.NoError(t, err)
 	require.True(t, thread.Same(want, *got[0]))
 
 	// A field moved before every round: the bounded retries end in an
 	// error for that key alone.
-	s.beforeThreadCAS = func(attempt int) {
+	s.beforeCAS = func(attempt int) {
 		f := thread.State{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 100 + int64(attempt)}}
-		_, err := other.MergeThreadStates(ctx, []thread.State{f}, 10)
+		_, err := other.MergeStates(ctx, []thread.State{f}, 10)
 		require.NoError(t, err)
 	}
 	k2 := tkey("u1", "c1", 10)
-	res, err = s.MergeThreadStates(ctx, []thread.State{{Key: k, Mentions: []int64{3}}, {Key: k2, Mentions: []int64{3}}}, 10)
+	res, err = s.MergeStates(ctx, []thread.State{{Key: k, Mentions: []int64{3}}, {Key: k2, Mentions: []int64{3}}}, 10)
 	require.NoError(t, err)
-	require.ErrorIs(t, res[0].Err, ErrThreadContended)
+	require.ErrorIs(t, res[0].Err, ErrContended)
 	require.NoError(t, res[1].Err)
 }
 
@@ -251,15 +262,15 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newThreadStore(t)
-	Restored(t, s, "u1")
+	restored(t, s, "u1")
 	k := tkey("u1", "c1", 9)
-	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}}}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}}}, 10)
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	// A mark-unread built from the stored register, a failing incoming,
 	// and a follow, all of one key in one call: each sees the previous.
 	var seen []thread.State
-	res, err := s.UpdateThreadStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, 10, nil, func(i int, stored thread.State, found bool) (thread.State, error) {
+	res, err := s.UpdateStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, 10, nil, func(i int, stored thread.State, found bool) (thread.State, error) {
 		seen = append(seen, stored)
 		switch i {
 		case 0:
@@ -280,9 +291,9 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 	require.ErrorIs(t, res[1].Err, boom)
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 4}, seen[2].Cursors.EffectiveRead())
 	require.True(t, res[2].State.Follow.Following)
-	require.Equal(t, GenerationUnknown, res[2].Generation)
+	require.Equal(t, redisstore.GenerationUnknown, res[2].Generation)
 	require.False(t, res[3].Changed, "an empty register is not stored")
-	got, err := s.ThreadStates(ctx, []thread.Key{k, tkey("u1", "c1", 10)})
+	got, err := s.StatesRedis(ctx, []thread.Key{k, tkey("u1", "c1", 10)})
 	require.NoError(t, err)
 	require.True(t, thread.Same(res[2].State, *got[0]))
 	require.Nil(t, got[1])
@@ -295,7 +306,7 @@ func TestUserThreads(t *testing.T) {
 	f := func(ch string, root, seq int64) thread.State {
 		return thread.State{Key: tkey("u1", ch, root), Cursors: receipt.State{Read: cursorAt(0, seq, "m")}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}
 	}
-	_, err := s.MergeThreadStates(ctx, []thread.State{f("c1", 1, 5), f("c1", 2, 5), f("c10", 1, 5), f("c", 1, 5)}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{f("c1", 1, 5), f("c1", 2, 5), f("c10", 1, 5), f("c", 1, 5)}, 10)
 	require.NoError(t, err)
 	all, complete, err := s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)
@@ -309,33 +320,33 @@ func TestUserThreads(t *testing.T) {
 	}
 
 	// Hydration merges (an older durable read does not win) and marks.
-	require.NoError(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, 10, Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, 10, redisstore.Incarnation{}))
 	all, complete, err = s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, complete)
 	require.Len(t, all, 5)
-	got, err := s.ThreadStates(ctx, []thread.Key{tkey("u1", "c1", 1)})
+	got, err := s.StatesRedis(ctx, []thread.Key{tkey("u1", "c1", 1)})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), got[0].Cursors.Read.Position.Seq)
-	require.Error(t, s.HydrateUserThreads(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10, Incarnation{}))
+	require.Error(t, s.HydrateUser(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10, redisstore.Incarnation{}))
 
-	// Bounded: past ReadThreadsMax registers the read is refused (the
+	// Bounded: past ReadMax registers the read is refused (the
 	// gateway collects a user's registers back under MaxUserThreads).
 	big := "u-big"
-	pipe := s.rdb.Pipeline()
-	for i := range ReadThreadsMax + 1 {
-		pipe.HSet(ctx, s.UserThreadsKey(big), threadField(thread.Ref{Channel: "c", Root: int64(i + 1)}), "+1")
+	pipe := s.redis.Client().Pipeline()
+	for i := range ReadMax + 1 {
+		pipe.HSet(ctx, s.RedisKey(big), threadField(thread.Ref{Channel: "c", Root: int64(i + 1)}), "+1")
 	}
 	_, err = pipe.Exec(ctx)
 	require.NoError(t, err)
 	_, _, err = s.UserThreads(ctx, big, "c")
-	require.ErrorIs(t, err, ErrTooManyThreads)
-	require.NoError(t, s.rdb.HDel(ctx, s.UserThreadsKey(big), threadField(thread.Ref{Channel: "c", Root: 1})).Err())
-	require.NoError(t, s.rdb.HSet(ctx, s.UserThreadsKey(big), loadedField, "1").Err())
+	require.ErrorIs(t, err, ErrTooMany)
+	require.NoError(t, s.redis.Client().HDel(ctx, s.RedisKey(big), threadField(thread.Ref{Channel: "c", Root: 1})).Err())
+	require.NoError(t, s.redis.Client().HSet(ctx, s.RedisKey(big), redisstore.LoadedField, "1").Err())
 	all, complete, err = s.UserThreads(ctx, big, "")
 	require.NoError(t, err)
 	require.True(t, complete)
-	require.Len(t, all, ReadThreadsMax)
+	require.Len(t, all, ReadMax)
 }
 
 func TestThreadErasure(t *testing.T) {
@@ -344,18 +355,24 @@ func TestThreadErasure(t *testing.T) {
 	s := newThreadStore(t)
 	k := tkey("u1", "c1", 3)
 	st := thread.State{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}, Follow: thread.Follow{Following: true, VersionUnixMs: 5}}
-	res, err := s.MergeThreadStates(ctx, []thread.State{st}, 10)
+	res, err := s.MergeStates(ctx, []thread.State{st}, 10)
 	require.NoError(t, err)
-	require.Equal(t, GenerationUnknown, res[0].Generation)
-	ts, err := s.Erase(ctx, "u1", 1000, 0, nil, nil)
+	require.Equal(t, redisstore.GenerationUnknown, res[0].Generation)
+	// The erasure cleans (redacts in) the channel the register names, one
+	// the user has no cursor in: its views drop the user's thread moves.
+	var cleaned []string
+	redact := func(_ context.Context, _, ch string) error { cleaned = append(cleaned, ch); return nil }
+	env := &kind.Env{Redis: s.redis}
+	ts, err := s.redis.Erase(ctx, "u1", 1000, 0, kind.ErasedHashes([]kind.Kind{StateKind}, env, "u1"), redact)
 	require.NoError(t, err)
+	require.Equal(t, []string{"c1"}, cleaned, "the register's channel is cleaned")
 	all, complete, err := s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)
 	require.Empty(t, all)
 	require.True(t, complete, "an erased user's threads are complete, so reads do not fall back to Postgres")
 
 	// A register written after the erasure stays, stamped with its generation.
-	res, err = s.MergeThreadStates(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 6}}}, 10)
+	res, err = s.MergeStates(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 6}}}, 10)
 	require.NoError(t, err)
 	require.Equal(t, ts.Generation, res[0].Generation)
 	require.Equal(t, thread.Follow{Following: true, VersionUnixMs: 6}, res[0].State.Follow)
@@ -366,13 +383,13 @@ func TestScanThreadKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newThreadStore(t)
-	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: tkey("u1", "c1", 1), Mentions: []int64{1}}, {Key: tkey("u2", "c2", 1), Mentions: []int64{1}}}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{{Key: tkey("u1", "c1", 1), Mentions: []int64{1}}, {Key: tkey("u2", "c2", 1), Mentions: []int64{1}}}, 10)
 	require.NoError(t, err)
-	_, err = s.RaiseThreadHeads(ctx, []thread.Head{{Ref: thread.Ref{Channel: "c1", Root: 1}, Seq: 1}})
+	_, err = s.RaiseHeads(ctx, []thread.Head{{Ref: thread.Ref{Channel: "c1", Root: 1}, Seq: 1}})
 	require.NoError(t, err)
-	walk := func(scan func(context.Context, ScanCursor, int64) ([]string, ScanCursor, error)) []string {
+	walk := func(scan func(context.Context, redisstore.ScanCursor, int64) ([]string, redisstore.ScanCursor, error)) []string {
 		var out []string
-		for cur := (ScanCursor{}); !cur.Done(); {
+		for cur := (redisstore.ScanCursor{}); !cur.Done(); {
 			ids, next, err := scan(ctx, cur, 100)
 			require.NoError(t, err)
 			out, cur = append(out, ids...), next
@@ -380,27 +397,28 @@ func TestScanThreadKeys(t *testing.T) {
 		slices.Sort(out)
 		return slices.Compact(out)
 	}
-	require.Equal(t, []string{"u1", "u2"}, walk(s.ScanThreadUsers))
-	require.Equal(t, []string{"c1"}, walk(s.ScanThreadChannels))
+	require.Equal(t, []string{"u1", "u2"}, walk(s.ScanUsers))
+	require.Equal(t, []string{"c1"}, walk(s.ScanChannels))
 }
 
-// The unread read tells, in its own round trip, when a user surely has no
-// thread register: the hash hydrated and empty. Unknown (not hydrated) or
-// any register means the caller reads the threads.
+// The probe tells, riding the unread read's round trip, when a user
+// surely has no thread register: the hash hydrated and empty. Unknown
+// (not hydrated) or any register means the caller reads the threads.
 func TestUnreadProbesThreads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newThreadStore(t)
 	none := func() bool {
 		t.Helper()
-		v, err := s.Unread(ctx, "pu", []string{"c1"}, 10)
+		p := s.Probe()
+		_, err := s.redis.Unread(ctx, "pu", []string{"c1"}, 10, p)
 		require.NoError(t, err)
-		return v.ThreadsNone
+		return p.None()
 	}
 	require.False(t, none(), "never hydrated: unknown")
-	require.NoError(t, s.HydrateUserThreads(ctx, "pu", nil, 10, Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "pu", nil, 10, redisstore.Incarnation{}))
 	require.True(t, none(), "hydrated and empty")
-	_, err := s.MergeThreadStates(ctx, []thread.State{{Key: tkey("pu", "c1", 1), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{{Key: tkey("pu", "c1", 1), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}}, 10)
 	require.NoError(t, err)
 	require.False(t, none(), "a register")
 }
@@ -419,7 +437,7 @@ func TestHotThreadHeadTakesEveryRaise(t *testing.T) {
 		wg.Go(func() {
 			for i := range raises {
 				seq := int64(i*writers + w + 1)
-				res, err := s.RaiseThreadHeads(ctx, []thread.Head{{Ref: ref, Seq: seq, MessageID: "m", UpdatedAtUnixMs: seq}})
+				res, err := s.RaiseHeads(ctx, []thread.Head{{Ref: ref, Seq: seq, MessageID: "m", UpdatedAtUnixMs: seq}})
 				if err = errors.Join(err, res[0].Err); err != nil {
 					errs <- err
 					return
@@ -428,7 +446,7 @@ func TestHotThreadHeadTakesEveryRaise(t *testing.T) {
 		})
 	}
 	requireNoErrors(t, &wg, errs)
-	heads, err := s.ThreadHeads(ctx, []thread.Ref{ref})
+	heads, err := s.HeadsRedis(ctx, []thread.Ref{ref})
 	require.NoError(t, err)
 	require.Equal(t, int64(writers*raises), heads[ref].Seq)
 }

@@ -1,4 +1,4 @@
-package kinds
+package threads
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-// threadHeadSpec is a thread's head: a max-register of the greatest reply
-// seq notified (thread.MergeHead), one thread_heads row and a field of
-// the channel's Redis thread head hash. It belongs to no user.
-var threadHeadSpec = &kind.Spec[thread.Ref, thread.Head]{
+// HeadSpec is a thread's head: a max-register of the greatest reply seq
+// notified (thread.MergeHead), one thread_heads row and a field of the
+// channel's Redis thread head hash. It belongs to no user.
+var HeadSpec = &kind.Spec[thread.Ref, thread.Head]{
 	Name: "thread_heads",
 	Key:  func(h thread.Head) thread.Ref { return h.Ref },
 	// (channel_id, root_seq): the page walk's order.
@@ -34,21 +34,21 @@ var threadHeadSpec = &kind.Spec[thread.Ref, thread.Head]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []thread.Head) (int64, error) {
-		return env.Postgres.UpsertThreadHeads(ctx, vals)
+		return storeOf(env).WriteHeadsPG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([]thread.Head, error) {
-		return env.Postgres.ThreadHeads(ctx, refs)
+		return storeOf(env).HeadsPG(ctx, refs)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after thread.Ref, hasAfter bool, n int) ([]thread.Head, error) {
-		return env.Postgres.ThreadHeadsPage(ctx, after, hasAfter, n)
+		return storeOf(env).HeadsPagePG(ctx, after, hasAfter, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []thread.Head) ([]error, error) {
-		res, err := env.Redis.RaiseThreadHeads(ctx, vals)
-		return kind.ResultErrs(res, err, func(r redisstore.ThreadHeadResult) error { return r.Err })
+		res, err := storeOf(env).RaiseHeads(ctx, vals)
+		return kind.ResultErrs(res, err, func(r HeadResult) error { return r.Err })
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, refs []thread.Ref) ([][]*thread.Head, error) {
-		got, err := env.Redis.ThreadHeads(ctx, refs)
+		got, err := storeOf(env).HeadsRedis(ctx, refs)
 		if err != nil {
 			return nil, err
 		}
@@ -62,13 +62,13 @@ var threadHeadSpec = &kind.Spec[thread.Ref, thread.Head]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[thread.Head], error) {
-		chs, next, err := env.Redis.ScanThreadChannels(ctx, cur, count)
+		chs, next, err := storeOf(env).ScanChannels(ctx, cur, count)
 		if err != nil {
 			return kind.ScanPage[thread.Head]{}, err
 		}
 		page := kind.ScanPage[thread.Head]{Next: next}
 		for _, ch := range kind.ValidIDs("channel_id", chs, &page.Scanned, &page.Invalid) {
-			heads, err := env.Redis.ChannelThreadHeads(ctx, ch)
+			heads, err := storeOf(env).ChannelHeads(ctx, ch)
 			if err != nil {
 				return page, err
 			}
@@ -82,12 +82,13 @@ var threadHeadSpec = &kind.Spec[thread.Ref, thread.Head]{
 		}
 		return page, nil
 	},
+	Scripts: Scripts,
 }
 
-// threadStateSpec is a user's register in a thread: cursors, follow and
+// StateSpec is a user's register in a thread: cursors, follow and
 // mentions (thread.Merge), one thread_states row and a field of the
 // user's Redis thread hash.
-var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
+var StateSpec = &kind.Spec[thread.Key, thread.State]{
 	Name: "thread_states",
 	Key:  func(st thread.State) thread.Key { return st.Key },
 	// (user_id, channel_id, root_seq): the page walk's order.
@@ -115,13 +116,13 @@ var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 		if env.UpsertThreadStates != nil {
 			return env.UpsertThreadStates(ctx, vals)
 		}
-		return env.Postgres.UpsertThreadStates(ctx, vals, env.MentionCapOrDefault())
+		return storeOf(env).WriteStatesPG(ctx, vals, env.MentionCapOrDefault())
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []thread.Key) ([]thread.State, error) {
-		return env.Postgres.ThreadStates(ctx, keys)
+		return storeOf(env).StatesPG(ctx, keys)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after thread.Key, hasAfter bool, n int) ([]thread.State, error) {
-		return env.Postgres.ThreadStatesPage(ctx, after, hasAfter, n)
+		return storeOf(env).StatesPagePG(ctx, after, hasAfter, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []thread.State) ([]error, error) {
@@ -132,7 +133,7 @@ var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 		for i, st := range vals {
 			users[i] = st.Key.User
 		}
-		collected, err := env.Redis.ThreadsCollected(ctx, users)
+		collected, err := storeOf(env).Collected(ctx, users)
 		if err != nil {
 			return nil, err
 		}
@@ -147,8 +148,8 @@ var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 		if len(put) == 0 {
 			return errs, nil
 		}
-		res, err := env.Redis.MergeThreadStates(ctx, put, env.MentionCapOrDefault())
-		perr, err := kind.ResultErrs(res, err, func(r redisstore.ThreadStateResult) error { return r.Err })
+		res, err := storeOf(env).MergeStates(ctx, put, env.MentionCapOrDefault())
+		perr, err := kind.ResultErrs(res, err, func(r StateResult) error { return r.Err })
 		for j, i := range at {
 			if j < len(perr) {
 				errs[i] = perr[j]
@@ -157,7 +158,7 @@ var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 		return errs, err
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, keys []thread.Key) ([][]*thread.State, error) {
-		got, err := env.Redis.ThreadStates(ctx, keys)
+		got, err := storeOf(env).StatesRedis(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -168,14 +169,14 @@ var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[thread.State], error) {
-		users, next, err := env.Redis.ScanThreadUsers(ctx, cur, count)
+		users, next, err := storeOf(env).ScanUsers(ctx, cur, count)
 		if err != nil {
 			return kind.ScanPage[thread.State]{}, err
 		}
 		page := kind.ScanPage[thread.State]{Next: next}
 		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
-			states, _, err := env.Redis.UserThreads(ctx, u, "")
-			if errors.Is(err, redisstore.ErrTooManyThreads) {
+			states, _, err := storeOf(env).UserThreads(ctx, u, "")
+			if errors.Is(err, ErrTooMany) {
 				// The store refuses to read the hash whole; one stuck user
 				// must not stop the sweep. Its registers are still compared
 				// by the Postgres walk.
@@ -197,4 +198,20 @@ var threadStateSpec = &kind.Spec[thread.Key, thread.State]{
 		}
 		return page, nil
 	},
+	Scripts: Scripts,
+	// An erasure leaves the user's hash empty and complete, so a read
+	// never falls back to rows not deleted yet; its fields name the
+	// channels the erasure cleans (a thread's moves in the channel view).
+	PGErase:            eraseSQL,
+	ErasedHashes:       func(env *kind.Env, user string) []string { return []string{storeOf(env).RedisKey(user)} },
+	ErasedNameChannels: true,
 }
+
+// The kinds with their types erased, as the registry (pkg/kinds) lists
+// them.
+var (
+	HeadKind  = kind.New(HeadSpec)
+	StateKind = kind.New(StateSpec)
+)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }

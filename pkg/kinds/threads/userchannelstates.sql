@@ -1,0 +1,5 @@
+-- Up to $3 of the user $1's registers in the channel $2, in key order.
+SELECT user_id, channel_id, root_seq,
+    read_epoch, read_seq, read_message_id, delivered_epoch, delivered_seq, delivered_message_id,
+    private_read_epoch, private_read_seq, device_id, updated_ms, follow_version_ms, following, mention_seqs FROM thread_states
+			WHERE user_id = $1 AND channel_id = $2 ORDER BY user_id, channel_id, root_seq LIMIT $3

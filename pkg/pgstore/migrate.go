@@ -22,10 +22,12 @@ const (
 	// replaced: one row per applied migration, by name. Migrate reads it
 	// once, to start tern's version where it left off, and leaves it.
 	legacyTable = "schema_migrations"
-	// migrateLockKey serializes migrators of a database: the key the
-	// hand-written migrator locked per transaction, so one of its
-	// replicas still migrating during a rolling upgrade is waited for too.
-	migrateLockKey = 7461636
+	// migrateLockName names the advisory lock that serializes the
+	// migrators of one schema (with the schema: the key is
+	// hashtextextended(name || ':' || current_schema(), 0), as a leader's
+	// lock): the deployments of one database in schemas of their own (a
+	// test database holds one per test) migrate side by side.
+	migrateLockName = "migrate"
 )
 
 // migrations are the embedded migrations' directory, NNNN_name.up.sql.
@@ -59,7 +61,7 @@ func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
 }
 
 func migrateOn(ctx context.Context, conn *pgx.Conn, dir fs.FS) ([]string, error) {
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLockKey); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1 || ':' || current_schema(), 0))`, migrateLockName); err != nil {
 		return nil, err
 	}
 	names, err := migrate.FindMigrations(dir)

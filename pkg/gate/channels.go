@@ -202,16 +202,14 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		return durable()
 	}
 	for attempt := 0; ; attempt++ {
-		rctx, cancel := g.redisCtx(ctx)
 		var view redisstore.UnreadView
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
 		probe := g.threadStore().Probe()
 		if len(channels) == 0 {
-			view, err = g.redis.UnreadPage(rctx, user, page, g.cfg.MentionCap, levels, probe)
+			view, err = g.redis.UnreadPage(ctx, user, page, g.cfg.MentionCap, levels, probe)
 		} else {
-			view, err = g.redis.Unread(rctx, user, channels, g.cfg.MentionCap, levels, probe)
+			view, err = g.redis.Unread(ctx, user, channels, g.cfg.MentionCap, levels, probe)
 		}
-		cancel()
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
 			// answers the first of the user's channels in channel order.
@@ -270,9 +268,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
 	g.m.readFallbacks.WithLabelValues("incomplete").Inc()
 	hydrate := func(op string, do func(context.Context) error) {
-		hctx, cancel := g.redisCtx(ctx)
-		defer cancel()
-		if err := do(hctx); err != nil {
+		if err := do(ctx); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" "+op, err)
 		}
@@ -370,9 +366,7 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 	if len(view.MissingGroupMentions) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 		errs = append(errs, g.hydrateGroupMentions(pctx, view.MissingGroupMentions, func(op string, do func(context.Context) error) {
-			hctx, cancel := g.redisCtx(ctx)
-			defer cancel()
-			if err := do(hctx); err != nil {
+			if err := do(ctx); err != nil {
 				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 				g.warnRedis(ctx, redisOpHydrate+" "+op, err)
 			}
@@ -568,9 +562,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		if err := g.restore.settleDegraded(ctx, []string{m.key.User}); err != nil {
 			return redisstore.MergeResult{}, err
 		}
-		rctx, cancel := g.redisCtx(ctx)
-		defer cancel()
-		return g.redis.MarkUnread(rctx, m.key, m.seq, m.epoch, m.deviceID, now)
+		return g.redis.MarkUnread(ctx, m.key, m.seq, m.epoch, m.deviceID, now)
 	}
 	res, err := unread()
 	if errors.Is(err, redisstore.ErrNotLoaded) {

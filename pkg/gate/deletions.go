@@ -106,9 +106,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	}
 	heads := make(map[thread.Ref]int64, len(seen))
 	if len(chans) > 0 {
-		rctx, cancel := g.redisCtx(ctx)
-		known, err := g.redis.Heads(rctx, chans)
-		cancel()
+		known, err := g.redis.Heads(ctx, chans)
 		if err != nil {
 			g.warnRedis(ctx, redisOpGet, err)
 			known = nil
@@ -186,9 +184,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 	if err := g.durable.Refuse(recs); err != nil {
 		return 0, false, g.unavailable(ctx, len(recs), err)
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	errs, err := g.deletionStore().AddRedis(rctx, sets)
-	cancel()
+	errs, err := g.deletionStore().AddRedis(ctx, sets)
 	degraded := err != nil
 	for _, e := range errs {
 		if e != nil {

@@ -59,12 +59,10 @@ func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []t
 		if err != nil {
 			return nil, fmt.Errorf("reading the deletions of %d sets: %w", len(inline), err)
 		}
-		hctx, cancel := g.redisCtx(ctx)
-		if err := g.deletionStore().HydrateRedis(hctx, inline, ds); err != nil {
+		if err := g.deletionStore().HydrateRedis(ctx, inline, ds); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" deletions", err)
 		}
-		cancel()
 	}
 	for _, ref := range deferred {
 		g.hydrateSetLater(ctx, ref)
@@ -102,9 +100,7 @@ func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 		}
 		last := len(seqs) <= hydratePageSeqs
 		seqs = seqs[:min(len(seqs), hydratePageSeqs)]
-		rctx, cancel := g.redisCtx(ctx)
-		err = g.deletionStore().HydrateRedisPage(rctx, ref, seqs, last)
-		cancel()
+		err = g.deletionStore().HydrateRedisPage(ctx, ref, seqs, last)
 		if err != nil || last {
 			return err
 		}

@@ -64,11 +64,8 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 	if err != nil {
 		return nil, g.eraseUnavailable(ctx, user, "reading the user's tombstone from postgres", err)
 	}
-
-	rctx, cancel := g.redisCtx(ctx)
 	env := &kind.Env{Redis: g.redis}
-	ts, err := g.redis.Erase(rctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.readBy().Redact(g.nowMs(), kind.RedisRedact(kinds.All(), env)))
-	cancel()
+	ts, err := g.redis.Erase(ctx, user, g.nowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.readBy().Redact(g.nowMs(), kind.RedisRedact(kinds.All(), env)))
 	if err != nil {
 		g.m.redisDegraded.WithLabelValues(redisOpErase).Inc()
 		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
@@ -144,11 +141,9 @@ func (g *Gate) knownGenerations(ctx context.Context, users []string, gens []int6
 	if err != nil {
 		return
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	if err := g.redis.RememberTombstones(rctx, unknown, pg); err != nil {
+	if err := g.redis.RememberTombstones(ctx, unknown, pg); err != nil {
 		g.warnRedis(ctx, redisOpMerge, err)
 	}
-	cancel()
 }
 
 // generationOf is the generation to stamp on the event of a Redis write

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -22,6 +24,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
 
@@ -128,14 +131,62 @@ func TestEraseUserRefusesBadInput(t *testing.T) {
 	require.Zero(t, tb.highWatermarks(t), "nothing was produced")
 }
 
-// An erasure cut short (here: a Redis timeout far below what cleaning 300
-// channels takes) answers Unavailable; its retries go on from the
-// channels still pending, and one never retried is finished by the
-// reconciler's pass (FinishErasures). Afterwards no channel's members,
-// view or group mentions name the user.
+// cutShort fails every command of the client it hooks once armed and
+// its allowance is spent (a Redis that goes away mid-call), until
+// disarmed.
+type cutShort struct{ left atomic.Int64 }
+
+func newCutShort() *cutShort {
+	c := &cutShort{}
+	c.disarm()
+	return c
+}
+
+func (c *cutShort) arm(commands int64) { c.left.Store(commands) }
+func (c *cutShort) disarm()            { c.left.Store(-1 << 62) }
+
+func (c *cutShort) pass() error {
+	if c.left.Load() < -1<<61 || c.left.Add(-1) >= 0 {
+		return nil
+	}
+	return errors.New("redis went away (cut short)")
+}
+
+func (c *cutShort) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *cutShort) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if err := c.pass(); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *cutShort) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if err := c.pass(); err != nil {
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// An erasure cut short (here: Redis goes away after a few of the
+// commands cleaning 300 channels takes) answers Unavailable; its retries
+// go on from the channels still pending, and one never retried is
+// finished by the reconciler's pass (FinishErasures). Afterwards no
+// channel's members, view or group mentions name the user.
 func TestErasureCutShortIsFinished(t *testing.T) {
 	t.Parallel()
-	tb := setup(t, setupOpts{config: func(c *testConfig) { c.RedisTimeout = 20 * time.Millisecond }})
+	cut := newCutShort()
+	gateRedis := redistest.Client(t)
+	gateRedis.AddHook(cut)
+	tb := setup(t, setupOpts{redis: gateRedis})
 	ctx := context.Background()
 	const n = 300
 	join := func(u string) []string {
@@ -166,8 +217,10 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 	}
 
 	eve := join("eve")
+	cut.arm(60)
 	status, _ := tb.do(t, http.MethodDelete, "/v1/users/eve", "")
-	require.Equal(t, http.StatusServiceUnavailable, status, "300 channels do not fit in 20 ms")
+	cut.disarm()
+	require.Equal(t, http.StatusServiceUnavailable, status, "Redis went away midway")
 	require.False(t, clean("eve", eve))
 	for attempt := 0; status != http.StatusOK; attempt++ {
 		require.Less(t, attempt, 200, "the retries finish the erasure")
@@ -176,7 +229,9 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 	require.True(t, clean("eve", eve), "the retries cleaned every channel")
 
 	fay := join("fay")
+	cut.arm(60)
 	status, _ = tb.do(t, http.MethodDelete, "/v1/users/fay", "")
+	cut.disarm()
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	n2, err := tb.store.FinishErasures(ctx, readby.NewStore(nil, tb.store).Redact(time.Now().UnixMilli(), kind.RedisRedact(kinds.All(), &kind.Env{Redis: tb.store})))
 	require.NoError(t, err)

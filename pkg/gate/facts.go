@@ -76,9 +76,7 @@ func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters boo
 		f.known = true
 		return f
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	chs, kfs, err := g.redis.Facts(rctx, keys, userRegisters)
-	cancel()
+	chs, kfs, err := g.redis.Facts(ctx, keys, userRegisters)
 	g.completeFacts(ctx, f, chs, kfs, err)
 	return f
 }
@@ -92,9 +90,7 @@ func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, 
 		f.known = true
 		return f, nil
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	chs, kfs, vals, err := g.redis.FactsAndValues(rctx, keys)
-	cancel()
+	chs, kfs, vals, err := g.redis.FactsAndValues(ctx, keys)
 	g.completeFacts(ctx, f, chs, kfs, err)
 	return f, vals
 }
@@ -154,9 +150,7 @@ func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.Channel
 			none = append(none, ch)
 		}
 	}
-	hctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	if err := g.redis.HydrateHeads(hctx, heads, none); err != nil {
+	if err := g.redis.HydrateHeads(ctx, heads, none); err != nil {
 		g.redisDegradedOn(ctx, redisOpHydrate, 1, err)
 	}
 }
@@ -226,9 +220,7 @@ func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Me
 		}
 		after = page[len(page)-1].Key.User
 	}
-	hctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	if err := g.redis.HydrateChannelMembers(hctx, ch, all, true); err != nil {
+	if err := g.redis.HydrateChannelMembers(ctx, ch, all, true); err != nil {
 		g.redisDegradedOn(ctx, redisOpHydrate, 1, err)
 		return all, false, nil
 	}

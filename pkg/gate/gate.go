@@ -104,13 +104,6 @@ func (g *Gate) MaxBatchItems() int { return g.cfg.MaxBatchItems }
 // the producer's bound. A server's write timeout must exceed it.
 func (g *Gate) CallBound() time.Duration { return g.cfg.RedisTimeout + g.durable.CallBound() }
 
-// redisCtx bounds one Redis step by RedisTimeout: every Redis call of the
-// gateway runs under it, so a hung Redis degrades an answer instead of
-// hanging it.
-func (g *Gate) redisCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, g.cfg.RedisTimeout)
-}
-
 // Ready reports whether the gate can accept durable writes: its producer
 // can make records durable (Kafka answers, or the spool has room). Redis
 // being down does not make the gate unready: marks are still made durable
@@ -123,9 +116,7 @@ func (g *Gate) Ready(ctx context.Context) error {
 	)
 	wg.Go(func() { perr = g.durable.Ready(ctx) })
 	wg.Go(func() {
-		rctx, cancel := g.redisCtx(ctx)
-		defer cancel()
-		if err := g.redis.Ping(rctx); err != nil {
+		if err := g.redis.Ping(ctx); err != nil {
 			rerr = fmt.Errorf("redis: %w", err)
 		}
 	})

@@ -148,10 +148,8 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // cannot answer alone, the unread read (which hydrates what Redis lacks,
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
-	rctx, cancel := g.redisCtx(ctx)
 	probe := g.threadStore().Probe()
-	order, err := g.redis.InboxOrder(rctx, user, probe)
-	cancel()
+	order, err := g.redis.InboxOrder(ctx, user, probe)
 	switch {
 	case err == nil && order.Complete:
 		return order.Heads, probe.None(), nil
@@ -177,9 +175,7 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 // firstUnreadIDs fills each line's first unread message id where Redis
 // keeps it; without Redis the lines go without.
 func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine, refs []redisstore.MessageRef) {
-	rctx, cancel := g.redisCtx(ctx)
-	ids, err := g.redis.MessageIDs(rctx, refs)
-	cancel()
+	ids, err := g.redis.MessageIDs(ctx, refs)
 	if err != nil {
 		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 		return

@@ -115,10 +115,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
-
-	rctx, cancel := g.redisCtx(ctx)
-	res := g.writeMembership(rctx, reg, change)
-	cancel()
+	res := g.writeMembership(ctx, reg, change)
 	if res.Err != nil {
 		g.redisDegradedOn(ctx, redisOpMerge, 1, res.Err)
 	}
@@ -176,9 +173,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 // them durable. (The join read itself is not merged again: it would undo
 // a mark-unread made since the join.)
 func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
-	rctx, cancel := g.redisCtx(ctx)
-	held, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
-	cancel()
+	held, _, err := g.redis.Get(ctx, k.User, []string{k.Channel})
 	if err != nil || len(held) == 0 {
 		return nil
 	}
@@ -289,9 +284,7 @@ func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.G
 // redisMembers answers up to size+1 members after the given user, and the
 // member count, from the channel's (complete) Redis hash.
 func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	regs, _, err := g.redis.ChannelMembers(rctx, ch, nil)
+	regs, _, err := g.redis.ChannelMembers(ctx, ch, nil)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -46,9 +46,7 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	res := g.notificationStore().Change(rctx, reg)
-	cancel()
+	res := g.notificationStore().Change(ctx, reg)
 	degraded := res.Err != nil
 	if degraded {
 		g.redisDegradedOn(ctx, redisOpMerge, 1, res.Err)
@@ -102,22 +100,20 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	if len(channels) == 0 {
 		return out, nil // no channel to count
 	}
-	rctx, cancel := g.redisCtx(ctx)
 	var lv notifications.Levels
 	var rerr error
 	if read != nil {
 		lv = *read // read with the counts: no round trip of its own
 	} else {
-		lv, rerr = g.notificationStore().LevelsOf(rctx, user, channels)
+		lv, rerr = g.notificationStore().LevelsOf(ctx, user, channels)
 	}
 	if rerr == nil && !lv.SettingsFound {
 		// Settings Redis lost (or never held): read and hydrated.
 		var sts map[string]privacy.Settings
-		if sts, rerr = g.settingsOf(rctx, []string{user}); rerr == nil {
+		if sts, rerr = g.settingsOf(ctx, []string{user}); rerr == nil {
 			lv.Settings = sts[user]
 		}
 	}
-	cancel()
 	if rerr != nil {
 		durable, err := g.durableSettings(ctx, []string{user})
 		if err != nil {
@@ -153,12 +149,10 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	// A user with more registers than one read returns is answered, never
 	// marked complete in Redis.
 	if rerr == nil && len(durable) < pgstore.MaxChannelsPerRead {
-		hctx, cancel := g.redisCtx(ctx)
-		if err := g.notificationStore().Hydrate(hctx, user, durable); err != nil {
+		if err := g.notificationStore().Hydrate(ctx, user, durable); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" notifications", err)
 		}
-		cancel()
 	}
 	return out, nil
 }

@@ -246,25 +246,21 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		mentionErr  error
 		groupErr    error
 	)
-	rctx, cancel := g.redisCtx(ctx)
-	wg.Go(func() { raised = g.raiseHeads(rctx, heads) })
+	wg.Go(func() { raised = g.raiseHeads(ctx, heads) })
 	if len(senders) > 0 {
-		// Under the caller's ctx: mergeMarksRedis bounds its Redis calls,
-		// and a restore of a sender Redis lost needs longer.
 		wg.Go(func() { merged = g.mergeRedis(ctx, senders) })
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {
-			if mentionGens, mentionErr = g.mentionStore().AddRedisReadingGenerations(rctx, mentions, g.cfg.MentionCap); mentionErr != nil {
+			if mentionGens, mentionErr = g.mentionStore().AddRedisReadingGenerations(ctx, mentions, g.cfg.MentionCap); mentionErr != nil {
 				g.redisDegradedOn(ctx, redisOpMerge, 1, mentionErr)
 			}
 		})
 	}
 	if len(groups) > 0 {
-		wg.Go(func() { groupErr = g.addGroupMentions(rctx, groups) })
+		wg.Go(func() { groupErr = g.addGroupMentions(ctx, groups) })
 	}
 	wg.Wait()
-	cancel()
 	resolved, err := g.resolveEpochs(ctx, senders, merged)
 	if err != nil {
 		return nil, err

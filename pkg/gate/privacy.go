@@ -49,9 +49,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 				Reason: fmt.Sprintf("must be all, mentions or none, got %q", *m.DefaultNotificationLevel)})
 		}
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	cur, err := g.settingsOf(rctx, []string{user})
-	cancel()
+	cur, err := g.settingsOf(ctx, []string{user})
 	if err != nil {
 		// The stored version is unknown: Postgres alone orders it.
 		sts, perr := g.durableSettings(ctx, []string{user})
@@ -80,12 +78,10 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if _, err := g.admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
-	rctx, cancel = g.redisCtx(ctx)
-	st, gen, err := g.settingsStore().Change(rctx, st)
+	st, gen, err := g.settingsStore().Change(ctx, st)
 	if err == nil {
-		err = g.applySettingsToViews(rctx, st)
+		err = g.applySettingsToViews(ctx, st)
 	}
-	cancel()
 	if err != nil {
 		// Answering success while Redis may still show what the user
 		// hides would break the promise: refuse, nothing produced.
@@ -102,8 +98,8 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if hides := (!st.ShareRead && cur[user].ShareRead) || (!st.ShareDelivered && cur[user].ShareDelivered); hides {
 		// A mark in flight on any replica may have read the old
 		// settings just before the change and still be publishing its
-		// move (publishView: settings, then the view, within one
-		// RedisTimeout). Once that window has passed, apply the
+		// move (publishView: settings, then the view, within its
+		// window). Once that window has passed, apply the
 		// settings Redis holds now once more, so that when this call
 		// returns nothing the user hid can show anywhere.
 		if err := g.settleHiding(ctx, user); err != nil {
@@ -118,23 +114,26 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 // the settings Redis holds now to the user's views again.
 func (g *Gate) settleHiding(ctx context.Context, user string) error {
 	select {
-	case <-time.After(g.cfg.RedisTimeout + viewSettleMargin):
+	case <-time.After(g.viewWindow() + viewSettleMargin):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	sts, err := g.settingsOf(rctx, []string{user})
+	sts, err := g.settingsOf(ctx, []string{user})
 	if err != nil {
 		return err
 	}
-	return g.applySettingsToViews(rctx, sts[user])
+	return g.applySettingsToViews(ctx, sts[user])
 }
 
-// viewSettleMargin is added to RedisTimeout when waiting out in-flight
-// view moves (a command sent just before its client's deadline still
-// runs in Redis).
+// viewSettleMargin is added to the view window when waiting out
+// in-flight view moves (a command sent just before its client's deadline
+// still runs in Redis).
 const viewSettleMargin = 100 * time.Millisecond
+
+// viewWindow is how long a mark's publishView may take from reading the
+// users' settings to applying its moves, its round trips together: one
+// Redis bound (RedisTimeout), so that a change that hides waits little.
+func (g *Gate) viewWindow() time.Duration { return g.cfg.RedisTimeout }
 
 // applySettingsToViews makes the user's channel views follow st
 // (readby.Store.ApplySettings).
@@ -151,9 +150,7 @@ func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return nil, invalid(apierr.InvalidID, err)
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	sts, err := g.settingsOf(rctx, []string{user})
-	cancel()
+	sts, err := g.settingsOf(ctx, []string{user})
 	if err != nil {
 		durable, perr := g.durableSettings(ctx, []string{user})
 		if perr != nil {

@@ -36,9 +36,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 		if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
 			return nil, false, err
 		}
-		rctx, cancel := g.redisCtx(ctx)
-		defer cancel()
-		return g.redis.Get(rctx, user, channels)
+		return g.redis.Get(ctx, user, channels)
 	}
 	cached, complete, rerr := get()
 	if rerr == nil && complete {

@@ -37,9 +37,7 @@ const rebuildWait = 10 * time.Second
 // memberCount is a channel's joined-member count: Redis when its
 // membership hash is complete, else Postgres.
 func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
-	rctx, cancel := g.redisCtx(ctx)
-	n, complete, err := g.redis.MemberCount(rctx, ch)
-	cancel()
+	n, complete, err := g.redis.MemberCount(ctx, ch)
 	if err == nil && complete {
 		return n, nil
 	}
@@ -72,9 +70,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	if s.Detailed {
 		most = 2 * int(g.cfg.ReadBy.detailThreshold())
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	views, err := g.readBy().ReadUpTo(rctx, []string{ch}, most)
-	cancel()
+	views, err := g.readBy().ReadUpTo(ctx, []string{ch}, most)
 	if err != nil && ctx.Err() != nil {
 		return nil, g.durableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
 	}
@@ -108,9 +104,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	}
 	slices.Sort(s.Members)
 	if len(s.Members) > 0 {
-		rctx, cancel := g.redisCtx(ctx)
-		s.Settings, err = g.settingsOf(rctx, s.Members)
-		cancel()
+		s.Settings, err = g.settingsOf(ctx, s.Members)
 		if err != nil {
 			return nil, g.durableErr(ctx, err)
 		}
@@ -122,9 +116,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 // else Postgres, hydrating Redis (a max-merge), so that ticks keep their
 // head after Redis lost it (a FLUSHALL, an eviction).
 func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error) {
-	rctx, cancel := g.redisCtx(ctx)
-	heads, rerr := g.redis.Heads(rctx, []string{ch})
-	cancel()
+	heads, rerr := g.redis.Heads(ctx, []string{ch})
 	if rerr == nil {
 		if h, ok := heads[ch]; ok {
 			if h.Seq == 0 { // known to have none
@@ -152,12 +144,10 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 		none = []string{ch}
 	}
 	if rerr == nil {
-		hctx, cancel := g.redisCtx(ctx)
-		if err := g.redis.HydrateHeads(hctx, durable, none); err != nil {
+		if err := g.redis.HydrateHeads(ctx, durable, none); err != nil {
 			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
 			g.warnRedis(ctx, redisOpHydrate+" heads", err)
 		}
-		cancel()
 	}
 	return head, nil
 }
@@ -165,9 +155,7 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 // membersOf returns a small channel's registers: Redis when its hash is
 // complete, else Postgres (hydrating Redis).
 func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
-	rctx, cancel := g.redisCtx(ctx)
-	regs, complete, err := g.redis.ChannelMembers(rctx, ch, nil)
-	cancel()
+	regs, complete, err := g.redis.ChannelMembers(ctx, ch, nil)
 	if err == nil && complete {
 		return regs, nil
 	}
@@ -250,9 +238,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 		for i, c := range page {
 			users[i] = c.User
 		}
-		rctx, cancel := g.redisCtx(ctx)
-		tombs, err := g.redis.Tombstones(rctx, users)
-		cancel()
+		tombs, err := g.redis.Tombstones(ctx, users)
 		if err != nil {
 			return nil, fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
 		}
@@ -262,9 +248,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 		if last {
 			loaded = []string{ch}
 		}
-		rctx, cancel = g.redisCtx(ctx)
-		err = g.readBy().Rebuild(rctx, loaded, moves, ttl)
-		cancel()
+		err = g.readBy().Rebuild(ctx, loaded, moves, ttl)
 		if err != nil {
 			// Not marked loaded: the next read rebuilds again.
 			g.redisDegradedOn(ctx, redisOpView, 1, err)
@@ -327,9 +311,7 @@ func (g *Gate) messageReceipts(ctx context.Context, ch string, seq int64, sender
 // the member's current cursor), counts for a large one.
 func (g *Gate) receiptsOf(ctx context.Context, s *readby.Sight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
 	if !s.Detailed {
-		rctx, cancel := g.redisCtx(ctx)
-		c, err := g.readBy().Count(rctx, s.Channel, seq, sender)
-		cancel()
+		c, err := g.readBy().Count(ctx, s.Channel, seq, sender)
 		if err != nil {
 			return nil, g.durableErr(ctx, err)
 		}
@@ -372,9 +354,7 @@ func (g *Gate) ticksOf(ctx context.Context, s *readby.Sight) (*receiptsv1.Channe
 	if s.Detailed {
 		return s.Ticks(), nil
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	c, err := g.readBy().Count(rctx, s.Channel, 0, "")
-	cancel()
+	c, err := g.readBy().Count(ctx, s.Channel, 0, "")
 	if err != nil {
 		return nil, g.durableErr(ctx, err)
 	}

@@ -317,9 +317,7 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := r.g.redisCtx(ctx)
-	fenced, err := r.g.redis.UserFences(rctx, users)
-	cancel()
+	fenced, err := r.g.redis.UserFences(ctx, users)
 	if err != nil {
 		return nil, err
 	}
@@ -352,9 +350,7 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	}
 	var first error
 	if len(byUser) > 0 {
-		rctx, cancel := r.g.redisCtx(ctx)
-		res, err := r.g.redis.HydrateMany(rctx, byUser, incOf)
-		cancel()
+		res, err := r.g.redis.HydrateMany(ctx, byUser, incOf)
 		if err != nil {
 			return nil, err
 		}
@@ -383,13 +379,11 @@ func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 		if err != nil {
 			return err
 		}
-		rctx, cancel := r.g.redisCtx(ctx)
-		defer cancel()
-		if err := r.g.redis.Hydrate(rctx, user, states, inc); err != nil {
+		if err := r.g.redis.Hydrate(ctx, user, states, inc); err != nil {
 			return err
 		}
 		if fence != "" {
-			_ = r.g.redis.ClearUserFence(rctx, user, fence) // else the next restore waits for nothing new
+			_ = r.g.redis.ClearUserFence(ctx, user, fence) // else the next restore waits for nothing new
 		}
 		return nil
 	})
@@ -400,9 +394,7 @@ func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 // userFence waits for the fence a degraded write left on user (see
 // noteDegraded) and returns it ("" none).
 func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
-	rctx, cancel := r.g.redisCtx(ctx)
-	fence, err := r.g.redis.UserFence(rctx, user)
-	cancel()
+	fence, err := r.g.redis.UserFence(ctx, user)
 	if err != nil || fence == "" || fence == redisstore.NoFence || r.cfg.Barrier == nil {
 		return fence, err
 	}
@@ -436,9 +428,7 @@ func (r *restorer) fenceUser(ctx context.Context, user string) error {
 	if err != nil {
 		return err
 	}
-	rctx, cancel := r.g.redisCtx(ctx)
-	defer cancel()
-	return r.g.redis.SetUserFence(rctx, user, f.String())
+	return r.g.redis.SetUserFence(ctx, user, f.String())
 }
 
 // noteDegraded records users whose writes were acknowledged while Redis
@@ -488,9 +478,7 @@ func (r *restorer) settleDegraded(ctx context.Context, users []string) error {
 		}
 		fence = f.String()
 	}
-	rctx, cancel := r.g.redisCtx(ctx)
-	defer cancel()
-	if err := r.g.redis.UnloadUsers(rctx, todo, fence); err != nil {
+	if err := r.g.redis.UnloadUsers(ctx, todo, fence); err != nil {
 		return err
 	}
 	r.degradedMu.Lock()
@@ -582,12 +570,10 @@ func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.I
 			return nil, err
 		}
 	}
-	hctx, cancel := g.redisCtx(ctx)
-	defer cancel()
 	if collected {
-		if err := g.threadStore().MarkCollected(hctx, user); err != nil {
+		if err := g.threadStore().MarkCollected(ctx, user); err != nil {
 			return rows, err
 		}
 	}
-	return rows, g.threadStore().HydrateUser(hctx, user, rows, g.cfg.MentionCap, inc)
+	return rows, g.threadStore().HydrateUser(ctx, user, rows, g.cfg.MentionCap, inc)
 }

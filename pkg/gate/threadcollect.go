@@ -42,9 +42,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), threadCollectTimeout)
 		defer cancel()
-		rctx, rcancel := g.redisCtx(cctx)
-		counts, err := g.threadStore().Counts(rctx, users)
-		rcancel()
+		counts, err := g.threadStore().Counts(cctx, users)
 		if err != nil {
 			return
 		}
@@ -61,9 +59,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 
 // collectThreads brings the user's registers down to threadsKept.
 func (g *Gate) collectThreads(ctx context.Context, user string) error {
-	rctx, cancel := g.redisCtx(ctx)
-	states, err := g.threadStore().AllUserThreads(rctx, user, 4*threads.MaxUserThreads)
-	cancel()
+	states, err := g.threadStore().AllUserThreads(ctx, user, 4*threads.MaxUserThreads)
 	if err != nil || len(states) <= g.cfg.ThreadsPerUser {
 		return err
 	}
@@ -119,9 +115,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 		}
 		drop = slices.DeleteFunc(drop, func(st thread.State) bool { return st.Key.User == "" })
 	}
-	rctx, cancel = g.redisCtx(ctx)
-	n, err := g.threadStore().Collect(rctx, user, drop)
-	cancel()
+	n, err := g.threadStore().Collect(ctx, user, drop)
 	if err != nil {
 		return err
 	}
@@ -150,9 +144,7 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 		return nil, err
 	}
 	if len(rows) > 0 {
-		rctx, cancel := g.redisCtx(ctx)
-		_, err := g.threadStore().MergeStates(rctx, rows, g.cfg.MentionCap)
-		cancel()
+		_, err := g.threadStore().MergeStates(ctx, rows, g.cfg.MentionCap)
 		if err != nil {
 			return nil, err
 		}

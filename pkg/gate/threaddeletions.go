@@ -36,9 +36,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	if len(qs) == 0 {
 		return nil
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	got, err := g.deletionStore().CountRedis(rctx, qs)
-	cancel()
+	got, err := g.deletionStore().CountRedis(ctx, qs)
 	if err != nil {
 		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)

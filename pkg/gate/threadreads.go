@@ -129,9 +129,7 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 // one script when Redis holds the registers' hash whole, else each read
 // on its own with its fallback.
 func (g *Gate) userThreadsAndRegisters(ctx context.Context, user, ch string) ([]thread.State, map[string]channel.Membership, error) {
-	rctx, cancel := g.redisCtx(ctx)
-	r, err := g.threadStore().UserThreadsWithMemberships(rctx, user, ch)
-	cancel()
+	r, err := g.threadStore().UserThreadsWithMemberships(ctx, user, ch)
 	if err == nil && r.Complete {
 		if len(r.States) == 0 {
 			return nil, nil, nil
@@ -172,9 +170,7 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 	if len(chans) == 0 {
 		return nil, nil
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	regs, complete, err := g.redis.Memberships(rctx, user, chans)
-	cancel()
+	regs, complete, err := g.redis.Memberships(ctx, user, chans)
 	if err != nil {
 		g.warnRedis(ctx, redisOpGet, err)
 	}
@@ -381,9 +377,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if len(s.members) == 0 {
 		return s, nil
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	settings, err := g.settingsOf(rctx, s.members)
-	cancel()
+	settings, err := g.settingsOf(ctx, s.members)
 	if err != nil {
 		return nil, g.durableErr(ctx, err)
 	}
@@ -396,9 +390,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 		keys[i] = thread.Key{User: u, Ref: ref}
 	}
 	s.states = make(map[string]thread.State, len(keys))
-	rctx, cancel = g.redisCtx(ctx)
-	got, rerr := g.threadStore().StatesRedis(rctx, keys)
-	cancel()
+	got, rerr := g.threadStore().StatesRedis(ctx, keys)
 	var missing []string
 	for i, u := range s.members {
 		if rerr == nil && got[i] != nil {

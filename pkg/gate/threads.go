@@ -86,9 +86,7 @@ func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*fa
 // Postgres (copied into Redis by a merge); the zero head when the thread
 // has no reply.
 func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
-	rctx, cancel := g.redisCtx(ctx)
-	got, err := g.threadStore().HeadsAt(rctx, refs)
-	cancel()
+	got, err := g.threadStore().HeadsAt(ctx, refs)
 	if err != nil {
 		g.warnRedis(ctx, redisOpGet, err)
 		got = make([]thread.Head, len(refs))
@@ -125,11 +123,9 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 		}
 	}
 	if len(heads) > 0 && err == nil {
-		hctx, cancel := g.redisCtx(ctx)
-		if _, err := g.threadStore().RaiseHeads(hctx, heads); err != nil {
+		if _, err := g.threadStore().RaiseHeads(ctx, heads); err != nil {
 			g.warnRedis(ctx, redisOpHydrate, err)
 		}
-		cancel()
 	}
 	return got, nil
 }
@@ -170,9 +166,7 @@ func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, re
 			return err
 		}
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	again, err := update(rctx, idx, known)
+	again, err := update(ctx, idx, known)
 	if err != nil {
 		return err
 	}
@@ -193,12 +187,10 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	if len(keys) > 0 {
 		sent, stored = make([]thread.State, len(keys)), make([]thread.State, len(keys))
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
 	var raised []threads.HeadResult
 	if len(heads) > 0 {
 		var err error
-		if raised, err = g.threadStore().RaiseHeads(rctx, heads); err != nil {
+		if raised, err = g.threadStore().RaiseHeads(ctx, heads); err != nil {
 			return nil, nil, 0, g.threadUnavailable(ctx, err)
 		}
 		for _, r := range raised {
@@ -209,12 +201,12 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	}
 	var res []threads.StateResult
 	if len(keys) > 0 {
-		update := func(rctx context.Context, idx []int, known map[thread.Key]bool) ([]threads.StateResult, error) {
+		update := func(ctx context.Context, idx []int, known map[thread.Key]bool) ([]threads.StateResult, error) {
 			sub := make([]thread.Key, len(idx))
 			for j, i := range idx {
 				sub[j] = keys[i]
 			}
-			return g.threadStore().UpdateStates(rctx, sub, g.cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
+			return g.threadStore().UpdateStates(ctx, sub, g.cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
 				i := idx[j]
 				in, err := incoming(i, was)
 				// The last call is the one whose CAS held.
@@ -227,7 +219,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 			all[i] = i
 		}
 		var err error
-		if res, err = update(rctx, all, nil); err != nil {
+		if res, err = update(ctx, all, nil); err != nil {
 			return nil, nil, 0, g.threadUnavailable(ctx, err)
 		}
 		if err := g.restoreThreadsAndRetry(ctx, keys, res, update); err != nil {

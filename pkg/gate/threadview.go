@@ -45,10 +45,8 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 			users = append(users, m.User)
 		}
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
 	if len(users) > 0 {
-		settings, err := g.settingsOf(rctx, users)
+		settings, err := g.settingsOf(ctx, users)
 		if err != nil {
 			// Unknown settings: share no cursor (privacy fails closed);
 			// the heads are no one's.
@@ -69,7 +67,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 	if len(entries) == 0 {
 		return
 	}
-	if err := g.readBy().AppendThreadEntries(rctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
+	if err := g.readBy().AppendThreadEntries(ctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }

@@ -77,12 +77,15 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	if len(moves) == 0 {
 		return
 	}
-	rctx, cancel := g.redisCtx(ctx)
+	// A move read under settings the user has since changed is published
+	// within this window or not at all: a change that hides waits it out
+	// (settleHiding), then applies the settings once more.
+	wctx, cancel := context.WithTimeout(ctx, g.viewWindow())
 	defer cancel()
-	if moves, users = g.trackedMoves(rctx, moves, users); len(moves) == 0 {
+	if moves, users = g.trackedMoves(wctx, moves, users); len(moves) == 0 {
 		return
 	}
-	settings, err := g.settingsOf(rctx, users)
+	settings, err := g.settingsOf(wctx, users)
 	if err != nil {
 		// Unknown settings: share nothing (privacy fails closed); the
 		// next rebuild of the view adds what may be shown.
@@ -95,7 +98,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 			shown = append(shown, m)
 		}
 	}
-	if _, err := g.readBy().Apply(rctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
+	if _, err := g.readBy().Apply(wctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
@@ -202,9 +205,7 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 // leftover entry is never shown, and the view's script refuses later
 // moves of a user whose register says "left".
 func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	if err := g.readBy().Remove(rctx, k.Channel, []string{k.User}, readby.Read, readby.Delivered); err != nil {
+	if err := g.readBy().Remove(ctx, k.Channel, []string{k.User}, readby.Read, readby.Delivered); err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
@@ -215,9 +216,7 @@ func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 // nothing by itself. A failure only counts as degraded (a rebuild of the
 // view from Postgres repairs it).
 func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
-	rctx, cancel := g.redisCtx(ctx)
-	states, _, err := g.redis.Get(rctx, k.User, []string{k.Channel})
-	cancel()
+	states, _, err := g.redis.Get(ctx, k.User, []string{k.Channel})
 	if err != nil {
 		g.redisDegradedOn(ctx, redisOpView, 1, err)
 		return

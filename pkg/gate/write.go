@@ -360,9 +360,7 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 	var merged []redisstore.MergeResult
 	err := g.restore.settleDegraded(ctx, usersOf(states))
 	if err == nil {
-		rctx, cancel := g.redisCtx(ctx)
-		merged, err = g.redis.MergeMarksFrom(rctx, vals, states)
-		cancel()
+		merged, err = g.redis.MergeMarksFrom(ctx, vals, states)
 	}
 	if len(merged) == len(states) {
 		g.restoreAndRemerge(ctx, states, merged)
@@ -407,9 +405,7 @@ func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResul
 	if len(states) == 0 {
 		return
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	if _, err := g.redis.Merge(rctx, states); err != nil {
+	if _, err := g.redis.Merge(ctx, states); err != nil {
 		g.warnRedis(ctx, redisOpMerge, err)
 	}
 }
@@ -454,9 +450,7 @@ func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, me
 	for j, i := range idx {
 		again[j] = states[i]
 	}
-	rctx, cancel := g.redisCtx(ctx)
-	defer cancel()
-	res, _ := g.redis.MergeMarksFrom(rctx, nil, again)
+	res, _ := g.redis.MergeMarksFrom(ctx, nil, again)
 	if len(res) != len(again) {
 		return
 	}

@@ -15,7 +15,7 @@ plants=(
   "pkg/thread|$mod/pkg/lifecycle"          # domain → plumbing
   "pkg/notification|$mod/pkg/spool"        # domain → store
   "pkg/event|$mod/pkg/admin"               # domain → plumbing
-  "pkg/redisstore|$mod/pkg/movelog"        # store → service
+  "pkg/redisstore|$mod/pkg/gate/rest"      # store → service
   "pkg/pgstore|$mod/pkg/gate/rest"         # store → service
   "pkg/kinds/zzplant|$mod/pkg/gate"        # a kind's folder → service
   "pkg/kind/zzplant|$mod/pkg/kinds"        # the contract → the kinds

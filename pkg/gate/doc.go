@@ -6,8 +6,9 @@
 // naming the field) → check the channel rules (seq within a known head,
 // else Aborted HEAD_BEHIND with Retry-After: the notice is late;
 // membership) → max-merge into Redis in one pipeline (synchronous, so the
-// next read sees it; bounded by a short timeout, and a Redis failure only
-// marks the answer realtime_degraded) → make every record keyed
+// next read sees it; every round trip bounded by RedisTimeout, set once on
+// the gate's client (redisstore.Bound), and a Redis failure only marks
+// the answer realtime_degraded) → make every record keyed
 // "user:channel" durable through Config.Producer → answer one result per
 // item. Success means durable, and says where (durability KAFKA or SPOOLED,
 // as the producer reports: pkg/producer owns the spool, its circuit and its
@@ -33,6 +34,7 @@
 //
 // Beside marks and reads the same service answers the channel calls
 // (notices, unread counts, membership), read-by and ticks under each
-// user's privacy settings, user erasure, and WatchChannels over the watch
-// hub (pkg/watch).
+// user's privacy settings (from the read-by view, pkg/views/readby, whose
+// Redis layout, fallback and answers are the view's), user erasure, and
+// WatchChannels over the watch hub (pkg/watch).
 package gate

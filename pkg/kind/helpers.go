@@ -1,9 +1,11 @@
 package kind
 
 import (
+	"context"
 	"slices"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // ValidIDs dedupes one SCAN page of ids (SCAN may return one more than
@@ -49,4 +51,24 @@ func ResultErrs[R any](res []R, err error, errOf func(R) error) ([]error, error)
 		errs[i] = errOf(r)
 	}
 	return errs, err
+}
+
+// ScanUsers is one SCAN page of a kind that keeps a hash per user: the
+// users scan names (deduped, valid ones only: ValidIDs), each handed to
+// read, which adds the user's values to the page (and counts what it
+// refuses in page.Invalid).
+func ScanUsers[V any](ctx context.Context, cur redisstore.ScanCursor, count int64,
+	scan func(context.Context, redisstore.ScanCursor, int64) ([]string, redisstore.ScanCursor, error),
+	read func(ctx context.Context, user string, page *ScanPage[V]) error) (ScanPage[V], error) {
+	users, next, err := scan(ctx, cur, count)
+	if err != nil {
+		return ScanPage[V]{}, err
+	}
+	page := ScanPage[V]{Next: next}
+	for _, u := range ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
+		if err := read(ctx, u, &page); err != nil {
+			return page, err
+		}
+	}
+	return page, nil
 }

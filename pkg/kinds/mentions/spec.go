@@ -100,15 +100,10 @@ func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
 // scanRedis is one SCAN page of the users' mentions.
 func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Mentions], error) {
 	s := storeOf(env)
-	users, next, err := s.ScanRedisUsers(ctx, cur, count)
-	if err != nil {
-		return kind.ScanPage[channel.Mentions]{}, err
-	}
-	page := kind.ScanPage[channel.Mentions]{Next: next}
-	for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
+	return kind.ScanUsers(ctx, cur, count, s.ScanRedisUsers, func(ctx context.Context, u string, page *kind.ScanPage[channel.Mentions]) error {
 		ms, _, err := s.UserRedis(ctx, u)
 		if err != nil {
-			return page, err
+			return err
 		}
 		for _, m := range ms {
 			if receipt.ValidateID("channel_id", m.Key.Channel) != nil {
@@ -119,6 +114,6 @@ func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, co
 				page.Values = append(page.Values, m)
 			}
 		}
-	}
-	return page, nil
+		return nil
+	})
 }

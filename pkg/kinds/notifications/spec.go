@@ -86,26 +86,21 @@ func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
 // scanRedis is one SCAN page of the users' hashes, each read whole.
 func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[notification.Register], error) {
 	s := storeOf(env)
-	users, next, err := s.ScanRedisUsers(ctx, cur, count)
-	if err != nil {
-		return kind.ScanPage[notification.Register]{}, err
-	}
-	page := kind.ScanPage[notification.Register]{Next: next}
-	for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
+	return kind.ScanUsers(ctx, cur, count, s.ScanRedisUsers, func(ctx context.Context, u string, page *kind.ScanPage[notification.Register]) error {
 		regs, _, err := s.ReadRedis(ctx, u, nil)
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// Read whole it is over the bound; one such user must not
 			// stop the sweep. The Postgres walk still compares its
 			// registers.
 			page.Invalid++
-			continue
+			return nil
 		}
 		if err != nil {
-			return page, err
+			return err
 		}
 		for _, r := range regs {
 			page.Values = append(page.Values, r)
 		}
-	}
-	return page, nil
+		return nil
+	})
 }

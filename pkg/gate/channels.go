@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
@@ -31,14 +32,14 @@ import (
 // and returns the distinct channels in request order.
 func validateChannelList(user string, channels []string, maxChannels int) ([]string, error) {
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	if len(channels) > maxChannels {
-		return nil, tooMany("channel_id", fmt.Sprintf("has %d ids", len(channels)), maxChannels)
+		return nil, seam.TooMany("channel_id", fmt.Sprintf("has %d ids", len(channels)), maxChannels)
 	}
 	for i, c := range channels {
 		if err := receipt.ValidateID("channel_id["+strconv.Itoa(i)+"]", c); err != nil {
-			return nil, invalid(apierr.InvalidID, err)
+			return nil, seam.Invalid(apierr.InvalidID, err)
 		}
 	}
 	return batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept }), nil
@@ -47,11 +48,11 @@ func validateChannelList(user string, channels []string, maxChannels int) ([]str
 // GetUnread implements receiptsv1connect.ReceiptServiceHandler.
 func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.GetUnreadRequest]) (*connect.Response[receiptsv1.GetUnreadResponse], error) {
 	user := req.Msg.GetUserId()
-	channels, err := validateChannelList(user, req.Msg.GetChannelId(), g.cfg.MaxUnreadChannels)
+	channels, err := validateChannelList(user, req.Msg.GetChannelId(), g.Cfg.MaxUnreadChannels)
 	if err != nil {
 		return nil, err
 	}
-	page, err := channelPage(req.Msg.GetPageSize(), req.Msg.GetPageToken(), len(channels) > 0)
+	page, err := seam.ChannelPage(req.Msg.GetPageSize(), req.Msg.GetPageToken(), len(channels) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +75,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	}
 	out := &receiptsv1.GetUnreadResponse{UserId: user, Channels: make([]*receiptsv1.ChannelUnread, len(views))}
 	if more {
-		out.NextPageToken = nextPageToken(views[len(views)-1].Channel)
+		out.NextPageToken = seam.NextPageToken(views[len(views)-1].Channel)
 	}
 	// The messages of all channels in two allocations, not four per
 	// channel (40,000 for a page of 10,000).
@@ -92,7 +93,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		cu.UnreadCount = v.Unread
 		level, muted, countsUnread, countsMentions := lv.of(v.Channel)
 		mentions, capped := v.MentionsAt(countsGroupMentions(level))
-		cu.MentionCount = min(mentions, int64(g.cfg.MentionCap))
+		cu.MentionCount = min(mentions, int64(g.Cfg.MentionCap))
 		cu.MentionsCapped = capped
 		cu.FirstUnreadSeq = v.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member
@@ -169,10 +170,10 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		for {
 			limit := page.Limit
 			if limit == 0 {
-				limit = MaxChannelPageSize
+				limit = seam.MaxChannelPageSize
 			}
-			pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-			chs, err := g.pg.DefaultChannelsAfter(pctx, user, after, limit+1)
+			pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+			chs, err := g.PG.DefaultChannelsAfter(pctx, user, after, limit+1)
 			cancel()
 			if err != nil {
 				return nil, false, g.durableErr(ctx, err)
@@ -189,16 +190,16 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			if page.Limit > 0 || !more {
 				return all, more && page.Limit > 0, nil
 			}
-			if len(all) >= MaxRestoreChannels {
-				return nil, false, unavailableError(fmt.Errorf("user %s has more than %d channels", user, MaxRestoreChannels))
+			if len(all) >= seam.MaxRestoreChannels {
+				return nil, false, seam.UnavailableError(fmt.Errorf("user %s has more than %d channels", user, seam.MaxRestoreChannels))
 			}
 			after = chs[len(chs)-1]
 		}
 	}
-	if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
+	if err := g.Restore.SettleDegraded(ctx, []string{user}); err != nil {
 		// Redis is behind a write acknowledged without it.
-		g.warnRedis(ctx, redisOpGet, err)
-		g.m.readFallbacks.WithLabelValues("redis_error").Inc()
+		g.WarnRedis(ctx, seam.RedisOpGet, err)
+		g.M.ReadFallbacks.WithLabelValues("redis_error").Inc()
 		return durable()
 	}
 	for attempt := 0; ; attempt++ {
@@ -206,19 +207,19 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
 		probe := g.threadStore().Probe()
 		if len(channels) == 0 {
-			view, err = g.redis.UnreadPage(ctx, user, page, g.cfg.MentionCap, levels, probe)
+			view, err = g.Redis.UnreadPage(ctx, user, page, g.Cfg.MentionCap, levels, probe)
 		} else {
-			view, err = g.redis.Unread(ctx, user, channels, g.cfg.MentionCap, levels, probe)
+			view, err = g.Redis.Unread(ctx, user, channels, g.Cfg.MentionCap, levels, probe)
 		}
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
 			// answers the first of the user's channels in channel order.
-			g.m.readFallbacks.WithLabelValues("too_many_channels").Inc()
+			g.M.ReadFallbacks.WithLabelValues("too_many_channels").Inc()
 			return durable()
 		}
 		if err != nil {
-			g.redisDegradedOn(ctx, redisOpGet, 1, err)
-			g.m.readFallbacks.WithLabelValues("redis_error").Inc()
+			g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
+			g.M.ReadFallbacks.WithLabelValues("redis_error").Inc()
 			return durable()
 		}
 		complete := view.CursorsComplete && view.MembershipsComplete && len(view.MissingHeads) == 0
@@ -227,15 +228,15 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			// channel new to Redis): hydrate them and read again. Without
 			// Postgres, answer without them rather than fail.
 			if attempt == 2 {
-				g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+				g.M.ReadFallbacks.WithLabelValues("incomplete").Inc()
 				return durable()
 			}
 			if err := g.hydrateChannelSets(ctx, view); err == nil {
 				continue
-			} else if cerr := contextError(ctx, err); cerr != nil {
+			} else if cerr := seam.ContextError(ctx, err); cerr != nil {
 				return nil, false, cerr
 			} else if setsHydrating(err) {
-				g.m.readFallbacks.WithLabelValues("hydrating").Inc()
+				g.M.ReadFallbacks.WithLabelValues("hydrating").Inc()
 				return durable()
 			}
 		}
@@ -248,17 +249,17 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		if attempt == 2 {
 			// Hydrating did not complete Redis (failing, or racing an
 			// eviction): answer from Postgres rather than guess.
-			g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+			g.M.ReadFallbacks.WithLabelValues("incomplete").Inc()
 			return durable()
 		}
 		if err := g.hydrateUnread(ctx, user, view); setsHydrating(err) {
-			g.m.readFallbacks.WithLabelValues("hydrating").Inc()
+			g.M.ReadFallbacks.WithLabelValues("hydrating").Inc()
 			return durable()
 		} else if err != nil {
-			if cerr := contextError(ctx, err); cerr != nil {
+			if cerr := seam.ContextError(ctx, err); cerr != nil {
 				return nil, false, cerr
 			}
-			return nil, false, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
+			return nil, false, seam.UnavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
 		}
 	}
 }
@@ -266,29 +267,29 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 // hydrateUnread copies from Postgres into Redis what view says Redis
 // lacks. A Redis failure here is only logged: the next read tells.
 func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
-	g.m.readFallbacks.WithLabelValues("incomplete").Inc()
+	g.M.ReadFallbacks.WithLabelValues("incomplete").Inc()
 	hydrate := func(op string, do func(context.Context) error) {
 		if err := do(ctx); err != nil {
-			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(ctx, redisOpHydrate+" "+op, err)
+			g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
+			g.WarnRedis(ctx, seam.RedisOpHydrate+" "+op, err)
 		}
 	}
 	if !view.CursorsComplete {
-		if err := g.restore.cursors(ctx, []string{user}); err != nil {
+		if err := g.Restore.Cursors(ctx, []string{user}); err != nil {
 			return err
 		}
 	}
 	// What Postgres answers below must hold what Redis lost.
-	keys := []string{g.redis.UserKey(user)}
+	keys := []string{g.Redis.UserKey(user)}
 	for _, ch := range view.MissingHeads {
-		keys = append(keys, g.redis.HeadKey(ch))
+		keys = append(keys, g.Redis.HeadKey(ch))
 	}
 	if !view.MembershipsComplete || len(view.MissingHeads) > 0 {
-		if _, err := g.restore.settle(ctx, keys...); err != nil {
+		if _, err := g.Restore.Settle(ctx, keys...); err != nil {
 			return err
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
 	if !view.MembershipsComplete {
 		regs, mentions, err := g.durableMemberships(ctx, user)
@@ -297,14 +298,14 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 		}
 		hydrate("memberships", func(c context.Context) error {
 			// The mentions first: the view is complete once both hashes are.
-			if err := g.mentionStore().HydrateRedis(c, user, mentions, g.cfg.MentionCap); err != nil {
+			if err := g.mentionStore().HydrateRedis(c, user, mentions, g.Cfg.MentionCap); err != nil {
 				return err
 			}
-			return g.redis.HydrateMemberships(c, user, regs)
+			return g.Redis.HydrateMemberships(c, user, regs)
 		})
 	}
 	if len(view.MissingHeads) > 0 {
-		heads, err := g.pg.Heads(pctx, view.MissingHeads)
+		heads, err := g.PG.Heads(pctx, view.MissingHeads)
 		if err != nil {
 			return fmt.Errorf("reading the heads of %d channels: %w", len(view.MissingHeads), err)
 		}
@@ -318,13 +319,13 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.U
 				none = append(none, ch)
 			}
 		}
-		hydrate("heads", func(c context.Context) error { return g.redis.HydrateHeads(c, heads, none) })
+		hydrate("heads", func(c context.Context) error { return g.Redis.HydrateHeads(c, heads, none) })
 	}
 	return g.hydrateChannelSets(ctx, view)
 }
 
 // mentionStore is the mention kind's storage on the gate's stores.
-func (g *Gate) mentionStore() mentions.Store { return mentions.NewStore(g.pg, g.redis) }
+func (g *Gate) mentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }
 
 // durableMemberships reads every membership register and the mentions of
 // a user from Postgres, in pages (the hash they hydrate is marked
@@ -334,26 +335,26 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 	var mentions []channel.Mentions
 	after := ""
 	for {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		page, err := g.pg.MembershipsAfter(pctx, user, after, restorePage)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+		page, err := g.PG.MembershipsAfter(pctx, user, after, seam.RestorePage)
 		var ms []channel.Mentions
 		if err == nil {
 			upTo := ""
-			if len(page) == restorePage {
+			if len(page) == seam.RestorePage {
 				upTo = page[len(page)-1].Key.Channel
 			}
-			ms, err = g.mentionStore().RangePG(pctx, user, after, upTo, g.cfg.MentionCap)
+			ms, err = g.mentionStore().RangePG(pctx, user, after, upTo, g.Cfg.MentionCap)
 		}
 		cancel()
 		if err != nil {
 			return nil, nil, fmt.Errorf("reading the memberships of %s: %w", user, err)
 		}
 		regs, mentions = append(regs, page...), append(mentions, ms...)
-		if len(page) < restorePage {
+		if len(page) < seam.RestorePage {
 			return regs, mentions, nil
 		}
-		if len(regs) >= MaxRestoreChannels {
-			return nil, nil, fmt.Errorf("reading the memberships of %s: more than %d channels", user, MaxRestoreChannels)
+		if len(regs) >= seam.MaxRestoreChannels {
+			return nil, nil, fmt.Errorf("reading the memberships of %s: more than %d channels", user, seam.MaxRestoreChannels)
 		}
 		after = page[len(page)-1].Key.Channel
 	}
@@ -364,11 +365,11 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadView) error {
 	var errs []error
 	if len(view.MissingGroupMentions) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		errs = append(errs, g.hydrateGroupMentions(pctx, view.MissingGroupMentions, func(op string, do func(context.Context) error) {
 			if err := do(ctx); err != nil {
-				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-				g.warnRedis(ctx, redisOpHydrate+" "+op, err)
+				g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
+				g.WarnRedis(ctx, seam.RedisOpHydrate+" "+op, err)
 			}
 		}))
 		cancel()
@@ -384,7 +385,7 @@ func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadVie
 // some are large and copied in the background. A Redis failure is only
 // logged.
 func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
-	if err := g.settled(ctx, nil, channels); err != nil {
+	if err := g.Settled(ctx, nil, channels); err != nil {
 		return err
 	}
 	refs := make([]thread.Ref, len(channels))
@@ -393,7 +394,7 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 	}
 	deferred, err := g.hydrateSets(ctx, refs)
 	if err != nil {
-		tracing.Logger(ctx, g.log).Warn("reading deletions to hydrate", zap.Error(err))
+		tracing.Logger(ctx, g.Log).Warn("reading deletions to hydrate", zap.Error(err))
 		return err
 	}
 	if len(deferred) > 0 {
@@ -407,33 +408,33 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 	// Redis is away (or lacks the user): Postgres answers once it holds
 	// what was in flight. The user's keys stand for the channels' (one
 	// marker, or one fence of the reader's own with Redis away).
-	err := g.settled(ctx, []string{user}, nil)
+	err := g.Settled(ctx, []string{user}, nil)
 	var views []redisstore.ChannelView
 	if err == nil {
 		views, err = g.durableViews(ctx, user, channels)
 	}
 	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		tracing.Logger(ctx, g.log).Warn("reading durable unread state", zap.Error(err))
-		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
+		tracing.Logger(ctx, g.Log).Warn("reading durable unread state", zap.Error(err))
+		return nil, seam.UnavailableError(fmt.Errorf("reading durable state (real-time view unavailable): %w; retry", err))
 	}
 	return views, nil
 }
 
 func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	states, err := g.pg.Get(pctx, user, channels)
+	states, err := g.PG.Get(pctx, user, channels)
 	if err != nil {
 		return nil, err
 	}
-	regs, err := g.pg.Memberships(pctx, user, channels)
+	regs, err := g.PG.Memberships(pctx, user, channels)
 	if err != nil {
 		return nil, err
 	}
-	mentions, err := g.mentionStore().ReadPG(pctx, user, channels, g.cfg.MentionCap)
+	mentions, err := g.mentionStore().ReadPG(pctx, user, channels, g.Cfg.MentionCap)
 	if err != nil {
 		return nil, err
 	}
@@ -464,7 +465,7 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 		}
 		set = append(set, ch)
 	}
-	heads, err := g.pg.Heads(pctx, set)
+	heads, err := g.PG.Heads(pctx, set)
 	if err != nil {
 		return nil, err
 	}
@@ -513,9 +514,9 @@ func (g *Gate) durableViews(ctx context.Context, user string, channels []string)
 	for i := range out {
 		v := &out[i]
 		read := v.State.EffectiveRead().Seq
-		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[v.Channel], read, g.cfg.MentionCap)
+		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[v.Channel], read, g.Cfg.MentionCap)
 		if group := groups[v.Channel]; len(group) > 0 {
-			v.SetGroupMentions(channel.MentionCountWithGroup(seqs[v.Channel], group, read, g.cfg.MentionCap))
+			v.SetGroupMentions(channel.MentionCountWithGroup(seqs[v.Channel], group, read, g.Cfg.MentionCap))
 		}
 	}
 	return sortViews(out), nil
@@ -547,28 +548,28 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	if err := g.checkMarks(ctx, []mark{m}); err != nil {
 		return nil, err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	// The record's size does not depend on the epoch Redis resolves.
 	prov, err := event.Encode(receipt.MarkUnread(m.key, m.seq, receipt.MaxEpoch-1))
 	if err != nil {
-		return nil, internal(err)
+		return nil, seam.Internal(err)
 	}
 	event.StampGeneration(prov, math.MaxInt64)
-	prov.Topic = g.durable.Topic()
-	if err := g.durable.Refuse([]*kgo.Record{prov}); err != nil {
-		return nil, g.unavailable(ctx, 1, err)
+	prov.Topic = g.Durable.Topic()
+	if err := g.Durable.Refuse([]*kgo.Record{prov}); err != nil {
+		return nil, g.Unavailable(ctx, 1, err)
 	}
 	unread := func() (redisstore.MergeResult, error) {
-		if err := g.restore.settleDegraded(ctx, []string{m.key.User}); err != nil {
+		if err := g.Restore.SettleDegraded(ctx, []string{m.key.User}); err != nil {
 			return redisstore.MergeResult{}, err
 		}
-		return g.redis.MarkUnread(ctx, m.key, m.seq, m.epoch, m.deviceID, now)
+		return g.Redis.MarkUnread(ctx, m.key, m.seq, m.epoch, m.deviceID, now)
 	}
 	res, err := unread()
 	if errors.Is(err, redisstore.ErrNotLoaded) {
 		// Redis lost the user's cursors (or never restored them): the
 		// epoch to move past is the restored one.
-		if err = g.restore.cursors(ctx, []string{m.key.User}); err == nil {
+		if err = g.Restore.Cursors(ctx, []string{m.key.User}); err == nil {
 			res, err = unread()
 		}
 	}
@@ -576,12 +577,12 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
 	}
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpMerge, 1, err)
-		if cerr := contextError(ctx, err); cerr != nil {
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		return nil, unavailableError(fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err),
-			apierr.RetryAfter(g.cfg.RetryAfter))
+		return nil, seam.UnavailableError(fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err),
+			apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	if res.EpochAhead {
 		return nil, epochAhead(m, res.SeenEpoch)
@@ -589,12 +590,12 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	// No publishView: the public read does not move, so others see nothing.
 	rec, err := event.Encode(res.Resolved)
 	if err != nil {
-		return nil, internal(err)
+		return nil, seam.Internal(err)
 	}
 	// Stamped with the erasure generation the script read: an erasure
 	// drops the event only if it came first in Redis (tombstone.Drops),
 	// whatever the clocks say.
-	durability, err := g.produceUserRecord(ctx, rec, m.key.User, res.Generation)
+	durability, err := g.ProduceUserRecord(ctx, rec, m.key.User, res.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -613,12 +614,12 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.ReadAllRequest]) (*connect.Response[receiptsv1.ReadAllResponse], error) {
 	r := req.Msg
 	user := r.GetUserId()
-	channels, err := validateChannelList(user, r.GetChannelId(), g.cfg.MaxUnreadChannels)
+	channels, err := validateChannelList(user, r.GetChannelId(), g.Cfg.MaxUnreadChannels)
 	if err != nil {
 		return nil, err
 	}
 	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	views, err := g.unread(ctx, user, channels)
 	if err != nil {
@@ -633,21 +634,21 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 				field: "channel_id[" + v.Channel + "]."})
 		}
 	}
-	if len(channels) == 0 && !g.cfg.AllowNonMemberMarks && len(marks) > 0 {
+	if len(channels) == 0 && !g.Cfg.AllowNonMemberMarks && len(marks) > 0 {
 		keys := make([]receipt.Key, len(marks))
 		for i, m := range marks {
 			keys[i] = m.key
 		}
-		f := g.lookup(ctx, keys, false)
-		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.known && g.checkMark(f, m) != nil })
+		f := g.Lookup(ctx, keys, false)
+		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.Known && g.checkMark(f, m) != nil })
 	}
 	// Each mark is a write, as in a MarkReceipts batch.
 	if err := charge(ctx, len(marks)); err != nil {
 		return nil, err
 	}
 	out := &receiptsv1.ReadAllResponse{}
-	for start := 0; start < len(marks); start += g.cfg.MaxBatchItems {
-		res, err := g.write(ctx, marks[start:min(start+g.cfg.MaxBatchItems, len(marks))])
+	for start := 0; start < len(marks); start += g.Cfg.MaxBatchItems {
+		res, err := g.write(ctx, marks[start:min(start+g.Cfg.MaxBatchItems, len(marks))])
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -20,10 +21,10 @@ import (
 func (g *Gate) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv1.DeleteMessageRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
-		return nil, invalid(apierr.InvalidSeq, err)
+		return nil, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: thread.Ref{Channel: r.GetChannelId()}, seq: r.GetSeq(), field: "seq"}})
 	if err != nil {
@@ -42,7 +43,7 @@ func (g *Gate) DeleteThreadReply(ctx context.Context, req *connect.Request[recei
 		return nil, err
 	}
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
-		return nil, invalid(apierr.InvalidSeq, err)
+		return nil, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	durability, degraded, err := g.deleteMessages(ctx, []deletion{{ref: ref, seq: r.GetSeq(), field: "seq"}})
 	if err != nil {
@@ -63,14 +64,14 @@ type deletion struct {
 // reply's with a thread_root_seq), nothing that only announcing carries.
 func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, error) {
 	if err := receipt.ValidateID(prefix+"channel_id", n.GetChannelId()); err != nil {
-		return deletion{}, invalid(apierr.InvalidID, err)
+		return deletion{}, seam.Invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateSeq(prefix+"seq", n.GetSeq()); err != nil {
-		return deletion{}, invalid(apierr.InvalidSeq, err)
+		return deletion{}, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	if n.GetThreadRootSeq() != 0 {
 		if err := receipt.ValidateSeq(prefix+"thread_root_seq", n.GetThreadRootSeq()); err != nil {
-			return deletion{}, invalid(apierr.InvalidSeq, err)
+			return deletion{}, seam.Invalid(apierr.InvalidSeq, err)
 		}
 	}
 	for _, f := range []struct {
@@ -78,14 +79,14 @@ func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, err
 		set  bool
 	}{{"message_id", n.GetMessageId() != ""}, {"sender_id", n.GetSenderId() != ""}, {"mentions", len(n.GetMentions()) > 0}} {
 		if f.set {
-			return deletion{}, invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + f.name, Reason: "must be empty when deleted is set"})
+			return deletion{}, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + f.name, Reason: "must be empty when deleted is set"})
 		}
 	}
 	return deletion{ref: thread.Ref{Channel: n.GetChannelId(), Root: n.GetThreadRootSeq()}, seq: n.GetSeq(), field: prefix + "seq"}, nil
 }
 
 // deletionStore is the deletion kind's storage on the gateway's stores.
-func (g *Gate) deletionStore() deletions.Store { return deletions.NewStore(g.pg, g.redis) }
+func (g *Gate) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
 
 // checkDeletionLeads refuses a deletion beyond its channel's (or
 // thread's) head by the kind's bound (deletions.CheckLead).
@@ -106,9 +107,9 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	}
 	heads := make(map[thread.Ref]int64, len(seen))
 	if len(chans) > 0 {
-		known, err := g.redis.Heads(ctx, chans)
+		known, err := g.Redis.Heads(ctx, chans)
 		if err != nil {
-			g.warnRedis(ctx, redisOpGet, err)
+			g.WarnRedis(ctx, seam.RedisOpGet, err)
 			known = nil
 		}
 		for _, ch := range chans {
@@ -116,10 +117,10 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 			if !ok {
 				durable, err := g.channelHead(ctx, ch)
 				if err != nil {
-					if cerr := contextError(ctx, err); cerr != nil {
+					if cerr := seam.ContextError(ctx, err); cerr != nil {
 						return cerr
 					}
-					return unavailableError(err, apierr.RetryAfter(g.cfg.RetryAfter))
+					return seam.UnavailableError(err, apierr.RetryAfter(g.Cfg.RetryAfter))
 				}
 				if durable != nil {
 					h = *durable
@@ -140,7 +141,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	for _, d := range dels {
 		head := heads[d.ref]
 		if fe := deletions.CheckLead(d.field, d.seq, head); fe != nil {
-			return invalid(apierr.DeletionBeyondHead, fe, apierr.Head(head), apierr.Limit(channel.DeletionLead))
+			return seam.Invalid(apierr.DeletionBeyondHead, fe, apierr.Head(head), apierr.Limit(channel.DeletionLead))
 		}
 	}
 	return nil
@@ -154,7 +155,7 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 	if err := g.checkDeletionLeads(ctx, dels); err != nil {
 		return 0, false, err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	bySet := map[thread.Ref][]int64{}
 	var order []thread.Ref
 	for _, d := range dels {
@@ -176,13 +177,13 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 	for i := range sets {
 		rec, err := event.EncodeDecoded(event.Decoded{Deletions: &sets[i]})
 		if err != nil {
-			return 0, false, internal(err)
+			return 0, false, seam.Internal(err)
 		}
-		rec.Topic = g.durable.Topic()
+		rec.Topic = g.Durable.Topic()
 		recs[i] = rec
 	}
-	if err := g.durable.Refuse(recs); err != nil {
-		return 0, false, g.unavailable(ctx, len(recs), err)
+	if err := g.Durable.Refuse(recs); err != nil {
+		return 0, false, g.Unavailable(ctx, len(recs), err)
 	}
 	errs, err := g.deletionStore().AddRedis(ctx, sets)
 	degraded := err != nil
@@ -192,9 +193,9 @@ func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.
 		}
 	}
 	if degraded {
-		g.redisDegradedOn(ctx, redisOpMerge, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
 	}
-	durability, err := g.produce(ctx, recs)
+	durability, err := g.Produce(ctx, recs)
 	if err != nil {
 		return 0, false, err
 	}

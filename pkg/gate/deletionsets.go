@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -38,7 +39,7 @@ var errSetsHydrating = errors.New("deletion sets are being copied into Redis")
 // of the others, which it returns. The caller has settled the sets'
 // channels.
 func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
 	sizes, err := g.deletionStore().SizesPG(pctx, refs, hydrateInlineSeqs+1)
 	if err != nil {
@@ -60,8 +61,8 @@ func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []t
 			return nil, fmt.Errorf("reading the deletions of %d sets: %w", len(inline), err)
 		}
 		if err := g.deletionStore().HydrateRedis(ctx, inline, ds); err != nil {
-			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(ctx, redisOpHydrate+" deletions", err)
+			g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
+			g.WarnRedis(ctx, seam.RedisOpHydrate+" deletions", err)
 		}
 	}
 	for _, ref := range deferred {
@@ -79,8 +80,8 @@ func (g *Gate) hydrateSetLater(ctx context.Context, ref thread.Ref) {
 		_, _, _ = g.hydratingSets.Do(ref.String(), func() (any, error) {
 			err := g.hydrateSetPages(hctx, ref)
 			if err != nil {
-				g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-				g.log.Warn("copying a deletion set into redis", zap.Stringer("set", ref), zap.Error(err))
+				g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
+				g.Log.Warn("copying a deletion set into redis", zap.Stringer("set", ref), zap.Error(err))
 			}
 			return nil, err
 		})
@@ -90,7 +91,7 @@ func (g *Gate) hydrateSetLater(ctx context.Context, ref thread.Ref) {
 func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 	var after int64
 	for {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		// One seq more than a page: the page that holds the set's end is
 		// known to be its last, and marks it.
 		seqs, err := g.deletionStore().SeqsAfterPG(pctx, ref, after, hydratePageSeqs+1)

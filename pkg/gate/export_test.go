@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -12,7 +13,7 @@ func SetRebuildHook(g *Gate, f func()) { g.rebuildHook = f }
 
 // PageOfChannels is pageOf over channel ids (the Postgres fallbacks' cut).
 func PageOfChannels(channels []string, after string, limit int) ([]string, bool) {
-	return pageOf(channels, func(ch string) string { return ch }, redisstore.Page{After: after, Limit: limit})
+	return seam.PageOf(channels, func(ch string) string { return ch }, redisstore.Page{After: after, Limit: limit})
 }
 
 // DurableUnread is GetUnread's Postgres fallback: the counts from

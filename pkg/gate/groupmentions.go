@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -26,15 +27,15 @@ func countsGroupMentions(l notification.Level) bool {
 
 // groupMentionStore is the group mention kind's storage on the gate's
 // stores.
-func (g *Gate) groupMentionStore() groupmentions.Store { return groupmentions.NewStore(g.pg, g.redis) }
+func (g *Gate) groupMentionStore() groupmentions.Store { return groupmentions.NewStore(g.PG, g.Redis) }
 
 // hydrateGroupMentions copies the group mentions of channels from
 // Postgres into Redis (a channel without any is recorded as such).
 func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydrate func(string, func(context.Context) error)) error {
-	if err := g.settled(ctx, nil, channels); err != nil {
+	if err := g.Settled(ctx, nil, channels); err != nil {
 		return err
 	}
-	rows, err := g.groupMentionStore().ReadPG(ctx, channels, g.cfg.MentionCap)
+	rows, err := g.groupMentionStore().ReadPG(ctx, channels, g.Cfg.MentionCap)
 	if err != nil {
 		return fmt.Errorf("reading the group mentions of %d channels: %w", len(channels), err)
 	}
@@ -46,7 +47,7 @@ func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydr
 	for i, ch := range channels {
 		all[i] = channel.GroupMentions{Channel: ch, Mentions: byCh[ch]}
 	}
-	hydrate("group mentions", func(c context.Context) error { return g.groupMentionStore().HydrateRedis(c, all, g.cfg.MentionCap) })
+	hydrate("group mentions", func(c context.Context) error { return g.groupMentionStore().HydrateRedis(c, all, g.Cfg.MentionCap) })
 	return nil
 }
 
@@ -64,7 +65,7 @@ func (g *Gate) durableGroupMentions(ctx context.Context, user string, views []re
 	if len(chs) == 0 {
 		return nil, nil
 	}
-	rows, err := g.groupMentionStore().ReadPG(ctx, chs, g.cfg.MentionCap)
+	rows, err := g.groupMentionStore().ReadPG(ctx, chs, g.Cfg.MentionCap)
 	if err != nil {
 		return nil, err
 	}
@@ -110,9 +111,9 @@ func groupMentionsOf(notices []notice, mentionCap int) []channel.GroupMentions {
 // addGroupMentions writes group mentions to Redis; a failure is logged
 // and counted (the notices report realtime_degraded).
 func (g *Gate) addGroupMentions(ctx context.Context, groups []channel.GroupMentions) error {
-	err := g.groupMentionStore().AddRedis(ctx, groups, g.cfg.MentionCap)
+	err := g.groupMentionStore().AddRedis(ctx, groups, g.Cfg.MentionCap)
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpMerge, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
 	}
 	return err
 }

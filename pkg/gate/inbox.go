@@ -11,6 +11,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -30,14 +31,14 @@ const (
 func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.GetInboxRequest]) (*connect.Response[receiptsv1.GetInboxResponse], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	limit := int(req.Msg.GetLimit())
 	switch {
 	case limit == 0:
 		limit = InboxLimitDefault
 	case limit < 0 || limit > MaxInboxLimit:
-		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxInboxLimit, limit)})
+		return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxInboxLimit, limit)})
 	}
 	after, hasAfter, err := decodeActivityToken(req.Msg.GetPageToken(), true)
 	if err != nil {
@@ -126,10 +127,10 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 	if err != nil {
 		// The channel lines still answer: a thread problem never fails
 		// them (a caller that left still ends the call).
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, nil, cerr
 		}
-		g.warnRedis(ctx, redisOpGet+" threads", err)
+		g.WarnRedis(ctx, seam.RedisOpGet+" threads", err)
 		return items, nil, nil
 	}
 	threads := make(map[thread.Ref]followedThread, len(ts))
@@ -149,18 +150,18 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
 	probe := g.threadStore().Probe()
-	order, err := g.redis.InboxOrder(ctx, user, probe)
+	order, err := g.Redis.InboxOrder(ctx, user, probe)
 	switch {
 	case err == nil && order.Complete:
 		return order.Heads, probe.None(), nil
 	case err != nil && !errors.Is(err, redisstore.ErrTooManyChannels):
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, false, cerr
 		}
-		g.redisDegradedOn(ctx, redisOpGet, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 	}
 	var seen unreadSeen
-	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: MaxChannelPageSize}, &seen)
+	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: seam.MaxChannelPageSize}, &seen)
 	if err != nil {
 		return nil, false, err
 	}
@@ -175,9 +176,9 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 // firstUnreadIDs fills each line's first unread message id where Redis
 // keeps it; without Redis the lines go without.
 func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine, refs []redisstore.MessageRef) {
-	ids, err := g.redis.MessageIDs(ctx, refs)
+	ids, err := g.Redis.MessageIDs(ctx, refs)
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpGet, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 		return
 	}
 	for i, id := range ids {

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -40,15 +41,15 @@ func (g *Gate) checkMarks(ctx context.Context, marks []mark) error {
 	for i, m := range marks {
 		keys[i] = m.key
 	}
-	f := g.lookup(ctx, keys, false)
-	if !f.known {
+	f := g.Lookup(ctx, keys, false)
+	if !f.Known {
 		return nil
 	}
 	return g.checkEach(f, marks)
 }
 
 // checkEach checks marks against known facts, all or nothing.
-func (g *Gate) checkEach(f *facts, marks []mark) error {
+func (g *Gate) checkEach(f *seam.Facts, marks []mark) error {
 	for _, m := range marks {
 		if err := g.checkMark(f, m); err != nil {
 			return err
@@ -57,14 +58,14 @@ func (g *Gate) checkEach(f *facts, marks []mark) error {
 	return nil
 }
 
-func (g *Gate) checkMark(f *facts, m mark) error {
-	if head := f.head(m.key.Channel); head > 0 && m.seq > head {
+func (g *Gate) checkMark(f *seam.Facts, m mark) error {
+	if head := f.Head(m.key.Channel); head > 0 && m.seq > head {
 		return headBehind(m.field+"seq", m.seq, head)
 	}
-	if g.cfg.AllowNonMemberMarks {
+	if g.Cfg.AllowNonMemberMarks {
 		return nil
 	}
-	if member, registered := f.member(m.key); registered && !member {
+	if member, registered := f.Member(m.key); registered && !member {
 		return notMember(m.field, m.key)
 	}
 	return nil
@@ -83,7 +84,7 @@ func headBehind(field string, seq, head int64) error {
 // beyondHead is the refusal of a join point beyond the channel's head:
 // InvalidArgument, SEQ_BEYOND_HEAD.
 func beyondHead(field string, seq, head int64) error {
-	return invalid(apierr.SeqBeyondHead, &receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d)", errBeyondHead, seq, head)}, apierr.Head(head))
+	return seam.Invalid(apierr.SeqBeyondHead, &receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d)", errBeyondHead, seq, head)}, apierr.Head(head))
 }
 
 func notMember(prefix string, k receipt.Key) error {
@@ -121,11 +122,11 @@ func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged
 	if len(unresolved) == 0 {
 		return out, nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	epochs, err := g.pg.ReadEpochs(pctx, unresolved)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+	epochs, err := g.PG.ReadEpochs(pctx, unresolved)
 	cancel()
 	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
 		if explicit > 0 {
@@ -138,9 +139,9 @@ func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged
 		// durability does not need either store), at epoch 0: a key
 		// marked unread before (epoch > 0) would make such a mark lose,
 		// which is why a client that saw an epoch should send it.
-		g.m.redisDegraded.WithLabelValues(redisOpResolve).Add(float64(len(unresolved)))
-		g.resolveWarn.Do(func() {
-			tracing.Logger(ctx, g.log).Warn("resolving read epochs without Redis or Postgres; marks without an epoch travel at epoch 0",
+		g.M.RedisDegraded.WithLabelValues(redisOpResolve).Add(float64(len(unresolved)))
+		g.ResolveWarn.Do(func() {
+			tracing.Logger(ctx, g.Log).Warn("resolving read epochs without Redis or Postgres; marks without an epoch travel at epoch 0",
 				zap.Int("num_marks", len(unresolved)), zap.Error(err))
 		})
 		epochs = nil

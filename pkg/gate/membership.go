@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
@@ -15,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -35,7 +35,7 @@ func (g *Gate) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.
 	}
 	if r.Seq != nil {
 		if err := receipt.ValidateBounded("seq", *r.Seq); err != nil {
-			return nil, invalid(apierr.InvalidSeq, err)
+			return nil, seam.Invalid(apierr.InvalidSeq, err)
 		}
 	}
 	return g.changeMembership(ctx, k, true, r.Seq)
@@ -52,10 +52,10 @@ func (g *Gate) LeaveChannel(ctx context.Context, req *connect.Request[receiptsv1
 
 func validateKey(user, ch string) (receipt.Key, error) {
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return receipt.Key{}, invalid(apierr.InvalidID, err)
+		return receipt.Key{}, seam.Invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
-		return receipt.Key{}, invalid(apierr.InvalidID, err)
+		return receipt.Key{}, seam.Invalid(apierr.InvalidID, err)
 	}
 	return receipt.Key{User: user, Channel: ch}, nil
 }
@@ -72,7 +72,7 @@ func validateKey(user, ch string) (receipt.Key, error) {
 // head); the register held is produced again all the same, as marks are
 // (the earlier call's produce may have failed).
 func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, joinSeq *int64) (*connect.Response[receiptsv1.MembershipResponse], error) {
-	f := g.lookup(ctx, []receipt.Key{k}, true)
+	f := g.Lookup(ctx, []receipt.Key{k}, true)
 	head, err := g.headOf(ctx, f, k.Channel)
 	if err != nil {
 		return nil, err
@@ -80,8 +80,8 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if joinSeq != nil && head > 0 && *joinSeq > head {
 		return nil, beyondHead("seq", *joinSeq, head)
 	}
-	now := g.nowMs()
-	stored, hasStored := f.userRegister(k)
+	now := g.NowMs()
+	stored, hasStored := f.UserRegister(k)
 	var reg channel.Membership
 	switch {
 	case hasStored && stored.Member == join && (!join || joinSeq == nil || *joinSeq == stored.JoinSeq):
@@ -112,12 +112,12 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	if err == nil {
 		event.StampGeneration(prov, math.MaxInt64)
 	}
-	if _, err := g.admit(ctx, prov, err); err != nil {
+	if _, err := g.Admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
 	res := g.writeMembership(ctx, reg, change)
 	if res.Err != nil {
-		g.redisDegradedOn(ctx, redisOpMerge, 1, res.Err)
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, res.Err)
 	}
 	if change {
 		reg = res.Membership // versioned by Redis, once its user's hash took it
@@ -125,7 +125,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	degraded := res.Err != nil
 	// The generation the Redis writes read: stamped on the event, it
 	// orders it against an erasure as those writes are.
-	gen := generationOf(res.Generation, res.Err)
+	gen := seam.GenerationOf(res.Generation, res.Err)
 	if res.Err == nil && !res.Membership.Member {
 		g.leaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
 	}
@@ -150,14 +150,14 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	}
 	rec, err := event.EncodeMembership(reg, read)
 	if err != nil {
-		return nil, internal(err)
+		return nil, seam.Internal(err)
 	}
-	durability, err := g.produceUserRecord(ctx, rec, k.User, gen)
+	durability, err := g.ProduceUserRecord(ctx, rec, k.User, gen)
 	if err != nil {
 		return nil, err
 	}
 	if read != nil && degraded {
-		g.restore.noteDegraded([]string{k.User})
+		g.Restore.NoteDegraded([]string{k.User})
 	}
 	out := &receiptsv1.MembershipResponse{Membership: membershipProto(reg), Durability: durability, RealtimeDegraded: degraded}
 	if !degraded {
@@ -173,7 +173,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 // them durable. (The join read itself is not merged again: it would undo
 // a mark-unread made since the join.)
 func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
-	held, _, err := g.redis.Get(ctx, k.User, []string{k.Channel})
+	held, _, err := g.Redis.Get(ctx, k.User, []string{k.Channel})
 	if err != nil || len(held) == 0 {
 		return nil
 	}
@@ -184,9 +184,9 @@ func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
 // sets (ChangeMembership), an unchanged register as a plain merge.
 func (g *Gate) writeMembership(ctx context.Context, reg channel.Membership, change bool) redisstore.MembershipResult {
 	if change {
-		return g.redis.ChangeMembership(ctx, reg)
+		return g.Redis.ChangeMembership(ctx, reg)
 	}
-	res, err := g.redis.MergeMemberships(ctx, []channel.Membership{reg})
+	res, err := g.Redis.MergeMemberships(ctx, []channel.Membership{reg})
 	if err != nil {
 		return redisstore.MembershipResult{Membership: reg, Err: err}
 	}
@@ -195,22 +195,22 @@ func (g *Gate) writeMembership(ctx context.Context, reg channel.Membership, chan
 
 // headOf is the channel's head seq: from the facts, or — when Redis could
 // not answer — from Postgres (0 when the channel has none).
-func (g *Gate) headOf(ctx context.Context, f *facts, ch string) (int64, error) {
-	if f.known {
-		return f.head(ch), nil
+func (g *Gate) headOf(ctx context.Context, f *seam.Facts, ch string) (int64, error) {
+	if f.Known {
+		return f.Head(ch), nil
 	}
-	err := g.settled(ctx, nil, []string{ch})
+	err := g.Settled(ctx, nil, []string{ch})
 	var heads []channel.Head
 	if err == nil {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		heads, err = g.pg.Heads(pctx, []string{ch})
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+		heads, err = g.PG.Heads(pctx, []string{ch})
 		cancel()
 	}
 	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return 0, cerr
 		}
-		return 0, unavailableError(fmt.Errorf("reading the head of %s (Redis and Postgres both failed): %w; retry", ch, err))
+		return 0, seam.UnavailableError(fmt.Errorf("reading the head of %s (Redis and Postgres both failed): %w; retry", ch, err))
 	}
 	if len(heads) == 0 {
 		return 0, nil
@@ -231,29 +231,29 @@ func membershipProto(m channel.Membership) *receiptsv1.Membership {
 func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.GetChannelRequest]) (*connect.Response[receiptsv1.GetChannelResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	size := int(r.GetPageSize())
 	switch {
 	case size == 0:
 		size = PageSizeDefault
 	case size < 0 || size > MaxPageSize:
-		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxPageSize, size)})
+		return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxPageSize, size)})
 	}
-	after, err := decodePageToken(r.GetPageToken())
+	after, err := seam.DecodePageToken(r.GetPageToken())
 	if err != nil {
-		return nil, invalid(apierr.InvalidField, err)
+		return nil, seam.Invalid(apierr.InvalidField, err)
 	}
 	ch := r.GetChannelId()
 	// No user: the facts of the channel alone.
-	f := g.lookup(ctx, []receipt.Key{{Channel: ch}}, false)
+	f := g.Lookup(ctx, []receipt.Key{{Channel: ch}}, false)
 	out := &receiptsv1.GetChannelResponse{ChannelId: ch}
 	head, err := g.headOf(ctx, f, ch)
 	if err != nil {
 		return nil, err
 	}
 	if head > 0 {
-		c := f.channels[ch]
+		c := f.Channel(ch)
 		cur := receipt.Cursor{Position: receipt.Position{Seq: head}}
 		if c != nil {
 			cur.MessageID = c.Head.MessageID
@@ -262,16 +262,16 @@ func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.G
 	}
 
 	var members []string
-	if c := f.channels[ch]; c != nil && c.MembersComplete {
+	if c := f.Channel(ch); c != nil && c.MembersComplete {
 		members, out.MemberCount, err = g.redisMembers(ctx, ch, after, size)
 	} else {
 		members, out.MemberCount, err = g.durableMemberPage(ctx, ch, after, size)
 	}
 	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
-		return nil, unavailableError(fmt.Errorf("reading the members of %s: %w; retry", ch, err))
+		return nil, seam.UnavailableError(fmt.Errorf("reading the members of %s: %w; retry", ch, err))
 	}
 	if len(members) > size {
 		members = members[:size]
@@ -284,7 +284,7 @@ func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.G
 // redisMembers answers up to size+1 members after the given user, and the
 // member count, from the channel's (complete) Redis hash.
 func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
-	regs, _, err := g.redis.ChannelMembers(ctx, ch, nil)
+	regs, _, err := g.Redis.ChannelMembers(ctx, ch, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -303,16 +303,16 @@ func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]
 }
 
 func (g *Gate) durableMemberPage(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
-	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+	if err := g.Settled(ctx, nil, []string{ch}); err != nil {
 		return nil, 0, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	regs, err := g.pg.ChannelMembers(pctx, ch, after, size+1, true)
+	regs, err := g.PG.ChannelMembers(pctx, ch, after, size+1, true)
 	if err != nil {
 		return nil, 0, err
 	}
-	n, err := g.pg.MemberCount(pctx, ch)
+	n, err := g.PG.MemberCount(pctx, ch)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -320,22 +320,6 @@ func (g *Gate) durableMemberPage(ctx context.Context, ch, after string, size int
 	for i, m := range regs {
 		members[i] = m.Key.User
 	}
-	tracing.Logger(ctx, g.log).Debug("channel members answered from Postgres", zap.String("channel_id", ch))
+	tracing.Logger(ctx, g.Log).Debug("channel members answered from Postgres", zap.String("channel_id", ch))
 	return members, n, nil
-}
-
-// decodePageToken reads the opaque token: the last user id of the
-// previous page.
-func decodePageToken(tok string) (string, error) {
-	if tok == "" {
-		return "", nil
-	}
-	b, err := base64.RawURLEncoding.DecodeString(tok)
-	if err == nil {
-		err = receipt.ValidateID("page_token", string(b))
-	}
-	if err != nil {
-		return "", &receipt.FieldError{Field: "page_token", Reason: "is not a token this service issued: " + strings.TrimPrefix(err.Error(), "page_token: ")}
-	}
-	return string(b), nil
 }

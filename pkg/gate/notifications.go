@@ -10,6 +10,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -31,10 +32,10 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	}
 	level, ok := notification.Parse(r.GetLevel())
 	if !ok {
-		return nil, invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "level", Reason: fmt.Sprintf("must be all, mentions, none or empty, got %q", r.GetLevel())})
+		return nil, seam.Invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "level", Reason: fmt.Sprintf("must be all, mentions, none or empty, got %q", r.GetLevel())})
 	}
 	if err := receipt.ValidateBounded("muted_until_unix_ms", r.GetMutedUntilUnixMs()); err != nil {
-		return nil, invalid(apierr.InvalidField, err)
+		return nil, seam.Invalid(apierr.InvalidField, err)
 	}
 	reg := notification.Register{Key: k, Level: level, MutedUntilUnixMs: r.GetMutedUntilUnixMs(), VersionUnixMs: math.MaxInt64}
 	// Sized with the longest version and stamp, so a full spool refuses
@@ -43,22 +44,22 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 	if err == nil {
 		event.StampGeneration(prov, math.MaxInt64)
 	}
-	if _, err := g.admit(ctx, prov, err); err != nil {
+	if _, err := g.Admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
 	res := g.notificationStore().Change(ctx, reg)
 	degraded := res.Err != nil
 	if degraded {
-		g.redisDegradedOn(ctx, redisOpMerge, 1, res.Err)
-		reg.VersionUnixMs = g.nowMs()
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, res.Err)
+		reg.VersionUnixMs = g.NowMs()
 	} else {
 		reg = res.Register
 	}
 	rec, err := event.EncodeNotifications(reg, 0, false)
 	if err != nil {
-		return nil, internal(err)
+		return nil, seam.Internal(err)
 	}
-	durability, err := g.produceUserRecord(ctx, rec, k.User, generationOf(res.Generation, res.Err))
+	durability, err := g.ProduceUserRecord(ctx, rec, k.User, seam.GenerationOf(res.Generation, res.Err))
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +71,7 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 
 // notificationStore is the notification registers' storage on the
 // gate's stores.
-func (g *Gate) notificationStore() notifications.Store { return notifications.NewStore(g.pg, g.redis) }
+func (g *Gate) notificationStore() notifications.Store { return notifications.NewStore(g.PG, g.Redis) }
 
 // levels is what decides how a user's channels count in the badge: the
 // user's default level and the channels' registers.
@@ -96,7 +97,7 @@ func (l levels) of(ch string) (level notification.Level, muted, unread, mentions
 // wins). Without either store the call is Unavailable: a badge counted
 // at the wrong levels would look right and be wrong.
 func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, read *notifications.Levels) (levels, error) {
-	out := levels{nowMs: g.nowMs()}
+	out := levels{nowMs: g.NowMs()}
 	if len(channels) == 0 {
 		return out, nil // no channel to count
 	}
@@ -128,12 +129,12 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 		return out, nil
 	}
 	if rerr != nil {
-		g.redisDegradedOn(ctx, redisOpGet, 1, rerr)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, rerr)
 	}
-	if err := g.settled(ctx, []string{user}, nil); err != nil {
+	if err := g.Settled(ctx, []string{user}, nil); err != nil {
 		return out, g.durableErr(ctx, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	durable, err := g.notificationStore().ReadPG(pctx, user, nil)
 	cancel()
 	if err != nil {
@@ -150,8 +151,8 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	// marked complete in Redis.
 	if rerr == nil && len(durable) < pgstore.MaxChannelsPerRead {
 		if err := g.notificationStore().Hydrate(ctx, user, durable); err != nil {
-			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(ctx, redisOpHydrate+" notifications", err)
+			g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
+			g.WarnRedis(ctx, seam.RedisOpHydrate+" notifications", err)
 		}
 	}
 	return out, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -41,10 +42,10 @@ type notice struct {
 
 func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) {
 	for _, err := range []error{
-		invalid(apierr.InvalidID, receipt.ValidateID(prefix+"channel_id", n.GetChannelId())),
-		invalid(apierr.InvalidSeq, receipt.ValidateSeq(prefix+"seq", n.GetSeq())),
-		invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"message_id", n.GetMessageId())),
-		invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", n.GetSenderId())),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateID(prefix+"channel_id", n.GetChannelId())),
+		seam.Invalid(apierr.InvalidSeq, receipt.ValidateSeq(prefix+"seq", n.GetSeq())),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"message_id", n.GetMessageId())),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", n.GetSenderId())),
 	} {
 		if err != nil {
 			return notice{}, err
@@ -52,13 +53,13 @@ func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) 
 	}
 	ms := n.GetMentions()
 	if len(ms) > MaxMentions {
-		return notice{}, tooMany(prefix+"mentions", fmt.Sprintf("has %d users", len(ms)), MaxMentions)
+		return notice{}, seam.TooMany(prefix+"mentions", fmt.Sprintf("has %d users", len(ms)), MaxMentions)
 	}
 	seen := make(map[string]bool, len(ms))
 	out := notice{channel: n.GetChannelId(), seq: n.GetSeq(), messageID: n.GetMessageId(), sender: n.GetSenderId(), mentionAll: n.GetMentionAll()}
 	for i, u := range ms {
 		if err := receipt.ValidateID(prefix+"mentions["+strconv.Itoa(i)+"]", u); err != nil {
-			return notice{}, invalid(apierr.InvalidID, err)
+			return notice{}, seam.Invalid(apierr.InvalidID, err)
 		}
 		if !seen[u] {
 			seen[u] = true
@@ -88,9 +89,9 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 	ns := req.Msg.GetNotices()
 	switch {
 	case len(ns) == 0:
-		return nil, invalid(apierr.EmptyRequest, &receipt.FieldError{Field: "notices", Reason: "must not be empty"})
+		return nil, seam.Invalid(apierr.EmptyRequest, &receipt.FieldError{Field: "notices", Reason: "must not be empty"})
 	case len(ns) > MaxNotices:
-		return nil, tooMany("notices", fmt.Sprintf("has %d items", len(ns)), MaxNotices)
+		return nil, seam.TooMany("notices", fmt.Sprintf("has %d items", len(ns)), MaxNotices)
 	}
 	// Thread replies (a thread_root_seq) take the thread path, deletes
 	// (deleted) the deletion path; the results keep the request's order.
@@ -116,7 +117,7 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 				return nil, err
 			}
 			if v.mentionAll {
-				return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + "mention_all", Reason: "is not for thread replies"})
+				return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + "mention_all", Reason: "is not for thread replies"})
 			}
 			threads, threadIdx = append(threads, v), append(threadIdx, i)
 			continue
@@ -172,19 +173,19 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	for _, n := range notices {
 		cost += len(n.mentions)
 	}
-	groups := groupMentionsOf(notices, g.cfg.MentionCap)
+	groups := groupMentionsOf(notices, g.Cfg.MentionCap)
 	cost += len(groups)
 	if err := charge(ctx, cost); err != nil {
 		return nil, err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	var mentionKeys []receipt.Key
 	for _, n := range notices {
 		for _, u := range n.mentions {
 			mentionKeys = append(mentionKeys, receipt.Key{User: u, Channel: n.channel})
 		}
 	}
-	f := g.lookup(ctx, mentionKeys, false)
+	f := g.Lookup(ctx, mentionKeys, false)
 
 	results := make([]*receiptsv1.NoticeResult, len(notices))
 	heads := make([]channel.Head, len(notices))
@@ -206,7 +207,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		res := &receiptsv1.NoticeResult{}
 		for _, u := range n.mentions {
 			k := receipt.Key{User: u, Channel: n.channel}
-			if member, registered := f.member(k); f.known && registered && !member {
+			if member, registered := f.Member(k); f.Known && registered && !member {
 				res.MentionsDropped = append(res.MentionsDropped, u)
 				continue
 			}
@@ -234,8 +235,8 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	if err != nil {
 		return nil, err
 	}
-	if err := g.durable.Refuse(recs); err != nil {
-		return nil, g.unavailable(ctx, len(recs), err)
+	if err := g.Durable.Refuse(recs); err != nil {
+		return nil, g.Unavailable(ctx, len(recs), err)
 	}
 
 	var (
@@ -252,8 +253,8 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {
-			if mentionGens, mentionErr = g.mentionStore().AddRedisReadingGenerations(ctx, mentions, g.cfg.MentionCap); mentionErr != nil {
-				g.redisDegradedOn(ctx, redisOpMerge, 1, mentionErr)
+			if mentionGens, mentionErr = g.mentionStore().AddRedisReadingGenerations(ctx, mentions, g.Cfg.MentionCap); mentionErr != nil {
+				g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, mentionErr)
 			}
 		})
 	}
@@ -272,7 +273,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 	gens := make([]int64, 0, len(senders)+len(mentions))
 	users := make([]string, 0, cap(gens))
 	for i, s := range senders {
-		gens = append(gens, generationOf(merged[i].Generation, merged[i].Err))
+		gens = append(gens, seam.GenerationOf(merged[i].Generation, merged[i].Err))
 		users = append(users, s.Key.User)
 	}
 	for i, m := range mentions {
@@ -283,15 +284,15 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		gens = append(gens, gen)
 		users = append(users, m.Key.User)
 	}
-	g.knownGenerations(ctx, users, gens)
+	g.KnownGenerations(ctx, users, gens)
 	if recs, err = g.noticeRecords(heads, resolved, mentions, groups, gens); err != nil {
 		return nil, err
 	}
-	durability, err := g.produce(ctx, recs)
+	durability, err := g.Produce(ctx, recs)
 	if err != nil {
 		return nil, err
 	}
-	g.restore.noteDegraded(degradedUsers(senders, merged))
+	g.Restore.NoteDegraded(degradedUsers(senders, merged))
 	for i, res := range results {
 		res.Durability = durability
 		h := raised[i]
@@ -317,7 +318,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 
 // raiseHeads raises heads in Redis; it always returns one result per head.
 func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstore.HeadResult {
-	out, err := g.redis.RaiseHeads(ctx, heads)
+	out, err := g.Redis.RaiseHeads(ctx, heads)
 	if len(out) != len(heads) {
 		out = make([]redisstore.HeadResult, len(heads))
 		for i := range out {
@@ -332,7 +333,7 @@ func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstor
 		}
 	}
 	if failed > 0 {
-		g.redisDegradedOn(ctx, redisOpMerge, failed, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, failed, err)
 	}
 	return out
 }
@@ -355,9 +356,9 @@ func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, ment
 	recs := make([]*kgo.Record, 0, len(order)+len(senders)+len(mentions))
 	add := func(rec *kgo.Record, err error) error {
 		if err != nil {
-			return internal(err)
+			return seam.Internal(err)
 		}
-		rec.Topic = g.durable.Topic()
+		rec.Topic = g.Durable.Topic()
 		recs = append(recs, rec)
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -36,16 +37,16 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	m := req.Msg
 	user := m.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	if m.ShareReadReceipts == nil && m.ShareDeliveryReceipts == nil && m.DefaultNotificationLevel == nil {
-		return nil, invalid(apierr.EmptyRequest, errors.New("nothing to change: set share_read_receipts, share_delivery_receipts or default_notification_level"))
+		return nil, seam.Invalid(apierr.EmptyRequest, errors.New("nothing to change: set share_read_receipts, share_delivery_receipts or default_notification_level"))
 	}
 	var level notification.Level
 	if m.DefaultNotificationLevel != nil {
 		var ok bool
 		if level, ok = notification.Parse(*m.DefaultNotificationLevel); !ok || level == notification.Unset {
-			return nil, invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "default_notification_level",
+			return nil, seam.Invalid(apierr.InvalidLevel, &receipt.FieldError{Field: "default_notification_level",
 				Reason: fmt.Sprintf("must be all, mentions or none, got %q", *m.DefaultNotificationLevel)})
 		}
 	}
@@ -75,7 +76,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if err == nil {
 		event.StampGeneration(prov, math.MaxInt64)
 	}
-	if _, err := g.admit(ctx, prov, err); err != nil {
+	if _, err := g.Admit(ctx, prov, err); err != nil {
 		return nil, err
 	}
 	st, gen, err := g.settingsStore().Change(ctx, st)
@@ -85,14 +86,14 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if err != nil {
 		// Answering success while Redis may still show what the user
 		// hides would break the promise: refuse, nothing produced.
-		g.redisDegradedOn(ctx, redisOpSettings, 1, err)
-		return nil, unavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
+		g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
+		return nil, seam.UnavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	rec, err := event.EncodeSettings(st)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	if _, err := g.produceUserRecord(ctx, rec, user, gen); err != nil {
+	if _, err := g.ProduceUserRecord(ctx, rec, user, gen); err != nil {
 		return nil, err
 	}
 	if hides := (!st.ShareRead && cur[user].ShareRead) || (!st.ShareDelivered && cur[user].ShareDelivered); hides {
@@ -103,7 +104,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		// settings Redis holds now once more, so that when this call
 		// returns nothing the user hid can show anywhere.
 		if err := g.settleHiding(ctx, user); err != nil {
-			g.redisDegradedOn(ctx, redisOpSettings, 1, err)
+			g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
 		}
 	}
 	return connect.NewResponse(settingsProto(st)), nil
@@ -133,22 +134,22 @@ const viewSettleMargin = 100 * time.Millisecond
 // viewWindow is how long a mark's publishView may take from reading the
 // users' settings to applying its moves, its round trips together: one
 // Redis bound (RedisTimeout), so that a change that hides waits little.
-func (g *Gate) viewWindow() time.Duration { return g.cfg.RedisTimeout }
+func (g *Gate) viewWindow() time.Duration { return g.Cfg.RedisTimeout }
 
 // applySettingsToViews makes the user's channel views follow st
 // (readby.Store.ApplySettings).
 func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
-	return g.readBy().ApplySettings(ctx, st, g.cfg.ReadBy.ViewStreamMaxLen)
+	return g.readBy().ApplySettings(ctx, st, g.Cfg.ReadBy.ViewStreamMaxLen)
 }
 
 // settingsStore is the settings kind's storage on the gateway's stores.
-func (g *Gate) settingsStore() settings.Store { return settings.NewStore(g.pg, g.redis) }
+func (g *Gate) settingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
 
 // GetSettings implements receiptsv1connect.ReceiptServiceHandler.
 func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	sts, err := g.settingsOf(ctx, []string{user})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -33,10 +34,10 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 
 	get := func() ([]receipt.State, bool, error) {
 		// Redis is behind a degraded write until the user is unloaded.
-		if err := g.restore.settleDegraded(ctx, []string{user}); err != nil {
+		if err := g.Restore.SettleDegraded(ctx, []string{user}); err != nil {
 			return nil, false, err
 		}
-		return g.redis.Get(ctx, user, channels)
+		return g.Redis.Get(ctx, user, channels)
 	}
 	cached, complete, rerr := get()
 	if rerr == nil && complete {
@@ -44,39 +45,39 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 	}
 	reason := "incomplete"
 	if rerr == nil {
-		err := g.restore.cursors(ctx, []string{user})
+		err := g.Restore.Cursors(ctx, []string{user})
 		if err == nil {
 			if cached, complete, rerr = get(); rerr == nil && complete {
-				g.m.readFallbacks.WithLabelValues(reason).Inc()
+				g.M.ReadFallbacks.WithLabelValues(reason).Inc()
 				return readResponse(user, cached, page), nil
 			}
 		}
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
 		if err != nil && !errors.Is(err, redisstore.ErrUnavailable) {
 			// Postgres may be behind what Redis lost: no answer rather
 			// than one that goes back.
-			tracing.Logger(ctx, g.log).Warn("restoring read state Redis lost", zap.Error(err))
-			return nil, unavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
+			tracing.Logger(ctx, g.Log).Warn("restoring read state Redis lost", zap.Error(err))
+			return nil, seam.UnavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
 		}
 	}
 	if rerr != nil {
 		reason = "redis_error"
 		cached = nil
-		g.redisDegradedOn(ctx, redisOpGet, 1, rerr)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, rerr)
 	}
-	g.m.readFallbacks.WithLabelValues(reason).Inc()
+	g.M.ReadFallbacks.WithLabelValues(reason).Inc()
 
 	durable, err := g.durableStates(ctx, user, channels)
 	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
+		if cerr := seam.ContextError(ctx, err); cerr != nil {
 			return nil, cerr
 		}
 		// Redis alone may be missing or behind on channels: answering with
 		// it would show wrong badges without saying so.
-		tracing.Logger(ctx, g.log).Warn("reading durable state", zap.String("reason", reason), zap.Error(err))
-		return nil, unavailableError(fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), err))
+		tracing.Logger(ctx, g.Log).Warn("reading durable state", zap.String("reason", reason), zap.Error(err))
+		return nil, seam.UnavailableError(fmt.Errorf("reading durable state (real-time view %s): %w; retry", strings.ReplaceAll(reason, "_", " "), err))
 	}
 	return readResponse(user, mergeStates(durable, cached, channels), page), nil
 }
@@ -85,12 +86,12 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 // else the first pgstore.MaxChannelsPerRead) once it holds what may be
 // in flight.
 func (g *Gate) durableStates(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
-	if _, err := g.restore.settle(ctx, g.redis.UserKey(user)); err != nil {
+	if _, err := g.Restore.Settle(ctx, g.Redis.UserKey(user)); err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	return g.pg.Get(pctx, user, channels)
+	return g.PG.Get(pctx, user, channels)
 }
 
 // mergeStates max-merges the two views per channel and keeps only the
@@ -125,13 +126,13 @@ func mergeStates(durable, cached []receipt.State, channels []string) []receipt.S
 // read's page is the zero Page: no cut).
 func readResponse(user string, states []receipt.State, page redisstore.Page) *connect.Response[receiptsv1.GetReadStateResponse] {
 	slices.SortFunc(states, func(a, b receipt.State) int { return strings.Compare(a.Key.Channel, b.Key.Channel) })
-	states, more := pageOf(states, func(s receipt.State) string { return s.Key.Channel }, page)
+	states, more := seam.PageOf(states, func(s receipt.State) string { return s.Key.Channel }, page)
 	out := &receiptsv1.GetReadStateResponse{UserId: user, Channels: make([]*receiptsv1.ChannelState, len(states))}
 	for i, s := range states {
 		out.Channels[i] = event.StateToProto(s)
 	}
 	if more {
-		out.NextPageToken = nextPageToken(states[len(states)-1].Key.Channel)
+		out.NextPageToken = seam.NextPageToken(states[len(states)-1].Key.Channel)
 	}
 	return connect.NewResponse(out)
 }

@@ -14,6 +14,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -37,19 +38,19 @@ const rebuildWait = 10 * time.Second
 // memberCount is a channel's joined-member count: Redis when its
 // membership hash is complete, else Postgres.
 func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
-	n, complete, err := g.redis.MemberCount(ctx, ch)
+	n, complete, err := g.Redis.MemberCount(ctx, ch)
 	if err == nil && complete {
 		return n, nil
 	}
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpGet, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 	}
-	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+	if err := g.Settled(ctx, nil, []string{ch}); err != nil {
 		return 0, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	return g.pg.MemberCount(pctx, ch)
+	return g.PG.MemberCount(pctx, ch)
 }
 
 // sight reads one channel for read-by and ticks. The view is rebuilt from
@@ -62,20 +63,20 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	if err != nil {
 		return nil, g.durableErr(ctx, err)
 	}
-	s := &readby.Sight{Channel: ch, MemberCount: n, Detailed: n <= g.cfg.ReadBy.detailThreshold()}
+	s := &readby.Sight{Channel: ch, MemberCount: n, Detailed: n <= g.Cfg.ReadBy.Threshold()}
 	// A large channel's answers are counts (its view's sorted sets): its
 	// members' cursors are never read. A small one's view may hold a few
 	// leftovers beyond its members; twice the threshold bounds them.
 	most := 0
 	if s.Detailed {
-		most = 2 * int(g.cfg.ReadBy.detailThreshold())
+		most = 2 * int(g.Cfg.ReadBy.Threshold())
 	}
 	views, err := g.readBy().ReadUpTo(ctx, []string{ch}, most)
 	if err != nil && ctx.Err() != nil {
 		return nil, g.durableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
 	}
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpView, 1, err)
+		g.RedisDegradedOn(ctx, redisOpView, 1, err)
 		views = []readby.State{{Channel: ch}}
 	}
 	s.View = views[0]
@@ -116,7 +117,7 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 // else Postgres, hydrating Redis (a max-merge), so that ticks keep their
 // head after Redis lost it (a FLUSHALL, an eviction).
 func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error) {
-	heads, rerr := g.redis.Heads(ctx, []string{ch})
+	heads, rerr := g.Redis.Heads(ctx, []string{ch})
 	if rerr == nil {
 		if h, ok := heads[ch]; ok {
 			if h.Seq == 0 { // known to have none
@@ -125,13 +126,13 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 			return &h, nil
 		}
 	} else {
-		g.redisDegradedOn(ctx, redisOpGet, 1, rerr)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, rerr)
 	}
-	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+	if err := g.Settled(ctx, nil, []string{ch}); err != nil {
 		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	durable, err := g.pg.Heads(pctx, []string{ch})
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+	durable, err := g.PG.Heads(pctx, []string{ch})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
@@ -144,9 +145,9 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 		none = []string{ch}
 	}
 	if rerr == nil {
-		if err := g.redis.HydrateHeads(ctx, durable, none); err != nil {
-			g.m.redisDegraded.WithLabelValues(redisOpHydrate).Inc()
-			g.warnRedis(ctx, redisOpHydrate+" heads", err)
+		if err := g.Redis.HydrateHeads(ctx, durable, none); err != nil {
+			g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
+			g.WarnRedis(ctx, seam.RedisOpHydrate+" heads", err)
 		}
 	}
 	return head, nil
@@ -155,11 +156,11 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 // membersOf returns a small channel's registers: Redis when its hash is
 // complete, else Postgres (hydrating Redis).
 func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
-	regs, complete, err := g.redis.ChannelMembers(ctx, ch, nil)
+	regs, complete, err := g.Redis.ChannelMembers(ctx, ch, nil)
 	if err == nil && complete {
 		return regs, nil
 	}
-	regs, _, err = g.durableMembers(ctx, ch)
+	regs, _, err = g.DurableMembers(ctx, ch)
 	return regs, err
 }
 
@@ -213,20 +214,20 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 	if g.rebuildHook != nil {
 		g.rebuildHook()
 	}
-	ttl := g.cfg.ReadBy.viewRefresh()
+	ttl := g.Cfg.ReadBy.Refresh()
 	if !small {
 		ttl *= 60
 	}
 	// The members' cursors are in many users' keys: settled as the
 	// channel's (in a cluster, a user's slot may have lost data apart;
 	// the user's restore, when the user next writes or reads, covers it).
-	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+	if err := g.Settled(ctx, nil, []string{ch}); err != nil {
 		return nil, fmt.Errorf("rebuilding the view of %s: %w", ch, err)
 	}
 	var kept []readby.Move
 	after := ""
 	for {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		page, err := g.readBy().MemberCursors(pctx, ch, after, rebuildPage)
 		cancel()
 		if err != nil {
@@ -238,7 +239,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 		for i, c := range page {
 			users[i] = c.User
 		}
-		tombs, err := g.redis.Tombstones(ctx, users)
+		tombs, err := g.Redis.Tombstones(ctx, users)
 		if err != nil {
 			return nil, fmt.Errorf("rebuilding the view of %s: reading tombstones: %w", ch, err)
 		}
@@ -251,7 +252,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 		err = g.readBy().Rebuild(ctx, loaded, moves, ttl)
 		if err != nil {
 			// Not marked loaded: the next read rebuilds again.
-			g.redisDegradedOn(ctx, redisOpView, 1, err)
+			g.RedisDegradedOn(ctx, redisOpView, 1, err)
 			if !small {
 				return nil, nil // counts from what the view holds
 			}
@@ -268,21 +269,21 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 
 // durableErr is the answer when neither store could answer.
 func (g *Gate) durableErr(ctx context.Context, err error) error {
-	if cerr := contextError(ctx, err); cerr != nil {
+	if cerr := seam.ContextError(ctx, err); cerr != nil {
 		return cerr
 	}
-	tracing.Logger(ctx, g.log).Warn("read-by: reading durable state", zap.Error(err))
-	return unavailableError(fmt.Errorf("reading channel state: %w; retry", err))
+	tracing.Logger(ctx, g.Log).Warn("read-by: reading durable state", zap.Error(err))
+	return seam.UnavailableError(fmt.Errorf("reading channel state: %w; retry", err))
 }
 
 func validateChannelSeq(prefix, ch string, seq int64, sender string) error {
 	if err := receipt.ValidateID(prefix+"channel_id", ch); err != nil {
-		return invalid(apierr.InvalidID, err)
+		return seam.Invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateSeq(prefix+"seq", seq); err != nil {
-		return invalid(apierr.InvalidSeq, err)
+		return seam.Invalid(apierr.InvalidSeq, err)
 	}
-	return invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", sender))
+	return seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", sender))
 }
 
 // GetMessageReceipts implements receiptsv1connect.ReceiptServiceHandler.
@@ -319,12 +320,12 @@ func (g *Gate) receiptsOf(ctx context.Context, s *readby.Sight, seq int64, sende
 	}
 	out, reached := s.Receipts(seq, sender)
 	if len(reached) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		read, delivered, err := g.readBy().FirstReached(pctx, s.Channel, seq, reached)
 		cancel()
 		if err != nil {
 			// The view's times stand in: when each cursor reached where it is.
-			tracing.Logger(ctx, g.log).Warn("read-by: reading the cursor-move log; answering with the view's times", zap.Error(err))
+			tracing.Logger(ctx, g.Log).Warn("read-by: reading the cursor-move log; answering with the view's times", zap.Error(err))
 		}
 		readby.WithFirstReached(out, read, delivered)
 	}
@@ -335,7 +336,7 @@ func (g *Gate) receiptsOf(ctx context.Context, s *readby.Sight, seq int64, sende
 func (g *Gate) GetTicks(ctx context.Context, req *connect.Request[receiptsv1.GetTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
 	ch := req.Msg.GetChannelId()
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	s, err := g.sight(ctx, ch)
 	if err != nil {
@@ -365,13 +366,13 @@ func (g *Gate) ticksOf(ctx context.Context, s *readby.Sight) (*receiptsv1.Channe
 func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receiptsv1.LookupReceiptsRequest]) (*connect.Response[receiptsv1.LookupReceiptsResponse], error) {
 	m := req.Msg
 	if n := len(m.GetMessages()); n > MaxLookupItems {
-		return nil, tooMany("messages", fmt.Sprintf("has %d items", n), MaxLookupItems)
+		return nil, seam.TooMany("messages", fmt.Sprintf("has %d items", n), MaxLookupItems)
 	}
 	if n := len(m.GetBadgeUserIds()); n > MaxLookupItems {
-		return nil, tooMany("badge_user_ids", fmt.Sprintf("has %d items", n), MaxLookupItems)
+		return nil, seam.TooMany("badge_user_ids", fmt.Sprintf("has %d items", n), MaxLookupItems)
 	}
 	if len(m.GetMessages()) == 0 && len(m.GetBadgeUserIds()) == 0 {
-		return nil, invalid(apierr.EmptyRequest, errors.New("messages and badge_user_ids are both empty"))
+		return nil, seam.Invalid(apierr.EmptyRequest, errors.New("messages and badge_user_ids are both empty"))
 	}
 	for i, ref := range m.GetMessages() {
 		if err := validateChannelSeq(fmt.Sprintf("messages[%d].", i), ref.GetChannelId(), ref.GetSeq(), ref.GetSenderId()); err != nil {
@@ -380,7 +381,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 	}
 	for i, u := range m.GetBadgeUserIds() {
 		if err := receipt.ValidateID(fmt.Sprintf("badge_user_ids[%d]", i), u); err != nil {
-			return nil, invalid(apierr.InvalidID, err)
+			return nil, seam.Invalid(apierr.InvalidID, err)
 		}
 	}
 	out := &receiptsv1.LookupReceiptsResponse{}
@@ -437,7 +438,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 			}
 			if countsMentions {
 				mentions, capped := v.MentionsAt(countsGroupMentions(level))
-				b.MentionTotal += min(mentions, int64(g.cfg.MentionCap))
+				b.MentionTotal += min(mentions, int64(g.Cfg.MentionCap))
 				b.MentionsCapped = b.MentionsCapped || capped
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/kinds/threads"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tracing"
 )
@@ -27,7 +28,7 @@ import (
 
 // threadsKept is what a collection leaves: room for the next writes
 // before another.
-func (g *Gate) threadsKept() int { return g.cfg.ThreadsPerUser * 9 / 10 }
+func (g *Gate) threadsKept() int { return g.Cfg.ThreadsPerUser * 9 / 10 }
 
 // threadCollectTimeout bounds one collection.
 const threadCollectTimeout = 30 * time.Second
@@ -47,7 +48,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 			return
 		}
 		for i, u := range users {
-			if counts[i] <= int64(g.cfg.ThreadsPerUser) {
+			if counts[i] <= int64(g.Cfg.ThreadsPerUser) {
 				continue
 			}
 			_, _, _ = g.collecting.Do(u, func() (any, error) {
@@ -60,7 +61,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 // collectThreads brings the user's registers down to threadsKept.
 func (g *Gate) collectThreads(ctx context.Context, user string) error {
 	states, err := g.threadStore().AllUserThreads(ctx, user, 4*threads.MaxUserThreads)
-	if err != nil || len(states) <= g.cfg.ThreadsPerUser {
+	if err != nil || len(states) <= g.Cfg.ThreadsPerUser {
 		return err
 	}
 	// The inactive first, then the least recently active.
@@ -82,10 +83,10 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 	}
 	// Before anything is dropped: a restore of a dropped register waits
 	// until the persister has written what the gateway wrote of it.
-	if err := g.restore.fenceUser(ctx, user); err != nil {
+	if err := g.Restore.FenceUser(ctx, user); err != nil {
 		return err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	drop := slices.Clone(victims)
 	if len(follows) > 0 {
 		res, _, _, err := g.writeThreads(ctx, follows, nil, func(_ int, stored thread.State) (thread.State, error) {
@@ -95,7 +96,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 			return err
 		}
 		// The unfollows are durable now, after the fence above: again.
-		if err := g.restore.fenceUser(ctx, user); err != nil {
+		if err := g.Restore.FenceUser(ctx, user); err != nil {
 			return err
 		}
 		after := make(map[thread.Key]thread.State, len(res))
@@ -119,8 +120,8 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 	if err != nil {
 		return err
 	}
-	g.m.threadsCollected.Add(float64(n))
-	tracing.Logger(ctx, g.log).Info("collected thread registers past the bound", zap.Int("registers", len(states)), zap.Int("dropped", n), zap.Int("unfollowed", len(follows)))
+	g.M.ThreadsCollected.Add(float64(n))
+	tracing.Logger(ctx, g.Log).Info("collected thread registers past the bound", zap.Int("registers", len(states)), zap.Int("dropped", n), zap.Int("unfollowed", len(follows)))
 	return nil
 }
 
@@ -132,19 +133,19 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 	for _, k := range keys {
 		if !seen[k.User] {
 			seen[k.User] = true
-			if _, err := g.restore.userFence(ctx, k.User); err != nil {
+			if _, err := g.Restore.UserFence(ctx, k.User); err != nil {
 				return nil, err
 			}
 		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	rows, err := g.threadStore().StatesPG(pctx, keys)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) > 0 {
-		_, err := g.threadStore().MergeStates(ctx, rows, g.cfg.MentionCap)
+		_, err := g.threadStore().MergeStates(ctx, rows, g.Cfg.MentionCap)
 		if err != nil {
 			return nil, err
 		}
@@ -154,4 +155,42 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 		known[k] = true
 	}
 	return known, nil
+}
+
+// restoreThreads restores a user's thread registers.
+func (g *Gate) restoreThreads(ctx context.Context, user string) error {
+	return g.RestoreUserHash(ctx, "t\x00"+user, g.threadStore().RedisKey(user), "threads", func(ctx context.Context, inc redisstore.Incarnation) error {
+		_, err := g.hydrateThreads(ctx, user, inc)
+		return err
+	})
+}
+
+// hydrateThreads reads a user's registers from Postgres and restores the
+// hash with them under inc; the rows are returned also when Redis did
+// not take them (err then says why).
+func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+	rows, err := g.threadStore().UserStatesPG(pctx, user, "", g.Cfg.ThreadsPerUser+1)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	collected := len(rows) > g.Cfg.ThreadsPerUser
+	if collected {
+		// More than Redis keeps: the most recently followed, and the hash
+		// marked collected (a register absent from it is looked up in
+		// Postgres before a write: threadcollect.go).
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+		rows, err = g.threadStore().RecentStatesPG(pctx, user, g.threadsKept())
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if collected {
+		if err := g.threadStore().MarkCollected(ctx, user); err != nil {
+			return rows, err
+		}
+	}
+	return rows, g.threadStore().HydrateUser(ctx, user, rows, g.Cfg.MentionCap, inc)
 }

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -20,7 +21,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	var idx []int
 	for i := range ts {
 		t := &ts[i]
-		t.counts = t.state.CountsAt(t.head.Seq, g.cfg.MentionCap)
+		t.counts = t.state.CountsAt(t.head.Seq, g.Cfg.MentionCap)
 		if t.counts.Unread == 0 {
 			continue
 		}
@@ -38,7 +39,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 	}
 	got, err := g.deletionStore().CountRedis(ctx, qs)
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpGet, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
 	}
 	var missing []deletions.Query
@@ -48,7 +49,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 			missing, missingIdx = append(missing, qs[j]), append(missingIdx, idx[j])
 			continue
 		}
-		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.cfg.MentionCap)
+		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)
 	}
 	if len(missing) == 0 {
 		return nil
@@ -68,7 +69,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 		refs[j] = q.Ref
 	}
 	if _, err := g.hydrateSets(ctx, refs); err != nil {
-		tracing.Logger(ctx, g.log).Warn("reading thread deletions to hydrate", zap.Error(err))
+		tracing.Logger(ctx, g.Log).Warn("reading thread deletions to hydrate", zap.Error(err))
 	}
 	return nil
 }
@@ -80,17 +81,17 @@ func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs 
 	for j, q := range qs {
 		refs[j] = q.Ref
 	}
-	if err := g.settled(ctx, nil, refChannels(refs)); err != nil {
+	if err := g.Settled(ctx, nil, refChannels(refs)); err != nil {
 		return g.durableErr(ctx, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	dc, err := g.deletionStore().CountPG(pctx, qs)
 	cancel()
 	if err != nil {
 		return g.durableErr(ctx, err)
 	}
 	for j, c := range dc {
-		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.cfg.MentionCap)
+		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)
 	}
 	return nil
 }
@@ -113,7 +114,7 @@ func applyThreadDeletions(c *thread.Counts, deleted, firstKept int64, deletedMen
 func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {
 	ts := []followedThread{{state: &st, head: head}}
 	if err := g.countThreads(ctx, ts); err != nil {
-		tracing.Logger(ctx, g.log).Warn("counting a thread's deleted replies", zap.Error(err))
+		tracing.Logger(ctx, g.Log).Warn("counting a thread's deleted replies", zap.Error(err))
 	}
 	return ts[0].counts
 }

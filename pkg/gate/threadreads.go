@@ -14,6 +14,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -37,10 +38,10 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		return states, nil
 	}
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpGet, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 	}
 	// Postgres answers once it holds what Redis may have lost (restore.go).
-	incs, serr := g.restore.settle(ctx, g.threadStore().RedisKey(user))
+	incs, serr := g.Restore.Settle(ctx, g.threadStore().RedisKey(user))
 	if serr != nil {
 		return nil, g.durableErr(ctx, serr)
 	}
@@ -50,10 +51,10 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		if rows, herr = g.hydrateThreads(ctx, user, incs[0]); herr != nil && rows == nil {
 			return nil, g.durableErr(ctx, herr)
 		} else if herr != nil {
-			g.warnRedis(ctx, redisOpHydrate, herr)
+			g.WarnRedis(ctx, seam.RedisOpHydrate, herr)
 		}
 	} else {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		var perr error
 		rows, perr = g.threadStore().UserStatesPG(pctx, user, "", threads.MaxUserThreads)
 		cancel()
@@ -67,7 +68,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		if ch != "" && st.Key.Channel != ch {
 			continue
 		}
-		byKey[st.Key], _ = thread.Merge(byKey[st.Key], st, g.cfg.MentionCap)
+		byKey[st.Key], _ = thread.Merge(byKey[st.Key], st, g.Cfg.MentionCap)
 	}
 	out := make([]thread.State, 0, len(byKey))
 	for _, st := range byKey {
@@ -170,9 +171,9 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 	if len(chans) == 0 {
 		return nil, nil
 	}
-	regs, complete, err := g.redis.Memberships(ctx, user, chans)
+	regs, complete, err := g.Redis.Memberships(ctx, user, chans)
 	if err != nil {
-		g.warnRedis(ctx, redisOpGet, err)
+		g.WarnRedis(ctx, seam.RedisOpGet, err)
 	}
 	return g.registersOrDurable(ctx, user, chans, regs, err == nil && complete)
 }
@@ -181,11 +182,11 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 // registers of chans merged in unless Redis' hash was complete.
 func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
 	if !complete && len(chans) > 0 {
-		if err := g.settled(ctx, []string{user}, nil); err != nil {
+		if err := g.Settled(ctx, []string{user}, nil); err != nil {
 			return nil, g.durableErr(ctx, err)
 		}
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		rows, perr := g.pg.Memberships(pctx, user, chans)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+		rows, perr := g.PG.Memberships(pctx, user, chans)
 		cancel()
 		if perr != nil {
 			return nil, g.durableErr(ctx, perr)
@@ -204,11 +205,11 @@ func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []stri
 func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.ListThreadsRequest]) (*connect.Response[receiptsv1.ListThreadsResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("user_id", r.GetUserId()); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	if r.GetChannelId() != "" {
 		if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
-			return nil, invalid(apierr.InvalidID, err)
+			return nil, seam.Invalid(apierr.InvalidID, err)
 		}
 	}
 	limit := int(r.GetLimit())
@@ -216,7 +217,7 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 	case limit == 0:
 		limit = threadsPageDefault
 	case limit < 0 || limit > threadsPageMax:
-		return nil, invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be 1 to %d", limit, threadsPageMax)}, apierr.Limit(threadsPageMax))
+		return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be 1 to %d", limit, threadsPageMax)}, apierr.Limit(threadsPageMax))
 	}
 	after, hasAfter, err := decodeActivityToken(r.GetPageToken(), false)
 	if err != nil {
@@ -278,7 +279,7 @@ func decodeActivityToken(tok string, channelLines bool) (thread.Head, bool, erro
 	if tok == "" {
 		return thread.Head{}, false, nil
 	}
-	bad := invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_token", Reason: "is not a token this call gave"})
+	bad := seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_token", Reason: "is not a token this call gave"})
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
 		return thread.Head{}, false, bad
@@ -310,10 +311,10 @@ func (g *Gate) threadCountsOrNone(ctx context.Context, user string) (map[string]
 	if err == nil {
 		return threads, nil
 	}
-	if cerr := contextError(ctx, err); cerr != nil {
+	if cerr := seam.ContextError(ctx, err); cerr != nil {
 		return nil, cerr
 	}
-	g.warnRedis(ctx, redisOpGet+" threads", err)
+	g.WarnRedis(ctx, seam.RedisOpGet+" threads", err)
 	return nil, nil
 }
 
@@ -355,7 +356,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if err != nil {
 		return nil, g.durableErr(ctx, err)
 	}
-	s := &threadSight{ref: ref, memberCount: n, detailed: n <= g.cfg.ReadBy.detailThreshold()}
+	s := &threadSight{ref: ref, memberCount: n, detailed: n <= g.Cfg.ReadBy.Threshold()}
 	heads, err := g.threadHeads(ctx, []thread.Ref{ref})
 	if err != nil {
 		return nil, err
@@ -400,10 +401,10 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 		}
 	}
 	if len(missing) > 0 {
-		if err := g.settled(ctx, missing, nil); err != nil {
+		if err := g.Settled(ctx, missing, nil); err != nil {
 			return nil, g.durableErr(ctx, err)
 		}
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		rows, err := g.threadStore().MemberStatesPG(pctx, ref, missing)
 		cancel()
 		if err != nil {
@@ -424,10 +425,10 @@ func (g *Gate) GetThreadMessageReceipts(ctx context.Context, req *connect.Reques
 		return nil, err
 	}
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
-		return nil, invalid(apierr.InvalidSeq, err)
+		return nil, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	if err := receipt.ValidateOptionalID("sender_id", r.GetSenderId()); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	s, err := g.threadSight(ctx, ref)
 	if err != nil {
@@ -523,7 +524,7 @@ func (g *Gate) readAllThreads(ctx context.Context, user string, channels []strin
 	if err := charge(ctx, len(keys)); err != nil {
 		return err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	_, _, _, err = g.writeThreads(ctx, keys, nil, func(i int, stored thread.State) (thread.State, error) {
 		pos := receipt.Position{Epoch: stored.Cursors.Canonical().ReadEpoch(), Seq: heads[i].Seq}
 		return thread.State{Key: keys[i], Cursors: receipt.State{

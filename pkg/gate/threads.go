@@ -20,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -32,17 +33,17 @@ var errStaleEpoch = errors.New("stale epoch")
 // threadRef validates a thread's ids as a call names them.
 func threadRef(ch string, root int64) (thread.Ref, error) {
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
-		return thread.Ref{}, invalid(apierr.InvalidID, err)
+		return thread.Ref{}, seam.Invalid(apierr.InvalidID, err)
 	}
 	if err := receipt.ValidateSeq("root_seq", root); err != nil {
-		return thread.Ref{}, invalid(apierr.InvalidSeq, err)
+		return thread.Ref{}, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	return thread.Ref{Channel: ch, Root: root}, nil
 }
 
 func threadKey(user, ch string, root int64) (thread.Key, error) {
 	if err := receipt.ValidateID("user_id", user); err != nil {
-		return thread.Key{}, invalid(apierr.InvalidID, err)
+		return thread.Key{}, seam.Invalid(apierr.InvalidID, err)
 	}
 	ref, err := threadRef(ch, root)
 	return thread.Key{User: user, Ref: ref}, err
@@ -51,15 +52,15 @@ func threadKey(user, ch string, root int64) (thread.Key, error) {
 // checkThread checks a user's write in a thread against the channel: the
 // user is a member (where the channel tracks membership) and the root is
 // at or below the channel's head. It returns the facts it read.
-func (g *Gate) checkThread(ctx context.Context, k thread.Key) (*facts, error) {
-	f := g.lookup(ctx, []receipt.Key{k.ChannelKey()}, true)
-	if !f.known {
-		return f, unavailableError(errors.New("checking a thread write needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.cfg.RetryAfter))
+func (g *Gate) checkThread(ctx context.Context, k thread.Key) (*seam.Facts, error) {
+	f := g.Lookup(ctx, []receipt.Key{k.ChannelKey()}, true)
+	if !f.Known {
+		return f, seam.UnavailableError(errors.New("checking a thread write needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
-	if head := f.head(k.Channel); k.Root > head {
+	if head := f.Head(k.Channel); k.Root > head {
 		return f, headBehind("root_seq", k.Root, head)
 	}
-	if member, registered := f.member(k.ChannelKey()); registered && !member && !g.cfg.AllowNonMemberMarks {
+	if member, registered := f.Member(k.ChannelKey()); registered && !member && !g.Cfg.AllowNonMemberMarks {
 		return f, notMember("", k.ChannelKey())
 	}
 	return f, nil
@@ -67,7 +68,7 @@ func (g *Gate) checkThread(ctx context.Context, k thread.Key) (*facts, error) {
 
 // checkThreadSeq is checkThread for a mark at seq, which must be at or
 // below the thread's head; it returns the head too.
-func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*facts, thread.Head, error) {
+func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*seam.Facts, thread.Head, error) {
 	f, err := g.checkThread(ctx, k)
 	if err != nil {
 		return nil, thread.Head{}, err
@@ -88,7 +89,7 @@ func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*fa
 func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
 	got, err := g.threadStore().HeadsAt(ctx, refs)
 	if err != nil {
-		g.warnRedis(ctx, redisOpGet, err)
+		g.WarnRedis(ctx, seam.RedisOpGet, err)
 		got = make([]thread.Head, len(refs))
 	}
 	var missing []thread.Ref
@@ -100,18 +101,18 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	if len(missing) == 0 {
 		return got, nil
 	}
-	perr := g.settled(ctx, nil, refChannels(missing))
+	perr := g.Settled(ctx, nil, refChannels(missing))
 	var heads []thread.Head
 	if perr == nil {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		heads, perr = g.threadStore().HeadsPG(pctx, missing)
 		cancel()
 	}
 	if perr != nil {
-		if cerr := contextError(ctx, perr); cerr != nil {
+		if cerr := seam.ContextError(ctx, perr); cerr != nil {
 			return nil, cerr
 		}
-		return nil, unavailableError(fmt.Errorf("reading %d thread heads: %w; retry", len(missing), perr), apierr.RetryAfter(g.cfg.RetryAfter))
+		return nil, seam.UnavailableError(fmt.Errorf("reading %d thread heads: %w; retry", len(missing), perr), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	durable := make(map[thread.Ref]thread.Head, len(heads))
 	for _, h := range heads {
@@ -124,7 +125,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	}
 	if len(heads) > 0 && err == nil {
 		if _, err := g.threadStore().RaiseHeads(ctx, heads); err != nil {
-			g.warnRedis(ctx, redisOpHydrate, err)
+			g.WarnRedis(ctx, seam.RedisOpHydrate, err)
 		}
 	}
 	return got, nil
@@ -150,7 +151,7 @@ func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, re
 			idx = append(idx, i)
 			if u := keys[i].User; !seen[u] {
 				seen[u] = true
-				if err := g.restore.threads(ctx, u); err != nil {
+				if err := g.restoreThreads(ctx, u); err != nil {
 					return err
 				}
 			}
@@ -206,7 +207,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 			for j, i := range idx {
 				sub[j] = keys[i]
 			}
-			return g.threadStore().UpdateStates(ctx, sub, g.cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
+			return g.threadStore().UpdateStates(ctx, sub, g.Cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
 				i := idx[j]
 				in, err := incoming(i, was)
 				// The last call is the one whose CAS held.
@@ -256,31 +257,31 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	for _, i := range stale {
 		users, gens = append(users, keys[i].User), append(gens, res[i].Generation)
 	}
-	g.knownGenerations(ctx, users, gens)
+	g.KnownGenerations(ctx, users, gens)
 	for _, h := range heads {
 		rec, err := event.EncodeThreadHead(h)
 		if err != nil {
-			return nil, nil, 0, internal(err)
+			return nil, nil, 0, seam.Internal(err)
 		}
-		rec.Topic = g.durable.Topic()
+		rec.Topic = g.Durable.Topic()
 		recs = append(recs, rec)
 	}
 	for n, i := range which {
 		rec, err := event.EncodeThread(sent[i], 0, false)
 		if err != nil {
-			return nil, nil, 0, internal(err)
+			return nil, nil, 0, seam.Internal(err)
 		}
 		event.StampGeneration(rec, gens[n])
-		rec.Topic = g.durable.Topic()
+		rec.Topic = g.Durable.Topic()
 		recs = append(recs, rec)
 	}
 	for n, i := range stale {
 		rec, err := event.EncodeThread(res[i].State, 0, false)
 		if err != nil {
-			return nil, nil, 0, internal(err)
+			return nil, nil, 0, seam.Internal(err)
 		}
 		event.StampGeneration(rec, gens[len(which)+n])
-		rec.Topic = g.durable.Topic()
+		rec.Topic = g.Durable.Topic()
 		recs = append(recs, rec)
 	}
 	var before, after []thread.State
@@ -295,7 +296,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 		defer close(viewed)
 		g.publishThreadView(ctx, before, after, raised)
 	}()
-	dur, err := g.produce(ctx, recs)
+	dur, err := g.Produce(ctx, recs)
 	<-viewed
 	if err != nil {
 		return nil, nil, 0, err
@@ -312,11 +313,11 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 }
 
 func (g *Gate) threadUnavailable(ctx context.Context, err error) error {
-	g.redisDegradedOn(ctx, redisOpMerge, 1, err)
-	if cerr := contextError(ctx, err); cerr != nil {
+	g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
+	if cerr := seam.ContextError(ctx, err); cerr != nil {
 		return cerr
 	}
-	return unavailableError(fmt.Errorf("a thread write needs the real-time store: %w; nothing was acknowledged, retry", err), apierr.RetryAfter(g.cfg.RetryAfter))
+	return seam.UnavailableError(fmt.Errorf("a thread write needs the real-time store: %w; nothing was acknowledged, retry", err), apierr.RetryAfter(g.Cfg.RetryAfter))
 }
 
 // MarkThreadRead implements receiptsv1connect.ReceiptServiceHandler.
@@ -327,9 +328,9 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 		return nil, err
 	}
 	for _, err := range []error{
-		invalid(apierr.InvalidSeq, receipt.ValidateSeq("seq", r.GetSeq())),
-		invalid(apierr.InvalidID, receipt.ValidateOptionalID("message_id", r.GetMessageId())),
-		invalid(apierr.InvalidID, receipt.ValidateOptionalID("device_id", r.GetDeviceId())),
+		seam.Invalid(apierr.InvalidSeq, receipt.ValidateSeq("seq", r.GetSeq())),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID("message_id", r.GetMessageId())),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID("device_id", r.GetDeviceId())),
 	} {
 		if err != nil {
 			return nil, err
@@ -337,20 +338,20 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 	}
 	if r.Epoch != nil {
 		if err := receipt.ValidateEpoch("epoch", r.GetEpoch()); err != nil {
-			return nil, invalid(apierr.InvalidEpoch, err)
+			return nil, seam.Invalid(apierr.InvalidEpoch, err)
 		}
 	}
 	f, head, err := g.checkThreadSeq(ctx, k, r.GetSeq())
 	if err != nil {
 		return nil, err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
 		epoch := stored.Cursors.Canonical().ReadEpoch()
 		if r.Epoch != nil {
 			switch e := r.GetEpoch(); {
 			case e > epoch:
-				return thread.State{}, invalid(apierr.EpochAhead, &receipt.FieldError{Field: "epoch", Reason: fmt.Sprintf(
+				return thread.State{}, seam.Invalid(apierr.EpochAhead, &receipt.FieldError{Field: "epoch", Reason: fmt.Sprintf(
 					"%d is ahead of the stored read epoch %d; send an epoch you read (only mark-unread moves it forward)", e, epoch)})
 			case e < epoch:
 				return thread.State{}, errStaleEpoch
@@ -373,7 +374,7 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 }
 
 // threadMarkAnswer is the answer of a write in one thread.
-func (g *Gate) threadMarkAnswer(ctx context.Context, f *facts, k thread.Key, head thread.Head, r threads.StateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Gate) threadMarkAnswer(ctx context.Context, f *seam.Facts, k thread.Key, head thread.Head, r threads.StateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	out := &receiptsv1.ThreadMarkResponse{Durability: dur}
 	switch {
 	case errors.Is(r.Err, errStaleEpoch):
@@ -384,7 +385,7 @@ func (g *Gate) threadMarkAnswer(ctx context.Context, f *facts, k thread.Key, hea
 	default:
 		out.Advanced = r.Changed
 	}
-	reg, _ := f.userRegister(k.ChannelKey())
+	reg, _ := f.UserRegister(k.ChannelKey())
 	out.Thread = g.threadUnread(r.State, head, g.threadCountsOf(ctx, r.State, head), activeFollow(r.State, reg))
 	return connect.NewResponse(out), nil
 }
@@ -397,21 +398,21 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 		return nil, err
 	}
 	if err := receipt.ValidateSeq("seq", r.GetSeq()); err != nil {
-		return nil, invalid(apierr.InvalidSeq, err)
+		return nil, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	if err := receipt.ValidateOptionalID("device_id", r.GetDeviceId()); err != nil {
-		return nil, invalid(apierr.InvalidID, err)
+		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
 	if r.Epoch != nil {
 		if err := receipt.ValidateEpoch("epoch", r.GetEpoch()); err != nil {
-			return nil, invalid(apierr.InvalidEpoch, err)
+			return nil, seam.Invalid(apierr.InvalidEpoch, err)
 		}
 	}
 	f, head, err := g.checkThreadSeq(ctx, k, r.GetSeq())
 	if err != nil {
 		return nil, err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	var seen int64
 	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
 		// Only the private read moves, to the epoch after the one seen:
@@ -419,7 +420,7 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 		seen = stored.Cursors.Canonical().ReadEpoch()
 		if r.Epoch != nil {
 			if e := r.GetEpoch(); e > seen {
-				return thread.State{}, invalid(apierr.EpochAhead, &receipt.FieldError{Field: "epoch", Reason: fmt.Sprintf(
+				return thread.State{}, seam.Invalid(apierr.EpochAhead, &receipt.FieldError{Field: "epoch", Reason: fmt.Sprintf(
 					"%d is ahead of the stored read epoch %d; send an epoch you read (only mark-unread moves it forward)", e, seen)})
 			}
 			seen = r.GetEpoch()
@@ -464,7 +465,7 @@ func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, fo
 	if err != nil {
 		return nil, err
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	res, _, dur, err := g.writeThreads(ctx, []thread.Key{k}, nil, func(_ int, stored thread.State) (thread.State, error) {
 		// A version after the stored one, so the call wins even against
 		// a clock that stepped back.
@@ -520,7 +521,7 @@ func validateThreadNotice(prefix string, n *receiptsv1.MessageNotice) (threadNot
 		return threadNotice{}, err
 	}
 	if err := receipt.ValidateSeq(prefix+"thread_root_seq", n.GetThreadRootSeq()); err != nil {
-		return threadNotice{}, invalid(apierr.InvalidSeq, err)
+		return threadNotice{}, seam.Invalid(apierr.InvalidSeq, err)
 	}
 	return threadNotice{notice: v, root: n.GetThreadRootSeq()}, nil
 }
@@ -561,11 +562,11 @@ func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*re
 	if err := charge(ctx, cost); err != nil {
 		return nil, err
 	}
-	f := g.lookup(ctx, keys, true)
-	if !f.known {
-		return nil, unavailableError(errors.New("a thread notice needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.cfg.RetryAfter))
+	f := g.Lookup(ctx, keys, true)
+	if !f.Known {
+		return nil, seam.UnavailableError(errors.New("a thread notice needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
-	now := g.nowMs()
+	now := g.NowMs()
 	results := make([]*receiptsv1.NoticeResult, len(notices))
 	heads := make([]thread.Head, len(notices))
 	idx := map[thread.Key]int{}
@@ -590,7 +591,7 @@ func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*re
 	}
 	for i, n := range notices {
 		ref := thread.Ref{Channel: n.channel, Root: n.root}
-		if head := f.head(n.channel); n.root > head {
+		if head := f.Head(n.channel); n.root > head {
 			return nil, headBehind(prefix(i)+"thread_root_seq", n.root, head)
 		}
 		heads[i] = thread.Head{Ref: ref, Seq: n.seq, MessageID: n.messageID, UpdatedAtUnixMs: now}
@@ -603,13 +604,13 @@ func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*re
 				Delivered:       receipt.Cursor{Position: receipt.Position{Seq: n.seq}, MessageID: n.messageID},
 				UpdatedAtUnixMs: now,
 			}}
-			if member, registered := f.member(receipt.Key{User: n.sender, Channel: n.channel}); !registered || member {
+			if member, registered := f.Member(receipt.Key{User: n.sender, Channel: n.channel}); !registered || member {
 				st.Follow = follow
 			}
 			add(st)
 		}
 		for _, u := range n.mentions {
-			if member, registered := f.member(receipt.Key{User: u, Channel: n.channel}); registered && !member {
+			if member, registered := f.Member(receipt.Key{User: u, Channel: n.channel}); registered && !member {
 				res.MentionsDropped = append(res.MentionsDropped, u)
 				continue
 			}
@@ -627,7 +628,7 @@ func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*re
 			in, _ = thread.Merge(in, p, math.MaxInt32)
 		}
 		in.Key = tkeys[i]
-		in.Mentions = lastN(in.Mentions, g.cfg.MentionCap+1)
+		in.Mentions = lastN(in.Mentions, g.Cfg.MentionCap+1)
 		return in, nil
 	})
 	if err != nil {
@@ -650,4 +651,4 @@ func lastN(seqs []int64, n int) []int64 {
 	return seqs
 }
 
-func (g *Gate) threadStore() threads.Store { return threads.NewStore(g.pg, g.redis) }
+func (g *Gate) threadStore() threads.Store { return threads.NewStore(g.PG, g.Redis) }

@@ -50,7 +50,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 		if err != nil {
 			// Unknown settings: share no cursor (privacy fails closed);
 			// the heads are no one's.
-			g.redisDegradedOn(ctx, redisOpSettings, 1, err)
+			g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
 			moves = nil
 		}
 		for _, m := range moves {
@@ -67,7 +67,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 	if len(entries) == 0 {
 		return
 	}
-	if err := g.readBy().AppendThreadEntries(ctx, entries, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
-		g.redisDegradedOn(ctx, redisOpView, 1, err)
+	if err := g.readBy().AppendThreadEntries(ctx, entries, g.Cfg.ReadBy.ViewStreamMaxLen); err != nil {
+		g.RedisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }

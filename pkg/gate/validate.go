@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"strconv"
 
-	"connectrpc.com/connect"
-
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+
 	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -48,21 +48,10 @@ func (m mark) state(nowMs int64) receipt.State {
 	return s
 }
 
-// invalid turns a validation failure into the API error: InvalidArgument
-// (HTTP 400) with reason, the field-named message and the field in the
-// ErrorInfo; nil when err is nil, so that a validator's result can be
-// passed as it is.
-func invalid(reason apierr.Reason, err error, meta ...apierr.Meta) error {
-	if err == nil {
-		return nil
-	}
-	return apierr.New(connect.CodeInvalidArgument, reason, err, meta...)
-}
-
 // epochAhead is the answer to a mark whose explicit epoch is ahead of the
 // stored read epoch (receipt.EpochAhead): InvalidArgument, nothing written.
 func epochAhead(m mark, stored int64) error {
-	return invalid(apierr.EpochAhead, &receipt.FieldError{Field: m.field + "epoch", Reason: fmt.Sprintf(
+	return seam.Invalid(apierr.EpochAhead, &receipt.FieldError{Field: m.field + "epoch", Reason: fmt.Sprintf(
 		"%d is ahead of the stored read epoch %d; send an epoch you read (only mark-unread moves it forward)", m.epoch, stored)})
 }
 
@@ -87,12 +76,12 @@ func validateMark(in markInput) (mark, error) {
 	prefix := in.prefix
 	// The first failure, alone, keeps the message short and exact.
 	for _, err := range []error{
-		invalid(apierr.InvalidID, receipt.ValidateID(prefix+"user_id", in.user)),
-		invalid(apierr.InvalidID, receipt.ValidateID(prefix+"channel_id", in.channel)),
-		invalid(apierr.InvalidKind, validateKind(prefix+"kind", in.kind)),
-		invalid(apierr.InvalidSeq, receipt.ValidateSeq(prefix+"seq", in.seq)),
-		invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"message_id", in.messageID)),
-		invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"device_id", in.deviceID)),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateID(prefix+"user_id", in.user)),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateID(prefix+"channel_id", in.channel)),
+		seam.Invalid(apierr.InvalidKind, validateKind(prefix+"kind", in.kind)),
+		seam.Invalid(apierr.InvalidSeq, receipt.ValidateSeq(prefix+"seq", in.seq)),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"message_id", in.messageID)),
+		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"device_id", in.deviceID)),
 	} {
 		if err != nil {
 			return mark{}, err
@@ -102,15 +91,15 @@ func validateMark(in markInput) (mark, error) {
 		epoch: receipt.EpochCurrent, private: in.private, field: prefix}
 	if in.epoch != nil {
 		if *in.epoch < 0 {
-			return mark{}, invalid(apierr.InvalidEpoch, &receipt.FieldError{Field: prefix + "epoch", Reason: fmt.Sprintf("must be >= 0, got %d", *in.epoch)})
+			return mark{}, seam.Invalid(apierr.InvalidEpoch, &receipt.FieldError{Field: prefix + "epoch", Reason: fmt.Sprintf("must be >= 0, got %d", *in.epoch)})
 		}
 		if err := receipt.ValidateEpoch(prefix+"epoch", *in.epoch); err != nil {
-			return mark{}, invalid(apierr.InvalidEpoch, err)
+			return mark{}, seam.Invalid(apierr.InvalidEpoch, err)
 		}
 		m.epoch = *in.epoch
 	}
 	if in.private && in.kind != receiptsv1.Kind_READ {
-		return mark{}, invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + "private", Reason: "applies to READ marks only"})
+		return mark{}, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + "private", Reason: "applies to READ marks only"})
 	}
 	return m, nil
 }
@@ -130,13 +119,7 @@ func validateKind(field string, k receiptsv1.Kind) error {
 // maxItems (InvalidArgument); a decoder that counts while it reads (the
 // fast REST path) answers with it before building the whole batch.
 func BatchTooLarge(n, maxItems int) error {
-	return tooMany("receipts", fmt.Sprintf("has %d items", n), maxItems)
-}
-
-// tooMany is the refusal of a list over its limit: InvalidArgument,
-// BATCH_TOO_LARGE with the limit.
-func tooMany(field, has string, limit int) error {
-	return invalid(apierr.BatchTooLarge, &receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s; the limit is %d", has, limit)}, apierr.Limit(int64(limit)))
+	return seam.TooMany("receipts", fmt.Sprintf("has %d items", n), maxItems)
 }
 
 // validateBatch checks a whole MarkReceipts request; any failure rejects it
@@ -145,7 +128,7 @@ func validateBatch(req *receiptsv1.MarkReceiptsRequest, maxItems int) ([]mark, e
 	rs := req.GetReceipts()
 	switch {
 	case len(rs) == 0:
-		return nil, invalid(apierr.EmptyRequest, &receipt.FieldError{Field: "receipts", Reason: "must not be empty"})
+		return nil, seam.Invalid(apierr.EmptyRequest, &receipt.FieldError{Field: "receipts", Reason: "must not be empty"})
 	case len(rs) > maxItems:
 		return nil, BatchTooLarge(len(rs), maxItems)
 	}
@@ -166,15 +149,15 @@ func validateBatch(req *receiptsv1.MarkReceiptsRequest, maxItems int) ([]mark, e
 // validateRead checks a GetReadState request.
 func validateRead(req *receiptsv1.GetReadStateRequest, maxChannels int) error {
 	if err := receipt.ValidateID("user_id", req.GetUserId()); err != nil {
-		return invalid(apierr.InvalidID, err)
+		return seam.Invalid(apierr.InvalidID, err)
 	}
 	chs := req.GetChannelId()
 	if len(chs) > maxChannels {
-		return tooMany("channel_id", fmt.Sprintf("has %d ids", len(chs)), maxChannels)
+		return seam.TooMany("channel_id", fmt.Sprintf("has %d ids", len(chs)), maxChannels)
 	}
 	for i, c := range chs {
 		if err := receipt.ValidateID("channel_id["+strconv.Itoa(i)+"]", c); err != nil {
-			return invalid(apierr.InvalidID, err)
+			return seam.Invalid(apierr.InvalidID, err)
 		}
 	}
 	return nil

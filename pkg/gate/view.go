@@ -2,8 +2,6 @@ package gate
 
 import (
 	"context"
-	"flag"
-	"time"
 
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -13,38 +11,12 @@ import (
 
 // Read-by defaults.
 const (
-	// DetailThresholdDefault is the largest member count of a channel
-	// whose receipts list members; larger channels answer counts only.
-	DetailThresholdDefault = 50
-	// ViewRefreshDefault is how long a channel view rebuilt from Postgres
-	// is trusted before a read merges Postgres into it again.
-	ViewRefreshDefault = time.Minute
 	// MaxLookupItems bounds LookupReceipts' messages and badges each.
 	MaxLookupItems = 500
 
 	redisOpView     = "channel_view"
 	redisOpSettings = "settings"
 )
-
-// ReadByConfig configures the read-by, ticks and settings paths. Zero
-// fields take their defaults.
-type ReadByConfig struct {
-	// DetailThreshold: channels of at most this many members answer with
-	// member lists. Defaults to DetailThresholdDefault.
-	DetailThreshold int
-	// ViewStreamMaxLen bounds each channel's move stream (approximately).
-	// Defaults to readby.StreamMaxLenDefault.
-	ViewStreamMaxLen int64
-	// ViewRefresh: see ViewRefreshDefault.
-	ViewRefresh time.Duration
-}
-
-// RegisterFlags registers the read-by flags.
-func (c *ReadByConfig) RegisterFlags(fs *flag.FlagSet) {
-	fs.IntVar(&c.DetailThreshold, "receipts-detail-threshold", DetailThresholdDefault, "largest member count of a channel whose receipts list members (larger: counts only)")
-	fs.Int64Var(&c.ViewStreamMaxLen, "view-stream-maxlen", readby.StreamMaxLenDefault, "approximate bound on each channel's cursor-move stream in Redis")
-	fs.DurationVar(&c.ViewRefresh, "view-refresh", ViewRefreshDefault, "how long a channel view rebuilt from Postgres is trusted before a read merges Postgres into it again")
-}
 
 // publishView applies the public cursors of merged marks to their
 // channels' views: the read and delivered cursors (never the private
@@ -89,7 +61,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	if err != nil {
 		// Unknown settings: share nothing (privacy fails closed); the
 		// next rebuild of the view adds what may be shown.
-		g.redisDegradedOn(ctx, redisOpSettings, 1, err)
+		g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
 		return
 	}
 	shown := moves[:0]
@@ -98,8 +70,8 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 			shown = append(shown, m)
 		}
 	}
-	if _, err := g.readBy().Apply(wctx, shown, g.cfg.ReadBy.ViewStreamMaxLen); err != nil {
-		g.redisDegradedOn(ctx, redisOpView, 1, err)
+	if _, err := g.readBy().Apply(wctx, shown, g.Cfg.ReadBy.ViewStreamMaxLen); err != nil {
+		g.RedisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
 
@@ -116,7 +88,7 @@ func (g *Gate) trackedMoves(ctx context.Context, moves []readby.Move, users []st
 			channels = append(channels, m.Channel)
 		}
 	}
-	untracked, err := g.redis.UntrackedChannels(ctx, channels)
+	untracked, err := g.Redis.UntrackedChannels(ctx, channels)
 	if err != nil || len(untracked) == 0 {
 		return moves, users
 	}
@@ -165,7 +137,7 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 	}
 	// An erased user's row the persister has not deleted yet is not
 	// written back (the erasure deleted the user's settings from Redis).
-	tombs, err := g.redis.Tombstones(ctx, missing)
+	tombs, err := g.Redis.Tombstones(ctx, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -192,10 +164,10 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 
 // durableSettings reads users' settings from Postgres under PostgresTimeout.
 func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.Settings, error) {
-	if err := g.settled(ctx, users, nil); err != nil {
+	if err := g.Settled(ctx, users, nil); err != nil {
 		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
 	return g.settingsStore().ReadPG(pctx, users)
 }
@@ -206,7 +178,7 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 // moves of a user whose register says "left".
 func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 	if err := g.readBy().Remove(ctx, k.Channel, []string{k.User}, readby.Read, readby.Delivered); err != nil {
-		g.redisDegradedOn(ctx, redisOpView, 1, err)
+		g.RedisDegradedOn(ctx, redisOpView, 1, err)
 	}
 }
 
@@ -216,9 +188,9 @@ func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
 // nothing by itself. A failure only counts as degraded (a rebuild of the
 // view from Postgres repairs it).
 func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
-	states, _, err := g.redis.Get(ctx, k.User, []string{k.Channel})
+	states, _, err := g.Redis.Get(ctx, k.User, []string{k.Channel})
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpView, 1, err)
+		g.RedisDegradedOn(ctx, redisOpView, 1, err)
 		return
 	}
 	var held []redisstore.MergeResult
@@ -230,19 +202,5 @@ func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
 	g.publishView(ctx, held) // moves that do not advance the view are no-ops
 }
 
-func (c ReadByConfig) detailThreshold() int64 {
-	if c.DetailThreshold <= 0 {
-		return DetailThresholdDefault
-	}
-	return int64(c.DetailThreshold)
-}
-
-func (c ReadByConfig) viewRefresh() time.Duration {
-	if c.ViewRefresh <= 0 {
-		return ViewRefreshDefault
-	}
-	return c.ViewRefresh
-}
-
 // readBy is the read-by view's storage on the gate's stores.
-func (g *Gate) readBy() readby.Store { return readby.NewStore(g.pg, g.redis) }
+func (g *Gate) readBy() readby.Store { return readby.NewStore(g.PG, g.Redis) }

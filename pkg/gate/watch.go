@@ -11,6 +11,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/watch"
 )
@@ -34,7 +35,7 @@ func newLive(cfg Config, ticks watch.TicksFunc) live {
 	ctx, cancel := context.WithCancel(context.Background())
 	if cfg.Watch != nil {
 		cfg.Watch.SetTicks(ticks)
-		cfg.Watch.SetSnapshotMembers(int(cfg.ReadBy.detailThreshold()))
+		cfg.Watch.SetSnapshotMembers(int(cfg.ReadBy.Threshold()))
 	}
 	return live{hub: cfg.Watch, stopping: ctx, stop: cancel}
 }
@@ -68,7 +69,7 @@ func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (
 	}
 	for i, ch := range channels {
 		if err := receipt.ValidateID(fmt.Sprintf("channel_id[%d]", i), ch); err != nil {
-			return nil, invalid(apierr.InvalidID, err)
+			return nil, seam.Invalid(apierr.InvalidID, err)
 		}
 	}
 	var client string
@@ -87,24 +88,24 @@ func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (
 
 // watchError maps a watch failure to its code.
 func watchError(ctx context.Context, err error) error {
-	if cerr := contextError(ctx, err); cerr != nil {
+	if cerr := seam.ContextError(ctx, err); cerr != nil {
 		return cerr
 	}
 	switch {
 	case errors.Is(err, watch.ErrBadToken):
-		return invalid(apierr.InvalidField, err, apierr.Field("resume_token"))
+		return seam.Invalid(apierr.InvalidField, err, apierr.Field("resume_token"))
 	case errors.Is(err, watch.ErrNoChannels):
-		return invalid(apierr.EmptyRequest, err, apierr.Field("channel_id"))
+		return seam.Invalid(apierr.EmptyRequest, err, apierr.Field("channel_id"))
 	case errors.Is(err, watch.ErrTooManyChannels):
-		return invalid(apierr.BatchTooLarge, err, apierr.Field("channel_id"))
+		return seam.Invalid(apierr.BatchTooLarge, err, apierr.Field("channel_id"))
 	case errors.Is(err, watch.ErrTooManySubscribers):
 		return apierr.New(connect.CodeResourceExhausted, apierr.StreamLimit, err)
 	case errors.Is(err, watch.ErrTooManyClientStreams):
 		return apierr.New(connect.CodeResourceExhausted, apierr.StreamLimit, err, apierr.RetryAfter(WatchRetryAfter))
 	case errors.Is(err, watch.ErrClosed):
-		return unavailableError(errShuttingDown)
+		return seam.UnavailableError(errShuttingDown)
 	}
-	return unavailableError(err)
+	return seam.UnavailableError(err)
 }
 
 // StopWatches ends every watch stream with Unavailable (resume with the
@@ -146,7 +147,7 @@ func (g *Gate) WatchChannels(ctx context.Context, req *connect.Request[receiptsv
 // server is stopping the streams, else the failure's code.
 func (g *Gate) WatchStreamError(ctx context.Context, err error) error {
 	if ctx.Err() == nil && g.live.stopping.Err() != nil {
-		return unavailableError(errShuttingDown)
+		return seam.UnavailableError(errShuttingDown)
 	}
 	return watchError(ctx, err)
 }

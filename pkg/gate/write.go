@@ -3,17 +3,15 @@ package gate
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
-	"time"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -41,11 +39,11 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 		flush:      g.flushWrites,
 		size:       func(j *writeJob) int { return len(j.states) },
 		skip:       func(j *writeJob) bool { return j.ctx.Err() != nil },
-		maxMarks:   g.cfg.Coalesce.MaxMarks,
-		maxQueued:  g.cfg.Coalesce.MaxQueued,
-		maxFlushes: g.cfg.Coalesce.Flushes,
-		tails:      make(chan struct{}, g.cfg.Coalesce.Produces),
-		m:          newCoalesceMetrics(g.cfg.Registerer),
+		maxMarks:   g.Cfg.Coalesce.MaxMarks,
+		maxQueued:  g.Cfg.Coalesce.MaxQueued,
+		maxFlushes: g.Cfg.Coalesce.Flushes,
+		tails:      make(chan struct{}, g.Cfg.Coalesce.Produces),
+		m:          newCoalesceMetrics(g.Cfg.Registerer),
 	}
 }
 
@@ -57,7 +55,7 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 // (flushWrites); each call is checked, and acknowledged only when its
 // marks are durable, exactly as alone.
 func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
-	now := g.nowMs()
+	now := g.NowMs()
 	states := make([]receipt.State, len(marks))
 	for i, m := range marks {
 		states[i] = m.state(now)
@@ -67,38 +65,38 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 	// records' sizes do not change when their epochs are resolved). The
 	// records are built for the check only while calls are spooled: the
 	// flush encodes each mark once, after the merge resolved its epoch.
-	if g.durable.Spooling() {
+	if g.Durable.Spooling() {
 		recs := make([]*kgo.Record, len(states))
 		for i, st := range states {
 			rec, err := event.Encode(st)
 			if err != nil {
-				return nil, internal(err)
+				return nil, seam.Internal(err)
 			}
-			rec.Topic = g.durable.Topic()
+			rec.Topic = g.Durable.Topic()
 			recs[i] = rec
 		}
-		if err := g.durable.Refuse(recs); err != nil {
-			return nil, g.unavailable(ctx, len(recs), err)
+		if err := g.Durable.Refuse(recs); err != nil {
+			return nil, g.Unavailable(ctx, len(recs), err)
 		}
 	}
 
 	j := &writeJob{ctx: ctx, marks: marks, states: states, done: make(chan struct{})}
 	if err := g.writes.submit(j); err != nil {
-		return nil, g.unavailable(ctx, len(states), err)
+		return nil, g.Unavailable(ctx, len(states), err)
 	}
 	select {
 	case <-j.done:
 	case <-ctx.Done():
 		// The caller left: nothing is acknowledged (the marks may still
 		// be written by the shared flush, which every store max-merges).
-		g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(states)))
-		return nil, contextError(ctx, ctx.Err())
+		g.M.Events.WithLabelValues(seam.OutcomeUnavailable).Add(float64(len(states)))
+		return nil, seam.ContextError(ctx, ctx.Err())
 	}
 	if j.merged == nil {
 		// Refused by the channel checks (checkJobs): nothing was written.
 		return nil, j.err
 	}
-	g.m.countStale(states, j.merged)
+	g.M.CountStale(states, j.merged)
 	for i, r := range j.merged {
 		if r.Err == nil && r.EpochAhead {
 			// The key moved since the checks read it: refused by the merge.
@@ -108,32 +106,32 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 	durability := receiptsv1.Durability_DURABILITY_UNSPECIFIED
 	if j.produced > 0 {
 		if j.err != nil {
-			if cerr := contextError(ctx, j.err); cerr != nil {
-				g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(j.produced))
+			if cerr := seam.ContextError(ctx, j.err); cerr != nil {
+				g.M.Events.WithLabelValues(seam.OutcomeUnavailable).Add(float64(j.produced))
 				return nil, cerr
 			}
-			return nil, g.unavailable(ctx, j.produced, j.err)
+			return nil, g.Unavailable(ctx, j.produced, j.err)
 		}
-		outcome := outcomeKafka
+		outcome := seam.OutcomeKafka
 		durability = receiptsv1.Durability_KAFKA
 		if j.dur == producer.Spooled {
-			outcome, durability = outcomeSpooled, receiptsv1.Durability_SPOOLED
+			outcome, durability = seam.OutcomeSpooled, receiptsv1.Durability_SPOOLED
 		}
-		g.m.events.WithLabelValues(outcome).Add(float64(j.produced))
+		g.M.Events.WithLabelValues(outcome).Add(float64(j.produced))
 	} else if j.err != nil {
 		// Resolving or encoding failed before anything was produced.
-		if cerr := contextError(ctx, j.err); cerr != nil {
+		if cerr := seam.ContextError(ctx, j.err); cerr != nil {
 			return nil, cerr
 		}
 		if _, ok := errors.AsType[*connect.Error](j.err); ok {
 			return nil, j.err
 		}
-		return nil, g.unavailable(ctx, len(states), j.err)
+		return nil, g.Unavailable(ctx, len(states), j.err)
 	}
 
 	merged := j.merged
 	if j.produced > 0 {
-		g.restore.noteDegraded(degradedUsers(states, merged))
+		g.Restore.NoteDegraded(degradedUsers(states, merged))
 	}
 	results := make([]*receiptsv1.ReceiptResult, len(marks))
 	for i := range marks {
@@ -256,7 +254,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 				st = m.State // what Redis holds, in place of the refused mark
 			}
 			produced = append(produced, st)
-			gens = append(gens, generationOf(merged[off+i].Generation, merged[off+i].Err))
+			gens = append(gens, seam.GenerationOf(merged[off+i].Generation, merged[off+i].Err))
 			j.produced++
 		}
 		off += len(j.states)
@@ -266,8 +264,8 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	for i, st := range produced {
 		users[i] = st.Key.User
 	}
-	g.knownGenerations(ctx, users, gens)
-	recs := event.EncodeReceipts(produced, gens, g.durable.Topic())
+	g.KnownGenerations(ctx, users, gens)
+	recs := event.EncodeReceipts(produced, gens, g.Durable.Topic())
 	if len(recs) == 0 {
 		finish(producer.Unacknowledged, nil)
 		return
@@ -281,67 +279,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	// Redis is done with this flush: the next one may merge while these
 	// records wait for their acks.
 	handOff()
-	finish(g.makeDurable(ctx, recs))
-}
-
-// makeDurable is the gateway's one call of the producer: records go to
-// Kafka, or to the spool while Kafka is away, and the time it took is
-// observed.
-func (g *Gate) makeDurable(ctx context.Context, recs []*kgo.Record) (producer.Durability, error) {
-	began := time.Now()
-	dur, err := g.durable.Write(ctx, recs)
-	g.m.produce.Observe(time.Since(began).Seconds())
-	return dur, err
-}
-
-// produce makes records durable and answers where; no records is a
-// no-op (DURABILITY_UNSPECIFIED).
-func (g *Gate) produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
-	if len(recs) == 0 {
-		return receiptsv1.Durability_DURABILITY_UNSPECIFIED, nil
-	}
-	tracing.Inject(ctx, recs)
-	dur, err := g.makeDurable(ctx, recs)
-	if err != nil {
-		if cerr := contextError(ctx, err); cerr != nil {
-			g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(len(recs)))
-			return 0, cerr
-		}
-		return 0, g.unavailable(ctx, len(recs), err)
-	}
-	outcome, durability := outcomeKafka, receiptsv1.Durability_KAFKA
-	if dur == producer.Spooled {
-		outcome, durability = outcomeSpooled, receiptsv1.Durability_SPOOLED
-	}
-	g.m.events.WithLabelValues(outcome).Add(float64(len(recs)))
-	return durability, nil
-}
-
-// produceUserRecord makes one user event durable, stamped with the
-// erasure generation its Redis write read (gen; event.Unstamped or
-// redisstore.GenerationUnknown when that write failed or read none:
-// knownGenerations asks Postgres), so that an erasure drops it only if
-// it came first.
-func (g *Gate) produceUserRecord(ctx context.Context, rec *kgo.Record, user string, gen int64) (receiptsv1.Durability, error) {
-	rec.Topic = g.durable.Topic()
-	gens := []int64{gen}
-	g.knownGenerations(ctx, []string{user}, gens)
-	event.StampGeneration(rec, gens[0])
-	return g.produce(ctx, []*kgo.Record{rec})
-}
-
-// unavailable is the answer when a call's marks could not be made durable:
-// Unavailable (HTTP 503) with a Retry-After hint, which connect sends as a
-// header (trailer for gRPC) and vanguard as a REST header. Nothing was
-// acknowledged; Redis may already hold the marks (the write path merges it
-// first), which is harmless: the caller retries, and if it does not, the
-// drift sweep makes Postgres agree with Redis.
-func (g *Gate) unavailable(ctx context.Context, n int, err error) error {
-	g.m.events.WithLabelValues(outcomeUnavailable).Add(float64(n))
-	g.durableWarn.Do(func() {
-		tracing.Logger(ctx, g.log).Warn("making marks durable; answering unavailable", zap.Int("num_records", n), zap.String("topic", g.durable.Topic()), zap.Error(err))
-	})
-	return unavailableError(fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err), apierr.RetryAfter(g.cfg.RetryAfter))
+	finish(g.MakeDurable(ctx, recs))
 }
 
 // mergeRedis merges the marks (mergeMarksRedis), then publishes their
@@ -358,9 +296,9 @@ func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisst
 // state; failures are per result.
 func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
 	var merged []redisstore.MergeResult
-	err := g.restore.settleDegraded(ctx, usersOf(states))
+	err := g.Restore.SettleDegraded(ctx, usersOf(states))
 	if err == nil {
-		merged, err = g.redis.MergeMarksFrom(ctx, vals, states)
+		merged, err = g.Redis.MergeMarksFrom(ctx, vals, states)
 	}
 	if len(merged) == len(states) {
 		g.restoreAndRemerge(ctx, states, merged)
@@ -385,7 +323,7 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 		}
 	}
 	if failed > 0 {
-		g.redisDegradedOn(ctx, redisOpMerge, failed, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpMerge, failed, err)
 	}
 	return merged
 }
@@ -405,8 +343,8 @@ func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResul
 	if len(states) == 0 {
 		return
 	}
-	if _, err := g.redis.Merge(ctx, states); err != nil {
-		g.warnRedis(ctx, redisOpMerge, err)
+	if _, err := g.Redis.Merge(ctx, states); err != nil {
+		g.WarnRedis(ctx, seam.RedisOpMerge, err)
 	}
 }
 
@@ -442,15 +380,15 @@ func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, me
 	if len(idx) == 0 {
 		return
 	}
-	if err := g.restore.cursors(ctx, users); err != nil {
-		g.warnRedis(ctx, redisOpRestore, err)
+	if err := g.Restore.Cursors(ctx, users); err != nil {
+		g.WarnRedis(ctx, seam.RedisOpRestore, err)
 		return
 	}
 	again := make([]receipt.State, len(idx))
 	for j, i := range idx {
 		again[j] = states[i]
 	}
-	res, _ := g.redis.MergeMarksFrom(ctx, nil, again)
+	res, _ := g.Redis.MergeMarksFrom(ctx, nil, again)
 	if len(res) != len(again) {
 		return
 	}
@@ -480,9 +418,9 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 	}
 	// Users with degraded writes are unloaded first (else the merge fails
 	// them: mergeMarksRedis settles them again).
-	_ = g.restore.settleDegraded(ctx, users)
-	f, vals := g.lookupForWrite(ctx, keys)
-	if !f.known {
+	_ = g.Restore.SettleDegraded(ctx, users)
+	f, vals := g.LookupForWrite(ctx, keys)
+	if !f.Known {
 		return jobs, vals
 	}
 	refuse := func(j *writeJob, err error) {
@@ -545,14 +483,14 @@ func (j *writeJob) usersIn(lost map[string]bool) []string {
 func (g *Gate) bounce(j *writeJob, users []string) {
 	j.restored = true
 	go func() {
-		g.restore.slots <- struct{}{}
-		err := g.restore.cursors(j.ctx, users)
-		<-g.restore.slots
+		g.Restore.Slots <- struct{}{}
+		err := g.Restore.Cursors(j.ctx, users)
+		<-g.Restore.Slots
 		if err != nil {
-			g.warnRedis(j.ctx, redisOpRestore, err)
+			g.WarnRedis(j.ctx, seam.RedisOpRestore, err)
 		}
 		if err := g.writes.submit(j); err != nil {
-			j.err = g.unavailable(j.ctx, len(j.states), err)
+			j.err = g.Unavailable(j.ctx, len(j.states), err)
 			close(j.done)
 		}
 	}()

@@ -1,4 +1,4 @@
-package gate
+package seam
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // (Redis, what it lacks from Postgres); when Redis cannot answer, from
 // Postgres alone; when neither can, the error is Unavailable, and the
 // caller refuses rather than guesses.
-func (g *Gate) Members(ctx context.Context, user string, channels []string) (map[string]bool, error) {
+func (g *Core) Members(ctx context.Context, user string, channels []string) (map[string]bool, error) {
 	out := make(map[string]bool, len(channels))
 	if len(channels) == 0 {
 		return out, nil
@@ -24,19 +24,19 @@ func (g *Gate) Members(ctx context.Context, user string, channels []string) (map
 	for i, ch := range channels {
 		keys[i] = receipt.Key{User: user, Channel: ch}
 	}
-	f := g.lookup(ctx, keys, false)
-	if f.known {
+	f := g.Lookup(ctx, keys, false)
+	if f.Known {
 		for _, k := range keys {
-			member, registered := f.member(k)
+			member, registered := f.Member(k)
 			out[k.Channel] = member && registered
 		}
 		return out, nil
 	}
-	if err := g.settled(ctx, nil, channels); err != nil {
+	if err := g.Settled(ctx, nil, channels); err != nil {
 		return nil, membersUnavailable(ctx, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	regs, err := g.pg.Memberships(pctx, user, channels)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+	regs, err := g.PG.Memberships(pctx, user, channels)
 	cancel()
 	if err != nil {
 		return nil, membersUnavailable(ctx, err)
@@ -48,8 +48,8 @@ func (g *Gate) Members(ctx context.Context, user string, channels []string) (map
 }
 
 func membersUnavailable(ctx context.Context, err error) error {
-	if cerr := contextError(ctx, err); cerr != nil {
+	if cerr := ContextError(ctx, err); cerr != nil {
 		return cerr
 	}
-	return unavailableError(fmt.Errorf("checking channel membership (Redis and Postgres both failed): %w; retry", err))
+	return UnavailableError(fmt.Errorf("checking channel membership (Redis and Postgres both failed): %w; retry", err))
 }

@@ -1,4 +1,4 @@
-package gate
+package seam
 
 import (
 	"encoding/base64"
@@ -22,13 +22,13 @@ const (
 // channelPage reads page_size and page_token of a call that lists
 // channels or asks for the default set (listed false); paging applies to
 // the default set only (a listed call gets the zero Page: no cut).
-func channelPage(size int32, token string, listed bool) (redisstore.Page, error) {
+func ChannelPage(size int32, token string, listed bool) (redisstore.Page, error) {
 	if listed && (size != 0 || token != "") {
 		field := "page_size"
 		if token != "" {
 			field = "page_token"
 		}
-		return redisstore.Page{}, invalid(apierr.InvalidField, &receipt.FieldError{Field: field, Reason: "pages the default channel set only: list no channel_id, or drop it"})
+		return redisstore.Page{}, Invalid(apierr.InvalidField, &receipt.FieldError{Field: field, Reason: "pages the default channel set only: list no channel_id, or drop it"})
 	}
 	if listed {
 		return redisstore.Page{}, nil // the listed channels, all of them
@@ -37,17 +37,17 @@ func channelPage(size int32, token string, listed bool) (redisstore.Page, error)
 	case size == 0:
 		size = ChannelPageSizeDefault
 	case size < 0 || size > MaxChannelPageSize:
-		return redisstore.Page{}, invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxChannelPageSize, size)})
+		return redisstore.Page{}, Invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxChannelPageSize, size)})
 	}
-	after, err := decodePageToken(token)
+	after, err := DecodePageToken(token)
 	if err != nil {
-		return redisstore.Page{}, invalid(apierr.InvalidField, err)
+		return redisstore.Page{}, Invalid(apierr.InvalidField, err)
 	}
 	return redisstore.Page{After: after, Limit: int(size)}, nil
 }
 
 // nextPageToken is the token of the page after the one ending at channel.
-func nextPageToken(lastChannel string) string {
+func NextPageToken(lastChannel string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(lastChannel))
 }
 
@@ -55,7 +55,7 @@ func nextPageToken(lastChannel string) string {
 // items after page.After, at most page.Limit; more reports a cut at the
 // end. The Postgres fallbacks read the whole set (bounded) and page it
 // here; Redis pages before reading the heads.
-func pageOf[T any](items []T, channelOf func(T) string, page redisstore.Page) (kept []T, more bool) {
+func PageOf[T any](items []T, channelOf func(T) string, page redisstore.Page) (kept []T, more bool) {
 	if page.After != "" {
 		i, found := slices.BinarySearchFunc(items, page.After, func(it T, after string) int {
 			return strings.Compare(channelOf(it), after)
@@ -69,4 +69,20 @@ func pageOf[T any](items []T, channelOf func(T) string, page redisstore.Page) (k
 		return items[:page.Limit], true
 	}
 	return items, false
+}
+
+// decodePageToken reads the opaque token: the last user id of the
+// previous page.
+func DecodePageToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err == nil {
+		err = receipt.ValidateID("page_token", string(b))
+	}
+	if err != nil {
+		return "", &receipt.FieldError{Field: "page_token", Reason: "is not a token this service issued: " + strings.TrimPrefix(err.Error(), "page_token: ")}
+	}
+	return string(b), nil
 }

@@ -1,4 +1,4 @@
-package gate
+package seam
 
 import (
 	"context"
@@ -24,16 +24,16 @@ const hydratePage = 1000
 // Redis first; a head or a membership hash Redis does not know is read
 // from Postgres and copied into Redis (by merges, so a newer write made
 // meanwhile wins), so the next call finds it there.
-type facts struct {
+type Facts struct {
 	// known is false when neither store could answer (Redis down): the
 	// checks are skipped and the answer says realtime_degraded.
-	known    bool
+	Known    bool
 	channels map[string]*redisstore.ChannelFacts
 	keys     map[receipt.Key]redisstore.KeyFacts
 }
 
 // head returns the channel's head seq (0 when none is known).
-func (f *facts) head(ch string) int64 {
+func (f *Facts) Head(ch string) int64 {
 	if c := f.channels[ch]; c != nil {
 		return c.Head.Seq
 	}
@@ -43,7 +43,7 @@ func (f *facts) head(ch string) int64 {
 // member reports whether the user is a member of the channel, and whether
 // the channel has registered members at all (otherwise membership is not
 // tracked for it and every user may mark it).
-func (f *facts) member(k receipt.Key) (member, registered bool) {
+func (f *Facts) Member(k receipt.Key) (member, registered bool) {
 	c := f.channels[k.Channel]
 	if c == nil || !c.Registered {
 		return false, false
@@ -54,7 +54,7 @@ func (f *facts) member(k receipt.Key) (member, registered bool) {
 
 // userRegister is the user's register in the channel as the user's hash
 // (or, when that lacks it, the channel's hash) holds it.
-func (f *facts) userRegister(k receipt.Key) (channel.Membership, bool) {
+func (f *Facts) UserRegister(k receipt.Key) (channel.Membership, bool) {
 	kf := f.keys[k]
 	var m channel.Membership
 	ok := false
@@ -70,13 +70,13 @@ func (f *facts) userRegister(k receipt.Key) (channel.Membership, bool) {
 // lookup gathers the facts of keys. Redis failing leaves them unknown
 // (the write path still makes the call durable); Postgres failing during
 // a fallback leaves what Redis had.
-func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters bool) *facts {
-	f := &facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
+func (g *Core) Lookup(ctx context.Context, keys []receipt.Key, userRegisters bool) *Facts {
+	f := &Facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
 	if len(keys) == 0 {
-		f.known = true
+		f.Known = true
 		return f
 	}
-	chs, kfs, err := g.redis.Facts(ctx, keys, userRegisters)
+	chs, kfs, err := g.Redis.Facts(ctx, keys, userRegisters)
 	g.completeFacts(ctx, f, chs, kfs, err)
 	return f
 }
@@ -84,13 +84,13 @@ func (g *Gate) lookup(ctx context.Context, keys []receipt.Key, userRegisters boo
 // lookupForWrite is lookup(keys, false) for a write: the same round trip
 // also reads the keys' stored values for the merge that follows the
 // checks (redisstore.FactsAndValues).
-func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, *redisstore.MarkValues) {
-	f := &facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
+func (g *Core) LookupForWrite(ctx context.Context, keys []receipt.Key) (*Facts, *redisstore.MarkValues) {
+	f := &Facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
 	if len(keys) == 0 {
-		f.known = true
+		f.Known = true
 		return f, nil
 	}
-	chs, kfs, vals, err := g.redis.FactsAndValues(ctx, keys)
+	chs, kfs, vals, err := g.Redis.FactsAndValues(ctx, keys)
 	g.completeFacts(ctx, f, chs, kfs, err)
 	return f, vals
 }
@@ -98,12 +98,12 @@ func (g *Gate) lookupForWrite(ctx context.Context, keys []receipt.Key) (*facts, 
 // completeFacts fills f from what Redis answered (err: nothing, f stays
 // unknown), then reads from Postgres the heads and the membership hashes
 // Redis lacks.
-func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redisstore.ChannelFacts, kfs []redisstore.KeyFacts, err error) {
+func (g *Core) completeFacts(ctx context.Context, f *Facts, chs map[string]*redisstore.ChannelFacts, kfs []redisstore.KeyFacts, err error) {
 	if err != nil {
-		g.redisDegradedOn(ctx, redisOpGet, 1, err)
+		g.RedisDegradedOn(ctx, RedisOpGet, 1, err)
 		return
 	}
-	f.known, f.channels = true, chs
+	f.Known, f.channels = true, chs
 	for _, kf := range kfs {
 		f.keys[kf.Key] = kf
 	}
@@ -126,16 +126,16 @@ func (g *Gate) completeFacts(ctx context.Context, f *facts, chs map[string]*redi
 
 // fillHeads reads heads Redis lacks from Postgres and copies them (and
 // the channels known to have none) into Redis.
-func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.ChannelFacts, missing []string) {
-	if err := g.settled(ctx, nil, missing); err != nil {
-		tracing.Logger(ctx, g.log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
+func (g *Core) fillHeads(ctx context.Context, chs map[string]*redisstore.ChannelFacts, missing []string) {
+	if err := g.Settled(ctx, nil, missing); err != nil {
+		tracing.Logger(ctx, g.Log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
 		return
 	}
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	heads, err := g.pg.Heads(pctx, missing)
+	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+	heads, err := g.PG.Heads(pctx, missing)
 	cancel()
 	if err != nil {
-		tracing.Logger(ctx, g.log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
+		tracing.Logger(ctx, g.Log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
 		return
 	}
 	found := map[string]bool{}
@@ -150,8 +150,8 @@ func (g *Gate) fillHeads(ctx context.Context, chs map[string]*redisstore.Channel
 			none = append(none, ch)
 		}
 	}
-	if err := g.redis.HydrateHeads(ctx, heads, none); err != nil {
-		g.redisDegradedOn(ctx, redisOpHydrate, 1, err)
+	if err := g.Redis.HydrateHeads(ctx, heads, none); err != nil {
+		g.RedisDegradedOn(ctx, RedisOpHydrate, 1, err)
 	}
 }
 
@@ -161,9 +161,9 @@ var errTooManyMembers = errors.New("too many members to hydrate")
 // channel of at most MaxHydrateMembers registers is copied into Redis
 // whole (then marked complete); a larger one has the call's users looked
 // up in Postgres.
-func (g *Gate) fillMembers(ctx context.Context, f *facts, ch string) {
+func (g *Core) fillMembers(ctx context.Context, f *Facts, ch string) {
 	c := f.channels[ch]
-	regs, hydrated, err := g.durableMembers(ctx, ch)
+	regs, hydrated, err := g.DurableMembers(ctx, ch)
 	c.MembersComplete = hydrated
 	if errors.Is(err, errTooManyMembers) {
 		var users []string
@@ -172,13 +172,13 @@ func (g *Gate) fillMembers(ctx context.Context, f *facts, ch string) {
 				users = append(users, k.User)
 			}
 		}
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		regs, err = g.pg.MembersOf(pctx, ch, users)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+		regs, err = g.PG.MembersOf(pctx, ch, users)
 		cancel()
 		c.Registered = true
 	}
 	if err != nil {
-		tracing.Logger(ctx, g.log).Warn("reading channel members Redis lacks; checking with what Redis holds", zap.String("channel_id", ch), zap.Error(err))
+		tracing.Logger(ctx, g.Log).Warn("reading channel members Redis lacks; checking with what Redis holds", zap.String("channel_id", ch), zap.Error(err))
 		return
 	}
 	for _, r := range regs {
@@ -198,15 +198,15 @@ func (g *Gate) fillMembers(ctx context.Context, f *facts, ch string) {
 // Redis with them (marking the hash complete), or answers
 // errTooManyMembers past MaxHydrateMembers. hydrated says Redis now holds
 // the channel's whole membership hash.
-func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Membership, hydrated bool, err error) {
-	if err := g.settled(ctx, nil, []string{ch}); err != nil {
+func (g *Core) DurableMembers(ctx context.Context, ch string) (regs []channel.Membership, hydrated bool, err error) {
+	if err := g.Settled(ctx, nil, []string{ch}); err != nil {
 		return nil, false, fmt.Errorf("reading the members of %s: %w", ch, err)
 	}
 	var all []channel.Membership
 	after := ""
 	for {
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		page, err := g.pg.ChannelMembers(pctx, ch, after, hydratePage, false)
+		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
+		page, err := g.PG.ChannelMembers(pctx, ch, after, hydratePage, false)
 		cancel()
 		if err != nil {
 			return nil, false, fmt.Errorf("reading the members of %s: %w", ch, err)
@@ -220,9 +220,12 @@ func (g *Gate) durableMembers(ctx context.Context, ch string) (regs []channel.Me
 		}
 		after = page[len(page)-1].Key.User
 	}
-	if err := g.redis.HydrateChannelMembers(ctx, ch, all, true); err != nil {
-		g.redisDegradedOn(ctx, redisOpHydrate, 1, err)
+	if err := g.Redis.HydrateChannelMembers(ctx, ch, all, true); err != nil {
+		g.RedisDegradedOn(ctx, RedisOpHydrate, 1, err)
 		return all, false, nil
 	}
 	return all, true, nil
 }
+
+// Channel is what the call knows of channel ch (nil: nothing).
+func (f *Facts) Channel(ch string) *redisstore.ChannelFacts { return f.channels[ch] }

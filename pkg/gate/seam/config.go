@@ -1,4 +1,4 @@
-package gate
+package seam
 
 import (
 	"cmp"
@@ -21,11 +21,18 @@ import (
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 	"github.com/readstate/receipts/pkg/watch"
 )
 
 // Defaults. Each Config field names its default.
 const (
+	// DetailThresholdDefault is the largest member count of a channel
+	// whose receipts list members; larger channels answer counts only.
+	DetailThresholdDefault = 50
+	// ViewRefreshDefault is how long a channel view rebuilt from Postgres
+	// is trusted before a read merges Postgres into it again.
+	ViewRefreshDefault     = time.Minute
 	RedisTimeoutDefault    = 500 * time.Millisecond
 	PostgresTimeoutDefault = 2 * time.Second
 	MaxBatchItemsDefault   = 500
@@ -44,7 +51,7 @@ const (
 	// MetricsSubsystem names the gate's metrics (receipts_kafkagate_…); the
 	// producer it is given should use the same.
 	MetricsSubsystem = "kafkagate"
-	metricsNamespace = "receipts"
+	MetricsNamespace = "receipts"
 )
 
 // Producer makes a call's records durable before the gate answers;
@@ -222,4 +229,38 @@ func (c Config) validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// ReadByConfig configures the read-by, ticks and settings paths. Zero
+// fields take their defaults.
+type ReadByConfig struct {
+	// DetailThreshold: channels of at most this many members answer with
+	// member lists. Defaults to DetailThresholdDefault.
+	DetailThreshold int
+	// ViewStreamMaxLen bounds each channel's move stream (approximately).
+	// Defaults to readby.StreamMaxLenDefault.
+	ViewStreamMaxLen int64
+	// ViewRefresh: see ViewRefreshDefault.
+	ViewRefresh time.Duration
+}
+
+func (c ReadByConfig) Threshold() int64 {
+	if c.DetailThreshold <= 0 {
+		return DetailThresholdDefault
+	}
+	return int64(c.DetailThreshold)
+}
+
+func (c ReadByConfig) Refresh() time.Duration {
+	if c.ViewRefresh <= 0 {
+		return ViewRefreshDefault
+	}
+	return c.ViewRefresh
+}
+
+// RegisterFlags registers the read-by flags.
+func (c *ReadByConfig) RegisterFlags(fs *flag.FlagSet) {
+	fs.IntVar(&c.DetailThreshold, "receipts-detail-threshold", DetailThresholdDefault, "largest member count of a channel whose receipts list members (larger: counts only)")
+	fs.Int64Var(&c.ViewStreamMaxLen, "view-stream-maxlen", readby.StreamMaxLenDefault, "approximate bound on each channel's cursor-move stream in Redis")
+	fs.DurationVar(&c.ViewRefresh, "view-refresh", ViewRefreshDefault, "how long a channel view rebuilt from Postgres is trusted before a read merges Postgres into it again")
 }

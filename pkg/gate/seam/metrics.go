@@ -1,4 +1,4 @@
-package gate
+package seam
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -10,9 +10,9 @@ import (
 
 // Event outcomes (label values of events_total).
 const (
-	outcomeKafka       = "kafka"
-	outcomeSpooled     = "spooled"
-	outcomeUnavailable = "unavailable"
+	OutcomeKafka       = "kafka"
+	OutcomeSpooled     = "spooled"
+	OutcomeUnavailable = "unavailable"
 )
 
 // Why a mark did not advance (label values of stale_marks_total).
@@ -23,58 +23,58 @@ const (
 
 // Redis operations (label values of redis_degraded_total).
 const (
-	redisOpMerge   = "merge"
-	redisOpGet     = "get"
-	redisOpHydrate = "hydrate"
-	redisOpErase   = "erase"
+	RedisOpMerge   = "merge"
+	RedisOpGet     = "get"
+	RedisOpHydrate = "hydrate"
+	RedisOpErase   = "erase"
 	// redisOpRestore: a restore from Postgres after Redis lost data failed.
-	redisOpRestore = "restore"
+	RedisOpRestore = "restore"
 )
 
-type metrics struct {
+type Metrics struct {
 	staleMarks    *prometheus.CounterVec
-	events        *prometheus.CounterVec
-	produce       prometheus.Histogram
-	redisDegraded *prometheus.CounterVec
-	readFallbacks *prometheus.CounterVec
+	Events        *prometheus.CounterVec
+	Produce       prometheus.Histogram
+	RedisDegraded *prometheus.CounterVec
+	ReadFallbacks *prometheus.CounterVec
 	// threadsCollected counts the thread registers collected past the
 	// per-user bound (threadcollect.go).
-	threadsCollected prometheus.Counter
+	ThreadsCollected prometheus.Counter
 	// undecodable counts the Redis fields reads skipped
 	// (redisstore.Config.Undecodable).
 	undecodable prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	m := &metrics{
+	m := &Metrics{
 		staleMarks: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "stale_marks_total",
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "stale_marks_total",
 			Help: "Marks Redis did not advance (cursor-regression attempts), by reason: duplicate (stored at the mark's position) or stale (stored ahead).",
 		}, []string{"reason"}),
-		events: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "events_total",
+		Events: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "events_total",
 			Help: "Validated marks by where they became durable (kafka, spooled) or unavailable.",
 		}, []string{"outcome"}),
-		produce: f.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "produce_duration_seconds",
+		Produce: f.NewHistogram(prometheus.HistogramOpts{
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "produce_duration_seconds",
 			Help:    "Time to make a call's records durable (Kafka's acks, or the spool's fsync after the bound), or to give up.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
-		redisDegraded: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_degraded_total",
+		RedisDegraded: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_degraded_total",
 			Help: "Redis failures that degraded the real-time view, by operation (merge counts marks).",
 		}, []string{"op"}),
 		undecodable: f.NewCounter(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_undecodable_fields_total",
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_undecodable_fields_total",
 			Help: "Stored Redis fields a read skipped because they could not be decoded (read as absent; the next merge or the drift sweep replaces them).",
 		}),
-		threadsCollected: f.NewCounter(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "threads_collected_total",
+		ThreadsCollected: f.NewCounter(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "threads_collected_total",
 			Help: "Thread registers dropped from Redis past the per-user bound (the least recently active; the followed among them unfollowed first).",
 		}),
-		readFallbacks: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "read_fallbacks_total",
+		ReadFallbacks: f.NewCounterVec(prometheus.CounterOpts{
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "read_fallbacks_total",
 			Help: "Reads answered with Postgres, by reason (incomplete: hash not hydrated; redis_error; too_many_channels: a default channel set over the cap, which Postgres pages; hydrating: a large deletion set being copied into Redis).",
 		}, []string{"reason"}),
 	}
@@ -82,11 +82,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// alert's rate() sees 0, not an absent series.
 	m.staleMarks.WithLabelValues(staleDuplicate)
 	m.staleMarks.WithLabelValues(staleBehind)
-	for _, op := range []string{redisOpMerge, redisOpGet, redisOpHydrate, redisOpRestore} {
-		m.redisDegraded.WithLabelValues(op)
+	for _, op := range []string{RedisOpMerge, RedisOpGet, RedisOpHydrate, RedisOpRestore} {
+		m.RedisDegraded.WithLabelValues(op)
 	}
 	for _, reason := range []string{"incomplete", "redis_error", "too_many_channels", "hydrating"} {
-		m.readFallbacks.WithLabelValues(reason)
+		m.ReadFallbacks.WithLabelValues(reason)
 	}
 	return m
 }
@@ -94,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // countStale counts the marks Redis did not advance: incoming is what a
 // mark wrote, merged Redis's answer for it. Failed merges are not counted
 // (redis_degraded_total has them).
-func (m *metrics) countStale(incoming []receipt.State, merged []redisstore.MergeResult) {
+func (m *Metrics) CountStale(incoming []receipt.State, merged []redisstore.MergeResult) {
 	for i := range merged {
 		r := &merged[i]
 		if r.Err != nil || r.Advanced || i >= len(incoming) {

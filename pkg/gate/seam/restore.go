@@ -1,4 +1,4 @@
-package gate
+package seam
 
 import (
 	"cmp"
@@ -19,7 +19,6 @@ import (
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Restores: no answer below what the durable path holds.
@@ -47,7 +46,7 @@ const (
 	RestoreCooldownDefault = time.Second
 	// MaxRestoreChannels bounds the cursors of one user a restore reads.
 	MaxRestoreChannels = 1_000_000
-	restorePage        = 10_000
+	RestorePage        = 10_000
 	// restoreAttempts bounds the restores of one hash that lost its
 	// marker again while it ran.
 	restoreAttempts = 3
@@ -86,13 +85,13 @@ func (c RestoreConfig) withDefaults() RestoreConfig {
 var errRestoreCooling = errors.New("restores are failing: the persister did not catch up in time")
 
 // restorer puts back what Redis lost, once per hash at a time.
-type restorer struct {
-	g       *Gate
-	cfg     RestoreConfig
+type Restorer struct {
+	g       *Core
+	Cfg     RestoreConfig
 	flights singleflight.Group
 	// coolUntil is the Unix nanosecond until which restores fail fast.
 	coolUntil atomic.Int64
-	m         restoreMetrics
+	M         restoreMetrics
 
 	// degraded are the users with writes acknowledged while Redis could
 	// not take them: their hashes are unloaded (with a fence of their
@@ -101,7 +100,7 @@ type restorer struct {
 	degraded   map[string]bool
 	nDegraded  atomic.Int64
 	// slots bounds the restores writes run beside their flushes.
-	slots chan struct{}
+	Slots chan struct{}
 }
 
 type restoreMetrics struct {
@@ -110,46 +109,46 @@ type restoreMetrics struct {
 	wait     prometheus.Histogram
 }
 
-func newRestorer(g *Gate, cfg RestoreConfig, reg prometheus.Registerer) *restorer {
+func newRestorer(g *Core, cfg RestoreConfig, reg prometheus.Registerer) *Restorer {
 	f := promauto.With(reg)
-	r := &restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
+	r := &Restorer{g: g, Cfg: cfg.withDefaults(), degraded: map[string]bool{}, Slots: make(chan struct{}, restoreParallel), M: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
 		}, []string{"loss"}),
 		restores: f.NewCounterVec(prometheus.CounterOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "restores_total",
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "restores_total",
 			Help: "Hashes restored from Postgres before a write or a read, by state kind and outcome (ok, failed).",
 		}, []string{"kind", "outcome"}),
 		wait: f.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metricsNamespace, Subsystem: MetricsSubsystem, Name: "restore_wait_seconds",
+			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "restore_wait_seconds",
 			Help:    "Time restores and Postgres reads waited for the persister to write what was in flight when Redis lost data (or was away).",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 	}}
 	for _, l := range []redisstore.Loss{redisstore.LossMissing, redisstore.LossFailover, redisstore.LossEviction} {
-		r.m.losses.WithLabelValues(l.String())
+		r.M.losses.WithLabelValues(l.String())
 	}
 	for _, k := range []string{"cursors", "threads"} {
-		r.m.restores.WithLabelValues(k, "ok")
-		r.m.restores.WithLabelValues(k, "failed")
+		r.M.restores.WithLabelValues(k, "ok")
+		r.M.restores.WithLabelValues(k, "failed")
 	}
 	return r
 }
 
 // bounded is ctx bounded by the restore timeout, unless cooling down.
-func (r *restorer) bounded(ctx context.Context) (context.Context, context.CancelFunc, error) {
+func (r *Restorer) bounded(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if time.Now().UnixNano() < r.coolUntil.Load() {
 		return nil, nil, errRestoreCooling
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, r.Cfg.Timeout)
 	return ctx, cancel, nil
 }
 
 // timedOut starts the cooldown after a wait that ran out of time.
-func (r *restorer) timedOut(ctx context.Context, err error) error {
+func (r *Restorer) timedOut(ctx context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		r.coolUntil.Store(time.Now().Add(r.cfg.Cooldown).UnixNano())
+		r.coolUntil.Store(time.Now().Add(r.Cfg.Cooldown).UnixNano())
 	}
 	return err
 }
@@ -158,7 +157,7 @@ func (r *restorer) timedOut(ctx context.Context, err error) error {
 // may have lost of keys (any keys of ours: their incarnation markers
 // cover them), and each key's marker to restore under. With Redis away
 // it waits for a fence of its own (zero Incarnations).
-func (r *restorer) settle(ctx context.Context, keys ...string) ([]redisstore.Incarnation, error) {
+func (r *Restorer) Settle(ctx context.Context, keys ...string) ([]redisstore.Incarnation, error) {
 	bctx, cancel, err := r.bounded(ctx)
 	if err != nil {
 		return nil, err
@@ -170,12 +169,12 @@ func (r *restorer) settle(ctx context.Context, keys ...string) ([]redisstore.Inc
 		// Redis is away: the read answers from Postgres, once it holds
 		// what was in flight when the read began.
 		incs, err = make([]redisstore.Incarnation, len(keys)), nil
-		if r.cfg.Barrier != nil {
-			err = r.cfg.Barrier.CatchUp(bctx)
+		if r.Cfg.Barrier != nil {
+			err = r.Cfg.Barrier.CatchUp(bctx)
 		}
 	}
 	if waited := time.Since(start); waited > time.Millisecond {
-		r.m.wait.Observe(waited.Seconds())
+		r.M.wait.Observe(waited.Seconds())
 	}
 	if err != nil {
 		return nil, r.timedOut(bctx, fmt.Errorf("settling what Redis may have lost: %w", err))
@@ -185,8 +184,8 @@ func (r *restorer) settle(ctx context.Context, keys ...string) ([]redisstore.Inc
 
 // fence checks the keys' markers, writes a new one with a new fence where
 // Redis lost data since, and waits for the markers' fences.
-func (r *restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incarnation, error) {
-	rs := r.g.redis
+func (r *Restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incarnation, error) {
+	rs := r.g.Redis
 	incs, losses, err := rs.CheckIncarnations(ctx, keys)
 	if err != nil {
 		return nil, err
@@ -204,10 +203,10 @@ func (r *restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 		}
 		if fence == "" {
 			fence = redisstore.NoFence
-			if r.cfg.Barrier != nil {
+			if r.Cfg.Barrier != nil {
 				// Taken after the loss was seen: everything acknowledged
 				// before the loss is below it.
-				f, err := r.cfg.Barrier.Mark(ctx)
+				f, err := r.Cfg.Barrier.Mark(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -219,10 +218,10 @@ func (r *restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 			return nil, err
 		}
 		incs[i], renewed[mk] = inc, inc
-		r.m.losses.WithLabelValues(loss.String()).Inc()
-		r.g.log.Warn("redis lost data: restores wait for the persister to write what was in flight", zap.Stringer("loss", loss), zap.String("marker", mk), zap.String("fence", fence))
+		r.M.losses.WithLabelValues(loss.String()).Inc()
+		r.g.Log.Warn("redis lost data: restores wait for the persister to write what was in flight", zap.Stringer("loss", loss), zap.String("marker", mk), zap.String("fence", fence))
 	}
-	if r.cfg.Barrier == nil {
+	if r.Cfg.Barrier == nil {
 		return incs, nil
 	}
 	waited := map[string]bool{}
@@ -234,7 +233,7 @@ func (r *restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 		if err != nil {
 			return nil, err
 		}
-		if err := r.cfg.Barrier.Wait(ctx, f); err != nil {
+		if err := r.Cfg.Barrier.Wait(ctx, f); err != nil {
 			return nil, err
 		}
 		waited[inc.Fence] = true
@@ -247,24 +246,24 @@ func (r *restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 // settled returns once Postgres holds what Redis may have lost of the
 // users' and channels' keys: call it before a Postgres read whose answer
 // goes to a caller or into Redis (restore.go).
-func (g *Gate) settled(ctx context.Context, users, channels []string) error {
+func (g *Core) Settled(ctx context.Context, users, channels []string) error {
 	keys := make([]string, 0, len(users)+len(channels))
 	for _, u := range users {
-		keys = append(keys, g.redis.UserKey(u))
+		keys = append(keys, g.Redis.UserKey(u))
 	}
 	for _, ch := range channels {
-		keys = append(keys, g.redis.HeadKey(ch))
+		keys = append(keys, g.Redis.HeadKey(ch))
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	_, err := g.restore.settle(ctx, keys...)
+	_, err := g.Restore.Settle(ctx, keys...)
 	return err
 }
 
 // shared runs fn once per name at a time: concurrent restores of one hash
 // share one, each caller bounded by its own ctx.
-func (r *restorer) shared(ctx context.Context, name string, fn func(context.Context) error) error {
+func (r *Restorer) shared(ctx context.Context, name string, fn func(context.Context) error) error {
 	ch := r.flights.DoChan(name, func() (any, error) {
 		// Detached from the first caller, bounded by the restore timeout
 		// in settle.
@@ -284,7 +283,7 @@ func (r *restorer) shared(ctx context.Context, name string, fn func(context.Cont
 // Postgres read, one pipeline of hydrates. A user with a fence of its own
 // or more rows than one batch reads is restored alone. It returns the
 // first failure (the others may have been restored).
-func (r *restorer) cursors(ctx context.Context, users []string) error {
+func (r *Restorer) Cursors(ctx context.Context, users []string) error {
 	users = slices.Compact(slices.Sorted(slices.Values(users)))
 	if len(users) == 1 {
 		return r.cursorsOfShared(ctx, users[0])
@@ -302,22 +301,22 @@ func (r *restorer) cursors(ctx context.Context, users []string) error {
 }
 
 // cursorsOfShared restores one user, sharing a restore already running.
-func (r *restorer) cursorsOfShared(ctx context.Context, user string) error {
+func (r *Restorer) cursorsOfShared(ctx context.Context, user string) error {
 	return r.shared(ctx, "u\x00"+user, func(c context.Context) error { return r.cursorsOf(c, user) })
 }
 
 // cursorsBatch restores users together; again are those whose marker
 // moved meanwhile.
-func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []string, err error) {
+func (r *Restorer) cursorsBatch(ctx context.Context, users []string) (again []string, err error) {
 	keys := make([]string, len(users))
 	for i, u := range users {
-		keys[i] = r.g.redis.UserKey(u)
+		keys[i] = r.g.Redis.UserKey(u)
 	}
-	incs, err := r.settle(ctx, keys...)
+	incs, err := r.Settle(ctx, keys...)
 	if err != nil {
 		return nil, err
 	}
-	fenced, err := r.g.redis.UserFences(ctx, users)
+	fenced, err := r.g.Redis.UserFences(ctx, users)
 	if err != nil {
 		return nil, err
 	}
@@ -326,8 +325,8 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 		alone = fenced
 		users = slices.DeleteFunc(users, func(u string) bool { return slices.Contains(fenced, u) })
 	}
-	pctx, cancel := context.WithTimeout(ctx, r.g.cfg.PostgresTimeout)
-	rows, more, err := r.g.pg.UsersStates(pctx, users, restorePage)
+	pctx, cancel := context.WithTimeout(ctx, r.g.Cfg.PostgresTimeout)
+	rows, more, err := r.g.PG.UsersStates(pctx, users, RestorePage)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading the cursors of %d users: %w", len(users), err)
@@ -343,14 +342,14 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	}
 	for _, u := range users {
 		byUser[u] = nil
-		incOf[u] = incByKey[r.g.redis.UserKey(u)]
+		incOf[u] = incByKey[r.g.Redis.UserKey(u)]
 	}
 	for _, st := range rows {
 		byUser[st.Key.User] = append(byUser[st.Key.User], st)
 	}
 	var first error
 	if len(byUser) > 0 {
-		res, err := r.g.redis.HydrateMany(ctx, byUser, incOf)
+		res, err := r.g.Redis.HydrateMany(ctx, byUser, incOf)
 		if err != nil {
 			return nil, err
 		}
@@ -369,9 +368,9 @@ func (r *restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	return again, first
 }
 
-func (r *restorer) cursorsOf(ctx context.Context, user string) error {
-	err := r.restore(ctx, r.g.redis.UserKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
-		fence, err := r.userFence(ctx, user)
+func (r *Restorer) cursorsOf(ctx context.Context, user string) error {
+	err := r.Restore(ctx, r.g.Redis.UserKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
+		fence, err := r.UserFence(ctx, user)
 		if err != nil {
 			return err
 		}
@@ -379,11 +378,11 @@ func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 		if err != nil {
 			return err
 		}
-		if err := r.g.redis.Hydrate(ctx, user, states, inc); err != nil {
+		if err := r.g.Redis.Hydrate(ctx, user, states, inc); err != nil {
 			return err
 		}
 		if fence != "" {
-			_ = r.g.redis.ClearUserFence(ctx, user, fence) // else the next restore waits for nothing new
+			_ = r.g.Redis.ClearUserFence(ctx, user, fence) // else the next restore waits for nothing new
 		}
 		return nil
 	})
@@ -393,9 +392,9 @@ func (r *restorer) cursorsOf(ctx context.Context, user string) error {
 
 // userFence waits for the fence a degraded write left on user (see
 // noteDegraded) and returns it ("" none).
-func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
-	fence, err := r.g.redis.UserFence(ctx, user)
-	if err != nil || fence == "" || fence == redisstore.NoFence || r.cfg.Barrier == nil {
+func (r *Restorer) UserFence(ctx context.Context, user string) (string, error) {
+	fence, err := r.g.Redis.UserFence(ctx, user)
+	if err != nil || fence == "" || fence == redisstore.NoFence || r.Cfg.Barrier == nil {
 		return fence, err
 	}
 	f, err := grouplag.ParseFence(fence)
@@ -407,7 +406,7 @@ func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
 		return "", err
 	}
 	defer cancel()
-	if err := r.cfg.Barrier.Wait(bctx, f); err != nil {
+	if err := r.Cfg.Barrier.Wait(bctx, f); err != nil {
 		return "", r.timedOut(bctx, err)
 	}
 	return fence, nil
@@ -415,26 +414,26 @@ func (r *restorer) userFence(ctx context.Context, user string) (string, error) {
 
 // fenceUser leaves a fence of now for the user's next restores: what the
 // gateway wrote of the user is then in Postgres before a restore reads it.
-func (r *restorer) fenceUser(ctx context.Context, user string) error {
-	if r.cfg.Barrier == nil {
+func (r *Restorer) FenceUser(ctx context.Context, user string) error {
+	if r.Cfg.Barrier == nil {
 		return nil
 	}
 	bctx, cancel, err := r.bounded(ctx)
 	if err != nil {
 		return err
 	}
-	f, err := r.cfg.Barrier.Mark(bctx)
+	f, err := r.Cfg.Barrier.Mark(bctx)
 	cancel()
 	if err != nil {
 		return err
 	}
-	return r.g.redis.SetUserFence(ctx, user, f.String())
+	return r.g.Redis.SetUserFence(ctx, user, f.String())
 }
 
 // noteDegraded records users whose writes were acknowledged while Redis
 // did not take them (durable in Kafka only): until settleDegraded has
 // unloaded their hashes, Redis is behind what they were told.
-func (r *restorer) noteDegraded(users []string) {
+func (r *Restorer) NoteDegraded(users []string) {
 	if len(users) == 0 {
 		return
 	}
@@ -450,7 +449,7 @@ func (r *restorer) noteDegraded(users []string) {
 // acknowledged), the hashes of those of users with degraded writes, so
 // that they are restored, past their writes, before Redis answers of them.
 // It returns an error while it cannot: the caller answers without Redis.
-func (r *restorer) settleDegraded(ctx context.Context, users []string) error {
+func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
 	if r.nDegraded.Load() == 0 {
 		return nil
 	}
@@ -466,19 +465,19 @@ func (r *restorer) settleDegraded(ctx context.Context, users []string) error {
 		return nil
 	}
 	fence := redisstore.NoFence
-	if r.cfg.Barrier != nil {
+	if r.Cfg.Barrier != nil {
 		bctx, cancel, err := r.bounded(ctx)
 		if err != nil {
 			return err
 		}
-		f, err := r.cfg.Barrier.Mark(bctx)
+		f, err := r.Cfg.Barrier.Mark(bctx)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("fencing degraded writes: %w", err)
 		}
 		fence = f.String()
 	}
-	if err := r.g.redis.UnloadUsers(ctx, todo, fence); err != nil {
+	if err := r.g.Redis.UnloadUsers(ctx, todo, fence); err != nil {
 		return err
 	}
 	r.degradedMu.Lock()
@@ -492,10 +491,10 @@ func (r *restorer) settleDegraded(ctx context.Context, users []string) error {
 
 // restore settles key's marker, then runs load under it, again when the
 // marker moved meanwhile (Redis lost data during the restore).
-func (r *restorer) restore(ctx context.Context, key string, load func(context.Context, redisstore.Incarnation) error) error {
+func (r *Restorer) Restore(ctx context.Context, key string, load func(context.Context, redisstore.Incarnation) error) error {
 	var err error
 	for range restoreAttempts {
-		incs, err := r.settle(ctx, key)
+		incs, err := r.Settle(ctx, key)
 		if err != nil {
 			return err
 		}
@@ -506,27 +505,27 @@ func (r *restorer) restore(ctx context.Context, key string, load func(context.Co
 	return err
 }
 
-func (r *restorer) count(kind string, err error) {
+func (r *Restorer) count(kind string, err error) {
 	outcome := "ok"
 	if err != nil {
 		outcome = "failed"
 	}
-	r.m.restores.WithLabelValues(kind, outcome).Inc()
+	r.M.restores.WithLabelValues(kind, outcome).Inc()
 }
 
 // durableCursors reads every cursor of user from Postgres, in pages.
-func (r *restorer) durableCursors(ctx context.Context, user string) ([]receipt.State, error) {
+func (r *Restorer) durableCursors(ctx context.Context, user string) ([]receipt.State, error) {
 	var all []receipt.State
 	after := ""
 	for {
-		pctx, cancel := context.WithTimeout(ctx, r.g.cfg.PostgresTimeout)
-		page, err := r.g.pg.UserStatesAfter(pctx, user, after, restorePage)
+		pctx, cancel := context.WithTimeout(ctx, r.g.Cfg.PostgresTimeout)
+		page, err := r.g.PG.UserStatesAfter(pctx, user, after, RestorePage)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("reading the cursors of %s: %w", user, err)
 		}
 		all = append(all, page...)
-		if len(page) < restorePage {
+		if len(page) < RestorePage {
 			return all, nil
 		}
 		if len(all) >= MaxRestoreChannels {
@@ -536,44 +535,14 @@ func (r *restorer) durableCursors(ctx context.Context, user string) ([]receipt.S
 	}
 }
 
-// threads restores a user's thread registers.
-func (r *restorer) threads(ctx context.Context, user string) error {
-	return r.shared(ctx, "t\x00"+user, func(ctx context.Context) error {
-		err := r.restore(ctx, r.g.threadStore().RedisKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
-			_, err := r.g.hydrateThreads(ctx, user, inc)
-			return err
-		})
-		r.count("threads", err)
+// RestoreUserHash restores one of a user's hashes that Redis lost (what
+// is kept under redisKey, counted as kind), once at a time per key: hydrate
+// writes it from Postgres under the incarnation it is given.
+func (g *Core) RestoreUserHash(ctx context.Context, key, redisKey, kind string, hydrate func(ctx context.Context, inc redisstore.Incarnation) error) error {
+	r := g.Restore
+	return r.shared(ctx, key, func(ctx context.Context) error {
+		err := r.Restore(ctx, redisKey, hydrate)
+		r.count(kind, err)
 		return err
 	})
-}
-
-// hydrateThreads reads a user's registers from Postgres and restores the
-// hash with them under inc; the rows are returned also when Redis did
-// not take them (err then says why).
-func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
-	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-	rows, err := g.threadStore().UserStatesPG(pctx, user, "", g.cfg.ThreadsPerUser+1)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	collected := len(rows) > g.cfg.ThreadsPerUser
-	if collected {
-		// More than Redis keeps: the most recently followed, and the hash
-		// marked collected (a register absent from it is looked up in
-		// Postgres before a write: threadcollect.go).
-		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
-		rows, err = g.threadStore().RecentStatesPG(pctx, user, g.threadsKept())
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-	}
-	if collected {
-		if err := g.threadStore().MarkCollected(ctx, user); err != nil {
-			return rows, err
-		}
-	}
-	return rows, g.threadStore().HydrateUser(ctx, user, rows, g.cfg.MentionCap, inc)
 }

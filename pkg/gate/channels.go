@@ -176,7 +176,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			chs, err := g.PG.DefaultChannelsAfter(pctx, user, after, limit+1)
 			cancel()
 			if err != nil {
-				return nil, false, g.durableErr(ctx, err)
+				return nil, false, g.DurableErr(ctx, err)
 			}
 			more := len(chs) > limit
 			chs = chs[:min(len(chs), limit)]

@@ -115,7 +115,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 		for _, ch := range chans {
 			h, ok := known[ch]
 			if !ok {
-				durable, err := g.channelHead(ctx, ch)
+				durable, err := g.ChannelHead(ctx, ch)
 				if err != nil {
 					if cerr := seam.ContextError(ctx, err); cerr != nil {
 						return cerr

@@ -51,7 +51,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 		return nil, g.eraseUnavailable(ctx, user, "reading the user's tombstone from postgres", err)
 	}
 	env := &kind.Env{Redis: g.Redis}
-	ts, err := g.Redis.Erase(ctx, user, g.NowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.readBy().Redact(g.NowMs(), kind.RedisRedact(kinds.All(), env)))
+	ts, err := g.Redis.Erase(ctx, user, g.NowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.ViewStore().Redact(g.NowMs(), kind.RedisRedact(kinds.All(), env)))
 	if err != nil {
 		g.M.RedisDegraded.WithLabelValues(seam.RedisOpErase).Inc()
 		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)

@@ -9,7 +9,7 @@ import (
 )
 
 // SetRebuildHook makes f run as each view rebuild starts (tests only).
-func SetRebuildHook(g *Gate, f func()) { g.rebuildHook = f }
+func SetRebuildHook(g *Gate, f func()) { g.RebuildHook = f }
 
 // PageOfChannels is pageOf over channel ids (the Postgres fallbacks' cut).
 func PageOfChannels(channels []string, after string, limit int) ([]string, bool) {

@@ -13,6 +13,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -23,21 +24,17 @@ import (
 // pkg/gate/server serves it.
 type Gate struct {
 	*seam.Core
+	*readbycalls.ReadBy
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
 	// live is the watch streams' state (watch.go).
 	live live
-	// rebuilds runs one view rebuild per channel at a time (readby.go):
-	// concurrent reads of a channel whose view is not loaded share it.
-	rebuilds singleflight.Group
 	// collecting runs one collection of a user's thread registers at a
 	// time (threadcollect.go).
 	collecting singleflight.Group
 	// hydratingSets runs one background copy of a deletion set at a time
 	// (deletionsets.go).
 	hydratingSets singleflight.Group
-	// rebuildHook, set by tests only, runs as a rebuild starts.
-	rebuildHook func()
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
@@ -51,7 +48,7 @@ func New(cfg Config) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{Core: core}
+	g := &Gate{Core: core, ReadBy: readbycalls.New(core)}
 	g.writes = newWriteCoalescer(g)
 	g.live = newLive(g.Cfg, g.watchTicks)
 	return g, nil

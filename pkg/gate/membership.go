@@ -127,7 +127,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	// orders it against an erasure as those writes are.
 	gen := seam.GenerationOf(res.Generation, res.Err)
 	if res.Err == nil && !res.Membership.Member {
-		g.leaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
+		g.LeaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
 	}
 	if read != nil {
 		merged := g.mergeRedis(ctx, []receipt.State{*read})
@@ -143,7 +143,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		read = &resolved[0]
 	}
 	if res.Err == nil && res.Changed && res.Membership.Member {
-		g.joinView(ctx, reg.Key) // back in read-by and ticks
+		g.JoinView(ctx, reg.Key) // back in read-by and ticks
 	}
 	if read == nil && !change && res.Err == nil && reg.Member && reg.JoinSeq > 0 {
 		read = g.heldCursors(ctx, k)

@@ -111,14 +111,14 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 	if rerr == nil && !lv.SettingsFound {
 		// Settings Redis lost (or never held): read and hydrated.
 		var sts map[string]privacy.Settings
-		if sts, rerr = g.settingsOf(ctx, []string{user}); rerr == nil {
+		if sts, rerr = g.SettingsOf(ctx, []string{user}); rerr == nil {
 			lv.Settings = sts[user]
 		}
 	}
 	if rerr != nil {
-		durable, err := g.durableSettings(ctx, []string{user})
+		durable, err := g.DurableSettings(ctx, []string{user})
 		if err != nil {
-			return out, g.durableErr(ctx, err)
+			return out, g.DurableErr(ctx, err)
 		}
 		lv.Settings = durable[0]
 	}
@@ -132,13 +132,13 @@ func (g *Gate) levelsOf(ctx context.Context, user string, channels []string, rea
 		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, rerr)
 	}
 	if err := g.Settled(ctx, []string{user}, nil); err != nil {
-		return out, g.durableErr(ctx, err)
+		return out, g.DurableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	durable, err := g.notificationStore().ReadPG(pctx, user, nil)
 	cancel()
 	if err != nil {
-		return out, g.durableErr(ctx, err)
+		return out, g.DurableErr(ctx, err)
 	}
 	out.byChannel = make(map[string]notification.Register, len(durable)+len(regs))
 	for _, r := range durable {

@@ -50,12 +50,12 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 				Reason: fmt.Sprintf("must be all, mentions or none, got %q", *m.DefaultNotificationLevel)})
 		}
 	}
-	cur, err := g.settingsOf(ctx, []string{user})
+	cur, err := g.SettingsOf(ctx, []string{user})
 	if err != nil {
 		// The stored version is unknown: Postgres alone orders it.
-		sts, perr := g.durableSettings(ctx, []string{user})
+		sts, perr := g.DurableSettings(ctx, []string{user})
 		if perr != nil {
-			return nil, g.durableErr(ctx, perr)
+			return nil, g.DurableErr(ctx, perr)
 		}
 		cur = map[string]privacy.Settings{user: sts[0]}
 	}
@@ -86,7 +86,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 	if err != nil {
 		// Answering success while Redis may still show what the user
 		// hides would break the promise: refuse, nothing produced.
-		g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpSettings, 1, err)
 		return nil, seam.UnavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	rec, err := event.EncodeSettings(st)
@@ -104,7 +104,7 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 		// settings Redis holds now once more, so that when this call
 		// returns nothing the user hid can show anywhere.
 		if err := g.settleHiding(ctx, user); err != nil {
-			g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
+			g.RedisDegradedOn(ctx, seam.RedisOpSettings, 1, err)
 		}
 	}
 	return connect.NewResponse(settingsProto(st)), nil
@@ -115,11 +115,11 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 // the settings Redis holds now to the user's views again.
 func (g *Gate) settleHiding(ctx context.Context, user string) error {
 	select {
-	case <-time.After(g.viewWindow() + viewSettleMargin):
+	case <-time.After(g.ViewWindow() + viewSettleMargin):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	sts, err := g.settingsOf(ctx, []string{user})
+	sts, err := g.SettingsOf(ctx, []string{user})
 	if err != nil {
 		return err
 	}
@@ -131,15 +131,10 @@ func (g *Gate) settleHiding(ctx context.Context, user string) error {
 // still runs in Redis).
 const viewSettleMargin = 100 * time.Millisecond
 
-// viewWindow is how long a mark's publishView may take from reading the
-// users' settings to applying its moves, its round trips together: one
-// Redis bound (RedisTimeout), so that a change that hides waits little.
-func (g *Gate) viewWindow() time.Duration { return g.Cfg.RedisTimeout }
-
 // applySettingsToViews makes the user's channel views follow st
 // (readby.Store.ApplySettings).
 func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
-	return g.readBy().ApplySettings(ctx, st, g.Cfg.ReadBy.ViewStreamMaxLen)
+	return g.ViewStore().ApplySettings(ctx, st, g.Cfg.ReadBy.ViewStreamMaxLen)
 }
 
 // settingsStore is the settings kind's storage on the gateway's stores.
@@ -151,11 +146,11 @@ func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
-	sts, err := g.settingsOf(ctx, []string{user})
+	sts, err := g.SettingsOf(ctx, []string{user})
 	if err != nil {
-		durable, perr := g.durableSettings(ctx, []string{user})
+		durable, perr := g.DurableSettings(ctx, []string{user})
 		if perr != nil {
-			return nil, g.durableErr(ctx, perr)
+			return nil, g.DurableErr(ctx, perr)
 		}
 		return connect.NewResponse(settingsProto(durable[0])), nil
 	}

@@ -82,13 +82,13 @@ func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs 
 		refs[j] = q.Ref
 	}
 	if err := g.Settled(ctx, nil, refChannels(refs)); err != nil {
-		return g.durableErr(ctx, err)
+		return g.DurableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	dc, err := g.deletionStore().CountPG(pctx, qs)
 	cancel()
 	if err != nil {
-		return g.durableErr(ctx, err)
+		return g.DurableErr(ctx, err)
 	}
 	for j, c := range dc {
 		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)

@@ -43,13 +43,13 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 	// Postgres answers once it holds what Redis may have lost (restore.go).
 	incs, serr := g.Restore.Settle(ctx, g.threadStore().RedisKey(user))
 	if serr != nil {
-		return nil, g.durableErr(ctx, serr)
+		return nil, g.DurableErr(ctx, serr)
 	}
 	var rows []thread.State
 	if err == nil {
 		var herr error
 		if rows, herr = g.hydrateThreads(ctx, user, incs[0]); herr != nil && rows == nil {
-			return nil, g.durableErr(ctx, herr)
+			return nil, g.DurableErr(ctx, herr)
 		} else if herr != nil {
 			g.WarnRedis(ctx, seam.RedisOpHydrate, herr)
 		}
@@ -59,7 +59,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		rows, perr = g.threadStore().UserStatesPG(pctx, user, "", threads.MaxUserThreads)
 		cancel()
 		if perr != nil {
-			return nil, g.durableErr(ctx, perr)
+			return nil, g.DurableErr(ctx, perr)
 		}
 	}
 	// What Redis holds (newer writes) merged over the rows.
@@ -183,13 +183,13 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
 	if !complete && len(chans) > 0 {
 		if err := g.Settled(ctx, []string{user}, nil); err != nil {
-			return nil, g.durableErr(ctx, err)
+			return nil, g.DurableErr(ctx, err)
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		rows, perr := g.PG.Memberships(pctx, user, chans)
 		cancel()
 		if perr != nil {
-			return nil, g.durableErr(ctx, perr)
+			return nil, g.DurableErr(ctx, perr)
 		}
 		regs = append(regs, rows...)
 	}
@@ -352,9 +352,9 @@ type threadSight struct {
 }
 
 func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, error) {
-	n, err := g.memberCount(ctx, ref.Channel)
+	n, err := g.MemberCount(ctx, ref.Channel)
 	if err != nil {
-		return nil, g.durableErr(ctx, err)
+		return nil, g.DurableErr(ctx, err)
 	}
 	s := &threadSight{ref: ref, memberCount: n, detailed: n <= g.Cfg.ReadBy.Threshold()}
 	heads, err := g.threadHeads(ctx, []thread.Ref{ref})
@@ -365,9 +365,9 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if !s.detailed {
 		return s, nil // threads keep no per-channel counts: a large channel answers its size only
 	}
-	regs, err := g.membersOf(ctx, ref.Channel)
+	regs, err := g.MembersOf(ctx, ref.Channel)
 	if err != nil {
-		return nil, g.durableErr(ctx, err)
+		return nil, g.DurableErr(ctx, err)
 	}
 	for _, r := range regs {
 		if r.Member {
@@ -378,9 +378,9 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if len(s.members) == 0 {
 		return s, nil
 	}
-	settings, err := g.settingsOf(ctx, s.members)
+	settings, err := g.SettingsOf(ctx, s.members)
 	if err != nil {
-		return nil, g.durableErr(ctx, err)
+		return nil, g.DurableErr(ctx, err)
 	}
 	s.sharesRead = make(map[string]bool, len(s.members))
 	for _, u := range s.members {
@@ -402,13 +402,13 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	}
 	if len(missing) > 0 {
 		if err := g.Settled(ctx, missing, nil); err != nil {
-			return nil, g.durableErr(ctx, err)
+			return nil, g.DurableErr(ctx, err)
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		rows, err := g.threadStore().MemberStatesPG(pctx, ref, missing)
 		cancel()
 		if err != nil {
-			return nil, g.durableErr(ctx, err)
+			return nil, g.DurableErr(ctx, err)
 		}
 		for _, st := range rows {
 			s.states[st.Key.User] = st

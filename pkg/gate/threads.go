@@ -294,7 +294,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	viewed := make(chan struct{})
 	go func() {
 		defer close(viewed)
-		g.publishThreadView(ctx, before, after, raised)
+		g.PublishThreadView(ctx, before, after, raised)
 	}()
 	dur, err := g.Produce(ctx, recs)
 	<-viewed

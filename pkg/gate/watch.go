@@ -44,11 +44,11 @@ func newLive(cfg Config, ticks watch.TicksFunc) live {
 // (head, delivered_to_all_up_to, read_by_all_up_to, member count, and for
 // a small channel each member's public cursors).
 func (g *Gate) watchTicks(ctx context.Context, ch string) (*receiptsv1.ChannelTicks, error) {
-	s, err := g.sight(ctx, ch)
+	s, err := g.Sight(ctx, ch)
 	if err != nil {
 		return nil, err
 	}
-	return g.ticksOf(ctx, s)
+	return g.TicksOf(ctx, s)
 }
 
 // WatchRetryAfter is the Retry-After of a watch stream refused because its

@@ -217,7 +217,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	viewed := make(chan struct{})
 	go func() {
 		defer close(viewed)
-		g.publishView(ctx, merged)
+		g.PublishView(ctx, merged)
 	}()
 	finish := func(dur producer.Durability, err error) {
 		<-viewed
@@ -286,7 +286,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 // public moves to the channels' views (what others may see).
 func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
 	merged := g.mergeMarksRedis(ctx, nil, states)
-	g.publishView(ctx, merged)
+	g.PublishView(ctx, merged)
 	return merged
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/producer"
+	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -254,4 +255,25 @@ func GenerationOf(gen int64, err error) int64 {
 		return event.Unstamped
 	}
 	return gen
+}
+
+// DurableErr is the answer when neither store could answer.
+func (g *Core) DurableErr(ctx context.Context, err error) error {
+	if cerr := ContextError(ctx, err); cerr != nil {
+		return cerr
+	}
+	tracing.Logger(ctx, g.Log).Warn("reading durable state", zap.Error(err))
+	return UnavailableError(fmt.Errorf("reading channel state: %w; retry", err))
+}
+
+// ValidateChannelSeq checks a message reference: its channel, its seq and
+// its optional sender (the fields named with prefix).
+func ValidateChannelSeq(prefix, ch string, seq int64, sender string) error {
+	if err := receipt.ValidateID(prefix+"channel_id", ch); err != nil {
+		return Invalid(apierr.InvalidID, err)
+	}
+	if err := receipt.ValidateSeq(prefix+"seq", seq); err != nil {
+		return Invalid(apierr.InvalidSeq, err)
+	}
+	return Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", sender))
 }

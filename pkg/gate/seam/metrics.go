@@ -27,8 +27,12 @@ const (
 	RedisOpGet     = "get"
 	RedisOpHydrate = "hydrate"
 	RedisOpErase   = "erase"
-	// redisOpRestore: a restore from Postgres after Redis lost data failed.
+	// RedisOpRestore: a restore from Postgres after Redis lost data failed.
 	RedisOpRestore = "restore"
+	// RedisOpView and RedisOpSettings: the read-by view and the settings
+	// registers it follows.
+	RedisOpView     = "channel_view"
+	RedisOpSettings = "settings"
 )
 
 type Metrics struct {

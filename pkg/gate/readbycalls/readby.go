@@ -1,8 +1,7 @@
-package gate
+package readbycalls
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
@@ -35,9 +33,9 @@ const rebuildTimeout = 30 * time.Second
 // call is Unavailable (retry), and the rebuild goes on for the next.
 const rebuildWait = 10 * time.Second
 
-// memberCount is a channel's joined-member count: Redis when its
+// MemberCount is a channel's joined-member count: Redis when its
 // membership hash is complete, else Postgres.
-func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
+func (g *ReadBy) MemberCount(ctx context.Context, ch string) (int64, error) {
 	n, complete, err := g.Redis.MemberCount(ctx, ch)
 	if err == nil && complete {
 		return n, nil
@@ -53,15 +51,15 @@ func (g *Gate) memberCount(ctx context.Context, ch string) (int64, error) {
 	return g.PG.MemberCount(pctx, ch)
 }
 
-// sight reads one channel for read-by and ticks. The view is rebuilt from
+// Sight reads one channel for read-by and ticks. The view is rebuilt from
 // Postgres (member cursors and settings, a max-merge that never undoes a
 // newer move) when it is not marked loaded: after a FLUSHALL, for a new
 // channel, and every ViewRefresh for a small channel (heals moves a
 // degraded Redis missed); a large channel's mark lasts 60 times longer.
-func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
-	n, err := g.memberCount(ctx, ch)
+func (g *ReadBy) Sight(ctx context.Context, ch string) (*readby.Sight, error) {
+	n, err := g.MemberCount(ctx, ch)
 	if err != nil {
-		return nil, g.durableErr(ctx, err)
+		return nil, g.DurableErr(ctx, err)
 	}
 	s := &readby.Sight{Channel: ch, MemberCount: n, Detailed: n <= g.Cfg.ReadBy.Threshold()}
 	// A large channel's answers are counts (its view's sorted sets): its
@@ -71,12 +69,12 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	if s.Detailed {
 		most = 2 * int(g.Cfg.ReadBy.Threshold())
 	}
-	views, err := g.readBy().ReadUpTo(ctx, []string{ch}, most)
+	views, err := g.ViewStore().ReadUpTo(ctx, []string{ch}, most)
 	if err != nil && ctx.Err() != nil {
-		return nil, g.durableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
+		return nil, g.DurableErr(ctx, ctx.Err()) // the caller left: no rebuild for nobody
 	}
 	if err != nil {
-		g.RedisDegradedOn(ctx, redisOpView, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 		views = []readby.State{{Channel: ch}}
 	}
 	s.View = views[0]
@@ -85,18 +83,18 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	}
 	if !s.View.Loaded {
 		if err := g.rebuildView(ctx, ch, s.Detailed, &s.View); err != nil {
-			return nil, g.durableErr(ctx, err)
+			return nil, g.DurableErr(ctx, err)
 		}
 	}
-	if s.Head, err = g.channelHead(ctx, ch); err != nil {
-		return nil, g.durableErr(ctx, err)
+	if s.Head, err = g.ChannelHead(ctx, ch); err != nil {
+		return nil, g.DurableErr(ctx, err)
 	}
 	if !s.Detailed {
 		return s, nil
 	}
-	regs, err := g.membersOf(ctx, ch)
+	regs, err := g.MembersOf(ctx, ch)
 	if err != nil {
-		return nil, g.durableErr(ctx, err)
+		return nil, g.DurableErr(ctx, err)
 	}
 	for _, r := range regs {
 		if r.Member {
@@ -105,18 +103,18 @@ func (g *Gate) sight(ctx context.Context, ch string) (*readby.Sight, error) {
 	}
 	slices.Sort(s.Members)
 	if len(s.Members) > 0 {
-		s.Settings, err = g.settingsOf(ctx, s.Members)
+		s.Settings, err = g.SettingsOf(ctx, s.Members)
 		if err != nil {
-			return nil, g.durableErr(ctx, err)
+			return nil, g.DurableErr(ctx, err)
 		}
 	}
 	return s, nil
 }
 
-// channelHead is a channel's head (nil before its first notice): Redis,
+// ChannelHead is a channel's head (nil before its first notice): Redis,
 // else Postgres, hydrating Redis (a max-merge), so that ticks keep their
 // head after Redis lost it (a FLUSHALL, an eviction).
-func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error) {
+func (g *ReadBy) ChannelHead(ctx context.Context, ch string) (*channel.Head, error) {
 	heads, rerr := g.Redis.Heads(ctx, []string{ch})
 	if rerr == nil {
 		if h, ok := heads[ch]; ok {
@@ -153,9 +151,9 @@ func (g *Gate) channelHead(ctx context.Context, ch string) (*channel.Head, error
 	return head, nil
 }
 
-// membersOf returns a small channel's registers: Redis when its hash is
+// MembersOf returns a small channel's registers: Redis when its hash is
 // complete, else Postgres (hydrating Redis).
-func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
+func (g *ReadBy) MembersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
 	regs, complete, err := g.Redis.ChannelMembers(ctx, ch, nil)
 	if err == nil && complete {
 		return regs, nil
@@ -172,7 +170,7 @@ func (g *Gate) membersOf(ctx context.Context, ch string) ([]channel.Membership, 
 // at most until its own context ends), bounded by rebuildTimeout. A large
 // channel's rebuild goes a page of members at a time into Redis, never
 // holding more than one page.
-func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *readby.State) error {
+func (g *ReadBy) rebuildView(ctx context.Context, ch string, small bool, v *readby.State) error {
 	if err := ctx.Err(); err != nil {
 		return err // the caller left: start no rebuild for nobody
 	}
@@ -210,9 +208,9 @@ func (g *Gate) rebuildView(ctx context.Context, ch string, small bool, v *readby
 // merges each page into the view (the last marks it loaded). It returns
 // the moves of a small channel; a large channel's are dropped page by
 // page.
-func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readby.Move, error) {
-	if g.rebuildHook != nil {
-		g.rebuildHook()
+func (g *ReadBy) rebuildPages(ctx context.Context, ch string, small bool) ([]readby.Move, error) {
+	if g.RebuildHook != nil {
+		g.RebuildHook()
 	}
 	ttl := g.Cfg.ReadBy.Refresh()
 	if !small {
@@ -228,7 +226,7 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 	after := ""
 	for {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		page, err := g.readBy().MemberCursors(pctx, ch, after, rebuildPage)
+		page, err := g.ViewStore().MemberCursors(pctx, ch, after, rebuildPage)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("rebuilding the view of %s: %w", ch, err)
@@ -249,10 +247,10 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 		if last {
 			loaded = []string{ch}
 		}
-		err = g.readBy().Rebuild(ctx, loaded, moves, ttl)
+		err = g.ViewStore().Rebuild(ctx, loaded, moves, ttl)
 		if err != nil {
 			// Not marked loaded: the next read rebuilds again.
-			g.RedisDegradedOn(ctx, redisOpView, 1, err)
+			g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 			if !small {
 				return nil, nil // counts from what the view holds
 			}
@@ -267,29 +265,10 @@ func (g *Gate) rebuildPages(ctx context.Context, ch string, small bool) ([]readb
 	}
 }
 
-// durableErr is the answer when neither store could answer.
-func (g *Gate) durableErr(ctx context.Context, err error) error {
-	if cerr := seam.ContextError(ctx, err); cerr != nil {
-		return cerr
-	}
-	tracing.Logger(ctx, g.Log).Warn("read-by: reading durable state", zap.Error(err))
-	return seam.UnavailableError(fmt.Errorf("reading channel state: %w; retry", err))
-}
-
-func validateChannelSeq(prefix, ch string, seq int64, sender string) error {
-	if err := receipt.ValidateID(prefix+"channel_id", ch); err != nil {
-		return seam.Invalid(apierr.InvalidID, err)
-	}
-	if err := receipt.ValidateSeq(prefix+"seq", seq); err != nil {
-		return seam.Invalid(apierr.InvalidSeq, err)
-	}
-	return seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", sender))
-}
-
 // GetMessageReceipts implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
+func (g *ReadBy) GetMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
 	m := req.Msg
-	if err := validateChannelSeq("", m.GetChannelId(), m.GetSeq(), m.GetSenderId()); err != nil {
+	if err := seam.ValidateChannelSeq("", m.GetChannelId(), m.GetSeq(), m.GetSenderId()); err != nil {
 		return nil, err
 	}
 	out, err := g.messageReceipts(ctx, m.GetChannelId(), m.GetSeq(), m.GetSenderId())
@@ -299,29 +278,29 @@ func (g *Gate) GetMessageReceipts(ctx context.Context, req *connect.Request[rece
 	return connect.NewResponse(out), nil
 }
 
-func (g *Gate) messageReceipts(ctx context.Context, ch string, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
-	s, err := g.sight(ctx, ch)
+func (g *ReadBy) messageReceipts(ctx context.Context, ch string, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
+	s, err := g.Sight(ctx, ch)
 	if err != nil {
 		return nil, err
 	}
-	return g.receiptsOf(ctx, s, seq, sender)
+	return g.ReceiptsOf(ctx, s, seq, sender)
 }
 
-// receiptsOf answers one message from a channel's sight: member lists for
+// ReceiptsOf answers one message from a channel's sight: member lists for
 // a small channel ("at" from the cursor-move log, else the view's time of
 // the member's current cursor), counts for a large one.
-func (g *Gate) receiptsOf(ctx context.Context, s *readby.Sight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
+func (g *ReadBy) ReceiptsOf(ctx context.Context, s *readby.Sight, seq int64, sender string) (*receiptsv1.MessageReceipts, error) {
 	if !s.Detailed {
-		c, err := g.readBy().Count(ctx, s.Channel, seq, sender)
+		c, err := g.ViewStore().Count(ctx, s.Channel, seq, sender)
 		if err != nil {
-			return nil, g.durableErr(ctx, err)
+			return nil, g.DurableErr(ctx, err)
 		}
 		return s.CountedReceipts(seq, sender, c), nil
 	}
 	out, reached := s.Receipts(seq, sender)
 	if len(reached) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		read, delivered, err := g.readBy().FirstReached(pctx, s.Channel, seq, reached)
+		read, delivered, err := g.ViewStore().FirstReached(pctx, s.Channel, seq, reached)
 		cancel()
 		if err != nil {
 			// The view's times stand in: when each cursor reached where it is.
@@ -333,116 +312,31 @@ func (g *Gate) receiptsOf(ctx context.Context, s *readby.Sight, seq int64, sende
 }
 
 // GetTicks implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetTicks(ctx context.Context, req *connect.Request[receiptsv1.GetTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
+func (g *ReadBy) GetTicks(ctx context.Context, req *connect.Request[receiptsv1.GetTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
 	ch := req.Msg.GetChannelId()
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
-	s, err := g.sight(ctx, ch)
+	s, err := g.Sight(ctx, ch)
 	if err != nil {
 		return nil, err
 	}
-	out, err := g.ticksOf(ctx, s)
+	out, err := g.TicksOf(ctx, s)
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }
 
-// ticksOf computes a channel's watermarks (readby.Sight.Ticks), a large
+// TicksOf computes a channel's watermarks (readby.Sight.Ticks), a large
 // channel's from its view's sorted sets.
-func (g *Gate) ticksOf(ctx context.Context, s *readby.Sight) (*receiptsv1.ChannelTicks, error) {
+func (g *ReadBy) TicksOf(ctx context.Context, s *readby.Sight) (*receiptsv1.ChannelTicks, error) {
 	if s.Detailed {
 		return s.Ticks(), nil
 	}
-	c, err := g.readBy().Count(ctx, s.Channel, 0, "")
+	c, err := g.ViewStore().Count(ctx, s.Channel, 0, "")
 	if err != nil {
-		return nil, g.durableErr(ctx, err)
+		return nil, g.DurableErr(ctx, err)
 	}
 	return s.CountedTicks(c), nil
-}
-
-// LookupReceipts implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receiptsv1.LookupReceiptsRequest]) (*connect.Response[receiptsv1.LookupReceiptsResponse], error) {
-	m := req.Msg
-	if n := len(m.GetMessages()); n > MaxLookupItems {
-		return nil, seam.TooMany("messages", fmt.Sprintf("has %d items", n), MaxLookupItems)
-	}
-	if n := len(m.GetBadgeUserIds()); n > MaxLookupItems {
-		return nil, seam.TooMany("badge_user_ids", fmt.Sprintf("has %d items", n), MaxLookupItems)
-	}
-	if len(m.GetMessages()) == 0 && len(m.GetBadgeUserIds()) == 0 {
-		return nil, seam.Invalid(apierr.EmptyRequest, errors.New("messages and badge_user_ids are both empty"))
-	}
-	for i, ref := range m.GetMessages() {
-		if err := validateChannelSeq(fmt.Sprintf("messages[%d].", i), ref.GetChannelId(), ref.GetSeq(), ref.GetSenderId()); err != nil {
-			return nil, err
-		}
-	}
-	for i, u := range m.GetBadgeUserIds() {
-		if err := receipt.ValidateID(fmt.Sprintf("badge_user_ids[%d]", i), u); err != nil {
-			return nil, seam.Invalid(apierr.InvalidID, err)
-		}
-	}
-	out := &receiptsv1.LookupReceiptsResponse{}
-	// One sight per channel, however many of its messages are asked.
-	sights := map[string]*readby.Sight{}
-	for _, ref := range m.GetMessages() {
-		s, ok := sights[ref.GetChannelId()]
-		if !ok {
-			var err error
-			if s, err = g.sight(ctx, ref.GetChannelId()); err != nil {
-				return nil, err
-			}
-			sights[ref.GetChannelId()] = s
-		}
-		r, err := g.receiptsOf(ctx, s, ref.GetSeq(), ref.GetSenderId())
-		if err != nil {
-			return nil, err
-		}
-		out.Messages = append(out.Messages, r)
-	}
-	for _, u := range m.GetBadgeUserIds() {
-		var seen unreadSeen
-		views, _, err := g.unreadPage(ctx, u, nil, redisstore.Page{}, &seen)
-		if err != nil {
-			return nil, err
-		}
-		// A badge reads every channel of its user: the caller pays for
-		// each (beyond the badge's own event), and a call over its limit
-		// stops here.
-		if err := charge(ctx, len(views)+1); err != nil {
-			return nil, err
-		}
-		var threads map[string]threadCounts
-		if !seen.threadsNone {
-			if threads, err = g.threadCountsOrNone(ctx, u); err != nil {
-				return nil, err
-			}
-		}
-		lv, err := g.levelsOf(ctx, u, viewChannels(views), seen.levels)
-		if err != nil {
-			return nil, err
-		}
-		b := &receiptsv1.Badge{UserId: u}
-		for _, tc := range threads {
-			b.UnreadThreadsTotal += tc.unreadThreads
-		}
-		for _, v := range views {
-			level, _, countsUnread, countsMentions := lv.of(v.Channel)
-			if countsUnread {
-				b.UnreadTotal += v.Unread
-				if v.Unread > 0 {
-					b.ChannelsWithUnread++
-				}
-			}
-			if countsMentions {
-				mentions, capped := v.MentionsAt(countsGroupMentions(level))
-				b.MentionTotal += min(mentions, int64(g.Cfg.MentionCap))
-				b.MentionsCapped = b.MentionsCapped || capped
-			}
-		}
-		out.Badges = append(out.Badges, b)
-	}
-	return connect.NewResponse(out), nil
 }

@@ -1,20 +1,21 @@
-package gate
+package readbycalls
 
 import (
 	"context"
 
+	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
 
-// publishThreadView streams thread moves to their channels' watchers: the
+// PublishThreadView streams thread moves to their channels' watchers: the
 // heads that advanced, and the public thread cursors (never the private
 // read) that advanced from stored to after, of users who share that kind.
 // Like publishView it is realtime state, not durability: a failure only
 // counts as degraded.
-func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.State, raised []threads.HeadResult) {
+func (g *ReadBy) PublishThreadView(ctx context.Context, stored, after []thread.State, raised []threads.HeadResult) {
 	var entries []readby.ThreadEntry
 	for _, r := range raised {
 		if r.Err != nil || !r.Advanced {
@@ -46,11 +47,11 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 		}
 	}
 	if len(users) > 0 {
-		settings, err := g.settingsOf(ctx, users)
+		settings, err := g.SettingsOf(ctx, users)
 		if err != nil {
 			// Unknown settings: share no cursor (privacy fails closed);
 			// the heads are no one's.
-			g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
+			g.RedisDegradedOn(ctx, seam.RedisOpSettings, 1, err)
 			moves = nil
 		}
 		for _, m := range moves {
@@ -67,7 +68,7 @@ func (g *Gate) publishThreadView(ctx context.Context, stored, after []thread.Sta
 	if len(entries) == 0 {
 		return
 	}
-	if err := g.readBy().AppendThreadEntries(ctx, entries, g.Cfg.ReadBy.ViewStreamMaxLen); err != nil {
-		g.RedisDegradedOn(ctx, redisOpView, 1, err)
+	if err := g.ViewStore().AppendThreadEntries(ctx, entries, g.Cfg.ReadBy.ViewStreamMaxLen); err != nil {
+		g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 	}
 }

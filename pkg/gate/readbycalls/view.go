@@ -1,30 +1,24 @@
-package gate
+package readbycalls
 
 import (
 	"context"
+	"time"
 
+	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
 
-// Read-by defaults.
-const (
-	// MaxLookupItems bounds LookupReceipts' messages and badges each.
-	MaxLookupItems = 500
-
-	redisOpView     = "channel_view"
-	redisOpSettings = "settings"
-)
-
-// publishView applies the public cursors of merged marks to their
+// PublishView applies the public cursors of merged marks to their
 // channels' views: the read and delivered cursors (never the private
 // read) of users who share that kind. The view's script keeps only moves
 // that advance, so passing cursors that did not move costs a no-op. A
 // failure only counts as degraded: a view rebuild from Postgres repairs it
 // (see viewOf).
-func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult) {
+func (g *ReadBy) PublishView(ctx context.Context, merged []redisstore.MergeResult) {
 	var moves []readby.Move
 	var users []string
 	seen := map[string]bool{}
@@ -52,16 +46,16 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 	// A move read under settings the user has since changed is published
 	// within this window or not at all: a change that hides waits it out
 	// (settleHiding), then applies the settings once more.
-	wctx, cancel := context.WithTimeout(ctx, g.viewWindow())
+	wctx, cancel := context.WithTimeout(ctx, g.ViewWindow())
 	defer cancel()
 	if moves, users = g.trackedMoves(wctx, moves, users); len(moves) == 0 {
 		return
 	}
-	settings, err := g.settingsOf(wctx, users)
+	settings, err := g.SettingsOf(wctx, users)
 	if err != nil {
 		// Unknown settings: share nothing (privacy fails closed); the
 		// next rebuild of the view adds what may be shown.
-		g.RedisDegradedOn(ctx, redisOpSettings, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpSettings, 1, err)
 		return
 	}
 	shown := moves[:0]
@@ -70,8 +64,8 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 			shown = append(shown, m)
 		}
 	}
-	if _, err := g.readBy().Apply(wctx, shown, g.Cfg.ReadBy.ViewStreamMaxLen); err != nil {
-		g.RedisDegradedOn(ctx, redisOpView, 1, err)
+	if _, err := g.ViewStore().Apply(wctx, shown, g.Cfg.ReadBy.ViewStreamMaxLen); err != nil {
+		g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 	}
 }
 
@@ -79,7 +73,7 @@ func (g *Gate) publishView(ctx context.Context, merged []redisstore.MergeResult)
 // registers (untracked: their views stay empty, see
 // redisstore.UntrackedChannels), and the users left without a move. On a
 // Redis error it keeps every move (the view script checks again).
-func (g *Gate) trackedMoves(ctx context.Context, moves []readby.Move, users []string) ([]readby.Move, []string) {
+func (g *ReadBy) trackedMoves(ctx context.Context, moves []readby.Move, users []string) ([]readby.Move, []string) {
 	var channels []string
 	seen := map[string]bool{}
 	for _, m := range moves {
@@ -112,10 +106,10 @@ func (g *Gate) trackedMoves(ctx context.Context, moves []readby.Move, users []st
 	return kept, keptUsers
 }
 
-// settingsOf returns users' privacy settings: Redis, and for those Redis
+// SettingsOf returns users' privacy settings: Redis, and for those Redis
 // does not hold (never set, or lost in a FLUSHALL), Postgres, written back
 // to Redis (defaults included, so the next read is one round trip).
-func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
+func (g *ReadBy) SettingsOf(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
 	sts, found, err := g.settingsStore().ReadRedis(ctx, users)
 	if err != nil {
 		return nil, err
@@ -131,7 +125,7 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 	if len(missing) == 0 {
 		return out, nil
 	}
-	durable, err := g.durableSettings(ctx, missing)
+	durable, err := g.DurableSettings(ctx, missing)
 	if err != nil {
 		return nil, err
 	}
@@ -162,8 +156,8 @@ func (g *Gate) settingsOf(ctx context.Context, users []string) (map[string]priva
 	return out, nil
 }
 
-// durableSettings reads users' settings from Postgres under PostgresTimeout.
-func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.Settings, error) {
+// DurableSettings reads users' settings from Postgres under PostgresTimeout.
+func (g *ReadBy) DurableSettings(ctx context.Context, users []string) ([]privacy.Settings, error) {
 	if err := g.Settled(ctx, users, nil); err != nil {
 		return nil, err
 	}
@@ -172,25 +166,25 @@ func (g *Gate) durableSettings(ctx context.Context, users []string) ([]privacy.S
 	return g.settingsStore().ReadPG(pctx, users)
 }
 
-// leaveView takes a member who left out of the channel's view. A failure
+// LeaveView takes a member who left out of the channel's view. A failure
 // only counts as degraded: read-by and ticks list members only, so a
 // leftover entry is never shown, and the view's script refuses later
 // moves of a user whose register says "left".
-func (g *Gate) leaveView(ctx context.Context, k receipt.Key) {
-	if err := g.readBy().Remove(ctx, k.Channel, []string{k.User}, readby.Read, readby.Delivered); err != nil {
-		g.RedisDegradedOn(ctx, redisOpView, 1, err)
+func (g *ReadBy) LeaveView(ctx context.Context, k receipt.Key) {
+	if err := g.ViewStore().Remove(ctx, k.Channel, []string{k.User}, readby.Read, readby.Delivered); err != nil {
+		g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 	}
 }
 
-// joinView puts a member who (re)joined back into the channel's view
+// JoinView puts a member who (re)joined back into the channel's view
 // with the public cursors they already hold there: a leave took them
 // out, and a rejoin whose join point does not move a cursor publishes
 // nothing by itself. A failure only counts as degraded (a rebuild of the
 // view from Postgres repairs it).
-func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
+func (g *ReadBy) JoinView(ctx context.Context, k receipt.Key) {
 	states, _, err := g.Redis.Get(ctx, k.User, []string{k.Channel})
 	if err != nil {
-		g.RedisDegradedOn(ctx, redisOpView, 1, err)
+		g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 		return
 	}
 	var held []redisstore.MergeResult
@@ -199,8 +193,16 @@ func (g *Gate) joinView(ctx context.Context, k receipt.Key) {
 			held = append(held, redisstore.MergeResult{State: st, Advanced: true})
 		}
 	}
-	g.publishView(ctx, held) // moves that do not advance the view are no-ops
+	g.PublishView(ctx, held) // moves that do not advance the view are no-ops
 }
 
-// readBy is the read-by view's storage on the gate's stores.
-func (g *Gate) readBy() readby.Store { return readby.NewStore(g.PG, g.Redis) }
+// ViewStore is the read-by view's storage on the gate's stores.
+func (g *ReadBy) ViewStore() readby.Store { return readby.NewStore(g.PG, g.Redis) }
+
+// ViewWindow is how long a mark's publishView may take from reading the
+// users' settings to applying its moves, its round trips together: one
+// Redis bound (RedisTimeout), so that a change that hides waits little.
+func (g *ReadBy) ViewWindow() time.Duration { return g.Cfg.RedisTimeout }
+
+// settingsStore is the settings registers' storage on the core's stores.
+func (g *ReadBy) settingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }

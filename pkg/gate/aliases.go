@@ -19,4 +19,5 @@ const (
 	RedisTimeoutDefault      = seam.RedisTimeoutDefault
 	MaxReadChannelsDefault   = seam.MaxReadChannelsDefault
 	MaxUnreadChannelsDefault = seam.MaxUnreadChannelsDefault
+	MaxMentions              = seam.MaxMentions
 )

@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
@@ -63,9 +64,9 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 	}
 	// The followed threads: read only when the unread read did not show
 	// the user has none (the common case costs no round trip).
-	var threads map[string]threadCounts
+	var threads map[string]threadcalls.ThreadCounts
 	if !seen.threadsNone {
-		if threads, err = g.threadCountsOrNone(ctx, user); err != nil {
+		if threads, err = g.ThreadCountsOrNone(ctx, user); err != nil {
 			return nil, err
 		}
 	}
@@ -98,8 +99,8 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		cu.FirstUnreadSeq = v.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member
 		if tc, ok := threads[v.Channel]; ok {
-			cu.UnreadThreads, cu.ThreadMentionCount = tc.unreadThreads, tc.mentions
-			out.UnreadThreadsTotal += tc.unreadThreads
+			cu.UnreadThreads, cu.ThreadMentionCount = tc.UnreadThreads, tc.Mentions
+			out.UnreadThreadsTotal += tc.UnreadThreads
 		}
 		cu.Level, cu.Muted, cu.MutedUntilUnixMs = level.String(), muted, lv.byChannel[v.Channel].MutedUntilUnixMs
 		out.Channels[i] = cu
@@ -205,7 +206,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 	for attempt := 0; ; attempt++ {
 		var view redisstore.UnreadView
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
-		probe := g.threadStore().Probe()
+		probe := g.ThreadStore().Probe()
 		if len(channels) == 0 {
 			view, err = g.Redis.UnreadPage(ctx, user, page, g.Cfg.MentionCap, levels, probe)
 		} else {
@@ -235,7 +236,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 				continue
 			} else if cerr := seam.ContextError(ctx, err); cerr != nil {
 				return nil, false, cerr
-			} else if setsHydrating(err) {
+			} else if threadcalls.SetsHydrating(err) {
 				g.M.ReadFallbacks.WithLabelValues("hydrating").Inc()
 				return durable()
 			}
@@ -252,7 +253,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			g.M.ReadFallbacks.WithLabelValues("incomplete").Inc()
 			return durable()
 		}
-		if err := g.hydrateUnread(ctx, user, view); setsHydrating(err) {
+		if err := g.hydrateUnread(ctx, user, view); threadcalls.SetsHydrating(err) {
 			g.M.ReadFallbacks.WithLabelValues("hydrating").Inc()
 			return durable()
 		} else if err != nil {
@@ -392,13 +393,13 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 	for i, ch := range channels {
 		refs[i].Channel = ch
 	}
-	deferred, err := g.hydrateSets(ctx, refs)
+	deferred, err := g.HydrateSets(ctx, refs)
 	if err != nil {
 		tracing.Logger(ctx, g.Log).Warn("reading deletions to hydrate", zap.Error(err))
 		return err
 	}
 	if len(deferred) > 0 {
-		return errSetsHydrating
+		return threadcalls.ErrSetsHydrating
 	}
 	return nil
 }
@@ -643,7 +644,7 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.Known && g.checkMark(f, m) != nil })
 	}
 	// Each mark is a write, as in a MarkReceipts batch.
-	if err := charge(ctx, len(marks)); err != nil {
+	if err := seam.Charge(ctx, len(marks)); err != nil {
 		return nil, err
 	}
 	out := &receiptsv1.ReadAllResponse{}
@@ -654,7 +655,7 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 		}
 		out.Results = append(out.Results, res...)
 	}
-	if err := g.readAllThreads(ctx, user, channels, r.GetDeviceId()); err != nil {
+	if err := g.ReadAllThreads(ctx, user, channels, r.GetDeviceId()); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(out), nil

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -38,7 +39,7 @@ func (g *Gate) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv
 // before the notices it follows, as a channel message's may.
 func (g *Gate) DeleteThreadReply(ctx context.Context, req *connect.Request[receiptsv1.DeleteThreadReplyRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
 	r := req.Msg
-	ref, err := threadRef(r.GetChannelId(), r.GetRootSeq())
+	ref, err := threadcalls.ThreadRef(r.GetChannelId(), r.GetRootSeq())
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 		}
 	}
 	if len(threads) > 0 {
-		ths, err := g.threadHeads(ctx, threads)
+		ths, err := g.ThreadHeads(ctx, threads)
 		if err != nil {
 			return err
 		}

@@ -9,12 +9,12 @@ import (
 
 	"connectrpc.com/connect"
 	"go.uber.org/zap"
-	"golang.org/x/sync/singleflight"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/tracing"
 )
@@ -25,16 +25,11 @@ import (
 type Gate struct {
 	*seam.Core
 	*readbycalls.ReadBy
+	*threadcalls.Threads
 	// writes groups concurrent calls' marks into shared writes.
 	writes *coalescer[*writeJob]
 	// live is the watch streams' state (watch.go).
 	live live
-	// collecting runs one collection of a user's thread registers at a
-	// time (threadcollect.go).
-	collecting singleflight.Group
-	// hydratingSets runs one background copy of a deletion set at a time
-	// (deletionsets.go).
-	hydratingSets singleflight.Group
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
@@ -48,7 +43,8 @@ func New(cfg Config) (*Gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gate{Core: core, ReadBy: readbycalls.New(core)}
+	readBy := readbycalls.New(core)
+	g := &Gate{Core: core, ReadBy: readBy, Threads: threadcalls.New(core, readBy)}
 	g.writes = newWriteCoalescer(g)
 	g.live = newLive(g.Cfg, g.watchTicks)
 	return g, nil

@@ -87,20 +87,20 @@ func (g *Gate) durableGroupMentions(ctx context.Context, user string, views []re
 // groupMentionsOf is the group mentions of notices, one entry per
 // channel in first-seen order, each merged (one per seq, the newest
 // cap+1: older ones would be trimmed at once).
-func groupMentionsOf(notices []notice, mentionCap int) []channel.GroupMentions {
+func groupMentionsOf(notices []seam.Notice, mentionCap int) []channel.GroupMentions {
 	var out []channel.GroupMentions
 	at := map[string]int{}
 	for _, n := range notices {
-		if !n.mentionAll {
+		if !n.MentionAll {
 			continue
 		}
-		i, ok := at[n.channel]
+		i, ok := at[n.Channel]
 		if !ok {
 			i = len(out)
-			at[n.channel] = i
-			out = append(out, channel.GroupMentions{Channel: n.channel})
+			at[n.Channel] = i
+			out = append(out, channel.GroupMentions{Channel: n.Channel})
 		}
-		out[i].Mentions = append(out[i].Mentions, channel.GroupMention{Seq: n.seq, Sender: n.sender})
+		out[i].Mentions = append(out[i].Mentions, channel.GroupMention{Seq: n.Seq, Sender: n.Sender})
 	}
 	for i := range out {
 		out[i].Mentions = channel.MergeGroupMentions(nil, out[i].Mentions, mentionCap)

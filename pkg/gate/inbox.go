@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -40,7 +41,7 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 	case limit < 0 || limit > MaxInboxLimit:
 		return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxInboxLimit, limit)})
 	}
-	after, hasAfter, err := decodeActivityToken(req.Msg.GetPageToken(), true)
+	after, hasAfter, err := threadcalls.DecodeActivityToken(req.Msg.GetPageToken(), true)
 	if err != nil {
 		return nil, err
 	}
@@ -49,12 +50,12 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 		return nil, err
 	}
 	if hasAfter {
-		items = slices.DeleteFunc(items, func(h thread.Head) bool { return compareActivity(&h, &after) <= 0 })
+		items = slices.DeleteFunc(items, func(h thread.Head) bool { return threadcalls.CompareActivity(&h, &after) <= 0 })
 	}
-	page := firstInOrder(items, limit, compareActivity)
+	page := firstInOrder(items, limit, threadcalls.CompareActivity)
 	out := &receiptsv1.GetInboxResponse{UserId: user}
 	if len(items) > limit {
-		out.NextPageToken = encodeActivityToken(page[len(page)-1])
+		out.NextPageToken = threadcalls.EncodeActivityToken(page[len(page)-1])
 	}
 	if len(page) == 0 {
 		return connect.NewResponse(out), nil
@@ -89,7 +90,7 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 			first = line.Channel.GetFirstUnreadSeq()
 		} else {
 			t := threads[h.Ref]
-			line.Thread = g.threadUnread(*t.state, t.head, t.counts, true)
+			line.Thread = g.ThreadUnread(*t.State, t.Head, t.Counts, true)
 			first = line.Thread.GetFirstUnreadSeq()
 		}
 		out.Lines = append(out.Lines, line)
@@ -111,7 +112,7 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 // inboxItems is what the inbox orders: the head of each channel of the
 // user's default set (root 0) and of each followed thread with unread
 // replies (those also by ref, with the user's register).
-func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[thread.Ref]followedThread, error) {
+func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[thread.Ref]threadcalls.FollowedThread, error) {
 	heads, threadsNone, err := g.inboxOrder(ctx, user)
 	if err != nil {
 		return nil, nil, err
@@ -123,7 +124,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 	if threadsNone {
 		return items, nil, nil
 	}
-	ts, err := g.followedThreads(ctx, user, "")
+	ts, err := g.FollowedThreads(ctx, user, "")
 	if err != nil {
 		// The channel lines still answer: a thread problem never fails
 		// them (a caller that left still ends the call).
@@ -133,13 +134,13 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 		g.WarnRedis(ctx, seam.RedisOpGet+" threads", err)
 		return items, nil, nil
 	}
-	threads := make(map[thread.Ref]followedThread, len(ts))
+	threads := make(map[thread.Ref]threadcalls.FollowedThread, len(ts))
 	for _, t := range ts {
-		if t.counts.Unread == 0 {
+		if t.Counts.Unread == 0 {
 			continue
 		}
-		items = append(items, t.head)
-		threads[t.head.Ref] = t
+		items = append(items, t.Head)
+		threads[t.Head.Ref] = t
 	}
 	return items, threads, nil
 }
@@ -149,7 +150,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // cannot answer alone, the unread read (which hydrates what Redis lacks,
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
-	probe := g.threadStore().Probe()
+	probe := g.ThreadStore().Probe()
 	order, err := g.Redis.InboxOrder(ctx, user, probe)
 	switch {
 	case err == nil && order.Complete:

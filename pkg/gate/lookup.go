@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/views/readby"
@@ -70,12 +71,12 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		// A badge reads every channel of its user: the caller pays for
 		// each (beyond the badge's own event), and a call over its limit
 		// stops here.
-		if err := charge(ctx, len(views)+1); err != nil {
+		if err := seam.Charge(ctx, len(views)+1); err != nil {
 			return nil, err
 		}
-		var threads map[string]threadCounts
+		var threads map[string]threadcalls.ThreadCounts
 		if !seen.threadsNone {
-			if threads, err = g.threadCountsOrNone(ctx, u); err != nil {
+			if threads, err = g.ThreadCountsOrNone(ctx, u); err != nil {
 				return nil, err
 			}
 		}
@@ -85,7 +86,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 		}
 		b := &receiptsv1.Badge{UserId: u}
 		for _, tc := range threads {
-			b.UnreadThreadsTotal += tc.unreadThreads
+			b.UnreadThreadsTotal += tc.UnreadThreads
 		}
 		for _, v := range views {
 			level, _, countsUnread, countsMentions := lv.of(v.Channel)

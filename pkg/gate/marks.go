@@ -3,12 +3,9 @@ package gate
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"connectrpc.com/connect"
 	"go.uber.org/zap"
 
-	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -18,16 +15,6 @@ import (
 // redisOpResolve labels the redis_degraded_total count of marks whose
 // epoch neither store could resolve.
 const redisOpResolve = "resolve_epoch"
-
-// errBeyondHead is the reason of a mark past the channel's known head.
-const errBeyondHead = "seq beyond channel head"
-
-// HeadBehindRetryAfter is the Retry-After of a mark beyond the known
-// head (HEAD_BEHIND). The message's notice travels the upstream's other
-// pipeline and is usually in within milliseconds: one second is the
-// shortest delay the header can say, and a client that retries sooner
-// only costs a Redis read.
-const HeadBehindRetryAfter = time.Second
 
 // checkMarks applies the channel rules to validated marks, all or
 // nothing, before anything is written: a mark past a known channel head
@@ -60,36 +47,15 @@ func (g *Gate) checkEach(f *seam.Facts, marks []mark) error {
 
 func (g *Gate) checkMark(f *seam.Facts, m mark) error {
 	if head := f.Head(m.key.Channel); head > 0 && m.seq > head {
-		return headBehind(m.field+"seq", m.seq, head)
+		return seam.HeadBehind(m.field+"seq", m.seq, head)
 	}
 	if g.Cfg.AllowNonMemberMarks {
 		return nil
 	}
 	if member, registered := f.Member(m.key); registered && !member {
-		return notMember(m.field, m.key)
+		return seam.NotMember(m.field, m.key)
 	}
 	return nil
-}
-
-// headBehind is the answer to a mark beyond the head the service knows:
-// the notice of its message has not arrived yet, so it is a race the
-// caller wins by retrying (Aborted, HTTP 409, with Retry-After), not a
-// bad request.
-func headBehind(field string, seq, head int64) error {
-	return apierr.New(connect.CodeAborted, apierr.HeadBehind,
-		&receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d); the message's notice has not arrived yet, retry", errBeyondHead, seq, head)},
-		apierr.Head(head), apierr.RetryAfter(HeadBehindRetryAfter))
-}
-
-// beyondHead is the refusal of a join point beyond the channel's head:
-// InvalidArgument, SEQ_BEYOND_HEAD.
-func beyondHead(field string, seq, head int64) error {
-	return seam.Invalid(apierr.SeqBeyondHead, &receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s (seq %d, head %d)", errBeyondHead, seq, head)}, apierr.Head(head))
-}
-
-func notMember(prefix string, k receipt.Key) error {
-	return apierr.New(connect.CodePermissionDenied, apierr.NotAMember,
-		fmt.Errorf("%suser_id: %q is not a member of channel %q", prefix, k.User, k.Channel), apierr.Field(prefix+"user_id"))
 }
 
 // resolveEpochs returns what to produce for each state: the state with

@@ -78,7 +78,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		return nil, err
 	}
 	if joinSeq != nil && head > 0 && *joinSeq > head {
-		return nil, beyondHead("seq", *joinSeq, head)
+		return nil, seam.BeyondHead("seq", *joinSeq, head)
 	}
 	now := g.NowMs()
 	stored, hasStored := f.UserRegister(k)

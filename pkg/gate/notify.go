@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -24,60 +25,17 @@ import (
 const (
 	// MaxNotices bounds the notices of one NotifyMessages call.
 	MaxNotices = 500
-	// MaxMentions bounds the mentioned users of one notice.
-	MaxMentions = 1000
 )
-
-// notice is one validated message notice.
-type notice struct {
-	channel   string
-	seq       int64
-	messageID string
-	sender    string
-	// mentions are distinct, in request order.
-	mentions []string
-	// mentionAll: the message mentions the whole channel (a group mention).
-	mentionAll bool
-}
-
-func validateNotice(prefix string, n *receiptsv1.MessageNotice) (notice, error) {
-	for _, err := range []error{
-		seam.Invalid(apierr.InvalidID, receipt.ValidateID(prefix+"channel_id", n.GetChannelId())),
-		seam.Invalid(apierr.InvalidSeq, receipt.ValidateSeq(prefix+"seq", n.GetSeq())),
-		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"message_id", n.GetMessageId())),
-		seam.Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", n.GetSenderId())),
-	} {
-		if err != nil {
-			return notice{}, err
-		}
-	}
-	ms := n.GetMentions()
-	if len(ms) > MaxMentions {
-		return notice{}, seam.TooMany(prefix+"mentions", fmt.Sprintf("has %d users", len(ms)), MaxMentions)
-	}
-	seen := make(map[string]bool, len(ms))
-	out := notice{channel: n.GetChannelId(), seq: n.GetSeq(), messageID: n.GetMessageId(), sender: n.GetSenderId(), mentionAll: n.GetMentionAll()}
-	for i, u := range ms {
-		if err := receipt.ValidateID(prefix+"mentions["+strconv.Itoa(i)+"]", u); err != nil {
-			return notice{}, seam.Invalid(apierr.InvalidID, err)
-		}
-		if !seen[u] {
-			seen[u] = true
-			out.mentions = append(out.mentions, u)
-		}
-	}
-	return out, nil
-}
 
 // NotifyMessage implements receiptsv1connect.ReceiptServiceHandler.
 func (g *Gate) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessageRequest]) (*connect.Response[receiptsv1.NotifyMessageResponse], error) {
 	r := req.Msg
-	n, err := validateNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
+	n, err := seam.ValidateNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
 		SenderId: r.GetSenderId(), Mentions: r.GetMentions(), MentionAll: r.GetMentionAll()})
 	if err != nil {
 		return nil, err
 	}
-	results, err := g.notify(ctx, []notice{n})
+	results, err := g.notify(ctx, []seam.Notice{n})
 	if err != nil {
 		return nil, err
 	}
@@ -96,8 +54,8 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 	// Thread replies (a thread_root_seq) take the thread path, deletes
 	// (deleted) the deletion path; the results keep the request's order.
 	var (
-		notices                          []notice
-		threads                          []threadNotice
+		notices                          []seam.Notice
+		threads                          []threadcalls.ThreadNotice
 		dels                             []deletion
 		channelIdx, threadIdx, deleteIdx []int
 	)
@@ -112,17 +70,17 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 			continue
 		}
 		if n.GetThreadRootSeq() != 0 {
-			v, err := validateThreadNotice(prefix, n)
+			v, err := threadcalls.ValidateThreadNotice(prefix, n)
 			if err != nil {
 				return nil, err
 			}
-			if v.mentionAll {
+			if v.MentionAll {
 				return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: prefix + "mention_all", Reason: "is not for thread replies"})
 			}
 			threads, threadIdx = append(threads, v), append(threadIdx, i)
 			continue
 		}
-		v, err := validateNotice(prefix, n)
+		v, err := seam.ValidateNotice(prefix, n)
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +97,7 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 		}
 	}
 	if len(threads) > 0 {
-		res, err := g.notifyThreads(ctx, threads)
+		res, err := g.NotifyThreads(ctx, threads)
 		if err != nil {
 			return nil, err
 		}
@@ -166,23 +124,23 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 // with registered members are dropped (a channel without any register
 // does not track membership, so its mentions are kept). Redis first, then
 // every record is made durable before the answer.
-func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.NoticeResult, error) {
+func (g *Gate) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1.NoticeResult, error) {
 	// Each mention is a write of its own (the member's mention set): the
 	// caller is charged for them beyond the one event per notice.
 	cost := 0
 	for _, n := range notices {
-		cost += len(n.mentions)
+		cost += len(n.Mentions)
 	}
 	groups := groupMentionsOf(notices, g.Cfg.MentionCap)
 	cost += len(groups)
-	if err := charge(ctx, cost); err != nil {
+	if err := seam.Charge(ctx, cost); err != nil {
 		return nil, err
 	}
 	now := g.NowMs()
 	var mentionKeys []receipt.Key
 	for _, n := range notices {
-		for _, u := range n.mentions {
-			mentionKeys = append(mentionKeys, receipt.Key{User: u, Channel: n.channel})
+		for _, u := range n.Mentions {
+			mentionKeys = append(mentionKeys, receipt.Key{User: u, Channel: n.Channel})
 		}
 	}
 	f := g.Lookup(ctx, mentionKeys, false)
@@ -196,17 +154,17 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		keyOrder  []receipt.Key
 	)
 	for i, n := range notices {
-		heads[i] = channel.Head{Channel: n.channel, Seq: n.seq, MessageID: n.messageID, UpdatedAtUnixMs: now}
+		heads[i] = channel.Head{Channel: n.Channel, Seq: n.Seq, MessageID: n.MessageID, UpdatedAtUnixMs: now}
 		senderOf[i] = -1
-		if n.sender != "" {
+		if n.Sender != "" {
 			senderOf[i] = len(senders)
-			c := receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: n.seq}, MessageID: n.messageID}
-			senders = append(senders, receipt.State{Key: receipt.Key{User: n.sender, Channel: n.channel}, Read: c,
-				Delivered: receipt.Cursor{Position: receipt.Position{Seq: n.seq}, MessageID: n.messageID}, UpdatedAtUnixMs: now})
+			c := receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: n.Seq}, MessageID: n.MessageID}
+			senders = append(senders, receipt.State{Key: receipt.Key{User: n.Sender, Channel: n.Channel}, Read: c,
+				Delivered: receipt.Cursor{Position: receipt.Position{Seq: n.Seq}, MessageID: n.MessageID}, UpdatedAtUnixMs: now})
 		}
 		res := &receiptsv1.NoticeResult{}
-		for _, u := range n.mentions {
-			k := receipt.Key{User: u, Channel: n.channel}
+		for _, u := range n.Mentions {
+			k := receipt.Key{User: u, Channel: n.Channel}
 			if member, registered := f.Member(k); f.Known && registered && !member {
 				res.MentionsDropped = append(res.MentionsDropped, u)
 				continue
@@ -215,7 +173,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 			if _, ok := mentioned[k]; !ok {
 				keyOrder = append(keyOrder, k)
 			}
-			mentioned[k] = append(mentioned[k], n.seq)
+			mentioned[k] = append(mentioned[k], n.Seq)
 		}
 		results[i] = res
 	}
@@ -309,7 +267,7 @@ func (g *Gate) notify(ctx context.Context, notices []notice) ([]*receiptsv1.Noti
 		if mentionErr != nil && len(res.Mentioned) > 0 {
 			res.RealtimeDegraded = true
 		}
-		if groupErr != nil && notices[i].mentionAll {
+		if groupErr != nil && notices[i].MentionAll {
 			res.RealtimeDegraded = true
 		}
 	}

@@ -76,7 +76,7 @@ func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (
 	if c, ok := apiauth.ClientFrom(ctx); ok {
 		client = c.Name
 	}
-	if err := charge(ctx, len(channels)-1); err != nil {
+	if err := seam.Charge(ctx, len(channels)-1); err != nil {
 		return nil, err
 	}
 	sub, err := g.live.hub.SubscribeAs(ctx, client, channels, token)
@@ -150,15 +150,4 @@ func (g *Gate) WatchStreamError(ctx context.Context, err error) error {
 		return seam.UnavailableError(errShuttingDown)
 	}
 	return watchError(ctx, err)
-}
-
-// charge spends n more events of the calling client's rate limit
-// (apiauth.Charge) for the work a call causes beyond what the transport
-// charged; a refusal is ResourceExhausted with Retry-After
-// (apiauth.RateLimited).
-func charge(ctx context.Context, n int) error {
-	if err := apiauth.Charge(ctx, n); err != nil {
-		return apiauth.RateLimited(err)
-	}
-	return nil
 }

@@ -277,3 +277,8 @@ func ValidateChannelSeq(prefix, ch string, seq int64, sender string) error {
 	}
 	return Invalid(apierr.InvalidID, receipt.ValidateOptionalID(prefix+"sender_id", sender))
 }
+
+// PositionProto is a position as the API carries it.
+func PositionProto(p receipt.Position) *receiptsv1.Position {
+	return &receiptsv1.Position{Epoch: p.Epoch, Seq: p.Seq}
+}

@@ -1,4 +1,4 @@
-package gate
+package threadcalls
 
 import (
 	"cmp"
@@ -28,14 +28,14 @@ import (
 
 // threadsKept is what a collection leaves: room for the next writes
 // before another.
-func (g *Gate) threadsKept() int { return g.Cfg.ThreadsPerUser * 9 / 10 }
+func (g *Threads) threadsKept() int { return g.Cfg.ThreadsPerUser * 9 / 10 }
 
 // threadCollectTimeout bounds one collection.
 const threadCollectTimeout = 30 * time.Second
 
 // collectThreadsOf collects, in the background, the thread registers of
 // the users past the bound. One collection per user at a time.
-func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
+func (g *Threads) collectThreadsOf(ctx context.Context, users []string) {
 	if len(users) == 0 {
 		return
 	}
@@ -43,7 +43,7 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 	go func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), threadCollectTimeout)
 		defer cancel()
-		counts, err := g.threadStore().Counts(cctx, users)
+		counts, err := g.ThreadStore().Counts(cctx, users)
 		if err != nil {
 			return
 		}
@@ -59,8 +59,8 @@ func (g *Gate) collectThreadsOf(ctx context.Context, users []string) {
 }
 
 // collectThreads brings the user's registers down to threadsKept.
-func (g *Gate) collectThreads(ctx context.Context, user string) error {
-	states, err := g.threadStore().AllUserThreads(ctx, user, 4*threads.MaxUserThreads)
+func (g *Threads) collectThreads(ctx context.Context, user string) error {
+	states, err := g.ThreadStore().AllUserThreads(ctx, user, 4*threads.MaxUserThreads)
 	if err != nil || len(states) <= g.Cfg.ThreadsPerUser {
 		return err
 	}
@@ -116,7 +116,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 		}
 		drop = slices.DeleteFunc(drop, func(st thread.State) bool { return st.Key.User == "" })
 	}
-	n, err := g.threadStore().Collect(ctx, user, drop)
+	n, err := g.ThreadStore().Collect(ctx, user, drop)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (g *Gate) collectThreads(ctx context.Context, user string) error {
 // restoreCollected reads from Postgres the registers of keys (absent from
 // collected hashes) and merges them into Redis; it returns the keys as
 // known for the write that follows (a key without a row is new).
-func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thread.Key]bool, error) {
+func (g *Threads) restoreCollected(ctx context.Context, keys []thread.Key) (map[thread.Key]bool, error) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if !seen[k.User] {
@@ -139,13 +139,13 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	rows, err := g.threadStore().StatesPG(pctx, keys)
+	rows, err := g.ThreadStore().StatesPG(pctx, keys)
 	cancel()
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) > 0 {
-		_, err := g.threadStore().MergeStates(ctx, rows, g.Cfg.MentionCap)
+		_, err := g.ThreadStore().MergeStates(ctx, rows, g.Cfg.MentionCap)
 		if err != nil {
 			return nil, err
 		}
@@ -158,8 +158,8 @@ func (g *Gate) restoreCollected(ctx context.Context, keys []thread.Key) (map[thr
 }
 
 // restoreThreads restores a user's thread registers.
-func (g *Gate) restoreThreads(ctx context.Context, user string) error {
-	return g.RestoreUserHash(ctx, "t\x00"+user, g.threadStore().RedisKey(user), "threads", func(ctx context.Context, inc redisstore.Incarnation) error {
+func (g *Threads) restoreThreads(ctx context.Context, user string) error {
+	return g.RestoreUserHash(ctx, "t\x00"+user, g.ThreadStore().RedisKey(user), "threads", func(ctx context.Context, inc redisstore.Incarnation) error {
 		_, err := g.hydrateThreads(ctx, user, inc)
 		return err
 	})
@@ -168,9 +168,9 @@ func (g *Gate) restoreThreads(ctx context.Context, user string) error {
 // hydrateThreads reads a user's registers from Postgres and restores the
 // hash with them under inc; the rows are returned also when Redis did
 // not take them (err then says why).
-func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
+func (g *Threads) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	rows, err := g.threadStore().UserStatesPG(pctx, user, "", g.Cfg.ThreadsPerUser+1)
+	rows, err := g.ThreadStore().UserStatesPG(pctx, user, "", g.Cfg.ThreadsPerUser+1)
 	cancel()
 	if err != nil {
 		return nil, err
@@ -181,16 +181,16 @@ func (g *Gate) hydrateThreads(ctx context.Context, user string, inc redisstore.I
 		// marked collected (a register absent from it is looked up in
 		// Postgres before a write: threadcollect.go).
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		rows, err = g.threadStore().RecentStatesPG(pctx, user, g.threadsKept())
+		rows, err = g.ThreadStore().RecentStatesPG(pctx, user, g.threadsKept())
 		cancel()
 		if err != nil {
 			return nil, err
 		}
 	}
 	if collected {
-		if err := g.threadStore().MarkCollected(ctx, user); err != nil {
+		if err := g.ThreadStore().MarkCollected(ctx, user); err != nil {
 			return rows, err
 		}
 	}
-	return rows, g.threadStore().HydrateUser(ctx, user, rows, g.Cfg.MentionCap, inc)
+	return rows, g.ThreadStore().HydrateUser(ctx, user, rows, g.Cfg.MentionCap, inc)
 }

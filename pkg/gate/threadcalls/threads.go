@@ -1,4 +1,4 @@
-package gate
+package threadcalls
 
 // Threads: the write path. A thread write needs Redis (as mark-unread
 // does): the register's merge reads the stored epoch and follow there, and
@@ -30,8 +30,8 @@ import (
 // errStaleEpoch marks a thread read of an older epoch: a no-op.
 var errStaleEpoch = errors.New("stale epoch")
 
-// threadRef validates a thread's ids as a call names them.
-func threadRef(ch string, root int64) (thread.Ref, error) {
+// ThreadRef validates a thread's ids as a call names them.
+func ThreadRef(ch string, root int64) (thread.Ref, error) {
 	if err := receipt.ValidateID("channel_id", ch); err != nil {
 		return thread.Ref{}, seam.Invalid(apierr.InvalidID, err)
 	}
@@ -45,49 +45,49 @@ func threadKey(user, ch string, root int64) (thread.Key, error) {
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return thread.Key{}, seam.Invalid(apierr.InvalidID, err)
 	}
-	ref, err := threadRef(ch, root)
+	ref, err := ThreadRef(ch, root)
 	return thread.Key{User: user, Ref: ref}, err
 }
 
 // checkThread checks a user's write in a thread against the channel: the
 // user is a member (where the channel tracks membership) and the root is
 // at or below the channel's head. It returns the facts it read.
-func (g *Gate) checkThread(ctx context.Context, k thread.Key) (*seam.Facts, error) {
+func (g *Threads) checkThread(ctx context.Context, k thread.Key) (*seam.Facts, error) {
 	f := g.Lookup(ctx, []receipt.Key{k.ChannelKey()}, true)
 	if !f.Known {
 		return f, seam.UnavailableError(errors.New("checking a thread write needs the real-time store; nothing was written, retry"), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	if head := f.Head(k.Channel); k.Root > head {
-		return f, headBehind("root_seq", k.Root, head)
+		return f, seam.HeadBehind("root_seq", k.Root, head)
 	}
 	if member, registered := f.Member(k.ChannelKey()); registered && !member && !g.Cfg.AllowNonMemberMarks {
-		return f, notMember("", k.ChannelKey())
+		return f, seam.NotMember("", k.ChannelKey())
 	}
 	return f, nil
 }
 
 // checkThreadSeq is checkThread for a mark at seq, which must be at or
 // below the thread's head; it returns the head too.
-func (g *Gate) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*seam.Facts, thread.Head, error) {
+func (g *Threads) checkThreadSeq(ctx context.Context, k thread.Key, seq int64) (*seam.Facts, thread.Head, error) {
 	f, err := g.checkThread(ctx, k)
 	if err != nil {
 		return nil, thread.Head{}, err
 	}
-	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
+	heads, err := g.ThreadHeads(ctx, []thread.Ref{k.Ref})
 	if err != nil {
 		return nil, thread.Head{}, err
 	}
 	if head := heads[0]; seq > head.Seq {
-		return nil, thread.Head{}, headBehind("seq", seq, head.Seq)
+		return nil, thread.Head{}, seam.HeadBehind("seq", seq, head.Seq)
 	}
 	return f, heads[0], nil
 }
 
-// threadHeads returns threads' heads, in refs' order: Redis, else
+// ThreadHeads returns threads' heads, in refs' order: Redis, else
 // Postgres (copied into Redis by a merge); the zero head when the thread
 // has no reply.
-func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
-	got, err := g.threadStore().HeadsAt(ctx, refs)
+func (g *Threads) ThreadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Head, error) {
+	got, err := g.ThreadStore().HeadsAt(ctx, refs)
 	if err != nil {
 		g.WarnRedis(ctx, seam.RedisOpGet, err)
 		got = make([]thread.Head, len(refs))
@@ -105,7 +105,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 	var heads []thread.Head
 	if perr == nil {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		heads, perr = g.threadStore().HeadsPG(pctx, missing)
+		heads, perr = g.ThreadStore().HeadsPG(pctx, missing)
 		cancel()
 	}
 	if perr != nil {
@@ -124,7 +124,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 		}
 	}
 	if len(heads) > 0 && err == nil {
-		if _, err := g.threadStore().RaiseHeads(ctx, heads); err != nil {
+		if _, err := g.ThreadStore().RaiseHeads(ctx, heads); err != nil {
 			g.WarnRedis(ctx, seam.RedisOpHydrate, err)
 		}
 	}
@@ -137,7 +137,7 @@ func (g *Gate) threadHeads(ctx context.Context, refs []thread.Ref) ([]thread.Hea
 //
 // A register collected from the user's hash (threads.ErrCollected) is read
 // from Postgres and merged in first, and written again as known.
-func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, res []threads.StateResult,
+func (g *Threads) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, res []threads.StateResult,
 	update func(context.Context, []int, map[thread.Key]bool) ([]threads.StateResult, error)) error {
 	var idx []int
 	var collected []thread.Key
@@ -181,7 +181,7 @@ func (g *Gate) restoreThreadsAndRetry(ctx context.Context, keys []thread.Key, re
 // one) into Redis, then makes every register not refused durable, with
 // the thread heads of extra, stamped with the erasure generation its
 // merge read. It returns the merge results and the durability.
-func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thread.Head,
+func (g *Threads) writeThreads(ctx context.Context, keys []thread.Key, heads []thread.Head,
 	incoming func(i int, stored thread.State) (thread.State, error),
 ) ([]threads.StateResult, []threads.HeadResult, receiptsv1.Durability, error) {
 	var sent, stored []thread.State
@@ -191,7 +191,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	var raised []threads.HeadResult
 	if len(heads) > 0 {
 		var err error
-		if raised, err = g.threadStore().RaiseHeads(ctx, heads); err != nil {
+		if raised, err = g.ThreadStore().RaiseHeads(ctx, heads); err != nil {
 			return nil, nil, 0, g.threadUnavailable(ctx, err)
 		}
 		for _, r := range raised {
@@ -207,7 +207,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 			for j, i := range idx {
 				sub[j] = keys[i]
 			}
-			return g.threadStore().UpdateStates(ctx, sub, g.Cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
+			return g.ThreadStore().UpdateStates(ctx, sub, g.Cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
 				i := idx[j]
 				in, err := incoming(i, was)
 				// The last call is the one whose CAS held.
@@ -294,7 +294,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	viewed := make(chan struct{})
 	go func() {
 		defer close(viewed)
-		g.PublishThreadView(ctx, before, after, raised)
+		g.readBy.PublishThreadView(ctx, before, after, raised)
 	}()
 	dur, err := g.Produce(ctx, recs)
 	<-viewed
@@ -312,7 +312,7 @@ func (g *Gate) writeThreads(ctx context.Context, keys []thread.Key, heads []thre
 	return res, raised, dur, nil
 }
 
-func (g *Gate) threadUnavailable(ctx context.Context, err error) error {
+func (g *Threads) threadUnavailable(ctx context.Context, err error) error {
 	g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
 	if cerr := seam.ContextError(ctx, err); cerr != nil {
 		return cerr
@@ -321,7 +321,7 @@ func (g *Gate) threadUnavailable(ctx context.Context, err error) error {
 }
 
 // MarkThreadRead implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receiptsv1.MarkThreadReadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Threads) MarkThreadRead(ctx context.Context, req *connect.Request[receiptsv1.MarkThreadReadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	r := req.Msg
 	k, err := threadKey(r.GetUserId(), r.GetChannelId(), r.GetRootSeq())
 	if err != nil {
@@ -374,7 +374,7 @@ func (g *Gate) MarkThreadRead(ctx context.Context, req *connect.Request[receipts
 }
 
 // threadMarkAnswer is the answer of a write in one thread.
-func (g *Gate) threadMarkAnswer(ctx context.Context, f *seam.Facts, k thread.Key, head thread.Head, r threads.StateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Threads) threadMarkAnswer(ctx context.Context, f *seam.Facts, k thread.Key, head thread.Head, r threads.StateResult, dur receiptsv1.Durability) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	out := &receiptsv1.ThreadMarkResponse{Durability: dur}
 	switch {
 	case errors.Is(r.Err, errStaleEpoch):
@@ -386,12 +386,12 @@ func (g *Gate) threadMarkAnswer(ctx context.Context, f *seam.Facts, k thread.Key
 		out.Advanced = r.Changed
 	}
 	reg, _ := f.UserRegister(k.ChannelKey())
-	out.Thread = g.threadUnread(r.State, head, g.threadCountsOf(ctx, r.State, head), activeFollow(r.State, reg))
+	out.Thread = g.ThreadUnread(r.State, head, g.threadCountsOf(ctx, r.State, head), activeFollow(r.State, reg))
 	return connect.NewResponse(out), nil
 }
 
 // MarkThreadUnread implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkThreadUnreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Threads) MarkThreadUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkThreadUnreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	r := req.Msg
 	k, err := threadKey(r.GetUserId(), r.GetChannelId(), r.GetRootSeq())
 	if err != nil {
@@ -443,16 +443,16 @@ func (g *Gate) MarkThreadUnread(ctx context.Context, req *connect.Request[receip
 }
 
 // FollowThread implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) FollowThread(ctx context.Context, req *connect.Request[receiptsv1.FollowThreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Threads) FollowThread(ctx context.Context, req *connect.Request[receiptsv1.FollowThreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	return g.follow(ctx, req.Msg, true)
 }
 
 // UnfollowThread implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) UnfollowThread(ctx context.Context, req *connect.Request[receiptsv1.FollowThreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Threads) UnfollowThread(ctx context.Context, req *connect.Request[receiptsv1.FollowThreadRequest]) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	return g.follow(ctx, req.Msg, false)
 }
 
-func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, following bool) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
+func (g *Threads) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, following bool) (*connect.Response[receiptsv1.ThreadMarkResponse], error) {
 	k, err := threadKey(r.GetUserId(), r.GetChannelId(), r.GetRootSeq())
 	if err != nil {
 		return nil, err
@@ -461,7 +461,7 @@ func (g *Gate) follow(ctx context.Context, r *receiptsv1.FollowThreadRequest, fo
 	if err != nil {
 		return nil, err
 	}
-	heads, err := g.threadHeads(ctx, []thread.Ref{k.Ref})
+	heads, err := g.ThreadHeads(ctx, []thread.Ref{k.Ref})
 	if err != nil {
 		return nil, err
 	}
@@ -491,13 +491,13 @@ func activeFollow(st thread.State, reg channel.Membership) bool {
 	return st.Active(reg)
 }
 
-// threadUnread is a register's counts c at head, in the API's form.
-func (g *Gate) threadUnread(st thread.State, head thread.Head, c thread.Counts, following bool) *receiptsv1.ThreadUnread {
+// ThreadUnread is a register's counts c at head, in the API's form.
+func (g *Threads) ThreadUnread(st thread.State, head thread.Head, c thread.Counts, following bool) *receiptsv1.ThreadUnread {
 	return g.fillThreadUnread(&receiptsv1.ThreadUnread{}, make([]receiptsv1.Position, 3), st, head, c, following)
 }
 
 // fillThreadUnread is threadUnread into out, its positions in pos[:3].
-func (g *Gate) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.Position, st thread.State, head thread.Head, c thread.Counts, following bool) *receiptsv1.ThreadUnread {
+func (g *Threads) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.Position, st thread.State, head thread.Head, c thread.Counts, following bool) *receiptsv1.ThreadUnread {
 	read := st.Cursors.EffectiveRead()
 	pos[0].Seq = head.Seq
 	pos[1].Epoch, pos[1].Seq = read.Epoch, read.Seq
@@ -509,57 +509,57 @@ func (g *Gate) fillThreadUnread(out *receiptsv1.ThreadUnread, pos []receiptsv1.P
 	return out
 }
 
-// threadNotice is one validated thread reply notice.
-type threadNotice struct {
-	notice
+// ThreadNotice is one validated thread reply notice.
+type ThreadNotice struct {
+	seam.Notice
 	root int64
 }
 
-func validateThreadNotice(prefix string, n *receiptsv1.MessageNotice) (threadNotice, error) {
-	v, err := validateNotice(prefix, n)
+func ValidateThreadNotice(prefix string, n *receiptsv1.MessageNotice) (ThreadNotice, error) {
+	v, err := seam.ValidateNotice(prefix, n)
 	if err != nil {
-		return threadNotice{}, err
+		return ThreadNotice{}, err
 	}
 	if err := receipt.ValidateSeq(prefix+"thread_root_seq", n.GetThreadRootSeq()); err != nil {
-		return threadNotice{}, seam.Invalid(apierr.InvalidSeq, err)
+		return ThreadNotice{}, seam.Invalid(apierr.InvalidSeq, err)
 	}
-	return threadNotice{notice: v, root: n.GetThreadRootSeq()}, nil
+	return ThreadNotice{Notice: v, root: n.GetThreadRootSeq()}, nil
 }
 
 // NotifyThreadReply implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) NotifyThreadReply(ctx context.Context, req *connect.Request[receiptsv1.NotifyThreadReplyRequest]) (*connect.Response[receiptsv1.NotifyThreadReplyResponse], error) {
+func (g *Threads) NotifyThreadReply(ctx context.Context, req *connect.Request[receiptsv1.NotifyThreadReplyRequest]) (*connect.Response[receiptsv1.NotifyThreadReplyResponse], error) {
 	r := req.Msg
-	n, err := validateThreadNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
+	n, err := ValidateThreadNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
 		SenderId: r.GetSenderId(), Mentions: r.GetMentions(), ThreadRootSeq: r.GetRootSeq()})
 	if err != nil {
-		if _, rerr := threadRef(r.GetChannelId(), r.GetRootSeq()); rerr != nil {
+		if _, rerr := ThreadRef(r.GetChannelId(), r.GetRootSeq()); rerr != nil {
 			return nil, rerr // named root_seq, as the route names it
 		}
 		return nil, err
 	}
-	results, err := g.notifyThreads(ctx, []threadNotice{n})
+	results, err := g.NotifyThreads(ctx, []ThreadNotice{n})
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&receiptsv1.NotifyThreadReplyResponse{Result: results[0]}), nil
 }
 
-// notifyThreads runs the write path of thread reply notices: each raises
+// NotifyThreads runs the write path of thread reply notices: each raises
 // its thread's head and the sender's thread read cursor to its seq, makes
 // the sender and each mentioned member follow the thread, and adds the
 // seq to the mentioned members' thread mentions. The roots must be at or
 // below their channels' heads. Mentions of non-members are dropped.
-func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*receiptsv1.NoticeResult, error) {
+func (g *Threads) NotifyThreads(ctx context.Context, notices []ThreadNotice) ([]*receiptsv1.NoticeResult, error) {
 	cost := 0
 	var keys []receipt.Key
 	for _, n := range notices {
-		cost += len(n.mentions)
-		keys = append(keys, receipt.Key{User: n.sender, Channel: n.channel})
-		for _, u := range n.mentions {
-			keys = append(keys, receipt.Key{User: u, Channel: n.channel})
+		cost += len(n.Mentions)
+		keys = append(keys, receipt.Key{User: n.Sender, Channel: n.Channel})
+		for _, u := range n.Mentions {
+			keys = append(keys, receipt.Key{User: u, Channel: n.Channel})
 		}
 	}
-	if err := charge(ctx, cost); err != nil {
+	if err := seam.Charge(ctx, cost); err != nil {
 		return nil, err
 	}
 	f := g.Lookup(ctx, keys, true)
@@ -590,32 +590,32 @@ func (g *Gate) notifyThreads(ctx context.Context, notices []threadNotice) ([]*re
 		return "notices[" + strconv.Itoa(i) + "]."
 	}
 	for i, n := range notices {
-		ref := thread.Ref{Channel: n.channel, Root: n.root}
-		if head := f.Head(n.channel); n.root > head {
-			return nil, headBehind(prefix(i)+"thread_root_seq", n.root, head)
+		ref := thread.Ref{Channel: n.Channel, Root: n.root}
+		if head := f.Head(n.Channel); n.root > head {
+			return nil, seam.HeadBehind(prefix(i)+"thread_root_seq", n.root, head)
 		}
-		heads[i] = thread.Head{Ref: ref, Seq: n.seq, MessageID: n.messageID, UpdatedAtUnixMs: now}
+		heads[i] = thread.Head{Ref: ref, Seq: n.Seq, MessageID: n.MessageID, UpdatedAtUnixMs: now}
 		res := &receiptsv1.NoticeResult{}
 		results[i] = res
 		follow := thread.Follow{Following: true, VersionUnixMs: now}
-		if n.sender != "" {
-			st := thread.State{Key: thread.Key{User: n.sender, Ref: ref}, Cursors: receipt.State{
-				Read:            receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: n.seq}, MessageID: n.messageID},
-				Delivered:       receipt.Cursor{Position: receipt.Position{Seq: n.seq}, MessageID: n.messageID},
+		if n.Sender != "" {
+			st := thread.State{Key: thread.Key{User: n.Sender, Ref: ref}, Cursors: receipt.State{
+				Read:            receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: n.Seq}, MessageID: n.MessageID},
+				Delivered:       receipt.Cursor{Position: receipt.Position{Seq: n.Seq}, MessageID: n.MessageID},
 				UpdatedAtUnixMs: now,
 			}}
-			if member, registered := f.Member(receipt.Key{User: n.sender, Channel: n.channel}); !registered || member {
+			if member, registered := f.Member(receipt.Key{User: n.Sender, Channel: n.Channel}); !registered || member {
 				st.Follow = follow
 			}
 			add(st)
 		}
-		for _, u := range n.mentions {
-			if member, registered := f.Member(receipt.Key{User: u, Channel: n.channel}); registered && !member {
+		for _, u := range n.Mentions {
+			if member, registered := f.Member(receipt.Key{User: u, Channel: n.Channel}); registered && !member {
 				res.MentionsDropped = append(res.MentionsDropped, u)
 				continue
 			}
 			res.Mentioned = append(res.Mentioned, u)
-			add(thread.State{Key: thread.Key{User: u, Ref: ref}, Follow: follow, Mentions: []int64{n.seq}})
+			add(thread.State{Key: thread.Key{User: u, Ref: ref}, Follow: follow, Mentions: []int64{n.Seq}})
 		}
 	}
 	_, raised, dur, err := g.writeThreads(ctx, tkeys, heads, func(i int, stored thread.State) (thread.State, error) {
@@ -651,4 +651,4 @@ func lastN(seqs []int64, n int) []int64 {
 	return seqs
 }
 
-func (g *Gate) threadStore() threads.Store { return threads.NewStore(g.PG, g.Redis) }
+func (g *Threads) ThreadStore() threads.Store { return threads.NewStore(g.PG, g.Redis) }

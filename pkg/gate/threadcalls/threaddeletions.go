@@ -1,4 +1,4 @@
-package gate
+package threadcalls
 
 import (
 	"context"
@@ -16,18 +16,18 @@ import (
 // its deleted replies (thread.State.CountsDeleted). Only threads with
 // unread replies ask: one Redis pipeline, then Postgres for the sets
 // Redis does not know (hydrated) or for all of them when Redis fails.
-func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
+func (g *Threads) countThreads(ctx context.Context, ts []FollowedThread) error {
 	var qs []deletions.Query
 	var idx []int
 	for i := range ts {
 		t := &ts[i]
-		t.counts = t.state.CountsAt(t.head.Seq, g.Cfg.MentionCap)
-		if t.counts.Unread == 0 {
+		t.Counts = t.State.CountsAt(t.Head.Seq, g.Cfg.MentionCap)
+		if t.Counts.Unread == 0 {
 			continue
 		}
-		read := t.state.Cursors.EffectiveRead().Seq
-		q := deletions.Query{Ref: t.state.Key.Ref, Read: read, Head: t.head.Seq}
-		for _, m := range t.state.Mentions {
+		read := t.State.Cursors.EffectiveRead().Seq
+		q := deletions.Query{Ref: t.State.Key.Ref, Read: read, Head: t.Head.Seq}
+		for _, m := range t.State.Mentions {
 			if m > read {
 				q.Mentions = append(q.Mentions, m)
 			}
@@ -49,7 +49,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 			missing, missingIdx = append(missing, qs[j]), append(missingIdx, idx[j])
 			continue
 		}
-		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)
+		applyThreadDeletions(&ts[idx[j]].Counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)
 	}
 	if len(missing) == 0 {
 		return nil
@@ -60,7 +60,7 @@ func (g *Gate) countThreads(ctx context.Context, ts []followedThread) error {
 // hydrateThreadDeletions counts the threads whose deletions Redis does
 // not know from Postgres' counts, and copies those sets into Redis
 // (hydrateSets: the small ones now, the large in the background).
-func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, qs []deletions.Query, idx []int) error {
+func (g *Threads) hydrateThreadDeletions(ctx context.Context, ts []FollowedThread, qs []deletions.Query, idx []int) error {
 	if err := g.countThreadsDurable(ctx, ts, qs, idx); err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 	for j, q := range qs {
 		refs[j] = q.Ref
 	}
-	if _, err := g.hydrateSets(ctx, refs); err != nil {
+	if _, err := g.HydrateSets(ctx, refs); err != nil {
 		tracing.Logger(ctx, g.Log).Warn("reading thread deletions to hydrate", zap.Error(err))
 	}
 	return nil
@@ -76,7 +76,7 @@ func (g *Gate) hydrateThreadDeletions(ctx context.Context, ts []followedThread, 
 
 // countThreadsDurable counts the queried threads' deletions from Postgres
 // alone (Redis failed), as the real-time read counts them.
-func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs []deletions.Query, idx []int) error {
+func (g *Threads) countThreadsDurable(ctx context.Context, ts []FollowedThread, qs []deletions.Query, idx []int) error {
 	refs := make([]thread.Ref, len(qs))
 	for j, q := range qs {
 		refs[j] = q.Ref
@@ -91,7 +91,7 @@ func (g *Gate) countThreadsDurable(ctx context.Context, ts []followedThread, qs 
 		return g.DurableErr(ctx, err)
 	}
 	for j, c := range dc {
-		applyThreadDeletions(&ts[idx[j]].counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)
+		applyThreadDeletions(&ts[idx[j]].Counts, c.Deleted, c.FirstKept, len(c.DeletedMentions), g.Cfg.MentionCap)
 	}
 	return nil
 }
@@ -111,12 +111,12 @@ func applyThreadDeletions(c *thread.Counts, deleted, firstKept int64, deletedMen
 // threadCountsOf is one thread's counts for a write's answer, its deleted
 // replies taken out; a failed deletion read answers the counts without
 // them (the write itself succeeded).
-func (g *Gate) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {
-	ts := []followedThread{{state: &st, head: head}}
+func (g *Threads) threadCountsOf(ctx context.Context, st thread.State, head thread.Head) thread.Counts {
+	ts := []FollowedThread{{State: &st, Head: head}}
 	if err := g.countThreads(ctx, ts); err != nil {
 		tracing.Logger(ctx, g.Log).Warn("counting a thread's deleted replies", zap.Error(err))
 	}
-	return ts[0].counts
+	return ts[0].Counts
 }
 
 // refChannels lists the channels of refs, once each.

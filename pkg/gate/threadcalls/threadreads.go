@@ -1,4 +1,4 @@
-package gate
+package threadcalls
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const (
 // channel, or all) from Redis (states, complete, err): states when
 // complete, else Postgres' registers with Redis' merged over them (the
 // hash hydrated when Redis answered).
-func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []thread.State, complete bool, err error) ([]thread.State, error) {
+func (g *Threads) threadsOrDurable(ctx context.Context, user, ch string, states []thread.State, complete bool, err error) ([]thread.State, error) {
 	if errors.Is(err, threads.ErrTooMany) {
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.InvalidField, err, apierr.Field("user_id"))
 	}
@@ -41,7 +41,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 	}
 	// Postgres answers once it holds what Redis may have lost (restore.go).
-	incs, serr := g.Restore.Settle(ctx, g.threadStore().RedisKey(user))
+	incs, serr := g.Restore.Settle(ctx, g.ThreadStore().RedisKey(user))
 	if serr != nil {
 		return nil, g.DurableErr(ctx, serr)
 	}
@@ -56,7 +56,7 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 	} else {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		var perr error
-		rows, perr = g.threadStore().UserStatesPG(pctx, user, "", threads.MaxUserThreads)
+		rows, perr = g.ThreadStore().UserStatesPG(pctx, user, "", threads.MaxUserThreads)
 		cancel()
 		if perr != nil {
 			return nil, g.DurableErr(ctx, perr)
@@ -78,21 +78,21 @@ func (g *Gate) threadsOrDurable(ctx context.Context, user, ch string, states []t
 	return out, nil
 }
 
-// followedThread is one counted thread of a user. The register is
+// FollowedThread is one counted thread of a user. The register is
 // pointed to: a list of a thousand is sorted by activity.
-type followedThread struct {
-	state *thread.State
-	head  thread.Head
-	// counts are the register's at the head less the deleted replies
+type FollowedThread struct {
+	State *thread.State
+	Head  thread.Head
+	// Counts are the register's at the head less the deleted replies
 	// (countThreads).
-	counts thread.Counts
+	Counts thread.Counts
 }
 
-// followedThreads is the threads a user follows that count (the follow is
+// FollowedThreads is the threads a user follows that count (the follow is
 // active in the channel), with their heads: two Redis round trips when
 // Redis holds the user's hashes whole (the registers with the
 // memberships, then the heads).
-func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followedThread, error) {
+func (g *Threads) FollowedThreads(ctx context.Context, user, ch string) ([]FollowedThread, error) {
 	states, regs, err := g.userThreadsAndRegisters(ctx, user, ch)
 	if err != nil || len(states) == 0 {
 		return nil, err
@@ -108,16 +108,16 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 	if len(kept) == 0 {
 		return nil, nil
 	}
-	heads, err := g.threadHeads(ctx, refs)
+	heads, err := g.ThreadHeads(ctx, refs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]followedThread, len(kept))
+	out := make([]FollowedThread, len(kept))
 	for i := range kept {
 		st := &kept[i]
 		h := heads[i]
 		h.Ref = st.Key.Ref
-		out[i] = followedThread{state: st, head: h}
+		out[i] = FollowedThread{State: st, Head: h}
 	}
 	if err := g.countThreads(ctx, out); err != nil {
 		return nil, err
@@ -129,8 +129,8 @@ func (g *Gate) followedThreads(ctx context.Context, user, ch string) ([]followed
 // and the user's membership registers of the channels of those followed:
 // one script when Redis holds the registers' hash whole, else each read
 // on its own with its fallback.
-func (g *Gate) userThreadsAndRegisters(ctx context.Context, user, ch string) ([]thread.State, map[string]channel.Membership, error) {
-	r, err := g.threadStore().UserThreadsWithMemberships(ctx, user, ch)
+func (g *Threads) userThreadsAndRegisters(ctx context.Context, user, ch string) ([]thread.State, map[string]channel.Membership, error) {
+	r, err := g.ThreadStore().UserThreadsWithMemberships(ctx, user, ch)
 	if err == nil && r.Complete {
 		if len(r.States) == 0 {
 			return nil, nil, nil
@@ -167,7 +167,7 @@ func followedChannels(states []thread.State) []string {
 
 // userRegisters is the user's membership registers in chans (Redis, else
 // Postgres); a channel without one is absent.
-func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (map[string]channel.Membership, error) {
+func (g *Threads) userRegisters(ctx context.Context, user string, chans []string) (map[string]channel.Membership, error) {
 	if len(chans) == 0 {
 		return nil, nil
 	}
@@ -180,7 +180,7 @@ func (g *Gate) userRegisters(ctx context.Context, user string, chans []string) (
 
 // registersOrDurable is regs (read from Redis) by channel, with Postgres'
 // registers of chans merged in unless Redis' hash was complete.
-func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
+func (g *Threads) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
 	if !complete && len(chans) > 0 {
 		if err := g.Settled(ctx, []string{user}, nil); err != nil {
 			return nil, g.DurableErr(ctx, err)
@@ -202,7 +202,7 @@ func (g *Gate) registersOrDurable(ctx context.Context, user string, chans []stri
 
 // ListThreads implements receiptsv1connect.ReceiptServiceHandler: the
 // user's followed threads, newest activity first, then by (channel, root).
-func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.ListThreadsRequest]) (*connect.Response[receiptsv1.ListThreadsResponse], error) {
+func (g *Threads) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.ListThreadsRequest]) (*connect.Response[receiptsv1.ListThreadsResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("user_id", r.GetUserId()); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
@@ -219,19 +219,19 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 	case limit < 0 || limit > threadsPageMax:
 		return nil, seam.Invalid(apierr.InvalidField, &receipt.FieldError{Field: "limit", Reason: fmt.Sprintf("is %d; it must be 1 to %d", limit, threadsPageMax)}, apierr.Limit(threadsPageMax))
 	}
-	after, hasAfter, err := decodeActivityToken(r.GetPageToken(), false)
+	after, hasAfter, err := DecodeActivityToken(r.GetPageToken(), false)
 	if err != nil {
 		return nil, err
 	}
-	ts, err := g.followedThreads(ctx, r.GetUserId(), r.GetChannelId())
+	ts, err := g.FollowedThreads(ctx, r.GetUserId(), r.GetChannelId())
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(ts, func(a, b followedThread) int { return compareActivity(&a.head, &b.head) })
+	slices.SortFunc(ts, func(a, b FollowedThread) int { return CompareActivity(&a.Head, &b.Head) })
 	start := 0
 	if hasAfter {
-		start, _ = slices.BinarySearchFunc(ts, after, func(t followedThread, pos thread.Head) int {
-			if c := compareActivity(&t.head, &pos); c != 0 {
+		start, _ = slices.BinarySearchFunc(ts, after, func(t FollowedThread, pos thread.Head) int {
+			if c := CompareActivity(&t.Head, &pos); c != 0 {
 				return c
 			}
 			return -1 // the token's own thread is before the page
@@ -246,19 +246,19 @@ func (g *Gate) ListThreads(ctx context.Context, req *connect.Request[receiptsv1.
 		positions := make([]receiptsv1.Position, 3*len(page))
 		out.Threads = make([]*receiptsv1.ThreadUnread, len(page))
 		for i, t := range page {
-			out.Threads[i] = g.fillThreadUnread(&units[i], positions[3*i:3*i+3], *t.state, t.head, t.counts, true)
+			out.Threads[i] = g.fillThreadUnread(&units[i], positions[3*i:3*i+3], *t.State, t.Head, t.Counts, true)
 		}
 	}
 	if end < len(ts) {
-		out.NextPageToken = encodeActivityToken(ts[end-1].head)
+		out.NextPageToken = EncodeActivityToken(ts[end-1].Head)
 	}
 	return connect.NewResponse(out), nil
 }
 
-// compareActivity orders threads newest activity first, then by thread.
+// CompareActivity orders threads newest activity first, then by thread.
 // It takes pointers: the inbox compares each of a user's channels with
 // its page's last, without copying two heads each time.
-func compareActivity(a, b *thread.Head) int {
+func CompareActivity(a, b *thread.Head) int {
 	if a.UpdatedAtUnixMs != b.UpdatedAtUnixMs {
 		if a.UpdatedAtUnixMs > b.UpdatedAtUnixMs {
 			return -1
@@ -268,14 +268,14 @@ func compareActivity(a, b *thread.Head) int {
 	return a.Ref.Compare(b.Ref)
 }
 
-// A page token of a list ordered by activity (compareActivity: threads,
+// A page token of a list ordered by activity (CompareActivity: threads,
 // the inbox's lines) is its last item's (activity, root, channel); root 0
 // is a channel's own line, only in the inbox (channelLines).
-func encodeActivityToken(h thread.Head) string {
+func EncodeActivityToken(h thread.Head) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(h.UpdatedAtUnixMs, 10) + " " + strconv.FormatInt(h.Root, 10) + " " + h.Channel))
 }
 
-func decodeActivityToken(tok string, channelLines bool) (thread.Head, bool, error) {
+func DecodeActivityToken(tok string, channelLines bool) (thread.Head, bool, error) {
 	if tok == "" {
 		return thread.Head{}, false, nil
 	}
@@ -298,15 +298,15 @@ func decodeActivityToken(tok string, channelLines bool) (thread.Head, bool, erro
 	return thread.Head{Ref: ref, UpdatedAtUnixMs: at}, true, nil
 }
 
-// threadCounts is a user's thread counts in one channel.
-type threadCounts struct {
-	unreadThreads, mentions int64
+// ThreadCounts is a user's thread counts in one channel.
+type ThreadCounts struct {
+	UnreadThreads, Mentions int64
 }
 
-// threadCountsOrNone is threadCountsByChannel, and none when the threads
+// ThreadCountsOrNone is threadCountsByChannel, and none when the threads
 // cannot be read: a thread problem never fails a user's channel counts
 // (a caller that left still ends the call).
-func (g *Gate) threadCountsOrNone(ctx context.Context, user string) (map[string]threadCounts, error) {
+func (g *Threads) ThreadCountsOrNone(ctx context.Context, user string) (map[string]ThreadCounts, error) {
 	threads, err := g.threadCountsByChannel(ctx, user)
 	if err == nil {
 		return threads, nil
@@ -319,21 +319,21 @@ func (g *Gate) threadCountsOrNone(ctx context.Context, user string) (map[string]
 }
 
 // threadCountsByChannel sums the user's followed threads per channel.
-func (g *Gate) threadCountsByChannel(ctx context.Context, user string) (map[string]threadCounts, error) {
-	ts, err := g.followedThreads(ctx, user, "")
+func (g *Threads) threadCountsByChannel(ctx context.Context, user string) (map[string]ThreadCounts, error) {
+	ts, err := g.FollowedThreads(ctx, user, "")
 	if err != nil || len(ts) == 0 {
 		return nil, err
 	}
-	out := map[string]threadCounts{}
+	out := map[string]ThreadCounts{}
 	for _, t := range ts {
-		c := t.counts
+		c := t.Counts
 		if c.Unread == 0 {
 			continue
 		}
-		tc := out[t.state.Key.Channel]
-		tc.unreadThreads++
-		tc.mentions += c.Mentions
-		out[t.state.Key.Channel] = tc
+		tc := out[t.State.Key.Channel]
+		tc.UnreadThreads++
+		tc.Mentions += c.Mentions
+		out[t.State.Key.Channel] = tc
 	}
 	return out, nil
 }
@@ -351,13 +351,13 @@ type threadSight struct {
 	states      map[string]thread.State
 }
 
-func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, error) {
-	n, err := g.MemberCount(ctx, ref.Channel)
+func (g *Threads) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, error) {
+	n, err := g.readBy.MemberCount(ctx, ref.Channel)
 	if err != nil {
 		return nil, g.DurableErr(ctx, err)
 	}
 	s := &threadSight{ref: ref, memberCount: n, detailed: n <= g.Cfg.ReadBy.Threshold()}
-	heads, err := g.threadHeads(ctx, []thread.Ref{ref})
+	heads, err := g.ThreadHeads(ctx, []thread.Ref{ref})
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if !s.detailed {
 		return s, nil // threads keep no per-channel counts: a large channel answers its size only
 	}
-	regs, err := g.MembersOf(ctx, ref.Channel)
+	regs, err := g.readBy.MembersOf(ctx, ref.Channel)
 	if err != nil {
 		return nil, g.DurableErr(ctx, err)
 	}
@@ -378,7 +378,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 	if len(s.members) == 0 {
 		return s, nil
 	}
-	settings, err := g.SettingsOf(ctx, s.members)
+	settings, err := g.readBy.SettingsOf(ctx, s.members)
 	if err != nil {
 		return nil, g.DurableErr(ctx, err)
 	}
@@ -391,7 +391,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 		keys[i] = thread.Key{User: u, Ref: ref}
 	}
 	s.states = make(map[string]thread.State, len(keys))
-	got, rerr := g.threadStore().StatesRedis(ctx, keys)
+	got, rerr := g.ThreadStore().StatesRedis(ctx, keys)
 	var missing []string
 	for i, u := range s.members {
 		if rerr == nil && got[i] != nil {
@@ -405,7 +405,7 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 			return nil, g.DurableErr(ctx, err)
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		rows, err := g.threadStore().MemberStatesPG(pctx, ref, missing)
+		rows, err := g.ThreadStore().MemberStatesPG(pctx, ref, missing)
 		cancel()
 		if err != nil {
 			return nil, g.DurableErr(ctx, err)
@@ -418,9 +418,9 @@ func (g *Gate) threadSight(ctx context.Context, ref thread.Ref) (*threadSight, e
 }
 
 // GetThreadMessageReceipts implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetThreadMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetThreadMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
+func (g *Threads) GetThreadMessageReceipts(ctx context.Context, req *connect.Request[receiptsv1.GetThreadMessageReceiptsRequest]) (*connect.Response[receiptsv1.MessageReceipts], error) {
 	r := req.Msg
-	ref, err := threadRef(r.GetChannelId(), r.GetRootSeq())
+	ref, err := ThreadRef(r.GetChannelId(), r.GetRootSeq())
 	if err != nil {
 		return nil, err
 	}
@@ -462,8 +462,8 @@ func (g *Gate) GetThreadMessageReceipts(ctx context.Context, req *connect.Reques
 }
 
 // GetThreadTicks implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetThreadTicks(ctx context.Context, req *connect.Request[receiptsv1.GetThreadTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
-	ref, err := threadRef(req.Msg.GetChannelId(), req.Msg.GetRootSeq())
+func (g *Threads) GetThreadTicks(ctx context.Context, req *connect.Request[receiptsv1.GetThreadTicksRequest]) (*connect.Response[receiptsv1.ChannelTicks], error) {
+	ref, err := ThreadRef(req.Msg.GetChannelId(), req.Msg.GetRootSeq())
 	if err != nil {
 		return nil, err
 	}
@@ -483,8 +483,8 @@ func (g *Gate) GetThreadTicks(ctx context.Context, req *connect.Request[receipts
 		mc := &receiptsv1.MemberCursors{UserId: u}
 		if s.sharesRead[u] {
 			st := s.states[u]
-			mc.Read = positionProto(st.Cursors.Read.Position)
-			mc.Delivered = positionProto(st.Cursors.Delivered.Position)
+			mc.Read = seam.PositionProto(st.Cursors.Read.Position)
+			mc.Delivered = seam.PositionProto(st.Cursors.Delivered.Position)
 			if leastRead < 0 || st.Cursors.Read.Position.Seq < leastRead {
 				leastRead = st.Cursors.Read.Position.Seq
 			}
@@ -498,10 +498,10 @@ func (g *Gate) GetThreadTicks(ctx context.Context, req *connect.Request[receipts
 	return connect.NewResponse(out), nil
 }
 
-// readAllThreads reads every followed thread with unread replies (in the
+// ReadAllThreads reads every followed thread with unread replies (in the
 // listed channels, or all) up to its head, at its current epoch.
-func (g *Gate) readAllThreads(ctx context.Context, user string, channels []string, device string) error {
-	ts, err := g.followedThreads(ctx, user, "")
+func (g *Threads) ReadAllThreads(ctx context.Context, user string, channels []string, device string) error {
+	ts, err := g.FollowedThreads(ctx, user, "")
 	if err != nil {
 		return err
 	}
@@ -514,14 +514,14 @@ func (g *Gate) readAllThreads(ctx context.Context, user string, channels []strin
 		heads []thread.Head
 	)
 	for _, t := range ts {
-		if (len(channels) == 0 || listed[t.state.Key.Channel]) && t.counts.Unread > 0 {
-			keys, heads = append(keys, t.state.Key), append(heads, t.head)
+		if (len(channels) == 0 || listed[t.State.Key.Channel]) && t.Counts.Unread > 0 {
+			keys, heads = append(keys, t.State.Key), append(heads, t.Head)
 		}
 	}
 	if len(keys) == 0 {
 		return nil
 	}
-	if err := charge(ctx, len(keys)); err != nil {
+	if err := seam.Charge(ctx, len(keys)); err != nil {
 		return err
 	}
 	now := g.NowMs()

@@ -1,4 +1,4 @@
-package gate
+package threadcalls
 
 import (
 	"context"
@@ -30,15 +30,15 @@ const hydratePageSeqs = 5_000
 // hydrateSetTimeout bounds one background copy.
 const hydrateSetTimeout = 2 * time.Minute
 
-// errSetsHydrating says a read needs sets that are being copied in the
+// ErrSetsHydrating says a read needs sets that are being copied in the
 // background: answer from Postgres.
-var errSetsHydrating = errors.New("deletion sets are being copied into Redis")
+var ErrSetsHydrating = errors.New("deletion sets are being copied into Redis")
 
-// hydrateSets copies into Redis the listed sets that fit the budget (a
+// HydrateSets copies into Redis the listed sets that fit the budget (a
 // set without deletions is marked known too) and starts a background copy
 // of the others, which it returns. The caller has settled the sets'
 // channels.
-func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
+func (g *Threads) HydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
 	sizes, err := g.deletionStore().SizesPG(pctx, refs, hydrateInlineSeqs+1)
@@ -73,7 +73,7 @@ func (g *Gate) hydrateSets(ctx context.Context, refs []thread.Ref) (deferred []t
 
 // hydrateSetLater copies one set into Redis in the background, in pages;
 // a copy of the set already running is left to finish.
-func (g *Gate) hydrateSetLater(ctx context.Context, ref thread.Ref) {
+func (g *Threads) hydrateSetLater(ctx context.Context, ref thread.Ref) {
 	go func() {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hydrateSetTimeout)
 		defer cancel()
@@ -88,7 +88,7 @@ func (g *Gate) hydrateSetLater(ctx context.Context, ref thread.Ref) {
 	}()
 }
 
-func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
+func (g *Threads) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 	var after int64
 	for {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
@@ -109,6 +109,6 @@ func (g *Gate) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 	}
 }
 
-// setsHydrating reports whether err says the read needs sets still being
+// SetsHydrating reports whether err says the read needs sets still being
 // copied (the caller answers from Postgres).
-func setsHydrating(err error) bool { return errors.Is(err, errSetsHydrating) }
+func SetsHydrating(err error) bool { return errors.Is(err, ErrSetsHydrating) }

@@ -1,0 +1,33 @@
+package threadcalls
+
+import (
+	"golang.org/x/sync/singleflight"
+
+	"github.com/readstate/receipts/pkg/gate/readbycalls"
+	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
+)
+
+// Threads answers the thread calls (marks, follows, reply notices,
+// lists, read-by of replies) and the thread counts the unread answers
+// and the inbox show, and keeps a user's thread registers in Redis
+// within Config.ThreadsPerUser.
+type Threads struct {
+	*seam.Core
+	readBy *readbycalls.ReadBy
+	// collecting runs one collection of a user's thread registers at a
+	// time (threadcollect.go).
+	collecting singleflight.Group
+	// hydratingSets runs one background copy of a deletion set at a time
+	// (deletionsets.go).
+	hydratingSets singleflight.Group
+}
+
+// New returns the thread calls on core; readBy keeps the replies' read-by
+// view.
+func New(core *seam.Core, readBy *readbycalls.ReadBy) *Threads {
+	return &Threads{Core: core, readBy: readBy}
+}
+
+// deletionStore is the deletion kind's storage on the core's stores.
+func (g *Threads) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }

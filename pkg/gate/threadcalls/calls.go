@@ -13,8 +13,16 @@ import (
 // and the inbox show, and keeps a user's thread registers in Redis
 // within Config.ThreadsPerUser.
 type Threads struct {
-	*seam.Core
+	*registers
 	readBy *readbycalls.ReadBy
+}
+
+// registers is the storage side of a user's thread registers in Redis:
+// restored from Postgres when Redis lost them or collected them (past
+// Config.ThreadsPerUser, threadcollect.go), and the deletion sets their
+// counts read copied in.
+type registers struct {
+	*seam.Core
 	// collecting runs one collection of a user's thread registers at a
 	// time (threadcollect.go).
 	collecting singleflight.Group
@@ -26,8 +34,8 @@ type Threads struct {
 // New returns the thread calls on core; readBy keeps the replies' read-by
 // view.
 func New(core *seam.Core, readBy *readbycalls.ReadBy) *Threads {
-	return &Threads{Core: core, readBy: readBy}
+	return &Threads{registers: &registers{Core: core}, readBy: readBy}
 }
 
 // deletionStore is the deletion kind's storage on the core's stores.
-func (g *Threads) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
+func (g *registers) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }

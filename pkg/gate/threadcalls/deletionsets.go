@@ -38,7 +38,7 @@ var ErrSetsHydrating = errors.New("deletion sets are being copied into Redis")
 // set without deletions is marked known too) and starts a background copy
 // of the others, which it returns. The caller has settled the sets'
 // channels.
-func (g *Threads) HydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
+func (g *registers) HydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
 	sizes, err := g.deletionStore().SizesPG(pctx, refs, hydrateInlineSeqs+1)
@@ -73,7 +73,7 @@ func (g *Threads) HydrateSets(ctx context.Context, refs []thread.Ref) (deferred 
 
 // hydrateSetLater copies one set into Redis in the background, in pages;
 // a copy of the set already running is left to finish.
-func (g *Threads) hydrateSetLater(ctx context.Context, ref thread.Ref) {
+func (g *registers) hydrateSetLater(ctx context.Context, ref thread.Ref) {
 	go func() {
 		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hydrateSetTimeout)
 		defer cancel()
@@ -88,7 +88,7 @@ func (g *Threads) hydrateSetLater(ctx context.Context, ref thread.Ref) {
 	}()
 }
 
-func (g *Threads) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
+func (g *registers) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 	var after int64
 	for {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)

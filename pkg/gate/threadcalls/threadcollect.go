@@ -28,7 +28,7 @@ import (
 
 // threadsKept is what a collection leaves: room for the next writes
 // before another.
-func (g *Threads) threadsKept() int { return g.Cfg.ThreadsPerUser * 9 / 10 }
+func (g *registers) threadsKept() int { return g.Cfg.ThreadsPerUser * 9 / 10 }
 
 // threadCollectTimeout bounds one collection.
 const threadCollectTimeout = 30 * time.Second
@@ -128,7 +128,7 @@ func (g *Threads) collectThreads(ctx context.Context, user string) error {
 // restoreCollected reads from Postgres the registers of keys (absent from
 // collected hashes) and merges them into Redis; it returns the keys as
 // known for the write that follows (a key without a row is new).
-func (g *Threads) restoreCollected(ctx context.Context, keys []thread.Key) (map[thread.Key]bool, error) {
+func (g *registers) restoreCollected(ctx context.Context, keys []thread.Key) (map[thread.Key]bool, error) {
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if !seen[k.User] {
@@ -158,7 +158,7 @@ func (g *Threads) restoreCollected(ctx context.Context, keys []thread.Key) (map[
 }
 
 // restoreThreads restores a user's thread registers.
-func (g *Threads) restoreThreads(ctx context.Context, user string) error {
+func (g *registers) restoreThreads(ctx context.Context, user string) error {
 	return g.RestoreUserHash(ctx, "t\x00"+user, g.ThreadStore().RedisKey(user), "threads", func(ctx context.Context, inc redisstore.Incarnation) error {
 		_, err := g.hydrateThreads(ctx, user, inc)
 		return err
@@ -168,7 +168,7 @@ func (g *Threads) restoreThreads(ctx context.Context, user string) error {
 // hydrateThreads reads a user's registers from Postgres and restores the
 // hash with them under inc; the rows are returned also when Redis did
 // not take them (err then says why).
-func (g *Threads) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
+func (g *registers) hydrateThreads(ctx context.Context, user string, inc redisstore.Incarnation) ([]thread.State, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	rows, err := g.ThreadStore().UserStatesPG(pctx, user, "", g.Cfg.ThreadsPerUser+1)
 	cancel()

@@ -651,4 +651,4 @@ func lastN(seqs []int64, n int) []int64 {
 	return seqs
 }
 
-func (g *Threads) ThreadStore() threads.Store { return threads.NewStore(g.PG, g.Redis) }
+func (g *registers) ThreadStore() threads.Store { return threads.NewStore(g.PG, g.Redis) }

@@ -1,6 +1,9 @@
 package gate
 
-import "github.com/readstate/receipts/pkg/gate/seam"
+import (
+	"github.com/readstate/receipts/pkg/gate/channelcalls"
+	"github.com/readstate/receipts/pkg/gate/seam"
+)
 
 // The gate's configuration is the seam's: every handler reads it there.
 type (
@@ -20,4 +23,5 @@ const (
 	MaxReadChannelsDefault   = seam.MaxReadChannelsDefault
 	MaxUnreadChannelsDefault = seam.MaxUnreadChannelsDefault
 	MaxMentions              = seam.MaxMentions
+	MaxNotices               = channelcalls.MaxNotices
 )

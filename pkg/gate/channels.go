@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
@@ -137,7 +138,7 @@ func positionProto(p receipt.Position) *receiptsv1.Position {
 // Redis answers alone when it holds everything the counts need: the
 // user's hashes hydrated and every head known. Otherwise what it lacks is
 // read from Postgres and merged into Redis (hydrates are merges: a newer
-// write made meanwhile wins), and Redis is read again — at most three
+// Write made meanwhile wins), and Redis is read again — at most three
 // bounded reads. When Redis cannot answer, the counts come from Postgres
 // alone (which may lag by the persister's delay).
 func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
@@ -542,16 +543,16 @@ func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
 // and nothing is acknowledged.
 func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.MarkUnreadRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
 	r := req.Msg
-	m, err := validateMark(markInput{user: r.GetUserId(), channel: r.GetChannelId(), kind: receiptsv1.Kind_READ, seq: r.GetSeq(), deviceID: r.GetDeviceId(), epoch: r.Epoch})
+	m, err := markcalls.ValidateMark(markcalls.MarkInput{User: r.GetUserId(), Channel: r.GetChannelId(), Kind: receiptsv1.Kind_READ, Seq: r.GetSeq(), DeviceID: r.GetDeviceId(), Epoch: r.Epoch})
 	if err != nil {
 		return nil, err
 	}
-	if err := g.checkMarks(ctx, []mark{m}); err != nil {
+	if err := g.CheckMarks(ctx, []markcalls.Mark{m}); err != nil {
 		return nil, err
 	}
 	now := g.NowMs()
 	// The record's size does not depend on the epoch Redis resolves.
-	prov, err := event.Encode(receipt.MarkUnread(m.key, m.seq, receipt.MaxEpoch-1))
+	prov, err := event.Encode(receipt.MarkUnread(m.Key, m.Seq, receipt.MaxEpoch-1))
 	if err != nil {
 		return nil, seam.Internal(err)
 	}
@@ -561,16 +562,16 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, g.Unavailable(ctx, 1, err)
 	}
 	unread := func() (redisstore.MergeResult, error) {
-		if err := g.Restore.SettleDegraded(ctx, []string{m.key.User}); err != nil {
+		if err := g.Restore.SettleDegraded(ctx, []string{m.Key.User}); err != nil {
 			return redisstore.MergeResult{}, err
 		}
-		return g.Redis.MarkUnread(ctx, m.key, m.seq, m.epoch, m.deviceID, now)
+		return g.Redis.MarkUnread(ctx, m.Key, m.Seq, m.Epoch, m.DeviceID, now)
 	}
 	res, err := unread()
 	if errors.Is(err, redisstore.ErrNotLoaded) {
 		// Redis lost the user's cursors (or never restored them): the
 		// epoch to move past is the restored one.
-		if err = g.Restore.Cursors(ctx, []string{m.key.User}); err == nil {
+		if err = g.Restore.Cursors(ctx, []string{m.Key.User}); err == nil {
 			res, err = unread()
 		}
 	}
@@ -586,7 +587,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 			apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	if res.EpochAhead {
-		return nil, epochAhead(m, res.SeenEpoch)
+		return nil, markcalls.EpochAhead(m, res.SeenEpoch)
 	}
 	// No publishView: the public read does not move, so others see nothing.
 	rec, err := event.Encode(res.Resolved)
@@ -596,7 +597,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	// Stamped with the erasure generation the script read: an erasure
 	// drops the event only if it came first in Redis (tombstone.Drops),
 	// whatever the clocks say.
-	durability, err := g.ProduceUserRecord(ctx, rec, m.key.User, res.Generation)
+	durability, err := g.ProduceUserRecord(ctx, rec, m.Key.User, res.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -626,22 +627,22 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 	if err != nil {
 		return nil, err
 	}
-	var marks []mark
+	var marks []markcalls.Mark
 	for _, v := range views {
 		// Behind for others, or for the user alone after a mark-unread.
 		if v.Head.Seq > v.State.Read.Position.Seq || v.Head.Seq > v.State.EffectiveRead().Seq {
-			marks = append(marks, mark{key: receipt.Key{User: user, Channel: v.Channel}, kind: receiptsv1.Kind_READ,
-				seq: v.Head.Seq, messageID: v.Head.MessageID, deviceID: r.GetDeviceId(), epoch: receipt.EpochCurrent,
-				field: "channel_id[" + v.Channel + "]."})
+			marks = append(marks, markcalls.Mark{Key: receipt.Key{User: user, Channel: v.Channel}, Kind: receiptsv1.Kind_READ,
+				Seq: v.Head.Seq, MessageID: v.Head.MessageID, DeviceID: r.GetDeviceId(), Epoch: receipt.EpochCurrent,
+				Field: "channel_id[" + v.Channel + "]."})
 		}
 	}
 	if len(channels) == 0 && !g.Cfg.AllowNonMemberMarks && len(marks) > 0 {
 		keys := make([]receipt.Key, len(marks))
 		for i, m := range marks {
-			keys[i] = m.key
+			keys[i] = m.Key
 		}
 		f := g.Lookup(ctx, keys, false)
-		marks = slices.DeleteFunc(marks, func(m mark) bool { return f.Known && g.checkMark(f, m) != nil })
+		marks = slices.DeleteFunc(marks, func(m markcalls.Mark) bool { return f.Known && g.CheckMark(f, m) != nil })
 	}
 	// Each mark is a write, as in a MarkReceipts batch.
 	if err := seam.Charge(ctx, len(marks)); err != nil {
@@ -649,7 +650,7 @@ func (g *Gate) ReadAll(ctx context.Context, req *connect.Request[receiptsv1.Read
 	}
 	out := &receiptsv1.ReadAllResponse{}
 	for start := 0; start < len(marks); start += g.Cfg.MaxBatchItems {
-		res, err := g.write(ctx, marks[start:min(start+g.Cfg.MaxBatchItems, len(marks))])
+		res, err := g.Write(ctx, marks[start:min(start+g.Cfg.MaxBatchItems, len(marks))])
 		if err != nil {
 			return nil, err
 		}

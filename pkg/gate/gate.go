@@ -7,14 +7,16 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
 	"go.uber.org/zap"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
+	"github.com/readstate/receipts/pkg/gate/channelcalls"
+	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
+	"github.com/readstate/receipts/pkg/gate/usercalls"
+	"github.com/readstate/receipts/pkg/gate/watchcalls"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/tracing"
 )
@@ -26,10 +28,10 @@ type Gate struct {
 	*seam.Core
 	*readbycalls.ReadBy
 	*threadcalls.Threads
-	// writes groups concurrent calls' marks into shared writes.
-	writes *coalescer[*writeJob]
-	// live is the watch streams' state (watch.go).
-	live live
+	*markcalls.Marks
+	*usercalls.Users
+	*watchcalls.Watch
+	*channelcalls.Channels
 }
 
 var _ receiptsv1connect.ReceiptServiceHandler = (*Gate)(nil)
@@ -44,9 +46,12 @@ func New(cfg Config) (*Gate, error) {
 		return nil, err
 	}
 	readBy := readbycalls.New(core)
-	g := &Gate{Core: core, ReadBy: readBy, Threads: threadcalls.New(core, readBy)}
-	g.writes = newWriteCoalescer(g)
-	g.live = newLive(g.Cfg, g.watchTicks)
+	threads, marks := threadcalls.New(core, readBy), markcalls.New(core, readBy)
+	g := &Gate{
+		Core: core, ReadBy: readBy, Threads: threads, Marks: marks,
+		Users: usercalls.New(core, readBy), Watch: watchcalls.New(core, readBy),
+		Channels: channelcalls.New(core, readBy, marks, threads),
+	}
 	return g, nil
 }
 
@@ -78,56 +83,6 @@ func (g *Gate) Ready(ctx context.Context) error {
 		return nil
 	}
 	return errors.Join(perr, rerr)
-}
-
-// MarkReceipts implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) MarkReceipts(ctx context.Context, req *connect.Request[receiptsv1.MarkReceiptsRequest]) (*connect.Response[receiptsv1.MarkReceiptsResponse], error) {
-	marks, err := validateBatch(req.Msg, g.Cfg.MaxBatchItems)
-	if err != nil {
-		return nil, err
-	}
-	results, err := g.write(ctx, marks)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&receiptsv1.MarkReceiptsResponse{Results: results}), nil
-}
-
-// MarkRead implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) MarkRead(ctx context.Context, req *connect.Request[receiptsv1.MarkRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
-	return g.markOne(ctx, req.Msg, receiptsv1.Kind_READ)
-}
-
-// MarkDelivered implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) MarkDelivered(ctx context.Context, req *connect.Request[receiptsv1.MarkRequest]) (*connect.Response[receiptsv1.MarkResponse], error) {
-	return g.markOne(ctx, req.Msg, receiptsv1.Kind_DELIVERED)
-}
-
-func (g *Gate) markOne(ctx context.Context, r *receiptsv1.MarkRequest, kind receiptsv1.Kind) (*connect.Response[receiptsv1.MarkResponse], error) {
-	m, err := validateMark(markInput{
-		user: r.GetUserId(), channel: r.GetChannelId(), kind: kind, seq: r.GetSeq(),
-		messageID: r.GetMessageId(), deviceID: r.GetDeviceId(), epoch: r.Epoch, private: r.GetPrivate(),
-	})
-	if err != nil {
-		return nil, err
-	}
-	results, err := g.write(ctx, []mark{m})
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&receiptsv1.MarkResponse{Result: results[0]}), nil
-}
-
-// GetReadState implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetReadState(ctx context.Context, req *connect.Request[receiptsv1.GetReadStateRequest]) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
-	if err := validateRead(req.Msg, g.Cfg.MaxReadChannels); err != nil {
-		return nil, err
-	}
-	page, err := seam.ChannelPage(req.Msg.GetPageSize(), req.Msg.GetPageToken(), len(req.Msg.GetChannelId()) > 0)
-	if err != nil {
-		return nil, err
-	}
-	return g.read(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId(), page)
 }
 
 // AgreeSettings checks the settings the gateway shares with the persister

@@ -26,7 +26,7 @@ import (
 // durable before the answer, as a membership change's.
 func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receiptsv1.SetNotificationsRequest]) (*connect.Response[receiptsv1.ChannelNotifications], error) {
 	r := req.Msg
-	k, err := validateKey(r.GetUserId(), r.GetChannelId())
+	k, err := seam.ValidateKey(r.GetUserId(), r.GetChannelId())
 	if err != nil {
 		return nil, err
 	}

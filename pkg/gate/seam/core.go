@@ -282,3 +282,14 @@ func ValidateChannelSeq(prefix, ch string, seq int64, sender string) error {
 func PositionProto(p receipt.Position) *receiptsv1.Position {
 	return &receiptsv1.Position{Epoch: p.Epoch, Seq: p.Seq}
 }
+
+// ValidateKey checks a call's user and channel ids.
+func ValidateKey(user, ch string) (receipt.Key, error) {
+	if err := receipt.ValidateID("user_id", user); err != nil {
+		return receipt.Key{}, Invalid(apierr.InvalidID, err)
+	}
+	if err := receipt.ValidateID("channel_id", ch); err != nil {
+		return receipt.Key{}, Invalid(apierr.InvalidID, err)
+	}
+	return receipt.Key{User: user, Channel: ch}, nil
+}

@@ -12,7 +12,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
-	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/rest"
 )
 
@@ -75,7 +75,7 @@ func (s *Server) serveFastREST(w http.ResponseWriter, r *http.Request, body []by
 		if n > s.gate.MaxBatchItems() {
 			// Refused while decoding: the receipts past the limit were
 			// counted, never kept.
-			err := gate.BatchTooLarge(n, s.gate.MaxBatchItems())
+			err := markcalls.BatchTooLarge(n, s.gate.MaxBatchItems())
 			s.observeFast(r.Context(), "MarkReceipts", start, err)
 			s.writeREST(w, r, err)
 			return true

@@ -1,4 +1,4 @@
-package gate
+package channelcalls
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 )
 
 // DeleteMessage implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv1.DeleteMessageRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
+func (g *Channels) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv1.DeleteMessageRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
@@ -37,7 +37,7 @@ func (g *Gate) DeleteMessage(ctx context.Context, req *connect.Request[receiptsv
 // DeleteThreadReply implements receiptsv1connect.ReceiptServiceHandler.
 // The root is not checked against the channel's head: a delete may come
 // before the notices it follows, as a channel message's may.
-func (g *Gate) DeleteThreadReply(ctx context.Context, req *connect.Request[receiptsv1.DeleteThreadReplyRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
+func (g *Channels) DeleteThreadReply(ctx context.Context, req *connect.Request[receiptsv1.DeleteThreadReplyRequest]) (*connect.Response[receiptsv1.DeleteMessageResponse], error) {
 	r := req.Msg
 	ref, err := threadcalls.ThreadRef(r.GetChannelId(), r.GetRootSeq())
 	if err != nil {
@@ -87,11 +87,11 @@ func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, err
 }
 
 // deletionStore is the deletion kind's storage on the gateway's stores.
-func (g *Gate) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
+func (g *Channels) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
 
 // checkDeletionLeads refuses a deletion beyond its channel's (or
 // thread's) head by the kind's bound (deletions.CheckLead).
-func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
+func (g *Channels) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 	var chans []string
 	var threads []thread.Ref
 	seen := map[thread.Ref]bool{}
@@ -116,7 +116,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 		for _, ch := range chans {
 			h, ok := known[ch]
 			if !ok {
-				durable, err := g.ChannelHead(ctx, ch)
+				durable, err := g.readBy.ChannelHead(ctx, ch)
 				if err != nil {
 					if cerr := seam.ContextError(ctx, err); cerr != nil {
 						return cerr
@@ -131,7 +131,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 		}
 	}
 	if len(threads) > 0 {
-		ths, err := g.ThreadHeads(ctx, threads)
+		ths, err := g.threads.ThreadHeads(ctx, threads)
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func (g *Gate) checkDeletionLeads(ctx context.Context, dels []deletion) error {
 // thread's): Redis first, then one channel event per set (per
 // MaxDeletedSeqs) made durable before the answer. degraded: Redis did not take them (the
 // persister will, from the events).
-func (g *Gate) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.Durability, bool, error) {
+func (g *Channels) deleteMessages(ctx context.Context, dels []deletion) (receiptsv1.Durability, bool, error) {
 	if err := g.checkDeletionLeads(ctx, dels); err != nil {
 		return 0, false, err
 	}

@@ -1,4 +1,4 @@
-package gate
+package markcalls
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 // (coalesce.go): the flush sets the results, then closes done.
 type writeJob struct {
 	ctx    context.Context
-	marks  []mark
+	marks  []Mark
 	states []receipt.State
 
 	merged   []redisstore.MergeResult
@@ -34,7 +34,7 @@ type writeJob struct {
 	done     chan struct{}
 }
 
-func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
+func newWriteCoalescer(g *Marks) *coalescer[*writeJob] {
 	return &coalescer[*writeJob]{
 		flush:      g.flushWrites,
 		size:       func(j *writeJob) int { return len(j.states) },
@@ -47,14 +47,14 @@ func newWriteCoalescer(g *Gate) *coalescer[*writeJob] {
 	}
 }
 
-// write runs the write path for validated marks: the checks against the
+// Write runs the write path for validated marks: the checks against the
 // channels (seq within the head, membership), Redis merge (epochs
 // resolved, stale marks refused), then the durable write of every mark
 // not refused, then one result per mark. Concurrent calls share the
 // checks' lookup, the Redis pipeline and the durable write
 // (flushWrites); each call is checked, and acknowledged only when its
 // marks are durable, exactly as alone.
-func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptResult, error) {
+func (g *Marks) Write(ctx context.Context, marks []Mark) ([]*receiptsv1.ReceiptResult, error) {
 	now := g.NowMs()
 	states := make([]receipt.State, len(marks))
 	for i, m := range marks {
@@ -100,7 +100,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 	for i, r := range j.merged {
 		if r.Err == nil && r.EpochAhead {
 			// The key moved since the checks read it: refused by the merge.
-			return nil, epochAhead(marks[i], r.State.Canonical().ReadEpoch())
+			return nil, EpochAhead(marks[i], r.State.Canonical().ReadEpoch())
 		}
 	}
 	durability := receiptsv1.Durability_DURABILITY_UNSPECIFIED
@@ -131,7 +131,7 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 
 	merged := j.merged
 	if j.produced > 0 {
-		g.Restore.NoteDegraded(degradedUsers(states, merged))
+		g.Restore.NoteDegraded(DegradedUsers(states, merged))
 	}
 	results := make([]*receiptsv1.ReceiptResult, len(marks))
 	for i := range marks {
@@ -157,13 +157,13 @@ func (g *Gate) write(ctx context.Context, marks []mark) ([]*receiptsv1.ReceiptRe
 // whose explicit epoch is ahead of the stored read epoch vals read
 // (receipt.EpochAhead); the merge checks it again against the value it
 // writes over (a key vals did not read, or one that moved meanwhile).
-func checkEpochs(vals *redisstore.MarkValues, marks []mark, states []receipt.State) error {
+func checkEpochs(vals *redisstore.MarkValues, marks []Mark, states []receipt.State) error {
 	for i, m := range marks {
-		if m.epoch == receipt.EpochCurrent {
+		if m.Epoch == receipt.EpochCurrent {
 			continue
 		}
-		if stored, ok := vals.Stored(m.key); ok && receipt.EpochAhead(stored, states[i]) {
-			return epochAhead(m, stored.Canonical().ReadEpoch())
+		if stored, ok := vals.Stored(m.Key); ok && receipt.EpochAhead(stored, states[i]) {
+			return EpochAhead(m, stored.Canonical().ReadEpoch())
 		}
 	}
 	return nil
@@ -177,11 +177,11 @@ func checkEpochs(vals *redisstore.MarkValues, marks []mark, states []receipt.Sta
 // Every mark is produced, including those Redis found to be no-ops: Redis
 // may hold a value whose own produce failed (the caller got Unavailable
 // and is retrying now), and only this produce makes it durable. A stale
-// mark (an older epoch) changes nothing anywhere: in its place goes what
+// Mark (an older epoch) changes nothing anywhere: in its place goes what
 // Redis holds of its key, since the retry of a mark whose produce failed
 // turns stale when a mark-unread moved the epoch meanwhile, and the mark
 // Redis took would otherwise never reach Postgres.
-func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
+func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 	jobs, vals := g.checkJobs(jobs)
 	if len(jobs) == 0 {
 		return
@@ -217,7 +217,7 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	viewed := make(chan struct{})
 	go func() {
 		defer close(viewed)
-		g.PublishView(ctx, merged)
+		g.readBy.PublishView(ctx, merged)
 	}()
 	finish := func(dur producer.Durability, err error) {
 		<-viewed
@@ -229,12 +229,12 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 		j.merged = merged[off : off+n : off+n]
 		off += n
 	}
-	resolved, err := g.resolveEpochs(ctx, states, merged)
+	resolved, err := g.ResolveEpochs(ctx, states, merged)
 	if err != nil {
 		finish(producer.Unacknowledged, err)
 		return
 	}
-	g.mergeUnloaded(ctx, merged, resolved)
+	g.MergeUnloaded(ctx, merged, resolved)
 	// Each mark's record is encoded once, here, with its epochs resolved
 	// and stamped with the generation read with its merge: consumers drop
 	// the event only if the user was erased after it (tombstone.Drops).
@@ -282,11 +282,11 @@ func (g *Gate) flushWrites(jobs []*writeJob, handOff func()) {
 	finish(g.MakeDurable(ctx, recs))
 }
 
-// mergeRedis merges the marks (mergeMarksRedis), then publishes their
+// MergeRedis merges the marks (mergeMarksRedis), then publishes their
 // public moves to the channels' views (what others may see).
-func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
+func (g *Marks) MergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
 	merged := g.mergeMarksRedis(ctx, nil, states)
-	g.PublishView(ctx, merged)
+	g.readBy.PublishView(ctx, merged)
 	return merged
 }
 
@@ -294,7 +294,7 @@ func (g *Gate) mergeRedis(ctx context.Context, states []receipt.State) []redisst
 // values vals read (nil: it reads them) (redisstore.MergeMarksFrom:
 // epochs resolved, stale marks refused). It always returns one result per
 // state; failures are per result.
-func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
+func (g *Marks) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
 	var merged []redisstore.MergeResult
 	err := g.Restore.SettleDegraded(ctx, usersOf(states))
 	if err == nil {
@@ -328,12 +328,12 @@ func (g *Gate) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues,
 	return merged
 }
 
-// mergeUnloaded merges, as a repair does (no answer is read from it), the
+// MergeUnloaded merges, as a repair does (no answer is read from it), the
 // states whose merge found their user's hash not loaded and could not
 // restore it: Redis then holds what is made durable (the user's next
 // restore merges Postgres in and marks the hash loaded), so the stores
 // agree without a sweep. Best effort: Redis may be failing.
-func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResult, resolved []receipt.State) {
+func (g *Marks) MergeUnloaded(ctx context.Context, merged []redisstore.MergeResult, resolved []receipt.State) {
 	var states []receipt.State
 	for i, r := range merged {
 		if errors.Is(r.Err, redisstore.ErrNotLoaded) {
@@ -348,9 +348,9 @@ func (g *Gate) mergeUnloaded(ctx context.Context, merged []redisstore.MergeResul
 	}
 }
 
-// degradedUsers are the users of the states whose merge failed: their
+// DegradedUsers are the users of the states whose merge failed: their
 // acknowledged writes are in Kafka but not in Redis.
-func degradedUsers(states []receipt.State, merged []redisstore.MergeResult) []string {
+func DegradedUsers(states []receipt.State, merged []redisstore.MergeResult) []string {
 	var users []string
 	for i, r := range merged {
 		if r.Err != nil {
@@ -364,7 +364,7 @@ func degradedUsers(states []receipt.State, merged []redisstore.MergeResult) []st
 // loaded (redisstore.ErrNotLoaded: Redis lost it, or it was never
 // restored) and merges those marks again, once; what still fails keeps
 // its error.
-func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) {
+func (g *Marks) restoreAndRemerge(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) {
 	var idx []int
 	var users []string
 	seen := map[string]bool{}
@@ -401,12 +401,12 @@ func (g *Gate) restoreAndRemerge(ctx context.Context, states []receipt.State, me
 // flush with one lookup for all of them; a call that fails is answered
 // with its error and left out of the returned jobs. The lookup also read
 // the keys' stored values, for the merge (vals).
-func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.MarkValues) {
+func (g *Marks) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.MarkValues) {
 	var keys []receipt.Key
 	ctxs := make([]context.Context, len(jobs))
 	for i, j := range jobs {
 		for _, m := range j.marks {
-			keys = append(keys, m.key)
+			keys = append(keys, m.Key)
 		}
 		ctxs[i] = j.ctx
 	}
@@ -472,15 +472,15 @@ func (g *Gate) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.M
 func (j *writeJob) usersIn(lost map[string]bool) []string {
 	var users []string
 	for _, m := range j.marks {
-		if lost[m.key.User] && !slices.Contains(users, m.key.User) {
-			users = append(users, m.key.User)
+		if lost[m.Key.User] && !slices.Contains(users, m.Key.User) {
+			users = append(users, m.Key.User)
 		}
 	}
 	return users
 }
 
 // bounce restores users beside the flush, then submits j again, once.
-func (g *Gate) bounce(j *writeJob, users []string) {
+func (g *Marks) bounce(j *writeJob, users []string) {
 	j.restored = true
 	go func() {
 		g.Restore.Slots <- struct{}{}

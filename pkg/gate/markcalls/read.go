@@ -1,4 +1,4 @@
-package gate
+package markcalls
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 // Redis lost it) and Redis answers. Without Redis the answer is the
 // field-wise max of Postgres and what Redis answered, once Postgres holds
 // what was in flight when the read began.
-func (g *Gate) read(ctx context.Context, user string, channels []string, page redisstore.Page) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
+func (g *Marks) read(ctx context.Context, user string, channels []string, page redisstore.Page) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
 	// Repeated channel ids are answered once.
 	channels = batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept })
 
@@ -85,7 +85,7 @@ func (g *Gate) read(ctx context.Context, user string, channels []string, page re
 // durableStates reads a user's states from Postgres (the listed channels,
 // else the first pgstore.MaxChannelsPerRead) once it holds what may be
 // in flight.
-func (g *Gate) durableStates(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
+func (g *Marks) durableStates(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
 	if _, err := g.Restore.Settle(ctx, g.Redis.UserKey(user)); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package gate
+package watchcalls
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/watch"
@@ -20,35 +21,39 @@ import (
 // resume elsewhere with their last token.
 var errShuttingDown = errors.New("server shutting down: resume with the last resume_token")
 
-// live is the gate's side of the watch streams: the hub, and a context
-// that ends when the server starts its shutdown (StopWatches).
-type live struct {
+// Watch serves WatchChannels and the server-sent events route over the
+// watch hub (pkg/watch); stopping ends when the server starts its
+// shutdown (StopWatches).
+type Watch struct {
+	*seam.Core
+	readBy   *readbycalls.ReadBy
 	hub      *watch.Hub
 	stopping context.Context
 	stop     context.CancelFunc
 }
 
-// newLive makes the hub's snapshots the ticks read's answers (ticks),
-// so that a snapshot carries the head and the watermarks, not only the
-// members' cursors.
-func newLive(cfg Config, ticks watch.TicksFunc) live {
+// New returns the watch calls on core. It makes the hub's snapshots the
+// ticks read's answers (readBy), so that a snapshot carries the head and
+// the watermarks, not only the members' cursors.
+func New(core *seam.Core, readBy *readbycalls.ReadBy) *Watch {
 	ctx, cancel := context.WithCancel(context.Background())
-	if cfg.Watch != nil {
-		cfg.Watch.SetTicks(ticks)
-		cfg.Watch.SetSnapshotMembers(int(cfg.ReadBy.Threshold()))
+	g := &Watch{Core: core, readBy: readBy, hub: core.Cfg.Watch, stopping: ctx, stop: cancel}
+	if g.hub != nil {
+		g.hub.SetTicks(g.watchTicks)
+		g.hub.SetSnapshotMembers(int(core.Cfg.ReadBy.Threshold()))
 	}
-	return live{hub: cfg.Watch, stopping: ctx, stop: cancel}
+	return g
 }
 
 // watchTicks is a watch snapshot of one channel: what GetTicks answers
 // (head, delivered_to_all_up_to, read_by_all_up_to, member count, and for
 // a small channel each member's public cursors).
-func (g *Gate) watchTicks(ctx context.Context, ch string) (*receiptsv1.ChannelTicks, error) {
-	s, err := g.Sight(ctx, ch)
+func (g *Watch) watchTicks(ctx context.Context, ch string) (*receiptsv1.ChannelTicks, error) {
+	s, err := g.readBy.Sight(ctx, ch)
 	if err != nil {
 		return nil, err
 	}
-	return g.TicksOf(ctx, s)
+	return g.readBy.TicksOf(ctx, s)
 }
 
 // WatchRetryAfter is the Retry-After of a watch stream refused because its
@@ -63,8 +68,8 @@ const WatchRetryAfter = 5 * time.Second
 // rate limit (the guard charged the first at the door), and a client holds
 // at most the hub's MaxStreamsPerClient streams on this replica: past
 // either, ResourceExhausted with Retry-After.
-func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (*watch.Subscription, error) {
-	if g.live.hub == nil {
+func (g *Watch) Subscribe(ctx context.Context, channels []string, token string) (*watch.Subscription, error) {
+	if g.hub == nil {
 		return nil, apierr.New(connect.CodeUnimplemented, apierr.NotEnabled, errors.New("watch streams are not enabled on this gateway"))
 	}
 	for i, ch := range channels {
@@ -79,7 +84,7 @@ func (g *Gate) Subscribe(ctx context.Context, channels []string, token string) (
 	if err := seam.Charge(ctx, len(channels)-1); err != nil {
 		return nil, err
 	}
-	sub, err := g.live.hub.SubscribeAs(ctx, client, channels, token)
+	sub, err := g.hub.SubscribeAs(ctx, client, channels, token)
 	if err != nil {
 		return nil, watchError(ctx, err)
 	}
@@ -111,19 +116,19 @@ func watchError(ctx context.Context, err error) error {
 // StopWatches ends every watch stream with Unavailable (resume with the
 // last token); the server calls it when it starts draining, since watch
 // streams never end by themselves.
-func (g *Gate) StopWatches() { g.live.stop() }
+func (g *Watch) StopWatches() { g.stop() }
 
 // WatchContext returns ctx, also ended by StopWatches.
-func (g *Gate) WatchContext(ctx context.Context) (context.Context, func()) {
+func (g *Watch) WatchContext(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(g.live.stopping, cancel)
+	stop := context.AfterFunc(g.stopping, cancel)
 	return ctx, func() { stop(); cancel() }
 }
 
 // WatchChannels implements receiptsv1connect.ReceiptServiceHandler: the
 // subscription's events until the client goes away or the server shuts
 // down (Unavailable: resume with the last token).
-func (g *Gate) WatchChannels(ctx context.Context, req *connect.Request[receiptsv1.WatchChannelsRequest], stream *connect.ServerStream[receiptsv1.WatchEvent]) error {
+func (g *Watch) WatchChannels(ctx context.Context, req *connect.Request[receiptsv1.WatchChannelsRequest], stream *connect.ServerStream[receiptsv1.WatchEvent]) error {
 	sub, err := g.Subscribe(ctx, req.Msg.GetChannelId(), req.Msg.GetResumeToken())
 	if err != nil {
 		return err
@@ -145,8 +150,8 @@ func (g *Gate) WatchChannels(ctx context.Context, req *connect.Request[receiptsv
 // WatchStreamError is the API error that ends a watch stream on a failed
 // Next: Unavailable with "resume with the last resume_token" when the
 // server is stopping the streams, else the failure's code.
-func (g *Gate) WatchStreamError(ctx context.Context, err error) error {
-	if ctx.Err() == nil && g.live.stopping.Err() != nil {
+func (g *Watch) WatchStreamError(ctx context.Context, err error) error {
+	if ctx.Err() == nil && g.stopping.Err() != nil {
 		return seam.UnavailableError(errShuttingDown)
 	}
 	return watchError(ctx, err)

@@ -1,4 +1,4 @@
-package gate
+package channelcalls
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -28,7 +29,7 @@ const (
 )
 
 // NotifyMessage implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessageRequest]) (*connect.Response[receiptsv1.NotifyMessageResponse], error) {
+func (g *Channels) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessageRequest]) (*connect.Response[receiptsv1.NotifyMessageResponse], error) {
 	r := req.Msg
 	n, err := seam.ValidateNotice("", &receiptsv1.MessageNotice{ChannelId: r.GetChannelId(), Seq: r.GetSeq(), MessageId: r.GetMessageId(),
 		SenderId: r.GetSenderId(), Mentions: r.GetMentions(), MentionAll: r.GetMentionAll()})
@@ -43,7 +44,7 @@ func (g *Gate) NotifyMessage(ctx context.Context, req *connect.Request[receiptsv
 }
 
 // NotifyMessages implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessagesRequest]) (*connect.Response[receiptsv1.NotifyMessagesResponse], error) {
+func (g *Channels) NotifyMessages(ctx context.Context, req *connect.Request[receiptsv1.NotifyMessagesRequest]) (*connect.Response[receiptsv1.NotifyMessagesResponse], error) {
 	ns := req.Msg.GetNotices()
 	switch {
 	case len(ns) == 0:
@@ -97,7 +98,7 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 		}
 	}
 	if len(threads) > 0 {
-		res, err := g.NotifyThreads(ctx, threads)
+		res, err := g.threads.NotifyThreads(ctx, threads)
 		if err != nil {
 			return nil, err
 		}
@@ -124,7 +125,7 @@ func (g *Gate) NotifyMessages(ctx context.Context, req *connect.Request[receipts
 // with registered members are dropped (a channel without any register
 // does not track membership, so its mentions are kept). Redis first, then
 // every record is made durable before the answer.
-func (g *Gate) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1.NoticeResult, error) {
+func (g *Channels) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1.NoticeResult, error) {
 	// Each mention is a write of its own (the member's mention set): the
 	// caller is charged for them beyond the one event per notice.
 	cost := 0
@@ -207,7 +208,7 @@ func (g *Gate) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1
 	)
 	wg.Go(func() { raised = g.raiseHeads(ctx, heads) })
 	if len(senders) > 0 {
-		wg.Go(func() { merged = g.mergeRedis(ctx, senders) })
+		wg.Go(func() { merged = g.marks.MergeRedis(ctx, senders) })
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {
@@ -220,11 +221,11 @@ func (g *Gate) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1
 		wg.Go(func() { groupErr = g.addGroupMentions(ctx, groups) })
 	}
 	wg.Wait()
-	resolved, err := g.resolveEpochs(ctx, senders, merged)
+	resolved, err := g.marks.ResolveEpochs(ctx, senders, merged)
 	if err != nil {
 		return nil, err
 	}
-	g.mergeUnloaded(ctx, merged, resolved)
+	g.marks.MergeUnloaded(ctx, merged, resolved)
 	// Each sender's read and mention set is stamped with the generation
 	// its script read in the user's slot (the mention kind's hash lives
 	// beside the user's tombstone), as marks are.
@@ -250,7 +251,7 @@ func (g *Gate) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1
 	if err != nil {
 		return nil, err
 	}
-	g.Restore.NoteDegraded(degradedUsers(senders, merged))
+	g.Restore.NoteDegraded(markcalls.DegradedUsers(senders, merged))
 	for i, res := range results {
 		res.Durability = durability
 		h := raised[i]
@@ -275,7 +276,7 @@ func (g *Gate) notify(ctx context.Context, notices []seam.Notice) ([]*receiptsv1
 }
 
 // raiseHeads raises heads in Redis; it always returns one result per head.
-func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstore.HeadResult {
+func (g *Channels) raiseHeads(ctx context.Context, heads []channel.Head) []redisstore.HeadResult {
 	out, err := g.Redis.RaiseHeads(ctx, heads)
 	if len(out) != len(heads) {
 		out = make([]redisstore.HeadResult, len(heads))
@@ -301,7 +302,7 @@ func (g *Gate) raiseHeads(ctx context.Context, heads []channel.Head) []redisstor
 // user event per sender's read and one per mention set, these stamped
 // with gens (senders', then mentions'; nil: the longest stamp, for
 // sizing).
-func (g *Gate) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions, groups []channel.GroupMentions, gens []int64) ([]*kgo.Record, error) {
+func (g *Channels) noticeRecords(heads []channel.Head, senders []receipt.State, mentions []channel.Mentions, groups []channel.GroupMentions, gens []int64) ([]*kgo.Record, error) {
 	top := map[string]channel.Head{}
 	var order []string
 	for _, h := range heads {

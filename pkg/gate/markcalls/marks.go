@@ -1,4 +1,4 @@
-package gate
+package markcalls
 
 import (
 	"context"
@@ -16,17 +16,17 @@ import (
 // epoch neither store could resolve.
 const redisOpResolve = "resolve_epoch"
 
-// checkMarks applies the channel rules to validated marks, all or
+// CheckMarks applies the channel rules to validated marks, all or
 // nothing, before anything is written: a mark past a known channel head
 // is Aborted (HEAD_BEHIND: a race with the message's notice, which a
 // retry wins), and — unless AllowNonMemberMarks — a mark by a
 // non-member of a channel with registered members is PermissionDenied.
 // When Redis cannot answer, the checks are skipped (the write is still
 // made durable and answers realtime_degraded).
-func (g *Gate) checkMarks(ctx context.Context, marks []mark) error {
+func (g *Marks) CheckMarks(ctx context.Context, marks []Mark) error {
 	keys := make([]receipt.Key, len(marks))
 	for i, m := range marks {
-		keys[i] = m.key
+		keys[i] = m.Key
 	}
 	f := g.Lookup(ctx, keys, false)
 	if !f.Known {
@@ -36,29 +36,29 @@ func (g *Gate) checkMarks(ctx context.Context, marks []mark) error {
 }
 
 // checkEach checks marks against known facts, all or nothing.
-func (g *Gate) checkEach(f *seam.Facts, marks []mark) error {
+func (g *Marks) checkEach(f *seam.Facts, marks []Mark) error {
 	for _, m := range marks {
-		if err := g.checkMark(f, m); err != nil {
+		if err := g.CheckMark(f, m); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (g *Gate) checkMark(f *seam.Facts, m mark) error {
-	if head := f.Head(m.key.Channel); head > 0 && m.seq > head {
-		return seam.HeadBehind(m.field+"seq", m.seq, head)
+func (g *Marks) CheckMark(f *seam.Facts, m Mark) error {
+	if head := f.Head(m.Key.Channel); head > 0 && m.Seq > head {
+		return seam.HeadBehind(m.Field+"seq", m.Seq, head)
 	}
 	if g.Cfg.AllowNonMemberMarks {
 		return nil
 	}
-	if member, registered := f.Member(m.key); registered && !member {
-		return seam.NotMember(m.field, m.key)
+	if member, registered := f.Member(m.Key); registered && !member {
+		return seam.NotMember(m.Field, m.Key)
 	}
 	return nil
 }
 
-// resolveEpochs returns what to produce for each state: the state with
+// ResolveEpochs returns what to produce for each state: the state with
 // its epochs resolved by Redis, or — where the Redis merge failed — by
 // the key's read epoch in Postgres (0 for a key it has no row of). A mark
 // without an epoch must never travel as receipt.EpochCurrent, and
@@ -66,7 +66,7 @@ func (g *Gate) checkMark(f *seam.Facts, m mark) error {
 // with an explicit epoch Redis did not check is checked against Postgres
 // (receipt.EpochAhead); when it is ahead there, or Postgres cannot answer
 // either, the flush fails (nothing acknowledged, the callers retry).
-func (g *Gate) resolveEpochs(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) ([]receipt.State, error) {
+func (g *Marks) ResolveEpochs(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) ([]receipt.State, error) {
 	out := make([]receipt.State, len(states))
 	var unresolved []receipt.Key
 	explicit := 0

@@ -1,4 +1,4 @@
-package gate
+package markcalls
 
 import (
 	"context"
@@ -51,7 +51,7 @@ func newCoalesceMetrics(reg prometheus.Registerer) *coalesceMetrics {
 	return &coalesceMetrics{
 		batchMarks: f.NewHistogram(prometheus.HistogramOpts{
 			Namespace: seam.MetricsNamespace, Subsystem: seam.MetricsSubsystem, Name: "write_batch_marks",
-			Help:    "Marks per write flush (one Redis pipeline and one produce batch for concurrent calls).",
+			Help:    "marks per write flush (one Redis pipeline and one produce batch for concurrent calls).",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048},
 		}),
 		queueFull: f.NewCounter(prometheus.CounterOpts{

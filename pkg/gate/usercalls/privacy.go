@@ -1,4 +1,4 @@
-package gate
+package usercalls
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func settingsProto(st privacy.Settings) *receiptsv1.UserSettings {
 // channels' views (and those shared again enter them), and the settings
 // event, stamped with the erasure generation the write read, is made
 // durable before the answer.
-func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receiptsv1.UpdateSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
+func (g *Users) UpdateSettings(ctx context.Context, req *connect.Request[receiptsv1.UpdateSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
 	m := req.Msg
 	user := m.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
@@ -50,10 +50,10 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 				Reason: fmt.Sprintf("must be all, mentions or none, got %q", *m.DefaultNotificationLevel)})
 		}
 	}
-	cur, err := g.SettingsOf(ctx, []string{user})
+	cur, err := g.readBy.SettingsOf(ctx, []string{user})
 	if err != nil {
 		// The stored version is unknown: Postgres alone orders it.
-		sts, perr := g.DurableSettings(ctx, []string{user})
+		sts, perr := g.readBy.DurableSettings(ctx, []string{user})
 		if perr != nil {
 			return nil, g.DurableErr(ctx, perr)
 		}
@@ -113,13 +113,13 @@ func (g *Gate) UpdateSettings(ctx context.Context, req *connect.Request[receipts
 // settleHiding waits out the window in which a concurrent flush may
 // still publish a move read under the user's old settings, then applies
 // the settings Redis holds now to the user's views again.
-func (g *Gate) settleHiding(ctx context.Context, user string) error {
+func (g *Users) settleHiding(ctx context.Context, user string) error {
 	select {
-	case <-time.After(g.ViewWindow() + viewSettleMargin):
+	case <-time.After(g.readBy.ViewWindow() + viewSettleMargin):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	sts, err := g.SettingsOf(ctx, []string{user})
+	sts, err := g.readBy.SettingsOf(ctx, []string{user})
 	if err != nil {
 		return err
 	}
@@ -133,22 +133,22 @@ const viewSettleMargin = 100 * time.Millisecond
 
 // applySettingsToViews makes the user's channel views follow st
 // (readby.Store.ApplySettings).
-func (g *Gate) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
-	return g.ViewStore().ApplySettings(ctx, st, g.Cfg.ReadBy.ViewStreamMaxLen)
+func (g *Users) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
+	return g.readBy.ViewStore().ApplySettings(ctx, st, g.Cfg.ReadBy.ViewStreamMaxLen)
 }
 
 // settingsStore is the settings kind's storage on the gateway's stores.
-func (g *Gate) settingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
+func (g *Users) settingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
 
 // GetSettings implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
+func (g *Users) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
 	}
-	sts, err := g.SettingsOf(ctx, []string{user})
+	sts, err := g.readBy.SettingsOf(ctx, []string{user})
 	if err != nil {
-		durable, perr := g.DurableSettings(ctx, []string{user})
+		durable, perr := g.readBy.DurableSettings(ctx, []string{user})
 		if perr != nil {
 			return nil, g.DurableErr(ctx, perr)
 		}

@@ -1,4 +1,4 @@
-package gate
+package usercalls
 
 import (
 	"context"
@@ -34,7 +34,7 @@ import (
 // Redis and Postgres must answer: an erasure is never acknowledged with a
 // store still holding the user. A failure after Redis is cleaned answers
 // Unavailable; the retry erases again at a newer generation, harmlessly.
-func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
+func (g *Users) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.EraseUserRequest]) (*connect.Response[receiptsv1.EraseUserResponse], error) {
 	user := req.Msg.GetUserId()
 	if err := receipt.ValidateID("user_id", user); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
@@ -51,7 +51,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 		return nil, g.eraseUnavailable(ctx, user, "reading the user's tombstone from postgres", err)
 	}
 	env := &kind.Env{Redis: g.Redis}
-	ts, err := g.Redis.Erase(ctx, user, g.NowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.ViewStore().Redact(g.NowMs(), kind.RedisRedact(kinds.All(), env)))
+	ts, err := g.Redis.Erase(ctx, user, g.NowMs(), tombstone.Next(durable[user].Generation), kind.ErasedHashes(kinds.All(), env, user), g.readBy.ViewStore().Redact(g.NowMs(), kind.RedisRedact(kinds.All(), env)))
 	if err != nil {
 		g.M.RedisDegraded.WithLabelValues(seam.RedisOpErase).Inc()
 		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
@@ -76,7 +76,7 @@ func (g *Gate) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.Er
 }
 
 // eraseUnavailable is the answer when a store could not take an erasure.
-func (g *Gate) eraseUnavailable(ctx context.Context, user, step string, err error) error {
+func (g *Users) eraseUnavailable(ctx context.Context, user, step string, err error) error {
 	if cerr := seam.ContextError(ctx, err); cerr != nil {
 		return cerr
 	}

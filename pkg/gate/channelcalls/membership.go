@@ -1,4 +1,4 @@
-package gate
+package channelcalls
 
 import (
 	"context"
@@ -27,9 +27,9 @@ const (
 )
 
 // JoinChannel implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.JoinChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
+func (g *Channels) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.JoinChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
 	r := req.Msg
-	k, err := validateKey(r.GetUserId(), r.GetChannelId())
+	k, err := seam.ValidateKey(r.GetUserId(), r.GetChannelId())
 	if err != nil {
 		return nil, err
 	}
@@ -42,22 +42,12 @@ func (g *Gate) JoinChannel(ctx context.Context, req *connect.Request[receiptsv1.
 }
 
 // LeaveChannel implements receiptsv1connect.ReceiptServiceHandler.
-func (g *Gate) LeaveChannel(ctx context.Context, req *connect.Request[receiptsv1.LeaveChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
-	k, err := validateKey(req.Msg.GetUserId(), req.Msg.GetChannelId())
+func (g *Channels) LeaveChannel(ctx context.Context, req *connect.Request[receiptsv1.LeaveChannelRequest]) (*connect.Response[receiptsv1.MembershipResponse], error) {
+	k, err := seam.ValidateKey(req.Msg.GetUserId(), req.Msg.GetChannelId())
 	if err != nil {
 		return nil, err
 	}
 	return g.changeMembership(ctx, k, false, nil)
-}
-
-func validateKey(user, ch string) (receipt.Key, error) {
-	if err := receipt.ValidateID("user_id", user); err != nil {
-		return receipt.Key{}, seam.Invalid(apierr.InvalidID, err)
-	}
-	if err := receipt.ValidateID("channel_id", ch); err != nil {
-		return receipt.Key{}, seam.Invalid(apierr.InvalidID, err)
-	}
-	return receipt.Key{User: user, Channel: ch}, nil
 }
 
 // changeMembership joins (from joinSeq, default the head) or leaves. The
@@ -71,7 +61,7 @@ func validateKey(user, ch string) (receipt.Key, error) {
 // changes nothing (a retried join must not move the join point to the
 // head); the register held is produced again all the same, as marks are
 // (the earlier call's produce may have failed).
-func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, joinSeq *int64) (*connect.Response[receiptsv1.MembershipResponse], error) {
+func (g *Channels) changeMembership(ctx context.Context, k receipt.Key, join bool, joinSeq *int64) (*connect.Response[receiptsv1.MembershipResponse], error) {
 	f := g.Lookup(ctx, []receipt.Key{k}, true)
 	head, err := g.headOf(ctx, f, k.Channel)
 	if err != nil {
@@ -127,15 +117,15 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 	// orders it against an erasure as those writes are.
 	gen := seam.GenerationOf(res.Generation, res.Err)
 	if res.Err == nil && !res.Membership.Member {
-		g.LeaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
+		g.readBy.LeaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
 	}
 	if read != nil {
-		merged := g.mergeRedis(ctx, []receipt.State{*read})
-		resolved, err := g.resolveEpochs(ctx, []receipt.State{*read}, merged)
+		merged := g.marks.MergeRedis(ctx, []receipt.State{*read})
+		resolved, err := g.marks.ResolveEpochs(ctx, []receipt.State{*read}, merged)
 		if err != nil {
 			return nil, err
 		}
-		g.mergeUnloaded(ctx, merged, resolved)
+		g.marks.MergeUnloaded(ctx, merged, resolved)
 		degraded = degraded || merged[0].Err != nil
 		if merged[0].Err == nil {
 			gen = max(gen, merged[0].Generation) // Unstamped is the least
@@ -143,7 +133,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 		read = &resolved[0]
 	}
 	if res.Err == nil && res.Changed && res.Membership.Member {
-		g.JoinView(ctx, reg.Key) // back in read-by and ticks
+		g.readBy.JoinView(ctx, reg.Key) // back in read-by and ticks
 	}
 	if read == nil && !change && res.Err == nil && reg.Member && reg.JoinSeq > 0 {
 		read = g.heldCursors(ctx, k)
@@ -172,7 +162,7 @@ func (g *Gate) changeMembership(ctx context.Context, k receipt.Key, join bool, j
 // and this retry, which changes nothing, is the only one left to make
 // them durable. (The join read itself is not merged again: it would undo
 // a mark-unread made since the join.)
-func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
+func (g *Channels) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
 	held, _, err := g.Redis.Get(ctx, k.User, []string{k.Channel})
 	if err != nil || len(held) == 0 {
 		return nil
@@ -182,7 +172,7 @@ func (g *Gate) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
 
 // writeMembership writes reg into Redis: a change with the version Redis
 // sets (ChangeMembership), an unchanged register as a plain merge.
-func (g *Gate) writeMembership(ctx context.Context, reg channel.Membership, change bool) redisstore.MembershipResult {
+func (g *Channels) writeMembership(ctx context.Context, reg channel.Membership, change bool) redisstore.MembershipResult {
 	if change {
 		return g.Redis.ChangeMembership(ctx, reg)
 	}
@@ -195,7 +185,7 @@ func (g *Gate) writeMembership(ctx context.Context, reg channel.Membership, chan
 
 // headOf is the channel's head seq: from the facts, or — when Redis could
 // not answer — from Postgres (0 when the channel has none).
-func (g *Gate) headOf(ctx context.Context, f *seam.Facts, ch string) (int64, error) {
+func (g *Channels) headOf(ctx context.Context, f *seam.Facts, ch string) (int64, error) {
 	if f.Known {
 		return f.Head(ch), nil
 	}
@@ -228,7 +218,7 @@ func membershipProto(m channel.Membership) *receiptsv1.Membership {
 // hash (hydrated from Postgres first when lost, up to MaxHydrateMembers
 // registers); a larger channel's, or any while Redis is down, from
 // Postgres, which may lag Redis by the persister's delay.
-func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.GetChannelRequest]) (*connect.Response[receiptsv1.GetChannelResponse], error) {
+func (g *Channels) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.GetChannelRequest]) (*connect.Response[receiptsv1.GetChannelResponse], error) {
 	r := req.Msg
 	if err := receipt.ValidateID("channel_id", r.GetChannelId()); err != nil {
 		return nil, seam.Invalid(apierr.InvalidID, err)
@@ -283,7 +273,7 @@ func (g *Gate) GetChannel(ctx context.Context, req *connect.Request[receiptsv1.G
 
 // redisMembers answers up to size+1 members after the given user, and the
 // member count, from the channel's (complete) Redis hash.
-func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
+func (g *Channels) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
 	regs, _, err := g.Redis.ChannelMembers(ctx, ch, nil)
 	if err != nil {
 		return nil, 0, err
@@ -302,7 +292,7 @@ func (g *Gate) redisMembers(ctx context.Context, ch, after string, size int) ([]
 	return members[:min(len(members), size+1)], count, nil
 }
 
-func (g *Gate) durableMemberPage(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
+func (g *Channels) durableMemberPage(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
 	if err := g.Settled(ctx, nil, []string{ch}); err != nil {
 		return nil, 0, err
 	}

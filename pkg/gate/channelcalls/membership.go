@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"math"
 	"slices"
 
 	"connectrpc.com/connect"
@@ -18,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Member paging of GetChannel.
@@ -97,59 +97,53 @@ func (g *Channels) changeMembership(ctx context.Context, k receipt.Key, join boo
 		st.UpdatedAtUnixMs = now
 		read = &st
 	}
-	// Sized with the longest stamp, so a full spool refuses before Redis.
-	prov, err := event.EncodeMembership(reg, read)
-	if err == nil {
-		event.StampGeneration(prov, math.MaxInt64)
-	}
-	if _, err := g.Admit(ctx, prov, err); err != nil {
-		return nil, err
-	}
-	res := g.writeMembership(ctx, reg, change)
-	if res.Err != nil {
-		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, res.Err)
-	}
-	if change {
-		reg = res.Membership // versioned by Redis, once its user's hash took it
-	}
-	degraded := res.Err != nil
-	// The generation the Redis writes read: stamped on the event, it
-	// orders it against an erasure as those writes are.
-	gen := seam.GenerationOf(res.Generation, res.Err)
-	if res.Err == nil && !res.Membership.Member {
-		g.readBy.LeaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
-	}
-	if read != nil {
-		merged := g.marks.MergeRedis(ctx, []receipt.State{*read})
-		resolved, err := g.marks.ResolveEpochs(ctx, []receipt.State{*read}, merged)
-		if err != nil {
-			return nil, err
-		}
-		g.marks.MergeUnloaded(ctx, merged, resolved)
-		degraded = degraded || merged[0].Err != nil
-		if merged[0].Err == nil {
-			gen = max(gen, merged[0].Generation) // Unstamped is the least
-		}
-		read = &resolved[0]
-	}
-	if res.Err == nil && res.Changed && res.Membership.Member {
-		g.readBy.JoinView(ctx, reg.Key) // back in read-by and ticks
-	}
-	if read == nil && !change && res.Err == nil && reg.Member && reg.JoinSeq > 0 {
-		read = g.heldCursors(ctx, k)
-	}
-	rec, err := event.EncodeMembership(reg, read)
-	if err != nil {
-		return nil, seam.Internal(err)
-	}
-	durability, err := g.ProduceUserRecord(ctx, rec, k.User, gen)
+	var res redisstore.MembershipResult
+	readDegraded := false
+	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[joined]{
+		User: k.User, Encode: joined.encode, Largest: joined{reg, read},
+		Change: func(ctx context.Context) (joined, int64, error, error) {
+			res = g.writeMembership(ctx, reg, change)
+			if change {
+				reg = res.Membership // versioned by Redis, once its user's hash took it
+			}
+			// The generation the Redis writes read: stamped on the event,
+			// it orders it against an erasure as those writes are.
+			gen := seam.GenerationOf(res.Generation, res.Err)
+			if res.Err == nil && !res.Membership.Member {
+				g.readBy.LeaveView(ctx, reg.Key) // a member who left is out of read-by and ticks
+			}
+			if read != nil {
+				merged := g.marks.MergeRedis(ctx, []receipt.State{*read})
+				resolved, err := g.marks.ResolveEpochs(ctx, []receipt.State{*read}, merged)
+				if err != nil {
+					return joined{}, 0, nil, err
+				}
+				g.marks.MergeUnloaded(ctx, merged, resolved)
+				readDegraded = merged[0].Err != nil
+				if merged[0].Err == nil {
+					gen = max(gen, merged[0].Generation) // Unstamped is the least
+				}
+				read = &resolved[0]
+			}
+			if res.Err == nil && res.Changed && res.Membership.Member {
+				g.readBy.JoinView(ctx, reg.Key) // back in read-by and ticks
+			}
+			if read == nil && !change && res.Err == nil && reg.Member && reg.JoinSeq > 0 {
+				read = g.heldCursors(ctx, k)
+			}
+			return joined{reg, read}, gen, res.Err, nil
+		},
+		// Without Redis the register and the read go as computed.
+		Degraded: func(v joined, _ error) (joined, error) { return v, nil },
+	})
 	if err != nil {
 		return nil, err
 	}
+	degraded := w.Degraded || readDegraded
 	if read != nil && degraded {
 		g.Restore.NoteDegraded([]string{k.User})
 	}
-	out := &receiptsv1.MembershipResponse{Membership: membershipProto(reg), Durability: durability, RealtimeDegraded: degraded}
+	out := &receiptsv1.MembershipResponse{Membership: membershipProto(reg), Durability: w.Durability, RealtimeDegraded: degraded}
 	if !degraded {
 		out.Membership, out.Changed = membershipProto(res.Membership), res.Changed
 	}
@@ -313,3 +307,12 @@ func (g *Channels) durableMemberPage(ctx context.Context, ch, after string, size
 	tracing.Logger(ctx, g.Log).Debug("channel members answered from Postgres", zap.String("channel_id", ch))
 	return members, n, nil
 }
+
+// joined is what a membership change makes durable: the register, and the
+// read a new join raises (nil: none).
+type joined struct {
+	reg  channel.Membership
+	read *receipt.State
+}
+
+func (j joined) encode() (*kgo.Record, error) { return event.EncodeMembership(j.reg, j.read) }

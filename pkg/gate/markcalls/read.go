@@ -24,7 +24,7 @@ import (
 //
 // Redis answers alone only when the user's hash is loaded (restored since
 // it was last lost). Otherwise the hash is restored from Postgres first
-// (restore.go: once the persister has written what was in flight when
+// (seam/restore.go: once the persister has written what was in flight when
 // Redis lost it) and Redis answers. Without Redis the answer is the
 // field-wise max of Postgres and what Redis answered, once Postgres holds
 // what was in flight when the read began.

@@ -135,7 +135,7 @@ type Config struct {
 	// Restore configures the restores after Redis lost data.
 	Restore RestoreConfig
 	// ThreadsPerUser bounds a user's thread registers in Redis: past it
-	// the least recently active are collected (threadcollect.go). At most
+	// the least recently active are collected (threadcalls/threadcollect.go). At most
 	// threads.MaxUserThreads, the default.
 	ThreadsPerUser int
 	// Watch serves WatchChannels (and the server's server-sent events

@@ -42,7 +42,7 @@ type Metrics struct {
 	RedisDegraded *prometheus.CounterVec
 	ReadFallbacks *prometheus.CounterVec
 	// threadsCollected counts the thread registers collected past the
-	// per-user bound (threadcollect.go).
+	// per-user bound (threadcalls/threadcollect.go).
 	ThreadsCollected prometheus.Counter
 	// undecodable counts the Redis fields reads skipped
 	// (redisstore.Config.Undecodable).

@@ -40,7 +40,7 @@ func (g *Threads) threadsOrDurable(ctx context.Context, user, ch string, states 
 	if err != nil {
 		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 	}
-	// Postgres answers once it holds what Redis may have lost (restore.go).
+	// Postgres answers once it holds what Redis may have lost (seam/restore.go).
 	incs, serr := g.Restore.Settle(ctx, g.ThreadStore().RedisKey(user))
 	if serr != nil {
 		return nil, g.DurableErr(ctx, serr)

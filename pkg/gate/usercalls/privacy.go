@@ -69,33 +69,24 @@ func (g *Users) UpdateSettings(ctx context.Context, req *connect.Request[receipt
 	if m.DefaultNotificationLevel != nil {
 		st.DefaultLevel = level
 	}
-	// Sized with the longest version and stamp, so a full spool refuses
-	// before Redis.
+	// The longest version sizes the record a full spool is asked to take.
 	st.VersionMs = math.MaxInt64
-	prov, err := event.EncodeSettings(st)
-	if err == nil {
-		event.StampGeneration(prov, math.MaxInt64)
-	}
-	if _, err := g.Admit(ctx, prov, err); err != nil {
+	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[privacy.Settings]{
+		User: user, Op: seam.RedisOpSettings, Encode: event.EncodeSettings, Largest: st,
+		Change: func(ctx context.Context) (privacy.Settings, int64, error, error) {
+			st, gen, err := g.settingsStore().Change(ctx, st)
+			if err == nil {
+				err = g.applySettingsToViews(ctx, st)
+			}
+			return st, gen, err, nil
+		},
+		// No Degraded: answering success while Redis may still show what
+		// the user hides would break the promise.
+	})
+	if err != nil {
 		return nil, err
 	}
-	st, gen, err := g.settingsStore().Change(ctx, st)
-	if err == nil {
-		err = g.applySettingsToViews(ctx, st)
-	}
-	if err != nil {
-		// Answering success while Redis may still show what the user
-		// hides would break the promise: refuse, nothing produced.
-		g.RedisDegradedOn(ctx, seam.RedisOpSettings, 1, err)
-		return nil, seam.UnavailableError(fmt.Errorf("applying settings to the real-time view: %w; retry", err), apierr.RetryAfter(g.Cfg.RetryAfter))
-	}
-	rec, err := event.EncodeSettings(st)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeInternal, err)
-	}
-	if _, err := g.ProduceUserRecord(ctx, rec, user, gen); err != nil {
-		return nil, err
-	}
+	st = w.Value
 	if hides := (!st.ShareRead && cur[user].ShareRead) || (!st.ShareDelivered && cur[user].ShareDelivered); hides {
 		// A mark in flight on any replica may have read the old
 		// settings just before the change and still be publishing its

@@ -1,0 +1,92 @@
+package seam
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
+	"github.com/readstate/receipts/pkg/event"
+)
+
+// UserWrite is one call's change of one of a user's registers (settings,
+// a notification level, a membership, a marked-unread read), as the write
+// step runs it (WriteUser): admit the record before Redis is touched →
+// change Redis → on a Redis failure, the degraded value or a refusal →
+// encode → stamp the erasure generation the change read → produce →
+// answer.
+type UserWrite[V any] struct {
+	// User is whose state changes: the erasure generation stamped on the
+	// record is the one Change read for this user.
+	User string
+	// Op labels a Redis failure (redis_degraded_total); RedisOpMerge when
+	// empty.
+	Op string
+	// Encode is the record of a value (stamped later).
+	Encode func(V) (*kgo.Record, error)
+	// Largest is the value at its longest (versions at their maximum):
+	// its record, stamped with the longest generation, is what a full
+	// spool is asked to take before Redis is touched.
+	Largest V
+	// Change applies the write to Redis and returns the value to make
+	// durable and the erasure generation the write read (event.Unstamped
+	// when it read none: GenerationOf). redisErr is a Redis failure (the
+	// answer degrades, or Degraded refuses); err refuses the call as it is
+	// (nothing produced).
+	Change func(ctx context.Context) (v V, gen int64, redisErr, err error)
+	// Degraded, when Change's Redis write failed, returns the value to
+	// make durable without Redis, or the error to answer instead (nothing
+	// produced). Nil refuses with Unavailable and Retry-After: a change
+	// the real-time view must show before the call may succeed.
+	Degraded func(v V, redisErr error) (V, error)
+}
+
+// Written is what the write step made durable, and where.
+type Written[V any] struct {
+	Value      V
+	Durability receiptsv1.Durability
+	// Degraded: Redis failed; the value came from UserWrite.Degraded and
+	// the answer says realtime_degraded.
+	Degraded bool
+}
+
+// WriteUser runs w, the one write step of a user's register: success
+// means the record is durable (Kafka, or the spool), stamped so that an
+// erasure drops it only if it came first.
+func WriteUser[V any](ctx context.Context, g *Core, w UserWrite[V]) (Written[V], error) {
+	largest, err := w.Encode(w.Largest)
+	if err == nil {
+		event.StampGeneration(largest, math.MaxInt64)
+	}
+	if _, err := g.Admit(ctx, largest, err); err != nil {
+		return Written[V]{}, err
+	}
+	v, gen, redisErr, err := w.Change(ctx)
+	if err != nil {
+		return Written[V]{}, err
+	}
+	var out Written[V]
+	if redisErr != nil {
+		g.RedisDegradedOn(ctx, cmp.Or(w.Op, RedisOpMerge), 1, redisErr)
+		if w.Degraded == nil {
+			return Written[V]{}, UnavailableError(fmt.Errorf("applying the change to the real-time view: %w; retry", redisErr), apierr.RetryAfter(g.Cfg.RetryAfter))
+		}
+		if v, err = w.Degraded(v, redisErr); err != nil {
+			return Written[V]{}, err
+		}
+		out.Degraded = true
+	}
+	rec, err := w.Encode(v)
+	if err != nil {
+		return Written[V]{}, Internal(err)
+	}
+	if out.Durability, err = g.ProduceUserRecord(ctx, rec, w.User, gen); err != nil {
+		return Written[V]{}, err
+	}
+	out.Value = v
+	return out, nil
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -34,48 +35,44 @@ func (g *Threads) threadsOrDurable(ctx context.Context, user, ch string, states 
 	if errors.Is(err, threads.ErrTooMany) {
 		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.InvalidField, err, apierr.Field("user_id"))
 	}
-	if err == nil && complete {
-		return states, nil
-	}
-	if err != nil {
-		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
-	}
-	// Postgres answers once it holds what Redis may have lost (seam/restore.go).
-	incs, serr := g.Restore.Settle(ctx, g.ThreadStore().RedisKey(user))
-	if serr != nil {
-		return nil, g.DurableErr(ctx, serr)
-	}
-	var rows []thread.State
-	if err == nil {
-		var herr error
-		if rows, herr = g.hydrateThreads(ctx, user, incs[0]); herr != nil && rows == nil {
-			return nil, g.DurableErr(ctx, herr)
-		} else if herr != nil {
-			g.WarnRedis(ctx, seam.RedisOpHydrate, herr)
-		}
-	} else {
-		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		var perr error
-		rows, perr = g.ThreadStore().UserStatesPG(pctx, user, "", threads.MaxUserThreads)
-		cancel()
-		if perr != nil {
-			return nil, g.DurableErr(ctx, perr)
-		}
-	}
-	// What Redis holds (newer writes) merged over the rows.
-	byKey := map[thread.Key]thread.State{}
-	for _, st := range append(rows, states...) {
-		if ch != "" && st.Key.Channel != ch {
-			continue
-		}
-		byKey[st.Key], _ = thread.Merge(byKey[st.Key], st, g.Cfg.MentionCap)
-	}
-	out := make([]thread.State, 0, len(byKey))
-	for _, st := range byKey {
-		out = append(out, st)
-	}
-	slices.SortFunc(out, func(a, b thread.State) int { return a.Key.Compare(b.Key) })
-	return out, nil
+	var incs []redisstore.Incarnation
+	return seam.Read(ctx, g.Core, states, complete, err, seam.ReadThrough[[]thread.State]{
+		// Postgres answers once it holds what Redis may have lost
+		// (seam/restore.go).
+		Settle: func(ctx context.Context) (err error) {
+			incs, err = g.Restore.Settle(ctx, g.ThreadStore().RedisKey(user))
+			return err
+		},
+		Durable: func(ctx context.Context, redisUp bool) ([]thread.State, error) {
+			if !redisUp {
+				return seam.Postgres(ctx, g.Core, func(ctx context.Context) ([]thread.State, error) {
+					return g.ThreadStore().UserStatesPG(ctx, user, "", threads.MaxUserThreads)
+				})
+			}
+			rows, herr := g.hydrateThreads(ctx, user, incs[0])
+			if herr != nil && rows != nil {
+				g.WarnRedis(ctx, seam.RedisOpHydrate, herr)
+				herr = nil
+			}
+			return rows, herr
+		},
+		// What Redis holds (newer writes) merged over the rows.
+		Merge: func(rows, states []thread.State) []thread.State {
+			byKey := map[thread.Key]thread.State{}
+			for _, st := range append(rows, states...) {
+				if ch != "" && st.Key.Channel != ch {
+					continue
+				}
+				byKey[st.Key], _ = thread.Merge(byKey[st.Key], st, g.Cfg.MentionCap)
+			}
+			out := make([]thread.State, 0, len(byKey))
+			for _, st := range byKey {
+				out = append(out, st)
+			}
+			slices.SortFunc(out, func(a, b thread.State) int { return a.Key.Compare(b.Key) })
+			return out
+		},
+	})
 }
 
 // FollowedThread is one counted thread of a user. The register is
@@ -181,17 +178,17 @@ func (g *Threads) userRegisters(ctx context.Context, user string, chans []string
 // registersOrDurable is regs (read from Redis) by channel, with Postgres'
 // registers of chans merged in unless Redis' hash was complete.
 func (g *Threads) registersOrDurable(ctx context.Context, user string, chans []string, regs []channel.Membership, complete bool) (map[string]channel.Membership, error) {
-	if !complete && len(chans) > 0 {
-		if err := g.Settled(ctx, []string{user}, nil); err != nil {
-			return nil, g.DurableErr(ctx, err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		rows, perr := g.PG.Memberships(pctx, user, chans)
-		cancel()
-		if perr != nil {
-			return nil, g.DurableErr(ctx, perr)
-		}
-		regs = append(regs, rows...)
+	regs, err := seam.Read(ctx, g.Core, regs, complete || len(chans) == 0, nil, seam.ReadThrough[[]channel.Membership]{
+		Settle: func(ctx context.Context) error { return g.Settled(ctx, []string{user}, nil) },
+		Durable: func(ctx context.Context, _ bool) ([]channel.Membership, error) {
+			return seam.Postgres(ctx, g.Core, func(ctx context.Context) ([]channel.Membership, error) {
+				return g.PG.Memberships(ctx, user, chans)
+			})
+		},
+		Merge: func(rows, regs []channel.Membership) []channel.Membership { return append(regs, rows...) },
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]channel.Membership, len(regs))
 	for _, r := range regs {

@@ -128,10 +128,6 @@ func viewChannels(views []redisstore.ChannelView) []string {
 	return out
 }
 
-func positionProto(p receipt.Position) *receiptsv1.Position {
-	return &receiptsv1.Position{Epoch: p.Epoch, Seq: p.Seq}
-}
-
 // unread is a user's counts in the listed channels (default: every
 // channel the user is a member of or has a cursor in), in channel order.
 //

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
-
 	"connectrpc.com/connect"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"

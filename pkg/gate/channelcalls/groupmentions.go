@@ -3,10 +3,11 @@ package channelcalls
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // groupMentionsOf is the group mentions of notices, one entry per

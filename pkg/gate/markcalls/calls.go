@@ -3,9 +3,9 @@ package markcalls
 import (
 	"context"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
-
 	"connectrpc.com/connect"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 )

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // Core is what every RPC handler of the gateway shares: the stores, the
@@ -70,14 +70,14 @@ func New(cfg Config) (*Core, error) {
 	return g, nil
 }
 
-// redisDegradedOn counts n items whose Redis step op failed with err (the
+// RedisDegradedOn counts n items whose Redis step op failed with err (the
 // answer goes on without the real-time view) and warns of it.
 func (g *Core) RedisDegradedOn(ctx context.Context, op string, n int, err error) {
 	g.M.RedisDegraded.WithLabelValues(op).Add(float64(n))
 	g.WarnRedis(ctx, op, err)
 }
 
-// warnRedis logs a Redis failure at most once a second; the
+// WarnRedis logs a Redis failure at most once a second; the
 // redis_degraded_total metric counts every one.
 func (g *Core) WarnRedis(ctx context.Context, op string, err error) {
 	if redisstore.Classify(err) != errclass.Unavailable {
@@ -95,7 +95,7 @@ func (g *Core) WarnRedis(ctx context.Context, op string, err error) {
 // every occurrence, the log shows one a second.
 const warnInterval = time.Second
 
-// contextError maps the caller's own cancellation or deadline to its code,
+// ContextError maps the caller's own cancellation or deadline to its code,
 // so a client that went away is not counted as an outage.
 func ContextError(ctx context.Context, err error) error {
 	switch {
@@ -107,17 +107,17 @@ func ContextError(ctx context.Context, err error) error {
 	return nil
 }
 
-// unavailableError is the answer when a store the call needs cannot
+// UnavailableError is the answer when a store the call needs cannot
 // answer: Unavailable (HTTP 503), reason UNAVAILABLE; nothing was
 // acknowledged.
 func UnavailableError(err error, meta ...apierr.Meta) error {
 	return apierr.New(connect.CodeUnavailable, apierr.Unavailable, err, meta...)
 }
 
-// internal is the answer to a bug (a record that does not encode).
+// Internal is the answer to a bug (a record that does not encode).
 func Internal(err error) error { return apierr.New(connect.CodeInternal, apierr.Internal, err) }
 
-// nowMs is the gateway's clock (Config.Clock) in Unix milliseconds.
+// NowMs is the gateway's clock (Config.Clock) in Unix milliseconds.
 func (g *Core) NowMs() int64 {
 	if g.Cfg.Clock != nil {
 		return g.Cfg.Clock().UnixMilli()
@@ -125,7 +125,7 @@ func (g *Core) NowMs() int64 {
 	return time.Now().UnixMilli()
 }
 
-// makeDurable is the gateway's one call of the producer: records go to
+// MakeDurable is the gateway's one call of the producer: records go to
 // Kafka, or to the spool while Kafka is away, and the time it took is
 // observed.
 func (g *Core) MakeDurable(ctx context.Context, recs []*kgo.Record) (producer.Durability, error) {
@@ -135,7 +135,7 @@ func (g *Core) MakeDurable(ctx context.Context, recs []*kgo.Record) (producer.Du
 	return dur, err
 }
 
-// produce makes records durable and answers where; no records is a
+// Produce makes records durable and answers where; no records is a
 // no-op (DURABILITY_UNSPECIFIED).
 func (g *Core) Produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Durability, error) {
 	if len(recs) == 0 {
@@ -158,7 +158,7 @@ func (g *Core) Produce(ctx context.Context, recs []*kgo.Record) (receiptsv1.Dura
 	return durability, nil
 }
 
-// produceUserRecord makes one user event durable, stamped with the
+// ProduceUserRecord makes one user event durable, stamped with the
 // erasure generation its Redis write read (gen; event.Unstamped or
 // redisstore.GenerationUnknown when that write failed or read none:
 // knownGenerations asks Postgres), so that an erasure drops it only if
@@ -171,7 +171,7 @@ func (g *Core) ProduceUserRecord(ctx context.Context, rec *kgo.Record, user stri
 	return g.Produce(ctx, []*kgo.Record{rec})
 }
 
-// unavailable is the answer when a call's marks could not be made durable:
+// Unavailable is the answer when a call's marks could not be made durable:
 // Unavailable (HTTP 503) with a Retry-After hint, which connect sends as a
 // header (trailer for gRPC) and vanguard as a REST header. Nothing was
 // acknowledged; Redis may already hold the marks (the write path merges it
@@ -185,7 +185,7 @@ func (g *Core) Unavailable(ctx context.Context, n int, err error) error {
 	return UnavailableError(fmt.Errorf("making %d marks durable: %w; nothing was acknowledged, retry", n, err), apierr.RetryAfter(g.Cfg.RetryAfter))
 }
 
-// admit readies one encoded record for the durable producer (its topic)
+// Admit readies one encoded record for the durable producer (its topic)
 // and refuses the call at once, before Redis is touched, when the record
 // is bound for a spool it does not fit in.
 func (g *Core) Admit(ctx context.Context, rec *kgo.Record, err error) (*kgo.Record, error) {
@@ -199,7 +199,7 @@ func (g *Core) Admit(ctx context.Context, rec *kgo.Record, err error) (*kgo.Reco
 	return rec, nil
 }
 
-// knownGenerations replaces, in gens (the erasure generations the Redis
+// KnownGenerations replaces, in gens (the erasure generations the Redis
 // writes of users[i] read), each redisstore.GenerationUnknown — Redis held
 // no tombstone for the user: never looked up, or lost with its data — by
 // the generation of the user's tombstone in Postgres (0 when none), and
@@ -247,7 +247,7 @@ func (g *Core) KnownGenerations(ctx context.Context, users []string, gens []int6
 	}
 }
 
-// generationOf is the generation to stamp on the event of a Redis write
+// GenerationOf is the generation to stamp on the event of a Redis write
 // that read gen (GenerationUnknown: knownGenerations resolves it), or
 // event.Unstamped when the write failed.
 func GenerationOf(gen int64, err error) int64 {

@@ -20,7 +20,7 @@ const MaxHydrateMembers = 10_000
 
 const hydratePage = 1000
 
-// facts is what the gate knows of the channels and keys of one call:
+// Facts is what the gate knows of the channels and keys of one call:
 // Redis first; a head or a membership hash Redis does not know is read
 // from Postgres and copied into Redis (by merges, so a newer write made
 // meanwhile wins), so the next call finds it there.
@@ -32,7 +32,7 @@ type Facts struct {
 	keys     map[receipt.Key]redisstore.KeyFacts
 }
 
-// head returns the channel's head seq (0 when none is known).
+// Head returns the channel's head seq (0 when none is known).
 func (f *Facts) Head(ch string) int64 {
 	if c := f.channels[ch]; c != nil {
 		return c.Head.Seq
@@ -40,7 +40,7 @@ func (f *Facts) Head(ch string) int64 {
 	return 0
 }
 
-// member reports whether the user is a member of the channel, and whether
+// Member reports whether the user is a member of the channel, and whether
 // the channel has registered members at all (otherwise membership is not
 // tracked for it and every user may mark it).
 func (f *Facts) Member(k receipt.Key) (member, registered bool) {
@@ -52,7 +52,7 @@ func (f *Facts) Member(k receipt.Key) (member, registered bool) {
 	return r != nil && r.Member, true
 }
 
-// userRegister is the user's register in the channel as the user's hash
+// UserRegister is the user's register in the channel as the user's hash
 // (or, when that lacks it, the channel's hash) holds it.
 func (f *Facts) UserRegister(k receipt.Key) (channel.Membership, bool) {
 	kf := f.keys[k]
@@ -67,7 +67,7 @@ func (f *Facts) UserRegister(k receipt.Key) (channel.Membership, bool) {
 	return m, ok
 }
 
-// lookup gathers the facts of keys. Redis failing leaves them unknown
+// Lookup gathers the facts of keys. Redis failing leaves them unknown
 // (the write path still makes the call durable); Postgres failing during
 // a fallback leaves what Redis had.
 func (g *Core) Lookup(ctx context.Context, keys []receipt.Key, userRegisters bool) *Facts {
@@ -81,7 +81,7 @@ func (g *Core) Lookup(ctx context.Context, keys []receipt.Key, userRegisters boo
 	return f
 }
 
-// lookupForWrite is lookup(keys, false) for a write: the same round trip
+// LookupForWrite is lookup(keys, false) for a write: the same round trip
 // also reads the keys' stored values for the merge that follows the
 // checks (redisstore.FactsAndValues).
 func (g *Core) LookupForWrite(ctx context.Context, keys []receipt.Key) (*Facts, *redisstore.MarkValues) {
@@ -194,7 +194,7 @@ func (g *Core) fillMembers(ctx context.Context, f *Facts, ch string) {
 	}
 }
 
-// durableMembers reads a channel's registers from Postgres and hydrates
+// DurableMembers reads a channel's registers from Postgres and hydrates
 // Redis with them (marking the hash complete), or answers
 // errTooManyMembers past MaxHydrateMembers. hydrated says Redis now holds
 // the channel's whole membership hash.

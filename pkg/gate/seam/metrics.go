@@ -95,7 +95,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// countStale counts the marks Redis did not advance: incoming is what a
+// CountStale counts the marks Redis did not advance: incoming is what a
 // mark wrote, merged Redis's answer for it. Failed merges are not counted
 // (redis_degraded_total has them).
 func (m *Metrics) CountStale(incoming []receipt.State, merged []redisstore.MergeResult) {

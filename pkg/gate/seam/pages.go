@@ -19,7 +19,7 @@ const (
 	MaxChannelPageSize     = redisstore.MaxUnreadChannels
 )
 
-// channelPage reads page_size and page_token of a call that lists
+// ChannelPage reads page_size and page_token of a call that lists
 // channels or asks for the default set (listed false); paging applies to
 // the default set only (a listed call gets the zero Page: no cut).
 func ChannelPage(size int32, token string, listed bool) (redisstore.Page, error) {
@@ -46,12 +46,12 @@ func ChannelPage(size int32, token string, listed bool) (redisstore.Page, error)
 	return redisstore.Page{After: after, Limit: int(size)}, nil
 }
 
-// nextPageToken is the token of the page after the one ending at channel.
+// NextPageToken is the token of the page after the one ending at channel.
 func NextPageToken(lastChannel string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(lastChannel))
 }
 
-// pageOf cuts a whole, channel-sorted default set down to page: the
+// PageOf cuts a whole, channel-sorted default set down to page: the
 // items after page.After, at most page.Limit; more reports a cut at the
 // end. The Postgres fallbacks read the whole set (bounded) and page it
 // here; Redis pages before reading the heads.
@@ -71,7 +71,7 @@ func PageOf[T any](items []T, channelOf func(T) string, page redisstore.Page) (k
 	return items, false
 }
 
-// decodePageToken reads the opaque token: the last user id of the
+// DecodePageToken reads the opaque token: the last user id of the
 // previous page.
 func DecodePageToken(tok string) (string, error) {
 	if tok == "" {

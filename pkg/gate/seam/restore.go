@@ -84,7 +84,7 @@ func (c RestoreConfig) withDefaults() RestoreConfig {
 // errRestoreCooling is the failure of a restore during the cooldown.
 var errRestoreCooling = errors.New("restores are failing: the persister did not catch up in time")
 
-// restorer puts back what Redis lost, once per hash at a time.
+// Restorer puts back what Redis lost, once per hash at a time.
 type Restorer struct {
 	g       *Core
 	Cfg     RestoreConfig
@@ -153,7 +153,7 @@ func (r *Restorer) timedOut(ctx context.Context, err error) error {
 	return err
 }
 
-// settle returns once Postgres holds everything acknowledged that Redis
+// Settle returns once Postgres holds everything acknowledged that Redis
 // may have lost of keys (any keys of ours: their incarnation markers
 // cover them), and each key's marker to restore under. With Redis away
 // it waits for a fence of its own (zero Incarnations).
@@ -243,7 +243,7 @@ func (r *Restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 	return incs, nil
 }
 
-// settled returns once Postgres holds what Redis may have lost of the
+// Settled returns once Postgres holds what Redis may have lost of the
 // users' and channels' keys: call it before a Postgres read whose answer
 // goes to a caller or into Redis (restore.go).
 func (g *Core) Settled(ctx context.Context, users, channels []string) error {
@@ -277,7 +277,7 @@ func (r *Restorer) shared(ctx context.Context, name string, fn func(context.Cont
 	}
 }
 
-// cursors restores the users' cursor hashes. One user is restored alone
+// Cursors restores the users' cursor hashes. One user is restored alone
 // (concurrent restores of it share one); several, as a write's flush
 // brings them, in one round trip per store: one marker check, one
 // Postgres read, one pipeline of hydrates. A user with a fence of its own
@@ -390,7 +390,7 @@ func (r *Restorer) cursorsOf(ctx context.Context, user string) error {
 	return err
 }
 
-// userFence waits for the fence a degraded write left on user (see
+// UserFence waits for the fence a degraded write left on user (see
 // noteDegraded) and returns it ("" none).
 func (r *Restorer) UserFence(ctx context.Context, user string) (string, error) {
 	fence, err := r.g.Redis.UserFence(ctx, user)
@@ -412,7 +412,7 @@ func (r *Restorer) UserFence(ctx context.Context, user string) (string, error) {
 	return fence, nil
 }
 
-// fenceUser leaves a fence of now for the user's next restores: what the
+// FenceUser leaves a fence of now for the user's next restores: what the
 // gateway wrote of the user is then in Postgres before a restore reads it.
 func (r *Restorer) FenceUser(ctx context.Context, user string) error {
 	if r.Cfg.Barrier == nil {
@@ -430,7 +430,7 @@ func (r *Restorer) FenceUser(ctx context.Context, user string) error {
 	return r.g.Redis.SetUserFence(ctx, user, f.String())
 }
 
-// noteDegraded records users whose writes were acknowledged while Redis
+// NoteDegraded records users whose writes were acknowledged while Redis
 // did not take them (durable in Kafka only): until settleDegraded has
 // unloaded their hashes, Redis is behind what they were told.
 func (r *Restorer) NoteDegraded(users []string) {
@@ -445,7 +445,7 @@ func (r *Restorer) NoteDegraded(users []string) {
 	r.degradedMu.Unlock()
 }
 
-// settleDegraded unloads, with a fence taken now (after their writes were
+// SettleDegraded unloads, with a fence taken now (after their writes were
 // acknowledged), the hashes of those of users with degraded writes, so
 // that they are restored, past their writes, before Redis answers of them.
 // It returns an error while it cannot: the caller answers without Redis.
@@ -489,7 +489,7 @@ func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
 	return nil
 }
 
-// restore settles key's marker, then runs load under it, again when the
+// Restore settles key's marker, then runs load under it, again when the
 // marker moved meanwhile (Redis lost data during the restore).
 func (r *Restorer) Restore(ctx context.Context, key string, load func(context.Context, redisstore.Incarnation) error) error {
 	var err error

@@ -9,7 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// invalid turns a validation failure into the API error: InvalidArgument
+// Invalid turns a validation failure into the API error: InvalidArgument
 // (HTTP 400) with reason, the field-named message and the field in the
 // ErrorInfo; nil when err is nil, so that a validator's result can be
 // passed as it is.
@@ -20,7 +20,7 @@ func Invalid(reason apierr.Reason, err error, meta ...apierr.Meta) error {
 	return apierr.New(connect.CodeInvalidArgument, reason, err, meta...)
 }
 
-// tooMany is the refusal of a list over its limit: InvalidArgument,
+// TooMany is the refusal of a list over its limit: InvalidArgument,
 // BATCH_TOO_LARGE with the limit.
 func TooMany(field, has string, limit int) error {
 	return Invalid(apierr.BatchTooLarge, &receipt.FieldError{Field: field, Reason: fmt.Sprintf("%s; the limit is %d", has, limit)}, apierr.Limit(int64(limit)))

@@ -265,9 +265,10 @@ func CompareActivity(a, b *thread.Head) int {
 	return a.Ref.Compare(b.Ref)
 }
 
-// A page token of a list ordered by activity (CompareActivity: threads,
-// the inbox's lines) is its last item's (activity, root, channel); root 0
-// is a channel's own line, only in the inbox (channelLines).
+// EncodeActivityToken is the page token of a list ordered by activity
+// (CompareActivity: threads, the inbox's lines): its last item's
+// (activity, root, channel); root 0 is a channel's own line, only in the
+// inbox (channelLines).
 func EncodeActivityToken(h thread.Head) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(h.UpdatedAtUnixMs, 10) + " " + strconv.FormatInt(h.Root, 10) + " " + h.Channel))
 }

@@ -87,11 +87,11 @@ var errRestoreCooling = errors.New("restores are failing: the persister did not 
 // Restorer puts back what Redis lost, once per hash at a time.
 type Restorer struct {
 	g       *Core
-	Cfg     RestoreConfig
+	cfg     RestoreConfig
 	flights singleflight.Group
 	// coolUntil is the Unix nanosecond until which restores fail fast.
 	coolUntil atomic.Int64
-	M         restoreMetrics
+	m         restoreMetrics
 
 	// degraded are the users with writes acknowledged while Redis could
 	// not take them: their hashes are unloaded (with a fence of their
@@ -99,7 +99,7 @@ type Restorer struct {
 	degradedMu sync.Mutex
 	degraded   map[string]bool
 	nDegraded  atomic.Int64
-	// slots bounds the restores writes run beside their flushes.
+	// Slots bounds the restores writes run beside their flushes.
 	Slots chan struct{}
 }
 
@@ -111,7 +111,7 @@ type restoreMetrics struct {
 
 func newRestorer(g *Core, cfg RestoreConfig, reg prometheus.Registerer) *Restorer {
 	f := promauto.With(reg)
-	r := &Restorer{g: g, Cfg: cfg.withDefaults(), degraded: map[string]bool{}, Slots: make(chan struct{}, restoreParallel), M: restoreMetrics{
+	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
@@ -127,11 +127,11 @@ func newRestorer(g *Core, cfg RestoreConfig, reg prometheus.Registerer) *Restore
 		}),
 	}}
 	for _, l := range []redisstore.Loss{redisstore.LossMissing, redisstore.LossFailover, redisstore.LossEviction} {
-		r.M.losses.WithLabelValues(l.String())
+		r.m.losses.WithLabelValues(l.String())
 	}
 	for _, k := range []string{"cursors", "threads"} {
-		r.M.restores.WithLabelValues(k, "ok")
-		r.M.restores.WithLabelValues(k, "failed")
+		r.m.restores.WithLabelValues(k, "ok")
+		r.m.restores.WithLabelValues(k, "failed")
 	}
 	return r
 }
@@ -141,14 +141,14 @@ func (r *Restorer) bounded(ctx context.Context) (context.Context, context.Cancel
 	if time.Now().UnixNano() < r.coolUntil.Load() {
 		return nil, nil, errRestoreCooling
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.Cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
 	return ctx, cancel, nil
 }
 
 // timedOut starts the cooldown after a wait that ran out of time.
 func (r *Restorer) timedOut(ctx context.Context, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		r.coolUntil.Store(time.Now().Add(r.Cfg.Cooldown).UnixNano())
+		r.coolUntil.Store(time.Now().Add(r.cfg.Cooldown).UnixNano())
 	}
 	return err
 }
@@ -169,12 +169,12 @@ func (r *Restorer) Settle(ctx context.Context, keys ...string) ([]redisstore.Inc
 		// Redis is away: the read answers from Postgres, once it holds
 		// what was in flight when the read began.
 		incs, err = make([]redisstore.Incarnation, len(keys)), nil
-		if r.Cfg.Barrier != nil {
-			err = r.Cfg.Barrier.CatchUp(bctx)
+		if r.cfg.Barrier != nil {
+			err = r.cfg.Barrier.CatchUp(bctx)
 		}
 	}
 	if waited := time.Since(start); waited > time.Millisecond {
-		r.M.wait.Observe(waited.Seconds())
+		r.m.wait.Observe(waited.Seconds())
 	}
 	if err != nil {
 		return nil, r.timedOut(bctx, fmt.Errorf("settling what Redis may have lost: %w", err))
@@ -203,10 +203,10 @@ func (r *Restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 		}
 		if fence == "" {
 			fence = redisstore.NoFence
-			if r.Cfg.Barrier != nil {
+			if r.cfg.Barrier != nil {
 				// Taken after the loss was seen: everything acknowledged
 				// before the loss is below it.
-				f, err := r.Cfg.Barrier.Mark(ctx)
+				f, err := r.cfg.Barrier.Mark(ctx)
 				if err != nil {
 					return nil, err
 				}
@@ -218,10 +218,10 @@ func (r *Restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 			return nil, err
 		}
 		incs[i], renewed[mk] = inc, inc
-		r.M.losses.WithLabelValues(loss.String()).Inc()
+		r.m.losses.WithLabelValues(loss.String()).Inc()
 		r.g.Log.Warn("redis lost data: restores wait for the persister to write what was in flight", zap.Stringer("loss", loss), zap.String("marker", mk), zap.String("fence", fence))
 	}
-	if r.Cfg.Barrier == nil {
+	if r.cfg.Barrier == nil {
 		return incs, nil
 	}
 	waited := map[string]bool{}
@@ -233,7 +233,7 @@ func (r *Restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 		if err != nil {
 			return nil, err
 		}
-		if err := r.Cfg.Barrier.Wait(ctx, f); err != nil {
+		if err := r.cfg.Barrier.Wait(ctx, f); err != nil {
 			return nil, err
 		}
 		waited[inc.Fence] = true
@@ -394,7 +394,7 @@ func (r *Restorer) cursorsOf(ctx context.Context, user string) error {
 // noteDegraded) and returns it ("" none).
 func (r *Restorer) UserFence(ctx context.Context, user string) (string, error) {
 	fence, err := r.g.Redis.UserFence(ctx, user)
-	if err != nil || fence == "" || fence == redisstore.NoFence || r.Cfg.Barrier == nil {
+	if err != nil || fence == "" || fence == redisstore.NoFence || r.cfg.Barrier == nil {
 		return fence, err
 	}
 	f, err := grouplag.ParseFence(fence)
@@ -406,7 +406,7 @@ func (r *Restorer) UserFence(ctx context.Context, user string) (string, error) {
 		return "", err
 	}
 	defer cancel()
-	if err := r.Cfg.Barrier.Wait(bctx, f); err != nil {
+	if err := r.cfg.Barrier.Wait(bctx, f); err != nil {
 		return "", r.timedOut(bctx, err)
 	}
 	return fence, nil
@@ -415,14 +415,14 @@ func (r *Restorer) UserFence(ctx context.Context, user string) (string, error) {
 // FenceUser leaves a fence of now for the user's next restores: what the
 // gateway wrote of the user is then in Postgres before a restore reads it.
 func (r *Restorer) FenceUser(ctx context.Context, user string) error {
-	if r.Cfg.Barrier == nil {
+	if r.cfg.Barrier == nil {
 		return nil
 	}
 	bctx, cancel, err := r.bounded(ctx)
 	if err != nil {
 		return err
 	}
-	f, err := r.Cfg.Barrier.Mark(bctx)
+	f, err := r.cfg.Barrier.Mark(bctx)
 	cancel()
 	if err != nil {
 		return err
@@ -465,12 +465,12 @@ func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
 		return nil
 	}
 	fence := redisstore.NoFence
-	if r.Cfg.Barrier != nil {
+	if r.cfg.Barrier != nil {
 		bctx, cancel, err := r.bounded(ctx)
 		if err != nil {
 			return err
 		}
-		f, err := r.Cfg.Barrier.Mark(bctx)
+		f, err := r.cfg.Barrier.Mark(bctx)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("fencing degraded writes: %w", err)
@@ -510,7 +510,7 @@ func (r *Restorer) count(kind string, err error) {
 	if err != nil {
 		outcome = "failed"
 	}
-	r.M.restores.WithLabelValues(kind, outcome).Inc()
+	r.m.restores.WithLabelValues(kind, outcome).Inc()
 }
 
 // durableCursors reads every cursor of user from Postgres, in pages.

@@ -7,7 +7,6 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,13 +17,13 @@ import (
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tracing"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // validateChannelList checks a user id and a bounded list of channel ids,
@@ -89,12 +88,12 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		cu := &cus[i]
 		cu.ChannelId = v.Channel
 		cu.Head, cu.Read, cu.PublicRead = head, read, public
-		cu.UnreadCount = v.Unread
-		level, muted, countsUnread, countsMentions := lv.of(v.Channel)
-		mentions, capped := v.MentionsAt(countsGroupMentions(level))
-		cu.MentionCount = min(mentions, int64(g.cfg.MentionCap))
-		cu.MentionsCapped = capped
-		cu.FirstUnreadSeq = v.FirstUnread
+		level, muted, _, _ := lv.of(v.Channel)
+		c := v.At(level, muted)
+		cu.UnreadCount = c.Unread
+		cu.MentionCount = min(c.Mentions, int64(g.cfg.MentionCap))
+		cu.MentionsCapped = c.MentionsCapped
+		cu.FirstUnreadSeq = c.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member
 		if tc, ok := threads[v.Channel]; ok {
 			cu.UnreadThreads, cu.ThreadMentionCount = tc.unreadThreads, tc.mentions
@@ -102,13 +101,13 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		}
 		cu.Level, cu.Muted, cu.MutedUntilUnixMs = level.String(), muted, lv.byChannel[v.Channel].MutedUntilUnixMs
 		out.Channels[i] = cu
-		if countsUnread {
+		if c.CountsUnread {
 			out.UnreadTotal += cu.UnreadCount
 			if cu.UnreadCount > 0 {
 				out.ChannelsWithUnread++
 			}
 		}
-		if countsMentions {
+		if c.CountsMentions {
 			out.MentionTotal += cu.MentionCount
 			out.MentionsCapped = out.MentionsCapped || cu.MentionsCapped
 		}
@@ -117,7 +116,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 }
 
 // viewChannels is the channels of views, in their order.
-func viewChannels(views []redisstore.ChannelView) []string {
+func viewChannels(views []unread.ChannelView) []string {
 	out := make([]string, len(views))
 	for i, v := range views {
 		out[i] = v.Channel
@@ -138,8 +137,8 @@ func positionProto(p receipt.Position) *receiptsv1.Position {
 // write made meanwhile wins), and Redis is read again — at most three
 // bounded reads. When Redis cannot answer, the counts come from Postgres
 // alone (which may lag by the persister's delay).
-func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
-	views, _, err := g.unreadPage(ctx, user, channels, redisstore.Page{}, nil)
+func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
+	views, _, err := g.unreadPage(ctx, user, channels, unread.Page{}, nil)
 	return views, err
 }
 
@@ -155,8 +154,8 @@ type unreadSeen struct {
 // unreadPage is unread of a page of the default set (page applies only
 // when no channel is listed); more reports that the set goes on. seen,
 // when not nil, receives what Redis showed besides the counts.
-func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page, seen *unreadSeen) (views []redisstore.ChannelView, more bool, err error) {
-	durable := func() ([]redisstore.ChannelView, bool, error) {
+func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page unread.Page, seen *unreadSeen) (views []unread.ChannelView, more bool, err error) {
+	durable := func() ([]unread.ChannelView, bool, error) {
 		if len(channels) > 0 {
 			views, err := g.durableUnread(ctx, user, channels)
 			return views, false, err
@@ -164,7 +163,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		// The page of the default set, however many channels the user
 		// has: its channels first, then their counts as if listed (no
 		// page: every page, a badge's whole set).
-		var all []redisstore.ChannelView
+		var all []unread.ChannelView
 		after := page.After
 		for {
 			limit := page.Limit
@@ -202,13 +201,13 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		return durable()
 	}
 	for attempt := 0; ; attempt++ {
-		var view redisstore.UnreadView
+		var view unread.UnreadView
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
 		probe := g.threadStore().Probe()
 		if len(channels) == 0 {
-			view, err = g.redis.UnreadPage(ctx, user, page, g.cfg.MentionCap, levels, probe)
+			view, err = g.unreadStore().ReadPage(ctx, user, page, g.cfg.MentionCap, levels, probe)
 		} else {
-			view, err = g.redis.Unread(ctx, user, channels, g.cfg.MentionCap, levels, probe)
+			view, err = g.unreadStore().Read(ctx, user, channels, g.cfg.MentionCap, levels, probe)
 		}
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
@@ -265,7 +264,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 
 // hydrateUnread copies from Postgres into Redis what view says Redis
 // lacks. A Redis failure here is only logged: the next read tells.
-func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
+func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.UnreadView) error {
 	g.m.readFallbacks.WithLabelValues("incomplete").Inc()
 	hydrate := func(op string, do func(context.Context) error) {
 		if err := do(ctx); err != nil {
@@ -361,7 +360,7 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 
 // hydrateChannelSets copies from Postgres into Redis the deletions and
 // group mentions of the channels whose Redis does not know them.
-func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadView) error {
+func (g *Gate) hydrateChannelSets(ctx context.Context, view unread.UnreadView) error {
 	var errs []error
 	if len(view.MissingGroupMentions) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
@@ -403,12 +402,12 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 }
 
 // durableUnread computes the counts from Postgres alone.
-func (g *Gate) durableUnread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+func (g *Gate) durableUnread(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
 	// Redis is away (or lacks the user): Postgres answers once it holds
 	// what was in flight. The user's keys stand for the channels' (one
 	// marker, or one fence of the reader's own with Redis away).
 	err := g.settled(ctx, []string{user}, nil)
-	var views []redisstore.ChannelView
+	var views []unread.ChannelView
 	if err == nil {
 		views, err = g.durableViews(ctx, user, channels)
 	}
@@ -422,114 +421,14 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 	return views, nil
 }
 
-func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.cfg.PostgresTimeout)
 	defer cancel()
-	states, err := g.pg.Get(pctx, user, channels)
-	if err != nil {
-		return nil, err
-	}
-	regs, err := g.pg.Memberships(pctx, user, channels)
-	if err != nil {
-		return nil, err
-	}
-	mentions, err := g.mentionStore().ReadPG(pctx, user, channels, g.cfg.MentionCap)
-	if err != nil {
-		return nil, err
-	}
-	byCh := map[string]*redisstore.ChannelView{}
-	view := func(ch string) *redisstore.ChannelView {
-		v, ok := byCh[ch]
-		if !ok {
-			v = &redisstore.ChannelView{Channel: ch, State: receipt.State{Key: receipt.Key{User: user, Channel: ch}}}
-			byCh[ch] = v
-		}
-		return v
-	}
-	for _, ch := range channels {
-		view(ch)
-	}
-	for _, s := range states {
-		v := view(s.Key.Channel)
-		v.State, v.HasState = s, true
-	}
-	for _, m := range regs {
-		v := view(m.Key.Channel)
-		v.Membership, v.HasMembership = m, true
-	}
-	var set []string
-	for ch, v := range byCh {
-		if len(channels) == 0 && v.HasMembership && !v.Membership.Member {
-			continue // left: the channel no longer counts
-		}
-		set = append(set, ch)
-	}
-	heads, err := g.pg.Heads(pctx, set)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range heads {
-		byCh[h.Channel].Head, byCh[h.Channel].HeadKnown = h, true
-	}
-	seqs := map[string][]int64{}
-	for _, m := range mentions {
-		seqs[m.Key.Channel] = m.Seqs
-	}
-	out := make([]redisstore.ChannelView, 0, len(set))
-	for _, ch := range set {
-		v := byCh[ch]
-		v.Unread, v.FirstUnread = channel.Unread(v.Head.Seq, v.State)
-		out = append(out, *v)
-	}
-	groups, err := g.durableGroupMentions(pctx, user, out)
-	if err != nil {
-		return nil, err
-	}
-	// The deletions, as the real-time read counts them: of the messages
-	// and of the mentions, explicit and group.
-	var qs []deletions.Query
-	var qv []int
-	for i := range out {
-		v := &out[i]
-		read := v.State.EffectiveRead().Seq
-		seqs[v.Channel] = slices.DeleteFunc(slices.Clone(seqs[v.Channel]), func(m int64) bool { return m <= read })
-		if v.Unread > 0 {
-			q := deletions.Query{Ref: thread.Ref{Channel: v.Channel}, Read: read, Head: v.Head.Seq}
-			q.Mentions = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(seqs[v.Channel]), groups[v.Channel]...))))
-			qs, qv = append(qs, q), append(qv, i)
-		}
-	}
-	dc, err := g.deletionStore().CountPG(pctx, qs)
-	if err != nil {
-		return nil, err
-	}
-	for i, j := range qv {
-		v := &out[j]
-		v.Unread, v.FirstUnread = channel.AfterDeletions(v.Unread, dc[i].FirstKept, dc[i].Deleted)
-		deleted := func(m int64) bool { return slices.Contains(dc[i].DeletedMentions, m) }
-		seqs[v.Channel] = slices.DeleteFunc(seqs[v.Channel], deleted)
-		groups[v.Channel] = slices.DeleteFunc(groups[v.Channel], deleted)
-	}
-	for i := range out {
-		v := &out[i]
-		read := v.State.EffectiveRead().Seq
-		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[v.Channel], read, g.cfg.MentionCap)
-		if group := groups[v.Channel]; len(group) > 0 {
-			v.SetGroupMentions(channel.MentionCountWithGroup(seqs[v.Channel], group, read, g.cfg.MentionCap))
-		}
-	}
-	return sortViews(out), nil
+	return g.unreadStore().ReadPG(pctx, user, channels, g.cfg.MentionCap)
 }
 
-// sortViews sorts views by channel. They mostly come in order: checking
-// is cheaper than sorting the large structs.
-func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
-	byChannel := func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) }
-	if !slices.IsSortedFunc(vs, byChannel) {
-		slices.SortFunc(vs, byChannel)
-	}
-	return vs
-}
+// unreadStore is the unread view's storage on the gate's stores.
+func (g *Gate) unreadStore() unread.Store { return unread.NewStore(g.pg, g.redis) }
 
 // MarkUnread implements receiptsv1connect.ReceiptServiceHandler. It moves
 // only the user's private read, to the epoch after the one the client saw

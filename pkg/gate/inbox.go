@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // Inbox page sizes.
@@ -149,7 +150,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
 	probe := g.threadStore().Probe()
-	order, err := g.redis.InboxOrder(ctx, user, probe)
+	order, err := g.unreadStore().Order(ctx, user, probe)
 	switch {
 	case err == nil && order.Complete:
 		return order.Heads, probe.None(), nil
@@ -160,7 +161,7 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 		g.redisDegradedOn(ctx, redisOpGet, 1, err)
 	}
 	var seen unreadSeen
-	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: MaxChannelPageSize}, &seen)
+	views, _, err := g.unreadPage(ctx, user, nil, unread.Page{Limit: MaxChannelPageSize}, &seen)
 	if err != nil {
 		return nil, false, err
 	}

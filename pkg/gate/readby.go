@@ -15,9 +15,9 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
 	"github.com/readstate/receipts/pkg/views/readby"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // rebuildPage bounds one Postgres page of a view rebuild.
@@ -403,7 +403,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 	}
 	for _, u := range m.GetBadgeUserIds() {
 		var seen unreadSeen
-		views, _, err := g.unreadPage(ctx, u, nil, redisstore.Page{}, &seen)
+		views, _, err := g.unreadPage(ctx, u, nil, unread.Page{}, &seen)
 		if err != nil {
 			return nil, err
 		}

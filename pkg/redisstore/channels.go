@@ -49,10 +49,17 @@ const (
 	// memberChunk bounds the registers of one hydrate script call.
 	memberChunk = 256
 	// MaxUnreadChannels bounds a user's default channel set in one
-	// Unread: the Postgres fallback's bound (pgstore.MaxChannelsPerRead),
-	// so that both stores answer the same users.
+	// read of it (the unread view's, a kind's user hash read whole): the
+	// Postgres fallback's bound (pgstore.MaxChannelsPerRead), so that
+	// both stores answer the same users.
 	MaxUnreadChannels = 10000
 )
+
+// ErrTooManyChannels is the answer of a read of a user's default channel
+// set (or of a user hash read whole) larger than MaxUnreadChannels: read
+// it from Postgres (which pages the first MaxUnreadChannels in channel
+// order) or list the channels.
+var ErrTooManyChannels = errors.New("more channels than one unread read covers")
 
 // UserMembersKey is a user's membership hash.
 func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + user + "}" }
@@ -359,15 +366,15 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 // known to have no head maps to a Head with Seq 0; a channel Redis knows
 // nothing about is absent (read Postgres, then HydrateHeads).
 func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
-	var heads *headsRead
+	var heads *ChannelValues
 	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		heads = s.queueHeads(ctx, pipe, s.headKeys(channels))
+		heads = s.QueueChannelValues(ctx, pipe, channels)
 	}); err != nil {
 		return nil, err
 	}
 	out := make(map[string]channel.Head, len(channels))
 	for i, ch := range channels {
-		v, ok, err := heads.get(i)
+		v, ok, err := heads.Head(i)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}

@@ -53,9 +53,6 @@ type Store struct {
 	onScripted func(marks int)
 	// undecodable counts the fields reads skipped (nil: not counted).
 	undecodable prometheus.Counter
-	// unreadChunk is UnreadChunkDefault; the tests make it small, to
-	// read small users in parts.
-	unreadChunk int
 }
 
 // layout is how Merge writes a state: the script and its per-state ARGV.
@@ -81,7 +78,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = PrefixDefault
 	}
-	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable, unreadChunk: UnreadChunkDefault}
+	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable}
 }
 
 // Client returns the underlying client.
@@ -108,7 +105,6 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context, extra ...*redis.Script) error {
 	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
-	scripts = append(scripts, countDeletionsScript)
 	for _, sc := range append(scripts, extra...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)

@@ -151,9 +151,25 @@ func (s Store) ScanRedisUsers(ctx context.Context, cur redisstore.ScanCursor, co
 	return s.redis.ScanTagged(ctx, keyTag, cur, count)
 }
 
+// ParseSeqList reads a stored mention list: space-separated padded seqs
+// (redisstore.PadSeq), ascending, nil when it holds none. The unread
+// view decodes the seqs above a read with it (the list's tail: byte
+// order is numeric order).
+func ParseSeqList(v string) ([]int64, error) {
+	var out []int64
+	for m := range strings.FieldsSeq(v) {
+		q, err := redisstore.ParsePadded(m)
+		if err != nil || len(m) != redisstore.SeqWidth {
+			return nil, fmt.Errorf("%q is not a padded seq", m)
+		}
+		out = append(out, q)
+	}
+	return out, nil
+}
+
 // decode reads a stored mention list (nil when it holds none).
 func decode(k receipt.Key, v string) ([]int64, error) {
-	seqs, err := redisstore.ParseSeqList(v)
+	seqs, err := ParseSeqList(v)
 	if err != nil {
 		return nil, fmt.Errorf("decoding the redis mentions of %s: %w", k.KafkaKey(), err)
 	}

@@ -296,15 +296,11 @@ func decodeRegister(k receipt.Key, v string) (channel.Membership, error) {
 	return m, nil
 }
 
-// exec is Exec of the store's own scripts.
-func (s *Store) exec(ctx context.Context, build func(redis.Pipeliner)) ([]redis.Cmder, error) {
-	return s.Exec(ctx, build)
-}
-
-// readEach calls decode with each answer of cmds that Redis holds. An
-// answer decode refuses is skipped and counted: an undecodable stored
-// field never fails a whole read (the sweep repairs it from Postgres).
-func (s *Store) readEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
+// ReadEach calls decode with each answer of cmds that Redis holds. An
+// answer decode refuses is skipped and counted (SkipUndecodable): an
+// undecodable stored field never fails a whole read (the sweep repairs it
+// from Postgres).
+func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
 		if errors.Is(err, redis.Nil) {
@@ -314,7 +310,7 @@ func (s *Store) readEach(cmds []*redis.StringCmd, decode func(i int, v string) e
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		if decode(i, v) != nil {
-			s.skipUndecodable()
+			s.SkipUndecodable()
 		}
 	}
 	return nil
@@ -334,7 +330,7 @@ type HeadResult struct {
 func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadResult, error) {
 	out := make([]HeadResult, len(heads))
 	cmds := make([]*redis.Cmd, len(heads))
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, h := range heads {
 			v, err := encodeHead(h)
 			if err != nil {
@@ -367,7 +363,7 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 // nothing about is absent (read Postgres, then HydrateHeads).
 func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
 	var heads *ChannelValues
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		heads = s.QueueChannelValues(ctx, pipe, channels)
 	}); err != nil {
 		return nil, err
@@ -382,7 +378,7 @@ func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channe
 			continue
 		}
 		if h, err := decodeHead(ch, v); err != nil {
-			s.skipUndecodable()
+			s.SkipUndecodable()
 		} else {
 			out[ch] = h
 		}
@@ -431,7 +427,7 @@ func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership)
 	out := make([]MembershipResult, len(regs))
 	um := make([]*redis.Cmd, len(regs))
 	cm := make([]*redis.Cmd, len(regs))
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, m := range regs {
 			v, err := encodeRegister(m)
 			if err != nil {
@@ -531,7 +527,7 @@ func (s *Store) ChannelMembers(ctx context.Context, ch string, users []string) (
 func (s *Store) RegistersOf(ctx context.Context, keys []receipt.Key) (byUser, byChannel []*channel.Membership, err error) {
 	ucmds := make([]*redis.StringCmd, len(keys))
 	ccmds := make([]*redis.StringCmd, len(keys))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, k := range keys {
 			ucmds[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
 			ccmds[i] = pipe.HGet(ctx, s.ChannelMembersKey(k.Channel), k.User)
@@ -541,7 +537,7 @@ func (s *Store) RegistersOf(ctx context.Context, keys []receipt.Key) (byUser, by
 	}
 	read := func(cmds []*redis.StringCmd) ([]*channel.Membership, error) {
 		out := make([]*channel.Membership, len(cmds))
-		err := s.readEach(cmds, func(i int, v string) error {
+		err := s.ReadEach(cmds, func(i int, v string) error {
 			m, err := decodeRegister(keys[i], v)
 			if err == nil {
 				out[i] = &m

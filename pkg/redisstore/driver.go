@@ -7,7 +7,6 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/thread"
 )
 
 const (
@@ -89,24 +87,12 @@ func (s *Store) Exec(ctx context.Context, build func(redis.Pipeliner), scripts .
 	}
 }
 
-// ReadEach calls decode with each answer of cmds that Redis holds. An
-// answer decode refuses is skipped and counted (SkipUndecodable): an
-// undecodable stored field never fails a whole read (the sweep repairs
-// it from Postgres).
-func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
-	return s.readEach(cmds, decode)
-}
-
 // ScanTaggedTails is ScanTagged with what follows each key's tag
 // ("" for a key that ends with it): a kind whose keys carry a suffix
 // after the tag (a thread's root) reads it there.
 func (s *Store) ScanTaggedTails(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, []string, ScanCursor, error) {
 	return s.scanTagged(ctx, kind, cur, count)
 }
-
-// SkipUndecodable counts a stored field a read skipped because it could
-// not be decoded (see skipUndecodable).
-func (s *Store) SkipUndecodable() { s.skipUndecodable() }
 
 // ParseGeneration reads the erasure generation a write's script answers
 // (as mergeScript's): "-1" is GenerationUnknown.
@@ -160,11 +146,4 @@ func (s *Store) MarkLoaded(ctx context.Context, hash string, inc Incarnation) er
 // compare-and-set can later expect both.
 func (s *Store) QueueReadWithGeneration(ctx context.Context, pipe redis.Pipeliner, hash, tomb, field string) *redis.Cmd {
 	return readMarksScript.EvalSha(ctx, pipe, []string{hash, tomb}, field)
-}
-
-// RememberReplyIDs keeps the reply ids of thread heads (those with one)
-// for the inbox's first unread id (MessageIDs): a kind that raises a
-// thread's head calls it after the raise.
-func (s *Store) RememberReplyIDs(ctx context.Context, heads []thread.Head) error {
-	return s.rememberReplyIDs(ctx, heads)
 }

@@ -47,16 +47,17 @@ func (s *Store) messageIDsKeyOf(r MessageRef) string {
 	return s.MessageIDsKey(r.Channel)
 }
 
-// rememberReplyIDs keeps the reply ids of thread heads (those with one) in
+// RememberReplyIDs keeps the reply ids of thread heads (those with one) in
 // their threads' sets, trimmed to the newest MessageIDsKept, in one
-// pipeline. The sets are a cache of ids, not state: the order of writes
-// does not matter.
-func (s *Store) rememberReplyIDs(ctx context.Context, heads []thread.Head) error {
+// pipeline, for the inbox's first unread id (MessageIDs): the thread kind
+// calls it after a raise. The sets are a cache of ids, not state: the
+// order of writes does not matter.
+func (s *Store) RememberReplyIDs(ctx context.Context, heads []thread.Head) error {
 	kept := slices.DeleteFunc(slices.Clone(heads), func(h thread.Head) bool { return h.MessageID == "" || h.Seq <= 0 })
 	if len(kept) == 0 {
 		return nil
 	}
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for _, h := range kept {
 			k := s.threadMessageIDsKey(h.Ref)
 			seq := strconv.FormatInt(h.Seq, 10)
@@ -74,7 +75,7 @@ func (s *Store) rememberReplyIDs(ctx context.Context, heads []thread.Head) error
 // none), in one pipeline.
 func (s *Store) MessageIDs(ctx context.Context, refs []MessageRef) ([]string, error) {
 	cmds := make([]*redis.StringSliceCmd, len(refs))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, r := range refs {
 			if r.Seq > 0 {
 				q := strconv.FormatInt(r.Seq, 10)

@@ -36,5 +36,9 @@
 // (notices, unread counts, membership), read-by and ticks under each
 // user's privacy settings (from the read-by view, pkg/views/readby, whose
 // Redis layout, fallback and answers are the view's), user erasure, and
-// WatchChannels over the watch hub (pkg/watch).
+// WatchChannels over the watch hub (pkg/watch). Unread counts, the badge
+// and the inbox's order come from the unread view (pkg/views/unread: its
+// Redis read, its Postgres fallback and the badge rule, Count); the gate
+// hydrates what the view reports Redis lacks and reads again
+// (channels.go), and applies each channel's level (notifications.go).
 package gate

@@ -152,19 +152,21 @@ func (s Store) ScanRedisUsers(ctx context.Context, cur redisstore.ScanCursor, co
 }
 
 // ParseSeqList reads a stored mention list: space-separated padded seqs
-// (redisstore.PadSeq), ascending, nil when it holds none. The unread
-// view decodes the seqs above a read with it (the list's tail: byte
-// order is numeric order).
-func ParseSeqList(v string) ([]int64, error) {
-	var out []int64
+// (redisstore.PadSeq), ascending, nil when it holds none.
+func ParseSeqList(v string) ([]int64, error) { return AppendSeqList(nil, v) }
+
+// AppendSeqList appends the seqs of a stored mention list (or of its
+// tail: the unread view decodes only the seqs above a read, which byte
+// order finds without decoding) to dst.
+func AppendSeqList(dst []int64, v string) ([]int64, error) {
 	for m := range strings.FieldsSeq(v) {
 		q, err := redisstore.ParsePadded(m)
 		if err != nil || len(m) != redisstore.SeqWidth {
-			return nil, fmt.Errorf("%q is not a padded seq", m)
+			return dst, fmt.Errorf("%q is not a padded seq", m)
 		}
-		out = append(out, q)
+		dst = append(dst, q)
 	}
-	return out, nil
+	return dst, nil
 }
 
 // decode reads a stored mention list (nil when it holds none).

@@ -72,8 +72,7 @@ func (s Store) readChunked(ctx context.Context, view UnreadView, channels []stri
 				p.undeleted, p.err = s.readDeletions(ctx, p.views, p.undeleted)
 			}
 			for j := range p.views {
-				v := &p.views[j]
-				*v = newChannelView(v.Channel, v.Input, mentionCap)
+				p.views[j].count()
 			}
 		})
 	}

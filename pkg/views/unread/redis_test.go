@@ -121,7 +121,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.Zero(t, view.Channels[0].Unread)
 }
 
-// TestSeqsAbove holds seqsAbove to the domain: the seqs of a stored
+// TestSeqsAbove holds appendSeqsAbove to the domain: the seqs of a stored
 // mention list above every bound, below, inside and above the list.
 func TestSeqsAbove(t *testing.T) {
 	t.Parallel()
@@ -138,14 +138,14 @@ func TestSeqsAbove(t *testing.T) {
 				want = append(want, q)
 			}
 		}
-		got, err := seqsAbove(v, []byte(redisstore.PadSeq(read)))
+		got, err := appendSeqsAbove(nil, v, []byte(redisstore.PadSeq(read)))
 		require.NoError(t, err)
 		require.Equal(t, want, got, "read %d", read)
 	}
-	got, err := seqsAbove("", []byte(redisstore.PadSeq(0)))
+	got, err := appendSeqsAbove(nil, "", []byte(redisstore.PadSeq(0)))
 	require.NoError(t, err)
 	require.Empty(t, got)
-	_, err = seqsAbove(redisstore.PadSeq(3)+" zz", []byte(redisstore.PadSeq(0)))
+	_, err = appendSeqsAbove(nil, redisstore.PadSeq(3)+" zz", []byte(redisstore.PadSeq(0)))
 	require.Error(t, err, "an undecodable member above the read")
 }
 

@@ -35,9 +35,16 @@ type ChannelView struct {
 // newChannelView is the view of in, counted.
 func newChannelView(ch string, in Input, mentionCap int) ChannelView {
 	v := ChannelView{Channel: ch, Input: in, mentionCap: mentionCap}
-	c := Count(in, Level{}, mentionCap)
-	v.Unread, v.FirstUnread, v.Mentions, v.MentionsCapped = c.Unread, c.FirstUnread, c.Mentions, c.MentionsCapped
+	v.count()
 	return v
+}
+
+// count sets the view's counts from its Input, in place (the views of a
+// big page are large structs: copied whole, they showed in the read's
+// time).
+func (v *ChannelView) count() {
+	c := Count(v.Input, Level{}, v.mentionCap)
+	v.Unread, v.FirstUnread, v.Mentions, v.MentionsCapped = c.Unread, c.FirstUnread, c.Mentions, c.MentionsCapped
 }
 
 // At is the view's counts at a level (Count).

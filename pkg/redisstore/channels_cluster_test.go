@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -52,7 +51,7 @@ func TestClusterChannelState(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.EqualValues(t, 1, r.MemberCount)
 	}
-	require.NoError(t, mentions.NewStore(nil, s).AddRedis(ctx, ms, capN))
+	redisstore.PutMentions(t, s, capN, ms...)
 	marks := make([]receipt.State, len(channels))
 	for i, ch := range channels {
 		marks[i] = receipt.State{Key: receipt.Key{User: user, Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 10}}}

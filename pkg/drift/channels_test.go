@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 const capN = 3
@@ -158,7 +159,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 		require.NoError(t, ms.HydrateRedis(ctx, user, mn, capN))
 		require.NoError(t, bd.rs.HydrateMemberships(ctx, user, regs))
 	}
-	view, err := bd.rs.Unread(ctx, user, channels, capN)
+	view, err := unread.NewStore(nil, bd.rs).Read(ctx, user, channels, capN)
 	require.NoError(t, err)
 	if hydrate {
 		heads, err := bd.pg.Heads(ctx, view.MissingHeads)
@@ -170,7 +171,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 			}
 		}
 		require.NoError(t, bd.rs.HydrateHeads(ctx, heads, none))
-		view, err = bd.rs.Unread(ctx, user, channels, capN)
+		view, err = unread.NewStore(nil, bd.rs).Read(ctx, user, channels, capN)
 		require.NoError(t, err)
 		require.True(t, view.CursorsComplete)
 		require.True(t, view.MembershipsComplete)
@@ -247,7 +248,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	// FLUSHALL, as far as this test's keys go.
 	flush := func() {
 		redistest.DeletePrefix(ctx, bd.rs.Client().(*redis.Client), bd.rs.Prefix())
-		view, err := bd.rs.Unread(ctx, user, nil, capN)
+		view, err := unread.NewStore(nil, bd.rs).Read(ctx, user, nil, capN)
 		require.NoError(t, err)
 		require.Empty(t, view.Channels)
 		require.False(t, view.CursorsComplete)

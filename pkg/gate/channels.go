@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
@@ -21,13 +18,13 @@ import (
 	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
-	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 	"github.com/readstate/receipts/pkg/tracing"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // validateChannelList checks a user id and a bounded list of channel ids,
@@ -92,12 +89,12 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		cu := &cus[i]
 		cu.ChannelId = v.Channel
 		cu.Head, cu.Read, cu.PublicRead = head, read, public
-		cu.UnreadCount = v.Unread
-		level, muted, countsUnread, countsMentions := lv.of(v.Channel)
-		mentions, capped := v.MentionsAt(countsGroupMentions(level))
-		cu.MentionCount = min(mentions, int64(g.Cfg.MentionCap))
-		cu.MentionsCapped = capped
-		cu.FirstUnreadSeq = v.FirstUnread
+		level, muted, _, _ := lv.of(v.Channel)
+		c := v.At(level, muted)
+		cu.UnreadCount = c.Unread
+		cu.MentionCount = min(c.Mentions, int64(g.Cfg.MentionCap))
+		cu.MentionsCapped = c.MentionsCapped
+		cu.FirstUnreadSeq = c.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member
 		if tc, ok := threads[v.Channel]; ok {
 			cu.UnreadThreads, cu.ThreadMentionCount = tc.UnreadThreads, tc.Mentions
@@ -105,13 +102,13 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		}
 		cu.Level, cu.Muted, cu.MutedUntilUnixMs = level.String(), muted, lv.byChannel[v.Channel].MutedUntilUnixMs
 		out.Channels[i] = cu
-		if countsUnread {
+		if c.CountsUnread {
 			out.UnreadTotal += cu.UnreadCount
 			if cu.UnreadCount > 0 {
 				out.ChannelsWithUnread++
 			}
 		}
-		if countsMentions {
+		if c.CountsMentions {
 			out.MentionTotal += cu.MentionCount
 			out.MentionsCapped = out.MentionsCapped || cu.MentionsCapped
 		}
@@ -120,7 +117,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 }
 
 // viewChannels is the channels of views, in their order.
-func viewChannels(views []redisstore.ChannelView) []string {
+func viewChannels(views []unread.ChannelView) []string {
 	out := make([]string, len(views))
 	for i, v := range views {
 		out[i] = v.Channel
@@ -134,11 +131,11 @@ func viewChannels(views []redisstore.ChannelView) []string {
 // Redis answers alone when it holds everything the counts need: the
 // user's hashes hydrated and every head known. Otherwise what it lacks is
 // read from Postgres and merged into Redis (hydrates are merges: a newer
-// Write made meanwhile wins), and Redis is read again — at most three
+// write made meanwhile wins), and Redis is read again — at most three
 // bounded reads. When Redis cannot answer, the counts come from Postgres
 // alone (which may lag by the persister's delay).
-func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
-	views, _, err := g.unreadPage(ctx, user, channels, redisstore.Page{}, nil)
+func (g *Gate) unread(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
+	views, _, err := g.unreadPage(ctx, user, channels, unread.Page{}, nil)
 	return views, err
 }
 
@@ -154,8 +151,8 @@ type unreadSeen struct {
 // unreadPage is unread of a page of the default set (page applies only
 // when no channel is listed); more reports that the set goes on. seen,
 // when not nil, receives what Redis showed besides the counts.
-func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page redisstore.Page, seen *unreadSeen) (views []redisstore.ChannelView, more bool, err error) {
-	durable := func() ([]redisstore.ChannelView, bool, error) {
+func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page unread.Page, seen *unreadSeen) (views []unread.ChannelView, more bool, err error) {
+	durable := func() ([]unread.ChannelView, bool, error) {
 		if len(channels) > 0 {
 			views, err := g.durableUnread(ctx, user, channels)
 			return views, false, err
@@ -163,7 +160,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		// The page of the default set, however many channels the user
 		// has: its channels first, then their counts as if listed (no
 		// page: every page, a badge's whole set).
-		var all []redisstore.ChannelView
+		var all []unread.ChannelView
 		after := page.After
 		for {
 			limit := page.Limit
@@ -201,13 +198,13 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		return durable()
 	}
 	for attempt := 0; ; attempt++ {
-		var view redisstore.UnreadView
+		var view unread.UnreadView
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
 		probe := g.ThreadStore().Probe()
 		if len(channels) == 0 {
-			view, err = g.Redis.UnreadPage(ctx, user, page, g.Cfg.MentionCap, levels, probe)
+			view, err = g.unreadStore().ReadPage(ctx, user, page, g.Cfg.MentionCap, levels, probe)
 		} else {
-			view, err = g.Redis.Unread(ctx, user, channels, g.Cfg.MentionCap, levels, probe)
+			view, err = g.unreadStore().Read(ctx, user, channels, g.Cfg.MentionCap, levels, probe)
 		}
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
@@ -264,7 +261,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 
 // hydrateUnread copies from Postgres into Redis what view says Redis
 // lacks. A Redis failure here is only logged: the next read tells.
-func (g *Gate) hydrateUnread(ctx context.Context, user string, view redisstore.UnreadView) error {
+func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.UnreadView) error {
 	g.M.ReadFallbacks.WithLabelValues("incomplete").Inc()
 	hydrate := func(op string, do func(context.Context) error) {
 		if err := do(ctx); err != nil {
@@ -360,7 +357,7 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 
 // hydrateChannelSets copies from Postgres into Redis the deletions and
 // group mentions of the channels whose Redis does not know them.
-func (g *Gate) hydrateChannelSets(ctx context.Context, view redisstore.UnreadView) error {
+func (g *Gate) hydrateChannelSets(ctx context.Context, view unread.UnreadView) error {
 	var errs []error
 	if len(view.MissingGroupMentions) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
@@ -402,12 +399,12 @@ func (g *Gate) hydrateDeletions(ctx context.Context, channels []string) error {
 }
 
 // durableUnread computes the counts from Postgres alone.
-func (g *Gate) durableUnread(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+func (g *Gate) durableUnread(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
 	// Redis is away (or lacks the user): Postgres answers once it holds
 	// what was in flight. The user's keys stand for the channels' (one
 	// marker, or one fence of the reader's own with Redis away).
 	err := g.Settled(ctx, []string{user}, nil)
-	var views []redisstore.ChannelView
+	var views []unread.ChannelView
 	if err == nil {
 		views, err = g.durableViews(ctx, user, channels)
 	}
@@ -421,114 +418,14 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 	return views, nil
 }
 
-func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]redisstore.ChannelView, error) {
+func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	states, err := g.PG.Get(pctx, user, channels)
-	if err != nil {
-		return nil, err
-	}
-	regs, err := g.PG.Memberships(pctx, user, channels)
-	if err != nil {
-		return nil, err
-	}
-	mentions, err := g.mentionStore().ReadPG(pctx, user, channels, g.Cfg.MentionCap)
-	if err != nil {
-		return nil, err
-	}
-	byCh := map[string]*redisstore.ChannelView{}
-	view := func(ch string) *redisstore.ChannelView {
-		v, ok := byCh[ch]
-		if !ok {
-			v = &redisstore.ChannelView{Channel: ch, State: receipt.State{Key: receipt.Key{User: user, Channel: ch}}}
-			byCh[ch] = v
-		}
-		return v
-	}
-	for _, ch := range channels {
-		view(ch)
-	}
-	for _, s := range states {
-		v := view(s.Key.Channel)
-		v.State, v.HasState = s, true
-	}
-	for _, m := range regs {
-		v := view(m.Key.Channel)
-		v.Membership, v.HasMembership = m, true
-	}
-	var set []string
-	for ch, v := range byCh {
-		if len(channels) == 0 && v.HasMembership && !v.Membership.Member {
-			continue // left: the channel no longer counts
-		}
-		set = append(set, ch)
-	}
-	heads, err := g.PG.Heads(pctx, set)
-	if err != nil {
-		return nil, err
-	}
-	for _, h := range heads {
-		byCh[h.Channel].Head, byCh[h.Channel].HeadKnown = h, true
-	}
-	seqs := map[string][]int64{}
-	for _, m := range mentions {
-		seqs[m.Key.Channel] = m.Seqs
-	}
-	out := make([]redisstore.ChannelView, 0, len(set))
-	for _, ch := range set {
-		v := byCh[ch]
-		v.Unread, v.FirstUnread = channel.Unread(v.Head.Seq, v.State)
-		out = append(out, *v)
-	}
-	groups, err := g.durableGroupMentions(pctx, user, out)
-	if err != nil {
-		return nil, err
-	}
-	// The deletions, as the real-time read counts them: of the messages
-	// and of the mentions, explicit and group.
-	var qs []deletions.Query
-	var qv []int
-	for i := range out {
-		v := &out[i]
-		read := v.State.EffectiveRead().Seq
-		seqs[v.Channel] = slices.DeleteFunc(slices.Clone(seqs[v.Channel]), func(m int64) bool { return m <= read })
-		if v.Unread > 0 {
-			q := deletions.Query{Ref: thread.Ref{Channel: v.Channel}, Read: read, Head: v.Head.Seq}
-			q.Mentions = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(seqs[v.Channel]), groups[v.Channel]...))))
-			qs, qv = append(qs, q), append(qv, i)
-		}
-	}
-	dc, err := g.deletionStore().CountPG(pctx, qs)
-	if err != nil {
-		return nil, err
-	}
-	for i, j := range qv {
-		v := &out[j]
-		v.Unread, v.FirstUnread = channel.AfterDeletions(v.Unread, dc[i].FirstKept, dc[i].Deleted)
-		deleted := func(m int64) bool { return slices.Contains(dc[i].DeletedMentions, m) }
-		seqs[v.Channel] = slices.DeleteFunc(seqs[v.Channel], deleted)
-		groups[v.Channel] = slices.DeleteFunc(groups[v.Channel], deleted)
-	}
-	for i := range out {
-		v := &out[i]
-		read := v.State.EffectiveRead().Seq
-		v.Mentions, v.MentionsCapped = channel.MentionCount(seqs[v.Channel], read, g.Cfg.MentionCap)
-		if group := groups[v.Channel]; len(group) > 0 {
-			v.SetGroupMentions(channel.MentionCountWithGroup(seqs[v.Channel], group, read, g.Cfg.MentionCap))
-		}
-	}
-	return sortViews(out), nil
+	return g.unreadStore().ReadPG(pctx, user, channels, g.Cfg.MentionCap)
 }
 
-// sortViews sorts views by channel. They mostly come in order: checking
-// is cheaper than sorting the large structs.
-func sortViews(vs []redisstore.ChannelView) []redisstore.ChannelView {
-	byChannel := func(a, b redisstore.ChannelView) int { return strings.Compare(a.Channel, b.Channel) }
-	if !slices.IsSortedFunc(vs, byChannel) {
-		slices.SortFunc(vs, byChannel)
-	}
-	return vs
-}
+// unreadStore is the unread view's storage on the gate's stores.
+func (g *Gate) unreadStore() unread.Store { return unread.NewStore(g.PG, g.Redis) }
 
 // MarkUnread implements receiptsv1connect.ReceiptServiceHandler. It moves
 // only the user's private read, to the epoch after the one the client saw
@@ -547,56 +444,53 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, err
 	}
 	now := g.NowMs()
-	// The record's size does not depend on the epoch Redis resolves.
-	prov, err := event.Encode(receipt.MarkUnread(m.Key, m.Seq, receipt.MaxEpoch-1))
-	if err != nil {
-		return nil, seam.Internal(err)
-	}
-	event.StampGeneration(prov, math.MaxInt64)
-	prov.Topic = g.Durable.Topic()
-	if err := g.Durable.Refuse([]*kgo.Record{prov}); err != nil {
-		return nil, g.Unavailable(ctx, 1, err)
-	}
-	unread := func() (redisstore.MergeResult, error) {
+	unread := func(ctx context.Context) (redisstore.MergeResult, error) {
 		if err := g.Restore.SettleDegraded(ctx, []string{m.Key.User}); err != nil {
 			return redisstore.MergeResult{}, err
 		}
 		return g.Redis.MarkUnread(ctx, m.Key, m.Seq, m.Epoch, m.DeviceID, now)
 	}
-	res, err := unread()
-	if errors.Is(err, redisstore.ErrNotLoaded) {
-		// Redis lost the user's cursors (or never restored them): the
-		// epoch to move past is the restored one.
-		if err = g.Restore.Cursors(ctx, []string{m.Key.User}); err == nil {
-			res, err = unread()
-		}
-	}
-	if errors.Is(err, receipt.ErrEpochLimit) {
-		return nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
-	}
-	if err != nil {
-		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
-		if cerr := seam.ContextError(ctx, err); cerr != nil {
-			return nil, cerr
-		}
-		return nil, seam.UnavailableError(fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err),
-			apierr.RetryAfter(g.Cfg.RetryAfter))
-	}
-	if res.EpochAhead {
-		return nil, markcalls.EpochAhead(m, res.SeenEpoch)
-	}
-	// No publishView: the public read does not move, so others see nothing.
-	rec, err := event.Encode(res.Resolved)
-	if err != nil {
-		return nil, seam.Internal(err)
-	}
-	// Stamped with the erasure generation the script read: an erasure
-	// drops the event only if it came first in Redis (tombstone.Drops),
-	// whatever the clocks say.
-	durability, err := g.ProduceUserRecord(ctx, rec, m.Key.User, res.Generation)
+	var res redisstore.MergeResult
+	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[receipt.State]{
+		User: m.Key.User, Encode: event.Encode,
+		// The record's size does not depend on the epoch Redis resolves.
+		Largest: receipt.MarkUnread(m.Key, m.Seq, receipt.MaxEpoch-1),
+		Change: func(ctx context.Context) (receipt.State, int64, error, error) {
+			var err error
+			res, err = unread(ctx)
+			if errors.Is(err, redisstore.ErrNotLoaded) {
+				// Redis lost the user's cursors (or never restored them):
+				// the epoch to move past is the restored one.
+				if err = g.Restore.Cursors(ctx, []string{m.Key.User}); err == nil {
+					res, err = unread(ctx)
+				}
+			}
+			switch {
+			case errors.Is(err, receipt.ErrEpochLimit):
+				return receipt.State{}, 0, nil, apierr.New(connect.CodeFailedPrecondition, apierr.EpochLimit, err, apierr.Field("seq"))
+			case err != nil:
+				return receipt.State{}, 0, err, nil
+			case res.EpochAhead:
+				return receipt.State{}, 0, nil, markcalls.EpochAhead(m, res.SeenEpoch)
+			}
+			// No publishView: the public read does not move, so others
+			// see nothing. Stamped with the erasure generation the script
+			// read: an erasure drops the event only if it came first in
+			// Redis (tombstone.Drops), whatever the clocks say.
+			return res.Resolved, res.Generation, nil, nil
+		},
+		Degraded: func(_ receipt.State, err error) (receipt.State, error) {
+			if cerr := seam.ContextError(ctx, err); cerr != nil {
+				return receipt.State{}, cerr
+			}
+			return receipt.State{}, seam.UnavailableError(fmt.Errorf("marking unread needs the real-time store to order it after the current epoch: %w; nothing was acknowledged, retry", err),
+				apierr.RetryAfter(g.Cfg.RetryAfter))
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
+	durability := w.Durability
 	return connect.NewResponse(&receiptsv1.MarkResponse{Result: &receiptsv1.ReceiptResult{
 		State: event.StateToProto(res.State), Advanced: res.Advanced, Durability: durability, Epoch: res.SeenEpoch,
 	}}), nil

@@ -16,7 +16,11 @@
 //
 // This package answers the rest: the unread counts and badges (GetUnread,
 // LookupReceipts' badges), the inbox, notification levels, MarkUnread and
-// ReadAll. pkg/gate/server serves it on one port.
+// ReadAll. Unread counts, the badge and the inbox's order come from the
+// unread view (pkg/views/unread: its Redis read, its Postgres fallback
+// and the badge rule, Count); the gate hydrates what the view reports
+// Redis lacks and reads again (channels.go), and applies each channel's
+// level (notifications.go). pkg/gate/server serves it on one port.
 //
 // Write path, per call: validate every item (all-or-nothing,
 // InvalidArgument naming the field) → check the channel rules (seq within

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // Inbox page sizes.
@@ -151,7 +152,7 @@ func (g *Gate) inboxItems(ctx context.Context, user string) ([]thread.Head, map[
 // or answers from Postgres) gives it.
 func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, bool, error) {
 	probe := g.ThreadStore().Probe()
-	order, err := g.Redis.InboxOrder(ctx, user, probe)
+	order, err := g.unreadStore().Order(ctx, user, probe)
 	switch {
 	case err == nil && order.Complete:
 		return order.Heads, probe.None(), nil
@@ -162,7 +163,7 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 	}
 	var seen unreadSeen
-	views, _, err := g.unreadPage(ctx, user, nil, redisstore.Page{Limit: seam.MaxChannelPageSize}, &seen)
+	views, _, err := g.unreadPage(ctx, user, nil, unread.Page{Limit: seam.MaxChannelPageSize}, &seen)
 	if err != nil {
 		return nil, false, err
 	}

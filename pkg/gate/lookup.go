@@ -12,8 +12,8 @@ import (
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/views/readby"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // LookupReceipts answers read-by and badges together: a read-by part
@@ -64,7 +64,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 	}
 	for _, u := range m.GetBadgeUserIds() {
 		var seen unreadSeen
-		views, _, err := g.unreadPage(ctx, u, nil, redisstore.Page{}, &seen)
+		views, _, err := g.unreadPage(ctx, u, nil, unread.Page{}, &seen)
 		if err != nil {
 			return nil, err
 		}

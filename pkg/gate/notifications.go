@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"connectrpc.com/connect"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
@@ -38,34 +39,28 @@ func (g *Gate) SetNotifications(ctx context.Context, req *connect.Request[receip
 		return nil, seam.Invalid(apierr.InvalidField, err)
 	}
 	reg := notification.Register{Key: k, Level: level, MutedUntilUnixMs: r.GetMutedUntilUnixMs(), VersionUnixMs: math.MaxInt64}
-	// Sized with the longest version and stamp, so a full spool refuses
-	// before Redis.
-	prov, err := event.EncodeNotifications(reg, 0, false)
-	if err == nil {
-		event.StampGeneration(prov, math.MaxInt64)
-	}
-	if _, err := g.Admit(ctx, prov, err); err != nil {
-		return nil, err
-	}
-	res := g.notificationStore().Change(ctx, reg)
-	degraded := res.Err != nil
-	if degraded {
-		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, res.Err)
-		reg.VersionUnixMs = g.NowMs()
-	} else {
-		reg = res.Register
-	}
-	rec, err := event.EncodeNotifications(reg, 0, false)
-	if err != nil {
-		return nil, seam.Internal(err)
-	}
-	durability, err := g.ProduceUserRecord(ctx, rec, k.User, seam.GenerationOf(res.Generation, res.Err))
+	changed := false
+	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[notification.Register]{
+		User: k.User, Largest: reg,
+		Encode: func(reg notification.Register) (*kgo.Record, error) { return event.EncodeNotifications(reg, 0, false) },
+		Change: func(ctx context.Context) (notification.Register, int64, error, error) {
+			res := g.notificationStore().Change(ctx, reg)
+			changed = res.Changed
+			return res.Register, seam.GenerationOf(res.Generation, res.Err), res.Err, nil
+		},
+		// Without Redis the version is the gateway's clock.
+		Degraded: func(notification.Register, error) (notification.Register, error) {
+			reg.VersionUnixMs = g.NowMs()
+			return reg, nil
+		},
+	})
 	if err != nil {
 		return nil, err
 	}
+	reg = w.Value
 	return connect.NewResponse(&receiptsv1.ChannelNotifications{
 		UserId: k.User, ChannelId: k.Channel, Notifications: event.NotificationsToProto(reg),
-		Changed: !degraded && res.Changed, Durability: durability, RealtimeDegraded: degraded,
+		Changed: !w.Degraded && changed, Durability: w.Durability, RealtimeDegraded: w.Degraded,
 	}), nil
 }
 

@@ -49,10 +49,17 @@ const (
 	// memberChunk bounds the registers of one hydrate script call.
 	memberChunk = 256
 	// MaxUnreadChannels bounds a user's default channel set in one
-	// Unread: the Postgres fallback's bound (pgstore.MaxChannelsPerRead),
-	// so that both stores answer the same users.
+	// read of it (the unread view's, a kind's user hash read whole): the
+	// Postgres fallback's bound (pgstore.MaxChannelsPerRead), so that
+	// both stores answer the same users.
 	MaxUnreadChannels = 10000
 )
+
+// ErrTooManyChannels is the answer of a read of a user's default channel
+// set (or of a user hash read whole) larger than MaxUnreadChannels: read
+// it from Postgres (which pages the first MaxUnreadChannels in channel
+// order) or list the channels.
+var ErrTooManyChannels = errors.New("more channels than one unread read covers")
 
 // UserMembersKey is a user's membership hash.
 func (s *Store) UserMembersKey(user string) string { return s.prefix + "um:{" + user + "}" }
@@ -289,15 +296,11 @@ func decodeRegister(k receipt.Key, v string) (channel.Membership, error) {
 	return m, nil
 }
 
-// exec is Exec of the store's own scripts.
-func (s *Store) exec(ctx context.Context, build func(redis.Pipeliner)) ([]redis.Cmder, error) {
-	return s.Exec(ctx, build)
-}
-
-// readEach calls decode with each answer of cmds that Redis holds. An
-// answer decode refuses is skipped and counted: an undecodable stored
-// field never fails a whole read (the sweep repairs it from Postgres).
-func (s *Store) readEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
+// ReadEach calls decode with each answer of cmds that Redis holds. An
+// answer decode refuses is skipped and counted (SkipUndecodable): an
+// undecodable stored field never fails a whole read (the sweep repairs it
+// from Postgres).
+func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
 		if errors.Is(err, redis.Nil) {
@@ -307,7 +310,7 @@ func (s *Store) readEach(cmds []*redis.StringCmd, decode func(i int, v string) e
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		if decode(i, v) != nil {
-			s.skipUndecodable()
+			s.SkipUndecodable()
 		}
 	}
 	return nil
@@ -327,7 +330,7 @@ type HeadResult struct {
 func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadResult, error) {
 	out := make([]HeadResult, len(heads))
 	cmds := make([]*redis.Cmd, len(heads))
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, h := range heads {
 			v, err := encodeHead(h)
 			if err != nil {
@@ -359,15 +362,15 @@ func (s *Store) RaiseHeads(ctx context.Context, heads []channel.Head) ([]HeadRes
 // known to have no head maps to a Head with Seq 0; a channel Redis knows
 // nothing about is absent (read Postgres, then HydrateHeads).
 func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channel.Head, error) {
-	var heads *headsRead
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		heads = s.queueHeads(ctx, pipe, s.headKeys(channels))
+	var heads *ChannelValues
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
+		heads = s.QueueChannelValues(ctx, pipe, channels)
 	}); err != nil {
 		return nil, err
 	}
 	out := make(map[string]channel.Head, len(channels))
 	for i, ch := range channels {
-		v, ok, err := heads.get(i)
+		v, ok, err := heads.Head(i)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
@@ -375,7 +378,7 @@ func (s *Store) Heads(ctx context.Context, channels []string) (map[string]channe
 			continue
 		}
 		if h, err := decodeHead(ch, v); err != nil {
-			s.skipUndecodable()
+			s.SkipUndecodable()
 		} else {
 			out[ch] = h
 		}
@@ -424,7 +427,7 @@ func (s *Store) MergeMemberships(ctx context.Context, regs []channel.Membership)
 	out := make([]MembershipResult, len(regs))
 	um := make([]*redis.Cmd, len(regs))
 	cm := make([]*redis.Cmd, len(regs))
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, m := range regs {
 			v, err := encodeRegister(m)
 			if err != nil {
@@ -524,7 +527,7 @@ func (s *Store) ChannelMembers(ctx context.Context, ch string, users []string) (
 func (s *Store) RegistersOf(ctx context.Context, keys []receipt.Key) (byUser, byChannel []*channel.Membership, err error) {
 	ucmds := make([]*redis.StringCmd, len(keys))
 	ccmds := make([]*redis.StringCmd, len(keys))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, k := range keys {
 			ucmds[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
 			ccmds[i] = pipe.HGet(ctx, s.ChannelMembersKey(k.Channel), k.User)
@@ -534,7 +537,7 @@ func (s *Store) RegistersOf(ctx context.Context, keys []receipt.Key) (byUser, by
 	}
 	read := func(cmds []*redis.StringCmd) ([]*channel.Membership, error) {
 		out := make([]*channel.Membership, len(cmds))
-		err := s.readEach(cmds, func(i int, v string) error {
+		err := s.ReadEach(cmds, func(i int, v string) error {
 			m, err := decodeRegister(keys[i], v)
 			if err == nil {
 				out[i] = &m

@@ -12,11 +12,12 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // In Redis Cluster every channel operation works: each script touches one
 // slot ({user} or {channel}), the membership goes to two slots, the bulk
-// unread read pipelines a user's script with heads on other masters, and
+// unread read (the unread view's) pipelines a user's script with heads on other masters, and
 // every walk visits every master.
 func TestClusterChannelState(t *testing.T) {
 	t.Parallel()
@@ -30,14 +31,14 @@ func TestClusterChannelState(t *testing.T) {
 	var channels []string
 	var heads []channel.Head
 	var regs []channel.Membership
-	var mentions []channel.Mentions
+	var ms []channel.Mentions
 	for i := range 30 {
 		ch := "ch" + strconv.Itoa(i)
 		channels = append(channels, ch)
 		k := receipt.Key{User: user, Channel: ch}
 		heads = append(heads, channel.Head{Channel: ch, Seq: int64(20 + i)})
 		regs = append(regs, channel.Join(k, 1, 1, 2))
-		mentions = append(mentions, channel.Mentions{Key: k, Seqs: []int64{3, 15}})
+		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{3, 15}})
 	}
 	hr, err := s.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestClusterChannelState(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.EqualValues(t, 1, r.MemberCount)
 	}
-	redisstore.PutMentions(t, s, capN, mentions...)
+	redisstore.PutMentions(t, s, capN, ms...)
 	marks := make([]receipt.State, len(channels))
 	for i, ch := range channels {
 		marks[i] = receipt.State{Key: receipt.Key{User: user, Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 10}}}
@@ -84,7 +85,7 @@ func TestClusterChannelState(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.EffectiveRead())
 
-	view, err := s.Unread(ctx, user, nil, capN)
+	view, err := unread.NewStore(nil, s).Read(ctx, user, nil, capN)
 	require.NoError(t, err)
 	require.Len(t, view.Channels, 30)
 	require.Empty(t, view.MissingHeads)

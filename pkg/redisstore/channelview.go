@@ -33,7 +33,7 @@ func (s *Store) UntrackedChannels(ctx context.Context, channels []string) (map[s
 		size    *redis.IntCmd
 	}
 	probes := make([]probe, len(channels))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, ch := range channels {
 			cm := s.ChannelMembersKey(ch)
 			probes[i] = probe{pipe.HMGet(ctx, cm, loadedField, countField), pipe.HLen(ctx, cm)}

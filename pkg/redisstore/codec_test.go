@@ -10,7 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 )
@@ -479,21 +478,4 @@ func TestMergeRefusesUnstorable(t *testing.T) {
 	n, err := s.rdb.HLen(context.Background(), s.UserKey("r")).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
-}
-
-// countMentionsAbove reads a stored list from its end: it agrees with
-// the domain's count for every bound, below, inside and above the list.
-func TestCountMentionsAbove(t *testing.T) {
-	t.Parallel()
-	seqs := []int64{3, 61, 62, 1 << 40}
-	var stored []string
-	for _, q := range seqs {
-		stored = append(stored, padSeq(q))
-	}
-	v := strings.Join(stored, " ")
-	for _, read := range []int64{0, 2, 3, 60, 61, 62, 63, 1<<40 - 1, 1 << 40, 1<<62 + 5} {
-		want, _ := channel.MentionCount(seqs, read, len(seqs))
-		require.Equal(t, want, countMentionsAbove(v, []byte(padSeq(read))), "read %d", read)
-	}
-	require.Zero(t, countMentionsAbove("", []byte(padSeq(0))))
 }

@@ -5,8 +5,10 @@
 // write or a repopulate can never move a cursor backwards. Beside the
 // cursors (store.go, codec.go, scripts.go), channels.go keeps the channel
 // heads and the membership registers (per user and per channel, with the
-// member count), each merged by its rule of pkg/channel, and unread.go
-// the bulk unread read.
+// member count), each merged by its rule of pkg/channel, and heads.go the
+// channel values (head, deletion count, group mention top: one string
+// per channel) that the unread view reads with one MGET per slot
+// (QueueChannelValues).
 //
 // A field's value is the compact layout of codec.go (base-62 numbers,
 // defaults and a delivered cursor equal to the read one omitted: about 23
@@ -22,18 +24,19 @@
 // embedded scripts through Exec (which loads them again when Redis lost
 // them) or Client, and uses the markers, bounds and error wrapping of
 // this package; its reads may ride the unread and inbox reads' pipelines
-// (Rider), and an erasure resets or deletes its user hashes (Erase's
-// kindHashes, which may name the channels to clean: a thread register's
-// fields) and has it redact the user in each channel (Erase's redact). This
-// package names none of those kinds' keys, but for the sets the unread
-// view still reads itself: the group mentions' (groupmentions.go), a
-// channel's deletions (unreaddeletions.go, whose run search, seqrun.lua,
-// the deletion kind's thread count shares as LuaSeqRun) and a user's
-// mentions (unreadmentions.go, whose list decode the mention kind shares
-// as ParseSeqList; an erasure also deletes that kind's earlier layout,
-// the mn:{user}:<channel> sets). The read-by view (pkg/views/readby) owns
-// the channel view's keys; an erasure has it clean each channel through
-// Erase's redact, and UntrackedChannels answers it from the membership
-// hash. Of the threads (pkg/kinds/threads) it keeps only the inbox's
-// reply ids (RememberReplyIDs), not their keys.
+// (the unread view's Rider), and an erasure resets or deletes its user
+// hashes (Erase's kindHashes, which may name the channels to clean: a
+// thread register's fields) and has it redact the user in each channel
+// (Erase's redact). This package names none of those kinds' keys but the
+// mention kind's earlier layout, the mn:{user}:<channel> sets, which an
+// erasure still deletes. The views (pkg/views/...) are written against
+// it too: the read-by view owns the channel view's keys (an erasure has
+// it clean each channel through Erase's redact, and UntrackedChannels
+// answers it from the membership hash); the unread view
+// (pkg/views/unread) reads the user hashes and the channel values
+// through this package and the kinds' sets through their folders, and
+// the bounds of a user's channel set are here (MaxUnreadChannels,
+// WholeHashCount, ErrTooManyChannels). Of the messages it keeps only the
+// inbox's first unread ids (inbox.go: written with a head, and by the
+// thread kind after a raise, RememberReplyIDs).
 package redisstore

@@ -7,7 +7,6 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"time"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/thread"
 )
 
 const (
@@ -32,7 +30,7 @@ const (
 	// WholeHashCount is HRANDFIELD's count for reading a whole user hash:
 	// more than a hash within MaxUnreadChannels holds (its channels and
 	// at most two markers), so a full answer means too many channels.
-	WholeHashCount = userHashesCount
+	WholeHashCount = MaxUnreadChannels + 3
 	// LuaCmp is a Lua function cmp(a, b) ordering decimal numerals
 	// without leading zeros (-1, 0, 1), for a kind's script to start
 	// with.
@@ -44,29 +42,24 @@ const (
 	LuaChannelValue = luaChannelValue
 	// SeqWidth is the width of a padded seq (PadSeq).
 	SeqWidth = seqWidth
+	// LeftCountField counts a membership hash's left registers (UserMembersKey):
+	// "0" says every register in it is a member's.
+	LeftCountField = leftCountField
 )
-
-// LuaSeqRun is the Lua function seqrun(z) telling how a sorted set z of
-// seqs changes a reader's counts (seqrun.lua: ARGV the read seq, the
-// head and seqs to look up), for a script to start with: the unread
-// view's count of a channel's deletions and the deletion kind's of a
-// thread's.
-//
-//go:embed seqrun.lua
-var LuaSeqRun string
 
 // PadSeq is seq in base 62, left-padded with '0' to SeqWidth, so that
 // padded seqs sort (as bytes) as the seqs do: the channel value's parts
 // and the members of a kind's sorted sets.
 func PadSeq(seq int64) string { return padSeq(seq) }
 
+// AppendPadded appends PadSeq(seq) to b without allocating for it.
+func AppendPadded(b []byte, seq int64) []byte { return appendPadded(b, seq) }
+
+// DecodeHead decodes a channel's head as ChannelValues.Head answers it.
+func DecodeHead(ch, v string) (channel.Head, error) { return decodeHead(ch, v) }
+
 // ParsePadded inverts PadSeq.
 func ParsePadded(s string) (int64, error) { return parsePadded(s) }
-
-// SetUnreadChunk sets how many channels the unread read reads at once
-// (UnreadChunkDefault): a kind's test of what the read shows makes it
-// small to read the chunked path too.
-func (s *Store) SetUnreadChunk(n int) { s.unreadChunk = n }
 
 // Exec runs a pipeline that build fills (nothing when it queues
 // nothing). When Redis lost its script cache (a restart, SCRIPT FLUSH) it
@@ -94,24 +87,12 @@ func (s *Store) Exec(ctx context.Context, build func(redis.Pipeliner), scripts .
 	}
 }
 
-// ReadEach calls decode with each answer of cmds that Redis holds. An
-// answer decode refuses is skipped and counted (SkipUndecodable): an
-// undecodable stored field never fails a whole read (the sweep repairs
-// it from Postgres).
-func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
-	return s.readEach(cmds, decode)
-}
-
 // ScanTaggedTails is ScanTagged with what follows each key's tag
 // ("" for a key that ends with it): a kind whose keys carry a suffix
 // after the tag (a thread's root) reads it there.
 func (s *Store) ScanTaggedTails(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, []string, ScanCursor, error) {
 	return s.scanTagged(ctx, kind, cur, count)
 }
-
-// SkipUndecodable counts a stored field a read skipped because it could
-// not be decoded (see skipUndecodable).
-func (s *Store) SkipUndecodable() { s.skipUndecodable() }
 
 // ParseGeneration reads the erasure generation a write's script answers
 // (as mergeScript's): "-1" is GenerationUnknown.
@@ -165,11 +146,4 @@ func (s *Store) MarkLoaded(ctx context.Context, hash string, inc Incarnation) er
 // compare-and-set can later expect both.
 func (s *Store) QueueReadWithGeneration(ctx context.Context, pipe redis.Pipeliner, hash, tomb, field string) *redis.Cmd {
 	return readMarksScript.EvalSha(ctx, pipe, []string{hash, tomb}, field)
-}
-
-// RememberReplyIDs keeps the reply ids of thread heads (those with one)
-// for the inbox's first unread id (MessageIDs): a kind that raises a
-// thread's head calls it after the raise.
-func (s *Store) RememberReplyIDs(ctx context.Context, heads []thread.Head) error {
-	return s.rememberReplyIDs(ctx, heads)
 }

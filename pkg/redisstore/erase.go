@@ -55,7 +55,7 @@ func (s *Store) RememberTombstones(ctx context.Context, users []string, pg tombs
 		return nil
 	}
 	ttl := strconv.FormatInt(KnownNoneTTL.Milliseconds(), 10)
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for _, u := range users {
 			t := pg[u]
 			rememberScript.EvalSha(ctx, pipe, []string{s.TombstoneKey(u)},

@@ -21,6 +21,10 @@ func Restored(t testing.TB, s *Store, users ...string) {
 	}
 }
 
+// mentionsKey is the mention kind's key of a user (mentions.Store.RedisKey),
+// which the driver's tests may not import.
+func mentionsKey(s *Store, user string) string { return s.prefix + "mh:{" + user + "}" }
+
 // PutMentions stands in for the mention kind's writes (pkg/kinds/mentions,
 // which the driver's tests may not import), so the unread view has
 // mentions to count: it sets each key's stored list to the newest cap+1
@@ -36,7 +40,7 @@ func PutMentions(tb testing.TB, s *Store, mentionCap int, ms ...channel.Mentions
 			for i, q := range kept {
 				padded[i] = padSeq(q)
 			}
-			pipe.HSet(ctx, s.mentionsKey(m.Key.User), m.Key.Channel, strings.Join(padded, " "))
+			pipe.HSet(ctx, mentionsKey(s, m.Key.User), m.Key.Channel, strings.Join(padded, " "))
 		}
 		return nil
 	})
@@ -49,6 +53,6 @@ func PutMentions(tb testing.TB, s *Store, mentionCap int, ms ...channel.Mentions
 func HydrateMembershipsAndMentions(tb testing.TB, s *Store, user string, regs []channel.Membership, mentionCap int, ms ...channel.Mentions) {
 	tb.Helper()
 	PutMentions(tb, s, mentionCap, ms...)
-	require.NoError(tb, s.rdb.HSet(context.Background(), s.mentionsKey(user), loadedField, "1").Err())
+	require.NoError(tb, s.rdb.HSet(context.Background(), mentionsKey(s, user), loadedField, "1").Err())
 	require.NoError(tb, s.HydrateMemberships(context.Background(), user, regs))
 }

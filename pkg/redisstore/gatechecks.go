@@ -41,7 +41,7 @@ type KeyFacts struct {
 // (what a join or leave orders itself after).
 func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters bool) (map[string]*ChannelFacts, []KeyFacts, error) {
 	var parse func() (map[string]*ChannelFacts, []KeyFacts, error)
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		parse = s.queueFacts(ctx, pipe, keys, userRegisters)
 	}); err != nil {
 		return nil, nil, err

@@ -26,16 +26,16 @@ func (s *Store) HeadKey(ch string) string { return s.prefix + "hd:{" + ch + "}" 
 
 // headKeys is HeadKey of each channel, built in one allocation (at a
 // thousand channels, a string each showed in profiles).
-func (s *Store) headKeys(channels []string) []string {
+func headKeys(prefix string, channels []string) []string {
 	n := 0
 	for _, ch := range channels {
-		n += len(s.prefix) + len("hd:{}") + len(ch)
+		n += len(prefix) + len("hd:{}") + len(ch)
 	}
 	var b strings.Builder
 	b.Grow(n)
 	ends := make([]int, len(channels))
 	for i, ch := range channels {
-		b.WriteString(s.prefix)
+		b.WriteString(prefix)
 		b.WriteString("hd:{")
 		b.WriteString(ch)
 		b.WriteByte('}')
@@ -50,18 +50,22 @@ func (s *Store) headKeys(channels []string) []string {
 	return keys
 }
 
-// headsRead is a queued read of channel values (heads, deletion counts
-// and group mention tops): one MGET, or on a cluster one per slot (an
-// MGET may not cross slots).
-type headsRead struct {
+// ChannelValues is a queued read of channel values (heads, deletion
+// counts and group mention tops): one MGET, or on a cluster one per slot
+// (an MGET may not cross slots). Its answers are read once the pipeline
+// ran.
+type ChannelValues struct {
 	cmds []*redis.SliceCmd
 	// cmd and pos locate key i's answer (nil: one MGET, in key order).
 	cmd, pos []int32
 }
 
-// queueHeads queues the read of keys (headKeys) on pipe.
-func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []string) *headsRead {
-	r := &headsRead{}
+// QueueChannelValues queues on pipe the read of the channel values of
+// channels (the unread and inbox reads' heads, with the read of a
+// user's hashes).
+func (s *Store) QueueChannelValues(ctx context.Context, pipe redis.Pipeliner, channels []string) *ChannelValues {
+	keys := headKeys(s.prefix, channels)
+	r := &ChannelValues{}
 	if len(keys) == 0 {
 		return r
 	}
@@ -89,24 +93,25 @@ func (s *Store) queueHeads(ctx context.Context, pipe redis.Pipeliner, keys []str
 	return r
 }
 
-// get returns channel i's head (`SEQ MSG UPDATED_MS`), and false when
-// Redis does not know it.
-func (r *headsRead) get(i int) (string, bool, error) {
+// Head returns channel i's head (`SEQ MSG UPDATED_MS`: DecodeHead), and
+// false when Redis does not know it.
+func (r *ChannelValues) Head(i int) (string, bool, error) {
 	v, err := r.value(i)
 	head, known, _, _ := splitChannelValue(v)
 	return head, known, err
 }
 
-// deletions returns channel i's deletion count ("": unknown; read after
-// get, which reports the read's error).
-func (r *headsRead) deletions(i int) string {
+// Deletions returns channel i's deletion count ("": unknown; read after
+// Head, which reports the read's error).
+func (r *ChannelValues) Deletions(i int) string {
 	v, _ := r.value(i)
 	_, _, dn, _ := splitChannelValue(v)
 	return dn
 }
 
-// tops returns the group mention top of each of n channels ("": unknown).
-func (r *headsRead) tops(n int) []string {
+// Tops returns the group mention top (padded) of each of the first n
+// channels ("": unknown).
+func (r *ChannelValues) Tops(n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		v, _ := r.value(i)
@@ -115,7 +120,7 @@ func (r *headsRead) tops(n int) []string {
 	return out
 }
 
-func (r *headsRead) value(k int) (any, error) {
+func (r *ChannelValues) value(k int) (any, error) {
 	c, p := 0, k
 	if r.cmd != nil {
 		c, p = int(r.cmd[k]), int(r.pos[k])

@@ -61,16 +61,22 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	require.Equal(t, int64(7), views[0].Read[alice].Position.Seq)
 	require.Equal(t, int64(2), views[0].Delivered[bob].Position.Seq)
 
-	// The sweeps' scans give the ids whole.
-	users, _, err := s.ScanUsers(ctx, redisstore.ScanCursor{}, 1000)
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{alice, bob}, users)
-	chs, _, err := s.ScanChannels(ctx, redisstore.ScanCursor{}, 1000)
-	require.NoError(t, err)
-	require.Equal(t, []string{room}, chs)
-	mu, _, err := s.ScanMembershipUsers(ctx, redisstore.ScanCursor{}, 1000)
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{alice, bob}, mu)
+	// The sweeps' scans give the ids whole. Every page is read: the
+	// database is shared with other tests, so one page may hold none of
+	// this test's keys.
+	scanAll := func(scan func(context.Context, redisstore.ScanCursor, int64) ([]string, redisstore.ScanCursor, error)) []string {
+		var all []string
+		for cur := (redisstore.ScanCursor{}); !cur.Done(); {
+			var page []string
+			page, cur, err = scan(ctx, cur, 1000)
+			require.NoError(t, err)
+			all = append(all, page...)
+		}
+		return all
+	}
+	require.ElementsMatch(t, []string{alice, bob}, scanAll(s.ScanUsers))
+	require.Equal(t, []string{room}, scanAll(s.ScanChannels))
+	require.ElementsMatch(t, []string{alice, bob}, scanAll(s.ScanMembershipUsers))
 
 	// Erasure finds the user's channels in the user's hashes' fields and
 	// takes the user out of each channel's hashes, sets and stream.

@@ -17,9 +17,8 @@ import (
 )
 
 // A head raise keeps its message's id among the channel's newest
-// MessageIDsKept (late notices too), trimmed in steps; InboxOrder reads a
-// user's channels with their heads, complete only when Redis holds them.
-func TestMessageIDsKeptAndInboxOrder(t *testing.T) {
+// MessageIDsKept (late notices too), trimmed in steps.
+func TestMessageIDsKept(t *testing.T) {
 	t.Parallel()
 	s, _ := newTestStore(t)
 	ctx := context.Background()
@@ -37,14 +36,6 @@ func TestMessageIDsKeptAndInboxOrder(t *testing.T) {
 	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", 0, int64(n)}, {"c", 0, int64(n - 900)}, {"c", 0, 0}, {"other", 0, 1}})
 	require.NoError(t, err)
 	require.Equal(t, []string{fmt.Sprintf("m%d", n), fmt.Sprintf("m%d", n-900), "", ""}, ids)
-
-	// InboxOrder: the channels of a user's hashes, with their heads.
-	_, err = s.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1}})
-	require.NoError(t, err)
-	got, err := s.InboxOrder(ctx, "u")
-	require.NoError(t, err)
-	require.False(t, got.Complete, "the user's hashes were never hydrated")
-	require.Equal(t, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}}, got.Heads)
 }
 
 // A thread head's reply id, remembered after its raise
@@ -123,47 +114,4 @@ func TestLeftCountKeptByEveryWrite(t *testing.T) {
 	n, count := leftIn("u")
 	require.Equal(t, "0", count)
 	require.Zero(t, n)
-}
-
-// InboxOrder leaves out the channels a user left: read without the
-// registers' values when the hash counts no left register, with them when
-// it counts some or has no count (an older build's hash).
-func TestInboxOrderLeavesLeftChannelsOut(t *testing.T) {
-	t.Parallel()
-	s, _ := newTestStore(t)
-	ctx := context.Background()
-	var regs []channel.Membership
-	var heads []channel.Head
-	for i := range 5 {
-		ch := fmt.Sprintf("c%d", i)
-		regs = append(regs, channel.Join(receipt.Key{User: "u", Channel: ch}, 1, 1, 0))
-		heads = append(heads, channel.Head{Channel: ch, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: int64(10 + i)})
-	}
-	HydrateMembershipsAndMentions(t, s, "u", regs, channel.MentionCapDefault)
-	_, err := s.RaiseHeads(ctx, heads)
-	require.NoError(t, err)
-	channelsOf := func() []string {
-		t.Helper()
-		got, err := s.InboxOrder(ctx, "u")
-		require.NoError(t, err)
-		var out []string
-		for _, h := range got.Heads {
-			out = append(out, h.Channel)
-		}
-		return out
-	}
-	require.Equal(t, "0", s.rdb.HGet(ctx, s.UserMembersKey("u"), leftCountField).Val())
-	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, channelsOf())
-
-	require.NoError(t, s.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: "c1"}, 2, 2)).Err)
-	require.Equal(t, "1", s.rdb.HGet(ctx, s.UserMembersKey("u"), leftCountField).Val())
-	require.Equal(t, []string{"c0", "c2", "c3", "c4"}, channelsOf(), "counted: the values read")
-
-	require.NoError(t, s.rdb.HDel(ctx, s.UserMembersKey("u"), leftCountField).Err())
-	require.Equal(t, []string{"c0", "c2", "c3", "c4"}, channelsOf(), "no count: the values read")
-
-	// A count that says none while a register says left cannot be: it
-	// shows the values are not read then.
-	require.NoError(t, s.rdb.HSet(ctx, s.UserMembersKey("u"), leftCountField, "0").Err())
-	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, channelsOf(), "counted none: fields only")
 }

@@ -205,7 +205,7 @@ func (s *Store) CheckIncarnation(ctx context.Context, key string) (Incarnation, 
 func (s *Store) CheckIncarnations(ctx context.Context, keys []string) ([]Incarnation, []Loss, error) {
 	cmds := map[string]*redis.Cmd{}
 	var order []string
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for _, k := range keys {
 			mk := s.IncarnationKey(k)
 			if _, ok := cmds[mk]; !ok {
@@ -317,7 +317,7 @@ func (s *Store) UserFenceKey(user string) string { return s.prefix + "uf:{" + us
 // UnloadUsers marks the users' cursor hashes not loaded and leaves fence
 // for their next restore.
 func (s *Store) UnloadUsers(ctx context.Context, users []string, fence string) error {
-	_, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for _, u := range users {
 			pipe.Set(ctx, s.UserFenceKey(u), fence, userFenceTTL)
 			pipe.HDel(ctx, s.UserKey(u), loadedField)
@@ -341,7 +341,7 @@ func (s *Store) SetUserFence(ctx context.Context, user, fence string) error {
 // UserFences lists, of users, those with a fence to wait for.
 func (s *Store) UserFences(ctx context.Context, users []string) ([]string, error) {
 	cmds := make([]*redis.StringCmd, len(users))
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, u := range users {
 			cmds[i] = pipe.Get(ctx, s.UserFenceKey(u))
 		}

@@ -245,7 +245,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 	}
 	if len(unread) > 0 {
 		var parse func() error
-		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 			parse = s.queueChainReads(ctx, pipe, s.casGroups(unread))
 		}); err != nil {
 			return fail(chains, err)
@@ -286,7 +286,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		}
 		groups := s.casGroups(writes)
 		cmds := make([]*redis.Cmd, len(groups))
-		if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+		if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 			for j, grp := range groups {
 				keys := make([]string, 0, 2*len(grp))
 				args := make([]any, 0, 3*len(grp))
@@ -532,7 +532,7 @@ func (s *Store) FactsAndValues(ctx context.Context, keys []receipt.Key) (map[str
 	groups := s.casGroups(chains)
 	var parseReads func() error
 	var parseFacts func() (map[string]*ChannelFacts, []KeyFacts, error)
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		// The scripts first: a script cache Redis lost is then the
 		// pipeline's first error, which exec mends (a missing head, a
 		// nil reply, would come first otherwise).

@@ -36,7 +36,7 @@ type Config struct {
 	Prefix string
 	// Undecodable, when set, counts the stored fields a read skipped
 	// because they could not be decoded (a value no writer of this
-	// version produces: see skipUndecodable).
+	// version produces: see SkipUndecodable).
 	Undecodable prometheus.Counter
 }
 
@@ -53,9 +53,6 @@ type Store struct {
 	onScripted func(marks int)
 	// undecodable counts the fields reads skipped (nil: not counted).
 	undecodable prometheus.Counter
-	// unreadChunk is UnreadChunkDefault; the tests make it small, to
-	// read small users in parts.
-	unreadChunk int
 }
 
 // layout is how Merge writes a state: the script and its per-state ARGV.
@@ -81,7 +78,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.Prefix == "" {
 		cfg.Prefix = PrefixDefault
 	}
-	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable, unreadChunk: UnreadChunkDefault}
+	return &Store{rdb: rdb, prefix: cfg.Prefix, layout: compactLayout, undecodable: cfg.Undecodable}
 }
 
 // Client returns the underlying client.
@@ -108,7 +105,6 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context, extra ...*redis.Script) error {
 	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, eraseChannelScript, rememberScript}, channelScripts...)
-	scripts = append(scripts, countDeletionsScript)
 	for _, sc := range append(scripts, extra...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)
@@ -399,7 +395,7 @@ func (s *Store) GetMany(ctx context.Context, reqs []UserChannels) ([]UserStates,
 }
 
 // userStatesOfHash decodes a user's whole hash (HGETALL), skipping the
-// fields it cannot decode (skipUndecodable).
+// fields it cannot decode (SkipUndecodable).
 func (s *Store) userStatesOfHash(user string, m map[string]string) (UserStates, error) {
 	var out UserStates
 	_, out.Complete = m[loadedField]
@@ -409,7 +405,7 @@ func (s *Store) userStatesOfHash(user string, m map[string]string) (UserStates, 
 		}
 		st, err := decodeValue(receipt.Key{User: user, Channel: field}, val)
 		if err != nil {
-			s.skipUndecodable()
+			s.SkipUndecodable()
 			continue
 		}
 		out.States = append(out.States, st)
@@ -417,14 +413,14 @@ func (s *Store) userStatesOfHash(user string, m map[string]string) (UserStates, 
 	return out, nil
 }
 
-// skipUndecodable counts a stored field a read skipped because it could
+// SkipUndecodable counts a stored field a read skipped because it could
 // not be decoded: one bad field (a value no writer of this version
 // produces, such as an epoch past what int64 holds) never fails a whole
 // user's read or a drift sweep page. The field reads as absent; the next
 // merge into it replaces it (the merge script and MergeMarks treat an
 // undecodable value as none), and the drift sweep rewrites it from
 // Postgres.
-func (s *Store) skipUndecodable() {
+func (s *Store) SkipUndecodable() {
 	if s.undecodable != nil {
 		s.undecodable.Inc()
 	}
@@ -442,7 +438,7 @@ func (s *Store) userStatesOfFields(user string, channels []string, vals []any) (
 		}
 		st, err := decodeValue(receipt.Key{User: user, Channel: channels[i]}, str)
 		if err != nil {
-			s.skipUndecodable()
+			s.SkipUndecodable()
 			continue
 		}
 		out.States = append(out.States, st)
@@ -459,7 +455,7 @@ func (s *Store) HydrateMany(ctx context.Context, states map[string][]receipt.Sta
 	out := make(map[string]error, len(states))
 	cmds := map[string]*redis.Cmd{}
 	var big []string
-	if _, err := s.exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		for user, sts := range states {
 			if len(sts) > hydrateChunk {
 				big = append(big, user)

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // read answers a user's state for the listed channels (all when empty),
@@ -28,7 +29,7 @@ import (
 // Redis lost it) and Redis answers. Without Redis the answer is the
 // field-wise max of Postgres and what Redis answered, once Postgres holds
 // what was in flight when the read began.
-func (g *Marks) read(ctx context.Context, user string, channels []string, page redisstore.Page) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
+func (g *Marks) read(ctx context.Context, user string, channels []string, page unread.Page) (*connect.Response[receiptsv1.GetReadStateResponse], error) {
 	// Repeated channel ids are answered once.
 	channels = batch.Dedupe(channels, func(id string) string { return id }, func(kept, _ string) string { return kept })
 
@@ -124,7 +125,7 @@ func mergeStates(durable, cached []receipt.State, channels []string) []receipt.S
 
 // readResponse answers states in channel order, cut to page (a listed
 // read's page is the zero Page: no cut).
-func readResponse(user string, states []receipt.State, page redisstore.Page) *connect.Response[receiptsv1.GetReadStateResponse] {
+func readResponse(user string, states []receipt.State, page unread.Page) *connect.Response[receiptsv1.GetReadStateResponse] {
 	slices.SortFunc(states, func(a, b receipt.State) int { return strings.Compare(a.Key.Channel, b.Key.Channel) })
 	states, more := seam.PageOf(states, func(s receipt.State) string { return s.Key.Channel }, page)
 	out := &receiptsv1.GetReadStateResponse{UserId: user, Channels: make([]*receiptsv1.ChannelState, len(states))}

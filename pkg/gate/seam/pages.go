@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/unread"
 )
 
 // Paging of a user's default channel set (GetReadState, GetUnread): pages
@@ -22,28 +23,28 @@ const (
 // ChannelPage reads page_size and page_token of a call that lists
 // channels or asks for the default set (listed false); paging applies to
 // the default set only (a listed call gets the zero Page: no cut).
-func ChannelPage(size int32, token string, listed bool) (redisstore.Page, error) {
+func ChannelPage(size int32, token string, listed bool) (unread.Page, error) {
 	if listed && (size != 0 || token != "") {
 		field := "page_size"
 		if token != "" {
 			field = "page_token"
 		}
-		return redisstore.Page{}, Invalid(apierr.InvalidField, &receipt.FieldError{Field: field, Reason: "pages the default channel set only: list no channel_id, or drop it"})
+		return unread.Page{}, Invalid(apierr.InvalidField, &receipt.FieldError{Field: field, Reason: "pages the default channel set only: list no channel_id, or drop it"})
 	}
 	if listed {
-		return redisstore.Page{}, nil // the listed channels, all of them
+		return unread.Page{}, nil // the listed channels, all of them
 	}
 	switch {
 	case size == 0:
 		size = ChannelPageSizeDefault
 	case size < 0 || size > MaxChannelPageSize:
-		return redisstore.Page{}, Invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxChannelPageSize, size)})
+		return unread.Page{}, Invalid(apierr.InvalidField, &receipt.FieldError{Field: "page_size", Reason: fmt.Sprintf("must be within [1, %d], got %d", MaxChannelPageSize, size)})
 	}
 	after, err := DecodePageToken(token)
 	if err != nil {
-		return redisstore.Page{}, Invalid(apierr.InvalidField, err)
+		return unread.Page{}, Invalid(apierr.InvalidField, err)
 	}
-	return redisstore.Page{After: after, Limit: int(size)}, nil
+	return unread.Page{After: after, Limit: int(size)}, nil
 }
 
 // NextPageToken is the token of the page after the one ending at channel.
@@ -55,7 +56,7 @@ func NextPageToken(lastChannel string) string {
 // items after page.After, at most page.Limit; more reports a cut at the
 // end. The Postgres fallbacks read the whole set (bounded) and page it
 // here; Redis pages before reading the heads.
-func PageOf[T any](items []T, channelOf func(T) string, page redisstore.Page) (kept []T, more bool) {
+func PageOf[T any](items []T, channelOf func(T) string, page unread.Page) (kept []T, more bool) {
 	if page.After != "" {
 		i, found := slices.BinarySearchFunc(items, page.After, func(it T, after string) int {
 			return strings.Compare(channelOf(it), after)

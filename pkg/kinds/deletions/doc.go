@@ -7,15 +7,15 @@
 // scripts (redis.go, the .lua files), its bound where a deletion enters
 // the API (bounds.go: no further than channel.DeletionLead beyond its
 // head), the counts a reader's unread and mentions lose to deletions
-// (CountPG, CountRedis) and the tests of all of them. Store is the typed
-// face the gateway calls. It has no part of an erasure: a deletion names
+// (CountPG, CountRedis, CountChannelsRedis) and the tests of all of
+// them. Store is the typed face the gateway calls. It has no part of an erasure: a deletion names
 // no user.
 //
 // It is written against the drivers (pgstore.Store's Pool and
-// Classified, redisstore.Store's Exec, Client, Prefix, HeadKey, the
-// channel value's Lua and the run search LuaSeqRun), which name none of
-// it but one read: the unread view counts a channel's deletions from its
-// set itself (redisstore's applyDeletions, a second read after the heads
-// bring the set's size), until the views move. Its Kafka codec is still
-// pkg/event's.
+// Classified, redisstore.Store's Exec, Client, Prefix, HeadKey and the
+// channel value's Lua), which name none of it. The run search both
+// counts share (seqrun.lua, at most 64 halving steps) is the kind's. The
+// unread view (pkg/views/unread) asks a channel's count only where the
+// channel value says the set holds some (CountChannelsRedis; CountPG in
+// its Postgres fallback). Its Kafka codec is still pkg/event's.
 package deletions

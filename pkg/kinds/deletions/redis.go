@@ -28,9 +28,10 @@ import (
 // (redisstore.Store.HeadKey), known once hydrated, so the unread read
 // (one MGET of the channel values) costs a channel without deletions
 // ("0") nothing more. Every key carries the channel's hash tag: one
-// script writes a set and its count. The unread view counts a channel's
-// deletions from its set itself (redisstore's applyDeletions), until the
-// views move; a thread's are counted here (CountRedis).
+// script writes a set and its count. A thread's deletions are counted
+// here (CountRedis); a channel's too (CountChannelsRedis), for the unread
+// view, which reads the channel's count with its head and asks only
+// where it is above 0.
 
 // keyTag starts the key of a set, countTag that of a thread set's count
 // (after the store's prefix).
@@ -66,12 +67,19 @@ var (
 	luaAdd string
 	//go:embed count.lua
 	luaCount string
+	// luaSeqRun is the Lua function seqrun(z) telling how a sorted set z
+	// of seqs changes a reader's counts (ARGV the read seq, the head and
+	// seqs to look up), shared by the counts of a thread's set and a
+	// channel's.
+	//go:embed seqrun.lua
+	luaSeqRun string
 
-	addScript   = redis.NewScript(redisstore.LuaChannelValue + luaAdd)
-	countScript = redis.NewScript(redisstore.LuaSeqRun + luaCount)
+	addScript          = redis.NewScript(redisstore.LuaChannelValue + luaAdd)
+	countScript        = redis.NewScript(luaSeqRun + luaCount)
+	countChannelScript = redis.NewScript(luaSeqRun + "return seqrun(KEYS[1])\n")
 
 	// Scripts are the kind's scripts, for redisstore.Store.Load.
-	Scripts = []*redis.Script{addScript, countScript}
+	Scripts = []*redis.Script{addScript, countScript, countChannelScript}
 )
 
 func (s Store) queueAdd(ctx context.Context, pipe redis.Pipeliner, ref thread.Ref, seqs []int64, mark bool) *redis.Cmd {
@@ -217,6 +225,17 @@ type Count struct {
 // CountRedis answers queries of sets whose count is kept apart (threads')
 // in one pipeline, a script each.
 func (s Store) CountRedis(ctx context.Context, qs []Query) ([]Count, error) {
+	return s.countRedis(ctx, qs, false)
+}
+
+// CountChannelsRedis answers queries of channels' sets (Ref.Root 0) whose
+// count, read in their channel value, is above 0, in one pipeline, a
+// script each: Known false where the set is gone (hydrate).
+func (s Store) CountChannelsRedis(ctx context.Context, qs []Query) ([]Count, error) {
+	return s.countRedis(ctx, qs, true)
+}
+
+func (s Store) countRedis(ctx context.Context, qs []Query, channels bool) ([]Count, error) {
 	cmds := make([]*redis.Cmd, len(qs))
 	if _, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, q := range qs {
@@ -225,7 +244,11 @@ func (s Store) CountRedis(ctx context.Context, qs []Query) ([]Count, error) {
 			for _, m := range q.Mentions {
 				args = append(args, m)
 			}
-			cmds[i] = countScript.EvalSha(ctx, pipe, []string{s.RedisKey(q.Ref), s.CountKey(q.Ref)}, args...)
+			if channels {
+				cmds[i] = countChannelScript.EvalSha(ctx, pipe, []string{s.RedisKey(q.Ref)}, args...)
+			} else {
+				cmds[i] = countScript.EvalSha(ctx, pipe, []string{s.RedisKey(q.Ref), s.CountKey(q.Ref)}, args...)
+			}
 		}
 	}, Scripts...); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err

@@ -11,8 +11,8 @@
 //
 // It is written against the drivers (pgstore.Store's Pool and
 // Classified, redisstore.Store's Exec, Client, Prefix, HeadKey and the
-// channel value's Lua), which name none of it but one read: the unread
-// view counts a channel's group mentions from its set itself
-// (redisstore's countGroupMentions), until the views move. Its Kafka
-// codec is still pkg/event's.
+// channel value's Lua), which name none of it. The unread view
+// (pkg/views/unread) reads a channel's group mentions above a user's read
+// through ReadAboveRedis, and its Postgres fallback through ReadPG. Its
+// Kafka codec is still pkg/event's.
 package groupmentions

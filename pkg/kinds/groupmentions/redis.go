@@ -3,6 +3,7 @@ package groupmentions
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -22,8 +23,8 @@ import (
 // seq (padded) as its fifth part, read with the heads: a channel whose
 // top is at or below a user's read costs the unread read nothing more,
 // and an unknown top means "not known" (hydrate from Postgres). The
-// unread view (redisstore's countGroupMentions) still reads the set
-// itself; it moves with the views.
+// unread view (pkg/views/unread) reads the mentions above a user's read
+// through ReadAboveRedis.
 
 // keyTag starts the key of a channel's set (after the store's prefix).
 const keyTag = "gm:"
@@ -118,6 +119,41 @@ func (s Store) ReadRedis(ctx context.Context, channels []string) ([]*channel.Gro
 			g.Mentions = append(g.Mentions, gm)
 		}
 		out[i] = g
+	}
+	return out, nil
+}
+
+// ReadAboveRedis returns, for each channel, its kept group mentions above
+// the read seq of the same index, ascending (nil: the set holds none
+// above it, or no set; empty: only undecodable ones), in one pipeline: what the unread view reads of a channel whose top (the
+// channel value's fifth part) is above a user's read.
+func (s Store) ReadAboveRedis(ctx context.Context, channels []string, reads []int64) ([][]channel.GroupMention, error) {
+	cmds := make([]*redis.StringSliceCmd, len(channels))
+	if _, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
+		for i, ch := range channels {
+			from := "[" + redisstore.PadSeq(reads[i]+1)
+			cmds[i] = pipe.ZRangeByLex(ctx, s.RedisKey(ch), &redis.ZRangeBy{Min: from, Max: "+"})
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make([][]channel.GroupMention, len(channels))
+	for i, c := range cmds {
+		ms, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("%w: reading group mentions: %w", redisstore.ErrUnavailable, err)
+		}
+		if len(ms) > 0 {
+			out[i] = make([]channel.GroupMention, 0, len(ms))
+		}
+		for _, m := range ms {
+			gm, err := decode(m)
+			if err != nil {
+				s.redis.SkipUndecodable()
+				continue
+			}
+			out[i] = append(out[i], gm)
+		}
 	}
 	return out, nil
 }

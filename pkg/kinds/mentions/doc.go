@@ -18,10 +18,10 @@
 //
 // It is written against the drivers (pgstore.Store's Pool and
 // Classified, redisstore.Store's Exec, Client, Prefix, TombstoneKey,
-// PadSeq, ParseSeqList, ReadEach and LoadedField), which name none of it
-// but one read: the unread view reads a user's hash itself with their
-// cursors and registers and counts it without decoding (redisstore's
-// unreadmentions.go), until the views move. An erasure also deletes the
+// PadSeq, ParsePadded, ReadEach and LoadedField), which name none of it.
+// The unread view (pkg/views/unread) reads the user's hash (RedisKey)
+// with the user's cursors and registers in one round trip and decodes
+// only the seqs above a read (AppendSeqList). An erasure also deletes the
 // sorted sets of the layout before this one (mn:{user}:<channel>), which
 // the driver's Erase still finds itself. Its Kafka codec is still
 // pkg/event's.

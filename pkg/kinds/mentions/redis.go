@@ -151,9 +151,27 @@ func (s Store) ScanRedisUsers(ctx context.Context, cur redisstore.ScanCursor, co
 	return s.redis.ScanTagged(ctx, keyTag, cur, count)
 }
 
+// ParseSeqList reads a stored mention list: space-separated padded seqs
+// (redisstore.PadSeq), ascending, nil when it holds none.
+func ParseSeqList(v string) ([]int64, error) { return AppendSeqList(nil, v) }
+
+// AppendSeqList appends the seqs of a stored mention list (or of its
+// tail: the unread view decodes only the seqs above a read, which byte
+// order finds without decoding) to dst.
+func AppendSeqList(dst []int64, v string) ([]int64, error) {
+	for m := range strings.FieldsSeq(v) {
+		q, err := redisstore.ParsePadded(m)
+		if err != nil || len(m) != redisstore.SeqWidth {
+			return dst, fmt.Errorf("%q is not a padded seq", m)
+		}
+		dst = append(dst, q)
+	}
+	return dst, nil
+}
+
 // decode reads a stored mention list (nil when it holds none).
 func decode(k receipt.Key, v string) ([]int64, error) {
-	seqs, err := redisstore.ParseSeqList(v)
+	seqs, err := ParseSeqList(v)
 	if err != nil {
 		return nil, fmt.Errorf("decoding the redis mentions of %s: %w", k.KafkaKey(), err)
 	}

@@ -40,9 +40,9 @@ func (s Store) LevelsOf(ctx context.Context, user string, channels []string) (Le
 	return probe.result()
 }
 
-// LevelsRead is LevelsOf riding the unread read's pipeline
-// (redisstore.Rider), saving its round trip: hand it to
-// redisstore.Store.Unread, then read Levels.
+// LevelsRead is LevelsOf riding the unread read's pipeline (a rider of
+// the unread view, pkg/views/unread), saving its round trip: hand it to
+// the view's read, then read Levels.
 type LevelsRead struct {
 	s     Store
 	probe *levelsProbe
@@ -51,7 +51,8 @@ type LevelsRead struct {
 // NewLevelsRead is a LevelsRead for one unread read.
 func (s Store) NewLevelsRead() *LevelsRead { return &LevelsRead{s: s} }
 
-// Queue implements redisstore.Rider.
+// Queue queues the read of user's registers of channels on pipe (the
+// unread view's Rider).
 func (r *LevelsRead) Queue(ctx context.Context, pipe redis.Pipeliner, user string, channels []string) {
 	p := r.s.queueLevels(ctx, pipe, user, channels, true)
 	r.probe = &p
@@ -144,5 +145,3 @@ func (p levelsProbe) wholeResult(out Levels) (Levels, error) {
 	}
 	return out, nil
 }
-
-var _ redisstore.Rider = (*LevelsRead)(nil)

@@ -23,8 +23,9 @@
 // Classified; redisstore.Store's Exec, Client, Prefix, TombstoneKey,
 // MarkLoaded, ScanTagged, the layout's codecs and markers). The drivers
 // name none of its tables or keys; the read-by view's thread entries
-// (pkg/views/readby) and the inbox's reply ids
-// (redisstore.RememberReplyIDs, called after a raise) are the views'.
+// (pkg/views/readby) are the view's, and the inbox's reply ids the
+// driver's cache beside the channels' message ids
+// (redisstore.Store.RememberReplyIDs, called after a raise).
 // The mention seqs a register keeps are its own column and field: the
 // channel mention kind's table and keys are not read here.
 package threads

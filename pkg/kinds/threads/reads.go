@@ -209,8 +209,8 @@ func (s Store) HeadsAt(ctx context.Context, refs []thread.Ref) ([]thread.Head, e
 	return out, nil
 }
 
-// Probe tells, on another read's pipeline (a redisstore.Rider: the unread
-// read's, the inbox's), whether the user's thread hash is hydrated and
+// Probe tells, on another read's pipeline (a rider of the unread view,
+// pkg/views/unread: its unread read's, its inbox order's), whether the user's thread hash is hydrated and
 // holds no register, so that there are no thread counts or lines to read.
 // One probe serves one read.
 type Probe struct {
@@ -222,7 +222,7 @@ type Probe struct {
 // Probe is a probe of s's hashes, to hand a read as a rider.
 func (s Store) Probe() *Probe { return &Probe{s: s} }
 
-// Queue queues the probe of user's hash on pipe (redisstore.Rider).
+// Queue queues the probe of user's hash on pipe (the unread view's Rider).
 func (p *Probe) Queue(ctx context.Context, pipe redis.Pipeliner, user string, _ []string) {
 	k := p.s.RedisKey(user)
 	p.n, p.loaded = pipe.HLen(ctx, k), pipe.HExists(ctx, k, redisstore.LoadedField)

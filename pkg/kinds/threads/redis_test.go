@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/kind"
@@ -411,7 +412,8 @@ func TestUnreadProbesThreads(t *testing.T) {
 	none := func() bool {
 		t.Helper()
 		p := s.Probe()
-		_, err := s.redis.Unread(ctx, "pu", []string{"c1"}, 10, p)
+		// On a pipeline of its own, as the unread view's read queues it.
+		_, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) { p.Queue(ctx, pipe, "pu", []string{"c1"}) })
 		require.NoError(t, err)
 		return p.None()
 	}

@@ -1,30 +1,29 @@
-package deletions
+package unread
 
 import (
 	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/kinds/mentions"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-// The unread view (redisstore's) counts a channel's deletions from the
-// kind's set: these tests write the set with the kind and read the view.
+// The view counts a channel's deletions from the deletion kind's set:
+// these tests write the set with the kind and read the view.
 
 // counts reads user's unread view of channels: per channel the unread
 // count, the first unread seq and the mention count.
-func counts(t testing.TB, s *redisstore.Store, user string, channels ...string) (map[string][3]int64, redisstore.UnreadView) {
+func counts(t testing.TB, s Store, user string, channels ...string) (map[string][3]int64, UnreadView) {
 	t.Helper()
-	v, err := s.Unread(context.Background(), user, channels, channel.MentionCapDefault)
+	v, err := s.Read(context.Background(), user, channels, channel.MentionCapDefault)
 	require.NoError(t, err)
 	out := map[string][3]int64{}
 	for _, cv := range v.Channels {
@@ -33,35 +32,12 @@ func counts(t testing.TB, s *redisstore.Store, user string, channels ...string) 
 	return out, v
 }
 
-// setupUnreadUser puts user in n channels as the gateway leaves them
-// after a hydrate: cursors (read at 5), registers, 2 mentions (seqs 7
-// and 9) per channel, each channel's head at 10 and its deletions known
-// (none).
-func setupUnreadUser(tb testing.TB, d Store, s *redisstore.Store, user string, n int) []string {
+// newDeletionStore is the view and the deletion kind on a Redis of the
+// test's own prefix, that driver and its client.
+func newDeletionStore(tb testing.TB) (Store, deletions.Store, *redisstore.Store, redis.UniversalClient) {
 	tb.Helper()
-	ctx := context.Background()
-	now := time.Now().UnixMilli()
-	var (
-		channels []string
-		states   []receipt.State
-		regs     []channel.Membership
-		ms       []channel.Mentions
-		heads    []channel.Head
-	)
-	for i := range n {
-		k := receipt.Key{User: user, Channel: fmt.Sprintf("%s-ch-%05d", user, i)}
-		channels = append(channels, k.Channel)
-		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}, MessageID: "m5"}, UpdatedAtUnixMs: now})
-		regs, ms = append(regs, channel.Join(k, 1, now, 0)), append(ms, channel.Mentions{Key: k, Seqs: []int64{7, 9}})
-		heads = append(heads, channel.Head{Channel: k.Channel, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now})
-	}
-	require.NoError(tb, s.Hydrate(ctx, user, states, redisstore.Incarnation{}))
-	require.NoError(tb, mentions.NewStore(nil, s).HydrateRedis(ctx, user, ms, channel.MentionCapDefault))
-	require.NoError(tb, s.HydrateMemberships(ctx, user, regs))
-	_, err := s.RaiseHeads(ctx, heads)
-	require.NoError(tb, err)
-	require.NoError(tb, d.HydrateRedis(ctx, channelRefs(channels...), nil))
-	return channels
+	v, rs, rdb := newTestStore(tb)
+	return v, deletions.NewStore(nil, rs), rs, rdb
 }
 
 // Deleted seqs leave the unread count, the first unread seq and the
@@ -70,11 +46,11 @@ func setupUnreadUser(tb testing.TB, d Store, s *redisstore.Store, user string, n
 func TestUnreadWithDeletions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, s, rdb := newRedisStore(t)
-	chs := setupUnreadUser(t, d, s, "u", 4) // read 5, mentions 7 and 9, head 10
+	u, d, s, rdb := newDeletionStore(t)
+	chs := setupUnreadUser(t, s, "u", 4) // read 5, mentions 7 and 9, head 10
 	dels := []channel.Deletions{{Channel: chs[0], Seqs: []int64{7, 9}}, {Channel: chs[1], Seqs: []int64{6, 7, 8}},
 		{Channel: chs[2], Seqs: []int64{6, 7, 8, 9, 10}}, {Channel: chs[3], Seqs: []int64{2, 3, 11}}}
-	got, v := counts(t, s, "u", chs...)
+	got, v := counts(t, u, "u", chs...)
 	require.Empty(t, v.MissingDeletions)
 	for _, ch := range chs {
 		require.Equal(t, [3]int64{5, 6, 2}, got[ch])
@@ -83,7 +59,7 @@ func TestUnreadWithDeletions(t *testing.T) {
 		errs, err := d.AddRedis(ctx, dels)
 		require.NoError(t, err)
 		require.Equal(t, make([]error, len(dels)), errs)
-		got, v = counts(t, s, "u", chs...)
+		got, v = counts(t, u, "u", chs...)
 		require.Empty(t, v.MissingDeletions)
 		st := receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: 5}}}
 		for _, d := range dels {
@@ -99,7 +75,7 @@ func TestUnreadWithDeletions(t *testing.T) {
 
 	// The set lost while its count says it had some: unknown, not none.
 	require.NoError(t, rdb.Del(ctx, d.RedisKey(thread.Ref{Channel: chs[0]})).Err())
-	_, v = counts(t, s, "u", chs...)
+	_, v = counts(t, u, "u", chs...)
 	require.Equal(t, []string{chs[0]}, v.MissingDeletions)
 }
 
@@ -109,15 +85,15 @@ func TestUnreadWithDeletions(t *testing.T) {
 func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, s, rdb := newRedisStore(t)
+	u, d, s, rdb := newDeletionStore(t)
 	_, err := d.AddRedis(ctx, []channel.Deletions{{Channel: "x", Seqs: []int64{3}}})
 	require.NoError(t, err)
 	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "x", Seq: 5, MessageID: "m5"}})
 	require.NoError(t, err)
-	_, v := counts(t, s, "u", "x")
+	_, v := counts(t, u, "u", "x")
 	require.Equal(t, []string{"x"}, v.MissingDeletions, "not hydrated: unknown")
 	require.NoError(t, d.HydrateRedis(ctx, channelRefs("x"), []channel.Deletions{{Channel: "x", Seqs: []int64{1}}}))
-	got, v := counts(t, s, "u", "x")
+	got, v := counts(t, u, "u", "x")
 	require.Empty(t, v.MissingDeletions)
 	require.Equal(t, [3]int64{3, 2, 0}, got["x"])
 	f := strings.Fields(rdb.Get(ctx, s.HeadKey("x")).Val())
@@ -127,7 +103,7 @@ func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
 
 // fillDeletions puts n consecutive deletions 1..n into ch's set (a
 // pipeline of ZADDs) and marks its count.
-func fillDeletions(tb testing.TB, d Store, rdb redis.UniversalClient, ch string, n int64) {
+func fillDeletions(tb testing.TB, d deletions.Store, rdb redis.UniversalClient, ch string, n int64) {
 	tb.Helper()
 	ctx := context.Background()
 	const batch = 10000
@@ -150,16 +126,16 @@ func fillDeletions(tb testing.TB, d Store, rdb redis.UniversalClient, ch string,
 func TestMillionDeletions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d, s, rdb := newRedisStore(t)
+	u, d, s, rdb := newDeletionStore(t)
 	const n = 1_000_000
 	fillDeletions(t, d, rdb, "big", n)
 	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: n + 10, MessageID: "m"}})
 	require.NoError(t, err)
-	got, _ := counts(t, s, "u", "big")
+	got, _ := counts(t, u, "u", "big")
 	require.Equal(t, [3]int64{10, n + 1, 0}, got["big"])
 	// A hole in the run.
 	require.NoError(t, rdb.ZRem(ctx, d.RedisKey(thread.Ref{Channel: "big"}), 777_777).Err())
-	got, _ = counts(t, s, "u", "big")
+	got, _ = counts(t, u, "u", "big")
 	require.Equal(t, [3]int64{11, 777_777, 0}, got["big"])
 }
 
@@ -168,9 +144,9 @@ func TestMillionDeletions(t *testing.T) {
 // 1,000,000): the search costs O(log(run) log n), so the two take about
 // the same time.
 //
-//	go test -run '^$' -bench CountDeletions ./pkg/kinds/deletions/
+//	go test -run '^$' -bench CountDeletions ./pkg/views/unread/
 func BenchmarkCountDeletions(b *testing.B) {
-	d, s, rdb := newRedisStore(b)
+	u, d, s, rdb := newDeletionStore(b)
 	ctx := context.Background()
 	for _, n := range []int64{1000, 1_000_000} {
 		ch := fmt.Sprintf("c%d", n)
@@ -179,9 +155,9 @@ func BenchmarkCountDeletions(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("deletions=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				v, err := s.Unread(ctx, "u", []string{ch}, channel.MentionCapDefault)
-				if err != nil || v.Channels[0].Unread != 10 {
-					b.Fatal(err, v.Channels)
+				got, err := u.Read(ctx, "u", []string{ch}, channel.MentionCapDefault)
+				if err != nil || got.Channels[0].Unread != 10 {
+					b.Fatal(err, got.Channels)
 				}
 			}
 		})

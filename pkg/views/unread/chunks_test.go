@@ -1,4 +1,4 @@
-package redisstore
+package unread
 
 import (
 	"context"
@@ -15,21 +15,16 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redistest"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // wholeAndParts is two stores on one test prefix: one reading every page
 // of up to 1,000 channels in one pipeline, the other pages of more than
 // chunk channels in parts.
-func wholeAndParts(t *testing.T, chunk int) (*redis.Client, *Store, *Store) {
+func wholeAndParts(t *testing.T, chunk int) (redis.UniversalClient, *redisstore.Store, Store, Store) {
 	t.Helper()
-	rdb := redistest.Client(t)
-	prefix := redistest.Prefix(t, rdb)
-	whole := New(rdb, Config{Prefix: prefix})
-	whole.unreadChunk = 1000
-	parts := New(rdb, Config{Prefix: prefix})
-	parts.unreadChunk = chunk
-	return rdb, whole, parts
+	v, rs, rdb := newTestStore(t)
+	return rdb, rs, v.WithChunk(1000), v.WithChunk(chunk)
 }
 
 // TestUnreadChunkedSameAnswer reads the same users' pages from two stores
@@ -42,49 +37,49 @@ func wholeAndParts(t *testing.T, chunk int) (*redis.Client, *Store, *Store) {
 func TestUnreadChunkedSameAnswer(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, whole, parts := wholeAndParts(t, 7)
+	rdb, rs, whole, parts := wholeAndParts(t, 7)
 
-	channels := setupUnreadUser(t, whole, "u", 60)
+	channels := setupUnreadUser(t, rs, "u", 60)
 	now := time.Now().UnixMilli()
 	// Left: channels 3, 20 and 21 (the last two across a part's edge).
 	var left []channel.Membership
 	for _, i := range []int{3, 20, 21} {
 		left = append(left, channel.Leave(receipt.Key{User: "u", Channel: channels[i]}, 2, now))
 	}
-	_, err := whole.MergeMemberships(ctx, left)
+	_, err := rs.MergeMemberships(ctx, left)
 	require.NoError(t, err)
 	// Channel values Redis does not know (14, 15, 59), one it cannot
 	// decode (30).
 	for _, i := range []int{14, 15, 59} {
-		require.NoError(t, rdb.Del(ctx, whole.HeadKey(channels[i])).Err())
+		require.NoError(t, rdb.Del(ctx, rs.HeadKey(channels[i])).Err())
 	}
-	require.NoError(t, rdb.Set(ctx, whole.HeadKey(channels[30]), "?", 0).Err())
+	require.NoError(t, rdb.Set(ctx, rs.HeadKey(channels[30]), "?", 0).Err())
 	// A cursor without a register, read further in some channels.
 	st := receipt.State{Key: receipt.Key{User: "u", Channel: "u-extra"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}, MessageID: "m2"}, UpdatedAtUnixMs: now}
-	_, err = whole.Merge(ctx, []receipt.State{st})
+	_, err = rs.Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
 	var further []receipt.State
 	for _, i := range []int{8, 9, 40} {
 		further = append(further, receipt.State{Key: receipt.Key{User: "u", Channel: channels[i]}, Read: receipt.Cursor{Position: receipt.Position{Seq: 8}, MessageID: "m8"}, UpdatedAtUnixMs: now + 1})
 	}
-	_, err = whole.Merge(ctx, further)
+	_, err = rs.Merge(ctx, further)
 	require.NoError(t, err)
 	// Deletions: in channels 8 (read further), 12 (a run from the read
 	// and a mention) and 13 (everything unread), across a part's edge.
-	putDeletions(t, whole, []int64{9, 10}, channels[8])
-	putDeletions(t, whole, []int64{6, 7, 8}, channels[12])
-	putDeletions(t, whole, []int64{6, 7, 8, 9, 10}, channels[13])
+	putDeletions(t, rs, []int64{9, 10}, channels[8])
+	putDeletions(t, rs, []int64{6, 7, 8}, channels[12])
+	putDeletions(t, rs, []int64{6, 7, 8, 9, 10}, channels[13])
 	// A user with no cursor hydrated: CursorsComplete false on both.
-	setupUnreadUser(t, whole, "v", 30)
-	require.NoError(t, rdb.Del(ctx, whole.UserKey("v")).Err())
+	setupUnreadUser(t, rs, "v", 30)
+	require.NoError(t, rdb.Del(ctx, rs.UserKey("v")).Err())
 
 	pages := []Page{{}, {Limit: 1000}, {Limit: 25}, {After: channels[10], Limit: 30}, {After: channels[19]}, {After: "zz"}}
 	for _, user := range []string{"u", "v", "nobody"} {
 		for _, page := range pages {
 			t.Run(fmt.Sprintf("%s/%+v", user, page), func(t *testing.T) {
-				want, err := whole.UnreadPage(ctx, user, page, channel.MentionCapDefault)
+				want, err := whole.ReadPage(ctx, user, page, channel.MentionCapDefault)
 				require.NoError(t, err)
-				got, err := parts.UnreadPage(ctx, user, page, channel.MentionCapDefault)
+				got, err := parts.ReadPage(ctx, user, page, channel.MentionCapDefault)
 				require.NoError(t, err)
 				require.Equal(t, want, got)
 			})
@@ -92,7 +87,7 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	}
 	// The case the parts are for: they did read in parts, with every
 	// kind of channel in the answer.
-	v, err := parts.UnreadPage(ctx, "u", Page{}, channel.MentionCapDefault)
+	v, err := parts.ReadPage(ctx, "u", Page{}, channel.MentionCapDefault)
 	require.NoError(t, err)
 	require.Len(t, v.Channels, 60+1-3)
 	require.Equal(t, []string{channels[14], channels[15], channels[30], channels[59], "u-extra"}, v.MissingHeads)
@@ -118,17 +113,17 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb, whole, parts := wholeAndParts(t, 3)
-	channels := setupUnreadUser(t, whole, "u", 12)
-	left := whole.UserMembersKey("u")
+	rdb, rs, whole, parts := wholeAndParts(t, 3)
+	channels := setupUnreadUser(t, rs, "u", 12)
+	left := rs.UserMembersKey("u")
 	type line struct {
 		ch                           string
 		unread, first, mentions      int64
 		member, hasMember, headKnown bool
 	}
-	read := func(s *Store) []line {
+	read := func(s Store) []line {
 		t.Helper()
-		v, err := s.UnreadPage(ctx, "u", Page{}, channel.MentionCapDefault)
+		v, err := s.ReadPage(ctx, "u", Page{}, channel.MentionCapDefault)
 		require.NoError(t, err)
 		require.True(t, v.MembershipsComplete)
 		var out []line
@@ -144,24 +139,24 @@ func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
 		}
 		return out
 	}
-	for _, s := range []*Store{whole, parts} {
-		require.NoError(t, rdb.HSet(ctx, left, leftCountField, "0").Err())
+	for _, s := range []Store{whole, parts} {
+		require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "0").Err())
 		fieldsOnly := read(s)
 		require.Len(t, fieldsOnly, 12)
 		require.Equal(t, line{channels[0], 5, 6, 2, true, true, true}, fieldsOnly[0])
-		require.NoError(t, rdb.HDel(ctx, left, leftCountField).Err())
+		require.NoError(t, rdb.HDel(ctx, left, redisstore.LeftCountField).Err())
 		require.Equal(t, read(s), fieldsOnly, "no count: the values read give the same answer")
 	}
 
-	require.NoError(t, rdb.HSet(ctx, left, leftCountField, "0").Err())
-	require.NoError(t, whole.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: channels[4]}, 2, time.Now().UnixMilli())).Err)
+	require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "0").Err())
+	require.NoError(t, rs.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: channels[4]}, 2, time.Now().UnixMilli())).Err)
 	want := slices.Delete(slices.Clone(channels), 4, 5)
-	for _, s := range []*Store{whole, parts} {
-		require.Equal(t, "1", rdb.HGet(ctx, left, leftCountField).Val())
+	for _, s := range []Store{whole, parts} {
+		require.Equal(t, "1", rdb.HGet(ctx, left, redisstore.LeftCountField).Val())
 		require.Equal(t, want, names(read(s)), "counted: the values read")
-		require.NoError(t, rdb.HSet(ctx, left, leftCountField, "0").Err())
+		require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "0").Err())
 		require.Equal(t, channels, names(read(s)), "counted none: fields only")
-		require.NoError(t, rdb.HSet(ctx, left, leftCountField, "1").Err())
+		require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "1").Err())
 	}
 }
 

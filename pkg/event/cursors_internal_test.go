@@ -1,0 +1,81 @@
+package event
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+
+	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
+	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The hand-written Cursors decoder reads what the generated one reads,
+// by protobuf's rules: random messages, and two concatenated (a later
+// scalar wins, a repeated message merges); appendCursors writes what
+// proto.Marshal does.
+func TestParseCursorsMatchesProto(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	num := func() int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return 0
+		case 1:
+			return rng.Int64()
+		}
+		return rng.Int64N(300)
+	}
+	cur := func() *recordv1.Cursor {
+		switch rng.IntN(4) {
+		case 0:
+			return nil
+		case 1:
+			return &recordv1.Cursor{MessageId: "m"}
+		}
+		c := &recordv1.Cursor{Position: &recordv1.Position{Epoch: num(), Seq: num()}}
+		if rng.IntN(2) == 0 {
+			c.MessageId = "m" + string(rune('a'+rng.IntN(26)))
+		}
+		return c
+	}
+	msg := func() *recordv1.Cursors {
+		m := &recordv1.Cursors{Read: cur(), Delivered: cur(), PrivateRead: cur()}
+		if rng.IntN(2) == 0 {
+			m.DeviceId = "d"
+		}
+		return m
+	}
+	for range 3000 {
+		a, b := msg(), msg()
+		ab, err := proto.Marshal(a)
+		require.NoError(t, err)
+		bb, err := proto.Marshal(b)
+		require.NoError(t, err)
+		for _, v := range [][]byte{ab, append(append([]byte{}, ab...), bb...)} {
+			var m recordv1.Cursors
+			require.NoError(t, proto.Unmarshal(v, &m))
+			want := receipt.State{Read: cursorFromRecord(m.GetRead()), Delivered: cursorFromRecord(m.GetDelivered()),
+				PrivateRead: cursorFromRecord(m.GetPrivateRead()), DeviceID: m.GetDeviceId()}
+			var got receipt.State
+			require.NoError(t, parseCursors(v, &got))
+			require.Equal(t, want, got)
+			if len(v) == len(ab) {
+				require.Equal(t, cursorsSize(got), len(appendCursors(nil, got)))
+				canon, err := proto.Marshal(recordCursorsAll(got))
+				require.NoError(t, err)
+				require.Equal(t, string(canon), string(appendCursors(nil, got)))
+			}
+		}
+	}
+}
+
+// recordCursorsAll is recordCursors with the device even without a
+// position (appendCursors writes it regardless).
+func recordCursorsAll(s receipt.State) *recordv1.Cursors {
+	if c := recordCursors(s); c != nil {
+		return c
+	}
+	return &recordv1.Cursors{DeviceId: s.DeviceID}
+}

@@ -102,16 +102,16 @@ const (
 )
 
 // appendEnvelope appends the envelope's fields but its payloads, in field
-// order as proto.Marshal writes them; the generation only when stamped (a
-// record stamped later gets it appended by StampGeneration).
+// order as proto.Marshal writes them (a record stamped later gets its
+// generation appended by StampGeneration).
 func appendEnvelope(b []byte, e RecordEnvelope) []byte {
 	b = protowire.AppendTag(b, envVersionField, protowire.VarintType)
 	b = protowire.AppendVarint(b, EnvelopeSchemaVersion)
 	b = appendString(b, envUserField, e.User)
 	b = appendString(b, envChannelField, e.Channel)
 	b = appendInt(b, envRootField, e.Root)
+	b = appendInt(b, envGenerationField, e.Generation)
 	if e.Stamped {
-		b = appendInt(b, envGenerationField, e.Generation)
 		b = protowire.AppendTag(b, envStampedField, protowire.VarintType)
 		b = protowire.AppendVarint(b, 1)
 	}
@@ -281,20 +281,20 @@ func parsePayload(v []byte) (rawPayload, error) {
 // set, at least one, the root, generation and time within 0 … MaxSeq.
 func validateEnvelope(e RecordEnvelope) error {
 	if e.User == "" && e.Channel == "" {
-		return fmt.Errorf("%w: invalid record: it names neither a user nor a channel", ErrUndecodable)
+		return fmt.Errorf("%w: invalid event: it names neither a user nor a channel", ErrUndecodable)
 	}
 	if e.User != "" {
 		if err := receipt.ValidateID("user_id", e.User); err != nil {
-			return fmt.Errorf("%w: invalid record: %v", ErrUndecodable, err)
+			return fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
 	}
 	if e.Channel != "" {
 		if err := receipt.ValidateID("channel_id", e.Channel); err != nil {
-			return fmt.Errorf("%w: invalid record: %v", ErrUndecodable, err)
+			return fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
 	}
 	if e.Root < 0 || e.Root > receipt.MaxSeq {
-		return fmt.Errorf("%w: invalid record: thread_root_seq %d outside 0 … %d", ErrUndecodable, e.Root, receipt.MaxSeq)
+		return fmt.Errorf("%w: invalid event: thread_root_seq %d outside 0 … %d", ErrUndecodable, e.Root, receipt.MaxSeq)
 	}
 	return validateStamp(e.Generation, e.AcceptedAtUnixMs)
 }

@@ -222,6 +222,11 @@ func recordCursors(s receipt.State) *recordv1.Cursors {
 // payload into Decoded's fields (checked as the earlier message of the
 // same content is), and the payloads of other types into d.Payloads.
 func decodeEnvelopeRecord(r *kgo.Record) (Decoded, error) {
+	if v := peekVersion(r.Value); v != 0 && v != EnvelopeSchemaVersion {
+		// A later version (or an earlier message under the envelope's
+		// header): its fields may mean anything else.
+		return Decoded{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, v)
+	}
 	var raw [MaxPayloads]rawPayload
 	e, n, unknown, err := parseEnvelope(r.Value, &raw)
 	if err != nil {
@@ -244,7 +249,7 @@ func decodeEnvelopeRecord(r *kgo.Record) (Decoded, error) {
 			continue
 		}
 		if sh != shapeNone && s != sh {
-			return Decoded{}, fmt.Errorf("%w: invalid record: payload %s with %s", ErrUndecodable, p.typ, raw[0].typ)
+			return Decoded{}, fmt.Errorf("%w: invalid event: payload %s with %s", ErrUndecodable, p.typ, raw[0].typ)
 		}
 		sh = s
 	}
@@ -252,7 +257,7 @@ func decodeEnvelopeRecord(r *kgo.Record) (Decoded, error) {
 		sh == shapeUserChannel || sh == shapeThread || sh == shapeHead || sh == shapeDeletions || sh == shapeThreadHead,
 		sh == shapeThread || sh == shapeThreadHead
 	if sh != shapeNone && ((e.User != "") != wantUser || (e.Channel != "") != wantChannel || (wantRoot && e.Root == 0) || (!wantRoot && sh != shapeDeletions && e.Root != 0)) {
-		return Decoded{}, fmt.Errorf("%w: invalid record: a payload of type %s in a record of user %q, channel %q, thread root %d", ErrUndecodable, raw[0].typ, e.User, e.Channel, e.Root)
+		return Decoded{}, fmt.Errorf("%w: invalid event: a payload of type %s in a record of user %q, channel %q, thread root %d", ErrUndecodable, raw[0].typ, e.User, e.Channel, e.Root)
 	}
 	var d Decoded
 	switch sh {
@@ -266,7 +271,7 @@ func decodeEnvelopeRecord(r *kgo.Record) (Decoded, error) {
 		d, err = decodeUserPayload(r, e, raw[:n], sh)
 	default:
 		if n == 0 && len(unknown) == 0 {
-			return Decoded{}, fmt.Errorf("%w: invalid record: it carries no payload", ErrUndecodable)
+			return Decoded{}, fmt.Errorf("%w: invalid event: it carries no payload", ErrUndecodable)
 		}
 		d = Decoded{Key: receipt.Key{User: e.User, Channel: e.Channel}, Generation: e.Generation, Stamped: e.Stamped,
 			AcceptedAtUnixMs: e.AcceptedAtUnixMs, Extensions: unknown}
@@ -339,7 +344,7 @@ func decodeUserChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload,
 		}
 	}
 	if cursors && d.Receipt == nil {
-		return Decoded{}, fmt.Errorf("%w: invalid record: a cursors payload without a position", ErrUndecodable)
+		return Decoded{}, fmt.Errorf("%w: invalid event: a cursors payload without a position", ErrUndecodable)
 	}
 	if d.Receipt == nil {
 		d.AcceptedAtUnixMs = e.AcceptedAtUnixMs
@@ -358,7 +363,7 @@ func decodeThreadPayload(r *kgo.Record, e RecordEnvelope, ps []rawPayload) (Deco
 	if c != nil && c.GetRead().GetPosition().GetSeq() == 0 && c.GetRead().GetPosition().GetEpoch() == 0 &&
 		c.GetDelivered().GetPosition().GetSeq() == 0 && c.GetDelivered().GetPosition().GetEpoch() == 0 &&
 		c.GetPrivateRead().GetPosition().GetSeq() == 0 && c.GetPrivateRead().GetPosition().GetEpoch() == 0 {
-		return Decoded{}, fmt.Errorf("%w: invalid record: thread cursors without a position", ErrUndecodable)
+		return Decoded{}, fmt.Errorf("%w: invalid event: thread cursors without a position", ErrUndecodable)
 	}
 	ev := &recordv1.ReceiptEvent{SchemaVersion: ThreadSchemaVersion, UserId: e.User, ChannelId: e.Channel,
 		Read: c.GetRead(), Delivered: c.GetDelivered(), PrivateRead: c.GetPrivateRead(), DeviceId: c.GetDeviceId(),
@@ -380,7 +385,7 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 				return Decoded{}, err
 			}
 			if h.GetHead() == nil {
-				return Decoded{}, fmt.Errorf("%w: invalid record: a head payload without a head", ErrUndecodable)
+				return Decoded{}, fmt.Errorf("%w: invalid event: a head payload without a head", ErrUndecodable)
 			}
 			ev.Head = h.GetHead()
 		case ptGroupMentions:
@@ -389,7 +394,7 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 				return Decoded{}, err
 			}
 			if len(g.GetMentions()) == 0 {
-				return Decoded{}, fmt.Errorf("%w: invalid record: a group mentions payload without mentions", ErrUndecodable)
+				return Decoded{}, fmt.Errorf("%w: invalid event: a group mentions payload without mentions", ErrUndecodable)
 			}
 			ev.GroupMentions = g.GetMentions()
 		case ptDeletions:
@@ -398,7 +403,7 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 				return Decoded{}, err
 			}
 			if len(del.GetSeqs()) == 0 {
-				return Decoded{}, fmt.Errorf("%w: invalid record: a deletions payload without seqs", ErrUndecodable)
+				return Decoded{}, fmt.Errorf("%w: invalid event: a deletions payload without seqs", ErrUndecodable)
 			}
 			ev.DeletedSeqs = del.GetSeqs()
 		}
@@ -410,7 +415,7 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 		return decodeThreadHead(r, ev)
 	}
 	if ev.Head == nil {
-		return Decoded{}, fmt.Errorf("%w: invalid record: group mentions without a head", ErrUndecodable)
+		return Decoded{}, fmt.Errorf("%w: invalid event: group mentions without a head", ErrUndecodable)
 	}
 	return decodeChannelEvent(r, ev)
 }
@@ -421,7 +426,7 @@ func decodeUserPayload(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh shap
 	ev := &recordv1.UserEvent{SchemaVersion: SchemaVersion, UserId: e.User, AcceptedAtUnixMs: e.AcceptedAtUnixMs}
 	if sh == shapeErasure {
 		if e.Generation != 0 || e.Stamped {
-			return Decoded{}, fmt.Errorf("%w: invalid record: an erasure is not stamped", ErrUndecodable)
+			return Decoded{}, fmt.Errorf("%w: invalid event: an erasure is not stamped", ErrUndecodable)
 		}
 		var er recordv1.Erasure
 		if err := unmarshalPayload(ps[0], &er); err != nil {
@@ -429,7 +434,7 @@ func decodeUserPayload(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh shap
 		}
 		ev.ErasedGeneration = er.GetGeneration()
 		if ev.ErasedGeneration == 0 {
-			return Decoded{}, fmt.Errorf("%w: invalid record: an erasure without a generation", ErrUndecodable)
+			return Decoded{}, fmt.Errorf("%w: invalid event: an erasure without a generation", ErrUndecodable)
 		}
 		return decodeUserEvent(r, ev)
 	}

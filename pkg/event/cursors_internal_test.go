@@ -79,3 +79,35 @@ func recordCursorsAll(s receipt.State) *recordv1.Cursors {
 	}
 	return &recordv1.Cursors{DeviceId: s.DeviceID}
 }
+
+// parseHead reads a Head as the generated decoder does, also two
+// concatenated.
+func TestParseHeadMatchesProto(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	msg := func() *recordv1.Head {
+		switch rng.IntN(4) {
+		case 0:
+			return &recordv1.Head{}
+		case 1:
+			return &recordv1.Head{Head: &recordv1.Cursor{MessageId: "m"}}
+		}
+		return &recordv1.Head{Head: &recordv1.Cursor{Position: &recordv1.Position{Epoch: rng.Int64N(3), Seq: rng.Int64()}, MessageId: "m" + string(rune('a'+rng.IntN(26)))}}
+	}
+	for range 2000 {
+		ab, err := proto.Marshal(msg())
+		require.NoError(t, err)
+		bb, err := proto.Marshal(msg())
+		require.NoError(t, err)
+		for _, v := range [][]byte{ab, append(append([]byte{}, ab...), bb...)} {
+			var m recordv1.Head
+			require.NoError(t, proto.Unmarshal(v, &m))
+			var got receipt.Cursor
+			found, err := parseHead(v, &got)
+			require.NoError(t, err)
+			require.Equal(t, m.Head != nil, found)
+			want := receipt.Cursor{Position: receipt.Position{Epoch: m.GetHead().GetPosition().GetEpoch(), Seq: m.GetHead().GetPosition().GetSeq()}, MessageID: m.GetHead().GetMessageId()}
+			require.Equal(t, want, got)
+		}
+	}
+}

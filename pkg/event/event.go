@@ -446,22 +446,24 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 
 // decodeChannelEvent validates a channel event's head and group mentions.
 func decodeChannelEvent(r *kgo.Record, ev *recordv1.ChannelEvent) (Decoded, error) {
-	if ev.GetHead().GetPosition().GetEpoch() != 0 {
+	c := receipt.Cursor{Position: receipt.Position{Epoch: ev.GetHead().GetPosition().GetEpoch(), Seq: ev.GetHead().GetPosition().GetSeq()},
+		MessageID: ev.GetHead().GetMessageId()}
+	return decodeHead(r, ev.GetChannelId(), c, ev.GetAcceptedAtUnixMs(), ev.GetSchemaVersion(), ev.GetGroupMentions())
+}
+
+// decodeHead validates a channel's head (at c) and its group mentions.
+func decodeHead(r *kgo.Record, ch string, c receipt.Cursor, acceptedAtMs int64, version uint32, pms []*recordv1.GroupMention) (Decoded, error) {
+	if c.Position.Epoch != 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)
 	}
-	h := channel.Head{
-		Channel:         ev.GetChannelId(),
-		Seq:             ev.GetHead().GetPosition().GetSeq(),
-		MessageID:       ev.GetHead().GetMessageId(),
-		UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs(),
-	}
+	h := channel.Head{Channel: ch, Seq: c.Position.Seq, MessageID: c.MessageID, UpdatedAtUnixMs: acceptedAtMs}
 	if err := h.Validate(); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
 	if !matchesKey(r.Key, receipt.EscapeKeyID(h.Channel), legacyChannelKey(h.Channel)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, h.Channel)
 	}
-	gms, err := decodeGroupMentions(ev)
+	gms, err := decodeGroupMentions(version, ch, pms)
 	if err != nil {
 		return Decoded{}, err
 	}

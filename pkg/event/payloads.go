@@ -376,18 +376,22 @@ func decodeThreadPayload(r *kgo.Record, e RecordEnvelope, ps []rawPayload) (Deco
 // deleted seqs, as the channel event of the same content.
 func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh shape) (Decoded, error) {
 	ev := &recordv1.ChannelEvent{SchemaVersion: MaxSchemaVersion, ChannelId: e.Channel, AcceptedAtUnixMs: e.AcceptedAtUnixMs, ThreadRootSeq: e.Root}
+	var (
+		head    receipt.Cursor
+		hasHead bool
+	)
 	for _, p := range ps {
 		switch p.typ {
 		case ptHead, ptThreadHead:
-			// Head and ThreadHead share their fields (and bytes).
-			var h recordv1.Head
-			if err := unmarshalPayload(p, &h); err != nil {
+			// Head and ThreadHead share their fields (and bytes); read by
+			// hand, as cursors are: one per message notice.
+			var err error
+			if hasHead, err = parseHead(p.bytes, &head); err != nil {
 				return Decoded{}, err
 			}
-			if h.GetHead() == nil {
+			if !hasHead {
 				return Decoded{}, fmt.Errorf("%w: invalid event: a head payload without a head", ErrUndecodable)
 			}
-			ev.Head = h.GetHead()
 		case ptGroupMentions:
 			var g recordv1.GroupMentions
 			if err := unmarshalPayload(p, &g); err != nil {
@@ -412,12 +416,47 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 	case shapeDeletions:
 		return decodeDeletions(r, ev)
 	case shapeThreadHead:
+		ev.Head = recordCursor(head)
 		return decodeThreadHead(r, ev)
 	}
-	if ev.Head == nil {
+	if !hasHead {
 		return Decoded{}, fmt.Errorf("%w: invalid event: group mentions without a head", ErrUndecodable)
 	}
-	return decodeChannelEvent(r, ev)
+	return decodeHead(r, e.Channel, head, e.AcceptedAtUnixMs, ev.SchemaVersion, ev.GroupMentions)
+}
+
+// parseHead reads a Head (or ThreadHead) message into c: its one field, a
+// Cursor, merged as protobuf does; false when the field is absent.
+func parseHead(b []byte, c *receipt.Cursor) (bool, error) {
+	found := false
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false, fmt.Errorf("%w: malformed head payload: %v", ErrUndecodable, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num != 1 {
+			m := protowire.ConsumeFieldValue(num, typ, b)
+			if m < 0 {
+				return false, fmt.Errorf("%w: malformed head payload: %v", ErrUndecodable, protowire.ParseError(m))
+			}
+			b = b[m:]
+			continue
+		}
+		if typ != protowire.BytesType {
+			return false, fmt.Errorf("%w: malformed head payload: field 1 has wire type %d", ErrUndecodable, typ)
+		}
+		v, m := protowire.ConsumeBytes(b)
+		if m < 0 {
+			return false, fmt.Errorf("%w: malformed head payload: %v", ErrUndecodable, protowire.ParseError(m))
+		}
+		b = b[m:]
+		if err := parseCursor(v, c); err != nil {
+			return false, err
+		}
+		found = true
+	}
+	return found, nil
 }
 
 // decodeUserPayload reads a user-wide record: settings or an erasure, as

@@ -106,7 +106,7 @@ func counterKind() kind.Kind {
 			a.N = max(a.N, b.N)
 			return a
 		},
-		Same: func(a, b counter) bool { return a.N == b.N },
+		Same:    func(a, b counter) bool { return a.N == b.N },
 		Payload: counterCodec,
 		PGWrite: func(ctx context.Context, env *kind.Env, vals []counter) (int64, error) {
 			var users, chs []string

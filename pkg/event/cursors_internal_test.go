@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -108,6 +109,27 @@ func TestParseHeadMatchesProto(t *testing.T) {
 			require.Equal(t, m.Head != nil, found)
 			want := receipt.Cursor{Position: receipt.Position{Epoch: m.GetHead().GetPosition().GetEpoch(), Seq: m.GetHead().GetPosition().GetSeq()}, MessageID: m.GetHead().GetMessageId()}
 			require.Equal(t, want, got)
+		}
+	}
+}
+
+// parseMembership reads a Membership as the generated decoder does.
+func TestParseMembershipMatchesProto(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 2000 {
+		a := &recordv1.Membership{ChannelId: "c", Member: rng.IntN(2) == 0, VersionSeq: rng.Int64(), VersionUnixMs: rng.Int64N(5), JoinSeq: rng.Int64N(1 << 40)}
+		b := &recordv1.Membership{UserId: "u", Member: rng.IntN(2) == 0, JoinSeq: rng.Int64N(3)}
+		ab, err := proto.Marshal(a)
+		require.NoError(t, err)
+		bb, err := proto.Marshal(b)
+		require.NoError(t, err)
+		for _, v := range [][]byte{ab, append(append([]byte{}, ab...), bb...)} {
+			var m recordv1.Membership
+			require.NoError(t, proto.Unmarshal(v, &m))
+			var got channel.Membership
+			require.NoError(t, parseMembership(v, &got))
+			require.Equal(t, channel.Membership{Member: m.GetMember(), VersionSeq: m.GetVersionSeq(), VersionUnixMs: m.GetVersionUnixMs(), JoinSeq: m.GetJoinSeq()}, got)
 		}
 	}
 }

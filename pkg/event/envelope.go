@@ -277,18 +277,36 @@ func parsePayload(v []byte) (rawPayload, error) {
 	return p, nil
 }
 
-// validateEnvelope bounds what every envelope carries: ids valid where
-// set, at least one, the root, generation and time within 0 … MaxSeq.
-func validateEnvelope(e RecordEnvelope) error {
+// keyMatches reports whether key is the envelope's (RecordKey), without
+// building it: this runs for every record.
+func (e RecordEnvelope) keyMatches(key []byte) bool {
+	var buf [2*receipt.MaxIDLength*3 + 8]byte
+	b := buf[:0]
+	switch {
+	case e.User != "" && e.Channel != "":
+		b = receipt.Key{User: e.User, Channel: e.Channel}.AppendKafkaKey(b)
+	case e.User != "":
+		b = receipt.AppendKeyID(append(b, userKeyPrefix...), e.User)
+	default:
+		b = receipt.AppendKeyID(b, e.Channel)
+	}
+	return string(b) == string(key)
+}
+
+// validateEnvelope bounds what every envelope carries: at least one id,
+// valid where set (checkIDs; the decoders of the built-in payloads check
+// them with their values), the root, generation and time within 0 …
+// MaxSeq.
+func validateEnvelope(e RecordEnvelope, checkIDs bool) error {
 	if e.User == "" && e.Channel == "" {
 		return fmt.Errorf("%w: invalid event: it names neither a user nor a channel", ErrUndecodable)
 	}
-	if e.User != "" {
+	if checkIDs && e.User != "" {
 		if err := receipt.ValidateID("user_id", e.User); err != nil {
 			return fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
 	}
-	if e.Channel != "" {
+	if checkIDs && e.Channel != "" {
 		if err := receipt.ValidateID("channel_id", e.Channel); err != nil {
 			return fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}

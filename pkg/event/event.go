@@ -348,7 +348,8 @@ func decodeLegacy(r *kgo.Record) (Decoded, error) {
 }
 
 // checkUserChannel validates a user's state in a channel (notif: the
-// register as the record carried it, deviceID the record's device).
+// register as the record carried it, deviceID the record's device), and
+// that r's key is its (r nil: an envelope's, checked already).
 func checkUserChannel(r *kgo.Record, d Decoded, notif *recordv1.NotificationRegister, deviceID string) (Decoded, error) {
 	if err := validateStamp(d.Generation, d.AcceptedAtUnixMs); err != nil {
 		return Decoded{}, err
@@ -385,7 +386,7 @@ func checkUserChannel(r *kgo.Record, d Decoded, notif *recordv1.NotificationRegi
 			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
 	}
-	if !matchesKey(r.Key, d.Key.KafkaKey(), d.Key.LegacyKafkaKey()) {
+	if r != nil && !matchesKey(r.Key, d.Key.KafkaKey(), d.Key.LegacyKafkaKey()) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match event key %q", ErrUndecodable, r.Key, d.Key.KafkaKey())
 	}
 	return d, nil

@@ -236,12 +236,6 @@ func decodeEnvelopeRecord(r *kgo.Record) (Decoded, error) {
 		return Decoded{}, fmt.Errorf("%w: unknown schema version %d", ErrUndecodable, e.Version)
 	}
 	e.Stamped = stamped(e.Stamped, e.Generation)
-	if err := validateEnvelope(e); err != nil {
-		return Decoded{}, err
-	}
-	if want := e.RecordKey(); string(r.Key) != want {
-		return Decoded{}, fmt.Errorf("%w: record key %q does not match the envelope's key %q", ErrUndecodable, r.Key, want)
-	}
 	sh := shapeNone
 	for _, p := range raw[:n] {
 		s := shapeOf(p.typ)
@@ -252,6 +246,12 @@ func decodeEnvelopeRecord(r *kgo.Record) (Decoded, error) {
 			return Decoded{}, fmt.Errorf("%w: invalid event: payload %s with %s", ErrUndecodable, p.typ, raw[0].typ)
 		}
 		sh = s
+	}
+	if err := validateEnvelope(e, sh == shapeNone); err != nil {
+		return Decoded{}, err
+	}
+	if !e.keyMatches(r.Key) {
+		return Decoded{}, fmt.Errorf("%w: record key %q does not match the envelope's key %q", ErrUndecodable, r.Key, e.RecordKey())
 	}
 	wantUser, wantChannel, wantRoot := sh == shapeUserChannel || sh == shapeThread || sh == shapeSettings || sh == shapeErasure,
 		sh == shapeUserChannel || sh == shapeThread || sh == shapeHead || sh == shapeDeletions || sh == shapeThreadHead,
@@ -329,12 +329,11 @@ func decodeUserChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload,
 				d.Mentions = m.GetSeqs()
 			}
 		case ptMembership:
-			var m recordv1.Membership
-			if err := unmarshalPayload(p, &m); err != nil {
+			m := &channel.Membership{Key: key}
+			if err := parseMembership(p.bytes, m); err != nil {
 				return Decoded{}, err
 			}
-			d.Membership = &channel.Membership{Key: key, Member: m.GetMember(), VersionSeq: m.GetVersionSeq(),
-				VersionUnixMs: m.GetVersionUnixMs(), JoinSeq: m.GetJoinSeq()}
+			d.Membership = m
 		case ptNotifications:
 			notif = &recordv1.NotificationRegister{}
 			if err := unmarshalPayload(p, notif); err != nil {
@@ -349,7 +348,7 @@ func decodeUserChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload,
 	if d.Receipt == nil {
 		d.AcceptedAtUnixMs = e.AcceptedAtUnixMs
 	}
-	return checkUserChannel(r, d, notif, deviceID)
+	return checkUserChannel(nil, d, notif, deviceID)
 }
 
 // decodeThreadPayload reads a user's thread register, as the thread event
@@ -375,10 +374,11 @@ func decodeThreadPayload(r *kgo.Record, e RecordEnvelope, ps []rawPayload) (Deco
 // decodeChannelPayloads reads a channel's (or a thread's) head or
 // deleted seqs, as the channel event of the same content.
 func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh shape) (Decoded, error) {
-	ev := &recordv1.ChannelEvent{SchemaVersion: MaxSchemaVersion, ChannelId: e.Channel, AcceptedAtUnixMs: e.AcceptedAtUnixMs, ThreadRootSeq: e.Root}
 	var (
 		head    receipt.Cursor
 		hasHead bool
+		gms     []*recordv1.GroupMention
+		deleted []int64
 	)
 	for _, p := range ps {
 		switch p.typ {
@@ -400,7 +400,7 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 			if len(g.GetMentions()) == 0 {
 				return Decoded{}, fmt.Errorf("%w: invalid event: a group mentions payload without mentions", ErrUndecodable)
 			}
-			ev.GroupMentions = g.GetMentions()
+			gms = g.GetMentions()
 		case ptDeletions:
 			var del recordv1.Deletions
 			if err := unmarshalPayload(p, &del); err != nil {
@@ -409,20 +409,67 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 			if len(del.GetSeqs()) == 0 {
 				return Decoded{}, fmt.Errorf("%w: invalid event: a deletions payload without seqs", ErrUndecodable)
 			}
-			ev.DeletedSeqs = del.GetSeqs()
+			deleted = del.GetSeqs()
 		}
+	}
+	// The earlier message of the same content, for its checks.
+	ev := func() *recordv1.ChannelEvent {
+		return &recordv1.ChannelEvent{SchemaVersion: MaxSchemaVersion, ChannelId: e.Channel, AcceptedAtUnixMs: e.AcceptedAtUnixMs, ThreadRootSeq: e.Root}
 	}
 	switch sh {
 	case shapeDeletions:
-		return decodeDeletions(r, ev)
+		del := ev()
+		del.DeletedSeqs = deleted
+		return decodeDeletions(r, del)
 	case shapeThreadHead:
-		ev.Head = recordCursor(head)
-		return decodeThreadHead(r, ev)
+		th := ev()
+		th.Head = recordCursor(head)
+		return decodeThreadHead(r, th)
 	}
 	if !hasHead {
 		return Decoded{}, fmt.Errorf("%w: invalid event: group mentions without a head", ErrUndecodable)
 	}
-	return decodeHead(r, e.Channel, head, e.AcceptedAtUnixMs, ev.SchemaVersion, ev.GroupMentions)
+	return decodeHead(r, e.Channel, head, e.AcceptedAtUnixMs, MaxSchemaVersion, gms)
+}
+
+// parseMembership reads a Membership message into m, as the generated
+// decoder does (its ids are the envelope's: the message's own are
+// skipped).
+func parseMembership(b []byte, m *channel.Membership) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("%w: malformed membership payload: %v", ErrUndecodable, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num < 3 || num > 6 {
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return fmt.Errorf("%w: malformed membership payload: %v", ErrUndecodable, protowire.ParseError(k))
+			}
+			b = b[k:]
+			continue
+		}
+		if typ != protowire.VarintType {
+			return fmt.Errorf("%w: malformed membership payload: field %d has wire type %d", ErrUndecodable, num, typ)
+		}
+		x, k := protowire.ConsumeVarint(b)
+		if k < 0 {
+			return fmt.Errorf("%w: malformed membership payload: %v", ErrUndecodable, protowire.ParseError(k))
+		}
+		b = b[k:]
+		switch num {
+		case 3:
+			m.Member = x != 0
+		case 4:
+			m.VersionSeq = int64(x)
+		case 5:
+			m.VersionUnixMs = int64(x)
+		default:
+			m.JoinSeq = int64(x)
+		}
+	}
+	return nil
 }
 
 // parseHead reads a Head (or ThreadHead) message into c: its one field, a

@@ -133,3 +133,36 @@ func TestParseMembershipMatchesProto(t *testing.T) {
 		}
 	}
 }
+
+// parseGroupMentions reads a GroupMentions as the generated decoder does.
+func TestParseGroupMentionsMatchesProto(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 2000 {
+		g := &recordv1.GroupMentions{}
+		for range rng.IntN(channel.MaxGroupMentionsPerEvent + 2) {
+			m := &recordv1.GroupMention{Seq: rng.Int64N(100)}
+			if rng.IntN(2) == 0 {
+				m.SenderId = "s" + string(rune('a'+rng.IntN(26)))
+			}
+			g.Mentions = append(g.Mentions, m)
+		}
+		v, err := proto.Marshal(g)
+		require.NoError(t, err)
+		got, err := parseGroupMentions(v)
+		require.NoError(t, err)
+		require.Len(t, got, len(g.Mentions))
+		for i, m := range g.Mentions {
+			require.Equal(t, channel.GroupMention{Seq: m.GetSeq(), Sender: m.GetSenderId()}, got[i])
+		}
+	}
+	// Past the bound by more than one, reading stops.
+	g := &recordv1.GroupMentions{}
+	for i := range channel.MaxGroupMentionsPerEvent + 2 {
+		g.Mentions = append(g.Mentions, &recordv1.GroupMention{Seq: int64(i + 1)})
+	}
+	v, err := proto.Marshal(g)
+	require.NoError(t, err)
+	_, err = parseGroupMentions(v)
+	require.ErrorIs(t, err, ErrUndecodable)
+}

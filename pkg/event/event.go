@@ -449,11 +449,18 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 func decodeChannelEvent(r *kgo.Record, ev *recordv1.ChannelEvent) (Decoded, error) {
 	c := receipt.Cursor{Position: receipt.Position{Epoch: ev.GetHead().GetPosition().GetEpoch(), Seq: ev.GetHead().GetPosition().GetSeq()},
 		MessageID: ev.GetHead().GetMessageId()}
-	return decodeHead(r, ev.GetChannelId(), c, ev.GetAcceptedAtUnixMs(), ev.GetSchemaVersion(), ev.GetGroupMentions())
+	d, err := decodeHead(r, ev.GetChannelId(), c, ev.GetAcceptedAtUnixMs())
+	if err != nil {
+		return Decoded{}, err
+	}
+	if d.GroupMentions, err = decodeGroupMentions(ev.GetSchemaVersion(), ev.GetChannelId(), ev.GetGroupMentions()); err != nil {
+		return Decoded{}, err
+	}
+	return d, nil
 }
 
-// decodeHead validates a channel's head (at c) and its group mentions.
-func decodeHead(r *kgo.Record, ch string, c receipt.Cursor, acceptedAtMs int64, version uint32, pms []*recordv1.GroupMention) (Decoded, error) {
+// decodeHead validates a channel's head (at c).
+func decodeHead(r *kgo.Record, ch string, c receipt.Cursor, acceptedAtMs int64) (Decoded, error) {
 	if c.Position.Epoch != 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)
 	}
@@ -464,11 +471,7 @@ func decodeHead(r *kgo.Record, ch string, c receipt.Cursor, acceptedAtMs int64, 
 	if !matchesKey(r.Key, receipt.EscapeKeyID(h.Channel), legacyChannelKey(h.Channel)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, h.Channel)
 	}
-	gms, err := decodeGroupMentions(version, ch, pms)
-	if err != nil {
-		return Decoded{}, err
-	}
-	return Decoded{Channel: &h, GroupMentions: gms}, nil
+	return Decoded{Channel: &h}, nil
 }
 
 // ToProto converts a state to the wire event.

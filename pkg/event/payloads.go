@@ -377,7 +377,7 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 	var (
 		head    receipt.Cursor
 		hasHead bool
-		gms     []*recordv1.GroupMention
+		gms     []channel.GroupMention
 		deleted []int64
 	)
 	for _, p := range ps {
@@ -393,14 +393,13 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 				return Decoded{}, fmt.Errorf("%w: invalid event: a head payload without a head", ErrUndecodable)
 			}
 		case ptGroupMentions:
-			var g recordv1.GroupMentions
-			if err := unmarshalPayload(p, &g); err != nil {
+			var err error
+			if gms, err = parseGroupMentions(p.bytes); err != nil {
 				return Decoded{}, err
 			}
-			if len(g.GetMentions()) == 0 {
+			if len(gms) == 0 {
 				return Decoded{}, fmt.Errorf("%w: invalid event: a group mentions payload without mentions", ErrUndecodable)
 			}
-			gms = g.GetMentions()
 		case ptDeletions:
 			var del recordv1.Deletions
 			if err := unmarshalPayload(p, &del); err != nil {
@@ -429,7 +428,87 @@ func decodeChannelPayloads(r *kgo.Record, e RecordEnvelope, ps []rawPayload, sh 
 	if !hasHead {
 		return Decoded{}, fmt.Errorf("%w: invalid event: group mentions without a head", ErrUndecodable)
 	}
-	return decodeHead(r, e.Channel, head, e.AcceptedAtUnixMs, MaxSchemaVersion, gms)
+	d, err := decodeHead(r, e.Channel, head, e.AcceptedAtUnixMs)
+	if err != nil {
+		return Decoded{}, err
+	}
+	if d.GroupMentions, err = checkGroupMentions(MaxSchemaVersion, e.Channel, gms); err != nil {
+		return Decoded{}, err
+	}
+	return d, nil
+}
+
+// parseGroupMentions reads a GroupMentions message, as the generated
+// decoder does; at most channel.MaxGroupMentionsPerEvent+1 are read (one
+// more is refused by the check after).
+func parseGroupMentions(b []byte) ([]channel.GroupMention, error) {
+	var out []channel.GroupMention
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, fmt.Errorf("%w: malformed group mentions payload: %v", ErrUndecodable, protowire.ParseError(n))
+		}
+		b = b[n:]
+		if num != 1 {
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return nil, fmt.Errorf("%w: malformed group mentions payload: %v", ErrUndecodable, protowire.ParseError(k))
+			}
+			b = b[k:]
+			continue
+		}
+		if typ != protowire.BytesType {
+			return nil, fmt.Errorf("%w: malformed group mentions payload: field 1 has wire type %d", ErrUndecodable, typ)
+		}
+		v, k := protowire.ConsumeBytes(b)
+		if k < 0 {
+			return nil, fmt.Errorf("%w: malformed group mentions payload: %v", ErrUndecodable, protowire.ParseError(k))
+		}
+		b = b[k:]
+		if len(out) > channel.MaxGroupMentionsPerEvent {
+			return nil, fmt.Errorf("%w: invalid event: more than %d group mentions", ErrUndecodable, channel.MaxGroupMentionsPerEvent)
+		}
+		var m channel.GroupMention
+		if err := parseGroupMention(v, &m); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// parseGroupMention reads a GroupMention message into m.
+func parseGroupMention(b []byte, m *channel.GroupMention) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Errorf("%w: malformed group mention: %v", ErrUndecodable, protowire.ParseError(n))
+		}
+		b = b[n:]
+		switch {
+		case num == 1 && typ == protowire.VarintType:
+			x, k := protowire.ConsumeVarint(b)
+			if k < 0 {
+				return fmt.Errorf("%w: malformed group mention: %v", ErrUndecodable, protowire.ParseError(k))
+			}
+			m.Seq, b = int64(x), b[k:]
+		case num == 2 && typ == protowire.BytesType:
+			v, k := protowire.ConsumeBytes(b)
+			if k < 0 {
+				return fmt.Errorf("%w: malformed group mention: %v", ErrUndecodable, protowire.ParseError(k))
+			}
+			m.Sender, b = string(v), b[k:]
+		case num == 1 || num == 2:
+			return fmt.Errorf("%w: malformed group mention: field %d has wire type %d", ErrUndecodable, num, typ)
+		default:
+			k := protowire.ConsumeFieldValue(num, typ, b)
+			if k < 0 {
+				return fmt.Errorf("%w: malformed group mention: %v", ErrUndecodable, protowire.ParseError(k))
+			}
+			b = b[k:]
+		}
+	}
+	return nil
 }
 
 // parseMembership reads a Membership message into m, as the generated

@@ -18,8 +18,9 @@ import (
 // deletions, settings, erasures, thread registers and heads) are encoded
 // and decoded here, into Decoded's fields, so that their callers read an
 // envelope record as they read the earlier messages; each is checked by
-// the same code as in those messages (the legacy decoders below are
-// handed the message the payloads make). This set is closed: a kind added
+// the same code as the earlier message of the same content (the checks
+// both share, or the earlier decoder handed the message the payloads
+// make). This set is closed: a kind added
 // later has a payload type of its own, which this package keeps as
 // Decoded.Payloads for the kind to decode (kind.Spec's Payload).
 

@@ -319,7 +319,7 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) (err error) {
 			span.End()
 		}()
 	}
-	d, err := event.DecodeRecord(r)
+	d, err := c.rep.Decode(r)
 	if err != nil {
 		return c.park(ctx, r, KindUndecodable, err, 1)
 	}

@@ -18,23 +18,19 @@ import (
 // AppendReceipt appends the record value Encode(s) carries, stamped with
 // the erasure generation gen as StampGeneration stamps it (Unstamped: none).
 func AppendReceipt(b []byte, s receipt.State, gen int64) []byte {
-	b = protowire.AppendTag(b, 1, protowire.VarintType)
-	b = protowire.AppendVarint(b, SchemaVersion)
-	b = appendString(b, 2, s.Key.User)
-	b = appendString(b, 3, s.Key.Channel)
-	if !s.Read.Position.IsZero() {
-		b = appendCursor(b, 4, s.Read)
-	}
-	if !s.Delivered.Position.IsZero() {
-		b = appendCursor(b, 5, s.Delivered)
-	}
-	b = appendString(b, 6, s.DeviceID)
-	b = appendInt(b, 7, s.UpdatedAtUnixMs)
-	if !s.PrivateRead.Position.IsZero() {
-		b = appendCursor(b, 8, s.PrivateRead)
+	b = appendEnvelope(b, RecordEnvelope{User: s.Key.User, Channel: s.Key.Channel, AcceptedAtUnixMs: s.UpdatedAtUnixMs})
+	if hasCursor(s) {
+		n := cursorsSize(s)
+		b = protowire.AppendTag(b, envPayloadField, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(2+1+protowire.SizeBytes(n)))
+		b = protowire.AppendTag(b, payloadTypeField, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(ptCursors))
+		b = protowire.AppendTag(b, payloadBytesField, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(n))
+		b = appendCursors(b, s)
 	}
 	if gen >= 0 {
-		b = appendStamp(b, receiptGenerationField, receiptStampedField, gen)
+		b = appendStamp(b, envGenerationField, envStampedField, gen)
 	}
 	return b
 }
@@ -58,7 +54,7 @@ func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.R
 		buf = AppendKafkaKey(buf, s.Key)
 		mid := len(buf)
 		buf = AppendReceipt(buf, s, gens[i])
-		recs[i] = kgo.Record{Topic: topic, Key: buf[start:mid:mid], Value: buf[mid:len(buf):len(buf)], Headers: headersForKey(buf[start:mid])}
+		recs[i] = kgo.Record{Topic: topic, Key: buf[start:mid:mid], Value: buf[mid:len(buf):len(buf)], Headers: recordHeaders}
 		out[i] = &recs[i]
 	}
 	return out
@@ -68,7 +64,7 @@ func EncodeReceipts(states []receipt.State, gens []int64, topic string) []*kgo.R
 // its longest), so a batch's buffer never grows.
 func receiptSizeBound(s receipt.State) int {
 	const tagged = 1 + binary.MaxVarintLen64
-	n := 4 + 5*tagged // schema version, time, generation, stamped, lengths
+	n := 4 + 8*tagged // schema version, time, generation, stamped, payload type, lengths
 	n += len(s.Key.User) + len(s.Key.Channel) + len(s.DeviceID)
 	for _, c := range []receipt.Cursor{s.Read, s.Delivered, s.PrivateRead} {
 		n += 3*tagged + 4 + len(c.MessageID)
@@ -95,22 +91,32 @@ func appendInt(b []byte, num protowire.Number, v int64) []byte {
 // appendCursor appends a Cursor message field: its Position (always
 // present, as CursorToProto sets it) and message id.
 func appendCursor(b []byte, num protowire.Number, c receipt.Cursor) []byte {
-	pos := 0
-	if c.Position.Epoch != 0 {
-		pos += 1 + protowire.SizeVarint(uint64(c.Position.Epoch))
-	}
-	if c.Position.Seq != 0 {
-		pos += 1 + protowire.SizeVarint(uint64(c.Position.Seq))
-	}
-	cur := 1 + protowire.SizeBytes(pos)
-	if c.MessageID != "" {
-		cur += 1 + protowire.SizeBytes(len(c.MessageID))
-	}
 	b = protowire.AppendTag(b, num, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(cur))
+	b = protowire.AppendVarint(b, uint64(cursorSize(c)))
 	b = protowire.AppendTag(b, 1, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(pos))
+	b = protowire.AppendVarint(b, uint64(positionSize(c.Position)))
 	b = appendInt(b, 1, c.Position.Epoch)
 	b = appendInt(b, 2, c.Position.Seq)
 	return appendString(b, 2, c.MessageID)
+}
+
+// positionSize is the size of a Position message.
+func positionSize(p receipt.Position) int {
+	n := 0
+	if p.Epoch != 0 {
+		n += 1 + protowire.SizeVarint(uint64(p.Epoch))
+	}
+	if p.Seq != 0 {
+		n += 1 + protowire.SizeVarint(uint64(p.Seq))
+	}
+	return n
+}
+
+// cursorSize is the size of a Cursor message.
+func cursorSize(c receipt.Cursor) int {
+	n := 1 + protowire.SizeBytes(positionSize(c.Position))
+	if c.MessageID != "" {
+		n += 1 + protowire.SizeBytes(len(c.MessageID))
+	}
+	return n
 }

@@ -122,7 +122,7 @@ func DeadLetter(src *kgo.Record, dltTopic, reason string) *kgo.Record {
 // dead letter: its key and value, and the parked id.
 func Replayed(topic string, parkedID int64, key, value []byte) *kgo.Record {
 	return &kgo.Record{Topic: topic, Key: key, Value: value,
-		Headers: append(headersForKey(key), kgo.RecordHeader{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(parkedID, 10))})}
+		Headers: append(headersFor(key, value), kgo.RecordHeader{Key: HeaderReplayedFrom, Value: []byte(strconv.FormatInt(parkedID, 10))})}
 }
 
 // ParseDeadLetter reads a record's dead-letter headers.

@@ -23,6 +23,7 @@ func TestDeletionsEventRoundTrip(t *testing.T) {
 	require.Nil(t, d.Channel)
 	require.Equal(t, string(rec.Key), d.RecordKey())
 
+	rec = legacy(t, rec)
 	var ev recordv1.ChannelEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.DeletionSchemaVersion), ev.GetSchemaVersion())
@@ -60,6 +61,7 @@ func TestThreadDeletionsEventRoundTrip(t *testing.T) {
 	require.Equal(t, &del, d.Deletions)
 	require.Nil(t, d.ThreadHead)
 
+	rec = legacy(t, rec)
 	var ev recordv1.ChannelEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.ThreadDeletionSchemaVersion), ev.GetSchemaVersion())

@@ -66,11 +66,22 @@ const (
 // retrying it cannot help, so it goes to the dead-letter topic.
 var ErrUndecodable = errors.New("undecodable record")
 
-// Decoded is one record of the topic, of either kind: a user event (key
-// "user:channel": any of cursors, mentions and a membership register) or a
-// channel event (key "channel", no ':': the head). Exactly one of Key and
-// Channel is set.
+// Decoded is one record of the topic: its envelope, and its payloads.
+// The payloads of the kinds this package always decoded are its fields
+// (Receipt … Deletions, each nil when absent, with Key, Generation,
+// Stamped and AcceptedAtUnixMs as those kinds' callers read them); that
+// set is closed. A kind added later is a payload of a type of its own,
+// kept in Payloads for its kind to decode (kind.Spec's Payload), so
+// Decoded does not grow with the kinds. Records of the builds before the
+// envelope decode to the same fields, with the Envelope they imply.
 type Decoded struct {
+	// Envelope is the record's envelope. Left out of the JSON form, which
+	// is the fields' (the golden records').
+	Envelope RecordEnvelope `json:"-"`
+	// Payloads are the record's payloads of types this package does not
+	// decode (a later kind's), in the order they came.
+	Payloads []Payload `json:",omitempty"`
+
 	// Key is the user event's key.
 	Key receipt.Key
 	// Receipt holds the user event's cursors, nil when it carries none.
@@ -112,9 +123,9 @@ type Decoded struct {
 	// head), nil for the other kinds.
 	Deletions *channel.Deletions
 
-	// Extensions are a user event's fields this build's contract does not
-	// name (protobuf's unknown fields): a kind of state added without a
-	// field in the proto (a test's) reads its part from them.
+	// Extensions are the record's fields this build's contract does not
+	// name (protobuf's unknown fields of a user event or an envelope),
+	// carried on as they came when the record is encoded again.
 	Extensions []byte
 }
 
@@ -134,7 +145,7 @@ func (d Decoded) AcceptedAt() int64 {
 	case d.Notifications != nil:
 		return d.Notifications.VersionUnixMs
 	}
-	return 0
+	return d.Envelope.AcceptedAtUnixMs
 }
 
 // stamped reads a user event's stamp: the flag, or a generation above 0
@@ -153,6 +164,9 @@ func validateStamp(gen, acceptedAtMs int64) error {
 
 // User is the user an event is about ("" for a channel event).
 func (d Decoded) User() string {
+	if d.Envelope.Version >= EnvelopeSchemaVersion {
+		return d.Envelope.User
+	}
 	if d.Erasure != nil {
 		return d.Erasure.User
 	}
@@ -164,6 +178,9 @@ func (d Decoded) User() string {
 
 // RecordKey is the record key of what d carries.
 func (d Decoded) RecordKey() string {
+	if d.Envelope.Version >= EnvelopeSchemaVersion {
+		return d.Envelope.RecordKey()
+	}
 	if d.Channel != nil {
 		return receipt.EscapeKeyID(d.Channel.Channel)
 	}
@@ -205,9 +222,16 @@ func EncodeMentions(k receipt.Key, seqs []int64) (*kgo.Record, error) {
 	return EncodeDecoded(Decoded{Key: k, Mentions: seqs})
 }
 
-// EncodeDecoded builds the record of any event: a channel event when
-// d.Channel is set, else a user event keyed d.Key (or d.Receipt's key).
-func EncodeDecoded(d Decoded) (*kgo.Record, error) {
+// EncodeDecoded builds the record of d: an envelope (a Record) with a
+// payload per kind d carries, keyed by the envelope (Envelope.RecordKey).
+// d.Envelope is not read: the envelope follows from the fields (a record
+// of payloads alone is EncodeEnvelope's).
+func EncodeDecoded(d Decoded) (*kgo.Record, error) { return encodeRecord(d) }
+
+// encodeLegacy builds the record of d as the builds before the envelope
+// wrote it (a ReceiptEvent, ChannelEvent or UserEvent, told apart by the
+// key): what the tests of the earlier format decode.
+func encodeLegacy(d Decoded) (*kgo.Record, error) {
 	var (
 		msg proto.Message
 		key string
@@ -278,9 +302,23 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if len(r.Value) > MaxValueBytes {
 		return Decoded{}, fmt.Errorf("%w: value is %d bytes, limit %d", ErrUndecodable, len(r.Value), MaxValueBytes)
 	}
+	if isEnvelope(r) {
+		return decodeEnvelopeRecord(r)
+	}
 	if err := checkType(r); err != nil {
 		return Decoded{}, err
 	}
+	d, err := decodeLegacy(r)
+	if err != nil {
+		return Decoded{}, err
+	}
+	d.Envelope = legacyEnvelope(d)
+	return d, nil
+}
+
+// decodeLegacy reads a record of the builds before the envelope, told
+// apart by its key.
+func decodeLegacy(r *kgo.Record) (Decoded, error) {
 	if bytes.HasPrefix(r.Key, []byte(userKeyPrefix)) {
 		return decodeUser(r)
 	}
@@ -300,11 +338,21 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	}
 	d := UserEventFromProto(&ev)
 	d.Extensions = ev.ProtoReflect().GetUnknown()
-	if err := validateStamp(d.Generation, d.AcceptedAtUnixMs); err != nil {
-		return Decoded{}, err
-	}
 	if v == 1 && (d.Receipt == nil || d.Mentions != nil || d.Membership != nil || !d.Receipt.PrivateRead.Position.IsZero()) {
 		return Decoded{}, fmt.Errorf("%w: a version-1 event carries cursors only", ErrUndecodable)
+	}
+	if ev.GetNotifications() != nil && v < NotificationSchemaVersion {
+		return Decoded{}, fmt.Errorf("%w: a notification register in a version-%d event", ErrUndecodable, v)
+	}
+	return checkUserChannel(r, d, ev.GetNotifications(), ev.GetDeviceId())
+}
+
+// checkUserChannel validates a user's state in a channel (notif: the
+// register as the record carried it, deviceID the record's device), and
+// that r's key is its (r nil: an envelope's, checked already).
+func checkUserChannel(r *kgo.Record, d Decoded, notif *recordv1.NotificationRegister, deviceID string) (Decoded, error) {
+	if err := validateStamp(d.Generation, d.AcceptedAtUnixMs); err != nil {
+		return Decoded{}, err
 	}
 	if err := receipt.ValidateID("user_id", d.Key.User); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
@@ -315,12 +363,9 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 	if d.Receipt == nil && d.Mentions == nil && d.Membership == nil && d.Notifications == nil && len(d.Extensions) == 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: it carries no cursor, mention, membership or notifications", ErrUndecodable)
 	}
-	if n := ev.GetNotifications(); n != nil {
-		if v < NotificationSchemaVersion {
-			return Decoded{}, fmt.Errorf("%w: a notification register in a version-%d event", ErrUndecodable, v)
-		}
+	if notif != nil {
 		if d.Notifications == nil {
-			return Decoded{}, fmt.Errorf("%w: invalid event: unknown notification level %q", ErrUndecodable, n.GetLevel())
+			return Decoded{}, fmt.Errorf("%w: invalid event: unknown notification level %q", ErrUndecodable, notif.GetLevel())
 		}
 		if err := d.Notifications.Validate(); err != nil {
 			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
@@ -330,7 +375,7 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 		if err := d.Receipt.Validate(); err != nil {
 			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
-	} else if err := receipt.ValidateOptionalID("device_id", ev.GetDeviceId()); err != nil {
+	} else if err := receipt.ValidateOptionalID("device_id", deviceID); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
 	if err := channel.ValidateMentionSeqs(d.Mentions); err != nil {
@@ -341,10 +386,38 @@ func DecodeRecord(r *kgo.Record) (Decoded, error) {
 			return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 		}
 	}
-	if !matchesKey(r.Key, d.Key.KafkaKey(), d.Key.LegacyKafkaKey()) {
+	if r != nil && !matchesKey(r.Key, d.Key.KafkaKey(), d.Key.LegacyKafkaKey()) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match event key %q", ErrUndecodable, r.Key, d.Key.KafkaKey())
 	}
 	return d, nil
+}
+
+// legacyEnvelope is the envelope a record of an earlier build implies:
+// the ids, root, stamp and accepted_at_unix_ms its message carried.
+func legacyEnvelope(d Decoded) RecordEnvelope {
+	e := RecordEnvelope{Version: MaxSchemaVersion, User: d.User(), Generation: d.Generation, Stamped: d.Stamped, AcceptedAtUnixMs: d.AcceptedAtUnixMs}
+	switch {
+	case d.Channel != nil:
+		e.Channel, e.AcceptedAtUnixMs = d.Channel.Channel, d.Channel.UpdatedAtUnixMs
+	case d.ThreadHead != nil:
+		e.Channel, e.Root, e.AcceptedAtUnixMs = d.ThreadHead.Channel, d.ThreadHead.Root, d.ThreadHead.UpdatedAtUnixMs
+	case d.Deletions != nil:
+		e.Channel, e.Root, e.AcceptedAtUnixMs = d.Deletions.Channel, d.Deletions.Root, d.Deletions.UpdatedAtUnixMs
+	case d.Erasure != nil:
+		e.AcceptedAtUnixMs = d.Erasure.ErasedAtUnixMs
+	case d.Settings != nil:
+	case d.Thread != nil:
+		e.Channel, e.Root = d.Key.Channel, d.Thread.Key.Root
+		if hasCursor(d.Thread.Cursors) {
+			e.AcceptedAtUnixMs = d.Thread.Cursors.UpdatedAtUnixMs
+		}
+	default:
+		e.Channel = d.Key.Channel
+		if d.Receipt != nil {
+			e.AcceptedAtUnixMs = d.Receipt.UpdatedAtUnixMs
+		}
+	}
+	return e
 }
 
 // legacyChannelKey is the key of ch's channel events before the escape.
@@ -369,26 +442,36 @@ func decodeChannel(r *kgo.Record) (Decoded, error) {
 	if ev.GetThreadRootSeq() != 0 {
 		return decodeThreadHead(r, &ev)
 	}
-	if ev.GetHead().GetPosition().GetEpoch() != 0 {
+	return decodeChannelEvent(r, &ev)
+}
+
+// decodeChannelEvent validates a channel event's head and group mentions.
+func decodeChannelEvent(r *kgo.Record, ev *recordv1.ChannelEvent) (Decoded, error) {
+	c := receipt.Cursor{Position: receipt.Position{Epoch: ev.GetHead().GetPosition().GetEpoch(), Seq: ev.GetHead().GetPosition().GetSeq()},
+		MessageID: ev.GetHead().GetMessageId()}
+	d, err := decodeHead(r, ev.GetChannelId(), c, ev.GetAcceptedAtUnixMs())
+	if err != nil {
+		return Decoded{}, err
+	}
+	if d.GroupMentions, err = decodeGroupMentions(ev.GetSchemaVersion(), ev.GetChannelId(), ev.GetGroupMentions()); err != nil {
+		return Decoded{}, err
+	}
+	return d, nil
+}
+
+// decodeHead validates a channel's head (at c).
+func decodeHead(r *kgo.Record, ch string, c receipt.Cursor, acceptedAtMs int64) (Decoded, error) {
+	if c.Position.Epoch != 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a head has no epoch", ErrUndecodable)
 	}
-	h := channel.Head{
-		Channel:         ev.GetChannelId(),
-		Seq:             ev.GetHead().GetPosition().GetSeq(),
-		MessageID:       ev.GetHead().GetMessageId(),
-		UpdatedAtUnixMs: ev.GetAcceptedAtUnixMs(),
-	}
+	h := channel.Head{Channel: ch, Seq: c.Position.Seq, MessageID: c.MessageID, UpdatedAtUnixMs: acceptedAtMs}
 	if err := h.Validate(); err != nil {
 		return Decoded{}, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}
 	if !matchesKey(r.Key, receipt.EscapeKeyID(h.Channel), legacyChannelKey(h.Channel)) {
 		return Decoded{}, fmt.Errorf("%w: record key %q does not match channel %q", ErrUndecodable, r.Key, h.Channel)
 	}
-	gms, err := decodeGroupMentions(&ev)
-	if err != nil {
-		return Decoded{}, err
-	}
-	return Decoded{Channel: &h, GroupMentions: gms}, nil
+	return Decoded{Channel: &h}, nil
 }
 
 // ToProto converts a state to the wire event.
@@ -468,13 +551,19 @@ func UserEventFromProto(ev *recordv1.ReceiptEvent) Decoded {
 			VersionUnixMs: m.GetVersionUnixMs(), JoinSeq: m.GetJoinSeq()}
 	}
 	if n := ev.GetNotifications(); n != nil {
-		// An unknown level leaves Notifications nil: DecodeRecord refuses it.
-		if l, ok := notification.Parse(n.GetLevel()); ok {
-			d.Notifications = &notification.Register{Key: st.Key, Level: l,
-				MutedUntilUnixMs: n.GetMutedUntilUnixMs(), VersionUnixMs: n.GetVersionUnixMs()}
-		}
+		d.Notifications = notificationsFromRecord(st.Key, n)
 	}
 	return d
+}
+
+// notificationsFromRecord converts a notification register of key, nil
+// for an unknown level (which DecodeRecord refuses).
+func notificationsFromRecord(key receipt.Key, n *recordv1.NotificationRegister) *notification.Register {
+	l, ok := notification.Parse(n.GetLevel())
+	if !ok {
+		return nil
+	}
+	return &notification.Register{Key: key, Level: l, MutedUntilUnixMs: n.GetMutedUntilUnixMs(), VersionUnixMs: n.GetVersionUnixMs()}
 }
 
 // NotificationsToProto converts a notification register to its API form.

@@ -53,7 +53,7 @@ func TestKindsRoundTrip(t *testing.T) {
 		require.Equal(t, d.RecordKey(), string(rec.Key), name)
 		got, err := event.DecodeRecord(rec)
 		require.NoError(t, err, name)
-		require.Equal(t, d, got, name)
+		require.Equal(t, d, fields(got), name)
 	}
 	head, err := event.EncodeHead(channel.Head{Channel: "c1", Seq: 3})
 	require.NoError(t, err)
@@ -258,6 +258,21 @@ func FuzzDecode(f *testing.F) {
 		re, err := event.EncodeDecoded(d)
 		require.NoError(t, err)
 		again, err := event.DecodeRecord(re)
+		if d.Envelope.Version < event.EnvelopeSchemaVersion {
+			// An earlier build's record means the same as an envelope, but
+			// for the unknown fields of its message, which have no place
+			// in one (a record of them alone has nothing left to carry).
+			if d.Extensions != nil {
+				if err != nil {
+					require.ErrorContains(t, err, "no payload")
+					return
+				}
+				d.Extensions = nil
+			}
+			require.NoError(t, err)
+			require.Equal(t, event.EnvelopeSchemaVersion, int(again.Envelope.Version))
+			d.Envelope.Version = again.Envelope.Version
+		}
 		require.NoError(t, err)
 		require.Equal(t, d, again)
 		if d.Receipt != nil {

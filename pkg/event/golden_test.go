@@ -68,9 +68,11 @@ func TestGoldenRecordsStillDecode(t *testing.T) {
 	}
 }
 
-// currentRecords are this build's records of every kind ("typed/…": the
-// first build with the receipts-type header), and the same without the
-// header ("untyped/…": what the builds before it wrote).
+// currentRecords are this build's records of every kind ("envelope/…":
+// the first build writing the Record envelope), and the same without the
+// header ("envelope untyped/…": a consumer that drops headers still tells
+// an envelope by its schema version). The builds before wrote "typed/…"
+// and "untyped/…" (their messages, with and without the header).
 func currentRecords(t *testing.T) []goldenRecord {
 	t.Helper()
 	k := receipt.Key{User: "u:1", Channel: "c%1"}
@@ -107,7 +109,7 @@ func currentRecords(t *testing.T) []goldenRecord {
 		require.NoError(t, err, r.name)
 		j, err := json.Marshal(d)
 		require.NoError(t, err)
-		g := goldenRecord{Name: "typed/" + r.name, Key: r.rec.Key, Value: r.rec.Value, Decoded: j}
+		g := goldenRecord{Name: "envelope/" + r.name, Key: r.rec.Key, Value: r.rec.Value, Decoded: j}
 		for _, h := range r.rec.Headers {
 			if g.Headers == nil {
 				g.Headers = map[string]string{}
@@ -116,9 +118,9 @@ func currentRecords(t *testing.T) []goldenRecord {
 		}
 		out[i] = g
 	}
-	// The builds before the type header wrote the same values without it.
+	// The same values without the header.
 	for _, g := range out[:len(recs)] {
-		g.Name, g.Headers = "untyped/"+g.Name[len("typed/"):], nil
+		g.Name, g.Headers = "envelope untyped/"+g.Name[len("envelope/"):], nil
 		out = append(out, g)
 	}
 	return out

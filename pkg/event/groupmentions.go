@@ -33,18 +33,27 @@ func addGroupMentions(ev *recordv1.ChannelEvent, g *channel.GroupMentions) {
 
 // decodeGroupMentions reads and validates a channel event's group
 // mentions (nil when it carries none).
-func decodeGroupMentions(ev *recordv1.ChannelEvent) (*channel.GroupMentions, error) {
-	pms := ev.GetGroupMentions()
+func decodeGroupMentions(version uint32, ch string, pms []*recordv1.GroupMention) (*channel.GroupMentions, error) {
 	if len(pms) == 0 {
 		return nil, nil
 	}
-	if ev.GetSchemaVersion() < GroupMentionSchemaVersion {
-		return nil, fmt.Errorf("%w: group mentions in a channel event of schema version %d", ErrUndecodable, ev.GetSchemaVersion())
-	}
-	g := &channel.GroupMentions{Channel: ev.GetChannelId(), Mentions: make([]channel.GroupMention, len(pms))}
+	ms := make([]channel.GroupMention, len(pms))
 	for i, m := range pms {
-		g.Mentions[i] = channel.GroupMention{Seq: m.GetSeq(), Sender: m.GetSenderId()}
+		ms[i] = channel.GroupMention{Seq: m.GetSeq(), Sender: m.GetSenderId()}
 	}
+	return checkGroupMentions(version, ch, ms)
+}
+
+// checkGroupMentions validates a channel's group mentions ms (nil when
+// there are none) and keeps one per seq.
+func checkGroupMentions(version uint32, ch string, ms []channel.GroupMention) (*channel.GroupMentions, error) {
+	if len(ms) == 0 {
+		return nil, nil
+	}
+	if version < GroupMentionSchemaVersion {
+		return nil, fmt.Errorf("%w: group mentions in a channel event of schema version %d", ErrUndecodable, version)
+	}
+	g := &channel.GroupMentions{Channel: ch, Mentions: ms}
 	if err := g.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: invalid event: %v", ErrUndecodable, err)
 	}

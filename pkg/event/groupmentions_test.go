@@ -16,6 +16,7 @@ func TestGroupMentionsRoundTrip(t *testing.T) {
 	gms := []channel.GroupMention{{Seq: 4, Sender: "u1"}, {Seq: 9}}
 	rec, err := event.EncodeHeadWithGroupMentions(h, gms)
 	require.NoError(t, err)
+	rec = legacy(t, rec)
 	var ev recordv1.ChannelEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.GroupMentionSchemaVersion), ev.GetSchemaVersion())
@@ -26,6 +27,7 @@ func TestGroupMentionsRoundTrip(t *testing.T) {
 
 	plain, err := event.EncodeHeadWithGroupMentions(h, nil)
 	require.NoError(t, err)
+	plain = legacy(t, plain)
 	require.NoError(t, proto.Unmarshal(plain.Value, &ev))
 	require.Equal(t, uint32(event.SchemaVersion), ev.GetSchemaVersion(), "a head alone keeps the old version")
 	d, err = event.DecodeRecord(plain)
@@ -46,6 +48,7 @@ func TestGroupMentionsRejected(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rec, err := event.EncodeHeadWithGroupMentions(channel.Head{Channel: "c1", Seq: 9}, []channel.GroupMention{{Seq: 4}})
 			require.NoError(t, err)
+			rec = legacy(t, rec)
 			var ev recordv1.ChannelEvent
 			require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 			edit(&ev)

@@ -68,6 +68,7 @@ func TestLegacyKeysReplay(t *testing.T) {
 	st.Delivered = st.Read
 	rec, err := event.Encode(st)
 	require.NoError(t, err)
+	rec = legacy(t, rec)
 	require.Equal(t, "50%25off:a%253Ab", string(rec.Key))
 	for _, key := range []string{"50%off:a%3Ab", "50%25off:a%253Ab"} {
 		got, err := event.Decode(&kgo.Record{Key: []byte(key), Value: rec.Value})
@@ -83,6 +84,7 @@ func TestLegacyKeysReplay(t *testing.T) {
 
 	head, err := event.EncodeHead(channel.Head{Channel: "c%1", Seq: 4})
 	require.NoError(t, err)
+	head = legacy(t, head)
 	require.Equal(t, "c%251", string(head.Key))
 	got, err := event.DecodeRecord(&kgo.Record{Key: []byte("c%1"), Value: head.Value})
 	require.NoError(t, err, "a legacy channel event")
@@ -90,6 +92,7 @@ func TestLegacyKeysReplay(t *testing.T) {
 
 	erase, err := event.EncodeErasure(tombstone.Tombstone{User: "u%", Generation: 3, ErasedAtUnixMs: 3})
 	require.NoError(t, err)
+	erase = legacy(t, erase)
 	require.Equal(t, "u::u%25", string(erase.Key))
 	got, err = event.DecodeRecord(&kgo.Record{Key: []byte("u::u%"), Value: erase.Value})
 	require.NoError(t, err, "a legacy user-wide event")

@@ -25,6 +25,7 @@ func TestNotificationsEventRoundTrip(t *testing.T) {
 	require.Equal(t, int64(42), d.AcceptedAt())
 	require.Equal(t, int64(3), d.Generation)
 
+	rec = legacy(t, rec)
 	var ev recordv1.ReceiptEvent
 	require.NoError(t, proto.Unmarshal(rec.Value, &ev))
 	require.Equal(t, uint32(event.NotificationSchemaVersion), ev.GetSchemaVersion())

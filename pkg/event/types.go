@@ -20,6 +20,11 @@ const HeaderType = "receipts-type"
 
 // The message types of the records, as HeaderType names them.
 var (
+	// TypeRecord is the envelope every record of read-receipts this build
+	// writes is (any key).
+	TypeRecord = messageName(&recordv1.Record{})
+	// The messages of the builds before the envelope:
+	//
 	// TypeReceiptEvent is a user's state in a channel (key "user:channel").
 	TypeReceiptEvent = messageName(&recordv1.ReceiptEvent{})
 	// TypeChannelEvent is a channel's state (key "channel").
@@ -36,6 +41,7 @@ func messageName(m proto.Message) string { return string(m.ProtoReflect().Descri
 // their capacity, so a header appended to one record (its trace context)
 // never writes into another's.
 var (
+	recordHeaders  = typeHeaders(TypeRecord)
 	receiptHeaders = typeHeaders(TypeReceiptEvent)
 	channelHeaders = typeHeaders(TypeChannelEvent)
 	userHeaders    = typeHeaders(TypeUserEvent)
@@ -50,7 +56,28 @@ func typeHeaders(name string) []kgo.RecordHeader {
 // never write into them).
 func ChangeHeaders() []kgo.RecordHeader { return changeHeaders }
 
-// headersForKey are the type headers of a record of read-receipts with
+// headersFor are the type headers of a record of read-receipts with key
+// and value: a Record's when the value is one (by its schema version),
+// else the earlier message the key's shape implies.
+func headersFor(key, value []byte) []kgo.RecordHeader {
+	if peekVersion(value) >= EnvelopeSchemaVersion {
+		return recordHeaders
+	}
+	return headersForKey(key)
+}
+
+// isEnvelope reports whether r is a Record: its type header says so, or,
+// without one, its schema version does.
+func isEnvelope(r *kgo.Record) bool {
+	for _, h := range r.Headers {
+		if h.Key == HeaderType {
+			return string(h.Value) == TypeRecord
+		}
+	}
+	return peekVersion(r.Value) >= EnvelopeSchemaVersion
+}
+
+// headersForKey are the type headers of a record of an earlier build with
 // key: its message follows from the key's shape.
 func headersForKey(key []byte) []kgo.RecordHeader {
 	switch {
@@ -69,8 +96,8 @@ func typed(r *kgo.Record) *kgo.Record {
 	return r
 }
 
-// checkType refuses a record whose type header names another message than
-// its key implies; a record without one passes.
+// checkType refuses a record of an earlier build whose type header names
+// another message than its key implies; a record without one passes.
 func checkType(r *kgo.Record) error {
 	for _, h := range r.Headers {
 		if h.Key != HeaderType {
@@ -91,7 +118,7 @@ func typeHeaderOf(r *kgo.Record) (kgo.RecordHeader, bool) {
 		if h.Key != HeaderType {
 			continue
 		}
-		for _, known := range [][]kgo.RecordHeader{receiptHeaders, channelHeaders, userHeaders, changeHeaders} {
+		for _, known := range [][]kgo.RecordHeader{recordHeaders, receiptHeaders, channelHeaders, userHeaders, changeHeaders} {
 			if bytes.Equal(h.Value, known[0].Value) {
 				return known[0], true
 			}

@@ -75,7 +75,7 @@ func TestTypeHeaderMustMatchTheKey(t *testing.T) {
 }
 
 // A dead letter keeps its source's type header, a replayed record gets
-// the one its key implies, and a trace header appended to one record
+// the one its value implies (an earlier build's: its key's), and a trace header appended to one record
 // never shows on another (the type headers are shared).
 func TestTypeHeaderTravels(t *testing.T) {
 	t.Parallel()
@@ -87,7 +87,9 @@ func TestTypeHeaderTravels(t *testing.T) {
 	require.Empty(t, event.HeaderValue(b, event.HeaderTraceParent))
 
 	dl := event.DeadLetter(a, "dlt", "reason")
-	require.Equal(t, event.TypeReceiptEvent, event.HeaderValue(dl, event.HeaderType))
+	require.Equal(t, event.TypeRecord, event.HeaderValue(dl, event.HeaderType))
+	require.Equal(t, event.TypeReceiptEvent, event.HeaderValue(event.DeadLetter(legacy(t, a), "dlt", "reason"), event.HeaderType))
+	require.Equal(t, event.TypeRecord, event.HeaderValue(event.Replayed("read-receipts", 7, a.Key, a.Value), event.HeaderType))
 
 	re := event.Replayed("read-receipts", 7, []byte("c1"), nil)
 	require.Equal(t, event.TypeChannelEvent, event.HeaderValue(re, event.HeaderType))

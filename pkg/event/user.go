@@ -69,11 +69,16 @@ func decodeUser(r *kgo.Record) (Decoded, error) {
 	if err := proto.Unmarshal(r.Value, &ev); err != nil {
 		return Decoded{}, fmt.Errorf("%w: unmarshalling protobuf: %v", ErrUndecodable, err)
 	}
+	return decodeUserEvent(r, &ev)
+}
+
+// decodeUserEvent validates a user-wide event.
+func decodeUserEvent(r *kgo.Record, ev *recordv1.UserEvent) (Decoded, error) {
 	if v := ev.GetSchemaVersion(); v != SchemaVersion {
 		return Decoded{}, fmt.Errorf("%w: unknown user event schema version %d", ErrUndecodable, v)
 	}
 	if ev.GetSettings() != nil && ev.GetErasedGeneration() == 0 {
-		return decodeSettings(r, &ev)
+		return decodeSettings(r, ev)
 	}
 	if ev.GetErasedGeneration() == 0 {
 		return Decoded{}, fmt.Errorf("%w: invalid event: a user event without erased_generation", ErrUndecodable)
@@ -103,19 +108,24 @@ const (
 	userStampedField       protowire.Number = 7
 )
 
-// StampGeneration sets the user_generation of an encoded user event
-// (ReceiptEvent, or the UserEvent of settings) in place, and marks it
-// stamped: a protobuf scalar field appended to a message overrides an
-// earlier one, so the record need not be encoded again once the gateway's
-// Redis write has read the generation. 0 is a stamp too (known never
-// erased); Unstamped leaves the record as is.
+// StampGeneration sets the user_generation of an encoded record in place
+// (the envelope's; in a record of an earlier build, a ReceiptEvent's or a
+// settings UserEvent's), and marks it stamped: a protobuf scalar field
+// appended to a message overrides an earlier one, so the record need not
+// be encoded again once the gateway's Redis write has read the
+// generation. 0 is a stamp too (known never erased); Unstamped leaves the
+// record as is.
 func StampGeneration(r *kgo.Record, gen int64) {
 	if gen < 0 {
 		return
 	}
-	genField, stampedField := receiptGenerationField, receiptStampedField
-	if strings.HasPrefix(string(r.Key), userKeyPrefix) {
+	genField, stampedField := envGenerationField, envStampedField
+	switch {
+	case peekVersion(r.Value) >= EnvelopeSchemaVersion:
+	case strings.HasPrefix(string(r.Key), userKeyPrefix):
 		genField, stampedField = userGenerationField, userStampedField
+	default:
+		genField, stampedField = receiptGenerationField, receiptStampedField
 	}
 	r.Value = appendStamp(r.Value, genField, stampedField, gen)
 }

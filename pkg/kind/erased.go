@@ -27,6 +27,10 @@ type Kind interface {
 	MergeValues(env *Env, a, b any) any
 	SameValues(a, b any) bool
 	FromEvent(d *event.Decoded) (any, bool)
+	// PayloadType is the type of the kind's own payload (Spec.Payload),
+	// false for a kind pkg/event decodes; DecodePayload decodes one.
+	PayloadType() (event.PayloadType, bool)
+	DecodePayload(e event.RecordEnvelope, b []byte) (any, error)
 
 	WritePG(ctx context.Context, env *Env, vals []any) (int64, error)
 	GetPG(ctx context.Context, env *Env, keys []any) ([]any, error)
@@ -115,7 +119,7 @@ func (k kind[K, V]) DeletedHashes(env *Env, user string) []string {
 func (k kind[K, V]) MergeValues(env *Env, a, b any) any { return k.s.Merge(env, a.(V), b.(V)) }
 
 func (k kind[K, V]) FromEvent(d *event.Decoded) (any, bool) {
-	v, ok := k.s.FromEvent(d)
+	v, ok := k.s.fromEvent(d)
 	if !ok {
 		return nil, false
 	}

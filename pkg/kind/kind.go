@@ -86,8 +86,13 @@ type Spec[K comparable, V any] struct {
 	Gather func(acc, v V) V
 	Settle func(env *Env, acc V) V
 
-	// FromEvent is the kind's part of a decoded record, if it carries one.
+	// FromEvent is the kind's part of a decoded record, if it carries one:
+	// read from event.Decoded's fields, by the kinds pkg/event decodes. A
+	// kind with a Payload of its own leaves it nil.
 	FromEvent func(d *event.Decoded) (V, bool)
+	// Payload is the kind's own record payload (payload.go): a kind added
+	// after the envelope sets it instead of FromEvent.
+	Payload *Payload[V]
 
 	// PGWrite merges values into Postgres by Merge's rule (values are in
 	// key order, at most one per key). PGGet returns the rows of keys

@@ -58,7 +58,7 @@ func (k kind[K, V]) NewPart(env *Env, sizeHint int) Part {
 }
 
 func (p *part[K, V]) Fold(d *event.Decoded) bool {
-	v, ok := p.s.FromEvent(d)
+	v, ok := p.s.fromEvent(d)
 	if !ok {
 		return false
 	}

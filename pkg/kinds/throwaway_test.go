@@ -31,25 +31,46 @@ import (
 )
 
 // counter is a throwaway kind of state, defined only here: a max-register
-// of a number per (user, channel), carried in an event field the proto
-// does not name (counterField), kept in a table of its own and in a Redis
-// hash per user. The persister, the drift sweep and dead-letter repair
-// handle it with no change of theirs: it is handed to them in their
-// Kinds, as a new kind's file would add it to kinds.All.
+// of a number per (user, channel), carried in a record payload of a type
+// of its own (counterPayload, which pkg/event does not know), kept in a
+// table of its own and in a Redis hash per user. The persister, the drift
+// sweep and dead-letter repair handle it with no change of theirs: it is
+// handed to them in their Kinds, as a new kind's file would add it to
+// kinds.All.
 type counter struct {
 	Key receipt.Key
 	N   int64
 }
 
-const counterField = 1000
+// counterPayload is the counter's payload type: its message is one varint
+// field, the number.
+const counterPayload event.PayloadType = 1000
+
+var counterCodec = &kind.Payload[counter]{
+	Type: counterPayload,
+	Encode: func(c counter) (event.RecordEnvelope, []byte, error) {
+		return event.RecordEnvelope{User: c.Key.User, Channel: c.Key.Channel, AcceptedAtUnixMs: 1},
+			protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(c.N)), nil
+	},
+	Decode: func(e event.RecordEnvelope, b []byte) (counter, error) {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || num != 1 || typ != protowire.VarintType {
+			return counter{}, fmt.Errorf("not a counter")
+		}
+		v, m := protowire.ConsumeVarint(b[n:])
+		if m < 0 || v > 1<<53 || e.User == "" || e.Channel == "" {
+			return counter{}, fmt.Errorf("not a counter")
+		}
+		return counter{Key: receipt.Key{User: e.User, Channel: e.Channel}, N: int64(v)}, nil
+	},
+}
 
 func counterRecord(k receipt.Key, n int64) *kgo.Record {
-	v, err := event.EncodeDecoded(event.Decoded{Key: k, AcceptedAtUnixMs: 1})
+	r, err := kind.Record(&kind.Spec[receipt.Key, counter]{Name: "test_counters", Payload: counterCodec}, counter{Key: k, N: n})
 	if err != nil {
 		panic(err)
 	}
-	v.Value = protowire.AppendVarint(protowire.AppendTag(v.Value, counterField, protowire.VarintType), uint64(n))
-	return v
+	return r
 }
 
 var counterMax = redis.NewScript(`
@@ -85,23 +106,8 @@ func counterKind() kind.Kind {
 			a.N = max(a.N, b.N)
 			return a
 		},
-		Same: func(a, b counter) bool { return a.N == b.N },
-		FromEvent: func(d *event.Decoded) (counter, bool) {
-			for b := d.Extensions; len(b) > 0; {
-				num, typ, n := protowire.ConsumeTag(b)
-				if n < 0 {
-					return counter{}, false
-				}
-				b = b[n:]
-				n = protowire.ConsumeFieldValue(num, typ, b)
-				if num == counterField && typ == protowire.VarintType {
-					v, _ := protowire.ConsumeVarint(b)
-					return counter{Key: d.Key, N: int64(v)}, true
-				}
-				b = b[max(n, 0):]
-			}
-			return counter{}, false
-		},
+		Same:    func(a, b counter) bool { return a.N == b.N },
+		Payload: counterCodec,
 		PGWrite: func(ctx context.Context, env *kind.Env, vals []counter) (int64, error) {
 			var users, chs []string
 			var ns []int64
@@ -259,7 +265,7 @@ PRIMARY KEY (user_id, channel_id))`)
 	// A dead letter is repaired into both stores by the merge rule.
 	rp := &repair.Repairer{Postgres: pg, Redis: rs, Kinds: all}
 	for _, n := range []int64{11, 2} {
-		d, err := event.DecodeRecord(counterRecord(k("u1", "c"), n))
+		d, err := rp.Decode(counterRecord(k("u1", "c"), n))
 		require.NoError(t, err)
 		require.NoError(t, rp.RepairDecoded(ctx, d))
 	}
@@ -271,4 +277,55 @@ PRIMARY KEY (user_id, channel_id))`)
 	rep, err = check.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, rep.Found.Total(), "%+v", rep.ByKind)
+}
+
+// A kind's own payload is decoded by its kind (kind.DecodeRecord): one it
+// refuses, or one of a type no kind of the list has, makes the record
+// undecodable with the reason (the persister dead-letters it), and
+// pkg/event alone keeps it undecoded.
+func TestKindPayloadDecode(t *testing.T) {
+	t.Parallel()
+	all := append(kinds.All(), counterKind())
+	rec := counterRecord(receipt.Key{User: "u1", Channel: "c"}, 4)
+	d, err := kind.DecodeRecord(all, rec)
+	require.NoError(t, err)
+	require.Len(t, d.Payloads, 1)
+	require.Equal(t, counter{Key: receipt.Key{User: "u1", Channel: "c"}, N: 4}, d.Payloads[0].Value)
+	v, ok := counterKind().FromEvent(&d)
+	require.True(t, ok)
+	require.Equal(t, int64(4), v.(counter).N)
+	for _, k := range kinds.All() {
+		_, ok := k.FromEvent(&d)
+		require.False(t, ok, "%s takes no counter", k.Name())
+	}
+
+	_, err = kind.DecodeRecord(kinds.All(), rec)
+	require.ErrorIs(t, err, event.ErrUndecodable)
+	require.ErrorContains(t, err, "no kind's")
+	plain, err := event.DecodeRecord(rec)
+	require.NoError(t, err, "the envelope alone decodes")
+	require.Nil(t, plain.Payloads[0].Value)
+
+	bad, err := event.EncodeEnvelope(event.RecordEnvelope{User: "u1", Channel: "c"}, event.Payload{Type: counterPayload, Bytes: []byte{0x12, 0x00}})
+	require.NoError(t, err)
+	_, err = kind.DecodeRecord(all, bad)
+	require.ErrorIs(t, err, event.ErrUndecodable)
+	require.ErrorContains(t, err, "invalid test_counters payload")
+}
+
+// No two kinds share a payload type, and none takes a type pkg/event
+// decodes itself.
+func TestPayloadTypesUnique(t *testing.T) {
+	t.Parallel()
+	seen := map[event.PayloadType]string{}
+	for _, k := range append(kinds.All(), counterKind()) {
+		typ, ok := k.PayloadType()
+		if !ok {
+			continue
+		}
+		require.False(t, event.BuiltinPayload(typ), "%s takes %s", k.Name(), typ)
+		require.NotContains(t, seen, typ, "%s and %s", k.Name(), seen[typ])
+		seen[typ] = k.Name()
+	}
+	require.NotEmpty(t, seen)
 }

@@ -79,7 +79,7 @@ func (w *window) add(recs []*kgo.Record) {
 		if cur := w.last[tp]; cur == nil || cur.Offset < r.Offset {
 			w.last[tp] = r
 		}
-		d, err := event.DecodeRecord(r)
+		d, err := kind.DecodeRecord(w.kinds, r)
 		w.recs = append(w.recs, r)
 		if err != nil {
 			w.keys = append(w.keys, "")
@@ -156,7 +156,7 @@ func (w *window) dropErased(tombs tombstone.Set) int {
 		if !isUser || w.of[i] == 0 || !erased(user) {
 			continue
 		}
-		d, err := event.DecodeRecord(w.recs[i])
+		d, err := kind.DecodeRecord(w.kinds, w.recs[i])
 		if err != nil {
 			continue // decoded once already; cannot happen
 		}

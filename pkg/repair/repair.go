@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/event"
@@ -75,6 +76,12 @@ func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 		}
 	}
 	return nil
+}
+
+// Decode decodes a record with the payloads of the repaired kinds
+// (kind.DecodeRecord).
+func (r *Repairer) Decode(rec *kgo.Record) (event.Decoded, error) {
+	return kind.DecodeRecord(r.kindList(), rec)
 }
 
 // kindList is Kinds, or every kind.

@@ -8,18 +8,28 @@
 // services write on the topic read-receipts and on the change feed. It
 // imports nothing, so a consumer of the topics needs this file alone. Each
 // record names its message in the header receipts-type (for example
-// "receipts.record.v1.ReceiptEvent"); records of builds before the header
-// are told apart by their key: "user:channel" a ReceiptEvent, "u::user" a
-// UserEvent, a key without ':' a ChannelEvent. Ids inside keys write ':'
-// as "%3A" and '%' as "%25" (records of earlier builds carry them as they
-// are): read the ids from the value.
+// "receipts.record.v1.Record").
 //
-// Every message is a max-register or a set: consumers merge a record
-// field-wise, so duplicates in any order converge. The schema_version of
-// a value says which fields it may carry; a consumer refuses versions it
-// does not know. The field numbers are those of the same messages in
-// receipts.v1, which builds before this package wrote: their bytes read
-// the same.
+// Every record of read-receipts this build writes is a Record: an
+// envelope (who and what it is about, the erasure generation, when it was
+// accepted) and one payload per kind of state it carries, each a message
+// of this file named by its PayloadType. A consumer reads the envelope,
+// then the payloads whose types it knows.
+//
+// Records of earlier builds (schema_version 1 to 8, still on the topic
+// within its retention) are a ReceiptEvent, a ChannelEvent or a UserEvent;
+// before the header they are told apart by their key: "user:channel" a
+// ReceiptEvent, "u::user" a UserEvent, a key without ':' a ChannelEvent.
+// Field 1 is the schema_version in every one of them, so the version alone
+// also tells a Record (9) from the earlier messages. Ids inside keys write
+// ':' as "%3A" and '%' as "%25" (records of earlier builds carry them as
+// they are): read the ids from the value.
+//
+// Every payload is a max-register or a set: consumers merge a record
+// field-wise, so duplicates in any order converge. A consumer refuses
+// schema versions it does not know. The field numbers of the earlier
+// messages are those of the same messages in receipts.v1, which builds
+// before this package wrote: their bytes read the same.
 
 package recordv1
 
@@ -37,6 +47,98 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// PayloadType names the message of a payload: PAYLOAD_TYPE_FOO_BAR holds
+// the message FooBar of this file. A consumer skips (or refuses) the types
+// it does not know; a new kind of state adds a type and its message.
+type PayloadType int32
+
+const (
+	PayloadType_PAYLOAD_TYPE_UNSPECIFIED PayloadType = 0
+	// Cursors: the user's cursors in the channel (with thread_root_seq set,
+	// ThreadRegister instead).
+	PayloadType_PAYLOAD_TYPE_CURSORS PayloadType = 1
+	// MentionSeqs: message seqs mentioning the user, to add.
+	PayloadType_PAYLOAD_TYPE_MENTION_SEQS PayloadType = 2
+	// Membership: the user's membership register in the channel.
+	PayloadType_PAYLOAD_TYPE_MEMBERSHIP PayloadType = 3
+	// NotificationRegister: the user's notification state in the channel.
+	PayloadType_PAYLOAD_TYPE_NOTIFICATION_REGISTER PayloadType = 4
+	// Head: the channel's head (a thread's is PAYLOAD_TYPE_THREAD_HEAD).
+	PayloadType_PAYLOAD_TYPE_HEAD PayloadType = 5
+	// GroupMentions: messages of the channel that mention every member.
+	PayloadType_PAYLOAD_TYPE_GROUP_MENTIONS PayloadType = 6
+	// Deletions: deleted message seqs of the channel, or of the thread of
+	// thread_root_seq.
+	PayloadType_PAYLOAD_TYPE_DELETIONS PayloadType = 7
+	// Settings: the user's privacy settings (a user-wide record).
+	PayloadType_PAYLOAD_TYPE_SETTINGS PayloadType = 8
+	// Erasure: the user's erasure tombstone (a user-wide record).
+	PayloadType_PAYLOAD_TYPE_ERASURE PayloadType = 9
+	// ThreadRegister: the user's register in the thread of thread_root_seq.
+	PayloadType_PAYLOAD_TYPE_THREAD_REGISTER PayloadType = 10
+	// ThreadHead: the head of the thread of thread_root_seq.
+	PayloadType_PAYLOAD_TYPE_THREAD_HEAD PayloadType = 11
+)
+
+// Enum value maps for PayloadType.
+var (
+	PayloadType_name = map[int32]string{
+		0:  "PAYLOAD_TYPE_UNSPECIFIED",
+		1:  "PAYLOAD_TYPE_CURSORS",
+		2:  "PAYLOAD_TYPE_MENTION_SEQS",
+		3:  "PAYLOAD_TYPE_MEMBERSHIP",
+		4:  "PAYLOAD_TYPE_NOTIFICATION_REGISTER",
+		5:  "PAYLOAD_TYPE_HEAD",
+		6:  "PAYLOAD_TYPE_GROUP_MENTIONS",
+		7:  "PAYLOAD_TYPE_DELETIONS",
+		8:  "PAYLOAD_TYPE_SETTINGS",
+		9:  "PAYLOAD_TYPE_ERASURE",
+		10: "PAYLOAD_TYPE_THREAD_REGISTER",
+		11: "PAYLOAD_TYPE_THREAD_HEAD",
+	}
+	PayloadType_value = map[string]int32{
+		"PAYLOAD_TYPE_UNSPECIFIED":           0,
+		"PAYLOAD_TYPE_CURSORS":               1,
+		"PAYLOAD_TYPE_MENTION_SEQS":          2,
+		"PAYLOAD_TYPE_MEMBERSHIP":            3,
+		"PAYLOAD_TYPE_NOTIFICATION_REGISTER": 4,
+		"PAYLOAD_TYPE_HEAD":                  5,
+		"PAYLOAD_TYPE_GROUP_MENTIONS":        6,
+		"PAYLOAD_TYPE_DELETIONS":             7,
+		"PAYLOAD_TYPE_SETTINGS":              8,
+		"PAYLOAD_TYPE_ERASURE":               9,
+		"PAYLOAD_TYPE_THREAD_REGISTER":       10,
+		"PAYLOAD_TYPE_THREAD_HEAD":           11,
+	}
+)
+
+func (x PayloadType) Enum() *PayloadType {
+	p := new(PayloadType)
+	*p = x
+	return p
+}
+
+func (x PayloadType) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PayloadType) Descriptor() protoreflect.EnumDescriptor {
+	return file_receipts_record_v1_records_proto_enumTypes[0].Descriptor()
+}
+
+func (PayloadType) Type() protoreflect.EnumType {
+	return &file_receipts_record_v1_records_proto_enumTypes[0]
+}
+
+func (x PayloadType) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PayloadType.Descriptor instead.
+func (PayloadType) EnumDescriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{0}
+}
 
 // Kind says which public cursor moved (the names of receipts.v1.Kind).
 type Kind int32
@@ -72,11 +174,11 @@ func (x Kind) String() string {
 }
 
 func (Kind) Descriptor() protoreflect.EnumDescriptor {
-	return file_receipts_record_v1_records_proto_enumTypes[0].Descriptor()
+	return file_receipts_record_v1_records_proto_enumTypes[1].Descriptor()
 }
 
 func (Kind) Type() protoreflect.EnumType {
-	return &file_receipts_record_v1_records_proto_enumTypes[0]
+	return &file_receipts_record_v1_records_proto_enumTypes[1]
 }
 
 func (x Kind) Number() protoreflect.EnumNumber {
@@ -85,7 +187,581 @@ func (x Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Kind.Descriptor instead.
 func (Kind) EnumDescriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{1}
+}
+
+// Record is the envelope of a record of read-receipts (schema_version 9).
+// Its key is "user:channel" when it names both, the channel id when it
+// names a channel only, "u::user" when it names a user only (ids escaped
+// as above).
+type Record struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 9: the envelope. A consumer refuses versions it does not know.
+	SchemaVersion uint32 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
+	// The user the state belongs to ("" for a channel's state).
+	UserId string `protobuf:"bytes,2,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	// The channel ("" for a user-wide state).
+	ChannelId string `protobuf:"bytes,3,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// Set when the state is a thread's of this root message seq.
+	ThreadRootSeq int64 `protobuf:"varint,4,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	// The user's erasure generation when the gateway accepted the record: a
+	// stamped record of a generation below the user's tombstone is dropped.
+	UserGeneration int64 `protobuf:"varint,5,opt,name=user_generation,json=userGeneration,proto3" json:"user_generation,omitempty"`
+	// True when the gateway read user_generation (0 then means never
+	// erased); false when it could not, and the record's time is compared
+	// with the erasure's.
+	UserGenerationStamped bool `protobuf:"varint,6,opt,name=user_generation_stamped,json=userGenerationStamped,proto3" json:"user_generation_stamped,omitempty"`
+	// When the gateway accepted the record, in Unix milliseconds.
+	AcceptedAtUnixMs int64 `protobuf:"varint,7,opt,name=accepted_at_unix_ms,json=acceptedAtUnixMs,proto3" json:"accepted_at_unix_ms,omitempty"`
+	// One payload per kind of state the record carries (at most one of
+	// each type), at least one.
+	Payloads      []*Payload `protobuf:"bytes,8,rep,name=payloads,proto3" json:"payloads,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Record) Reset() {
+	*x = Record{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Record) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Record) ProtoMessage() {}
+
+func (x *Record) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Record.ProtoReflect.Descriptor instead.
+func (*Record) Descriptor() ([]byte, []int) {
 	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Record) GetSchemaVersion() uint32 {
+	if x != nil {
+		return x.SchemaVersion
+	}
+	return 0
+}
+
+func (x *Record) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *Record) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *Record) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
+}
+
+func (x *Record) GetUserGeneration() int64 {
+	if x != nil {
+		return x.UserGeneration
+	}
+	return 0
+}
+
+func (x *Record) GetUserGenerationStamped() bool {
+	if x != nil {
+		return x.UserGenerationStamped
+	}
+	return false
+}
+
+func (x *Record) GetAcceptedAtUnixMs() int64 {
+	if x != nil {
+		return x.AcceptedAtUnixMs
+	}
+	return 0
+}
+
+func (x *Record) GetPayloads() []*Payload {
+	if x != nil {
+		return x.Payloads
+	}
+	return nil
+}
+
+// Payload is one kind's part of a record: value holds the message its
+// type names, encoded.
+type Payload struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          PayloadType            `protobuf:"varint,1,opt,name=type,proto3,enum=receipts.record.v1.PayloadType" json:"type,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Payload) Reset() {
+	*x = Payload{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Payload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Payload) ProtoMessage() {}
+
+func (x *Payload) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Payload.ProtoReflect.Descriptor instead.
+func (*Payload) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Payload) GetType() PayloadType {
+	if x != nil {
+		return x.Type
+	}
+	return PayloadType_PAYLOAD_TYPE_UNSPECIFIED
+}
+
+func (x *Payload) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// Cursors are a user's cursors in a channel: a max-register each. Absent
+// (or seq 0): the record does not move that cursor.
+type Cursors struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Read          *Cursor                `protobuf:"bytes,1,opt,name=read,proto3" json:"read,omitempty"`
+	Delivered     *Cursor                `protobuf:"bytes,2,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	PrivateRead   *Cursor                `protobuf:"bytes,3,opt,name=private_read,json=privateRead,proto3" json:"private_read,omitempty"`
+	DeviceId      string                 `protobuf:"bytes,4,opt,name=device_id,json=deviceId,proto3" json:"device_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Cursors) Reset() {
+	*x = Cursors{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Cursors) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Cursors) ProtoMessage() {}
+
+func (x *Cursors) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Cursors.ProtoReflect.Descriptor instead.
+func (*Cursors) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Cursors) GetRead() *Cursor {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *Cursors) GetDelivered() *Cursor {
+	if x != nil {
+		return x.Delivered
+	}
+	return nil
+}
+
+func (x *Cursors) GetPrivateRead() *Cursor {
+	if x != nil {
+		return x.PrivateRead
+	}
+	return nil
+}
+
+func (x *Cursors) GetDeviceId() string {
+	if x != nil {
+		return x.DeviceId
+	}
+	return ""
+}
+
+// MentionSeqs are message seqs mentioning the user, to add to the set.
+type MentionSeqs struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seqs          []int64                `protobuf:"varint,1,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MentionSeqs) Reset() {
+	*x = MentionSeqs{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MentionSeqs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MentionSeqs) ProtoMessage() {}
+
+func (x *MentionSeqs) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MentionSeqs.ProtoReflect.Descriptor instead.
+func (*MentionSeqs) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *MentionSeqs) GetSeqs() []int64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// Head is a channel's head: a max-register over seq (epoch 0).
+type Head struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Head          *Cursor                `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Head) Reset() {
+	*x = Head{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Head) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Head) ProtoMessage() {}
+
+func (x *Head) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Head.ProtoReflect.Descriptor instead.
+func (*Head) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Head) GetHead() *Cursor {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+// ThreadHead is a thread's head: a max-register over seq (epoch 0).
+type ThreadHead struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Head          *Cursor                `protobuf:"bytes,1,opt,name=head,proto3" json:"head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadHead) Reset() {
+	*x = ThreadHead{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadHead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadHead) ProtoMessage() {}
+
+func (x *ThreadHead) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadHead.ProtoReflect.Descriptor instead.
+func (*ThreadHead) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ThreadHead) GetHead() *Cursor {
+	if x != nil {
+		return x.Head
+	}
+	return nil
+}
+
+// GroupMentions are messages that mention every member but their sender.
+type GroupMentions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mentions      []*GroupMention        `protobuf:"bytes,1,rep,name=mentions,proto3" json:"mentions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMentions) Reset() {
+	*x = GroupMentions{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMentions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMentions) ProtoMessage() {}
+
+func (x *GroupMentions) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMentions.ProtoReflect.Descriptor instead.
+func (*GroupMentions) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GroupMentions) GetMentions() []*GroupMention {
+	if x != nil {
+		return x.Mentions
+	}
+	return nil
+}
+
+// Deletions are deleted message seqs to add to the set.
+type Deletions struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seqs          []int64                `protobuf:"varint,1,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deletions) Reset() {
+	*x = Deletions{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deletions) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deletions) ProtoMessage() {}
+
+func (x *Deletions) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deletions.ProtoReflect.Descriptor instead.
+func (*Deletions) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Deletions) GetSeqs() []int64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
+}
+
+// Erasure is an erasure tombstone: every state of the user of a
+// generation below this one is deleted, and later records of an older
+// generation are dropped. accepted_at_unix_ms is when it was erased.
+type Erasure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Generation    int64                  `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Erasure) Reset() {
+	*x = Erasure{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Erasure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Erasure) ProtoMessage() {}
+
+func (x *Erasure) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Erasure.ProtoReflect.Descriptor instead.
+func (*Erasure) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Erasure) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// ThreadRegister is a user's register in a thread: the thread's cursors,
+// the follow register and mention seqs to add.
+type ThreadRegister struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cursors       *Cursors               `protobuf:"bytes,1,opt,name=cursors,proto3" json:"cursors,omitempty"`
+	Follow        *ThreadFollow          `protobuf:"bytes,2,opt,name=follow,proto3" json:"follow,omitempty"`
+	MentionSeqs   []int64                `protobuf:"varint,3,rep,packed,name=mention_seqs,json=mentionSeqs,proto3" json:"mention_seqs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ThreadRegister) Reset() {
+	*x = ThreadRegister{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ThreadRegister) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ThreadRegister) ProtoMessage() {}
+
+func (x *ThreadRegister) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ThreadRegister.ProtoReflect.Descriptor instead.
+func (*ThreadRegister) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ThreadRegister) GetCursors() *Cursors {
+	if x != nil {
+		return x.Cursors
+	}
+	return nil
+}
+
+func (x *ThreadRegister) GetFollow() *ThreadFollow {
+	if x != nil {
+		return x.Follow
+	}
+	return nil
+}
+
+func (x *ThreadRegister) GetMentionSeqs() []int64 {
+	if x != nil {
+		return x.MentionSeqs
+	}
+	return nil
 }
 
 // Position orders cursors: the public read by (seq, epoch), the private
@@ -100,7 +776,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[0]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -112,7 +788,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[0]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -125,7 +801,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{0}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Position) GetEpoch() int64 {
@@ -153,7 +829,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[1]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +841,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[1]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +854,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{1}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Cursor) GetPosition() *Position {
@@ -195,7 +871,8 @@ func (x *Cursor) GetMessageId() string {
 	return ""
 }
 
-// ReceiptEvent is a user's state in a channel (key "user:channel").
+// ReceiptEvent is a user's state in a channel (key "user:channel"), as
+// builds before Record wrote it.
 type ReceiptEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 8; see the field comments for the version each field needs.
@@ -234,7 +911,7 @@ type ReceiptEvent struct {
 
 func (x *ReceiptEvent) Reset() {
 	*x = ReceiptEvent{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +923,7 @@ func (x *ReceiptEvent) String() string {
 func (*ReceiptEvent) ProtoMessage() {}
 
 func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +936,7 @@ func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptEvent.ProtoReflect.Descriptor instead.
 func (*ReceiptEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiptEvent) GetSchemaVersion() uint32 {
@@ -368,7 +1045,8 @@ func (x *ReceiptEvent) GetNotifications() *NotificationRegister {
 }
 
 // Membership is a user's register in a channel: the greater version
-// (channel seq, then time) wins.
+// (channel seq, then time) wins. In a Record, the ids are the envelope's
+// (channel_id and user_id here are left empty).
 type Membership struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -384,7 +1062,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -396,7 +1074,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -409,7 +1087,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Membership) GetChannelId() string {
@@ -466,7 +1144,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +1156,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +1169,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -523,7 +1201,7 @@ type NotificationRegister struct {
 
 func (x *NotificationRegister) Reset() {
 	*x = NotificationRegister{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +1213,7 @@ func (x *NotificationRegister) String() string {
 func (*NotificationRegister) ProtoMessage() {}
 
 func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +1226,7 @@ func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationRegister.ProtoReflect.Descriptor instead.
 func (*NotificationRegister) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NotificationRegister) GetLevel() string {
@@ -572,7 +1250,8 @@ func (x *NotificationRegister) GetVersionUnixMs() int64 {
 	return 0
 }
 
-// ChannelEvent is a channel's state (key: the channel id).
+// ChannelEvent is a channel's state (key: the channel id), as builds
+// before Record wrote it.
 type ChannelEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -594,7 +1273,7 @@ type ChannelEvent struct {
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +1285,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +1298,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -682,7 +1361,7 @@ type GroupMention struct {
 
 func (x *GroupMention) Reset() {
 	*x = GroupMention{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +1373,7 @@ func (x *GroupMention) String() string {
 func (*GroupMention) ProtoMessage() {}
 
 func (x *GroupMention) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +1386,7 @@ func (x *GroupMention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMention.ProtoReflect.Descriptor instead.
 func (*GroupMention) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupMention) GetSeq() int64 {
@@ -725,7 +1404,7 @@ func (x *GroupMention) GetSenderId() string {
 }
 
 // UserEvent is a user-wide register (key "u::user"; version 3):
-// settings, or an erasure tombstone.
+// settings, or an erasure tombstone, as builds before Record wrote it.
 type UserEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SchemaVersion uint32                 `protobuf:"varint,1,opt,name=schema_version,json=schemaVersion,proto3" json:"schema_version,omitempty"`
@@ -744,7 +1423,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +1435,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1448,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -822,6 +1501,7 @@ func (x *UserEvent) GetUserGenerationStamped() bool {
 }
 
 // Settings are a user's privacy settings and default notification level.
+// In a Record, user_id is the envelope's (left empty here).
 type Settings struct {
 	state                 protoimpl.MessageState `protogen:"open.v1"`
 	UserId                string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
@@ -836,7 +1516,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -848,7 +1528,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -861,7 +1541,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Settings) GetUserId() string {
@@ -920,7 +1600,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1612,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1625,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -1008,7 +1688,44 @@ var File_receipts_record_v1_records_proto protoreflect.FileDescriptor
 
 const file_receipts_record_v1_records_proto_rawDesc = "" +
 	"\n" +
-	" receipts/record/v1/records.proto\x12\x12receipts.record.v1\"2\n" +
+	" receipts/record/v1/records.proto\x12\x12receipts.record.v1\"\xd8\x02\n" +
+	"\x06Record\x12%\n" +
+	"\x0eschema_version\x18\x01 \x01(\rR\rschemaVersion\x12\x17\n" +
+	"\auser_id\x18\x02 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x03 \x01(\tR\tchannelId\x12&\n" +
+	"\x0fthread_root_seq\x18\x04 \x01(\x03R\rthreadRootSeq\x12'\n" +
+	"\x0fuser_generation\x18\x05 \x01(\x03R\x0euserGeneration\x126\n" +
+	"\x17user_generation_stamped\x18\x06 \x01(\bR\x15userGenerationStamped\x12-\n" +
+	"\x13accepted_at_unix_ms\x18\a \x01(\x03R\x10acceptedAtUnixMs\x127\n" +
+	"\bpayloads\x18\b \x03(\v2\x1b.receipts.record.v1.PayloadR\bpayloads\"T\n" +
+	"\aPayload\x123\n" +
+	"\x04type\x18\x01 \x01(\x0e2\x1f.receipts.record.v1.PayloadTypeR\x04type\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xcf\x01\n" +
+	"\aCursors\x12.\n" +
+	"\x04read\x18\x01 \x01(\v2\x1a.receipts.record.v1.CursorR\x04read\x128\n" +
+	"\tdelivered\x18\x02 \x01(\v2\x1a.receipts.record.v1.CursorR\tdelivered\x12=\n" +
+	"\fprivate_read\x18\x03 \x01(\v2\x1a.receipts.record.v1.CursorR\vprivateRead\x12\x1b\n" +
+	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\"!\n" +
+	"\vMentionSeqs\x12\x12\n" +
+	"\x04seqs\x18\x01 \x03(\x03R\x04seqs\"6\n" +
+	"\x04Head\x12.\n" +
+	"\x04head\x18\x01 \x01(\v2\x1a.receipts.record.v1.CursorR\x04head\"<\n" +
+	"\n" +
+	"ThreadHead\x12.\n" +
+	"\x04head\x18\x01 \x01(\v2\x1a.receipts.record.v1.CursorR\x04head\"M\n" +
+	"\rGroupMentions\x12<\n" +
+	"\bmentions\x18\x01 \x03(\v2 .receipts.record.v1.GroupMentionR\bmentions\"\x1f\n" +
+	"\tDeletions\x12\x12\n" +
+	"\x04seqs\x18\x01 \x03(\x03R\x04seqs\")\n" +
+	"\aErasure\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x03R\n" +
+	"generation\"\xa4\x01\n" +
+	"\x0eThreadRegister\x125\n" +
+	"\acursors\x18\x01 \x01(\v2\x1b.receipts.record.v1.CursorsR\acursors\x128\n" +
+	"\x06follow\x18\x02 \x01(\v2 .receipts.record.v1.ThreadFollowR\x06follow\x12!\n" +
+	"\fmention_seqs\x18\x03 \x03(\x03R\vmentionSeqs\"2\n" +
 	"\bPosition\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x03R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\"a\n" +
@@ -1090,7 +1807,21 @@ const file_receipts_record_v1_records_proto_rawDesc = "" +
 	"message_id\x18\x06 \x01(\tR\tmessageId\x12\x1c\n" +
 	"\n" +
 	"at_unix_ms\x18\a \x01(\x03R\batUnixMs\x12&\n" +
-	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq*5\n" +
+	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq*\xf2\x02\n" +
+	"\vPayloadType\x12\x1c\n" +
+	"\x18PAYLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14PAYLOAD_TYPE_CURSORS\x10\x01\x12\x1d\n" +
+	"\x19PAYLOAD_TYPE_MENTION_SEQS\x10\x02\x12\x1b\n" +
+	"\x17PAYLOAD_TYPE_MEMBERSHIP\x10\x03\x12&\n" +
+	"\"PAYLOAD_TYPE_NOTIFICATION_REGISTER\x10\x04\x12\x15\n" +
+	"\x11PAYLOAD_TYPE_HEAD\x10\x05\x12\x1f\n" +
+	"\x1bPAYLOAD_TYPE_GROUP_MENTIONS\x10\x06\x12\x1a\n" +
+	"\x16PAYLOAD_TYPE_DELETIONS\x10\a\x12\x19\n" +
+	"\x15PAYLOAD_TYPE_SETTINGS\x10\b\x12\x18\n" +
+	"\x14PAYLOAD_TYPE_ERASURE\x10\t\x12 \n" +
+	"\x1cPAYLOAD_TYPE_THREAD_REGISTER\x10\n" +
+	"\x12\x1c\n" +
+	"\x18PAYLOAD_TYPE_THREAD_HEAD\x10\v*5\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04READ\x10\x01\x12\r\n" +
@@ -1108,40 +1839,61 @@ func file_receipts_record_v1_records_proto_rawDescGZIP() []byte {
 	return file_receipts_record_v1_records_proto_rawDescData
 }
 
-var file_receipts_record_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_receipts_record_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_receipts_record_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_receipts_record_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_receipts_record_v1_records_proto_goTypes = []any{
-	(Kind)(0),                    // 0: receipts.record.v1.Kind
-	(*Position)(nil),             // 1: receipts.record.v1.Position
-	(*Cursor)(nil),               // 2: receipts.record.v1.Cursor
-	(*ReceiptEvent)(nil),         // 3: receipts.record.v1.ReceiptEvent
-	(*Membership)(nil),           // 4: receipts.record.v1.Membership
-	(*ThreadFollow)(nil),         // 5: receipts.record.v1.ThreadFollow
-	(*NotificationRegister)(nil), // 6: receipts.record.v1.NotificationRegister
-	(*ChannelEvent)(nil),         // 7: receipts.record.v1.ChannelEvent
-	(*GroupMention)(nil),         // 8: receipts.record.v1.GroupMention
-	(*UserEvent)(nil),            // 9: receipts.record.v1.UserEvent
-	(*Settings)(nil),             // 10: receipts.record.v1.Settings
-	(*ReadStateChange)(nil),      // 11: receipts.record.v1.ReadStateChange
+	(PayloadType)(0),             // 0: receipts.record.v1.PayloadType
+	(Kind)(0),                    // 1: receipts.record.v1.Kind
+	(*Record)(nil),               // 2: receipts.record.v1.Record
+	(*Payload)(nil),              // 3: receipts.record.v1.Payload
+	(*Cursors)(nil),              // 4: receipts.record.v1.Cursors
+	(*MentionSeqs)(nil),          // 5: receipts.record.v1.MentionSeqs
+	(*Head)(nil),                 // 6: receipts.record.v1.Head
+	(*ThreadHead)(nil),           // 7: receipts.record.v1.ThreadHead
+	(*GroupMentions)(nil),        // 8: receipts.record.v1.GroupMentions
+	(*Deletions)(nil),            // 9: receipts.record.v1.Deletions
+	(*Erasure)(nil),              // 10: receipts.record.v1.Erasure
+	(*ThreadRegister)(nil),       // 11: receipts.record.v1.ThreadRegister
+	(*Position)(nil),             // 12: receipts.record.v1.Position
+	(*Cursor)(nil),               // 13: receipts.record.v1.Cursor
+	(*ReceiptEvent)(nil),         // 14: receipts.record.v1.ReceiptEvent
+	(*Membership)(nil),           // 15: receipts.record.v1.Membership
+	(*ThreadFollow)(nil),         // 16: receipts.record.v1.ThreadFollow
+	(*NotificationRegister)(nil), // 17: receipts.record.v1.NotificationRegister
+	(*ChannelEvent)(nil),         // 18: receipts.record.v1.ChannelEvent
+	(*GroupMention)(nil),         // 19: receipts.record.v1.GroupMention
+	(*UserEvent)(nil),            // 20: receipts.record.v1.UserEvent
+	(*Settings)(nil),             // 21: receipts.record.v1.Settings
+	(*ReadStateChange)(nil),      // 22: receipts.record.v1.ReadStateChange
 }
 var file_receipts_record_v1_records_proto_depIdxs = []int32{
-	1,  // 0: receipts.record.v1.Cursor.position:type_name -> receipts.record.v1.Position
-	2,  // 1: receipts.record.v1.ReceiptEvent.read:type_name -> receipts.record.v1.Cursor
-	2,  // 2: receipts.record.v1.ReceiptEvent.delivered:type_name -> receipts.record.v1.Cursor
-	2,  // 3: receipts.record.v1.ReceiptEvent.private_read:type_name -> receipts.record.v1.Cursor
-	4,  // 4: receipts.record.v1.ReceiptEvent.membership:type_name -> receipts.record.v1.Membership
-	5,  // 5: receipts.record.v1.ReceiptEvent.follow:type_name -> receipts.record.v1.ThreadFollow
-	6,  // 6: receipts.record.v1.ReceiptEvent.notifications:type_name -> receipts.record.v1.NotificationRegister
-	2,  // 7: receipts.record.v1.ChannelEvent.head:type_name -> receipts.record.v1.Cursor
-	8,  // 8: receipts.record.v1.ChannelEvent.group_mentions:type_name -> receipts.record.v1.GroupMention
-	10, // 9: receipts.record.v1.UserEvent.settings:type_name -> receipts.record.v1.Settings
-	0,  // 10: receipts.record.v1.ReadStateChange.kind:type_name -> receipts.record.v1.Kind
-	1,  // 11: receipts.record.v1.ReadStateChange.position:type_name -> receipts.record.v1.Position
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	3,  // 0: receipts.record.v1.Record.payloads:type_name -> receipts.record.v1.Payload
+	0,  // 1: receipts.record.v1.Payload.type:type_name -> receipts.record.v1.PayloadType
+	13, // 2: receipts.record.v1.Cursors.read:type_name -> receipts.record.v1.Cursor
+	13, // 3: receipts.record.v1.Cursors.delivered:type_name -> receipts.record.v1.Cursor
+	13, // 4: receipts.record.v1.Cursors.private_read:type_name -> receipts.record.v1.Cursor
+	13, // 5: receipts.record.v1.Head.head:type_name -> receipts.record.v1.Cursor
+	13, // 6: receipts.record.v1.ThreadHead.head:type_name -> receipts.record.v1.Cursor
+	19, // 7: receipts.record.v1.GroupMentions.mentions:type_name -> receipts.record.v1.GroupMention
+	4,  // 8: receipts.record.v1.ThreadRegister.cursors:type_name -> receipts.record.v1.Cursors
+	16, // 9: receipts.record.v1.ThreadRegister.follow:type_name -> receipts.record.v1.ThreadFollow
+	12, // 10: receipts.record.v1.Cursor.position:type_name -> receipts.record.v1.Position
+	13, // 11: receipts.record.v1.ReceiptEvent.read:type_name -> receipts.record.v1.Cursor
+	13, // 12: receipts.record.v1.ReceiptEvent.delivered:type_name -> receipts.record.v1.Cursor
+	13, // 13: receipts.record.v1.ReceiptEvent.private_read:type_name -> receipts.record.v1.Cursor
+	15, // 14: receipts.record.v1.ReceiptEvent.membership:type_name -> receipts.record.v1.Membership
+	16, // 15: receipts.record.v1.ReceiptEvent.follow:type_name -> receipts.record.v1.ThreadFollow
+	17, // 16: receipts.record.v1.ReceiptEvent.notifications:type_name -> receipts.record.v1.NotificationRegister
+	13, // 17: receipts.record.v1.ChannelEvent.head:type_name -> receipts.record.v1.Cursor
+	19, // 18: receipts.record.v1.ChannelEvent.group_mentions:type_name -> receipts.record.v1.GroupMention
+	21, // 19: receipts.record.v1.UserEvent.settings:type_name -> receipts.record.v1.Settings
+	1,  // 20: receipts.record.v1.ReadStateChange.kind:type_name -> receipts.record.v1.Kind
+	12, // 21: receipts.record.v1.ReadStateChange.position:type_name -> receipts.record.v1.Position
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_receipts_record_v1_records_proto_init() }
@@ -1154,8 +1906,8 @@ func file_receipts_record_v1_records_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_record_v1_records_proto_rawDesc), len(file_receipts_record_v1_records_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

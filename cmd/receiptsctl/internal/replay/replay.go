@@ -101,7 +101,7 @@ func (r *Replayer) Replay(ctx context.Context, rec parked.Record) (Outcome, erro
 	if rec.ReplayedAt != nil {
 		return "", fmt.Errorf("replaying parked record %d: %w at %s", rec.ID, ErrAlreadyReplayed, rec.ReplayedAt.Format("2006-01-02T15:04:05Z07:00"))
 	}
-	d, decErr := event.DecodeRecord(&kgo.Record{Key: rec.Key, Value: rec.Value})
+	d, decErr := r.rep.Decode(&kgo.Record{Key: rec.Key, Value: rec.Value})
 	var outcome Outcome
 	switch {
 	case r.cfg.Mode == Produce || (r.cfg.Mode == Auto && decErr != nil):

@@ -6,18 +6,28 @@
 // services write on the topic read-receipts and on the change feed. It
 // imports nothing, so a consumer of the topics needs this file alone. Each
 // record names its message in the header receipts-type (for example
-// "receipts.record.v1.ReceiptEvent"); records of builds before the header
-// are told apart by their key: "user:channel" a ReceiptEvent, "u::user" a
-// UserEvent, a key without ':' a ChannelEvent. Ids inside keys write ':'
-// as "%3A" and '%' as "%25" (records of earlier builds carry them as they
-// are): read the ids from the value.
+// "receipts.record.v1.Record").
 //
-// Every message is a max-register or a set: consumers merge a record
-// field-wise, so duplicates in any order converge. The schema_version of
-// a value says which fields it may carry; a consumer refuses versions it
-// does not know. The field numbers are those of the same messages in
-// receipts.v1, which builds before this package wrote: their bytes read
-// the same.
+// Every record of read-receipts this build writes is a Record: an
+// envelope (who and what it is about, the erasure generation, when it was
+// accepted) and one payload per kind of state it carries, each a message
+// of this file named by its PayloadType. A consumer reads the envelope,
+// then the payloads whose types it knows.
+//
+// Records of earlier builds (schema_version 1 to 8, still on the topic
+// within its retention) are a ReceiptEvent, a ChannelEvent or a UserEvent;
+// before the header they are told apart by their key: "user:channel" a
+// ReceiptEvent, "u::user" a UserEvent, a key without ':' a ChannelEvent.
+// Field 1 is the schema_version in every one of them, so the version alone
+// also tells a Record (9) from the earlier messages. Ids inside keys write
+// ':' as "%3A" and '%' as "%25" (records of earlier builds carry them as
+// they are): read the ids from the value.
+//
+// Every payload is a max-register or a set: consumers merge a record
+// field-wise, so duplicates in any order converge. A consumer refuses
+// schema versions it does not know. The field numbers of the earlier
+// messages are those of the same messages in receipts.v1, which builds
+// before this package wrote: their bytes read the same.
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
@@ -27,7 +37,290 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/record/v1/records.proto.
  */
 export const file_receipts_record_v1_records: GenFile = /*@__PURE__*/
-  fileDesc("CiByZWNlaXB0cy9yZWNvcmQvdjEvcmVjb3Jkcy5wcm90bxIScmVjZWlwdHMucmVjb3JkLnYxIiYKCFBvc2l0aW9uEg0KBWVwb2NoGAEgASgDEgsKA3NlcRgCIAEoAyJMCgZDdXJzb3ISLgoIcG9zaXRpb24YASABKAsyHC5yZWNlaXB0cy5yZWNvcmQudjEuUG9zaXRpb24SEgoKbWVzc2FnZV9pZBgCIAEoCSKWBAoMUmVjZWlwdEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSEgoKY2hhbm5lbF9pZBgDIAEoCRIoCgRyZWFkGAQgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchItCglkZWxpdmVyZWQYBSABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEhEKCWRldmljZV9pZBgGIAEoCRIbChNhY2NlcHRlZF9hdF91bml4X21zGAcgASgDEjAKDHByaXZhdGVfcmVhZBgIIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISFAoMbWVudGlvbl9zZXFzGAkgAygDEjIKCm1lbWJlcnNoaXAYCiABKAsyHi5yZWNlaXB0cy5yZWNvcmQudjEuTWVtYmVyc2hpcBIXCg91c2VyX2dlbmVyYXRpb24YCyABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYDCABKAgSFwoPdGhyZWFkX3Jvb3Rfc2VxGA0gASgDEjAKBmZvbGxvdxgOIAEoCzIgLnJlY2VpcHRzLnJlY29yZC52MS5UaHJlYWRGb2xsb3cSPwoNbm90aWZpY2F0aW9ucxgPIAEoCzIoLnJlY2VpcHRzLnJlY29yZC52MS5Ob3RpZmljYXRpb25SZWdpc3RlciKBAQoKTWVtYmVyc2hpcBISCgpjaGFubmVsX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGbWVtYmVyGAMgASgIEhMKC3ZlcnNpb25fc2VxGAQgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgFIAEoAxIQCghqb2luX3NlcRgGIAEoAyI6CgxUaHJlYWRGb2xsb3cSEQoJZm9sbG93aW5nGAEgASgIEhcKD3ZlcnNpb25fdW5peF9tcxgCIAEoAyJbChROb3RpZmljYXRpb25SZWdpc3RlchINCgVsZXZlbBgBIAEoCRIbChNtdXRlZF91bnRpbF91bml4X21zGAIgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgDIAEoAyLqAQoMQ2hhbm5lbEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEhIKCmNoYW5uZWxfaWQYAiABKAkSKAoEaGVhZBgDIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgEIAEoAxIXCg90aHJlYWRfcm9vdF9zZXEYBSABKAMSFAoMZGVsZXRlZF9zZXFzGAYgAygDEjgKDmdyb3VwX21lbnRpb25zGAcgAygLMiAucmVjZWlwdHMucmVjb3JkLnYxLkdyb3VwTWVudGlvbiIuCgxHcm91cE1lbnRpb24SCwoDc2VxGAEgASgDEhEKCXNlbmRlcl9pZBgCIAEoCSLWAQoJVXNlckV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSLgoIc2V0dGluZ3MYAyABKAsyHC5yZWNlaXB0cy5yZWNvcmQudjEuU2V0dGluZ3MSGQoRZXJhc2VkX2dlbmVyYXRpb24YBCABKAMSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgFIAEoAxIXCg91c2VyX2dlbmVyYXRpb24YBiABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYByABKAgilgEKCFNldHRpbmdzEg8KB3VzZXJfaWQYASABKAkSGwoTc2hhcmVfcmVhZF9yZWNlaXB0cxgCIAEoCBIfChdzaGFyZV9kZWxpdmVyeV9yZWNlaXB0cxgDIAEoCBIXCg92ZXJzaW9uX3VuaXhfbXMYBCABKAMSIgoaZGVmYXVsdF9ub3RpZmljYXRpb25fbGV2ZWwYBSABKAki5wEKD1JlYWRTdGF0ZUNoYW5nZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEhIKCmNoYW5uZWxfaWQYAyABKAkSJgoEa2luZBgEIAEoDjIYLnJlY2VpcHRzLnJlY29yZC52MS5LaW5kEi4KCHBvc2l0aW9uGAUgASgLMhwucmVjZWlwdHMucmVjb3JkLnYxLlBvc2l0aW9uEhIKCm1lc3NhZ2VfaWQYBiABKAkSEgoKYXRfdW5peF9tcxgHIAEoAxIXCg90aHJlYWRfcm9vdF9zZXEYCCABKAMqNQoES2luZBIUChBLSU5EX1VOU1BFQ0lGSUVEEAASCAoEUkVBRBABEg0KCURFTElWRVJFRBACQj9aPWdpdGh1Yi5jb20vcmVhZHN0YXRlL3JlY2VpcHRzL2FwaS9yZWNlaXB0cy9yZWNvcmQvdjE7cmVjb3JkdjFiBnByb3RvMw");
+  fileDesc("CiByZWNlaXB0cy9yZWNvcmQvdjEvcmVjb3Jkcy5wcm90bxIScmVjZWlwdHMucmVjb3JkLnYxIuQBCgZSZWNvcmQSFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHdXNlcl9pZBgCIAEoCRISCgpjaGFubmVsX2lkGAMgASgJEhcKD3RocmVhZF9yb290X3NlcRgEIAEoAxIXCg91c2VyX2dlbmVyYXRpb24YBSABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYBiABKAgSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgHIAEoAxItCghwYXlsb2FkcxgIIAMoCzIbLnJlY2VpcHRzLnJlY29yZC52MS5QYXlsb2FkIkcKB1BheWxvYWQSLQoEdHlwZRgBIAEoDjIfLnJlY2VpcHRzLnJlY29yZC52MS5QYXlsb2FkVHlwZRINCgV2YWx1ZRgCIAEoDCKnAQoHQ3Vyc29ycxIoCgRyZWFkGAEgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchItCglkZWxpdmVyZWQYAiABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEjAKDHByaXZhdGVfcmVhZBgDIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISEQoJZGV2aWNlX2lkGAQgASgJIhsKC01lbnRpb25TZXFzEgwKBHNlcXMYASADKAMiMAoESGVhZBIoCgRoZWFkGAEgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvciI2CgpUaHJlYWRIZWFkEigKBGhlYWQYASABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yIkMKDUdyb3VwTWVudGlvbnMSMgoIbWVudGlvbnMYASADKAsyIC5yZWNlaXB0cy5yZWNvcmQudjEuR3JvdXBNZW50aW9uIhkKCURlbGV0aW9ucxIMCgRzZXFzGAEgAygDIh0KB0VyYXN1cmUSEgoKZ2VuZXJhdGlvbhgBIAEoAyKGAQoOVGhyZWFkUmVnaXN0ZXISLAoHY3Vyc29ycxgBIAEoCzIbLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3JzEjAKBmZvbGxvdxgCIAEoCzIgLnJlY2VpcHRzLnJlY29yZC52MS5UaHJlYWRGb2xsb3cSFAoMbWVudGlvbl9zZXFzGAMgAygDIiYKCFBvc2l0aW9uEg0KBWVwb2NoGAEgASgDEgsKA3NlcRgCIAEoAyJMCgZDdXJzb3ISLgoIcG9zaXRpb24YASABKAsyHC5yZWNlaXB0cy5yZWNvcmQudjEuUG9zaXRpb24SEgoKbWVzc2FnZV9pZBgCIAEoCSKWBAoMUmVjZWlwdEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSEgoKY2hhbm5lbF9pZBgDIAEoCRIoCgRyZWFkGAQgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchItCglkZWxpdmVyZWQYBSABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEhEKCWRldmljZV9pZBgGIAEoCRIbChNhY2NlcHRlZF9hdF91bml4X21zGAcgASgDEjAKDHByaXZhdGVfcmVhZBgIIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISFAoMbWVudGlvbl9zZXFzGAkgAygDEjIKCm1lbWJlcnNoaXAYCiABKAsyHi5yZWNlaXB0cy5yZWNvcmQudjEuTWVtYmVyc2hpcBIXCg91c2VyX2dlbmVyYXRpb24YCyABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYDCABKAgSFwoPdGhyZWFkX3Jvb3Rfc2VxGA0gASgDEjAKBmZvbGxvdxgOIAEoCzIgLnJlY2VpcHRzLnJlY29yZC52MS5UaHJlYWRGb2xsb3cSPwoNbm90aWZpY2F0aW9ucxgPIAEoCzIoLnJlY2VpcHRzLnJlY29yZC52MS5Ob3RpZmljYXRpb25SZWdpc3RlciKBAQoKTWVtYmVyc2hpcBISCgpjaGFubmVsX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGbWVtYmVyGAMgASgIEhMKC3ZlcnNpb25fc2VxGAQgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgFIAEoAxIQCghqb2luX3NlcRgGIAEoAyI6CgxUaHJlYWRGb2xsb3cSEQoJZm9sbG93aW5nGAEgASgIEhcKD3ZlcnNpb25fdW5peF9tcxgCIAEoAyJbChROb3RpZmljYXRpb25SZWdpc3RlchINCgVsZXZlbBgBIAEoCRIbChNtdXRlZF91bnRpbF91bml4X21zGAIgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgDIAEoAyLqAQoMQ2hhbm5lbEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEhIKCmNoYW5uZWxfaWQYAiABKAkSKAoEaGVhZBgDIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgEIAEoAxIXCg90aHJlYWRfcm9vdF9zZXEYBSABKAMSFAoMZGVsZXRlZF9zZXFzGAYgAygDEjgKDmdyb3VwX21lbnRpb25zGAcgAygLMiAucmVjZWlwdHMucmVjb3JkLnYxLkdyb3VwTWVudGlvbiIuCgxHcm91cE1lbnRpb24SCwoDc2VxGAEgASgDEhEKCXNlbmRlcl9pZBgCIAEoCSLWAQoJVXNlckV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSLgoIc2V0dGluZ3MYAyABKAsyHC5yZWNlaXB0cy5yZWNvcmQudjEuU2V0dGluZ3MSGQoRZXJhc2VkX2dlbmVyYXRpb24YBCABKAMSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgFIAEoAxIXCg91c2VyX2dlbmVyYXRpb24YBiABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYByABKAgilgEKCFNldHRpbmdzEg8KB3VzZXJfaWQYASABKAkSGwoTc2hhcmVfcmVhZF9yZWNlaXB0cxgCIAEoCBIfChdzaGFyZV9kZWxpdmVyeV9yZWNlaXB0cxgDIAEoCBIXCg92ZXJzaW9uX3VuaXhfbXMYBCABKAMSIgoaZGVmYXVsdF9ub3RpZmljYXRpb25fbGV2ZWwYBSABKAki5wEKD1JlYWRTdGF0ZUNoYW5nZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEhIKCmNoYW5uZWxfaWQYAyABKAkSJgoEa2luZBgEIAEoDjIYLnJlY2VpcHRzLnJlY29yZC52MS5LaW5kEi4KCHBvc2l0aW9uGAUgASgLMhwucmVjZWlwdHMucmVjb3JkLnYxLlBvc2l0aW9uEhIKCm1lc3NhZ2VfaWQYBiABKAkSEgoKYXRfdW5peF9tcxgHIAEoAxIXCg90aHJlYWRfcm9vdF9zZXEYCCABKAMq8gIKC1BheWxvYWRUeXBlEhwKGFBBWUxPQURfVFlQRV9VTlNQRUNJRklFRBAAEhgKFFBBWUxPQURfVFlQRV9DVVJTT1JTEAESHQoZUEFZTE9BRF9UWVBFX01FTlRJT05fU0VRUxACEhsKF1BBWUxPQURfVFlQRV9NRU1CRVJTSElQEAMSJgoiUEFZTE9BRF9UWVBFX05PVElGSUNBVElPTl9SRUdJU1RFUhAEEhUKEVBBWUxPQURfVFlQRV9IRUFEEAUSHwobUEFZTE9BRF9UWVBFX0dST1VQX01FTlRJT05TEAYSGgoWUEFZTE9BRF9UWVBFX0RFTEVUSU9OUxAHEhkKFVBBWUxPQURfVFlQRV9TRVRUSU5HUxAIEhgKFFBBWUxPQURfVFlQRV9FUkFTVVJFEAkSIAocUEFZTE9BRF9UWVBFX1RIUkVBRF9SRUdJU1RFUhAKEhwKGFBBWUxPQURfVFlQRV9USFJFQURfSEVBRBALKjUKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEggKBFJFQUQQARINCglERUxJVkVSRUQQAkI/Wj1naXRodWIuY29tL3JlYWRzdGF0ZS9yZWNlaXB0cy9hcGkvcmVjZWlwdHMvcmVjb3JkL3YxO3JlY29yZHYxYgZwcm90bzM");
+
+/**
+ * Record is the envelope of a record of read-receipts (schema_version 9).
+ * Its key is "user:channel" when it names both, the channel id when it
+ * names a channel only, "u::user" when it names a user only (ids escaped
+ * as above).
+ *
+ * @generated from message receipts.record.v1.Record
+ */
+export type Record = Message<"receipts.record.v1.Record"> & {
+  /**
+   * 9: the envelope. A consumer refuses versions it does not know.
+   *
+   * @generated from field: uint32 schema_version = 1;
+   */
+  schemaVersion: number;
+
+  /**
+   * The user the state belongs to ("" for a channel's state).
+   *
+   * @generated from field: string user_id = 2;
+   */
+  userId: string;
+
+  /**
+   * The channel ("" for a user-wide state).
+   *
+   * @generated from field: string channel_id = 3;
+   */
+  channelId: string;
+
+  /**
+   * Set when the state is a thread's of this root message seq.
+   *
+   * @generated from field: int64 thread_root_seq = 4;
+   */
+  threadRootSeq: bigint;
+
+  /**
+   * The user's erasure generation when the gateway accepted the record: a
+   * stamped record of a generation below the user's tombstone is dropped.
+   *
+   * @generated from field: int64 user_generation = 5;
+   */
+  userGeneration: bigint;
+
+  /**
+   * True when the gateway read user_generation (0 then means never
+   * erased); false when it could not, and the record's time is compared
+   * with the erasure's.
+   *
+   * @generated from field: bool user_generation_stamped = 6;
+   */
+  userGenerationStamped: boolean;
+
+  /**
+   * When the gateway accepted the record, in Unix milliseconds.
+   *
+   * @generated from field: int64 accepted_at_unix_ms = 7;
+   */
+  acceptedAtUnixMs: bigint;
+
+  /**
+   * One payload per kind of state the record carries (at most one of
+   * each type), at least one.
+   *
+   * @generated from field: repeated receipts.record.v1.Payload payloads = 8;
+   */
+  payloads: Payload[];
+};
+
+/**
+ * Describes the message receipts.record.v1.Record.
+ * Use `create(RecordSchema)` to create a new message.
+ */
+export const RecordSchema: GenMessage<Record> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 0);
+
+/**
+ * Payload is one kind's part of a record: value holds the message its
+ * type names, encoded.
+ *
+ * @generated from message receipts.record.v1.Payload
+ */
+export type Payload = Message<"receipts.record.v1.Payload"> & {
+  /**
+   * @generated from field: receipts.record.v1.PayloadType type = 1;
+   */
+  type: PayloadType;
+
+  /**
+   * @generated from field: bytes value = 2;
+   */
+  value: Uint8Array;
+};
+
+/**
+ * Describes the message receipts.record.v1.Payload.
+ * Use `create(PayloadSchema)` to create a new message.
+ */
+export const PayloadSchema: GenMessage<Payload> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 1);
+
+/**
+ * Cursors are a user's cursors in a channel: a max-register each. Absent
+ * (or seq 0): the record does not move that cursor.
+ *
+ * @generated from message receipts.record.v1.Cursors
+ */
+export type Cursors = Message<"receipts.record.v1.Cursors"> & {
+  /**
+   * @generated from field: receipts.record.v1.Cursor read = 1;
+   */
+  read?: Cursor | undefined;
+
+  /**
+   * @generated from field: receipts.record.v1.Cursor delivered = 2;
+   */
+  delivered?: Cursor | undefined;
+
+  /**
+   * @generated from field: receipts.record.v1.Cursor private_read = 3;
+   */
+  privateRead?: Cursor | undefined;
+
+  /**
+   * @generated from field: string device_id = 4;
+   */
+  deviceId: string;
+};
+
+/**
+ * Describes the message receipts.record.v1.Cursors.
+ * Use `create(CursorsSchema)` to create a new message.
+ */
+export const CursorsSchema: GenMessage<Cursors> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 2);
+
+/**
+ * MentionSeqs are message seqs mentioning the user, to add to the set.
+ *
+ * @generated from message receipts.record.v1.MentionSeqs
+ */
+export type MentionSeqs = Message<"receipts.record.v1.MentionSeqs"> & {
+  /**
+   * @generated from field: repeated int64 seqs = 1;
+   */
+  seqs: bigint[];
+};
+
+/**
+ * Describes the message receipts.record.v1.MentionSeqs.
+ * Use `create(MentionSeqsSchema)` to create a new message.
+ */
+export const MentionSeqsSchema: GenMessage<MentionSeqs> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 3);
+
+/**
+ * Head is a channel's head: a max-register over seq (epoch 0).
+ *
+ * @generated from message receipts.record.v1.Head
+ */
+export type Head = Message<"receipts.record.v1.Head"> & {
+  /**
+   * @generated from field: receipts.record.v1.Cursor head = 1;
+   */
+  head?: Cursor | undefined;
+};
+
+/**
+ * Describes the message receipts.record.v1.Head.
+ * Use `create(HeadSchema)` to create a new message.
+ */
+export const HeadSchema: GenMessage<Head> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 4);
+
+/**
+ * ThreadHead is a thread's head: a max-register over seq (epoch 0).
+ *
+ * @generated from message receipts.record.v1.ThreadHead
+ */
+export type ThreadHead = Message<"receipts.record.v1.ThreadHead"> & {
+  /**
+   * @generated from field: receipts.record.v1.Cursor head = 1;
+   */
+  head?: Cursor | undefined;
+};
+
+/**
+ * Describes the message receipts.record.v1.ThreadHead.
+ * Use `create(ThreadHeadSchema)` to create a new message.
+ */
+export const ThreadHeadSchema: GenMessage<ThreadHead> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 5);
+
+/**
+ * GroupMentions are messages that mention every member but their sender.
+ *
+ * @generated from message receipts.record.v1.GroupMentions
+ */
+export type GroupMentions = Message<"receipts.record.v1.GroupMentions"> & {
+  /**
+   * @generated from field: repeated receipts.record.v1.GroupMention mentions = 1;
+   */
+  mentions: GroupMention[];
+};
+
+/**
+ * Describes the message receipts.record.v1.GroupMentions.
+ * Use `create(GroupMentionsSchema)` to create a new message.
+ */
+export const GroupMentionsSchema: GenMessage<GroupMentions> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 6);
+
+/**
+ * Deletions are deleted message seqs to add to the set.
+ *
+ * @generated from message receipts.record.v1.Deletions
+ */
+export type Deletions = Message<"receipts.record.v1.Deletions"> & {
+  /**
+   * @generated from field: repeated int64 seqs = 1;
+   */
+  seqs: bigint[];
+};
+
+/**
+ * Describes the message receipts.record.v1.Deletions.
+ * Use `create(DeletionsSchema)` to create a new message.
+ */
+export const DeletionsSchema: GenMessage<Deletions> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 7);
+
+/**
+ * Erasure is an erasure tombstone: every state of the user of a
+ * generation below this one is deleted, and later records of an older
+ * generation are dropped. accepted_at_unix_ms is when it was erased.
+ *
+ * @generated from message receipts.record.v1.Erasure
+ */
+export type Erasure = Message<"receipts.record.v1.Erasure"> & {
+  /**
+   * @generated from field: int64 generation = 1;
+   */
+  generation: bigint;
+};
+
+/**
+ * Describes the message receipts.record.v1.Erasure.
+ * Use `create(ErasureSchema)` to create a new message.
+ */
+export const ErasureSchema: GenMessage<Erasure> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 8);
+
+/**
+ * ThreadRegister is a user's register in a thread: the thread's cursors,
+ * the follow register and mention seqs to add.
+ *
+ * @generated from message receipts.record.v1.ThreadRegister
+ */
+export type ThreadRegister = Message<"receipts.record.v1.ThreadRegister"> & {
+  /**
+   * @generated from field: receipts.record.v1.Cursors cursors = 1;
+   */
+  cursors?: Cursors | undefined;
+
+  /**
+   * @generated from field: receipts.record.v1.ThreadFollow follow = 2;
+   */
+  follow?: ThreadFollow | undefined;
+
+  /**
+   * @generated from field: repeated int64 mention_seqs = 3;
+   */
+  mentionSeqs: bigint[];
+};
+
+/**
+ * Describes the message receipts.record.v1.ThreadRegister.
+ * Use `create(ThreadRegisterSchema)` to create a new message.
+ */
+export const ThreadRegisterSchema: GenMessage<ThreadRegister> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 9);
 
 /**
  * Position orders cursors: the public read by (seq, epoch), the private
@@ -52,7 +345,7 @@ export type Position = Message<"receipts.record.v1.Position"> & {
  * Use `create(PositionSchema)` to create a new message.
  */
 export const PositionSchema: GenMessage<Position> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 0);
+  messageDesc(file_receipts_record_v1_records, 10);
 
 /**
  * Cursor is a position with the id of the message at it.
@@ -76,10 +369,11 @@ export type Cursor = Message<"receipts.record.v1.Cursor"> & {
  * Use `create(CursorSchema)` to create a new message.
  */
 export const CursorSchema: GenMessage<Cursor> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 1);
+  messageDesc(file_receipts_record_v1_records, 11);
 
 /**
- * ReceiptEvent is a user's state in a channel (key "user:channel").
+ * ReceiptEvent is a user's state in a channel (key "user:channel"), as
+ * builds before Record wrote it.
  *
  * @generated from message receipts.record.v1.ReceiptEvent
  */
@@ -190,11 +484,12 @@ export type ReceiptEvent = Message<"receipts.record.v1.ReceiptEvent"> & {
  * Use `create(ReceiptEventSchema)` to create a new message.
  */
 export const ReceiptEventSchema: GenMessage<ReceiptEvent> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 2);
+  messageDesc(file_receipts_record_v1_records, 12);
 
 /**
  * Membership is a user's register in a channel: the greater version
- * (channel seq, then time) wins.
+ * (channel seq, then time) wins. In a Record, the ids are the envelope's
+ * (channel_id and user_id here are left empty).
  *
  * @generated from message receipts.record.v1.Membership
  */
@@ -237,7 +532,7 @@ export type Membership = Message<"receipts.record.v1.Membership"> & {
  * Use `create(MembershipSchema)` to create a new message.
  */
 export const MembershipSchema: GenMessage<Membership> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 3);
+  messageDesc(file_receipts_record_v1_records, 13);
 
 /**
  * ThreadFollow is a versioned register: the greater version wins, a
@@ -262,7 +557,7 @@ export type ThreadFollow = Message<"receipts.record.v1.ThreadFollow"> & {
  * Use `create(ThreadFollowSchema)` to create a new message.
  */
 export const ThreadFollowSchema: GenMessage<ThreadFollow> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 4);
+  messageDesc(file_receipts_record_v1_records, 14);
 
 /**
  * NotificationRegister is a user's notification state in a channel: the
@@ -295,10 +590,11 @@ export type NotificationRegister = Message<"receipts.record.v1.NotificationRegis
  * Use `create(NotificationRegisterSchema)` to create a new message.
  */
 export const NotificationRegisterSchema: GenMessage<NotificationRegister> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 5);
+  messageDesc(file_receipts_record_v1_records, 15);
 
 /**
- * ChannelEvent is a channel's state (key: the channel id).
+ * ChannelEvent is a channel's state (key: the channel id), as builds
+ * before Record wrote it.
  *
  * @generated from message receipts.record.v1.ChannelEvent
  */
@@ -354,7 +650,7 @@ export type ChannelEvent = Message<"receipts.record.v1.ChannelEvent"> & {
  * Use `create(ChannelEventSchema)` to create a new message.
  */
 export const ChannelEventSchema: GenMessage<ChannelEvent> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 6);
+  messageDesc(file_receipts_record_v1_records, 16);
 
 /**
  * GroupMention is one message that mentions the whole channel.
@@ -378,11 +674,11 @@ export type GroupMention = Message<"receipts.record.v1.GroupMention"> & {
  * Use `create(GroupMentionSchema)` to create a new message.
  */
 export const GroupMentionSchema: GenMessage<GroupMention> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 7);
+  messageDesc(file_receipts_record_v1_records, 17);
 
 /**
  * UserEvent is a user-wide register (key "u::user"; version 3):
- * settings, or an erasure tombstone.
+ * settings, or an erasure tombstone, as builds before Record wrote it.
  *
  * @generated from message receipts.record.v1.UserEvent
  */
@@ -433,10 +729,11 @@ export type UserEvent = Message<"receipts.record.v1.UserEvent"> & {
  * Use `create(UserEventSchema)` to create a new message.
  */
 export const UserEventSchema: GenMessage<UserEvent> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 8);
+  messageDesc(file_receipts_record_v1_records, 18);
 
 /**
  * Settings are a user's privacy settings and default notification level.
+ * In a Record, user_id is the envelope's (left empty here).
  *
  * @generated from message receipts.record.v1.Settings
  */
@@ -474,7 +771,7 @@ export type Settings = Message<"receipts.record.v1.Settings"> & {
  * Use `create(SettingsSchema)` to create a new message.
  */
 export const SettingsSchema: GenMessage<Settings> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 9);
+  messageDesc(file_receipts_record_v1_records, 19);
 
 /**
  * ReadStateChange is an entry of the change feed (topic
@@ -534,7 +831,106 @@ export type ReadStateChange = Message<"receipts.record.v1.ReadStateChange"> & {
  * Use `create(ReadStateChangeSchema)` to create a new message.
  */
 export const ReadStateChangeSchema: GenMessage<ReadStateChange> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 10);
+  messageDesc(file_receipts_record_v1_records, 20);
+
+/**
+ * PayloadType names the message of a payload: PAYLOAD_TYPE_FOO_BAR holds
+ * the message FooBar of this file. A consumer skips (or refuses) the types
+ * it does not know; a new kind of state adds a type and its message.
+ *
+ * @generated from enum receipts.record.v1.PayloadType
+ */
+export enum PayloadType {
+  /**
+   * @generated from enum value: PAYLOAD_TYPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Cursors: the user's cursors in the channel (with thread_root_seq set,
+   * ThreadRegister instead).
+   *
+   * @generated from enum value: PAYLOAD_TYPE_CURSORS = 1;
+   */
+  CURSORS = 1,
+
+  /**
+   * MentionSeqs: message seqs mentioning the user, to add.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_MENTION_SEQS = 2;
+   */
+  MENTION_SEQS = 2,
+
+  /**
+   * Membership: the user's membership register in the channel.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_MEMBERSHIP = 3;
+   */
+  MEMBERSHIP = 3,
+
+  /**
+   * NotificationRegister: the user's notification state in the channel.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_NOTIFICATION_REGISTER = 4;
+   */
+  NOTIFICATION_REGISTER = 4,
+
+  /**
+   * Head: the channel's head (a thread's is PAYLOAD_TYPE_THREAD_HEAD).
+   *
+   * @generated from enum value: PAYLOAD_TYPE_HEAD = 5;
+   */
+  HEAD = 5,
+
+  /**
+   * GroupMentions: messages of the channel that mention every member.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_GROUP_MENTIONS = 6;
+   */
+  GROUP_MENTIONS = 6,
+
+  /**
+   * Deletions: deleted message seqs of the channel, or of the thread of
+   * thread_root_seq.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_DELETIONS = 7;
+   */
+  DELETIONS = 7,
+
+  /**
+   * Settings: the user's privacy settings (a user-wide record).
+   *
+   * @generated from enum value: PAYLOAD_TYPE_SETTINGS = 8;
+   */
+  SETTINGS = 8,
+
+  /**
+   * Erasure: the user's erasure tombstone (a user-wide record).
+   *
+   * @generated from enum value: PAYLOAD_TYPE_ERASURE = 9;
+   */
+  ERASURE = 9,
+
+  /**
+   * ThreadRegister: the user's register in the thread of thread_root_seq.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_THREAD_REGISTER = 10;
+   */
+  THREAD_REGISTER = 10,
+
+  /**
+   * ThreadHead: the head of the thread of thread_root_seq.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_THREAD_HEAD = 11;
+   */
+  THREAD_HEAD = 11,
+}
+
+/**
+ * Describes the enum receipts.record.v1.PayloadType.
+ */
+export const PayloadTypeSchema: GenEnum<PayloadType> = /*@__PURE__*/
+  enumDesc(file_receipts_record_v1_records, 0);
 
 /**
  * Kind says which public cursor moved (the names of receipts.v1.Kind).
@@ -562,5 +958,5 @@ export enum Kind {
  * Describes the enum receipts.record.v1.Kind.
  */
 export const KindSchema: GenEnum<Kind> = /*@__PURE__*/
-  enumDesc(file_receipts_record_v1_records, 0);
+  enumDesc(file_receipts_record_v1_records, 1);
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/internal/bench/benchpg"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -58,14 +59,14 @@ func (h *harness) baselines(ctx context.Context, round int, bin, dir string) (*B
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := h.pg.recreate(ctx); err != nil {
+	if err := h.pg.Recreate(ctx); err != nil {
 		return nil, err
 	}
 	if err := runChild(ctx, "persister migrate", filepath.Join(dir, "baselines-migrate.log"), 2*time.Minute,
-		bin, "migrate", "--pg-url", h.pg.benchURL); err != nil {
+		bin, "migrate", "--pg-url", h.pg.URL()); err != nil {
 		return nil, err
 	}
-	conn, err := h.pg.connect(ctx)
+	conn, err := h.pg.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -131,14 +132,14 @@ func (h *harness) copyBaseline(ctx context.Context, conn *pgx.Conn, table string
 	}
 	cs := make([]*pgx.Conn, conns)
 	for i := range cs {
-		c, err := h.pg.connect(ctx)
+		c, err := h.pg.Connect(ctx)
 		if err != nil {
 			return res, err
 		}
 		defer c.Close(context.WithoutCancel(ctx))
 		cs[i] = c
 	}
-	lsn0, err := walLSN(ctx, conn)
+	lsn0, err := benchpg.WALLSN(ctx, conn)
 	if err != nil {
 		return res, err
 	}
@@ -161,7 +162,7 @@ func (h *harness) copyBaseline(ctx context.Context, conn *pgx.Conn, table string
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.RowsPerSec = float64(len(rows)) / res.Seconds
-	if lsn1, err := walLSN(ctx, conn); err == nil {
+	if lsn1, err := benchpg.WALLSN(ctx, conn); err == nil {
 		res.WALBytes = int64(lsn1 - lsn0)
 	}
 	return res, nil
@@ -179,7 +180,7 @@ func (h *harness) naiveBaseline(ctx context.Context, conn *pgx.Conn) (*NaiveResu
 		w := shardOf(h.ds.KeyID(h.ds.Events[i]), h.cfg.NaiveConns)
 		work[w] = append(work[w], i)
 	}
-	store, err := h.pg.openStore(ctx, h.cfg.NaiveConns)
+	store, err := h.pg.OpenStore(ctx, h.cfg.NaiveConns)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +199,7 @@ func (h *harness) naiveBaseline(ctx context.Context, conn *pgx.Conn) (*NaiveResu
 	}
 	res.Seconds = time.Since(start).Seconds()
 	res.EventsPerSec = float64(n) / res.Seconds
-	rows, err := readAll(ctx, conn, "read_receipts")
+	rows, err := benchpg.ReadAll(ctx, conn, "read_receipts")
 	if err != nil {
 		return nil, err
 	}

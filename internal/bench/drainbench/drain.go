@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/internal/bench/benchpg"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -49,8 +50,8 @@ type DrainResult struct {
 
 	// Table are the statistics counters of read_receipts (all partitions)
 	// over the drain; RowsPerEvent = (inserted + updated) / events.
-	Table        TableStats `json:"table"`
-	RowsPerEvent float64    `json:"rows_written_per_event"`
+	Table        benchpg.TableStats `json:"table"`
+	RowsPerEvent float64            `json:"rows_written_per_event"`
 	// HOTRatio = n_tup_hot_upd / n_tup_upd.
 	HOTRatio         float64 `json:"hot_ratio"`
 	WALBytes         int64   `json:"wal_bytes"`
@@ -180,11 +181,11 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 		return nil, err
 	}
 	res := &DrainResult{Round: round, Variant: v.Name}
-	if err := h.pg.recreate(ctx); err != nil {
+	if err := h.pg.Recreate(ctx); err != nil {
 		return nil, err
 	}
 	if err := runChild(ctx, "persister migrate", filepath.Join(dir, "migrate.log"), 2*time.Minute,
-		v.Bin, "migrate", "--pg-url", h.pg.benchURL); err != nil {
+		v.Bin, "migrate", "--pg-url", h.pg.URL()); err != nil {
 		return nil, err
 	}
 	prefillSum, err := h.prefill(ctx, h.cfg.PrefillRows)
@@ -209,7 +210,7 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	res.Produce = prod
 	sents := sentinels(h.finals, parts)
 
-	conn, err := h.pg.connect(ctx)
+	conn, err := h.pg.Connect(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -223,15 +224,15 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	if _, err := conn.Exec(ctx, `CHECKPOINT`); err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	lsn0, err := walLSN(ctx, conn)
+	lsn0, err := benchpg.WALLSN(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	wal0, err := readWALStats(ctx, conn)
+	wal0, err := benchpg.ReadWALStats(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
-	table0, err := tableStats(ctx, conn, "read_receipts")
+	table0, err := benchpg.ReadTableStats(ctx, conn, "read_receipts")
 	if err != nil {
 		return nil, err
 	}
@@ -241,7 +242,7 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 		return nil, err
 	}
 	adminAddr := "127.0.0.1:" + strconv.Itoa(adminPort)
-	args := append([]string{"--brokers", br.addr, "--pg-url", h.pg.benchURL, "--admin-addr", adminAddr}, v.Args...)
+	args := append([]string{"--brokers", br.addr, "--pg-url", h.pg.URL(), "--admin-addr", adminAddr}, v.Args...)
 	res.Command = append([]string{v.Bin}, args...)
 	res.LoadAvg = LoadAvg()
 	before, err := takeSnapshot(br.pid())
@@ -268,7 +269,7 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 		end                      time.Time
 		after                    cpuSnapshot
 		persisterStat            ProcStat
-		backends                 map[int]backend
+		backends                 map[int]benchpg.Backend
 	)
 	checkOffsets := func(now time.Time) {
 		if !offsetsDone.IsZero() {
@@ -342,12 +343,12 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 			if after, err = takeSnapshot(br.pid()); err != nil {
 				return nil, err
 			}
-			if backends, err = activity(ctx, conn); err != nil {
+			if backends, err = benchpg.Activity(ctx, conn); err != nil {
 				return nil, err
 			}
 		}
 	}
-	lsn1, err := walLSN(ctx, conn)
+	lsn1, err := benchpg.WALLSN(ctx, conn)
 	if err != nil {
 		return nil, err
 	}
@@ -402,10 +403,10 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	}
 
 	// Statistics: the persister's sessions flush theirs as they exit.
-	if err := waitSessionsGone(ctx, conn, 15*time.Second); err != nil {
+	if err := benchpg.WaitSessionsGone(ctx, conn, 15*time.Second); err != nil {
 		return nil, err
 	}
-	table1, err := tableStats(ctx, conn, "read_receipts")
+	table1, err := benchpg.ReadTableStats(ctx, conn, "read_receipts")
 	if err != nil {
 		return nil, err
 	}
@@ -414,11 +415,11 @@ func (h *harness) drain(ctx context.Context, round int, v Variant, dir string, p
 	if res.Table.Updated > 0 {
 		res.HOTRatio = float64(res.Table.HOTUpdated) / float64(res.Table.Updated)
 	}
-	if wal1, err := readWALStats(ctx, conn); err == nil {
+	if wal1, err := benchpg.ReadWALStats(ctx, conn); err == nil {
 		res.WALFPI, res.WALRecords = wal1.FPI-wal0.FPI, wal1.Records-wal0.Records
 	}
 
-	rows, err := readAll(ctx, conn, "read_receipts")
+	rows, err := benchpg.ReadAll(ctx, conn, "read_receipts")
 	if err != nil {
 		return nil, fmt.Errorf("reading the table back: %w", err)
 	}
@@ -497,7 +498,7 @@ WHERE coalesce((SELECT r.read_seq FROM read_receipts r WHERE r.user_id = s.u AND
 }
 
 // cpu derives the drain's CPU figures from two snapshots.
-func (h *harness) cpu(before, after cpuSnapshot, persister ProcStat, backends map[int]backend, myPID int, wall, events float64) CPUResult {
+func (h *harness) cpu(before, after cpuSnapshot, persister ProcStat, backends map[int]benchpg.Backend, myPID int, wall, events float64) CPUResult {
 	sec := func(ticks uint64) float64 { return float64(ticks) / h.clk }
 	r := CPUResult{WallSeconds: wall, PostgresBreakdown: map[string]float64{}}
 	r.Persister = sec(persister.Ticks())
@@ -513,9 +514,9 @@ func (h *harness) cpu(before, after cpuSnapshot, persister ProcStat, backends ma
 		switch {
 		case pid == myPID:
 			cat = pgHarness
-		case known && be.backendType == "client backend" && be.db == h.pg.db:
+		case known && be.BackendType == "client backend" && be.DB == h.pg.DB():
 			cat = pgPersister
-		case known && be.backendType == "client backend":
+		case known && be.BackendType == "client backend":
 			cat = pgOtherClient
 		case known:
 			cat = pgBackground
@@ -624,7 +625,7 @@ func (h *harness) prefill(ctx context.Context, n int) (int64, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	conn, err := h.pg.connect(ctx)
+	conn, err := h.pg.Connect(ctx)
 	if err != nil {
 		return 0, err
 	}

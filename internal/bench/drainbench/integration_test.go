@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/internal/bench/benchpg"
 	"github.com/readstate/receipts/pkg/pgtest"
 )
 
@@ -84,11 +85,11 @@ func TestRunSmoke(t *testing.T) {
 }
 
 func dropDatabase(t *testing.T, serverURL, db string) {
-	s, err := newPGServer(serverURL, db)
+	s, err := benchpg.NewServer(serverURL, db)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := s.adminConnect(ctx)
+	c, err := s.AdminConnect(ctx)
 	require.NoError(t, err)
 	defer c.Close(ctx)
 	_, err = c.Exec(ctx, `DROP DATABASE IF EXISTS `+pgx.Identifier{db}.Sanitize()+` WITH (FORCE)`)

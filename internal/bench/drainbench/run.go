@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/readstate/receipts/internal/bench/benchpg"
 )
 
 // Defaults of the harness.
@@ -191,23 +193,23 @@ type ConfigReport struct {
 
 // MachineInfo describes where the run ran.
 type MachineInfo struct {
-	NumCPU       int        `json:"nproc"`
-	CPUModel     string     `json:"cpu_model"`
-	MemoryGiB    float64    `json:"memory_gib"`
-	Kernel       string     `json:"kernel"`
-	OS           string     `json:"os"`
-	Go           string     `json:"go"`
-	Postgres     ServerInfo `json:"postgres"`
-	Redis        string     `json:"redis"`
-	LoadAvgStart string     `json:"loadavg_at_start"`
-	LoadAvgEnd   string     `json:"loadavg_at_end"`
+	NumCPU       int                `json:"nproc"`
+	CPUModel     string             `json:"cpu_model"`
+	MemoryGiB    float64            `json:"memory_gib"`
+	Kernel       string             `json:"kernel"`
+	OS           string             `json:"os"`
+	Go           string             `json:"go"`
+	Postgres     benchpg.ServerInfo `json:"postgres"`
+	Redis        string             `json:"redis"`
+	LoadAvgStart string             `json:"loadavg_at_start"`
+	LoadAvgEnd   string             `json:"loadavg_at_end"`
 	// Commit is the harness' working tree (git rev-parse HEAD, "+dirty").
 	Commit string `json:"commit"`
 }
 
 type harness struct {
 	cfg    Config
-	pg     *pgServer
+	pg     *benchpg.Server
 	ds     *Dataset
 	finals []Final
 	stats  DatasetStats
@@ -229,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
-	pg, err := newPGServer(cfg.PGURL, cfg.PGDatabase)
+	pg, err := benchpg.NewServer(cfg.PGURL, cfg.PGDatabase)
 	if err != nil {
 		return nil, err
 	}
@@ -400,8 +402,8 @@ func (h *harness) machine(ctx context.Context) MachineInfo {
 			m.Commit += "+dirty"
 		}
 	}
-	if c, err := h.pg.adminConnect(ctx); err == nil {
-		m.Postgres, _ = serverInfo(ctx, c)
+	if c, err := h.pg.AdminConnect(ctx); err == nil {
+		m.Postgres, _ = benchpg.ReadServerInfo(ctx, c)
 		_ = c.Close(ctx)
 	}
 	return m

@@ -1,4 +1,4 @@
-package drainbench
+package benchpg
 
 import (
 	"testing"
@@ -19,11 +19,11 @@ func TestParseLSN(t *testing.T) {
 
 func TestNewPGServer(t *testing.T) {
 	t.Parallel()
-	s, err := newPGServer("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "receipts_bench")
+	s, err := NewServer("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "receipts_bench")
 	require.NoError(t, err)
 	require.Equal(t, "postgres://postgres@127.0.0.1:5432/receipts_bench?sslmode=disable", s.benchURL)
-	_, err = newPGServer("postgres://127.0.0.1/postgres", "receipts")
+	_, err = NewServer("postgres://127.0.0.1/postgres", "receipts")
 	require.ErrorContains(t, err, "must contain \"bench\"", "never drops a database that is not the bench's")
-	_, err = newPGServer("host=127.0.0.1 dbname=x", "receipts_bench")
+	_, err = NewServer("host=127.0.0.1 dbname=x", "receipts_bench")
 	require.Error(t, err)
 }

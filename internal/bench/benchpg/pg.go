@@ -1,4 +1,4 @@
-package drainbench
+package benchpg
 
 import (
 	"context"
@@ -18,17 +18,20 @@ import (
 // AppName is the harness' application_name in pg_stat_activity.
 const AppName = "receiptsbench"
 
-// pgServer is the Postgres server and the database the bench owns.
-type pgServer struct {
+// Server is the Postgres server and the database the bench owns.
+type Server struct {
 	adminURL string // any database of the server, for CREATE/DROP DATABASE
 	db       string
 	benchURL string
 }
 
-// newPGServer derives the bench database's URL from a server URL (its
+// DB is the bench database's name.
+func (s *Server) DB() string { return s.db }
+
+// NewServer derives the bench database's URL from a server URL (its
 // database is only used for the admin connection). The database name must
 // contain "bench": it is dropped with everything in it.
-func newPGServer(serverURL, db string) (*pgServer, error) {
+func NewServer(serverURL, db string) (*Server, error) {
 	if !strings.Contains(db, "bench") {
 		return nil, fmt.Errorf("refusing to use database %q: the bench drops it, so its name must contain \"bench\"", db)
 	}
@@ -38,11 +41,11 @@ func newPGServer(serverURL, db string) (*pgServer, error) {
 	}
 	b := *u
 	b.Path = "/" + db
-	return &pgServer{adminURL: serverURL, db: db, benchURL: b.String()}, nil
+	return &Server{adminURL: serverURL, db: db, benchURL: b.String()}, nil
 }
 
-// connect opens one connection to the bench database, named AppName.
-func (s *pgServer) connect(ctx context.Context) (*pgx.Conn, error) {
+// Connect opens one connection to the bench database, named AppName.
+func (s *Server) Connect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(s.benchURL)
 	if err != nil {
 		return nil, err
@@ -56,10 +59,10 @@ func (s *pgServer) connect(ctx context.Context) (*pgx.Conn, error) {
 	return c, nil
 }
 
-// openStore opens a pgstore.Store on the bench database, named AppName,
+// OpenStore opens a pgstore.Store on the bench database, named AppName,
 // with a pool of conns connections, all connected before it returns (so
 // that a timed write does not pay for the connections).
-func (s *pgServer) openStore(ctx context.Context, conns int) (*pgstore.Store, error) {
+func (s *Server) OpenStore(ctx context.Context, conns int) (*pgstore.Store, error) {
 	u, err := url.Parse(s.benchURL)
 	if err != nil {
 		return nil, err
@@ -88,8 +91,8 @@ func (s *pgServer) openStore(ctx context.Context, conns int) (*pgstore.Store, er
 	return store, nil
 }
 
-// adminConnect opens a connection to the server URL's own database.
-func (s *pgServer) adminConnect(ctx context.Context) (*pgx.Conn, error) {
+// AdminConnect opens a connection to the server URL's own database.
+func (s *Server) AdminConnect(ctx context.Context) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(s.adminURL)
 	if err != nil {
 		return nil, err
@@ -99,10 +102,10 @@ func (s *pgServer) adminConnect(ctx context.Context) (*pgx.Conn, error) {
 	return pgx.ConnectConfig(ctx, cfg)
 }
 
-// recreate drops the bench database (closing any session in it) and
+// Recreate drops the bench database (closing any session in it) and
 // creates it empty.
-func (s *pgServer) recreate(ctx context.Context) error {
-	c, err := s.adminConnect(ctx)
+func (s *Server) Recreate(ctx context.Context) error {
+	c, err := s.AdminConnect(ctx)
 	if err != nil {
 		return fmt.Errorf("connecting to postgres: %w", err)
 	}
@@ -126,7 +129,7 @@ type ServerInfo struct {
 var reportedSettings = []string{"shared_buffers", "max_wal_size", "checkpoint_timeout", "synchronous_commit",
 	"fsync", "full_page_writes", "wal_compression", "autovacuum", "stats_fetch_consistency", "shared_preload_libraries", "work_mem"}
 
-func serverInfo(ctx context.Context, c *pgx.Conn) (ServerInfo, error) {
+func ReadServerInfo(ctx context.Context, c *pgx.Conn) (ServerInfo, error) {
 	info := ServerInfo{Settings: map[string]string{}}
 	if err := c.QueryRow(ctx, `SHOW server_version`).Scan(&info.Version); err != nil {
 		return info, err
@@ -163,7 +166,7 @@ func ParseLSN(s string) (uint64, error) {
 	return h<<32 | l, nil
 }
 
-func walLSN(ctx context.Context, c *pgx.Conn) (uint64, error) {
+func WALLSN(ctx context.Context, c *pgx.Conn) (uint64, error) {
 	var s string
 	if err := c.QueryRow(ctx, `SELECT pg_current_wal_lsn()::text`).Scan(&s); err != nil {
 		return 0, err
@@ -171,13 +174,13 @@ func walLSN(ctx context.Context, c *pgx.Conn) (uint64, error) {
 	return ParseLSN(s)
 }
 
-// walStats is pg_stat_wal (the whole server).
-type walStats struct {
+// WALStats is pg_stat_wal (the whole server).
+type WALStats struct {
 	Records, FPI, Bytes int64
 }
 
-func readWALStats(ctx context.Context, c *pgx.Conn) (walStats, error) {
-	var w walStats
+func ReadWALStats(ctx context.Context, c *pgx.Conn) (WALStats, error) {
+	var w WALStats
 	var bytes float64 // numeric
 	err := c.QueryRow(ctx, `SELECT wal_records, wal_fpi, wal_bytes::float8 FROM pg_stat_wal`).Scan(&w.Records, &w.FPI, &bytes)
 	w.Bytes = int64(bytes)
@@ -195,10 +198,10 @@ type TableStats struct {
 	DeadTuples int64 `json:"n_dead_tup"`
 }
 
-// tableStats sums the counters of table and its partitions, on a fresh
+// ReadTableStats sums the counters of table and its partitions, on a fresh
 // snapshot. Counters only include what backends have flushed: call it
 // once the writers' sessions have ended (their exit flushes them).
-func tableStats(ctx context.Context, c *pgx.Conn, table string) (TableStats, error) {
+func ReadTableStats(ctx context.Context, c *pgx.Conn, table string) (TableStats, error) {
 	var s TableStats
 	if _, err := c.Exec(ctx, `SELECT pg_stat_clear_snapshot()`); err != nil {
 		return s, err
@@ -219,32 +222,46 @@ func (s TableStats) Sub(o TableStats) TableStats {
 		Deleted: s.Deleted - o.Deleted, LiveTuples: s.LiveTuples, DeadTuples: s.DeadTuples}
 }
 
-// waitSessionsGone waits until no session other than c's is connected to
+// WaitSessionsGone waits until no session other than c's is connected to
 // the bench database: a backend's statistics are flushed when it exits.
-func waitSessionsGone(ctx context.Context, c *pgx.Conn, timeout time.Duration) error {
-	return poll(ctx, 20*time.Millisecond, timeout, "waiting for the writers' sessions to end", func() (bool, error) {
+func WaitSessionsGone(ctx context.Context, c *pgx.Conn, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
 		var n int
-		err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n)
-		return n == 0, err
-	})
+		if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			return fmt.Errorf("waiting for the writers' sessions to end: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for the writers' sessions to end: %d still connected after %s", n, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
-// backend is one row of pg_stat_activity.
-type backend struct {
-	db, backendType, app string
+// Backend is one row of pg_stat_activity.
+type Backend struct {
+	DB, BackendType, App string
 }
 
-func activity(ctx context.Context, c *pgx.Conn) (map[int]backend, error) {
+// Activity is pg_stat_activity by pid.
+func Activity(ctx context.Context, c *pgx.Conn) (map[int]Backend, error) {
 	rows, err := c.Query(ctx, `SELECT pid, coalesce(datname, ''), coalesce(backend_type, ''), coalesce(application_name, '') FROM pg_stat_activity`)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[int]backend{}
+	out := map[int]Backend{}
 	for rows.Next() {
 		var pid int
-		var b backend
-		if err := rows.Scan(&pid, &b.db, &b.backendType, &b.app); err != nil {
+		var b Backend
+		if err := rows.Scan(&pid, &b.DB, &b.BackendType, &b.App); err != nil {
 			return nil, err
 		}
 		out[pid] = b
@@ -257,8 +274,8 @@ const selectRows = `SELECT user_id, channel_id, read_epoch, read_seq, read_messa
     (extract(epoch from updated_at) * 1000)::bigint
 FROM `
 
-// readAll returns every row of table.
-func readAll(ctx context.Context, c *pgx.Conn, table string) ([]receipt.State, error) {
+// ReadAll returns every row of table.
+func ReadAll(ctx context.Context, c *pgx.Conn, table string) ([]receipt.State, error) {
 	rows, err := c.Query(ctx, selectRows+pgx.Identifier{table}.Sanitize())
 	if err != nil {
 		return nil, err
@@ -272,3 +289,6 @@ func readAll(ctx context.Context, c *pgx.Conn, table string) ([]receipt.State, e
 		return s, err
 	})
 }
+
+// URL is the bench database's URL.
+func (s *Server) URL() string { return s.benchURL }

@@ -18,7 +18,6 @@ import (
 	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
-	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -293,7 +292,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 		}
 		hydrate("memberships", func(c context.Context) error {
 			// The mentions first: the view is complete once both hashes are.
-			if err := g.mentionStore().HydrateRedis(c, user, mentions, g.Cfg.MentionCap); err != nil {
+			if err := g.MentionStore().HydrateRedis(c, user, mentions, g.Cfg.MentionCap); err != nil {
 				return err
 			}
 			return g.Redis.HydrateMemberships(c, user, regs)
@@ -319,9 +318,6 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 	return g.hydrateChannelSets(ctx, view)
 }
 
-// mentionStore is the mention kind's storage on the gate's stores.
-func (g *Gate) mentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }
-
 // durableMemberships reads every membership register and the mentions of
 // a user from Postgres, in pages (the hash they hydrate is marked
 // complete: a cut-short read would hide the channels past it).
@@ -338,7 +334,7 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 			if len(page) == seam.RestorePage {
 				upTo = page[len(page)-1].Key.Channel
 			}
-			ms, err = g.mentionStore().RangePG(pctx, user, after, upTo, g.Cfg.MentionCap)
+			ms, err = g.MentionStore().RangePG(pctx, user, after, upTo, g.Cfg.MentionCap)
 		}
 		cancel()
 		if err != nil {

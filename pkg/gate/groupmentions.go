@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/views/unread"
 )
@@ -18,17 +17,13 @@ import (
 // a user at an effective level (the unread view's rule).
 func countsGroupMentions(l notification.Level) bool { return unread.CountsGroupMentions(l) }
 
-// groupMentionStore is the group mention kind's storage on the gate's
-// stores.
-func (g *Gate) groupMentionStore() groupmentions.Store { return groupmentions.NewStore(g.PG, g.Redis) }
-
 // hydrateGroupMentions copies the group mentions of channels from
 // Postgres into Redis (a channel without any is recorded as such).
 func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydrate func(string, func(context.Context) error)) error {
 	if err := g.Settled(ctx, nil, channels); err != nil {
 		return err
 	}
-	rows, err := g.groupMentionStore().ReadPG(ctx, channels, g.Cfg.MentionCap)
+	rows, err := g.GroupMentionStore().ReadPG(ctx, channels, g.Cfg.MentionCap)
 	if err != nil {
 		return fmt.Errorf("reading the group mentions of %d channels: %w", len(channels), err)
 	}
@@ -40,6 +35,6 @@ func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydr
 	for i, ch := range channels {
 		all[i] = channel.GroupMentions{Channel: ch, Mentions: byCh[ch]}
 	}
-	hydrate("group mentions", func(c context.Context) error { return g.groupMentionStore().HydrateRedis(c, all, g.Cfg.MentionCap) })
+	hydrate("group mentions", func(c context.Context) error { return g.GroupMentionStore().HydrateRedis(c, all, g.Cfg.MentionCap) })
 	return nil
 }

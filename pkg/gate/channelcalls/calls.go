@@ -5,8 +5,6 @@ import (
 	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
-	"github.com/readstate/receipts/pkg/kinds/groupmentions"
-	"github.com/readstate/receipts/pkg/kinds/mentions"
 )
 
 // Channels answers what upstream tells of a channel — message notices
@@ -24,13 +22,4 @@ type Channels struct {
 // and a join or leave changes the read-by view (readBy).
 func New(core *seam.Core, readBy *readbycalls.ReadBy, marks *markcalls.Marks, threads *threadcalls.Threads) *Channels {
 	return &Channels{Core: core, readBy: readBy, marks: marks, threads: threads}
-}
-
-// mentionStore is the mention kind's storage on the core's stores.
-func (g *Channels) mentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }
-
-// groupMentionStore is the group mention kind's storage on the core's
-// stores.
-func (g *Channels) groupMentionStore() groupmentions.Store {
-	return groupmentions.NewStore(g.PG, g.Redis)
 }

@@ -86,9 +86,6 @@ func validateDeletion(prefix string, n *receiptsv1.MessageNotice) (deletion, err
 	return deletion{ref: thread.Ref{Channel: n.GetChannelId(), Root: n.GetThreadRootSeq()}, seq: n.GetSeq(), field: prefix + "seq"}, nil
 }
 
-// deletionStore is the deletion kind's storage on the gateway's stores.
-func (g *Channels) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
-
 // checkDeletionLeads refuses a deletion beyond its channel's (or
 // thread's) head by the kind's bound (deletions.CheckLead).
 func (g *Channels) checkDeletionLeads(ctx context.Context, dels []deletion) error {
@@ -186,7 +183,7 @@ func (g *Channels) deleteMessages(ctx context.Context, dels []deletion) (receipt
 	if err := g.Durable.Refuse(recs); err != nil {
 		return 0, false, g.Unavailable(ctx, len(recs), err)
 	}
-	errs, err := g.deletionStore().AddRedis(ctx, sets)
+	errs, err := g.DeletionStore().AddRedis(ctx, sets)
 	degraded := err != nil
 	for _, e := range errs {
 		if e != nil {

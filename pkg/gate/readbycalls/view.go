@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/readstate/receipts/pkg/gate/seam"
-	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -110,7 +109,7 @@ func (g *ReadBy) trackedMoves(ctx context.Context, moves []readby.Move, users []
 // does not hold (never set, or lost in a FLUSHALL), Postgres, written back
 // to Redis (defaults included, so the next read is one round trip).
 func (g *ReadBy) SettingsOf(ctx context.Context, users []string) (map[string]privacy.Settings, error) {
-	sts, found, err := g.settingsStore().ReadRedis(ctx, users)
+	sts, found, err := g.SettingsStore().ReadRedis(ctx, users)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +145,7 @@ func (g *ReadBy) SettingsOf(ctx context.Context, users []string) (map[string]pri
 	if len(kept) == 0 {
 		return out, nil
 	}
-	merged, err := g.settingsStore().MergeRedis(ctx, kept)
+	merged, err := g.SettingsStore().MergeRedis(ctx, kept)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +162,7 @@ func (g *ReadBy) DurableSettings(ctx context.Context, users []string) ([]privacy
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	return g.settingsStore().ReadPG(pctx, users)
+	return g.SettingsStore().ReadPG(pctx, users)
 }
 
 // LeaveView takes a member who left out of the channel's view. A failure
@@ -203,6 +202,3 @@ func (g *ReadBy) ViewStore() readby.Store { return readby.NewStore(g.PG, g.Redis
 // users' settings to applying its moves, its round trips together: one
 // Redis bound (RedisTimeout), so that a change that hides waits little.
 func (g *ReadBy) ViewWindow() time.Duration { return g.Cfg.RedisTimeout }
-
-// settingsStore is the settings registers' storage on the core's stores.
-func (g *ReadBy) settingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }

@@ -15,6 +15,10 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/mentions"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -292,4 +296,20 @@ func ValidateKey(user, ch string) (receipt.Key, error) {
 		return receipt.Key{}, Invalid(apierr.InvalidID, err)
 	}
 	return receipt.Key{User: user, Channel: ch}, nil
+}
+
+// The kinds' storage on the core's stores, shared by the handlers.
+
+// SettingsStore is the privacy settings registers'.
+func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
+
+// MentionStore is the mention sets'.
+func (g *Core) MentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }
+
+// DeletionStore is the deleted seqs'.
+func (g *Core) DeletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
+
+// GroupMentionStore is the channels' group mentions'.
+func (g *Core) GroupMentionStore() groupmentions.Store {
+	return groupmentions.NewStore(g.PG, g.Redis)
 }

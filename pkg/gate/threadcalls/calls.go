@@ -5,7 +5,6 @@ import (
 
 	"github.com/readstate/receipts/pkg/gate/readbycalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
-	"github.com/readstate/receipts/pkg/kinds/deletions"
 )
 
 // Threads answers the thread calls (marks, follows, reply notices,
@@ -36,6 +35,3 @@ type registers struct {
 func New(core *seam.Core, readBy *readbycalls.ReadBy) *Threads {
 	return &Threads{registers: &registers{Core: core}, readBy: readBy}
 }
-
-// deletionStore is the deletion kind's storage on the core's stores.
-func (g *registers) deletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }

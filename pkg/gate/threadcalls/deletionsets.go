@@ -41,7 +41,7 @@ var ErrSetsHydrating = errors.New("deletion sets are being copied into Redis")
 func (g *registers) HydrateSets(ctx context.Context, refs []thread.Ref) (deferred []thread.Ref, err error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	sizes, err := g.deletionStore().SizesPG(pctx, refs, hydrateInlineSeqs+1)
+	sizes, err := g.DeletionStore().SizesPG(pctx, refs, hydrateInlineSeqs+1)
 	if err != nil {
 		return nil, fmt.Errorf("sizing the deletions of %d sets: %w", len(refs), err)
 	}
@@ -56,11 +56,11 @@ func (g *registers) HydrateSets(ctx context.Context, refs []thread.Ref) (deferre
 		deferred = append(deferred, ref)
 	}
 	if len(inline) > 0 {
-		ds, err := g.deletionStore().ReadPG(pctx, inline)
+		ds, err := g.DeletionStore().ReadPG(pctx, inline)
 		if err != nil {
 			return nil, fmt.Errorf("reading the deletions of %d sets: %w", len(inline), err)
 		}
-		if err := g.deletionStore().HydrateRedis(ctx, inline, ds); err != nil {
+		if err := g.DeletionStore().HydrateRedis(ctx, inline, ds); err != nil {
 			g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
 			g.WarnRedis(ctx, seam.RedisOpHydrate+" deletions", err)
 		}
@@ -94,14 +94,14 @@ func (g *registers) hydrateSetPages(ctx context.Context, ref thread.Ref) error {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 		// One seq more than a page: the page that holds the set's end is
 		// known to be its last, and marks it.
-		seqs, err := g.deletionStore().SeqsAfterPG(pctx, ref, after, hydratePageSeqs+1)
+		seqs, err := g.DeletionStore().SeqsAfterPG(pctx, ref, after, hydratePageSeqs+1)
 		cancel()
 		if err != nil {
 			return err
 		}
 		last := len(seqs) <= hydratePageSeqs
 		seqs = seqs[:min(len(seqs), hydratePageSeqs)]
-		err = g.deletionStore().HydrateRedisPage(ctx, ref, seqs, last)
+		err = g.DeletionStore().HydrateRedisPage(ctx, ref, seqs, last)
 		if err != nil || last {
 			return err
 		}

@@ -37,7 +37,7 @@ func (g *Threads) countThreads(ctx context.Context, ts []FollowedThread) error {
 	if len(qs) == 0 {
 		return nil
 	}
-	got, err := g.deletionStore().CountRedis(ctx, qs)
+	got, err := g.DeletionStore().CountRedis(ctx, qs)
 	if err != nil {
 		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 		return g.countThreadsDurable(ctx, ts, qs, idx)
@@ -85,7 +85,7 @@ func (g *Threads) countThreadsDurable(ctx context.Context, ts []FollowedThread, 
 		return g.DurableErr(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	dc, err := g.deletionStore().CountPG(pctx, qs)
+	dc, err := g.DeletionStore().CountPG(pctx, qs)
 	cancel()
 	if err != nil {
 		return g.DurableErr(ctx, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
-	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -74,7 +73,7 @@ func (g *Users) UpdateSettings(ctx context.Context, req *connect.Request[receipt
 	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[privacy.Settings]{
 		User: user, Op: seam.RedisOpSettings, Encode: event.EncodeSettings, Largest: st,
 		Change: func(ctx context.Context) (privacy.Settings, int64, error, error) {
-			st, gen, err := g.settingsStore().Change(ctx, st)
+			st, gen, err := g.SettingsStore().Change(ctx, st)
 			if err == nil {
 				err = g.applySettingsToViews(ctx, st)
 			}
@@ -127,9 +126,6 @@ const viewSettleMargin = 100 * time.Millisecond
 func (g *Users) applySettingsToViews(ctx context.Context, st privacy.Settings) error {
 	return g.readBy.ViewStore().ApplySettings(ctx, st, g.Cfg.ReadBy.ViewStreamMaxLen)
 }
-
-// settingsStore is the settings kind's storage on the gateway's stores.
-func (g *Users) settingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
 
 // GetSettings implements receiptsv1connect.ReceiptServiceHandler.
 func (g *Users) GetSettings(ctx context.Context, req *connect.Request[receiptsv1.GetSettingsRequest]) (*connect.Response[receiptsv1.UserSettings], error) {

@@ -46,7 +46,9 @@ func TestRedisClusterFailover(t *testing.T) {
 
 func clusterFailover(t *testing.T, sweep bool) {
 	c := redistest.StartReplicatedCluster(t, 3, 1)
-	s := newStack(t, stackOptions{spool: true, redisCluster: c, noSweep: !sweep})
+	// Each mark and mark-unread waits for its replica (WAIT), so that the
+	// failover loses no answered read.
+	s := newStack(t, stackOptions{spool: true, redisCluster: c, noSweep: !sweep, extraGateArgs: []string{"--redis-replica-acks", "1"}})
 	m := newModel()
 	lz := startLinearizer(s.apiAddr, linearDefault, 11)
 	d := startDriver(s.apiAddr, workload{clients: 4, users: 40, channels: 10, batch: 20, dup: 0.2, reorder: 0.15}, m, 7)

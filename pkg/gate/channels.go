@@ -448,7 +448,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	}
 	var res redisstore.MergeResult
 	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[receipt.State]{
-		User: m.Key.User, Encode: event.Encode,
+		User: m.Key.User, Encode: event.Encode, Cursors: true,
 		// The record's size does not depend on the epoch Redis resolves.
 		Largest: receipt.MarkUnread(m.Key, m.Seq, receipt.MaxEpoch-1),
 		Change: func(ctx context.Context) (receipt.State, int64, error, error) {
@@ -489,6 +489,7 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 	durability := w.Durability
 	return connect.NewResponse(&receiptsv1.MarkResponse{Result: &receiptsv1.ReceiptResult{
 		State: event.StateToProto(res.State), Advanced: res.Advanced, Durability: durability, Epoch: res.SeenEpoch,
+		RealtimeDegraded: w.Degraded,
 	}}), nil
 }
 

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/redistest"
 )
 
 // forget deletes every key of the test's prefix: Redis restarted empty
@@ -116,4 +118,42 @@ func TestNewUserRestoreWaitsForNothing(t *testing.T) {
 	require.True(t, r.GetAdvanced())
 	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_restores_total", "kind", "cursors", "outcome", "ok"))
 	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_redis_losses_total", "loss", "missing"))
+}
+
+// With replica acks asked for and the replica hung, a mark and a
+// mark-unread are still made durable but answered realtime_degraded,
+// counted as Redis failures (op replicate), and the user is restored
+// before Redis answers of them again, as after any degraded write. With
+// the replica there, or without the setting, nothing degrades.
+func TestUnreplicatedWritesAnswerDegraded(t *testing.T) {
+	t.Parallel()
+	master, replica := redistest.StartWithReplica(t)
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tb := setup(t, setupOpts{redis: rdb, config: func(c *testConfig) {
+		c.ReplicaAcks, c.ReplicaAckTimeout = 1, 20*time.Millisecond
+	}})
+	require.False(t, tb.markRead(t, "gus", "c", 5).GetRealtimeDegraded(), "the replica took it")
+	replica.Pause(t)
+	r := tb.markRead(t, "gus", "c", 9)
+	restored := tb.metric(t, "receipts_kafkagate_restores_total", "kind", "cursors", "outcome", "ok")
+	require.True(t, r.GetRealtimeDegraded(), "no replica took the mark")
+	require.Equal(t, receiptsv1.Durability_KAFKA, r.GetDurability(), "still durable")
+	require.Equal(t, 1.0, tb.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "replicate"))
+
+	var rs receiptsv1.GetReadStateResponse
+	tb.doProto(t, http.MethodGet, "/v1/users/gus/read-state", "", &rs)
+	require.Len(t, rs.GetChannels(), 1)
+	require.EqualValues(t, 9, rs.GetChannels()[0].GetRead().GetPosition().GetSeq())
+	require.Equal(t, restored+1, tb.metric(t, "receipts_kafkagate_restores_total", "kind", "cursors", "outcome", "ok"),
+		"the read restored the user first")
+
+	var mr receiptsv1.MarkResponse
+	tb.doProto(t, http.MethodPost, "/v1/users/gus/channels/c/unread", `{"seq": 3}`, &mr)
+	require.True(t, mr.GetResult().GetRealtimeDegraded(), "no replica took the mark-unread")
+	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "replicate"))
+
+	plain := setup(t, setupOpts{})
+	require.False(t, plain.markRead(t, "gus", "c", 9).GetRealtimeDegraded())
+	require.Equal(t, 0.0, plain.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "replicate"))
 }

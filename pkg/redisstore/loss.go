@@ -52,6 +52,11 @@ var ErrMarkerMoved = errors.New("redis lost data during the restore")
 // a caller that cannot restore answers as if Redis were down.
 var ErrNotLoaded = fmt.Errorf("%w: the user's state is not loaded in redis", ErrUnavailable)
 
+// ErrNotReplicated marks a write Redis took whose replicas did not confirm
+// it in time (WaitReplicas): a failover may lose it, so the gateway treats
+// it as a write Redis did not take.
+var ErrNotReplicated = fmt.Errorf("%w: redis' replicas did not confirm the write", ErrUnavailable)
+
 // Loss says what an incarnation marker says of the keys it covers.
 type Loss int
 

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,6 +43,42 @@ func (s *Server) Stop() {
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
 	s.cmd = nil
+}
+
+// Pause stops the server's process (SIGSTOP) and leaves its connections
+// open: a hung server. Resume lets it go on.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGSTOP))
+}
+
+// Resume continues a paused server.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGCONT))
+}
+
+// StartWithReplica starts a master and one replica of it, and waits until
+// the replica's link is up; both stop at cleanup.
+func StartWithReplica(t testing.TB) (master, replica *Server) {
+	t.Helper()
+	master = StartServer(t, FreePort(t), nil)
+	host, port, err := net.SplitHostPort(master.Addr)
+	require.NoError(t, err)
+	replica = StartServer(t, FreePort(t), nil, "--replicaof", host, port)
+	rdb := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer rdb.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		info, _ := rdb.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return master, replica
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica on %s did not sync with %s within %s:\n%s", replica.Addr, master.Addr, startTimeout, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // NeedBinaries skips the test when a binary is missing.

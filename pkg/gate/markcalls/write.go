@@ -277,9 +277,31 @@ func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 		start = ends[ji]
 	}
 	// Redis is done with this flush: the next one may merge while these
-	// records wait for their acks.
+	// records wait for their acks, and Redis' replicas for the merges.
 	handOff()
-	finish(g.MakeDurable(ctx, recs))
+	var lagging chan []bool
+	if g.Cfg.ReplicaAcks > 0 {
+		lagging = make(chan []bool, 1)
+		go func() { lagging <- g.Replicated(ctx, usersOf(states)) }()
+	}
+	dur, err := g.MakeDurable(ctx, recs)
+	if lagging != nil {
+		<-viewed // the view's publish reads merged
+		notReplicated(merged, <-lagging)
+	}
+	finish(dur, err)
+}
+
+// notReplicated turns the merges that moved a key whose replicas did not
+// take it (lagging[i], Core.Replicated) into Redis failures: the answer
+// says realtime_degraded and the user is settled as after any degraded
+// write, since a failover may lose what Redis holds.
+func notReplicated(merged []redisstore.MergeResult, lagging []bool) {
+	for i, l := range lagging {
+		if l && merged[i].Err == nil && !merged[i].Stale && !merged[i].EpochAhead {
+			merged[i].Err = redisstore.ErrNotReplicated
+		}
+	}
 }
 
 // MergeRedis merges the marks (mergeMarksRedis), then publishes their

@@ -34,6 +34,9 @@ const (
 	// is trusted before a read merges Postgres into it again.
 	ViewRefreshDefault     = time.Minute
 	RedisTimeoutDefault    = 500 * time.Millisecond
+	// ReplicaAckTimeoutDefault bounds the wait for Redis' replicas to take
+	// a write of a user's read (Config.ReplicaAcks).
+	ReplicaAckTimeoutDefault = 200 * time.Millisecond
 	PostgresTimeoutDefault = 2 * time.Second
 	MaxBatchItemsDefault   = 500
 	MaxReadChannelsDefault = 500
@@ -99,6 +102,19 @@ type Config struct {
 	// answer instead of hanging it. Defaults to RedisTimeoutDefault.
 	RedisTimeout time.Duration
 
+	// ReplicaAcks is how many replicas of its Redis node must take a write
+	// of a user's read position (a mark, a mark-unread) before it is
+	// answered (Redis WAIT): a failover then promotes a replica that has
+	// it. A write they did not take within ReplicaAckTimeout is answered
+	// realtime_degraded (still durable) and the user is restored from
+	// Postgres before Redis answers of them again. 0, the default, waits
+	// for none: with replicas, a failover can lose a write answered a few
+	// milliseconds before it, and a read then answers below it.
+	ReplicaAcks int
+	// ReplicaAckTimeout bounds that wait; below RedisTimeout. Defaults to
+	// ReplicaAckTimeoutDefault.
+	ReplicaAckTimeout time.Duration
+
 	// Postgres is the durable store, read when Redis cannot answer alone.
 	// Required.
 	Postgres *pgstore.Store
@@ -158,6 +174,9 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.MaxBatchItems, c.MaxReadChannels = d.MaxBatchItems, d.MaxReadChannels
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After hint (whole seconds) sent with Unavailable answers of writes")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", c.RedisTimeout, "bound on each Redis call; past it the answer is realtime_degraded")
+	c.ReplicaAckTimeout = d.ReplicaAckTimeout
+	fs.IntVar(&c.ReplicaAcks, "redis-replica-acks", c.ReplicaAcks, "replicas of its Redis node that must take a mark or mark-unread before it is answered (WAIT; 0: none). Set it to the replicas a master has, so that a failover loses no answered read")
+	fs.DurationVar(&c.ReplicaAckTimeout, "redis-replica-ack-timeout", c.ReplicaAckTimeout, "bound on that wait; past it the answer is realtime_degraded and the user is restored from Postgres")
 	fs.DurationVar(&c.PostgresTimeout, "pg-timeout", c.PostgresTimeout, "bound on each Postgres read")
 	fs.IntVar(&c.MaxBatchItems, "max-batch-items", c.MaxBatchItems, "most receipts in one MarkReceipts call")
 	fs.IntVar(&c.MaxReadChannels, "max-read-channels", c.MaxReadChannels, "most channel ids in one GetReadState call")
@@ -174,6 +193,7 @@ func (c Config) withDefaults() Config {
 	c.RetryAfter = cmp.Or(c.RetryAfter, RetryAfterDefault)
 	c.RedisPrefix = cmp.Or(c.RedisPrefix, redisstore.PrefixDefault)
 	c.RedisTimeout = cmp.Or(c.RedisTimeout, RedisTimeoutDefault)
+	c.ReplicaAckTimeout = cmp.Or(c.ReplicaAckTimeout, ReplicaAckTimeoutDefault)
 	c.PostgresTimeout = cmp.Or(c.PostgresTimeout, PostgresTimeoutDefault)
 	c.MaxBatchItems = cmp.Or(c.MaxBatchItems, MaxBatchItemsDefault)
 	c.MaxReadChannels = cmp.Or(c.MaxReadChannels, MaxReadChannelsDefault)
@@ -205,10 +225,17 @@ func (c Config) validate() error {
 	}{
 		{"RetryAfter", c.RetryAfter},
 		{"RedisTimeout", c.RedisTimeout}, {"PostgresTimeout", c.PostgresTimeout},
+		{"ReplicaAckTimeout", c.ReplicaAckTimeout},
 	} {
 		if d.v < 0 {
 			bad("%s: must be positive, got %s", d.name, d.v)
 		}
+	}
+	if c.ReplicaAcks < 0 {
+		bad("ReplicaAcks: must be 0 or more, got %d", c.ReplicaAcks)
+	}
+	if c.ReplicaAcks > 0 && c.ReplicaAckTimeout >= c.RedisTimeout {
+		bad("ReplicaAckTimeout: must be below RedisTimeout (%s), got %s", c.RedisTimeout, c.ReplicaAckTimeout)
 	}
 	if c.MaxBatchItems < 1 {
 		bad("MaxBatchItems: must be >= 1, got %d", c.MaxBatchItems)

@@ -33,6 +33,9 @@ const (
 	// registers it follows.
 	RedisOpView     = "channel_view"
 	RedisOpSettings = "settings"
+	// RedisOpReplicate: Redis' replicas did not take a write of a user's
+	// read in time (Config.ReplicaAcks).
+	RedisOpReplicate = "replicate"
 )
 
 type Metrics struct {
@@ -86,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 	// alert's rate() sees 0, not an absent series.
 	m.staleMarks.WithLabelValues(staleDuplicate)
 	m.staleMarks.WithLabelValues(staleBehind)
-	for _, op := range []string{RedisOpMerge, RedisOpGet, RedisOpHydrate, RedisOpRestore} {
+	for _, op := range []string{RedisOpMerge, RedisOpGet, RedisOpHydrate, RedisOpRestore, RedisOpReplicate} {
 		m.RedisDegraded.WithLabelValues(op)
 	}
 	for _, reason := range []string{"incomplete", "redis_error", "too_many_channels", "hydrating"} {

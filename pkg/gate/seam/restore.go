@@ -445,6 +445,32 @@ func (r *Restorer) NoteDegraded(users []string) {
 	r.degradedMu.Unlock()
 }
 
+// Replicated waits, when Config.ReplicaAcks asks for it, until Redis'
+// replicas took what was written of the users' cursors, and reports per
+// user whether they did not (lagging[i]): such a write is answered as a
+// degraded one (the caller notes it), since a failover may lose it. Nil
+// when nothing is waited for.
+func (g *Core) Replicated(ctx context.Context, users []string) (lagging []bool) {
+	if g.Cfg.ReplicaAcks <= 0 || len(users) == 0 {
+		return nil
+	}
+	keys := make([]string, len(users))
+	for i, u := range users {
+		keys[i] = g.Redis.UserKey(u)
+	}
+	lagging, err := g.Redis.WaitReplicas(ctx, keys, g.Cfg.ReplicaAcks, g.Cfg.ReplicaAckTimeout)
+	if err != nil {
+		n := 0
+		for _, l := range lagging {
+			if l {
+				n++
+			}
+		}
+		g.RedisDegradedOn(ctx, RedisOpReplicate, n, err)
+	}
+	return lagging
+}
+
 // SettleDegraded unloads, with a fence taken now (after their writes were
 // acknowledged), the hashes of those of users with degraded writes, so
 // that they are restored, past their writes, before Redis answers of them.

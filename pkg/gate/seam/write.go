@@ -43,6 +43,10 @@ type UserWrite[V any] struct {
 	// produced). Nil refuses with Unavailable and Retry-After: a change
 	// the real-time view must show before the call may succeed.
 	Degraded func(v V, redisErr error) (V, error)
+	// Cursors says the change is of the user's cursors (a mark-unread):
+	// the answer waits for Redis' replicas to take it (Replicated), and
+	// one they did not take is answered as a degraded write of the user.
+	Cursors bool
 }
 
 // Written is what the write step made durable, and where.
@@ -84,8 +88,19 @@ func WriteUser[V any](ctx context.Context, g *Core, w UserWrite[V]) (Written[V],
 	if err != nil {
 		return Written[V]{}, Internal(err)
 	}
+	var lagging chan []bool
+	if w.Cursors && !out.Degraded && g.Cfg.ReplicaAcks > 0 {
+		lagging = make(chan []bool, 1)
+		go func() { lagging <- g.Replicated(ctx, []string{w.User}) }()
+	}
 	if out.Durability, err = g.ProduceUserRecord(ctx, rec, w.User, gen); err != nil {
 		return Written[V]{}, err
+	}
+	if lagging != nil {
+		if l := <-lagging; len(l) == 1 && l[0] {
+			out.Degraded = true
+			g.Restore.NoteDegraded([]string{w.User})
+		}
 	}
 	out.Value = v
 	return out, nil

@@ -32,14 +32,14 @@ const (
 	DetailThresholdDefault = 50
 	// ViewRefreshDefault is how long a channel view rebuilt from Postgres
 	// is trusted before a read merges Postgres into it again.
-	ViewRefreshDefault     = time.Minute
-	RedisTimeoutDefault    = 500 * time.Millisecond
+	ViewRefreshDefault  = time.Minute
+	RedisTimeoutDefault = 500 * time.Millisecond
 	// ReplicaAckTimeoutDefault bounds the wait for Redis' replicas to take
 	// a write of a user's read (Config.ReplicaAcks).
 	ReplicaAckTimeoutDefault = 200 * time.Millisecond
-	PostgresTimeoutDefault = 2 * time.Second
-	MaxBatchItemsDefault   = 500
-	MaxReadChannelsDefault = 500
+	PostgresTimeoutDefault   = 2 * time.Second
+	MaxBatchItemsDefault     = 500
+	MaxReadChannelsDefault   = 500
 	// MaxUnreadChannelsDefault bounds the channel ids of one GetUnread or
 	// ReadAll call (the contract's 1,000).
 	MaxUnreadChannelsDefault = 1000

@@ -1,0 +1,154 @@
+package gate_test
+
+import (
+	"context"
+	"net"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// A failover to a replica that missed the last write: the replica's link
+// to the master delivers nothing while a mark of 9 is answered, then the master dies and the replica is
+// promoted with the user's hash at 5, still marked loaded. Without replica
+// acks the read after the failover answers 5, below what was acknowledged;
+// with them the mark was answered realtime_degraded (the replica never
+// took it), the user is restored past the mark's fence, and the read
+// answers 9.
+func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
+	t.Parallel()
+	for _, acks := range []int{0, 1} {
+		name := map[int]string{0: "without acks", 1: "with acks"}[acks]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			master := redistest.StartServer(t, redistest.FreePort(t), nil)
+			link := startLink(t, master.Addr)
+			host, port, err := net.SplitHostPort(link.addr)
+			require.NoError(t, err)
+			replica := redistest.StartServer(t, redistest.FreePort(t), nil, "--replicaof", host, port)
+			rr := redis.NewClient(&redis.Options{Addr: replica.Addr})
+			t.Cleanup(func() { _ = rr.Close() })
+			require.Eventually(t, func() bool {
+				return strings.Contains(rr.Info(context.Background(), "replication").Val(), "master_link_status:up")
+			}, 30*time.Second, 20*time.Millisecond, "the replica syncs through the link")
+			var addr atomic.Value
+			addr.Store(master.Addr)
+			// The gateway's client dials whichever node is the master now,
+			// as a Sentinel or cluster client would find it.
+			rdb := redis.NewClient(&redis.Options{Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr.Load().(string))
+			}})
+			t.Cleanup(func() { _ = rdb.Close() })
+			tb := setup(t, setupOpts{redis: rdb, restoreTimeout: 30 * time.Second, config: func(c *testConfig) {
+				c.ReplicaAcks, c.ReplicaAckTimeout = acks, 50*time.Millisecond
+			}})
+			startPersister(t, tb)
+			require.False(t, tb.markRead(t, "gus", "c", 5).GetRealtimeDegraded())
+			link.freeze() // the link stays up; what the master sends goes nowhere
+			r := tb.markRead(t, "gus", "c", 9)
+			require.Equal(t, receiptsv1.Durability_KAFKA, r.GetDurability(), "the mark is durable either way")
+			require.Equal(t, acks > 0, r.GetRealtimeDegraded(), "with acks, the hung replica's silence degrades the answer")
+
+			master.Stop()
+			require.NoError(t, rr.ReplicaOf(context.Background(), "NO", "ONE").Err())
+			addr.Store(replica.Addr)
+
+			var rs receiptsv1.GetReadStateResponse
+			require.Eventually(t, func() bool {
+				status, _ := tb.do(t, http.MethodGet, "/v1/users/gus/read-state", "")
+				return status == http.StatusOK
+			}, 30*time.Second, 50*time.Millisecond, "the gateway reaches the promoted replica")
+			tb.doProto(t, http.MethodGet, "/v1/users/gus/read-state", "", &rs)
+			require.Len(t, rs.GetChannels(), 1)
+			got := rs.GetChannels()[0].GetRead().GetPosition().GetSeq()
+			if acks == 0 {
+				require.EqualValues(t, 5, got, "the hazard this guards against: the promoted replica answers below the acknowledged 9")
+				return
+			}
+			require.EqualValues(t, 9, got, "the answer after the failover is never below what was acknowledged")
+		})
+	}
+}
+
+// link is a TCP relay between a replica and its master that can be
+// frozen: its connections stay open and what is sent goes nowhere, as
+// over a network that stalls.
+type link struct {
+	addr   string
+	frozen chan struct{}
+	once   sync.Once
+}
+
+func startLink(t *testing.T, target string) *link {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	l := &link{addr: ln.Addr().String(), frozen: make(chan struct{})}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	relay := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-l.frozen:
+				// Read on, deliver nothing, keep the connection open.
+				if err != nil {
+					return
+				}
+				continue
+			default:
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				if err != io.EOF {
+					_ = dst.Close()
+				}
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, up)
+			mu.Unlock()
+			go relay(up, c)
+			go relay(c, up)
+		}
+	}()
+	return l
+}
+
+func (l *link) freeze() { l.once.Do(func() { close(l.frozen) }) }

@@ -1,0 +1,129 @@
+package kinds_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// owner is the folder that owns a kind's (or a view's) storage: its
+// Postgres tables and its Redis key prefixes.
+type owner struct {
+	folder   string
+	tables   []string
+	prefixes []string // Redis key prefixes as the code writes them ("del:")
+}
+
+// owners lists every kind and view with storage of its own.
+var owners = []owner{
+	{"pkg/kinds/deletions", []string{"channel_deletions"}, []string{"del:"}},
+	{"pkg/kinds/groupmentions", []string{"channel_group_mentions"}, []string{"gm:"}},
+	{"pkg/kinds/notifications", []string{"channel_notifications"}, []string{"nl:"}},
+	{"pkg/kinds/mentions", []string{"mentions"}, []string{"mh:"}},
+	{"pkg/kinds/threads", []string{"thread_heads", "thread_states"}, []string{"th:", "tu:"}},
+	{"pkg/kinds/settings", []string{"user_settings"}, []string{"us:"}},
+	{"pkg/kinds/heads", []string{"channel_heads"}, []string{"hd:"}},
+	{"pkg/kinds/members", []string{"channel_members"}, []string{"um:", "cm:"}},
+	{"pkg/kinds/cursors", []string{"read_receipts"}, []string{"u:{"}},
+	{"pkg/views/readby", []string{"cursor_moves"}, []string{"cv:"}},
+}
+
+// notYetMoved lists, per table or prefix, the product files outside its
+// owner that still name it: the kinds whose storage still lives in the
+// drivers. It may only shrink: an entry that no longer names it fails
+// the test as surely as a new file that does.
+var notYetMoved = map[string][]string{
+	"channel_heads": {"pkg/kinds/heads.go", "pkg/pgstore/channels.go"},
+	"hd:":           {"pkg/redisstore/heads.go", "pkg/redisstore/scan.go"},
+	"channel_members": {"pkg/kinds/members.go", "pkg/pgstore/channels.go", "pkg/pgstore/erase.go", "pkg/pgstore/gatereads.go",
+		// The read-by view joins the kinds it composes in SQL.
+		"pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql", "pkg/views/readby/small_channels.sql"},
+	"um:": {"pkg/redisstore/channels.go", "pkg/redisstore/scan.go"},
+	"cm:": {"pkg/redisstore/channels.go"},
+	"read_receipts": {"cmd/receiptsctl/prefill.go", "pkg/kinds/cursors.go", "pkg/pgstore/changes.go", "pkg/pgstore/channels.go",
+		"pkg/pgstore/erase.go", "pkg/pgstore/gatereads.go", "pkg/pgstore/store.go", "pkg/views/readby/member_cursors.sql"},
+	"u:{":           {"pkg/redisstore/store.go"},
+	"cursor_moves":  {"cmd/receiptsbench/readby.go", "pkg/pgstore/erase.go"},
+	"user_settings": {"pkg/kinds/threads/changes.sql", "pkg/pgstore/changes.go", "pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql"},
+}
+
+// tableName matches table tb as SQL names it, or as a string a statement
+// is built from (a Go identifier or a word in prose is not its name; nor
+// is a string of one word, a field name as often as a table's).
+func tableName(tb string) *regexp.Regexp {
+	sql := `(?i)\b(from|into|update|join|table|using|truncate)\s+(only\s+)?` + tb + `\b`
+	if strings.Contains(tb, "_") {
+		sql += `|"` + tb + `"`
+	}
+	return regexp.MustCompile(sql)
+}
+
+// Each kind's Postgres tables and each kind's or view's Redis key prefixes
+// are named in product code only inside its own folder (and the
+// migrations), but for the files notYetMoved lists.
+func TestStorageIsNamedOnlyByItsOwner(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var files []string
+	for _, dir := range []string{"pkg", "cmd"} {
+		require.NoError(t, filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			name := d.Name()
+			if strings.HasSuffix(name, "_test.go") || strings.HasSuffix(name, ".pb.go") || strings.Contains(path, "testdata") {
+				return nil
+			}
+			if ext := filepath.Ext(name); ext == ".go" || ext == ".sql" || ext == ".lua" {
+				rel, _ := filepath.Rel(root, path)
+				files = append(files, filepath.ToSlash(rel))
+			}
+			return nil
+		}))
+	}
+	require.NotEmpty(t, files)
+	texts := make(map[string]string, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		require.NoError(t, err)
+		texts[f] = string(b)
+	}
+
+	for _, o := range owners {
+		var names []struct {
+			name string
+			re   *regexp.Regexp
+		}
+		for _, tb := range o.tables {
+			names = append(names, struct {
+				name string
+				re   *regexp.Regexp
+			}{tb, tableName(tb)})
+		}
+		for _, p := range o.prefixes {
+			names = append(names, struct {
+				name string
+				re   *regexp.Regexp
+			}{p, regexp.MustCompile(`"` + regexp.QuoteMeta(p))})
+		}
+		for _, n := range names {
+			var outside []string
+			for _, f := range files {
+				if strings.HasPrefix(f, o.folder+"/") || !n.re.MatchString(texts[f]) {
+					continue
+				}
+				outside = append(outside, f)
+			}
+			want := slices.Clone(notYetMoved[n.name])
+			slices.Sort(want)
+			slices.Sort(outside)
+			assert.Equal(t, want, outside, "files outside %s that name %s (update notYetMoved only to shrink it)", o.folder, n.name)
+		}
+	}
+}

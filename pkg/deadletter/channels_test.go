@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -47,7 +48,7 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 		waitFor, 20*time.Millisecond)
 	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", deadletter.KindUndecodable))
 
-	heads, err := bd.pg.Heads(ctx, []string{"c1"})
+	heads, err := heads.NewStore(bd.pg).ReadPG(ctx, []string{"c1"})
 	require.NoError(t, err)
 	require.Equal(t, int64(12), heads[0].Seq)
 	rh, err := bd.rs.Heads(ctx, []string{"c1"})

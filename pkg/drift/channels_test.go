@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -50,7 +51,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	h := func(ch string, seq, ts int64) channel.Head {
 		return channel.Head{Channel: ch, Seq: seq, MessageID: "m" + itoa(seq), UpdatedAtUnixMs: ts}
 	}
-	_, err := bd.pg.UpsertHeads(ctx, []channel.Head{h("pg-ahead", 10, 1000), h("rd-ahead", 3, 1000), h("rd-missing", 7, 1000), h("same", 4, 1000), h("in-flight", 2, 1000)})
+	_, err := headkind.NewStore(bd.pg).WritePG(ctx, []channel.Head{h("pg-ahead", 10, 1000), h("rd-ahead", 3, 1000), h("rd-missing", 7, 1000), h("same", 4, 1000), h("in-flight", 2, 1000)})
 	require.NoError(t, err)
 	_, err = bd.rs.RaiseHeads(ctx, []channel.Head{h("pg-ahead", 5, 1000), h("rd-ahead", 12, 1000), h("pg-missing", 6, 1000), h("same", 4, 1000), h("in-flight", 9, now)})
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	pgm, err := ms.ReadPG(ctx, "pg-missing", []string{"m"}, capN)
 	require.NoError(t, err)
 	require.Empty(t, pgm, "left to the persister")
-	inflight, err := bd.pg.Heads(ctx, []string{"in-flight"})
+	inflight, err := headkind.NewStore(bd.pg).ReadPG(ctx, []string{"in-flight"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), inflight[0].Seq, "a head Redis raised within the grace is left to the persister")
 
@@ -101,7 +102,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.Equal(t, rep.Found, rep.Repaired)
 
 	for ch, want := range map[string]int64{"pg-ahead": 10, "rd-ahead": 12, "rd-missing": 7, "pg-missing": 6, "same": 4} {
-		pg, err := bd.pg.Heads(ctx, []string{ch})
+		pg, err := headkind.NewStore(bd.pg).ReadPG(ctx, []string{ch})
 		require.NoError(t, err)
 		require.Equal(t, want, pg[0].Seq, ch)
 		rd, err := bd.rs.Heads(ctx, []string{ch})
@@ -162,7 +163,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 	view, err := unread.NewStore(nil, bd.rs).Read(ctx, user, channels, capN)
 	require.NoError(t, err)
 	if hydrate {
-		heads, err := bd.pg.Heads(ctx, view.MissingHeads)
+		heads, err := headkind.NewStore(bd.pg).ReadPG(ctx, view.MissingHeads)
 		require.NoError(t, err)
 		var none []string
 		for _, ch := range view.MissingHeads {
@@ -223,7 +224,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	}
 	regs[5] = channel.Leave(regs[5].Key, 30, 2000)
 	// Both stores hold the same, as the write path leaves them.
-	_, err := bd.pg.UpsertHeads(ctx, heads)
+	_, err := headkind.NewStore(bd.pg).WritePG(ctx, heads)
 	require.NoError(t, err)
 	_, err = bd.pg.UpsertMembers(ctx, regs)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -40,7 +41,7 @@ func TestUserWithMoreThanTenThousandChannels(t *testing.T) {
 	require.NoError(t, err)
 	_, err = tb.schema.Store.UpsertMembers(ctx, regs)
 	require.NoError(t, err)
-	_, err = tb.schema.Store.UpsertHeads(ctx, heads)
+	_, err = headkind.NewStore(tb.schema.Store).WritePG(ctx, heads)
 	require.NoError(t, err)
 
 	seen, token := 0, ""

@@ -299,7 +299,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 		})
 	}
 	if len(view.MissingHeads) > 0 {
-		heads, err := g.PG.Heads(pctx, view.MissingHeads)
+		heads, err := g.HeadStore().ReadPG(pctx, view.MissingHeads)
 		if err != nil {
 			return fmt.Errorf("reading the heads of %d channels: %w", len(view.MissingHeads), err)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/kinds/threads"
@@ -248,7 +249,7 @@ func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
 	tb.ok(t, http.MethodPut, "/v1/channels/big/members/bob", `{}`)
 	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "big", "seq": `+strconv.Itoa(head)+`}]}`)
 	require.Eventually(t, func() bool {
-		hs, err := tb.schema.Store.Heads(ctx, []string{"big"})
+		hs, err := heads.NewStore(tb.schema.Store).ReadPG(ctx, []string{"big"})
 		require.NoError(t, err)
 		ms, err := tb.schema.Store.Memberships(ctx, "bob", []string{"big"})
 		require.NoError(t, err)

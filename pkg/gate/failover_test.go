@@ -2,8 +2,8 @@ package gate_test
 
 import (
 	"context"
-	"net"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"

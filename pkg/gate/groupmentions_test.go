@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
@@ -193,7 +194,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	tb := setup(t, setupOpts{redis: down})
 	ctx := context.Background()
 	pg := tb.schema.Store
-	_, err := pg.UpsertHeads(ctx, []channel.Head{{Channel: "gc", Seq: 5, UpdatedAtUnixMs: 1}})
+	_, err := heads.NewStore(pg).WritePG(ctx, []channel.Head{{Channel: "gc", Seq: 5, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	var regs []channel.Membership
 	var states []receipt.State

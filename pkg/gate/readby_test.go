@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
@@ -120,7 +121,7 @@ func TestTicksHeadFallsBackToPostgres(t *testing.T) {
 	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
 	require.Equal(t, int64(3), ticks.GetHead().GetSeq())
 
-	_, err := tb.schema.Store.UpsertHeads(ctx, []channel.Head{{Channel: "g", Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 1}})
+	_, err := heads.NewStore(tb.schema.Store).WritePG(ctx, []channel.Head{{Channel: "g", Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	require.NoError(t, tb.rdb.Del(ctx, tb.store.HeadKey("g")).Err())
 	ticks.Reset()

@@ -6,9 +6,11 @@
 //
 // A kind that owns its storage lives in a folder of its own below this
 // one (notifications/, groupmentions/, deletions/, settings/, mentions/,
-// threads/: its Spec, SQL, Lua, Redis layout and tests); the specs of the
+// threads/, heads/: its Spec, SQL, Lua, Redis layout and tests); the specs of the
 // kinds not yet moved are files of this package, their statements still
-// in pkg/pgstore and pkg/redisstore.
+// in pkg/pgstore and pkg/redisstore. The ownership test
+// (ownership_test.go) lists where each kind's tables and key prefixes are
+// named outside its folder; the list only shrinks.
 //
 // Erasure tombstones are not a kind: an erasure orders every kind of one
 // user (pkg/tombstone), so the loops apply it around the kinds.

@@ -6,6 +6,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/kinds/settings"
@@ -16,7 +17,7 @@ import (
 // The kinds of state, in the order the loops visit them.
 var (
 	Cursors  = kind.New(cursorSpec)
-	Heads    = kind.New(headSpec)
+	Heads    = heads.Kind
 	Members  = kind.New(memberSpec)
 	Mentions = mentions.Kind
 	Settings = settings.Kind

@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,46 +11,13 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-// The tables of migration 0004: channel heads (a max-register) and
-// channel members (a versioned register); its mentions are a kind's of
-// their own (pkg/kinds/mentions). Each write is one statement per call from parameter
+// The channel members of migration 0004 (a versioned register); its
+// heads and mentions are kinds of their own (pkg/kinds/heads,
+// pkg/kinds/mentions). Each write is one statement per call from parameter
 // arrays, with the rows in key order, and merges by the rule of
 // pkg/channel, so duplicates, reordering and replays are harmless; callers
 // dedupe per key first (ON CONFLICT cannot touch a row twice in one
 // statement).
-
-const upsertHeadsSQL = `
-INSERT INTO channel_heads AS t (channel_id, head_seq, head_message_id, updated_at)
-SELECT c, s, m, to_timestamp(ts / 1000.0)
-FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[]) AS x(c, s, m, ts)
-ON CONFLICT (channel_id) DO UPDATE SET
-    head_seq = excluded.head_seq, head_message_id = excluded.head_message_id,
-    updated_at = GREATEST(t.updated_at, excluded.updated_at)
-WHERE excluded.head_seq > t.head_seq`
-
-// UpsertHeads max-merges heads into channel_heads in one statement and
-// returns how many rows changed. Heads must be unique per channel.
-func (s *Store) UpsertHeads(ctx context.Context, heads []channel.Head) (int64, error) {
-	if len(heads) == 0 {
-		return 0, nil
-	}
-	sorted := slices.Clone(heads)
-	slices.SortFunc(sorted, func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) })
-	n := len(sorted)
-	chs, seqs, msgs, times := make([]string, n), make([]int64, n), make([]string, n), make([]int64, n)
-	now := time.Now().UnixMilli()
-	for i, h := range sorted {
-		chs[i], seqs[i], msgs[i], times[i] = h.Channel, h.Seq, h.MessageID, h.UpdatedAtUnixMs
-		if times[i] <= 0 {
-			times[i] = now
-		}
-	}
-	tag, err := s.pool.Exec(ctx, upsertHeadsSQL, chs, seqs, msgs, times)
-	if err != nil {
-		return 0, classify(err)
-	}
-	return tag.RowsAffected(), nil
-}
 
 const upsertMembersSQL = `
 INSERT INTO channel_members AS t (channel_id, user_id, member, version_seq, version_ms, join_seq)
@@ -94,36 +60,6 @@ func (s *Store) UpsertMembers(ctx context.Context, regs []channel.Membership) (i
 		return 0, classify(err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-const headColumns = `channel_id, head_seq, head_message_id, (extract(epoch from updated_at) * 1000)::bigint`
-
-func scanHead(row pgx.CollectableRow) (channel.Head, error) {
-	var h channel.Head
-	err := row.Scan(&h.Channel, &h.Seq, &h.MessageID, &h.UpdatedAtUnixMs)
-	return h, err
-}
-
-// Heads returns the heads of the listed channels that have one, in
-// channel order.
-func (s *Store) Heads(ctx context.Context, channels []string) ([]channel.Head, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+headColumns+` FROM channel_heads WHERE channel_id = ANY($1) ORDER BY channel_id`, channels)
-	if err != nil {
-		return nil, classify(err)
-	}
-	out, err := pgx.CollectRows(rows, scanHead)
-	return out, classify(err)
-}
-
-// HeadsPage returns up to limit heads of channels after the given one, in
-// channel order: the drift sweep's walk ("" starts at the beginning).
-func (s *Store) HeadsPage(ctx context.Context, after string, limit int) ([]channel.Head, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+headColumns+` FROM channel_heads WHERE channel_id > $1 ORDER BY channel_id LIMIT $2`, after, limit)
-	if err != nil {
-		return nil, classify(err)
-	}
-	out, err := pgx.CollectRows(rows, scanHead)
-	return out, classify(err)
 }
 
 const memberColumns = `channel_id, user_id, member, version_seq, version_ms, join_seq`

@@ -23,8 +23,8 @@ func pos(e, s int64) receipt.Cursor {
 	return c
 }
 
-// The SQL merges agree with the Go rules (receipt.Merge, channel.MergeHead,
-// channel.MergeMembership): random events, one
+// The SQL merges agree with the Go rules (receipt.Merge,
+// channel.MergeMembership; the heads' are pkg/kinds/heads'): random events, one
 // statement each in random order with duplicates, end with the state the
 // Go fold computes.
 func TestSQLMergesMatchTheRules(t *testing.T) {
@@ -37,7 +37,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 		k := receipt.Key{User: "u" + strconv.Itoa(trial%7), Channel: ch}
 		n := 1 + rng.IntN(8)
 		states := make([]receipt.State, n)
-		heads := make([]channel.Head, n)
 		regs := make([]channel.Membership, n)
 		for i := range n {
 			states[i] = receipt.State{Key: k, Read: pos(rng.Int64N(3), rng.Int64N(20)), Delivered: pos(0, rng.Int64N(20)), DeviceID: "d", UpdatedAtUnixMs: 1000}
@@ -48,8 +47,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 			if states[i].Validate() != nil {
 				states[i].Delivered = pos(0, 1)
 			}
-			heads[i] = channel.Head{Channel: ch, Seq: 1 + rng.Int64N(30), UpdatedAtUnixMs: 1000}
-			heads[i].MessageID = "h" + strconv.FormatInt(heads[i].Seq, 10)
 			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
 		}
 		order := rng.Perm(n)
@@ -57,16 +54,12 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 
 		var wantSt receipt.State
-		var wantHead channel.Head
 		var wantReg channel.Membership
 		for _, i := range order {
 			wantSt, _ = receipt.Merge(wantSt, states[i])
-			wantHead, _ = channel.MergeHead(wantHead, heads[i])
 			wantReg, _ = channel.MergeMembership(wantReg, regs[i])
 
 			_, err := s.Upsert(ctx, []receipt.State{states[i]})
-			require.NoError(t, err)
-			_, err = s.UpsertHeads(ctx, []channel.Head{heads[i]})
 			require.NoError(t, err)
 			_, err = s.UpsertMembers(ctx, []channel.Membership{regs[i]})
 			require.NoError(t, err)
@@ -77,10 +70,6 @@ func TestSQLMergesMatchTheRules(t *testing.T) {
 		require.True(t, got[0].SameCursors(wantSt), "trial %d: %+v vs %+v", trial, got[0], wantSt)
 		require.Equal(t, wantSt.Read, got[0].Read)
 		require.Equal(t, wantSt.EffectiveRead(), got[0].EffectiveRead())
-
-		h, err := s.Heads(ctx, []string{ch, "nope"})
-		require.NoError(t, err)
-		require.Equal(t, []channel.Head{wantHead}, h, "trial %d", trial)
 
 		m, err := s.Memberships(ctx, k.User, []string{ch})
 		require.NoError(t, err)
@@ -132,16 +121,7 @@ func TestChannelReadsAndPages(t *testing.T) {
 	slices.SortFunc(want, pgstore.CompareMembers)
 	require.Equal(t, want, walked)
 
-	_, err = s.UpsertHeads(ctx, []channel.Head{{Channel: "a", Seq: 1}, {Channel: "b", Seq: 2}, {Channel: "c", Seq: 3}})
-	require.NoError(t, err)
-	hp, err := s.HeadsPage(ctx, "a", 10)
-	require.NoError(t, err)
-	require.Len(t, hp, 2)
-	require.Equal(t, "b", hp[0].Channel)
-
 	// A bounded CHECK rejects bad rows (the persister dead-letters them).
-	_, err = s.UpsertHeads(ctx, []channel.Head{{Channel: "x", Seq: 0}})
-	require.ErrorIs(t, err, pgstore.ErrRejected)
 	_, err = s.UpsertMembers(ctx, []channel.Membership{{Key: receipt.Key{User: "u", Channel: "x"}, VersionSeq: -1}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 }

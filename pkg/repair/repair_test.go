@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
@@ -35,10 +36,10 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	// Heads: Redis ahead of the record, Postgres behind both.
 	_, err := rs.RaiseHeads(ctx, []channel.Head{{Channel: "c", Seq: 9, MessageID: "m9"}})
 	require.NoError(t, err)
-	_, err = pg.UpsertHeads(ctx, []channel.Head{{Channel: "c", Seq: 2}})
+	_, err = heads.NewStore(pg).WritePG(ctx, []channel.Head{{Channel: "c", Seq: 2}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Channel: &channel.Head{Channel: "c", Seq: 5}}))
-	ph, err := pg.Heads(ctx, []string{"c"})
+	ph, err := heads.NewStore(pg).ReadPG(ctx, []string{"c"})
 	require.NoError(t, err)
 	rh, err := rs.Heads(ctx, []string{"c"})
 	require.NoError(t, err)

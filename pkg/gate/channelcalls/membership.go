@@ -187,7 +187,7 @@ func (g *Channels) headOf(ctx context.Context, f *seam.Facts, ch string) (int64,
 	var heads []channel.Head
 	if err == nil {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		heads, err = g.PG.Heads(pctx, []string{ch})
+		heads, err = g.HeadStore().ReadPG(pctx, []string{ch})
 		cancel()
 	}
 	if err != nil {

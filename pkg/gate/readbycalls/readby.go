@@ -130,7 +130,7 @@ func (g *ReadBy) ChannelHead(ctx context.Context, ch string) (*channel.Head, err
 		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	durable, err := g.PG.Heads(pctx, []string{ch})
+	durable, err := g.HeadStore().ReadPG(pctx, []string{ch})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading the head of %s: %w", ch, err)

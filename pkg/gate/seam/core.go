@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -302,6 +303,9 @@ func ValidateKey(user, ch string) (receipt.Key, error) {
 
 // SettingsStore is the privacy settings registers'.
 func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
+
+// HeadStore is the channel heads' (Postgres).
+func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG) }
 
 // MentionStore is the mention sets'.
 func (g *Core) MentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }

@@ -132,7 +132,7 @@ func (g *Core) fillHeads(ctx context.Context, chs map[string]*redisstore.Channel
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	heads, err := g.PG.Heads(pctx, missing)
+	heads, err := g.HeadStore().ReadPG(pctx, missing)
 	cancel()
 	if err != nil {
 		tracing.Logger(ctx, g.Log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))

@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -88,7 +89,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 	for _, h := range heads {
 		headOf[h.Channel] = h.Seq
 	}
-	_, err := pg.UpsertHeads(ctx, heads)
+	_, err := headkind.NewStore(pg).WritePG(ctx, heads)
 	require.NoError(t, err)
 	require.NoError(t, rs.HydrateHeads(ctx, heads, noHead))
 	allGroups := make([]channel.GroupMentions, len(channels))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -60,11 +61,11 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string, menti
 		set = append(set, ch)
 	}
 	slices.Sort(set)
-	heads, err := s.pg.Heads(ctx, set)
+	hs, err := heads.NewStore(s.pg).ReadPG(ctx, set)
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range heads {
+	for _, h := range hs {
 		byCh[h.Channel].Head, byCh[h.Channel].HeadKnown = h, true
 	}
 	for _, m := range ms {

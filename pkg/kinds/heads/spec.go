@@ -1,4 +1,4 @@
-package kinds
+package heads
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// headSpec is a channel's head: a max-register of the greatest message
-// seq notified (channel.MergeHead), one channel_heads row and a field of
-// the channel's Redis hash. It belongs to no user.
-var headSpec = &kind.Spec[string, channel.Head]{
+// spec is a channel's head: a max-register of the greatest message seq
+// notified (channel.MergeHead), one channel_heads row and a field of the
+// channel value in Redis. It belongs to no user.
+var spec = &kind.Spec[string, channel.Head]{
 	Name:      "channel_heads",
 	Key:       func(h channel.Head) string { return h.Channel },
 	Compare:   func(a, b channel.Head) int { return strings.Compare(a.Channel, b.Channel) },
@@ -32,13 +32,13 @@ var headSpec = &kind.Spec[string, channel.Head]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Head) (int64, error) {
-		return env.Postgres.UpsertHeads(ctx, vals)
+		return NewStore(env.Postgres).WritePG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, chs []string) ([]channel.Head, error) {
-		return env.Postgres.Heads(ctx, chs)
+		return NewStore(env.Postgres).ReadPG(ctx, chs)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]channel.Head, error) {
-		return env.Postgres.HeadsPage(ctx, after, n)
+		return NewStore(env.Postgres).PagePG(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Head) ([]error, error) {
@@ -78,3 +78,6 @@ var headSpec = &kind.Spec[string, channel.Head]{
 		return page, nil
 	},
 }
+
+// Kind is the heads' kind, listed by the registry pkg/kinds.
+var Kind = kind.New(spec)

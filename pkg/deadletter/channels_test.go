@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -57,7 +58,7 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	regs, _, err := bd.rs.Memberships(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{join}, regs)
-	pm, err := bd.pg.Memberships(ctx, "u1", nil)
+	pm, err := members.NewStore(bd.pg).ReadPG(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{join}, pm)
 	st, ok := pgState(t, bd.pg, k)

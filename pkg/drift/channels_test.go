@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -57,7 +58,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.NoError(t, err)
 
 	k := func(u string) receipt.Key { return receipt.Key{User: u, Channel: "g"} }
-	_, err = bd.pg.UpsertMembers(ctx, []channel.Membership{
+	_, err = members.NewStore(bd.pg).WritePG(ctx, []channel.Membership{
 		channel.Leave(k("pg-ahead"), 9, 2000), channel.Join(k("rd-ahead"), 1, 1000, 1),
 		channel.Join(k("rd-missing"), 2, 1000, 2), channel.Join(k("cm-lost"), 3, 1000, 3),
 	})
@@ -115,7 +116,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 		"rd-missing": channel.Join(k("rd-missing"), 2, 1000, 2), "pg-missing": channel.Join(k("pg-missing"), 2, 1000, 2),
 		"cm-lost": channel.Join(k("cm-lost"), 3, 1000, 3),
 	} {
-		pg, err := bd.pg.Memberships(ctx, u, []string{"g"})
+		pg, err := members.NewStore(bd.pg).ReadPG(ctx, u, []string{"g"})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{want}, pg, u)
 		um, _, err := bd.rs.Memberships(ctx, u, []string{"g"})
@@ -125,7 +126,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{want}, cm, u)
 	}
-	n, err := bd.pg.MemberCount(ctx, "g")
+	n, err := members.NewStore(bd.pg).CountPG(ctx, "g")
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 
@@ -152,7 +153,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 		cur, err := bd.pg.Get(ctx, user, nil)
 		require.NoError(t, err)
 		require.NoError(t, bd.rs.Hydrate(ctx, user, cur, redisstore.Incarnation{}))
-		regs, err := bd.pg.Memberships(ctx, user, nil)
+		regs, err := members.NewStore(bd.pg).ReadPG(ctx, user, nil)
 		require.NoError(t, err)
 		ms := mentions.NewStore(bd.pg, bd.rs)
 		mn, err := ms.ReadPG(ctx, user, nil, capN)
@@ -226,7 +227,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	// Both stores hold the same, as the write path leaves them.
 	_, err := headkind.NewStore(bd.pg).WritePG(ctx, heads)
 	require.NoError(t, err)
-	_, err = bd.pg.UpsertMembers(ctx, regs)
+	_, err = members.NewStore(bd.pg).WritePG(ctx, regs)
 	require.NoError(t, err)
 	_, err = bd.pg.Upsert(ctx, states)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -28,7 +29,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	other := receipt.Key{User: "other", Channel: "c1"}
 	_, err := bd.pg.Upsert(ctx, []receipt.State{state("gone", "c1", 5, true), state("gone", "c2", 6, true), state("other", "c1", 7, true)})
 	require.NoError(t, err)
-	_, err = bd.pg.UpsertMembers(ctx, []channel.Membership{channel.Join(gone, 1, 1000, 1)})
+	_, err = members.NewStore(bd.pg).WritePG(ctx, []channel.Membership{channel.Join(gone, 1, 1000, 1)})
 	require.NoError(t, err)
 	_, err = mentions.NewStore(bd.pg, nil).WritePG(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{3}}})
 	require.NoError(t, err)

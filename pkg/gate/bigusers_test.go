@@ -13,6 +13,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -39,7 +40,7 @@ func TestUserWithMoreThanTenThousandChannels(t *testing.T) {
 	}
 	_, err := tb.schema.Store.Upsert(ctx, states)
 	require.NoError(t, err)
-	_, err = tb.schema.Store.UpsertMembers(ctx, regs)
+	_, err = members.NewStore(tb.schema.Store).WritePG(ctx, regs)
 	require.NoError(t, err)
 	_, err = headkind.NewStore(tb.schema.Store).WritePG(ctx, heads)
 	require.NoError(t, err)

@@ -327,7 +327,7 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 	after := ""
 	for {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		page, err := g.PG.MembershipsAfter(pctx, user, after, seam.RestorePage)
+		page, err := g.MemberStore().UserPagePG(pctx, user, after, seam.RestorePage)
 		var ms []channel.Mentions
 		if err == nil {
 			upTo := ""

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/gate"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/kinds/threads"
@@ -251,7 +252,7 @@ func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
 	require.Eventually(t, func() bool {
 		hs, err := heads.NewStore(tb.schema.Store).ReadPG(ctx, []string{"big"})
 		require.NoError(t, err)
-		ms, err := tb.schema.Store.Memberships(ctx, "bob", []string{"big"})
+		ms, err := members.NewStore(tb.schema.Store).ReadPG(ctx, "bob", []string{"big"})
 		require.NoError(t, err)
 		return len(hs) == 1 && hs[0].Seq == head && len(ms) == 1
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the head and the membership")

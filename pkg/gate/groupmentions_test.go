@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	memberkind "github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
@@ -139,7 +140,7 @@ func TestGroupMentionStorageDoesNotGrowWithMembers(t *testing.T) {
 	}
 	_, err := tb.store.MergeMemberships(ctx, regs)
 	require.NoError(t, err)
-	_, err = tb.schema.Store.UpsertMembers(ctx, regs)
+	_, err = memberkind.NewStore(tb.schema.Store).WritePG(ctx, regs)
 	require.NoError(t, err)
 	before := map[string]bool{}
 	for _, k := range tb.redisKeys(t) {
@@ -203,7 +204,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 		regs = append(regs, channel.Join(k, 1, 1, 0))
 		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: pos(1)}, Delivered: receipt.Cursor{Position: pos(1)}, UpdatedAtUnixMs: 1})
 	}
-	_, err = pg.UpsertMembers(ctx, regs)
+	_, err = memberkind.NewStore(pg).WritePG(ctx, regs)
 	require.NoError(t, err)
 	_, err = pg.Upsert(ctx, states)
 	require.NoError(t, err)

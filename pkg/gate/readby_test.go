@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
@@ -192,7 +193,7 @@ func TestViewRebuildSkipsErasedUser(t *testing.T) {
 		_, err := tb.schema.Store.Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}},
 			Delivered: receipt.Cursor{Position: receipt.Position{Seq: 3}}, UpdatedAtUnixMs: before}})
 		require.NoError(t, err)
-		_, err = tb.schema.Store.UpsertMembers(ctx, []channel.Membership{channel.Join(k, 0, before, 0)})
+		_, err = members.NewStore(tb.schema.Store).WritePG(ctx, []channel.Membership{channel.Join(k, 0, before, 0)})
 		require.NoError(t, err)
 	}
 	status, body = tb.do(t, http.MethodDelete, "/v1/users/a", ``)

@@ -7,6 +7,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/kinds/settings"
@@ -18,7 +19,7 @@ import (
 var (
 	Cursors  = kind.New(cursorSpec)
 	Heads    = heads.Kind
-	Members  = kind.New(memberSpec)
+	Members  = members.Kind
 	Mentions = mentions.Kind
 	Settings = settings.Kind
 

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -79,7 +80,7 @@ func (b *bundle) requireKinds(want backlogKinds, capN int) {
 		require.Equal(b.t, fmt.Sprint("m", seq), h[0].MessageID)
 	}
 	for key, m := range want.members {
-		got, err := s.Memberships(ctx, key.User, []string{key.Channel})
+		got, err := members.NewStore(s).ReadPG(ctx, key.User, []string{key.Channel})
 		require.NoError(b.t, err)
 		require.Equal(b.t, []channel.Membership{m}, got, "a late join never undoes the newer leave")
 	}

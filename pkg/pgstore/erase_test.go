@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -48,7 +47,8 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 		k := receipt.Key{User: user, Channel: ch}
 		_, err := s.Upsert(ctx, []receipt.State{{Key: k, Read: pos(0, 5), Delivered: pos(0, 5), UpdatedAtUnixMs: 1000}})
 		require.NoError(t, err)
-		_, err = s.UpsertMembers(ctx, []channel.Membership{channel.Join(k, 1, 1000, 1)})
+		// A register, written as its kind does (the driver names no kind).
+		_, err = s.Pool().Exec(ctx, `INSERT INTO channel_members (channel_id, user_id, member, version_seq, version_ms, join_seq) VALUES ($1, $2, true, 1, 1000, 1)`, k.Channel, k.User)
 		require.NoError(t, err)
 		_, err = s.Pool().Exec(ctx, `INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at) VALUES ($1, $2, 'r', 0, 5, now())`, ch, user)
 		require.NoError(t, err)

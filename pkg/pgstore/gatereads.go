@@ -5,17 +5,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 )
-
-// MembersOf returns the registers of the listed users in a channel (left
-// ones included), in user order: the gateway's membership check of a
-// channel too large to hydrate into Redis.
-func (s *Store) MembersOf(ctx context.Context, ch string, users []string) ([]channel.Membership, error) {
-	return s.members(ctx, `SELECT `+memberColumns+` FROM channel_members
-		WHERE channel_id = $1 AND user_id = ANY($2) ORDER BY user_id`, ch, users)
-}
 
 // ReadEpochs returns the current read epoch (the greater of the public
 // and the private read cursor's) of each listed key that has a row: what

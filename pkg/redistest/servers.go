@@ -66,12 +66,14 @@ func StartWithReplica(t testing.TB) (master, replica *Server) {
 	host, port, err := net.SplitHostPort(master.Addr)
 	require.NoError(t, err)
 	replica = StartServer(t, FreePort(t), nil, "--replicaof", host, port)
-	rdb := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	// Synced once the master counts the replica online (what ROLE and
+	// WAIT count), not only once the replica's link is up.
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
 	defer rdb.Close()
 	deadline := time.Now().Add(startTimeout)
 	for {
 		info, _ := rdb.Info(context.Background(), "replication").Result()
-		if strings.Contains(info, "master_link_status:up") {
+		if strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online") {
 			return master, replica
 		}
 		if time.Now().After(deadline) {

@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/notification"
@@ -49,12 +50,12 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 
 	// Membership: Postgres ahead (a leave), the record an older join.
 	leave := channel.Leave(k, 7, 700)
-	_, err = pg.UpsertMembers(ctx, []channel.Membership{leave})
+	_, err = members.NewStore(pg).WritePG(ctx, []channel.Membership{leave})
 	require.NoError(t, err)
 	join := channel.Join(k, 3, 300, 3)
 	priv := receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 3}}}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Membership: &join, Receipt: &priv}))
-	pm, err := pg.Memberships(ctx, "u", nil)
+	pm, err := members.NewStore(pg).ReadPG(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{leave}, pm)
 	um, _, err := rs.Memberships(ctx, "u", nil)

@@ -292,11 +292,11 @@ func (g *Channels) durableMemberPage(ctx context.Context, ch, after string, size
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	regs, err := g.PG.ChannelMembers(pctx, ch, after, size+1, true)
+	regs, err := g.MemberStore().ChannelPagePG(pctx, ch, after, size+1, true)
 	if err != nil {
 		return nil, 0, err
 	}
-	n, err := g.PG.MemberCount(pctx, ch)
+	n, err := g.MemberStore().CountPG(pctx, ch)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -48,7 +48,7 @@ func (g *ReadBy) MemberCount(ctx context.Context, ch string) (int64, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	return g.PG.MemberCount(pctx, ch)
+	return g.MemberStore().CountPG(pctx, ch)
 }
 
 // Sight reads one channel for read-by and ticks. The view is rebuilt from

@@ -36,7 +36,7 @@ func (g *Core) Members(ctx context.Context, user string, channels []string) (map
 		return nil, membersUnavailable(ctx, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	regs, err := g.PG.Memberships(pctx, user, channels)
+	regs, err := g.MemberStore().ReadPG(pctx, user, channels)
 	cancel()
 	if err != nil {
 		return nil, membersUnavailable(ctx, err)

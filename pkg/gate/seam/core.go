@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
@@ -306,6 +307,9 @@ func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g
 
 // HeadStore is the channel heads' (Postgres).
 func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG) }
+
+// MemberStore is the membership registers' (Postgres).
+func (g *Core) MemberStore() members.Store { return members.NewStore(g.PG) }
 
 // MentionStore is the mention sets'.
 func (g *Core) MentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }

@@ -173,7 +173,7 @@ func (g *Core) fillMembers(ctx context.Context, f *Facts, ch string) {
 			}
 		}
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		regs, err = g.PG.MembersOf(pctx, ch, users)
+		regs, err = g.MemberStore().ChannelUsersPG(pctx, ch, users)
 		cancel()
 		c.Registered = true
 	}
@@ -206,7 +206,7 @@ func (g *Core) DurableMembers(ctx context.Context, ch string) (regs []channel.Me
 	after := ""
 	for {
 		pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-		page, err := g.PG.ChannelMembers(pctx, ch, after, hydratePage, false)
+		page, err := g.MemberStore().ChannelPagePG(pctx, ch, after, hydratePage, false)
 		cancel()
 		if err != nil {
 			return nil, false, fmt.Errorf("reading the members of %s: %w", ch, err)

@@ -182,7 +182,7 @@ func (g *Threads) registersOrDurable(ctx context.Context, user string, chans []s
 		Settle: func(ctx context.Context) error { return g.Settled(ctx, []string{user}, nil) },
 		Durable: func(ctx context.Context, _ bool) ([]channel.Membership, error) {
 			return seam.Postgres(ctx, g.Core, func(ctx context.Context) ([]channel.Membership, error) {
-				return g.PG.Memberships(ctx, user, chans)
+				return g.MemberStore().ReadPG(ctx, user, chans)
 			})
 		},
 		Merge: func(rows, regs []channel.Membership) []channel.Membership { return append(regs, rows...) },

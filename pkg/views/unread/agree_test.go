@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -138,7 +139,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 		}
 		_, err := pg.Upsert(ctx, states)
 		require.NoError(t, err)
-		_, err = pg.UpsertMembers(ctx, regs)
+		_, err = members.NewStore(pg).WritePG(ctx, regs)
 		require.NoError(t, err)
 		_, err = mentions.NewStore(pg, nil).WritePG(ctx, ms)
 		require.NoError(t, err)

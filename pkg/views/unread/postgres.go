@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -25,7 +26,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string, menti
 	if err != nil {
 		return nil, err
 	}
-	regs, err := s.pg.Memberships(ctx, user, channels)
+	regs, err := members.NewStore(s.pg).ReadPG(ctx, user, channels)
 	if err != nil {
 		return nil, err
 	}

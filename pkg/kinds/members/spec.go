@@ -1,4 +1,4 @@
-package kinds
+package members
 
 import (
 	"context"
@@ -6,20 +6,19 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kind"
-	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// memberSpec is a user's membership register in a channel: the greater
+// spec is a user's membership register in a channel: the greater
 // (version, member, join) wins (channel.MergeMembership), one
 // channel_members row, and in Redis two copies: a field of the user's
 // membership hash and one of the channel's.
-var memberSpec = &kind.Spec[receipt.Key, channel.Membership]{
+var spec = &kind.Spec[receipt.Key, channel.Membership]{
 	Name: "channel_members",
 	Key:  func(m channel.Membership) receipt.Key { return m.Key },
 	// (channel, user): the order of the table's primary key.
-	Compare:   pgstore.CompareMembers,
+	Compare:   Compare,
 	RecordKey: receipt.Key.KafkaKey,
 	User:      func(k receipt.Key) string { return k.User },
 	Time:      func(m channel.Membership) int64 { return m.VersionUnixMs },
@@ -38,14 +37,14 @@ var memberSpec = &kind.Spec[receipt.Key, channel.Membership]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Membership) (int64, error) {
-		return env.Postgres.UpsertMembers(ctx, vals)
+		return NewStore(env.Postgres).WritePG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]channel.Membership, error) {
 		users, chs := kind.ByUser(keys)
 		var out []channel.Membership
 		for _, u := range users {
 			for start := 0; start < len(chs[u]); start += kind.PGGetChunk {
-				rows, err := env.Postgres.Memberships(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
+				rows, err := NewStore(env.Postgres).ReadPG(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
 				if err != nil {
 					return nil, err
 				}
@@ -55,7 +54,7 @@ var memberSpec = &kind.Spec[receipt.Key, channel.Membership]{
 		return out, nil
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]channel.Membership, error) {
-		return env.Postgres.MembersPage(ctx, after, n)
+		return NewStore(env.Postgres).PagePG(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Membership) ([]error, error) {
@@ -98,3 +97,7 @@ var memberSpec = &kind.Spec[receipt.Key, channel.Membership]{
 		return page, nil
 	},
 }
+
+// Kind is the membership registers' kind, listed by the registry
+// pkg/kinds.
+var Kind = kind.New(spec)

@@ -91,7 +91,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		level, muted, _, _ := lv.of(v.Channel)
 		c := v.At(level, muted)
 		cu.UnreadCount = c.Unread
-		cu.MentionCount = min(c.Mentions, int64(g.Cfg.MentionCap))
+		cu.MentionCount = v.Shown(c.Mentions)
 		cu.MentionsCapped = c.MentionsCapped
 		cu.FirstUnreadSeq = c.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member

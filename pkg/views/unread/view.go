@@ -65,6 +65,10 @@ func (v *ChannelView) MentionsAt(withGroup bool) (int64, bool) {
 	return c.Mentions, c.MentionsCapped
 }
 
+// Shown is a mention count as the API shows it: at most the cap the view
+// counted with (MentionsCapped says "cap+").
+func (v *ChannelView) Shown(mentions int64) int64 { return min(mentions, int64(v.mentionCap)) }
+
 // UnreadView is one user's counts across channels, as Redis holds them.
 type UnreadView struct {
 	User     string

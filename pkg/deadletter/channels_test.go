@@ -68,7 +68,7 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 	mn, err := ms.ReadRedis(ctx, []receipt.Key{k})
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, 9}, mn[0])
-	pmn, err := ms.ReadPG(ctx, "u1", nil, channel.MentionCapDefault)
+	pmn, err := ms.ReadPG(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{7, 9}, pmn[0].Seqs)
 	ps, err := settings.NewStore(bd.pg, nil).StoredPG(ctx, []string{"u1"})

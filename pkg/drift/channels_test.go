@@ -71,10 +71,10 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.NoError(t, bd.rs.Client().HDel(ctx, bd.rs.ChannelMembersKey("g"), "cm-lost").Err())
 
 	mk := func(u string) receipt.Key { return receipt.Key{User: u, Channel: "m"} }
-	ms := mentions.NewStore(bd.pg, bd.rs)
+	ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 	_, err = ms.WritePG(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1, 2, 3, 4, 5}}, {Key: mk("rd-ahead"), Seqs: []int64{5}}, {Key: mk("rd-missing"), Seqs: []int64{8}}})
 	require.NoError(t, err)
-	require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1}}, {Key: mk("rd-ahead"), Seqs: []int64{5, 6, 9}}, {Key: mk("pg-missing"), Seqs: []int64{2}}}, capN))
+	require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: mk("pg-ahead"), Seqs: []int64{1}}, {Key: mk("rd-ahead"), Seqs: []int64{5, 6, 9}}, {Key: mk("pg-missing"), Seqs: []int64{2}}}))
 
 	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
@@ -88,7 +88,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.Equal(t, drift.Counts{PostgresAhead: 1, RedisMissing: 1}, *rep.ByKind[drift.KindMentions])
 	require.Equal(t, rep.Found, rep.Repaired)
 	require.Zero(t, rep.Failed)
-	pgm, err := ms.ReadPG(ctx, "pg-missing", []string{"m"}, capN)
+	pgm, err := ms.ReadPG(ctx, "pg-missing", []string{"m"})
 	require.NoError(t, err)
 	require.Empty(t, pgm, "left to the persister")
 	inflight, err := headkind.NewStore(bd.pg).ReadPG(ctx, []string{"in-flight"})
@@ -131,7 +131,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.EqualValues(t, 3, n)
 
 	for u, want := range map[string][]int64{"pg-ahead": {2, 3, 4, 5}, "rd-ahead": {5, 6, 9}, "rd-missing": {8}, "pg-missing": {2}} {
-		pg, err := ms.ReadPG(ctx, u, []string{"m"}, capN)
+		pg, err := ms.ReadPG(ctx, u, []string{"m"})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Mentions{{Key: mk(u), Seqs: want}}, pg, u)
 		rd, err := ms.ReadRedis(ctx, []receipt.Key{mk(u)})
@@ -155,13 +155,13 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 		require.NoError(t, bd.rs.Hydrate(ctx, user, cur, redisstore.Incarnation{}))
 		regs, err := members.NewStore(bd.pg).ReadPG(ctx, user, nil)
 		require.NoError(t, err)
-		ms := mentions.NewStore(bd.pg, bd.rs)
-		mn, err := ms.ReadPG(ctx, user, nil, capN)
+		ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
+		mn, err := ms.ReadPG(ctx, user, nil)
 		require.NoError(t, err)
-		require.NoError(t, ms.HydrateRedis(ctx, user, mn, capN))
+		require.NoError(t, ms.HydrateRedis(ctx, user, mn))
 		require.NoError(t, bd.rs.HydrateMemberships(ctx, user, regs))
 	}
-	view, err := unread.NewStore(nil, bd.rs).Read(ctx, user, channels, capN)
+	view, err := unread.NewStore(nil, bd.rs).WithMentionCap(capN).Read(ctx, user, channels)
 	require.NoError(t, err)
 	if hydrate {
 		heads, err := headkind.NewStore(bd.pg).ReadPG(ctx, view.MissingHeads)
@@ -173,7 +173,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 			}
 		}
 		require.NoError(t, bd.rs.HydrateHeads(ctx, heads, none))
-		view, err = unread.NewStore(nil, bd.rs).Read(ctx, user, channels, capN)
+		view, err = unread.NewStore(nil, bd.rs).WithMentionCap(capN).Read(ctx, user, channels)
 		require.NoError(t, err)
 		require.True(t, view.CursorsComplete)
 		require.True(t, view.MembershipsComplete)
@@ -231,7 +231,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bd.pg.Upsert(ctx, states)
 	require.NoError(t, err)
-	ms := mentions.NewStore(bd.pg, bd.rs)
+	ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 	_, err = ms.WritePG(ctx, mns)
 	require.NoError(t, err)
 	_, err = bd.rs.RaiseHeads(ctx, heads)
@@ -240,7 +240,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = bd.rs.Merge(ctx, states)
 	require.NoError(t, err)
-	require.NoError(t, ms.AddRedis(ctx, mns, capN))
+	require.NoError(t, ms.AddRedis(ctx, mns))
 
 	before := unreadOf(t, bd, user, nil, false)
 	require.Len(t, before, 5, "the left channel does not count")
@@ -250,7 +250,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	// FLUSHALL, as far as this test's keys go.
 	flush := func() {
 		redistest.DeletePrefix(ctx, bd.rs.Client().(*redis.Client), bd.rs.Prefix())
-		view, err := unread.NewStore(nil, bd.rs).Read(ctx, user, nil, capN)
+		view, err := unread.NewStore(nil, bd.rs).WithMentionCap(capN).Read(ctx, user, nil)
 		require.NoError(t, err)
 		require.Empty(t, view.Channels)
 		require.False(t, view.CursorsComplete)
@@ -275,10 +275,10 @@ func TestMentionsAheadWithNewValuesStayInFlight(t *testing.T) {
 	ctx := context.Background()
 	bd := setup(t)
 	hot := receipt.Key{User: "hot", Channel: "m"}
-	ms := mentions.NewStore(bd.pg, bd.rs)
+	ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 	sw, clock := clockedSweeper(t, bd)
 	for seq := int64(1); seq <= 3; seq++ {
-		require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: hot, Seqs: []int64{seq}}}, capN))
+		require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: hot, Seqs: []int64{seq}}}))
 		rep, err := sw.SweepOnce(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, rep.InFlight, "pass %d: a new mention since the last pass is in flight", seq)
@@ -289,7 +289,7 @@ func TestMentionsAheadWithNewValuesStayInFlight(t *testing.T) {
 	rep, err := sw.SweepOnce(ctx)
 	require.NoError(t, err)
 	require.Equal(t, drift.Counts{PostgresMissing: 1}, *rep.ByKind[drift.KindMentions])
-	pg, err := ms.ReadPG(ctx, "hot", []string{"m"}, capN)
+	pg, err := ms.ReadPG(ctx, "hot", []string{"m"})
 	require.NoError(t, err)
 	require.Equal(t, []channel.Mentions{{Key: hot, Seqs: []int64{1, 2, 3}}}, pg)
 }

@@ -19,7 +19,7 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	bd := setup(t)
-	gs := groupmentions.NewStore(bd.pg, bd.rs)
+	gs := groupmentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 	gm := func(seq int64, sender string) channel.GroupMention {
 		return channel.GroupMention{Seq: seq, Sender: sender}
 	}
@@ -33,7 +33,7 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 		{Channel: "pg-ahead", Mentions: []channel.GroupMention{gm(1, "x")}},
 		{Channel: "pg-missing", Mentions: []channel.GroupMention{gm(4, "z")}},
 		{Channel: "same", Mentions: []channel.GroupMention{gm(3, "")}},
-	}, capN))
+	}))
 
 	sw, clock := clockedSweeper(t, bd)
 	rep, err := sw.SweepOnce(ctx)
@@ -48,7 +48,7 @@ func TestSweepRepairsGroupMentionsBothWays(t *testing.T) {
 	for ch, want := range map[string][]channel.GroupMention{
 		"pg-ahead": {gm(1, "x"), gm(2, "y")}, "rd-missing": {gm(5, "x")}, "pg-missing": {gm(4, "z")}, "same": {gm(3, "")},
 	} {
-		pg, err := gs.ReadPG(ctx, []string{ch}, capN)
+		pg, err := gs.ReadPG(ctx, []string{ch})
 		require.NoError(t, err)
 		require.Equal(t, []channel.GroupMentions{{Channel: ch, Mentions: want}}, pg, ch)
 		rd, err := gs.ReadRedis(ctx, []string{ch})

@@ -91,7 +91,7 @@ func (g *Gate) GetUnread(ctx context.Context, req *connect.Request[receiptsv1.Ge
 		level, muted, _, _ := lv.of(v.Channel)
 		c := v.At(level, muted)
 		cu.UnreadCount = c.Unread
-		cu.MentionCount = min(c.Mentions, int64(g.Cfg.MentionCap))
+		cu.MentionCount = v.Shown(c.Mentions)
 		cu.MentionsCapped = c.MentionsCapped
 		cu.FirstUnreadSeq = c.FirstUnread
 		cu.Member = v.HasMembership && v.Membership.Member
@@ -201,9 +201,9 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 		levels := g.notificationStore().NewLevelsRead() // read with the heads
 		probe := g.ThreadStore().Probe()
 		if len(channels) == 0 {
-			view, err = g.unreadStore().ReadPage(ctx, user, page, g.Cfg.MentionCap, levels, probe)
+			view, err = g.unreadStore().ReadPage(ctx, user, page, levels, probe)
 		} else {
-			view, err = g.unreadStore().Read(ctx, user, channels, g.Cfg.MentionCap, levels, probe)
+			view, err = g.unreadStore().Read(ctx, user, channels, levels, probe)
 		}
 		if errors.Is(err, redisstore.ErrTooManyChannels) {
 			// The same cap as Postgres' (pgstore.MaxChannelsPerRead), which
@@ -292,7 +292,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 		}
 		hydrate("memberships", func(c context.Context) error {
 			// The mentions first: the view is complete once both hashes are.
-			if err := g.MentionStore().HydrateRedis(c, user, mentions, g.Cfg.MentionCap); err != nil {
+			if err := g.MentionStore().HydrateRedis(c, user, mentions); err != nil {
 				return err
 			}
 			return g.Redis.HydrateMemberships(c, user, regs)
@@ -334,7 +334,7 @@ func (g *Gate) durableMemberships(ctx context.Context, user string) ([]channel.M
 			if len(page) == seam.RestorePage {
 				upTo = page[len(page)-1].Key.Channel
 			}
-			ms, err = g.MentionStore().RangePG(pctx, user, after, upTo, g.Cfg.MentionCap)
+			ms, err = g.MentionStore().RangePG(pctx, user, after, upTo)
 		}
 		cancel()
 		if err != nil {
@@ -417,11 +417,14 @@ func (g *Gate) durableUnread(ctx context.Context, user string, channels []string
 func (g *Gate) durableViews(ctx context.Context, user string, channels []string) ([]unread.ChannelView, error) {
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	return g.unreadStore().ReadPG(pctx, user, channels, g.Cfg.MentionCap)
+	return g.unreadStore().ReadPG(pctx, user, channels)
 }
 
-// unreadStore is the unread view's storage on the gate's stores.
-func (g *Gate) unreadStore() unread.Store { return unread.NewStore(g.PG, g.Redis) }
+// unreadStore is the unread view's storage on the gate's stores,
+// counting with the configured mention cap.
+func (g *Gate) unreadStore() unread.Store {
+	return unread.NewStore(g.PG, g.Redis).WithMentionCap(g.Cfg.MentionCap)
+}
 
 // MarkUnread implements receiptsv1connect.ReceiptServiceHandler. It moves
 // only the user's private read, to the epoch after the one the client saw

@@ -158,9 +158,9 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
-	require.NoError(t, mentions.NewStore(nil, tb.store).HydrateRedis(ctx, "pu", ms, channel.MentionCapDefault))
+	require.NoError(t, mentions.NewStore(nil, tb.store).HydrateRedis(ctx, "pu", ms))
 	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs))
-	require.NoError(t, threads.NewStore(nil, tb.store).HydrateUser(ctx, "pu", nil, channel.MentionCapDefault, redisstore.Incarnation{}))
+	require.NoError(t, threads.NewStore(nil, tb.store).HydrateUser(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.NoError(t, tb.notifications().Hydrate(ctx, "pu", nil))
 	_, err = settings.NewStore(nil, tb.store).MergeRedis(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydr
 	if err := g.Settled(ctx, nil, channels); err != nil {
 		return err
 	}
-	rows, err := g.GroupMentionStore().ReadPG(ctx, channels, g.Cfg.MentionCap)
+	rows, err := g.GroupMentionStore().ReadPG(ctx, channels)
 	if err != nil {
 		return fmt.Errorf("reading the group mentions of %d channels: %w", len(channels), err)
 	}
@@ -35,6 +35,6 @@ func (g *Gate) hydrateGroupMentions(ctx context.Context, channels []string, hydr
 	for i, ch := range channels {
 		all[i] = channel.GroupMentions{Channel: ch, Mentions: byCh[ch]}
 	}
-	hydrate("group mentions", func(c context.Context) error { return g.GroupMentionStore().HydrateRedis(c, all, g.Cfg.MentionCap) })
+	hydrate("group mentions", func(c context.Context) error { return g.GroupMentionStore().HydrateRedis(c, all) })
 	return nil
 }

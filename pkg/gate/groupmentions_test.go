@@ -111,7 +111,7 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 	// Once the persister has them, Redis loses everything: the counts come
 	// back from Postgres.
 	require.Eventually(t, func() bool {
-		gms, err := groupmentions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []string{"gc"}, 3)
+		gms, err := groupmentions.NewStore(tb.schema.Store, nil).WithMentionCap(3).ReadPG(ctx, []string{"gc"})
 		require.NoError(t, err)
 		return len(gms) == 1 && len(gms[0].Mentions) == 4 && gms[0].Mentions[3].Seq == 5
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the group mentions")

@@ -98,7 +98,7 @@ func (g *Gate) LookupReceipts(ctx context.Context, req *connect.Request[receipts
 			}
 			if countsMentions {
 				mentions, capped := v.MentionsAt(countsGroupMentions(level))
-				b.MentionTotal += min(mentions, int64(g.Cfg.MentionCap))
+				b.MentionTotal += v.Shown(mentions)
 				b.MentionsCapped = b.MentionsCapped || capped
 			}
 		}

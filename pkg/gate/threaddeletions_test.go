@@ -139,7 +139,7 @@ func TestThreadDeletionsWithRedisDown(t *testing.T) {
 	_, err = threads.NewStore(pg, nil).WriteStatesPG(ctx, []thread.State{{Key: thread.Key{User: "pu", Ref: ref},
 		Cursors:  receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1},
 		Follow:   thread.Follow{Following: true, VersionUnixMs: 1},
-		Mentions: []int64{2, 5}}}, channel.MentionCapDefault)
+		Mentions: []int64{2, 5}}})
 	require.NoError(t, err)
 	_, err = deletions.NewStore(pg, nil).WritePG(ctx, []channel.Deletions{{Channel: "tpc", Root: 3, Seqs: []int64{2, 3, 6}}, {Channel: "tpc", Seqs: []int64{4}}})
 	require.NoError(t, err)

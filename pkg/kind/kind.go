@@ -20,7 +20,8 @@ type Env struct {
 	// Redis is nil where a caller works on Postgres alone.
 	Redis *redisstore.Store
 	// MentionCap is the mention retention (each key keeps its newest
-	// cap+1 seqs).
+	// cap+1 seqs): the one place a service gives it to the kinds, whose
+	// Specs make their stores with it.
 	MentionCap int
 	// UpsertThreadStates, when set, writes the thread registers in place
 	// of the plain upsert: the persister's change feed reads the thread

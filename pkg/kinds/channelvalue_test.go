@@ -54,7 +54,7 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	}
 	groups := func(ch string, seq int64) {
 		t.Helper()
-		require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: ch, Mentions: []channel.GroupMention{{Seq: seq, Sender: "x"}}}}, 10))
+		require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: ch, Mentions: []channel.GroupMention{{Seq: seq, Sender: "x"}}}}))
 	}
 
 	// Deletions first: the head stays unknown until raised.

@@ -39,9 +39,9 @@ type changeSink struct {
 // upsertThreads is the thread register statement with the feed on:
 // threads.Store.WriteChangesPG. The thread kind's statements call it when the
 // feed is on, as the cursor statements call upsert.
-func (f *changeSink) upsertThreads(store *pgstore.Store, mentionCap int) func(context.Context, []thread.State) (int64, error) {
+func (f *changeSink) upsertThreads(store threads.Store) func(context.Context, []thread.State) (int64, error) {
 	return func(ctx context.Context, states []thread.State) (int64, error) {
-		changes, err := threads.NewStore(store, nil).WriteChangesPG(ctx, states, mentionCap)
+		changes, err := store.WriteChangesPG(ctx, states)
 		if err != nil {
 			return 0, err
 		}

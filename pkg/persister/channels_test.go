@@ -85,7 +85,7 @@ func (b *bundle) requireKinds(want backlogKinds, capN int) {
 		require.Equal(b.t, []channel.Membership{m}, got, "a late join never undoes the newer leave")
 	}
 	for key, seqs := range want.mentions {
-		got, err := mentions.NewStore(s, nil).ReadPG(ctx, key.User, []string{key.Channel}, capN)
+		got, err := mentions.NewStore(s, nil).WithMentionCap(capN).ReadPG(ctx, key.User, []string{key.Channel})
 		require.NoError(b.t, err)
 		require.Equal(b.t, []channel.Mentions{{Key: key, Seqs: seqs}}, got)
 	}

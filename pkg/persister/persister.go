@@ -174,10 +174,12 @@ func newPersister(cfg Config) *Persister {
 	}
 	if cfg.ChangesTopic != "" {
 		p.env.UpsertThreadStates = func(ctx context.Context, vals []thread.State) (int64, error) {
+			// Made here: New may open the Postgres store after this.
+			ts := threads.NewStore(p.store, nil).WithMentionCap(p.env.MentionCap)
 			if f := p.feed.Load(); f != nil {
-				return f.upsertThreads(p.store, p.env.MentionCap)(ctx, vals)
+				return f.upsertThreads(ts)(ctx, vals)
 			}
-			return threads.NewStore(p.store, nil).WriteStatesPG(ctx, vals, p.env.MentionCap)
+			return ts.WriteStatesPG(ctx, vals)
 		}
 	}
 	for i := range cfg.Writers {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	recordv1 "github.com/readstate/receipts/api/receipts/record/v1"
+	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -21,7 +22,7 @@ func TestThreadChangesFeed(t *testing.T) {
 	store := pgtest.NewSchema(t).Store
 	var feed changeSink
 	k := thread.Key{User: "u", Ref: thread.Ref{Channel: "c", Root: 9}}
-	n, err := feed.upsertThreads(store, 0)(context.Background(), []thread.State{
+	n, err := feed.upsertThreads(threads.NewStore(store, nil))(context.Background(), []thread.State{
 		{Key: k, Cursors: receipt.State{Read: receipt.Cursor{Position: receipt.Position{Seq: 3}, MessageID: "r3"}, UpdatedAtUnixMs: 5}},
 	})
 	require.NoError(t, err)

@@ -85,7 +85,7 @@ func TestClusterChannelState(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.EffectiveRead())
 
-	view, err := unread.NewStore(nil, s).Read(ctx, user, nil, capN)
+	view, err := unread.NewStore(nil, s).WithMentionCap(capN).Read(ctx, user, nil)
 	require.NoError(t, err)
 	require.Len(t, view.Channels, 30)
 	require.Empty(t, view.MissingHeads)

@@ -69,12 +69,12 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	require.Equal(t, receipt.Position{Seq: 3}, ps[0].EffectiveRead(), "the cursors of the same record are repaired too")
 
 	// Mentions: a union kept to the newest cap+1 in both.
-	ms := mentions.NewStore(pg, rs)
-	require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: []int64{8}}}, 2))
+	ms := mentions.NewStore(pg, rs).WithMentionCap(2)
+	require.NoError(t, ms.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: []int64{8}}}))
 	_, err = ms.WritePG(ctx, []channel.Mentions{{Key: k, Seqs: []int64{1, 6}}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Mentions: []int64{4}}))
-	pmn, err := ms.ReadPG(ctx, "u", nil, 2)
+	pmn, err := ms.ReadPG(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, []int64{4, 6, 8}, pmn[0].Seqs)
 	rmn, err := ms.ReadRedis(ctx, []receipt.Key{k})

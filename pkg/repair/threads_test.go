@@ -47,9 +47,9 @@ func TestRepairThreads(t *testing.T) {
 	// mentions; each store ends with all three.
 	k := thread.Key{User: "u", Ref: ref}
 	read := receipt.Cursor{Position: receipt.Position{Seq: 3}, MessageID: "m3"}
-	_, err = threads.NewStore(pg, nil).WriteStatesPG(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 10}}}, mentionCap)
+	_, err = threads.NewStore(pg, nil).WithMentionCap(mentionCap).WriteStatesPG(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 10}}})
 	require.NoError(t, err)
-	_, err = threads.NewStore(nil, rs).MergeStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: read, Delivered: read, UpdatedAtUnixMs: 30}}}, mentionCap)
+	_, err = threads.NewStore(nil, rs).WithMentionCap(mentionCap).MergeStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: read, Delivered: read, UpdatedAtUnixMs: 30}}})
 	require.NoError(t, err)
 	rec := thread.State{Key: k, Mentions: []int64{1, 5, 6, 8}}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k.ChannelKey(), Thread: &rec}))

@@ -37,7 +37,7 @@ func groupMentionsOf(notices []seam.Notice, mentionCap int) []channel.GroupMenti
 // addGroupMentions writes group mentions to Redis; a failure is logged
 // and counted (the notices report realtime_degraded).
 func (g *Channels) addGroupMentions(ctx context.Context, groups []channel.GroupMentions) error {
-	err := g.GroupMentionStore().AddRedis(ctx, groups, g.Cfg.MentionCap)
+	err := g.GroupMentionStore().AddRedis(ctx, groups)
 	if err != nil {
 		g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, err)
 	}

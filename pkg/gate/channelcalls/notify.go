@@ -212,7 +212,7 @@ func (g *Channels) notify(ctx context.Context, notices []seam.Notice) ([]*receip
 	}
 	if len(mentions) > 0 {
 		wg.Go(func() {
-			if mentionGens, mentionErr = g.MentionStore().AddRedisReadingGenerations(ctx, mentions, g.Cfg.MentionCap); mentionErr != nil {
+			if mentionGens, mentionErr = g.MentionStore().AddRedisReadingGenerations(ctx, mentions); mentionErr != nil {
 				g.RedisDegradedOn(ctx, seam.RedisOpMerge, 1, mentionErr)
 			}
 		})

@@ -300,7 +300,8 @@ func ValidateKey(user, ch string) (receipt.Key, error) {
 	return receipt.Key{User: user, Channel: ch}, nil
 }
 
-// The kinds' storage on the core's stores, shared by the handlers.
+// The kinds' storage on the core's stores, shared by the handlers; the
+// ones that keep mentions keep the configured cap's (Config.MentionCap).
 
 // SettingsStore is the privacy settings registers'.
 func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
@@ -312,12 +313,14 @@ func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG) }
 func (g *Core) MemberStore() members.Store { return members.NewStore(g.PG) }
 
 // MentionStore is the mention sets'.
-func (g *Core) MentionStore() mentions.Store { return mentions.NewStore(g.PG, g.Redis) }
+func (g *Core) MentionStore() mentions.Store {
+	return mentions.NewStore(g.PG, g.Redis).WithMentionCap(g.Cfg.MentionCap)
+}
 
 // DeletionStore is the deleted seqs'.
 func (g *Core) DeletionStore() deletions.Store { return deletions.NewStore(g.PG, g.Redis) }
 
 // GroupMentionStore is the channels' group mentions'.
 func (g *Core) GroupMentionStore() groupmentions.Store {
-	return groupmentions.NewStore(g.PG, g.Redis)
+	return groupmentions.NewStore(g.PG, g.Redis).WithMentionCap(g.Cfg.MentionCap)
 }

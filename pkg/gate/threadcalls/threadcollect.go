@@ -145,7 +145,7 @@ func (g *registers) restoreCollected(ctx context.Context, keys []thread.Key) (ma
 		return nil, err
 	}
 	if len(rows) > 0 {
-		_, err := g.ThreadStore().MergeStates(ctx, rows, g.Cfg.MentionCap)
+		_, err := g.ThreadStore().MergeStates(ctx, rows)
 		if err != nil {
 			return nil, err
 		}
@@ -192,5 +192,5 @@ func (g *registers) hydrateThreads(ctx context.Context, user string, inc redisst
 			return rows, err
 		}
 	}
-	return rows, g.ThreadStore().HydrateUser(ctx, user, rows, g.Cfg.MentionCap, inc)
+	return rows, g.ThreadStore().HydrateUser(ctx, user, rows, inc)
 }

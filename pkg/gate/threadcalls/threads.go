@@ -207,7 +207,7 @@ func (g *Threads) writeThreads(ctx context.Context, keys []thread.Key, heads []t
 			for j, i := range idx {
 				sub[j] = keys[i]
 			}
-			return g.ThreadStore().UpdateStates(ctx, sub, g.Cfg.MentionCap, known, func(j int, was thread.State, _ bool) (thread.State, error) {
+			return g.ThreadStore().UpdateStates(ctx, sub, known, func(j int, was thread.State, _ bool) (thread.State, error) {
 				i := idx[j]
 				in, err := incoming(i, was)
 				// The last call is the one whose CAS held.
@@ -651,4 +651,8 @@ func lastN(seqs []int64, n int) []int64 {
 	return seqs
 }
 
-func (g *registers) ThreadStore() threads.Store { return threads.NewStore(g.PG, g.Redis) }
+// ThreadStore is the thread registers' storage on the gate's stores,
+// keeping the configured mention cap's.
+func (g *registers) ThreadStore() threads.Store {
+	return threads.NewStore(g.PG, g.Redis).WithMentionCap(g.Cfg.MentionCap)
+}

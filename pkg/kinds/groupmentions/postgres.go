@@ -50,8 +50,8 @@ func (s Store) WritePG(ctx context.Context, gms []channel.GroupMentions) (int64,
 // TrimPG deletes the group mentions of the listed channels that are no
 // longer among their channel's newest cap+1. Readers take the newest
 // cap+1 themselves, so a trim that lags changes no count.
-func (s Store) TrimPG(ctx context.Context, channels []string, mentionCap int) (int64, error) {
-	tag, err := s.pg.Pool().Exec(ctx, trimSQL, channels, mentionCap)
+func (s Store) TrimPG(ctx context.Context, channels []string) (int64, error) {
+	tag, err := s.pg.Pool().Exec(ctx, trimSQL, channels, s.mentionCap)
 	if err != nil {
 		return 0, pgstore.Classified(err)
 	}
@@ -60,11 +60,11 @@ func (s Store) TrimPG(ctx context.Context, channels []string, mentionCap int) (i
 
 // ReadPG returns the newest cap+1 group mentions of each listed channel
 // that has any, in channel order, each ascending.
-func (s Store) ReadPG(ctx context.Context, channels []string, mentionCap int) ([]channel.GroupMentions, error) {
+func (s Store) ReadPG(ctx context.Context, channels []string) ([]channel.GroupMentions, error) {
 	if len(channels) == 0 {
 		return nil, nil
 	}
-	rows, err := s.pg.Pool().Query(ctx, channelsSQL, channels, mentionCap)
+	rows, err := s.pg.Pool().Query(ctx, channelsSQL, channels, s.mentionCap)
 	if err != nil {
 		return nil, pgstore.Classified(err)
 	}
@@ -74,8 +74,8 @@ func (s Store) ReadPG(ctx context.Context, channels []string, mentionCap int) ([
 // PagePG returns the group mentions of up to limit channels after the
 // given one, in channel order, each channel's newest cap+1 ascending:
 // the drift sweep's walk.
-func (s Store) PagePG(ctx context.Context, after string, limit, mentionCap int) ([]channel.GroupMentions, error) {
-	rows, err := s.pg.Pool().Query(ctx, pageSQL, after, limit, mentionCap)
+func (s Store) PagePG(ctx context.Context, after string, limit int) ([]channel.GroupMentions, error) {
+	rows, err := s.pg.Pool().Query(ctx, pageSQL, after, limit, s.mentionCap)
 	if err != nil {
 		return nil, pgstore.Classified(err)
 	}

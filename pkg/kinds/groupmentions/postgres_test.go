@@ -19,7 +19,7 @@ import (
 func TestGroupMentionsRows(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.NewSchema(t).Store
-	s := NewStore(pg, nil)
+	s := NewStore(pg, nil).WithMentionCap(2)
 	ctx := context.Background()
 	gm := func(seq int64, sender string) channel.GroupMention {
 		return channel.GroupMention{Seq: seq, Sender: sender}
@@ -34,20 +34,20 @@ func TestGroupMentionsRows(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "only the lesser sender changes a row")
 
-	got, err := s.ReadPG(ctx, []string{"a", "b", "none"}, 2)
+	got, err := s.ReadPG(ctx, []string{"a", "b", "none"})
 	require.NoError(t, err)
 	require.Equal(t, []channel.GroupMentions{
 		{Channel: "a", Mentions: []channel.GroupMention{gm(2, "B"), gm(3, ""), gm(4, "y")}},
 		{Channel: "b", Mentions: []channel.GroupMention{gm(7, "z")}},
 	}, got, "the newest cap+1; B before a in bytes")
-	page, err := s.PagePG(ctx, "a", 10, 2)
+	page, err := s.PagePG(ctx, "a", 10)
 	require.NoError(t, err)
 	require.Equal(t, got[1:], page, "after a")
-	page, err = s.PagePG(ctx, "", 1, 2)
+	page, err = s.PagePG(ctx, "", 1)
 	require.NoError(t, err)
 	require.Equal(t, got[:1], page, "at most one channel")
 
-	trimmed, err := s.TrimPG(ctx, []string{"a"}, 2)
+	trimmed, err := s.TrimPG(ctx, []string{"a"})
 	require.NoError(t, err)
 	require.Equal(t, int64(1), trimmed)
 	var rows int
@@ -68,7 +68,7 @@ func TestErasureRedactsTheSender(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = pg.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kind.PGErase([]kind.Kind{Kind}), kind.PGRedact([]kind.Kind{Kind}))
 	require.NoError(t, err)
-	gms, err := s.ReadPG(ctx, []string{"c1"}, 100)
+	gms, err := s.ReadPG(ctx, []string{"c1"})
 	require.NoError(t, err)
 	require.Len(t, gms, 1)
 	require.Equal(t, []channel.GroupMention{{Seq: 7}, {Seq: 8, Sender: "other"}}, gms[0].Mentions, "the mention stays, without its sender")

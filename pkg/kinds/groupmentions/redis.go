@@ -47,18 +47,18 @@ var (
 
 // AddRedis merges group mentions into Redis, each channel's kept to its
 // newest cap+1, in one pipeline.
-func (s Store) AddRedis(ctx context.Context, gms []channel.GroupMentions, mentionCap int) error {
-	return s.mergeRedis(ctx, gms, mentionCap, "w")
+func (s Store) AddRedis(ctx context.Context, gms []channel.GroupMentions) error {
+	return s.mergeRedis(ctx, gms, "w")
 }
 
 // HydrateRedis merges Postgres' group mentions of channels into Redis
 // and marks the channels known (an entry without mentions records that
 // the channel has none).
-func (s Store) HydrateRedis(ctx context.Context, gms []channel.GroupMentions, mentionCap int) error {
-	return s.mergeRedis(ctx, gms, mentionCap, "h")
+func (s Store) HydrateRedis(ctx context.Context, gms []channel.GroupMentions) error {
+	return s.mergeRedis(ctx, gms, "h")
 }
 
-func (s Store) mergeRedis(ctx context.Context, gms []channel.GroupMentions, mentionCap int, mode string) error {
+func (s Store) mergeRedis(ctx context.Context, gms []channel.GroupMentions, mode string) error {
 	cmds := make([]*redis.Cmd, 0, len(gms))
 	_, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 		// Exec builds the pipeline again after reloading lost scripts:
@@ -69,7 +69,7 @@ func (s Store) mergeRedis(ctx context.Context, gms []channel.GroupMentions, ment
 				continue
 			}
 			argv := make([]any, 0, 2+len(g.Mentions))
-			argv = append(argv, mentionCap+1, mode)
+			argv = append(argv, s.mentionCap+1, mode)
 			for _, m := range g.Mentions {
 				argv = append(argv, encode(m))
 			}

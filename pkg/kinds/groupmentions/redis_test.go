@@ -40,15 +40,16 @@ func top(t *testing.T, rdb redis.UniversalClient, rs *redisstore.Store, ch strin
 func TestGroupMentionsMergeInRedis(t *testing.T) {
 	t.Parallel()
 	s, rs, rdb := newRedisStore(t)
+	s = s.WithMentionCap(2)
 	ctx := context.Background()
 	add := func(ms ...channel.GroupMention) {
 		t.Helper()
-		require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: ms}}, 2))
+		require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: ms}}))
 	}
 	add(channel.GroupMention{Seq: 2, Sender: "b"}, channel.GroupMention{Seq: 1, Sender: "a"})
 	add(channel.GroupMention{Seq: 2, Sender: "B"}, channel.GroupMention{Seq: 2, Sender: "c"})
 	require.Empty(t, top(t, rdb, rs, "c"), "not known before a hydrate")
-	require.NoError(t, s.HydrateRedis(ctx, []channel.GroupMentions{{Channel: "c"}}, 2))
+	require.NoError(t, s.HydrateRedis(ctx, []channel.GroupMentions{{Channel: "c"}}))
 	add(channel.GroupMention{Seq: 5}, channel.GroupMention{Seq: 3, Sender: "z"})
 	got, err := s.ReadRedis(ctx, []string{"c", "none"})
 	require.NoError(t, err)
@@ -67,7 +68,7 @@ func TestErasureRedactsTheSenderInRedis(t *testing.T) {
 	st := receipt.State{Key: receipt.Key{User: "gone", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}
 	_, err := rs.Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
-	require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}, {Seq: 8, Sender: "other"}}}}, 10))
+	require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}, {Seq: 8, Sender: "other"}}}}))
 	env := &kind.Env{Redis: rs}
 	_, err = rs.Erase(ctx, "gone", 1_000, 0, kind.ErasedHashes([]kind.Kind{Kind}, env, "gone"), kind.RedisRedact([]kind.Kind{Kind}, env))
 	require.NoError(t, err)
@@ -85,7 +86,7 @@ func TestMergeReloadsScriptsAfterScriptFlush(t *testing.T) {
 	s, _, rdb := newRedisStore(t)
 	ctx := context.Background()
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: []channel.GroupMention{{Seq: 1, Sender: "a"}}}}, 3))
+	require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: []channel.GroupMention{{Seq: 1, Sender: "a"}}}}))
 	got, err := s.ReadRedis(ctx, []string{"c"})
 	require.NoError(t, err)
 	require.Equal(t, []channel.GroupMention{{Seq: 1, Sender: "a"}}, got[0].Mentions)

@@ -49,19 +49,19 @@ var Spec = &kind.Spec[string, channel.GroupMentions]{
 		for i, g := range vals {
 			chs[i] = g.Channel
 		}
-		return storeOf(env).TrimPG(ctx, chs, env.MentionCapOrDefault())
+		return storeOf(env).TrimPG(ctx, chs)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, chs []string) ([]channel.GroupMentions, error) {
-		return storeOf(env).ReadPG(ctx, chs, env.MentionCapOrDefault())
+		return storeOf(env).ReadPG(ctx, chs)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]channel.GroupMentions, error) {
-		return storeOf(env).PagePG(ctx, after, n, env.MentionCapOrDefault())
+		return storeOf(env).PagePG(ctx, after, n)
 	},
 	PGRedact:   redactSQL,
 	PGRedacted: []string{"channel_group_mentions.sender_id"},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.GroupMentions) ([]error, error) {
-		return nil, storeOf(env).AddRedis(ctx, vals, env.MentionCapOrDefault())
+		return nil, storeOf(env).AddRedis(ctx, vals)
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, chs []string) ([][]*channel.GroupMentions, error) {
 		got, err := storeOf(env).ReadRedis(ctx, chs)
@@ -102,4 +102,7 @@ var Spec = &kind.Spec[string, channel.GroupMentions]{
 // Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
 var Kind = kind.New(Spec)
 
-func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+// storeOf is the kind's storage on env, with env's retention.
+func storeOf(env *kind.Env) Store {
+	return NewStore(env.Postgres, env.Redis).WithMentionCap(env.MentionCapOrDefault())
+}

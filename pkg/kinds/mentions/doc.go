@@ -14,7 +14,8 @@
 // Its bounds are where its values enter, in the domain floor: at most
 // channel.MaxMentionSeqs seqs per event (channel.ValidateMentionSeqs, run
 // by pkg/event's decode), each > 0 (also the table's CHECK); the
-// retention cap is the deployment's (kind.Env.MentionCap).
+// retention cap is the deployment's, given once to a Store
+// (WithMentionCap; the Spec's store takes kind.Env's).
 //
 // It is written against the drivers (pgstore.Store's Pool and
 // Classified, redisstore.Store's Exec, Client, Prefix, TombstoneKey,

@@ -55,7 +55,7 @@ func (s Store) WritePG(ctx context.Context, ms []channel.Mentions) (int64, error
 // are no longer among their key's newest cap+1 (the retention of
 // channel.Mentions), and returns how many rows went. Readers take the
 // newest cap+1 themselves, so a trim that lags changes no count.
-func (s Store) TrimPG(ctx context.Context, keys []receipt.Key, mentionCap int) (int64, error) {
+func (s Store) TrimPG(ctx context.Context, keys []receipt.Key) (int64, error) {
 	if len(keys) == 0 {
 		return 0, nil
 	}
@@ -66,7 +66,7 @@ func (s Store) TrimPG(ctx context.Context, keys []receipt.Key, mentionCap int) (
 	for i, k := range sorted {
 		users[i], chs[i] = k.User, k.Channel
 	}
-	tag, err := s.pg.Pool().Exec(ctx, trimSQL, users, chs, mentionCap)
+	tag, err := s.pg.Pool().Exec(ctx, trimSQL, users, chs, s.mentionCap)
 	if err != nil {
 		return 0, pgstore.Classified(err)
 	}
@@ -76,23 +76,23 @@ func (s Store) TrimPG(ctx context.Context, keys []receipt.Key, mentionCap int) (
 // ReadPG returns a user's mentions per channel, each key's newest cap+1
 // seqs ascending (what Redis keeps), for all channels or the listed
 // ones, in channel order.
-func (s Store) ReadPG(ctx context.Context, user string, channels []string, mentionCap int) ([]channel.Mentions, error) {
-	return s.query(ctx, userSQL, user, channels, mentionCap)
+func (s Store) ReadPG(ctx context.Context, user string, channels []string) ([]channel.Mentions, error) {
+	return s.query(ctx, userSQL, user, channels, s.mentionCap)
 }
 
 // RangePG returns a user's mentions in the channels of (after, upTo] (""
 // after: from the first; "" upTo: to the last), each key's newest cap+1
 // seqs ascending, in channel order: the pages of the user's memberships
 // give the ranges.
-func (s Store) RangePG(ctx context.Context, user, after, upTo string, mentionCap int) ([]channel.Mentions, error) {
-	return s.query(ctx, rangeSQL, user, after, upTo, mentionCap)
+func (s Store) RangePG(ctx context.Context, user, after, upTo string) ([]channel.Mentions, error) {
+	return s.query(ctx, rangeSQL, user, after, upTo, s.mentionCap)
 }
 
 // PagePG returns the mentions of up to limit keys after the given one,
 // in key order, each key's newest cap+1 seqs ascending: the drift
 // sweep's walk.
-func (s Store) PagePG(ctx context.Context, after receipt.Key, limit, mentionCap int) ([]channel.Mentions, error) {
-	return s.query(ctx, pageSQL, after.User, after.Channel, limit, mentionCap)
+func (s Store) PagePG(ctx context.Context, after receipt.Key, limit int) ([]channel.Mentions, error) {
+	return s.query(ctx, pageSQL, after.User, after.Channel, limit, s.mentionCap)
 }
 
 // query runs a read whose rows are (user, channel, seq) in key order and

@@ -24,9 +24,9 @@ func TestPostgresKeepsWhatMergeMentionsKeeps(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pg := pgtest.NewSchema(t).Store
-	s := NewStore(pg, nil)
-	rng := rand.New(rand.NewPCG(5, 6))
 	const capN = 4
+	s := NewStore(pg, nil).WithMentionCap(capN)
+	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 40 {
 		k := receipt.Key{User: "u" + strconv.Itoa(trial%7), Channel: "c" + strconv.Itoa(trial)}
 		n := 1 + rng.IntN(8)
@@ -45,18 +45,18 @@ func TestPostgresKeepsWhatMergeMentionsKeeps(t *testing.T) {
 			_, err := s.WritePG(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}})
 			require.NoError(t, err)
 			if rng.IntN(3) == 0 { // trims at random moments change no answer
-				_, err = s.TrimPG(ctx, []receipt.Key{k}, capN)
+				_, err = s.TrimPG(ctx, []receipt.Key{k})
 				require.NoError(t, err)
 			}
 		}
-		got, err := s.ReadPG(ctx, k.User, []string{k.Channel}, capN)
+		got, err := s.ReadPG(ctx, k.User, []string{k.Channel})
 		require.NoError(t, err)
 		if want == nil {
 			require.Empty(t, got)
 			continue
 		}
 		require.Equal(t, []channel.Mentions{{Key: k, Seqs: want}}, got, "trial %d", trial)
-		_, err = s.TrimPG(ctx, []receipt.Key{k}, capN)
+		_, err = s.TrimPG(ctx, []receipt.Key{k})
 		require.NoError(t, err)
 		var left int
 		require.NoError(t, pg.Pool().QueryRow(ctx, `SELECT count(*) FROM mentions WHERE user_id = $1 AND channel_id = $2`, k.User, k.Channel).Scan(&left))
@@ -72,26 +72,26 @@ func TestPostgresReadsWalksRejectsAndErases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pg := pgtest.NewSchema(t).Store
-	s := NewStore(pg, nil)
+	s := NewStore(pg, nil).WithMentionCap(2)
 	_, err := s.WritePG(ctx, []channel.Mentions{
 		{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{1, 2, 3, 4, 5}},
 		{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}},
 		{Key: receipt.Key{User: "u2", Channel: "a"}, Seqs: []int64{7}},
 	})
 	require.NoError(t, err)
-	mp, err := s.PagePG(ctx, receipt.Key{User: "u1", Channel: "a"}, 10, 2)
+	mp, err := s.PagePG(ctx, receipt.Key{User: "u1", Channel: "a"}, 10)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}}, {Key: receipt.Key{User: "u2", Channel: "a"}, Seqs: []int64{7}}}, mp)
-	mp, err = s.PagePG(ctx, receipt.Key{}, 1, 2)
+	mp, err = s.PagePG(ctx, receipt.Key{}, 1)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{3, 4, 5}}}, mp, "newest cap+1")
-	mine, err := s.ReadPG(ctx, "u1", nil, 2)
+	mine, err := s.ReadPG(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.Len(t, mine, 2)
-	ranged, err := s.RangePG(ctx, "u1", "a", "", 2)
+	ranged, err := s.RangePG(ctx, "u1", "a", "")
 	require.NoError(t, err)
 	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "b"}, Seqs: []int64{9}}}, ranged, "after a, to the last")
-	ranged, err = s.RangePG(ctx, "u1", "", "a", 2)
+	ranged, err = s.RangePG(ctx, "u1", "", "a")
 	require.NoError(t, err)
 	require.Equal(t, []channel.Mentions{{Key: receipt.Key{User: "u1", Channel: "a"}, Seqs: []int64{3, 4, 5}}}, ranged, "from the first, up to a")
 
@@ -101,10 +101,10 @@ func TestPostgresReadsWalksRejectsAndErases(t *testing.T) {
 	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u1", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErase([]kind.Kind{Kind}), kind.PGRedact([]kind.Kind{Kind}))
 	require.NoError(t, err)
 	require.EqualValues(t, 6, deleted)
-	mine, err = s.ReadPG(ctx, "u1", nil, 2)
+	mine, err = s.ReadPG(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.Empty(t, mine)
-	mine, err = s.ReadPG(ctx, "u2", nil, 2)
+	mine, err = s.ReadPG(ctx, "u2", nil)
 	require.NoError(t, err)
 	require.Len(t, mine, 1, "another user is untouched")
 }

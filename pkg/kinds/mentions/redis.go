@@ -45,8 +45,8 @@ var (
 // AddRedis adds mention seqs to their users' mentions, each channel's
 // kept to its newest cap+1, in one pipeline. The caller adds mentions of
 // members only.
-func (s Store) AddRedis(ctx context.Context, ms []channel.Mentions, mentionCap int) error {
-	_, err := s.AddRedisReadingGenerations(ctx, ms, mentionCap)
+func (s Store) AddRedis(ctx context.Context, ms []channel.Mentions) error {
+	_, err := s.AddRedisReadingGenerations(ctx, ms)
 	return err
 }
 
@@ -55,7 +55,7 @@ func (s Store) AddRedis(ctx context.Context, ms []channel.Mentions, mentionCap i
 // (redisstore.GenerationUnknown: no tombstone in Redis; 0 for an entry
 // without seqs, which is not written): the gateway stamps it on the
 // mention's event.
-func (s Store) AddRedisReadingGenerations(ctx context.Context, ms []channel.Mentions, mentionCap int) ([]int64, error) {
+func (s Store) AddRedisReadingGenerations(ctx context.Context, ms []channel.Mentions) ([]int64, error) {
 	cmds := make([]*redis.Cmd, len(ms))
 	_, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 		for i, m := range ms {
@@ -63,7 +63,7 @@ func (s Store) AddRedisReadingGenerations(ctx context.Context, ms []channel.Ment
 				continue
 			}
 			argv := make([]any, 0, 2+len(m.Seqs))
-			argv = append(argv, mentionCap+1, m.Key.Channel)
+			argv = append(argv, s.mentionCap+1, m.Key.Channel)
 			for _, q := range m.Seqs {
 				argv = append(argv, redisstore.PadSeq(q))
 			}
@@ -92,8 +92,8 @@ func (s Store) AddRedisReadingGenerations(ctx context.Context, ms []channel.Ment
 // HydrateRedis adds a user's durable mentions (each key's newest cap+1)
 // and then marks the user's hash complete, so that reads trust it. Every
 // write is a union: a mention added meanwhile stays.
-func (s Store) HydrateRedis(ctx context.Context, user string, ms []channel.Mentions, mentionCap int) error {
-	if err := s.AddRedis(ctx, ms, mentionCap); err != nil {
+func (s Store) HydrateRedis(ctx context.Context, user string, ms []channel.Mentions) error {
+	if err := s.AddRedis(ctx, ms); err != nil {
 		return fmt.Errorf("hydrating the mentions of %s: %w", user, err)
 	}
 	if err := s.redis.Client().HSet(ctx, s.RedisKey(user), redisstore.LoadedField, "1").Err(); err != nil {

@@ -33,6 +33,7 @@ func TestRedisKeepsWhatMergeMentionsKeeps(t *testing.T) {
 	s, _ := newRedisStore(t)
 	rng := rand.New(rand.NewPCG(9, 10))
 	const capN = 3
+	s = s.WithMentionCap(capN)
 	bases := []int64{0, 60, 1<<53 - 5, math.MaxInt64 - 40}
 	for trial := range 60 {
 		base := bases[trial%len(bases)]
@@ -50,7 +51,7 @@ func TestRedisKeepsWhatMergeMentionsKeeps(t *testing.T) {
 		var want []int64
 		for _, i := range order {
 			want = channel.MergeMentions(want, mentions[i], capN)
-			require.NoError(t, s.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}}, capN))
+			require.NoError(t, s.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: mentions[i]}}))
 		}
 		got, err := s.ReadRedis(ctx, []receipt.Key{k})
 		require.NoError(t, err)
@@ -67,14 +68,14 @@ func TestRedisReadsScansAndHydrates(t *testing.T) {
 	s, _ := newRedisStore(t)
 	const alice, room = "@alice:example.org", "!room:example.org"
 	k := receipt.Key{User: alice, Channel: room}
-	require.NoError(t, s.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, 10))
+	require.NoError(t, s.AddRedis(ctx, []channel.Mentions{{Key: k, Seqs: []int64{5}}}))
 	ms, complete, err := s.UserRedis(ctx, alice)
 	require.NoError(t, err)
 	require.False(t, complete, "never hydrated")
 	require.Equal(t, []channel.Mentions{{Key: k, Seqs: []int64{5}}}, ms)
 
 	bob := receipt.Key{User: "urn:tenant:b%2F/#b", Channel: room}
-	require.NoError(t, s.HydrateRedis(ctx, bob.User, []channel.Mentions{{Key: bob, Seqs: []int64{2, 3}}}, 10))
+	require.NoError(t, s.HydrateRedis(ctx, bob.User, []channel.Mentions{{Key: bob, Seqs: []int64{2, 3}}}))
 	ms, complete, err = s.UserRedis(ctx, bob.User)
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -98,7 +99,7 @@ func TestRedisErasure(t *testing.T) {
 	ctx := context.Background()
 	s, rs := newRedisStore(t)
 	gone, kept := receipt.Key{User: "gone", Channel: "c*2"}, receipt.Key{User: "gone*", Channel: "c*2"}
-	gens, err := s.AddRedisReadingGenerations(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{3}}, {Key: kept, Seqs: []int64{3}}, {Key: gone}}, 10)
+	gens, err := s.AddRedisReadingGenerations(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{3}}, {Key: kept, Seqs: []int64{3}}, {Key: gone}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{redisstore.GenerationUnknown, redisstore.GenerationUnknown, 0}, gens, "no tombstone yet; an entry without seqs is not written")
 
@@ -112,7 +113,7 @@ func TestRedisErasure(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [][]int64{{3}}, seqs, "another user's mentions stay")
 
-	gens, err = s.AddRedisReadingGenerations(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{4}}}, 10)
+	gens, err = s.AddRedisReadingGenerations(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{4}}})
 	require.NoError(t, err)
 	require.Equal(t, []int64{ts.Generation}, gens)
 }

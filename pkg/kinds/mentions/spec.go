@@ -48,13 +48,13 @@ var Spec = &kind.Spec[receipt.Key, channel.Mentions]{
 		for i, m := range vals {
 			keys[i] = m.Key
 		}
-		return storeOf(env).TrimPG(ctx, keys, env.MentionCapOrDefault())
+		return storeOf(env).TrimPG(ctx, keys)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]channel.Mentions, error) {
 		users, chs := kind.ByUser(keys)
 		var out []channel.Mentions
 		for _, u := range users {
-			rows, err := storeOf(env).ReadPG(ctx, u, chs[u], env.MentionCapOrDefault())
+			rows, err := storeOf(env).ReadPG(ctx, u, chs[u])
 			if err != nil {
 				return nil, err
 			}
@@ -63,12 +63,12 @@ var Spec = &kind.Spec[receipt.Key, channel.Mentions]{
 		return out, nil
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]channel.Mentions, error) {
-		return storeOf(env).PagePG(ctx, after, n, env.MentionCapOrDefault())
+		return storeOf(env).PagePG(ctx, after, n)
 	},
 	PGErase: eraseSQL,
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Mentions) ([]error, error) {
-		return nil, storeOf(env).AddRedis(ctx, vals, env.MentionCapOrDefault())
+		return nil, storeOf(env).AddRedis(ctx, vals)
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*channel.Mentions, error) {
 		seqs, err := storeOf(env).ReadRedis(ctx, keys)
@@ -95,7 +95,10 @@ var Spec = &kind.Spec[receipt.Key, channel.Mentions]{
 // Kind is Spec with its types erased, as the registry (pkg/kinds) lists it.
 var Kind = kind.New(Spec)
 
-func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+// storeOf is the kind's storage on env, with env's retention.
+func storeOf(env *kind.Env) Store {
+	return NewStore(env.Postgres, env.Redis).WithMentionCap(env.MentionCapOrDefault())
+}
 
 // scanRedis is one SCAN page of the users' mentions.
 func scanRedis(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Mentions], error) {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
@@ -28,22 +27,19 @@ type CursorChange struct {
 // position once the statement ran, for users who share that kind. As the
 // channels' feed (pgstore.Store.UpsertChanges): a stale move never
 // appears, a replay appears again (at least once).
-func (s Store) WriteChangesPG(ctx context.Context, states []thread.State, mentionCap int) ([]CursorChange, error) {
+func (s Store) WriteChangesPG(ctx context.Context, states []thread.State) ([]CursorChange, error) {
 	if len(states) == 0 {
 		return nil, nil
-	}
-	if mentionCap <= 0 {
-		mentionCap = channel.MentionCapDefault
 	}
 	sorted := sortedStates(states)
 	// Compared as written: merged into the empty register (delivered
 	// raised to the read seq).
 	byKey := make(map[thread.Key]receipt.State, len(sorted))
 	for _, st := range sorted {
-		in, _ := thread.Merge(thread.State{}, st, mentionCap)
+		in, _ := s.Merge(thread.State{}, st)
 		byKey[st.Key] = in.Cursors
 	}
-	rows, err := s.pg.Pool().Query(ctx, changesSQL, upsertArgs(sorted, mentionCap)...)
+	rows, err := s.pg.Pool().Query(ctx, changesSQL, s.upsertArgs(sorted)...)
 	if err != nil {
 		return nil, pgstore.Classified(fmt.Errorf("upserting %d thread registers: %w", len(states), err))
 	}

@@ -28,7 +28,7 @@ func TestWriteChangesPG(t *testing.T) {
 		return thread.State{Key: key(user), Cursors: receipt.State{Read: pos(0, seq), UpdatedAtUnixMs: 7}}
 	}
 	changes, err := s.WriteChangesPG(ctx, []thread.State{read("a", 4), read("quiet", 3),
-		{Key: key("p"), Cursors: receipt.State{PrivateRead: pos(0, 5)}}}, 0)
+		{Key: key("p"), Cursors: receipt.State{PrivateRead: pos(0, 5)}}})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []CursorChange{
 		{Key: key("a"), Cursor: pos(0, 4), AtUnixMs: 7},
@@ -36,10 +36,10 @@ func TestWriteChangesPG(t *testing.T) {
 		{Key: key("quiet"), Delivered: true, Cursor: pos(0, 3), AtUnixMs: 7},
 	}, changes)
 
-	changes, err = s.WriteChangesPG(ctx, []thread.State{read("a", 2)}, 0)
+	changes, err = s.WriteChangesPG(ctx, []thread.State{read("a", 2)})
 	require.NoError(t, err)
 	require.Empty(t, changes, "a stale read")
-	changes, err = s.WriteChangesPG(ctx, []thread.State{read("a", 4)}, 0)
+	changes, err = s.WriteChangesPG(ctx, []thread.State{read("a", 4)})
 	require.NoError(t, err)
 	require.Len(t, changes, 2, "a replay appears again")
 }

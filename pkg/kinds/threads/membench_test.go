@@ -59,7 +59,7 @@ func TestMemoryPerFollowedThread(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(w)))
 			var states []thread.State
 			flush := func() error {
-				res, err := s.MergeStates(ctx, states, 100)
+				res, err := s.MergeStates(ctx, states)
 				for _, r := range res {
 					if err == nil {
 						err = r.Err

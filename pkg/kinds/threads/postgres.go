@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -113,21 +112,17 @@ func (s Store) HeadsPagePG(ctx context.Context, after thread.Ref, hasAfter bool,
 func compareStates(a, b thread.State) int { return a.Key.Compare(b.Key) }
 
 // WriteStatesPG merges registers into thread_states in one statement, as
-// thread.Merge with mentionCap (channel.MentionCapDefault when not
-// positive), and returns how many rows changed (inserted or moved).
+// Merge (the store's retention), and returns how many rows changed (inserted or moved).
 // Registers must be unique per key; they are written in key order. Each
 // is first merged into the empty register, as a store receiving it
 // would: that raises delivered to the read seq, drops a private read that
 // is not ahead, keeps the newest mentions, and leaves the device and time
 // of a register without cursors empty; the conflict clause relies on it.
-func (s Store) WriteStatesPG(ctx context.Context, states []thread.State, mentionCap int) (int64, error) {
+func (s Store) WriteStatesPG(ctx context.Context, states []thread.State) (int64, error) {
 	if len(states) == 0 {
 		return 0, nil
 	}
-	if mentionCap <= 0 {
-		mentionCap = channel.MentionCapDefault
-	}
-	tag, err := s.pg.Pool().Exec(ctx, stateUpsertSQL, upsertArgs(sortedStates(states), mentionCap)...)
+	tag, err := s.pg.Pool().Exec(ctx, stateUpsertSQL, s.upsertArgs(sortedStates(states))...)
 	if err != nil {
 		return 0, pgstore.Classified(fmt.Errorf("upserting %d thread registers: %w", len(states), err))
 	}
@@ -145,13 +140,13 @@ func sortedStates(states []thread.State) []thread.State {
 
 // upsertArgs are stateupsert.sql's parameters for sorted registers, each
 // first merged into the empty register (WriteStatesPG).
-func upsertArgs(sorted []thread.State, mentionCap int) []any {
+func (s Store) upsertArgs(sorted []thread.State) []any {
 	n := len(sorted)
 	users, chs, devs, rms, dms, mss := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	roots, res, rss, des, dss, pes, pss := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	times, fvs, fls := make([]int64, n), make([]int64, n), make([]bool, n)
 	for i := range sorted {
-		st, _ := thread.Merge(thread.State{}, sorted[i], mentionCap)
+		st, _ := s.Merge(thread.State{}, sorted[i])
 		c := st.Cursors
 		users[i], chs[i], roots[i] = st.Key.User, st.Key.Channel, st.Key.Root
 		res[i], rss[i], rms[i] = c.Read.Position.Epoch, c.Read.Position.Seq, c.Read.MessageID
@@ -161,7 +156,7 @@ func upsertArgs(sorted []thread.State, mentionCap int) []any {
 		fvs[i], fls[i] = st.Follow.VersionUnixMs, st.Follow.Following
 		mss[i] = int64ArrayLiteral(st.Mentions)
 	}
-	return []any{users, chs, roots, res, rss, rms, des, dss, dms, pes, pss, devs, times, fvs, fls, mss, mentionCap}
+	return []any{users, chs, roots, res, rss, rms, des, dss, dms, pes, pss, devs, times, fvs, fls, mss, s.mentionCap}
 }
 
 // int64ArrayLiteral is seqs as a Postgres array literal: unnest cannot

@@ -76,9 +76,9 @@ func randomRow(rng *rand.Rand, k thread.Key) thread.State {
 func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := NewStore(pgtest.NewSchema(t).Store, nil)
-	rng := rand.New(rand.NewPCG(11, 12))
 	const capN = 3
+	s := NewStore(pgtest.NewSchema(t).Store, nil).WithMentionCap(capN)
+	rng := rand.New(rand.NewPCG(11, 12))
 	for trial := range 30 {
 		var keys []thread.Key
 		for u := range 2 {
@@ -140,7 +140,7 @@ func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 				wantHeads[r] = next
 			}
 			rng.Shuffle(len(sts), func(i, j int) { sts[i], sts[j] = sts[j], sts[i] })
-			got, err := s.WriteStatesPG(ctx, sts, capN)
+			got, err := s.WriteStatesPG(ctx, sts)
 			require.NoError(t, err)
 			require.Equal(t, moved, got, "trial %d: rows changed", trial)
 			got, err = s.WriteHeadsPG(ctx, hs)
@@ -198,10 +198,10 @@ func TestThreadReadsAndPages(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	shuffled := slices.Clone(written)
 	rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	n, err := s.WriteStatesPG(ctx, shuffled, 0)
+	n, err := s.WriteStatesPG(ctx, shuffled)
 	require.NoError(t, err)
 	require.EqualValues(t, len(written), n)
-	n, err = s.WriteStatesPG(ctx, shuffled, 0)
+	n, err = s.WriteStatesPG(ctx, shuffled)
 	require.NoError(t, err)
 	require.Zero(t, n, "a replay changes nothing")
 
@@ -238,11 +238,11 @@ func TestThreadReadsAndPages(t *testing.T) {
 	// without its message id.
 	behind := thread.State{Key: threadKey("ann", "a", 1)}
 	behind.Cursors.PrivateRead = pos(0, 1)
-	_, err = s.WriteStatesPG(ctx, []thread.State{behind}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{behind})
 	require.NoError(t, err)
 	ahead := thread.State{Key: threadKey("ann", "a", 2)}
 	ahead.Cursors.PrivateRead = pos(0, 9)
-	_, err = s.WriteStatesPG(ctx, []thread.State{ahead}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{ahead})
 	require.NoError(t, err)
 	got, err = s.StatesPG(ctx, []thread.Key{behind.Key, ahead.Key})
 	require.NoError(t, err)
@@ -270,9 +270,9 @@ func TestThreadReadsAndPages(t *testing.T) {
 	// A bounded CHECK rejects bad rows (the persister dead-letters them).
 	_, err = s.WriteHeadsPG(ctx, []thread.Head{{Ref: thread.Ref{Channel: "x", Root: 0}, Seq: 1}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
-	_, err = s.WriteStatesPG(ctx, []thread.State{{Key: threadKey("u", "x", 1), Mentions: []int64{-1}}}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{{Key: threadKey("u", "x", 1), Mentions: []int64{-1}}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
-	_, err = s.WriteStatesPG(ctx, []thread.State{{Key: threadKey("", "x", 1)}}, 0)
+	_, err = s.WriteStatesPG(ctx, []thread.State{{Key: threadKey("", "x", 1)}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 }
 
@@ -289,7 +289,7 @@ func TestEraseDeletesTheUsersThreadStatesOnly(t *testing.T) {
 			sts = append(sts, thread.State{Key: threadKey(u, "c", root), Follow: thread.Follow{Following: true, VersionUnixMs: 1}})
 		}
 	}
-	_, err := s.WriteStatesPG(ctx, sts, 0)
+	_, err := s.WriteStatesPG(ctx, sts)
 	require.NoError(t, err)
 	_, err = s.WriteHeadsPG(ctx, []thread.Head{{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)

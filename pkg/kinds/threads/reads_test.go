@@ -24,7 +24,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	follow := func(user, ch string, root int64) thread.State {
 		return thread.State{Key: tkey(user, ch, root), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}
 	}
-	_, err := s.MergeStates(ctx, []thread.State{follow("u1", "c1", 1), follow("u1", "c1", 2), follow("u1", "c10", 1), follow("u1", "c2", 1)}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{follow("u1", "c1", 1), follow("u1", "c1", 2), follow("u1", "c10", 1), follow("u1", "c2", 1)})
 	require.NoError(t, err)
 	join := func(user, ch string) channel.Membership {
 		return channel.Join(receipt.Key{User: user, Channel: ch}, 1, 1, 0)
@@ -49,7 +49,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 	require.Len(t, r.Memberships, 1)
 	require.Equal(t, "c1", r.Memberships[0].Key.Channel)
 
-	require.NoError(t, s.HydrateUser(ctx, "u1", nil, 10, redisstore.Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "u1", nil, redisstore.Incarnation{}))
 	r, err = s.UserThreadsWithMemberships(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, r.Complete)
@@ -76,7 +76,7 @@ func TestUserThreadsWithMemberships(t *testing.T) {
 			regs = append(regs, join("u2", ch))
 		}
 	}
-	_, err = s.MergeStates(ctx, many, 10)
+	_, err = s.MergeStates(ctx, many)
 	require.NoError(t, err)
 	hydrateMemberships(t, s, "u2", regs)
 	r, err = s.UserThreadsWithMemberships(ctx, "u2", "")
@@ -128,6 +128,6 @@ func TestThreadHeadsAcrossChannels(t *testing.T) {
 func hydrateMemberships(tb testing.TB, s Store, user string, regs []channel.Membership) {
 	tb.Helper()
 	ctx := context.Background()
-	require.NoError(tb, mentions.NewStore(nil, s.redis).HydrateRedis(ctx, user, nil, channel.MentionCapDefault))
+	require.NoError(tb, mentions.NewStore(nil, s.redis).HydrateRedis(ctx, user, nil))
 	require.NoError(tb, s.redis.HydrateMemberships(ctx, user, regs))
 }

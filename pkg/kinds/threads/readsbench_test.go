@@ -33,7 +33,7 @@ func setupFollowingUser(tb testing.TB, s Store, user string, n int) {
 			Follow: thread.Follow{Following: true, VersionUnixMs: now}, Mentions: []int64{2}}
 		heads[i] = thread.Head{Ref: ref, Seq: 2, MessageID: "r2", UpdatedAtUnixMs: now + int64(i)}
 	}
-	require.NoError(tb, s.HydrateUser(ctx, user, states, channel.MentionCapDefault, redisstore.Incarnation{}))
+	require.NoError(tb, s.HydrateUser(ctx, user, states, redisstore.Incarnation{}))
 	hydrateMemberships(tb, s, user, regs)
 	_, err := s.RaiseHeads(ctx, heads)
 	require.NoError(tb, err)

@@ -392,12 +392,12 @@ type StateResult struct {
 // (Collect) may be in Postgres only: its result is
 // ErrCollected, nothing written, unless known (the caller looked it
 // up in Postgres and merged it in: MergeStates) names its key.
-func (s Store) UpdateStates(ctx context.Context, keys []thread.Key, mentionCap int, known map[thread.Key]bool,
+func (s Store) UpdateStates(ctx context.Context, keys []thread.Key, known map[thread.Key]bool,
 	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]StateResult, error) {
-	return s.updateStates(ctx, keys, mentionCap, true, known, incoming)
+	return s.updateStates(ctx, keys, true, known, incoming)
 }
 
-func (s Store) updateStates(ctx context.Context, keys []thread.Key, mentionCap int, loaded bool, known map[thread.Key]bool,
+func (s Store) updateStates(ctx context.Context, keys []thread.Key, loaded bool, known map[thread.Key]bool,
 	incoming func(i int, stored thread.State, found bool) (thread.State, error)) ([]StateResult, error) {
 	out := make([]StateResult, len(keys))
 	byKey := map[thread.Key]*casCell{}
@@ -435,7 +435,7 @@ func (s Store) updateStates(ctx context.Context, keys []thread.Key, mentionCap i
 				out[i].Err = err
 				continue
 			}
-			merged, _ := thread.Merge(stored, inc, mentionCap)
+			merged, _ := s.Merge(stored, inc)
 			next, err := encodeThreadState(merged)
 			if err == nil && next != v {
 				merged, err = decodeThreadState(k, next)
@@ -464,15 +464,15 @@ func (s Store) updateStates(ctx context.Context, keys []thread.Key, mentionCap i
 	return out, err
 }
 
-// MergeStates merges registers (thread.Merge) into their users'
+// MergeStates merges registers (Merge) into their users'
 // hashes, as UpdateStates, loaded or not (the repairs' and the
 // hydrate's merge).
-func (s Store) MergeStates(ctx context.Context, states []thread.State, mentionCap int) ([]StateResult, error) {
+func (s Store) MergeStates(ctx context.Context, states []thread.State) ([]StateResult, error) {
 	keys := make([]thread.Key, len(states))
 	for i, st := range states {
 		keys[i] = st.Key
 	}
-	return s.updateStates(ctx, keys, mentionCap, false, nil, func(i int, _ thread.State, _ bool) (thread.State, error) {
+	return s.updateStates(ctx, keys, false, nil, func(i int, _ thread.State, _ bool) (thread.State, error) {
 		return states[i], nil
 	})
 }
@@ -505,7 +505,7 @@ func (s Store) StatesRedis(ctx context.Context, keys []thread.Key) ([]*thread.St
 // user, or that the layout cannot hold, fail the call before anything is
 // written (the hash is not marked complete). inc is the incarnation
 // marker the restore waited for, as for Hydrate.
-func (s Store) HydrateUser(ctx context.Context, user string, states []thread.State, mentionCap int, inc redisstore.Incarnation) error {
+func (s Store) HydrateUser(ctx context.Context, user string, states []thread.State, inc redisstore.Incarnation) error {
 	for _, st := range states {
 		if st.Key.User != user {
 			return fmt.Errorf("hydrating the threads of %s: a register of %s", user, st.Key.User)
@@ -515,7 +515,7 @@ func (s Store) HydrateUser(ctx context.Context, user string, states []thread.Sta
 		}
 	}
 	if len(states) > 0 {
-		res, err := s.MergeStates(ctx, states, mentionCap)
+		res, err := s.MergeStates(ctx, states)
 		if err != nil {
 			return fmt.Errorf("hydrating the threads of %s: %w", user, err)
 		}

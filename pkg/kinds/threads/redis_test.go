@@ -100,6 +100,7 @@ func TestThreadMergesDifferential(t *testing.T) {
 	ctx := context.Background()
 	s := newThreadStore(t)
 	const mentionCap = 5
+	s = s.WithMentionCap(mentionCap)
 	for seed := range uint64(3) {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		var keys []thread.Key
@@ -152,7 +153,7 @@ func TestThreadMergesDifferential(t *testing.T) {
 				myHeads := heads[w*len(heads)/writers : (w+1)*len(heads)/writers]
 				for len(myStates) > 0 || len(myHeads) > 0 {
 					n := min(len(myStates), 1+wrng.IntN(20))
-					res, err := s.MergeStates(ctx, myStates[:n], mentionCap)
+					res, err := s.MergeStates(ctx, myStates[:n])
 					myStates = myStates[n:]
 					for _, r := range res {
 						err = errors.Join(err, r.Err)
@@ -226,14 +227,14 @@ func TestThreadCASConflictRetried(t *testing.T) {
 		rounds = append(rounds, attempt)
 		switch attempt {
 		case 0:
-			res, err := other.MergeStates(ctx, []thread.State{follow}, 10)
+			res, err := other.MergeStates(ctx, []thread.State{follow})
 			require.NoError(t, err)
 			require.NoError(t, res[0].Err)
 		case 1:
 			require.NoError(t, s.redis.Client().HSet(ctx, s.redis.TombstoneKey("u1"), "g", "7").Err())
 		}
 	}
-	res, err := s.MergeStates(ctx, []thread.State{read}, 10)
+	res, err := s.MergeStates(ctx, []thread.State{read})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
 	require.Equal(t, []int{0, 1, 2}, rounds)
@@ -249,11 +250,11 @@ func TestThreadCASConflictRetried(t *testing.T) {
 	// error for that key alone.
 	s.beforeCAS = func(attempt int) {
 		f := thread.State{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 100 + int64(attempt)}}
-		_, err := other.MergeStates(ctx, []thread.State{f}, 10)
+		_, err := other.MergeStates(ctx, []thread.State{f})
 		require.NoError(t, err)
 	}
 	k2 := tkey("u1", "c1", 10)
-	res, err = s.MergeStates(ctx, []thread.State{{Key: k, Mentions: []int64{3}}, {Key: k2, Mentions: []int64{3}}}, 10)
+	res, err = s.MergeStates(ctx, []thread.State{{Key: k, Mentions: []int64{3}}, {Key: k2, Mentions: []int64{3}}})
 	require.NoError(t, err)
 	require.ErrorIs(t, res[0].Err, ErrContended)
 	require.NoError(t, res[1].Err)
@@ -265,13 +266,13 @@ func TestUpdateThreadStatesIncoming(t *testing.T) {
 	s := newThreadStore(t)
 	restored(t, s, "u1")
 	k := tkey("u1", "c1", 9)
-	_, err := s.MergeStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}}}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}}})
 	require.NoError(t, err)
 	boom := errors.New("boom")
 	// A mark-unread built from the stored register, a failing incoming,
 	// and a follow, all of one key in one call: each sees the previous.
 	var seen []thread.State
-	res, err := s.UpdateStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, 10, nil, func(i int, stored thread.State, found bool) (thread.State, error) {
+	res, err := s.UpdateStates(ctx, []thread.Key{k, k, k, tkey("u1", "c1", 10)}, nil, func(i int, stored thread.State, found bool) (thread.State, error) {
 		seen = append(seen, stored)
 		switch i {
 		case 0:
@@ -307,7 +308,7 @@ func TestUserThreads(t *testing.T) {
 	f := func(ch string, root, seq int64) thread.State {
 		return thread.State{Key: tkey("u1", ch, root), Cursors: receipt.State{Read: cursorAt(0, seq, "m")}, Follow: thread.Follow{Following: true, VersionUnixMs: 1}}
 	}
-	_, err := s.MergeStates(ctx, []thread.State{f("c1", 1, 5), f("c1", 2, 5), f("c10", 1, 5), f("c", 1, 5)}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{f("c1", 1, 5), f("c1", 2, 5), f("c10", 1, 5), f("c", 1, 5)})
 	require.NoError(t, err)
 	all, complete, err := s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)
@@ -321,7 +322,7 @@ func TestUserThreads(t *testing.T) {
 	}
 
 	// Hydration merges (an older durable read does not win) and marks.
-	require.NoError(t, s.HydrateUser(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, 10, redisstore.Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "u1", []thread.State{f("c1", 1, 2), f("c2", 4, 9)}, redisstore.Incarnation{}))
 	all, complete, err = s.UserThreads(ctx, "u1", "")
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -329,7 +330,7 @@ func TestUserThreads(t *testing.T) {
 	got, err := s.StatesRedis(ctx, []thread.Key{tkey("u1", "c1", 1)})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), got[0].Cursors.Read.Position.Seq)
-	require.Error(t, s.HydrateUser(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, 10, redisstore.Incarnation{}))
+	require.Error(t, s.HydrateUser(ctx, "u1", []thread.State{f("c1", 1, 2), {Key: tkey("u2", "c1", 1)}}, redisstore.Incarnation{}))
 
 	// Bounded: past ReadMax registers the read is refused (the
 	// gateway collects a user's registers back under MaxUserThreads).
@@ -356,7 +357,7 @@ func TestThreadErasure(t *testing.T) {
 	s := newThreadStore(t)
 	k := tkey("u1", "c1", 3)
 	st := thread.State{Key: k, Cursors: receipt.State{Read: cursorAt(0, 8, "m8")}, Follow: thread.Follow{Following: true, VersionUnixMs: 5}}
-	res, err := s.MergeStates(ctx, []thread.State{st}, 10)
+	res, err := s.MergeStates(ctx, []thread.State{st})
 	require.NoError(t, err)
 	require.Equal(t, redisstore.GenerationUnknown, res[0].Generation)
 	// The erasure cleans (redacts in) the channel the register names, one
@@ -373,7 +374,7 @@ func TestThreadErasure(t *testing.T) {
 	require.True(t, complete, "an erased user's threads are complete, so reads do not fall back to Postgres")
 
 	// A register written after the erasure stays, stamped with its generation.
-	res, err = s.MergeStates(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 6}}}, 10)
+	res, err = s.MergeStates(ctx, []thread.State{{Key: k, Follow: thread.Follow{Following: true, VersionUnixMs: 6}}})
 	require.NoError(t, err)
 	require.Equal(t, ts.Generation, res[0].Generation)
 	require.Equal(t, thread.Follow{Following: true, VersionUnixMs: 6}, res[0].State.Follow)
@@ -384,7 +385,7 @@ func TestScanThreadKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := newThreadStore(t)
-	_, err := s.MergeStates(ctx, []thread.State{{Key: tkey("u1", "c1", 1), Mentions: []int64{1}}, {Key: tkey("u2", "c2", 1), Mentions: []int64{1}}}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{{Key: tkey("u1", "c1", 1), Mentions: []int64{1}}, {Key: tkey("u2", "c2", 1), Mentions: []int64{1}}})
 	require.NoError(t, err)
 	_, err = s.RaiseHeads(ctx, []thread.Head{{Ref: thread.Ref{Channel: "c1", Root: 1}, Seq: 1}})
 	require.NoError(t, err)
@@ -418,9 +419,9 @@ func TestUnreadProbesThreads(t *testing.T) {
 		return p.None()
 	}
 	require.False(t, none(), "never hydrated: unknown")
-	require.NoError(t, s.HydrateUser(ctx, "pu", nil, 10, redisstore.Incarnation{}))
+	require.NoError(t, s.HydrateUser(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.True(t, none(), "hydrated and empty")
-	_, err := s.MergeStates(ctx, []thread.State{{Key: tkey("pu", "c1", 1), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}}, 10)
+	_, err := s.MergeStates(ctx, []thread.State{{Key: tkey("pu", "c1", 1), Follow: thread.Follow{Following: true, VersionUnixMs: 1}}})
 	require.NoError(t, err)
 	require.False(t, none(), "a register")
 }

@@ -116,7 +116,7 @@ var StateSpec = &kind.Spec[thread.Key, thread.State]{
 		if env.UpsertThreadStates != nil {
 			return env.UpsertThreadStates(ctx, vals)
 		}
-		return storeOf(env).WriteStatesPG(ctx, vals, env.MentionCapOrDefault())
+		return storeOf(env).WriteStatesPG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []thread.Key) ([]thread.State, error) {
 		return storeOf(env).StatesPG(ctx, keys)
@@ -148,7 +148,7 @@ var StateSpec = &kind.Spec[thread.Key, thread.State]{
 		if len(put) == 0 {
 			return errs, nil
 		}
-		res, err := storeOf(env).MergeStates(ctx, put, env.MentionCapOrDefault())
+		res, err := storeOf(env).MergeStates(ctx, put)
 		perr, err := kind.ResultErrs(res, err, func(r StateResult) error { return r.Err })
 		for j, i := range at {
 			if j < len(perr) {
@@ -214,4 +214,7 @@ var (
 	StateKind = kind.New(StateSpec)
 )
 
-func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }
+// storeOf is the kinds' storage on env, with env's retention.
+func storeOf(env *kind.Env) Store {
+	return NewStore(env.Postgres, env.Redis).WithMentionCap(env.MentionCapOrDefault())
+}

@@ -54,8 +54,8 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 	ctx := context.Background()
 	pg := pgtest.NewSchema(t).Store
 	rs := kindtest.Redis(t, testScripts...)
-	view := NewStore(pg, rs)
 	const mentionCap = 3
+	view := NewStore(pg, rs).WithMentionCap(mentionCap)
 	rnd := rand.New(rand.NewPCG(5, 8))
 	users := []string{"u0", "u1", "u2", "u3", "u4", "u5"}
 	var channels []string
@@ -104,7 +104,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 	}
 	_, err = groupmentions.NewStore(pg, nil).WritePG(ctx, gms)
 	require.NoError(t, err)
-	require.NoError(t, groupmentions.NewStore(nil, rs).HydrateRedis(ctx, allGroups, mentionCap))
+	require.NoError(t, groupmentions.NewStore(nil, rs).WithMentionCap(mentionCap).HydrateRedis(ctx, allGroups))
 	_, err = deletions.NewStore(pg, nil).WritePG(ctx, dels)
 	require.NoError(t, err)
 	require.NoError(t, deletions.NewStore(nil, rs).HydrateRedis(ctx, channelRefs(channels...), dels))
@@ -144,7 +144,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 		_, err = mentions.NewStore(pg, nil).WritePG(ctx, ms)
 		require.NoError(t, err)
 		require.NoError(t, rs.Hydrate(ctx, u, states, redisstore.Incarnation{}))
-		require.NoError(t, mentions.NewStore(nil, rs).HydrateRedis(ctx, u, ms, mentionCap))
+		require.NoError(t, mentions.NewStore(nil, rs).WithMentionCap(mentionCap).HydrateRedis(ctx, u, ms))
 		require.NoError(t, rs.HydrateMemberships(ctx, u, regs))
 	}
 
@@ -154,7 +154,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 			v := view.WithChunk(chunk)
 			for _, chs := range [][]string{nil, listed} {
 				name := fmt.Sprintf("%s/chunk=%d/listed=%v", u, chunk, chs != nil)
-				got, err := v.Read(ctx, u, chs, mentionCap)
+				got, err := v.Read(ctx, u, chs)
 				require.NoError(t, err, name)
 				require.True(t, got.CursorsComplete && got.MembershipsComplete, name)
 				wantMissing := []string(nil) // a listed channel Redis knows nothing of
@@ -164,7 +164,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 				require.Equal(t, wantMissing, got.MissingHeads, name)
 				require.Equal(t, wantMissing, got.MissingDeletions, name)
 				require.Equal(t, wantMissing, got.MissingGroupMentions, name)
-				durable, err := view.ReadPG(ctx, u, chs, mentionCap)
+				durable, err := view.ReadPG(ctx, u, chs)
 				require.NoError(t, err, name)
 				require.Equal(t, lines(durable), lines(got.Channels), name)
 			}
@@ -173,7 +173,7 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 	// The data reached every part of the rule somewhere.
 	var unread, mentioned, grouped, deleted bool
 	for _, u := range users {
-		vs, err := view.ReadPG(ctx, u, nil, mentionCap)
+		vs, err := view.ReadPG(ctx, u, nil)
 		require.NoError(t, err)
 		for _, v := range vs {
 			unread = unread || v.Unread > 0

@@ -6,8 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/readstate/receipts/pkg/channel"
 )
 
 // BenchmarkUnread reads one user's counts across 1, 1,000 and 10,000
@@ -24,7 +22,7 @@ func BenchmarkUnread(b *testing.B) {
 		b.Run(fmt.Sprintf("default/channels=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				v, err := s.Read(ctx, user, nil, channel.MentionCapDefault)
+				v, err := s.Read(ctx, user, nil)
 				if err != nil || len(v.Channels) != n {
 					b.Fatalf("%d channels, %v", len(v.Channels), err)
 				}
@@ -34,7 +32,7 @@ func BenchmarkUnread(b *testing.B) {
 			b.Run(fmt.Sprintf("listed/channels=%d", n), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					v, err := s.Read(ctx, user, channels, channel.MentionCapDefault)
+					v, err := s.Read(ctx, user, channels)
 					if err != nil || len(v.Channels) != n {
 						b.Fatalf("%d channels, %v", len(v.Channels), err)
 					}
@@ -51,7 +49,7 @@ func TestUnreadCounts(t *testing.T) {
 	s, rs, _ := newTestStore(t)
 	channels := setupUnreadUser(t, rs, "u", 1200)
 	for _, listed := range [][]string{nil, channels[:3]} {
-		v, err := s.Read(context.Background(), "u", listed, channel.MentionCapDefault)
+		v, err := s.Read(context.Background(), "u", listed)
 		require.NoError(t, err)
 		require.True(t, v.CursorsComplete && v.MembershipsComplete)
 		require.Empty(t, v.MissingHeads)

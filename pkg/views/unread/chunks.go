@@ -26,7 +26,7 @@ import (
 // reads them with its heads (read on their own after the counts, the
 // levels were an HMGET of every channel, mostly answering nil, and one
 // more round trip).
-func (s Store) readChunked(ctx context.Context, view UnreadView, channels []string, hs *userHashes, mentionCap int, riders []Rider) (UnreadView, error) {
+func (s Store) readChunked(ctx context.Context, view UnreadView, channels []string, hs *userHashes, riders []Rider) (UnreadView, error) {
 	size := s.chunk
 	type part struct {
 		lo      int
@@ -64,7 +64,7 @@ func (s Store) readChunked(ctx context.Context, view UnreadView, channels []stri
 				return
 			}
 			p.views, p.missing, p.undeleted, p.err = s.counted(ctx, all[lo:lo:hi], nil, nil, view.User, chs, heads,
-				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentionTable.from(chs[0]), true, mentionCap)
+				hs.cursors.from(chs[0]), hs.regs.from(chs[0]), mentionTable.from(chs[0]), true)
 			if p.err == nil {
 				p.groupMissing, p.err = s.readGroupMentions(ctx, p.views, chs, heads.Tops(len(chs)), nil)
 			}

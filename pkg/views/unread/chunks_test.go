@@ -77,9 +77,9 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	for _, user := range []string{"u", "v", "nobody"} {
 		for _, page := range pages {
 			t.Run(fmt.Sprintf("%s/%+v", user, page), func(t *testing.T) {
-				want, err := whole.ReadPage(ctx, user, page, channel.MentionCapDefault)
+				want, err := whole.ReadPage(ctx, user, page)
 				require.NoError(t, err)
-				got, err := parts.ReadPage(ctx, user, page, channel.MentionCapDefault)
+				got, err := parts.ReadPage(ctx, user, page)
 				require.NoError(t, err)
 				require.Equal(t, want, got)
 			})
@@ -87,7 +87,7 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	}
 	// The case the parts are for: they did read in parts, with every
 	// kind of channel in the answer.
-	v, err := parts.ReadPage(ctx, "u", Page{}, channel.MentionCapDefault)
+	v, err := parts.ReadPage(ctx, "u", Page{})
 	require.NoError(t, err)
 	require.Len(t, v.Channels, 60+1-3)
 	require.Equal(t, []string{channels[14], channels[15], channels[30], channels[59], "u-extra"}, v.MissingHeads)
@@ -123,7 +123,7 @@ func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
 	}
 	read := func(s Store) []line {
 		t.Helper()
-		v, err := s.ReadPage(ctx, "u", Page{}, channel.MentionCapDefault)
+		v, err := s.ReadPage(ctx, "u", Page{})
 		require.NoError(t, err)
 		require.True(t, v.MembershipsComplete)
 		var out []line

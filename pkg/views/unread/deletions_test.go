@@ -23,7 +23,7 @@ import (
 // count, the first unread seq and the mention count.
 func counts(t testing.TB, s Store, user string, channels ...string) (map[string][3]int64, UnreadView) {
 	t.Helper()
-	v, err := s.Read(context.Background(), user, channels, channel.MentionCapDefault)
+	v, err := s.Read(context.Background(), user, channels)
 	require.NoError(t, err)
 	out := map[string][3]int64{}
 	for _, cv := range v.Channels {
@@ -155,7 +155,7 @@ func BenchmarkCountDeletions(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("deletions=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				got, err := u.Read(ctx, "u", []string{ch}, channel.MentionCapDefault)
+				got, err := u.Read(ctx, "u", []string{ch})
 				if err != nil || got.Channels[0].Unread != 10 {
 					b.Fatal(err, got.Channels)
 				}

@@ -34,19 +34,19 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 				_, err = s.Merge(ctx, []receipt.State{st})
 				require.NoError(t, err)
 			}
-			require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, "u", []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "c"}, Seqs: []int64{3, 5}}}, 2))
+			require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, "u", []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "c"}, Seqs: []int64{3, 5}}}))
 			require.NoError(t, s.HydrateMemberships(ctx, "u", nil))
 			gms := []channel.GroupMention{{Seq: 1, Sender: "v"}, {Seq: 4, Sender: "v"}, {Seq: 5, Sender: "x"}, {Seq: 6, Sender: "u"}, {Seq: 7}}
-			require.NoError(t, gm.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: gms}}, 100))
+			require.NoError(t, gm.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: gms}}))
 
 			read := func(mentionCap int, channels ...string) (UnreadView, map[string]ChannelView) {
 				t.Helper()
 				var v UnreadView
 				var err error
 				if len(channels) == 0 {
-					v, err = view.ReadPage(ctx, "u", Page{}, mentionCap)
+					v, err = view.WithMentionCap(mentionCap).ReadPage(ctx, "u", Page{})
 				} else {
-					v, err = view.Read(ctx, "u", channels, mentionCap)
+					v, err = view.WithMentionCap(mentionCap).Read(ctx, "u", channels)
 				}
 				require.NoError(t, err)
 				out := map[string]ChannelView{}
@@ -58,7 +58,7 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 			v, _ := read(100)
 			require.ElementsMatch(t, []string{"c", "d"}, v.MissingGroupMentions, "a write does not make a channel known")
 
-			require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: "c"}, {Channel: "d"}}, 100))
+			require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: "c"}, {Channel: "d"}}))
 			for _, listed := range [][]string{nil, {"c", "d"}} {
 				v, byCh := read(100, listed...)
 				require.Empty(t, v.MissingGroupMentions)
@@ -82,7 +82,7 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 			require.NoError(t, rdb.Del(ctx, gm.RedisKey("c")).Err())
 			v, _ = read(100, "c")
 			require.Equal(t, []string{"c"}, v.MissingGroupMentions)
-			require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: gms[2:]}}, 100))
+			require.NoError(t, gm.HydrateRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: gms[2:]}}))
 			v, byCh = read(100, "c")
 			require.Empty(t, v.MissingGroupMentions)
 			c = byCh["c"]

@@ -63,7 +63,7 @@ func setupUnreadUser(tb testing.TB, rs *redisstore.Store, user string, n int) []
 		heads[i] = channel.Head{Channel: ch, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now}
 	}
 	require.NoError(tb, rs.Hydrate(ctx, user, states, redisstore.Incarnation{}))
-	require.NoError(tb, mentions.NewStore(nil, rs).HydrateRedis(ctx, user, ms, channel.MentionCapDefault))
+	require.NoError(tb, mentions.NewStore(nil, rs).HydrateRedis(ctx, user, ms))
 	require.NoError(tb, rs.HydrateMemberships(ctx, user, regs))
 	for start := 0; start < n; start += 1000 {
 		_, err := rs.RaiseHeads(ctx, heads[start:min(start+1000, n)])

@@ -17,9 +17,10 @@ import (
 func TestUnreadViewCountsTheKindsMentions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u, rs, _ := newTestStore(t)
-	s := mentions.NewStore(nil, rs)
 	const user, capN = "u", 2
+	u, rs, _ := newTestStore(t)
+	u = u.WithMentionCap(capN)
+	s := mentions.NewStore(nil, rs).WithMentionCap(capN)
 	var regs []channel.Membership
 	var ms []channel.Mentions
 	var heads []channel.Head
@@ -34,12 +35,12 @@ func TestUnreadViewCountsTheKindsMentions(t *testing.T) {
 	_, err = rs.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
 	require.NoError(t, rs.HydrateMemberships(ctx, user, regs))
-	view, err := u.Read(ctx, user, nil, capN)
+	view, err := u.Read(ctx, user, nil)
 	require.NoError(t, err)
 	require.False(t, view.MembershipsComplete, "the mentions not hydrated yet")
 
-	require.NoError(t, s.HydrateRedis(ctx, user, ms, capN))
-	view, err = u.Read(ctx, user, nil, capN)
+	require.NoError(t, s.HydrateRedis(ctx, user, ms))
+	view, err = u.Read(ctx, user, nil)
 	require.NoError(t, err)
 	require.True(t, view.MembershipsComplete)
 	require.Len(t, view.Channels, 2)

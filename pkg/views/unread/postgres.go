@@ -21,7 +21,7 @@ import (
 // of Postgres' first page, less the channels the user left). It reads
 // what Read reads, where Read reads it: group mentions and deletions
 // only of the channels with unread messages.
-func (s Store) ReadPG(ctx context.Context, user string, channels []string, mentionCap int) ([]ChannelView, error) {
+func (s Store) ReadPG(ctx context.Context, user string, channels []string) ([]ChannelView, error) {
 	states, err := s.pg.Get(ctx, user, channels)
 	if err != nil {
 		return nil, err
@@ -30,7 +30,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string, menti
 	if err != nil {
 		return nil, err
 	}
-	ms, err := s.mentionStore().ReadPG(ctx, user, channels, mentionCap)
+	ms, err := s.mentionStore().ReadPG(ctx, user, channels)
 	if err != nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string, menti
 		}
 	}
 	if len(members) > 0 {
-		gms, err := s.groupMentionStore().ReadPG(ctx, members, mentionCap)
+		gms, err := s.groupMentionStore().ReadPG(ctx, members)
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +111,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string, menti
 	}
 	out := make([]ChannelView, len(set))
 	for i, ch := range set {
-		out[i] = newChannelView(ch, *byCh[ch], mentionCap)
+		out[i] = newChannelView(ch, *byCh[ch], s.mentionCap)
 	}
 	return out, nil
 }

@@ -34,18 +34,18 @@ import (
 // it has unread messages (Count counts none elsewhere). A stored field
 // that does not decode is skipped and counted, never failing the user.
 // The riders' reads go with the heads'.
-func (s Store) Read(ctx context.Context, user string, channels []string, mentionCap int, riders ...Rider) (UnreadView, error) {
-	return s.read(ctx, user, channels, Page{}, mentionCap, riders)
+func (s Store) Read(ctx context.Context, user string, channels []string, riders ...Rider) (UnreadView, error) {
+	return s.read(ctx, user, channels, Page{}, riders)
 }
 
 // ReadPage is Read of a page of the user's default channel set: the
 // user's hashes are read whole (they bound the set), the heads of the
 // page's channels only.
-func (s Store) ReadPage(ctx context.Context, user string, page Page, mentionCap int, riders ...Rider) (UnreadView, error) {
-	return s.read(ctx, user, nil, page, mentionCap, riders)
+func (s Store) ReadPage(ctx context.Context, user string, page Page, riders ...Rider) (UnreadView, error) {
+	return s.read(ctx, user, nil, page, riders)
 }
 
-func (s Store) read(ctx context.Context, user string, channels []string, page Page, mentionCap int, riders []Rider) (UnreadView, error) {
+func (s Store) read(ctx context.Context, user string, channels []string, page Page, riders []Rider) (UnreadView, error) {
 	view := UnreadView{User: user}
 	// Answer in channel order (what callers show).
 	channels = slices.Clone(channels)
@@ -65,7 +65,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 		view.CursorsComplete = cursors.loaded
 		channels, view.More = pageOf(channels, regs, user, page)
 		if len(channels) > s.chunk {
-			return s.readChunked(ctx, view, channels, hs, mentionCap, riders)
+			return s.readChunked(ctx, view, channels, hs, riders)
 		}
 		if mentionTable, err = hs.waitMentions(); err != nil {
 			return view, err
@@ -104,7 +104,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 	}
 	var err error
 	view.Channels, view.MissingHeads, view.MissingDeletions, err = s.counted(ctx, make([]ChannelView, 0, len(channels)),
-		view.MissingHeads, view.MissingDeletions, user, channels, heads, cursors, regs, mentionTable, defaultSet, mentionCap)
+		view.MissingHeads, view.MissingDeletions, user, channels, heads, cursors, regs, mentionTable, defaultSet)
 	if err == nil {
 		view.MissingGroupMentions, err = s.readGroupMentions(ctx, view.Channels, channels, heads.Tops(len(channels)), view.MissingGroupMentions)
 	}
@@ -125,7 +125,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 // those whose deletions it does not know, and the views whose deletions
 // are to count (readDeletions) are marked so. defaultSet: a channel the user left is left out.
 func (s Store) counted(ctx context.Context, views []ChannelView, missing, undeleted []string, user string, channels []string,
-	heads *redisstore.ChannelValues, cursors, regs, mentionTable fieldTable, defaultSet bool, mentionCap int,
+	heads *redisstore.ChannelValues, cursors, regs, mentionTable fieldTable, defaultSet bool,
 ) ([]ChannelView, []string, []string, error) {
 	var bound [redisstore.SeqWidth]byte
 	var seqs []int64 // the views' mention seqs, side by side
@@ -166,7 +166,7 @@ func (s Store) counted(ctx context.Context, views []ChannelView, missing, undele
 				in.Head, in.HeadKnown = h, true
 			}
 		}
-		v := ChannelView{Channel: ch, Input: in, mentionCap: mentionCap}
+		v := ChannelView{Channel: ch, Input: in, mentionCap: s.mentionCap}
 		v.Unread, _ = channel.Unread(in.Head.Seq, in.State)
 		if raw, _ := mentionTable.next(ch); raw != "" && v.Unread > 0 {
 			from := len(seqs)

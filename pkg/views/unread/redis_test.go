@@ -62,13 +62,13 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.MergeMemberships(ctx, regs)
 	require.NoError(t, err)
-	require.NoError(t, mentions.NewStore(nil, s).AddRedis(ctx, ms, capN))
+	require.NoError(t, mentions.NewStore(nil, s).WithMentionCap(capN).AddRedis(ctx, ms))
 
 	hook := &countingHook{}
 	rdb := s.Client().(*redis.Client).WithTimeout(0)
 	rdb.AddHook(hook)
-	counted := NewStore(nil, redisstore.New(rdb, redisstore.Config{Prefix: s.Prefix()}))
-	view, err := counted.Read(ctx, user, listed, capN)
+	counted := NewStore(nil, redisstore.New(rdb, redisstore.Config{Prefix: s.Prefix()})).WithMentionCap(capN)
+	view, err := counted.Read(ctx, user, listed)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, hook.n.Load(), "listed channels: one round trip (cursors, registers, mentions and heads)")
 	require.Len(t, view.Channels, nch)
@@ -101,17 +101,17 @@ func TestUnreadBulkRead(t *testing.T) {
 	}
 
 	hook.n.Store(0)
-	view, err = counted.Read(ctx, user, nil, capN)
+	view, err = counted.Read(ctx, user, nil)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, hook.n.Load(), "the default set: three round trips (the hashes' sizes, the hashes, the heads)")
 	require.Len(t, view.Channels, nch-nch/10, "left channels do not count")
 
 	// Hydrated: complete, and a channel known to have no head has seq 0.
 	require.NoError(t, s.Hydrate(ctx, user, nil, redisstore.Incarnation{}))
-	require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, user, nil, capN))
+	require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, user, nil))
 	require.NoError(t, s.HydrateMemberships(ctx, user, nil))
 	require.NoError(t, s.HydrateHeads(ctx, nil, []string{"ch999"}))
-	view, err = counted.Read(ctx, user, []string{"ch999", "nowhere"}, capN)
+	view, err = counted.Read(ctx, user, []string{"ch999", "nowhere"})
 	require.NoError(t, err)
 	require.True(t, view.CursorsComplete)
 	require.True(t, view.MembershipsComplete)
@@ -162,7 +162,7 @@ func TestUndecodableFieldSkipped(t *testing.T) {
 	st := receipt.State{Key: receipt.Key{User: "u", Channel: "good"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 7}, MessageID: "m7"}, UpdatedAtUnixMs: 1}
 	require.NoError(t, s.Hydrate(ctx, "u", []receipt.State{st}, redisstore.Incarnation{}))
 	require.NoError(t, rdb.HSet(ctx, s.UserKey("u"), "bad", "zzzzzzzzzzzz.5 m5 d 0").Err())
-	view, err := NewStore(nil, counted).Read(ctx, "u", []string{"bad", "good"}, 100)
+	view, err := NewStore(nil, counted).Read(ctx, "u", []string{"bad", "good"})
 	require.NoError(t, err)
 	require.Len(t, view.Channels, 2)
 	require.False(t, view.Channels[0].HasState, "the undecodable field reads as no state")

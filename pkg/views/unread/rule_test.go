@@ -86,3 +86,19 @@ func TestChannelViewCounts(t *testing.T) {
 	n, _ = v.MentionsAt(false)
 	require.Equal(t, int64(1), n)
 }
+
+// A view shows a mention count at most at the cap it counted with, its
+// store's.
+func TestChannelViewShowsMentionsUpToItsCap(t *testing.T) {
+	t.Parallel()
+	i := in(2, 0, 10)
+	i.MentionSeqs = []int64{3, 4, 5}
+	v := newChannelView("c", i, 2)
+	require.Equal(t, int64(3), v.Mentions)
+	require.True(t, v.MentionsCapped)
+	require.Equal(t, int64(2), v.Shown(v.Mentions), "cap+")
+	require.Equal(t, int64(1), v.Shown(1))
+	s := NewStore(nil, nil)
+	require.Equal(t, NewStore(nil, nil).WithMentionCap(0), s.WithMentionCap(-1), "not positive: the default")
+	require.NotEqual(t, s, s.WithMentionCap(7))
+}

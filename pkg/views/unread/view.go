@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
@@ -25,7 +26,7 @@ type ChannelView struct {
 	Unread, FirstUnread int64
 	Mentions            int64
 	MentionsCapped      bool
-	// mentionCap is the cap the read counted with.
+	// mentionCap is the cap the read counted with (its Store's).
 	mentionCap int
 	// countDeletions: the Redis read is to count the channel's deletions
 	// (some, with unread messages).
@@ -63,6 +64,10 @@ func (v *ChannelView) MentionsAt(withGroup bool) (int64, bool) {
 	c := v.At(l, false)
 	return c.Mentions, c.MentionsCapped
 }
+
+// Shown is a mention count as the API shows it: at most the cap the view
+// counted with (MentionsCapped says "cap+").
+func (v *ChannelView) Shown(mentions int64) int64 { return min(mentions, int64(v.mentionCap)) }
 
 // UnreadView is one user's counts across channels, as Redis holds them.
 type UnreadView struct {
@@ -120,12 +125,26 @@ type Store struct {
 	pg    *pgstore.Store
 	redis *redisstore.Store
 	chunk int
+	// mentionCap is the mention cap the view counts with ("cap+") and its
+	// kinds' stores keep (cap+1 per key).
+	mentionCap int
 }
 
 // NewStore is the view's storage on pg and rs (either may be nil when the
-// caller uses only the other).
+// caller uses only the other), counting with channel.MentionCapDefault
+// until WithMentionCap says otherwise.
 func NewStore(pg *pgstore.Store, rs *redisstore.Store) Store {
-	return Store{pg: pg, redis: rs, chunk: ChunkDefault}
+	return Store{pg: pg, redis: rs, chunk: ChunkDefault, mentionCap: channel.MentionCapDefault}
+}
+
+// WithMentionCap is s counting with the mention cap n (n <= 0: the
+// default), and reading its kinds' stores with it: the deployment's cap,
+// agreed at start, given once here.
+func (s Store) WithMentionCap(n int) Store {
+	if n > 0 {
+		s.mentionCap = n
+	}
+	return s
 }
 
 // WithChunk is s reading n channels at once (ChunkDefault): a test makes
@@ -144,8 +163,12 @@ func (s Store) exec(ctx context.Context, build func(redis.Pipeliner)) error {
 	return err
 }
 
-func (s Store) mentionStore() mentions.Store { return mentions.NewStore(s.pg, s.redis) }
+func (s Store) mentionStore() mentions.Store {
+	return mentions.NewStore(s.pg, s.redis).WithMentionCap(s.mentionCap)
+}
 
-func (s Store) groupMentionStore() groupmentions.Store { return groupmentions.NewStore(s.pg, s.redis) }
+func (s Store) groupMentionStore() groupmentions.Store {
+	return groupmentions.NewStore(s.pg, s.redis).WithMentionCap(s.mentionCap)
+}
 
 func (s Store) deletionStore() deletions.Store { return deletions.NewStore(s.pg, s.redis) }

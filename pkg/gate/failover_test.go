@@ -51,7 +51,9 @@ func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
 			}})
 			t.Cleanup(func() { _ = rdb.Close() })
 			tb := setup(t, setupOpts{redis: rdb, restoreTimeout: 30 * time.Second, config: func(c *testConfig) {
-				c.ReplicaAcks, c.ReplicaAckTimeout = acks, 50*time.Millisecond
+				// A healthy replica's ack must not miss the bound on a
+				// loaded machine.
+				c.ReplicaAcks, c.ReplicaAckTimeout, c.RedisTimeout = acks, time.Second, 3*time.Second
 			}})
 			startPersister(t, tb)
 			require.False(t, tb.markRead(t, "gus", "c", 5).GetRealtimeDegraded())

@@ -33,7 +33,7 @@ func TestWaitReplicasSingleNode(t *testing.T) {
 	require.Equal(t, []bool{false, false}, lagging)
 
 	require.NoError(t, rdb.HSet(ctx, keys[0], "c", "1").Err())
-	lagging, err = s.WaitReplicas(ctx, keys, 2, time.Second)
+	lagging, err = s.WaitReplicas(ctx, keys, 2, 5*time.Second)
 	require.NoError(t, err)
 	require.Equal(t, []bool{false, false}, lagging)
 	rr := redis.NewClient(&redis.Options{Addr: replica.Addr})
@@ -70,7 +70,7 @@ func TestWaitReplicasCluster(t *testing.T) {
 		keys = append(keys, s.UserKey("user"+strconv.Itoa(i)))
 		require.NoError(t, s.Client().HSet(ctx, keys[i], "c", "1").Err())
 	}
-	lagging, err := s.WaitReplicas(ctx, keys, 1, 2*time.Second)
+	lagging, err := s.WaitReplicas(ctx, keys, 1, 5*time.Second)
 	require.NoError(t, err)
 	require.NotContains(t, lagging, true)
 }

@@ -63,7 +63,7 @@ func (g *Threads) threadsOrDurable(ctx context.Context, user, ch string, states 
 				if ch != "" && st.Key.Channel != ch {
 					continue
 				}
-				byKey[st.Key], _ = g.ThreadStore().Merge(byKey[st.Key], st)
+				byKey[st.Key], _ = thread.Merge(byKey[st.Key], st, g.Cfg.MentionCap)
 			}
 			out := make([]thread.State, 0, len(byKey))
 			for _, st := range byKey {

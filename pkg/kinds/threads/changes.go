@@ -36,7 +36,7 @@ func (s Store) WriteChangesPG(ctx context.Context, states []thread.State) ([]Cur
 	// raised to the read seq).
 	byKey := make(map[thread.Key]receipt.State, len(sorted))
 	for _, st := range sorted {
-		in, _ := s.Merge(thread.State{}, st)
+		in, _ := thread.Merge(thread.State{}, st, s.mentionCap)
 		byKey[st.Key] = in.Cursors
 	}
 	rows, err := s.pg.Pool().Query(ctx, changesSQL, s.upsertArgs(sorted)...)

@@ -146,7 +146,7 @@ func (s Store) upsertArgs(sorted []thread.State) []any {
 	roots, res, rss, des, dss, pes, pss := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	times, fvs, fls := make([]int64, n), make([]int64, n), make([]bool, n)
 	for i := range sorted {
-		st, _ := s.Merge(thread.State{}, sorted[i])
+		st, _ := thread.Merge(thread.State{}, sorted[i], s.mentionCap)
 		c := st.Cursors
 		users[i], chs[i], roots[i] = st.Key.User, st.Key.Channel, st.Key.Root
 		res[i], rss[i], rms[i] = c.Read.Position.Epoch, c.Read.Position.Seq, c.Read.MessageID

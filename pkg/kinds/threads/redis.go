@@ -435,7 +435,7 @@ func (s Store) updateStates(ctx context.Context, keys []thread.Key, loaded bool,
 				out[i].Err = err
 				continue
 			}
-			merged, _ := s.Merge(stored, inc)
+			merged, _ := thread.Merge(stored, inc, s.mentionCap)
 			next, err := encodeThreadState(merged)
 			if err == nil && next != v {
 				merged, err = decodeThreadState(k, next)

@@ -4,7 +4,6 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
-	"github.com/readstate/receipts/pkg/thread"
 )
 
 // Store is the kinds' storage over the two drivers: their rows in
@@ -38,10 +37,4 @@ func (s Store) WithMentionCap(n int) Store {
 		s.mentionCap = n
 	}
 	return s
-}
-
-// Merge is thread.Merge with the store's retention: what a write of
-// incoming over stored leaves.
-func (s Store) Merge(stored, incoming thread.State) (thread.State, bool) {
-	return thread.Merge(stored, incoming, s.mentionCap)
 }

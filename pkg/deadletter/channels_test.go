@@ -49,10 +49,10 @@ func TestConsumerRepairsEveryKind(t *testing.T) {
 		waitFor, 20*time.Millisecond)
 	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_parked_total", "kind", deadletter.KindUndecodable))
 
-	heads, err := heads.NewStore(bd.pg).ReadPG(ctx, []string{"c1"})
+	pgHeads, err := heads.NewStore(bd.pg, nil).ReadPG(ctx, []string{"c1"})
 	require.NoError(t, err)
-	require.Equal(t, int64(12), heads[0].Seq)
-	rh, err := bd.rs.Heads(ctx, []string{"c1"})
+	require.Equal(t, int64(12), pgHeads[0].Seq)
+	rh, err := heads.NewStore(nil, bd.rs).ReadRedis(ctx, []string{"c1"})
 	require.NoError(t, err)
 	require.Equal(t, int64(12), rh["c1"].Seq)
 	regs, _, err := bd.rs.Memberships(ctx, "u1", nil)

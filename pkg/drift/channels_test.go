@@ -52,9 +52,9 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	h := func(ch string, seq, ts int64) channel.Head {
 		return channel.Head{Channel: ch, Seq: seq, MessageID: "m" + itoa(seq), UpdatedAtUnixMs: ts}
 	}
-	_, err := headkind.NewStore(bd.pg).WritePG(ctx, []channel.Head{h("pg-ahead", 10, 1000), h("rd-ahead", 3, 1000), h("rd-missing", 7, 1000), h("same", 4, 1000), h("in-flight", 2, 1000)})
+	_, err := headkind.NewStore(bd.pg, nil).WritePG(ctx, []channel.Head{h("pg-ahead", 10, 1000), h("rd-ahead", 3, 1000), h("rd-missing", 7, 1000), h("same", 4, 1000), h("in-flight", 2, 1000)})
 	require.NoError(t, err)
-	_, err = bd.rs.RaiseHeads(ctx, []channel.Head{h("pg-ahead", 5, 1000), h("rd-ahead", 12, 1000), h("pg-missing", 6, 1000), h("same", 4, 1000), h("in-flight", 9, now)})
+	_, err = headkind.NewStore(nil, bd.rs).RaiseRedis(ctx, []channel.Head{h("pg-ahead", 5, 1000), h("rd-ahead", 12, 1000), h("pg-missing", 6, 1000), h("same", 4, 1000), h("in-flight", 9, now)})
 	require.NoError(t, err)
 
 	k := func(u string) receipt.Key { return receipt.Key{User: u, Channel: "g"} }
@@ -91,7 +91,7 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	pgm, err := ms.ReadPG(ctx, "pg-missing", []string{"m"})
 	require.NoError(t, err)
 	require.Empty(t, pgm, "left to the persister")
-	inflight, err := headkind.NewStore(bd.pg).ReadPG(ctx, []string{"in-flight"})
+	inflight, err := headkind.NewStore(bd.pg, nil).ReadPG(ctx, []string{"in-flight"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), inflight[0].Seq, "a head Redis raised within the grace is left to the persister")
 
@@ -103,10 +103,10 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.Equal(t, rep.Found, rep.Repaired)
 
 	for ch, want := range map[string]int64{"pg-ahead": 10, "rd-ahead": 12, "rd-missing": 7, "pg-missing": 6, "same": 4} {
-		pg, err := headkind.NewStore(bd.pg).ReadPG(ctx, []string{ch})
+		pg, err := headkind.NewStore(bd.pg, nil).ReadPG(ctx, []string{ch})
 		require.NoError(t, err)
 		require.Equal(t, want, pg[0].Seq, ch)
-		rd, err := bd.rs.Heads(ctx, []string{ch})
+		rd, err := headkind.NewStore(nil, bd.rs).ReadRedis(ctx, []string{ch})
 		require.NoError(t, err)
 		require.Equal(t, want, rd[ch].Seq, ch)
 	}
@@ -164,7 +164,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 	view, err := unread.NewStore(nil, bd.rs).WithMentionCap(capN).Read(ctx, user, channels)
 	require.NoError(t, err)
 	if hydrate {
-		heads, err := headkind.NewStore(bd.pg).ReadPG(ctx, view.MissingHeads)
+		heads, err := headkind.NewStore(bd.pg, nil).ReadPG(ctx, view.MissingHeads)
 		require.NoError(t, err)
 		var none []string
 		for _, ch := range view.MissingHeads {
@@ -172,7 +172,7 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 				none = append(none, ch)
 			}
 		}
-		require.NoError(t, bd.rs.HydrateHeads(ctx, heads, none))
+		require.NoError(t, headkind.NewStore(nil, bd.rs).HydrateRedis(ctx, heads, none))
 		view, err = unread.NewStore(nil, bd.rs).WithMentionCap(capN).Read(ctx, user, channels)
 		require.NoError(t, err)
 		require.True(t, view.CursorsComplete)
@@ -225,7 +225,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	}
 	regs[5] = channel.Leave(regs[5].Key, 30, 2000)
 	// Both stores hold the same, as the write path leaves them.
-	_, err := headkind.NewStore(bd.pg).WritePG(ctx, heads)
+	_, err := headkind.NewStore(bd.pg, nil).WritePG(ctx, heads)
 	require.NoError(t, err)
 	_, err = members.NewStore(bd.pg).WritePG(ctx, regs)
 	require.NoError(t, err)
@@ -234,7 +234,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 	_, err = ms.WritePG(ctx, mns)
 	require.NoError(t, err)
-	_, err = bd.rs.RaiseHeads(ctx, heads)
+	_, err = headkind.NewStore(nil, bd.rs).RaiseRedis(ctx, heads)
 	require.NoError(t, err)
 	_, err = bd.rs.MergeMemberships(ctx, regs)
 	require.NoError(t, err)

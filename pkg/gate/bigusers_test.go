@@ -42,7 +42,7 @@ func TestUserWithMoreThanTenThousandChannels(t *testing.T) {
 	require.NoError(t, err)
 	_, err = members.NewStore(tb.schema.Store).WritePG(ctx, regs)
 	require.NoError(t, err)
-	_, err = headkind.NewStore(tb.schema.Store).WritePG(ctx, heads)
+	_, err = headkind.NewStore(tb.schema.Store, nil).WritePG(ctx, heads)
 	require.NoError(t, err)
 
 	seen, token := 0, ""

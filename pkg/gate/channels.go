@@ -276,7 +276,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 	// What Postgres answers below must hold what Redis lost.
 	keys := []string{g.Redis.UserKey(user)}
 	for _, ch := range view.MissingHeads {
-		keys = append(keys, g.Redis.HeadKey(ch))
+		keys = append(keys, g.HeadStore().RedisKey(ch))
 	}
 	if !view.MembershipsComplete || len(view.MissingHeads) > 0 {
 		if _, err := g.Restore.Settle(ctx, keys...); err != nil {
@@ -313,7 +313,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 				none = append(none, ch)
 			}
 		}
-		hydrate("heads", func(c context.Context) error { return g.Redis.HydrateHeads(c, heads, none) })
+		hydrate("heads", func(c context.Context) error { return g.HeadStore().HydrateRedis(c, heads, none) })
 	}
 	return g.hydrateChannelSets(ctx, view)
 }

@@ -154,7 +154,7 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 		k := receipt.Key{User: "pu", Channel: ch}
 		regs = append(regs, channel.Join(k, 1, 1, 0))
 		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{4}})
-		_, err := tb.store.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
+		_, err := heads.NewStore(nil, tb.store).RaiseRedis(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
 		require.NoError(t, err)
 	}
 	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
@@ -250,7 +250,7 @@ func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
 	tb.ok(t, http.MethodPut, "/v1/channels/big/members/bob", `{}`)
 	tb.ok(t, http.MethodPost, "/v1/messages:notify", `{"notices": [{"channel_id": "big", "seq": `+strconv.Itoa(head)+`}]}`)
 	require.Eventually(t, func() bool {
-		hs, err := heads.NewStore(tb.schema.Store).ReadPG(ctx, []string{"big"})
+		hs, err := heads.NewStore(tb.schema.Store, nil).ReadPG(ctx, []string{"big"})
 		require.NoError(t, err)
 		ms, err := members.NewStore(tb.schema.Store).ReadPG(ctx, "bob", []string{"big"})
 		require.NoError(t, err)

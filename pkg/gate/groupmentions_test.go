@@ -195,7 +195,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	tb := setup(t, setupOpts{redis: down})
 	ctx := context.Background()
 	pg := tb.schema.Store
-	_, err := heads.NewStore(pg).WritePG(ctx, []channel.Head{{Channel: "gc", Seq: 5, UpdatedAtUnixMs: 1}})
+	_, err := heads.NewStore(pg, nil).WritePG(ctx, []channel.Head{{Channel: "gc", Seq: 5, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	var regs []channel.Membership
 	var states []receipt.State

@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -79,7 +80,7 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 	}
 	// A first unread message that is the head's (often the one new
 	// message) has its id in the head already; the others are looked up.
-	refs := make([]redisstore.MessageRef, 0, len(page))
+	refs := make([]heads.MessageRef, 0, len(page))
 	var lookedUp []*receiptsv1.InboxLine
 	for _, h := range page {
 		line := &receiptsv1.InboxLine{LastActivityUnixMs: h.UpdatedAtUnixMs}
@@ -100,7 +101,7 @@ func (g *Gate) GetInbox(ctx context.Context, req *connect.Request[receiptsv1.Get
 		case first == h.Seq && h.MessageID != "":
 			line.FirstUnreadMessageId = h.MessageID
 		default:
-			refs = append(refs, redisstore.MessageRef{Channel: h.Channel, Root: h.Root, Seq: first})
+			refs = append(refs, heads.MessageRef{Channel: h.Channel, Root: h.Root, Seq: first})
 			lookedUp = append(lookedUp, line)
 		}
 	}
@@ -177,8 +178,8 @@ func (g *Gate) inboxOrder(ctx context.Context, user string) ([]channel.Head, boo
 
 // firstUnreadIDs fills each line's first unread message id where Redis
 // keeps it; without Redis the lines go without.
-func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine, refs []redisstore.MessageRef) {
-	ids, err := g.Redis.MessageIDs(ctx, refs)
+func (g *Gate) firstUnreadIDs(ctx context.Context, lines []*receiptsv1.InboxLine, refs []heads.MessageRef) {
+	ids, err := g.HeadStore().MessageIDs(ctx, refs)
 	if err != nil {
 		g.RedisDegradedOn(ctx, seam.RedisOpGet, 1, err)
 		return

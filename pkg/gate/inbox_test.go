@@ -123,7 +123,7 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 		chs = append(chs, fmt.Sprintf("ib%d", i))
 	}
 	require.Eventually(t, func() bool {
-		heads, err := headkind.NewStore(tb.schema.Store).ReadPG(ctx, chs)
+		heads, err := headkind.NewStore(tb.schema.Store, nil).ReadPG(ctx, chs)
 		require.NoError(t, err)
 		dels, err := deletions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []thread.Ref{{Channel: "ib4"}})
 		require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestInboxThreadLines(t *testing.T) {
 		require.NoError(t, err)
 		sts, err := threads.NewStore(tb.schema.Store, nil).StatesPG(ctx, []thread.Key{{User: "tu", Ref: ref}})
 		require.NoError(t, err)
-		chHeads, err := headkind.NewStore(tb.schema.Store).ReadPG(ctx, []string{"ta", "tb"})
+		chHeads, err := headkind.NewStore(tb.schema.Store, nil).ReadPG(ctx, []string{"ta", "tb"})
 		require.NoError(t, err)
 		return len(heads) == 1 && heads[0].Seq == 3 && len(sts) == 1 && sts[0].Follow.Following && len(chHeads) == 2 && chHeads[1].Seq == 2
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the heads and the follow")

@@ -122,24 +122,24 @@ func TestTicksHeadFallsBackToPostgres(t *testing.T) {
 	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
 	require.Equal(t, int64(3), ticks.GetHead().GetSeq())
 
-	_, err := heads.NewStore(tb.schema.Store).WritePG(ctx, []channel.Head{{Channel: "g", Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 1}})
+	_, err := heads.NewStore(tb.schema.Store, nil).WritePG(ctx, []channel.Head{{Channel: "g", Seq: 3, MessageID: "m3", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
-	require.NoError(t, tb.rdb.Del(ctx, tb.store.HeadKey("g")).Err())
+	require.NoError(t, tb.rdb.Del(ctx, heads.NewStore(nil, tb.store).RedisKey("g")).Err())
 	ticks.Reset()
 	tb.doProto(t, http.MethodGet, "/v1/channels/g/ticks", "", &ticks)
 	require.Equal(t, int64(3), ticks.GetHead().GetSeq(), "the head from Postgres")
-	heads, err := tb.store.Heads(ctx, []string{"g"})
+	got, err := heads.NewStore(nil, tb.store).ReadRedis(ctx, []string{"g"})
 	require.NoError(t, err)
-	require.Equal(t, int64(3), heads["g"].Seq, "and back in Redis")
+	require.Equal(t, int64(3), got["g"].Seq, "and back in Redis")
 
 	for range 2 {
 		ticks.Reset()
 		tb.doProto(t, http.MethodGet, "/v1/channels/none/ticks", "", &ticks)
 		require.Nil(t, ticks.Head, "a channel without a notice has no head")
 	}
-	heads, err = tb.store.Heads(ctx, []string{"none"})
+	got, err = heads.NewStore(nil, tb.store).ReadRedis(ctx, []string{"none"})
 	require.NoError(t, err)
-	require.Contains(t, heads, "none", "Redis records that it has none")
+	require.Contains(t, got, "none", "Redis records that it has none")
 }
 
 // A member who leaves and joins again is back in read-by and ticks with

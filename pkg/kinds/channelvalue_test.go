@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/thread"
@@ -33,7 +34,7 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 		t.Helper()
 		// The head's three fields ("-" first: unknown), then the deletion
 		// count and the top ("-": unknown), or none (an older build's).
-		f := strings.Fields(rdb.Get(ctx, s.HeadKey(ch)).Val())
+		f := strings.Fields(rdb.Get(ctx, headkind.NewStore(nil, s).RedisKey(ch)).Val())
 		head, dn, top := strings.Join(f[:3], " "), "", ""
 		if f[0] == "-" {
 			head = "?"
@@ -49,7 +50,7 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	}
 	raise := func(ch string, seq int64) {
 		t.Helper()
-		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: seq, MessageID: "m", UpdatedAtUnixMs: 62}})
+		_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: ch, Seq: seq, MessageID: "m", UpdatedAtUnixMs: 62}})
 		require.NoError(t, err)
 	}
 	groups := func(ch string, seq int64) {
@@ -79,14 +80,14 @@ func TestChannelValueKeepsItsParts(t *testing.T) {
 	require.Equal(t, [3]string{"9 m 10", "1", redisstore.PadSeq(7)}, parts("b"), "a kept count follows each deletion")
 
 	// An older build's value: the head, the rest unknown; writes fill it.
-	require.NoError(t, rdb.Set(ctx, s.HeadKey("c"), "5 m 10", 0).Err())
+	require.NoError(t, rdb.Set(ctx, headkind.NewStore(nil, s).RedisKey("c"), "5 m 10", 0).Err())
 	require.Equal(t, [3]string{"5 m 10", "", ""}, parts("c"))
 	_, err = del.AddRedis(ctx, []channel.Deletions{{Channel: "c", Seqs: []int64{1}}})
 	require.NoError(t, err)
 	require.Equal(t, [3]string{"5 m 10", "", ""}, parts("c"), "an unknown count stays unknown until hydrated")
 	deletions("c", 2)
 	require.Equal(t, [3]string{"5 m 10", "2", ""}, parts("c"))
-	heads, err := s.Heads(ctx, []string{"a", "b", "c", "none"})
+	heads, err := headkind.NewStore(nil, s).ReadRedis(ctx, []string{"a", "b", "c", "none"})
 	require.NoError(t, err)
 	require.Len(t, heads, 3)
 	require.Equal(t, channel.Head{Channel: "c", Seq: 5, MessageID: "m", UpdatedAtUnixMs: 62}, heads["c"])

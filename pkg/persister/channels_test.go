@@ -73,7 +73,7 @@ func (b *bundle) requireKinds(want backlogKinds, capN int) {
 	ctx := context.Background()
 	s := b.schema.Store
 	for ch, seq := range want.heads {
-		h, err := heads.NewStore(s).ReadPG(ctx, []string{ch})
+		h, err := heads.NewStore(s, nil).ReadPG(ctx, []string{ch})
 		require.NoError(b.t, err)
 		require.Len(b.t, h, 1, ch)
 		require.Equal(b.t, seq, h[0].Seq, ch)
@@ -184,7 +184,7 @@ func TestRejectedChannelRowIsDeadLettered(t *testing.T) {
 	require.Contains(t, keys["reject-me"], "channel_heads")
 	require.Contains(t, keys["bad:ok03"], "channel_members")
 	require.Contains(t, keys["bad:ok03"], "23514")
-	heads, err := heads.NewStore(b.schema.Store).PagePG(context.Background(), "", 100)
+	heads, err := heads.NewStore(b.schema.Store, nil).PagePG(context.Background(), "", 100)
 	require.NoError(t, err)
 	require.Len(t, heads, 20)
 	require.Len(t, b.rows(), 1, "the cursor row of the rejected member's key is written")

@@ -35,14 +35,14 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	k := receipt.Key{User: "u", Channel: "c"}
 
 	// Heads: Redis ahead of the record, Postgres behind both.
-	_, err := rs.RaiseHeads(ctx, []channel.Head{{Channel: "c", Seq: 9, MessageID: "m9"}})
+	_, err := heads.NewStore(nil, rs).RaiseRedis(ctx, []channel.Head{{Channel: "c", Seq: 9, MessageID: "m9"}})
 	require.NoError(t, err)
-	_, err = heads.NewStore(pg).WritePG(ctx, []channel.Head{{Channel: "c", Seq: 2}})
+	_, err = heads.NewStore(pg, nil).WritePG(ctx, []channel.Head{{Channel: "c", Seq: 2}})
 	require.NoError(t, err)
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Channel: &channel.Head{Channel: "c", Seq: 5}}))
-	ph, err := heads.NewStore(pg).ReadPG(ctx, []string{"c"})
+	ph, err := heads.NewStore(pg, nil).ReadPG(ctx, []string{"c"})
 	require.NoError(t, err)
-	rh, err := rs.Heads(ctx, []string{"c"})
+	rh, err := heads.NewStore(nil, rs).ReadRedis(ctx, []string{"c"})
 	require.NoError(t, err)
 	require.Equal(t, int64(9), ph[0].Seq)
 	require.Equal(t, "m9", ph[0].MessageID)

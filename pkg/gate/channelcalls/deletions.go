@@ -105,7 +105,7 @@ func (g *Channels) checkDeletionLeads(ctx context.Context, dels []deletion) erro
 	}
 	heads := make(map[thread.Ref]int64, len(seen))
 	if len(chans) > 0 {
-		known, err := g.Redis.Heads(ctx, chans)
+		known, err := g.HeadStore().ReadRedis(ctx, chans)
 		if err != nil {
 			g.WarnRedis(ctx, seam.RedisOpGet, err)
 			known = nil

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
+	channelheads "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -200,7 +201,7 @@ func (g *Channels) notify(ctx context.Context, notices []seam.Notice) ([]*receip
 
 	var (
 		wg          sync.WaitGroup
-		raised      []redisstore.HeadResult
+		raised      []channelheads.Result
 		merged      []redisstore.MergeResult
 		mentionGens []int64
 		mentionErr  error
@@ -276,10 +277,10 @@ func (g *Channels) notify(ctx context.Context, notices []seam.Notice) ([]*receip
 }
 
 // raiseHeads raises heads in Redis; it always returns one result per head.
-func (g *Channels) raiseHeads(ctx context.Context, heads []channel.Head) []redisstore.HeadResult {
-	out, err := g.Redis.RaiseHeads(ctx, heads)
+func (g *Channels) raiseHeads(ctx context.Context, heads []channel.Head) []channelheads.Result {
+	out, err := g.HeadStore().RaiseRedis(ctx, heads)
 	if len(out) != len(heads) {
-		out = make([]redisstore.HeadResult, len(heads))
+		out = make([]channelheads.Result, len(heads))
 		for i := range out {
 			out[i].Err = err
 		}

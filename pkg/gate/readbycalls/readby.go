@@ -115,7 +115,7 @@ func (g *ReadBy) Sight(ctx context.Context, ch string) (*readby.Sight, error) {
 // else Postgres, hydrating Redis (a max-merge), so that ticks keep their
 // head after Redis lost it (a FLUSHALL, an eviction).
 func (g *ReadBy) ChannelHead(ctx context.Context, ch string) (*channel.Head, error) {
-	heads, rerr := g.Redis.Heads(ctx, []string{ch})
+	heads, rerr := g.HeadStore().ReadRedis(ctx, []string{ch})
 	if rerr == nil {
 		if h, ok := heads[ch]; ok {
 			if h.Seq == 0 { // known to have none
@@ -143,7 +143,7 @@ func (g *ReadBy) ChannelHead(ctx context.Context, ch string) (*channel.Head, err
 		none = []string{ch}
 	}
 	if rerr == nil {
-		if err := g.Redis.HydrateHeads(ctx, durable, none); err != nil {
+		if err := g.HeadStore().HydrateRedis(ctx, durable, none); err != nil {
 			g.M.RedisDegraded.WithLabelValues(seam.RedisOpHydrate).Inc()
 			g.WarnRedis(ctx, seam.RedisOpHydrate+" heads", err)
 		}

@@ -307,7 +307,7 @@ func ValidateKey(user, ch string) (receipt.Key, error) {
 func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
 
 // HeadStore is the channel heads' (Postgres).
-func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG) }
+func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG, g.Redis) }
 
 // MemberStore is the membership registers' (Postgres).
 func (g *Core) MemberStore() members.Store { return members.NewStore(g.PG) }

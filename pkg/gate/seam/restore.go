@@ -252,7 +252,7 @@ func (g *Core) Settled(ctx context.Context, users, channels []string) error {
 		keys = append(keys, g.Redis.UserKey(u))
 	}
 	for _, ch := range channels {
-		keys = append(keys, g.Redis.HeadKey(ch))
+		keys = append(keys, g.HeadStore().RedisKey(ch))
 	}
 	if len(keys) == 0 {
 		return nil

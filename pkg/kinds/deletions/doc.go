@@ -12,8 +12,9 @@
 // no user.
 //
 // It is written against the drivers (pgstore.Store's Pool and
-// Classified, redisstore.Store's Exec, Client, Prefix, HeadKey and the
-// channel value's Lua), which name none of it. The run search both
+// Classified, redisstore.Store's Exec, Client and Prefix), which name
+// none of it, and keeps its count in the channel value of pkg/kinds/heads
+// (its key and Lua). The run search both
 // counts share (seqrun.lua, at most 64 halving steps) is the kind's. The
 // unread view (pkg/views/unread) asks a channel's count only where the
 // channel value says the set holds some (CountChannelsRedis; CountPG in

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -25,7 +26,7 @@ import (
 //	                    Postgres (absent: unknown)
 //
 // A channel's set's size is the fourth part of its channel value
-// (redisstore.Store.HeadKey), known once hydrated, so the unread read
+// (heads.Store.RedisKey), known once hydrated, so the unread read
 // (one MGET of the channel values) costs a channel without deletions
 // ("0") nothing more. Every key carries the channel's hash tag: one
 // script writes a set and its count. A thread's deletions are counted
@@ -74,7 +75,7 @@ var (
 	//go:embed seqrun.lua
 	luaSeqRun string
 
-	addScript          = redis.NewScript(redisstore.LuaChannelValue + luaAdd)
+	addScript          = redis.NewScript(heads.LuaChannelValue + luaAdd)
 	countScript        = redis.NewScript(luaSeqRun + luaCount)
 	countChannelScript = redis.NewScript(luaSeqRun + "return seqrun(KEYS[1])\n")
 
@@ -94,7 +95,7 @@ func (s Store) queueAdd(ctx context.Context, pipe redis.Pipeliner, ref thread.Re
 	}
 	if ref.Root == 0 {
 		args[1] = "v" + m
-		return addScript.EvalSha(ctx, pipe, []string{s.redis.HeadKey(ref.Channel), s.RedisKey(ref)}, args...)
+		return addScript.EvalSha(ctx, pipe, []string{heads.NewStore(nil, s.redis).RedisKey(ref.Channel), s.RedisKey(ref)}, args...)
 	}
 	return addScript.EvalSha(ctx, pipe, []string{s.CountKey(ref), s.RedisKey(ref)}, args...)
 }

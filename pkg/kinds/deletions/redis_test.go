@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -40,7 +41,7 @@ func TestThreadDeletionSets(t *testing.T) {
 	s, rs, rdb := newRedisStore(t)
 	th, other := thread.Ref{Channel: "x", Root: 4}, thread.Ref{Channel: "x", Root: 9}
 	for _, k := range []string{s.RedisKey(thread.Ref{Channel: "x"}), s.RedisKey(th), s.CountKey(th)} {
-		require.Equal(t, hashTag(rs.HeadKey("x")), hashTag(k), "the channel's slot: %s", k)
+		require.Equal(t, hashTag(headkind.NewStore(nil, rs).RedisKey("x")), hashTag(k), "the channel's slot: %s", k)
 	}
 
 	_, err := s.AddRedis(ctx, []channel.Deletions{{Channel: "x", Root: 4, Seqs: []int64{3}}, {Channel: "x", Seqs: []int64{8}}})

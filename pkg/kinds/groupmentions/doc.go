@@ -10,8 +10,9 @@
 // of them. Store is the typed face the gateway calls.
 //
 // It is written against the drivers (pgstore.Store's Pool and
-// Classified, redisstore.Store's Exec, Client, Prefix, HeadKey and the
-// channel value's Lua), which name none of it. The unread view
+// Classified, redisstore.Store's Exec, Client and Prefix), which name
+// none of it, and keeps its top in the channel value of pkg/kinds/heads
+// (its key and Lua). The unread view
 // (pkg/views/unread) reads a channel's group mentions above a user's read
 // through ReadAboveRedis, and its Postgres fallback through ReadPG. Its
 // Kafka codec is still pkg/event's.

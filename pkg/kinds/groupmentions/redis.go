@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -19,7 +20,7 @@ import (
 //	               (codec.go), so the set's order is seq order and a
 //	               seq's members sort by sender
 //
-// The channel value (redisstore.Store.HeadKey) holds the greatest kept
+// The channel value (heads.Store.RedisKey) holds the greatest kept
 // seq (padded) as its fifth part, read with the heads: a channel whose
 // top is at or below a user's read costs the unread read nothing more,
 // and an unknown top means "not known" (hydrate from Postgres). The
@@ -38,7 +39,7 @@ var (
 	//go:embed redact.lua
 	luaRedact string
 
-	mergeScript  = redis.NewScript(redisstore.LuaChannelValue + luaMerge)
+	mergeScript  = redis.NewScript(heads.LuaChannelValue + luaMerge)
 	redactScript = redis.NewScript(luaRedact)
 
 	// Scripts are the kind's scripts, for redisstore.Store.Load.
@@ -73,7 +74,7 @@ func (s Store) mergeRedis(ctx context.Context, gms []channel.GroupMentions, mode
 			for _, m := range g.Mentions {
 				argv = append(argv, encode(m))
 			}
-			cmds = append(cmds, mergeScript.EvalSha(ctx, pipe, []string{s.RedisKey(g.Channel), s.redis.HeadKey(g.Channel)}, argv...))
+			cmds = append(cmds, mergeScript.EvalSha(ctx, pipe, []string{s.RedisKey(g.Channel), heads.NewStore(nil, s.redis).RedisKey(g.Channel)}, argv...))
 		}
 	}, Scripts...)
 	if err == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -28,7 +29,7 @@ func newRedisStore(t *testing.T) (Store, *redisstore.Store, redis.UniversalClien
 // mention seq, padded ("" while not known).
 func top(t *testing.T, rdb redis.UniversalClient, rs *redisstore.Store, ch string) string {
 	t.Helper()
-	f := strings.Fields(rdb.Get(context.Background(), rs.HeadKey(ch)).Val())
+	f := strings.Fields(rdb.Get(context.Background(), headkind.NewStore(nil, rs).RedisKey(ch)).Val())
 	if len(f) < 5 || f[4] == "-" {
 		return ""
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 var (
@@ -22,12 +23,16 @@ var (
 	pageSQL string
 )
 
-// Store is the kind's storage in Postgres. It is one pointer: make one
-// where it is needed.
-type Store struct{ pg *pgstore.Store }
+// Store is the kind's storage in Postgres and Redis. It is two pointers:
+// make one where it is needed.
+type Store struct {
+	pg    *pgstore.Store
+	redis *redisstore.Store
+}
 
-// NewStore is the kind's storage on pg.
-func NewStore(pg *pgstore.Store) Store { return Store{pg: pg} }
+// NewStore is the kind's storage on pg and rs (either may be nil when
+// only the other is used).
+func NewStore(pg *pgstore.Store, rs *redisstore.Store) Store { return Store{pg: pg, redis: rs} }
 
 // WritePG max-merges heads into channel_heads in one statement and
 // returns how many rows changed. Heads must be unique per channel.

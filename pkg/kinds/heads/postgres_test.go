@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 func TestPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := heads.NewStore(pgtest.NewSchema(t).Store)
+	s := heads.NewStore(pgtest.NewSchema(t).Store, nil)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 40 {
 		ch := "c" + strconv.Itoa(trial)

@@ -32,21 +32,21 @@ var spec = &kind.Spec[string, channel.Head]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Head) (int64, error) {
-		return NewStore(env.Postgres).WritePG(ctx, vals)
+		return NewStore(env.Postgres, env.Redis).WritePG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, chs []string) ([]channel.Head, error) {
-		return NewStore(env.Postgres).ReadPG(ctx, chs)
+		return NewStore(env.Postgres, env.Redis).ReadPG(ctx, chs)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after string, _ bool, n int) ([]channel.Head, error) {
-		return NewStore(env.Postgres).PagePG(ctx, after, n)
+		return NewStore(env.Postgres, env.Redis).PagePG(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Head) ([]error, error) {
-		res, err := env.Redis.RaiseHeads(ctx, vals)
-		return kind.ResultErrs(res, err, func(r redisstore.HeadResult) error { return r.Err })
+		res, err := NewStore(env.Postgres, env.Redis).RaiseRedis(ctx, vals)
+		return kind.ResultErrs(res, err, func(r Result) error { return r.Err })
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, chs []string) ([][]*channel.Head, error) {
-		got, err := env.Redis.Heads(ctx, chs)
+		got, err := NewStore(env.Postgres, env.Redis).ReadRedis(ctx, chs)
 		if err != nil {
 			return nil, err
 		}
@@ -60,13 +60,13 @@ var spec = &kind.Spec[string, channel.Head]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Head], error) {
-		chs, next, err := env.Redis.ScanChannels(ctx, cur, count)
+		chs, next, err := NewStore(env.Postgres, env.Redis).ScanRedis(ctx, cur, count)
 		if err != nil {
 			return kind.ScanPage[channel.Head]{}, err
 		}
 		page := kind.ScanPage[channel.Head]{Next: next}
 		valid := kind.ValidIDs("channel_id", chs, &page.Scanned, &page.Invalid)
-		got, err := env.Redis.Heads(ctx, valid)
+		got, err := NewStore(env.Postgres, env.Redis).ReadRedis(ctx, valid)
 		if err != nil {
 			return page, err
 		}
@@ -77,6 +77,7 @@ var spec = &kind.Spec[string, channel.Head]{
 		}
 		return page, nil
 	},
+	Scripts: Scripts,
 }
 
 // Kind is the heads' kind, listed by the registry pkg/kinds.

@@ -25,7 +25,7 @@
 // name none of its tables or keys; the read-by view's thread entries
 // (pkg/views/readby) are the view's, and the inbox's reply ids the
 // driver's cache beside the channels' message ids
-// (redisstore.Store.RememberReplyIDs, called after a raise).
+// (pkg/kinds/heads: Store.RememberReplyIDs, called after a raise).
 // The mention seqs a register keeps are its own column and field: the
 // channel mention kind's table and keys are not read here.
 package threads

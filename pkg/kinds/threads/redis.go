@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	channelheads "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -332,7 +333,7 @@ func (s Store) RaiseHeads(ctx context.Context, heads []thread.Head) ([]HeadResul
 				ok = append(ok, heads[i])
 			}
 		}
-		err = s.redis.RememberReplyIDs(ctx, ok)
+		err = channelheads.NewStore(nil, s.redis).RememberReplyIDs(ctx, ok)
 	}
 	return out, err
 }

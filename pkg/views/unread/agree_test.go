@@ -90,9 +90,9 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 	for _, h := range heads {
 		headOf[h.Channel] = h.Seq
 	}
-	_, err := headkind.NewStore(pg).WritePG(ctx, heads)
+	_, err := headkind.NewStore(pg, nil).WritePG(ctx, heads)
 	require.NoError(t, err)
-	require.NoError(t, rs.HydrateHeads(ctx, heads, noHead))
+	require.NoError(t, headkind.NewStore(nil, rs).HydrateRedis(ctx, heads, noHead))
 	allGroups := make([]channel.GroupMentions, len(channels))
 	for i, ch := range channels {
 		allGroups[i] = channel.GroupMentions{Channel: ch}

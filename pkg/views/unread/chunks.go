@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 )
 
 // readChunked ends read for a page of more than s.chunk channels: the
@@ -52,9 +52,9 @@ func (s Store) readChunked(ctx context.Context, view UnreadView, channels []stri
 		wg.Go(func() {
 			p, chs := &parts[i], channels[lo:hi]
 			p.lo = lo
-			var heads *redisstore.ChannelValues
+			var heads *heads.ChannelValues
 			if p.err = s.exec(ctx, func(pipe redis.Pipeliner) {
-				heads = s.redis.QueueChannelValues(ctx, pipe, chs)
+				heads = s.headStore().QueueChannelValues(ctx, pipe, chs)
 			}); p.err != nil {
 				return
 			}

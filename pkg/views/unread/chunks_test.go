@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -51,9 +52,9 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	// Channel values Redis does not know (14, 15, 59), one it cannot
 	// decode (30).
 	for _, i := range []int{14, 15, 59} {
-		require.NoError(t, rdb.Del(ctx, rs.HeadKey(channels[i])).Err())
+		require.NoError(t, rdb.Del(ctx, headkind.NewStore(nil, rs).RedisKey(channels[i])).Err())
 	}
-	require.NoError(t, rdb.Set(ctx, rs.HeadKey(channels[30]), "?", 0).Err())
+	require.NoError(t, rdb.Set(ctx, headkind.NewStore(nil, rs).RedisKey(channels[30]), "?", 0).Err())
 	// A cursor without a register, read further in some channels.
 	st := receipt.State{Key: receipt.Key{User: "u", Channel: "u-extra"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}, MessageID: "m2"}, UpdatedAtUnixMs: now}
 	_, err = rs.Merge(ctx, []receipt.State{st})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -88,7 +89,7 @@ func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
 	u, d, s, rdb := newDeletionStore(t)
 	_, err := d.AddRedis(ctx, []channel.Deletions{{Channel: "x", Seqs: []int64{3}}})
 	require.NoError(t, err)
-	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "x", Seq: 5, MessageID: "m5"}})
+	_, err = headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: "x", Seq: 5, MessageID: "m5"}})
 	require.NoError(t, err)
 	_, v := counts(t, u, "u", "x")
 	require.Equal(t, []string{"x"}, v.MissingDeletions, "not hydrated: unknown")
@@ -96,7 +97,7 @@ func TestDeleteBeforeNoticeAndHydrate(t *testing.T) {
 	got, v := counts(t, u, "u", "x")
 	require.Empty(t, v.MissingDeletions)
 	require.Equal(t, [3]int64{3, 2, 0}, got["x"])
-	f := strings.Fields(rdb.Get(ctx, s.HeadKey("x")).Val())
+	f := strings.Fields(rdb.Get(ctx, headkind.NewStore(nil, s).RedisKey("x")).Val())
 	require.Len(t, f, 5)
 	require.Equal(t, "2", f[3], "the count kept in the channel value's fourth part")
 }
@@ -129,7 +130,7 @@ func TestMillionDeletions(t *testing.T) {
 	u, d, s, rdb := newDeletionStore(t)
 	const n = 1_000_000
 	fillDeletions(t, d, rdb, "big", n)
-	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: n + 10, MessageID: "m"}})
+	_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: "big", Seq: n + 10, MessageID: "m"}})
 	require.NoError(t, err)
 	got, _ := counts(t, u, "u", "big")
 	require.Equal(t, [3]int64{10, n + 1, 0}, got["big"])
@@ -151,7 +152,7 @@ func BenchmarkCountDeletions(b *testing.B) {
 	for _, n := range []int64{1000, 1_000_000} {
 		ch := fmt.Sprintf("c%d", n)
 		fillDeletions(b, d, rdb, ch, n)
-		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: ch, Seq: n + 10, MessageID: "m"}})
+		_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: ch, Seq: n + 10, MessageID: "m"}})
 		require.NoError(b, err)
 		b.Run(fmt.Sprintf("deletions=%d", n), func(b *testing.B) {
 			for b.Loop() {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -26,7 +27,7 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 			view = view.WithChunk(chunk)
 			gm := groupmentions.NewStore(nil, s)
 			ctx := context.Background()
-			_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "c", Seq: 10, UpdatedAtUnixMs: 1}, {Channel: "d", Seq: 4, UpdatedAtUnixMs: 1}})
+			_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: "c", Seq: 10, UpdatedAtUnixMs: 1}, {Channel: "d", Seq: 4, UpdatedAtUnixMs: 1}})
 			require.NoError(t, err)
 			for _, ch := range []string{"c", "d"} {
 				st := receipt.State{Key: receipt.Key{User: "u", Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -60,11 +61,11 @@ func (s Store) Order(ctx context.Context, user string, riders ...Rider) (Inbox, 
 	if len(channels) == 0 {
 		return out, nil
 	}
-	var read *redisstore.ChannelValues
+	var read *heads.ChannelValues
 	var regValues *redis.SliceCmd
 	mayHaveLeft := leftCount.Val() != "0"
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		read = s.redis.QueueChannelValues(ctx, pipe, channels)
+		read = s.headStore().QueueChannelValues(ctx, pipe, channels)
 		if mayHaveLeft && len(regs.entries) > 0 {
 			regValues = pipe.HMGet(ctx, s.redis.UserMembersKey(user), regKeys(regs)...)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -19,7 +20,7 @@ func TestOrderCompleteOnlyWhenHydrated(t *testing.T) {
 	v, s, _ := newTestStore(t)
 	ctx := context.Background()
 	n := 3
-	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}})
+	_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}})
 	require.NoError(t, err)
 	_, err = s.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
@@ -51,7 +52,7 @@ func TestOrderLeavesLeftChannelsOut(t *testing.T) {
 		heads = append(heads, channel.Head{Channel: ch, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: int64(10 + i)})
 	}
 	require.NoError(t, s.HydrateMemberships(ctx, "u", regs))
-	_, err := s.RaiseHeads(ctx, heads)
+	_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, heads)
 	require.NoError(t, err)
 	channelsOf := func() []string {
 		t.Helper()

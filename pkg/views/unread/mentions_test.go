@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -32,7 +33,7 @@ func TestUnreadViewCountsTheKindsMentions(t *testing.T) {
 	}
 	_, err := rs.Merge(ctx, []receipt.State{{Key: receipt.Key{User: user, Channel: "a"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}, MessageID: "m6"}, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
-	_, err = rs.RaiseHeads(ctx, heads)
+	_, err = headkind.NewStore(nil, rs).RaiseRedis(ctx, heads)
 	require.NoError(t, err)
 	require.NoError(t, rs.HydrateMemberships(ctx, user, regs))
 	view, err := u.Read(ctx, user, nil)

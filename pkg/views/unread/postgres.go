@@ -11,7 +11,6 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
-	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -62,7 +61,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string) ([]Ch
 		set = append(set, ch)
 	}
 	slices.Sort(set)
-	hs, err := heads.NewStore(s.pg).ReadPG(ctx, set)
+	hs, err := s.headStore().ReadPG(ctx, set)
 	if err != nil {
 		return nil, err
 	}

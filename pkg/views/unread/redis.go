@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -51,7 +52,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 	channels = slices.Clone(channels)
 	slices.Sort(channels)
 	var cursors, regs, mentionTable fieldTable
-	var heads *redisstore.ChannelValues
+	var heads *heads.ChannelValues
 	defaultSet := len(channels) == 0
 	if defaultSet {
 		hs, err := s.userHashes(ctx, user)
@@ -76,7 +77,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 		}
 		if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			queueRiders(ctx, pipe, riders, user, channels)
-			heads = s.redis.QueueChannelValues(ctx, pipe, channels)
+			heads = s.headStore().QueueChannelValues(ctx, pipe, channels)
 		}); err != nil {
 			return view, err
 		}
@@ -89,7 +90,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 			ucmd = pipe.HMGet(ctx, s.redis.UserKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.redis.UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.mentionStore().RedisKey(user), fields...)
-			heads = s.redis.QueueChannelValues(ctx, pipe, channels)
+			heads = s.headStore().QueueChannelValues(ctx, pipe, channels)
 		}); err != nil {
 			return view, err
 		}
@@ -125,7 +126,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 // those whose deletions it does not know, and the views whose deletions
 // are to count (readDeletions) are marked so. defaultSet: a channel the user left is left out.
 func (s Store) counted(ctx context.Context, views []ChannelView, missing, undeleted []string, user string, channels []string,
-	heads *redisstore.ChannelValues, cursors, regs, mentionTable fieldTable, defaultSet bool,
+	heads *heads.ChannelValues, cursors, regs, mentionTable fieldTable, defaultSet bool,
 ) ([]ChannelView, []string, []string, error) {
 	var bound [redisstore.SeqWidth]byte
 	var seqs []int64 // the views' mention seqs, side by side

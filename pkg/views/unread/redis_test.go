@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -58,7 +59,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	}
 	_, err := s.Merge(ctx, states)
 	require.NoError(t, err)
-	_, err = s.RaiseHeads(ctx, heads[:nch-1]) // the last head is unknown to Redis
+	_, err = headkind.NewStore(nil, s).RaiseRedis(ctx, heads[:nch-1]) // the last head is unknown to Redis
 	require.NoError(t, err)
 	_, err = s.MergeMemberships(ctx, regs)
 	require.NoError(t, err)
@@ -110,7 +111,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.NoError(t, s.Hydrate(ctx, user, nil, redisstore.Incarnation{}))
 	require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, user, nil))
 	require.NoError(t, s.HydrateMemberships(ctx, user, nil))
-	require.NoError(t, s.HydrateHeads(ctx, nil, []string{"ch999"}))
+	require.NoError(t, headkind.NewStore(nil, s).HydrateRedis(ctx, nil, []string{"ch999"}))
 	view, err = counted.Read(ctx, user, []string{"ch999", "nowhere"})
 	require.NoError(t, err)
 	require.True(t, view.CursorsComplete)

@@ -17,7 +17,9 @@ import (
 	"github.com/readstate/receipts/pkg/thread"
 )
 
-func newRedis(t *testing.T) heads.Store { return heads.NewStore(nil, kindtest.Redis(t, heads.Scripts...)) }
+func newRedis(t *testing.T) heads.Store {
+	return heads.NewStore(nil, kindtest.Redis(t, heads.Scripts...))
+}
 
 // raise.lua agrees with channel.MergeHead at any seq (past 2^53, near
 // the int64 bound: compared as base-62 strings, never as Lua numbers):

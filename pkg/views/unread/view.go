@@ -6,9 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/kinds/threads"

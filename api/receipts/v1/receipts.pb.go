@@ -5635,7 +5635,7 @@ var File_receipts_v1_receipts_proto protoreflect.FileDescriptor
 
 const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\n" +
-	"\x1areceipts/v1/receipts.proto\x12\vreceipts.v1\x1a\x1cgoogle/api/annotations.proto\"\xf5\x01\n" +
+	"\x1areceipts/v1/receipts.proto\x12\vreceipts.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x18receipts/v1/access.proto\"\xf5\x01\n" +
 	"\aReceipt\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
 	"\n" +
@@ -6135,41 +6135,77 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\xd0 \n" +
-	"\x0eReceiptService\x12q\n" +
-	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12z\n" +
-	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"9\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x84\x01\n" +
-	"\rMarkDelivered\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\">\x82\xd3\xe4\x93\x028:\x01*\"3/v1/users/{user_id}/channels/{channel_id}/delivered\x12{\n" +
-	"\fGetReadState\x12 .receipts.v1.GetReadStateRequest\x1a!.receipts.v1.GetReadStateResponse\"&\x82\xd3\xe4\x93\x02 \x12\x1e/v1/users/{user_id}/read-state\x12\x85\x01\n" +
-	"\rNotifyMessage\x12!.receipts.v1.NotifyMessageRequest\x1a\".receipts.v1.NotifyMessageResponse\"-\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/channels/{channel_id}/messages\x12y\n" +
-	"\x0eNotifyMessages\x12\".receipts.v1.NotifyMessagesRequest\x1a#.receipts.v1.NotifyMessagesResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/messages:notify\x12\x88\x01\n" +
-	"\rDeleteMessage\x12!.receipts.v1.DeleteMessageRequest\x1a\".receipts.v1.DeleteMessageResponse\"0\x82\xd3\xe4\x93\x02**(/v1/channels/{channel_id}/messages/{seq}\x12\xa3\x01\n" +
-	"\x11DeleteThreadReply\x12%.receipts.v1.DeleteThreadReplyRequest\x1a\".receipts.v1.DeleteMessageResponse\"C\x82\xd3\xe4\x93\x02=*;/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}\x12\x87\x01\n" +
-	"\vJoinChannel\x12\x1f.receipts.v1.JoinChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"6\x82\xd3\xe4\x93\x020:\x01*\x1a+/v1/channels/{channel_id}/members/{user_id}\x12\x86\x01\n" +
-	"\fLeaveChannel\x12 .receipts.v1.LeaveChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"3\x82\xd3\xe4\x93\x02-*+/v1/channels/{channel_id}/members/{user_id}\x12p\n" +
+	"\aSPOOLED\x10\x022\xb2%\n" +
+	"\x0eReceiptService\x12\x8f\x01\n" +
+	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\":\xb2\xe1\x18\x1a\n" +
+	"\x04mark\x12\x12receipts[].user_id\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12\x8d\x01\n" +
+	"\bMarkRead\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"L\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x023:\x01*\"./v1/users/{user_id}/channels/{channel_id}/read\x12\x97\x01\n" +
+	"\rMarkDelivered\x12\x18.receipts.v1.MarkRequest\x1a\x19.receipts.v1.MarkResponse\"Q\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x028:\x01*\"3/v1/users/{user_id}/channels/{channel_id}/delivered\x12\x8e\x01\n" +
+	"\fGetReadState\x12 .receipts.v1.GetReadStateRequest\x1a!.receipts.v1.GetReadStateResponse\"9\xb2\xe1\x18\x0f\n" +
+	"\x04read\x12\auser_id\x82\xd3\xe4\x93\x02 \x12\x1e/v1/users/{user_id}/read-state\x12\x91\x01\n" +
+	"\rNotifyMessage\x12!.receipts.v1.NotifyMessageRequest\x1a\".receipts.v1.NotifyMessageResponse\"9\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x02':\x01*\"\"/v1/channels/{channel_id}/messages\x12\x85\x01\n" +
+	"\x0eNotifyMessages\x12\".receipts.v1.NotifyMessagesRequest\x1a#.receipts.v1.NotifyMessagesResponse\"*\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/messages:notify\x12\x94\x01\n" +
+	"\rDeleteMessage\x12!.receipts.v1.DeleteMessageRequest\x1a\".receipts.v1.DeleteMessageResponse\"<\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x02**(/v1/channels/{channel_id}/messages/{seq}\x12\xaf\x01\n" +
+	"\x11DeleteThreadReply\x12%.receipts.v1.DeleteThreadReplyRequest\x1a\".receipts.v1.DeleteMessageResponse\"O\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x02=*;/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}\x12\x93\x01\n" +
+	"\vJoinChannel\x12\x1f.receipts.v1.JoinChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"B\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x020:\x01*\x1a+/v1/channels/{channel_id}/members/{user_id}\x12\x92\x01\n" +
+	"\fLeaveChannel\x12 .receipts.v1.LeaveChannelRequest\x1a\x1f.receipts.v1.MembershipResponse\"?\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x02-*+/v1/channels/{channel_id}/members/{user_id}\x12\x86\x01\n" +
 	"\n" +
-	"GetChannel\x12\x1e.receipts.v1.GetChannelRequest\x1a\x1f.receipts.v1.GetChannelResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/channels/{channel_id}\x12n\n" +
-	"\tGetUnread\x12\x1d.receipts.v1.GetUnreadRequest\x1a\x1e.receipts.v1.GetUnreadResponse\"\"\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/users/{user_id}/unread\x12\x84\x01\n" +
+	"GetChannel\x12\x1e.receipts.v1.GetChannelRequest\x1a\x1f.receipts.v1.GetChannelResponse\"7\xb2\xe1\x18\x12\n" +
+	"\x04read\x1a\n" +
+	"channel_id\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/channels/{channel_id}\x12\x81\x01\n" +
+	"\tGetUnread\x12\x1d.receipts.v1.GetUnreadRequest\x1a\x1e.receipts.v1.GetUnreadResponse\"5\xb2\xe1\x18\x0f\n" +
+	"\x04read\x12\auser_id\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/users/{user_id}/unread\x12\x97\x01\n" +
 	"\n" +
-	"MarkUnread\x12\x1e.receipts.v1.MarkUnreadRequest\x1a\x19.receipts.v1.MarkResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/v1/users/{user_id}/channels/{channel_id}/unread\x12m\n" +
-	"\aReadAll\x12\x1b.receipts.v1.ReadAllRequest\x1a\x1c.receipts.v1.ReadAllResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/users/{user_id}/read-all\x12\x95\x01\n" +
-	"\x12GetMessageReceipts\x12&.receipts.v1.GetMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"9\x82\xd3\xe4\x93\x023\x121/v1/channels/{channel_id}/messages/{seq}/receipts\x12l\n" +
-	"\bGetTicks\x12\x1c.receipts.v1.GetTicksRequest\x1a\x19.receipts.v1.ChannelTicks\"'\x82\xd3\xe4\x93\x02!\x12\x1f/v1/channels/{channel_id}/ticks\x12y\n" +
-	"\x0eLookupReceipts\x12\".receipts.v1.LookupReceiptsRequest\x1a#.receipts.v1.LookupReceiptsResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/receipts:lookup\x12M\n" +
-	"\rWatchChannels\x12!.receipts.v1.WatchChannelsRequest\x1a\x17.receipts.v1.WatchEvent0\x01\x12x\n" +
-	"\x0eUpdateSettings\x12\".receipts.v1.UpdateSettingsRequest\x1a\x19.receipts.v1.UserSettings\"'\x82\xd3\xe4\x93\x02!:\x01*\x1a\x1c/v1/users/{user_id}/settings\x12o\n" +
-	"\vGetSettings\x12\x1f.receipts.v1.GetSettingsRequest\x1a\x19.receipts.v1.UserSettings\"$\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/users/{user_id}/settings\x12g\n" +
-	"\tEraseUser\x12\x1d.receipts.v1.EraseUserRequest\x1a\x1e.receipts.v1.EraseUserResponse\"\x1b\x82\xd3\xe4\x93\x02\x15*\x13/v1/users/{user_id}\x12\xa4\x01\n" +
-	"\x11NotifyThreadReply\x12%.receipts.v1.NotifyThreadReplyRequest\x1a&.receipts.v1.NotifyThreadReplyResponse\"@\x82\xd3\xe4\x93\x02::\x01*\"5/v1/channels/{channel_id}/threads/{root_seq}/messages\x12\xa3\x01\n" +
-	"\x0eMarkThreadRead\x12\".receipts.v1.MarkThreadReadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"L\x82\xd3\xe4\x93\x02F:\x01*\"A/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/read\x12\xa9\x01\n" +
-	"\x10MarkThreadUnread\x12$.receipts.v1.MarkThreadUnreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"N\x82\xd3\xe4\x93\x02H:\x01*\"C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/unread\x12\xa1\x01\n" +
-	"\fFollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"N\x82\xd3\xe4\x93\x02H:\x01*\x1aC/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12\xa0\x01\n" +
-	"\x0eUnfollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"K\x82\xd3\xe4\x93\x02E*C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12u\n" +
-	"\vListThreads\x12\x1f.receipts.v1.ListThreadsRequest\x1a .receipts.v1.ListThreadsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/users/{user_id}/threads\x12\xb4\x01\n" +
-	"\x18GetThreadMessageReceipts\x12,.receipts.v1.GetThreadMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"L\x82\xd3\xe4\x93\x02F\x12D/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}/receipts\x12\x8b\x01\n" +
-	"\x0eGetThreadTicks\x12\".receipts.v1.GetThreadTicksRequest\x1a\x19.receipts.v1.ChannelTicks\":\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticks\x12\x9f\x01\n" +
-	"\x10SetNotifications\x12$.receipts.v1.SetNotificationsRequest\x1a!.receipts.v1.ChannelNotifications\"B\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notifications\x12j\n" +
-	"\bGetInbox\x12\x1c.receipts.v1.GetInboxRequest\x1a\x1d.receipts.v1.GetInboxResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/users/{user_id}/inboxB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
+	"MarkUnread\x12\x1e.receipts.v1.MarkUnreadRequest\x1a\x19.receipts.v1.MarkResponse\"N\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x025:\x01*\"0/v1/users/{user_id}/channels/{channel_id}/unread\x12\x80\x01\n" +
+	"\aReadAll\x12\x1b.receipts.v1.ReadAllRequest\x1a\x1c.receipts.v1.ReadAllResponse\":\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/users/{user_id}/read-all\x12\xab\x01\n" +
+	"\x12GetMessageReceipts\x12&.receipts.v1.GetMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"O\xb2\xe1\x18\x12\n" +
+	"\x04read\x1a\n" +
+	"channel_id\x82\xd3\xe4\x93\x023\x121/v1/channels/{channel_id}/messages/{seq}/receipts\x12\x82\x01\n" +
+	"\bGetTicks\x12\x1c.receipts.v1.GetTicksRequest\x1a\x19.receipts.v1.ChannelTicks\"=\xb2\xe1\x18\x12\n" +
+	"\x04read\x1a\n" +
+	"channel_id\x82\xd3\xe4\x93\x02!\x12\x1f/v1/channels/{channel_id}/ticks\x12\xac\x01\n" +
+	"\x0eLookupReceipts\x12\".receipts.v1.LookupReceiptsRequest\x1a#.receipts.v1.LookupReceiptsResponse\"Q\xb2\xe1\x18/\n" +
+	"\x04read\x12\x10badge_user_ids[]\x1a\x15messages[].channel_id\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/receipts:lookup\x12h\n" +
+	"\rWatchChannels\x12!.receipts.v1.WatchChannelsRequest\x1a\x17.receipts.v1.WatchEvent\"\x19\xb2\xe1\x18\x15\n" +
+	"\x05watch\x1a\fchannel_id[]0\x01\x12\x8b\x01\n" +
+	"\x0eUpdateSettings\x12\".receipts.v1.UpdateSettingsRequest\x1a\x19.receipts.v1.UserSettings\":\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02!:\x01*\x1a\x1c/v1/users/{user_id}/settings\x12\x82\x01\n" +
+	"\vGetSettings\x12\x1f.receipts.v1.GetSettingsRequest\x1a\x19.receipts.v1.UserSettings\"7\xb2\xe1\x18\x0f\n" +
+	"\x04read\x12\auser_id\x82\xd3\xe4\x93\x02\x1e\x12\x1c/v1/users/{user_id}/settings\x12r\n" +
+	"\tEraseUser\x12\x1d.receipts.v1.EraseUserRequest\x1a\x1e.receipts.v1.EraseUserResponse\"&\xb2\xe1\x18\a\n" +
+	"\x05erase\x82\xd3\xe4\x93\x02\x15*\x13/v1/users/{user_id}\x12\xb0\x01\n" +
+	"\x11NotifyThreadReply\x12%.receipts.v1.NotifyThreadReplyRequest\x1a&.receipts.v1.NotifyThreadReplyResponse\"L\xb2\xe1\x18\b\n" +
+	"\x06notify\x82\xd3\xe4\x93\x02::\x01*\"5/v1/channels/{channel_id}/threads/{root_seq}/messages\x12\xb6\x01\n" +
+	"\x0eMarkThreadRead\x12\".receipts.v1.MarkThreadReadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"_\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02F:\x01*\"A/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/read\x12\xbc\x01\n" +
+	"\x10MarkThreadUnread\x12$.receipts.v1.MarkThreadUnreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"a\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02H:\x01*\"C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/unread\x12\xb4\x01\n" +
+	"\fFollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"a\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02H:\x01*\x1aC/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12\xb3\x01\n" +
+	"\x0eUnfollowThread\x12 .receipts.v1.FollowThreadRequest\x1a\x1f.receipts.v1.ThreadMarkResponse\"^\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02E*C/v1/users/{user_id}/channels/{channel_id}/threads/{root_seq}/follow\x12\x88\x01\n" +
+	"\vListThreads\x12\x1f.receipts.v1.ListThreadsRequest\x1a .receipts.v1.ListThreadsResponse\"6\xb2\xe1\x18\x0f\n" +
+	"\x04read\x12\auser_id\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1/users/{user_id}/threads\x12\xca\x01\n" +
+	"\x18GetThreadMessageReceipts\x12,.receipts.v1.GetThreadMessageReceiptsRequest\x1a\x1c.receipts.v1.MessageReceipts\"b\xb2\xe1\x18\x12\n" +
+	"\x04read\x1a\n" +
+	"channel_id\x82\xd3\xe4\x93\x02F\x12D/v1/channels/{channel_id}/threads/{root_seq}/messages/{seq}/receipts\x12\xa1\x01\n" +
+	"\x0eGetThreadTicks\x12\".receipts.v1.GetThreadTicksRequest\x1a\x19.receipts.v1.ChannelTicks\"P\xb2\xe1\x18\x12\n" +
+	"\x04read\x1a\n" +
+	"channel_id\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticks\x12\xb2\x01\n" +
+	"\x10SetNotifications\x12$.receipts.v1.SetNotificationsRequest\x1a!.receipts.v1.ChannelNotifications\"U\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notifications\x12}\n" +
+	"\bGetInbox\x12\x1c.receipts.v1.GetInboxRequest\x1a\x1d.receipts.v1.GetInboxResponse\"4\xb2\xe1\x18\x0f\n" +
+	"\x04read\x12\auser_id\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/users/{user_id}/inboxB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
 var (
 	file_receipts_v1_receipts_proto_rawDescOnce sync.Once
@@ -6402,6 +6438,7 @@ func file_receipts_v1_receipts_proto_init() {
 	if File_receipts_v1_receipts_proto != nil {
 		return
 	}
+	file_receipts_v1_access_proto_init()
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[20].OneofWrappers = []any{}

@@ -8,8 +8,8 @@
 //
 // Every route but /openapi.json (public metadata) sits behind the API
 // guard (pkg/apiauth, Config.Auth): bearer tokens or mTLS, each call
-// checked against the scope procedureScopes (scopes.go) gives its
-// procedure, and per-client rate limits in events (a batch costs its
+// checked against the scope its procedure's (receipts.v1.access) option
+// gives it (access.go reads the rules from the service's descriptor), and per-client rate limits in events (a batch costs its
 // items, charged once decoded). REST bodies are bounded (Config.MaxBodyBytes:
 // HTTP 413 before any decoding) and REST errors are google.rpc.Status JSON
 // with the refusal's ErrorInfo, as vanguard writes them (apierr.WriteREST

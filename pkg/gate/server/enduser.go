@@ -8,8 +8,6 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
-	rv1 "github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -36,92 +34,6 @@ type idField struct{ name, id string }
 type ownRule struct {
 	users    func(proto.Message) []idField
 	channels func(proto.Message) []idField
-}
-
-// userIDRequest is a request about one user.
-type userIDRequest interface {
-	proto.Message
-	GetUserId() string
-}
-
-// channelIDRequest is a request about one channel.
-type channelIDRequest interface {
-	proto.Message
-	GetChannelId() string
-}
-
-// ofUser is the rule of a call on one user's own state.
-func ofUser[M userIDRequest]() ownRule {
-	return ownRule{users: func(m proto.Message) []idField { return []idField{{"user_id", m.(M).GetUserId()}} }}
-}
-
-// inChannel is the rule of a receipt read of one channel.
-func inChannel[M channelIDRequest]() ownRule {
-	return ownRule{channels: func(m proto.Message) []idField { return []idField{{"channel_id", m.(M).GetChannelId()}} }}
-}
-
-// endUserRules is the one table of what an end-user token may call, and
-// on what: its own user's marks, mark-unread, read state and counts,
-// inbox, threads, settings and levels; receipts, ticks, the channel view
-// and watch streams of its user's channels. A procedure missing here
-// (notices, deletions, membership, erasure) is a server token's alone; a
-// test holds the table to procedureScopes and EndUserScopes.
-var endUserRules = map[string]ownRule{
-	rv1.ReceiptServiceMarkReceiptsProcedure: {users: func(m proto.Message) []idField {
-		rs := m.(*receiptsv1.MarkReceiptsRequest).GetReceipts()
-		out := make([]idField, len(rs))
-		for i, r := range rs {
-			out[i] = idField{fmt.Sprintf("receipts[%d].user_id", i), r.GetUserId()}
-		}
-		return out
-	}},
-	rv1.ReceiptServiceMarkReadProcedure:         ofUser[*receiptsv1.MarkRequest](),
-	rv1.ReceiptServiceMarkDeliveredProcedure:    ofUser[*receiptsv1.MarkRequest](),
-	rv1.ReceiptServiceMarkUnreadProcedure:       ofUser[*receiptsv1.MarkUnreadRequest](),
-	rv1.ReceiptServiceReadAllProcedure:          ofUser[*receiptsv1.ReadAllRequest](),
-	rv1.ReceiptServiceUpdateSettingsProcedure:   ofUser[*receiptsv1.UpdateSettingsRequest](),
-	rv1.ReceiptServiceMarkThreadReadProcedure:   ofUser[*receiptsv1.MarkThreadReadRequest](),
-	rv1.ReceiptServiceMarkThreadUnreadProcedure: ofUser[*receiptsv1.MarkThreadUnreadRequest](),
-	rv1.ReceiptServiceFollowThreadProcedure:     ofUser[*receiptsv1.FollowThreadRequest](),
-	rv1.ReceiptServiceUnfollowThreadProcedure:   ofUser[*receiptsv1.FollowThreadRequest](),
-	rv1.ReceiptServiceSetNotificationsProcedure: ofUser[*receiptsv1.SetNotificationsRequest](),
-	rv1.ReceiptServiceGetReadStateProcedure:     ofUser[*receiptsv1.GetReadStateRequest](),
-	rv1.ReceiptServiceGetUnreadProcedure:        ofUser[*receiptsv1.GetUnreadRequest](),
-	rv1.ReceiptServiceGetSettingsProcedure:      ofUser[*receiptsv1.GetSettingsRequest](),
-	rv1.ReceiptServiceListThreadsProcedure:      ofUser[*receiptsv1.ListThreadsRequest](),
-	rv1.ReceiptServiceGetInboxProcedure:         ofUser[*receiptsv1.GetInboxRequest](),
-
-	rv1.ReceiptServiceGetChannelProcedure:               inChannel[*receiptsv1.GetChannelRequest](),
-	rv1.ReceiptServiceGetMessageReceiptsProcedure:       inChannel[*receiptsv1.GetMessageReceiptsRequest](),
-	rv1.ReceiptServiceGetTicksProcedure:                 inChannel[*receiptsv1.GetTicksRequest](),
-	rv1.ReceiptServiceGetThreadMessageReceiptsProcedure: inChannel[*receiptsv1.GetThreadMessageReceiptsRequest](),
-	rv1.ReceiptServiceGetThreadTicksProcedure:           inChannel[*receiptsv1.GetThreadTicksRequest](),
-	rv1.ReceiptServiceLookupReceiptsProcedure: {
-		users: func(m proto.Message) []idField {
-			ids := m.(*receiptsv1.LookupReceiptsRequest).GetBadgeUserIds()
-			out := make([]idField, len(ids))
-			for i, u := range ids {
-				out[i] = idField{fmt.Sprintf("badge_user_ids[%d]", i), u}
-			}
-			return out
-		},
-		channels: func(m proto.Message) []idField {
-			ms := m.(*receiptsv1.LookupReceiptsRequest).GetMessages()
-			out := make([]idField, len(ms))
-			for i, r := range ms {
-				out[i] = idField{fmt.Sprintf("messages[%d].channel_id", i), r.GetChannelId()}
-			}
-			return out
-		},
-	},
-	rv1.ReceiptServiceWatchChannelsProcedure: {channels: func(m proto.Message) []idField {
-		chs := m.(*receiptsv1.WatchChannelsRequest).GetChannelId()
-		out := make([]idField, len(chs))
-		for i, ch := range chs {
-			out[i] = idField{fmt.Sprintf("channel_id[%d]", i), ch}
-		}
-		return out
-	}},
 }
 
 // ownOnly holds an end-user client's call to its own user and its user's

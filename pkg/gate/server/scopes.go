@@ -8,57 +8,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	rv1 "github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apiauth"
 	"github.com/readstate/receipts/pkg/apierr"
 )
-
-// procedureScopes is the one table of what each call of the ReceiptService
-// needs: every protocol (gRPC, gRPC-Web, Connect, the REST routes vanguard
-// transcodes, the fast REST path and the server-sent events route) checks
-// this scope before the handler runs, and for an end-user token also what
-// endUserRules says of the request. A test holds it to the service's
-// descriptor, so a new RPC without a scope fails the build's tests; at
-// run time a procedure missing from it is refused (authorize).
-var procedureScopes = map[string]apiauth.Scope{
-	// mark: a user's own read state, on the user's behalf.
-	rv1.ReceiptServiceMarkReceiptsProcedure:     apiauth.ScopeMark,
-	rv1.ReceiptServiceMarkReadProcedure:         apiauth.ScopeMark,
-	rv1.ReceiptServiceMarkDeliveredProcedure:    apiauth.ScopeMark,
-	rv1.ReceiptServiceMarkUnreadProcedure:       apiauth.ScopeMark,
-	rv1.ReceiptServiceReadAllProcedure:          apiauth.ScopeMark,
-	rv1.ReceiptServiceUpdateSettingsProcedure:   apiauth.ScopeMark,
-	rv1.ReceiptServiceMarkThreadReadProcedure:   apiauth.ScopeMark,
-	rv1.ReceiptServiceMarkThreadUnreadProcedure: apiauth.ScopeMark,
-	rv1.ReceiptServiceFollowThreadProcedure:     apiauth.ScopeMark,
-	rv1.ReceiptServiceUnfollowThreadProcedure:   apiauth.ScopeMark,
-	rv1.ReceiptServiceSetNotificationsProcedure: apiauth.ScopeMark,
-	// notify: what happened in a channel (messages, deletions, members).
-	rv1.ReceiptServiceNotifyMessageProcedure:     apiauth.ScopeNotify,
-	rv1.ReceiptServiceNotifyMessagesProcedure:    apiauth.ScopeNotify,
-	rv1.ReceiptServiceNotifyThreadReplyProcedure: apiauth.ScopeNotify,
-	rv1.ReceiptServiceDeleteMessageProcedure:     apiauth.ScopeNotify,
-	rv1.ReceiptServiceDeleteThreadReplyProcedure: apiauth.ScopeNotify,
-	rv1.ReceiptServiceJoinChannelProcedure:       apiauth.ScopeNotify,
-	rv1.ReceiptServiceLeaveChannelProcedure:      apiauth.ScopeNotify,
-	// read: read state, unread, receipts, ticks, lookups, channel and
-	// settings views.
-	rv1.ReceiptServiceGetReadStateProcedure:             apiauth.ScopeRead,
-	rv1.ReceiptServiceGetUnreadProcedure:                apiauth.ScopeRead,
-	rv1.ReceiptServiceGetChannelProcedure:               apiauth.ScopeRead,
-	rv1.ReceiptServiceGetMessageReceiptsProcedure:       apiauth.ScopeRead,
-	rv1.ReceiptServiceGetTicksProcedure:                 apiauth.ScopeRead,
-	rv1.ReceiptServiceLookupReceiptsProcedure:           apiauth.ScopeRead,
-	rv1.ReceiptServiceGetSettingsProcedure:              apiauth.ScopeRead,
-	rv1.ReceiptServiceListThreadsProcedure:              apiauth.ScopeRead,
-	rv1.ReceiptServiceGetInboxProcedure:                 apiauth.ScopeRead,
-	rv1.ReceiptServiceGetThreadMessageReceiptsProcedure: apiauth.ScopeRead,
-	rv1.ReceiptServiceGetThreadTicksProcedure:           apiauth.ScopeRead,
-	// watch: the watch streams (also GET /v1/channels:watch).
-	rv1.ReceiptServiceWatchChannelsProcedure: apiauth.ScopeWatch,
-	// erase: a user's erasure; never granted unless named.
-	rv1.ReceiptServiceEraseUserProcedure: apiauth.ScopeErase,
-}
 
 // authorizer checks calls: the scope of procedureScopes, and for an
 // end-user token the request itself (endUserRules), with members to ask

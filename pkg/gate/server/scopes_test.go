@@ -86,3 +86,30 @@ func TestEndUserRules(t *testing.T) {
 		require.False(t, EndUserMay("/receipts.v1.ReceiptService/"+server), server)
 	}
 }
+
+// A rule's paths are resolved against the request when the binary starts:
+// a field the request lacks, a repeated field without "[]" (or "[]" on a
+// single one), or a path ending on a message is refused; a resolved path
+// reads every id and names it as the request does.
+func TestAccessPaths(t *testing.T) {
+	t.Parallel()
+	md := (&receiptsv1.MarkReceiptsRequest{}).ProtoReflect().Descriptor()
+	for _, bad := range []string{"nope", "receipts.user_id", "receipts[].nope", "receipts[]", "receipts[].user_id[]", "receipts[].user_id.x"} {
+		_, err := fieldPaths(md, []string{bad})
+		require.Error(t, err, bad)
+	}
+	paths, err := fieldPaths(md, []string{"receipts[].user_id"})
+	require.NoError(t, err)
+	req := &receiptsv1.MarkReceiptsRequest{Receipts: []*receiptsv1.Receipt{{UserId: "a"}, {UserId: "b"}}}
+	require.Equal(t, []idField{{"receipts[0].user_id", "a"}, {"receipts[1].user_id", "b"}}, idsAt(req, paths))
+
+	lookup := (&receiptsv1.LookupReceiptsRequest{}).ProtoReflect().Descriptor()
+	paths, err = fieldPaths(lookup, []string{"badge_user_ids[]", "messages[].channel_id"})
+	require.NoError(t, err)
+	require.Equal(t, []idField{{"badge_user_ids[0]", "u"}, {"messages[0].channel_id", "c"}},
+		idsAt(&receiptsv1.LookupReceiptsRequest{BadgeUserIds: []string{"u"}, Messages: []*receiptsv1.MessageRef{{ChannelId: "c"}}}, paths))
+
+	// The service's own rules all resolve.
+	_, _, err = accessRules(receiptsv1.File_receipts_v1_receipts_proto.Services().ByName("ReceiptService"))
+	require.NoError(t, err)
+}

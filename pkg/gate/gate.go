@@ -52,8 +52,16 @@ func New(cfg Config) (*Gate, error) {
 		Users: usercalls.New(core, readBy), Watch: watchcalls.New(core, readBy),
 		Channels: channelcalls.New(core, readBy, marks, threads),
 	}
+	for _, add := range partsOf {
+		add(g)
+	}
 	return g, nil
 }
+
+// partsOf are the kinds' additions to other calls' answers
+// (seam.Parts), each registered by its calls' file when the package
+// starts, so that a kind's calls stay in one file.
+var partsOf []func(g *Gate)
 
 // MaxBatchItems is the most receipts one MarkReceipts call may carry.
 func (g *Gate) MaxBatchItems() int { return g.Cfg.MaxBatchItems }

@@ -49,6 +49,9 @@ func TestRecordKeyIsTheRecordsKey(t *testing.T) {
 		}
 	}
 	for _, kind := range kinds.All() {
+		if _, own := kind.PayloadType(); own {
+			continue // a payload of its own: its folder tests its records
+		}
 		require.True(t, seen[kind.Name()], "no event carried %s", kind.Name())
 	}
 }

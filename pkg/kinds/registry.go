@@ -5,6 +5,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
+	"github.com/readstate/receipts/pkg/kinds/fullyread"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
@@ -30,12 +31,14 @@ var (
 
 	ThreadHeads  = threads.HeadKind
 	ThreadStates = threads.StateKind
+
+	FullyRead = fullyread.Kind
 )
 
 // All returns every kind of state. A caller may append kinds of its own
 // (a test's throwaway kind) and hand the list to a service's config.
 func All() []kind.Kind {
-	return []kind.Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions}
+	return []kind.Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions, FullyRead}
 }
 
 // ErasedTables are the tables an erasure deletes a user's rows from: the

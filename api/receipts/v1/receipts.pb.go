@@ -819,7 +819,10 @@ type ChannelState struct {
 	// (absent otherwise): a private read, or a mark-unread's position below
 	// the public read's seq at a newer epoch. It counts for the user's own
 	// unread counts only.
-	PrivateRead   *Cursor `protobuf:"bytes,6,opt,name=private_read,json=privateRead,proto3" json:"private_read,omitempty"`
+	PrivateRead *Cursor `protobuf:"bytes,6,opt,name=private_read,json=privateRead,proto3" json:"private_read,omitempty"`
+	// The user's fully-read marker in the channel (SetFullyRead); absent
+	// when none was set.
+	FullyRead     *FullyRead `protobuf:"bytes,7,opt,name=fully_read,json=fullyRead,proto3" json:"fully_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -896,6 +899,249 @@ func (x *ChannelState) GetPrivateRead() *Cursor {
 	return nil
 }
 
+func (x *ChannelState) GetFullyRead() *FullyRead {
+	if x != nil {
+		return x.FullyRead
+	}
+	return nil
+}
+
+// FullyRead is a fully-read marker: the message up to which the user has
+// seen everything.
+type FullyRead struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Seq       int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// When it was set (Unix ms).
+	UpdatedAtUnixMs int64 `protobuf:"varint,3,opt,name=updated_at_unix_ms,json=updatedAtUnixMs,proto3" json:"updated_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *FullyRead) Reset() {
+	*x = FullyRead{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FullyRead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FullyRead) ProtoMessage() {}
+
+func (x *FullyRead) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FullyRead.ProtoReflect.Descriptor instead.
+func (*FullyRead) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FullyRead) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *FullyRead) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *FullyRead) GetUpdatedAtUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedAtUnixMs
+	}
+	return 0
+}
+
+type SetFullyReadRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	UserId    string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	// The message's seq: 1 … 2^53-1.
+	Seq int64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Optional, at most 128 bytes.
+	MessageId string `protobuf:"bytes,4,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	// Set for a marker in the thread of this root (its reply seq in seq).
+	ThreadRootSeq int64 `protobuf:"varint,5,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFullyReadRequest) Reset() {
+	*x = SetFullyReadRequest{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFullyReadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFullyReadRequest) ProtoMessage() {}
+
+func (x *SetFullyReadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFullyReadRequest.ProtoReflect.Descriptor instead.
+func (*SetFullyReadRequest) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetFullyReadRequest) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetFullyReadRequest) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *SetFullyReadRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SetFullyReadRequest) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *SetFullyReadRequest) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
+}
+
+type SetFullyReadResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UserId        string                 `protobuf:"bytes,1,opt,name=user_id,json=userId,proto3" json:"user_id,omitempty"`
+	ChannelId     string                 `protobuf:"bytes,2,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
+	ThreadRootSeq int64                  `protobuf:"varint,3,opt,name=thread_root_seq,json=threadRootSeq,proto3" json:"thread_root_seq,omitempty"`
+	// The marker after the call: a greater one set before stays.
+	FullyRead *FullyRead `protobuf:"bytes,4,opt,name=fully_read,json=fullyRead,proto3" json:"fully_read,omitempty"`
+	// False when a greater marker was already set.
+	Changed          bool       `protobuf:"varint,5,opt,name=changed,proto3" json:"changed,omitempty"`
+	Durability       Durability `protobuf:"varint,6,opt,name=durability,proto3,enum=receipts.v1.Durability" json:"durability,omitempty"`
+	RealtimeDegraded bool       `protobuf:"varint,7,opt,name=realtime_degraded,json=realtimeDegraded,proto3" json:"realtime_degraded,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetFullyReadResponse) Reset() {
+	*x = SetFullyReadResponse{}
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFullyReadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFullyReadResponse) ProtoMessage() {}
+
+func (x *SetFullyReadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFullyReadResponse.ProtoReflect.Descriptor instead.
+func (*SetFullyReadResponse) Descriptor() ([]byte, []int) {
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SetFullyReadResponse) GetUserId() string {
+	if x != nil {
+		return x.UserId
+	}
+	return ""
+}
+
+func (x *SetFullyReadResponse) GetChannelId() string {
+	if x != nil {
+		return x.ChannelId
+	}
+	return ""
+}
+
+func (x *SetFullyReadResponse) GetThreadRootSeq() int64 {
+	if x != nil {
+		return x.ThreadRootSeq
+	}
+	return 0
+}
+
+func (x *SetFullyReadResponse) GetFullyRead() *FullyRead {
+	if x != nil {
+		return x.FullyRead
+	}
+	return nil
+}
+
+func (x *SetFullyReadResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *SetFullyReadResponse) GetDurability() Durability {
+	if x != nil {
+		return x.Durability
+	}
+	return Durability_DURABILITY_UNSPECIFIED
+}
+
+func (x *SetFullyReadResponse) GetRealtimeDegraded() bool {
+	if x != nil {
+		return x.RealtimeDegraded
+	}
+	return false
+}
+
 type MessageNotice struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -923,7 +1169,7 @@ type MessageNotice struct {
 
 func (x *MessageNotice) Reset() {
 	*x = MessageNotice{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1181,7 @@ func (x *MessageNotice) String() string {
 func (*MessageNotice) ProtoMessage() {}
 
 func (x *MessageNotice) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[11]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1194,7 @@ func (x *MessageNotice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageNotice.ProtoReflect.Descriptor instead.
 func (*MessageNotice) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{11}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MessageNotice) GetChannelId() string {
@@ -1018,7 +1264,7 @@ type DeleteMessageRequest struct {
 
 func (x *DeleteMessageRequest) Reset() {
 	*x = DeleteMessageRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1276,7 @@ func (x *DeleteMessageRequest) String() string {
 func (*DeleteMessageRequest) ProtoMessage() {}
 
 func (x *DeleteMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[12]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1289,7 @@ func (x *DeleteMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessageRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{12}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteMessageRequest) GetChannelId() string {
@@ -1073,7 +1319,7 @@ type DeleteThreadReplyRequest struct {
 
 func (x *DeleteThreadReplyRequest) Reset() {
 	*x = DeleteThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1331,7 @@ func (x *DeleteThreadReplyRequest) String() string {
 func (*DeleteThreadReplyRequest) ProtoMessage() {}
 
 func (x *DeleteThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[13]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1344,7 @@ func (x *DeleteThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{13}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteThreadReplyRequest) GetChannelId() string {
@@ -1132,7 +1378,7 @@ type DeleteMessageResponse struct {
 
 func (x *DeleteMessageResponse) Reset() {
 	*x = DeleteMessageResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1390,7 @@ func (x *DeleteMessageResponse) String() string {
 func (*DeleteMessageResponse) ProtoMessage() {}
 
 func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[14]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1403,7 @@ func (x *DeleteMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessageResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessageResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{14}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteMessageResponse) GetDurability() Durability {
@@ -1189,7 +1435,7 @@ type NotifyMessageRequest struct {
 
 func (x *NotifyMessageRequest) Reset() {
 	*x = NotifyMessageRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1447,7 @@ func (x *NotifyMessageRequest) String() string {
 func (*NotifyMessageRequest) ProtoMessage() {}
 
 func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[15]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1460,7 @@ func (x *NotifyMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyMessageRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{15}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NotifyMessageRequest) GetChannelId() string {
@@ -1268,7 +1514,7 @@ type NotifyMessageResponse struct {
 
 func (x *NotifyMessageResponse) Reset() {
 	*x = NotifyMessageResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1280,7 +1526,7 @@ func (x *NotifyMessageResponse) String() string {
 func (*NotifyMessageResponse) ProtoMessage() {}
 
 func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[16]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1293,7 +1539,7 @@ func (x *NotifyMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyMessageResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{16}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NotifyMessageResponse) GetResult() *NoticeResult {
@@ -1312,7 +1558,7 @@ type NotifyMessagesRequest struct {
 
 func (x *NotifyMessagesRequest) Reset() {
 	*x = NotifyMessagesRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1570,7 @@ func (x *NotifyMessagesRequest) String() string {
 func (*NotifyMessagesRequest) ProtoMessage() {}
 
 func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[17]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1583,7 @@ func (x *NotifyMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessagesRequest.ProtoReflect.Descriptor instead.
 func (*NotifyMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{17}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NotifyMessagesRequest) GetNotices() []*MessageNotice {
@@ -1356,7 +1602,7 @@ type NotifyMessagesResponse struct {
 
 func (x *NotifyMessagesResponse) Reset() {
 	*x = NotifyMessagesResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1614,7 @@ func (x *NotifyMessagesResponse) String() string {
 func (*NotifyMessagesResponse) ProtoMessage() {}
 
 func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[18]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1627,7 @@ func (x *NotifyMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyMessagesResponse.ProtoReflect.Descriptor instead.
 func (*NotifyMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{18}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NotifyMessagesResponse) GetResults() []*NoticeResult {
@@ -1410,7 +1656,7 @@ type NoticeResult struct {
 
 func (x *NoticeResult) Reset() {
 	*x = NoticeResult{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1668,7 @@ func (x *NoticeResult) String() string {
 func (*NoticeResult) ProtoMessage() {}
 
 func (x *NoticeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[19]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1681,7 @@ func (x *NoticeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoticeResult.ProtoReflect.Descriptor instead.
 func (*NoticeResult) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{19}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NoticeResult) GetHead() *Cursor {
@@ -1492,7 +1738,7 @@ type JoinChannelRequest struct {
 
 func (x *JoinChannelRequest) Reset() {
 	*x = JoinChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1750,7 @@ func (x *JoinChannelRequest) String() string {
 func (*JoinChannelRequest) ProtoMessage() {}
 
 func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[20]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1763,7 @@ func (x *JoinChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinChannelRequest.ProtoReflect.Descriptor instead.
 func (*JoinChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{20}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JoinChannelRequest) GetChannelId() string {
@@ -1551,7 +1797,7 @@ type LeaveChannelRequest struct {
 
 func (x *LeaveChannelRequest) Reset() {
 	*x = LeaveChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1809,7 @@ func (x *LeaveChannelRequest) String() string {
 func (*LeaveChannelRequest) ProtoMessage() {}
 
 func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[21]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1822,7 @@ func (x *LeaveChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveChannelRequest.ProtoReflect.Descriptor instead.
 func (*LeaveChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{21}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LeaveChannelRequest) GetChannelId() string {
@@ -1606,7 +1852,7 @@ type MembershipResponse struct {
 
 func (x *MembershipResponse) Reset() {
 	*x = MembershipResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1864,7 @@ func (x *MembershipResponse) String() string {
 func (*MembershipResponse) ProtoMessage() {}
 
 func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[22]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1877,7 @@ func (x *MembershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipResponse.ProtoReflect.Descriptor instead.
 func (*MembershipResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{22}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MembershipResponse) GetMembership() *Membership {
@@ -1680,7 +1926,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1938,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[23]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1951,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{23}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Membership) GetChannelId() string {
@@ -1762,7 +2008,7 @@ type GetChannelRequest struct {
 
 func (x *GetChannelRequest) Reset() {
 	*x = GetChannelRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +2020,7 @@ func (x *GetChannelRequest) String() string {
 func (*GetChannelRequest) ProtoMessage() {}
 
 func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[24]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +2033,7 @@ func (x *GetChannelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelRequest.ProtoReflect.Descriptor instead.
 func (*GetChannelRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{24}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetChannelRequest) GetChannelId() string {
@@ -1825,7 +2071,7 @@ type GetChannelResponse struct {
 
 func (x *GetChannelResponse) Reset() {
 	*x = GetChannelResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2083,7 @@ func (x *GetChannelResponse) String() string {
 func (*GetChannelResponse) ProtoMessage() {}
 
 func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[25]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2096,7 @@ func (x *GetChannelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetChannelResponse.ProtoReflect.Descriptor instead.
 func (*GetChannelResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{25}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetChannelResponse) GetChannelId() string {
@@ -1906,7 +2152,7 @@ type GetUnreadRequest struct {
 
 func (x *GetUnreadRequest) Reset() {
 	*x = GetUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2164,7 @@ func (x *GetUnreadRequest) String() string {
 func (*GetUnreadRequest) ProtoMessage() {}
 
 func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[26]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2177,7 @@ func (x *GetUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUnreadRequest.ProtoReflect.Descriptor instead.
 func (*GetUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{26}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetUnreadRequest) GetUserId() string {
@@ -1989,7 +2235,7 @@ type GetUnreadResponse struct {
 
 func (x *GetUnreadResponse) Reset() {
 	*x = GetUnreadResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2247,7 @@ func (x *GetUnreadResponse) String() string {
 func (*GetUnreadResponse) ProtoMessage() {}
 
 func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[27]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2260,7 @@ func (x *GetUnreadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetUnreadResponse.ProtoReflect.Descriptor instead.
 func (*GetUnreadResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{27}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetUnreadResponse) GetUserId() string {
@@ -2112,7 +2358,7 @@ type ChannelUnread struct {
 
 func (x *ChannelUnread) Reset() {
 	*x = ChannelUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2370,7 @@ func (x *ChannelUnread) String() string {
 func (*ChannelUnread) ProtoMessage() {}
 
 func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[28]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2383,7 @@ func (x *ChannelUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelUnread.ProtoReflect.Descriptor instead.
 func (*ChannelUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{28}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ChannelUnread) GetChannelId() string {
@@ -2258,7 +2504,7 @@ type MarkUnreadRequest struct {
 
 func (x *MarkUnreadRequest) Reset() {
 	*x = MarkUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2516,7 @@ func (x *MarkUnreadRequest) String() string {
 func (*MarkUnreadRequest) ProtoMessage() {}
 
 func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[29]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2529,7 @@ func (x *MarkUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{29}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MarkUnreadRequest) GetUserId() string {
@@ -2332,7 +2578,7 @@ type ReadAllRequest struct {
 
 func (x *ReadAllRequest) Reset() {
 	*x = ReadAllRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2590,7 @@ func (x *ReadAllRequest) String() string {
 func (*ReadAllRequest) ProtoMessage() {}
 
 func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[30]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2603,7 @@ func (x *ReadAllRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllRequest.ProtoReflect.Descriptor instead.
 func (*ReadAllRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{30}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReadAllRequest) GetUserId() string {
@@ -2391,7 +2637,7 @@ type ReadAllResponse struct {
 
 func (x *ReadAllResponse) Reset() {
 	*x = ReadAllResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2649,7 @@ func (x *ReadAllResponse) String() string {
 func (*ReadAllResponse) ProtoMessage() {}
 
 func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[31]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2662,7 @@ func (x *ReadAllResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadAllResponse.ProtoReflect.Descriptor instead.
 func (*ReadAllResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{31}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReadAllResponse) GetResults() []*ReceiptResult {
@@ -2474,7 +2720,7 @@ type ReceiptEvent struct {
 
 func (x *ReceiptEvent) Reset() {
 	*x = ReceiptEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2732,7 @@ func (x *ReceiptEvent) String() string {
 func (*ReceiptEvent) ProtoMessage() {}
 
 func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[32]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2745,7 @@ func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptEvent.ProtoReflect.Descriptor instead.
 func (*ReceiptEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{32}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReceiptEvent) GetSchemaVersion() uint32 {
@@ -2623,7 +2869,7 @@ type NotificationRegister struct {
 
 func (x *NotificationRegister) Reset() {
 	*x = NotificationRegister{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2881,7 @@ func (x *NotificationRegister) String() string {
 func (*NotificationRegister) ProtoMessage() {}
 
 func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[33]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2894,7 @@ func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationRegister.ProtoReflect.Descriptor instead.
 func (*NotificationRegister) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{33}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *NotificationRegister) GetLevel() string {
@@ -2685,7 +2931,7 @@ type GetInboxRequest struct {
 
 func (x *GetInboxRequest) Reset() {
 	*x = GetInboxRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2943,7 @@ func (x *GetInboxRequest) String() string {
 func (*GetInboxRequest) ProtoMessage() {}
 
 func (x *GetInboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[34]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2956,7 @@ func (x *GetInboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboxRequest.ProtoReflect.Descriptor instead.
 func (*GetInboxRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{34}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetInboxRequest) GetUserId() string {
@@ -2750,7 +2996,7 @@ type GetInboxResponse struct {
 
 func (x *GetInboxResponse) Reset() {
 	*x = GetInboxResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3008,7 @@ func (x *GetInboxResponse) String() string {
 func (*GetInboxResponse) ProtoMessage() {}
 
 func (x *GetInboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[35]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3021,7 @@ func (x *GetInboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInboxResponse.ProtoReflect.Descriptor instead.
 func (*GetInboxResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{35}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetInboxResponse) GetUserId() string {
@@ -2822,7 +3068,7 @@ type InboxLine struct {
 
 func (x *InboxLine) Reset() {
 	*x = InboxLine{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3080,7 @@ func (x *InboxLine) String() string {
 func (*InboxLine) ProtoMessage() {}
 
 func (x *InboxLine) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[36]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3093,7 @@ func (x *InboxLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InboxLine.ProtoReflect.Descriptor instead.
 func (*InboxLine) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{36}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *InboxLine) GetChannel() *ChannelUnread {
@@ -2895,7 +3141,7 @@ type SetNotificationsRequest struct {
 
 func (x *SetNotificationsRequest) Reset() {
 	*x = SetNotificationsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2907,7 +3153,7 @@ func (x *SetNotificationsRequest) String() string {
 func (*SetNotificationsRequest) ProtoMessage() {}
 
 func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[37]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2920,7 +3166,7 @@ func (x *SetNotificationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetNotificationsRequest.ProtoReflect.Descriptor instead.
 func (*SetNotificationsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{37}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetNotificationsRequest) GetUserId() string {
@@ -2967,7 +3213,7 @@ type ChannelNotifications struct {
 
 func (x *ChannelNotifications) Reset() {
 	*x = ChannelNotifications{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3225,7 @@ func (x *ChannelNotifications) String() string {
 func (*ChannelNotifications) ProtoMessage() {}
 
 func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[38]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3238,7 @@ func (x *ChannelNotifications) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelNotifications.ProtoReflect.Descriptor instead.
 func (*ChannelNotifications) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{38}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ChannelNotifications) GetUserId() string {
@@ -3064,7 +3310,7 @@ type ChannelEvent struct {
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3076,7 +3322,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[39]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3089,7 +3335,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{39}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -3152,7 +3398,7 @@ type GroupMention struct {
 
 func (x *GroupMention) Reset() {
 	*x = GroupMention{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3410,7 @@ func (x *GroupMention) String() string {
 func (*GroupMention) ProtoMessage() {}
 
 func (x *GroupMention) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[40]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3423,7 @@ func (x *GroupMention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMention.ProtoReflect.Descriptor instead.
 func (*GroupMention) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{40}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GroupMention) GetSeq() int64 {
@@ -3208,7 +3454,7 @@ type GetMessageReceiptsRequest struct {
 
 func (x *GetMessageReceiptsRequest) Reset() {
 	*x = GetMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3220,7 +3466,7 @@ func (x *GetMessageReceiptsRequest) String() string {
 func (*GetMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[41]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3233,7 +3479,7 @@ func (x *GetMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{41}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetMessageReceiptsRequest) GetChannelId() string {
@@ -3270,7 +3516,7 @@ type MemberAt struct {
 
 func (x *MemberAt) Reset() {
 	*x = MemberAt{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3282,7 +3528,7 @@ func (x *MemberAt) String() string {
 func (*MemberAt) ProtoMessage() {}
 
 func (x *MemberAt) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[42]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3295,7 +3541,7 @@ func (x *MemberAt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberAt.ProtoReflect.Descriptor instead.
 func (*MemberAt) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{42}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MemberAt) GetUserId() string {
@@ -3337,7 +3583,7 @@ type MessageReceipts struct {
 
 func (x *MessageReceipts) Reset() {
 	*x = MessageReceipts{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3349,7 +3595,7 @@ func (x *MessageReceipts) String() string {
 func (*MessageReceipts) ProtoMessage() {}
 
 func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[43]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3362,7 +3608,7 @@ func (x *MessageReceipts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageReceipts.ProtoReflect.Descriptor instead.
 func (*MessageReceipts) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{43}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MessageReceipts) GetChannelId() string {
@@ -3451,7 +3697,7 @@ type GetTicksRequest struct {
 
 func (x *GetTicksRequest) Reset() {
 	*x = GetTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3709,7 @@ func (x *GetTicksRequest) String() string {
 func (*GetTicksRequest) ProtoMessage() {}
 
 func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[44]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3722,7 @@ func (x *GetTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{44}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GetTicksRequest) GetChannelId() string {
@@ -3498,7 +3744,7 @@ type MemberCursors struct {
 
 func (x *MemberCursors) Reset() {
 	*x = MemberCursors{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3756,7 @@ func (x *MemberCursors) String() string {
 func (*MemberCursors) ProtoMessage() {}
 
 func (x *MemberCursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[45]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3769,7 @@ func (x *MemberCursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberCursors.ProtoReflect.Descriptor instead.
 func (*MemberCursors) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{45}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *MemberCursors) GetUserId() string {
@@ -3569,7 +3815,7 @@ type ChannelTicks struct {
 
 func (x *ChannelTicks) Reset() {
 	*x = ChannelTicks{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3827,7 @@ func (x *ChannelTicks) String() string {
 func (*ChannelTicks) ProtoMessage() {}
 
 func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[46]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3840,7 @@ func (x *ChannelTicks) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelTicks.ProtoReflect.Descriptor instead.
 func (*ChannelTicks) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{46}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ChannelTicks) GetChannelId() string {
@@ -3666,7 +3912,7 @@ type MessageRef struct {
 
 func (x *MessageRef) Reset() {
 	*x = MessageRef{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3924,7 @@ func (x *MessageRef) String() string {
 func (*MessageRef) ProtoMessage() {}
 
 func (x *MessageRef) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[47]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3937,7 @@ func (x *MessageRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageRef.ProtoReflect.Descriptor instead.
 func (*MessageRef) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{47}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MessageRef) GetChannelId() string {
@@ -3725,7 +3971,7 @@ type LookupReceiptsRequest struct {
 
 func (x *LookupReceiptsRequest) Reset() {
 	*x = LookupReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3737,7 +3983,7 @@ func (x *LookupReceiptsRequest) String() string {
 func (*LookupReceiptsRequest) ProtoMessage() {}
 
 func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[48]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3750,7 +3996,7 @@ func (x *LookupReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{48}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *LookupReceiptsRequest) GetMessages() []*MessageRef {
@@ -3783,7 +4029,7 @@ type Badge struct {
 
 func (x *Badge) Reset() {
 	*x = Badge{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +4041,7 @@ func (x *Badge) String() string {
 func (*Badge) ProtoMessage() {}
 
 func (x *Badge) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[49]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +4054,7 @@ func (x *Badge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Badge.ProtoReflect.Descriptor instead.
 func (*Badge) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{49}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Badge) GetUserId() string {
@@ -3865,7 +4111,7 @@ type LookupReceiptsResponse struct {
 
 func (x *LookupReceiptsResponse) Reset() {
 	*x = LookupReceiptsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +4123,7 @@ func (x *LookupReceiptsResponse) String() string {
 func (*LookupReceiptsResponse) ProtoMessage() {}
 
 func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[50]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4136,7 @@ func (x *LookupReceiptsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupReceiptsResponse.ProtoReflect.Descriptor instead.
 func (*LookupReceiptsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{50}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *LookupReceiptsResponse) GetMessages() []*MessageReceipts {
@@ -3920,7 +4166,7 @@ type WatchChannelsRequest struct {
 
 func (x *WatchChannelsRequest) Reset() {
 	*x = WatchChannelsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4178,7 @@ func (x *WatchChannelsRequest) String() string {
 func (*WatchChannelsRequest) ProtoMessage() {}
 
 func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[51]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4191,7 @@ func (x *WatchChannelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchChannelsRequest.ProtoReflect.Descriptor instead.
 func (*WatchChannelsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{51}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *WatchChannelsRequest) GetChannelId() []string {
@@ -3986,7 +4232,7 @@ type CursorUpdate struct {
 
 func (x *CursorUpdate) Reset() {
 	*x = CursorUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4244,7 @@ func (x *CursorUpdate) String() string {
 func (*CursorUpdate) ProtoMessage() {}
 
 func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[52]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4257,7 @@ func (x *CursorUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorUpdate.ProtoReflect.Descriptor instead.
 func (*CursorUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{52}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CursorUpdate) GetChannelId() string {
@@ -4087,7 +4333,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4345,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[53]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4358,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{53}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *WatchEvent) GetResumeToken() string {
@@ -4168,7 +4414,7 @@ type UpdateSettingsRequest struct {
 
 func (x *UpdateSettingsRequest) Reset() {
 	*x = UpdateSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4426,7 @@ func (x *UpdateSettingsRequest) String() string {
 func (*UpdateSettingsRequest) ProtoMessage() {}
 
 func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[54]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4439,7 @@ func (x *UpdateSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSettingsRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{54}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *UpdateSettingsRequest) GetUserId() string {
@@ -4233,7 +4479,7 @@ type GetSettingsRequest struct {
 
 func (x *GetSettingsRequest) Reset() {
 	*x = GetSettingsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4245,7 +4491,7 @@ func (x *GetSettingsRequest) String() string {
 func (*GetSettingsRequest) ProtoMessage() {}
 
 func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[55]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4258,7 +4504,7 @@ func (x *GetSettingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSettingsRequest.ProtoReflect.Descriptor instead.
 func (*GetSettingsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{55}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetSettingsRequest) GetUserId() string {
@@ -4284,7 +4530,7 @@ type UserSettings struct {
 
 func (x *UserSettings) Reset() {
 	*x = UserSettings{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4296,7 +4542,7 @@ func (x *UserSettings) String() string {
 func (*UserSettings) ProtoMessage() {}
 
 func (x *UserSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[56]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4309,7 +4555,7 @@ func (x *UserSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserSettings.ProtoReflect.Descriptor instead.
 func (*UserSettings) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{56}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UserSettings) GetUserId() string {
@@ -4356,7 +4602,7 @@ type EraseUserRequest struct {
 
 func (x *EraseUserRequest) Reset() {
 	*x = EraseUserRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4368,7 +4614,7 @@ func (x *EraseUserRequest) String() string {
 func (*EraseUserRequest) ProtoMessage() {}
 
 func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[57]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4381,7 +4627,7 @@ func (x *EraseUserRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserRequest.ProtoReflect.Descriptor instead.
 func (*EraseUserRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{57}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *EraseUserRequest) GetUserId() string {
@@ -4403,7 +4649,7 @@ type EraseUserResponse struct {
 
 func (x *EraseUserResponse) Reset() {
 	*x = EraseUserResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4415,7 +4661,7 @@ func (x *EraseUserResponse) String() string {
 func (*EraseUserResponse) ProtoMessage() {}
 
 func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[58]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4428,7 +4674,7 @@ func (x *EraseUserResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EraseUserResponse.ProtoReflect.Descriptor instead.
 func (*EraseUserResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{58}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *EraseUserResponse) GetUserId() string {
@@ -4475,7 +4721,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4487,7 +4733,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[59]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4500,7 +4746,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{59}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -4575,7 +4821,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4587,7 +4833,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[60]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4600,7 +4846,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{60}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -4671,7 +4917,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4929,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[61]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4942,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{61}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -4731,7 +4977,7 @@ type NotifyThreadReplyRequest struct {
 
 func (x *NotifyThreadReplyRequest) Reset() {
 	*x = NotifyThreadReplyRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4743,7 +4989,7 @@ func (x *NotifyThreadReplyRequest) String() string {
 func (*NotifyThreadReplyRequest) ProtoMessage() {}
 
 func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[62]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4756,7 +5002,7 @@ func (x *NotifyThreadReplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyRequest.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{62}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *NotifyThreadReplyRequest) GetChannelId() string {
@@ -4810,7 +5056,7 @@ type NotifyThreadReplyResponse struct {
 
 func (x *NotifyThreadReplyResponse) Reset() {
 	*x = NotifyThreadReplyResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4822,7 +5068,7 @@ func (x *NotifyThreadReplyResponse) String() string {
 func (*NotifyThreadReplyResponse) ProtoMessage() {}
 
 func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[63]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4835,7 +5081,7 @@ func (x *NotifyThreadReplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyThreadReplyResponse.ProtoReflect.Descriptor instead.
 func (*NotifyThreadReplyResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{63}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *NotifyThreadReplyResponse) GetResult() *NoticeResult {
@@ -4863,7 +5109,7 @@ type MarkThreadReadRequest struct {
 
 func (x *MarkThreadReadRequest) Reset() {
 	*x = MarkThreadReadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4875,7 +5121,7 @@ func (x *MarkThreadReadRequest) String() string {
 func (*MarkThreadReadRequest) ProtoMessage() {}
 
 func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[64]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4888,7 +5134,7 @@ func (x *MarkThreadReadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadReadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadReadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{64}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *MarkThreadReadRequest) GetUserId() string {
@@ -4964,7 +5210,7 @@ type MarkThreadUnreadRequest struct {
 
 func (x *MarkThreadUnreadRequest) Reset() {
 	*x = MarkThreadUnreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4976,7 +5222,7 @@ func (x *MarkThreadUnreadRequest) String() string {
 func (*MarkThreadUnreadRequest) ProtoMessage() {}
 
 func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[65]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4989,7 +5235,7 @@ func (x *MarkThreadUnreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MarkThreadUnreadRequest.ProtoReflect.Descriptor instead.
 func (*MarkThreadUnreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{65}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *MarkThreadUnreadRequest) GetUserId() string {
@@ -5045,7 +5291,7 @@ type FollowThreadRequest struct {
 
 func (x *FollowThreadRequest) Reset() {
 	*x = FollowThreadRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5057,7 +5303,7 @@ func (x *FollowThreadRequest) String() string {
 func (*FollowThreadRequest) ProtoMessage() {}
 
 func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[66]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5070,7 +5316,7 @@ func (x *FollowThreadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FollowThreadRequest.ProtoReflect.Descriptor instead.
 func (*FollowThreadRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{66}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *FollowThreadRequest) GetUserId() string {
@@ -5112,7 +5358,7 @@ type ThreadMarkResponse struct {
 
 func (x *ThreadMarkResponse) Reset() {
 	*x = ThreadMarkResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5124,7 +5370,7 @@ func (x *ThreadMarkResponse) String() string {
 func (*ThreadMarkResponse) ProtoMessage() {}
 
 func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[67]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5137,7 +5383,7 @@ func (x *ThreadMarkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadMarkResponse.ProtoReflect.Descriptor instead.
 func (*ThreadMarkResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{67}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *ThreadMarkResponse) GetThread() *ThreadUnread {
@@ -5196,7 +5442,7 @@ type ListThreadsRequest struct {
 
 func (x *ListThreadsRequest) Reset() {
 	*x = ListThreadsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5454,7 @@ func (x *ListThreadsRequest) String() string {
 func (*ListThreadsRequest) ProtoMessage() {}
 
 func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[68]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5467,7 @@ func (x *ListThreadsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsRequest.ProtoReflect.Descriptor instead.
 func (*ListThreadsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{68}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListThreadsRequest) GetUserId() string {
@@ -5263,7 +5509,7 @@ type ListThreadsResponse struct {
 
 func (x *ListThreadsResponse) Reset() {
 	*x = ListThreadsResponse{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5275,7 +5521,7 @@ func (x *ListThreadsResponse) String() string {
 func (*ListThreadsResponse) ProtoMessage() {}
 
 func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[69]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5288,7 +5534,7 @@ func (x *ListThreadsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListThreadsResponse.ProtoReflect.Descriptor instead.
 func (*ListThreadsResponse) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{69}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListThreadsResponse) GetUserId() string {
@@ -5331,13 +5577,16 @@ type ThreadUnread struct {
 	Following bool `protobuf:"varint,10,opt,name=following,proto3" json:"following,omitempty"`
 	// When the thread's head last advanced (Unix ms): the list's order.
 	LastActivityUnixMs int64 `protobuf:"varint,11,opt,name=last_activity_unix_ms,json=lastActivityUnixMs,proto3" json:"last_activity_unix_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The user's fully-read marker in the thread (SetFullyRead); absent
+	// when none was set.
+	FullyRead     *FullyRead `protobuf:"bytes,12,opt,name=fully_read,json=fullyRead,proto3" json:"fully_read,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ThreadUnread) Reset() {
 	*x = ThreadUnread{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5349,7 +5598,7 @@ func (x *ThreadUnread) String() string {
 func (*ThreadUnread) ProtoMessage() {}
 
 func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[70]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5362,7 +5611,7 @@ func (x *ThreadUnread) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadUnread.ProtoReflect.Descriptor instead.
 func (*ThreadUnread) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{70}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ThreadUnread) GetChannelId() string {
@@ -5442,6 +5691,13 @@ func (x *ThreadUnread) GetLastActivityUnixMs() int64 {
 	return 0
 }
 
+func (x *ThreadUnread) GetFullyRead() *FullyRead {
+	if x != nil {
+		return x.FullyRead
+	}
+	return nil
+}
+
 type GetThreadMessageReceiptsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ChannelId     string                 `protobuf:"bytes,1,opt,name=channel_id,json=channelId,proto3" json:"channel_id,omitempty"`
@@ -5454,7 +5710,7 @@ type GetThreadMessageReceiptsRequest struct {
 
 func (x *GetThreadMessageReceiptsRequest) Reset() {
 	*x = GetThreadMessageReceiptsRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5466,7 +5722,7 @@ func (x *GetThreadMessageReceiptsRequest) String() string {
 func (*GetThreadMessageReceiptsRequest) ProtoMessage() {}
 
 func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[71]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5479,7 +5735,7 @@ func (x *GetThreadMessageReceiptsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadMessageReceiptsRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadMessageReceiptsRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{71}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *GetThreadMessageReceiptsRequest) GetChannelId() string {
@@ -5520,7 +5776,7 @@ type GetThreadTicksRequest struct {
 
 func (x *GetThreadTicksRequest) Reset() {
 	*x = GetThreadTicksRequest{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5532,7 +5788,7 @@ func (x *GetThreadTicksRequest) String() string {
 func (*GetThreadTicksRequest) ProtoMessage() {}
 
 func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[72]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5545,7 +5801,7 @@ func (x *GetThreadTicksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetThreadTicksRequest.ProtoReflect.Descriptor instead.
 func (*GetThreadTicksRequest) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{72}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *GetThreadTicksRequest) GetChannelId() string {
@@ -5575,7 +5831,7 @@ type ThreadHeadUpdate struct {
 
 func (x *ThreadHeadUpdate) Reset() {
 	*x = ThreadHeadUpdate{}
-	mi := &file_receipts_v1_receipts_proto_msgTypes[73]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5587,7 +5843,7 @@ func (x *ThreadHeadUpdate) String() string {
 func (*ThreadHeadUpdate) ProtoMessage() {}
 
 func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_v1_receipts_proto_msgTypes[73]
+	mi := &file_receipts_v1_receipts_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5600,7 +5856,7 @@ func (x *ThreadHeadUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHeadUpdate.ProtoReflect.Descriptor instead.
 func (*ThreadHeadUpdate) Descriptor() ([]byte, []int) {
-	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{73}
+	return file_receipts_v1_receipts_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ThreadHeadUpdate) GetChannelId() string {
@@ -5691,7 +5947,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x06Cursor\x121\n" +
 	"\bposition\x18\x01 \x01(\v2\x15.receipts.v1.PositionR\bposition\x12\x1d\n" +
 	"\n" +
-	"message_id\x18\x02 \x01(\tR\tmessageId\"\x8b\x02\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"\xc2\x02\n" +
 	"\fChannelState\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12'\n" +
@@ -5699,7 +5955,34 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\tdelivered\x18\x03 \x01(\v2\x13.receipts.v1.CursorR\tdelivered\x12\x1b\n" +
 	"\tdevice_id\x18\x04 \x01(\tR\bdeviceId\x12+\n" +
 	"\x12updated_at_unix_ms\x18\x05 \x01(\x03R\x0fupdatedAtUnixMs\x126\n" +
-	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\"\xfb\x01\n" +
+	"\fprivate_read\x18\x06 \x01(\v2\x13.receipts.v1.CursorR\vprivateRead\x125\n" +
+	"\n" +
+	"fully_read\x18\a \x01(\v2\x16.receipts.v1.FullyReadR\tfullyRead\"i\n" +
+	"\tFullyRead\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12+\n" +
+	"\x12updated_at_unix_ms\x18\x03 \x01(\x03R\x0fupdatedAtUnixMs\"\xa6\x01\n" +
+	"\x13SetFullyReadRequest\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x04 \x01(\tR\tmessageId\x12&\n" +
+	"\x0fthread_root_seq\x18\x05 \x01(\x03R\rthreadRootSeq\"\xad\x02\n" +
+	"\x14SetFullyReadResponse\x12\x17\n" +
+	"\auser_id\x18\x01 \x01(\tR\x06userId\x12\x1d\n" +
+	"\n" +
+	"channel_id\x18\x02 \x01(\tR\tchannelId\x12&\n" +
+	"\x0fthread_root_seq\x18\x03 \x01(\x03R\rthreadRootSeq\x125\n" +
+	"\n" +
+	"fully_read\x18\x04 \x01(\v2\x16.receipts.v1.FullyReadR\tfullyRead\x12\x18\n" +
+	"\achanged\x18\x05 \x01(\bR\achanged\x127\n" +
+	"\n" +
+	"durability\x18\x06 \x01(\x0e2\x17.receipts.v1.DurabilityR\n" +
+	"durability\x12+\n" +
+	"\x11realtime_degraded\x18\a \x01(\bR\x10realtimeDegraded\"\xfb\x01\n" +
 	"\rMessageNotice\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x10\n" +
@@ -6094,7 +6377,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x13ListThreadsResponse\x12\x17\n" +
 	"\auser_id\x18\x01 \x01(\tR\x06userId\x123\n" +
 	"\athreads\x18\x02 \x03(\v2\x19.receipts.v1.ThreadUnreadR\athreads\x12&\n" +
-	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xc2\x03\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"\xf9\x03\n" +
 	"\fThreadUnread\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
@@ -6109,7 +6392,9 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x10first_unread_seq\x18\t \x01(\x03R\x0efirstUnreadSeq\x12\x1c\n" +
 	"\tfollowing\x18\n" +
 	" \x01(\bR\tfollowing\x121\n" +
-	"\x15last_activity_unix_ms\x18\v \x01(\x03R\x12lastActivityUnixMs\"\x8a\x01\n" +
+	"\x15last_activity_unix_ms\x18\v \x01(\x03R\x12lastActivityUnixMs\x125\n" +
+	"\n" +
+	"fully_read\x18\f \x01(\v2\x16.receipts.v1.FullyReadR\tfullyRead\"\x8a\x01\n" +
 	"\x1fGetThreadMessageReceiptsRequest\x12\x1d\n" +
 	"\n" +
 	"channel_id\x18\x01 \x01(\tR\tchannelId\x12\x19\n" +
@@ -6135,7 +6420,7 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"Durability\x12\x1a\n" +
 	"\x16DURABILITY_UNSPECIFIED\x10\x00\x12\t\n" +
 	"\x05KAFKA\x10\x01\x12\v\n" +
-	"\aSPOOLED\x10\x022\xb2%\n" +
+	"\aSPOOLED\x10\x022\xdc&\n" +
 	"\x0eReceiptService\x12\x8f\x01\n" +
 	"\fMarkReceipts\x12 .receipts.v1.MarkReceiptsRequest\x1a!.receipts.v1.MarkReceiptsResponse\":\xb2\xe1\x18\x1a\n" +
 	"\x04mark\x12\x12receipts[].user_id\x82\xd3\xe4\x93\x02\x16:\x01*\"\x11/v1/receipts:mark\x12\x8d\x01\n" +
@@ -6203,7 +6488,9 @@ const file_receipts_v1_receipts_proto_rawDesc = "" +
 	"\x04read\x1a\n" +
 	"channel_id\x82\xd3\xe4\x93\x024\x122/v1/channels/{channel_id}/threads/{root_seq}/ticks\x12\xb2\x01\n" +
 	"\x10SetNotifications\x12$.receipts.v1.SetNotificationsRequest\x1a!.receipts.v1.ChannelNotifications\"U\xb2\xe1\x18\x0f\n" +
-	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notifications\x12}\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x02<:\x01*\x1a7/v1/users/{user_id}/channels/{channel_id}/notifications\x12\xa7\x01\n" +
+	"\fSetFullyRead\x12 .receipts.v1.SetFullyReadRequest\x1a!.receipts.v1.SetFullyReadResponse\"R\xb2\xe1\x18\x0f\n" +
+	"\x04mark\x12\auser_id\x82\xd3\xe4\x93\x029:\x01*\x1a4/v1/users/{user_id}/channels/{channel_id}/fully-read\x12}\n" +
 	"\bGetInbox\x12\x1c.receipts.v1.GetInboxRequest\x1a\x1d.receipts.v1.GetInboxResponse\"4\xb2\xe1\x18\x0f\n" +
 	"\x04read\x12\auser_id\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/users/{user_id}/inboxB:Z8github.com/readstate/receipts/api/receipts/v1;receiptsv1b\x06proto3"
 
@@ -6220,7 +6507,7 @@ func file_receipts_v1_receipts_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_v1_receipts_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_receipts_v1_receipts_proto_msgTypes = make([]protoimpl.MessageInfo, 77)
 var file_receipts_v1_receipts_proto_goTypes = []any{
 	(Kind)(0),                               // 0: receipts.v1.Kind
 	(Durability)(0),                         // 1: receipts.v1.Durability
@@ -6235,202 +6522,211 @@ var file_receipts_v1_receipts_proto_goTypes = []any{
 	(*Position)(nil),                        // 10: receipts.v1.Position
 	(*Cursor)(nil),                          // 11: receipts.v1.Cursor
 	(*ChannelState)(nil),                    // 12: receipts.v1.ChannelState
-	(*MessageNotice)(nil),                   // 13: receipts.v1.MessageNotice
-	(*DeleteMessageRequest)(nil),            // 14: receipts.v1.DeleteMessageRequest
-	(*DeleteThreadReplyRequest)(nil),        // 15: receipts.v1.DeleteThreadReplyRequest
-	(*DeleteMessageResponse)(nil),           // 16: receipts.v1.DeleteMessageResponse
-	(*NotifyMessageRequest)(nil),            // 17: receipts.v1.NotifyMessageRequest
-	(*NotifyMessageResponse)(nil),           // 18: receipts.v1.NotifyMessageResponse
-	(*NotifyMessagesRequest)(nil),           // 19: receipts.v1.NotifyMessagesRequest
-	(*NotifyMessagesResponse)(nil),          // 20: receipts.v1.NotifyMessagesResponse
-	(*NoticeResult)(nil),                    // 21: receipts.v1.NoticeResult
-	(*JoinChannelRequest)(nil),              // 22: receipts.v1.JoinChannelRequest
-	(*LeaveChannelRequest)(nil),             // 23: receipts.v1.LeaveChannelRequest
-	(*MembershipResponse)(nil),              // 24: receipts.v1.MembershipResponse
-	(*Membership)(nil),                      // 25: receipts.v1.Membership
-	(*GetChannelRequest)(nil),               // 26: receipts.v1.GetChannelRequest
-	(*GetChannelResponse)(nil),              // 27: receipts.v1.GetChannelResponse
-	(*GetUnreadRequest)(nil),                // 28: receipts.v1.GetUnreadRequest
-	(*GetUnreadResponse)(nil),               // 29: receipts.v1.GetUnreadResponse
-	(*ChannelUnread)(nil),                   // 30: receipts.v1.ChannelUnread
-	(*MarkUnreadRequest)(nil),               // 31: receipts.v1.MarkUnreadRequest
-	(*ReadAllRequest)(nil),                  // 32: receipts.v1.ReadAllRequest
-	(*ReadAllResponse)(nil),                 // 33: receipts.v1.ReadAllResponse
-	(*ReceiptEvent)(nil),                    // 34: receipts.v1.ReceiptEvent
-	(*NotificationRegister)(nil),            // 35: receipts.v1.NotificationRegister
-	(*GetInboxRequest)(nil),                 // 36: receipts.v1.GetInboxRequest
-	(*GetInboxResponse)(nil),                // 37: receipts.v1.GetInboxResponse
-	(*InboxLine)(nil),                       // 38: receipts.v1.InboxLine
-	(*SetNotificationsRequest)(nil),         // 39: receipts.v1.SetNotificationsRequest
-	(*ChannelNotifications)(nil),            // 40: receipts.v1.ChannelNotifications
-	(*ChannelEvent)(nil),                    // 41: receipts.v1.ChannelEvent
-	(*GroupMention)(nil),                    // 42: receipts.v1.GroupMention
-	(*GetMessageReceiptsRequest)(nil),       // 43: receipts.v1.GetMessageReceiptsRequest
-	(*MemberAt)(nil),                        // 44: receipts.v1.MemberAt
-	(*MessageReceipts)(nil),                 // 45: receipts.v1.MessageReceipts
-	(*GetTicksRequest)(nil),                 // 46: receipts.v1.GetTicksRequest
-	(*MemberCursors)(nil),                   // 47: receipts.v1.MemberCursors
-	(*ChannelTicks)(nil),                    // 48: receipts.v1.ChannelTicks
-	(*MessageRef)(nil),                      // 49: receipts.v1.MessageRef
-	(*LookupReceiptsRequest)(nil),           // 50: receipts.v1.LookupReceiptsRequest
-	(*Badge)(nil),                           // 51: receipts.v1.Badge
-	(*LookupReceiptsResponse)(nil),          // 52: receipts.v1.LookupReceiptsResponse
-	(*WatchChannelsRequest)(nil),            // 53: receipts.v1.WatchChannelsRequest
-	(*CursorUpdate)(nil),                    // 54: receipts.v1.CursorUpdate
-	(*WatchEvent)(nil),                      // 55: receipts.v1.WatchEvent
-	(*UpdateSettingsRequest)(nil),           // 56: receipts.v1.UpdateSettingsRequest
-	(*GetSettingsRequest)(nil),              // 57: receipts.v1.GetSettingsRequest
-	(*UserSettings)(nil),                    // 58: receipts.v1.UserSettings
-	(*EraseUserRequest)(nil),                // 59: receipts.v1.EraseUserRequest
-	(*EraseUserResponse)(nil),               // 60: receipts.v1.EraseUserResponse
-	(*UserEvent)(nil),                       // 61: receipts.v1.UserEvent
-	(*ReadStateChange)(nil),                 // 62: receipts.v1.ReadStateChange
-	(*ThreadFollow)(nil),                    // 63: receipts.v1.ThreadFollow
-	(*NotifyThreadReplyRequest)(nil),        // 64: receipts.v1.NotifyThreadReplyRequest
-	(*NotifyThreadReplyResponse)(nil),       // 65: receipts.v1.NotifyThreadReplyResponse
-	(*MarkThreadReadRequest)(nil),           // 66: receipts.v1.MarkThreadReadRequest
-	(*MarkThreadUnreadRequest)(nil),         // 67: receipts.v1.MarkThreadUnreadRequest
-	(*FollowThreadRequest)(nil),             // 68: receipts.v1.FollowThreadRequest
-	(*ThreadMarkResponse)(nil),              // 69: receipts.v1.ThreadMarkResponse
-	(*ListThreadsRequest)(nil),              // 70: receipts.v1.ListThreadsRequest
-	(*ListThreadsResponse)(nil),             // 71: receipts.v1.ListThreadsResponse
-	(*ThreadUnread)(nil),                    // 72: receipts.v1.ThreadUnread
-	(*GetThreadMessageReceiptsRequest)(nil), // 73: receipts.v1.GetThreadMessageReceiptsRequest
-	(*GetThreadTicksRequest)(nil),           // 74: receipts.v1.GetThreadTicksRequest
-	(*ThreadHeadUpdate)(nil),                // 75: receipts.v1.ThreadHeadUpdate
+	(*FullyRead)(nil),                       // 13: receipts.v1.FullyRead
+	(*SetFullyReadRequest)(nil),             // 14: receipts.v1.SetFullyReadRequest
+	(*SetFullyReadResponse)(nil),            // 15: receipts.v1.SetFullyReadResponse
+	(*MessageNotice)(nil),                   // 16: receipts.v1.MessageNotice
+	(*DeleteMessageRequest)(nil),            // 17: receipts.v1.DeleteMessageRequest
+	(*DeleteThreadReplyRequest)(nil),        // 18: receipts.v1.DeleteThreadReplyRequest
+	(*DeleteMessageResponse)(nil),           // 19: receipts.v1.DeleteMessageResponse
+	(*NotifyMessageRequest)(nil),            // 20: receipts.v1.NotifyMessageRequest
+	(*NotifyMessageResponse)(nil),           // 21: receipts.v1.NotifyMessageResponse
+	(*NotifyMessagesRequest)(nil),           // 22: receipts.v1.NotifyMessagesRequest
+	(*NotifyMessagesResponse)(nil),          // 23: receipts.v1.NotifyMessagesResponse
+	(*NoticeResult)(nil),                    // 24: receipts.v1.NoticeResult
+	(*JoinChannelRequest)(nil),              // 25: receipts.v1.JoinChannelRequest
+	(*LeaveChannelRequest)(nil),             // 26: receipts.v1.LeaveChannelRequest
+	(*MembershipResponse)(nil),              // 27: receipts.v1.MembershipResponse
+	(*Membership)(nil),                      // 28: receipts.v1.Membership
+	(*GetChannelRequest)(nil),               // 29: receipts.v1.GetChannelRequest
+	(*GetChannelResponse)(nil),              // 30: receipts.v1.GetChannelResponse
+	(*GetUnreadRequest)(nil),                // 31: receipts.v1.GetUnreadRequest
+	(*GetUnreadResponse)(nil),               // 32: receipts.v1.GetUnreadResponse
+	(*ChannelUnread)(nil),                   // 33: receipts.v1.ChannelUnread
+	(*MarkUnreadRequest)(nil),               // 34: receipts.v1.MarkUnreadRequest
+	(*ReadAllRequest)(nil),                  // 35: receipts.v1.ReadAllRequest
+	(*ReadAllResponse)(nil),                 // 36: receipts.v1.ReadAllResponse
+	(*ReceiptEvent)(nil),                    // 37: receipts.v1.ReceiptEvent
+	(*NotificationRegister)(nil),            // 38: receipts.v1.NotificationRegister
+	(*GetInboxRequest)(nil),                 // 39: receipts.v1.GetInboxRequest
+	(*GetInboxResponse)(nil),                // 40: receipts.v1.GetInboxResponse
+	(*InboxLine)(nil),                       // 41: receipts.v1.InboxLine
+	(*SetNotificationsRequest)(nil),         // 42: receipts.v1.SetNotificationsRequest
+	(*ChannelNotifications)(nil),            // 43: receipts.v1.ChannelNotifications
+	(*ChannelEvent)(nil),                    // 44: receipts.v1.ChannelEvent
+	(*GroupMention)(nil),                    // 45: receipts.v1.GroupMention
+	(*GetMessageReceiptsRequest)(nil),       // 46: receipts.v1.GetMessageReceiptsRequest
+	(*MemberAt)(nil),                        // 47: receipts.v1.MemberAt
+	(*MessageReceipts)(nil),                 // 48: receipts.v1.MessageReceipts
+	(*GetTicksRequest)(nil),                 // 49: receipts.v1.GetTicksRequest
+	(*MemberCursors)(nil),                   // 50: receipts.v1.MemberCursors
+	(*ChannelTicks)(nil),                    // 51: receipts.v1.ChannelTicks
+	(*MessageRef)(nil),                      // 52: receipts.v1.MessageRef
+	(*LookupReceiptsRequest)(nil),           // 53: receipts.v1.LookupReceiptsRequest
+	(*Badge)(nil),                           // 54: receipts.v1.Badge
+	(*LookupReceiptsResponse)(nil),          // 55: receipts.v1.LookupReceiptsResponse
+	(*WatchChannelsRequest)(nil),            // 56: receipts.v1.WatchChannelsRequest
+	(*CursorUpdate)(nil),                    // 57: receipts.v1.CursorUpdate
+	(*WatchEvent)(nil),                      // 58: receipts.v1.WatchEvent
+	(*UpdateSettingsRequest)(nil),           // 59: receipts.v1.UpdateSettingsRequest
+	(*GetSettingsRequest)(nil),              // 60: receipts.v1.GetSettingsRequest
+	(*UserSettings)(nil),                    // 61: receipts.v1.UserSettings
+	(*EraseUserRequest)(nil),                // 62: receipts.v1.EraseUserRequest
+	(*EraseUserResponse)(nil),               // 63: receipts.v1.EraseUserResponse
+	(*UserEvent)(nil),                       // 64: receipts.v1.UserEvent
+	(*ReadStateChange)(nil),                 // 65: receipts.v1.ReadStateChange
+	(*ThreadFollow)(nil),                    // 66: receipts.v1.ThreadFollow
+	(*NotifyThreadReplyRequest)(nil),        // 67: receipts.v1.NotifyThreadReplyRequest
+	(*NotifyThreadReplyResponse)(nil),       // 68: receipts.v1.NotifyThreadReplyResponse
+	(*MarkThreadReadRequest)(nil),           // 69: receipts.v1.MarkThreadReadRequest
+	(*MarkThreadUnreadRequest)(nil),         // 70: receipts.v1.MarkThreadUnreadRequest
+	(*FollowThreadRequest)(nil),             // 71: receipts.v1.FollowThreadRequest
+	(*ThreadMarkResponse)(nil),              // 72: receipts.v1.ThreadMarkResponse
+	(*ListThreadsRequest)(nil),              // 73: receipts.v1.ListThreadsRequest
+	(*ListThreadsResponse)(nil),             // 74: receipts.v1.ListThreadsResponse
+	(*ThreadUnread)(nil),                    // 75: receipts.v1.ThreadUnread
+	(*GetThreadMessageReceiptsRequest)(nil), // 76: receipts.v1.GetThreadMessageReceiptsRequest
+	(*GetThreadTicksRequest)(nil),           // 77: receipts.v1.GetThreadTicksRequest
+	(*ThreadHeadUpdate)(nil),                // 78: receipts.v1.ThreadHeadUpdate
 }
 var file_receipts_v1_receipts_proto_depIdxs = []int32{
-	0,  // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
-	2,  // 1: receipts.v1.MarkReceiptsRequest.receipts:type_name -> receipts.v1.Receipt
-	5,  // 2: receipts.v1.MarkReceiptsResponse.results:type_name -> receipts.v1.ReceiptResult
-	12, // 3: receipts.v1.ReceiptResult.state:type_name -> receipts.v1.ChannelState
-	1,  // 4: receipts.v1.ReceiptResult.durability:type_name -> receipts.v1.Durability
-	5,  // 5: receipts.v1.MarkResponse.result:type_name -> receipts.v1.ReceiptResult
-	12, // 6: receipts.v1.GetReadStateResponse.channels:type_name -> receipts.v1.ChannelState
-	10, // 7: receipts.v1.Cursor.position:type_name -> receipts.v1.Position
-	11, // 8: receipts.v1.ChannelState.read:type_name -> receipts.v1.Cursor
-	11, // 9: receipts.v1.ChannelState.delivered:type_name -> receipts.v1.Cursor
-	11, // 10: receipts.v1.ChannelState.private_read:type_name -> receipts.v1.Cursor
-	1,  // 11: receipts.v1.DeleteMessageResponse.durability:type_name -> receipts.v1.Durability
-	21, // 12: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
-	13, // 13: receipts.v1.NotifyMessagesRequest.notices:type_name -> receipts.v1.MessageNotice
-	21, // 14: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
-	11, // 15: receipts.v1.NoticeResult.head:type_name -> receipts.v1.Cursor
-	1,  // 16: receipts.v1.NoticeResult.durability:type_name -> receipts.v1.Durability
-	25, // 17: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
-	1,  // 18: receipts.v1.MembershipResponse.durability:type_name -> receipts.v1.Durability
-	11, // 19: receipts.v1.GetChannelResponse.head:type_name -> receipts.v1.Cursor
-	30, // 20: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
-	10, // 21: receipts.v1.ChannelUnread.head:type_name -> receipts.v1.Position
-	10, // 22: receipts.v1.ChannelUnread.read:type_name -> receipts.v1.Position
-	10, // 23: receipts.v1.ChannelUnread.public_read:type_name -> receipts.v1.Position
-	5,  // 24: receipts.v1.ReadAllResponse.results:type_name -> receipts.v1.ReceiptResult
-	11, // 25: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
-	11, // 26: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
-	11, // 27: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
-	25, // 28: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
-	63, // 29: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
-	35, // 30: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
-	38, // 31: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
-	30, // 32: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
-	72, // 33: receipts.v1.InboxLine.thread:type_name -> receipts.v1.ThreadUnread
-	35, // 34: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
-	1,  // 35: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
-	11, // 36: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
-	42, // 37: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
-	44, // 38: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
-	44, // 39: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
-	10, // 40: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
-	10, // 41: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
-	10, // 42: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
-	47, // 43: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
-	49, // 44: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
-	45, // 45: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
-	51, // 46: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
-	0,  // 47: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
-	10, // 48: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
-	54, // 49: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
-	48, // 50: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
-	75, // 51: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
-	1,  // 52: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
-	58, // 53: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
-	0,  // 54: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
-	10, // 55: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
-	21, // 56: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
-	72, // 57: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
-	1,  // 58: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
-	72, // 59: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
-	10, // 60: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
-	10, // 61: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
-	10, // 62: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
-	10, // 63: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
-	3,  // 64: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
-	6,  // 65: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
-	6,  // 66: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
-	8,  // 67: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
-	17, // 68: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
-	19, // 69: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
-	14, // 70: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
-	15, // 71: receipts.v1.ReceiptService.DeleteThreadReply:input_type -> receipts.v1.DeleteThreadReplyRequest
-	22, // 72: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
-	23, // 73: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
-	26, // 74: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
-	28, // 75: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
-	31, // 76: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
-	32, // 77: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
-	43, // 78: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
-	46, // 79: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
-	50, // 80: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
-	53, // 81: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
-	56, // 82: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
-	57, // 83: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
-	59, // 84: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
-	64, // 85: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
-	66, // 86: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
-	67, // 87: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
-	68, // 88: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
-	68, // 89: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
-	70, // 90: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
-	73, // 91: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
-	74, // 92: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
-	39, // 93: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
-	36, // 94: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
-	4,  // 95: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
-	7,  // 96: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
-	7,  // 97: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
-	9,  // 98: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
-	18, // 99: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
-	20, // 100: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
-	16, // 101: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
-	16, // 102: receipts.v1.ReceiptService.DeleteThreadReply:output_type -> receipts.v1.DeleteMessageResponse
-	24, // 103: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
-	24, // 104: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
-	27, // 105: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
-	29, // 106: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
-	7,  // 107: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
-	33, // 108: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
-	45, // 109: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	48, // 110: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
-	52, // 111: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
-	55, // 112: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
-	58, // 113: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
-	58, // 114: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
-	60, // 115: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
-	65, // 116: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
-	69, // 117: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
-	69, // 118: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
-	69, // 119: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	69, // 120: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
-	71, // 121: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
-	45, // 122: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
-	48, // 123: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
-	40, // 124: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
-	37, // 125: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
-	95, // [95:126] is the sub-list for method output_type
-	64, // [64:95] is the sub-list for method input_type
-	64, // [64:64] is the sub-list for extension type_name
-	64, // [64:64] is the sub-list for extension extendee
-	0,  // [0:64] is the sub-list for field type_name
+	0,   // 0: receipts.v1.Receipt.kind:type_name -> receipts.v1.Kind
+	2,   // 1: receipts.v1.MarkReceiptsRequest.receipts:type_name -> receipts.v1.Receipt
+	5,   // 2: receipts.v1.MarkReceiptsResponse.results:type_name -> receipts.v1.ReceiptResult
+	12,  // 3: receipts.v1.ReceiptResult.state:type_name -> receipts.v1.ChannelState
+	1,   // 4: receipts.v1.ReceiptResult.durability:type_name -> receipts.v1.Durability
+	5,   // 5: receipts.v1.MarkResponse.result:type_name -> receipts.v1.ReceiptResult
+	12,  // 6: receipts.v1.GetReadStateResponse.channels:type_name -> receipts.v1.ChannelState
+	10,  // 7: receipts.v1.Cursor.position:type_name -> receipts.v1.Position
+	11,  // 8: receipts.v1.ChannelState.read:type_name -> receipts.v1.Cursor
+	11,  // 9: receipts.v1.ChannelState.delivered:type_name -> receipts.v1.Cursor
+	11,  // 10: receipts.v1.ChannelState.private_read:type_name -> receipts.v1.Cursor
+	13,  // 11: receipts.v1.ChannelState.fully_read:type_name -> receipts.v1.FullyRead
+	13,  // 12: receipts.v1.SetFullyReadResponse.fully_read:type_name -> receipts.v1.FullyRead
+	1,   // 13: receipts.v1.SetFullyReadResponse.durability:type_name -> receipts.v1.Durability
+	1,   // 14: receipts.v1.DeleteMessageResponse.durability:type_name -> receipts.v1.Durability
+	24,  // 15: receipts.v1.NotifyMessageResponse.result:type_name -> receipts.v1.NoticeResult
+	16,  // 16: receipts.v1.NotifyMessagesRequest.notices:type_name -> receipts.v1.MessageNotice
+	24,  // 17: receipts.v1.NotifyMessagesResponse.results:type_name -> receipts.v1.NoticeResult
+	11,  // 18: receipts.v1.NoticeResult.head:type_name -> receipts.v1.Cursor
+	1,   // 19: receipts.v1.NoticeResult.durability:type_name -> receipts.v1.Durability
+	28,  // 20: receipts.v1.MembershipResponse.membership:type_name -> receipts.v1.Membership
+	1,   // 21: receipts.v1.MembershipResponse.durability:type_name -> receipts.v1.Durability
+	11,  // 22: receipts.v1.GetChannelResponse.head:type_name -> receipts.v1.Cursor
+	33,  // 23: receipts.v1.GetUnreadResponse.channels:type_name -> receipts.v1.ChannelUnread
+	10,  // 24: receipts.v1.ChannelUnread.head:type_name -> receipts.v1.Position
+	10,  // 25: receipts.v1.ChannelUnread.read:type_name -> receipts.v1.Position
+	10,  // 26: receipts.v1.ChannelUnread.public_read:type_name -> receipts.v1.Position
+	5,   // 27: receipts.v1.ReadAllResponse.results:type_name -> receipts.v1.ReceiptResult
+	11,  // 28: receipts.v1.ReceiptEvent.read:type_name -> receipts.v1.Cursor
+	11,  // 29: receipts.v1.ReceiptEvent.delivered:type_name -> receipts.v1.Cursor
+	11,  // 30: receipts.v1.ReceiptEvent.private_read:type_name -> receipts.v1.Cursor
+	28,  // 31: receipts.v1.ReceiptEvent.membership:type_name -> receipts.v1.Membership
+	66,  // 32: receipts.v1.ReceiptEvent.follow:type_name -> receipts.v1.ThreadFollow
+	38,  // 33: receipts.v1.ReceiptEvent.notifications:type_name -> receipts.v1.NotificationRegister
+	41,  // 34: receipts.v1.GetInboxResponse.lines:type_name -> receipts.v1.InboxLine
+	33,  // 35: receipts.v1.InboxLine.channel:type_name -> receipts.v1.ChannelUnread
+	75,  // 36: receipts.v1.InboxLine.thread:type_name -> receipts.v1.ThreadUnread
+	38,  // 37: receipts.v1.ChannelNotifications.notifications:type_name -> receipts.v1.NotificationRegister
+	1,   // 38: receipts.v1.ChannelNotifications.durability:type_name -> receipts.v1.Durability
+	11,  // 39: receipts.v1.ChannelEvent.head:type_name -> receipts.v1.Cursor
+	45,  // 40: receipts.v1.ChannelEvent.group_mentions:type_name -> receipts.v1.GroupMention
+	47,  // 41: receipts.v1.MessageReceipts.read_by:type_name -> receipts.v1.MemberAt
+	47,  // 42: receipts.v1.MessageReceipts.delivered_to:type_name -> receipts.v1.MemberAt
+	10,  // 43: receipts.v1.MemberCursors.read:type_name -> receipts.v1.Position
+	10,  // 44: receipts.v1.MemberCursors.delivered:type_name -> receipts.v1.Position
+	10,  // 45: receipts.v1.ChannelTicks.head:type_name -> receipts.v1.Position
+	50,  // 46: receipts.v1.ChannelTicks.members:type_name -> receipts.v1.MemberCursors
+	52,  // 47: receipts.v1.LookupReceiptsRequest.messages:type_name -> receipts.v1.MessageRef
+	48,  // 48: receipts.v1.LookupReceiptsResponse.messages:type_name -> receipts.v1.MessageReceipts
+	54,  // 49: receipts.v1.LookupReceiptsResponse.badges:type_name -> receipts.v1.Badge
+	0,   // 50: receipts.v1.CursorUpdate.kind:type_name -> receipts.v1.Kind
+	10,  // 51: receipts.v1.CursorUpdate.position:type_name -> receipts.v1.Position
+	57,  // 52: receipts.v1.WatchEvent.updates:type_name -> receipts.v1.CursorUpdate
+	51,  // 53: receipts.v1.WatchEvent.snapshot:type_name -> receipts.v1.ChannelTicks
+	78,  // 54: receipts.v1.WatchEvent.thread_heads:type_name -> receipts.v1.ThreadHeadUpdate
+	1,   // 55: receipts.v1.EraseUserResponse.durability:type_name -> receipts.v1.Durability
+	61,  // 56: receipts.v1.UserEvent.settings:type_name -> receipts.v1.UserSettings
+	0,   // 57: receipts.v1.ReadStateChange.kind:type_name -> receipts.v1.Kind
+	10,  // 58: receipts.v1.ReadStateChange.position:type_name -> receipts.v1.Position
+	24,  // 59: receipts.v1.NotifyThreadReplyResponse.result:type_name -> receipts.v1.NoticeResult
+	75,  // 60: receipts.v1.ThreadMarkResponse.thread:type_name -> receipts.v1.ThreadUnread
+	1,   // 61: receipts.v1.ThreadMarkResponse.durability:type_name -> receipts.v1.Durability
+	75,  // 62: receipts.v1.ListThreadsResponse.threads:type_name -> receipts.v1.ThreadUnread
+	10,  // 63: receipts.v1.ThreadUnread.head:type_name -> receipts.v1.Position
+	10,  // 64: receipts.v1.ThreadUnread.read:type_name -> receipts.v1.Position
+	10,  // 65: receipts.v1.ThreadUnread.public_read:type_name -> receipts.v1.Position
+	13,  // 66: receipts.v1.ThreadUnread.fully_read:type_name -> receipts.v1.FullyRead
+	10,  // 67: receipts.v1.ThreadHeadUpdate.head:type_name -> receipts.v1.Position
+	3,   // 68: receipts.v1.ReceiptService.MarkReceipts:input_type -> receipts.v1.MarkReceiptsRequest
+	6,   // 69: receipts.v1.ReceiptService.MarkRead:input_type -> receipts.v1.MarkRequest
+	6,   // 70: receipts.v1.ReceiptService.MarkDelivered:input_type -> receipts.v1.MarkRequest
+	8,   // 71: receipts.v1.ReceiptService.GetReadState:input_type -> receipts.v1.GetReadStateRequest
+	20,  // 72: receipts.v1.ReceiptService.NotifyMessage:input_type -> receipts.v1.NotifyMessageRequest
+	22,  // 73: receipts.v1.ReceiptService.NotifyMessages:input_type -> receipts.v1.NotifyMessagesRequest
+	17,  // 74: receipts.v1.ReceiptService.DeleteMessage:input_type -> receipts.v1.DeleteMessageRequest
+	18,  // 75: receipts.v1.ReceiptService.DeleteThreadReply:input_type -> receipts.v1.DeleteThreadReplyRequest
+	25,  // 76: receipts.v1.ReceiptService.JoinChannel:input_type -> receipts.v1.JoinChannelRequest
+	26,  // 77: receipts.v1.ReceiptService.LeaveChannel:input_type -> receipts.v1.LeaveChannelRequest
+	29,  // 78: receipts.v1.ReceiptService.GetChannel:input_type -> receipts.v1.GetChannelRequest
+	31,  // 79: receipts.v1.ReceiptService.GetUnread:input_type -> receipts.v1.GetUnreadRequest
+	34,  // 80: receipts.v1.ReceiptService.MarkUnread:input_type -> receipts.v1.MarkUnreadRequest
+	35,  // 81: receipts.v1.ReceiptService.ReadAll:input_type -> receipts.v1.ReadAllRequest
+	46,  // 82: receipts.v1.ReceiptService.GetMessageReceipts:input_type -> receipts.v1.GetMessageReceiptsRequest
+	49,  // 83: receipts.v1.ReceiptService.GetTicks:input_type -> receipts.v1.GetTicksRequest
+	53,  // 84: receipts.v1.ReceiptService.LookupReceipts:input_type -> receipts.v1.LookupReceiptsRequest
+	56,  // 85: receipts.v1.ReceiptService.WatchChannels:input_type -> receipts.v1.WatchChannelsRequest
+	59,  // 86: receipts.v1.ReceiptService.UpdateSettings:input_type -> receipts.v1.UpdateSettingsRequest
+	60,  // 87: receipts.v1.ReceiptService.GetSettings:input_type -> receipts.v1.GetSettingsRequest
+	62,  // 88: receipts.v1.ReceiptService.EraseUser:input_type -> receipts.v1.EraseUserRequest
+	67,  // 89: receipts.v1.ReceiptService.NotifyThreadReply:input_type -> receipts.v1.NotifyThreadReplyRequest
+	69,  // 90: receipts.v1.ReceiptService.MarkThreadRead:input_type -> receipts.v1.MarkThreadReadRequest
+	70,  // 91: receipts.v1.ReceiptService.MarkThreadUnread:input_type -> receipts.v1.MarkThreadUnreadRequest
+	71,  // 92: receipts.v1.ReceiptService.FollowThread:input_type -> receipts.v1.FollowThreadRequest
+	71,  // 93: receipts.v1.ReceiptService.UnfollowThread:input_type -> receipts.v1.FollowThreadRequest
+	73,  // 94: receipts.v1.ReceiptService.ListThreads:input_type -> receipts.v1.ListThreadsRequest
+	76,  // 95: receipts.v1.ReceiptService.GetThreadMessageReceipts:input_type -> receipts.v1.GetThreadMessageReceiptsRequest
+	77,  // 96: receipts.v1.ReceiptService.GetThreadTicks:input_type -> receipts.v1.GetThreadTicksRequest
+	42,  // 97: receipts.v1.ReceiptService.SetNotifications:input_type -> receipts.v1.SetNotificationsRequest
+	14,  // 98: receipts.v1.ReceiptService.SetFullyRead:input_type -> receipts.v1.SetFullyReadRequest
+	39,  // 99: receipts.v1.ReceiptService.GetInbox:input_type -> receipts.v1.GetInboxRequest
+	4,   // 100: receipts.v1.ReceiptService.MarkReceipts:output_type -> receipts.v1.MarkReceiptsResponse
+	7,   // 101: receipts.v1.ReceiptService.MarkRead:output_type -> receipts.v1.MarkResponse
+	7,   // 102: receipts.v1.ReceiptService.MarkDelivered:output_type -> receipts.v1.MarkResponse
+	9,   // 103: receipts.v1.ReceiptService.GetReadState:output_type -> receipts.v1.GetReadStateResponse
+	21,  // 104: receipts.v1.ReceiptService.NotifyMessage:output_type -> receipts.v1.NotifyMessageResponse
+	23,  // 105: receipts.v1.ReceiptService.NotifyMessages:output_type -> receipts.v1.NotifyMessagesResponse
+	19,  // 106: receipts.v1.ReceiptService.DeleteMessage:output_type -> receipts.v1.DeleteMessageResponse
+	19,  // 107: receipts.v1.ReceiptService.DeleteThreadReply:output_type -> receipts.v1.DeleteMessageResponse
+	27,  // 108: receipts.v1.ReceiptService.JoinChannel:output_type -> receipts.v1.MembershipResponse
+	27,  // 109: receipts.v1.ReceiptService.LeaveChannel:output_type -> receipts.v1.MembershipResponse
+	30,  // 110: receipts.v1.ReceiptService.GetChannel:output_type -> receipts.v1.GetChannelResponse
+	32,  // 111: receipts.v1.ReceiptService.GetUnread:output_type -> receipts.v1.GetUnreadResponse
+	7,   // 112: receipts.v1.ReceiptService.MarkUnread:output_type -> receipts.v1.MarkResponse
+	36,  // 113: receipts.v1.ReceiptService.ReadAll:output_type -> receipts.v1.ReadAllResponse
+	48,  // 114: receipts.v1.ReceiptService.GetMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	51,  // 115: receipts.v1.ReceiptService.GetTicks:output_type -> receipts.v1.ChannelTicks
+	55,  // 116: receipts.v1.ReceiptService.LookupReceipts:output_type -> receipts.v1.LookupReceiptsResponse
+	58,  // 117: receipts.v1.ReceiptService.WatchChannels:output_type -> receipts.v1.WatchEvent
+	61,  // 118: receipts.v1.ReceiptService.UpdateSettings:output_type -> receipts.v1.UserSettings
+	61,  // 119: receipts.v1.ReceiptService.GetSettings:output_type -> receipts.v1.UserSettings
+	63,  // 120: receipts.v1.ReceiptService.EraseUser:output_type -> receipts.v1.EraseUserResponse
+	68,  // 121: receipts.v1.ReceiptService.NotifyThreadReply:output_type -> receipts.v1.NotifyThreadReplyResponse
+	72,  // 122: receipts.v1.ReceiptService.MarkThreadRead:output_type -> receipts.v1.ThreadMarkResponse
+	72,  // 123: receipts.v1.ReceiptService.MarkThreadUnread:output_type -> receipts.v1.ThreadMarkResponse
+	72,  // 124: receipts.v1.ReceiptService.FollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	72,  // 125: receipts.v1.ReceiptService.UnfollowThread:output_type -> receipts.v1.ThreadMarkResponse
+	74,  // 126: receipts.v1.ReceiptService.ListThreads:output_type -> receipts.v1.ListThreadsResponse
+	48,  // 127: receipts.v1.ReceiptService.GetThreadMessageReceipts:output_type -> receipts.v1.MessageReceipts
+	51,  // 128: receipts.v1.ReceiptService.GetThreadTicks:output_type -> receipts.v1.ChannelTicks
+	43,  // 129: receipts.v1.ReceiptService.SetNotifications:output_type -> receipts.v1.ChannelNotifications
+	15,  // 130: receipts.v1.ReceiptService.SetFullyRead:output_type -> receipts.v1.SetFullyReadResponse
+	40,  // 131: receipts.v1.ReceiptService.GetInbox:output_type -> receipts.v1.GetInboxResponse
+	100, // [100:132] is the sub-list for method output_type
+	68,  // [68:100] is the sub-list for method input_type
+	68,  // [68:68] is the sub-list for extension type_name
+	68,  // [68:68] is the sub-list for extension extendee
+	0,   // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_receipts_v1_receipts_proto_init() }
@@ -6441,18 +6737,18 @@ func file_receipts_v1_receipts_proto_init() {
 	file_receipts_v1_access_proto_init()
 	file_receipts_v1_receipts_proto_msgTypes[0].OneofWrappers = []any{}
 	file_receipts_v1_receipts_proto_msgTypes[4].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[20].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[29].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[54].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[64].OneofWrappers = []any{}
-	file_receipts_v1_receipts_proto_msgTypes[65].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[23].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[32].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[57].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[67].OneofWrappers = []any{}
+	file_receipts_v1_receipts_proto_msgTypes[68].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_v1_receipts_proto_rawDesc), len(file_receipts_v1_receipts_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   74,
+			NumMessages:   77,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -76,5 +76,14 @@ func (g *Marks) GetReadState(ctx context.Context, req *connect.Request[receiptsv
 	if err != nil {
 		return nil, err
 	}
-	return g.read(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId(), page)
+	resp, err := g.read(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId(), page)
+	if err != nil {
+		return nil, err
+	}
+	for _, add := range g.Parts.ReadState {
+		if err := add(ctx, req.Msg.GetUserId(), req.Msg.GetChannelId(), resp.Msg); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
 }

@@ -41,6 +41,8 @@ type Core struct {
 	M       *Metrics
 	// restore puts back what Redis lost before a write or read uses it.
 	Restore *Restorer
+	// Parts are the kinds' additions to other calls' answers.
+	Parts Parts
 
 	// redisWarn lets the "Redis degraded" log line through once a second:
 	// during an outage every call would log it.

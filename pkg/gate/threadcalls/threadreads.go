@@ -249,6 +249,11 @@ func (g *Threads) ListThreads(ctx context.Context, req *connect.Request[receipts
 	if end < len(ts) {
 		out.NextPageToken = EncodeActivityToken(ts[end-1].Head)
 	}
+	for _, add := range g.Parts.Threads {
+		if err := add(ctx, r.GetUserId(), out); err != nil {
+			return nil, err
+		}
+	}
 	return connect.NewResponse(out), nil
 }
 

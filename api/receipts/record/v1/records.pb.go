@@ -79,6 +79,9 @@ const (
 	PayloadType_PAYLOAD_TYPE_THREAD_REGISTER PayloadType = 10
 	// ThreadHead: the head of the thread of thread_root_seq.
 	PayloadType_PAYLOAD_TYPE_THREAD_HEAD PayloadType = 11
+	// FullyRead: the user's fully-read marker in the channel, or in the
+	// thread of thread_root_seq.
+	PayloadType_PAYLOAD_TYPE_FULLY_READ PayloadType = 12
 )
 
 // Enum value maps for PayloadType.
@@ -96,6 +99,7 @@ var (
 		9:  "PAYLOAD_TYPE_ERASURE",
 		10: "PAYLOAD_TYPE_THREAD_REGISTER",
 		11: "PAYLOAD_TYPE_THREAD_HEAD",
+		12: "PAYLOAD_TYPE_FULLY_READ",
 	}
 	PayloadType_value = map[string]int32{
 		"PAYLOAD_TYPE_UNSPECIFIED":           0,
@@ -110,6 +114,7 @@ var (
 		"PAYLOAD_TYPE_ERASURE":               9,
 		"PAYLOAD_TYPE_THREAD_REGISTER":       10,
 		"PAYLOAD_TYPE_THREAD_HEAD":           11,
+		"PAYLOAD_TYPE_FULLY_READ":            12,
 	}
 )
 
@@ -360,6 +365,62 @@ func (x *Payload) GetValue() []byte {
 	return nil
 }
 
+// FullyRead is a user's fully-read marker (Matrix's m.fully_read): the
+// message up to which the user has seen everything, private to the user
+// and apart from the read cursor; the greatest (seq, time, message id)
+// wins.
+type FullyRead struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           int64                  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	MessageId     string                 `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FullyRead) Reset() {
+	*x = FullyRead{}
+	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FullyRead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FullyRead) ProtoMessage() {}
+
+func (x *FullyRead) ProtoReflect() protoreflect.Message {
+	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FullyRead.ProtoReflect.Descriptor instead.
+func (*FullyRead) Descriptor() ([]byte, []int) {
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *FullyRead) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *FullyRead) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
 // Cursors are a user's cursors in a channel: a max-register each. Absent
 // (or seq 0): the record does not move that cursor.
 type Cursors struct {
@@ -374,7 +435,7 @@ type Cursors struct {
 
 func (x *Cursors) Reset() {
 	*x = Cursors{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -386,7 +447,7 @@ func (x *Cursors) String() string {
 func (*Cursors) ProtoMessage() {}
 
 func (x *Cursors) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[2]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -399,7 +460,7 @@ func (x *Cursors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursors.ProtoReflect.Descriptor instead.
 func (*Cursors) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{2}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Cursors) GetRead() *Cursor {
@@ -440,7 +501,7 @@ type MentionSeqs struct {
 
 func (x *MentionSeqs) Reset() {
 	*x = MentionSeqs{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +513,7 @@ func (x *MentionSeqs) String() string {
 func (*MentionSeqs) ProtoMessage() {}
 
 func (x *MentionSeqs) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[3]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +526,7 @@ func (x *MentionSeqs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MentionSeqs.ProtoReflect.Descriptor instead.
 func (*MentionSeqs) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{3}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *MentionSeqs) GetSeqs() []int64 {
@@ -485,7 +546,7 @@ type Head struct {
 
 func (x *Head) Reset() {
 	*x = Head{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -497,7 +558,7 @@ func (x *Head) String() string {
 func (*Head) ProtoMessage() {}
 
 func (x *Head) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[4]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -510,7 +571,7 @@ func (x *Head) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Head.ProtoReflect.Descriptor instead.
 func (*Head) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{4}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Head) GetHead() *Cursor {
@@ -530,7 +591,7 @@ type ThreadHead struct {
 
 func (x *ThreadHead) Reset() {
 	*x = ThreadHead{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +603,7 @@ func (x *ThreadHead) String() string {
 func (*ThreadHead) ProtoMessage() {}
 
 func (x *ThreadHead) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[5]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +616,7 @@ func (x *ThreadHead) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadHead.ProtoReflect.Descriptor instead.
 func (*ThreadHead) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{5}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ThreadHead) GetHead() *Cursor {
@@ -575,7 +636,7 @@ type GroupMentions struct {
 
 func (x *GroupMentions) Reset() {
 	*x = GroupMentions{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +648,7 @@ func (x *GroupMentions) String() string {
 func (*GroupMentions) ProtoMessage() {}
 
 func (x *GroupMentions) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[6]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +661,7 @@ func (x *GroupMentions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMentions.ProtoReflect.Descriptor instead.
 func (*GroupMentions) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{6}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GroupMentions) GetMentions() []*GroupMention {
@@ -620,7 +681,7 @@ type Deletions struct {
 
 func (x *Deletions) Reset() {
 	*x = Deletions{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +693,7 @@ func (x *Deletions) String() string {
 func (*Deletions) ProtoMessage() {}
 
 func (x *Deletions) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[7]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +706,7 @@ func (x *Deletions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deletions.ProtoReflect.Descriptor instead.
 func (*Deletions) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{7}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Deletions) GetSeqs() []int64 {
@@ -667,7 +728,7 @@ type Erasure struct {
 
 func (x *Erasure) Reset() {
 	*x = Erasure{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +740,7 @@ func (x *Erasure) String() string {
 func (*Erasure) ProtoMessage() {}
 
 func (x *Erasure) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[8]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +753,7 @@ func (x *Erasure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Erasure.ProtoReflect.Descriptor instead.
 func (*Erasure) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{8}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Erasure) GetGeneration() int64 {
@@ -715,7 +776,7 @@ type ThreadRegister struct {
 
 func (x *ThreadRegister) Reset() {
 	*x = ThreadRegister{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +788,7 @@ func (x *ThreadRegister) String() string {
 func (*ThreadRegister) ProtoMessage() {}
 
 func (x *ThreadRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[9]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +801,7 @@ func (x *ThreadRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadRegister.ProtoReflect.Descriptor instead.
 func (*ThreadRegister) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{9}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ThreadRegister) GetCursors() *Cursors {
@@ -776,7 +837,7 @@ type Position struct {
 
 func (x *Position) Reset() {
 	*x = Position{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +849,7 @@ func (x *Position) String() string {
 func (*Position) ProtoMessage() {}
 
 func (x *Position) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[10]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +862,7 @@ func (x *Position) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Position.ProtoReflect.Descriptor instead.
 func (*Position) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{10}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Position) GetEpoch() int64 {
@@ -829,7 +890,7 @@ type Cursor struct {
 
 func (x *Cursor) Reset() {
 	*x = Cursor{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[11]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +902,7 @@ func (x *Cursor) String() string {
 func (*Cursor) ProtoMessage() {}
 
 func (x *Cursor) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[11]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +915,7 @@ func (x *Cursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cursor.ProtoReflect.Descriptor instead.
 func (*Cursor) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{11}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Cursor) GetPosition() *Position {
@@ -911,7 +972,7 @@ type ReceiptEvent struct {
 
 func (x *ReceiptEvent) Reset() {
 	*x = ReceiptEvent{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[12]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +984,7 @@ func (x *ReceiptEvent) String() string {
 func (*ReceiptEvent) ProtoMessage() {}
 
 func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[12]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +997,7 @@ func (x *ReceiptEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiptEvent.ProtoReflect.Descriptor instead.
 func (*ReceiptEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{12}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReceiptEvent) GetSchemaVersion() uint32 {
@@ -1062,7 +1123,7 @@ type Membership struct {
 
 func (x *Membership) Reset() {
 	*x = Membership{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[13]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1135,7 @@ func (x *Membership) String() string {
 func (*Membership) ProtoMessage() {}
 
 func (x *Membership) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[13]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1148,7 @@ func (x *Membership) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Membership.ProtoReflect.Descriptor instead.
 func (*Membership) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{13}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Membership) GetChannelId() string {
@@ -1144,7 +1205,7 @@ type ThreadFollow struct {
 
 func (x *ThreadFollow) Reset() {
 	*x = ThreadFollow{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[14]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1217,7 @@ func (x *ThreadFollow) String() string {
 func (*ThreadFollow) ProtoMessage() {}
 
 func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[14]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1230,7 @@ func (x *ThreadFollow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ThreadFollow.ProtoReflect.Descriptor instead.
 func (*ThreadFollow) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{14}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ThreadFollow) GetFollowing() bool {
@@ -1201,7 +1262,7 @@ type NotificationRegister struct {
 
 func (x *NotificationRegister) Reset() {
 	*x = NotificationRegister{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[15]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1274,7 @@ func (x *NotificationRegister) String() string {
 func (*NotificationRegister) ProtoMessage() {}
 
 func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[15]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1287,7 @@ func (x *NotificationRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotificationRegister.ProtoReflect.Descriptor instead.
 func (*NotificationRegister) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{15}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NotificationRegister) GetLevel() string {
@@ -1273,7 +1334,7 @@ type ChannelEvent struct {
 
 func (x *ChannelEvent) Reset() {
 	*x = ChannelEvent{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[16]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1346,7 @@ func (x *ChannelEvent) String() string {
 func (*ChannelEvent) ProtoMessage() {}
 
 func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[16]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1359,7 @@ func (x *ChannelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChannelEvent.ProtoReflect.Descriptor instead.
 func (*ChannelEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{16}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ChannelEvent) GetSchemaVersion() uint32 {
@@ -1361,7 +1422,7 @@ type GroupMention struct {
 
 func (x *GroupMention) Reset() {
 	*x = GroupMention{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[17]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1434,7 @@ func (x *GroupMention) String() string {
 func (*GroupMention) ProtoMessage() {}
 
 func (x *GroupMention) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[17]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1447,7 @@ func (x *GroupMention) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMention.ProtoReflect.Descriptor instead.
 func (*GroupMention) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{17}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupMention) GetSeq() int64 {
@@ -1423,7 +1484,7 @@ type UserEvent struct {
 
 func (x *UserEvent) Reset() {
 	*x = UserEvent{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[18]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1496,7 @@ func (x *UserEvent) String() string {
 func (*UserEvent) ProtoMessage() {}
 
 func (x *UserEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[18]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1509,7 @@ func (x *UserEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UserEvent.ProtoReflect.Descriptor instead.
 func (*UserEvent) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{18}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UserEvent) GetSchemaVersion() uint32 {
@@ -1516,7 +1577,7 @@ type Settings struct {
 
 func (x *Settings) Reset() {
 	*x = Settings{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[19]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1589,7 @@ func (x *Settings) String() string {
 func (*Settings) ProtoMessage() {}
 
 func (x *Settings) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[19]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1602,7 @@ func (x *Settings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Settings.ProtoReflect.Descriptor instead.
 func (*Settings) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{19}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Settings) GetUserId() string {
@@ -1600,7 +1661,7 @@ type ReadStateChange struct {
 
 func (x *ReadStateChange) Reset() {
 	*x = ReadStateChange{}
-	mi := &file_receipts_record_v1_records_proto_msgTypes[20]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1673,7 @@ func (x *ReadStateChange) String() string {
 func (*ReadStateChange) ProtoMessage() {}
 
 func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
-	mi := &file_receipts_record_v1_records_proto_msgTypes[20]
+	mi := &file_receipts_record_v1_records_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1686,7 @@ func (x *ReadStateChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadStateChange.ProtoReflect.Descriptor instead.
 func (*ReadStateChange) Descriptor() ([]byte, []int) {
-	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{20}
+	return file_receipts_record_v1_records_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReadStateChange) GetSchemaVersion() uint32 {
@@ -1701,7 +1762,11 @@ const file_receipts_record_v1_records_proto_rawDesc = "" +
 	"\bpayloads\x18\b \x03(\v2\x1b.receipts.record.v1.PayloadR\bpayloads\"T\n" +
 	"\aPayload\x123\n" +
 	"\x04type\x18\x01 \x01(\x0e2\x1f.receipts.record.v1.PayloadTypeR\x04type\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xcf\x01\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"<\n" +
+	"\tFullyRead\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\"\xcf\x01\n" +
 	"\aCursors\x12.\n" +
 	"\x04read\x18\x01 \x01(\v2\x1a.receipts.record.v1.CursorR\x04read\x128\n" +
 	"\tdelivered\x18\x02 \x01(\v2\x1a.receipts.record.v1.CursorR\tdelivered\x12=\n" +
@@ -1807,7 +1872,7 @@ const file_receipts_record_v1_records_proto_rawDesc = "" +
 	"message_id\x18\x06 \x01(\tR\tmessageId\x12\x1c\n" +
 	"\n" +
 	"at_unix_ms\x18\a \x01(\x03R\batUnixMs\x12&\n" +
-	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq*\xf2\x02\n" +
+	"\x0fthread_root_seq\x18\b \x01(\x03R\rthreadRootSeq*\x8f\x03\n" +
 	"\vPayloadType\x12\x1c\n" +
 	"\x18PAYLOAD_TYPE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14PAYLOAD_TYPE_CURSORS\x10\x01\x12\x1d\n" +
@@ -1821,7 +1886,8 @@ const file_receipts_record_v1_records_proto_rawDesc = "" +
 	"\x14PAYLOAD_TYPE_ERASURE\x10\t\x12 \n" +
 	"\x1cPAYLOAD_TYPE_THREAD_REGISTER\x10\n" +
 	"\x12\x1c\n" +
-	"\x18PAYLOAD_TYPE_THREAD_HEAD\x10\v*5\n" +
+	"\x18PAYLOAD_TYPE_THREAD_HEAD\x10\v\x12\x1b\n" +
+	"\x17PAYLOAD_TYPE_FULLY_READ\x10\f*5\n" +
 	"\x04Kind\x12\x14\n" +
 	"\x10KIND_UNSPECIFIED\x10\x00\x12\b\n" +
 	"\x04READ\x10\x01\x12\r\n" +
@@ -1840,55 +1906,56 @@ func file_receipts_record_v1_records_proto_rawDescGZIP() []byte {
 }
 
 var file_receipts_record_v1_records_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_receipts_record_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_receipts_record_v1_records_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_receipts_record_v1_records_proto_goTypes = []any{
 	(PayloadType)(0),             // 0: receipts.record.v1.PayloadType
 	(Kind)(0),                    // 1: receipts.record.v1.Kind
 	(*Record)(nil),               // 2: receipts.record.v1.Record
 	(*Payload)(nil),              // 3: receipts.record.v1.Payload
-	(*Cursors)(nil),              // 4: receipts.record.v1.Cursors
-	(*MentionSeqs)(nil),          // 5: receipts.record.v1.MentionSeqs
-	(*Head)(nil),                 // 6: receipts.record.v1.Head
-	(*ThreadHead)(nil),           // 7: receipts.record.v1.ThreadHead
-	(*GroupMentions)(nil),        // 8: receipts.record.v1.GroupMentions
-	(*Deletions)(nil),            // 9: receipts.record.v1.Deletions
-	(*Erasure)(nil),              // 10: receipts.record.v1.Erasure
-	(*ThreadRegister)(nil),       // 11: receipts.record.v1.ThreadRegister
-	(*Position)(nil),             // 12: receipts.record.v1.Position
-	(*Cursor)(nil),               // 13: receipts.record.v1.Cursor
-	(*ReceiptEvent)(nil),         // 14: receipts.record.v1.ReceiptEvent
-	(*Membership)(nil),           // 15: receipts.record.v1.Membership
-	(*ThreadFollow)(nil),         // 16: receipts.record.v1.ThreadFollow
-	(*NotificationRegister)(nil), // 17: receipts.record.v1.NotificationRegister
-	(*ChannelEvent)(nil),         // 18: receipts.record.v1.ChannelEvent
-	(*GroupMention)(nil),         // 19: receipts.record.v1.GroupMention
-	(*UserEvent)(nil),            // 20: receipts.record.v1.UserEvent
-	(*Settings)(nil),             // 21: receipts.record.v1.Settings
-	(*ReadStateChange)(nil),      // 22: receipts.record.v1.ReadStateChange
+	(*FullyRead)(nil),            // 4: receipts.record.v1.FullyRead
+	(*Cursors)(nil),              // 5: receipts.record.v1.Cursors
+	(*MentionSeqs)(nil),          // 6: receipts.record.v1.MentionSeqs
+	(*Head)(nil),                 // 7: receipts.record.v1.Head
+	(*ThreadHead)(nil),           // 8: receipts.record.v1.ThreadHead
+	(*GroupMentions)(nil),        // 9: receipts.record.v1.GroupMentions
+	(*Deletions)(nil),            // 10: receipts.record.v1.Deletions
+	(*Erasure)(nil),              // 11: receipts.record.v1.Erasure
+	(*ThreadRegister)(nil),       // 12: receipts.record.v1.ThreadRegister
+	(*Position)(nil),             // 13: receipts.record.v1.Position
+	(*Cursor)(nil),               // 14: receipts.record.v1.Cursor
+	(*ReceiptEvent)(nil),         // 15: receipts.record.v1.ReceiptEvent
+	(*Membership)(nil),           // 16: receipts.record.v1.Membership
+	(*ThreadFollow)(nil),         // 17: receipts.record.v1.ThreadFollow
+	(*NotificationRegister)(nil), // 18: receipts.record.v1.NotificationRegister
+	(*ChannelEvent)(nil),         // 19: receipts.record.v1.ChannelEvent
+	(*GroupMention)(nil),         // 20: receipts.record.v1.GroupMention
+	(*UserEvent)(nil),            // 21: receipts.record.v1.UserEvent
+	(*Settings)(nil),             // 22: receipts.record.v1.Settings
+	(*ReadStateChange)(nil),      // 23: receipts.record.v1.ReadStateChange
 }
 var file_receipts_record_v1_records_proto_depIdxs = []int32{
 	3,  // 0: receipts.record.v1.Record.payloads:type_name -> receipts.record.v1.Payload
 	0,  // 1: receipts.record.v1.Payload.type:type_name -> receipts.record.v1.PayloadType
-	13, // 2: receipts.record.v1.Cursors.read:type_name -> receipts.record.v1.Cursor
-	13, // 3: receipts.record.v1.Cursors.delivered:type_name -> receipts.record.v1.Cursor
-	13, // 4: receipts.record.v1.Cursors.private_read:type_name -> receipts.record.v1.Cursor
-	13, // 5: receipts.record.v1.Head.head:type_name -> receipts.record.v1.Cursor
-	13, // 6: receipts.record.v1.ThreadHead.head:type_name -> receipts.record.v1.Cursor
-	19, // 7: receipts.record.v1.GroupMentions.mentions:type_name -> receipts.record.v1.GroupMention
-	4,  // 8: receipts.record.v1.ThreadRegister.cursors:type_name -> receipts.record.v1.Cursors
-	16, // 9: receipts.record.v1.ThreadRegister.follow:type_name -> receipts.record.v1.ThreadFollow
-	12, // 10: receipts.record.v1.Cursor.position:type_name -> receipts.record.v1.Position
-	13, // 11: receipts.record.v1.ReceiptEvent.read:type_name -> receipts.record.v1.Cursor
-	13, // 12: receipts.record.v1.ReceiptEvent.delivered:type_name -> receipts.record.v1.Cursor
-	13, // 13: receipts.record.v1.ReceiptEvent.private_read:type_name -> receipts.record.v1.Cursor
-	15, // 14: receipts.record.v1.ReceiptEvent.membership:type_name -> receipts.record.v1.Membership
-	16, // 15: receipts.record.v1.ReceiptEvent.follow:type_name -> receipts.record.v1.ThreadFollow
-	17, // 16: receipts.record.v1.ReceiptEvent.notifications:type_name -> receipts.record.v1.NotificationRegister
-	13, // 17: receipts.record.v1.ChannelEvent.head:type_name -> receipts.record.v1.Cursor
-	19, // 18: receipts.record.v1.ChannelEvent.group_mentions:type_name -> receipts.record.v1.GroupMention
-	21, // 19: receipts.record.v1.UserEvent.settings:type_name -> receipts.record.v1.Settings
+	14, // 2: receipts.record.v1.Cursors.read:type_name -> receipts.record.v1.Cursor
+	14, // 3: receipts.record.v1.Cursors.delivered:type_name -> receipts.record.v1.Cursor
+	14, // 4: receipts.record.v1.Cursors.private_read:type_name -> receipts.record.v1.Cursor
+	14, // 5: receipts.record.v1.Head.head:type_name -> receipts.record.v1.Cursor
+	14, // 6: receipts.record.v1.ThreadHead.head:type_name -> receipts.record.v1.Cursor
+	20, // 7: receipts.record.v1.GroupMentions.mentions:type_name -> receipts.record.v1.GroupMention
+	5,  // 8: receipts.record.v1.ThreadRegister.cursors:type_name -> receipts.record.v1.Cursors
+	17, // 9: receipts.record.v1.ThreadRegister.follow:type_name -> receipts.record.v1.ThreadFollow
+	13, // 10: receipts.record.v1.Cursor.position:type_name -> receipts.record.v1.Position
+	14, // 11: receipts.record.v1.ReceiptEvent.read:type_name -> receipts.record.v1.Cursor
+	14, // 12: receipts.record.v1.ReceiptEvent.delivered:type_name -> receipts.record.v1.Cursor
+	14, // 13: receipts.record.v1.ReceiptEvent.private_read:type_name -> receipts.record.v1.Cursor
+	16, // 14: receipts.record.v1.ReceiptEvent.membership:type_name -> receipts.record.v1.Membership
+	17, // 15: receipts.record.v1.ReceiptEvent.follow:type_name -> receipts.record.v1.ThreadFollow
+	18, // 16: receipts.record.v1.ReceiptEvent.notifications:type_name -> receipts.record.v1.NotificationRegister
+	14, // 17: receipts.record.v1.ChannelEvent.head:type_name -> receipts.record.v1.Cursor
+	20, // 18: receipts.record.v1.ChannelEvent.group_mentions:type_name -> receipts.record.v1.GroupMention
+	22, // 19: receipts.record.v1.UserEvent.settings:type_name -> receipts.record.v1.Settings
 	1,  // 20: receipts.record.v1.ReadStateChange.kind:type_name -> receipts.record.v1.Kind
-	12, // 21: receipts.record.v1.ReadStateChange.position:type_name -> receipts.record.v1.Position
+	13, // 21: receipts.record.v1.ReadStateChange.position:type_name -> receipts.record.v1.Position
 	22, // [22:22] is the sub-list for method output_type
 	22, // [22:22] is the sub-list for method input_type
 	22, // [22:22] is the sub-list for extension type_name
@@ -1907,7 +1974,7 @@ func file_receipts_record_v1_records_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_receipts_record_v1_records_proto_rawDesc), len(file_receipts_record_v1_records_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

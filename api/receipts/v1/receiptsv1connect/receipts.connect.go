@@ -124,6 +124,9 @@ const (
 	// ReceiptServiceSetNotificationsProcedure is the fully-qualified name of the ReceiptService's
 	// SetNotifications RPC.
 	ReceiptServiceSetNotificationsProcedure = "/receipts.v1.ReceiptService/SetNotifications"
+	// ReceiptServiceSetFullyReadProcedure is the fully-qualified name of the ReceiptService's
+	// SetFullyRead RPC.
+	ReceiptServiceSetFullyReadProcedure = "/receipts.v1.ReceiptService/SetFullyRead"
 	// ReceiptServiceGetInboxProcedure is the fully-qualified name of the ReceiptService's GetInbox RPC.
 	ReceiptServiceGetInboxProcedure = "/receipts.v1.ReceiptService/GetInbox"
 )
@@ -247,6 +250,14 @@ type ReceiptServiceClient interface {
 	// events reach the stores in). It changes what the channel adds to the
 	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
 	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
+	// SetFullyRead moves the user's fully-read marker in a channel, or with
+	// thread_root_seq in a thread of it: the message up to which the user
+	// has seen everything (Matrix's m.fully_read), kept for the user's other
+	// devices. It is private (no other user's call shows it), counts in no
+	// unread number and leaves the read cursor alone; the greatest (seq,
+	// time) wins, so a device setting an older marker leaves the newer one.
+	// GetReadState and ListThreads return it.
+	SetFullyRead(context.Context, *connect.Request[v1.SetFullyReadRequest]) (*connect.Response[v1.SetFullyReadResponse], error)
 	// GetInbox returns a user's channels (the default set of GetUnread) and
 	// followed threads with unread replies, newest activity first, a page at
 	// a time, each line with its counts as GetUnread (or ListThreads)
@@ -446,6 +457,12 @@ func NewReceiptServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(receiptServiceMethods.ByName("SetNotifications")),
 			connect.WithClientOptions(opts...),
 		),
+		setFullyRead: connect.NewClient[v1.SetFullyReadRequest, v1.SetFullyReadResponse](
+			httpClient,
+			baseURL+ReceiptServiceSetFullyReadProcedure,
+			connect.WithSchema(receiptServiceMethods.ByName("SetFullyRead")),
+			connect.WithClientOptions(opts...),
+		),
 		getInbox: connect.NewClient[v1.GetInboxRequest, v1.GetInboxResponse](
 			httpClient,
 			baseURL+ReceiptServiceGetInboxProcedure,
@@ -487,6 +504,7 @@ type receiptServiceClient struct {
 	getThreadMessageReceipts *connect.Client[v1.GetThreadMessageReceiptsRequest, v1.MessageReceipts]
 	getThreadTicks           *connect.Client[v1.GetThreadTicksRequest, v1.ChannelTicks]
 	setNotifications         *connect.Client[v1.SetNotificationsRequest, v1.ChannelNotifications]
+	setFullyRead             *connect.Client[v1.SetFullyReadRequest, v1.SetFullyReadResponse]
 	getInbox                 *connect.Client[v1.GetInboxRequest, v1.GetInboxResponse]
 }
 
@@ -640,6 +658,11 @@ func (c *receiptServiceClient) SetNotifications(ctx context.Context, req *connec
 	return c.setNotifications.CallUnary(ctx, req)
 }
 
+// SetFullyRead calls receipts.v1.ReceiptService.SetFullyRead.
+func (c *receiptServiceClient) SetFullyRead(ctx context.Context, req *connect.Request[v1.SetFullyReadRequest]) (*connect.Response[v1.SetFullyReadResponse], error) {
+	return c.setFullyRead.CallUnary(ctx, req)
+}
+
 // GetInbox calls receipts.v1.ReceiptService.GetInbox.
 func (c *receiptServiceClient) GetInbox(ctx context.Context, req *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error) {
 	return c.getInbox.CallUnary(ctx, req)
@@ -764,6 +787,14 @@ type ReceiptServiceHandler interface {
 	// events reach the stores in). It changes what the channel adds to the
 	// badge (GetUnread's totals, LookupReceipts' badges), never its counts.
 	SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error)
+	// SetFullyRead moves the user's fully-read marker in a channel, or with
+	// thread_root_seq in a thread of it: the message up to which the user
+	// has seen everything (Matrix's m.fully_read), kept for the user's other
+	// devices. It is private (no other user's call shows it), counts in no
+	// unread number and leaves the read cursor alone; the greatest (seq,
+	// time) wins, so a device setting an older marker leaves the newer one.
+	// GetReadState and ListThreads return it.
+	SetFullyRead(context.Context, *connect.Request[v1.SetFullyReadRequest]) (*connect.Response[v1.SetFullyReadResponse], error)
 	// GetInbox returns a user's channels (the default set of GetUnread) and
 	// followed threads with unread replies, newest activity first, a page at
 	// a time, each line with its counts as GetUnread (or ListThreads)
@@ -959,6 +990,12 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 		connect.WithSchema(receiptServiceMethods.ByName("SetNotifications")),
 		connect.WithHandlerOptions(opts...),
 	)
+	receiptServiceSetFullyReadHandler := connect.NewUnaryHandler(
+		ReceiptServiceSetFullyReadProcedure,
+		svc.SetFullyRead,
+		connect.WithSchema(receiptServiceMethods.ByName("SetFullyRead")),
+		connect.WithHandlerOptions(opts...),
+	)
 	receiptServiceGetInboxHandler := connect.NewUnaryHandler(
 		ReceiptServiceGetInboxProcedure,
 		svc.GetInbox,
@@ -1027,6 +1064,8 @@ func NewReceiptServiceHandler(svc ReceiptServiceHandler, opts ...connect.Handler
 			receiptServiceGetThreadTicksHandler.ServeHTTP(w, r)
 		case ReceiptServiceSetNotificationsProcedure:
 			receiptServiceSetNotificationsHandler.ServeHTTP(w, r)
+		case ReceiptServiceSetFullyReadProcedure:
+			receiptServiceSetFullyReadHandler.ServeHTTP(w, r)
 		case ReceiptServiceGetInboxProcedure:
 			receiptServiceGetInboxHandler.ServeHTTP(w, r)
 		default:
@@ -1156,6 +1195,10 @@ func (UnimplementedReceiptServiceHandler) GetThreadTicks(context.Context, *conne
 
 func (UnimplementedReceiptServiceHandler) SetNotifications(context.Context, *connect.Request[v1.SetNotificationsRequest]) (*connect.Response[v1.ChannelNotifications], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.SetNotifications is not implemented"))
+}
+
+func (UnimplementedReceiptServiceHandler) SetFullyRead(context.Context, *connect.Request[v1.SetFullyReadRequest]) (*connect.Response[v1.SetFullyReadResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("receipts.v1.ReceiptService.SetFullyRead is not implemented"))
 }
 
 func (UnimplementedReceiptServiceHandler) GetInbox(context.Context, *connect.Request[v1.GetInboxRequest]) (*connect.Response[v1.GetInboxResponse], error) {

@@ -37,7 +37,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file receipts/record/v1/records.proto.
  */
 export const file_receipts_record_v1_records: GenFile = /*@__PURE__*/
-  fileDesc("CiByZWNlaXB0cy9yZWNvcmQvdjEvcmVjb3Jkcy5wcm90bxIScmVjZWlwdHMucmVjb3JkLnYxIuQBCgZSZWNvcmQSFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHdXNlcl9pZBgCIAEoCRISCgpjaGFubmVsX2lkGAMgASgJEhcKD3RocmVhZF9yb290X3NlcRgEIAEoAxIXCg91c2VyX2dlbmVyYXRpb24YBSABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYBiABKAgSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgHIAEoAxItCghwYXlsb2FkcxgIIAMoCzIbLnJlY2VpcHRzLnJlY29yZC52MS5QYXlsb2FkIkcKB1BheWxvYWQSLQoEdHlwZRgBIAEoDjIfLnJlY2VpcHRzLnJlY29yZC52MS5QYXlsb2FkVHlwZRINCgV2YWx1ZRgCIAEoDCKnAQoHQ3Vyc29ycxIoCgRyZWFkGAEgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchItCglkZWxpdmVyZWQYAiABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEjAKDHByaXZhdGVfcmVhZBgDIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISEQoJZGV2aWNlX2lkGAQgASgJIhsKC01lbnRpb25TZXFzEgwKBHNlcXMYASADKAMiMAoESGVhZBIoCgRoZWFkGAEgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvciI2CgpUaHJlYWRIZWFkEigKBGhlYWQYASABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yIkMKDUdyb3VwTWVudGlvbnMSMgoIbWVudGlvbnMYASADKAsyIC5yZWNlaXB0cy5yZWNvcmQudjEuR3JvdXBNZW50aW9uIhkKCURlbGV0aW9ucxIMCgRzZXFzGAEgAygDIh0KB0VyYXN1cmUSEgoKZ2VuZXJhdGlvbhgBIAEoAyKGAQoOVGhyZWFkUmVnaXN0ZXISLAoHY3Vyc29ycxgBIAEoCzIbLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3JzEjAKBmZvbGxvdxgCIAEoCzIgLnJlY2VpcHRzLnJlY29yZC52MS5UaHJlYWRGb2xsb3cSFAoMbWVudGlvbl9zZXFzGAMgAygDIiYKCFBvc2l0aW9uEg0KBWVwb2NoGAEgASgDEgsKA3NlcRgCIAEoAyJMCgZDdXJzb3ISLgoIcG9zaXRpb24YASABKAsyHC5yZWNlaXB0cy5yZWNvcmQudjEuUG9zaXRpb24SEgoKbWVzc2FnZV9pZBgCIAEoCSKWBAoMUmVjZWlwdEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSEgoKY2hhbm5lbF9pZBgDIAEoCRIoCgRyZWFkGAQgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchItCglkZWxpdmVyZWQYBSABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEhEKCWRldmljZV9pZBgGIAEoCRIbChNhY2NlcHRlZF9hdF91bml4X21zGAcgASgDEjAKDHByaXZhdGVfcmVhZBgIIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISFAoMbWVudGlvbl9zZXFzGAkgAygDEjIKCm1lbWJlcnNoaXAYCiABKAsyHi5yZWNlaXB0cy5yZWNvcmQudjEuTWVtYmVyc2hpcBIXCg91c2VyX2dlbmVyYXRpb24YCyABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYDCABKAgSFwoPdGhyZWFkX3Jvb3Rfc2VxGA0gASgDEjAKBmZvbGxvdxgOIAEoCzIgLnJlY2VpcHRzLnJlY29yZC52MS5UaHJlYWRGb2xsb3cSPwoNbm90aWZpY2F0aW9ucxgPIAEoCzIoLnJlY2VpcHRzLnJlY29yZC52MS5Ob3RpZmljYXRpb25SZWdpc3RlciKBAQoKTWVtYmVyc2hpcBISCgpjaGFubmVsX2lkGAEgASgJEg8KB3VzZXJfaWQYAiABKAkSDgoGbWVtYmVyGAMgASgIEhMKC3ZlcnNpb25fc2VxGAQgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgFIAEoAxIQCghqb2luX3NlcRgGIAEoAyI6CgxUaHJlYWRGb2xsb3cSEQoJZm9sbG93aW5nGAEgASgIEhcKD3ZlcnNpb25fdW5peF9tcxgCIAEoAyJbChROb3RpZmljYXRpb25SZWdpc3RlchINCgVsZXZlbBgBIAEoCRIbChNtdXRlZF91bnRpbF91bml4X21zGAIgASgDEhcKD3ZlcnNpb25fdW5peF9tcxgDIAEoAyLqAQoMQ2hhbm5lbEV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEhIKCmNoYW5uZWxfaWQYAiABKAkSKAoEaGVhZBgDIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgEIAEoAxIXCg90aHJlYWRfcm9vdF9zZXEYBSABKAMSFAoMZGVsZXRlZF9zZXFzGAYgAygDEjgKDmdyb3VwX21lbnRpb25zGAcgAygLMiAucmVjZWlwdHMucmVjb3JkLnYxLkdyb3VwTWVudGlvbiIuCgxHcm91cE1lbnRpb24SCwoDc2VxGAEgASgDEhEKCXNlbmRlcl9pZBgCIAEoCSLWAQoJVXNlckV2ZW50EhYKDnNjaGVtYV92ZXJzaW9uGAEgASgNEg8KB3VzZXJfaWQYAiABKAkSLgoIc2V0dGluZ3MYAyABKAsyHC5yZWNlaXB0cy5yZWNvcmQudjEuU2V0dGluZ3MSGQoRZXJhc2VkX2dlbmVyYXRpb24YBCABKAMSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgFIAEoAxIXCg91c2VyX2dlbmVyYXRpb24YBiABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYByABKAgilgEKCFNldHRpbmdzEg8KB3VzZXJfaWQYASABKAkSGwoTc2hhcmVfcmVhZF9yZWNlaXB0cxgCIAEoCBIfChdzaGFyZV9kZWxpdmVyeV9yZWNlaXB0cxgDIAEoCBIXCg92ZXJzaW9uX3VuaXhfbXMYBCABKAMSIgoaZGVmYXVsdF9ub3RpZmljYXRpb25fbGV2ZWwYBSABKAki5wEKD1JlYWRTdGF0ZUNoYW5nZRIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEhIKCmNoYW5uZWxfaWQYAyABKAkSJgoEa2luZBgEIAEoDjIYLnJlY2VpcHRzLnJlY29yZC52MS5LaW5kEi4KCHBvc2l0aW9uGAUgASgLMhwucmVjZWlwdHMucmVjb3JkLnYxLlBvc2l0aW9uEhIKCm1lc3NhZ2VfaWQYBiABKAkSEgoKYXRfdW5peF9tcxgHIAEoAxIXCg90aHJlYWRfcm9vdF9zZXEYCCABKAMq8gIKC1BheWxvYWRUeXBlEhwKGFBBWUxPQURfVFlQRV9VTlNQRUNJRklFRBAAEhgKFFBBWUxPQURfVFlQRV9DVVJTT1JTEAESHQoZUEFZTE9BRF9UWVBFX01FTlRJT05fU0VRUxACEhsKF1BBWUxPQURfVFlQRV9NRU1CRVJTSElQEAMSJgoiUEFZTE9BRF9UWVBFX05PVElGSUNBVElPTl9SRUdJU1RFUhAEEhUKEVBBWUxPQURfVFlQRV9IRUFEEAUSHwobUEFZTE9BRF9UWVBFX0dST1VQX01FTlRJT05TEAYSGgoWUEFZTE9BRF9UWVBFX0RFTEVUSU9OUxAHEhkKFVBBWUxPQURfVFlQRV9TRVRUSU5HUxAIEhgKFFBBWUxPQURfVFlQRV9FUkFTVVJFEAkSIAocUEFZTE9BRF9UWVBFX1RIUkVBRF9SRUdJU1RFUhAKEhwKGFBBWUxPQURfVFlQRV9USFJFQURfSEVBRBALKjUKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEggKBFJFQUQQARINCglERUxJVkVSRUQQAkI/Wj1naXRodWIuY29tL3JlYWRzdGF0ZS9yZWNlaXB0cy9hcGkvcmVjZWlwdHMvcmVjb3JkL3YxO3JlY29yZHYxYgZwcm90bzM");
+  fileDesc("CiByZWNlaXB0cy9yZWNvcmQvdjEvcmVjb3Jkcy5wcm90bxIScmVjZWlwdHMucmVjb3JkLnYxIuQBCgZSZWNvcmQSFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHdXNlcl9pZBgCIAEoCRISCgpjaGFubmVsX2lkGAMgASgJEhcKD3RocmVhZF9yb290X3NlcRgEIAEoAxIXCg91c2VyX2dlbmVyYXRpb24YBSABKAMSHwoXdXNlcl9nZW5lcmF0aW9uX3N0YW1wZWQYBiABKAgSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgHIAEoAxItCghwYXlsb2FkcxgIIAMoCzIbLnJlY2VpcHRzLnJlY29yZC52MS5QYXlsb2FkIkcKB1BheWxvYWQSLQoEdHlwZRgBIAEoDjIfLnJlY2VpcHRzLnJlY29yZC52MS5QYXlsb2FkVHlwZRINCgV2YWx1ZRgCIAEoDCIsCglGdWxseVJlYWQSCwoDc2VxGAEgASgDEhIKCm1lc3NhZ2VfaWQYAiABKAkipwEKB0N1cnNvcnMSKAoEcmVhZBgBIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISLQoJZGVsaXZlcmVkGAIgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchIwCgxwcml2YXRlX3JlYWQYAyABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEhEKCWRldmljZV9pZBgEIAEoCSIbCgtNZW50aW9uU2VxcxIMCgRzZXFzGAEgAygDIjAKBEhlYWQSKAoEaGVhZBgBIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3IiNgoKVGhyZWFkSGVhZBIoCgRoZWFkGAEgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvciJDCg1Hcm91cE1lbnRpb25zEjIKCG1lbnRpb25zGAEgAygLMiAucmVjZWlwdHMucmVjb3JkLnYxLkdyb3VwTWVudGlvbiIZCglEZWxldGlvbnMSDAoEc2VxcxgBIAMoAyIdCgdFcmFzdXJlEhIKCmdlbmVyYXRpb24YASABKAMihgEKDlRocmVhZFJlZ2lzdGVyEiwKB2N1cnNvcnMYASABKAsyGy5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29ycxIwCgZmb2xsb3cYAiABKAsyIC5yZWNlaXB0cy5yZWNvcmQudjEuVGhyZWFkRm9sbG93EhQKDG1lbnRpb25fc2VxcxgDIAMoAyImCghQb3NpdGlvbhINCgVlcG9jaBgBIAEoAxILCgNzZXEYAiABKAMiTAoGQ3Vyc29yEi4KCHBvc2l0aW9uGAEgASgLMhwucmVjZWlwdHMucmVjb3JkLnYxLlBvc2l0aW9uEhIKCm1lc3NhZ2VfaWQYAiABKAkilgQKDFJlY2VpcHRFdmVudBIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEhIKCmNoYW5uZWxfaWQYAyABKAkSKAoEcmVhZBgEIAEoCzIaLnJlY2VpcHRzLnJlY29yZC52MS5DdXJzb3ISLQoJZGVsaXZlcmVkGAUgASgLMhoucmVjZWlwdHMucmVjb3JkLnYxLkN1cnNvchIRCglkZXZpY2VfaWQYBiABKAkSGwoTYWNjZXB0ZWRfYXRfdW5peF9tcxgHIAEoAxIwCgxwcml2YXRlX3JlYWQYCCABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEhQKDG1lbnRpb25fc2VxcxgJIAMoAxIyCgptZW1iZXJzaGlwGAogASgLMh4ucmVjZWlwdHMucmVjb3JkLnYxLk1lbWJlcnNoaXASFwoPdXNlcl9nZW5lcmF0aW9uGAsgASgDEh8KF3VzZXJfZ2VuZXJhdGlvbl9zdGFtcGVkGAwgASgIEhcKD3RocmVhZF9yb290X3NlcRgNIAEoAxIwCgZmb2xsb3cYDiABKAsyIC5yZWNlaXB0cy5yZWNvcmQudjEuVGhyZWFkRm9sbG93Ej8KDW5vdGlmaWNhdGlvbnMYDyABKAsyKC5yZWNlaXB0cy5yZWNvcmQudjEuTm90aWZpY2F0aW9uUmVnaXN0ZXIigQEKCk1lbWJlcnNoaXASEgoKY2hhbm5lbF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgJEg4KBm1lbWJlchgDIAEoCBITCgt2ZXJzaW9uX3NlcRgEIAEoAxIXCg92ZXJzaW9uX3VuaXhfbXMYBSABKAMSEAoIam9pbl9zZXEYBiABKAMiOgoMVGhyZWFkRm9sbG93EhEKCWZvbGxvd2luZxgBIAEoCBIXCg92ZXJzaW9uX3VuaXhfbXMYAiABKAMiWwoUTm90aWZpY2F0aW9uUmVnaXN0ZXISDQoFbGV2ZWwYASABKAkSGwoTbXV0ZWRfdW50aWxfdW5peF9tcxgCIAEoAxIXCg92ZXJzaW9uX3VuaXhfbXMYAyABKAMi6gEKDENoYW5uZWxFdmVudBIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRISCgpjaGFubmVsX2lkGAIgASgJEigKBGhlYWQYAyABKAsyGi5yZWNlaXB0cy5yZWNvcmQudjEuQ3Vyc29yEhsKE2FjY2VwdGVkX2F0X3VuaXhfbXMYBCABKAMSFwoPdGhyZWFkX3Jvb3Rfc2VxGAUgASgDEhQKDGRlbGV0ZWRfc2VxcxgGIAMoAxI4Cg5ncm91cF9tZW50aW9ucxgHIAMoCzIgLnJlY2VpcHRzLnJlY29yZC52MS5Hcm91cE1lbnRpb24iLgoMR3JvdXBNZW50aW9uEgsKA3NlcRgBIAEoAxIRCglzZW5kZXJfaWQYAiABKAki1gEKCVVzZXJFdmVudBIWCg5zY2hlbWFfdmVyc2lvbhgBIAEoDRIPCgd1c2VyX2lkGAIgASgJEi4KCHNldHRpbmdzGAMgASgLMhwucmVjZWlwdHMucmVjb3JkLnYxLlNldHRpbmdzEhkKEWVyYXNlZF9nZW5lcmF0aW9uGAQgASgDEhsKE2FjY2VwdGVkX2F0X3VuaXhfbXMYBSABKAMSFwoPdXNlcl9nZW5lcmF0aW9uGAYgASgDEh8KF3VzZXJfZ2VuZXJhdGlvbl9zdGFtcGVkGAcgASgIIpYBCghTZXR0aW5ncxIPCgd1c2VyX2lkGAEgASgJEhsKE3NoYXJlX3JlYWRfcmVjZWlwdHMYAiABKAgSHwoXc2hhcmVfZGVsaXZlcnlfcmVjZWlwdHMYAyABKAgSFwoPdmVyc2lvbl91bml4X21zGAQgASgDEiIKGmRlZmF1bHRfbm90aWZpY2F0aW9uX2xldmVsGAUgASgJIucBCg9SZWFkU3RhdGVDaGFuZ2USFgoOc2NoZW1hX3ZlcnNpb24YASABKA0SDwoHdXNlcl9pZBgCIAEoCRISCgpjaGFubmVsX2lkGAMgASgJEiYKBGtpbmQYBCABKA4yGC5yZWNlaXB0cy5yZWNvcmQudjEuS2luZBIuCghwb3NpdGlvbhgFIAEoCzIcLnJlY2VpcHRzLnJlY29yZC52MS5Qb3NpdGlvbhISCgptZXNzYWdlX2lkGAYgASgJEhIKCmF0X3VuaXhfbXMYByABKAMSFwoPdGhyZWFkX3Jvb3Rfc2VxGAggASgDKo8DCgtQYXlsb2FkVHlwZRIcChhQQVlMT0FEX1RZUEVfVU5TUEVDSUZJRUQQABIYChRQQVlMT0FEX1RZUEVfQ1VSU09SUxABEh0KGVBBWUxPQURfVFlQRV9NRU5USU9OX1NFUVMQAhIbChdQQVlMT0FEX1RZUEVfTUVNQkVSU0hJUBADEiYKIlBBWUxPQURfVFlQRV9OT1RJRklDQVRJT05fUkVHSVNURVIQBBIVChFQQVlMT0FEX1RZUEVfSEVBRBAFEh8KG1BBWUxPQURfVFlQRV9HUk9VUF9NRU5USU9OUxAGEhoKFlBBWUxPQURfVFlQRV9ERUxFVElPTlMQBxIZChVQQVlMT0FEX1RZUEVfU0VUVElOR1MQCBIYChRQQVlMT0FEX1RZUEVfRVJBU1VSRRAJEiAKHFBBWUxPQURfVFlQRV9USFJFQURfUkVHSVNURVIQChIcChhQQVlMT0FEX1RZUEVfVEhSRUFEX0hFQUQQCxIbChdQQVlMT0FEX1RZUEVfRlVMTFlfUkVBRBAMKjUKBEtpbmQSFAoQS0lORF9VTlNQRUNJRklFRBAAEggKBFJFQUQQARINCglERUxJVkVSRUQQAkI/Wj1naXRodWIuY29tL3JlYWRzdGF0ZS9yZWNlaXB0cy9hcGkvcmVjZWlwdHMvcmVjb3JkL3YxO3JlY29yZHYxYgZwcm90bzM");
 
 /**
  * Record is the envelope of a record of read-receipts (schema_version 9).
@@ -142,6 +142,33 @@ export const PayloadSchema: GenMessage<Payload> = /*@__PURE__*/
   messageDesc(file_receipts_record_v1_records, 1);
 
 /**
+ * FullyRead is a user's fully-read marker (Matrix's m.fully_read): the
+ * message up to which the user has seen everything, private to the user
+ * and apart from the read cursor; the greatest (seq, time, message id)
+ * wins.
+ *
+ * @generated from message receipts.record.v1.FullyRead
+ */
+export type FullyRead = Message<"receipts.record.v1.FullyRead"> & {
+  /**
+   * @generated from field: int64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * @generated from field: string message_id = 2;
+   */
+  messageId: string;
+};
+
+/**
+ * Describes the message receipts.record.v1.FullyRead.
+ * Use `create(FullyReadSchema)` to create a new message.
+ */
+export const FullyReadSchema: GenMessage<FullyRead> = /*@__PURE__*/
+  messageDesc(file_receipts_record_v1_records, 2);
+
+/**
  * Cursors are a user's cursors in a channel: a max-register each. Absent
  * (or seq 0): the record does not move that cursor.
  *
@@ -174,7 +201,7 @@ export type Cursors = Message<"receipts.record.v1.Cursors"> & {
  * Use `create(CursorsSchema)` to create a new message.
  */
 export const CursorsSchema: GenMessage<Cursors> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 2);
+  messageDesc(file_receipts_record_v1_records, 3);
 
 /**
  * MentionSeqs are message seqs mentioning the user, to add to the set.
@@ -193,7 +220,7 @@ export type MentionSeqs = Message<"receipts.record.v1.MentionSeqs"> & {
  * Use `create(MentionSeqsSchema)` to create a new message.
  */
 export const MentionSeqsSchema: GenMessage<MentionSeqs> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 3);
+  messageDesc(file_receipts_record_v1_records, 4);
 
 /**
  * Head is a channel's head: a max-register over seq (epoch 0).
@@ -212,7 +239,7 @@ export type Head = Message<"receipts.record.v1.Head"> & {
  * Use `create(HeadSchema)` to create a new message.
  */
 export const HeadSchema: GenMessage<Head> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 4);
+  messageDesc(file_receipts_record_v1_records, 5);
 
 /**
  * ThreadHead is a thread's head: a max-register over seq (epoch 0).
@@ -231,7 +258,7 @@ export type ThreadHead = Message<"receipts.record.v1.ThreadHead"> & {
  * Use `create(ThreadHeadSchema)` to create a new message.
  */
 export const ThreadHeadSchema: GenMessage<ThreadHead> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 5);
+  messageDesc(file_receipts_record_v1_records, 6);
 
 /**
  * GroupMentions are messages that mention every member but their sender.
@@ -250,7 +277,7 @@ export type GroupMentions = Message<"receipts.record.v1.GroupMentions"> & {
  * Use `create(GroupMentionsSchema)` to create a new message.
  */
 export const GroupMentionsSchema: GenMessage<GroupMentions> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 6);
+  messageDesc(file_receipts_record_v1_records, 7);
 
 /**
  * Deletions are deleted message seqs to add to the set.
@@ -269,7 +296,7 @@ export type Deletions = Message<"receipts.record.v1.Deletions"> & {
  * Use `create(DeletionsSchema)` to create a new message.
  */
 export const DeletionsSchema: GenMessage<Deletions> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 7);
+  messageDesc(file_receipts_record_v1_records, 8);
 
 /**
  * Erasure is an erasure tombstone: every state of the user of a
@@ -290,7 +317,7 @@ export type Erasure = Message<"receipts.record.v1.Erasure"> & {
  * Use `create(ErasureSchema)` to create a new message.
  */
 export const ErasureSchema: GenMessage<Erasure> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 8);
+  messageDesc(file_receipts_record_v1_records, 9);
 
 /**
  * ThreadRegister is a user's register in a thread: the thread's cursors,
@@ -320,7 +347,7 @@ export type ThreadRegister = Message<"receipts.record.v1.ThreadRegister"> & {
  * Use `create(ThreadRegisterSchema)` to create a new message.
  */
 export const ThreadRegisterSchema: GenMessage<ThreadRegister> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 9);
+  messageDesc(file_receipts_record_v1_records, 10);
 
 /**
  * Position orders cursors: the public read by (seq, epoch), the private
@@ -345,7 +372,7 @@ export type Position = Message<"receipts.record.v1.Position"> & {
  * Use `create(PositionSchema)` to create a new message.
  */
 export const PositionSchema: GenMessage<Position> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 10);
+  messageDesc(file_receipts_record_v1_records, 11);
 
 /**
  * Cursor is a position with the id of the message at it.
@@ -369,7 +396,7 @@ export type Cursor = Message<"receipts.record.v1.Cursor"> & {
  * Use `create(CursorSchema)` to create a new message.
  */
 export const CursorSchema: GenMessage<Cursor> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 11);
+  messageDesc(file_receipts_record_v1_records, 12);
 
 /**
  * ReceiptEvent is a user's state in a channel (key "user:channel"), as
@@ -484,7 +511,7 @@ export type ReceiptEvent = Message<"receipts.record.v1.ReceiptEvent"> & {
  * Use `create(ReceiptEventSchema)` to create a new message.
  */
 export const ReceiptEventSchema: GenMessage<ReceiptEvent> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 12);
+  messageDesc(file_receipts_record_v1_records, 13);
 
 /**
  * Membership is a user's register in a channel: the greater version
@@ -532,7 +559,7 @@ export type Membership = Message<"receipts.record.v1.Membership"> & {
  * Use `create(MembershipSchema)` to create a new message.
  */
 export const MembershipSchema: GenMessage<Membership> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 13);
+  messageDesc(file_receipts_record_v1_records, 14);
 
 /**
  * ThreadFollow is a versioned register: the greater version wins, a
@@ -557,7 +584,7 @@ export type ThreadFollow = Message<"receipts.record.v1.ThreadFollow"> & {
  * Use `create(ThreadFollowSchema)` to create a new message.
  */
 export const ThreadFollowSchema: GenMessage<ThreadFollow> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 14);
+  messageDesc(file_receipts_record_v1_records, 15);
 
 /**
  * NotificationRegister is a user's notification state in a channel: the
@@ -590,7 +617,7 @@ export type NotificationRegister = Message<"receipts.record.v1.NotificationRegis
  * Use `create(NotificationRegisterSchema)` to create a new message.
  */
 export const NotificationRegisterSchema: GenMessage<NotificationRegister> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 15);
+  messageDesc(file_receipts_record_v1_records, 16);
 
 /**
  * ChannelEvent is a channel's state (key: the channel id), as builds
@@ -650,7 +677,7 @@ export type ChannelEvent = Message<"receipts.record.v1.ChannelEvent"> & {
  * Use `create(ChannelEventSchema)` to create a new message.
  */
 export const ChannelEventSchema: GenMessage<ChannelEvent> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 16);
+  messageDesc(file_receipts_record_v1_records, 17);
 
 /**
  * GroupMention is one message that mentions the whole channel.
@@ -674,7 +701,7 @@ export type GroupMention = Message<"receipts.record.v1.GroupMention"> & {
  * Use `create(GroupMentionSchema)` to create a new message.
  */
 export const GroupMentionSchema: GenMessage<GroupMention> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 17);
+  messageDesc(file_receipts_record_v1_records, 18);
 
 /**
  * UserEvent is a user-wide register (key "u::user"; version 3):
@@ -729,7 +756,7 @@ export type UserEvent = Message<"receipts.record.v1.UserEvent"> & {
  * Use `create(UserEventSchema)` to create a new message.
  */
 export const UserEventSchema: GenMessage<UserEvent> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 18);
+  messageDesc(file_receipts_record_v1_records, 19);
 
 /**
  * Settings are a user's privacy settings and default notification level.
@@ -771,7 +798,7 @@ export type Settings = Message<"receipts.record.v1.Settings"> & {
  * Use `create(SettingsSchema)` to create a new message.
  */
 export const SettingsSchema: GenMessage<Settings> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 19);
+  messageDesc(file_receipts_record_v1_records, 20);
 
 /**
  * ReadStateChange is an entry of the change feed (topic
@@ -831,7 +858,7 @@ export type ReadStateChange = Message<"receipts.record.v1.ReadStateChange"> & {
  * Use `create(ReadStateChangeSchema)` to create a new message.
  */
 export const ReadStateChangeSchema: GenMessage<ReadStateChange> = /*@__PURE__*/
-  messageDesc(file_receipts_record_v1_records, 20);
+  messageDesc(file_receipts_record_v1_records, 21);
 
 /**
  * PayloadType names the message of a payload: PAYLOAD_TYPE_FOO_BAR holds
@@ -924,6 +951,14 @@ export enum PayloadType {
    * @generated from enum value: PAYLOAD_TYPE_THREAD_HEAD = 11;
    */
   THREAD_HEAD = 11,
+
+  /**
+   * FullyRead: the user's fully-read marker in the channel, or in the
+   * thread of thread_root_seq.
+   *
+   * @generated from enum value: PAYLOAD_TYPE_FULLY_READ = 12;
+   */
+  FULLY_READ = 12,
 }
 
 /**

@@ -81,7 +81,7 @@ func (g *ReadBy) trackedMoves(ctx context.Context, moves []readby.Move, users []
 			channels = append(channels, m.Channel)
 		}
 	}
-	untracked, err := g.Redis.UntrackedChannels(ctx, channels)
+	untracked, err := g.MemberStore().UntrackedChannels(ctx, channels)
 	if err != nil || len(untracked) == 0 {
 		return moves, users
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -64,7 +65,7 @@ func setupUnreadUser(tb testing.TB, rs *redisstore.Store, user string, n int) []
 	}
 	require.NoError(tb, rs.Hydrate(ctx, user, states, redisstore.Incarnation{}))
 	require.NoError(tb, mentions.NewStore(nil, rs).HydrateRedis(ctx, user, ms))
-	require.NoError(tb, rs.HydrateMemberships(ctx, user, regs))
+	require.NoError(tb, members.NewStore(nil, rs).HydrateMemberships(ctx, user, regs))
 	for start := 0; start < n; start += 1000 {
 		_, err := rs.RaiseHeads(ctx, heads[start:min(start+1000, n)])
 		require.NoError(tb, err)

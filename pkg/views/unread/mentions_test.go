@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -34,7 +35,7 @@ func TestUnreadViewCountsTheKindsMentions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rs.RaiseHeads(ctx, heads)
 	require.NoError(t, err)
-	require.NoError(t, rs.HydrateMemberships(ctx, user, regs))
+	require.NoError(t, members.NewStore(nil, rs).HydrateMemberships(ctx, user, regs))
 	view, err := u.Read(ctx, user, nil)
 	require.NoError(t, err)
 	require.False(t, view.MembershipsComplete, "the mentions not hydrated yet")

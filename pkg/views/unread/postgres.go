@@ -12,7 +12,6 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
-	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -26,7 +25,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string) ([]Ch
 	if err != nil {
 		return nil, err
 	}
-	regs, err := members.NewStore(s.pg).ReadPG(ctx, user, channels)
+	regs, err := s.memberStore().ReadPG(ctx, user, channels)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,6 @@ var (
 	pageSQL string
 )
 
-
 // Compare orders registers by key (channel, then user): the order of
 // channel_members' primary key, in which rows are written and paged.
 func Compare(a, b channel.Membership) int {

@@ -134,7 +134,7 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 	return s.MergeMarksFrom(ctx, nil, marks)
 }
 
-// MarkValues is what FactsAndValues read of marks' keys for their merge:
+// MarkValues is what QueueMarkValues read of marks' keys for their merge:
 // each key's stored value and its user's generation, as one read in
 // MergeMarks would have found them (the compare-and-set then writes only
 // values still as read).

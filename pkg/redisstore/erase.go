@@ -20,10 +20,11 @@ import (
 //	           erased (RememberTombstones, from Postgres; it expires)
 //
 // Every write's script reads "g" (mergeScript, casScript, the mark-unread
-// script, the kinds' scripts: pkg/kinds/members'), so an event is stamped with the generation its
-// Redis write is ordered after. No hash at all is GenerationUnknown: never
-// looked up, or lost with Redis' data (a FLUSHALL); the gateway then asks
-// Postgres and remembers the answer here.
+// script, the kinds' write scripts, pkg/kinds/members' among them), so an
+// event is stamped with the generation its Redis write is ordered after.
+// No hash at all is GenerationUnknown: never looked up, or lost with
+// Redis' data (a FLUSHALL); the gateway then asks Postgres and remembers
+// the answer here.
 
 // GenerationUnknown is the generation a write's script answers when Redis
 // holds no tombstone hash for the user: it cannot tell "never erased"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -55,7 +56,7 @@ func (s *stack) redisTraces(t *testing.T, user string) int {
 	ctx := context.Background()
 	states, _, err := s.rstore.Get(ctx, user, nil)
 	require.NoError(t, err)
-	regs, _, err := s.rstore.Memberships(ctx, user, nil)
+	regs, _, err := members.NewStore(nil, s.rstore).Memberships(ctx, user, nil)
 	require.NoError(t, err)
 	ms, _, err := mentions.NewStore(nil, s.rstore).UserRedis(ctx, user)
 	require.NoError(t, err)

@@ -58,17 +58,17 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 	require.NoError(t, err)
 
 	k := func(u string) receipt.Key { return receipt.Key{User: u, Channel: "g"} }
-	_, err = members.NewStore(bd.pg).WritePG(ctx, []channel.Membership{
+	_, err = members.NewStore(bd.pg, nil).WritePG(ctx, []channel.Membership{
 		channel.Leave(k("pg-ahead"), 9, 2000), channel.Join(k("rd-ahead"), 1, 1000, 1),
 		channel.Join(k("rd-missing"), 2, 1000, 2), channel.Join(k("cm-lost"), 3, 1000, 3),
 	})
 	require.NoError(t, err)
-	_, err = bd.rs.MergeMemberships(ctx, []channel.Membership{
+	_, err = members.NewStore(nil, bd.rs).MergeMemberships(ctx, []channel.Membership{
 		channel.Join(k("pg-ahead"), 5, 1000, 5), channel.Leave(k("rd-ahead"), 4, 1500),
 		channel.Join(k("pg-missing"), 2, 1000, 2), channel.Join(k("cm-lost"), 3, 1000, 3),
 	})
 	require.NoError(t, err)
-	require.NoError(t, bd.rs.Client().HDel(ctx, bd.rs.ChannelMembersKey("g"), "cm-lost").Err())
+	require.NoError(t, bd.rs.Client().HDel(ctx, members.NewStore(nil, bd.rs).ChannelMembersKey("g"), "cm-lost").Err())
 
 	mk := func(u string) receipt.Key { return receipt.Key{User: u, Channel: "m"} }
 	ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
@@ -116,17 +116,17 @@ func TestSweepRepairsChannelStateBothWays(t *testing.T) {
 		"rd-missing": channel.Join(k("rd-missing"), 2, 1000, 2), "pg-missing": channel.Join(k("pg-missing"), 2, 1000, 2),
 		"cm-lost": channel.Join(k("cm-lost"), 3, 1000, 3),
 	} {
-		pg, err := members.NewStore(bd.pg).ReadPG(ctx, u, []string{"g"})
+		pg, err := members.NewStore(bd.pg, nil).ReadPG(ctx, u, []string{"g"})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{want}, pg, u)
-		um, _, err := bd.rs.Memberships(ctx, u, []string{"g"})
+		um, _, err := members.NewStore(nil, bd.rs).Memberships(ctx, u, []string{"g"})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{want}, um, u)
-		cm, _, err := bd.rs.ChannelMembers(ctx, "g", []string{u})
+		cm, _, err := members.NewStore(nil, bd.rs).ChannelMembers(ctx, "g", []string{u})
 		require.NoError(t, err)
 		require.Equal(t, []channel.Membership{want}, cm, u)
 	}
-	n, err := members.NewStore(bd.pg).CountPG(ctx, "g")
+	n, err := members.NewStore(bd.pg, nil).CountPG(ctx, "g")
 	require.NoError(t, err)
 	require.EqualValues(t, 3, n)
 
@@ -153,13 +153,13 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 		cur, err := bd.pg.Get(ctx, user, nil)
 		require.NoError(t, err)
 		require.NoError(t, bd.rs.Hydrate(ctx, user, cur, redisstore.Incarnation{}))
-		regs, err := members.NewStore(bd.pg).ReadPG(ctx, user, nil)
+		regs, err := members.NewStore(bd.pg, nil).ReadPG(ctx, user, nil)
 		require.NoError(t, err)
 		ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 		mn, err := ms.ReadPG(ctx, user, nil)
 		require.NoError(t, err)
 		require.NoError(t, ms.HydrateRedis(ctx, user, mn))
-		require.NoError(t, bd.rs.HydrateMemberships(ctx, user, regs))
+		require.NoError(t, members.NewStore(nil, bd.rs).HydrateMemberships(ctx, user, regs))
 	}
 	view, err := unread.NewStore(nil, bd.rs).WithMentionCap(capN).Read(ctx, user, channels)
 	require.NoError(t, err)
@@ -227,7 +227,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	// Both stores hold the same, as the write path leaves them.
 	_, err := headkind.NewStore(bd.pg, nil).WritePG(ctx, heads)
 	require.NoError(t, err)
-	_, err = members.NewStore(bd.pg).WritePG(ctx, regs)
+	_, err = members.NewStore(bd.pg, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
 	_, err = bd.pg.Upsert(ctx, states)
 	require.NoError(t, err)
@@ -236,7 +236,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = headkind.NewStore(nil, bd.rs).RaiseRedis(ctx, heads)
 	require.NoError(t, err)
-	_, err = bd.rs.MergeMemberships(ctx, regs)
+	_, err = members.NewStore(nil, bd.rs).MergeMemberships(ctx, regs)
 	require.NoError(t, err)
 	_, err = bd.rs.Merge(ctx, states)
 	require.NoError(t, err)

@@ -29,7 +29,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	other := receipt.Key{User: "other", Channel: "c1"}
 	_, err := bd.pg.Upsert(ctx, []receipt.State{state("gone", "c1", 5, true), state("gone", "c2", 6, true), state("other", "c1", 7, true)})
 	require.NoError(t, err)
-	_, err = members.NewStore(bd.pg).WritePG(ctx, []channel.Membership{channel.Join(gone, 1, 1000, 1)})
+	_, err = members.NewStore(bd.pg, nil).WritePG(ctx, []channel.Membership{channel.Join(gone, 1, 1000, 1)})
 	require.NoError(t, err)
 	_, err = mentions.NewStore(bd.pg, nil).WritePG(ctx, []channel.Mentions{{Key: gone, Seqs: []int64{3}}})
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	require.Equal(t, 4, rep.Erased, "two cursors, a register and a mention set wait for the persister: %+v", rep)
 	_, ok := redisState(t, bd.rs, gone)
 	require.False(t, ok, "not copied back into Redis")
-	regs, _, err := bd.rs.Memberships(ctx, "gone", nil)
+	regs, _, err := members.NewStore(nil, bd.rs).Memberships(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Empty(t, regs)
 	_, ok = redisState(t, bd.rs, other)

@@ -58,7 +58,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 			regs = append(regs, channel.Join(k, 0, now, 0))
 			states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: int64(1 + i%50)}}, UpdatedAtUnixMs: now})
 		}
-		_, err := memberkind.NewStore(tb.schema.Store).WritePG(ctx, regs)
+		_, err := memberkind.NewStore(tb.schema.Store, nil).WritePG(ctx, regs)
 		require.NoError(t, err)
 		_, err = tb.schema.Store.Upsert(ctx, states)
 		require.NoError(t, err)

@@ -40,7 +40,7 @@ func TestUserWithMoreThanTenThousandChannels(t *testing.T) {
 	}
 	_, err := tb.schema.Store.Upsert(ctx, states)
 	require.NoError(t, err)
-	_, err = members.NewStore(tb.schema.Store).WritePG(ctx, regs)
+	_, err = members.NewStore(tb.schema.Store, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
 	_, err = headkind.NewStore(tb.schema.Store, nil).WritePG(ctx, heads)
 	require.NoError(t, err)

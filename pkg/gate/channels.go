@@ -295,7 +295,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 			if err := g.MentionStore().HydrateRedis(c, user, mentions); err != nil {
 				return err
 			}
-			return g.Redis.HydrateMemberships(c, user, regs)
+			return g.MemberStore().HydrateMemberships(c, user, regs)
 		})
 	}
 	if len(view.MissingHeads) > 0 {

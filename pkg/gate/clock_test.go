@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
@@ -164,7 +165,7 @@ func TestAGatewayClockAheadDoesNotWinMembership(t *testing.T) {
 		require.False(t, m.Member, "the later leave wins, merged in order %v: %+v", order, regs)
 	}
 	// Redis ordered it the same way.
-	got, _, err := p.tb.store.Memberships(ctx, "u", []string{"c"})
+	got, _, err := members.NewStore(nil, p.tb.store).Memberships(ctx, "u", []string{"c"})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.False(t, got[0].Member)

@@ -159,7 +159,7 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 	}
 	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.NoError(t, mentions.NewStore(nil, tb.store).HydrateRedis(ctx, "pu", ms))
-	require.NoError(t, tb.store.HydrateMemberships(ctx, "pu", regs))
+	require.NoError(t, members.NewStore(nil, tb.store).HydrateMemberships(ctx, "pu", regs))
 	require.NoError(t, threads.NewStore(nil, tb.store).HydrateUser(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.NoError(t, tb.notifications().Hydrate(ctx, "pu", nil))
 	_, err = settings.NewStore(nil, tb.store).MergeRedis(ctx, []privacy.Settings{{User: "pu", ShareRead: true, ShareDelivered: true, VersionMs: 1}})
@@ -252,7 +252,7 @@ func TestLargeDeletionSetIsCopiedOffTheReadPath(t *testing.T) {
 	require.Eventually(t, func() bool {
 		hs, err := heads.NewStore(tb.schema.Store, nil).ReadPG(ctx, []string{"big"})
 		require.NoError(t, err)
-		ms, err := members.NewStore(tb.schema.Store).ReadPG(ctx, "bob", []string{"big"})
+		ms, err := members.NewStore(tb.schema.Store, nil).ReadPG(ctx, "bob", []string{"big"})
 		require.NoError(t, err)
 		return len(hs) == 1 && hs[0].Seq == head && len(ms) == 1
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the head and the membership")

@@ -23,6 +23,7 @@ import (
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redistest"
 	"github.com/readstate/receipts/pkg/views/readby"
@@ -204,7 +205,7 @@ func TestErasureCutShortIsFinished(t *testing.T) {
 	}
 	clean := func(u string, chs []string) bool {
 		for _, ch := range chs {
-			if tb.rdb.HExists(ctx, tb.store.ChannelMembersKey(ch), u).Val() || tb.rdb.HExists(ctx, readby.NewStore(nil, tb.store).CurKey(ch), "r:"+u).Val() {
+			if tb.rdb.HExists(ctx, members.NewStore(nil, tb.store).ChannelMembersKey(ch), u).Val() || tb.rdb.HExists(ctx, readby.NewStore(nil, tb.store).CurKey(ch), "r:"+u).Val() {
 				return false
 			}
 		}

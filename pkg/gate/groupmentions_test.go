@@ -138,9 +138,9 @@ func TestGroupMentionStorageDoesNotGrowWithMembers(t *testing.T) {
 	for i := range regs {
 		regs[i] = channel.Join(receipt.Key{User: "u" + strconv.Itoa(i), Channel: "big"}, 1, 1, 0)
 	}
-	_, err := tb.store.MergeMemberships(ctx, regs)
+	_, err := memberkind.NewStore(nil, tb.store).MergeMemberships(ctx, regs)
 	require.NoError(t, err)
-	_, err = memberkind.NewStore(tb.schema.Store).WritePG(ctx, regs)
+	_, err = memberkind.NewStore(tb.schema.Store, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
 	before := map[string]bool{}
 	for _, k := range tb.redisKeys(t) {
@@ -204,7 +204,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 		regs = append(regs, channel.Join(k, 1, 1, 0))
 		states = append(states, receipt.State{Key: k, Read: receipt.Cursor{Position: pos(1)}, Delivered: receipt.Cursor{Position: pos(1)}, UpdatedAtUnixMs: 1})
 	}
-	_, err = memberkind.NewStore(pg).WritePG(ctx, regs)
+	_, err = memberkind.NewStore(pg, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
 	_, err = pg.Upsert(ctx, states)
 	require.NoError(t, err)

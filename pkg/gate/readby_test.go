@@ -193,7 +193,7 @@ func TestViewRebuildSkipsErasedUser(t *testing.T) {
 		_, err := tb.schema.Store.Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}},
 			Delivered: receipt.Cursor{Position: receipt.Position{Seq: 3}}, UpdatedAtUnixMs: before}})
 		require.NoError(t, err)
-		_, err = members.NewStore(tb.schema.Store).WritePG(ctx, []channel.Membership{channel.Join(k, 0, before, 0)})
+		_, err = members.NewStore(tb.schema.Store, nil).WritePG(ctx, []channel.Membership{channel.Join(k, 0, before, 0)})
 		require.NoError(t, err)
 	}
 	status, body = tb.do(t, http.MethodDelete, "/v1/users/a", ``)

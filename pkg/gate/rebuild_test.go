@@ -36,7 +36,7 @@ func TestViewRebuildIsSingleFlight(t *testing.T) {
 		_, err := tb.schema.Store.Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: int64(3 + i)}},
 			UpdatedAtUnixMs: now}})
 		require.NoError(t, err)
-		_, err = memberkind.NewStore(tb.schema.Store).WritePG(ctx, []channel.Membership{channel.Join(k, 0, now, 0)})
+		_, err = memberkind.NewStore(tb.schema.Store, nil).WritePG(ctx, []channel.Membership{channel.Join(k, 0, now, 0)})
 		require.NoError(t, err)
 	}
 	// Redis lost the view (a FLUSHALL of its keys).

@@ -29,7 +29,7 @@ func ErasedHashes(ks []Kind, env *Env, user string) []redisstore.ErasedHash {
 	var out []redisstore.ErasedHash
 	for _, k := range ks {
 		for _, h := range k.ErasedHashes(env, user) {
-			out = append(out, redisstore.ErasedHash{Key: h, Complete: true, Channels: k.ErasedNameChannels()})
+			out = append(out, redisstore.ErasedHash{Key: h, Complete: true, Channels: k.ErasedNameChannels(), Counters: k.ErasedCounters()})
 		}
 		for _, h := range k.DeletedHashes(env, user) {
 			out = append(out, redisstore.ErasedHash{Key: h})

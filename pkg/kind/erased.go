@@ -48,6 +48,8 @@ type Kind interface {
 	ErasedHashes(env *Env, user string) []string
 	// ErasedNameChannels: the fields of ErasedHashes start with a channel.
 	ErasedNameChannels() bool
+	// ErasedCounters: the counters ErasedHashes keep at "0".
+	ErasedCounters() []string
 	DeletedHashes(env *Env, user string) []string
 	PGErase() string
 	// PGRedact redacts the user in rows not theirs ("": none), and
@@ -108,6 +110,8 @@ func (k kind[K, V]) ErasedHashes(env *Env, user string) []string {
 }
 
 func (k kind[K, V]) ErasedNameChannels() bool { return k.s.ErasedNameChannels }
+
+func (k kind[K, V]) ErasedCounters() []string { return k.s.ErasedCounters }
 
 func (k kind[K, V]) DeletedHashes(env *Env, user string) []string {
 	if k.s.DeletedHashes == nil {

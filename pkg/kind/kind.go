@@ -132,6 +132,11 @@ type Spec[K comparable, V any] struct {
 	// channel id (up to a space): the erasure cleans those channels as it
 	// cleans those of the user's cursors (redisstore.ErasedHash.Channels).
 	ErasedNameChannels bool
+	// ErasedCounters, when set, are marker fields an erasure keeps at "0"
+	// in each of ErasedHashes: counts of the hash's fields the kind's
+	// scripts keep only in a hash made with them (the membership hash's
+	// count of left registers; redisstore.ErasedHash.Counters).
+	ErasedCounters []string
 	// DeletedHashes, when set, names the user's Redis hashes of the kind
 	// that an erasure deletes and leaves absent: a kind whose read of an
 	// absent hash reads Postgres, where the erasure deletes the rows too

@@ -44,8 +44,6 @@ var notYetMoved = map[string][]string{
 	"channel_members": {"pkg/pgstore/channels.go", "pkg/pgstore/erase.go",
 		// The read-by view joins the kinds it composes in SQL.
 		"pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql", "pkg/views/readby/small_channels.sql"},
-	"um:": {"pkg/redisstore/channels.go", "pkg/redisstore/scan.go"},
-	"cm:": {"pkg/redisstore/channels.go"},
 	"read_receipts": {"cmd/receiptsctl/prefill.go", "pkg/kinds/cursors.go", "pkg/pgstore/changes.go", "pkg/pgstore/channels.go",
 		"pkg/pgstore/erase.go", "pkg/pgstore/gatereads.go", "pkg/pgstore/store.go", "pkg/views/readby/member_cursors.sql"},
 	"u:{":           {"pkg/redisstore/store.go"},

@@ -80,7 +80,7 @@ func (b *bundle) requireKinds(want backlogKinds, capN int) {
 		require.Equal(b.t, fmt.Sprint("m", seq), h[0].MessageID)
 	}
 	for key, m := range want.members {
-		got, err := members.NewStore(s).ReadPG(ctx, key.User, []string{key.Channel})
+		got, err := members.NewStore(s, nil).ReadPG(ctx, key.User, []string{key.Channel})
 		require.NoError(b.t, err)
 		require.Equal(b.t, []channel.Membership{m}, got, "a late join never undoes the newer leave")
 	}

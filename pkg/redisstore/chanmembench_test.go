@@ -24,7 +24,8 @@ import (
 // Sample: 2,000 users × 10 channels each out of 1,000 channels (about 20
 // members per channel). "Before" is the cursors alone (the user hashes,
 // what the store held before channels); "after" adds, per pair, the
-// membership register in the user's and the channel's hash, 3 mentions,
+// membership register in the user's and the channel's hash (as the
+// members kind lays them out: PutMemberships), 3 mentions,
 // a private read for one pair in four, and each channel's head.
 // Results: BENCHMARKS.md, "Channels and counts".
 func TestMemoryPerChannelState(t *testing.T) {
@@ -89,11 +90,7 @@ func TestMemoryPerChannelState(t *testing.T) {
 				private = append(private, receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 150000}}})
 			}
 		}
-		res, err := s.MergeMemberships(ctx, regs)
-		require.NoError(t, err)
-		for _, r := range res {
-			require.NoError(t, r.Err)
-		}
+		PutMemberships(t, s, regs...)
 		PutMentions(t, s, channel.MentionCapDefault, ms...)
 		mr, err := s.Merge(ctx, private)
 		require.NoError(t, err)

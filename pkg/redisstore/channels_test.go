@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"testing"
 
@@ -125,10 +124,10 @@ func TestMarksAndMarkUnread(t *testing.T) {
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
 }
 
-// Heads and membership registers in Lua agree with the Go
-// rules: random events in random orders with duplicates end where the Go
-// fold does.
-func TestChannelScriptsMatchTheRules(t *testing.T) {
+// Heads in Lua agree with the Go rule: random heads in random orders
+// with duplicates end where the Go fold does (the membership registers'
+// scripts are the members kind's: pkg/kinds/members).
+func TestHeadScriptMatchesTheRule(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
@@ -137,78 +136,34 @@ func TestChannelScriptsMatchTheRules(t *testing.T) {
 	for trial := range 60 {
 		base := bases[trial%len(bases)]
 		ch := "c" + strconv.Itoa(trial)
-		k := receipt.Key{User: "u" + strconv.Itoa(trial%5), Channel: ch}
 		n := 1 + rng.IntN(8)
 		heads := make([]channel.Head, n)
-		regs := make([]channel.Membership, n)
 		for i := range n {
 			q := base + 1 + rng.Int64N(30)
 			heads[i] = channel.Head{Channel: ch, Seq: q, MessageID: "m" + strconv.FormatInt(q, 10), UpdatedAtUnixMs: rng.Int64N(5)}
-			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: base + rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
 		}
 		order := rng.Perm(n)
 		order = append(order, order[:rng.IntN(n+1)]...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		var wantHead channel.Head
-		var wantReg channel.Membership
 		for _, i := range order {
-			var adv, changed bool
+			var adv bool
 			wantHead, adv = channel.MergeHead(wantHead, heads[i])
-			wantReg, changed = channel.MergeMembership(wantReg, regs[i])
-
 			hr, err := s.RaiseHeads(ctx, []channel.Head{heads[i]})
 			require.NoError(t, err)
 			require.NoError(t, hr[0].Err)
 			require.Equal(t, adv, hr[0].Advanced)
 			require.Equal(t, wantHead, hr[0].Head, "trial %d", trial)
-			mr, err := s.MergeMemberships(ctx, []channel.Membership{regs[i]})
-			require.NoError(t, err)
-			require.NoError(t, mr[0].Err)
-			require.Equal(t, changed, mr[0].Changed)
-			require.Equal(t, wantReg, mr[0].Membership, "trial %d", trial)
-			wantCount := int64(0)
-			if wantReg.Member {
-				wantCount = 1
-			}
-			require.Equal(t, wantCount, mr[0].MemberCount, "the count follows the transitions")
 		}
-		cm, _, err := s.ChannelMembers(ctx, ch, nil)
-		require.NoError(t, err)
-		require.Equal(t, []channel.Membership{wantReg}, cm)
 	}
 }
 
-// The member count is kept on transitions and rebuilt by a hydrate after
-// the channel's hash is lost; scans find every kind of key.
-func TestMemberCountHydrateAndScans(t *testing.T) {
+// The channel scan finds the channels with a head.
+func TestScanChannels(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
-	var regs []channel.Membership
-	for i := range 600 {
-		regs = append(regs, channel.Join(receipt.Key{User: "m" + strconv.Itoa(i), Channel: "big"}, 1, 1, 1))
-	}
-	_, err := s.MergeMemberships(ctx, regs)
-	require.NoError(t, err)
-	_, err = s.MergeMemberships(ctx, []channel.Membership{channel.Leave(receipt.Key{User: "m0", Channel: "big"}, 2, 2)})
-	require.NoError(t, err)
-	n, complete, err := s.MemberCount(ctx, "big")
-	require.NoError(t, err)
-	require.EqualValues(t, 599, n)
-	require.False(t, complete)
-
-	require.NoError(t, s.rdb.Del(ctx, s.ChannelMembersKey("big")).Err())
-	_, err = s.MergeMemberships(ctx, []channel.Membership{channel.Join(receipt.Key{User: "late", Channel: "big"}, 3, 3, 3)})
-	require.NoError(t, err)
-	regs[0] = channel.Leave(receipt.Key{User: "m0", Channel: "big"}, 2, 2)
-	require.NoError(t, s.HydrateChannelMembers(ctx, "big", regs[:300], false))
-	require.NoError(t, s.HydrateChannelMembers(ctx, "big", regs[300:], true))
-	n, complete, err = s.MemberCount(ctx, "big")
-	require.NoError(t, err)
-	require.EqualValues(t, 600, n, "599 hydrated members and the late joiner")
-	require.True(t, complete)
-
-	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: 9}})
+	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: 9}})
 	require.NoError(t, err)
 	// Every page: the database is shared with other tests' keys.
 	var chs []string
@@ -218,13 +173,4 @@ func TestMemberCountHydrateAndScans(t *testing.T) {
 		chs, cursor = append(chs, page...), next
 	}
 	require.Equal(t, []string{"big"}, chs)
-	var users []string
-	for cursor := (ScanCursor{}); !cursor.Done(); {
-		u, next, err := s.ScanMembershipUsers(ctx, cursor, 1000)
-		require.NoError(t, err)
-		users = append(users, u...)
-		cursor = next
-	}
-	slices.Sort(users)
-	require.Len(t, slices.Compact(users), 601)
 }

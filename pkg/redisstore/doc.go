@@ -4,11 +4,11 @@
 // scripts, loaded once and run by SHA, that merge with the max rule so a
 // write or a repopulate can never move a cursor backwards. Beside the
 // cursors (store.go, codec.go, scripts.go), channels.go keeps the channel
-// heads and the membership registers (per user and per channel, with the
-// member count), each merged by its rule of pkg/channel, and heads.go the
-// channel values (head, deletion count, group mention top: one string
-// per channel) that the unread view reads with one MGET per slot
-// (QueueChannelValues).
+// heads, merged by their rule of pkg/channel, and heads.go the channel
+// values (head, deletion count, group mention top: one string per
+// channel) that the unread view reads with one MGET per slot
+// (QueueChannelValues). The membership registers (per user and per
+// channel, with the member count) are a kind's (pkg/kinds/members).
 //
 // A field's value is the compact layout of codec.go (base-62 numbers,
 // defaults and a delivered cursor equal to the read one omitted: about 23
@@ -24,15 +24,18 @@
 // embedded scripts through Exec (which loads them again when Redis lost
 // them) or Client, and uses the markers, bounds and error wrapping of
 // this package; its reads may ride the unread and inbox reads' pipelines
-// (the unread view's Rider), and an erasure resets or deletes its user
-// hashes (Erase's kindHashes, which may name the channels to clean: a
-// thread register's fields) and has it redact the user in each channel
-// (Erase's redact). This package names none of those kinds' keys but the
+// (the unread view's Rider) or the gateway's checks' (QueueMarkValues
+// beside the members kind's QueueFacts, one Exec), and an erasure resets
+// or deletes its user hashes (Erase's kindHashes, which may name the
+// channels to clean, a membership or thread register's fields, and the
+// counters to keep at "0") and has it clean or redact the user in each
+// channel (Erase's redact: the membership kind's register in the
+// channel's hash). This package names none of those kinds' keys but the
 // mention kind's earlier layout, the mn:{user}:<channel> sets, which an
 // erasure still deletes. The views (pkg/views/...) are written against
 // it too: the read-by view owns the channel view's keys (an erasure has
-// it clean each channel through Erase's redact, and UntrackedChannels
-// answers it from the membership hash); the unread view
+// it clean each channel through Erase's redact, after the kinds); the
+// unread view
 // (pkg/views/unread) reads the user hashes and the channel values
 // through this package and the kinds' sets through their folders, and
 // the bounds of a user's channel set are here (MaxUnreadChannels,

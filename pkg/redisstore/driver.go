@@ -42,9 +42,6 @@ const (
 	LuaChannelValue = luaChannelValue
 	// SeqWidth is the width of a padded seq (PadSeq).
 	SeqWidth = seqWidth
-	// LeftCountField counts a membership hash's left registers (UserMembersKey):
-	// "0" says every register in it is a member's.
-	LeftCountField = leftCountField
 )
 
 // PadSeq is seq in base 62, left-padded with '0' to SeqWidth, so that
@@ -126,12 +123,6 @@ func AppendCursors(b []byte, st receipt.State) []byte { return appendValue(b, st
 // DecodeCursors inverts AppendCursors (and reads the v1 layout).
 func DecodeCursors(k receipt.Key, v string) (receipt.State, error) { return decodeValue(k, v) }
 
-// DecodeMembership decodes a membership register's value (the user's
-// hash UserMembersKey): a kind's script may read it with its own keys.
-func DecodeMembership(k receipt.Key, v string) (channel.Membership, error) {
-	return decodeRegister(k, v)
-}
-
 // MarkLoaded marks hash restored from Postgres (LoadedField) under inc,
 // the marker the restore waited for (the zero Incarnation checks none):
 // ErrMarkerMoved when the marker moved meanwhile.
@@ -147,3 +138,13 @@ func (s *Store) MarkLoaded(ctx context.Context, hash string, inc Incarnation) er
 func (s *Store) QueueReadWithGeneration(ctx context.Context, pipe redis.Pipeliner, hash, tomb, field string) *redis.Cmd {
 	return readMarksScript.EvalSha(ctx, pipe, []string{hash, tomb}, field)
 }
+
+// luaViewCmp orders decimal numerals (LuaCmp).
+const luaViewCmp = `
+local function cmp(a, b)
+  if a == b then return 0 end
+  if #a ~= #b then if #a < #b then return -1 else return 1 end end
+  if a < b then return -1 end
+  return 1
+end
+`

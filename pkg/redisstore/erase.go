@@ -20,10 +20,11 @@ import (
 //	           erased (RememberTombstones, from Postgres; it expires)
 //
 // Every write's script reads "g" (mergeScript, casScript, the mark-unread
-// and membership scripts), so an event is stamped with the generation its
-// Redis write is ordered after. No hash at all is GenerationUnknown: never
-// looked up, or lost with Redis' data (a FLUSHALL); the gateway then asks
-// Postgres and remembers the answer here.
+// script, the kinds' write scripts, pkg/kinds/members' among them), so an
+// event is stamped with the generation its Redis write is ordered after.
+// No hash at all is GenerationUnknown: never looked up, or lost with
+// Redis' data (a FLUSHALL); the gateway then asks Postgres and remembers
+// the answer here.
 
 // GenerationUnknown is the generation a write's script answers when Redis
 // holds no tombstone hash for the user: it cannot tell "never erased"
@@ -74,25 +75,27 @@ const mentionScanCount = 256
 // TombstoneKey is a user's erasure tombstone.
 func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + user + "}" }
 
-// eraseScript raises the tombstone and deletes the user's cursor and
-// membership hashes in one step, leaving both marked complete (":loaded")
-// and empty (the membership hash counting no left register), so a read
+// eraseScript raises the tombstone and deletes the user's cursor hash in
+// one step, leaving it marked complete (":loaded") and empty, so a read
 // never falls back to Postgres rows the persister has not deleted yet
-// (nor re-populates Redis from them), and the kinds' user hashes (KEYS[5]
+// (nor re-populates Redis from them), and the kinds' user hashes (KEYS[4]
 // on: deleted, and left empty and complete where ARGV says so, as the
-// mention and thread register hashes are: a mention or register written
-// after the script read the new generation must survive the erasure).
-// The channels the user had cursors or registers in, and those the
-// fields of a kind's hash name (ARGV says so: a thread register's field
+// membership, mention and thread register hashes are: a mention or
+// register written after the script read the new generation must survive
+// the erasure; a hash left complete keeps its counters at "0", as the
+// membership hash its count of left registers).
+// The channels the user had cursors in, and those the fields of a kind's
+// hash name (ARGV says so: a membership or thread register's field
 // starts with its channel), are added to the erasure's pending set
-// (KEYS[4]) before anything is deleted; each channel leaves it once
+// (KEYS[3]) before anything is deleted; each channel leaves it once
 // cleaned (Erase), so an erasure cut short is finished by its retry or
 // by FinishErasures, even though the hashes that named the channels are
 // gone.
-// KEYS = t, u, um, the pending set, then the kinds' hashes;
+// KEYS = t, u, the pending set, then the kinds' hashes;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
 // (decimal), then per kind hash "1" (left complete) or "0" (deleted),
-// followed by "c" when its fields name channels.
+// followed by "c" when its fields name channels ("-" when not), then by
+// the counters it keeps at "0", each after a space.
 // Returns {generation, time, then the pending channels}.
 // Generations and times are below 2^53, exact as Lua numbers.
 var eraseScript = redis.NewScript(`
@@ -106,64 +109,49 @@ redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
 local out = {gs, ARGV[1]}
 local function pend(ch)
-  if #ch > 0 then redis.call('SADD', KEYS[4], ch) end
+  if #ch > 0 then redis.call('SADD', KEYS[3], ch) end
 end
-for _, k in ipairs({KEYS[2], KEYS[3]}) do
-  for _, ch in ipairs(redis.call('HKEYS', k)) do
-    if string.sub(ch, 1, 1) ~= ":" then pend(ch) end
-  end
+for _, ch in ipairs(redis.call('HKEYS', KEYS[2])) do
+  if string.sub(ch, 1, 1) ~= ":" then pend(ch) end
 end
-for i = 5, #KEYS do
-  if string.sub(ARGV[i - 2], 2, 2) == "c" then
+for i = 4, #KEYS do
+  if string.sub(ARGV[i - 1], 2, 2) == "c" then
     for _, f in ipairs(redis.call('HKEYS', KEYS[i])) do
       if string.sub(f, 1, 1) ~= ":" then pend(string.match(f, "^[^ ]+") or "") end
     end
   end
 end
-for _, ch in ipairs(redis.call('SMEMBERS', KEYS[4])) do out[#out+1] = ch end
-for _, k in ipairs({KEYS[2], KEYS[3]}) do
-  redis.call('DEL', k)
-  redis.call('HSET', k, ':loaded', '1')
-end
-redis.call('HSET', KEYS[3], ':l', '0')
-for i = 5, #KEYS do
+for _, ch in ipairs(redis.call('SMEMBERS', KEYS[3])) do out[#out+1] = ch end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], ':loaded', '1')
+for i = 4, #KEYS do
   redis.call('DEL', KEYS[i])
-  if string.sub(ARGV[i - 2], 1, 1) == "1" then redis.call('HSET', KEYS[i], ':loaded', '1') end
+  if string.sub(ARGV[i - 1], 1, 1) == "1" then
+    redis.call('HSET', KEYS[i], ':loaded', '1')
+    for c in string.gmatch(string.sub(ARGV[i - 1], 3), "[^ ]+") do redis.call('HSET', KEYS[i], c, '0') end
+  end
 end
 return out
-`)
-
-// eraseChannelScript removes a user's membership register from a
-// channel (keeping the member count). KEYS = cm; ARGV[1] = the user. The
-// views' and the kinds' cleaning of the user in the channel (Redact) run
-// after it.
-var eraseChannelScript = redis.NewScript(`
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur then
-  if string.sub(cur, 1, 1) == "1" then redis.call('HINCRBY', KEYS[1], ':n', -1) end
-  redis.call('HDEL', KEYS[1], ARGV[1])
-end
-return 1
 `)
 
 // Erase removes every trace of user from Redis and raises the user's
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor and membership hashes, both left empty and
-// complete, kindHashes (the user's hashes of the kinds that own their
-// layout: kind.ErasedHashes; keys in the user's slot), each deleted or
-// left empty and complete as it says, the earlier
-// layout's mention sets, and in every channel the user had state in,
-// their register, then redact there (the views' cleaning and the kinds'
-// redactions: the read-by view's cursors and stream entries, a group
-// mention's sender). The first step is atomic with every write's script;
-// the earlier layout's mention sets and the channel hashes follow (other
-// slots): a failure there returns an error and the caller retries the
-// whole erasure, which is harmless (a newer generation, nothing left to
-// delete).
+// returns: the cursor hash, left empty and complete, kindHashes (the
+// user's hashes of the kinds that own their layout: kind.ErasedHashes;
+// keys in the user's slot, the membership hash among them), each deleted
+// or left empty and complete as it says, the earlier layout's mention
+// sets, and in every channel the user had state in redact there (the
+// kinds' part of the erasure and redactions, then the views' cleaning:
+// the membership kind's register, a group mention's sender, the read-by
+// view's cursors and stream entries). The first step is atomic with
+// every write's script; the earlier layout's mention sets and the
+// channels follow (other slots): a failure there returns an error and
+// the caller retries the whole erasure, which is harmless (a newer
+// generation, nothing left to delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []ErasedHash, redact Redact) (tombstone.Tombstone, error) {
-	keys := []string{s.TombstoneKey(user), s.UserKey(user), s.UserMembersKey(user), s.ErasurePendingKey(user)}
+	keys := []string{s.TombstoneKey(user), s.UserKey(user), s.ErasurePendingKey(user)}
 	argv := []any{strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)}
 	for _, h := range kindHashes {
 		mark := "0"
@@ -172,6 +160,11 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kind
 		}
 		if h.Channels {
 			mark += "c"
+		} else if len(h.Counters) > 0 {
+			mark += "-"
+		}
+		for _, c := range h.Counters {
+			mark += " " + c
 		}
 		keys, argv = append(keys, h.Key), append(argv, mark)
 	}
@@ -199,33 +192,37 @@ func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kind
 // markers apart): the erasure cleans those channels too, as those of the
 // user's cursors, so that a channel the user had only such state in (a
 // thread register) is cleaned as well.
+//
+// Counters are marker fields (starting with ':', no space) a hash left
+// complete keeps at "0": counts of its fields that the kind's scripts
+// keep only in a hash made with them (the membership hash's count of
+// left registers), so the emptied hash still counts.
 type ErasedHash struct {
 	Key      string
 	Complete bool
 	Channels bool
+	Counters []string
 }
 
-// Redact is the cleaning of user out of channel ch's keys that are not
-// the store's: a view's (the read-by view's cursors and stream entries)
-// and the kinds' redactions, where the kinds' state names the user but is
-// not theirs (a group mention's sender: kind.RedisRedact). An erasure
-// runs it in each channel the user had state in, after the channel's own
-// cleaning and before the channel leaves the pending set, so a failure
-// is retried with the channel (Erase, FinishErasures). nil: none.
+// Redact is the cleaning of user out of channel ch's keys, none of which
+// are the store's: the kinds' part of the erasure there (the user's
+// membership register in the channel's hash) and their redactions, where
+// the kinds' state names the user but is not theirs (a group mention's
+// sender: kind.RedisRedact), and a view's (the read-by view's cursors
+// and stream entries). An erasure runs it in each channel the user had
+// state in, before the channel leaves the pending set, so a failure is
+// retried with the channel (Erase, FinishErasures). nil: none.
 type Redact func(ctx context.Context, user, ch string) error
 
 // ErasurePendingKey is the set of channels an erasure of user has yet to
 // clean (the user's slot).
 func (s *Store) ErasurePendingKey(user string) string { return s.prefix + "ep:{" + user + "}" }
 
-// eraseChannels cleans the user out of each channel (and has the kinds
-// redact them: redact) and takes it off the erasure's pending set; the
-// set goes with its last channel.
+// eraseChannels has the kinds and the views clean the user out of each
+// channel (redact) and takes it off the erasure's pending set; the set
+// goes with its last channel.
 func (s *Store) eraseChannels(ctx context.Context, user string, channels []string, redact Redact) error {
 	for _, ch := range channels {
-		if err := eraseChannelScript.Run(ctx, s.rdb, []string{s.ChannelMembersKey(ch)}, user).Err(); err != nil {
-			return fmt.Errorf("%w: erasing %s from channel %s: %w", ErrUnavailable, user, ch, err)
-		}
 		if redact != nil {
 			if err := redact(ctx, user, ch); err != nil {
 				return fmt.Errorf("erasing %s from channel %s: %w", user, ch, err)

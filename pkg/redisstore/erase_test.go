@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -14,9 +13,10 @@ import (
 	"github.com/readstate/receipts/pkg/views/readby"
 )
 
-// seedRedisUser gives user cursors and memberships in two channels (one
-// with a glob character in its name); the kinds' hashes are theirs to
-// seed (their folders test their part of an erasure).
+// seedRedisUser gives user cursors and the read-by view's traces in two
+// channels (one with a glob character in its name); the kinds' hashes
+// (the membership registers among them) are theirs to seed (their
+// folders test their part of an erasure).
 func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
 	t.Helper()
 	ctx := context.Background()
@@ -25,9 +25,6 @@ func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
 		res, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}}, UpdatedAtUnixMs: 1}})
 		require.NoError(t, err)
 		require.NoError(t, res[0].Err)
-		mr, err := s.MergeMemberships(ctx, []channel.Membership{channel.Join(k, 1, 1, 1)})
-		require.NoError(t, err)
-		require.NoError(t, mr[0].Err)
 		_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
 			{Channel: ch, User: user, Side: readby.Read, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
 			{Channel: ch, User: user, Side: readby.Delivered, Position: receipt.Position{Seq: 5}, AtUnixMs: 1},
@@ -76,14 +73,7 @@ func checkErased(t *testing.T, s *redisstore.Store, user string) {
 	require.NoError(t, err)
 	require.Empty(t, states)
 	require.True(t, complete, "an erased user's hash is complete, so reads do not fall back to Postgres")
-	regs, complete, err := s.Memberships(ctx, user, nil)
-	require.NoError(t, err)
-	require.Empty(t, regs)
-	require.True(t, complete)
 	for _, ch := range []string{"c1", "c*2"} {
-		members, _, err := s.ChannelMembers(ctx, ch, []string{user})
-		require.NoError(t, err)
-		require.Empty(t, members, "channel %s", ch)
 		require.Zero(t, viewTraces(t, s, ch, user), "channel %s view", ch)
 	}
 }
@@ -97,10 +87,6 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	seedRedisUser(t, s, "gone")
 	seedRedisUser(t, s, "kept")
 	seedRedisUser(t, s, "gone*") // a glob in the id: its keys are not "gone"'s
-	n, _, err := s.MemberCount(ctx, "c1")
-	require.NoError(t, err)
-	require.EqualValues(t, 3, n)
-
 	k := receipt.Key{User: "gone", Channel: "c1"}
 	before, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}}}})
 	require.NoError(t, err)
@@ -112,11 +98,19 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.Zero(t, before[0].Generation, "known never erased")
 
 	// A kind's hashes of the user (a kind that owns its layout names
-	// them): one left empty and complete, as the store's own, one deleted.
-	kindHash, deletedHash := s.Prefix()+"kh:{gone}", s.Prefix()+"kd:{gone}"
+	// them): one left empty and complete, as the store's own, one deleted,
+	// one left complete keeping a counter at "0" whose fields name the
+	// channels to clean (as the membership hash).
+	kindHash, deletedHash, countedHash := s.Prefix()+"kh:{gone}", s.Prefix()+"kd:{gone}", s.Prefix()+"kc:{gone}"
 	require.NoError(t, rdb.HSet(ctx, kindHash, "c1", "v").Err())
 	require.NoError(t, rdb.HSet(ctx, deletedHash, "s", "v").Err())
-	ts, err := s.Erase(ctx, "gone", 1_000, 0, []redisstore.ErasedHash{{Key: kindHash, Complete: true}, {Key: deletedHash}}, readby.NewStore(nil, s).Redact(1_000, nil))
+	require.NoError(t, rdb.HSet(ctx, countedHash, "c3", "v", ":c", "1").Err())
+	var cleaned []string
+	redact := func(ctx context.Context, user, ch string) error {
+		cleaned = append(cleaned, ch)
+		return nil
+	}
+	ts, err := s.Erase(ctx, "gone", 1_000, 0, []redisstore.ErasedHash{{Key: kindHash, Complete: true}, {Key: deletedHash}, {Key: countedHash, Complete: true, Channels: true, Counters: []string{":c"}}}, readby.NewStore(nil, s).Redact(1_000, redact))
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
@@ -124,9 +118,10 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{redisstore.LoadedField: "1"}, held, "the kind's hash: empty and complete")
 	require.Zero(t, rdb.Exists(ctx, deletedHash).Val(), "the kind's hash deleted")
-	n, _, err = s.MemberCount(ctx, "c1")
+	held, err = rdb.HGetAll(ctx, countedHash).Result()
 	require.NoError(t, err)
-	require.EqualValues(t, 2, n, "the member count drops by the erased member")
+	require.Equal(t, map[string]string{redisstore.LoadedField: "1", ":c": "0"}, held, "the counted hash: empty, complete, counting none")
+	require.ElementsMatch(t, []string{"c1", "c*2", "c3"}, cleaned, "the cursors' channels and those the counted hash named")
 	for _, other := range []string{"kept", "gone*"} {
 		states, _, err := s.Get(ctx, other, nil)
 		require.NoError(t, err)

@@ -47,12 +47,36 @@ func PutMentions(tb testing.TB, s *Store, mentionCap int, ms ...channel.Mentions
 	require.NoError(tb, err)
 }
 
-// HydrateMembershipsAndMentions is HydrateMemberships with the user's
-// mentions put (PutMentions) and their hash marked hydrated, as the
-// gateway hydrates both: the unread view is complete once both are.
-func HydrateMembershipsAndMentions(tb testing.TB, s *Store, user string, regs []channel.Membership, mentionCap int, ms ...channel.Mentions) {
+// membersKeys are the membership kind's keys of a user and a channel
+// (members.Store.UserMembersKey, ChannelMembersKey), which the driver's
+// tests may not import.
+func membersKeys(s *Store, user, ch string) (string, string) {
+	return s.prefix + "um:{" + user + "}", s.prefix + "cm:{" + ch + "}"
+}
+
+// PutMemberships stands in for the membership kind's writes
+// (pkg/kinds/members, which the driver's tests may not import), so the
+// unread view and the memory measure have registers: it sets each
+// register in the user's and the channel's hash, in the kind's layout
+// ("M VERSION_SEQ VERSION_MS JOIN_SEQ", base 62), without merging or
+// counting.
+func PutMemberships(tb testing.TB, s *Store, regs ...channel.Membership) {
 	tb.Helper()
-	PutMentions(tb, s, mentionCap, ms...)
-	require.NoError(tb, s.rdb.HSet(context.Background(), mentionsKey(s, user), loadedField, "1").Err())
-	require.NoError(tb, s.HydrateMemberships(context.Background(), user, regs))
+	ctx := context.Background()
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, m := range regs {
+			v := []byte{'0', ' '}
+			if m.Member {
+				v[0] = '1'
+			}
+			v = append(appendB62(v, m.VersionSeq), ' ')
+			v = append(appendB62(v, m.VersionUnixMs), ' ')
+			v = appendB62(v, m.JoinSeq)
+			um, cm := membersKeys(s, m.Key.User, m.Key.Channel)
+			pipe.HSet(ctx, um, m.Key.Channel, string(v))
+			pipe.HSet(ctx, cm, m.Key.User, string(v))
+		}
+		return nil
+	})
+	require.NoError(tb, err)
 }

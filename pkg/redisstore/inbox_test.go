@@ -3,16 +3,11 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/thread"
 )
 
@@ -59,59 +54,4 @@ func TestReplyIDsKept(t *testing.T) {
 	ids, err := s.MessageIDs(ctx, []MessageRef{{"c", 7, int64(n)}, {"c", 7, 21}, {"c", 7, 20}, {"c", 8, 1}, {"c", 0, 1}})
 	require.NoError(t, err)
 	require.Equal(t, []string{fmt.Sprintf("r%d", n), "r21", "", "other", ""}, ids, "the oldest trimmed; threads and the channel apart")
-}
-
-// A membership hash made by this build counts its left registers (":l")
-// through merges in any order, API joins and leaves, hydration and
-// erasure; a hash an older build made (no count) never gains a wrong one.
-func TestLeftCountKeptByEveryWrite(t *testing.T) {
-	t.Parallel()
-	s, _ := newTestStore(t)
-	ctx := context.Background()
-	rnd := rand.New(rand.NewPCG(3, 4))
-	leftIn := func(user string) (int, string) {
-		all := s.rdb.HGetAll(ctx, s.UserMembersKey(user)).Val()
-		n := 0
-		for f, v := range all {
-			if !strings.HasPrefix(f, ":") && strings.HasPrefix(v, "0") {
-				n++
-			}
-		}
-		return n, all[leftCountField]
-	}
-	register := func(user string) channel.Membership {
-		k := receipt.Key{User: user, Channel: fmt.Sprintf("c%d", rnd.IntN(12))}
-		if rnd.IntN(2) == 0 {
-			return channel.Leave(k, rnd.Int64N(5), rnd.Int64N(5))
-		}
-		return channel.Join(k, rnd.Int64N(5), rnd.Int64N(5), rnd.Int64N(3))
-	}
-	// An older build's hash: a left register and no count.
-	require.NoError(t, s.rdb.HSet(ctx, s.UserMembersKey("old"), "c0", "0 1 1 0").Err())
-	// A user hydrated with no register at all: the hash is made counted.
-	HydrateMembershipsAndMentions(t, s, "empty", nil, channel.MentionCapDefault)
-	for step := range 400 {
-		for _, user := range []string{"u", "old", "empty"} {
-			switch rnd.IntN(3) {
-			case 0:
-				_, err := s.MergeMemberships(ctx, []channel.Membership{register(user), register(user)})
-				require.NoError(t, err)
-			case 1:
-				require.NoError(t, s.ChangeMembership(ctx, register(user)).Err)
-			default:
-				HydrateMembershipsAndMentions(t, s, user, []channel.Membership{register(user)}, channel.MentionCapDefault)
-			}
-			n, count := leftIn(user)
-			if user == "old" {
-				require.Empty(t, count, "step %d: an older build's hash has no count", step)
-				continue
-			}
-			require.Equal(t, strconv.Itoa(n), count, "step %d", step)
-		}
-	}
-	_, err := s.Erase(ctx, "u", time.Now().UnixMilli(), 0, nil, nil)
-	require.NoError(t, err)
-	n, count := leftIn("u")
-	require.Equal(t, "0", count)
-	require.Zero(t, n)
 }

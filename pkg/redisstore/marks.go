@@ -134,7 +134,7 @@ func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeR
 	return s.MergeMarksFrom(ctx, nil, marks)
 }
 
-// MarkValues is what FactsAndValues read of marks' keys for their merge:
+// MarkValues is what QueueMarkValues read of marks' keys for their merge:
 // each key's stored value and its user's generation, as one read in
 // MergeMarks would have found them (the compare-and-set then writes only
 // values still as read).
@@ -514,13 +514,17 @@ func (s *Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, group
 	}
 }
 
-// FactsAndValues reads, in one pipelined round trip, what a write of
-// marks of keys needs before it merges: Facts(keys, false) for its checks
-// and the keys' stored values for MergeMarksFrom. The merge's reads then
-// share the checks' round trip: a write takes two round trips (this one
-// and the compare-and-set), not three. Values that could not be read are
-// left out of vals (the merge reads them again); err is the facts' error.
-func (s *Store) FactsAndValues(ctx context.Context, keys []receipt.Key) (map[string]*ChannelFacts, []KeyFacts, *MarkValues, error) {
+// QueueMarkValues queues on pipe the reads of the stored values of keys
+// (each once) with their users' generations, what MergeMarksFrom merges
+// from: a write of marks queues them in the pipeline of its checks
+// (pkg/gate/seam's LookupForWrite), so the merge's reads share the
+// checks' round trip and a write takes two round trips (that one and the
+// compare-and-set), not three. The returned function reads the answers
+// once the pipeline ran; values that could not be read are left out (the
+// merge reads them again). Queue it first in its pipeline: a script
+// cache Redis lost is then the pipeline's first error, which Exec mends
+// (a missing head, a nil reply, would come first otherwise).
+func (s *Store) QueueMarkValues(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key) func() *MarkValues {
 	var chains []*markChain
 	seen := make(map[receipt.Key]bool, len(keys))
 	for _, k := range keys {
@@ -529,30 +533,15 @@ func (s *Store) FactsAndValues(ctx context.Context, keys []receipt.Key) (map[str
 			chains = append(chains, &markChain{key: k})
 		}
 	}
-	groups := s.casGroups(chains)
-	var parseReads func() error
-	var parseFacts func() (map[string]*ChannelFacts, []KeyFacts, error)
-	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
-		// The scripts first: a script cache Redis lost is then the
-		// pipeline's first error, which exec mends (a missing head, a
-		// nil reply, would come first otherwise).
-		parseReads = s.queueChainReads(ctx, pipe, groups)
-		parseFacts = s.queueFacts(ctx, pipe, keys, false)
-	}); err != nil {
-		// Whatever failed, the checks need their facts alone more.
-		chs, kfs, err := s.Facts(ctx, keys, false)
-		return chs, kfs, &MarkValues{}, err
-	}
-	chs, kfs, err := parseFacts()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	vals := &MarkValues{}
-	if parseReads() == nil {
-		vals.read = make(map[receipt.Key]storedMark, len(chains))
-		for _, c := range chains {
-			vals.read[c.key] = storedMark{cur: c.cur, gen: c.gen, unloaded: c.unloaded}
+	parseReads := s.queueChainReads(ctx, pipe, s.casGroups(chains))
+	return func() *MarkValues {
+		vals := &MarkValues{}
+		if parseReads() == nil {
+			vals.read = make(map[receipt.Key]storedMark, len(chains))
+			for _, c := range chains {
+				vals.read[c.key] = storedMark{cur: c.cur, gen: c.gen, unloaded: c.unloaded}
+			}
 		}
+		return vals
 	}
-	return chs, kfs, vals, nil
 }

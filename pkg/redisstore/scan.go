@@ -45,13 +45,6 @@ func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) (
 	return onlyWhole(ids, rests), next, err
 }
 
-// ScanMembershipUsers returns one SCAN page of the users with a membership
-// hash and the cursor of the next page.
-func (s *Store) ScanMembershipUsers(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "um:", cur, count)
-	return onlyWhole(ids, rests), next, err
-}
-
 func onlyWhole(ids, rests []string) []string {
 	out := ids[:0]
 	for i, id := range ids {

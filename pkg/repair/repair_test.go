@@ -50,18 +50,18 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 
 	// Membership: Postgres ahead (a leave), the record an older join.
 	leave := channel.Leave(k, 7, 700)
-	_, err = members.NewStore(pg).WritePG(ctx, []channel.Membership{leave})
+	_, err = members.NewStore(pg, nil).WritePG(ctx, []channel.Membership{leave})
 	require.NoError(t, err)
 	join := channel.Join(k, 3, 300, 3)
 	priv := receipt.State{Key: k, PrivateRead: receipt.Cursor{Position: receipt.Position{Seq: 3}}}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Key: k, Membership: &join, Receipt: &priv}))
-	pm, err := members.NewStore(pg).ReadPG(ctx, "u", nil)
+	pm, err := members.NewStore(pg, nil).ReadPG(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{leave}, pm)
-	um, _, err := rs.Memberships(ctx, "u", nil)
+	um, _, err := members.NewStore(nil, rs).Memberships(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{leave}, um)
-	cm, _, err := rs.ChannelMembers(ctx, "c", nil)
+	cm, _, err := members.NewStore(nil, rs).ChannelMembers(ctx, "c", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{leave}, cm)
 	ps, err := pg.Get(ctx, "u", nil)

@@ -15,8 +15,8 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
 )
 
@@ -52,7 +52,7 @@ func (g *Channels) LeaveChannel(ctx context.Context, req *connect.Request[receip
 
 // changeMembership joins (from joinSeq, default the head) or leaves. The
 // new register's version is the channel head now, then Redis' clock,
-// ordered after the register Redis holds (redisstore.ChangeMembership), so
+// ordered after the register Redis holds (members.Store.ChangeMembership), so
 // that a client's join then leave (or leave then join) within one
 // millisecond still applies in its order and no gateway's clock decides a
 // race; a replayed event keeps its own version and so never undoes a
@@ -97,7 +97,7 @@ func (g *Channels) changeMembership(ctx context.Context, k receipt.Key, join boo
 		st.UpdatedAtUnixMs = now
 		read = &st
 	}
-	var res redisstore.MembershipResult
+	var res members.MembershipResult
 	readDegraded := false
 	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[joined]{
 		User: k.User, Encode: joined.encode, Largest: joined{reg, read},
@@ -166,13 +166,13 @@ func (g *Channels) heldCursors(ctx context.Context, k receipt.Key) *receipt.Stat
 
 // writeMembership writes reg into Redis: a change with the version Redis
 // sets (ChangeMembership), an unchanged register as a plain merge.
-func (g *Channels) writeMembership(ctx context.Context, reg channel.Membership, change bool) redisstore.MembershipResult {
+func (g *Channels) writeMembership(ctx context.Context, reg channel.Membership, change bool) members.MembershipResult {
 	if change {
-		return g.Redis.ChangeMembership(ctx, reg)
+		return g.MemberStore().ChangeMembership(ctx, reg)
 	}
-	res, err := g.Redis.MergeMemberships(ctx, []channel.Membership{reg})
+	res, err := g.MemberStore().MergeMemberships(ctx, []channel.Membership{reg})
 	if err != nil {
-		return redisstore.MembershipResult{Membership: reg, Err: err}
+		return members.MembershipResult{Membership: reg, Err: err}
 	}
 	return res[0]
 }
@@ -268,7 +268,7 @@ func (g *Channels) GetChannel(ctx context.Context, req *connect.Request[receipts
 // redisMembers answers up to size+1 members after the given user, and the
 // member count, from the channel's (complete) Redis hash.
 func (g *Channels) redisMembers(ctx context.Context, ch, after string, size int) ([]string, int64, error) {
-	regs, _, err := g.Redis.ChannelMembers(ctx, ch, nil)
+	regs, _, err := g.MemberStore().ChannelMembers(ctx, ch, nil)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -36,7 +36,7 @@ const rebuildWait = 10 * time.Second
 // MemberCount is a channel's joined-member count: Redis when its
 // membership hash is complete, else Postgres.
 func (g *ReadBy) MemberCount(ctx context.Context, ch string) (int64, error) {
-	n, complete, err := g.Redis.MemberCount(ctx, ch)
+	n, complete, err := g.MemberStore().MemberCount(ctx, ch)
 	if err == nil && complete {
 		return n, nil
 	}
@@ -154,7 +154,7 @@ func (g *ReadBy) ChannelHead(ctx context.Context, ch string) (*channel.Head, err
 // MembersOf returns a small channel's registers: Redis when its hash is
 // complete, else Postgres (hydrating Redis).
 func (g *ReadBy) MembersOf(ctx context.Context, ch string) ([]channel.Membership, error) {
-	regs, complete, err := g.Redis.ChannelMembers(ctx, ch, nil)
+	regs, complete, err := g.MemberStore().ChannelMembers(ctx, ch, nil)
 	if err == nil && complete {
 		return regs, nil
 	}

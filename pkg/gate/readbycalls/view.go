@@ -70,7 +70,7 @@ func (g *ReadBy) PublishView(ctx context.Context, merged []redisstore.MergeResul
 
 // trackedMoves leaves out the moves in channels without membership
 // registers (untracked: their views stay empty, see
-// redisstore.UntrackedChannels), and the users left without a move. On a
+// members.Store.UntrackedChannels), and the users left without a move. On a
 // Redis error it keeps every move (the view script checks again).
 func (g *ReadBy) trackedMoves(ctx context.Context, moves []readby.Move, users []string) ([]readby.Move, []string) {
 	var channels []string
@@ -81,7 +81,7 @@ func (g *ReadBy) trackedMoves(ctx context.Context, moves []readby.Move, users []
 			channels = append(channels, m.Channel)
 		}
 	}
-	untracked, err := g.Redis.UntrackedChannels(ctx, channels)
+	untracked, err := g.MemberStore().UntrackedChannels(ctx, channels)
 	if err != nil || len(untracked) == 0 {
 		return moves, users
 	}

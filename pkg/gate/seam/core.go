@@ -311,8 +311,8 @@ func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g
 // HeadStore is the channel heads' (Postgres).
 func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG, g.Redis) }
 
-// MemberStore is the membership registers' (Postgres).
-func (g *Core) MemberStore() members.Store { return members.NewStore(g.PG) }
+// MemberStore is the membership registers'.
+func (g *Core) MemberStore() members.Store { return members.NewStore(g.PG, g.Redis) }
 
 // MentionStore is the mention sets'.
 func (g *Core) MentionStore() mentions.Store {

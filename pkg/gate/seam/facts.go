@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -28,8 +30,20 @@ type Facts struct {
 	// known is false when neither store could answer (Redis down): the
 	// checks are skipped and the answer says realtime_degraded.
 	Known    bool
-	channels map[string]*redisstore.ChannelFacts
-	keys     map[receipt.Key]redisstore.KeyFacts
+	channels map[string]*ChannelFacts
+	keys     map[receipt.Key]members.KeyFacts
+}
+
+// ChannelFacts is what Redis holds of one channel for the gateway's
+// checks: its head and whether its membership hash is complete and has
+// registers (members.ChannelFacts).
+type ChannelFacts struct {
+	Channel string
+	// Head is the channel's head; HeadKnown false means Redis knows
+	// nothing of it (a known channel without messages has Seq 0).
+	Head      channel.Head
+	HeadKnown bool
+	members.ChannelFacts
 }
 
 // Head returns the channel's head seq (0 when none is known).
@@ -71,34 +85,107 @@ func (f *Facts) UserRegister(k receipt.Key) (channel.Membership, bool) {
 // (the write path still makes the call durable); Postgres failing during
 // a fallback leaves what Redis had.
 func (g *Core) Lookup(ctx context.Context, keys []receipt.Key, userRegisters bool) *Facts {
-	f := &Facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
+	f := &Facts{keys: make(map[receipt.Key]members.KeyFacts, len(keys))}
 	if len(keys) == 0 {
 		f.Known = true
 		return f
 	}
-	chs, kfs, err := g.Redis.Facts(ctx, keys, userRegisters)
+	chs, kfs, err := g.redisFacts(ctx, keys, userRegisters)
 	g.completeFacts(ctx, f, chs, kfs, err)
 	return f
 }
 
+// redisFacts reads, in one pipelined round trip, the facts of every
+// channel of keys (once per channel) and the registers of every key: the
+// checks of a write (seq within the head, membership) need nothing else.
+// With userRegisters it also reads each key's register in the user's
+// hash (what a join or leave orders itself after).
+func (g *Core) redisFacts(ctx context.Context, keys []receipt.Key, userRegisters bool) (map[string]*ChannelFacts, []members.KeyFacts, error) {
+	var read func() (map[string]*ChannelFacts, []members.KeyFacts, error)
+	if _, err := g.Redis.Exec(ctx, func(pipe redis.Pipeliner) {
+		read = g.queueFacts(ctx, pipe, keys, userRegisters)
+	}); err != nil {
+		return nil, nil, err
+	}
+	return read()
+}
+
+// queueFacts adds the commands of redisFacts to pipe: the membership
+// kind's (members.Store.QueueFacts) and the heads of their channels; the
+// returned function reads their answers once the pipeline ran.
+func (g *Core) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key, userRegisters bool) func() (map[string]*ChannelFacts, []members.KeyFacts, error) {
+	order, readMembers := g.MemberStore().QueueFacts(ctx, pipe, keys, userRegisters)
+	heads := g.Redis.QueueChannelValues(ctx, pipe, order)
+	return func() (map[string]*ChannelFacts, []members.KeyFacts, error) {
+		mfs, kfs, err := readMembers()
+		if err != nil {
+			return nil, nil, err
+		}
+		facts := make(map[string]*ChannelFacts, len(order))
+		for i, ch := range order {
+			f := &ChannelFacts{Channel: ch, ChannelFacts: mfs[i]}
+			head, known, err := heads.Head(i)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%w: %w", redisstore.ErrUnavailable, err)
+			}
+			if known {
+				if f.Head, err = redisstore.DecodeHead(ch, head); err != nil {
+					return nil, nil, err
+				}
+				f.HeadKnown = true
+			}
+			facts[ch] = f
+		}
+		return facts, kfs, nil
+	}
+}
+
 // LookupForWrite is lookup(keys, false) for a write: the same round trip
 // also reads the keys' stored values for the merge that follows the
-// checks (redisstore.FactsAndValues).
+// checks (factsAndValues).
 func (g *Core) LookupForWrite(ctx context.Context, keys []receipt.Key) (*Facts, *redisstore.MarkValues) {
-	f := &Facts{keys: make(map[receipt.Key]redisstore.KeyFacts, len(keys))}
+	f := &Facts{keys: make(map[receipt.Key]members.KeyFacts, len(keys))}
 	if len(keys) == 0 {
 		f.Known = true
 		return f, nil
 	}
-	chs, kfs, vals, err := g.Redis.FactsAndValues(ctx, keys)
+	chs, kfs, vals, err := g.factsAndValues(ctx, keys)
 	g.completeFacts(ctx, f, chs, kfs, err)
 	return f, vals
+}
+
+// factsAndValues reads, in one pipelined round trip, what a write of
+// marks of keys needs before it merges: redisFacts(keys, false) for its
+// checks and the keys' stored values for MergeMarksFrom
+// (redisstore.Store.QueueMarkValues). The merge's reads then share the
+// checks' round trip: a write takes two round trips (this one and the
+// compare-and-set), not three. Values that could not be read are left
+// out of vals (the merge reads them again); err is the facts' error.
+func (g *Core) factsAndValues(ctx context.Context, keys []receipt.Key) (map[string]*ChannelFacts, []members.KeyFacts, *redisstore.MarkValues, error) {
+	var readValues func() *redisstore.MarkValues
+	var readFacts func() (map[string]*ChannelFacts, []members.KeyFacts, error)
+	if _, err := g.Redis.Exec(ctx, func(pipe redis.Pipeliner) {
+		// The scripts first: a script cache Redis lost is then the
+		// pipeline's first error, which Exec mends (a missing head, a
+		// nil reply, would come first otherwise).
+		readValues = g.Redis.QueueMarkValues(ctx, pipe, keys)
+		readFacts = g.queueFacts(ctx, pipe, keys, false)
+	}); err != nil {
+		// Whatever failed, the checks need their facts alone more.
+		chs, kfs, err := g.redisFacts(ctx, keys, false)
+		return chs, kfs, &redisstore.MarkValues{}, err
+	}
+	chs, kfs, err := readFacts()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return chs, kfs, readValues(), nil
 }
 
 // completeFacts fills f from what Redis answered (err: nothing, f stays
 // unknown), then reads from Postgres the heads and the membership hashes
 // Redis lacks.
-func (g *Core) completeFacts(ctx context.Context, f *Facts, chs map[string]*redisstore.ChannelFacts, kfs []redisstore.KeyFacts, err error) {
+func (g *Core) completeFacts(ctx context.Context, f *Facts, chs map[string]*ChannelFacts, kfs []members.KeyFacts, err error) {
 	if err != nil {
 		g.RedisDegradedOn(ctx, RedisOpGet, 1, err)
 		return
@@ -126,7 +213,7 @@ func (g *Core) completeFacts(ctx context.Context, f *Facts, chs map[string]*redi
 
 // fillHeads reads heads Redis lacks from Postgres and copies them (and
 // the channels known to have none) into Redis.
-func (g *Core) fillHeads(ctx context.Context, chs map[string]*redisstore.ChannelFacts, missing []string) {
+func (g *Core) fillHeads(ctx context.Context, chs map[string]*ChannelFacts, missing []string) {
 	if err := g.Settled(ctx, nil, missing); err != nil {
 		tracing.Logger(ctx, g.Log).Warn("reading channel heads Redis lacks; checking without them", zap.Int("num_channels", len(missing)), zap.Error(err))
 		return
@@ -220,7 +307,7 @@ func (g *Core) DurableMembers(ctx context.Context, ch string) (regs []channel.Me
 		}
 		after = page[len(page)-1].Key.User
 	}
-	if err := g.Redis.HydrateChannelMembers(ctx, ch, all, true); err != nil {
+	if err := g.MemberStore().HydrateChannelMembers(ctx, ch, all, true); err != nil {
 		g.RedisDegradedOn(ctx, RedisOpHydrate, 1, err)
 		return all, false, nil
 	}
@@ -228,4 +315,4 @@ func (g *Core) DurableMembers(ctx context.Context, ch string) (regs []channel.Me
 }
 
 // Channel is what the call knows of channel ch (nil: nothing).
-func (f *Facts) Channel(ch string) *redisstore.ChannelFacts { return f.channels[ch] }
+func (f *Facts) Channel(ch string) *ChannelFacts { return f.channels[ch] }

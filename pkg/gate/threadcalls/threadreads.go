@@ -168,7 +168,7 @@ func (g *Threads) userRegisters(ctx context.Context, user string, chans []string
 	if len(chans) == 0 {
 		return nil, nil
 	}
-	regs, complete, err := g.Redis.Memberships(ctx, user, chans)
+	regs, complete, err := g.MemberStore().Memberships(ctx, user, chans)
 	if err != nil {
 		g.WarnRedis(ctx, seam.RedisOpGet, err)
 	}

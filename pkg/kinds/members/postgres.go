@@ -32,13 +32,6 @@ var (
 	pageSQL string
 )
 
-// Store is the kind's storage in Postgres. It is one pointer: make one
-// where it is needed.
-type Store struct{ pg *pgstore.Store }
-
-// NewStore is the kind's storage on pg.
-func NewStore(pg *pgstore.Store) Store { return Store{pg: pg} }
-
 // Compare orders registers by key (channel, then user): the order of
 // channel_members' primary key, in which rows are written and paged.
 func Compare(a, b channel.Membership) int {

@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 func TestWriteMatchesTheRule(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := members.NewStore(pgtest.NewSchema(t).Store)
+	s := members.NewStore(pgtest.NewSchema(t).Store, nil)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 40 {
 		k := receipt.Key{User: "u" + strconv.Itoa(trial%7), Channel: "c" + strconv.Itoa(trial)}
@@ -65,7 +65,7 @@ func TestWriteMatchesTheRule(t *testing.T) {
 func TestReadsAndPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := members.NewStore(pgtest.NewSchema(t).Store)
+	s := members.NewStore(pgtest.NewSchema(t).Store, nil)
 	var regs []channel.Membership
 	for i := range 5 {
 		regs = append(regs, channel.Join(receipt.Key{User: "u" + strconv.Itoa(i), Channel: "g"}, 1, 1, 1))

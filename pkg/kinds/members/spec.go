@@ -37,14 +37,14 @@ var spec = &kind.Spec[receipt.Key, channel.Membership]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []channel.Membership) (int64, error) {
-		return NewStore(env.Postgres).WritePG(ctx, vals)
+		return storeOf(env).WritePG(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]channel.Membership, error) {
 		users, chs := kind.ByUser(keys)
 		var out []channel.Membership
 		for _, u := range users {
 			for start := 0; start < len(chs[u]); start += kind.PGGetChunk {
-				rows, err := NewStore(env.Postgres).ReadPG(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
+				rows, err := storeOf(env).ReadPG(ctx, u, chs[u][start:min(start+kind.PGGetChunk, len(chs[u]))])
 				if err != nil {
 					return nil, err
 				}
@@ -54,15 +54,15 @@ var spec = &kind.Spec[receipt.Key, channel.Membership]{
 		return out, nil
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]channel.Membership, error) {
-		return NewStore(env.Postgres).PagePG(ctx, after, n)
+		return storeOf(env).PagePG(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []channel.Membership) ([]error, error) {
-		res, err := env.Redis.MergeMemberships(ctx, vals)
-		return kind.ResultErrs(res, err, func(r redisstore.MembershipResult) error { return r.Err })
+		res, err := storeOf(env).MergeMemberships(ctx, vals)
+		return kind.ResultErrs(res, err, func(r MembershipResult) error { return r.Err })
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*channel.Membership, error) {
-		byUser, byChannel, err := env.Redis.RegistersOf(ctx, keys)
+		byUser, byChannel, err := storeOf(env).RegistersOf(ctx, keys)
 		if err != nil {
 			return nil, err
 		}
@@ -76,13 +76,13 @@ var spec = &kind.Spec[receipt.Key, channel.Membership]{
 	// by the Postgres walk (a register only Redis holds is copied into
 	// both by the repair's merge).
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[channel.Membership], error) {
-		users, next, err := env.Redis.ScanMembershipUsers(ctx, cur, count)
+		users, next, err := storeOf(env).ScanMembershipUsers(ctx, cur, count)
 		if err != nil {
 			return kind.ScanPage[channel.Membership]{}, err
 		}
 		page := kind.ScanPage[channel.Membership]{Next: next}
 		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
-			regs, _, err := env.Redis.Memberships(ctx, u, nil)
+			regs, _, err := storeOf(env).Memberships(ctx, u, nil)
 			if err != nil {
 				return page, err
 			}
@@ -96,8 +96,22 @@ var spec = &kind.Spec[receipt.Key, channel.Membership]{
 		}
 		return page, nil
 	},
+	Scripts: Scripts,
+	// An erasure leaves the user's hash empty and complete, counting no
+	// left register, and cleans the channels its fields name (each a
+	// channel id); in each of them it removes the user's register from
+	// the channel's hash (keeping the member count), before the views
+	// clean the channel.
+	ErasedHashes:       func(env *kind.Env, user string) []string { return []string{storeOf(env).UserMembersKey(user)} },
+	ErasedNameChannels: true,
+	ErasedCounters:     []string{LeftCountField},
+	RedisRedact: func(ctx context.Context, env *kind.Env, user, ch string) error {
+		return storeOf(env).EraseChannel(ctx, user, ch)
+	},
 }
 
 // Kind is the membership registers' kind, listed by the registry
 // pkg/kinds.
 var Kind = kind.New(spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Postgres, env.Redis) }

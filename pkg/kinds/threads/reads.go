@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -80,7 +81,7 @@ func (s Store) userThreadsUpTo(ctx context.Context, user, ch string, memberships
 	}
 	keys := []string{s.RedisKey(user)}
 	if memberships {
-		keys = append(keys, s.redis.UserMembersKey(user))
+		keys = append(keys, members.NewStore(nil, s.redis).UserMembersKey(user))
 	}
 	res, err := userThreadsScript.Run(ctx, s.redis.Client(), keys, limit, prefix).Slice()
 	if err != nil {
@@ -128,7 +129,7 @@ func (s Store) userThreadsUpTo(ctx context.Context, user, ch string, memberships
 			continue
 		}
 		ch, _ := c.(string)
-		m, err := redisstore.DecodeMembership(receipt.Key{User: user, Channel: ch}, v)
+		m, err := members.DecodeRegister(receipt.Key{User: user, Channel: ch}, v)
 		if err != nil {
 			return UserRead{}, err
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -129,5 +130,5 @@ func hydrateMemberships(tb testing.TB, s Store, user string, regs []channel.Memb
 	tb.Helper()
 	ctx := context.Background()
 	require.NoError(tb, mentions.NewStore(nil, s.redis).HydrateRedis(ctx, user, nil))
-	require.NoError(tb, s.redis.HydrateMemberships(ctx, user, regs))
+	require.NoError(tb, members.NewStore(nil, s.redis).HydrateMemberships(ctx, user, regs))
 }

@@ -35,16 +35,18 @@ func (s Store) Erase(ctx context.Context, user, ch string, nowMs int64) error {
 	return nil
 }
 
-// Redact is an erasure's cleaning of each channel: the view's (Erase, at
-// nowMs), then the kinds' (then: kind.RedisRedact; nil: none).
-func (s Store) Redact(nowMs int64, then redisstore.Redact) redisstore.Redact {
+// Redact is an erasure's cleaning of each channel: the kinds' first
+// (kinds: kind.RedisRedact; nil: none), among them the removal of the
+// user's membership register from the channel's hash, which the view's
+// apply script reads, so that no move applied after the view's cleaning
+// finds the user a member; then the view's (Erase, at nowMs).
+func (s Store) Redact(nowMs int64, kinds redisstore.Redact) redisstore.Redact {
 	return func(ctx context.Context, user, ch string) error {
-		if err := s.Erase(ctx, user, ch, nowMs); err != nil {
-			return err
+		if kinds != nil {
+			if err := kinds(ctx, user, ch); err != nil {
+				return err
+			}
 		}
-		if then == nil {
-			return nil
-		}
-		return then(ctx, user, ch)
+		return s.Erase(ctx, user, ch, nowMs)
 	}
 }

@@ -34,9 +34,9 @@ func TestInsertMovesKeepsSmallChannelsMembers(t *testing.T) {
 	for i := range threshold + 1 {
 		regs = append(regs, channel.Join(receipt.Key{User: "m" + strconv.Itoa(i), Channel: "big"}, 1, 1, 0))
 	}
-	_, err = members.NewStore(s).WritePG(ctx, regs)
+	_, err = members.NewStore(s, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
-	_, err = members.NewStore(s).WritePG(ctx, []channel.Membership{channel.Leave(receipt.Key{User: "gone", Channel: "small"}, 2, 2)})
+	_, err = members.NewStore(s, nil).WritePG(ctx, []channel.Membership{channel.Leave(receipt.Key{User: "gone", Channel: "small"}, 2, 2)})
 	require.NoError(t, err)
 	_, err = s.Pool().Exec(ctx, `INSERT INTO user_settings (user_id, share_read, share_delivered, version_ms) VALUES ($1, false, true, 1)`, "hid")
 	require.NoError(t, err)

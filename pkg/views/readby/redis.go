@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -170,7 +171,7 @@ func (s Store) apply(ctx context.Context, moves []Move, maxLen string) ([]string
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		calls = calls[:0]
 		for _, ch := range order {
-			keys := append(s.ErasedKeys(ch), s.redis.ChannelMembersKey(ch))
+			keys := append(s.ErasedKeys(ch), members.NewStore(nil, s.redis).ChannelMembersKey(ch))
 			idx := byChannel[ch]
 			for start := 0; start < len(idx); start += chunk {
 				part := idx[start:min(start+chunk, len(idx))]

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -77,7 +78,7 @@ func TestChannelViewMaxRegisterStreamAndCounts(t *testing.T) {
 	require.Equal(t, int64(6), c.LeastRead)
 
 	// A leave: the register says "not a member", so a late move is refused.
-	_, err = s.redis.MergeMemberships(ctx, []channel.Membership{{Key: receipt.Key{User: "b", Channel: "g"}, Member: false, VersionSeq: 1, VersionUnixMs: 1}})
+	_, err = members.NewStore(nil, s.redis).MergeMemberships(ctx, []channel.Membership{{Key: receipt.Key{User: "b", Channel: "g"}, Member: false, VersionSeq: 1, VersionUnixMs: 1}})
 	require.NoError(t, err)
 	before, err := s.redis.Client().XLen(ctx, s.StreamKey("g")).Result()
 	require.NoError(t, err)

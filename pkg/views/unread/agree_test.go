@@ -139,13 +139,13 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 		}
 		_, err := pg.Upsert(ctx, states)
 		require.NoError(t, err)
-		_, err = members.NewStore(pg).WritePG(ctx, regs)
+		_, err = members.NewStore(pg, nil).WritePG(ctx, regs)
 		require.NoError(t, err)
 		_, err = mentions.NewStore(pg, nil).WritePG(ctx, ms)
 		require.NoError(t, err)
 		require.NoError(t, rs.Hydrate(ctx, u, states, redisstore.Incarnation{}))
 		require.NoError(t, mentions.NewStore(nil, rs).WithMentionCap(mentionCap).HydrateRedis(ctx, u, ms))
-		require.NoError(t, rs.HydrateMemberships(ctx, u, regs))
+		require.NoError(t, members.NewStore(nil, rs).HydrateMemberships(ctx, u, regs))
 	}
 
 	listed := []string{"c7", "c0", "c9", "c3", "nowhere"}

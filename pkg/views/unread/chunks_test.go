@@ -15,6 +15,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -47,7 +48,7 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	for _, i := range []int{3, 20, 21} {
 		left = append(left, channel.Leave(receipt.Key{User: "u", Channel: channels[i]}, 2, now))
 	}
-	_, err := rs.MergeMemberships(ctx, left)
+	_, err := members.NewStore(nil, rs).MergeMemberships(ctx, left)
 	require.NoError(t, err)
 	// Channel values Redis does not know (14, 15, 59), one it cannot
 	// decode (30).
@@ -116,7 +117,7 @@ func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
 	ctx := context.Background()
 	rdb, rs, whole, parts := wholeAndParts(t, 3)
 	channels := setupUnreadUser(t, rs, "u", 12)
-	left := rs.UserMembersKey("u")
+	left := members.NewStore(nil, rs).UserMembersKey("u")
 	type line struct {
 		ch                           string
 		unread, first, mentions      int64
@@ -141,23 +142,23 @@ func TestUnreadReadsMembersOnlyWhenNoneLeft(t *testing.T) {
 		return out
 	}
 	for _, s := range []Store{whole, parts} {
-		require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "0").Err())
+		require.NoError(t, rdb.HSet(ctx, left, members.LeftCountField, "0").Err())
 		fieldsOnly := read(s)
 		require.Len(t, fieldsOnly, 12)
 		require.Equal(t, line{channels[0], 5, 6, 2, true, true, true}, fieldsOnly[0])
-		require.NoError(t, rdb.HDel(ctx, left, redisstore.LeftCountField).Err())
+		require.NoError(t, rdb.HDel(ctx, left, members.LeftCountField).Err())
 		require.Equal(t, read(s), fieldsOnly, "no count: the values read give the same answer")
 	}
 
-	require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "0").Err())
-	require.NoError(t, rs.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: channels[4]}, 2, time.Now().UnixMilli())).Err)
+	require.NoError(t, rdb.HSet(ctx, left, members.LeftCountField, "0").Err())
+	require.NoError(t, members.NewStore(nil, rs).ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: channels[4]}, 2, time.Now().UnixMilli())).Err)
 	want := slices.Delete(slices.Clone(channels), 4, 5)
 	for _, s := range []Store{whole, parts} {
-		require.Equal(t, "1", rdb.HGet(ctx, left, redisstore.LeftCountField).Val())
+		require.Equal(t, "1", rdb.HGet(ctx, left, members.LeftCountField).Val())
 		require.Equal(t, want, names(read(s)), "counted: the values read")
-		require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "0").Err())
+		require.NoError(t, rdb.HSet(ctx, left, members.LeftCountField, "0").Err())
 		require.Equal(t, channels, names(read(s)), "counted none: fields only")
-		require.NoError(t, rdb.HSet(ctx, left, redisstore.LeftCountField, "1").Err())
+		require.NoError(t, rdb.HSet(ctx, left, members.LeftCountField, "1").Err())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -36,7 +37,7 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 				require.NoError(t, err)
 			}
 			require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, "u", []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "c"}, Seqs: []int64{3, 5}}}))
-			require.NoError(t, s.HydrateMemberships(ctx, "u", nil))
+			require.NoError(t, members.NewStore(nil, s).HydrateMemberships(ctx, "u", nil))
 			gms := []channel.GroupMention{{Seq: 1, Sender: "v"}, {Seq: 4, Sender: "v"}, {Seq: 5, Sender: "x"}, {Seq: 6, Sender: "u"}, {Seq: 7}}
 			require.NoError(t, gm.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: gms}}))
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -55,8 +56,8 @@ func (s Store) userHashes(ctx context.Context, user string) (*userHashes, error)
 	var leftCount *redis.StringCmd
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		ulen = pipe.HLen(ctx, s.redis.UserKey(user))
-		mlen = pipe.HLen(ctx, s.redis.UserMembersKey(user))
-		leftCount = pipe.HGet(ctx, s.redis.UserMembersKey(user), redisstore.LeftCountField)
+		mlen = pipe.HLen(ctx, s.memberStore().UserMembersKey(user))
+		leftCount = pipe.HGet(ctx, s.memberStore().UserMembersKey(user), members.LeftCountField)
 	}); err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func (s Store) userHashes(ctx context.Context, user string) (*userHashes, error)
 	if n > redisstore.MaxUnreadChannels {
 		return nil, fmt.Errorf("%w: user %s has about %d (at most %d)", redisstore.ErrTooManyChannels, user, n, redisstore.MaxUnreadChannels)
 	}
-	keys := [3]string{s.redis.UserKey(user), s.redis.UserMembersKey(user), s.mentionStore().RedisKey(user)}
+	keys := [3]string{s.redis.UserKey(user), s.memberStore().UserMembersKey(user), s.mentionStore().RedisKey(user)}
 	membersOnly := leftCount.Val() == "0"
 	// read sends (or queues, on a pipeline) the read of keys[i]; its
 	// answer's table comes from the function it returns.
@@ -181,7 +182,7 @@ func pageOf(channels []string, regs fieldTable, user string, page Page) (kept []
 	for _, ch := range channels {
 		// Only a register starting "0" can say "left": others skip decoding.
 		if v, ok := regs.next(ch); ok && strings.HasPrefix(v, "0") {
-			if m, err := redisstore.DecodeMembership(receipt.Key{User: user, Channel: ch}, v); err == nil && !m.Member {
+			if m, err := members.DecodeRegister(receipt.Key{User: user, Channel: ch}, v); err == nil && !m.Member {
 				continue
 			}
 		}

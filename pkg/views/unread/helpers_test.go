@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -65,7 +66,7 @@ func setupUnreadUser(tb testing.TB, rs *redisstore.Store, user string, n int) []
 	}
 	require.NoError(tb, rs.Hydrate(ctx, user, states, redisstore.Incarnation{}))
 	require.NoError(tb, mentions.NewStore(nil, rs).HydrateRedis(ctx, user, ms))
-	require.NoError(tb, rs.HydrateMemberships(ctx, user, regs))
+	require.NoError(tb, members.NewStore(nil, rs).HydrateMemberships(ctx, user, regs))
 	for start := 0; start < n; start += 1000 {
 		_, err := headkind.NewStore(nil, rs).RaiseRedis(ctx, heads[start:min(start+1000, n)])
 		require.NoError(tb, err)

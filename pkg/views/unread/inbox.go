@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -39,8 +40,8 @@ func (s Store) Order(ctx context.Context, user string, riders ...Rider) (Inbox, 
 	var leftCount *redis.StringCmd
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		fields = pipe.HRandField(ctx, s.redis.UserKey(user), redisstore.WholeHashCount)
-		regFields = pipe.HRandField(ctx, s.redis.UserMembersKey(user), redisstore.WholeHashCount)
-		leftCount = pipe.HGet(ctx, s.redis.UserMembersKey(user), redisstore.LeftCountField)
+		regFields = pipe.HRandField(ctx, s.memberStore().UserMembersKey(user), redisstore.WholeHashCount)
+		leftCount = pipe.HGet(ctx, s.memberStore().UserMembersKey(user), members.LeftCountField)
 		queueRiders(ctx, pipe, riders, user, nil)
 	}); err != nil {
 		return Inbox{}, fmt.Errorf("reading the channels of %s: %w", user, err)
@@ -67,7 +68,7 @@ func (s Store) Order(ctx context.Context, user string, riders ...Rider) (Inbox, 
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 		read = s.headStore().QueueChannelValues(ctx, pipe, channels)
 		if mayHaveLeft && len(regs.entries) > 0 {
-			regValues = pipe.HMGet(ctx, s.redis.UserMembersKey(user), regKeys(regs)...)
+			regValues = pipe.HMGet(ctx, s.memberStore().UserMembersKey(user), regKeys(regs)...)
 		}
 	}); err != nil {
 		return Inbox{}, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -30,7 +31,7 @@ func TestOrderCompleteOnlyWhenHydrated(t *testing.T) {
 	require.Equal(t, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}}, got.Heads)
 
 	require.NoError(t, s.Hydrate(ctx, "u", nil, redisstore.Incarnation{}))
-	require.NoError(t, s.HydrateMemberships(ctx, "u", nil))
+	require.NoError(t, members.NewStore(nil, s).HydrateMemberships(ctx, "u", nil))
 	got, err = v.Order(ctx, "u")
 	require.NoError(t, err)
 	require.True(t, got.Complete, "hydrated: the cursor alone (no register) still counts")
@@ -51,7 +52,7 @@ func TestOrderLeavesLeftChannelsOut(t *testing.T) {
 		regs = append(regs, channel.Join(receipt.Key{User: "u", Channel: ch}, 1, 1, 0))
 		heads = append(heads, channel.Head{Channel: ch, Seq: 3, MessageID: "m3", UpdatedAtUnixMs: int64(10 + i)})
 	}
-	require.NoError(t, s.HydrateMemberships(ctx, "u", regs))
+	require.NoError(t, members.NewStore(nil, s).HydrateMemberships(ctx, "u", regs))
 	_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, heads)
 	require.NoError(t, err)
 	channelsOf := func() []string {
@@ -64,18 +65,18 @@ func TestOrderLeavesLeftChannelsOut(t *testing.T) {
 		}
 		return out
 	}
-	require.Equal(t, "0", rdb.HGet(ctx, s.UserMembersKey("u"), redisstore.LeftCountField).Val())
+	require.Equal(t, "0", rdb.HGet(ctx, members.NewStore(nil, s).UserMembersKey("u"), members.LeftCountField).Val())
 	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, channelsOf())
 
-	require.NoError(t, s.ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: "c1"}, 2, 2)).Err)
-	require.Equal(t, "1", rdb.HGet(ctx, s.UserMembersKey("u"), redisstore.LeftCountField).Val())
+	require.NoError(t, members.NewStore(nil, s).ChangeMembership(ctx, channel.Leave(receipt.Key{User: "u", Channel: "c1"}, 2, 2)).Err)
+	require.Equal(t, "1", rdb.HGet(ctx, members.NewStore(nil, s).UserMembersKey("u"), members.LeftCountField).Val())
 	require.Equal(t, []string{"c0", "c2", "c3", "c4"}, channelsOf(), "counted: the values read")
 
-	require.NoError(t, rdb.HDel(ctx, s.UserMembersKey("u"), redisstore.LeftCountField).Err())
+	require.NoError(t, rdb.HDel(ctx, members.NewStore(nil, s).UserMembersKey("u"), members.LeftCountField).Err())
 	require.Equal(t, []string{"c0", "c2", "c3", "c4"}, channelsOf(), "no count: the values read")
 
 	// A count that says none while a register says left cannot be: it
 	// shows the values are not read then.
-	require.NoError(t, rdb.HSet(ctx, s.UserMembersKey("u"), redisstore.LeftCountField, "0").Err())
+	require.NoError(t, rdb.HSet(ctx, members.NewStore(nil, s).UserMembersKey("u"), members.LeftCountField, "0").Err())
 	require.Equal(t, []string{"c0", "c1", "c2", "c3", "c4"}, channelsOf(), "counted none: fields only")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -35,7 +36,7 @@ func TestUnreadViewCountsTheKindsMentions(t *testing.T) {
 	require.NoError(t, err)
 	_, err = headkind.NewStore(nil, rs).RaiseRedis(ctx, heads)
 	require.NoError(t, err)
-	require.NoError(t, rs.HydrateMemberships(ctx, user, regs))
+	require.NoError(t, members.NewStore(nil, rs).HydrateMemberships(ctx, user, regs))
 	view, err := u.Read(ctx, user, nil)
 	require.NoError(t, err)
 	require.False(t, view.MembershipsComplete, "the mentions not hydrated yet")

@@ -11,7 +11,6 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
-	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -25,7 +24,7 @@ func (s Store) ReadPG(ctx context.Context, user string, channels []string) ([]Ch
 	if err != nil {
 		return nil, err
 	}
-	regs, err := members.NewStore(s.pg).ReadPG(ctx, user, channels)
+	regs, err := s.memberStore().ReadPG(ctx, user, channels)
 	if err != nil {
 		return nil, err
 	}

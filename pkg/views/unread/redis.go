@@ -18,6 +18,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -88,7 +89,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 		if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			queueRiders(ctx, pipe, riders, user, channels)
 			ucmd = pipe.HMGet(ctx, s.redis.UserKey(user), fields...)
-			mcmd = pipe.HMGet(ctx, s.redis.UserMembersKey(user), fields...)
+			mcmd = pipe.HMGet(ctx, s.memberStore().UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.mentionStore().RedisKey(user), fields...)
 			heads = s.headStore().QueueChannelValues(ctx, pipe, channels)
 		}); err != nil {
@@ -144,7 +145,7 @@ func (s Store) counted(ctx context.Context, views []ChannelView, missing, undele
 		if v, ok := regs.next(ch); ok && regs.membersOnly {
 			in.Membership, in.HasMembership = channel.Membership{Key: k, Member: true}, true
 		} else if ok {
-			if m, err := redisstore.DecodeMembership(k, v); err != nil {
+			if m, err := members.DecodeRegister(k, v); err != nil {
 				s.redis.SkipUndecodable()
 			} else {
 				in.Membership, in.HasMembership = m, true

@@ -15,6 +15,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -61,7 +62,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.NoError(t, err)
 	_, err = headkind.NewStore(nil, s).RaiseRedis(ctx, heads[:nch-1]) // the last head is unknown to Redis
 	require.NoError(t, err)
-	_, err = s.MergeMemberships(ctx, regs)
+	_, err = members.NewStore(nil, s).MergeMemberships(ctx, regs)
 	require.NoError(t, err)
 	require.NoError(t, mentions.NewStore(nil, s).WithMentionCap(capN).AddRedis(ctx, ms))
 
@@ -110,7 +111,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	// Hydrated: complete, and a channel known to have no head has seq 0.
 	require.NoError(t, s.Hydrate(ctx, user, nil, redisstore.Incarnation{}))
 	require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, user, nil))
-	require.NoError(t, s.HydrateMemberships(ctx, user, nil))
+	require.NoError(t, members.NewStore(nil, s).HydrateMemberships(ctx, user, nil))
 	require.NoError(t, headkind.NewStore(nil, s).HydrateRedis(ctx, nil, []string{"ch999"}))
 	view, err = counted.Read(ctx, user, []string{"ch999", "nowhere"})
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/kinds/threads"
@@ -175,3 +176,5 @@ func (s Store) groupMentionStore() groupmentions.Store {
 func (s Store) deletionStore() deletions.Store { return deletions.NewStore(s.pg, s.redis) }
 
 func (s Store) headStore() heads.Store { return heads.NewStore(s.pg, s.redis) }
+
+func (s Store) memberStore() members.Store { return members.NewStore(s.pg, s.redis) }

@@ -1,4 +1,4 @@
-package redisstore
+package members
 
 import (
 	"context"
@@ -9,17 +9,12 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// ChannelFacts is what Redis holds of one channel for the gateway's
-// checks: its head and whether its membership hash is complete and has
-// registers.
+// ChannelFacts is what Redis holds of one channel's membership hash for
+// the gateway's checks (pkg/gate/seam's facts, which add the head).
 type ChannelFacts struct {
-	Channel string
-	// Head is the channel's head; HeadKnown false means Redis knows
-	// nothing of it (a known channel without messages has Seq 0).
-	Head      channel.Head
-	HeadKnown bool
 	// MembersComplete: the channel's membership hash is hydrated, so a
 	// user without a register in it has none. Registered: it holds at
 	// least one register (of a member or of a user who left).
@@ -34,24 +29,16 @@ type KeyFacts struct {
 	InChannel, InUser *channel.Membership
 }
 
-// Facts reads, in one pipelined round trip, the facts of every channel
-// of keys (once per channel) and the registers of every key: the checks
-// of a write (seq within the head, membership) need nothing else. With
-// userRegisters it also reads each key's register in the user's hash
-// (what a join or leave orders itself after).
-func (s *Store) Facts(ctx context.Context, keys []receipt.Key, userRegisters bool) (map[string]*ChannelFacts, []KeyFacts, error) {
-	var parse func() (map[string]*ChannelFacts, []KeyFacts, error)
-	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
-		parse = s.queueFacts(ctx, pipe, keys, userRegisters)
-	}); err != nil {
-		return nil, nil, err
-	}
-	return parse()
-}
-
-// queueFacts adds the commands of Facts to pipe; the returned function
-// reads their answers once the pipeline ran.
-func (s *Store) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key, userRegisters bool) func() (map[string]*ChannelFacts, []KeyFacts, error) {
+// QueueFacts queues on pipe the membership reads of the checks of a
+// write (seq within the head, membership): the channel hash's markers,
+// size and registers of the call's users, once per channel of keys, and
+// with userRegisters each key's register in the user's hash (what a join
+// or leave orders itself after). It returns the channels of keys (each
+// once, in the order of keys) and the function that reads the answers
+// once the pipeline ran: one ChannelFacts per channel, in that order, and
+// one KeyFacts per key. The caller queues the heads of the channels in
+// the same pipeline, so the checks take one round trip.
+func (s Store) QueueFacts(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key, userRegisters bool) ([]string, func() ([]ChannelFacts, []KeyFacts, error)) {
 	chans := map[string]*factsCmds{}
 	var order []string
 	// Each key's register is read by one HMGET per channel (field n of
@@ -76,8 +63,7 @@ func (s *Store) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []rec
 	for _, ch := range order {
 		c := chans[ch]
 		cm := s.ChannelMembersKey(ch)
-		c.head = pipe.Get(ctx, s.HeadKey(ch))
-		c.markers = pipe.HMGet(ctx, cm, loadedField, countField)
+		c.markers = pipe.HMGet(ctx, cm, redisstore.LoadedField, countField)
 		c.size = pipe.HLen(ctx, cm)
 		c.regs = pipe.HMGet(ctx, cm, c.users...)
 	}
@@ -86,14 +72,13 @@ func (s *Store) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []rec
 			inUser[i] = pipe.HGet(ctx, s.UserMembersKey(k.User), k.Channel)
 		}
 	}
-	return func() (map[string]*ChannelFacts, []KeyFacts, error) {
+	return order, func() ([]ChannelFacts, []KeyFacts, error) {
 		return parseFacts(keys, order, chans, regAt, inUser)
 	}
 }
 
-// factsCmds is the commands Facts queued for one channel.
+// factsCmds is the commands QueueFacts queued for one channel.
 type factsCmds struct {
-	head    *redis.StringCmd
 	markers *redis.SliceCmd
 	size    *redis.IntCmd
 	users   []string // the call's users of the channel, for regs
@@ -101,29 +86,13 @@ type factsCmds struct {
 	regs    *redis.SliceCmd
 }
 
-func parseFacts(keys []receipt.Key, order []string, chans map[string]*factsCmds, regAt []int, inUser []*redis.StringCmd) (map[string]*ChannelFacts, []KeyFacts, error) {
-	facts := make(map[string]*ChannelFacts, len(chans))
-	for _, ch := range order {
+func parseFacts(keys []receipt.Key, order []string, chans map[string]*factsCmds, regAt []int, inUser []*redis.StringCmd) ([]ChannelFacts, []KeyFacts, error) {
+	facts := make([]ChannelFacts, len(order))
+	for i, ch := range order {
 		c := chans[ch]
-		f := &ChannelFacts{Channel: ch}
-		v, err := c.head.Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-		case err != nil:
-			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		default:
-			head, known, _, _ := splitChannelValue(v)
-			if !known {
-				break
-			}
-			if f.Head, err = decodeHead(ch, head); err != nil {
-				return nil, nil, err
-			}
-			f.HeadKnown = true
-		}
 		markers, err := c.markers.Result()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: %w", redisstore.ErrUnavailable, err)
 		}
 		size := c.size.Val()
 		for _, m := range markers {
@@ -131,18 +100,17 @@ func parseFacts(keys []receipt.Key, order []string, chans map[string]*factsCmds,
 				size--
 			}
 		}
-		f.MembersComplete, f.Registered = markers[0] != nil, size > 0
-		facts[ch] = f
+		facts[i] = ChannelFacts{MembersComplete: markers[0] != nil, Registered: size > 0}
 	}
 	out := make([]KeyFacts, len(keys))
 	for i, k := range keys {
 		out[i].Key = k
 		regs, err := chans[k.Channel].regs.Result()
 		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return nil, nil, fmt.Errorf("%w: %w", redisstore.ErrUnavailable, err)
 		}
 		if v, ok := regs[regAt[i]].(string); ok {
-			m, err := decodeRegister(k, v)
+			m, err := DecodeRegister(k, v)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -163,9 +131,9 @@ func optionalRegister(k receipt.Key, cmd *redis.StringCmd) (*channel.Membership,
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", redisstore.ErrUnavailable, err)
 	}
-	m, err := decodeRegister(k, v)
+	m, err := DecodeRegister(k, v)
 	if err != nil {
 		return nil, err
 	}

@@ -20,14 +20,18 @@ import (
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
-// userRowCounts counts a user's rows in every erased table.
+// userRowCounts counts a user's rows in every erased table, listing the
+// tables that hold some (a kind added later, of which a test writes
+// nothing, changes no expectation: an absent table is a count of 0).
 func (b *bundle) userRowCounts(user string) map[string]int {
 	b.t.Helper()
 	out := map[string]int{}
 	for _, table := range kinds.ErasedTables() {
 		var n int
 		require.NoError(b.t, b.schema.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
-		out[table] = n
+		if n > 0 {
+			out[table] = n
+		}
 	}
 	return out
 }
@@ -62,7 +66,7 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 	b.produce(b.cl, first...)
 	b.requireCommittedToEnd()
 	kept := b.userRowCounts("kept")
-	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 1}, kept)
+	require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 1, "mentions": 1, "user_settings": 1, "channel_notifications": 1}, kept)
 	require.Equal(t, kept, b.userRowCounts("gone"))
 
 	erasure := tombstone.Tombstone{User: "gone", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
@@ -98,8 +102,8 @@ func TestErasureDropsWhatPredatesIt(t *testing.T) {
 			}
 		}
 		require.ElementsMatch(t, []string{"c5", "c6"}, gone, "only the events after the erasure are written")
-		require.Equal(t, map[string]int{"read_receipts": 2, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 0}, b.userRowCounts("gone"))
-		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 1, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 1}, b.userRowCounts("kept"))
+		require.Equal(t, map[string]int{"read_receipts": 2}, b.userRowCounts("gone"))
+		require.Equal(t, map[string]int{"read_receipts": 3, "channel_members": 1, "mentions": 1, "user_settings": 1, "channel_notifications": 1}, b.userRowCounts("kept"))
 		ts, err := b.schema.Store.Tombstone(context.Background(), "gone")
 		require.NoError(t, err)
 		require.Equal(t, erasure, ts)
@@ -159,7 +163,7 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 	b.requireCommittedToEnd()
 	require.True(t, erased.Load(), "the hook erased the user")
 
-	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 0}, b.userRowCounts("raced"))
+	require.Equal(t, map[string]int{"read_receipts": 1}, b.userRowCounts("raced"))
 	rows := b.rows()
 	require.Contains(t, rows, receipt.Key{User: "raced", Channel: "c2"}, "the mark after the erasure is written back")
 	require.Contains(t, rows, receipt.Key{User: "kept", Channel: "c1"})
@@ -194,7 +198,7 @@ func TestAPostErasureMarkAheadOfItsErasureIsKept(t *testing.T) {
 	// gateway clock behind the eraser's, too).
 	b.produce(b.cl, mark("c2", 7, erasedAt-1_000, erasedAt))
 	b.requireCommittedToEnd()
-	require.Equal(t, map[string]int{"read_receipts": 1, "channel_members": 0, "mentions": 0, "user_settings": 0, "cursor_moves": 0, "thread_states": 0, "channel_notifications": 0},
+	require.Equal(t, map[string]int{"read_receipts": 1},
 		b.userRowCounts("late"), "the erasure the stamp names is applied first: c1 deleted, c2 written")
 	erasure := tombstone.Tombstone{User: "late", Generation: erasedAt, ErasedAtUnixMs: erasedAt}
 	b.produce(b.cl, encodeAny(t, event.Decoded{Erasure: &erasure}))

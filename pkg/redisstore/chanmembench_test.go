@@ -102,11 +102,7 @@ func TestMemoryPerChannelState(t *testing.T) {
 	for c := range channels {
 		heads = append(heads, channel.Head{Channel: fmt.Sprintf("channel-%05d", c), Seq: 250000, MessageID: "m250000", UpdatedAtUnixMs: 1763900000000})
 	}
-	hr, err := s.RaiseHeads(ctx, heads)
-	require.NoError(t, err)
-	for _, r := range hr {
-		require.NoError(t, r.Err)
-	}
+	PutHeads(t, s, heads...)
 	after, nAfter := bytesOf("*")
 	t.Logf("after: %d bytes in %d keys: %.1f bytes/pair (%.2f× before)", after, nAfter, float64(after)/float64(len(keys)), float64(after)/float64(before))
 	for _, kind := range []string{"u:", "um:", "cm:", "hd:", "mh:"} {

@@ -40,11 +40,7 @@ func TestClusterChannelState(t *testing.T) {
 		regs = append(regs, channel.Join(k, 1, 1, 2))
 		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{3, 15}})
 	}
-	hr, err := s.RaiseHeads(ctx, heads)
-	require.NoError(t, err)
-	for _, r := range hr {
-		require.NoError(t, r.Err)
-	}
+	redisstore.PutHeads(t, s, heads...)
 	redisstore.PutMemberships(t, s, regs...)
 	redisstore.PutMentions(t, s, capN, ms...)
 	marks := make([]receipt.State, len(channels))
@@ -100,7 +96,7 @@ func TestClusterChannelState(t *testing.T) {
 
 	var found []string
 	for cur := (redisstore.ScanCursor{}); !cur.Done(); {
-		page, next, err := s.ScanChannels(ctx, cur, 100)
+		page, next, err := s.ScanTagged(ctx, "hd:", cur, 100)
 		require.NoError(t, err)
 		found = append(found, page...)
 		cur = next

@@ -2,14 +2,11 @@ package redisstore
 
 import (
 	"context"
-	"math"
-	"math/rand/v2"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -122,55 +119,4 @@ func TestMarksAndMarkUnread(t *testing.T) {
 	require.Equal(t, receipt.Position{Epoch: receipt.MaxEpoch, Seq: 0}, u.State.EffectiveRead())
 	_, err = s.MarkUnread(ctx, k2, 1, receipt.EpochCurrent, "d", 1)
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
-}
-
-// Heads in Lua agree with the Go rule: random heads in random orders
-// with duplicates end where the Go fold does (the membership registers'
-// scripts are the members kind's: pkg/kinds/members).
-func TestHeadScriptMatchesTheRule(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newTestStore(t)
-	rng := rand.New(rand.NewPCG(9, 10))
-	bases := []int64{0, 60, 1<<53 - 5, math.MaxInt64 - 40}
-	for trial := range 60 {
-		base := bases[trial%len(bases)]
-		ch := "c" + strconv.Itoa(trial)
-		n := 1 + rng.IntN(8)
-		heads := make([]channel.Head, n)
-		for i := range n {
-			q := base + 1 + rng.Int64N(30)
-			heads[i] = channel.Head{Channel: ch, Seq: q, MessageID: "m" + strconv.FormatInt(q, 10), UpdatedAtUnixMs: rng.Int64N(5)}
-		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		var wantHead channel.Head
-		for _, i := range order {
-			var adv bool
-			wantHead, adv = channel.MergeHead(wantHead, heads[i])
-			hr, err := s.RaiseHeads(ctx, []channel.Head{heads[i]})
-			require.NoError(t, err)
-			require.NoError(t, hr[0].Err)
-			require.Equal(t, adv, hr[0].Advanced)
-			require.Equal(t, wantHead, hr[0].Head, "trial %d", trial)
-		}
-	}
-}
-
-// The channel scan finds the channels with a head.
-func TestScanChannels(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newTestStore(t)
-	_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "big", Seq: 9}})
-	require.NoError(t, err)
-	// Every page: the database is shared with other tests' keys.
-	var chs []string
-	for cursor := (ScanCursor{}); !cursor.Done(); {
-		page, next, err := s.ScanChannels(ctx, cursor, 10000)
-		require.NoError(t, err)
-		chs, cursor = append(chs, page...), next
-	}
-	require.Equal(t, []string{"big"}, chs)
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -272,4 +273,59 @@ func decodeV1(k receipt.Key, v string) (receipt.State, error) {
 		DeviceID:        p[7],
 		UpdatedAtUnixMs: nums[4],
 	}, nil
+}
+
+// Padded seqs and heads: the channel value's parts (pkg/kinds/heads) and
+// a thread head's value (pkg/kinds/threads) are written in these forms.
+
+func padSeq(seq int64) string {
+	var buf [seqWidth]byte
+	return string(appendPadded(buf[:0], seq))
+}
+
+// appendPadded appends padSeq(seq) to b without allocating for it.
+func appendPadded(b []byte, seq int64) []byte {
+	var digits [seqWidth]byte
+	d := appendB62(digits[:0], seq)
+	for range seqWidth - len(d) {
+		b = append(b, '0')
+	}
+	return append(b, d...)
+}
+
+func parsePadded(s string) (int64, error) {
+	t := strings.TrimLeft(s, "0")
+	if t == "" {
+		t = "0"
+	}
+	return parseB62(t)
+}
+
+func encodeHead(h channel.Head) (string, error) {
+	if h.Seq < 0 || h.UpdatedAtUnixMs < 0 || strings.IndexByte(h.MessageID, ' ') >= 0 {
+		return "", fmt.Errorf("storing the head of %s in redis: not storable: %+v", h.Channel, h)
+	}
+	return string(appendB62(nil, h.Seq)) + " " + h.MessageID + " " + string(appendB62(nil, h.UpdatedAtUnixMs)), nil
+}
+
+func decodeHead(ch, v string) (channel.Head, error) {
+	seq, msg, at, ok := parseHead(v)
+	if !ok {
+		return channel.Head{}, fmt.Errorf("decoding the redis head of %s: unexpected %q", ch, v)
+	}
+	return channel.Head{Channel: ch, Seq: seq, MessageID: msg, UpdatedAtUnixMs: at}, nil
+}
+
+// parseHead reads a head's value (a channel's or a thread's).
+func parseHead(v string) (seq int64, msg string, at int64, ok bool) {
+	var f [3]string
+	if splitSpaces(v, f[:]) != len(f) {
+		return 0, "", 0, false
+	}
+	seq, err1 := parseB62(f[0])
+	at, err2 := parseB62(f[2])
+	if err1 != nil || err2 != nil {
+		return 0, "", 0, false
+	}
+	return seq, f[1], at, true
 }

@@ -3,12 +3,12 @@
 // user's keys share a Redis Cluster slot, a configurable key prefix, and Lua
 // scripts, loaded once and run by SHA, that merge with the max rule so a
 // write or a repopulate can never move a cursor backwards. Beside the
-// cursors (store.go, codec.go, scripts.go), channels.go keeps the channel
-// heads, merged by their rule of pkg/channel, and heads.go the channel
-// values (head, deletion count, group mention top: one string per
-// channel) that the unread view reads with one MGET per slot
-// (QueueChannelValues). The membership registers (per user and per
-// channel, with the member count) are a kind's (pkg/kinds/members).
+// cursors (store.go, codec.go, scripts.go) it keeps no kind's state: the
+// channel heads and the channel values (head, deletion count, group
+// mention top) are pkg/kinds/heads', the membership registers
+// pkg/kinds/members'; it keeps the head's value codec (codec.go), which
+// the heads and the thread heads share, and the slot-grouped MGET
+// (mget.go) the channel values are read with.
 //
 // A field's value is the compact layout of codec.go (base-62 numbers,
 // defaults and a delivered cursor equal to the read one omitted: about 23
@@ -39,7 +39,5 @@
 // (pkg/views/unread) reads the user hashes and the channel values
 // through this package and the kinds' sets through their folders, and
 // the bounds of a user's channel set are here (MaxUnreadChannels,
-// WholeHashCount, ErrTooManyChannels). Of the messages it keeps only the
-// inbox's first unread ids (inbox.go: written with a head, and by the
-// thread kind after a raise, RememberReplyIDs).
+// WholeHashCount, ErrTooManyChannels).
 package redisstore

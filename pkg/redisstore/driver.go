@@ -35,11 +35,6 @@ const (
 	// without leading zeros (-1, 0, 1), for a kind's script to start
 	// with.
 	LuaCmp = luaViewCmp
-	// LuaChannelValue is the Lua functions cvget(key) and cvset(key,
-	// parts) reading and writing a channel value (HeadKey) in a script:
-	// its five parts, "-" where not known. A kind that keeps a part of it
-	// (the group mentions' top, the fifth) starts its script with them.
-	LuaChannelValue = luaChannelValue
 	// SeqWidth is the width of a padded seq (PadSeq).
 	SeqWidth = seqWidth
 )
@@ -148,3 +143,39 @@ local function cmp(a, b)
   return 1
 end
 `
+
+const (
+	// seqWidth is the width of a padded base-62 seq (padSeq).
+	seqWidth = 11
+	// MaxUnreadChannels bounds a user's default channel set in one
+	// read of it (the unread view's, a kind's user hash read whole): the
+	// Postgres fallback's bound (pgstore.MaxChannelsPerRead), so that
+	// both stores answer the same users.
+	MaxUnreadChannels = 10000
+)
+
+// ErrTooManyChannels is the answer of a read of a user's default channel
+// set (or of a user hash read whole) larger than MaxUnreadChannels: read
+// it from Postgres (which pages the first MaxUnreadChannels in channel
+// order) or list the channels.
+var ErrTooManyChannels = errors.New("more channels than one unread read covers")
+
+// ReadEach calls decode with each answer of cmds that Redis holds. An
+// answer decode refuses is skipped and counted (SkipUndecodable): an
+// undecodable stored field never fails a whole read (the sweep repairs it
+// from Postgres).
+func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) error) error {
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		if decode(i, v) != nil {
+			s.SkipUndecodable()
+		}
+	}
+	return nil
+}

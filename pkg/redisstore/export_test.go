@@ -80,3 +80,20 @@ func PutMemberships(tb testing.TB, s *Store, regs ...channel.Membership) {
 	})
 	require.NoError(tb, err)
 }
+
+// PutHeads writes channel values holding heads (the deletion count and
+// group mention top unknown) as pkg/kinds/heads' script would, for tests
+// of this package, which may not import a kind.
+func PutHeads(tb testing.TB, s *Store, heads ...channel.Head) {
+	tb.Helper()
+	ctx := context.Background()
+	_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, h := range heads {
+			v, err := encodeHead(h)
+			require.NoError(tb, err)
+			pipe.Set(ctx, s.prefix+"hd:{"+h.Channel+"}", v+" - -", 0)
+		}
+		return nil
+	})
+	require.NoError(tb, err)
+}

@@ -28,20 +28,24 @@ func checksAndValues(ctx context.Context, s *Store, keys []receipt.Key) (map[str
 		}
 	}
 	var read func() *MarkValues
-	var heads *ChannelValues
+	var heads *MGet
+	headKeys := make([]string, len(chs))
+	for i, ch := range chs {
+		headKeys[i] = s.prefix + "hd:{" + ch + "}" // the heads kind's channel value
+	}
 	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
 		read = s.QueueMarkValues(ctx, pipe, keys)
-		heads = s.QueueChannelValues(ctx, pipe, chs)
+		heads = s.QueueMGet(ctx, pipe, headKeys)
 	}); err != nil {
 		return nil, nil, err
 	}
 	known := make(map[string]bool, len(chs))
 	for i, ch := range chs {
-		_, ok, err := heads.Head(i)
+		v, err := heads.Value(i)
 		if err != nil {
 			return nil, nil, err
 		}
-		known[ch] = ok
+		known[ch] = v != nil
 	}
 	return known, read(), nil
 }
@@ -71,7 +75,10 @@ func TestMergeMarksFromTheChecksReadMatchesMergeMarks(t *testing.T) {
 	Restored(t, shared, "u0", "u1", "u2", "u3")
 	Restored(t, alone, "u0", "u1", "u2", "u3")
 	for _, s := range []*Store{shared, alone} {
-		_, err := s.RaiseHeads(ctx, []channel.Head{{Channel: "c0", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1}})
+		v, err := EncodeHead(channel.Head{Channel: "c0", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1})
+		require.NoError(t, err)
+		// The heads kind's value, in a pipeline as its script's write is.
+		_, err = s.Exec(ctx, func(pipe redis.Pipeliner) { pipe.Set(ctx, s.prefix+"hd:{c0}", v+" - -", 0) })
 		require.NoError(t, err)
 	}
 	rng := rand.New(rand.NewPCG(5, 9))

@@ -44,8 +44,7 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	require.Equal(t, "dev:1", got[0].DeviceID)
 	require.Equal(t, receipt.Key{User: alice, Channel: other}, got[1].Key)
 
-	_, err = s.RaiseHeads(ctx, []channel.Head{{Channel: room, Seq: 9, MessageID: "$ev9:example.org"}})
-	require.NoError(t, err)
+	redisstore.PutHeads(t, s, channel.Head{Channel: room, Seq: 9, MessageID: "$ev9:example.org"})
 	_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
 		{Channel: room, User: alice, Side: readby.Read, Position: receipt.Position{Seq: 7}, AtUnixMs: 5},
 		{Channel: room, User: bob, Side: readby.Delivered, Position: receipt.Position{Seq: 2}, AtUnixMs: 5},
@@ -70,7 +69,9 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 		return all
 	}
 	require.ElementsMatch(t, []string{alice, bob}, scanAll(s.ScanUsers))
-	require.Equal(t, []string{room}, scanAll(s.ScanChannels))
+	require.Equal(t, []string{room}, scanAll(func(ctx context.Context, cur redisstore.ScanCursor, n int64) ([]string, redisstore.ScanCursor, error) {
+		return s.ScanTagged(ctx, "hd:", cur, n)
+	}))
 
 	// Erasure finds the user's channels in the user's hashes' fields and
 	// takes the user out of each channel's hashes, sets and stream.

@@ -1,7 +1,7 @@
 package redisstore
 
-// SCAN pages of the channel state's keys, for the drift sweep (every
-// master of a cluster in turn).
+// SCAN pages of a kind's keys, for the drift sweep (every master of a
+// cluster in turn).
 
 import (
 	"context"
@@ -35,13 +35,6 @@ func (s *Store) scanTagged(ctx context.Context, kind string, cur ScanCursor, cou
 // walk visits every master (ScanCursor).
 func (s *Store) ScanTagged(ctx context.Context, kind string, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
 	ids, rests, next, err := s.scanTagged(ctx, kind, cur, count)
-	return onlyWhole(ids, rests), next, err
-}
-
-// ScanChannels returns one SCAN page of the channels with a hash (head)
-// and the cursor of the next page.
-func (s *Store) ScanChannels(ctx context.Context, cur ScanCursor, count int64) ([]string, ScanCursor, error) {
-	ids, rests, next, err := s.scanTagged(ctx, "hd:", cur, count)
 	return onlyWhole(ids, rests), next, err
 }
 

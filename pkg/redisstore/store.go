@@ -104,7 +104,7 @@ func (s *Store) userFromKey(key string) (string, bool) {
 // so that EVALSHA finds them (go-redis also falls back to EVAL on
 // NOSCRIPT, e.g. after a Redis restart).
 func (s *Store) Load(ctx context.Context, extra ...*redis.Script) error {
-	scripts := append([]*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, rememberScript}, channelScripts...)
+	scripts := []*redis.Script{markerCheckScript, markerRenewScript, markerSwapScript, s.layout.merge, mergeScript, casScript, readMarksScript, hydrateScript, mergeManyScript, markUnreadScript, eraseScript, rememberScript}
 	for _, sc := range append(scripts, extra...) {
 		if err := sc.Load(ctx, s.rdb).Err(); err != nil {
 			return fmt.Errorf("%w: loading script: %w", ErrUnavailable, err)

@@ -115,7 +115,7 @@ func (g *Core) redisFacts(ctx context.Context, keys []receipt.Key, userRegisters
 // returned function reads their answers once the pipeline ran.
 func (g *Core) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key, userRegisters bool) func() (map[string]*ChannelFacts, []members.KeyFacts, error) {
 	order, readMembers := g.MemberStore().QueueFacts(ctx, pipe, keys, userRegisters)
-	heads := g.Redis.QueueChannelValues(ctx, pipe, order)
+	heads := g.HeadStore().QueueChannelValues(ctx, pipe, order)
 	return func() (map[string]*ChannelFacts, []members.KeyFacts, error) {
 		mfs, kfs, err := readMembers()
 		if err != nil {
@@ -237,7 +237,7 @@ func (g *Core) fillHeads(ctx context.Context, chs map[string]*ChannelFacts, miss
 			none = append(none, ch)
 		}
 	}
-	if err := g.Redis.HydrateHeads(ctx, heads, none); err != nil {
+	if err := g.HeadStore().HydrateRedis(ctx, heads, none); err != nil {
 		g.RedisDegradedOn(ctx, RedisOpHydrate, 1, err)
 	}
 }

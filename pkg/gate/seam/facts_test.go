@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -44,7 +45,7 @@ func TestFactsInOneRoundTrip(t *testing.T) {
 	g := &Core{Redis: rs}
 	ms := g.MemberStore()
 
-	_, err := rs.RaiseHeads(ctx, []channel.Head{{Channel: "c1", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1}})
+	_, err := headkind.NewStore(nil, rs).RaiseRedis(ctx, []channel.Head{{Channel: "c1", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	join := channel.Join(receipt.Key{User: "u1", Channel: "c1"}, 1, 1, 1)
 	left := channel.Leave(receipt.Key{User: "u2", Channel: "c1"}, 2, 2)

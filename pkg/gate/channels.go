@@ -167,7 +167,7 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 				limit = seam.MaxChannelPageSize
 			}
 			pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-			chs, err := g.PG.DefaultChannelsAfter(pctx, user, after, limit+1)
+			chs, err := g.unreadStore().DefaultChannelsPG(pctx, user, after, limit+1)
 			cancel()
 			if err != nil {
 				return nil, false, g.DurableErr(ctx, err)

@@ -17,7 +17,7 @@ import (
 // kind that owns its storage brings its own statement (kind.PGErase). A
 // new per-user table is added to one or the other
 // (TestErasedTablesCoverEveryUserTable, in pkg/kinds, fails until it is).
-var ErasedTables = []string{"read_receipts", "channel_members", "cursor_moves"}
+var ErasedTables = []string{"read_receipts", "cursor_moves"}
 
 // RedactedColumns are the columns that name a user in rows that are not
 // the user's: an erasure redacts them (deleteUserRows), and

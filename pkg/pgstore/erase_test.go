@@ -21,7 +21,9 @@ import (
 // statement, kindDeletes.
 const kindTable = "kind_rows"
 
-var kindDeletes = []string{`DELETE FROM ` + kindTable + ` WHERE user_id = $1`}
+// The membership registers' own statement (pkg/kinds/members' erase.sql)
+// is one of them too.
+var kindDeletes = []string{`DELETE FROM ` + kindTable + ` WHERE user_id = $1`, `DELETE FROM channel_members WHERE user_id = $1`}
 
 // kindSenders stands for a kind's table whose rows name a user but are
 // not the user's (a group mention's sender): the erasure redacts them by

@@ -11,10 +11,11 @@
 // ErasedNameChannels and ErasedCounters: the user's hash left empty and
 // complete, counting no left register, its channels cleaned; its
 // RedisRedact: the user's register removed from each channel's hash,
-// keeping the count) and the tests of all of them. Store is the typed
+// keeping the count; its PGErase, erase.sql: the user's rows) and the
+// tests of all of them. Store is the typed
 // face the gateway, the views and the tests call.
 //
-// Still elsewhere: its rows' part of an erasure, pgstore's; the user's
-// default channel set (cursors and registers less those left),
-// pgstore's, since it reads both kinds; its Kafka codec, pkg/event's.
+// Elsewhere: the user's default channel set (cursors and registers less
+// those left), the unread view's, since it reads both kinds; its Kafka
+// codec, pkg/event's.
 package members

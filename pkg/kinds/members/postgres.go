@@ -30,6 +30,8 @@ var (
 	countSQL string
 	//go:embed page.sql
 	pageSQL string
+	//go:embed erase.sql
+	eraseSQL string
 )
 
 // Compare orders registers by key (channel, then user): the order of

@@ -103,6 +103,7 @@ var spec = &kind.Spec[receipt.Key, channel.Membership]{
 	// the channel's hash (keeping the member count), before the views
 	// clean the channel.
 	ErasedHashes:       func(env *kind.Env, user string) []string { return []string{storeOf(env).UserMembersKey(user)} },
+	PGErase:            eraseSQL,
 	ErasedNameChannels: true,
 	ErasedCounters:     []string{LeftCountField},
 	RedisRedact: func(ctx context.Context, env *kind.Env, user, ch string) error {

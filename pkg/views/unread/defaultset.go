@@ -1,0 +1,26 @@
+package unread
+
+import (
+	"context"
+	_ "embed"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/readstate/receipts/pkg/pgstore"
+)
+
+//go:embed default_channels.sql
+var defaultChannelsSQL string
+
+// DefaultChannelsPG returns up to limit channels of a user's default set
+// (those with a cursor or a register, less those the user left) after
+// the given one ("" first), in channel order: the default set of a user
+// of any size in bounded pages, from Postgres.
+func (s Store) DefaultChannelsPG(ctx context.Context, user, after string, limit int) ([]string, error) {
+	rows, err := s.pg.Pool().Query(ctx, defaultChannelsSQL, user, after, limit)
+	if err != nil {
+		return nil, pgstore.Classified(err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, pgstore.Classified(err)
+}

@@ -28,7 +28,7 @@ func TestEveryMethodHasAPolicy(t *testing.T) {
 // TestPolicies: what may and may not be repeated blindly.
 func TestPolicies(t *testing.T) {
 	t.Parallel()
-	for _, m := range []string{"MarkReceipts", "MarkRead", "ReadAll", "NotifyMessage", "DeleteMessage", "GetInbox", "MarkThreadRead", "WatchChannels"} {
+	for _, m := range []string{"MarkReceipts", "MarkRead", "ReadAll", "NotifyMessage", "DeleteMessage", "GetInbox", "MarkThreadRead", "WatchChannels", "SetFullyRead"} {
 		require.Equal(t, retries.Blind, retries.Of(m), m)
 	}
 	for _, m := range []string{"MarkUnread", "MarkThreadUnread", "FollowThread", "UnfollowThread", "JoinChannel", "LeaveChannel", "UpdateSettings", "SetNotifications", "EraseUser"} {

@@ -54,5 +54,6 @@ export const callRetry: Readonly<Record<string, CallRetry>> = {
   GetThreadMessageReceipts: "blind",
   GetThreadTicks: "blind",
   SetNotifications: "once",
+  SetFullyRead: "blind",
   GetInbox: "blind",
 };

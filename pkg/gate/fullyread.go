@@ -43,18 +43,30 @@ func (g *Gate) SetFullyRead(ctx context.Context, req *connect.Request[receiptsv1
 	}
 	largest := m
 	largest.UpdatedAtUnixMs = math.MaxInt64
-	changed := false
+	changed, complete := false, false
 	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[fullyread.Marker]{
 		User: k.User, Largest: largest,
 		Encode: func(m fullyread.Marker) (*kgo.Record, error) { return kind.Record(fullyread.Spec, m) },
 		Change: func(ctx context.Context) (fullyread.Marker, int64, error, error) {
 			res := g.fullyReadStore().Set(ctx, m)
-			changed = res.Changed
+			changed, complete = res.Changed, res.Complete
 			return res.Marker, seam.GenerationOf(res.Generation, res.Err), res.Err, nil
 		},
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !complete {
+		// Redis did not hold the user's markers whole (lost, or never
+		// read): the answer is the greater of this one and Postgres', so
+		// it never shows less than a marker acknowledged before.
+		held, err := g.fullyReadOf(ctx, k.User, []fullyread.Ref{m.Ref})
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := held[m.Ref]; ok && fullyread.Order(d, w.Value) > 0 {
+			w.Value, changed = d, false
+		}
 	}
 	return connect.NewResponse(&receiptsv1.SetFullyReadResponse{
 		UserId: k.User, ChannelId: k.Channel, ThreadRootSeq: m.Root, FullyRead: fullyReadProto(w.Value),
@@ -127,9 +139,11 @@ func (g *Gate) fullyReadOfThreads(ctx context.Context, user string, resp *receip
 }
 
 // fullyReadOf reads user's markers of refs: from Redis when its hash is
-// complete (hydrated) or holds them all; else, once Postgres holds what
-// Redis may have lost (Settled), from Postgres merged with what Redis
-// holds, which then hydrates Redis. Without either store the call is
+// complete (hydrated); else, once Postgres holds what Redis may have lost
+// (Settled), from Postgres merged with what Redis holds, which then
+// hydrates Redis. A hash that is not complete is not trusted even when it
+// holds every ref: after a loss, a device may have set an older marker
+// there while Postgres keeps the newer one. Without either store the call is
 // Unavailable: an answer without the markers would look like none set.
 func (g *Gate) fullyReadOf(ctx context.Context, user string, refs []fullyread.Ref) (map[fullyread.Ref]fullyread.Marker, error) {
 	if len(refs) == 0 {
@@ -137,7 +151,7 @@ func (g *Gate) fullyReadOf(ctx context.Context, user string, refs []fullyread.Re
 	}
 	s := g.fullyReadStore()
 	cached, complete, rerr := s.ReadRedis(ctx, user, refs)
-	if rerr == nil && (complete || len(cached) == len(refs)) {
+	if rerr == nil && complete {
 		return cached, nil
 	}
 	if rerr != nil {

@@ -6,7 +6,7 @@
 -- Returns, per pair, {changed, marker}, then with KEYS[2] the user's
 -- erasure generation (decimal, "-1": none), read in the script that
 -- writes, so the record stamped with it is ordered against an erasure as
--- its Redis write is. A hash of a user who set nothing
+-- its Redis write is, and whether the hash is complete (1: hydrated). A hash of a user who set nothing
 -- only caches "none" and expires; a marker in it never expires.
 local function parts(v)
   local a = string.find(v, " ", 1, true)
@@ -36,5 +36,8 @@ if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], ':loaded'
 else
   redis.call('PERSIST', KEYS[1])
 end
-if KEYS[2] then out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "-1" end
+if KEYS[2] then
+  out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "-1"
+  out[#out+1] = redis.call('HEXISTS', KEYS[1], ':loaded')
+end
 return out

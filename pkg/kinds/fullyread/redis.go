@@ -40,9 +40,11 @@ type Result struct {
 	// Marker is the user's marker after the merge.
 	Marker  Marker
 	Changed bool
-	// Generation is the user's erasure generation the script read (Set
-	// only).
+	// Generation is the user's erasure generation the script read, and
+	// Complete whether the user's hash is hydrated (Set only): without
+	// it, Postgres may hold a greater marker than the one merged.
 	Generation int64
+	Complete   bool
 	Err        error
 }
 
@@ -71,12 +73,12 @@ func (s Store) MergeRedis(ctx context.Context, ms []Marker) ([]Result, error) {
 
 // Set merges a marker the user sets (the gateway's write) and returns
 // the marker after it, with the user's erasure generation the script
-// read (Result.Generation).
+// read and whether the hash is complete (Result.Generation, Complete).
 func (s Store) Set(ctx context.Context, m Marker) Result {
 	out := Result{Marker: m}
 	res, err := mergeScript.Run(ctx, s.redis.Client(), []string{s.RedisKey(m.Key.User), s.redis.TombstoneKey(m.Key.User)},
 		"0", redisstore.DefaultsTTL.Milliseconds(), field(m.Ref), encode(m)).Slice()
-	if err != nil || len(res) != 3 {
+	if err != nil || len(res) != 4 {
 		out.Err = fmt.Errorf("%w: setting the fully-read marker of %s: %w", redisstore.ErrUnavailable, m.Key.KafkaKey(), err)
 		return out
 	}
@@ -88,6 +90,8 @@ func (s Store) Set(ctx context.Context, m Marker) Result {
 	g, _ := res[2].(string)
 	out.Generation, out.Err = redisstore.ParseGeneration(g)
 	out.Changed = out.Err == nil && changed == 1
+	loaded, _ := res[3].(int64)
+	out.Complete = loaded == 1
 	return out
 }
 

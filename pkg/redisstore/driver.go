@@ -35,6 +35,15 @@ const (
 	// without leading zeros (-1, 0, 1), for a kind's script to start
 	// with.
 	LuaCmp = luaViewCmp
+	// LuaMergeFields is the Lua function mergefields(key, order) of a
+	// kind whose user hash holds one register a field: it merges the
+	// script's ARGV (mark "1": set LoadedField after; the TTL in ms of a
+	// hash holding the marker alone, DefaultsTTL; then field, register
+	// pairs) into the hash at key, keeping a field's register unless
+	// order(new, stored) > 0, and returns, per pair, {changed,
+	// register}. A hash of a user who set nothing only caches "none"
+	// and expires; a register in it never does.
+	LuaMergeFields = luaMergeFields
 	// SeqWidth is the width of a padded seq (PadSeq).
 	SeqWidth = seqWidth
 )
@@ -133,6 +142,28 @@ func (s *Store) MarkLoaded(ctx context.Context, hash string, inc Incarnation) er
 func (s *Store) QueueReadWithGeneration(ctx context.Context, pipe redis.Pipeliner, hash, tomb, field string) *redis.Cmd {
 	return readMarksScript.EvalSha(ctx, pipe, []string{hash, tomb}, field)
 }
+
+const luaMergeFields = `
+local function mergefields(key, order)
+  local out = {}
+  for i = 3, #ARGV, 2 do
+    local cur = redis.call('HGET', key, ARGV[i])
+    if cur and order(ARGV[i+1], cur) <= 0 then
+      out[#out+1] = 0 out[#out+1] = cur
+    else
+      redis.call('HSET', key, ARGV[i], ARGV[i+1])
+      out[#out+1] = 1 out[#out+1] = ARGV[i+1]
+    end
+  end
+  if ARGV[1] == "1" then redis.call('HSET', key, ':loaded', '1') end
+  if redis.call('HLEN', key) == 1 and redis.call('HEXISTS', key, ':loaded') == 1 then
+    redis.call('PEXPIRE', key, ARGV[2])
+  else
+    redis.call('PERSIST', key)
+  end
+  return out
+end
+`
 
 // luaViewCmp orders decimal numerals (LuaCmp).
 const luaViewCmp = `

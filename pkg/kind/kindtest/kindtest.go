@@ -141,3 +141,13 @@ func StoresAgree(t testing.TB, k kind.Kind, env *kind.Env, gen Gen) {
 		require.NoError(t, env.Redis.Load(ctx, k.Scripts()...))
 	}
 }
+
+// Replay is an order in which to apply n values: every one once, some
+// again, shuffled (a topic redelivered out of order). A store that
+// merges by its kind's rule ends where the Go fold does in any of them.
+func Replay(rng *rand.Rand, n int) []int {
+	order := rng.Perm(n)
+	order = append(order, order[:rng.IntN(n+1)]...)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	return order
+}

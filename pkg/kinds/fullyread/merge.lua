@@ -1,13 +1,14 @@
--- Merges markers into a user's hash (fullyread.Merge). KEYS[1] = the
--- user's hash, KEYS[2] (optional) = the user's tombstone; ARGV = mark ("1": set ":loaded" after), the TTL (ms) of a
--- hash that holds ":loaded" alone, then field, marker pairs. A marker is
--- "SEQ UPDATED_MS MSG" (decimal; cmp, redisstore.LuaCommon's, orders decimal
--- numerals, and message ids by length, then bytes, as Order does).
--- Returns, per pair, {changed, marker}, then with KEYS[2] the user's
--- erasure generation (decimal, "-1": none), read in the script that
--- writes, so the record stamped with it is ordered against an erasure as
--- its Redis write is, and whether the hash is complete (1: hydrated). A hash of a user who set nothing
--- only caches "none" and expires; a marker in it never expires.
+-- Merges markers into a user's hash (fullyread.Merge) by mergefields
+-- (redisstore.LuaMergeFields). KEYS[1] = the user's hash, KEYS[2]
+-- (optional) = the user's tombstone; ARGV = mark ("1": set ":loaded"
+-- after), the TTL (ms) of a hash that holds ":loaded" alone, then field,
+-- marker pairs. A marker is "SEQ UPDATED_MS MSG" (decimal; cmp,
+-- redisstore.LuaCommon's, orders decimal numerals, and message ids by
+-- length, then bytes, as Order does). Returns, per pair, {changed,
+-- marker}, then with KEYS[2] the user's erasure generation (decimal, "-1":
+-- none), read in the script that writes, so the record stamped with it is
+-- ordered against an erasure as its Redis write is, and whether the hash
+-- is complete (1: hydrated).
 local function parts(v)
   local a = string.find(v, " ", 1, true)
   local b = string.find(v, " ", a + 1, true)
@@ -20,22 +21,7 @@ local function order(x, y)
   end
   return 0
 end
-local out = {}
-for i = 3, #ARGV, 2 do
-  local cur = redis.call('HGET', KEYS[1], ARGV[i])
-  if cur and order(parts(ARGV[i+1]), parts(cur)) <= 0 then
-    out[#out+1] = 0 out[#out+1] = cur
-  else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i+1])
-    out[#out+1] = 1 out[#out+1] = ARGV[i+1]
-  end
-end
-if ARGV[1] == "1" then redis.call('HSET', KEYS[1], ':loaded', '1') end
-if redis.call('HLEN', KEYS[1]) == 1 and redis.call('HEXISTS', KEYS[1], ':loaded') == 1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-else
-  redis.call('PERSIST', KEYS[1])
-end
+local out = mergefields(KEYS[1], function(a, b) return order(parts(a), parts(b)) end)
 if KEYS[2] then
   out[#out+1] = redis.call('HGET', KEYS[2], 'g') or "-1"
   out[#out+1] = redis.call('HEXISTS', KEYS[1], ':loaded')

@@ -29,7 +29,7 @@ var (
 	//go:embed merge.lua
 	luaMerge string
 
-	mergeScript = redis.NewScript(redisstore.LuaCommon + luaMerge)
+	mergeScript = redis.NewScript(redisstore.LuaCommon + redisstore.LuaMergeFields + luaMerge)
 
 	// Scripts are the kind's scripts, for redisstore.Store.Load.
 	Scripts = []*redis.Script{mergeScript}

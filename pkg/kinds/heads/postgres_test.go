@@ -48,9 +48,7 @@ func TestPostgres(t *testing.T) {
 			hs[i] = channel.Head{Channel: ch, Seq: 1 + rng.Int64N(30), UpdatedAtUnixMs: 1000}
 			hs[i].MessageID = "h" + strconv.FormatInt(hs[i].Seq, 10)
 		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := kindtest.Replay(rng, n)
 		var want channel.Head
 		for _, i := range order {
 			want, _ = channel.MergeHead(want, hs[i])

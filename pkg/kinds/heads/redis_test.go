@@ -40,9 +40,7 @@ func TestRaiseMatchesTheRule(t *testing.T) {
 			q := base + 1 + rng.Int64N(30)
 			hs[i] = channel.Head{Channel: ch, Seq: q, MessageID: "m" + strconv.FormatInt(q, 10), UpdatedAtUnixMs: rng.Int64N(5)}
 		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := kindtest.Replay(rng, n)
 		var want channel.Head
 		for _, i := range order {
 			var adv bool

@@ -47,9 +47,7 @@ func TestWriteMatchesTheRule(t *testing.T) {
 		for i := range regs {
 			regs[i] = channel.Membership{Key: k, Member: rng.IntN(2) == 0, VersionSeq: rng.Int64N(4), VersionUnixMs: 1 + rng.Int64N(3), JoinSeq: rng.Int64N(3)}
 		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := kindtest.Replay(rng, n)
 		var want channel.Membership
 		for _, i := range order {
 			want, _ = channel.MergeMembership(want, regs[i])

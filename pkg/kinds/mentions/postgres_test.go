@@ -10,6 +10,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -36,9 +37,7 @@ func TestPostgresKeepsWhatMergeMentionsKeeps(t *testing.T) {
 				mentions[i] = append(mentions[i], 1+rng.Int64N(12))
 			}
 		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := kindtest.Replay(rng, n)
 		var want []int64
 		for _, i := range order {
 			want = channel.MergeMentions(want, mentions[i], capN)

@@ -45,9 +45,7 @@ func TestRedisKeepsWhatMergeMentionsKeeps(t *testing.T) {
 				mentions[i] = append(mentions[i], base+1+rng.Int64N(12))
 			}
 		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := kindtest.Replay(rng, n)
 		var want []int64
 		for _, i := range order {
 			want = channel.MergeMentions(want, mentions[i], capN)

@@ -36,7 +36,7 @@ var (
 	//go:embed change.lua
 	luaChange string
 
-	mergeScript  = redis.NewScript(redisstore.LuaCmp + luaRegisters + luaMerge)
+	mergeScript  = redis.NewScript(redisstore.LuaCmp + redisstore.LuaMergeFields + luaRegisters + luaMerge)
 	changeScript = redis.NewScript(redisstore.LuaCmp + luaRegisters + luaChange)
 
 	// Scripts are the kind's scripts, for redisstore.Store.Load.

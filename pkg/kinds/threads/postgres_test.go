@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kind/kindtest"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -100,9 +101,7 @@ func TestThreadSQLMergesMatchTheRules(t *testing.T) {
 				heads[i].MessageID += "'"
 			}
 		}
-		order := rng.Perm(n)
-		order = append(order, order[:rng.IntN(n+1)]...)
-		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		order := kindtest.Replay(rng, n)
 
 		want := map[thread.Key]thread.State{}
 		wantHeads := map[thread.Ref]thread.Head{}

@@ -53,6 +53,11 @@ const (
 // and the members of a kind's sorted sets.
 func PadSeq(seq int64) string { return padSeq(seq) }
 
+// SplitSpaces puts the space-separated fields of v into f (those beyond
+// len(f) are dropped) and returns how many v has, without allocating: a
+// kind's decoder of its values.
+func SplitSpaces(v string, f []string) int { return splitSpaces(v, f) }
+
 // AppendPadded appends PadSeq(seq) to b without allocating for it.
 func AppendPadded(b []byte, seq int64) []byte { return appendPadded(b, seq) }
 

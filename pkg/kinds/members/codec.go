@@ -2,7 +2,6 @@ package members
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -36,7 +35,7 @@ func DecodeRegister(k receipt.Key, v string) (channel.Membership, error) {
 	bad := func() (channel.Membership, error) {
 		return channel.Membership{}, fmt.Errorf("decoding the redis membership of %s: unexpected %q", k.KafkaKey(), v)
 	}
-	if splitSpaces(v, f[:]) != len(f) || (f[0] != "0" && f[0] != "1") {
+	if redisstore.SplitSpaces(v, f[:]) != len(f) || (f[0] != "0" && f[0] != "1") {
 		return bad()
 	}
 	m := channel.Membership{Key: k, Member: f[0] == "1"}
@@ -47,23 +46,4 @@ func DecodeRegister(k receipt.Key, v string) (channel.Membership, error) {
 		}
 	}
 	return m, nil
-}
-
-// splitSpaces puts the space-separated fields of v into f (those beyond
-// len(f) are dropped) and returns how many v has, without allocating.
-func splitSpaces(v string, f []string) int {
-	n := 0
-	for rest := v; ; n++ {
-		i := strings.IndexByte(rest, ' ')
-		if i < 0 {
-			if n < len(f) {
-				f[n] = rest
-			}
-			return n + 1
-		}
-		if n < len(f) {
-			f[n] = rest[:i]
-		}
-		rest = rest[i+1:]
-	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -54,7 +55,7 @@ func (s *stack) cursorRows(t *testing.T, user string) int {
 func (s *stack) redisTraces(t *testing.T, user string) int {
 	t.Helper()
 	ctx := context.Background()
-	states, _, err := s.rstore.Get(ctx, user, nil)
+	states, _, err := cursors.NewStore(s.rstore).Get(ctx, user, nil)
 	require.NoError(t, err)
 	regs, _, err := members.NewStore(nil, s.rstore).Memberships(ctx, user, nil)
 	require.NoError(t, err)
@@ -136,10 +137,10 @@ func TestErasureEndToEnd(t *testing.T) {
 	s.post(t, "/v1/users/erin/channels/c1/read", `{"seq": 2}`)
 	s.waitQuiet(t)
 	require.Eventually(t, func() bool {
-		rows, err := s.store.Get(ctx, "erin", nil)
+		rows, err := cursors.NewPostgres(s.store).Get(ctx, "erin", nil)
 		return err == nil && len(rows) == 1 && rows[0].Read.Position.Seq == 2
 	}, 30*time.Second, 100*time.Millisecond, "the new mark reaches Postgres")
-	states, _, err := s.rstore.Get(ctx, "erin", nil)
+	states, _, err := cursors.NewStore(s.rstore).Get(ctx, "erin", nil)
 	require.NoError(t, err)
 	require.Len(t, states, 1)
 	require.Equal(t, int64(2), states[0].Read.Position.Seq, "and Redis: "+strconv.Itoa(len(states)))

@@ -24,6 +24,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -359,8 +360,8 @@ func (smp *sampler) loop() {
 		}
 		for u := range users {
 			qctx, cancel := context.WithTimeout(ctx, time.Second)
-			pg, perr := smp.s.store.Get(qctx, u, nil)
-			rd, _, rerr := smp.s.rstore.Get(qctx, u, nil)
+			pg, perr := cursors.NewPostgres(smp.s.store).Get(qctx, u, nil)
+			rd, _, rerr := cursors.NewStore(smp.s.rstore).Get(qctx, u, nil)
 			cancel()
 			smp.mu.Lock()
 			if perr == nil {

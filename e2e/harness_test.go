@@ -29,6 +29,7 @@ import (
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -442,7 +443,7 @@ func (s *stack) check(ctx context.Context, acked map[receipt.Key]receipt.State) 
 		byUser[k.User] = append(byUser[k.User], k)
 	}
 	for user, keys := range byUser {
-		pgRows, err := s.store.Get(ctx, user, nil)
+		pgRows, err := cursors.NewPostgres(s.store).Get(ctx, user, nil)
 		if err != nil {
 			return v, err
 		}
@@ -454,7 +455,7 @@ func (s *stack) check(ctx context.Context, acked map[receipt.Key]receipt.State) 
 		for i, k := range keys {
 			chans[i] = k.Channel
 		}
-		rRows, _, err := s.rstore.Get(ctx, user, chans)
+		rRows, _, err := cursors.NewStore(s.rstore).Get(ctx, user, chans)
 		if err != nil {
 			return v, err
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -52,7 +53,7 @@ func TestPipelineConverges(t *testing.T) {
 	}
 	_, err := s.store.Pool().Exec(ctx, `UPDATE read_receipts SET read_seq = 1 WHERE user_id = $1 AND channel_id = $2`, victim.User, victim.Channel)
 	require.NoError(t, err)
-	require.NoError(t, s.rdb.HDel(ctx, s.rstore.UserKey(gone.User), gone.Channel).Err())
+	require.NoError(t, s.rdb.HDel(ctx, cursors.NewStore(s.rstore).RedisKey(gone.User), gone.Channel).Err())
 	// And a kind the model does not track: a settings row only Postgres
 	// holds.
 	_, err = settings.NewStore(s.store, nil).WritePG(ctx, []privacy.Settings{{User: gone.User, ShareRead: false, ShareDelivered: true, VersionMs: 1}})

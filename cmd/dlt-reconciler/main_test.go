@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -222,7 +223,7 @@ func TestServiceRepairsADeadLetterAndStops(t *testing.T) {
 
 	// Redis is ahead on read; the dead letter is ahead on delivered.
 	k := receipt.Key{User: "alice", Channel: "general"}
-	_, err := rs.Merge(ctx, []receipt.State{rstate(k.User, k.Channel, 6, 6)})
+	_, err := cursors.NewStore(rs).Merge(ctx, []receipt.State{rstate(k.User, k.Channel, 6, 6)})
 	require.NoError(t, err)
 
 	s := startService(t,
@@ -253,7 +254,7 @@ func TestServiceRepairsADeadLetterAndStops(t *testing.T) {
 		return err == nil && read == 6 && delivered == 9
 	}, waitFor, 20*time.Millisecond, "postgres never held the merge of Redis and the dead letter (read %d, delivered %d)", &read, &delivered)
 	require.Eventually(t, func() bool {
-		sts, _, err := rs.Get(ctx, k.User, []string{k.Channel})
+		sts, _, err := cursors.NewStore(rs).Get(ctx, k.User, []string{k.Channel})
 		return err == nil && len(sts) == 1 && sts[0].Read.Position.Seq == 6 && sts[0].Delivered.Position.Seq == 9
 	}, waitFor, 20*time.Millisecond, "redis never took the dead letter's delivered cursor")
 	require.Eventually(t, func() bool {

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -80,12 +81,12 @@ func (b *dltBundle) parkState(st receipt.State, offset int64) int64 {
 func (b *dltBundle) both(k receipt.Key) (pg, rd *receipt.State) {
 	b.t.Helper()
 	ctx := context.Background()
-	rows, err := b.pg.Get(ctx, k.User, []string{k.Channel})
+	rows, err := cursors.NewPostgres(b.pg).Get(ctx, k.User, []string{k.Channel})
 	require.NoError(b.t, err)
 	if len(rows) == 1 {
 		pg = &rows[0]
 	}
-	sts, _, err := b.rs.Get(ctx, k.User, []string{k.Channel})
+	sts, _, err := cursors.NewStore(b.rs).Get(ctx, k.User, []string{k.Channel})
 	require.NoError(b.t, err)
 	if len(sts) == 1 {
 		rd = &sts[0]
@@ -205,7 +206,7 @@ func TestDLTReplayRepairsProducesAndRefusesTwice(t *testing.T) {
 	// Redis is ahead on read, the parked record on delivered: a repair
 	// leaves both stores at the max of both.
 	k1 := receipt.Key{User: "u1", Channel: "c1"}
-	_, err := b.rs.Merge(ctx, []receipt.State{state(k1.User, k1.Channel, 7, 7)})
+	_, err := cursors.NewStore(b.rs).Merge(ctx, []receipt.State{state(k1.User, k1.Channel, 7, 7)})
 	require.NoError(t, err)
 	id1 := b.parkState(state(k1.User, k1.Channel, 5, 9), 1)
 	k2 := receipt.Key{User: "u2", Channel: "c1"}
@@ -315,14 +316,14 @@ func TestSweepCommandRepairsBothWaysAndReports(t *testing.T) {
 	redisAhead := receipt.Key{User: "s3", Channel: "redis-ahead"}
 	redisMissing := receipt.Key{User: "s4", Channel: "only-pg"}
 	pgMissing := receipt.Key{User: "s5", Channel: "only-redis"}
-	_, err := b.pg.Upsert(ctx, []receipt.State{
+	_, err := cursors.NewPostgres(b.pg).Upsert(ctx, []receipt.State{
 		same,
 		state(pgAhead.User, pgAhead.Channel, 9, 9),
 		state(redisAhead.User, redisAhead.Channel, 2, 2),
 		state(redisMissing.User, redisMissing.Channel, 6, 6),
 	})
 	require.NoError(t, err)
-	_, err = b.rs.Merge(ctx, []receipt.State{
+	_, err = cursors.NewStore(b.rs).Merge(ctx, []receipt.State{
 		same,
 		state(pgAhead.User, pgAhead.Channel, 4, 4),
 		state(redisAhead.User, redisAhead.Channel, 8, 8),

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/grouplag"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
 
@@ -96,7 +97,7 @@ func runLoad(ctx context.Context, args []string) error {
 		if err := pg.Ping(ctx); err != nil {
 			return fmt.Errorf("pinging postgres for the lag measurement: %w", err)
 		}
-		cfg.Lag = &loadgen.LagConfig{Get: pg.Get, SampleEvery: *lagEvery, MaxPending: *lagPending, Timeout: *lagTimeout}
+		cfg.Lag = &loadgen.LagConfig{Get: cursors.NewPostgres(pg).Get, SampleEvery: *lagEvery, MaxPending: *lagPending, Timeout: *lagTimeout}
 	}
 
 	// Connect to Kafka before the load, so a wrong --brokers fails fast.

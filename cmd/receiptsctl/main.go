@@ -25,6 +25,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/readstate/receipts/cmd/internal/cli"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -158,8 +159,8 @@ func runInspect(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer pg.Close()
 
-	rStates, complete, rErr := rs.Get(ctx, *user, channels)
-	pStates, pErr := pg.Get(ctx, *user, channels)
+	rStates, complete, rErr := cursors.NewStore(rs).Get(ctx, *user, channels)
+	pStates, pErr := cursors.NewPostgres(pg).Get(ctx, *user, channels)
 	rows := compareStates(rStates, pStates)
 
 	if *asJSON {

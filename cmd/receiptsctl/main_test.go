@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -49,9 +50,9 @@ func TestInspectReadsBothStores(t *testing.T) {
 	prefix := redistest.Prefix(t, rdb)
 	rs := redisstore.New(rdb, redisstore.Config{Prefix: prefix})
 
-	_, err := schema.Store.Upsert(ctx, []receipt.State{state("alice", "c1", 5, 5), state("alice", "c2", 3, 3)})
+	_, err := cursors.NewPostgres(schema.Store).Upsert(ctx, []receipt.State{state("alice", "c1", 5, 5), state("alice", "c2", 3, 3)})
 	require.NoError(t, err)
-	_, err = rs.Merge(ctx, []receipt.State{state("alice", "c1", 8, 8), state("alice", "c2", 3, 3)})
+	_, err = cursors.NewStore(rs).Merge(ctx, []receipt.State{state("alice", "c1", 8, 8), state("alice", "c2", 3, 3)})
 	require.NoError(t, err)
 
 	args := []string{"--user", "alice", "--pg-url", schema.URL, "--redis-url", redistest.URL(), "--redis-prefix", prefix}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/cmd/internal/cli"
 	"github.com/readstate/receipts/internal/bench/loadgen"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -25,7 +26,7 @@ func runPrefill(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.Batch, "batch", loadgen.PrefillBatchDefault, "states per Redis pipeline")
 	fs.IntVar(&cfg.Workers, "workers", loadgen.PrefillWorkersDefault, "pipelines in flight")
 	quiet := fs.Bool("quiet", false, "no progress lines")
-	pgURL := fs.String("pg-url", "", "Postgres URL; when set, the same states are also merged into read_receipts, so that Redis and Postgres agree (the drift sweep then has nothing to repair)")
+	pgURL := fs.String("pg-url", "", "Postgres URL; when set, the same states are also merged into Postgres, so that Redis and Postgres agree (the drift sweep then has nothing to repair)")
 	var redisConf redisstore.ClientConfig
 	redisConf.RegisterFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
@@ -51,7 +52,7 @@ func runPrefill(ctx context.Context, args []string, out io.Writer) error {
 		// the merge.
 		fresh := func(receipt.Key) bool { return false }
 		cfg.Also = func(ctx context.Context, states []receipt.State) error {
-			_, _, err := pg.UpsertBulkGuessed(ctx, states, fresh)
+			_, _, err := cursors.NewPostgres(pg).UpsertBulkGuessed(ctx, states, fresh)
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -33,9 +34,9 @@ func TestConsumerMergesRedisValueIntoPostgres(t *testing.T) {
 	// Key 1: Redis holds seq 10, Postgres nothing, the dead letter seq 5.
 	// Key 2: Postgres is ahead (20) of Redis (7) and of the dead letter (5).
 	k1, k2 := receipt.Key{User: "u1", Channel: "c1"}, receipt.Key{User: "u2", Channel: "c1"}
-	_, err := bd.rs.Merge(ctx, []receipt.State{state("u1", "c1", 10, true), state("u2", "c1", 7, true)})
+	_, err := cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{state("u1", "c1", 10, true), state("u2", "c1", 7, true)})
 	require.NoError(t, err)
-	_, err = bd.pg.Upsert(ctx, []receipt.State{state("u2", "c1", 20, true)})
+	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("u2", "c1", 20, true)})
 	require.NoError(t, err)
 	r1, r2 := encode(t, state("u1", "c1", 5, true)), encode(t, state("u2", "c1", 5, true))
 	produce(t, b,
@@ -114,7 +115,7 @@ func TestConsumerParksUndecodableRecords(t *testing.T) {
 			require.Empty(t, p.SourceTopic)
 		}
 	}
-	n, err := bd.pg.Count(ctx)
+	n, err := cursors.NewPostgres(bd.pg).Count(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing undecodable reaches read_receipts")
 	require.Zero(t, metric(t, bd.reg, "receipts_reconciler_reconciled_total"))

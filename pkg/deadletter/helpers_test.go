@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -160,7 +161,7 @@ func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...strin
 // pgState reads one key from Postgres; ok is false when there is no row.
 func pgState(t *testing.T, pg *pgstore.Store, k receipt.Key) (receipt.State, bool) {
 	t.Helper()
-	rows, err := pg.Get(context.Background(), k.User, []string{k.Channel})
+	rows, err := cursors.NewPostgres(pg).Get(context.Background(), k.User, []string{k.Channel})
 	require.NoError(t, err)
 	if len(rows) == 0 {
 		return receipt.State{}, false
@@ -172,7 +173,7 @@ func pgState(t *testing.T, pg *pgstore.Store, k receipt.Key) (receipt.State, boo
 // missing.
 func redisState(t *testing.T, rs *redisstore.Store, k receipt.Key) (receipt.State, bool) {
 	t.Helper()
-	sts, _, err := rs.Get(context.Background(), k.User, []string{k.Channel})
+	sts, _, err := cursors.NewStore(rs).Get(context.Background(), k.User, []string{k.Channel})
 	require.NoError(t, err)
 	if len(sts) == 0 {
 		return receipt.State{}, false

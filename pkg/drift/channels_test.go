@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
@@ -150,9 +151,9 @@ func unreadOf(t *testing.T, bd *bundle, user string, channels []string, hydrate 
 	t.Helper()
 	ctx := context.Background()
 	if hydrate {
-		cur, err := bd.pg.Get(ctx, user, nil)
+		cur, err := cursors.NewPostgres(bd.pg).Get(ctx, user, nil)
 		require.NoError(t, err)
-		require.NoError(t, bd.rs.Hydrate(ctx, user, cur, redisstore.Incarnation{}))
+		require.NoError(t, cursors.NewStore(bd.rs).Hydrate(ctx, user, cur, redisstore.Incarnation{}))
 		regs, err := members.NewStore(bd.pg, nil).ReadPG(ctx, user, nil)
 		require.NoError(t, err)
 		ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
@@ -229,7 +230,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = members.NewStore(bd.pg, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
-	_, err = bd.pg.Upsert(ctx, states)
+	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, states)
 	require.NoError(t, err)
 	ms := mentions.NewStore(bd.pg, bd.rs).WithMentionCap(capN)
 	_, err = ms.WritePG(ctx, mns)
@@ -238,7 +239,7 @@ func TestFlushallThenHydrateOrSweepRestoresCounts(t *testing.T) {
 	require.NoError(t, err)
 	_, err = members.NewStore(nil, bd.rs).MergeMemberships(ctx, regs)
 	require.NoError(t, err)
-	_, err = bd.rs.Merge(ctx, states)
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, states)
 	require.NoError(t, err)
 	require.NoError(t, ms.AddRedis(ctx, mns))
 

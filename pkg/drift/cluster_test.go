@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -33,7 +34,7 @@ func TestSweepWalksEveryClusterMaster(t *testing.T) {
 	schema := pgtest.NewSchema(t)
 
 	masterOf := func(user string) string {
-		node, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, rs.UserKey(user))
+		node, err := rdb.(*redis.ClusterClient).MasterForKey(ctx, cursors.NewStore(rs).RedisKey(user))
 		require.NoError(t, err)
 		return node.Options().Addr
 	}
@@ -50,12 +51,12 @@ func TestSweepWalksEveryClusterMaster(t *testing.T) {
 	}
 	require.Len(t, redisMasters, 3, "Redis-only users on all three masters: %v", redisMasters)
 	require.Len(t, pgMasters, 3, "Postgres-only users belong on all three masters: %v", pgMasters)
-	res, err := rs.Merge(ctx, redisOnly)
+	res, err := cursors.NewStore(rs).Merge(ctx, redisOnly)
 	require.NoError(t, err)
 	for _, r := range res {
 		require.NoError(t, r.Err)
 	}
-	_, err = schema.Store.Upsert(ctx, pgOnly)
+	_, err = cursors.NewPostgres(schema.Store).Upsert(ctx, pgOnly)
 	require.NoError(t, err)
 
 	reg := prometheus.NewRegistry()

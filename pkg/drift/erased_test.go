@@ -10,6 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/drift"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -27,7 +28,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	bd := setup(t)
 	gone := receipt.Key{User: "gone", Channel: "c1"}
 	other := receipt.Key{User: "other", Channel: "c1"}
-	_, err := bd.pg.Upsert(ctx, []receipt.State{state("gone", "c1", 5, true), state("gone", "c2", 6, true), state("other", "c1", 7, true)})
+	_, err := cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("gone", "c1", 5, true), state("gone", "c2", 6, true), state("other", "c1", 7, true)})
 	require.NoError(t, err)
 	_, err = members.NewStore(bd.pg, nil).WritePG(ctx, []channel.Membership{channel.Join(gone, 1, 1000, 1)})
 	require.NoError(t, err)
@@ -35,7 +36,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	require.NoError(t, err)
 
 	// The gateway erased the user (Redis); Postgres still has the rows.
-	ts, err := bd.rs.Erase(ctx, "gone", 50_000, 0, nil, nil)
+	ts, err := bd.rs.Erase(ctx, "gone", 50_000, 0, kind.ErasedHashes(kinds.All(), &kind.Env{Redis: bd.rs}, "gone"), nil)
 	require.NoError(t, err)
 	sw, err := drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, PagesPerSecond: 1000})
 	require.NoError(t, err)
@@ -55,7 +56,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	// Redis; the user's new state is repaired both ways.
 	_, _, err = bd.pg.Erase(ctx, ts, kind.PGErase(kinds.All()), kind.PGRedact(kinds.All()))
 	require.NoError(t, err)
-	_, err = bd.pg.Upsert(ctx, []receipt.State{state("gone", "c1", 5, true)})
+	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("gone", "c1", 5, true)})
 	require.NoError(t, err)
 	fresh := state("gone", "c9", 2, true)
 	fresh.UpdatedAtUnixMs = 90_000
@@ -64,7 +65,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	// back.
 	within := state("gone", "c8", 3, true)
 	within.UpdatedAtUnixMs = 50_000 + tombstone.ClockSkew.Milliseconds()/2
-	_, err = bd.pg.Upsert(ctx, []receipt.State{fresh, within})
+	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{fresh, within})
 	require.NoError(t, err)
 	rep, err = sw.SweepOnce(ctx)
 	require.NoError(t, err)

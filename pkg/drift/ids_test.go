@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -19,9 +20,9 @@ func TestSweepRepairsMatrixIDs(t *testing.T) {
 	onlyPG := receipt.Key{User: "@alice:example.org", Channel: "!room:example.org"}
 	onlyRedis := receipt.Key{User: "urn:tenant:bob%1", Channel: "!other:example.org/x"}
 	redisAhead := receipt.Key{User: "tenant:carol", Channel: "!room:example.org"}
-	_, err := bd.pg.Upsert(ctx, []receipt.State{state(onlyPG.User, onlyPG.Channel, 4, true), state(redisAhead.User, redisAhead.Channel, 2, true)})
+	_, err := cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state(onlyPG.User, onlyPG.Channel, 4, true), state(redisAhead.User, redisAhead.Channel, 2, true)})
 	require.NoError(t, err)
-	_, err = bd.rs.Merge(ctx, []receipt.State{state(onlyRedis.User, onlyRedis.Channel, 6, true), state(redisAhead.User, redisAhead.Channel, 8, true)})
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{state(onlyRedis.User, onlyRedis.Channel, 6, true), state(redisAhead.User, redisAhead.Channel, 8, true)})
 	require.NoError(t, err)
 
 	sw, err := drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, PageSize: 7, ScanCount: 50, PagesPerSecond: 1000, Registerer: bd.reg})

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -40,7 +41,7 @@ func TestLeaderElectionOneSweeperAndHandover(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	bd := setup(t)
-	_, err := bd.pg.Upsert(ctx, []receipt.State{state("alice", "c1", 3, true)})
+	_, err := cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("alice", "c1", 3, true)})
 	require.NoError(t, err)
 
 	const checkEvery = 100 * time.Millisecond

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -118,9 +119,9 @@ func TestRunRepairsSurvivesAFailedSweepAndStops(t *testing.T) {
 
 	// Redis ahead of Postgres: the first sweep upserts Postgres.
 	first := state("u1", "c1", 9, true)
-	_, err = bd.pg.Upsert(ctx, []receipt.State{state("u1", "c1", 4, true)})
+	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("u1", "c1", 4, true)})
 	require.NoError(t, err)
-	_, err = bd.rs.Merge(ctx, []receipt.State{first})
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{first})
 	require.NoError(t, err)
 
 	stop := runSweeper(t, sw)
@@ -152,7 +153,7 @@ func TestRunRepairsSurvivesAFailedSweepAndStops(t *testing.T) {
 
 	// Drift planted during the outage is repaired once the schema is back.
 	second := state("u2", "c1", 7, true)
-	_, err = bd.rs.Merge(ctx, []receipt.State{second})
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{second})
 	require.NoError(t, err)
 	okBefore := sweeps(t, bd.reg, "ok")
 	rename(gone, bd.schema.Name)

@@ -8,6 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -40,9 +43,9 @@ func TestSweepRepairsSettingsBothWays(t *testing.T) {
 	// pg-ahead's public read is in a channel view: the repair hides it.
 	st := receipt.State{Key: receipt.Key{User: "pg-ahead", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 4}}, UpdatedAtUnixMs: 1000}
 	st, _ = receipt.Merge(receipt.State{}, st)
-	_, err = bd.pg.Upsert(ctx, []receipt.State{st})
+	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{st})
 	require.NoError(t, err)
-	_, err = bd.rs.Merge(ctx, []receipt.State{st})
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
 	_, err = readby.NewStore(nil, bd.rs).Apply(ctx, []readby.Move{{Channel: "c", User: "pg-ahead", Side: readby.Read, Position: receipt.Position{Seq: 4}, AtUnixMs: 1000}}, 0)
 	require.NoError(t, err)
@@ -90,7 +93,7 @@ func TestSweepDoesNotResurrectErasedSettings(t *testing.T) {
 	bd := setup(t)
 	_, err := settings.NewStore(bd.pg, nil).WritePG(ctx, []privacy.Settings{{User: "gone", ShareDelivered: true, VersionMs: 1000}, {User: "kept", ShareDelivered: true, VersionMs: 1000}})
 	require.NoError(t, err)
-	_, err = bd.rs.Erase(ctx, "gone", 50_000, 0, nil, nil)
+	_, err = bd.rs.Erase(ctx, "gone", 50_000, 0, kind.ErasedHashes(kinds.All(), &kind.Env{Redis: bd.rs}, "gone"), nil)
 	require.NoError(t, err)
 	rep, err := newSweeper(t, bd).SweepOnce(ctx)
 	require.NoError(t, err)

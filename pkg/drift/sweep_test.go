@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/drift"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -49,12 +50,12 @@ func TestSweepRepairsBothWays(t *testing.T) {
 		state(newUser.User, newUser.Channel, 8, true),
 		state(mixed.User, mixed.Channel, 20, true),
 	)
-	_, err := bd.pg.Upsert(ctx, pgSeed)
+	_, err := cursors.NewPostgres(bd.pg).Upsert(ctx, pgSeed)
 	require.NoError(t, err)
-	_, err = bd.rs.Merge(ctx, redisSeed)
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, redisSeed)
 	require.NoError(t, err)
 	// One user's hash is complete (hydrated); the others are not.
-	require.NoError(t, bd.rs.Hydrate(ctx, "user00", pgSeed[:3], redisstore.Incarnation{}))
+	require.NoError(t, cursors.NewStore(bd.rs).Hydrate(ctx, "user00", pgSeed[:3], redisstore.Incarnation{}))
 
 	// The floor every key must keep: the greatest value seeded anywhere.
 	floor := map[receipt.Key]receipt.State{}
@@ -126,9 +127,9 @@ func TestSweepLeavesInFlightWritesAlone(t *testing.T) {
 	fresh.UpdatedAtUnixMs = time.Now().UnixMilli()
 	brandNew := state("u1", "c2", 3, true)
 	brandNew.UpdatedAtUnixMs = time.Now().UnixMilli()
-	_, err := bd.pg.Upsert(ctx, []receipt.State{state("u1", "c1", 5, true)})
+	_, err := cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("u1", "c1", 5, true)})
 	require.NoError(t, err)
-	_, err = bd.rs.Merge(ctx, []receipt.State{fresh, brandNew})
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{fresh, brandNew})
 	require.NoError(t, err)
 
 	sw, err := drift.New(drift.Config{Postgres: bd.pg, Redis: bd.rs, Grace: time.Hour})

@@ -20,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	memberkind "github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/views/readby"
@@ -60,7 +61,7 @@ func TestBoundedUnderAbuse(t *testing.T) {
 		}
 		_, err := memberkind.NewStore(tb.schema.Store, nil).WritePG(ctx, regs)
 		require.NoError(t, err)
-		_, err = tb.schema.Store.Upsert(ctx, states)
+		_, err = cursors.NewPostgres(tb.schema.Store).Upsert(ctx, states)
 		require.NoError(t, err)
 	}
 	// What autovacuum would do after such a load: without statistics the

@@ -12,6 +12,7 @@ import (
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -38,7 +39,7 @@ func TestUserWithMoreThanTenThousandChannels(t *testing.T) {
 		regs = append(regs, channel.Join(k, 1, 1, 1))
 		heads = append(heads, channel.Head{Channel: ch, Seq: 5, UpdatedAtUnixMs: 1})
 	}
-	_, err := tb.schema.Store.Upsert(ctx, states)
+	_, err := cursors.NewPostgres(tb.schema.Store).Upsert(ctx, states)
 	require.NoError(t, err)
 	_, err = members.NewStore(tb.schema.Store, nil).WritePG(ctx, regs)
 	require.NoError(t, err)

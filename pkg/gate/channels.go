@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/notifications"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -274,7 +275,7 @@ func (g *Gate) hydrateUnread(ctx context.Context, user string, view unread.Unrea
 		}
 	}
 	// What Postgres answers below must hold what Redis lost.
-	keys := []string{g.Redis.UserKey(user)}
+	keys := []string{g.CursorStore().RedisKey(user)}
 	for _, ch := range view.MissingHeads {
 		keys = append(keys, g.HeadStore().RedisKey(ch))
 	}
@@ -443,13 +444,13 @@ func (g *Gate) MarkUnread(ctx context.Context, req *connect.Request[receiptsv1.M
 		return nil, err
 	}
 	now := g.NowMs()
-	unread := func(ctx context.Context) (redisstore.MergeResult, error) {
+	unread := func(ctx context.Context) (cursors.MergeResult, error) {
 		if err := g.Restore.SettleDegraded(ctx, []string{m.Key.User}); err != nil {
-			return redisstore.MergeResult{}, err
+			return cursors.MergeResult{}, err
 		}
-		return g.Redis.MarkUnread(ctx, m.Key, m.Seq, m.Epoch, m.DeviceID, now)
+		return g.CursorStore().MarkUnread(ctx, m.Key, m.Seq, m.Epoch, m.DeviceID, now)
 	}
-	var res redisstore.MergeResult
+	var res cursors.MergeResult
 	w, err := seam.WriteUser(ctx, g.Core, seam.UserWrite[receipt.State]{
 		User: m.Key.User, Encode: event.Encode, Cursors: true,
 		// The record's size does not depend on the epoch Redis resolves.

@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -228,10 +229,10 @@ func TestChannelRulesRefuse(t *testing.T) {
 		require.Contains(t, parseRESTError(t, body).Message, tc.msg, tc.name)
 	}
 	require.Equal(t, hw, tb.highWatermarks(t), "nothing was produced")
-	st, _, err := tb.store.Get(context.Background(), "alice", []string{"c"})
+	st, _, err := cursors.NewStore(tb.store).Get(context.Background(), "alice", []string{"c"})
 	require.NoError(t, err)
 	require.Equal(t, int64(10), st[0].Read.Position.Seq)
-	st, _, err = tb.store.Get(context.Background(), "bob", nil)
+	st, _, err = cursors.NewStore(tb.store).Get(context.Background(), "bob", nil)
 	require.NoError(t, err)
 	require.Empty(t, st)
 
@@ -317,11 +318,11 @@ func TestChannelRulesRefuseEachCallOfASharedFlush(t *testing.T) {
 		}
 		apierrtest.RefusedREST(t, statuses[i], bodies[i], c.status, reasons[c.status], "%s %s", c.path, c.body)
 	}
-	st, _, err := tb.store.Get(context.Background(), "outsider", nil)
+	st, _, err := cursors.NewStore(tb.store).Get(context.Background(), "outsider", nil)
 	require.NoError(t, err)
 	require.Empty(t, st, "a refused call wrote nothing")
 	for _, u := range members {
-		st, _, err := tb.store.Get(context.Background(), u, []string{"c"})
+		st, _, err := cursors.NewStore(tb.store).Get(context.Background(), u, []string{"c"})
 		require.NoError(t, err)
 		require.Equal(t, int64(10), st[0].Read.Position.Seq, u)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
@@ -157,7 +158,7 @@ func TestDeletionsWithPostgresDown(t *testing.T) {
 		_, err := heads.NewStore(nil, tb.store).RaiseRedis(ctx, []channel.Head{{Channel: ch, Seq: 6, MessageID: "m6"}})
 		require.NoError(t, err)
 	}
-	require.NoError(t, tb.store.Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
+	require.NoError(t, cursors.NewStore(tb.store).Hydrate(ctx, "pu", nil, redisstore.Incarnation{}))
 	require.NoError(t, mentions.NewStore(nil, tb.store).HydrateRedis(ctx, "pu", ms))
 	require.NoError(t, members.NewStore(nil, tb.store).HydrateMemberships(ctx, "pu", regs))
 	require.NoError(t, threads.NewStore(nil, tb.store).HydrateUser(ctx, "pu", nil, redisstore.Incarnation{}))

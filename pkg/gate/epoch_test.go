@@ -13,6 +13,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -39,7 +40,7 @@ func TestExplicitEpochAheadRefused(t *testing.T) {
 		apierrtest.RefusedREST(t, status, b, http.StatusBadRequest, apierr.EpochAhead, call.body)
 		require.Contains(t, parseRESTError(t, b).Message, "ahead of the stored read epoch 0", "%s", call.body)
 	}
-	states, _, err := tb.store.Get(ctx, "ann", nil)
+	states, _, err := cursors.NewStore(tb.store).Get(ctx, "ann", nil)
 	require.NoError(t, err)
 	require.Len(t, states, 1, "the refused batch wrote nothing, not even its valid mark")
 	require.Equal(t, receipt.Position{Seq: 900}, states[0].Read.Position)
@@ -128,13 +129,13 @@ func TestMarkUnreadAtEpochLimit(t *testing.T) {
 	ctx := context.Background()
 	k := receipt.Key{User: "cy", Channel: "c"}
 	top := receipt.Cursor{Position: receipt.Position{Epoch: receipt.MaxEpoch, Seq: 40}}
-	_, err := tb.store.Merge(ctx, []receipt.State{{Key: k, Read: top, Delivered: receipt.Cursor{Position: pos(40)}}})
+	_, err := cursors.NewStore(tb.store).Merge(ctx, []receipt.State{{Key: k, Read: top, Delivered: receipt.Cursor{Position: pos(40)}}})
 	require.NoError(t, err)
 
 	status, b := tb.do(t, http.MethodPost, "/v1/users/cy/channels/c/unread", `{"seq": 10}`)
 	apierrtest.RefusedREST(t, status, b, http.StatusBadRequest, apierr.EpochLimit)
 	require.Contains(t, parseRESTError(t, b).Message, receipt.ErrEpochLimit.Error())
-	states, _, err := tb.store.Get(ctx, "cy", nil)
+	states, _, err := cursors.NewStore(tb.store).Get(ctx, "cy", nil)
 	require.NoError(t, err)
 	require.Equal(t, top.Position, states[0].Read.Position)
 	require.Zero(t, tb.highWatermarks(t))

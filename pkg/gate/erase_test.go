@@ -22,6 +22,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -77,11 +78,11 @@ func TestEraseUserREST(t *testing.T) {
 	require.Equal(t, receiptsv1.Durability_KAFKA, resp.GetDurability())
 
 	ctx := context.Background()
-	states, complete, err := tb.store.Get(ctx, "erin", nil)
+	states, complete, err := cursors.NewStore(tb.store).Get(ctx, "erin", nil)
 	require.NoError(t, err)
 	require.Empty(t, states)
 	require.True(t, complete)
-	others, _, err := tb.store.Get(ctx, "other", nil)
+	others, _, err := cursors.NewStore(tb.store).Get(ctx, "other", nil)
 	require.NoError(t, err)
 	require.Len(t, others, 2)
 	code, body = tb.do(t, http.MethodGet, "/v1/users/erin/read-state", "")

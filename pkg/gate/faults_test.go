@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 
 	"connectrpc.com/connect"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,7 @@ func TestRedisDownStillDurable(t *testing.T) {
 	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "merge"))
 
 	// Reads fall back to Postgres alone.
-	_, err := tb.schema.Store.Upsert(ctx, []receipt.State{
+	_, err := cursors.NewPostgres(tb.schema.Store).Upsert(ctx, []receipt.State{
 		{Key: receipt.Key{User: "gina", Channel: "c1"}, Read: receipt.Cursor{Position: pos(4)}, Delivered: receipt.Cursor{Position: pos(4)}, UpdatedAtUnixMs: 1},
 	})
 	require.NoError(t, err)

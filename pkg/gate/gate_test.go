@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -45,13 +46,13 @@ func TestMarkReceiptsREST(t *testing.T) {
 	require.Equal(t, int64(40), r1.GetDelivered().GetPosition().GetSeq())
 
 	// Redis holds the merged values.
-	alice, _, err := tb.store.Get(ctx, "alice", nil)
+	alice, _, err := cursors.NewStore(tb.store).Get(ctx, "alice", nil)
 	require.NoError(t, err)
 	slices.SortFunc(alice, func(a, b receipt.State) int { return strings.Compare(a.Key.Channel, b.Key.Channel) })
 	require.Len(t, alice, 2)
 	require.Equal(t, pos(12), alice[0].Read.Position)
 	require.Equal(t, pos(40), alice[1].Delivered.Position)
-	bob, _, err := tb.store.Get(ctx, "bob", []string{"general"})
+	bob, _, err := cursors.NewStore(tb.store).Get(ctx, "bob", []string{"general"})
 	require.NoError(t, err)
 	require.Len(t, bob, 1)
 	require.Equal(t, pos(3), bob[0].Read.Position)

@@ -16,6 +16,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
@@ -116,7 +117,7 @@ func TestGroupMentionsCountForMembersButTheSender(t *testing.T) {
 		return len(gms) == 1 && len(gms[0].Mentions) == 4 && gms[0].Mentions[3].Seq == 5
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the group mentions")
 	require.Eventually(t, func() bool {
-		st, err := tb.schema.Store.Get(ctx, "s", []string{"gc"})
+		st, err := cursors.NewPostgres(tb.schema.Store).Get(ctx, "s", []string{"gc"})
 		require.NoError(t, err)
 		return len(st) == 1 && st[0].EffectiveRead().Seq == 0 && st[0].EffectiveRead().Epoch > 0
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the mark-unread")
@@ -206,7 +207,7 @@ func TestGroupMentionsCountFromPostgresAlone(t *testing.T) {
 	}
 	_, err = memberkind.NewStore(pg, nil).WritePG(ctx, regs)
 	require.NoError(t, err)
-	_, err = pg.Upsert(ctx, states)
+	_, err = cursors.NewPostgres(pg).Upsert(ctx, states)
 	require.NoError(t, err)
 	_, err = notifications.NewStore(pg, nil).WritePG(ctx, []notification.Register{
 		{Key: receipt.Key{User: "m", Channel: "gc"}, Level: notification.Mentions, VersionUnixMs: 1},

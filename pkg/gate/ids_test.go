@@ -20,6 +20,7 @@ import (
 	"github.com/readstate/receipts/pkg/backoff"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -157,7 +158,7 @@ func TestMatrixIDsEndToEnd(t *testing.T) {
 	// Postgres, through the persister.
 	want := map[receipt.Key][2]int64{{User: alice, Channel: room}: {5, 6}, {User: bob, Channel: room}: {3, 3}, {User: carol, Channel: room}: {0, 4}}
 	require.Eventually(t, func() bool {
-		rows, err := tb.schema.Store.GetKeys(ctx, []receipt.Key{{User: alice, Channel: room}, {User: bob, Channel: room}, {User: carol, Channel: room}})
+		rows, err := cursors.NewPostgres(tb.schema.Store).GetKeys(ctx, []receipt.Key{{User: alice, Channel: room}, {User: bob, Channel: room}, {User: carol, Channel: room}})
 		if err != nil || len(rows) != len(want) {
 			return false
 		}
@@ -171,7 +172,7 @@ func TestMatrixIDsEndToEnd(t *testing.T) {
 
 	// Reads: alice's from Postgres (her Redis hash dropped), over REST
 	// through vanguard; carol's from Redis over gRPC.
-	require.NoError(t, tb.rdb.Del(ctx, tb.store.UserKey(alice)).Err())
+	require.NoError(t, tb.rdb.Del(ctx, cursors.NewStore(tb.store).RedisKey(alice)).Err())
 	var rs receiptsv1.GetReadStateResponse
 	tb.doProto(t, http.MethodGet, "/v1/users/%40alice%3Aexample.org/read-state?channel_id=%21room%3Aexample.org", "", &rs)
 	require.Equal(t, alice, rs.GetUserId())
@@ -212,18 +213,18 @@ func TestMatrixIDsEndToEnd(t *testing.T) {
 	var erased receiptsv1.EraseUserResponse
 	require.NoError(t, protojson.Unmarshal(body, &erased))
 	require.Equal(t, alice, erased.GetUserId())
-	states, complete, err := tb.store.Get(ctx, alice, nil)
+	states, complete, err := cursors.NewStore(tb.store).Get(ctx, alice, nil)
 	require.NoError(t, err)
 	require.Empty(t, states)
 	require.True(t, complete)
 	require.Eventually(t, saw(alice, receiptsv1.Kind_READ, 0, true), 10*time.Second, 5*time.Millisecond, "the watcher is told")
 	require.Eventually(t, func() bool {
-		n, err := tb.schema.Store.Get(ctx, alice, nil)
+		n, err := cursors.NewPostgres(tb.schema.Store).Get(ctx, alice, nil)
 		return err == nil && len(n) == 0
 	}, 20*time.Second, 10*time.Millisecond, "Postgres holds nothing of alice")
 	keys = tb.recordKeys(t, func(k []string) bool { return len(k) >= 8 })
 	require.Contains(t, keys, "u::@alice%3Aexample.org")
-	others, err := tb.schema.Store.GetKeys(ctx, []receipt.Key{{User: bob, Channel: room}, {User: carol, Channel: room}})
+	others, err := cursors.NewPostgres(tb.schema.Store).GetKeys(ctx, []receipt.Key{{User: bob, Channel: room}, {User: carol, Channel: room}})
 	require.NoError(t, err)
 	require.Len(t, others, 2, "the other users' rows stay")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/threads"
@@ -127,7 +128,7 @@ func TestInboxOrdersByActivityWithGetUnreadsCounts(t *testing.T) {
 		require.NoError(t, err)
 		dels, err := deletions.NewStore(tb.schema.Store, nil).ReadPG(ctx, []thread.Ref{{Channel: "ib4"}})
 		require.NoError(t, err)
-		sts, err := tb.schema.Store.Get(ctx, "iu", []string{"ib4"})
+		sts, err := cursors.NewPostgres(tb.schema.Store).Get(ctx, "iu", []string{"ib4"})
 		require.NoError(t, err)
 		return len(heads) == n && heads[1].Seq == 3 && len(dels) == 1 && len(sts) == 1 && sts[0].Read.Position.Seq == 2
 	}, 15*time.Second, 20*time.Millisecond, "the persister wrote the heads, the deletion and the read")

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -17,7 +18,7 @@ func TestReadFallsBackToPostgresAndHydrates(t *testing.T) {
 	ctx := context.Background()
 
 	// Only Postgres knows erin (Redis lost her hash).
-	_, err := tb.schema.Store.Upsert(ctx, []receipt.State{
+	_, err := cursors.NewPostgres(tb.schema.Store).Upsert(ctx, []receipt.State{
 		{Key: receipt.Key{User: "erin", Channel: "c1"}, Read: receipt.Cursor{Position: pos(5), MessageID: "m5"}, Delivered: receipt.Cursor{Position: pos(6)}, UpdatedAtUnixMs: 1000},
 		{Key: receipt.Key{User: "erin", Channel: "c2"}, Delivered: receipt.Cursor{Position: pos(8)}, UpdatedAtUnixMs: 1000},
 	})
@@ -33,7 +34,7 @@ func TestReadFallsBackToPostgresAndHydrates(t *testing.T) {
 
 	// The whole user was hydrated, not only the asked channel, and the hash
 	// is now complete: the next read is Redis only.
-	cached, complete, err := tb.store.Get(ctx, "erin", nil)
+	cached, complete, err := cursors.NewStore(tb.store).Get(ctx, "erin", nil)
 	require.NoError(t, err)
 	require.True(t, complete)
 	require.Len(t, cached, 2)
@@ -50,16 +51,16 @@ func TestHydrateDoesNotUndoNewerRedisValue(t *testing.T) {
 	ctx := context.Background()
 
 	// Postgres is behind (the persister has not caught up) ...
-	_, err := tb.schema.Store.Upsert(ctx, []receipt.State{
+	_, err := cursors.NewPostgres(tb.schema.Store).Upsert(ctx, []receipt.State{
 		{Key: receipt.Key{User: "frank", Channel: "c1"}, Read: receipt.Cursor{Position: pos(5)}, Delivered: receipt.Cursor{Position: pos(5)}, UpdatedAtUnixMs: 1000},
 		{Key: receipt.Key{User: "frank", Channel: "c2"}, Read: receipt.Cursor{Position: pos(4)}, Delivered: receipt.Cursor{Position: pos(4)}, UpdatedAtUnixMs: 1000},
 	})
 	require.NoError(t, err)
 	// ... and a newer value is already in Redis (a repair's, which needs
 	// no restore), hash not complete.
-	_, err = tb.store.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "frank", Channel: "c1"}, Read: receipt.Cursor{Position: pos(9), MessageID: "m9"}, UpdatedAtUnixMs: 2000}})
+	_, err = cursors.NewStore(tb.store).Merge(ctx, []receipt.State{{Key: receipt.Key{User: "frank", Channel: "c1"}, Read: receipt.Cursor{Position: pos(9), MessageID: "m9"}, UpdatedAtUnixMs: 2000}})
 	require.NoError(t, err)
-	_, complete, err := tb.store.Get(ctx, "frank", nil)
+	_, complete, err := cursors.NewStore(tb.store).Get(ctx, "frank", nil)
 	require.NoError(t, err)
 	require.False(t, complete)
 
@@ -70,7 +71,7 @@ func TestHydrateDoesNotUndoNewerRedisValue(t *testing.T) {
 	require.Equal(t, "m9", rs.GetChannels()[0].GetRead().GetMessageId())
 	require.Equal(t, int64(4), rs.GetChannels()[1].GetRead().GetPosition().GetSeq())
 
-	cached, complete, err := tb.store.Get(ctx, "frank", []string{"c1", "c2"})
+	cached, complete, err := cursors.NewStore(tb.store).Get(ctx, "frank", []string{"c1", "c2"})
 	require.NoError(t, err)
 	require.True(t, complete)
 	require.Len(t, cached, 2)
@@ -86,7 +87,7 @@ func TestReadOfUnknownUserIsEmptyAndCached(t *testing.T) {
 	tb.doProto(t, http.MethodGet, "/v1/users/nobody/read-state", "", &rs)
 	require.Equal(t, "nobody", rs.GetUserId())
 	require.Empty(t, rs.GetChannels())
-	_, complete, err := tb.store.Get(context.Background(), "nobody", nil)
+	_, complete, err := cursors.NewStore(tb.store).Get(context.Background(), "nobody", nil)
 	require.NoError(t, err)
 	require.True(t, complete)
 }

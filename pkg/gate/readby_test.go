@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/apierrtest"
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -190,7 +191,7 @@ func TestViewRebuildSkipsErasedUser(t *testing.T) {
 	// What the persister wrote before the erasure (no persister runs here).
 	for _, u := range []string{"s", "a"} {
 		k := receipt.Key{User: u, Channel: "g"}
-		_, err := tb.schema.Store.Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}},
+		_, err := cursors.NewPostgres(tb.schema.Store).Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 3}},
 			Delivered: receipt.Cursor{Position: receipt.Position{Seq: 3}}, UpdatedAtUnixMs: before}})
 		require.NoError(t, err)
 		_, err = members.NewStore(tb.schema.Store, nil).WritePG(ctx, []channel.Membership{channel.Join(k, 0, before, 0)})

@@ -14,6 +14,7 @@ import (
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/gate"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	memberkind "github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/views/readby"
@@ -33,7 +34,7 @@ func TestViewRebuildIsSingleFlight(t *testing.T) {
 		status, body := tb.do(t, http.MethodPut, "/v1/channels/big/members/"+u, `{}`)
 		require.Equal(t, http.StatusOK, status, "join %s: %s", u, body)
 		k := receipt.Key{User: u, Channel: "big"}
-		_, err := tb.schema.Store.Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: int64(3 + i)}},
+		_, err := cursors.NewPostgres(tb.schema.Store).Upsert(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: int64(3 + i)}},
 			UpdatedAtUnixMs: now}})
 		require.NoError(t, err)
 		_, err = memberkind.NewStore(tb.schema.Store, nil).WritePG(ctx, []channel.Membership{channel.Join(k, 0, now, 0)})

@@ -5,10 +5,9 @@
 // of every merge rule loop over All() instead of spelling each kind out.
 //
 // A kind that owns its storage lives in a folder of its own below this
-// one (notifications/, groupmentions/, deletions/, settings/, mentions/,
-// threads/, heads/, members/: its Spec, SQL, Lua, Redis layout and tests); the specs of the
-// kinds not yet moved are files of this package, their statements still
-// in pkg/pgstore and pkg/redisstore. The ownership test
+// one (cursors/, notifications/, groupmentions/, deletions/, settings/,
+// mentions/, threads/, heads/, members/, fullyread/: its Spec, SQL, Lua,
+// Redis layout and tests). The ownership test
 // (ownership_test.go) lists where each kind's tables and key prefixes are
 // named outside its folder; the list only shrinks.
 //

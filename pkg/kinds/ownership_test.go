@@ -44,13 +44,14 @@ var notYetMoved = map[string][]string{
 	"channel_members": {"pkg/pgstore/erase.go", "pkg/views/unread/default_channels.sql",
 		// The read-by view joins the kinds it composes in SQL.
 		"pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql", "pkg/views/readby/small_channels.sql"},
-	"read_receipts": {"cmd/receiptsctl/prefill.go", "pkg/kinds/cursors.go", "pkg/pgstore/changes.go",
-		"pkg/pgstore/erase.go", "pkg/pgstore/gatereads.go", "pkg/pgstore/store.go", "pkg/views/readby/member_cursors.sql",
+	// The driver's erasure finds the user's channels (for the move log's
+	// delete and the redactions) before any kind deletes its rows.
+	"read_receipts": {"pkg/pgstore/erase.go", "pkg/views/readby/member_cursors.sql",
 		// The unread view's default set composes the cursors' and the members' tables.
 		"pkg/views/unread/default_channels.sql"},
-	"u:{":           {"pkg/redisstore/store.go"},
-	"cursor_moves":  {"cmd/receiptsbench/readby.go", "pkg/pgstore/erase.go"},
-	"user_settings": {"pkg/kinds/threads/changes.sql", "pkg/pgstore/changes.go", "pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql"},
+	"cursor_moves": {"cmd/receiptsbench/readby.go", "pkg/pgstore/erase.go"},
+	// The change feeds answer only the cursors a user shares.
+	"user_settings": {"pkg/kinds/cursors/postgres.go", "pkg/kinds/threads/changes.sql", "pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql"},
 }
 
 // tableName matches table tb as SQL names it, or as a string a statement

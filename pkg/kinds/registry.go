@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/fullyread"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
@@ -18,7 +19,7 @@ import (
 
 // The kinds of state, in the order the loops visit them.
 var (
-	Cursors  = kind.New(cursorSpec)
+	Cursors  = cursors.Kind
 	Heads    = heads.Kind
 	Members  = members.Kind
 	Mentions = mentions.Kind

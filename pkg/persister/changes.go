@@ -13,6 +13,7 @@ import (
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/threads"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -30,7 +31,7 @@ const changeSchemaVersion = 1
 // committed add theirs.
 type changeSink struct {
 	mu      sync.Mutex
-	changes []pgstore.CursorChange
+	changes []cursors.CursorChange
 	// threadChanges are the thread cursors' entries, from the thread
 	// statements that use upsertThreads.
 	threadChanges []threads.CursorChange
@@ -57,7 +58,7 @@ func (f *changeSink) upsertThreads(store threads.Store) func(context.Context, []
 // COPY path of large statements is not used).
 func (f *changeSink) upsert(store *pgstore.Store) func(context.Context, []receipt.State) (int64, error) {
 	return func(ctx context.Context, states []receipt.State) (int64, error) {
-		changes, err := store.UpsertChanges(ctx, states)
+		changes, err := cursors.NewPostgres(store).UpsertChanges(ctx, states)
 		if err != nil {
 			return 0, err
 		}
@@ -70,7 +71,7 @@ func (f *changeSink) upsert(store *pgstore.Store) func(context.Context, []receip
 
 // changeRecord is one entry of the feed, keyed "user:channel" like the
 // source topic, so a key's changes stay in order on one partition.
-func changeRecord(topic string, c pgstore.CursorChange) (*kgo.Record, error) {
+func changeRecord(topic string, c cursors.CursorChange) (*kgo.Record, error) {
 	kind := recordv1.Kind_READ
 	if c.Delivered {
 		kind = recordv1.Kind_DELIVERED

@@ -19,6 +19,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
@@ -244,7 +245,7 @@ func (b *bundle) rows() map[receipt.Key]receipt.State {
 	out := map[receipt.Key]receipt.State{}
 	var after receipt.Key
 	for {
-		page, err := b.schema.Store.Page(context.Background(), after, 1000)
+		page, err := cursors.NewPostgres(b.schema.Store).Page(context.Background(), after, 1000)
 		require.NoError(b.t, err)
 		for _, s := range page {
 			out[s.Key] = s

@@ -24,6 +24,7 @@ import (
 	"github.com/readstate/receipts/pkg/kafkaconf"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -160,7 +161,7 @@ func cursorJobs(p *Persister, kind int, rows []receipt.State, feed *changeSink) 
 	var out []job
 	for _, part := range chunk(rows, p.cfg.StatementRows) {
 		out = append(out, func(ctx context.Context, slot int) (int, map[rejection]error, error) {
-			upsert := p.store.Upsert
+			upsert := cursors.NewPostgres(p.store).Upsert
 			if len(part) >= stagedMinRows {
 				upsert = p.upsertBulk
 			}
@@ -336,9 +337,9 @@ const askRowsFor = 30 * time.Second
 // short and the batch's merge by Upsert's statement).
 func (p *Persister) upsertBulk(ctx context.Context, rows []receipt.State) (int64, error) {
 	if !p.written.enabled() || time.Now().UnixNano() < p.askRowsUntil.Load() {
-		return p.store.UpsertBulk(ctx, rows)
+		return cursors.NewPostgres(p.store).UpsertBulk(ctx, rows)
 	}
-	n, missed, err := p.store.UpsertBulkGuessed(ctx, rows, p.written.has)
+	n, missed, err := cursors.NewPostgres(p.store).UpsertBulkGuessed(ctx, rows, p.written.has)
 	if missed {
 		p.m.bulkGuessMissed.Inc()
 		p.askRowsUntil.Store(time.Now().Add(askRowsFor).UnixNano())

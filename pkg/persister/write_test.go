@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/batch"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -105,7 +106,7 @@ func TestRejectedRowIsBisectedWithinItsStatement(t *testing.T) {
 	require.EqualValues(t, wantWrites, histogramCount(t, p.m.upsertTime), "statements")
 	require.EqualValues(t, 1, histogramCount(t, p.m.writeTime))
 
-	n, err := s.Store.Count(ctx)
+	n, err := cursors.NewPostgres(s.Store).Count(ctx)
 	require.NoError(t, err)
 	require.EqualValues(t, 199, n)
 }
@@ -129,7 +130,7 @@ func TestStatementsOfAWindow(t *testing.T) {
 	_, _, err = p4.write(context.Background(), more)
 	require.NoError(t, err)
 	require.EqualValues(t, 5, histogramCount(t, p4.m.upsertTime), "five statements of ten")
-	n, err := s.Store.Count(context.Background())
+	n, err := cursors.NewPostgres(s.Store).Count(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, 100, n)
 }
@@ -192,7 +193,7 @@ func TestBulkStatementsGuessFreshKeysAndAskAfterAMiss(t *testing.T) {
 	requireSeqs := func(rows []receipt.State) {
 		t.Helper()
 		for _, r := range rows {
-			got, err := s.Store.Get(ctx, r.Key.User, []string{r.Key.Channel})
+			got, err := cursors.NewPostgres(s.Store).Get(ctx, r.Key.User, []string{r.Key.Channel})
 			require.NoError(t, err)
 			require.Len(t, got, 1, "%v", r.Key)
 			require.Equal(t, r.Read.Position.Seq, got[0].Read.Position.Seq, "%v", r.Key)
@@ -217,7 +218,7 @@ func TestBulkStatementsGuessFreshKeysAndAskAfterAMiss(t *testing.T) {
 	// Another writer's rows, unknown to this replica: the guess misses and
 	// the statement is still a max-merge (stale rows stay behind).
 	other := sortedStates(stagedMinRows+100, "h")
-	_, err = s.Store.Upsert(ctx, advance(other, 5))
+	_, err = cursors.NewPostgres(s.Store).Upsert(ctx, advance(other, 5))
 	require.NoError(t, err)
 	mixed := append(slices.Clone(other), advance(sortedStates(50, "i"), 0)...) // stale for h, new for i
 	slices.SortFunc(mixed, receipt.CompareStates)
@@ -232,7 +233,7 @@ func TestBulkStatementsGuessFreshKeysAndAskAfterAMiss(t *testing.T) {
 
 	// While asking, unknown keys with rows cost no miss.
 	more := sortedStates(stagedMinRows+100, "j")
-	_, err = s.Store.Upsert(ctx, more)
+	_, err = cursors.NewPostgres(s.Store).Upsert(ctx, more)
 	require.NoError(t, err)
 	_, _, err = p.write(ctx, advance(more, 1))
 	require.NoError(t, err)

@@ -21,18 +21,18 @@ import (
 type written struct {
 	mu       sync.Mutex
 	capacity int
-	m        map[receipt.Key]cursors
+	m        map[receipt.Key]writtenCursors
 }
 
-// cursors holds the greatest positions written per cursor, each in its
+// writtenCursors holds the greatest positions written per cursor, each in its
 // cursor's order (receipt.Merge): the public read by (seq, epoch), the own
 // read by (epoch, seq) over every read and private read written (Postgres
 // keeps that in its private read column), delivered by (epoch, seq). So
 // "incoming ≤ remembered" implies "incoming changes nothing".
-type cursors struct{ read, own, delivered receipt.Position }
+type writtenCursors struct{ read, own, delivered receipt.Position }
 
 func newWritten(capacity int) *written {
-	return &written{capacity: capacity, m: make(map[receipt.Key]cursors, min(capacity, 1<<16))}
+	return &written{capacity: capacity, m: make(map[receipt.Key]writtenCursors, min(capacity, 1<<16))}
 }
 
 // filter returns the rows that may advance Postgres, keeping their order.

@@ -47,9 +47,9 @@ func seedUser(t *testing.T, s *pgstore.Store, user string) {
 	ctx := context.Background()
 	for _, ch := range []string{"c1", "c2"} {
 		k := receipt.Key{User: user, Channel: ch}
-		_, err := s.Upsert(ctx, []receipt.State{{Key: k, Read: pos(0, 5), Delivered: pos(0, 5), UpdatedAtUnixMs: 1000}})
+		// Rows as their kinds write them (the driver names no kind).
+		_, err := s.Pool().Exec(ctx, `INSERT INTO read_receipts (user_id, channel_id, read_seq, read_message_id, delivered_seq, delivered_message_id) VALUES ($1, $2, 5, 'm5', 5, 'm5')`, k.User, k.Channel)
 		require.NoError(t, err)
-		// A register, written as its kind does (the driver names no kind).
 		_, err = s.Pool().Exec(ctx, `INSERT INTO channel_members (channel_id, user_id, member, version_seq, version_ms, join_seq) VALUES ($1, $2, true, 1, 1000, 1)`, k.Channel, k.User)
 		require.NoError(t, err)
 		_, err = s.Pool().Exec(ctx, `INSERT INTO cursor_moves (channel_id, user_id, kind, epoch, seq, at) VALUES ($1, $2, 'r', 0, 5, now())`, ch, user)

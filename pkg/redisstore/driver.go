@@ -9,12 +9,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
-	"github.com/readstate/receipts/pkg/receipt"
 )
 
 const (
@@ -102,7 +102,16 @@ func (s *Store) ScanTaggedTails(ctx context.Context, kind string, cur ScanCursor
 
 // ParseGeneration reads the erasure generation a write's script answers
 // (as mergeScript's): "-1" is GenerationUnknown.
-func ParseGeneration(g string) (int64, error) { return parseGeneration(g) }
+func ParseGeneration(g string) (int64, error) {
+	if g == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(g, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("decoding an erasure generation %q: %w", g, err)
+	}
+	return n, nil
+}
 
 // AppendB62 appends n ≥ 0 as a base-62 numeral, the layout's numbers.
 func AppendB62(b []byte, n int64) []byte { return appendB62(b, n) }
@@ -122,16 +131,6 @@ func EncodeHead(h channel.Head) (string, error) { return encodeHead(h) }
 // ParseHead inverts EncodeHead.
 func ParseHead(v string) (seq int64, msg string, at int64, ok bool) { return parseHead(v) }
 
-// CursorsStorable refuses cursors the compact layout cannot hold.
-func CursorsStorable(st receipt.State) error { return storable(st, false) }
-
-// AppendCursors appends the compact layout of st as it is (codec.go), for
-// a kind whose value holds cursors.
-func AppendCursors(b []byte, st receipt.State) []byte { return appendValue(b, st) }
-
-// DecodeCursors inverts AppendCursors (and reads the v1 layout).
-func DecodeCursors(k receipt.Key, v string) (receipt.State, error) { return decodeValue(k, v) }
-
 // MarkLoaded marks hash restored from Postgres (LoadedField) under inc,
 // the marker the restore waited for (the zero Incarnation checks none):
 // ErrMarkerMoved when the marker moved meanwhile.
@@ -147,6 +146,22 @@ func (s *Store) MarkLoaded(ctx context.Context, hash string, inc Incarnation) er
 func (s *Store) QueueReadWithGeneration(ctx context.Context, pipe redis.Pipeliner, hash, tomb, field string) *redis.Cmd {
 	return readMarksScript.EvalSha(ctx, pipe, []string{hash, tomb}, field)
 }
+
+// QueueReadsWithGeneration is QueueReadWithGeneration of many fields in
+// one script: keys are pairs of a user's hash and tombstone (of one
+// cluster slot), fields one per pair; it answers the three values per
+// pair.
+func (s *Store) QueueReadsWithGeneration(ctx context.Context, pipe redis.Pipeliner, keys []string, fields []any) *redis.Cmd {
+	return readMarksScript.EvalSha(ctx, pipe, keys, fields...)
+}
+
+// KeySlot is the Redis Cluster slot of key (its hash tag's), for a kind
+// that groups the keys of one script call by slot.
+func KeySlot(key string) int { return keySlot(key) }
+
+// LuaIntact is the Lua function intact(mk, gen) of a hydrate script: the
+// incarnation marker at mk is still of generation gen (the restore's).
+const LuaIntact = luaIntact
 
 const luaMergeFields = `
 local function mergefields(key, order)
@@ -215,3 +230,34 @@ func (s *Store) ReadEach(cmds []*redis.StringCmd, decode func(i int, v string) e
 	}
 	return nil
 }
+
+// readMarksScript reads fields with their users' generations. KEYS =
+// pairs of a user hash and that user's tombstone; ARGV = one field per
+// pair. Returns per pair the generation ("-1": GenerationUnknown), the
+// value ("" none) and "1" when the user's hash is loaded ("0": Redis lost
+// it or never restored it, and the value says nothing).
+var readMarksScript = redis.NewScript(`
+local out = {}
+local gens = {}
+local loaded = {}
+for i = 1, #KEYS, 2 do
+  local g = gens[KEYS[i + 1]]
+  if not g then
+    g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
+    gens[KEYS[i + 1]] = g
+  end
+  local l = loaded[KEYS[i]]
+  local v
+  if l then
+    v = redis.call('HGET', KEYS[i], ARGV[(i + 1) / 2]) or ""
+  else
+    local r = redis.call('HMGET', KEYS[i], ARGV[(i + 1) / 2], ':loaded')
+    v, l = r[1] or "", r[2] and "1" or "0"
+    loaded[KEYS[i]] = l
+  end
+  out[#out + 1] = g
+  out[#out + 1] = v
+  out[#out + 1] = l
+end
+return out
+`)

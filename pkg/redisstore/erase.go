@@ -75,23 +75,21 @@ const mentionScanCount = 256
 // TombstoneKey is a user's erasure tombstone.
 func (s *Store) TombstoneKey(user string) string { return s.prefix + "t:{" + user + "}" }
 
-// eraseScript raises the tombstone and deletes the user's cursor hash in
-// one step, leaving it marked complete (":loaded") and empty, so a read
-// never falls back to Postgres rows the persister has not deleted yet
-// (nor re-populates Redis from them), and the kinds' user hashes (KEYS[4]
-// on: deleted, and left empty and complete where ARGV says so, as the
-// membership, mention and thread register hashes are: a mention or
-// register written after the script read the new generation must survive
-// the erasure; a hash left complete keeps its counters at "0", as the
-// membership hash its count of left registers).
-// The channels the user had cursors in, and those the fields of a kind's
-// hash name (ARGV says so: a membership or thread register's field
-// starts with its channel), are added to the erasure's pending set
-// (KEYS[3]) before anything is deleted; each channel leaves it once
-// cleaned (Erase), so an erasure cut short is finished by its retry or
-// by FinishErasures, even though the hashes that named the channels are
-// gone.
-// KEYS = t, u, the pending set, then the kinds' hashes;
+// eraseScript raises the tombstone and resets the kinds' user hashes
+// (KEYS[3] on: deleted, or left empty and complete where ARGV says so, as
+// the cursor, membership, mention and thread register hashes are, so that
+// a read never falls back to Postgres rows the persister has not deleted
+// yet, nor re-populates Redis from them; a mention or register written
+// after the script read the new generation must survive the erasure; a
+// hash left complete keeps its counters at "0", as the membership hash
+// its count of left registers) in one step.
+// The channels the fields of a kind's hash name (ARGV says so: a cursor's
+// field is its channel, a membership or thread register's starts with
+// it) are added to the erasure's pending set (KEYS[2]) before anything is
+// deleted; each channel leaves it once cleaned (Erase), so an erasure cut
+// short is finished by its retry or by FinishErasures, even though the
+// hashes that named the channels are gone.
+// KEYS = t, the pending set, then the kinds' hashes;
 // ARGV = the erasure time (Unix ms, decimal), the least generation
 // (decimal), then per kind hash "1" (left complete) or "0" (deleted),
 // followed by "c" when its fields name channels ("-" when not), then by
@@ -109,26 +107,21 @@ redis.call('HSET', KEYS[1], 'g', gs, 'at', ARGV[1])
 redis.call('PERSIST', KEYS[1])
 local out = {gs, ARGV[1]}
 local function pend(ch)
-  if #ch > 0 then redis.call('SADD', KEYS[3], ch) end
+  if #ch > 0 then redis.call('SADD', KEYS[2], ch) end
 end
-for _, ch in ipairs(redis.call('HKEYS', KEYS[2])) do
-  if string.sub(ch, 1, 1) ~= ":" then pend(ch) end
-end
-for i = 4, #KEYS do
-  if string.sub(ARGV[i - 1], 2, 2) == "c" then
+for i = 3, #KEYS do
+  if string.sub(ARGV[i], 2, 2) == "c" then
     for _, f in ipairs(redis.call('HKEYS', KEYS[i])) do
       if string.sub(f, 1, 1) ~= ":" then pend(string.match(f, "^[^ ]+") or "") end
     end
   end
 end
-for _, ch in ipairs(redis.call('SMEMBERS', KEYS[3])) do out[#out+1] = ch end
-redis.call('DEL', KEYS[2])
-redis.call('HSET', KEYS[2], ':loaded', '1')
-for i = 4, #KEYS do
+for _, ch in ipairs(redis.call('SMEMBERS', KEYS[2])) do out[#out+1] = ch end
+for i = 3, #KEYS do
   redis.call('DEL', KEYS[i])
-  if string.sub(ARGV[i - 1], 1, 1) == "1" then
+  if string.sub(ARGV[i], 1, 1) == "1" then
     redis.call('HSET', KEYS[i], ':loaded', '1')
-    for c in string.gmatch(string.sub(ARGV[i - 1], 3), "[^ ]+") do redis.call('HSET', KEYS[i], c, '0') end
+    for c in string.gmatch(string.sub(ARGV[i], 3), "[^ ]+") do redis.call('HSET', KEYS[i], c, '0') end
   end
 end
 return out
@@ -138,9 +131,9 @@ return out
 // tombstone to a new generation (tombstone.NextGeneration of the stored
 // one and nowMs, and at least least: a generation above the one Postgres
 // holds, which a Redis that lost its data no longer knows), which it
-// returns: the cursor hash, left empty and complete, kindHashes (the
-// user's hashes of the kinds that own their layout: kind.ErasedHashes;
-// keys in the user's slot, the membership hash among them), each deleted
+// returns: kindHashes (the user's hashes of the kinds:
+// kind.ErasedHashes; keys in the user's slot, the cursor and the
+// membership hashes among them), each deleted
 // or left empty and complete as it says, the earlier layout's mention
 // sets, and in every channel the user had state in redact there (the
 // kinds' part of the erasure and redactions, then the views' cleaning:
@@ -151,7 +144,7 @@ return out
 // the caller retries the whole erasure, which is harmless (a newer
 // generation, nothing left to delete).
 func (s *Store) Erase(ctx context.Context, user string, nowMs, least int64, kindHashes []ErasedHash, redact Redact) (tombstone.Tombstone, error) {
-	keys := []string{s.TombstoneKey(user), s.UserKey(user), s.ErasurePendingKey(user)}
+	keys := []string{s.TombstoneKey(user), s.ErasurePendingKey(user)}
 	argv := []any{strconv.FormatInt(nowMs, 10), strconv.FormatInt(least, 10)}
 	for _, h := range kindHashes {
 		mark := "0"
@@ -275,7 +268,7 @@ func (s *Store) deleteMentionSets(ctx context.Context, user string) error {
 	pattern := globEscape(s.prefix+"mn:{"+user+"}:") + "*"
 	var node redis.Cmdable = s.rdb
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
-		c, err := cc.MasterForKey(ctx, s.UserKey(user))
+		c, err := cc.MasterForKey(ctx, s.TombstoneKey(user))
 		if err != nil {
 			return fmt.Errorf("%w: finding the master of %s: %w", ErrUnavailable, user, err)
 		}

@@ -312,32 +312,17 @@ func slotTag(slot int) string {
 // (taken after the write was acknowledged): the next restore of the user
 // waits for it as for the marker's.
 
-// userFenceTTL bounds how long a user's fence outlives its restore
+// UserFenceTTL bounds how long a user's fence outlives its restore
 // (the persister passes it within seconds).
-const userFenceTTL = time.Hour
+const UserFenceTTL = time.Hour
 
 // UserFenceKey holds the fence a user's next restore waits for.
 func (s *Store) UserFenceKey(user string) string { return s.prefix + "uf:{" + user + "}" }
 
-// UnloadUsers marks the users' cursor hashes not loaded and leaves fence
-// for their next restore.
-func (s *Store) UnloadUsers(ctx context.Context, users []string, fence string) error {
-	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
-		for _, u := range users {
-			pipe.Set(ctx, s.UserFenceKey(u), fence, userFenceTTL)
-			pipe.HDel(ctx, s.UserKey(u), loadedField)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("unloading %d users: %w", len(users), err)
-	}
-	return nil
-}
-
 // SetUserFence leaves fence for the user's next restores (of cursors or
 // of collected thread registers) to wait for.
 func (s *Store) SetUserFence(ctx context.Context, user, fence string) error {
-	if err := s.rdb.Set(ctx, s.UserFenceKey(user), fence, userFenceTTL).Err(); err != nil {
+	if err := s.rdb.Set(ctx, s.UserFenceKey(user), fence, UserFenceTTL).Err(); err != nil {
 		return fmt.Errorf("%w: fencing %s: %w", ErrUnavailable, user, err)
 	}
 	return nil

@@ -25,7 +25,7 @@ func TestWaitReplicasSingleNode(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	s := redisstore.New(rdb, redisstore.Config{Prefix: "wait:"})
-	keys := []string{s.UserKey("alice"), s.UserKey("bob")}
+	keys := []string{s.Prefix() + "k:{alice}", s.Prefix() + "k:{bob}"}
 
 	// n = 0 waits for nothing.
 	lagging, err := s.WaitReplicas(ctx, keys, 0, time.Second)
@@ -64,10 +64,13 @@ func TestWaitReplicasCluster(t *testing.T) {
 	ctx := context.Background()
 	c := redistest.StartReplicatedCluster(t, 3, 1)
 	cfg := redisstore.ClientConfig{Mode: redisstore.ModeCluster, Addrs: c.Addrs[:1], Prefix: "wait:"}
-	s := openStore(t, cfg)
+	rdb, err := cfg.NewClient()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	s := redisstore.New(rdb, cfg.StoreConfig())
 	var keys []string
 	for i := range 30 {
-		keys = append(keys, s.UserKey("user"+strconv.Itoa(i)))
+		keys = append(keys, s.Prefix()+"k:{user"+strconv.Itoa(i)+"}")
 		require.NoError(t, s.Client().HSet(ctx, keys[i], "c", "1").Err())
 	}
 	lagging, err := s.WaitReplicas(ctx, keys, 1, 5*time.Second)

@@ -7,6 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -36,27 +39,27 @@ func TestRepairRespectsErasures(t *testing.T) {
 	require.NoError(t, r.RepairDecoded(ctx, read(9, 1_000, 0)))
 
 	// The gateway erases the user; Postgres has not applied it yet.
-	ts, err := rs.Erase(ctx, "gone", 100_000, 0, nil, nil)
+	ts, err := rs.Erase(ctx, "gone", 100_000, 0, kind.ErasedHashes(kinds.All(), &kind.Env{Redis: rs}, "gone"), nil)
 	require.NoError(t, err)
 	// A letter from before the erasure: dropped, and Postgres caught up.
 	require.NoError(t, r.RepairDecoded(ctx, read(12, 99_000, 0)))
-	rows, err := pg.Get(ctx, "gone", nil)
+	rows, err := cursors.NewPostgres(pg).Get(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Empty(t, rows, "Postgres applied the erasure Redis holds")
 	got, err := pg.Tombstone(ctx, "gone")
 	require.NoError(t, err)
 	require.Equal(t, ts, got)
-	states, _, err := rs.Get(ctx, "gone", nil)
+	states, _, err := cursors.NewStore(rs).Get(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Empty(t, states)
 
 	// After it: repaired into both stores (the user starts over).
 	require.NoError(t, r.RepairDecoded(ctx, read(2, 99_000, ts.Generation)))
-	rows, err = pg.Get(ctx, "gone", nil)
+	rows, err = cursors.NewPostgres(pg).Get(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.Equal(t, int64(2), rows[0].Read.Position.Seq)
-	states, _, err = rs.Get(ctx, "gone", nil)
+	states, _, err = cursors.NewStore(rs).Get(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Len(t, states, 1)
 	require.Equal(t, int64(2), states[0].Read.Position.Seq)
@@ -64,12 +67,12 @@ func TestRepairRespectsErasures(t *testing.T) {
 	// The erasure's own letter, replayed late, deletes nothing new; a
 	// newer one (another erasure) deletes the Postgres rows.
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Erasure: &ts}))
-	rows, err = pg.Get(ctx, "gone", nil)
+	rows, err = cursors.NewPostgres(pg).Get(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	later := tombstone.Tombstone{User: "gone", Generation: ts.Generation + 1, ErasedAtUnixMs: 200_000}
 	require.NoError(t, r.RepairDecoded(ctx, event.Decoded{Erasure: &later}))
-	rows, err = pg.Get(ctx, "gone", nil)
+	rows, err = cursors.NewPostgres(pg).Get(ctx, "gone", nil)
 	require.NoError(t, err)
 	require.Empty(t, rows)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
@@ -64,7 +65,7 @@ func TestRepairDecodedEveryKind(t *testing.T) {
 	cm, _, err := members.NewStore(nil, rs).ChannelMembers(ctx, "c", nil)
 	require.NoError(t, err)
 	require.Equal(t, []channel.Membership{leave}, cm)
-	ps, err := pg.Get(ctx, "u", nil)
+	ps, err := cursors.NewPostgres(pg).Get(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Seq: 3}, ps[0].EffectiveRead(), "the cursors of the same record are repaired too")
 

@@ -9,6 +9,7 @@ import (
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/privacy"
@@ -47,7 +48,7 @@ func TestRepairSettings(t *testing.T) {
 	k := receipt.Key{User: "shy", Channel: "c"}
 	st := receipt.State{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 4}}, UpdatedAtUnixMs: 1_000}
 	st, _ = receipt.Merge(receipt.State{}, st)
-	_, err := rs.Merge(ctx, []receipt.State{st})
+	_, err := cursors.NewStore(rs).Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
 	_, err = readby.NewStore(nil, rs).Apply(ctx, []readby.Move{
 		{Channel: "c", User: "shy", Side: readby.Read, Position: receipt.Position{Seq: 4}, AtUnixMs: 1_000},

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/readstate/receipts/internal/bench/benchpg"
-	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -147,8 +147,8 @@ func (h *harness) copyBaseline(ctx context.Context, conn *pgx.Conn, table string
 	now := start
 	err = concurrently(ctx, len(cs), func(ctx context.Context, i int) error {
 		c, part := cs[i], rows[i*len(rows)/conns:(i+1)*len(rows)/conns]
-		n, err := c.CopyFrom(ctx, pgx.Identifier{table}, pgstore.CopyColumns,
-			pgx.CopyFromSlice(len(part), func(j int) ([]any, error) { return pgstore.CopyRow(part[j], now), nil }))
+		n, err := c.CopyFrom(ctx, pgx.Identifier{table}, cursors.CopyColumns,
+			pgx.CopyFromSlice(len(part), func(j int) ([]any, error) { return cursors.CopyRow(part[j], now), nil }))
 		if err != nil {
 			return fmt.Errorf("COPY into %s: %w", table, err)
 		}
@@ -188,7 +188,7 @@ func (h *harness) naiveBaseline(ctx context.Context, conn *pgx.Conn) (*NaiveResu
 	start := time.Now()
 	err = concurrently(ctx, len(work), func(ctx context.Context, w int) error {
 		for _, i := range work[w] {
-			if _, err := store.Upsert(ctx, []receipt.State{h.ds.State(i)}); err != nil {
+			if _, err := cursors.NewPostgres(store).Upsert(ctx, []receipt.State{h.ds.State(i)}); err != nil {
 				return fmt.Errorf("naive upsert: %w", err)
 			}
 		}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/readstate/receipts/internal/bench/benchpg"
 	"github.com/readstate/receipts/pkg/event"
-	"github.com/readstate/receipts/pkg/pgstore"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
@@ -641,8 +641,8 @@ func (h *harness) prefill(ctx context.Context, n int) (int64, error) {
 			rows = append(rows, receipt.State{Key: receipt.Key{User: fmt.Sprintf("%s%09d", prefillUser, i/20), Channel: fmt.Sprintf("c%02d", i%20)},
 				Read: c, Delivered: c, DeviceID: "d", UpdatedAtUnixMs: 1_700_000_000_000})
 		}
-		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"read_receipts"}, pgstore.CopyColumns,
-			pgx.CopyFromSlice(len(rows), func(j int) ([]any, error) { return pgstore.CopyRow(rows[j], time.Now()), nil })); err != nil {
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"read_receipts"}, cursors.CopyColumns,
+			pgx.CopyFromSlice(len(rows), func(j int) ([]any, error) { return cursors.CopyRow(rows[j], time.Now()), nil })); err != nil {
 			return 0, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/internal/bench/loadgen"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -60,7 +61,7 @@ func TestPrefillWritesEveryState(t *testing.T) {
 	require.EqualValues(t, 903, res.States)
 	require.Len(t, also, 903, "every state is handed to Also (e.g. Postgres) too")
 	for _, u := range []int{0, 150, 300} {
-		states, _, err := store.Get(ctx, "pf"+strconv.Itoa(u), []string{"c0", "c1", "c2"})
+		states, _, err := cursors.NewStore(store).Get(ctx, "pf"+strconv.Itoa(u), []string{"c0", "c1", "c2"})
 		require.NoError(t, err)
 		require.Len(t, states, 3)
 		for _, st := range states {

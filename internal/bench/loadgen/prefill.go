@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -97,7 +98,7 @@ func Prefill(ctx context.Context, store *redisstore.Store, cfg PrefillConfig) (P
 				for i := from; i < min(from+int64(cfg.Batch), total); i++ {
 					states = append(states, prefillState(cfg, i))
 				}
-				res, err := store.Merge(ctx, states)
+				res, err := cursors.NewStore(store).Merge(ctx, states)
 				if err == nil {
 					for _, r := range res {
 						if r.Err != nil {

@@ -157,7 +157,7 @@ func (g *Channels) changeMembership(ctx context.Context, k receipt.Key, join boo
 // them durable. (The join read itself is not merged again: it would undo
 // a mark-unread made since the join.)
 func (g *Channels) heldCursors(ctx context.Context, k receipt.Key) *receipt.State {
-	held, _, err := g.Redis.Get(ctx, k.User, []string{k.Channel})
+	held, _, err := g.CursorStore().Get(ctx, k.User, []string{k.Channel})
 	if err != nil || len(held) == 0 {
 		return nil
 	}

@@ -18,9 +18,9 @@ import (
 	"github.com/readstate/receipts/pkg/gate/markcalls"
 	"github.com/readstate/receipts/pkg/gate/seam"
 	"github.com/readstate/receipts/pkg/gate/threadcalls"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	channelheads "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Bounds of the notice calls.
@@ -202,7 +202,7 @@ func (g *Channels) notify(ctx context.Context, notices []seam.Notice) ([]*receip
 	var (
 		wg          sync.WaitGroup
 		raised      []channelheads.Result
-		merged      []redisstore.MergeResult
+		merged      []cursors.MergeResult
 		mentionGens []int64
 		mentionErr  error
 		groupErr    error

@@ -7,8 +7,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
 )
 
@@ -66,7 +66,7 @@ func (g *Marks) CheckMark(f *seam.Facts, m Mark) error {
 // with an explicit epoch Redis did not check is checked against Postgres
 // (receipt.EpochAhead); when it is ahead there, or Postgres cannot answer
 // either, the flush fails (nothing acknowledged, the callers retry).
-func (g *Marks) ResolveEpochs(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) ([]receipt.State, error) {
+func (g *Marks) ResolveEpochs(ctx context.Context, states []receipt.State, merged []cursors.MergeResult) ([]receipt.State, error) {
 	out := make([]receipt.State, len(states))
 	var unresolved []receipt.Key
 	explicit := 0
@@ -89,7 +89,7 @@ func (g *Marks) ResolveEpochs(ctx context.Context, states []receipt.State, merge
 		return out, nil
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	epochs, err := g.PG.ReadEpochs(pctx, unresolved)
+	epochs, err := cursors.NewPostgres(g.PG).ReadEpochs(pctx, unresolved)
 	cancel()
 	if err != nil {
 		if cerr := seam.ContextError(ctx, err); cerr != nil {

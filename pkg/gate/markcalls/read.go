@@ -14,6 +14,7 @@ import (
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/tracing"
@@ -38,7 +39,7 @@ func (g *Marks) read(ctx context.Context, user string, channels []string, page u
 		if err := g.Restore.SettleDegraded(ctx, []string{user}); err != nil {
 			return nil, false, err
 		}
-		return g.Redis.Get(ctx, user, channels)
+		return g.CursorStore().Get(ctx, user, channels)
 	}
 	cached, complete, rerr := get()
 	if rerr == nil && complete {
@@ -87,12 +88,12 @@ func (g *Marks) read(ctx context.Context, user string, channels []string, page u
 // else the first pgstore.MaxChannelsPerRead) once it holds what may be
 // in flight.
 func (g *Marks) durableStates(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
-	if _, err := g.Restore.Settle(ctx, g.Redis.UserKey(user)); err != nil {
+	if _, err := g.Restore.Settle(ctx, g.CursorStore().RedisKey(user)); err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
 	defer cancel()
-	return g.PG.Get(pctx, user, channels)
+	return cursors.NewPostgres(g.PG).Get(pctx, user, channels)
 }
 
 // mergeStates max-merges the two views per channel and keeps only the

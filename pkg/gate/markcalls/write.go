@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/producer"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -25,7 +26,7 @@ type writeJob struct {
 	marks  []Mark
 	states []receipt.State
 
-	merged   []redisstore.MergeResult
+	merged   []cursors.MergeResult
 	produced int // records of this call in the flush's durable write
 	// restored: the call left a flush once to have its users restored.
 	restored bool
@@ -157,7 +158,7 @@ func (g *Marks) Write(ctx context.Context, marks []Mark) ([]*receiptsv1.ReceiptR
 // whose explicit epoch is ahead of the stored read epoch vals read
 // (receipt.EpochAhead); the merge checks it again against the value it
 // writes over (a key vals did not read, or one that moved meanwhile).
-func checkEpochs(vals *redisstore.MarkValues, marks []Mark, states []receipt.State) error {
+func checkEpochs(vals *cursors.MarkValues, marks []Mark, states []receipt.State) error {
 	for i, m := range marks {
 		if m.Epoch == receipt.EpochCurrent {
 			continue
@@ -296,7 +297,7 @@ func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 // take it (lagging[i], Core.Replicated) into Redis failures: the answer
 // says realtime_degraded and the user is settled as after any degraded
 // write, since a failover may lose what Redis holds.
-func notReplicated(merged []redisstore.MergeResult, lagging []bool) {
+func notReplicated(merged []cursors.MergeResult, lagging []bool) {
 	for i, l := range lagging {
 		if l && merged[i].Err == nil && !merged[i].Stale && !merged[i].EpochAhead {
 			merged[i].Err = redisstore.ErrNotReplicated
@@ -306,7 +307,7 @@ func notReplicated(merged []redisstore.MergeResult, lagging []bool) {
 
 // MergeRedis merges the marks (mergeMarksRedis), then publishes their
 // public moves to the channels' views (what others may see).
-func (g *Marks) MergeRedis(ctx context.Context, states []receipt.State) []redisstore.MergeResult {
+func (g *Marks) MergeRedis(ctx context.Context, states []receipt.State) []cursors.MergeResult {
 	merged := g.mergeMarksRedis(ctx, nil, states)
 	g.readBy.PublishView(ctx, merged)
 	return merged
@@ -316,11 +317,11 @@ func (g *Marks) MergeRedis(ctx context.Context, states []receipt.State) []rediss
 // values vals read (nil: it reads them) (redisstore.MergeMarksFrom:
 // epochs resolved, stale marks refused). It always returns one result per
 // state; failures are per result.
-func (g *Marks) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues, states []receipt.State) []redisstore.MergeResult {
-	var merged []redisstore.MergeResult
+func (g *Marks) mergeMarksRedis(ctx context.Context, vals *cursors.MarkValues, states []receipt.State) []cursors.MergeResult {
+	var merged []cursors.MergeResult
 	err := g.Restore.SettleDegraded(ctx, usersOf(states))
 	if err == nil {
-		merged, err = g.Redis.MergeMarksFrom(ctx, vals, states)
+		merged, err = g.CursorStore().MergeMarksFrom(ctx, vals, states)
 	}
 	if len(merged) == len(states) {
 		g.restoreAndRemerge(ctx, states, merged)
@@ -330,7 +331,7 @@ func (g *Marks) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues
 		if err == nil {
 			err = redisstore.ErrUnavailable
 		}
-		merged = make([]redisstore.MergeResult, len(states))
+		merged = make([]cursors.MergeResult, len(states))
 		for i := range merged {
 			merged[i].Err = err
 		}
@@ -355,7 +356,7 @@ func (g *Marks) mergeMarksRedis(ctx context.Context, vals *redisstore.MarkValues
 // restore it: Redis then holds what is made durable (the user's next
 // restore merges Postgres in and marks the hash loaded), so the stores
 // agree without a sweep. Best effort: Redis may be failing.
-func (g *Marks) MergeUnloaded(ctx context.Context, merged []redisstore.MergeResult, resolved []receipt.State) {
+func (g *Marks) MergeUnloaded(ctx context.Context, merged []cursors.MergeResult, resolved []receipt.State) {
 	var states []receipt.State
 	for i, r := range merged {
 		if errors.Is(r.Err, redisstore.ErrNotLoaded) {
@@ -365,14 +366,14 @@ func (g *Marks) MergeUnloaded(ctx context.Context, merged []redisstore.MergeResu
 	if len(states) == 0 {
 		return
 	}
-	if _, err := g.Redis.Merge(ctx, states); err != nil {
+	if _, err := g.CursorStore().Merge(ctx, states); err != nil {
 		g.WarnRedis(ctx, seam.RedisOpMerge, err)
 	}
 }
 
 // DegradedUsers are the users of the states whose merge failed: their
 // acknowledged writes are in Kafka but not in Redis.
-func DegradedUsers(states []receipt.State, merged []redisstore.MergeResult) []string {
+func DegradedUsers(states []receipt.State, merged []cursors.MergeResult) []string {
 	var users []string
 	for i, r := range merged {
 		if r.Err != nil {
@@ -386,7 +387,7 @@ func DegradedUsers(states []receipt.State, merged []redisstore.MergeResult) []st
 // loaded (redisstore.ErrNotLoaded: Redis lost it, or it was never
 // restored) and merges those marks again, once; what still fails keeps
 // its error.
-func (g *Marks) restoreAndRemerge(ctx context.Context, states []receipt.State, merged []redisstore.MergeResult) {
+func (g *Marks) restoreAndRemerge(ctx context.Context, states []receipt.State, merged []cursors.MergeResult) {
 	var idx []int
 	var users []string
 	seen := map[string]bool{}
@@ -410,7 +411,7 @@ func (g *Marks) restoreAndRemerge(ctx context.Context, states []receipt.State, m
 	for j, i := range idx {
 		again[j] = states[i]
 	}
-	res, _ := g.Redis.MergeMarksFrom(ctx, nil, again)
+	res, _ := g.CursorStore().MergeMarksFrom(ctx, nil, again)
 	if len(res) != len(again) {
 		return
 	}
@@ -423,7 +424,7 @@ func (g *Marks) restoreAndRemerge(ctx context.Context, states []receipt.State, m
 // flush with one lookup for all of them; a call that fails is answered
 // with its error and left out of the returned jobs. The lookup also read
 // the keys' stored values, for the merge (vals).
-func (g *Marks) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *redisstore.MarkValues) {
+func (g *Marks) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *cursors.MarkValues) {
 	var keys []receipt.Key
 	ctxs := make([]context.Context, len(jobs))
 	for i, j := range jobs {

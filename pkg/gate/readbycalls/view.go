@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/readstate/receipts/pkg/gate/seam"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/views/readby"
 )
 
@@ -17,7 +17,7 @@ import (
 // that advance, so passing cursors that did not move costs a no-op. A
 // failure only counts as degraded: a view rebuild from Postgres repairs it
 // (see viewOf).
-func (g *ReadBy) PublishView(ctx context.Context, merged []redisstore.MergeResult) {
+func (g *ReadBy) PublishView(ctx context.Context, merged []cursors.MergeResult) {
 	var moves []readby.Move
 	var users []string
 	seen := map[string]bool{}
@@ -181,15 +181,15 @@ func (g *ReadBy) LeaveView(ctx context.Context, k receipt.Key) {
 // nothing by itself. A failure only counts as degraded (a rebuild of the
 // view from Postgres repairs it).
 func (g *ReadBy) JoinView(ctx context.Context, k receipt.Key) {
-	states, _, err := g.Redis.Get(ctx, k.User, []string{k.Channel})
+	states, _, err := g.CursorStore().Get(ctx, k.User, []string{k.Channel})
 	if err != nil {
 		g.RedisDegradedOn(ctx, seam.RedisOpView, 1, err)
 		return
 	}
-	var held []redisstore.MergeResult
+	var held []cursors.MergeResult
 	for _, st := range states {
 		if st.Key == k {
-			held = append(held, redisstore.MergeResult{State: st, Advanced: true})
+			held = append(held, cursors.MergeResult{State: st, Advanced: true})
 		}
 	}
 	g.PublishView(ctx, held) // moves that do not advance the view are no-ops

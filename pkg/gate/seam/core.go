@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/errclass"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
@@ -307,6 +308,9 @@ func ValidateKey(user, ch string) (receipt.Key, error) {
 
 // SettingsStore is the privacy settings registers'.
 func (g *Core) SettingsStore() settings.Store { return settings.NewStore(g.PG, g.Redis) }
+
+// CursorStore is the cursors' kind over the gateway's Redis.
+func (g *Core) CursorStore() cursors.Store { return cursors.NewStore(g.Redis) }
 
 // HeadStore is the channel heads' (Postgres).
 func (g *Core) HeadStore() heads.Store { return heads.NewStore(g.PG, g.Redis) }

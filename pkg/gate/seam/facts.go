@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -143,7 +144,7 @@ func (g *Core) queueFacts(ctx context.Context, pipe redis.Pipeliner, keys []rece
 // LookupForWrite is lookup(keys, false) for a write: the same round trip
 // also reads the keys' stored values for the merge that follows the
 // checks (factsAndValues).
-func (g *Core) LookupForWrite(ctx context.Context, keys []receipt.Key) (*Facts, *redisstore.MarkValues) {
+func (g *Core) LookupForWrite(ctx context.Context, keys []receipt.Key) (*Facts, *cursors.MarkValues) {
 	f := &Facts{keys: make(map[receipt.Key]members.KeyFacts, len(keys))}
 	if len(keys) == 0 {
 		f.Known = true
@@ -161,19 +162,19 @@ func (g *Core) LookupForWrite(ctx context.Context, keys []receipt.Key) (*Facts, 
 // checks' round trip: a write takes two round trips (this one and the
 // compare-and-set), not three. Values that could not be read are left
 // out of vals (the merge reads them again); err is the facts' error.
-func (g *Core) factsAndValues(ctx context.Context, keys []receipt.Key) (map[string]*ChannelFacts, []members.KeyFacts, *redisstore.MarkValues, error) {
-	var readValues func() *redisstore.MarkValues
+func (g *Core) factsAndValues(ctx context.Context, keys []receipt.Key) (map[string]*ChannelFacts, []members.KeyFacts, *cursors.MarkValues, error) {
+	var readValues func() *cursors.MarkValues
 	var readFacts func() (map[string]*ChannelFacts, []members.KeyFacts, error)
 	if _, err := g.Redis.Exec(ctx, func(pipe redis.Pipeliner) {
 		// The scripts first: a script cache Redis lost is then the
 		// pipeline's first error, which Exec mends (a missing head, a
 		// nil reply, would come first otherwise).
-		readValues = g.Redis.QueueMarkValues(ctx, pipe, keys)
+		readValues = g.CursorStore().QueueMarkValues(ctx, pipe, keys)
 		readFacts = g.queueFacts(ctx, pipe, keys, false)
 	}); err != nil {
 		// Whatever failed, the checks need their facts alone more.
 		chs, kfs, err := g.redisFacts(ctx, keys, false)
-		return chs, kfs, &redisstore.MarkValues{}, err
+		return chs, kfs, &cursors.MarkValues{}, err
 	}
 	chs, kfs, err := readFacts()
 	if err != nil {

@@ -4,8 +4,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
-	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // Event outcomes (label values of events_total).
@@ -101,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *Metrics {
 // CountStale counts the marks Redis did not advance: incoming is what a
 // mark wrote, merged Redis's answer for it. Failed merges are not counted
 // (redis_degraded_total has them).
-func (m *Metrics) CountStale(incoming []receipt.State, merged []redisstore.MergeResult) {
+func (m *Metrics) CountStale(incoming []receipt.State, merged []cursors.MergeResult) {
 	for i := range merged {
 		r := &merged[i]
 		if r.Err != nil || r.Advanced || i >= len(incoming) {

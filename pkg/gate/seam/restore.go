@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/readstate/receipts/pkg/grouplag"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
@@ -249,7 +250,7 @@ func (r *Restorer) fence(ctx context.Context, keys []string) ([]redisstore.Incar
 func (g *Core) Settled(ctx context.Context, users, channels []string) error {
 	keys := make([]string, 0, len(users)+len(channels))
 	for _, u := range users {
-		keys = append(keys, g.Redis.UserKey(u))
+		keys = append(keys, g.CursorStore().RedisKey(u))
 	}
 	for _, ch := range channels {
 		keys = append(keys, g.HeadStore().RedisKey(ch))
@@ -310,7 +311,7 @@ func (r *Restorer) cursorsOfShared(ctx context.Context, user string) error {
 func (r *Restorer) cursorsBatch(ctx context.Context, users []string) (again []string, err error) {
 	keys := make([]string, len(users))
 	for i, u := range users {
-		keys[i] = r.g.Redis.UserKey(u)
+		keys[i] = r.g.CursorStore().RedisKey(u)
 	}
 	incs, err := r.Settle(ctx, keys...)
 	if err != nil {
@@ -326,7 +327,7 @@ func (r *Restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 		users = slices.DeleteFunc(users, func(u string) bool { return slices.Contains(fenced, u) })
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.g.Cfg.PostgresTimeout)
-	rows, more, err := r.g.PG.UsersStates(pctx, users, RestorePage)
+	rows, more, err := cursors.NewPostgres(r.g.PG).UsersStates(pctx, users, RestorePage)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("reading the cursors of %d users: %w", len(users), err)
@@ -342,14 +343,14 @@ func (r *Restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 	}
 	for _, u := range users {
 		byUser[u] = nil
-		incOf[u] = incByKey[r.g.Redis.UserKey(u)]
+		incOf[u] = incByKey[r.g.CursorStore().RedisKey(u)]
 	}
 	for _, st := range rows {
 		byUser[st.Key.User] = append(byUser[st.Key.User], st)
 	}
 	var first error
 	if len(byUser) > 0 {
-		res, err := r.g.Redis.HydrateMany(ctx, byUser, incOf)
+		res, err := r.g.CursorStore().HydrateMany(ctx, byUser, incOf)
 		if err != nil {
 			return nil, err
 		}
@@ -369,7 +370,7 @@ func (r *Restorer) cursorsBatch(ctx context.Context, users []string) (again []st
 }
 
 func (r *Restorer) cursorsOf(ctx context.Context, user string) error {
-	err := r.Restore(ctx, r.g.Redis.UserKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
+	err := r.Restore(ctx, r.g.CursorStore().RedisKey(user), func(ctx context.Context, inc redisstore.Incarnation) error {
 		fence, err := r.UserFence(ctx, user)
 		if err != nil {
 			return err
@@ -378,7 +379,7 @@ func (r *Restorer) cursorsOf(ctx context.Context, user string) error {
 		if err != nil {
 			return err
 		}
-		if err := r.g.Redis.Hydrate(ctx, user, states, inc); err != nil {
+		if err := r.g.CursorStore().Hydrate(ctx, user, states, inc); err != nil {
 			return err
 		}
 		if fence != "" {
@@ -456,7 +457,7 @@ func (g *Core) Replicated(ctx context.Context, users []string) (lagging []bool) 
 	}
 	keys := make([]string, len(users))
 	for i, u := range users {
-		keys[i] = g.Redis.UserKey(u)
+		keys[i] = g.CursorStore().RedisKey(u)
 	}
 	lagging, err := g.Redis.WaitReplicas(ctx, keys, g.Cfg.ReplicaAcks, g.Cfg.ReplicaAckTimeout)
 	if err != nil {
@@ -503,7 +504,7 @@ func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
 		}
 		fence = f.String()
 	}
-	if err := r.g.Redis.UnloadUsers(ctx, todo, fence); err != nil {
+	if err := r.g.CursorStore().UnloadUsers(ctx, todo, fence); err != nil {
 		return err
 	}
 	r.degradedMu.Lock()
@@ -545,7 +546,7 @@ func (r *Restorer) durableCursors(ctx context.Context, user string) ([]receipt.S
 	after := ""
 	for {
 		pctx, cancel := context.WithTimeout(ctx, r.g.Cfg.PostgresTimeout)
-		page, err := r.g.PG.UserStatesAfter(pctx, user, after, RestorePage)
+		page, err := cursors.NewPostgres(r.g.PG).UserStatesAfter(pctx, user, after, RestorePage)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("reading the cursors of %s: %w", user, err)

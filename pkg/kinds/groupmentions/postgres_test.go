@@ -8,6 +8,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
@@ -62,7 +63,7 @@ func TestErasureRedactsTheSender(t *testing.T) {
 	pg := pgtest.NewSchema(t).Store
 	s := NewStore(pg, nil)
 	ctx := context.Background()
-	_, err := pg.Upsert(ctx, []receipt.State{{Key: receipt.Key{User: "gone", Channel: "c1"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}})
+	_, err := cursors.NewPostgres(pg).Upsert(ctx, []receipt.State{{Key: receipt.Key{User: "gone", Channel: "c1"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	_, err = s.WritePG(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}, {Seq: 8, Sender: "other"}}}})
 	require.NoError(t, err)

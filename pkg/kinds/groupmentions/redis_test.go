@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
@@ -67,11 +68,11 @@ func TestErasureRedactsTheSenderInRedis(t *testing.T) {
 	s, rs, _ := newRedisStore(t)
 	ctx := context.Background()
 	st := receipt.State{Key: receipt.Key{User: "gone", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}
-	_, err := rs.Merge(ctx, []receipt.State{st})
+	_, err := cursors.NewStore(rs).Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
 	require.NoError(t, s.AddRedis(ctx, []channel.GroupMentions{{Channel: "c", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}, {Seq: 8, Sender: "other"}}}}))
 	env := &kind.Env{Redis: rs}
-	_, err = rs.Erase(ctx, "gone", 1_000, 0, kind.ErasedHashes([]kind.Kind{Kind}, env, "gone"), kind.RedisRedact([]kind.Kind{Kind}, env))
+	_, err = rs.Erase(ctx, "gone", 1_000, 0, kind.ErasedHashes([]kind.Kind{cursors.Kind, Kind}, env, "gone"), kind.RedisRedact([]kind.Kind{Kind}, env))
 	require.NoError(t, err)
 	got, err := s.ReadRedis(ctx, []string{"c"})
 	require.NoError(t, err)

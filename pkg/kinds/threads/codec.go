@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -86,7 +87,7 @@ func threadStorable(st thread.State) error {
 	}
 	c := st.Cursors
 	c.Key = st.Key.ChannelKey()
-	return redisstore.CursorsStorable(c)
+	return cursors.Storable(c)
 }
 
 // encodeThreadState is the value of st ("" when it holds nothing). The
@@ -124,7 +125,7 @@ func encodeThreadState(st thread.State) (string, error) {
 		if len(b) > 0 {
 			b = append(b, ' ')
 		}
-		b = redisstore.AppendCursors(b, merged)
+		b = cursors.AppendValue(b, merged)
 	}
 	return string(b), nil
 }
@@ -169,7 +170,7 @@ func decodeThreadState(k thread.Key, v string) (thread.State, error) {
 		if rest[0] == '+' || rest[0] == '-' || rest[0] == '@' || strings.HasPrefix(rest, "v1:") {
 			return bad(errThreadValue)
 		}
-		c, err := redisstore.DecodeCursors(k.ChannelKey(), rest)
+		c, err := cursors.DecodeValue(k.ChannelKey(), rest)
 		if err != nil {
 			return bad(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/thread"
@@ -32,7 +33,7 @@ func newThreadStore(t testing.TB) Store {
 func restored(t testing.TB, s Store, users ...string) {
 	t.Helper()
 	for _, u := range users {
-		require.NoError(t, s.redis.MarkLoaded(context.Background(), s.redis.UserKey(u), redisstore.Incarnation{}))
+		require.NoError(t, s.redis.MarkLoaded(context.Background(), cursors.NewStore(s.redis).RedisKey(u), redisstore.Incarnation{}))
 		require.NoError(t, s.redis.MarkLoaded(context.Background(), s.RedisKey(u), redisstore.Incarnation{}))
 	}
 }

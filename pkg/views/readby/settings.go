@@ -3,6 +3,7 @@ package readby
 import (
 	"context"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/privacy"
 )
 
@@ -14,7 +15,7 @@ import (
 // the repairs after a settings repair that changed Redis (kind.Env's
 // SettingsApplied).
 func (s Store) ApplySettings(ctx context.Context, st privacy.Settings, streamMaxLen int64) error {
-	states, _, err := s.redis.Get(ctx, st.User, nil)
+	states, _, err := cursors.NewStore(s.redis).Get(ctx, st.User, nil)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
@@ -137,13 +138,13 @@ func TestRedisAndPostgresAgree(t *testing.T) {
 				ms = append(ms, channel.Mentions{Key: k, Seqs: channel.MergeMentions(nil, seqs, mentionCap)})
 			}
 		}
-		_, err := pg.Upsert(ctx, states)
+		_, err := cursors.NewPostgres(pg).Upsert(ctx, states)
 		require.NoError(t, err)
 		_, err = members.NewStore(pg, nil).WritePG(ctx, regs)
 		require.NoError(t, err)
 		_, err = mentions.NewStore(pg, nil).WritePG(ctx, ms)
 		require.NoError(t, err)
-		require.NoError(t, rs.Hydrate(ctx, u, states, redisstore.Incarnation{}))
+		require.NoError(t, cursors.NewStore(rs).Hydrate(ctx, u, states, redisstore.Incarnation{}))
 		require.NoError(t, mentions.NewStore(nil, rs).WithMentionCap(mentionCap).HydrateRedis(ctx, u, ms))
 		require.NoError(t, members.NewStore(nil, rs).HydrateMemberships(ctx, u, regs))
 	}

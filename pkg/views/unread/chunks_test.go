@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -58,13 +59,13 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, headkind.NewStore(nil, rs).RedisKey(channels[30]), "?", 0).Err())
 	// A cursor without a register, read further in some channels.
 	st := receipt.State{Key: receipt.Key{User: "u", Channel: "u-extra"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}, MessageID: "m2"}, UpdatedAtUnixMs: now}
-	_, err = rs.Merge(ctx, []receipt.State{st})
+	_, err = cursors.NewStore(rs).Merge(ctx, []receipt.State{st})
 	require.NoError(t, err)
 	var further []receipt.State
 	for _, i := range []int{8, 9, 40} {
 		further = append(further, receipt.State{Key: receipt.Key{User: "u", Channel: channels[i]}, Read: receipt.Cursor{Position: receipt.Position{Seq: 8}, MessageID: "m8"}, UpdatedAtUnixMs: now + 1})
 	}
-	_, err = rs.Merge(ctx, further)
+	_, err = cursors.NewStore(rs).Merge(ctx, further)
 	require.NoError(t, err)
 	// Deletions: in channels 8 (read further), 12 (a run from the read
 	// and a mention) and 13 (everything unread), across a part's edge.
@@ -73,7 +74,7 @@ func TestUnreadChunkedSameAnswer(t *testing.T) {
 	putDeletions(t, rs, []int64{6, 7, 8, 9, 10}, channels[13])
 	// A user with no cursor hydrated: CursorsComplete false on both.
 	setupUnreadUser(t, rs, "v", 30)
-	require.NoError(t, rdb.Del(ctx, rs.UserKey("v")).Err())
+	require.NoError(t, rdb.Del(ctx, cursors.NewStore(rs).RedisKey("v")).Err())
 
 	pages := []Page{{}, {Limit: 1000}, {Limit: 25}, {After: channels[10], Limit: 30}, {After: channels[19]}, {After: "zz"}}
 	for _, user := range []string{"u", "v", "nobody"} {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
@@ -32,8 +33,8 @@ func TestUnreadCountsGroupMentions(t *testing.T) {
 			require.NoError(t, err)
 			for _, ch := range []string{"c", "d"} {
 				st := receipt.State{Key: receipt.Key{User: "u", Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Seq: 2}}, UpdatedAtUnixMs: 1}
-				require.NoError(t, s.Hydrate(ctx, "u", []receipt.State{st}, redisstore.Incarnation{}))
-				_, err = s.Merge(ctx, []receipt.State{st})
+				require.NoError(t, cursors.NewStore(s).Hydrate(ctx, "u", []receipt.State{st}, redisstore.Incarnation{}))
+				_, err = cursors.NewStore(s).Merge(ctx, []receipt.State{st})
 				require.NoError(t, err)
 			}
 			require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, "u", []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "c"}, Seqs: []int64{3, 5}}}))

@@ -55,7 +55,7 @@ func (s Store) userHashes(ctx context.Context, user string) (*userHashes, error)
 	var ulen, mlen *redis.IntCmd
 	var leftCount *redis.StringCmd
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		ulen = pipe.HLen(ctx, s.redis.UserKey(user))
+		ulen = pipe.HLen(ctx, s.cursorStore().RedisKey(user))
 		mlen = pipe.HLen(ctx, s.memberStore().UserMembersKey(user))
 		leftCount = pipe.HGet(ctx, s.memberStore().UserMembersKey(user), members.LeftCountField)
 	}); err != nil {
@@ -66,7 +66,7 @@ func (s Store) userHashes(ctx context.Context, user string) (*userHashes, error)
 	if n > redisstore.MaxUnreadChannels {
 		return nil, fmt.Errorf("%w: user %s has about %d (at most %d)", redisstore.ErrTooManyChannels, user, n, redisstore.MaxUnreadChannels)
 	}
-	keys := [3]string{s.redis.UserKey(user), s.memberStore().UserMembersKey(user), s.mentionStore().RedisKey(user)}
+	keys := [3]string{s.cursorStore().RedisKey(user), s.memberStore().UserMembersKey(user), s.mentionStore().RedisKey(user)}
 	membersOnly := leftCount.Val() == "0"
 	// read sends (or queues, on a pipeline) the read of keys[i]; its
 	// answer's table comes from the function it returns.

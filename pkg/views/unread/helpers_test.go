@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/kind/kindtest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
@@ -64,7 +65,7 @@ func setupUnreadUser(tb testing.TB, rs *redisstore.Store, user string, n int) []
 		ms[i] = channel.Mentions{Key: k, Seqs: []int64{7, 9}}
 		heads[i] = channel.Head{Channel: ch, Seq: 10, MessageID: "m10", UpdatedAtUnixMs: now}
 	}
-	require.NoError(tb, rs.Hydrate(ctx, user, states, redisstore.Incarnation{}))
+	require.NoError(tb, cursors.NewStore(rs).Hydrate(ctx, user, states, redisstore.Incarnation{}))
 	require.NoError(tb, mentions.NewStore(nil, rs).HydrateRedis(ctx, user, ms))
 	require.NoError(tb, members.NewStore(nil, rs).HydrateMemberships(ctx, user, regs))
 	for start := 0; start < n; start += 1000 {

@@ -39,7 +39,7 @@ func (s Store) Order(ctx context.Context, user string, riders ...Rider) (Inbox, 
 	var fields, regFields *redis.StringSliceCmd
 	var leftCount *redis.StringCmd
 	if err := s.exec(ctx, func(pipe redis.Pipeliner) {
-		fields = pipe.HRandField(ctx, s.redis.UserKey(user), redisstore.WholeHashCount)
+		fields = pipe.HRandField(ctx, s.cursorStore().RedisKey(user), redisstore.WholeHashCount)
 		regFields = pipe.HRandField(ctx, s.memberStore().UserMembersKey(user), redisstore.WholeHashCount)
 		leftCount = pipe.HGet(ctx, s.memberStore().UserMembersKey(user), members.LeftCountField)
 		queueRiders(ctx, pipe, riders, user, nil)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -23,14 +24,14 @@ func TestOrderCompleteOnlyWhenHydrated(t *testing.T) {
 	n := 3
 	_, err := headkind.NewStore(nil, s).RaiseRedis(ctx, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}})
 	require.NoError(t, err)
-	_, err = s.Merge(ctx, []receipt.State{{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1}})
+	_, err = cursors.NewStore(s).Merge(ctx, []receipt.State{{Key: receipt.Key{User: "u", Channel: "c"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	got, err := v.Order(ctx, "u")
 	require.NoError(t, err)
 	require.False(t, got.Complete, "the user's hashes were never hydrated")
 	require.Equal(t, []channel.Head{{Channel: "c", Seq: int64(n), MessageID: fmt.Sprintf("m%d", n), UpdatedAtUnixMs: int64(n)}}, got.Heads)
 
-	require.NoError(t, s.Hydrate(ctx, "u", nil, redisstore.Incarnation{}))
+	require.NoError(t, cursors.NewStore(s).Hydrate(ctx, "u", nil, redisstore.Incarnation{}))
 	require.NoError(t, members.NewStore(nil, s).HydrateMemberships(ctx, "u", nil))
 	got, err = v.Order(ctx, "u")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
@@ -32,7 +33,7 @@ func TestUnreadViewCountsTheKindsMentions(t *testing.T) {
 		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{2, 5, 7, 9}})
 		heads = append(heads, channel.Head{Channel: ch, Seq: 10})
 	}
-	_, err := rs.Merge(ctx, []receipt.State{{Key: receipt.Key{User: user, Channel: "a"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}, MessageID: "m6"}, UpdatedAtUnixMs: 1}})
+	_, err := cursors.NewStore(rs).Merge(ctx, []receipt.State{{Key: receipt.Key{User: user, Channel: "a"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}, MessageID: "m6"}, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 	_, err = headkind.NewStore(nil, rs).RaiseRedis(ctx, heads)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -20,7 +21,7 @@ import (
 // what Read reads, where Read reads it: group mentions and deletions
 // only of the channels with unread messages.
 func (s Store) ReadPG(ctx context.Context, user string, channels []string) ([]ChannelView, error) {
-	states, err := s.pg.Get(ctx, user, channels)
+	states, err := cursors.NewPostgres(s.pg).Get(ctx, user, channels)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
@@ -88,7 +89,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 		var ucmd, mcmd, ncmd *redis.SliceCmd
 		if err := s.exec(ctx, func(pipe redis.Pipeliner) {
 			queueRiders(ctx, pipe, riders, user, channels)
-			ucmd = pipe.HMGet(ctx, s.redis.UserKey(user), fields...)
+			ucmd = pipe.HMGet(ctx, s.cursorStore().RedisKey(user), fields...)
 			mcmd = pipe.HMGet(ctx, s.memberStore().UserMembersKey(user), fields...)
 			ncmd = pipe.HMGet(ctx, s.mentionStore().RedisKey(user), fields...)
 			heads = s.headStore().QueueChannelValues(ctx, pipe, channels)
@@ -127,7 +128,7 @@ func (s Store) read(ctx context.Context, user string, channels []string, page Pa
 // those whose deletions it does not know, and the views whose deletions
 // are to count (readDeletions) are marked so. defaultSet: a channel the user left is left out.
 func (s Store) counted(ctx context.Context, views []ChannelView, missing, undeleted []string, user string, channels []string,
-	heads *heads.ChannelValues, cursors, regs, mentionTable fieldTable, defaultSet bool,
+	heads *heads.ChannelValues, cursorTable, regs, mentionTable fieldTable, defaultSet bool,
 ) ([]ChannelView, []string, []string, error) {
 	var bound [redisstore.SeqWidth]byte
 	var seqs []int64 // the views' mention seqs, side by side
@@ -135,8 +136,8 @@ func (s Store) counted(ctx context.Context, views []ChannelView, missing, undele
 		var in Input
 		k := receipt.Key{User: user, Channel: ch}
 		in.State = receipt.State{Key: k}
-		if v, ok := cursors.next(ch); ok {
-			if st, err := redisstore.DecodeCursors(k, v); err != nil {
+		if v, ok := cursorTable.next(ch); ok {
+			if st, err := cursors.DecodeValue(k, v); err != nil {
 				s.redis.SkipUndecodable() // read as no state, never failing the user
 			} else {
 				in.State, in.HasState = st, true

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	headkind "github.com/readstate/receipts/pkg/kinds/heads"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
@@ -58,7 +59,7 @@ func TestUnreadBulkRead(t *testing.T) {
 		regs = append(regs, channel.Membership{Key: k, Member: i%10 != 9, VersionSeq: 1, VersionUnixMs: 1})
 		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{2, 5, 7, 9}})
 	}
-	_, err := s.Merge(ctx, states)
+	_, err := cursors.NewStore(s).Merge(ctx, states)
 	require.NoError(t, err)
 	_, err = headkind.NewStore(nil, s).RaiseRedis(ctx, heads[:nch-1]) // the last head is unknown to Redis
 	require.NoError(t, err)
@@ -109,7 +110,7 @@ func TestUnreadBulkRead(t *testing.T) {
 	require.Len(t, view.Channels, nch-nch/10, "left channels do not count")
 
 	// Hydrated: complete, and a channel known to have no head has seq 0.
-	require.NoError(t, s.Hydrate(ctx, user, nil, redisstore.Incarnation{}))
+	require.NoError(t, cursors.NewStore(s).Hydrate(ctx, user, nil, redisstore.Incarnation{}))
 	require.NoError(t, mentions.NewStore(nil, s).HydrateRedis(ctx, user, nil))
 	require.NoError(t, members.NewStore(nil, s).HydrateMemberships(ctx, user, nil))
 	require.NoError(t, headkind.NewStore(nil, s).HydrateRedis(ctx, nil, []string{"ch999"}))
@@ -162,8 +163,8 @@ func TestUndecodableFieldSkipped(t *testing.T) {
 	bad := prometheus.NewCounter(prometheus.CounterOpts{Name: "undecodable"})
 	counted := redisstore.New(rdb, redisstore.Config{Prefix: s.Prefix(), Undecodable: bad})
 	st := receipt.State{Key: receipt.Key{User: "u", Channel: "good"}, Read: receipt.Cursor{Position: receipt.Position{Seq: 7}, MessageID: "m7"}, UpdatedAtUnixMs: 1}
-	require.NoError(t, s.Hydrate(ctx, "u", []receipt.State{st}, redisstore.Incarnation{}))
-	require.NoError(t, rdb.HSet(ctx, s.UserKey("u"), "bad", "zzzzzzzzzzzz.5 m5 d 0").Err())
+	require.NoError(t, cursors.NewStore(s).Hydrate(ctx, "u", []receipt.State{st}, redisstore.Incarnation{}))
+	require.NoError(t, rdb.HSet(ctx, cursors.NewStore(s).RedisKey("u"), "bad", "zzzzzzzzzzzz.5 m5 d 0").Err())
 	view, err := NewStore(nil, counted).Read(ctx, "u", []string{"bad", "good"})
 	require.NoError(t, err)
 	require.Len(t, view.Channels, 2)

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/kinds/deletions"
 	"github.com/readstate/receipts/pkg/kinds/groupmentions"
 	"github.com/readstate/receipts/pkg/kinds/heads"
@@ -174,6 +175,8 @@ func (s Store) groupMentionStore() groupmentions.Store {
 }
 
 func (s Store) deletionStore() deletions.Store { return deletions.NewStore(s.pg, s.redis) }
+
+func (s Store) cursorStore() cursors.Store { return cursors.NewStore(s.redis) }
 
 func (s Store) headStore() heads.Store { return heads.NewStore(s.pg, s.redis) }
 

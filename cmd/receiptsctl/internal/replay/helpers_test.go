@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -68,7 +69,7 @@ func encode(t *testing.T, s receipt.State) *kgo.Record {
 // pgState reads one key from Postgres; ok is false when there is no row.
 func pgState(t *testing.T, pg *pgstore.Store, k receipt.Key) (receipt.State, bool) {
 	t.Helper()
-	rows, err := pg.Get(context.Background(), k.User, []string{k.Channel})
+	rows, err := cursors.NewPostgres(pg).Get(context.Background(), k.User, []string{k.Channel})
 	require.NoError(t, err)
 	if len(rows) == 0 {
 		return receipt.State{}, false

@@ -12,6 +12,7 @@ import (
 	"github.com/readstate/receipts/pkg/deadletter"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/kafkatest"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/parked"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -38,7 +39,7 @@ func TestReplayParkedRecords(t *testing.T) {
 	garbageID, err := parked.New(bd.pg).Park(ctx, deadletter.ParkedFromRecord(garbage, deadletter.KindUndecodable, event.ErrUndecodable, 1))
 	require.NoError(t, err)
 	// Redis is ahead of the parked record: the repair takes the greater.
-	_, err = bd.rs.Merge(ctx, []receipt.State{state("u1", "c1", 6, true)})
+	_, err = cursors.NewStore(bd.rs).Merge(ctx, []receipt.State{state("u1", "c1", 6, true)})
 	require.NoError(t, err)
 
 	// Repair-only mode repairs the good one and refuses the garbage.

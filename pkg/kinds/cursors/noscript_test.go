@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -23,11 +24,11 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 	// tests count round trips that a reload would add to.
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	log := &redisstore.CmdLog{}
+	log := &cursors.CmdLog{}
 	rdb.AddHook(log)
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, s.Load(ctx))
-	_, err := s.Merge(ctx, []receipt.State{mark("u1", "c1", 0, 5, "m5", true)})
+	_, err := cursors.NewStore(s).Merge(ctx, []receipt.State{mark("u1", "c1", 0, 5, "m5", true)})
 	require.NoError(t, err)
 
 	// More states than one hydrate chunk, so both hydrate scripts run.
@@ -38,8 +39,8 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 
 	log.Reset()
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	require.NoError(t, s.Hydrate(ctx, "u2", durable, redisstore.Incarnation{}), "hydrate after SCRIPT FLUSH")
-	res, err := s.Merge(ctx, []receipt.State{
+	require.NoError(t, cursors.NewStore(s).Hydrate(ctx, "u2", durable, redisstore.Incarnation{}), "hydrate after SCRIPT FLUSH")
+	res, err := cursors.NewStore(s).Merge(ctx, []receipt.State{
 		mark("u1", "c1", 0, 3, "m3", true), // stale: the stored 5 stays
 		mark("u1", "c2", 0, 2, "m2", true),
 		mark("u1", "c1", 0, 9, "m9", false), // delivered ahead of read
@@ -57,16 +58,16 @@ func TestMergeAndHydrateReloadScriptsAfterScriptFlush(t *testing.T) {
 	require.Equal(t, receipt.Position{Seq: 5}, res[2].State.Read.Position)
 	require.Equal(t, receipt.Position{Seq: 9}, res[2].State.Delivered.Position)
 
-	got, complete, err := s.Get(ctx, "u2", nil)
+	got, complete, err := cursors.NewStore(s).Get(ctx, "u2", nil)
 	require.NoError(t, err)
 	require.True(t, complete, "the last hydrate chunk marked the hash complete")
 	require.Len(t, got, len(durable))
-	got, _, err = s.Get(ctx, "u1", nil)
+	got, _, err = cursors.NewStore(s).Get(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 
 	// The reload leaves the scripts cached: the next merge needs no retry.
-	_, err = s.Merge(ctx, []receipt.State{mark("u1", "c3", 0, 1, "m1", true)})
+	_, err = cursors.NewStore(s).Merge(ctx, []receipt.State{mark("u1", "c3", 0, 1, "m1", true)})
 	require.NoError(t, err)
 	for _, c := range log.Reset() {
 		require.NotContains(t, c, "NOSCRIPT", "the scripts were reloaded")
@@ -84,7 +85,7 @@ func TestMergeFailsUnavailableWhenRedisIsGone(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DialerRetries: 1, MaxRetries: -1})
 	defer func() { _ = rdb.Close() }()
 	s := redisstore.New(rdb, redisstore.Config{})
-	_, err = s.Merge(context.Background(), []receipt.State{mark("u1", "c1", 0, 5, "m5", true)})
+	_, err = cursors.NewStore(s).Merge(context.Background(), []receipt.State{mark("u1", "c1", 0, 5, "m5", true)})
 	require.ErrorIs(t, err, redisstore.ErrUnavailable)
-	require.ErrorIs(t, s.Hydrate(context.Background(), "u1", []receipt.State{mark("u1", "c1", 0, 5, "m5", true)}, redisstore.Incarnation{}), redisstore.ErrUnavailable)
+	require.ErrorIs(t, cursors.NewStore(s).Hydrate(context.Background(), "u1", []receipt.State{mark("u1", "c1", 0, 5, "m5", true)}, redisstore.Incarnation{}), redisstore.ErrUnavailable)
 }

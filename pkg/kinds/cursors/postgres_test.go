@@ -1,4 +1,4 @@
-package pgstore_test
+package cursors_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/errclass"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
@@ -27,7 +28,7 @@ func st(user, ch string, rs, ds int64, msg string) receipt.State {
 func TestUpsertIsMaxRegister(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 
 	n, err := s.Upsert(ctx, []receipt.State{st("u1", "c1", 10, 0, "m10"), st("u1", "c2", 0, 5, "")})
 	require.NoError(t, err)
@@ -74,7 +75,7 @@ func TestUpsertIsMaxRegister(t *testing.T) {
 func TestUpsertMarkUnreadIsPrivate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	k := receipt.Key{User: "u1", Channel: "c1"}
 	read := func(epoch, seq int64) receipt.State {
 		r := st(k.User, k.Channel, seq, 0, "m"+strconv.FormatInt(seq, 10))
@@ -119,48 +120,18 @@ func TestUpsertMarkUnreadIsPrivate(t *testing.T) {
 func TestRejectedDataIsClassified(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	bad := st("u1", "c1", -5, 0, "")
 	_, err := s.Upsert(ctx, []receipt.State{bad})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 	require.Equal(t, errclass.Rejected, pgstore.Classify(err))
 }
 
-// Each class from a real server: an answered error that is not the data's
-// fault is permanent (waiting cannot help), a closed port is unavailable,
-// a cancelled caller is neither.
-func TestClassifyAgainstTheServer(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
-	_, err := s.Pool().Exec(ctx, `SELECT * FROM no_such_table`)
-	require.Equal(t, errclass.Permanent, pgstore.Classify(err), "%v", err)
-
-	missing, err := pgstore.Open(ctx, pgstore.Config{URL: "postgres://postgres@127.0.0.1:5432/receipts_no_such_db?sslmode=disable"})
-	require.NoError(t, err)
-	defer missing.Close()
-	_, err = missing.Migrate(ctx)
-	require.ErrorIs(t, err, pgstore.ErrPermanent)
-	require.Equal(t, errclass.Permanent, pgstore.Classify(err), "%v", err)
-
-	down, err := pgstore.Open(ctx, pgstore.Config{URL: "postgres://postgres@127.0.0.1:1/receipts?sslmode=disable"})
-	require.NoError(t, err)
-	defer down.Close()
-	err = down.Ping(ctx)
-	require.ErrorIs(t, err, pgstore.ErrUnavailable)
-	require.Equal(t, errclass.Unavailable, pgstore.Classify(err), "%v", err)
-
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	err = s.Ping(cctx)
-	require.Equal(t, errclass.Canceled, pgstore.Classify(err), "%v", err)
-	require.Equal(t, errclass.None, pgstore.Classify(nil))
-}
-
 func TestClassifyKeepsThePgError(t *testing.T) {
 	t.Parallel()
-	s := pgtest.NewSchema(t).Store
-	_, err := s.Pool().Exec(context.Background(), `SELECT * FROM no_such_table`)
+	pg := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pg)
+	_, err := pg.Pool().Exec(context.Background(), `SELECT * FROM no_such_table`)
 	require.Error(t, err)
 	_, err = s.Upsert(context.Background(), []receipt.State{st("u", "c", -1, 0, "")})
 	var pgErr *pgconn.PgError
@@ -174,7 +145,7 @@ func TestClassifyKeepsThePgError(t *testing.T) {
 func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	_, err := s.Upsert(ctx, []receipt.State{st("b", "c1", 10, 10, "m10"), st("b", "c2", 10, 10, "m10")})
 	require.NoError(t, err)
 
@@ -219,7 +190,7 @@ func TestUpsertBulkIsTheSameMaxRegister(t *testing.T) {
 func TestUpsertBulkGuessedFallsBackOnAMiss(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	_, err := s.Upsert(ctx, []receipt.State{st("b", "c1", 10, 10, "m10")})
 	require.NoError(t, err)
 	known := func(k receipt.Key) bool { return k == receipt.Key{User: "b", Channel: "c1"} }
@@ -247,7 +218,7 @@ func TestUpsertBulkGuessedFallsBackOnAMiss(t *testing.T) {
 func TestGetKeysIsGetForManyUsers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	_, err := s.Upsert(ctx, []receipt.State{st("a", "c1", 3, 0, "m3"), st("a", "c2", 4, 0, "m4"), st("b", "c1", 5, 0, "m5")})
 	require.NoError(t, err)
 	got, err := s.GetKeys(ctx, []receipt.Key{{User: "a", Channel: "c2"}, {User: "b", Channel: "c1"}, {User: "b", Channel: "none"}, {User: "z", Channel: "c1"}})
@@ -272,7 +243,7 @@ func TestGetKeysIsGetForManyUsers(t *testing.T) {
 func TestEpochBoundedInPostgres(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	at := func(ch string, epoch int64) []receipt.State {
 		x := st("u1", ch, 3, 3, "")
 		x.Read.Position.Epoch = epoch

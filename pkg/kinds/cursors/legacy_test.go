@@ -1,9 +1,10 @@
-package redisstore
+package cursors
 
 import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // The previous version's layout ("v1:re:rs:rm:de:ds:dm:dev:ts", decimal
@@ -65,8 +66,8 @@ var v1Layout = &layout{merge: v1MergeScript, args: v1Args}
 
 // newV1Store is a Store that merges in the v1 layout (Get, Hydrate and the
 // rest are the current code).
-func newV1Store(rdb redis.UniversalClient, prefix string) *Store {
-	s := New(rdb, Config{Prefix: prefix})
+func newV1Store(rdb redis.UniversalClient, prefix string) Store {
+	s := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: prefix}))
 	s.layout = v1Layout
 	return s
 }

@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -34,9 +35,9 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 
 	st := mark(alice, room, 0, 7, "$ev7:example.org", true)
 	st.DeviceID = "dev:1"
-	_, err := s.Merge(ctx, []receipt.State{st, mark(alice, other, 0, 3, "m:3", false), mark(bob, room, 0, 2, "%m", true)})
+	_, err := cursors.NewStore(s).Merge(ctx, []receipt.State{st, mark(alice, other, 0, 3, "m:3", false), mark(bob, room, 0, 2, "%m", true)})
 	require.NoError(t, err)
-	got, _, err := s.Get(ctx, alice, nil)
+	got, _, err := cursors.NewStore(s).Get(ctx, alice, nil)
 	require.NoError(t, err)
 	slices.SortFunc(got, receipt.CompareStates)
 	require.Len(t, got, 2)
@@ -44,7 +45,7 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	require.Equal(t, "dev:1", got[0].DeviceID)
 	require.Equal(t, receipt.Key{User: alice, Channel: other}, got[1].Key)
 
-	redisstore.PutHeads(t, s, channel.Head{Channel: room, Seq: 9, MessageID: "$ev9:example.org"})
+	cursors.PutHeads(t, cursors.NewStore(s), channel.Head{Channel: room, Seq: 9, MessageID: "$ev9:example.org"})
 	_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
 		{Channel: room, User: alice, Side: readby.Read, Position: receipt.Position{Seq: 7}, AtUnixMs: 5},
 		{Channel: room, User: bob, Side: readby.Delivered, Position: receipt.Position{Seq: 2}, AtUnixMs: 5},
@@ -68,17 +69,17 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 		}
 		return all
 	}
-	require.ElementsMatch(t, []string{alice, bob}, scanAll(s.ScanUsers))
+	require.ElementsMatch(t, []string{alice, bob}, scanAll(cursors.NewStore(s).ScanUsers))
 	require.Equal(t, []string{room}, scanAll(func(ctx context.Context, cur redisstore.ScanCursor, n int64) ([]string, redisstore.ScanCursor, error) {
 		return s.ScanTagged(ctx, "hd:", cur, n)
 	}))
 
 	// Erasure finds the user's channels in the user's hashes' fields and
 	// takes the user out of each channel's hashes, sets and stream.
-	ts, err := s.Erase(ctx, alice, 100, 0, nil, readby.NewStore(nil, s).Redact(100, nil))
+	ts, err := s.Erase(ctx, alice, 100, 0, cursors.ErasedHashes(s, alice), readby.NewStore(nil, s).Redact(100, nil))
 	require.NoError(t, err)
 	require.Equal(t, alice, ts.User)
-	got, complete, err := s.Get(ctx, alice, nil)
+	got, complete, err := cursors.NewStore(s).Get(ctx, alice, nil)
 	require.NoError(t, err)
 	require.Empty(t, got)
 	require.True(t, complete)
@@ -86,7 +87,7 @@ func TestMatrixIDsEverywhere(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, views[0].Read, alice)
 	require.Contains(t, views[0].Delivered, bob)
-	got, _, err = s.Get(ctx, bob, nil)
+	got, _, err = cursors.NewStore(s).Get(ctx, bob, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1, "another user's state stays")
 }

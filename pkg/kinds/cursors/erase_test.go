@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -22,7 +23,7 @@ func seedRedisUser(t *testing.T, s *redisstore.Store, user string) {
 	ctx := context.Background()
 	for _, ch := range []string{"c1", "c*2"} {
 		k := receipt.Key{User: user, Channel: ch}
-		res, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}}, UpdatedAtUnixMs: 1}})
+		res, err := cursors.NewStore(s).Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 5}}, UpdatedAtUnixMs: 1}})
 		require.NoError(t, err)
 		require.NoError(t, res[0].Err)
 		_, err = readby.NewStore(nil, s).Apply(ctx, []readby.Move{
@@ -69,7 +70,7 @@ func viewTraces(t *testing.T, s *redisstore.Store, ch, user string) int {
 func checkErased(t *testing.T, s *redisstore.Store, user string) {
 	t.Helper()
 	ctx := context.Background()
-	states, complete, err := s.Get(ctx, user, nil)
+	states, complete, err := cursors.NewStore(s).Get(ctx, user, nil)
 	require.NoError(t, err)
 	require.Empty(t, states)
 	require.True(t, complete, "an erased user's hash is complete, so reads do not fall back to Postgres")
@@ -88,12 +89,12 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	seedRedisUser(t, s, "kept")
 	seedRedisUser(t, s, "gone*") // a glob in the id: its keys are not "gone"'s
 	k := receipt.Key{User: "gone", Channel: "c1"}
-	before, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}}}})
+	before, err := cursors.NewStore(s).Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}}}})
 	require.NoError(t, err)
 	require.Equal(t, redisstore.GenerationUnknown, before[0].Generation, "no tombstone hash: unknown (never erased, or lost)")
 	// Once the gateway remembers what Postgres says (never erased), "0".
 	require.NoError(t, s.RememberTombstones(ctx, []string{"gone"}, nil))
-	before, err = s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}}}})
+	before, err = cursors.NewStore(s).Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 6}}}})
 	require.NoError(t, err)
 	require.Zero(t, before[0].Generation, "known never erased")
 
@@ -110,7 +111,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 		cleaned = append(cleaned, ch)
 		return nil
 	}
-	ts, err := s.Erase(ctx, "gone", 1_000, 0, []redisstore.ErasedHash{{Key: kindHash, Complete: true}, {Key: deletedHash}, {Key: countedHash, Complete: true, Channels: true, Counters: []string{":c"}}}, readby.NewStore(nil, s).Redact(1_000, redact))
+	ts, err := s.Erase(ctx, "gone", 1_000, 0, append(cursors.ErasedHashes(s, "gone"), redisstore.ErasedHash{Key: kindHash, Complete: true}, redisstore.ErasedHash{Key: deletedHash}, redisstore.ErasedHash{Key: countedHash, Complete: true, Channels: true, Counters: []string{":c"}}), readby.NewStore(nil, s).Redact(1_000, redact))
 	require.NoError(t, err)
 	require.Equal(t, tombstone.Tombstone{User: "gone", Generation: 1_000, ErasedAtUnixMs: 1_000}, ts)
 	checkErased(t, s, "gone")
@@ -123,7 +124,7 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 	require.Equal(t, map[string]string{redisstore.LoadedField: "1", ":c": "0"}, held, "the counted hash: empty, complete, counting none")
 	require.ElementsMatch(t, []string{"c1", "c*2", "c3"}, cleaned, "the cursors' channels and those the counted hash named")
 	for _, other := range []string{"kept", "gone*"} {
-		states, _, err := s.Get(ctx, other, nil)
+		states, _, err := cursors.NewStore(s).Get(ctx, other, nil)
 		require.NoError(t, err)
 		require.Len(t, states, 2, other)
 		require.Equal(t, 6, viewTraces(t, s, "c1", other), other)
@@ -134,17 +135,17 @@ func TestEraseRemovesTheUserAndStampsLaterMarks(t *testing.T) {
 
 	// Marks after the erasure read its generation in their script, in
 	// both merge flavours; the user comes back.
-	after, err := s.MergeMarks(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 2}}}})
+	after, err := cursors.NewStore(s).MergeMarks(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 2}}}})
 	require.NoError(t, err)
 	require.NoError(t, after[0].Err)
 	require.Equal(t, ts.Generation, after[0].Generation)
 	require.True(t, after[0].Advanced, "the user starts over")
-	plain, err := s.Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}}})
+	plain, err := cursors.NewStore(s).Merge(ctx, []receipt.State{{Key: k, Read: receipt.Cursor{Position: receipt.Position{Seq: 1}}}})
 	require.NoError(t, err)
 	require.Equal(t, ts.Generation, plain[0].Generation)
 
 	// A second erasure in the same millisecond still moves the generation.
-	again, err := s.Erase(ctx, "gone", 1_000, 0, nil, readby.NewStore(nil, s).Redact(1_000, nil))
+	again, err := s.Erase(ctx, "gone", 1_000, 0, cursors.ErasedHashes(s, "gone"), readby.NewStore(nil, s).Redact(1_000, nil))
 	require.NoError(t, err)
 	require.Equal(t, int64(1_001), again.Generation)
 	checkErased(t, s, "gone")
@@ -162,11 +163,11 @@ func TestClusterErase(t *testing.T) {
 	s := openStore(t, cfg)
 	seedRedisUser(t, s, "gone")
 	seedRedisUser(t, s, "kept")
-	ts, err := s.Erase(ctx, "gone", 5, 0, nil, readby.NewStore(nil, s).Redact(5, nil))
+	ts, err := s.Erase(ctx, "gone", 5, 0, cursors.ErasedHashes(s, "gone"), readby.NewStore(nil, s).Redact(5, nil))
 	require.NoError(t, err)
 	require.Equal(t, int64(5), ts.Generation)
 	checkErased(t, s, "gone")
-	states, _, err := s.Get(ctx, "kept", nil)
+	states, _, err := cursors.NewStore(s).Get(ctx, "kept", nil)
 	require.NoError(t, err)
 	require.Len(t, states, 2)
 }

@@ -1,4 +1,4 @@
-package pgstore_test
+package cursors_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/pgtest"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -27,7 +28,7 @@ func pos(e, s int64) receipt.Cursor {
 func TestSQLMergesMatchTheRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := pgtest.NewSchema(t).Store
+	s := cursors.NewPostgres(pgtest.NewSchema(t).Store)
 	rng := rand.New(rand.NewPCG(5, 6))
 	for trial := range 40 {
 		ch := "c" + strconv.Itoa(trial)

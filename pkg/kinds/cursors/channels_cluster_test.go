@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/channel"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -27,7 +28,7 @@ func TestClusterChannelState(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 	s := openStore(t, cfg)
 	const user, capN = "alice", 5
-	redisstore.Restored(t, s, user)
+	cursors.Restored(t, cursors.NewStore(s), user)
 	var channels []string
 	var heads []channel.Head
 	var regs []channel.Membership
@@ -40,14 +41,14 @@ func TestClusterChannelState(t *testing.T) {
 		regs = append(regs, channel.Join(k, 1, 1, 2))
 		ms = append(ms, channel.Mentions{Key: k, Seqs: []int64{3, 15}})
 	}
-	redisstore.PutHeads(t, s, heads...)
-	redisstore.PutMemberships(t, s, regs...)
-	redisstore.PutMentions(t, s, capN, ms...)
+	cursors.PutHeads(t, cursors.NewStore(s), heads...)
+	cursors.PutMemberships(t, cursors.NewStore(s), regs...)
+	cursors.PutMentions(t, cursors.NewStore(s), capN, ms...)
 	marks := make([]receipt.State, len(channels))
 	for i, ch := range channels {
 		marks[i] = receipt.State{Key: receipt.Key{User: user, Channel: ch}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 10}}}
 	}
-	res, err := s.MergeMarks(ctx, marks)
+	res, err := cursors.NewStore(s).MergeMarks(ctx, marks)
 	require.NoError(t, err)
 	for _, r := range res {
 		require.NoError(t, r.Err)
@@ -57,22 +58,22 @@ func TestClusterChannelState(t *testing.T) {
 	// compare-and-set script gets the keys of one slot.
 	var many []receipt.State
 	for i := range 40 {
-		redisstore.Restored(t, s, "m"+strconv.Itoa(i))
+		cursors.Restored(t, cursors.NewStore(s), "m"+strconv.Itoa(i))
 	}
 	for i := range 40 {
 		many = append(many, receipt.State{Key: receipt.Key{User: "m" + strconv.Itoa(i), Channel: "ch0"}, Read: receipt.Cursor{Position: receipt.Position{Epoch: receipt.EpochCurrent, Seq: 3}}})
 	}
-	res, err = s.MergeMarks(ctx, many)
+	res, err = cursors.NewStore(s).MergeMarks(ctx, many)
 	require.NoError(t, err)
 	for i, r := range res {
 		require.NoError(t, r.Err)
 		require.True(t, r.Advanced)
-		got, _, err := s.Get(ctx, many[i].Key.User, []string{"ch0"})
+		got, _, err := cursors.NewStore(s).Get(ctx, many[i].Key.User, []string{"ch0"})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		require.Equal(t, int64(3), got[0].Read.Position.Seq)
 	}
-	u, err := s.MarkUnread(ctx, receipt.Key{User: user, Channel: "ch0"}, 2, receipt.EpochCurrent, "d", 1)
+	u, err := cursors.NewStore(s).MarkUnread(ctx, receipt.Key{User: user, Channel: "ch0"}, 2, receipt.EpochCurrent, "d", 1)
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 1}, u.State.EffectiveRead())
 

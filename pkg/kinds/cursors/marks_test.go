@@ -1,4 +1,4 @@
-package redisstore
+package cursors
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -47,9 +48,9 @@ func TestMergeMarksMatchesTheScript(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	cas := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	script := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, cas.Load(ctx))
+	cas := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}))
+	script := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}))
+	require.NoError(t, cas.redis.Load(ctx))
 	Restored(t, cas, "u0", "u1", "u2", "u3")
 	Restored(t, script, "u0", "u1", "u2", "u3")
 	rng := rand.New(rand.NewPCG(7, 11))
@@ -70,9 +71,9 @@ func TestMergeMarksMatchesTheScript(t *testing.T) {
 			require.Equal(t, b, a)
 			continue
 		case round == 150:
-			_, err := cas.Erase(ctx, "u1", 9_000, 0, nil, nil)
+			_, err := eraseUser(ctx, cas, "u1", 9_000)
 			require.NoError(t, err)
-			_, err = script.Erase(ctx, "u1", 9_000, 0, nil, nil)
+			_, err = eraseUser(ctx, script, "u1", 9_000)
 			require.NoError(t, err)
 			continue
 		}
@@ -100,14 +101,14 @@ func requireSameResults(t *testing.T, round int, marks []receipt.State, want, go
 
 // requireSameUsers requires got to hold the same hashes as want for the
 // users u0 … u(users-1).
-func requireSameUsers(t *testing.T, rdb redis.UniversalClient, want, got *Store, users int) {
+func requireSameUsers(t *testing.T, rdb redis.UniversalClient, want, got Store, users int) {
 	t.Helper()
 	ctx := context.Background()
 	for u := range users {
 		user := "u" + strconv.Itoa(u)
-		a, err := rdb.HGetAll(ctx, got.UserKey(user)).Result()
+		a, err := rdb.HGetAll(ctx, got.RedisKey(user)).Result()
 		require.NoError(t, err)
-		b, err := rdb.HGetAll(ctx, want.UserKey(user)).Result()
+		b, err := rdb.HGetAll(ctx, want.RedisKey(user)).Result()
 		require.NoError(t, err)
 		require.Equal(t, b, a, user)
 	}
@@ -210,7 +211,7 @@ func TestMergeMarksRetriesAMovedKey(t *testing.T) {
 		c := cur(receipt.EpochCurrent, seq, "m"+strconv.FormatInt(seq, 10))
 		return receipt.State{Key: k, Read: c, DeviceID: "d", UpdatedAtUnixMs: 10}
 	}
-	other := New(s.rdb, Config{Prefix: s.prefix})
+	other := NewStore(redisstore.New(s.redis.Client(), redisstore.Config{Prefix: s.redis.Prefix()}))
 	moves := 0
 	s.beforeCAS = func(attempt int) {
 		if attempt == 0 {
@@ -291,13 +292,13 @@ func TestMergeMarksStampsTheGenerationAfterARetry(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newTestStore(t)
-	ts, err := s.Erase(ctx, "gen", 1_000, 0, nil, nil)
+	ts, err := eraseUser(ctx, s, "gen", 1_000)
 	require.NoError(t, err)
 	require.NotZero(t, ts.Generation)
 	mark := func(ch string, seq int64) receipt.State {
 		return receipt.State{Key: receipt.Key{User: "gen", Channel: ch}, Read: cur(receipt.EpochCurrent, seq, "m"), DeviceID: "d", UpdatedAtUnixMs: 2_000}
 	}
-	other := New(s.rdb, Config{Prefix: s.prefix})
+	other := NewStore(redisstore.New(s.redis.Client(), redisstore.Config{Prefix: s.redis.Prefix()}))
 	s.beforeCAS = func(attempt int) {
 		if attempt == 0 { // the second key moves under the first CAS
 			_, err := other.MergeMarks(ctx, []receipt.State{mark("b", 3)})

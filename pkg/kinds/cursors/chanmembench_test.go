@@ -1,4 +1,4 @@
-package redisstore
+package cursors
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -34,7 +35,7 @@ func TestMemoryPerChannelState(t *testing.T) {
 	}
 	ctx := context.Background()
 	rdb := redistest.Client(t)
-	s := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
+	s := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}))
 	const users, perUser, channels = 2000, 10, 1000
 	rng := rand.New(rand.NewPCG(1, 2))
 	var keys []receipt.Key
@@ -50,7 +51,7 @@ func TestMemoryPerChannelState(t *testing.T) {
 	bytesOf := func(pattern string) (int64, int) {
 		var total int64
 		var n int
-		iter := rdb.Scan(ctx, 0, s.Prefix()+pattern, 1000).Iterator()
+		iter := rdb.Scan(ctx, 0, s.redis.Prefix()+pattern, 1000).Iterator()
 		for iter.Next(ctx) {
 			used, err := rdb.MemoryUsage(ctx, iter.Val(), 0).Result()
 			require.NoError(t, err)

@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -25,19 +26,19 @@ func TestUndecodableFieldSkippedAndCounted(t *testing.T) {
 	bad := prometheus.NewCounter(prometheus.CounterOpts{Name: "undecodable"})
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb), Undecodable: bad})
 	require.NoError(t, s.Load(ctx))
-	redisstore.Restored(t, s, "u")
-	_, err := s.Merge(ctx, []receipt.State{mark("u", "good", 0, 7, "m7", true)})
+	cursors.Restored(t, cursors.NewStore(s), "u")
+	_, err := cursors.NewStore(s).Merge(ctx, []receipt.State{mark("u", "good", 0, 7, "m7", true)})
 	require.NoError(t, err)
-	require.NoError(t, rdb.HSet(ctx, s.UserKey("u"), "bad", "zzzzzzzzzzzz.5 m5 d 0").Err())
+	require.NoError(t, rdb.HSet(ctx, cursors.NewStore(s).RedisKey("u"), "bad", "zzzzzzzzzzzz.5 m5 d 0").Err())
 
-	states, _, err := s.Get(ctx, "u", nil)
+	states, _, err := cursors.NewStore(s).Get(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Len(t, states, 1)
 	require.Equal(t, "good", states[0].Key.Channel)
-	states, _, err = s.Get(ctx, "u", []string{"bad", "good"})
+	states, _, err = cursors.NewStore(s).Get(ctx, "u", []string{"bad", "good"})
 	require.NoError(t, err)
 	require.Len(t, states, 1)
-	many, err := s.GetMany(ctx, []redisstore.UserChannels{{User: "u"}})
+	many, err := cursors.NewStore(s).GetMany(ctx, []cursors.UserChannels{{User: "u"}})
 	require.NoError(t, err)
 	require.Len(t, many[0].States, 1)
 	require.Equal(t, 3.0, testutil.ToFloat64(bad))
@@ -45,10 +46,10 @@ func TestUndecodableFieldSkippedAndCounted(t *testing.T) {
 	// A mark replaces the undecodable value.
 	m := mark("u", "bad", 0, 3, "m3", true)
 	m.Read.Position.Epoch = receipt.EpochCurrent
-	res, err := s.MergeMarks(ctx, []receipt.State{m})
+	res, err := cursors.NewStore(s).MergeMarks(ctx, []receipt.State{m})
 	require.NoError(t, err)
 	require.NoError(t, res[0].Err)
-	states, _, err = s.Get(ctx, "u", []string{"bad"})
+	states, _, err = cursors.NewStore(s).Get(ctx, "u", []string{"bad"})
 	require.NoError(t, err)
 	require.Len(t, states, 1)
 	require.Equal(t, receipt.Position{Seq: 3}, states[0].Read.Position)
@@ -63,22 +64,22 @@ func TestMarkUnreadEpochBounded(t *testing.T) {
 	rdb := redistest.Client(t)
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, s.Load(ctx))
-	redisstore.Restored(t, s, "u")
+	cursors.Restored(t, cursors.NewStore(s), "u")
 	k := receipt.Key{User: "u", Channel: "c"}
 
-	_, err := s.Merge(ctx, []receipt.State{mark("u", "c", receipt.MaxEpoch-1, 9, "m9", true)})
+	_, err := cursors.NewStore(s).Merge(ctx, []receipt.State{mark("u", "c", receipt.MaxEpoch-1, 9, "m9", true)})
 	require.NoError(t, err)
-	res, err := s.MarkUnread(ctx, k, 5, receipt.EpochCurrent, "d", 1)
+	res, err := cursors.NewStore(s).MarkUnread(ctx, k, 5, receipt.EpochCurrent, "d", 1)
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Epoch: receipt.MaxEpoch, Seq: 4}, res.State.EffectiveRead())
-	_, err = s.MarkUnread(ctx, k, 3, receipt.EpochCurrent, "d", 2)
+	_, err = cursors.NewStore(s).MarkUnread(ctx, k, 3, receipt.EpochCurrent, "d", 2)
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
 
 	// int64's greatest epoch (written before the bound): no overflow.
-	require.NoError(t, rdb.HSet(ctx, s.UserKey("u"), "c", "AzL8n0Y58m7.9 m9 d 0").Err())
-	_, err = s.MarkUnread(ctx, k, 3, receipt.EpochCurrent, "d", 2)
+	require.NoError(t, rdb.HSet(ctx, cursors.NewStore(s).RedisKey("u"), "c", "AzL8n0Y58m7.9 m9 d 0").Err())
+	_, err = cursors.NewStore(s).MarkUnread(ctx, k, 3, receipt.EpochCurrent, "d", 2)
 	require.ErrorIs(t, err, receipt.ErrEpochLimit)
-	states, _, err := s.Get(ctx, "u", nil)
+	states, _, err := cursors.NewStore(s).Get(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Len(t, states, 1)
 	require.Equal(t, int64(1<<63-1), states[0].Read.Position.Epoch)
@@ -93,11 +94,11 @@ func TestMergeMarksEpochAheadRefused(t *testing.T) {
 	rdb := redistest.Client(t)
 	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
 	require.NoError(t, s.Load(ctx))
-	redisstore.Restored(t, s, "u")
-	_, err := s.Merge(ctx, []receipt.State{mark("u", "c", 0, 900, "m900", true)})
+	cursors.Restored(t, cursors.NewStore(s), "u")
+	_, err := cursors.NewStore(s).Merge(ctx, []receipt.State{mark("u", "c", 0, 900, "m900", true)})
 	require.NoError(t, err)
 
-	res, err := s.MergeMarks(ctx, []receipt.State{
+	res, err := cursors.NewStore(s).MergeMarks(ctx, []receipt.State{
 		mark("u", "c", 5, 1, "m1", true),
 		{Key: receipt.Key{User: "u", Channel: "c"}, PrivateRead: receipt.Cursor{Position: receipt.Position{Epoch: 1, Seq: 1}}},
 		mark("u", "c", 0, 901, "m901", true),
@@ -108,7 +109,7 @@ func TestMergeMarksEpochAheadRefused(t *testing.T) {
 	require.False(t, res[0].Advanced)
 	require.False(t, res[2].EpochAhead)
 	require.True(t, res[2].Advanced)
-	states, _, err := s.Get(ctx, "u", nil)
+	states, _, err := cursors.NewStore(s).Get(ctx, "u", nil)
 	require.NoError(t, err)
 	require.Equal(t, receipt.Position{Seq: 901}, states[0].Read.Position)
 }

@@ -1,4 +1,4 @@
-package redisstore
+package cursors
 
 // Memory per stored state and merge throughput, measured through the real
 // Store.Merge path. Neither runs in a normal `go test`:
@@ -34,6 +34,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -120,13 +121,15 @@ func redisCPU(ctx context.Context, t testing.TB, rdb *redis.Client) float64 {
 // memLayout is a way of storing the states; newStore gives a Store writing it.
 type memLayout struct {
 	name     string
-	newStore func(rdb *redis.Client, prefix string) *Store
+	newStore func(rdb *redis.Client, prefix string) Store
 }
 
 func memLayouts() []memLayout {
 	return []memLayout{
-		{"v1", func(rdb *redis.Client, prefix string) *Store { return newV1Store(rdb, prefix) }},
-		{"compact", func(rdb *redis.Client, prefix string) *Store { return New(rdb, Config{Prefix: prefix}) }},
+		{"v1", func(rdb *redis.Client, prefix string) Store { return newV1Store(rdb, prefix) }},
+		{"compact", func(rdb *redis.Client, prefix string) Store {
+			return NewStore(redisstore.New(rdb, redisstore.Config{Prefix: prefix}))
+		}},
 	}
 }
 
@@ -157,9 +160,9 @@ func (r memResult) String() string {
 
 // measureMemory flushes the database, loads sh through s.Merge in batches of
 // 100 from 8 goroutines, and measures.
-func measureMemory(ctx context.Context, t *testing.T, rdb *redis.Client, s *Store, sh memShape) memResult {
+func measureMemory(ctx context.Context, t *testing.T, rdb *redis.Client, s Store, sh memShape) memResult {
 	require.NoError(t, rdb.FlushDB(ctx).Err())
-	require.NoError(t, s.Load(ctx))
+	require.NoError(t, s.redis.Load(ctx))
 	before := redistest.SettledUsedMemory(ctx, t, rdb)
 	now := time.Now().UnixMilli()
 	const workers, batch = 8, 100
@@ -218,7 +221,7 @@ func measureMemory(ctx context.Context, t *testing.T, rdb *redis.Client, s *Stor
 	// evenly over the id range.
 	step := max(1, sh.users/2000)
 	for u := 0; u < sh.users; u += step {
-		key := s.UserKey("u" + strconv.Itoa(u))
+		key := s.RedisKey("u" + strconv.Itoa(u))
 		n, err := rdb.MemoryUsage(ctx, key, 0).Result()
 		require.NoError(t, err)
 		enc, err := rdb.ObjectEncoding(ctx, key).Result()
@@ -229,7 +232,7 @@ func measureMemory(ctx context.Context, t *testing.T, rdb *redis.Client, s *Stor
 		res.sampledBytes += n
 		res.encodings[enc]++
 		for f, v := range vals {
-			if f == loadedField {
+			if f == redisstore.LoadedField {
 				continue
 			}
 			res.sampledStates++
@@ -311,7 +314,7 @@ func BenchmarkMerge(b *testing.B) {
 			ctx := context.Background()
 			rdb := redistest.Client(b)
 			s := l.newStore(rdb, redistest.Prefix(b, rdb))
-			require.NoError(b, s.Load(ctx))
+			require.NoError(b, s.redis.Load(ctx))
 			var seed sync.Mutex
 			next := uint64(0)
 			b.SetParallelism(8)

@@ -1,4 +1,4 @@
-package redisstore
+package cursors
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/readstate/receipts/pkg/receipt"
 )
 
-func mergeMark(t *testing.T, s *Store, st receipt.State) MergeResult {
+func mergeMark(t *testing.T, s Store, st receipt.State) MergeResult {
 	t.Helper()
 	res, err := s.MergeMarks(context.Background(), []receipt.State{st})
 	require.NoError(t, err)

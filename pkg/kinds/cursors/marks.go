@@ -1,13 +1,13 @@
-package redisstore
+package cursors
 
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 )
 
 // The gateway's marks are merged in two round trips instead of one script
@@ -21,79 +21,6 @@ import (
 // fraction of it, and a duplicate or stale mark costs the read only. A CAS
 // that finds the value changed (another flush wrote the key meanwhile)
 // answers the current value and the merge is redone from it.
-
-// casScript writes fields only where they still hold the expected value,
-// for many keys in one call (of one cluster slot). KEYS = pairs of a user
-// hash and that user's tombstone; ARGV = field, expected value ("" for
-// none), new value, per pair. Returns per pair: 1 and the generation when
-// written, 2 when the user's hash is not loaded (Redis lost it, or never
-// restored it: nothing is written), else 0, the generation and the
-// current value ("" none). The generation is "-1" when Redis holds no
-// tombstone hash for the user (GenerationUnknown). The
-// generation is read in the same script as the write, so the event stamped
-// with it is ordered against an erasure exactly as its Redis write is.
-var casScript = redis.NewScript(`
-local out = {}
-local gens = {}
-for i = 1, #KEYS, 2 do
-  local a = (i - 1) / 2 * 3
-  local f, want = ARGV[a + 1], ARGV[a + 2]
-  local g = gens[KEYS[i + 1]]
-  if not g then
-    g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
-    gens[KEYS[i + 1]] = g
-  end
-  local c = redis.call('HGET', KEYS[i], f) or ""
-  -- A hash Redis lost holds no field: only a write of a new field (want
-  -- "") could land in one, so only it asks whether the hash is loaded.
-  if want == "" and c == "" and redis.call('HEXISTS', KEYS[i], ':loaded') == 0 then
-    out[#out + 1] = 2
-    out[#out + 1] = g
-    out[#out + 1] = ""
-  elseif c == want then
-    redis.call('HSET', KEYS[i], f, ARGV[a + 3])
-    out[#out + 1] = 1
-    out[#out + 1] = g
-    out[#out + 1] = ""
-  else
-    out[#out + 1] = 0
-    out[#out + 1] = g
-    out[#out + 1] = c
-  end
-end
-return out
-`)
-
-// readMarksScript reads fields with their users' generations. KEYS =
-// pairs of a user hash and that user's tombstone; ARGV = one field per
-// pair. Returns per pair the generation ("-1": GenerationUnknown), the
-// value ("" none) and "1" when the user's hash is loaded ("0": Redis lost
-// it or never restored it, and the value says nothing).
-var readMarksScript = redis.NewScript(`
-local out = {}
-local gens = {}
-local loaded = {}
-for i = 1, #KEYS, 2 do
-  local g = gens[KEYS[i + 1]]
-  if not g then
-    g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
-    gens[KEYS[i + 1]] = g
-  end
-  local l = loaded[KEYS[i]]
-  local v
-  if l then
-    v = redis.call('HGET', KEYS[i], ARGV[(i + 1) / 2]) or ""
-  else
-    local r = redis.call('HMGET', KEYS[i], ARGV[(i + 1) / 2], ':loaded')
-    v, l = r[1] or "", r[2] and "1" or "0"
-    loaded[KEYS[i]] = l
-  end
-  out[#out + 1] = g
-  out[#out + 1] = v
-  out[#out + 1] = l
-end
-return out
-`)
 
 // casChunk bounds the keys of one casScript or readMarksScript call (Redis runs nothing else
 // meanwhile: a few hundred microseconds).
@@ -115,7 +42,7 @@ type markChain struct {
 	gen   int64
 	// scripted: merged by the merge script after the CAS attempts ran out.
 	scripted bool
-	// unloaded: the user's hash is not loaded (ErrNotLoaded).
+	// unloaded: the user's hash is not loaded (redisstore.ErrNotLoaded).
 	unloaded bool
 }
 
@@ -130,7 +57,7 @@ type markChain struct {
 // merge scripts would apply them. Generation is the user's erasure
 // generation, read before the value (a mark that changes nothing) or in
 // the CAS that wrote it.
-func (s *Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
+func (s Store) MergeMarks(ctx context.Context, marks []receipt.State) ([]MergeResult, error) {
 	return s.MergeMarksFrom(ctx, nil, marks)
 }
 
@@ -201,7 +128,7 @@ type storedMark struct {
 
 // MergeMarksFrom is MergeMarks merging from the values vals read (nil:
 // none); the keys vals lacks are read first, as MergeMarks does.
-func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []receipt.State) ([]MergeResult, error) {
+func (s Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []receipt.State) ([]MergeResult, error) {
 	out := make([]MergeResult, len(marks))
 	var chains []*markChain
 	byKey := make(map[receipt.Key]*markChain, len(marks))
@@ -223,7 +150,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		return out, nil
 	}
 	fail := func(cs []*markChain, err error) ([]MergeResult, error) {
-		err = fmt.Errorf("%w: merging marks: %w", ErrUnavailable, err)
+		err = fmt.Errorf("%w: merging marks: %w", redisstore.ErrUnavailable, err)
 		for _, c := range cs {
 			for _, i := range c.marks {
 				out[i].Err = err
@@ -245,7 +172,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 	}
 	if len(unread) > 0 {
 		var parse func() error
-		if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
+		if _, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 			parse = s.queueChainReads(ctx, pipe, s.casGroups(unread))
 		}); err != nil {
 			return fail(chains, err)
@@ -286,12 +213,12 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 		}
 		groups := s.casGroups(writes)
 		cmds := make([]*redis.Cmd, len(groups))
-		if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
+		if _, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 			for j, grp := range groups {
 				keys := make([]string, 0, 2*len(grp))
 				args := make([]any, 0, 3*len(grp))
 				for _, c := range grp {
-					keys = append(keys, s.UserKey(c.key.User), s.TombstoneKey(c.key.User))
+					keys = append(keys, s.RedisKey(c.key.User), s.redis.TombstoneKey(c.key.User))
 					args = append(args, c.key.Channel, c.cur, c.next)
 				}
 				cmds[j] = casScript.EvalSha(ctx, pipe, keys, args...)
@@ -310,7 +237,7 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 			for n, c := range grp {
 				written, _ := res[3*n].(int64)
 				g, _ := res[3*n+1].(string)
-				if c.gen, err = parseGeneration(g); err != nil {
+				if c.gen, err = redisstore.ParseGeneration(g); err != nil {
 					return fail(writes, err)
 				}
 				if written == 2 {
@@ -363,10 +290,10 @@ func (s *Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []re
 	return out, nil
 }
 
-// notLoaded answers a chain's marks with ErrNotLoaded.
+// notLoaded answers a chain's marks with redisstore.ErrNotLoaded.
 func notLoaded(c *markChain, out []MergeResult) {
 	for _, i := range c.marks {
-		out[i] = MergeResult{State: receipt.State{Key: c.key}, Err: ErrNotLoaded}
+		out[i] = MergeResult{State: receipt.State{Key: c.key}, Err: redisstore.ErrNotLoaded}
 	}
 }
 
@@ -430,28 +357,17 @@ func mergeOneMark(k receipt.Key, cur string, m receipt.State) (MergeResult, stri
 	return r, next, nil
 }
 
-func parseGeneration(g string) (int64, error) {
-	if g == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(g, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("decoding an erasure generation %q: %w", g, err)
-	}
-	return n, nil
-}
-
 // casGroups splits chains into casScript calls: at most casChunk keys
 // each, and in a cluster only keys of one slot ({user} tags: a user's hash
 // and tombstone share it).
-func (s *Store) casGroups(chains []*markChain) [][]*markChain {
-	if _, cluster := s.rdb.(*redis.ClusterClient); !cluster {
+func (s Store) casGroups(chains []*markChain) [][]*markChain {
+	if _, cluster := s.redis.Client().(*redis.ClusterClient); !cluster {
 		return chunk(chains, casChunk)
 	}
 	bySlot := map[int][]*markChain{}
 	var slots []int
 	for _, c := range chains {
-		slot := keySlot(s.UserKey(c.key.User))
+		slot := redisstore.KeySlot(s.RedisKey(c.key.User))
 		if _, ok := bySlot[slot]; !ok {
 			slots = append(slots, slot)
 		}
@@ -483,16 +399,16 @@ func chunk[T any](xs []T, n int) [][]T {
 // nothing is stamped with the generation of the instant its value was
 // read. The returned function sets each chain's cur and gen once the
 // pipeline ran.
-func (s *Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, groups [][]*markChain) func() error {
+func (s Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, groups [][]*markChain) func() error {
 	reads := make([]*redis.Cmd, len(groups))
 	for j, grp := range groups {
 		keys := make([]string, 0, 2*len(grp))
 		args := make([]any, 0, len(grp))
 		for _, c := range grp {
-			keys = append(keys, s.UserKey(c.key.User), s.TombstoneKey(c.key.User))
+			keys = append(keys, s.RedisKey(c.key.User), s.redis.TombstoneKey(c.key.User))
 			args = append(args, c.key.Channel)
 		}
-		reads[j] = readMarksScript.EvalSha(ctx, pipe, keys, args...)
+		reads[j] = s.redis.QueueReadsWithGeneration(ctx, pipe, keys, args)
 	}
 	return func() error {
 		for j, grp := range groups {
@@ -504,7 +420,7 @@ func (s *Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, group
 				return err
 			}
 			for n, c := range grp {
-				if c.gen, err = parseGeneration(res[3*n]); err != nil {
+				if c.gen, err = redisstore.ParseGeneration(res[3*n]); err != nil {
 					return err
 				}
 				c.cur, c.unloaded = res[3*n+1], res[3*n+2] != "1"
@@ -524,7 +440,7 @@ func (s *Store) queueChainReads(ctx context.Context, pipe redis.Pipeliner, group
 // merge reads them again). Queue it first in its pipeline: a script
 // cache Redis lost is then the pipeline's first error, which Exec mends
 // (a missing head, a nil reply, would come first otherwise).
-func (s *Store) QueueMarkValues(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key) func() *MarkValues {
+func (s Store) QueueMarkValues(ctx context.Context, pipe redis.Pipeliner, keys []receipt.Key) func() *MarkValues {
 	var chains []*markChain
 	seen := make(map[receipt.Key]bool, len(keys))
 	for _, k := range keys {

@@ -1,4 +1,4 @@
-package redisstore
+package cursors
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -21,18 +22,18 @@ func cur(epoch, seq int64, msg string) receipt.Cursor {
 func TestBase62(t *testing.T) {
 	t.Parallel()
 	for _, n := range []int64{0, 1, 9, 10, 35, 36, 61, 62, 3843, 3844, 1 << 53, 1<<53 + 1, math.MaxInt64 - 1, math.MaxInt64} {
-		s := string(appendB62(nil, n))
-		got, err := parseB62(s)
+		s := string(redisstore.AppendB62(nil, n))
+		got, err := redisstore.ParseB62(s)
 		require.NoError(t, err, s)
 		require.Equal(t, n, got, s)
 	}
-	require.Equal(t, "0", string(appendB62(nil, 0)))
-	require.Equal(t, "Z", string(appendB62(nil, 35)))
-	require.Equal(t, "a", string(appendB62(nil, 36)))
-	require.Equal(t, "10", string(appendB62(nil, 62)))
-	require.Equal(t, "AzL8n0Y58m7", string(appendB62(nil, math.MaxInt64)))
+	require.Equal(t, "0", string(redisstore.AppendB62(nil, 0)))
+	require.Equal(t, "Z", string(redisstore.AppendB62(nil, 35)))
+	require.Equal(t, "a", string(redisstore.AppendB62(nil, 36)))
+	require.Equal(t, "10", string(redisstore.AppendB62(nil, 62)))
+	require.Equal(t, "AzL8n0Y58m7", string(redisstore.AppendB62(nil, math.MaxInt64)))
 	for _, bad := range []string{"", "-1", "a.b", "AzL8n0Y58m8", "zzzzzzzzzzz", "100000000000", "é"} {
-		_, err := parseB62(bad)
+		_, err := redisstore.ParseB62(bad)
 		require.Error(t, err, "%q", bad)
 	}
 	// Order: for numbers without leading zeros, (length, bytes) order is
@@ -40,7 +41,7 @@ func TestBase62(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 10000 {
 		a, b := rng.Int64()>>rng.IntN(63), rng.Int64()>>rng.IntN(63)
-		sa, sb := string(appendB62(nil, a)), string(appendB62(nil, b))
+		sa, sb := string(redisstore.AppendB62(nil, a)), string(redisstore.AppendB62(nil, b))
 		byLenThenBytes := len(sa) < len(sb) || (len(sa) == len(sb) && sa < sb)
 		require.Equal(t, a < b, byLenThenBytes, "%d %d", a, b)
 	}
@@ -109,15 +110,15 @@ func TestEncodeValueLayout(t *testing.T) {
 }
 
 // newTestStore is a Store on a fresh per-test prefix, scripts loaded.
-func newTestStore(t *testing.T) (*Store, func(string) *Store) {
+func newTestStore(t *testing.T) (Store, func(string) Store) {
 	ctx := context.Background()
 	rdb := redistest.Client(t)
 	prefix := redistest.Prefix(t, rdb)
-	s := New(rdb, Config{Prefix: prefix})
-	require.NoError(t, s.Load(ctx))
+	s := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: prefix}))
+	require.NoError(t, s.redis.Load(ctx))
 	v1 := newV1Store(rdb, prefix)
-	require.NoError(t, v1.Load(ctx))
-	return s, func(layout string) *Store {
+	require.NoError(t, v1.redis.Load(ctx))
+	return s, func(layout string) Store {
 		if layout == "v1" {
 			return v1
 		}
@@ -125,13 +126,13 @@ func newTestStore(t *testing.T) (*Store, func(string) *Store) {
 	}
 }
 
-func (s *Store) raw(t *testing.T, k receipt.Key) string {
-	v, err := s.rdb.HGet(context.Background(), s.UserKey(k.User), k.Channel).Result()
+func (s Store) raw(t *testing.T, k receipt.Key) string {
+	v, err := s.redis.Client().HGet(context.Background(), s.RedisKey(k.User), k.Channel).Result()
 	require.NoError(t, err)
 	return v
 }
 
-func mergeOne(t *testing.T, s *Store, st receipt.State) MergeResult {
+func mergeOne(t *testing.T, s Store, st receipt.State) MergeResult {
 	t.Helper()
 	res, err := s.Merge(context.Background(), []receipt.State{st})
 	require.NoError(t, err)
@@ -389,20 +390,20 @@ func TestV1ValuesStillMerge(t *testing.T) {
 	// A stored value with delivered behind read (which no writer of ours
 	// leaves, but a hand-made or foreign value may hold): the merge restores
 	// "reading implies delivery".
-	require.NoError(t, v1.rdb.HSet(ctx, s.UserKey("old"), "g", "v1:0:10:m10:0:5:m5:d1:9").Err())
+	require.NoError(t, v1.redis.Client().HSet(ctx, s.RedisKey("old"), "g", "v1:0:10:m10:0:5:m5:d1:9").Err())
 	res := mergeOne(t, s, receipt.State{Key: k("g"), Delivered: cur(0, 7, "m7"), DeviceID: "d2", UpdatedAtUnixMs: 8})
 	require.True(t, res.Advanced)
 	require.Equal(t, receipt.State{Key: k("g"), Read: cur(0, 10, "m10"), Delivered: cur(0, 10, "m10"), DeviceID: "d2", UpdatedAtUnixMs: 9}, res.State)
-	require.NoError(t, v1.rdb.HDel(ctx, s.UserKey("old"), "g").Err())
+	require.NoError(t, v1.redis.Client().HDel(ctx, s.RedisKey("old"), "g").Err())
 
 	// Hydrate over v1 values: older durable states change nothing, newer
 	// ones win, and the hash is then complete.
-	require.NoError(t, v1.rdb.HSet(ctx, s.UserKey("old"), "e", "v1:0:20:m20:0:21:m21:d1:9").Err())
+	require.NoError(t, v1.redis.Client().HSet(ctx, s.RedisKey("old"), "e", "v1:0:20:m20:0:21:m21:d1:9").Err())
 	require.NoError(t, s.Hydrate(ctx, "old", []receipt.State{
 		{Key: k("e"), Read: cur(0, 19, "m19"), Delivered: cur(0, 22, "m22"), DeviceID: "pg", UpdatedAtUnixMs: 10},
 		{Key: k("a"), Read: cur(0, 1, "m1"), DeviceID: "pg"},
 		{Key: k("f"), Read: cur(0, 1, "m1"), DeviceID: "pg", UpdatedAtUnixMs: 1},
-	}, Incarnation{}))
+	}, redisstore.Incarnation{}))
 	all, complete, err := s.Get(ctx, "old", nil)
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -428,7 +429,7 @@ func TestHydrateChunks(t *testing.T) {
 	for i := range states {
 		states[i] = receipt.State{Key: receipt.Key{User: "h", Channel: "c" + strconv.Itoa(i)}, Read: cur(0, int64(i+1), "m"+strconv.Itoa(i+1)), DeviceID: "pg", UpdatedAtUnixMs: 1}
 	}
-	require.NoError(t, s.Hydrate(ctx, "h", states, Incarnation{}))
+	require.NoError(t, s.Hydrate(ctx, "h", states, redisstore.Incarnation{}))
 	all, complete, err := s.Get(ctx, "h", nil)
 	require.NoError(t, err)
 	require.True(t, complete)
@@ -442,8 +443,8 @@ func TestHydrateChunks(t *testing.T) {
 	require.Error(t, s.Hydrate(ctx, "h2", []receipt.State{
 		{Key: receipt.Key{User: "h2", Channel: "a"}, Read: cur(0, 1, "ok")},
 		{Key: receipt.Key{User: "h2", Channel: "b"}, Read: cur(0, 1, "not ok")},
-	}, Incarnation{}))
-	n, err := s.rdb.Exists(ctx, s.UserKey("h2")).Result()
+	}, redisstore.Incarnation{}))
+	n, err := s.redis.Client().Exists(ctx, s.RedisKey("h2")).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -475,7 +476,7 @@ func TestMergeRefusesUnstorable(t *testing.T) {
 	require.NoError(t, res[5].Err)
 	require.False(t, res[5].Advanced)
 	require.Equal(t, receipt.State{Key: k("e")}, res[5].State)
-	n, err := s.rdb.HLen(context.Background(), s.UserKey("r")).Result()
+	n, err := s.redis.Client().HLen(context.Background(), s.RedisKey("r")).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 }

@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -29,7 +30,7 @@ func TestMergeIsMaxRegister(t *testing.T) {
 	require.NoError(t, s.Load(ctx))
 
 	big := int64(math.MaxInt64 - 1) // beyond Lua's exact doubles
-	res, err := s.Merge(ctx, []receipt.State{
+	res, err := cursors.NewStore(s).Merge(ctx, []receipt.State{
 		mark("u1", "c1", 0, 10, "m10", true),
 		mark("u1", "c1", 0, 9, "m9", true),
 		mark("u1", "c2", 0, 5, "m5", false),
@@ -48,14 +49,14 @@ func TestMergeIsMaxRegister(t *testing.T) {
 	require.False(t, res[5].Advanced)
 	require.Equal(t, big, res[5].State.Read.Position.Seq)
 
-	states, complete, err := s.Get(ctx, "u1", nil)
+	states, complete, err := cursors.NewStore(s).Get(ctx, "u1", nil)
 	require.NoError(t, err)
 	require.False(t, complete)
 	require.Len(t, states, 2)
 
 	// Hydrating with older durable values never undoes a newer write.
-	require.NoError(t, s.Hydrate(ctx, "u1", []receipt.State{mark("u1", "c1", 0, 3, "m3", true), mark("u1", "c3", 0, 7, "m7", true)}, redisstore.Incarnation{}))
-	states, complete, err = s.Get(ctx, "u1", []string{"c1", "c3", "nope"})
+	require.NoError(t, cursors.NewStore(s).Hydrate(ctx, "u1", []receipt.State{mark("u1", "c1", 0, 3, "m3", true), mark("u1", "c3", 0, 7, "m7", true)}, redisstore.Incarnation{}))
+	states, complete, err = cursors.NewStore(s).Get(ctx, "u1", []string{"c1", "c3", "nope"})
 	require.NoError(t, err)
 	require.True(t, complete)
 	require.Len(t, states, 2)
@@ -65,7 +66,7 @@ func TestMergeIsMaxRegister(t *testing.T) {
 	// A read of a higher epoch and a lower seq (an older build's
 	// mark-unread): it wins the user's own position only; the public read
 	// is the greatest by seq.
-	res, err = s.Merge(ctx, []receipt.State{mark("u1", "c1", 1, 2, "m2", true)})
+	res, err = cursors.NewStore(s).Merge(ctx, []receipt.State{mark("u1", "c1", 1, 2, "m2", true)})
 	require.NoError(t, err)
 	require.True(t, res[0].Advanced)
 	require.Equal(t, receipt.Position{Epoch: 1, Seq: 2}, res[0].State.EffectiveRead())

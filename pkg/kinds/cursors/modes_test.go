@@ -1,4 +1,4 @@
-package redisstore_test
+package cursors_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/readstate/receipts/pkg/kinds/cursors"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
@@ -32,7 +33,7 @@ func masterOf(t *testing.T, s *redisstore.Store, user string) string {
 	t.Helper()
 	cc, ok := s.Client().(*redis.ClusterClient)
 	require.True(t, ok, "a cluster client")
-	node, err := cc.MasterForKey(context.Background(), s.UserKey(user))
+	node, err := cc.MasterForKey(context.Background(), cursors.NewStore(s).RedisKey(user))
 	require.NoError(t, err)
 	return node.Options().Addr
 }
@@ -43,7 +44,7 @@ func walk(t *testing.T, s *redisstore.Store, count int64) (users, nodes []string
 	t.Helper()
 	var cur redisstore.ScanCursor
 	for !cur.Done() {
-		page, next, err := s.ScanUsers(context.Background(), cur, count)
+		page, next, err := cursors.NewStore(s).ScanUsers(context.Background(), cur, count)
 		require.NoError(t, err)
 		if n := next.Scanned(); n != "" && !slices.Contains(nodes, n) {
 			nodes = append(nodes, n)
@@ -69,24 +70,24 @@ func exerciseStore(t *testing.T, s *redisstore.Store) {
 		want = append(want, u)
 		states = append(states, mark(u, "c1", 0, int64(10+i), "m", true), mark(u, "c2", 0, 3, "m3", false))
 	}
-	res, err := s.Merge(ctx, states)
+	res, err := cursors.NewStore(s).Merge(ctx, states)
 	require.NoError(t, err)
 	for i, r := range res {
 		require.NoError(t, r.Err, i)
 		require.True(t, r.Advanced, i)
 	}
 	// A stale write loses, whichever node holds the key.
-	res, err = s.Merge(ctx, []receipt.State{mark("user7", "c1", 0, 1, "old", true)})
+	res, err = cursors.NewStore(s).Merge(ctx, []receipt.State{mark("user7", "c1", 0, 1, "old", true)})
 	require.NoError(t, err)
 	require.False(t, res[0].Advanced)
 	require.Equal(t, int64(17), res[0].State.Read.Position.Seq)
 
-	got, complete, err := s.Get(ctx, "user42", nil)
+	got, complete, err := cursors.NewStore(s).Get(ctx, "user42", nil)
 	require.NoError(t, err)
 	require.False(t, complete)
 	require.Len(t, got, 2)
-	require.NoError(t, s.Hydrate(ctx, "user42", []receipt.State{mark("user42", "c1", 0, 5, "m5", true), mark("user42", "c9", 0, 9, "m9", true)}, redisstore.Incarnation{}))
-	got, complete, err = s.Get(ctx, "user42", []string{"c1", "c9"})
+	require.NoError(t, cursors.NewStore(s).Hydrate(ctx, "user42", []receipt.State{mark("user42", "c1", 0, 5, "m5", true), mark("user42", "c9", 0, 9, "m9", true)}, redisstore.Incarnation{}))
+	got, complete, err = cursors.NewStore(s).Get(ctx, "user42", []string{"c1", "c9"})
 	require.NoError(t, err)
 	require.True(t, complete)
 	require.Equal(t, int64(52), got[0].Read.Position.Seq, "hydrating never undoes a newer write")
@@ -94,20 +95,20 @@ func exerciseStore(t *testing.T, s *redisstore.Store) {
 
 	// GetMany answers in one pipeline what Get answers user by user
 	// (whichever node holds each user).
-	var reqs []redisstore.UserChannels
+	var reqs []cursors.UserChannels
 	for i := range 60 {
-		r := redisstore.UserChannels{User: "user" + strconv.Itoa(i)}
+		r := cursors.UserChannels{User: "user" + strconv.Itoa(i)}
 		if i%2 == 1 {
 			r.Channels = []string{"c2", "none", "c1"}
 		}
 		reqs = append(reqs, r)
 	}
-	reqs = append(reqs, redisstore.UserChannels{User: "user42", Channels: []string{"c9"}}, redisstore.UserChannels{User: "nobody"})
-	many, err := s.GetMany(ctx, reqs)
+	reqs = append(reqs, cursors.UserChannels{User: "user42", Channels: []string{"c9"}}, cursors.UserChannels{User: "nobody"})
+	many, err := cursors.NewStore(s).GetMany(ctx, reqs)
 	require.NoError(t, err)
 	require.Len(t, many, len(reqs))
 	for i, r := range reqs {
-		one, complete, err := s.Get(ctx, r.User, r.Channels)
+		one, complete, err := cursors.NewStore(s).Get(ctx, r.User, r.Channels)
 		require.NoError(t, err)
 		slices.SortFunc(one, receipt.CompareStates)
 		slices.SortFunc(many[i].States, receipt.CompareStates)
@@ -215,7 +216,7 @@ func TestSentinelMode(t *testing.T) {
 
 	direct := redis.NewClient(&redis.Options{Addr: master.Addr, DB: 3})
 	defer direct.Close()
-	n, err := direct.Exists(context.Background(), s.UserKey("user1")).Result()
+	n, err := direct.Exists(context.Background(), cursors.NewStore(s).RedisKey("user1")).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n, "written to the master the sentinel names, database 3")
 }

@@ -1,4 +1,4 @@
-package redisstore
+package cursors
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -18,7 +19,7 @@ import (
 // factsAndValues, which add the membership kind's reads), the keys'
 // stored values (QueueMarkValues) and then the heads of their channels
 // in one pipeline, and returns the values and the heads known.
-func checksAndValues(ctx context.Context, s *Store, keys []receipt.Key) (map[string]bool, *MarkValues, error) {
+func checksAndValues(ctx context.Context, s Store, keys []receipt.Key) (map[string]bool, *MarkValues, error) {
 	var chs []string
 	seen := map[string]bool{}
 	for _, k := range keys {
@@ -28,14 +29,14 @@ func checksAndValues(ctx context.Context, s *Store, keys []receipt.Key) (map[str
 		}
 	}
 	var read func() *MarkValues
-	var heads *MGet
+	var heads *redisstore.MGet
 	headKeys := make([]string, len(chs))
 	for i, ch := range chs {
-		headKeys[i] = s.prefix + "hd:{" + ch + "}" // the heads kind's channel value
+		headKeys[i] = s.redis.Prefix() + "hd:{" + ch + "}" // the heads kind's channel value
 	}
-	if _, err := s.Exec(ctx, func(pipe redis.Pipeliner) {
+	if _, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
 		read = s.QueueMarkValues(ctx, pipe, keys)
-		heads = s.QueueMGet(ctx, pipe, headKeys)
+		heads = s.redis.QueueMGet(ctx, pipe, headKeys)
 	}); err != nil {
 		return nil, nil, err
 	}
@@ -69,16 +70,16 @@ func TestMergeMarksFromTheChecksReadMatchesMergeMarks(t *testing.T) {
 	rdb := redistest.Client(t)
 	trips := &CmdLog{}
 	rdb.AddHook(trips)
-	shared := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	alone := New(rdb, Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, shared.Load(ctx))
+	shared := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}))
+	alone := NewStore(redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)}))
+	require.NoError(t, shared.redis.Load(ctx))
 	Restored(t, shared, "u0", "u1", "u2", "u3")
 	Restored(t, alone, "u0", "u1", "u2", "u3")
-	for _, s := range []*Store{shared, alone} {
-		v, err := EncodeHead(channel.Head{Channel: "c0", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1})
+	for _, s := range []Store{shared, alone} {
+		v, err := redisstore.EncodeHead(channel.Head{Channel: "c0", Seq: 30, MessageID: "m30", UpdatedAtUnixMs: 1})
 		require.NoError(t, err)
 		// The heads kind's value, in a pipeline as its script's write is.
-		_, err = s.Exec(ctx, func(pipe redis.Pipeliner) { pipe.Set(ctx, s.prefix+"hd:{c0}", v+" - -", 0) })
+		_, err = s.redis.Exec(ctx, func(pipe redis.Pipeliner) { pipe.Set(ctx, s.redis.Prefix()+"hd:{c0}", v+" - -", 0) })
 		require.NoError(t, err)
 	}
 	rng := rand.New(rand.NewPCG(5, 9))
@@ -127,7 +128,7 @@ func TestMergeMarksFromAStaleReadLosesNothing(t *testing.T) {
 	require.Len(t, vals.read, 1)
 
 	// Another writer moves the key to 9 after the read.
-	_, err = New(s.rdb, Config{Prefix: s.prefix}).MergeMarks(ctx, []receipt.State{read(9)})
+	_, err = NewStore(redisstore.New(s.redis.Client(), redisstore.Config{Prefix: s.redis.Prefix()})).MergeMarks(ctx, []receipt.State{read(9)})
 	require.NoError(t, err)
 	other := receipt.Key{User: "race", Channel: "unread-before"}
 	res, err := s.MergeMarksFrom(ctx, vals, []receipt.State{read(6), read(12), {Key: other, Delivered: cur(0, 3, "m3"), DeviceID: "d", UpdatedAtUnixMs: 10}})
@@ -154,7 +155,7 @@ func TestMarkValuesReloadScriptsAfterScriptFlush(t *testing.T) {
 	Restored(t, s, "u1", "u2")
 	_, err := s.MergeMarks(ctx, []receipt.State{{Key: keys[0], Delivered: cur(0, 7, "m7"), DeviceID: "d", UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
-	require.NoError(t, s.rdb.ScriptFlush(ctx).Err())
+	require.NoError(t, s.redis.Client().ScriptFlush(ctx).Err())
 	known, vals, err := checksAndValues(ctx, s, keys)
 	require.NoError(t, err)
 	require.False(t, known["no-head"])

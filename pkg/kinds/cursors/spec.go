@@ -1,4 +1,4 @@
-package kinds
+package cursors
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
-// cursorSpec is a user's read, private read and delivered cursors in a
+// spec is a user's read, private read and delivered cursors in a
 // channel: a max-register per cursor (receipt.Merge), one read_receipts
 // row and one field of the user's Redis hash.
-var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
+var spec = &kind.Spec[receipt.Key, receipt.State]{
 	Name:      "read_receipts",
 	Key:       func(s receipt.State) receipt.Key { return s.Key },
 	Compare:   receipt.CompareStates,
@@ -25,6 +25,10 @@ var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
 	},
 	Merge: func(_ *kind.Env, a, b receipt.State) receipt.State { m, _ := receipt.Merge(a, b); return m },
 	Same:  receipt.State.SameCursors,
+
+	Scripts:            scripts,
+	ErasedHashes:       func(env *kind.Env, user string) []string { return []string{storeOf(env).RedisKey(user)} },
+	ErasedNameChannels: true,
 	FromEvent: func(d *event.Decoded) (receipt.State, bool) {
 		if d.Receipt == nil {
 			return receipt.State{}, false
@@ -33,30 +37,30 @@ var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
 	},
 
 	PGWrite: func(ctx context.Context, env *kind.Env, vals []receipt.State) (int64, error) {
-		return env.Postgres.Upsert(ctx, vals)
+		return NewPostgres(env.Postgres).Upsert(ctx, vals)
 	},
 	PGGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([]receipt.State, error) {
-		return env.Postgres.GetKeys(ctx, keys)
+		return NewPostgres(env.Postgres).GetKeys(ctx, keys)
 	},
 	PGPage: func(ctx context.Context, env *kind.Env, after receipt.Key, _ bool, n int) ([]receipt.State, error) {
-		return env.Postgres.Page(ctx, after, n)
+		return NewPostgres(env.Postgres).Page(ctx, after, n)
 	},
 
 	RedisWrite: func(ctx context.Context, env *kind.Env, vals []receipt.State) ([]error, error) {
-		res, err := env.Redis.Merge(ctx, vals)
-		return kind.ResultErrs(res, err, func(r redisstore.MergeResult) error { return r.Err })
+		res, err := storeOf(env).Merge(ctx, vals)
+		return kind.ResultErrs(res, err, func(r MergeResult) error { return r.Err })
 	},
 	RedisGet: func(ctx context.Context, env *kind.Env, keys []receipt.Key) ([][]*receipt.State, error) {
 		// One pipeline for the page's users (a round trip per user cost
 		// the sweep most of its CPU in syscalls).
-		var reqs []redisstore.UserChannels
+		var reqs []UserChannels
 		for _, k := range keys {
 			if n := len(reqs); n == 0 || reqs[n-1].User != k.User {
-				reqs = append(reqs, redisstore.UserChannels{User: k.User})
+				reqs = append(reqs, UserChannels{User: k.User})
 			}
 			reqs[len(reqs)-1].Channels = append(reqs[len(reqs)-1].Channels, k.Channel)
 		}
-		got, err := env.Redis.GetMany(ctx, reqs)
+		got, err := storeOf(env).GetMany(ctx, reqs)
 		if err != nil {
 			return nil, err
 		}
@@ -73,16 +77,16 @@ var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
 		return out, nil
 	},
 	RedisScan: func(ctx context.Context, env *kind.Env, cur redisstore.ScanCursor, count int64) (kind.ScanPage[receipt.State], error) {
-		users, next, err := env.Redis.ScanUsers(ctx, cur, count)
+		users, next, err := storeOf(env).ScanUsers(ctx, cur, count)
 		if err != nil {
 			return kind.ScanPage[receipt.State]{}, err
 		}
 		page := kind.ScanPage[receipt.State]{Next: next}
-		var reqs []redisstore.UserChannels
+		var reqs []UserChannels
 		for _, u := range kind.ValidIDs("user_id", users, &page.Scanned, &page.Invalid) {
-			reqs = append(reqs, redisstore.UserChannels{User: u})
+			reqs = append(reqs, UserChannels{User: u})
 		}
-		got, err := env.Redis.GetMany(ctx, reqs)
+		got, err := storeOf(env).GetMany(ctx, reqs)
 		if err != nil {
 			return page, err
 		}
@@ -98,3 +102,8 @@ var cursorSpec = &kind.Spec[receipt.Key, receipt.State]{
 		return page, nil
 	},
 }
+
+// Kind is the cursors' kind.
+var Kind = kind.New(spec)
+
+func storeOf(env *kind.Env) Store { return NewStore(env.Redis) }

@@ -18,6 +18,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // post sends a JSON body to the gateway and requires a 200.
@@ -33,7 +34,7 @@ func (s *stack) post(t *testing.T, path, body string) {
 func (s *stack) userRows(t *testing.T, user string) int {
 	t.Helper()
 	n := 0
-	for _, table := range kinds.ErasedTables() {
+	for _, table := range append(kinds.ErasedTables(), readby.MoveLogTable) {
 		var c int
 		require.NoError(t, s.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&c))
 		n += c

@@ -484,7 +484,7 @@ func rbErasedGone(t *testing.T, s *stack, erased, channels []string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, u := range erased {
-		for _, table := range kinds.ErasedTables() {
+		for _, table := range append(kinds.ErasedTables(), readby.MoveLogTable) {
 			rows, err := s.store.Pool().Query(ctx, `SELECT to_jsonb(x)::text FROM `+table+` x WHERE user_id = $1`, u)
 			require.NoError(t, err)
 			left, err := pgx.CollectRows(rows, pgx.RowTo[string])

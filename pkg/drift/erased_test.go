@@ -15,6 +15,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds/mentions"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // The sweep never writes an erased user back: while the erasure is only in
@@ -54,7 +55,7 @@ func TestSweepDoesNotResurrectAnErasedUser(t *testing.T) {
 	// The persister applies the erasure; a row the erasure missed (a
 	// replica's write racing it), older than the erasure, stays out of
 	// Redis; the user's new state is repaired both ways.
-	_, _, err = bd.pg.Erase(ctx, ts, kind.PGErase(kinds.All()), kind.PGRedact(kinds.All()))
+	_, _, err = bd.pg.Erase(ctx, ts, kind.PGErasure(kinds.All()).And(readby.MoveLogErasure))
 	require.NoError(t, err)
 	_, err = cursors.NewPostgres(bd.pg).Upsert(ctx, []receipt.State{state("gone", "c1", 5, true)})
 	require.NoError(t, err)

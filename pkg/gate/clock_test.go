@@ -14,8 +14,11 @@ import (
 	"github.com/readstate/receipts/api/receipts/v1/receiptsv1connect"
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/tombstone"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // clockPair is two gateways on one Redis, one Postgres and one topic, the
@@ -218,7 +221,7 @@ func TestAStampAfterRedisLostTheTombstoneComesFromPostgres(t *testing.T) {
 	ts, err := tb.store.Tombstone(ctx, "u")
 	require.NoError(t, err)
 	require.Equal(t, resp.Msg.GetGeneration(), ts.Generation)
-	_, _, err = tb.schema.Store.Erase(ctx, ts, nil, nil) // the persister applied it
+	_, _, err = tb.schema.Store.Erase(ctx, ts, kind.PGErasure(kinds.All()).And(readby.MoveLogErasure)) // the persister applied it
 	require.NoError(t, err)
 	// Redis loses everything of the test's prefix.
 	keys := tb.redisKeys(t)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
 )
 
@@ -38,28 +39,23 @@ func ErasedHashes(ks []Kind, env *Env, user string) []redisstore.ErasedHash {
 	return out
 }
 
-// PGErase are the statements of the kinds ks deleting a user's rows:
-// pgstore.Store.Erase's kindDeletes.
-func PGErase(ks []Kind) []string {
-	var out []string
+// PGErasure is the kinds ks' part of an erasure in Postgres: what finds
+// the user's channels, deletes the user's rows and redacts the user in
+// rows not theirs (pgstore.Store.Erase).
+func PGErasure(ks []Kind) pgstore.Erasure {
+	var e pgstore.Erasure
 	for _, k := range ks {
+		if stmt := k.PGChannels(); stmt != "" {
+			e.Channels = append(e.Channels, stmt)
+		}
 		if stmt := k.PGErase(); stmt != "" {
-			out = append(out, stmt)
+			e.Deletes = append(e.Deletes, stmt)
 		}
-	}
-	return out
-}
-
-// PGRedact are the statements of the kinds ks redacting a user in rows
-// not theirs: pgstore.Store.Erase's kindRedacts.
-func PGRedact(ks []Kind) []string {
-	var out []string
-	for _, k := range ks {
 		if stmt := k.PGRedact(); stmt != "" {
-			out = append(out, stmt)
+			e.Redacts = append(e.Redacts, stmt)
 		}
 	}
-	return out
+	return e
 }
 
 // RedisRedact is the kinds ks' redaction of a user in a channel's Redis

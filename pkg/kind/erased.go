@@ -52,6 +52,8 @@ type Kind interface {
 	ErasedCounters() []string
 	DeletedHashes(env *Env, user string) []string
 	PGErase() string
+	// PGChannels answers the channels the user's rows name ("": none).
+	PGChannels() string
 	// PGRedact redacts the user in rows not theirs ("": none), and
 	// PGRedacted names the columns it redacts (Spec.PGRedact).
 	PGRedact() string
@@ -92,6 +94,7 @@ func (k kind[K, V]) UserOf(key any) string {
 
 func (k kind[K, V]) Scripts() []*redis.Script { return k.s.Scripts }
 func (k kind[K, V]) PGErase() string          { return k.s.PGErase }
+func (k kind[K, V]) PGChannels() string       { return k.s.PGChannels }
 func (k kind[K, V]) PGRedact() string         { return k.s.PGRedact }
 func (k kind[K, V]) PGRedacted() []string     { return k.s.PGRedacted }
 

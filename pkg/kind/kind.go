@@ -146,10 +146,15 @@ type Spec[K comparable, V any] struct {
 	// the kind's table (Name; $1: the user id), run in the transaction
 	// that raises the tombstone (pgstore.Store.Erase).
 	PGErase string
+	// PGChannels, when set, is the statement answering the channels the
+	// user's rows of the kind name (channel_id; $1: the user id), read in
+	// that transaction before any delete: the channels the redactions
+	// ($2 of PGRedact) clean.
+	PGChannels string
 	// PGRedact, when set, is the statement redacting the user where the
 	// kind's rows name them but are not theirs ($1: the user id, $2: the
-	// channels the user had state in), run after the deletes of the same
-	// transaction (pgstore.Store.Erase's kindRedacts); PGRedacted names
+	// channels the user had state in: every kind's PGChannels), run after
+	// the deletes of the same transaction (pgstore.Erasure's Redacts); PGRedacted names
 	// the columns it redacts ("table.column"), which the erasure's
 	// coverage test accepts as naming a user (kinds.RedactedColumns).
 	PGRedact   string

@@ -42,11 +42,11 @@ func All() []kind.Kind {
 	return []kind.Kind{Cursors, Heads, Members, Mentions, Settings, ThreadHeads, ThreadStates, Notifications, Deletions, GroupMentions, FullyRead}
 }
 
-// ErasedTables are the tables an erasure deletes a user's rows from: the
-// driver's own (pgstore.ErasedTables) and those of the kinds that bring
-// their own delete (kind.PGErase), each the kind's table (its Name).
+// ErasedTables are the tables of the kinds an erasure deletes a user's
+// rows from (kind.PGErase), each the kind's table (its Name); the
+// read-by view's move log is erased beside them (readby.MoveLogErasure).
 func ErasedTables() []string {
-	out := slices.Clone(pgstore.ErasedTables)
+	var out []string
 	for _, k := range All() {
 		if k.PGErase() != "" {
 			out = append(out, k.Name())

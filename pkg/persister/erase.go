@@ -13,8 +13,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // tombstoneChunk bounds the users of one tombstone lookup.
@@ -42,7 +44,7 @@ func (p *Persister) applyErasures(ctx context.Context, w *window) (tombs tombsto
 		var advanced bool
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, advanced, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds), kind.PGRedact(p.cfg.Kinds))
+			deleted, advanced, err = p.store.Erase(ctx, t, p.erasure())
 			return err
 		})
 		if err != nil {
@@ -96,7 +98,7 @@ func (p *Persister) applyStamped(ctx context.Context, w *window, tombs tombstone
 		var deleted int64
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, _, err = p.store.Erase(ctx, t, kind.PGErase(p.cfg.Kinds), kind.PGRedact(p.cfg.Kinds))
+			deleted, _, err = p.store.Erase(ctx, t, p.erasure())
 			return err
 		})
 		if err != nil {
@@ -189,7 +191,7 @@ func (p *Persister) takeBackRaced(ctx context.Context, w *window, clock *int64, 
 		var deleted int64
 		err := p.retry(ctx, p.log, opUpsert, always, func(ctx context.Context) error {
 			var err error
-			deleted, err = p.store.EraseAgain(ctx, u, kind.PGErase(p.cfg.Kinds), kind.PGRedact(p.cfg.Kinds))
+			deleted, err = p.store.EraseAgain(ctx, u, p.erasure())
 			return err
 		})
 		if err != nil {
@@ -201,4 +203,10 @@ func (p *Persister) takeBackRaced(ctx context.Context, w *window, clock *int64, 
 	}
 	p.dropErased(w, raced)
 	return raced, nil
+}
+
+// erasure is the Postgres part of an erasure: the kinds' statements and
+// the read-by view's move log.
+func (p *Persister) erasure() pgstore.Erasure {
+	return kind.PGErasure(p.cfg.Kinds).And(readby.MoveLogErasure)
 }

@@ -12,12 +12,14 @@ import (
 
 	"github.com/readstate/receipts/pkg/channel"
 	"github.com/readstate/receipts/pkg/event"
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/notification"
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/privacy"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // userRowCounts counts a user's rows in every erased table, listing the
@@ -26,7 +28,7 @@ import (
 func (b *bundle) userRowCounts(user string) map[string]int {
 	b.t.Helper()
 	out := map[string]int{}
-	for _, table := range kinds.ErasedTables() {
+	for _, table := range append(kinds.ErasedTables(), readby.MoveLogTable) {
 		var n int
 		require.NoError(b.t, b.schema.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
 		if n > 0 {
@@ -134,7 +136,7 @@ func TestErasureAppliedElsewhereDuringAWindowIsTakenBack(t *testing.T) {
 	b.startWith(b.config(reg), func(p *persister.Persister) {
 		p.SetOnTombstones(func(users []string) {
 			if slices.Contains(users, "raced") && erased.CompareAndSwap(false, true) {
-				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure, nil, nil)
+				_, advanced, err := b.schema.Store.Erase(context.Background(), erasure, kind.PGErasure(kinds.All()).And(readby.MoveLogErasure))
 				if err != nil || !advanced {
 					t.Errorf("erasing beside the persister: advanced %v, %v", advanced, err)
 				}

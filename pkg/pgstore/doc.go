@@ -9,8 +9,6 @@
 // Every kind of state owns its storage (a folder below pkg/kinds, e.g.
 // pkg/kinds/cursors or pkg/kinds/notifications): the kind runs its own
 // statements on Pool, wraps their errors with Classified, and adds its
-// delete and its redaction to an erasure (Erase's kindDeletes and
-// kindRedacts). The erasure still names the cursors' table and the
-// read-by view's move log (ErasedTables): it finds the user's channels in
-// them before any kind deletes its rows.
+// part to an erasure (Erasure: the channels the user's rows name, its
+// delete, its redaction). The driver names no kind's table.
 package pgstore

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -11,13 +12,28 @@ import (
 	"github.com/readstate/receipts/pkg/tombstone"
 )
 
-// ErasedTables are the tables of the kinds still written here that hold
-// a user's state: an erasure deletes the user's rows from every one of
-// them, in this order, in the transaction that raises the tombstone; a
-// kind that owns its storage brings its own statement (kind.PGErase). A
-// new per-user table is added to one or the other
-// (TestErasedTablesCoverEveryUserTable, in pkg/kinds, fails until it is).
-var ErasedTables = []string{"read_receipts", "cursor_moves"}
+// Erasure is the statements of an erasure, each brought by the kind (or
+// view) that owns the table ($1: the user id): Channels answer the
+// channels the user's rows name (channel_id), read before any delete;
+// Deletes delete the user's rows; ChannelDeletes ($2: those channels)
+// delete them from a table whose index leads with channel_id (an index
+// scan, not a walk of the table); Redacts ($2 too) redact the user in
+// rows not theirs. A new per-user table is
+// covered by one or the other (TestErasedTablesCoverEveryUserTable, in
+// pkg/kinds, fails until it is).
+type Erasure struct {
+	Channels, Deletes, ChannelDeletes, Redacts []string
+}
+
+// And is e with the statements of o after its own.
+func (e Erasure) And(o Erasure) Erasure {
+	return Erasure{
+		Channels:       append(slices.Clone(e.Channels), o.Channels...),
+		Deletes:        append(slices.Clone(e.Deletes), o.Deletes...),
+		Redacts:        append(slices.Clone(e.Redacts), o.Redacts...),
+		ChannelDeletes: append(slices.Clone(e.ChannelDeletes), o.ChannelDeletes...),
+	}
+}
 
 // RedactedColumns are the columns that name a user in rows that are not
 // the user's: an erasure redacts them (deleteUserRows), and
@@ -27,29 +43,21 @@ var ErasedTables = []string{"read_receipts", "cursor_moves"}
 // (kind.PGRedact, kinds.RedactedColumns).
 var RedactedColumns = []string{"parked_dead_letters.record_key", "parked_dead_letters.record_value"}
 
-// byUserChannels names the tables whose index leads with channel_id, not
-// user_id: their rows are found through the user's channels (every
-// cursor move is of a (user, channel) that has a cursor row), so the
-// delete is an index scan and not a walk of the whole log.
-var byUserChannels = map[string]bool{"cursor_moves": true}
-
 // MaxTombstoneLookup bounds the users of one Tombstones call (a
 // persister window holds at most this many distinct users).
 const MaxTombstoneLookup = 100_000
 
 // Erase applies an erasure: in one transaction it raises the user's
 // tombstone (a max-register over generation, ties by time) and, only when
-// that raised its generation, deletes the user's rows from every table of
-// ErasedTables and by kindDeletes (the kinds' statements, $1 the user:
-// kind.PGErase), then redacts the user by kindRedacts (the kinds'
-// statements, $1 the user, $2 the user's channels: kind.PGRedact). Applying an erasure again, or an older one, changes
+// that raised its generation, runs e: it finds the user's channels,
+// deletes the user's rows and redacts the user (kind.PGErasure). Applying an erasure again, or an older one, changes
 // nothing, so a replay of the topic from offset 0 never deletes what the
 // user wrote after it; nor does the same generation with a later time (a
 // persister that applied the erasure ahead of its record, from an event
 // stamped with its generation, then meets the record: only the time
 // moves). deleted counts the rows removed; advanced says whether the
 // tombstone moved.
-func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone, kindDeletes, kindRedacts []string) (deleted int64, advanced bool, err error) {
+func (s *Store) Erase(ctx context.Context, t tombstone.Tombstone, e Erasure) (deleted int64, advanced bool, err error) {
 	if err := t.Validate(); err != nil {
 		return 0, false, fmt.Errorf("erasing: %w", err)
 	}
@@ -82,7 +90,7 @@ SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
 		if _, err := tx.Exec(ctx, `UPDATE erasure_clock SET erasures = erasures + 1`); err != nil {
 			return fmt.Errorf("raising the erasure clock: %w", err)
 		}
-		deleted, err = deleteUserRows(ctx, tx, t.User, kindDeletes, kindRedacts)
+		deleted, err = deleteUserRows(ctx, tx, t.User, e)
 		return err
 	})
 	if err != nil {
@@ -91,35 +99,35 @@ SELECT coalesce((SELECT generation FROM old), 0), EXISTS (SELECT 1 FROM up)`,
 	return deleted, advanced, nil
 }
 
-// deleteUserRows deletes the user's rows from every table of ErasedTables,
-// then by each of kindDeletes, and redacts the user by each of
-// kindRedacts.
-func deleteUserRows(ctx context.Context, tx pgx.Tx, user string, kindDeletes, kindRedacts []string) (int64, error) {
-	rows, err := tx.Query(ctx, `SELECT channel_id FROM read_receipts WHERE user_id = $1
-UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
-	if err != nil {
-		return 0, err
-	}
-	channels, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, err
-	}
-	var deleted int64
-	for _, table := range ErasedTables {
-		stmt, args := `DELETE FROM `+pgx.Identifier{table}.Sanitize()+` WHERE user_id = $1`, []any{user}
-		if byUserChannels[table] {
-			stmt, args = stmt+` AND channel_id = ANY($2)`, append(args, channels)
-		}
-		tag, err := tx.Exec(ctx, stmt, args...)
+// deleteUserRows runs e for user: its channels first, then its deletes,
+// then its redactions.
+func deleteUserRows(ctx context.Context, tx pgx.Tx, user string, e Erasure) (int64, error) {
+	var channels []string
+	for _, stmt := range e.Channels {
+		rows, err := tx.Query(ctx, stmt, user)
 		if err != nil {
-			return 0, fmt.Errorf("deleting from %s: %w", table, err)
+			return 0, fmt.Errorf("finding the user's channels (%s): %w", stmt, err)
 		}
-		deleted += tag.RowsAffected()
+		chs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return 0, fmt.Errorf("finding the user's channels (%s): %w", stmt, err)
+		}
+		channels = append(channels, chs...)
 	}
-	for _, stmt := range kindDeletes {
+	slices.Sort(channels)
+	channels = slices.Compact(channels)
+	var deleted int64
+	for _, stmt := range e.Deletes {
 		tag, err := tx.Exec(ctx, stmt, user)
 		if err != nil {
 			return 0, fmt.Errorf("deleting a kind's rows (%s): %w", stmt, err)
+		}
+		deleted += tag.RowsAffected()
+	}
+	for _, stmt := range e.ChannelDeletes {
+		tag, err := tx.Exec(ctx, stmt, user, channels)
+		if err != nil {
+			return 0, fmt.Errorf("deleting rows found through the user's channels (%s): %w", stmt, err)
 		}
 		deleted += tag.RowsAffected()
 	}
@@ -128,7 +136,7 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 	// dead letters parked under the user's record keys (their values
 	// redacted: the row stays, as a count of what failed, with no
 	// content).
-	for _, stmt := range kindRedacts {
+	for _, stmt := range e.Redacts {
 		if _, err := tx.Exec(ctx, stmt, user, channels); err != nil {
 			return 0, fmt.Errorf("redacting a kind's rows (%s): %w", stmt, err)
 		}
@@ -144,11 +152,11 @@ UNION SELECT channel_id FROM channel_members WHERE user_id = $1`, user)
 
 // EraseAgain deletes the rows of a user whose erasure is already applied
 // (its tombstone stored): what a writer that raced the erasure wrote after
-// its deletes; kindDeletes and kindRedacts as for Erase. It does not
+// its deletes; e as for Erase. It does not
 // touch the tombstone nor the erasure clock.
-func (s *Store) EraseAgain(ctx context.Context, user string, kindDeletes, kindRedacts []string) (deleted int64, err error) {
+func (s *Store) EraseAgain(ctx context.Context, user string, e Erasure) (deleted int64, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		deleted, err = deleteUserRows(ctx, tx, user, kindDeletes, kindRedacts)
+		deleted, err = deleteUserRows(ctx, tx, user, e)
 		return err
 	})
 	if err != nil {

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -18,19 +17,27 @@ import (
 
 // kindTable stands for the table of a kind that owns its storage (a
 // folder below pkg/kinds): the erasure deletes its rows by the kind's
-// statement, kindDeletes.
+// statement (erasure's Deletes).
 const kindTable = "kind_rows"
-
-// The membership registers' own statement (pkg/kinds/members' erase.sql)
-// is one of them too.
-var kindDeletes = []string{`DELETE FROM ` + kindTable + ` WHERE user_id = $1`, `DELETE FROM channel_members WHERE user_id = $1`}
 
 // kindSenders stands for a kind's table whose rows name a user but are
 // not the user's (a group mention's sender): the erasure redacts them by
-// the kind's statement, kindRedacts.
+// the kind's statement (erasure's Redacts).
 const kindSenders = "kind_senders"
 
-var kindRedacts = []string{`UPDATE ` + kindSenders + ` SET sender_id = '' WHERE channel_id = ANY($2) AND sender_id = $1`}
+// erasure is the kinds' statements as the real kinds bring them: the
+// cursors' and the membership registers' channels and deletes, the move
+// log's delete through the channels, a redaction of kindSenders.
+var erasure = pgstore.Erasure{
+	Channels: []string{`SELECT channel_id FROM read_receipts WHERE user_id = $1`, `SELECT channel_id FROM channel_members WHERE user_id = $1`},
+	Deletes: []string{`DELETE FROM ` + kindTable + ` WHERE user_id = $1`, `DELETE FROM read_receipts WHERE user_id = $1`,
+		`DELETE FROM channel_members WHERE user_id = $1`},
+	ChannelDeletes: []string{`DELETE FROM cursor_moves WHERE user_id = $1 AND channel_id = ANY($2)`},
+	Redacts:        []string{`UPDATE ` + kindSenders + ` SET sender_id = '' WHERE channel_id = ANY($2) AND sender_id = $1`},
+}
+
+// erasedTables are the tables erasure deletes a user's rows from.
+var erasedTables = []string{"read_receipts", "cursor_moves", "channel_members", kindTable}
 
 // withKindTable creates kindTable in the schema.
 func withKindTable(t *testing.T, s *pgstore.Store) {
@@ -40,8 +47,7 @@ CREATE TABLE `+kindSenders+` (channel_id text NOT NULL, sender_id text NOT NULL)
 	require.NoError(t, err)
 }
 
-// seedUser writes a user's rows in every table of ErasedTables and in
-// kindTable.
+// seedUser writes a user's rows in every table of erasedTables.
 func seedUser(t *testing.T, s *pgstore.Store, user string) {
 	t.Helper()
 	ctx := context.Background()
@@ -67,12 +73,11 @@ func withMovePartition(t *testing.T, s *pgstore.Store) {
 	require.NoError(t, err)
 }
 
-// userRows counts a user's rows in every table of ErasedTables and in
-// kindTable.
+// userRows counts a user's rows in every table of erasedTables.
 func userRows(t *testing.T, s *pgstore.Store, user string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	for _, table := range append(slices.Clone(pgstore.ErasedTables), kindTable) {
+	for _, table := range erasedTables {
 		var n int
 		require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM `+table+` WHERE user_id = $1`, user).Scan(&n))
 		out[table] = n
@@ -94,7 +99,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	}
 
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	deleted, advanced, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
+	deleted, advanced, err := s.Erase(ctx, ts, erasure)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	require.Equal(t, int64(2+2+2+2), deleted, "cursors, registers, cursor moves, a kind's rows")
@@ -107,7 +112,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	// (a replay) deletes nothing.
 	seedUser(t, s, "gone")
 	for _, again := range []tombstone.Tombstone{ts, {User: "gone", Generation: 9, ErasedAtUnixMs: 99}} {
-		deleted, advanced, err = s.Erase(ctx, again, kindDeletes, kindRedacts)
+		deleted, advanced, err = s.Erase(ctx, again, erasure)
 		require.NoError(t, err)
 		require.False(t, advanced)
 		require.Zero(t, deleted)
@@ -118,7 +123,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 	// persister applied it from a stamped event) moves the time and
 	// deletes nothing: the rows are the user's after that erasure.
 	ts.ErasedAtUnixMs = 15
-	deleted, advanced, err = s.Erase(ctx, ts, kindDeletes, kindRedacts)
+	deleted, advanced, err = s.Erase(ctx, ts, erasure)
 	require.NoError(t, err)
 	require.True(t, advanced, "the time moved")
 	require.Zero(t, deleted)
@@ -133,7 +138,7 @@ func TestEraseDeletesEveryTableOnceAndKeepsTheTombstone(t *testing.T) {
 
 	// A later erasure deletes again.
 	later := tombstone.Tombstone{User: "gone", Generation: 11, ErasedAtUnixMs: 20}
-	_, advanced, err = s.Erase(ctx, later, kindDeletes, kindRedacts)
+	_, advanced, err = s.Erase(ctx, later, erasure)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	one, err = s.Tombstone(ctx, "gone")
@@ -154,7 +159,7 @@ func TestEraseRefusesBadInput(t *testing.T) {
 		{User: string(make([]byte, receipt.MaxIDLength+1)), Generation: 1},
 		{User: "u", Generation: 0},
 	} {
-		_, _, err := s.Erase(ctx, bad, kindDeletes, kindRedacts)
+		_, _, err := s.Erase(ctx, bad, erasure)
 		require.Error(t, err)
 	}
 	require.Equal(t, 2, userRows(t, s, "u")["read_receipts"], "nothing deleted")
@@ -177,13 +182,13 @@ func TestErasureClockOrdersWritersAgainstErasures(t *testing.T) {
 	before, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	_, advanced, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
+	_, advanced, err := s.Erase(ctx, ts, erasure)
 	require.NoError(t, err)
 	require.True(t, advanced)
 	after, err := s.ErasureClockSettled(ctx)
 	require.NoError(t, err)
 	require.Equal(t, before+1, after)
-	_, advanced, err = s.Erase(ctx, ts, kindDeletes, kindRedacts)
+	_, advanced, err = s.Erase(ctx, ts, erasure)
 	require.NoError(t, err)
 	require.False(t, advanced)
 	again, err := s.ErasureClock(ctx)
@@ -229,7 +234,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	withMovePartition(t, s)
 	withKindTable(t, s)
 	ts := tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}
-	_, _, err := s.Erase(ctx, ts, kindDeletes, kindRedacts)
+	_, _, err := s.Erase(ctx, ts, erasure)
 	require.NoError(t, err)
 	seedUser(t, s, "gone")
 	seedUser(t, s, "kept")
@@ -237,7 +242,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	clock, err := s.ErasureClock(ctx)
 	require.NoError(t, err)
 
-	deleted, err := s.EraseAgain(ctx, "gone", kindDeletes, kindRedacts)
+	deleted, err := s.EraseAgain(ctx, "gone", erasure)
 	require.NoError(t, err)
 	require.Equal(t, int64(2+2+2+2), deleted)
 	for table, n := range userRows(t, s, "gone") {
@@ -252,7 +257,7 @@ func TestEraseAgainDeletesRowsWrittenAfterTheErasure(t *testing.T) {
 	require.Equal(t, clock, now)
 }
 
-// An erasure leaves no sender of a kind's rows (kindRedacts, in the
+// An erasure leaves no sender of a kind's rows (erasure's Redacts, in the
 // user's channels) and no parked dead letter of the user
 // (pgstore.RedactedColumns; pkg/kinds checks that every column that may
 // name a user is erased or redacted).
@@ -269,7 +274,7 @@ func TestErasureRedactsWhatNamesAUser(t *testing.T) {
 		_, err = parked.New(s).Park(ctx, parked.Record{Reason: "test", SourceOffset: -1, SourcePartition: -1, Key: []byte(key), Value: []byte("v")})
 		require.NoError(t, err)
 	}
-	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kindDeletes, kindRedacts)
+	_, _, err = s.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, erasure)
 	require.NoError(t, err)
 	rows, err := s.Pool().Query(ctx, `SELECT sender_id FROM `+kindSenders+` ORDER BY sender_id`)
 	require.NoError(t, err)

@@ -59,7 +59,7 @@ type Repairer struct {
 // merged back.
 func (r *Repairer) RepairDecoded(ctx context.Context, d event.Decoded) error {
 	if d.Erasure != nil {
-		_, _, err := r.Postgres.Erase(ctx, *d.Erasure, kind.PGErase(r.kindList()), kind.PGRedact(r.kindList()))
+		_, _, err := r.Postgres.Erase(ctx, *d.Erasure, r.erasure())
 		return err
 	}
 	if d.User() != "" {
@@ -85,6 +85,12 @@ func (r *Repairer) Decode(rec *kgo.Record) (event.Decoded, error) {
 }
 
 // kindList is Kinds, or every kind.
+// erasure is the Postgres part of an erasure: the kinds' statements and
+// the read-by view's move log.
+func (r *Repairer) erasure() pgstore.Erasure {
+	return kind.PGErasure(r.kindList()).And(readby.MoveLogErasure)
+}
+
 func (r *Repairer) kindList() []kind.Kind {
 	if r.Kinds == nil {
 		return kinds.All()
@@ -156,7 +162,7 @@ func (r *Repairer) erased(ctx context.Context, d event.Decoded) (bool, error) {
 		case err != nil:
 			r.redisDegraded("reading the redis tombstone", nil, d.RecordKey(), err)
 		case rdT.Generation > pgT.Generation:
-			if _, _, err := r.Postgres.Erase(ctx, rdT, kind.PGErase(r.kindList()), kind.PGRedact(r.kindList())); err != nil {
+			if _, _, err := r.Postgres.Erase(ctx, rdT, r.erasure()); err != nil {
 				return false, fmt.Errorf("applying the erasure of %s: %w", user, err)
 			}
 			t = rdT

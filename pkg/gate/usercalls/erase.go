@@ -17,6 +17,7 @@ import (
 	"github.com/readstate/receipts/pkg/kinds"
 	"github.com/readstate/receipts/pkg/receipt"
 	"github.com/readstate/receipts/pkg/tombstone"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // EraseUser implements receiptsv1connect.ReceiptServiceHandler: it removes
@@ -57,7 +58,7 @@ func (g *Users) EraseUser(ctx context.Context, req *connect.Request[receiptsv1.E
 		return nil, g.eraseUnavailable(ctx, user, "erasing the user from redis", err)
 	}
 	pctx, cancel = context.WithTimeout(ctx, g.Cfg.PostgresTimeout)
-	_, _, err = g.PG.Erase(pctx, ts, kind.PGErase(kinds.All()), kind.PGRedact(kinds.All()))
+	_, _, err = g.PG.Erase(pctx, ts, kind.PGErasure(kinds.All()).And(readby.MoveLogErasure))
 	cancel()
 	if err != nil {
 		return nil, g.eraseUnavailable(ctx, user, "applying the erasure to postgres", err)

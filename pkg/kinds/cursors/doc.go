@@ -13,7 +13,7 @@
 // ":loaded" marker, the incarnation marker of its slot and the user's
 // fence (pkg/redisstore's loss.go) say whether Redis may be trusted for
 // the user. An erasure leaves the hash empty and complete (the Spec's
-// ErasedHashes); the rows are deleted by the driver's erasure, which
-// finds the user's channels in them first. Its Kafka codec is still
+// ErasedHashes) and its rows deleted (PGErase), after the erasure read
+// the channels they name (PGChannels). Its Kafka codec is still
 // pkg/event's.
 package cursors

@@ -2,6 +2,7 @@ package cursors
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"slices"
 	"time"
@@ -11,6 +12,14 @@ import (
 
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
+)
+
+// The erasure's statements (the Spec's PGErase and PGChannels).
+var (
+	//go:embed erase.sql
+	eraseSQL string
+	//go:embed channels.sql
+	channelsSQL string
 )
 
 // Postgres is the cursors' table, read_receipts (sql/migrations): one row

@@ -29,6 +29,8 @@ var spec = &kind.Spec[receipt.Key, receipt.State]{
 	Scripts:            scripts,
 	ErasedHashes:       func(env *kind.Env, user string) []string { return []string{storeOf(env).RedisKey(user)} },
 	ErasedNameChannels: true,
+	PGErase:            eraseSQL,
+	PGChannels:         channelsSQL,
 	FromEvent: func(d *event.Decoded) (receipt.State, bool) {
 		if d.Receipt == nil {
 			return receipt.State{}, false

@@ -67,7 +67,7 @@ func TestErasureRedactsTheSender(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.WritePG(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}, {Seq: 8, Sender: "other"}}}})
 	require.NoError(t, err)
-	_, _, err = pg.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kind.PGErase([]kind.Kind{Kind}), kind.PGRedact([]kind.Kind{Kind}))
+	_, _, err = pg.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kind.PGErasure([]kind.Kind{Kind}))
 	require.NoError(t, err)
 	gms, err := s.ReadPG(ctx, []string{"c1"})
 	require.NoError(t, err)

@@ -32,6 +32,8 @@ var (
 	pageSQL string
 	//go:embed erase.sql
 	eraseSQL string
+	//go:embed channels.sql
+	channelsSQL string
 )
 
 // Compare orders registers by key (channel, then user): the order of

@@ -104,6 +104,7 @@ var spec = &kind.Spec[receipt.Key, channel.Membership]{
 	// clean the channel.
 	ErasedHashes:       func(env *kind.Env, user string) []string { return []string{storeOf(env).UserMembersKey(user)} },
 	PGErase:            eraseSQL,
+	PGChannels:         channelsSQL,
 	ErasedNameChannels: true,
 	ErasedCounters:     []string{LeftCountField},
 	RedisRedact: func(ctx context.Context, env *kind.Env, user, ch string) error {

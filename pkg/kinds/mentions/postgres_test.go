@@ -97,7 +97,7 @@ func TestPostgresReadsWalksRejectsAndErases(t *testing.T) {
 	_, err = s.WritePG(ctx, []channel.Mentions{{Key: receipt.Key{User: "u", Channel: "x"}, Seqs: []int64{-1}}})
 	require.ErrorIs(t, err, pgstore.ErrRejected)
 
-	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u1", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErase([]kind.Kind{Kind}), kind.PGRedact([]kind.Kind{Kind}))
+	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u1", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErasure([]kind.Kind{Kind}))
 	require.NoError(t, err)
 	require.EqualValues(t, 6, deleted)
 	mine, err = s.ReadPG(ctx, "u1", nil)

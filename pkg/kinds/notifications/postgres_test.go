@@ -43,7 +43,7 @@ func TestPostgresMergesReadsWalksAndErases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []notification.Register{want[1], reg("v", "c1", notification.Mentions, 1)}, got)
 
-	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErase([]kind.Kind{Kind}), kind.PGRedact([]kind.Kind{Kind}))
+	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErasure([]kind.Kind{Kind}))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, deleted)
 	got, err = s.ReadPG(ctx, "u", nil)

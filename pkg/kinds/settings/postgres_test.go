@@ -49,7 +49,7 @@ func TestPostgresMergesReadsWalksAndErases(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []privacy.Settings{quieter}, page, "after u")
 
-	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErase([]kind.Kind{Kind}), kind.PGRedact([]kind.Kind{Kind}))
+	deleted, _, err := pg.Erase(ctx, tombstone.Tombstone{User: "u", Generation: 1, ErasedAtUnixMs: 1}, kind.PGErasure([]kind.Kind{Kind}))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, deleted)
 	stored, err = s.StoredPG(ctx, []string{"u", "v"})

@@ -293,7 +293,7 @@ func TestEraseDeletesTheUsersThreadStatesOnly(t *testing.T) {
 	_, err = s.WriteHeadsPG(ctx, []thread.Head{{Ref: ref, Seq: 5, UpdatedAtUnixMs: 1}})
 	require.NoError(t, err)
 
-	deleted, err := s.pg.EraseAgain(ctx, "gone", []string{eraseSQL}, nil)
+	deleted, err := s.pg.EraseAgain(ctx, "gone", pgstore.Erasure{Deletes: []string{eraseSQL}})
 	require.NoError(t, err)
 	require.EqualValues(t, 3, deleted)
 	left, err := s.StatesPagePG(ctx, thread.Key{}, false, 100)

@@ -22,7 +22,17 @@ var (
 	smallChannelsSQL string
 	//go:embed insert_moves.sql
 	insertMovesSQL string
+	//go:embed erase_moves.sql
+	eraseMovesSQL string
 )
+
+// MoveLogErasure is the move log's part of an erasure, run beside the
+// kinds' (kind.PGErasure) by every writer that applies one.
+var MoveLogErasure = pgstore.Erasure{ChannelDeletes: []string{eraseMovesSQL}}
+
+// MoveLogTable is the move log's table, for the erasure's checks beside
+// kinds.ErasedTables.
+const MoveLogTable = "cursor_moves"
 
 // LoggedMove is one public cursor move for the log.
 type LoggedMove struct {

@@ -57,7 +57,8 @@ func TestGroupMentionsRows(t *testing.T) {
 }
 
 // An erasure keeps the user's group mentions in the channels they had
-// state in, with no sender (the kind's PGRedact); another sender's stay.
+// state in (here a read cursor, so the cursors kind names the channel),
+// with no sender (the kind's PGRedact); another sender's stay.
 func TestErasureRedactsTheSender(t *testing.T) {
 	t.Parallel()
 	pg := pgtest.NewSchema(t).Store
@@ -67,7 +68,7 @@ func TestErasureRedactsTheSender(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.WritePG(ctx, []channel.GroupMentions{{Channel: "c1", Mentions: []channel.GroupMention{{Seq: 7, Sender: "gone"}, {Seq: 8, Sender: "other"}}}})
 	require.NoError(t, err)
-	_, _, err = pg.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kind.PGErasure([]kind.Kind{Kind}))
+	_, _, err = pg.Erase(ctx, tombstone.Tombstone{User: "gone", Generation: 10, ErasedAtUnixMs: 10}, kind.PGErasure([]kind.Kind{cursors.Kind, Kind}))
 	require.NoError(t, err)
 	gms, err := s.ReadPG(ctx, []string{"c1"})
 	require.NoError(t, err)

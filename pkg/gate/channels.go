@@ -153,6 +153,10 @@ type unreadSeen struct {
 // when not nil, receives what Redis showed besides the counts.
 func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, page unread.Page, seen *unreadSeen) (views []unread.ChannelView, more bool, err error) {
 	durable := func() ([]unread.ChannelView, bool, error) {
+		// Redis may be up, with nothing lost, and behind a degraded write.
+		if err := g.Restore.CatchUpDegraded(ctx, user); err != nil {
+			return nil, false, g.DurableErr(ctx, err)
+		}
 		if len(channels) > 0 {
 			views, err := g.durableUnread(ctx, user, channels)
 			return views, false, err
@@ -236,6 +240,10 @@ func (g *Gate) unreadPage(ctx context.Context, user string, channels []string, p
 			}
 		}
 		if complete {
+			if err := g.ConfirmRead(ctx, user); err != nil {
+				// The master's answer may not survive a failover.
+				return nil, false, seam.UnavailableError(fmt.Errorf("reading unread counts: %w; retry", err), apierr.RetryAfter(g.Cfg.RetryAfter))
+			}
 			if seen != nil {
 				*seen = unreadSeen{threadsNone: probe.None(), levels: levels.Levels()}
 			}

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
+	"github.com/readstate/receipts/pkg/redisstore"
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
@@ -31,30 +33,8 @@ func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
 		name := map[int]string{0: "without acks", 1: "with acks"}[acks]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			master := redistest.StartServer(t, redistest.FreePort(t), nil)
-			link := startLink(t, master.Addr)
-			host, port, err := net.SplitHostPort(link.addr)
-			require.NoError(t, err)
-			replica := redistest.StartServer(t, redistest.FreePort(t), nil, "--replicaof", host, port)
-			rr := redis.NewClient(&redis.Options{Addr: replica.Addr})
-			t.Cleanup(func() { _ = rr.Close() })
-			require.Eventually(t, func() bool {
-				return strings.Contains(rr.Info(context.Background(), "replication").Val(), "master_link_status:up")
-			}, 30*time.Second, 20*time.Millisecond, "the replica syncs through the link")
-			var addr atomic.Value
-			addr.Store(master.Addr)
-			// The gateway's client dials whichever node is the master now,
-			// as a Sentinel or cluster client would find it.
-			rdb := redis.NewClient(&redis.Options{Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				var d net.Dialer
-				return d.DialContext(ctx, network, addr.Load().(string))
-			}})
-			t.Cleanup(func() { _ = rdb.Close() })
-			tb := setup(t, setupOpts{redis: rdb, restoreTimeout: 30 * time.Second, config: func(c *testConfig) {
-				// A healthy replica's ack must not miss the bound on a
-				// loaded machine.
-				c.ReplicaAcks, c.ReplicaAckTimeout, c.RedisTimeout = acks, time.Second, 3*time.Second
-			}})
+			p := startReplicatedPair(t, acks, time.Second)
+			tb, link, master, rr, addr := p.tb, p.link, p.master, p.replica, p.addr
 			startPersister(t, tb)
 			require.False(t, tb.markRead(t, "gus", "c", 5).GetRealtimeDegraded())
 			link.freeze() // the link stays up; what the master sends goes nowhere
@@ -64,7 +44,7 @@ func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
 
 			master.Stop()
 			require.NoError(t, rr.ReplicaOf(context.Background(), "NO", "ONE").Err())
-			addr.Store(replica.Addr)
+			addr.Store(rr.Options().Addr)
 
 			var rs receiptsv1.GetReadStateResponse
 			require.Eventually(t, func() bool {
@@ -81,6 +61,89 @@ func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
 			require.EqualValues(t, 9, got, "the answer after the failover is never below what was acknowledged")
 		})
 	}
+}
+
+// replicatedPair is a gateway on a master whose replica follows it through
+// a link that can be frozen; the gateway's client dials addr, whichever
+// node is the master now, as a Sentinel or cluster client would find it.
+type replicatedPair struct {
+	tb      *testBundle
+	link    *link
+	master  *redistest.Server
+	replica *redis.Client
+	addr    *atomic.Value
+}
+
+func startReplicatedPair(t *testing.T, acks int, ackTimeout time.Duration) replicatedPair {
+	master := redistest.StartServer(t, redistest.FreePort(t), nil)
+	link := startLink(t, master.Addr)
+	host, port, err := net.SplitHostPort(link.addr)
+	require.NoError(t, err)
+	replica := redistest.StartServer(t, redistest.FreePort(t), nil, "--replicaof", host, port)
+	rr := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	t.Cleanup(func() { _ = rr.Close() })
+	require.Eventually(t, func() bool {
+		return strings.Contains(rr.Info(context.Background(), "replication").Val(), "master_link_status:up")
+	}, 30*time.Second, 20*time.Millisecond, "the replica syncs through the link")
+	addr := &atomic.Value{}
+	addr.Store(master.Addr)
+	rdb := redis.NewClient(&redis.Options{Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr.Load().(string))
+	}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	tb := setup(t, setupOpts{redis: rdb, restoreTimeout: 30 * time.Second, config: func(c *testConfig) {
+		// A healthy replica's ack must not miss the bound on a loaded
+		// machine.
+		c.ReplicaAcks, c.ReplicaAckTimeout, c.RedisTimeout = acks, ackTimeout, 3*time.Second
+	}})
+	return replicatedPair{tb: tb, link: link, master: master, replica: rr, addr: addr}
+}
+
+// While a mark waits for a replica that never takes it, the master holds
+// it: a read then must not show it (after a failover to the replica a
+// later read would not). Once the mark is answered degraded, the user's
+// hash is unloaded before Redis answers of it, and the unload too counts
+// only once a replica took it: after the failover the promoted replica's
+// answer is restored past the mark.
+func TestAReadDoesNotShowWhatTheReplicasLack(t *testing.T) {
+	t.Parallel()
+	p := startReplicatedPair(t, 1, 2*time.Second)
+	tb := p.tb
+	startPersister(t, tb)
+	require.False(t, tb.markRead(t, "ida", "c", 5).GetRealtimeDegraded())
+	p.link.freeze()
+	marked := make(chan *receiptsv1.ReceiptResult, 1)
+	go func() { marked <- tb.markRead(t, "ida", "c", 9) }()
+	onMaster := redis.NewClient(&redis.Options{Addr: p.master.Addr})
+	t.Cleanup(func() { _ = onMaster.Close() })
+	cs := cursors.NewStore(redisstore.New(onMaster, redisstore.Config{Prefix: tb.prefix}))
+	require.Eventually(t, func() bool {
+		st, _, err := cs.Get(context.Background(), "ida", []string{"c"})
+		return err == nil && len(st) == 1 && st[0].Read.Position.Seq == 9
+	}, 10*time.Second, 5*time.Millisecond, "the master took the mark of 9")
+	status, body := tb.do(t, http.MethodGet, "/v1/users/ida/read-state?channel_id=c", "")
+	require.Equal(t, http.StatusServiceUnavailable, status, "a read of what only the master holds is not answered: %s", body)
+	r := <-marked
+	require.True(t, r.GetRealtimeDegraded(), "the replica never took the mark")
+	// The read after it unloads the user on the master, which the replica
+	// does not take either: answered from Postgres, and still unsettled.
+	var before receiptsv1.GetReadStateResponse
+	tb.doProto(t, http.MethodGet, "/v1/users/ida/read-state", "", &before)
+	require.Len(t, before.GetChannels(), 1)
+	require.EqualValues(t, 9, before.GetChannels()[0].GetRead().GetPosition().GetSeq(), "the degraded mark, from Postgres")
+
+	p.master.Stop()
+	require.NoError(t, p.replica.ReplicaOf(context.Background(), "NO", "ONE").Err())
+	p.addr.Store(p.replica.Options().Addr)
+	var rs receiptsv1.GetReadStateResponse
+	require.Eventually(t, func() bool {
+		status, _ := tb.do(t, http.MethodGet, "/v1/users/ida/read-state", "")
+		return status == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the gateway reaches the promoted replica")
+	tb.doProto(t, http.MethodGet, "/v1/users/ida/read-state", "", &rs)
+	require.Len(t, rs.GetChannels(), 1)
+	require.EqualValues(t, 9, rs.GetChannels()[0].GetRead().GetPosition().GetSeq(), "restored past the degraded mark")
 }
 
 // link is a TCP relay between a replica and its master that can be

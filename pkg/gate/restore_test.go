@@ -122,18 +122,21 @@ func TestNewUserRestoreWaitsForNothing(t *testing.T) {
 
 // With replica acks asked for and the replica hung, a mark and a
 // mark-unread are still made durable but answered realtime_degraded,
-// counted as Redis failures (op replicate), and the user is restored
-// before Redis answers of them again, as after any degraded write. With
-// the replica there, or without the setting, nothing degrades.
+// counted as Redis failures (op replicate). While the replica cannot take
+// the user's unload either, reads answer from Postgres once it holds the
+// mark; once it can, the user is restored before Redis answers of them
+// again, as after any degraded write. With the replica there, or without
+// the setting, nothing degrades.
 func TestUnreplicatedWritesAnswerDegraded(t *testing.T) {
 	t.Parallel()
 	master, replica := redistest.StartWithReplica(t)
 	rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
 	// A healthy replica's ack must not miss the bound on a loaded machine.
-	tb := setup(t, setupOpts{redis: rdb, config: func(c *testConfig) {
+	tb := setup(t, setupOpts{redis: rdb, restoreTimeout: 30 * time.Second, config: func(c *testConfig) {
 		c.ReplicaAcks, c.ReplicaAckTimeout, c.RedisTimeout = 1, time.Second, 3*time.Second
 	}})
+	startPersister(t, tb)
 	require.False(t, tb.markRead(t, "gus", "c", 5).GetRealtimeDegraded(), "the replica took it")
 	replica.Pause(t)
 	r := tb.markRead(t, "gus", "c", 9)
@@ -145,14 +148,23 @@ func TestUnreplicatedWritesAnswerDegraded(t *testing.T) {
 	var rs receiptsv1.GetReadStateResponse
 	tb.doProto(t, http.MethodGet, "/v1/users/gus/read-state", "", &rs)
 	require.Len(t, rs.GetChannels(), 1)
+	require.EqualValues(t, 9, rs.GetChannels()[0].GetRead().GetPosition().GetSeq(), "from Postgres, past the mark")
+	require.Equal(t, restored, tb.metric(t, "receipts_kafkagate_restores_total", "kind", "cursors", "outcome", "ok"),
+		"nothing restored while the replica cannot take the unload")
+	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "replicate"), "the unload's wait counts too")
+
+	replica.Resume(t)
+	tb.doProto(t, http.MethodGet, "/v1/users/gus/read-state", "", &rs)
+	require.Len(t, rs.GetChannels(), 1)
 	require.EqualValues(t, 9, rs.GetChannels()[0].GetRead().GetPosition().GetSeq())
 	require.Equal(t, restored+1, tb.metric(t, "receipts_kafkagate_restores_total", "kind", "cursors", "outcome", "ok"),
 		"the read restored the user first")
 
+	replica.Pause(t)
 	var mr receiptsv1.MarkResponse
 	tb.doProto(t, http.MethodPost, "/v1/users/gus/channels/c/unread", `{"seq": 3}`, &mr)
 	require.True(t, mr.GetResult().GetRealtimeDegraded(), "no replica took the mark-unread")
-	require.Equal(t, 2.0, tb.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "replicate"))
+	require.Equal(t, 3.0, tb.metric(t, "receipts_kafkagate_redis_degraded_total", "op", "replicate"))
 
 	plain := setup(t, setupOpts{})
 	require.False(t, plain.markRead(t, "gus", "c", 9).GetRealtimeDegraded())

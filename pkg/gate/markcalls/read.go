@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	receiptsv1 "github.com/readstate/receipts/api/receipts/v1"
+	"github.com/readstate/receipts/pkg/apierr"
 	"github.com/readstate/receipts/pkg/batch"
 	"github.com/readstate/receipts/pkg/event"
 	"github.com/readstate/receipts/pkg/gate/seam"
@@ -39,7 +40,12 @@ func (g *Marks) read(ctx context.Context, user string, channels []string, page u
 		if err := g.Restore.SettleDegraded(ctx, []string{user}); err != nil {
 			return nil, false, err
 		}
-		return g.CursorStore().Get(ctx, user, channels)
+		states, complete, err := g.CursorStore().Get(ctx, user, channels)
+		if err == nil {
+			// What the master answered may not be on its replicas yet.
+			err = g.ConfirmRead(ctx, user)
+		}
+		return states, complete, err
 	}
 	cached, complete, rerr := get()
 	if rerr == nil && complete {
@@ -63,6 +69,9 @@ func (g *Marks) read(ctx context.Context, user string, channels []string, page u
 			tracing.Logger(ctx, g.Log).Warn("restoring read state Redis lost", zap.Error(err))
 			return nil, seam.UnavailableError(fmt.Errorf("reading durable state (real-time view incomplete): %w; retry", err))
 		}
+	}
+	if errors.Is(rerr, seam.ErrReadNotConfirmed) {
+		return nil, seam.UnavailableError(fmt.Errorf("reading read state: %w; retry", rerr), apierr.RetryAfter(g.Cfg.RetryAfter))
 	}
 	if rerr != nil {
 		reason = "redis_error"
@@ -89,6 +98,10 @@ func (g *Marks) read(ctx context.Context, user string, channels []string, page u
 // in flight.
 func (g *Marks) durableStates(ctx context.Context, user string, channels []string) ([]receipt.State, error) {
 	if _, err := g.Restore.Settle(ctx, g.CursorStore().RedisKey(user)); err != nil {
+		return nil, err
+	}
+	// Redis may be up, with nothing lost, and behind a degraded write.
+	if err := g.Restore.CatchUpDegraded(ctx, user); err != nil {
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, g.Cfg.PostgresTimeout)

@@ -210,6 +210,10 @@ func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 		}
 	}
 
+	// Until the replicas confirm the merges, reads of these users wait
+	// for them too (seam/unconfirmed.go).
+	confirmed := g.Unconfirmed(usersOf(states))
+	defer confirmed()
 	merged := g.mergeMarksRedis(ctx, vals, states)
 	// The view (read-by, ticks, watch streams) is realtime state, not
 	// durability: it is published while the records are produced, and
@@ -289,6 +293,9 @@ func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 	if lagging != nil {
 		<-viewed // the view's publish reads merged
 		notReplicated(merged, <-lagging)
+		// Noted before the reads stop waiting for the replicas.
+		g.Restore.NoteDegraded(DegradedUsers(states, merged))
+		confirmed()
 	}
 	finish(dur, err)
 }

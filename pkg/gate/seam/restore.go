@@ -100,6 +100,10 @@ type Restorer struct {
 	degradedMu sync.Mutex
 	degraded   map[string]bool
 	nDegraded  atomic.Int64
+	// unconfirmed counts, per user, writes in flight that Redis' replicas
+	// have not confirmed (unconfirmed.go); under degradedMu.
+	unconfirmed  map[string]int
+	nUnconfirmed atomic.Int64
 	// Slots bounds the restores writes run beside their flushes.
 	Slots chan struct{}
 }
@@ -112,7 +116,7 @@ type restoreMetrics struct {
 
 func newRestorer(g *Core, cfg RestoreConfig, reg prometheus.Registerer) *Restorer {
 	f := promauto.With(reg)
-	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
+	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, unconfirmed: map[string]int{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
@@ -475,6 +479,8 @@ func (g *Core) Replicated(ctx context.Context, users []string) (lagging []bool) 
 // SettleDegraded unloads, with a fence taken now (after their writes were
 // acknowledged), the hashes of those of users with degraded writes, so
 // that they are restored, past their writes, before Redis answers of them.
+// With replica acks the unload counts only once the replicas took it: a
+// failover to one without it would answer the hash Redis is behind on.
 // It returns an error while it cannot: the caller answers without Redis.
 func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
 	if r.nDegraded.Load() == 0 {
@@ -507,13 +513,24 @@ func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
 	if err := r.g.CursorStore().UnloadUsers(ctx, todo, fence); err != nil {
 		return err
 	}
+	settled, err := todo, error(nil)
+	if lagging := r.g.Replicated(ctx, todo); lagging != nil {
+		settled = nil
+		for i, u := range todo {
+			if !lagging[i] {
+				settled = append(settled, u)
+			} else {
+				err = redisstore.ErrNotReplicated
+			}
+		}
+	}
 	r.degradedMu.Lock()
-	for _, u := range todo {
+	for _, u := range settled {
 		delete(r.degraded, u)
 	}
 	r.nDegraded.Store(int64(len(r.degraded)))
 	r.degradedMu.Unlock()
-	return nil
+	return err
 }
 
 // Restore settles key's marker, then runs load under it, again when the

@@ -69,6 +69,11 @@ func WriteUser[V any](ctx context.Context, g *Core, w UserWrite[V]) (Written[V],
 	if _, err := g.Admit(ctx, largest, err); err != nil {
 		return Written[V]{}, err
 	}
+	if w.Cursors {
+		// Reads of the user wait for the replicas until this write's
+		// wait is over (unconfirmed.go).
+		defer g.Unconfirmed([]string{w.User})()
+	}
 	v, gen, redisErr, err := w.Change(ctx)
 	if err != nil {
 		return Written[V]{}, err

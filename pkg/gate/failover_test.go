@@ -34,7 +34,7 @@ func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			p := startReplicatedPair(t, acks, time.Second)
-			tb, link, master, rr, addr := p.tb, p.link, p.master, p.replica, p.addr
+			tb, link := p.tb, p.link
 			startPersister(t, tb)
 			require.False(t, tb.markRead(t, "gus", "c", 5).GetRealtimeDegraded())
 			link.freeze() // the link stays up; what the master sends goes nowhere
@@ -42,15 +42,8 @@ func TestFailoverToAReplicaThatMissedAWrite(t *testing.T) {
 			require.Equal(t, receiptsv1.Durability_KAFKA, r.GetDurability(), "the mark is durable either way")
 			require.Equal(t, acks > 0, r.GetRealtimeDegraded(), "with acks, the hung replica's silence degrades the answer")
 
-			master.Stop()
-			require.NoError(t, rr.ReplicaOf(context.Background(), "NO", "ONE").Err())
-			addr.Store(rr.Options().Addr)
-
+			p.failOver(t, "gus")
 			var rs receiptsv1.GetReadStateResponse
-			require.Eventually(t, func() bool {
-				status, _ := tb.do(t, http.MethodGet, "/v1/users/gus/read-state", "")
-				return status == http.StatusOK
-			}, 30*time.Second, 50*time.Millisecond, "the gateway reaches the promoted replica")
 			tb.doProto(t, http.MethodGet, "/v1/users/gus/read-state", "", &rs)
 			require.Len(t, rs.GetChannels(), 1)
 			got := rs.GetChannels()[0].GetRead().GetPosition().GetSeq()
@@ -100,6 +93,18 @@ func startReplicatedPair(t *testing.T, acks int, ackTimeout time.Duration) repli
 	return replicatedPair{tb: tb, link: link, master: master, replica: rr, addr: addr}
 }
 
+// failOver stops the master, promotes the replica, points the gateway at
+// it and waits until it answers user's reads.
+func (p replicatedPair) failOver(t *testing.T, user string) {
+	p.master.Stop()
+	require.NoError(t, p.replica.ReplicaOf(context.Background(), "NO", "ONE").Err())
+	p.addr.Store(p.replica.Options().Addr)
+	require.Eventually(t, func() bool {
+		status, _ := p.tb.do(t, http.MethodGet, "/v1/users/"+user+"/read-state", "")
+		return status == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the gateway reaches the promoted replica")
+}
+
 // While a mark waits for a replica that never takes it, the master holds
 // it: a read then must not show it (after a failover to the replica a
 // later read would not). Once the mark is answered degraded, the user's
@@ -133,14 +138,8 @@ func TestAReadDoesNotShowWhatTheReplicasLack(t *testing.T) {
 	require.Len(t, before.GetChannels(), 1)
 	require.EqualValues(t, 9, before.GetChannels()[0].GetRead().GetPosition().GetSeq(), "the degraded mark, from Postgres")
 
-	p.master.Stop()
-	require.NoError(t, p.replica.ReplicaOf(context.Background(), "NO", "ONE").Err())
-	p.addr.Store(p.replica.Options().Addr)
+	p.failOver(t, "ida")
 	var rs receiptsv1.GetReadStateResponse
-	require.Eventually(t, func() bool {
-		status, _ := tb.do(t, http.MethodGet, "/v1/users/ida/read-state", "")
-		return status == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "the gateway reaches the promoted replica")
 	tb.doProto(t, http.MethodGet, "/v1/users/ida/read-state", "", &rs)
 	require.Len(t, rs.GetChannels(), 1)
 	require.EqualValues(t, 9, rs.GetChannels()[0].GetRead().GetPosition().GetSeq(), "restored past the degraded mark")

@@ -375,21 +375,35 @@ func describeViolation(ops []porcupine.Operation, info porcupine.LinearizationIn
 		for _, op := range longest {
 			in[op.Call] = true
 		}
-		b.WriteString("; then:")
+		// The calls sent before the last of them that none of the
+		// prefixes could place: the likeliest culprits.
+		b.WriteString("; sent before it, not placed:")
 		n := 0
 		for _, op := range sortedByCall(ops) {
+			if op.Input.(lzInput).key == k && !in[op.Call] && op.Call < last && n < 6 {
+				fmt.Fprintf(&b, " [%s @%d..%s]", model.DescribeOperation(op.Input, op.Output), op.Call, returnOf(op))
+				n++
+			}
+		}
+		b.WriteString("; then:")
+		n = 0
+		for _, op := range sortedByCall(ops) {
 			if op.Input.(lzInput).key == k && !in[op.Call] && op.Call >= last && n < 6 {
-				ret := "never"
-				if op.Return != math.MaxInt64 {
-					ret = strconv.FormatInt(op.Return, 10)
-				}
-				fmt.Fprintf(&b, " [%s @%d..%s]", model.DescribeOperation(op.Input, op.Output), op.Call, ret)
+				fmt.Fprintf(&b, " [%s @%d..%s]", model.DescribeOperation(op.Input, op.Output), op.Call, returnOf(op))
 				n++
 			}
 		}
 		return b.String()
 	}
 	return ""
+}
+
+// returnOf is when op returned, or "never" (a failed call).
+func returnOf(op porcupine.Operation) string {
+	if op.Return == math.MaxInt64 {
+		return "never"
+	}
+	return strconv.FormatInt(op.Return, 10)
 }
 
 // linearAfterFault is how many calls the linearizability workload makes

@@ -22,6 +22,7 @@ import (
 	"github.com/readstate/receipts/pkg/persister"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/views/readby"
 )
 
 // loggedTotalMetric is the persister's counter of cursor-move log rows.
@@ -139,14 +140,7 @@ func runMoveLogBench(ctx context.Context, args []string, out io.Writer) error {
 		time.Sleep(500 * time.Millisecond)
 		return nil
 	}
-	c.LogRows = func(ctx context.Context, ch string) (int64, error) {
-		var n int64
-		err := pg.Pool().QueryRow(ctx, `SELECT count(*) FROM cursor_moves WHERE channel_id = $1`, ch).Scan(&n)
-		if err != nil {
-			return 0, fmt.Errorf("counting the log rows of %s: %w", ch, err)
-		}
-		return n, nil
-	}
+	c.LogRows = readby.NewStore(pg, nil).MoveLogRows
 	if *metricsURL != "" {
 		c.LoggedTotal = func(ctx context.Context) (float64, error) {
 			return scrapeCounter(ctx, c.Client, *metricsURL, loggedTotalMetric)

@@ -47,7 +47,6 @@ var notYetMoved = map[string][]string{
 	"read_receipts": {"pkg/views/readby/member_cursors.sql",
 		// The unread view's default set composes the cursors' and the members' tables.
 		"pkg/views/unread/default_channels.sql"},
-	"cursor_moves": {"cmd/receiptsbench/readby.go"},
 	// The change feeds answer only the cursors a user shares.
 	"user_settings": {"pkg/kinds/cursors/postgres.go", "pkg/kinds/threads/changes.sql", "pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql"},
 }

@@ -34,6 +34,16 @@ var MoveLogErasure = pgstore.Erasure{ChannelDeletes: []string{eraseMovesSQL}}
 // kinds.ErasedTables.
 const MoveLogTable = "cursor_moves"
 
+// MoveLogRows counts the log's rows of channel (what the load tool's
+// move-log run measures).
+func (s Store) MoveLogRows(ctx context.Context, channel string) (int64, error) {
+	var n int64
+	if err := s.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM cursor_moves WHERE channel_id = $1`, channel).Scan(&n); err != nil {
+		return 0, pgstore.Classified(fmt.Errorf("counting the move-log rows of %s: %w", channel, err))
+	}
+	return n, nil
+}
+
 // LoggedMove is one public cursor move for the log.
 type LoggedMove struct {
 	Key      receipt.Key

@@ -210,10 +210,12 @@ func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 		}
 	}
 
-	// Until the replicas confirm the merges, reads of these users wait
-	// for them too (seam/unconfirmed.go).
-	confirmed := g.Unconfirmed(usersOf(states))
-	defer confirmed()
+	// Until the replicas confirm the merges, reads and later writes of
+	// these users wait for them (seam/unconfirmed.go); the merges do not
+	// wait for earlier ones, which are checked before the answer.
+	ctx, confirmed := g.Unconfirmed(ctx, usersOf(states))
+	defer confirmed(nil)
+	earlier := g.Restore.Earlier(ctx, usersOf(states))
 	merged := g.mergeMarksRedis(ctx, vals, states)
 	// The view (read-by, ticks, watch streams) is realtime state, not
 	// durability: it is published while the records are produced, and
@@ -293,11 +295,29 @@ func (g *Marks) flushWrites(jobs []*writeJob, handOff func()) {
 	if lagging != nil {
 		<-viewed // the view's publish reads merged
 		notReplicated(merged, <-lagging)
-		// Noted before the reads stop waiting for the replicas.
-		g.Restore.NoteDegraded(DegradedUsers(states, merged))
-		confirmed()
+		// A merge over a hash an earlier write of the user left behind
+		// (after a failover) answers nothing it can stand by.
+		behind, all := g.Restore.DegradedBy(ctx, earlier)
+		notReplicated(merged, usersIn(states, behind, all))
+		// Noted before later calls stop waiting for this one.
+		degraded := DegradedUsers(states, merged)
+		g.Restore.NoteDegraded(degraded)
+		confirmed(degraded)
 	}
 	finish(dur, err)
+}
+
+// usersIn reports, per state, whether its user is in users (every one
+// when all).
+func usersIn(states []receipt.State, users map[string]bool, all bool) []bool {
+	if len(users) == 0 && !all {
+		return nil
+	}
+	in := make([]bool, len(states))
+	for i, st := range states {
+		in[i] = all || users[st.Key.User]
+	}
+	return in
 }
 
 // notReplicated turns the merges that moved a key whose replicas did not
@@ -326,7 +346,7 @@ func (g *Marks) MergeRedis(ctx context.Context, states []receipt.State) []cursor
 // state; failures are per result.
 func (g *Marks) mergeMarksRedis(ctx context.Context, vals *cursors.MarkValues, states []receipt.State) []cursors.MergeResult {
 	var merged []cursors.MergeResult
-	err := g.Restore.SettleDegraded(ctx, usersOf(states))
+	err := g.Restore.SettleDegradedNow(ctx, usersOf(states))
 	if err == nil {
 		merged, err = g.CursorStore().MergeMarksFrom(ctx, vals, states)
 	}
@@ -448,7 +468,7 @@ func (g *Marks) checkJobs(jobs []*writeJob) (kept []*writeJob, vals *cursors.Mar
 	}
 	// Users with degraded writes are unloaded first (else the merge fails
 	// them: mergeMarksRedis settles them again).
-	_ = g.Restore.SettleDegraded(ctx, users)
+	_ = g.Restore.SettleDegradedNow(ctx, users)
 	f, vals := g.LookupForWrite(ctx, keys)
 	if !f.Known {
 		return jobs, vals

@@ -100,10 +100,12 @@ type Restorer struct {
 	degradedMu sync.Mutex
 	degraded   map[string]bool
 	nDegraded  atomic.Int64
-	// unconfirmed counts, per user, writes in flight that Redis' replicas
-	// have not confirmed (unconfirmed.go); under degradedMu.
-	unconfirmed  map[string]int
+	// unconfirmed holds, per user, the writes in flight that Redis'
+	// replicas have not confirmed, by ticket (unconfirmed.go); under
+	// degradedMu.
+	unconfirmed  map[string]map[uint64]*UnconfirmedWrite
 	nUnconfirmed atomic.Int64
+	ticket       atomic.Uint64
 	// Slots bounds the restores writes run beside their flushes.
 	Slots chan struct{}
 }
@@ -116,7 +118,7 @@ type restoreMetrics struct {
 
 func newRestorer(g *Core, cfg RestoreConfig, reg prometheus.Registerer) *Restorer {
 	f := promauto.With(reg)
-	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, unconfirmed: map[string]int{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
+	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, unconfirmed: map[string]map[uint64]*UnconfirmedWrite{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
@@ -479,10 +481,23 @@ func (g *Core) Replicated(ctx context.Context, users []string) (lagging []bool) 
 // SettleDegraded unloads, with a fence taken now (after their writes were
 // acknowledged), the hashes of those of users with degraded writes, so
 // that they are restored, past their writes, before Redis answers of them.
-// With replica acks the unload counts only once the replicas took it: a
-// failover to one without it would answer the hash Redis is behind on.
+// With replica acks it first waits for the users' earlier writes still
+// waiting for their replicas (unconfirmed.go), and the unload counts only
+// once the replicas took it: a failover to one without it would answer
+// the hash Redis is behind on.
 // It returns an error while it cannot: the caller answers without Redis.
 func (r *Restorer) SettleDegraded(ctx context.Context, users []string) error {
+	// An earlier write of these users still waiting for its replicas may
+	// end degraded: it is noted first.
+	if err := r.awaitConfirmed(ctx, users); err != nil {
+		return err
+	}
+	return r.SettleDegradedNow(ctx, users)
+}
+
+// SettleDegradedNow is SettleDegraded without the wait for earlier
+// unconfirmed writes (the marks' flush checks them before it answers).
+func (r *Restorer) SettleDegradedNow(ctx context.Context, users []string) error {
 	if r.nDegraded.Load() == 0 {
 		return nil
 	}

@@ -69,10 +69,18 @@ func WriteUser[V any](ctx context.Context, g *Core, w UserWrite[V]) (Written[V],
 	if _, err := g.Admit(ctx, largest, err); err != nil {
 		return Written[V]{}, err
 	}
+	degraded := false // the user's write was left degraded (for confirmed)
 	if w.Cursors {
-		// Reads of the user wait for the replicas until this write's
-		// wait is over (unconfirmed.go).
-		defer g.Unconfirmed([]string{w.User})()
+		// Reads and later writes of the user wait for the replicas until
+		// this write's wait is over (unconfirmed.go).
+		var confirmed func([]string)
+		ctx, confirmed = g.Unconfirmed(ctx, []string{w.User})
+		defer func() {
+			if degraded {
+				confirmed([]string{w.User})
+			}
+			confirmed(nil)
+		}()
 	}
 	v, gen, redisErr, err := w.Change(ctx)
 	if err != nil {
@@ -87,7 +95,7 @@ func WriteUser[V any](ctx context.Context, g *Core, w UserWrite[V]) (Written[V],
 		if v, err = w.Degraded(v, redisErr); err != nil {
 			return Written[V]{}, err
 		}
-		out.Degraded = true
+		out.Degraded, degraded = true, true
 	}
 	rec, err := w.Encode(v)
 	if err != nil {
@@ -105,6 +113,7 @@ func WriteUser[V any](ctx context.Context, g *Core, w UserWrite[V]) (Written[V],
 		if l := <-lagging; len(l) == 1 && l[0] {
 			out.Degraded = true
 			g.Restore.NoteDegraded([]string{w.User})
+			degraded = true
 		}
 	}
 	out.Value = v

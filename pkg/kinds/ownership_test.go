@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -36,22 +35,6 @@ var owners = []owner{
 	{"pkg/views/readby", []string{"cursor_moves"}, []string{"cv:"}},
 }
 
-// notYetMoved lists, per table or prefix, the product files outside its
-// owner that still name it: no driver does; these are statements of a
-// view or a change feed that join the tables of the kinds they compose.
-// It may only shrink: an entry that no longer names it fails the test as
-// surely as a new file that does.
-var notYetMoved = map[string][]string{
-	"channel_members": {"pkg/views/unread/default_channels.sql",
-		// The read-by view joins the kinds it composes in SQL.
-		"pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql", "pkg/views/readby/small_channels.sql"},
-	"read_receipts": {"pkg/views/readby/member_cursors.sql",
-		// The unread view's default set composes the cursors' and the members' tables.
-		"pkg/views/unread/default_channels.sql"},
-	// The change feeds answer only the cursors a user shares.
-	"user_settings": {"pkg/kinds/cursors/postgres.go", "pkg/kinds/threads/changes.sql", "pkg/views/readby/insert_moves.sql", "pkg/views/readby/member_cursors.sql"},
-}
-
 // tableName matches table tb as SQL names it, or as a string a statement
 // is built from (a Go identifier or a word in prose is not its name; nor
 // is a string of one word, a field name as often as a table's).
@@ -65,7 +48,8 @@ func tableName(tb string) *regexp.Regexp {
 
 // Each kind's Postgres tables and each kind's or view's Redis key prefixes
 // are named in product code only inside its own folder (and the
-// migrations), but for the files notYetMoved lists.
+// migrations): a view or a change feed that joins a kind's table names
+// it through the kind (kind.ComposeSQL).
 func TestStorageIsNamedOnlyByItsOwner(t *testing.T) {
 	root := filepath.Join("..", "..")
 	var files []string
@@ -118,10 +102,7 @@ func TestStorageIsNamedOnlyByItsOwner(t *testing.T) {
 				}
 				outside = append(outside, f)
 			}
-			want := slices.Clone(notYetMoved[n.name])
-			slices.Sort(want)
-			slices.Sort(outside)
-			assert.Equal(t, want, outside, "files outside %s that name %s (update notYetMoved only to shrink it)", o.folder, n.name)
+			assert.Empty(t, outside, "files outside %s that name %s", o.folder, n.name)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -22,8 +24,12 @@ var (
 	channelsSQL string
 )
 
-// Postgres is the cursors' table, read_receipts (sql/migrations): one row
-// per (user, channel), its primary key in that order.
+// Table is the cursors' table (sql/migrations): one row per (user,
+// channel), its primary key in that order. A statement of a view or a
+// change feed that joins it names it through kind.ComposeSQL.
+const Table = "read_receipts"
+
+// Postgres is the cursors' table, read_receipts.
 type Postgres struct{ pg *pgstore.Store }
 
 // NewPostgres is the cursors' table on a Postgres driver.
@@ -432,9 +438,9 @@ type CursorChange struct {
 // public cursors stored once it ran (the RETURNING of the rows it
 // advanced, else the row as it was: one snapshot, so the unchanged rows
 // read before the statement) and whether the user shares each kind
-// (user_settings; no row shares both).
-const upsertChangesSQL = `
-WITH up AS (` + upsertSQL + `
+// (the settings kind's table; no row shares both).
+var upsertChangesSQL = kind.ComposeSQL(`
+WITH up AS (`+upsertSQL+`
 RETURNING t.user_id, t.channel_id, t.read_epoch, t.read_seq, t.delivered_epoch, t.delivered_seq)
 SELECT k.u, k.c,
        COALESCE(up.read_epoch, o.read_epoch, -1), COALESCE(up.read_seq, o.read_seq, -1),
@@ -443,7 +449,7 @@ SELECT k.u, k.c,
 FROM unnest($1::text[], $2::text[]) AS k(u, c)
 LEFT JOIN up ON up.user_id = k.u AND up.channel_id = k.c
 LEFT JOIN read_receipts o ON o.user_id = k.u AND o.channel_id = k.c
-LEFT JOIN user_settings s ON s.user_id = k.u`
+LEFT JOIN {settings} s ON s.user_id = k.u`, map[string]string{"settings": settings.Table})
 
 // UpsertChanges is Upsert, also returning the change feed's entries: each
 // public cursor (read, delivered; never the private read) of the states

@@ -36,6 +36,11 @@ var (
 	channelsSQL string
 )
 
+// Table is the membership registers' table (sql/migrations): one row per
+// (channel, user), its primary key in that order. A view's statement
+// that joins it names it through kind.ComposeSQL.
+const Table = "channel_members"
+
 // Compare orders registers by key (channel, then user): the order of
 // channel_members' primary key, in which rows are written and paged.
 func Compare(a, b channel.Membership) int {

@@ -12,8 +12,12 @@ import (
 	"github.com/readstate/receipts/pkg/privacy"
 )
 
-// A user's settings live in user_settings (sql/migrations), one row per
-// user who ever changed them; a user without one holds the defaults.
+// Table holds a user's settings (sql/migrations), one row per user who
+// ever changed them; a user without one holds the defaults. A statement
+// of a view or a change feed that joins it names it through
+// kind.ComposeSQL.
+const Table = "user_settings"
+
 var (
 	//go:embed upsert.sql
 	upsertSQL string

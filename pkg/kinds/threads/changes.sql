@@ -1,7 +1,8 @@
 -- stateupsert.sql (its parameters) answering, as the channels' change
 -- feed statement does (pgstore), every key's public cursors once it ran
 -- and whether the user shares each kind: the thread change feed. The
--- line naming stateupsert.sql is replaced by it (postgres.go).
+-- line naming stateupsert.sql is replaced by it, and {settings} by the
+-- settings kind's table (postgres.go).
 WITH up AS (
 -- stateupsert.sql
 RETURNING t.user_id, t.channel_id, t.root_seq, t.read_epoch, t.read_seq, t.delivered_epoch, t.delivered_seq)
@@ -12,4 +13,4 @@ SELECT k.u, k.c, k.r,
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS k(u, c, r)
 LEFT JOIN up ON up.user_id = k.u AND up.channel_id = k.c AND up.root_seq = k.r
 LEFT JOIN thread_states o ON o.user_id = k.u AND o.channel_id = k.c AND o.root_seq = k.r
-LEFT JOIN user_settings s ON s.user_id = k.u
+LEFT JOIN {settings} s ON s.user_id = k.u

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/thread"
 )
@@ -53,7 +55,8 @@ var (
 	changesTemplate string
 	// changesSQL is the register upsert inside the change feed's
 	// statement: one rule, written once.
-	changesSQL = strings.Replace(changesTemplate, "\n-- stateupsert.sql\n", "\n"+stateUpsertSQL, 1)
+	changesSQL = kind.ComposeSQL(strings.Replace(changesTemplate, "\n-- stateupsert.sql\n", "\n"+stateUpsertSQL, 1),
+		map[string]string{"settings": settings.Table})
 )
 
 // WriteHeadsPG max-merges heads into thread_heads in one statement and

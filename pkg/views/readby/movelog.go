@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/kind"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -19,9 +20,11 @@ import (
 // persister writes it (InsertMoves), pkg/movelog keeps its partitions.
 var (
 	//go:embed small_channels.sql
-	smallChannelsSQL string
+	smallChannelsTemplate string
+	smallChannelsSQL      = kind.ComposeSQL(smallChannelsTemplate, kindTables)
 	//go:embed insert_moves.sql
-	insertMovesSQL string
+	insertMovesTemplate string
+	insertMovesSQL      = kind.ComposeSQL(insertMovesTemplate, kindTables)
 	//go:embed erase_moves.sql
 	eraseMovesSQL string
 )

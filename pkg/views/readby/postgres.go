@@ -7,6 +7,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
+	"github.com/readstate/receipts/pkg/kinds/members"
+	"github.com/readstate/receipts/pkg/kinds/settings"
 	"github.com/readstate/receipts/pkg/pgstore"
 	"github.com/readstate/receipts/pkg/receipt"
 )
@@ -17,10 +21,15 @@ import (
 // writes for small channels).
 var (
 	//go:embed member_cursors.sql
-	memberCursorsSQL string
+	memberCursorsTemplate string
+	memberCursorsSQL      = kind.ComposeSQL(memberCursorsTemplate, kindTables)
 	//go:embed first_reached.sql
 	firstReachedSQL string
 )
+
+// kindTables are the tables of the kinds the view's statements join:
+// each named by its kind.
+var kindTables = map[string]string{"cursors": cursors.Table, "members": members.Table, "settings": settings.Table}
 
 // MemberCursor is a member's public cursors as Postgres holds them, with
 // the member's settings (defaults without a row).

@@ -6,11 +6,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/readstate/receipts/pkg/kind"
+	"github.com/readstate/receipts/pkg/kinds/cursors"
+	"github.com/readstate/receipts/pkg/kinds/members"
 	"github.com/readstate/receipts/pkg/pgstore"
 )
 
-//go:embed default_channels.sql
-var defaultChannelsSQL string
+var (
+	//go:embed default_channels.sql
+	defaultChannelsTemplate string
+	defaultChannelsSQL      = kind.ComposeSQL(defaultChannelsTemplate,
+		map[string]string{"cursors": cursors.Table, "members": members.Table})
+)
 
 // DefaultChannelsPG returns up to limit channels of a user's default set
 // (those with a cursor or a register, less those the user left) after

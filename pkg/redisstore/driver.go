@@ -93,6 +93,43 @@ func (s *Store) Exec(ctx context.Context, build func(redis.Pipeliner), scripts .
 	}
 }
 
+// EvalShaOnce queues script by SHA as a command go-redis never sends
+// twice. go-redis sends a command again when its connection broke (EOF,
+// reset) or its node died, on the same node and then on the slot's next
+// owner: for a script whose answer says what it changed (a CAS, a merge
+// answering "advanced"), a second send after a first that ran answers
+// "nothing changed" for a change the call made itself. Such a failure is
+// returned instead (the caller's answer is then degraded: the write may
+// have been applied). A MOVED, ASK or TRYAGAIN reply is still followed:
+// a node that answers one ran nothing. Exec runs it again after a
+// NOSCRIPT, which ran nothing either.
+func EvalShaOnce(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	argv := make([]any, 0, 3+len(keys)+len(args))
+	argv = append(argv, "evalsha", script.Hash(), len(keys))
+	for _, k := range keys {
+		argv = append(argv, k)
+	}
+	argv = append(argv, args...)
+	cmd := redis.NewCmd(ctx, argv...)
+	if len(keys) > 0 {
+		cmd.SetFirstKeyPos(3) // the cluster's slot is its first key's
+	}
+	_ = pipe.Process(ctx, onceCmd{cmd})
+	return cmd
+}
+
+// onceCmd is a command go-redis does not retry (Cmder.NoRetry).
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+func (c onceCmd) Clone() redis.Cmder {
+	if inner, ok := c.Cmd.Clone().(*redis.Cmd); ok {
+		return onceCmd{inner}
+	}
+	return c.Cmd.Clone()
+}
+
 // ScanTaggedTails is ScanTagged with what follows each key's tag
 // ("" for a key that ends with it): a kind whose keys carry a suffix
 // after the tag (a thread's root) reads it there.

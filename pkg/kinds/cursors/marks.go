@@ -221,7 +221,9 @@ func (s Store) MergeMarksFrom(ctx context.Context, vals *MarkValues, marks []rec
 					keys = append(keys, s.RedisKey(c.key.User), s.redis.TombstoneKey(c.key.User))
 					args = append(args, c.key.Channel, c.cur, c.next)
 				}
-				cmds[j] = casScript.EvalSha(ctx, pipe, keys, args...)
+				// Sent once: a CAS sent again after a first that ran sees
+				// its own write as another writer's.
+				cmds[j] = redisstore.EvalShaOnce(ctx, pipe, casScript, keys, args...)
 			}
 		}); err != nil {
 			return fail(writes, err)

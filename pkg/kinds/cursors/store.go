@@ -202,8 +202,17 @@ func (s Store) MarkUnread(ctx context.Context, k receipt.Key, seq, seenEpoch int
 	if seenEpoch != receipt.EpochCurrent {
 		seen = string(redisstore.AppendB62(nil, seenEpoch))
 	}
-	res, err := markUnreadScript.Run(ctx, s.redis.Client(), []string{s.RedisKey(k.User), s.redis.TombstoneKey(k.User)}, k.Channel, string(redisstore.AppendB62(nil, seq-1)), deviceID, string(redisstore.AppendB62(nil, nowMs)),
-		string(redisstore.AppendB62(nil, receipt.MaxEpoch)), seen).Slice()
+	// Sent once: a mark-unread sent again after a first that ran would
+	// open an epoch more and answer for it.
+	var cmd *redis.Cmd
+	_, err := s.redis.Exec(ctx, func(pipe redis.Pipeliner) {
+		cmd = redisstore.EvalShaOnce(ctx, pipe, markUnreadScript, []string{s.RedisKey(k.User), s.redis.TombstoneKey(k.User)}, k.Channel, string(redisstore.AppendB62(nil, seq-1)), deviceID, string(redisstore.AppendB62(nil, nowMs)),
+			string(redisstore.AppendB62(nil, receipt.MaxEpoch)), seen)
+	}, markUnreadScript)
+	var res []any
+	if err == nil {
+		res, err = cmd.Slice()
+	}
 	if err != nil {
 		return MergeResult{}, fmt.Errorf("%w: marking %s unread: %w", redisstore.ErrUnavailable, k.KafkaKey(), err)
 	}
@@ -237,7 +246,9 @@ func (s Store) mergeWith(ctx context.Context, states []receipt.State, args func(
 				out[i].State.Key, out[i].Err = st.Key, aerr
 				continue
 			}
-			cmds[i] = s.layout.merge.EvalSha(ctx, pipe, []string{s.RedisKey(st.Key.User), s.redis.TombstoneKey(st.Key.User)}, argv...)
+			// Sent once: a merge sent again after a first that ran
+			// answers that its own write advanced nothing.
+			cmds[i] = redisstore.EvalShaOnce(ctx, pipe, s.layout.merge, []string{s.RedisKey(st.Key.User), s.redis.TombstoneKey(st.Key.User)}, argv...)
 		}
 	}, s.layout.merge)
 	for i, cmd := range cmds {

@@ -162,7 +162,9 @@ func (s Store) runCAS(ctx context.Context, cells []*casCell, compute func(c *cas
 				if c.known {
 					known = "1"
 				}
-				cmds[j] = casScript.EvalSha(ctx, pipe, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next, must, known)
+				// Sent once: a CAS sent again after a first that ran sees
+				// its own write as another writer's.
+				cmds[j] = redisstore.EvalShaOnce(ctx, pipe, casScript, keys, c.field, c.cur, strconv.FormatInt(c.gen, 10), c.next, must, known)
 			}
 		}, Scripts...); err != nil {
 			return s.failCells(writes, fmt.Errorf("writing thread state: %w", err))

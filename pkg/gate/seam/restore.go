@@ -385,7 +385,7 @@ func (r *Restorer) cursorsOf(ctx context.Context, user string) error {
 		if err != nil {
 			return err
 		}
-		if err := r.g.CursorStore().Hydrate(ctx, user, states, inc); err != nil {
+		if err := r.g.CursorStore().HydrateAfterFence(ctx, user, states, inc, fence); err != nil {
 			return err
 		}
 		if fence != "" {

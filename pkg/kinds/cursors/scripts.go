@@ -50,11 +50,14 @@ var mergeScript = redis.NewScript(redisstore.LuaCommon + luaValue + luaMerge)
 
 // hydrateScript merges many channels of one user at once and then marks the
 // hash complete (field ":loaded", which no channel id can equal), so later
-// reads trust the hash alone. KEYS[1] = user hash, KEYS[2] (optional) =
-// the incarnation marker the restore waited for; ARGV = with KEYS[2] its
-// generation, then channel, value pairs, as for mergeScript (never
-// strict). Returns 0, having changed nothing, when the marker is no
-// longer of that generation (Redis lost data again meanwhile).
+// reads trust the hash alone. KEYS[1] = user hash, KEYS[2] = the user's
+// fence (UserFenceKey), KEYS[3] (optional) = the incarnation marker the
+// restore waited for; ARGV[1] = the user fence the restore waited for
+// ("" none), ARGV[2] with KEYS[3] its generation, then channel, value
+// pairs, as for mergeScript (never strict). Returns 0, having changed
+// nothing, when the user's fence is no longer that one (the user was
+// unloaded after a degraded write since the restore read Postgres) or the
+// marker is no longer of that generation (Redis lost data again).
 var hydrateScript = redis.NewScript(redisstore.LuaCommon + redisstore.LuaIntact + luaValue + luaHydrate)
 
 // mergeManyScript is hydrateScript without the completeness marker.

@@ -390,8 +390,9 @@ func (s Store) HydrateMany(ctx context.Context, states map[string][]receipt.Stat
 				continue
 			}
 			key := s.RedisKey(user)
-			argv := make([]any, 0, 2*len(sts)+1)
-			keys := []string{key}
+			argv := make([]any, 0, 2*len(sts)+2)
+			keys := []string{key, s.redis.UserFenceKey(user)}
+			argv = append(argv, "") // users restored together have no fence (Restorer.cursorsBatch)
 			if inc := incs[user]; inc.Gen > 0 {
 				keys = append(keys, s.redis.IncarnationKey(key))
 				argv = append(argv, strconv.FormatInt(inc.Gen, 10))
@@ -426,7 +427,7 @@ func (s Store) HydrateMany(ctx context.Context, states map[string][]receipt.Stat
 		}
 	}
 	for _, user := range big {
-		out[user] = s.Hydrate(ctx, user, states[user], incs[user])
+		out[user] = s.HydrateAfterFence(ctx, user, states[user], incs[user], "")
 	}
 	return out, nil
 }
@@ -437,8 +438,20 @@ func (s Store) HydrateMany(ctx context.Context, states map[string][]receipt.Stat
 // (the hash is not marked complete). inc is the incarnation marker the
 // restore waited for (RestoreFence): the hash is marked complete only if
 // it is still the marker (else redisstore.ErrMarkerMoved, the restore starts over);
-// the zero redisstore.Incarnation checks none.
+// the zero redisstore.Incarnation checks none. The user has no fence
+// (else ErrMarkerMoved): see HydrateAfterFence.
 func (s Store) Hydrate(ctx context.Context, user string, states []receipt.State, inc redisstore.Incarnation) error {
+	return s.HydrateAfterFence(ctx, user, states, inc, "")
+}
+
+// HydrateAfterFence is Hydrate by a restore that waited for the user's
+// fence (UserFenceKey; "" none) before it read states: the hash is marked
+// complete only if the fence is still that one. An unload since (a
+// degraded write, UnloadUsers) left a newer fence, whose records states
+// may lack: marking the hash complete then would let the next write
+// merge over a hash without them, so it returns redisstore.ErrMarkerMoved
+// and the restore starts over, waiting for the new fence.
+func (s Store) HydrateAfterFence(ctx context.Context, user string, states []receipt.State, inc redisstore.Incarnation, fence string) error {
 	key := s.RedisKey(user)
 	argvAll := make([]any, 0, 2*len(states))
 	for _, st := range states {
@@ -455,9 +468,14 @@ func (s Store) Hydrate(ctx context.Context, user string, states []receipt.State,
 		sc, keys := hydrateScript, []string{key}
 		if end < len(states) {
 			sc = mergeManyScript
-		} else if inc.Gen > 0 {
-			keys = append(keys, s.redis.IncarnationKey(key))
-			argv = append([]any{strconv.FormatInt(inc.Gen, 10)}, argv...)
+		} else {
+			keys = append(keys, s.redis.UserFenceKey(user))
+			head := []any{fence}
+			if inc.Gen > 0 {
+				keys = append(keys, s.redis.IncarnationKey(key))
+				head = append(head, strconv.FormatInt(inc.Gen, 10))
+			}
+			argv = append(head, argv...)
 		}
 		n, err := sc.Run(ctx, s.redis.Client(), keys, argv...).Int()
 		if err != nil {

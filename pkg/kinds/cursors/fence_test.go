@@ -1,0 +1,55 @@
+package cursors_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/readstate/receipts/pkg/kinds/cursors"
+	"github.com/readstate/receipts/pkg/receipt"
+	"github.com/readstate/receipts/pkg/redisstore"
+	"github.com/readstate/receipts/pkg/redistest"
+)
+
+// A restore that read Postgres before the user was unloaded after a
+// degraded write (a newer fence) does not mark the hash complete: its
+// states may lack the degraded write, which the next merge would then
+// answer below. One that waited for the fence now set does, alone and
+// together with others.
+func TestHydrateRefusesAfterAnUnloadItDidNotWaitFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, s.Load(ctx))
+	st := cursors.NewStore(s)
+	durable := []receipt.State{mark("u1", "c1", 0, 46, "m46", true)}
+	loaded := func(user string) bool {
+		_, complete, err := st.Get(ctx, user, []string{"c1"})
+		require.NoError(t, err)
+		return complete
+	}
+
+	// The restore saw no fence; the unload came before its hydrate.
+	require.NoError(t, st.UnloadUsers(ctx, []string{"u1", "u2"}, "fence-2"))
+	require.ErrorIs(t, st.Hydrate(ctx, "u1", durable, redisstore.Incarnation{}), redisstore.ErrMarkerMoved)
+	require.False(t, loaded("u1"), "a restore that did not wait for the unload's fence leaves the hash unloaded")
+	res, err := st.HydrateMany(ctx, map[string][]receipt.State{"u2": {mark("u2", "c1", 0, 3, "m3", true)}}, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, res["u2"], redisstore.ErrMarkerMoved, "users restored together have no fence to wait for")
+	require.False(t, loaded("u2"))
+
+	// A restore that waited for an earlier fence is refused too.
+	require.ErrorIs(t, st.HydrateAfterFence(ctx, "u1", durable, redisstore.Incarnation{}, "fence-1"), redisstore.ErrMarkerMoved)
+	require.False(t, loaded("u1"))
+
+	// The one that waited for the fence now set restores.
+	require.NoError(t, st.HydrateAfterFence(ctx, "u1", durable, redisstore.Incarnation{}, "fence-2"))
+	require.True(t, loaded("u1"))
+	require.NoError(t, s.ClearUserFence(ctx, "u2", "fence-2"))
+	res, err = st.HydrateMany(ctx, map[string][]receipt.State{"u2": {mark("u2", "c1", 0, 3, "m3", true)}}, nil)
+	require.NoError(t, err)
+	require.NoError(t, res["u2"])
+	require.True(t, loaded("u2"))
+}

@@ -96,9 +96,12 @@ type Restorer struct {
 
 	// degraded are the users with writes acknowledged while Redis could
 	// not take them: their hashes are unloaded (with a fence of their
-	// own) before this gateway answers anything of them from Redis.
+	// own) before this gateway answers anything of them from Redis. Each
+	// holds the number of its last note (from notes), so that a settle
+	// whose fence came before a later note does not take that one too.
 	degradedMu sync.Mutex
-	degraded   map[string]bool
+	degraded   map[string]uint64
+	notes      uint64
 	nDegraded  atomic.Int64
 	// unconfirmed holds, per user, the writes in flight that Redis'
 	// replicas have not confirmed, by ticket (unconfirmed.go); under
@@ -118,7 +121,7 @@ type restoreMetrics struct {
 
 func newRestorer(g *Core, cfg RestoreConfig, reg prometheus.Registerer) *Restorer {
 	f := promauto.With(reg)
-	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]bool{}, unconfirmed: map[string]map[uint64]*UnconfirmedWrite{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
+	r := &Restorer{g: g, cfg: cfg.withDefaults(), degraded: map[string]uint64{}, unconfirmed: map[string]map[uint64]*UnconfirmedWrite{}, Slots: make(chan struct{}, restoreParallel), m: restoreMetrics{
 		losses: f.NewCounterVec(prometheus.CounterOpts{
 			Namespace: MetricsNamespace, Subsystem: MetricsSubsystem, Name: "redis_losses_total",
 			Help: "Redis data losses this gateway found first (it wrote the new incarnation marker and fence), by what the marker said: missing (restart or FLUSHALL), failover, eviction.",
@@ -445,8 +448,9 @@ func (r *Restorer) NoteDegraded(users []string) {
 		return
 	}
 	r.degradedMu.Lock()
+	r.notes++
 	for _, u := range users {
-		r.degraded[u] = true
+		r.degraded[u] = r.notes
 	}
 	r.nDegraded.Store(int64(len(r.degraded)))
 	r.degradedMu.Unlock()
@@ -503,9 +507,11 @@ func (r *Restorer) SettleDegradedNow(ctx context.Context, users []string) error 
 	}
 	r.degradedMu.Lock()
 	var todo []string
+	noted := map[string]uint64{}
 	for _, u := range users {
-		if r.degraded[u] {
+		if n, ok := r.degraded[u]; ok {
 			todo = append(todo, u)
+			noted[u] = n
 		}
 	}
 	r.degradedMu.Unlock()
@@ -541,7 +547,11 @@ func (r *Restorer) SettleDegradedNow(ctx context.Context, users []string) error 
 	}
 	r.degradedMu.Lock()
 	for _, u := range settled {
-		delete(r.degraded, u)
+		// A write noted since the fence was taken is not below it: the
+		// user stays degraded, for a settle with a fence after it.
+		if r.degraded[u] == noted[u] {
+			delete(r.degraded, u)
+		}
 	}
 	r.nDegraded.Store(int64(len(r.degraded)))
 	r.degradedMu.Unlock()

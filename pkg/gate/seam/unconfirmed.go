@@ -174,7 +174,8 @@ func (r *Restorer) IsDegraded(user string) bool {
 	}
 	r.degradedMu.Lock()
 	defer r.degradedMu.Unlock()
-	return r.degraded[user] || len(r.unconfirmed[user]) > 0
+	_, degraded := r.degraded[user]
+	return degraded || len(r.unconfirmed[user]) > 0
 }
 
 // CatchUpDegraded returns once the persister has written what was on the

@@ -1,5 +1,6 @@
 local out = {}
 local gens = {}
+local loaded = {}
 for i = 1, #KEYS, 2 do
   local a = (i - 1) / 2 * 3
   local f, want = ARGV[a + 1], ARGV[a + 2]
@@ -8,10 +9,16 @@ for i = 1, #KEYS, 2 do
     g = redis.call('HGET', KEYS[i + 1], 'g') or "-1"
     gens[KEYS[i + 1]] = g
   end
+  local l = loaded[KEYS[i]]
+  if l == nil then
+    l = redis.call('HEXISTS', KEYS[i], ':loaded') == 1
+    loaded[KEYS[i]] = l
+  end
   local c = redis.call('HGET', KEYS[i], f) or ""
-  -- A hash Redis lost holds no field: only a write of a new field (want
-  -- "") could land in one, so only it asks whether the hash is loaded.
-  if want == "" and c == "" and redis.call('HEXISTS', KEYS[i], ':loaded') == 0 then
+  -- Never into a hash that is not loaded: one Redis lost, or one unloaded
+  -- after a degraded write, whose fields are behind what was acknowledged
+  -- though the expected value may still match them.
+  if not l then
     out[#out + 1] = 2
     out[#out + 1] = g
     out[#out + 1] = ""

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/readstate/receipts/pkg/kinds/cursors"
@@ -52,4 +53,35 @@ func TestHydrateRefusesAfterAnUnloadItDidNotWaitFor(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, res["u2"])
 	require.True(t, loaded("u2"))
+}
+
+// A flush read the stored values while the user's hash was loaded; the
+// user was then unloaded after a degraded write (its fields stay, behind
+// that write): the CAS writes nothing and answers not loaded, though the
+// field still holds the value it expects, so the mark is merged again
+// after a restore instead of answered over a hash without the write.
+func TestCASRefusesAHashUnloadedAfterItsValuesWereRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rdb := redistest.Client(t)
+	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, s.Load(ctx))
+	st := cursors.NewStore(s)
+	require.NoError(t, st.Hydrate(ctx, "u1", []receipt.State{mark("u1", "c1", 0, 46, "m46", true)}, redisstore.Incarnation{}))
+	mk := mark("u1", "c1", 0, 47, "m47", true)
+
+	var read func() *cursors.MarkValues
+	_, err := s.Exec(ctx, func(pipe redis.Pipeliner) { read = st.QueueMarkValues(ctx, pipe, []receipt.Key{mk.Key}) })
+	require.NoError(t, err)
+	vals := read()
+	require.Empty(t, vals.Unloaded(), "loaded when the values were read")
+	require.NoError(t, st.UnloadUsers(ctx, []string{"u1"}, "fence-1"))
+
+	res, err := st.MergeMarksFrom(ctx, vals, []receipt.State{mk})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[0].Err, redisstore.ErrNotLoaded)
+	got, _, err := st.Get(ctx, "u1", []string{"c1"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, int64(46), got[0].Read.Position.Seq, "nothing written into the unloaded hash")
 }

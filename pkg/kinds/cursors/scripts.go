@@ -80,8 +80,9 @@ var markUnreadScript = redis.NewScript(redisstore.LuaCommon + luaValue + luaMark
 // for many keys in one call (of one cluster slot). KEYS = pairs of a user
 // hash and that user's tombstone; ARGV = field, expected value ("" for
 // none), new value, per pair. Returns per pair: 1 and the generation when
-// written, 2 when the user's hash is not loaded (Redis lost it, or never
-// restored it: nothing is written), else 0, the generation and the
+// written, 2 when the user's hash is not loaded (Redis lost it, never
+// restored it, or it was unloaded after a degraded write: nothing is
+// written, whatever the field holds), else 0, the generation and the
 // current value ("" none). The generation is "-1" when Redis holds no
 // tombstone hash for the user (GenerationUnknown). The
 // generation is read in the same script as the write, so the event stamped

@@ -13,6 +13,15 @@ import (
 	"github.com/readstate/receipts/pkg/redistest"
 )
 
+// fenceStores is a driver on the test Redis, its scripts loaded, and the
+// cursors' store on it.
+func fenceStores(t *testing.T) (*redisstore.Store, cursors.Store) {
+	rdb := redistest.Client(t)
+	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
+	require.NoError(t, s.Load(context.Background()))
+	return s, cursors.NewStore(s)
+}
+
 // A restore that read Postgres before the user was unloaded after a
 // degraded write (a newer fence) does not mark the hash complete: its
 // states may lack the degraded write, which the next merge would then
@@ -21,10 +30,7 @@ import (
 func TestHydrateRefusesAfterAnUnloadItDidNotWaitFor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, s.Load(ctx))
-	st := cursors.NewStore(s)
+	s, st := fenceStores(t)
 	durable := []receipt.State{mark("u1", "c1", 0, 46, "m46", true)}
 	loaded := func(user string) bool {
 		_, complete, err := st.Get(ctx, user, []string{"c1"})
@@ -63,10 +69,7 @@ func TestHydrateRefusesAfterAnUnloadItDidNotWaitFor(t *testing.T) {
 func TestCASRefusesAHashUnloadedAfterItsValuesWereRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	rdb := redistest.Client(t)
-	s := redisstore.New(rdb, redisstore.Config{Prefix: redistest.Prefix(t, rdb)})
-	require.NoError(t, s.Load(ctx))
-	st := cursors.NewStore(s)
+	s, st := fenceStores(t)
 	require.NoError(t, st.Hydrate(ctx, "u1", []receipt.State{mark("u1", "c1", 0, 46, "m46", true)}, redisstore.Incarnation{}))
 	mk := mark("u1", "c1", 0, 47, "m47", true)
 

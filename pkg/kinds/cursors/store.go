@@ -389,14 +389,8 @@ func (s Store) HydrateMany(ctx context.Context, states map[string][]receipt.Stat
 				big = append(big, user)
 				continue
 			}
-			key := s.RedisKey(user)
-			argv := make([]any, 0, 2*len(sts)+2)
-			keys := []string{key, s.redis.UserFenceKey(user)}
-			argv = append(argv, "") // users restored together have no fence (Restorer.cursorsBatch)
-			if inc := incs[user]; inc.Gen > 0 {
-				keys = append(keys, s.redis.IncarnationKey(key))
-				argv = append(argv, strconv.FormatInt(inc.Gen, 10))
-			}
+			// Users restored together have no fence (Restorer.cursorsBatch).
+			keys, argv := s.hydrateHead(user, incs[user], "", 2*len(sts))
 			var encErr error
 			for _, st := range sts {
 				v, err := encodeValue(st)
@@ -469,12 +463,8 @@ func (s Store) HydrateAfterFence(ctx context.Context, user string, states []rece
 		if end < len(states) {
 			sc = mergeManyScript
 		} else {
-			keys = append(keys, s.redis.UserFenceKey(user))
-			head := []any{fence}
-			if inc.Gen > 0 {
-				keys = append(keys, s.redis.IncarnationKey(key))
-				head = append(head, strconv.FormatInt(inc.Gen, 10))
-			}
+			var head []any
+			keys, head = s.hydrateHead(user, inc, fence, len(argv))
 			argv = append(head, argv...)
 		}
 		n, err := sc.Run(ctx, s.redis.Client(), keys, argv...).Int()
@@ -488,6 +478,22 @@ func (s Store) HydrateAfterFence(ctx context.Context, user string, states []rece
 			return nil
 		}
 	}
+}
+
+// hydrateHead is what hydrateScript takes before the channels' values:
+// its keys (the user's hash and fence, the incarnation marker when inc
+// has one) and its first arguments (the fence the restore waited for, the
+// marker's generation), with room for n more.
+func (s Store) hydrateHead(user string, inc redisstore.Incarnation, fence string, n int) ([]string, []any) {
+	key := s.RedisKey(user)
+	keys := []string{key, s.redis.UserFenceKey(user)}
+	argv := make([]any, 0, 2+n)
+	argv = append(argv, fence)
+	if inc.Gen > 0 {
+		keys = append(keys, s.redis.IncarnationKey(key))
+		argv = append(argv, strconv.FormatInt(inc.Gen, 10))
+	}
+	return keys, argv
 }
 
 // ScanUsers returns one bounded page of user ids (SCAN over the prefix, of
